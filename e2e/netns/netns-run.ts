@@ -1,0 +1,58 @@
+/**
+ * A run's private set of network namespaces. Every name carries the run prefix so leftovers of a
+ * crashed run are easy to find (`ip netns list | grep ^al-`); `dispose()` removes everything the
+ * run created and is safe to call twice.
+ */
+import { randomBytes } from 'node:crypto';
+import { ipIn, listNetns, run } from './ip.js';
+
+/** Common stem of every run prefix; `ambient-lab` leftovers are `al-<id>-...`. */
+export const NETNS_STEM = 'al-';
+
+export function newRunPrefix(): string {
+  return `${NETNS_STEM}${process.pid.toString(36)}${randomBytes(3).toString('hex')}-`;
+}
+
+export class NetnsRun {
+  private readonly created: string[] = [];
+  private disposed = false;
+
+  constructor(readonly prefix: string = newRunPrefix()) {
+    if (!prefix.startsWith(NETNS_STEM) || !/^[a-z0-9-]+$/.test(prefix) || prefix.length > 20) {
+      throw new Error(`invalid run prefix ${JSON.stringify(prefix)}: expected '${NETNS_STEM}' + [a-z0-9-], at most 20 characters`);
+    }
+  }
+
+  /** Create a namespace `<prefix><short>` with `lo` up, and return its name. */
+  async create(short: string): Promise<string> {
+    if (this.disposed) throw new Error(`netns run ${this.prefix} is already disposed`);
+    if (!/^[a-z0-9-]{1,20}$/.test(short)) throw new Error(`invalid namespace short name ${JSON.stringify(short)}`);
+    const name = this.prefix + short;
+    await run(['ip', 'netns', 'add', name]);
+    this.created.push(name);
+    await ipIn(name, ['link', 'set', 'lo', 'up']);
+    return name;
+  }
+
+  /** Namespaces of this run that still exist. */
+  async remaining(): Promise<string[]> {
+    return (await listNetns()).filter((n) => n.startsWith(this.prefix));
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    const errors: string[] = [];
+    // Deleting a netns destroys its veth ends, so the peers in other namespaces go too.
+    for (const name of this.created.reverse()) {
+      try {
+        await run(['ip', 'netns', 'del', name]);
+      } catch (e) {
+        errors.push(e instanceof Error ? e.message : String(e));
+      }
+    }
+    this.created.length = 0;
+    const left = await this.remaining();
+    if (left.length > 0) errors.push(`namespaces left behind: ${left.join(', ')}`);
+    if (errors.length > 0) throw new Error(`cleanup of netns run ${this.prefix} failed: ${errors.join('; ')}`);
+  }
+}

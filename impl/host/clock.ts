@@ -1,0 +1,16 @@
+/**
+ * The Clock port: the only way impl/ learns the time or waits. The sim adapter is virtual time
+ * (deterministic, replayable); the Linux adapter uses the process clock and real timers.
+ */
+export interface TimerHandle {
+  cancel(): void;
+}
+
+export interface Clock {
+  /** Milliseconds since an arbitrary, monotonic epoch. */
+  now(): number;
+  /** Run `fn` once after `ms` milliseconds; cancel() before it fires to drop it. */
+  setTimer(ms: number, fn: () => void): TimerHandle;
+  /** Resolve after `ms` milliseconds. */
+  sleep(ms: number): Promise<void>;
+}

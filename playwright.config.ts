@@ -1,0 +1,33 @@
+/**
+ * One Playwright project per world (DESIGN.md). No browser is used: tests are plain Node code.
+ * sim always runs; netns needs root + iproute2 + iptables; kind needs KIND=1 + Docker + kind.
+ * An unavailable world's tests are skipped with the reason, printed here once.
+ */
+import { defineConfig } from '@playwright/test';
+import { kindWorld, netnsWorld } from './tests/worlds.js';
+
+const netns = netnsWorld();
+const kind = kindWorld();
+if (!process.env['AMBIENT_LAB_WORLDS_PRINTED']) {
+  process.env['AMBIENT_LAB_WORLDS_PRINTED'] = '1';
+  console.log(`[worlds] sim: available`);
+  console.log(`[worlds] netns: ${netns.available ? 'available' : `skipped: ${netns.reason}`}`);
+  console.log(`[worlds] kind: ${kind.available ? 'available' : `skipped: ${kind.reason}`}`);
+}
+
+export default defineConfig({
+  testDir: './tests',
+  fullyParallel: false,
+  forbidOnly: !!process.env['CI'],
+  retries: 0,
+  workers: 2,
+  timeout: 120_000,
+  reporter: process.env['CI']
+    ? [['line'], ['json', { outputFile: '.ci-report/results.json' }]]
+    : [['list'], ['json', { outputFile: '.ci-report/results.json' }]],
+  projects: [
+    { name: 'sim', testDir: './tests/sim' },
+    { name: 'netns', testDir: './tests/netns', timeout: 180_000 },
+    { name: 'kind', testDir: './tests/kind', timeout: 900_000 },
+  ],
+});
