@@ -34,6 +34,22 @@ export class NetnsRun {
     return name;
   }
 
+  /**
+   * Delete one namespace this run created (e.g. a pod going away). Unknown names are refused so
+   * a caller can never delete a namespace of another run through this object.
+   */
+  async remove(name: string): Promise<void> {
+    const i = this.created.indexOf(name);
+    if (i < 0) throw new Error(`namespace ${JSON.stringify(name)} was not created by netns run ${this.prefix}; refusing to delete it`);
+    await run(['ip', 'netns', 'del', name]);
+    this.created.splice(i, 1);
+  }
+
+  /** Names this run created and has not removed yet, in creation order. */
+  names(): readonly string[] {
+    return [...this.created];
+  }
+
   /** Namespaces of this run that still exist. */
   async remaining(): Promise<string[]> {
     return (await listNetns()).filter((n) => n.startsWith(this.prefix));

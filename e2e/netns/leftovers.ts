@@ -1,0 +1,56 @@
+/**
+ * Crash safety: remove what a run that died without dispose() left behind. Everything a run
+ * creates lives in namespaces named `<prefix>...`, so the prefix alone finds it.
+ */
+import { listNetns, run } from './ip.js';
+import { NETNS_STEM } from './netns-run.js';
+
+export interface LeftoverOptions {
+  /**
+   * Also SIGKILL the processes still running inside those namespaces (found with
+   * `ip netns pids`). Off by default: they belong to the dead run, but a namespace is only really
+   * freed when they are gone, so callers cleaning a CI machine usually want this.
+   */
+  readonly killProcesses?: boolean;
+  /** Allow the bare stem `al-` (every ambient-lab run on this machine, including live ones). */
+  readonly allRuns?: boolean;
+}
+
+export interface LeftoverReport {
+  readonly removed: readonly string[];
+  /** Pids found inside removed namespaces (killed only with `killProcesses`). */
+  readonly pids: readonly number[];
+}
+
+export async function removeLeftovers(prefix: string, opts: LeftoverOptions = {}): Promise<LeftoverReport> {
+  if (!prefix.startsWith(NETNS_STEM) || !/^[a-z0-9-]+$/.test(prefix)) {
+    throw new Error(`refusing to clean up prefix ${JSON.stringify(prefix)}: only ambient-lab prefixes ('${NETNS_STEM}...') are ours`);
+  }
+  if (prefix === NETNS_STEM && !opts.allRuns) {
+    throw new Error(`prefix '${NETNS_STEM}' matches every ambient-lab run, including ones in progress; pass { allRuns: true } if that is meant`);
+  }
+  const names = (await listNetns()).filter((n) => n.startsWith(prefix));
+  const pids: number[] = [];
+  for (const name of names) {
+    const out = await run(['ip', 'netns', 'pids', name]).catch(() => '');
+    for (const tok of out.split(/\s+/)) if (/^\d+$/.test(tok)) pids.push(Number(tok));
+  }
+  if (opts.killProcesses) {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+      }
+    }
+  }
+  const errors: string[] = [];
+  for (const name of names) {
+    await run(['ip', 'netns', 'del', name]).catch((e: unknown) => errors.push(e instanceof Error ? e.message : String(e)));
+  }
+  const left = (await listNetns()).filter((n) => n.startsWith(prefix));
+  if (left.length > 0 || errors.length > 0) {
+    throw new Error(`cleanup of leftovers with prefix ${prefix} incomplete; still present: ${left.join(', ') || '(none)'}; errors: ${errors.join('; ') || '(none)'}`);
+  }
+  return { removed: names, pids };
+}
