@@ -1,0 +1,277 @@
+/**
+ * Linux adapter of the Sockets port: the native addon creates and configures the socket in
+ * the target namespace, then Node's event loop adopts the fd.
+ *
+ * - Listeners: the addon binds and listens; `net.Server.listen({ fd })` serves the fd.
+ * - Connections: the addon creates (and binds) the socket; `new net.Socket({ fd })` adopts
+ *   the unconnected fd and `connect()` is called in the same tick, so libuv performs the
+ *   non-blocking connect on our fd (it reuses an fd it already has rather than opening one).
+ * - Accepted connections: SO_ORIGINAL_DST is read at accept time from the accepted socket's
+ *   fd (`socket._handle.fd`, internal to Node but present for TCP on Linux), while the fd is
+ *   certainly open.
+ */
+import * as net from 'node:net';
+import type { NetnsId } from '../api/ids.js';
+import type {
+  ConnectTcpOptions, IpFamily, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure,
+  SocketFailureKind, SocketOutcome, Sockets, TcpConnection, TcpListener,
+} from '../host/sockets.js';
+import { fdCalls, NativeSocketError, RawSocket, type NativeAddress } from './sockets-native.js';
+
+const DEFAULT_BACKLOG = 128;
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/** Pause the kernel socket once this many unread bytes are queued in user space. */
+const READ_HIGH_WATER = 1 << 20;
+
+const KIND_BY_ERRNO: Readonly<Record<string, SocketFailureKind>> = {
+  ECONNREFUSED: 'refused',
+  ETIMEDOUT: 'timeout',
+  ECONNRESET: 'reset',
+  EPIPE: 'reset',
+  ENETUNREACH: 'unreachable',
+  EHOSTUNREACH: 'unreachable',
+  EADDRINUSE: 'addr-in-use',
+  EADDRNOTAVAIL: 'addr-not-available',
+  EPERM: 'permission',
+  EACCES: 'permission',
+};
+
+function failure(errno: string, call: string, message: string): SocketFailure {
+  const kind: SocketFailureKind = call.startsWith('open') && errno === 'ENOENT' ? 'no-netns' : KIND_BY_ERRNO[errno] ?? 'other';
+  return { ok: false, kind, errno, call, message };
+}
+
+/** An error from the addon or from Node as a failure outcome; anything else is re-thrown. */
+function toFailure(e: unknown, what: string): SocketFailure {
+  if (e instanceof NativeSocketError) {
+    if (e.errno === 0) throw e; // an argument error: a bug in the caller, not a network condition
+    return failure(e.code, e.syscall, `${what}: ${e.message}`);
+  }
+  const err = e as NodeJS.ErrnoException;
+  if (err instanceof Error && typeof err.code === 'string') {
+    return failure(err.code, err.syscall ?? 'unknown', `${what}: ${err.message}`);
+  }
+  throw e;
+}
+
+function describeNetns(netns: NetnsId | undefined): string {
+  return netns === undefined ? 'own netns' : `netns ${netns}`;
+}
+
+function nativeFamily(f: IpFamily): 'inet' | 'inet6' {
+  return f === 4 ? 'inet' : 'inet6';
+}
+
+function fromNative(a: NativeAddress): SocketAddress {
+  return { family: a.family === 'inet' ? 4 : 6, address: a.address, port: a.port };
+}
+
+function fromNode(address: string | undefined, family: string | undefined, port: number | undefined): SocketAddress {
+  if (address === undefined || port === undefined) throw new Error('socket has no address (it is closed or not connected)');
+  return { family: family === 'IPv6' ? 6 : 4, address, port };
+}
+
+/** The fd under a net.Socket (Node keeps it on the internal TCP handle). */
+function fdOf(sock: net.Socket): number | undefined {
+  // `_handle` is not in Node's typings; it is the libuv TCP wrap, whose `fd` is the socket fd on Unix.
+  const handle = (sock as unknown as { _handle?: { fd?: unknown } | null })._handle;
+  return typeof handle?.fd === 'number' && handle.fd >= 0 ? handle.fd : undefined;
+}
+
+/** Set the options shared by listening and connecting sockets. */
+function configure(raw: RawSocket, opts: { family: IpFamily; mark?: number; transparent?: boolean }): void {
+  if (opts.mark !== undefined) raw.setOption('SO_MARK', opts.mark);
+  if (opts.transparent) raw.setOption(opts.family === 4 ? 'IP_TRANSPARENT' : 'IPV6_TRANSPARENT', 1);
+}
+
+class LinuxTcpConnection implements TcpConnection {
+  readonly localAddress: SocketAddress;
+  readonly remoteAddress: SocketAddress;
+  private readonly queue: Uint8Array[] = [];
+  private queued = 0;
+  private finished: { failure?: SocketFailure } | undefined;
+  private waiter: ((r: ReadResult) => void) | undefined;
+
+  constructor(
+    private readonly sock: net.Socket,
+    private readonly label: string,
+    private readonly origDst: { value: SocketAddress | undefined } | { error: Error },
+  ) {
+    this.localAddress = fromNode(sock.localAddress, sock.localFamily, sock.localPort);
+    this.remoteAddress = fromNode(sock.remoteAddress, sock.remoteFamily, sock.remotePort);
+    sock.on('data', (chunk: Buffer) => this.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
+    sock.on('end', () => this.finish({}));
+    sock.on('error', (e) => this.finish({ failure: toFailure(e, `connection ${label}`) }));
+    sock.on('close', () => this.finish({}));
+  }
+
+  originalDst(): SocketAddress | undefined {
+    if ('error' in this.origDst) throw this.origDst.error;
+    return this.origDst.value;
+  }
+
+  private push(bytes: Uint8Array): void {
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = undefined;
+      w({ done: false, bytes });
+      return;
+    }
+    this.queue.push(bytes);
+    this.queued += bytes.byteLength;
+    if (this.queued >= READ_HIGH_WATER) this.sock.pause();
+  }
+
+  private finish(f: { failure?: SocketFailure }): void {
+    if (this.finished) return;
+    this.finished = f;
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = undefined;
+      w({ done: true, ...f });
+    }
+  }
+
+  read(): Promise<ReadResult> {
+    const next = this.queue.shift();
+    if (next) {
+      this.queued -= next.byteLength;
+      if (this.queued < READ_HIGH_WATER) this.sock.resume();
+      return Promise.resolve({ done: false, bytes: next });
+    }
+    if (this.finished) return Promise.resolve({ done: true, ...this.finished });
+    if (this.waiter) throw new Error(`connection ${this.label}: read() called again before the previous read resolved`);
+    return new Promise((resolve) => { this.waiter = resolve; });
+  }
+
+  write(bytes: Uint8Array): Promise<SocketOutcome<void>> {
+    return new Promise((resolve) => {
+      this.sock.write(bytes, (err) => {
+        resolve(err ? toFailure(err, `write on connection ${this.label}`) : { ok: true, value: undefined });
+      });
+    });
+  }
+
+  end(): Promise<void> {
+    return new Promise((resolve) => this.sock.end(() => resolve()));
+  }
+
+  close(): void {
+    this.sock.destroy();
+  }
+
+  reset(): void {
+    this.sock.resetAndDestroy();
+  }
+}
+
+class LinuxTcpListener implements TcpListener {
+  constructor(private readonly server: net.Server, readonly address: SocketAddress) {}
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** Read SO_ORIGINAL_DST of an accepted socket now, while its fd is certainly open. */
+function readOriginalDst(sock: net.Socket, netns: string): { value: SocketAddress | undefined } | { error: Error } {
+  const fd = fdOf(sock);
+  if (fd === undefined) return { error: new Error(`original destination unavailable: the accepted socket has no fd (in ${netns || 'own netns'})`) };
+  try {
+    return { value: fromNative(fdCalls.originalDst(fd, netns)) };
+  } catch (e) {
+    if (e instanceof NativeSocketError && e.code === 'ENOENT') return { value: undefined };
+    return { error: e instanceof Error ? e : new Error(String(e)) };
+  }
+}
+
+export class LinuxSockets implements Sockets {
+  async listenTcp(opts: ListenTcpOptions, onConnection: (conn: TcpConnection) => void): Promise<SocketOutcome<TcpListener>> {
+    const what = `listen tcp ${opts.address} port ${opts.port} in ${describeNetns(opts.netns)}`;
+    let raw: RawSocket;
+    try {
+      raw = RawSocket.open(opts.netns, nativeFamily(opts.family), 'stream');
+    } catch (e) {
+      return toFailure(e, what);
+    }
+    let bound: SocketAddress;
+    try {
+      if (opts.family === 6 && opts.v6Only !== undefined) raw.setOption('IPV6_V6ONLY', opts.v6Only);
+      // Node (libuv) and tokio both set SO_REUSEADDR on listeners; it only lets a new listener
+      // bind over TIME_WAIT leftovers, never share a port with another listener.
+      raw.setOption('SO_REUSEADDR', 1);
+      if (opts.reusePort) raw.setOption('SO_REUSEPORT', 1);
+      configure(raw, opts);
+      raw.bind(opts.address, opts.port);
+      raw.listen(opts.backlog ?? DEFAULT_BACKLOG);
+      bound = fromNative(raw.localAddress());
+    } catch (e) {
+      raw.close();
+      return toFailure(e, what);
+    }
+    const netnsLabel = opts.netns ?? '';
+    const server = net.createServer((sock) => {
+      const label = `${sock.remoteAddress}:${sock.remotePort} -> ${bound.address}:${bound.port} (${describeNetns(opts.netns)})`;
+      onConnection(new LinuxTcpConnection(sock, label, readOriginalDst(sock, netnsLabel)));
+    });
+    return new Promise((resolve) => {
+      const onError = (e: Error): void => {
+        // If Node failed before adopting the fd it is still ours; after adopting, Node closes it.
+        if ((e as NodeJS.ErrnoException).syscall !== 'listen') raw.close();
+        resolve(toFailure(e, what));
+      };
+      server.once('error', onError);
+      server.listen({ fd: raw.fd }, () => {
+        raw.release();
+        server.off('error', onError);
+        // Errors after listening (e.g. EMFILE on accept) must not crash the process; Node keeps listening.
+        server.on('error', () => undefined);
+        resolve({ ok: true, value: new LinuxTcpListener(server, bound) });
+      });
+    });
+  }
+
+  async connectTcp(opts: ConnectTcpOptions): Promise<SocketOutcome<TcpConnection>> {
+    const what = `connect tcp to ${opts.dst.address} port ${opts.dst.port} in ${describeNetns(opts.netns)}`;
+    if (opts.dst.family !== opts.family) throw new Error(`${what}: destination is IPv${opts.dst.family} but the socket family is IPv${opts.family}`);
+    let raw: RawSocket;
+    try {
+      raw = RawSocket.open(opts.netns, nativeFamily(opts.family), 'stream');
+    } catch (e) {
+      return toFailure(e, what);
+    }
+    try {
+      configure(raw, opts);
+      if (opts.src) {
+        // Binding a foreign source needs IP_FREEBIND besides IP_TRANSPARENT only when the
+        // address is not local; setting both is what ztunnel's freebind_connect does.
+        if (opts.transparent) raw.setOption(opts.family === 4 ? 'IP_FREEBIND' : 'IPV6_FREEBIND', 1);
+        raw.bind(opts.src.address, opts.src.port ?? 0);
+      }
+    } catch (e) {
+      raw.close();
+      return toFailure(e, what);
+    }
+    const sock = new net.Socket({ fd: raw.release() });
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        sock.destroy();
+        resolve(failure('ETIMEDOUT', 'connect', `${what}: no answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      sock.once('error', (e) => {
+        clearTimeout(timer);
+        sock.destroy();
+        resolve(toFailure(e, what));
+      });
+      sock.once('connect', () => {
+        clearTimeout(timer);
+        sock.removeAllListeners('error');
+        const label = `${sock.localAddress}:${sock.localPort} -> ${opts.dst.address}:${opts.dst.port} (${describeNetns(opts.netns)})`;
+        resolve({ ok: true, value: new LinuxTcpConnection(sock, label, { value: undefined }) });
+      });
+      // Must run in the tick that adopted the fd: see the module comment.
+      sock.connect({ port: opts.dst.port, host: opts.dst.address });
+    });
+  }
+}
