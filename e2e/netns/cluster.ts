@@ -132,7 +132,7 @@ export class NetnsCluster {
         { netns: outsideNs, netnsPath: pathOf(outsideNs), address: OUTSIDE_ADDRESS }, nodes);
     } catch (e) {
       await lab.dispose().catch((d: unknown) => {
-        throw new AggregateError([e, d], `NetnsCluster.create failed (${String(e)}) and cleanup failed too (${String(d)})`);
+        throw new AggregateError([e, d], `NetnsCluster.create failed (${String(e)}) and cleanup failed too (${String(d)})`, { cause: e });
       });
       throw e;
     }
@@ -284,7 +284,7 @@ export class NetnsCluster {
 
 /**
  * Run `fn` with a fresh cluster and always dispose it. If `fn` throws, its error wins (the
- * cleanup error, if any, is attached as `cause`-style context in the message).
+ * cleanup error, if any, is reported alongside it in an AggregateError).
  */
 export async function withCluster<T>(opts: ClusterOptions, fn: (c: NetnsCluster) => Promise<T>): Promise<T> {
   const cluster = await NetnsCluster.create(opts);
@@ -295,7 +295,7 @@ export async function withCluster<T>(opts: ClusterOptions, fn: (c: NetnsCluster)
     try {
       await cluster.dispose();
     } catch (d) {
-      throw new AggregateError([e, d], `test body failed (${String(e)}) and cleanup failed (${String(d)})`);
+      throw new AggregateError([e, d], `test body failed (${String(e)}) and cleanup failed (${String(d)})`, { cause: d });
     }
     throw e;
   }
