@@ -1,0 +1,103 @@
+/**
+ * Object validation for the sim API server. Schemas come from maintained packages —
+ * kubernetes-models (core and apiextensions, OpenAPI-generated) and @kubernetes-models/istio
+ * (security.istio.io/v1 from Istio's CRDs) — so a field of the wrong type or a missing required
+ * field fails here as it would in a real API server. On top: the metadata rules the API server
+ * enforces itself (names, namespace, immutability of what we rely on).
+ */
+import { Pod } from 'kubernetes-models/v1/Pod';
+import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { Node } from 'kubernetes-models/v1/Node';
+import { Event } from 'kubernetes-models/v1/Event';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
+import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/v1/AuthorizationPolicy';
+import { KubeApiError, type KubeKind } from '../../impl/host/kube.js';
+
+interface Validatable {
+  validate(): void;
+}
+// The model constructors take their own typed data; we validate JSON of unknown shape, which is
+// exactly what their validate() is for, so the data is passed through as their parameter type.
+type ModelCtor = new (data: never) => Validatable;
+
+const MODELS: Record<KubeKind, ModelCtor> = {
+  Pod: Pod as unknown as ModelCtor,
+  Namespace: Namespace as unknown as ModelCtor,
+  ServiceAccount: ServiceAccount as unknown as ModelCtor,
+  Node: Node as unknown as ModelCtor,
+  Event: Event as unknown as ModelCtor,
+  CustomResourceDefinition: CustomResourceDefinition as unknown as ModelCtor,
+  AuthorizationPolicy: AuthorizationPolicy as unknown as ModelCtor,
+};
+
+export interface FieldError {
+  readonly field: string;
+  readonly message: string;
+}
+
+export function invalid(kind: string, name: string, errors: readonly FieldError[]): KubeApiError {
+  const detail = errors.map((e) => `${e.field}: ${e.message}`).join(', ');
+  return new KubeApiError(422, 'Invalid', `${kind} "${name}" is invalid: ${detail}`);
+}
+
+/** "/spec/containers/0/name" → "spec.containers[0].name" (the API server's field path style). */
+function fieldPath(instancePath: string): string {
+  return instancePath
+    .split('/')
+    .filter((p) => p !== '')
+    .map((p, i) => (/^\d+$/.test(p) ? `[${p}]` : i === 0 ? p : `.${p}`))
+    .join('') || '<root>';
+}
+
+interface AjvError {
+  instancePath?: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+/** Schema validation of a whole object; throws 422 Invalid listing every failing field. */
+export function validateSchema(kind: KubeKind, name: string, obj: unknown): void {
+  const Model = MODELS[kind];
+  try {
+    new Model(structuredClone(obj) as never).validate();
+  } catch (e) {
+    const errs = (e as { errors?: AjvError[] }).errors;
+    if (!Array.isArray(errs)) throw e;
+    throw invalid(
+      kind,
+      name,
+      errs.map((x) => {
+        const missing = typeof x.params?.['missingProperty'] === 'string' ? `.${String(x.params['missingProperty'])}` : '';
+        return { field: fieldPath(x.instancePath ?? '') + missing, message: missing ? 'Required value' : (x.message ?? 'invalid') };
+      }),
+    );
+  }
+}
+
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** Names: namespaces are DNS-1123 labels (63), everything else DNS-1123 subdomains (253). */
+export function nameErrors(kind: KubeKind, name: string): FieldError[] {
+  if (name === '') return [{ field: 'metadata.name', message: 'Required value: name or generateName is required' }];
+  const label = kind === 'Namespace';
+  const ok = label ? DNS1123_LABEL.test(name) && name.length <= 63 : DNS1123_SUBDOMAIN.test(name) && name.length <= 253;
+  if (ok) return [];
+  return [{
+    field: 'metadata.name',
+    message: `Invalid value: "${name}": a lowercase RFC 1123 ${label ? 'label (max 63 characters)' : 'subdomain (max 253 characters)'} must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`,
+  }];
+}
+
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+export function labelErrors(labels: Record<string, unknown> | undefined): FieldError[] {
+  const out: FieldError[] = [];
+  for (const [k, v] of Object.entries(labels ?? {})) {
+    if (typeof v !== 'string' || v.length > 63 || !LABEL_VALUE.test(v)) {
+      out.push({ field: `metadata.labels.${k}`, message: `Invalid value: ${JSON.stringify(v)}: a valid label must be 63 characters or less, alphanumeric, '-', '_' or '.'` });
+    }
+  }
+  return out;
+}

@@ -1,0 +1,217 @@
+import { test, expect } from '@playwright/test';
+import { ApiStore, type WatchEvent } from '../../../sim/kube/store.js';
+import { VirtualClock } from '../../../sim/time/virtual-clock.js';
+import { SeededRandom } from '../../../sim/time/seeded-random.js';
+import { isKubeApiError, type KubeObjectOf } from '../../../impl/host/kube.js';
+
+function world(eventWindow = 1000) {
+  const clock = new VirtualClock();
+  const store = new ApiStore({ clock, random: new SeededRandom(7), eventWindow });
+  store.create('Namespace', { metadata: { name: 'default' } });
+  return { clock, store };
+}
+
+function pod(name: string, labels: Record<string, string> = {}, nodeName?: string): KubeObjectOf<'Pod'> {
+  return { metadata: { name, namespace: 'default', labels }, spec: { nodeName, containers: [{ name: 'app', image: 'app:1' }] } };
+}
+
+function code(fn: () => unknown): number | undefined {
+  try {
+    fn();
+  } catch (e) {
+    if (isKubeApiError(e)) return e.code;
+    throw e;
+  }
+  return undefined;
+}
+
+test('one global resourceVersion counter; uid and creationTimestamp from the ports', () => {
+  const { store, clock } = world();
+  clock.advance(5_000);
+  const a = store.create('Pod', pod('a'));
+  const sa = store.create('ServiceAccount', { metadata: { name: 'sa', namespace: 'default' } });
+  expect(Number(sa.metadata?.resourceVersion)).toBe(Number(a.metadata?.resourceVersion) + 1);
+  expect(a.metadata?.creationTimestamp).toBe('2025-01-01T00:00:05Z');
+  expect(a.metadata?.uid).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  expect(a.status?.phase).toBe('Pending');
+  // Same seed, same history → same uids (deterministic replay).
+  const again = world();
+  again.clock.advance(5_000);
+  expect(again.store.create('Pod', pod('a')).metadata?.uid).toBe(a.metadata?.uid);
+});
+
+test('label selectors: =, ==, !=, in, notin, exists, !key', () => {
+  const { store } = world();
+  store.create('Pod', pod('a', { app: 'web', tier: 'fe' }));
+  store.create('Pod', pod('b', { app: 'db' }));
+  store.create('Pod', pod('c', {}));
+  const names = (sel: string) => store.list('Pod', { namespace: 'default', labelSelector: sel }).items.map((p) => p.metadata?.name);
+  expect(names('app=web')).toEqual(['a']);
+  expect(names('app==db')).toEqual(['b']);
+  expect(names('app!=web')).toEqual(['b', 'c']);
+  expect(names('app in (web, db)')).toEqual(['a', 'b']);
+  expect(names('app notin (web)')).toEqual(['b', 'c']);
+  expect(names('tier')).toEqual(['a']);
+  expect(names('!tier')).toEqual(['b', 'c']);
+  expect(names('app,!tier')).toEqual(['b']);
+  expect(code(() => names('app in web'))).toBe(400);
+});
+
+test('field selectors: spec.nodeName, status.phase, metadata.name; unsupported field is 400', () => {
+  const { store } = world();
+  store.create('Pod', pod('a', {}, 'n1'));
+  store.create('Pod', pod('b', {}, 'n2'));
+  store.create('Pod', pod('c'));
+  store.patch('Pod', 'b', 'default', { status: { phase: 'Running' } }, 'status');
+  const names = (sel: string) => store.list('Pod', { fieldSelector: sel }).items.map((p) => p.metadata?.name);
+  expect(names('spec.nodeName=n1')).toEqual(['a']);
+  expect(names('spec.nodeName=')).toEqual(['c']);
+  expect(names('status.phase=Running')).toEqual(['b']);
+  expect(names('status.phase!=Running,metadata.name!=c')).toEqual(['a']);
+  expect(code(() => names('spec.hostNetwork=true'))).toBe(400);
+  expect(code(() => store.list('ServiceAccount', { fieldSelector: 'spec.nodeName=n1' }))).toBe(400);
+});
+
+test('merge patch: nested merge, null deletes, arrays replace; no-op patch keeps the resourceVersion', () => {
+  const { store } = world();
+  store.create('Pod', { ...pod('a', { x: '1', y: '2' }), metadata: { name: 'a', namespace: 'default', labels: { x: '1', y: '2' }, annotations: { keep: 'k' } } });
+  const p = store.patch('Pod', 'a', 'default', { metadata: { labels: { x: null, z: '3' }, annotations: { 'ambient.istio.io/redirection': 'enabled' } } });
+  expect(p.metadata?.labels).toEqual({ y: '2', z: '3' });
+  expect(p.metadata?.annotations).toEqual({ keep: 'k', 'ambient.istio.io/redirection': 'enabled' });
+  const same = store.patch('Pod', 'a', 'default', { metadata: { labels: { y: '2' } } });
+  expect(same.metadata?.resourceVersion).toBe(p.metadata?.resourceVersion);
+  const s = store.patch('Pod', 'a', 'default', { status: { podIPs: [{ ip: '10.244.0.5' }, { ip: 'fd00::5' }] } }, 'status');
+  const s2 = store.patch('Pod', 'a', 'default', { status: { podIPs: [{ ip: '10.244.0.6' }] } }, 'status');
+  expect(s.status?.podIPs).toHaveLength(2);
+  expect(s2.status?.podIPs).toEqual([{ ip: '10.244.0.6' }]);
+});
+
+test('status subresource: /status changes only .status; the object ignores .status', () => {
+  const { store } = world();
+  store.create('Pod', pod('a'));
+  const viaObject = store.patch('Pod', 'a', 'default', { metadata: { annotations: { a: '1' } }, status: { phase: 'Running' } });
+  expect(viaObject.metadata?.annotations).toEqual({ a: '1' });
+  expect(viaObject.status?.phase).toBe('Pending');
+  const viaStatus = store.patch('Pod', 'a', 'default', { metadata: { annotations: { b: '2' } }, status: { phase: 'Running' } }, 'status');
+  expect(viaStatus.status?.phase).toBe('Running');
+  expect(viaStatus.metadata?.annotations).toEqual({ a: '1' });
+  // ServiceAccount has no status subresource.
+  store.create('ServiceAccount', { metadata: { name: 'sa', namespace: 'default' } });
+  expect(code(() => store.patch('ServiceAccount', 'sa', 'default', {}, 'status'))).toBe(404);
+  // Custom resource with a status subresource: status dropped on create.
+  const ap = store.create('AuthorizationPolicy', { metadata: { name: 'p', namespace: 'default' }, spec: { action: 'DENY' }, status: { x: 1 } });
+  expect(ap.status).toBeUndefined();
+  expect(ap.apiVersion).toBe('security.istio.io/v1');
+});
+
+test('conflicts, not found, already exists, validation errors', () => {
+  const { store } = world();
+  const a = store.create('Pod', pod('a'));
+  const fresh = store.patch('Pod', 'a', 'default', { metadata: { labels: { v: '2' } } });
+  expect(code(() => store.update('Pod', { ...a, metadata: { ...a.metadata, labels: { v: '3' } } }))).toBe(409);
+  const ok = store.update('Pod', { ...fresh, metadata: { ...fresh.metadata, labels: { v: '3' } } });
+  expect(ok.metadata?.labels).toEqual({ v: '3' });
+  expect(code(() => store.patch('Pod', 'a', 'default', { metadata: { resourceVersion: a.metadata?.resourceVersion, labels: { q: '1' } } }))).toBe(409);
+  expect(code(() => store.get('Pod', 'nope', 'default'))).toBe(404);
+  expect(code(() => store.delete('Pod', 'nope', 'default'))).toBe(404);
+  expect(code(() => store.create('Pod', pod('a')))).toBe(409);
+  expect(code(() => store.create('Pod', { ...pod('b'), metadata: { name: 'b', namespace: 'nons' } }))).toBe(404);
+  let msg = '';
+  try {
+    store.create('Pod', { metadata: { name: 'bad', namespace: 'default' }, spec: { containers: [{ name: 'c', securityContext: { runAsUser: 'root' as unknown as number } }] } });
+  } catch (e) {
+    msg = (e as Error).message;
+    expect(isKubeApiError(e, 422)).toBe(true);
+  }
+  expect(msg).toContain('spec.containers[0].securityContext.runAsUser');
+  expect(code(() => store.create('Pod', { metadata: { name: 'nospec', namespace: 'default' } , spec: {} as never }))).toBe(422);
+  expect(code(() => store.create('Pod', pod('Upper_Case')))).toBe(422);
+  expect(code(() => store.create('AuthorizationPolicy', { metadata: { name: 'p', namespace: 'default' }, spec: { action: 'MAYBE' as never } }))).toBe(422);
+  expect(code(() => store.patch('Pod', 'a', 'default', { spec: { nodeName: 'n9' } }))).toBe(422);
+  expect(code(() => store.patch('Pod', 'a', 'default', { metadata: { uid: 'other' } }))).toBe(422);
+});
+
+test('watch: events come through the clock, in order, never inside the mutating call', () => {
+  const { store, clock } = world();
+  const seen: string[] = [];
+  store.watch('Pod', { namespace: 'default', resourceVersion: store.resourceVersion() }, (ev) => seen.push(`${ev.type}:${ev.object.metadata?.name}`), () => seen.push('closed'));
+  store.create('Pod', pod('a'));
+  store.patch('Pod', 'a', 'default', { metadata: { labels: { x: 'y' } } });
+  store.delete('Pod', 'a', 'default');
+  expect(seen).toEqual([]);
+  clock.advance(0);
+  expect(seen).toEqual(['ADDED:a', 'MODIFIED:a', 'DELETED:a']);
+});
+
+test('watch with a selector sees objects entering as ADDED and leaving as DELETED', () => {
+  const { store, clock } = world();
+  store.create('Pod', pod('a', { mesh: 'on' }));
+  const seen: string[] = [];
+  store.watch('Pod', { labelSelector: 'mesh=on' }, (ev) => seen.push(`${ev.type}:${ev.object.metadata?.name}`), () => {});
+  store.patch('Pod', 'a', 'default', { metadata: { labels: { mesh: 'off' } } });
+  store.patch('Pod', 'a', 'default', { metadata: { labels: { mesh: 'on' } } });
+  store.create('Pod', pod('b'));
+  clock.advance(0);
+  expect(seen).toEqual(['ADDED:a', 'DELETED:a', 'ADDED:a']);
+});
+
+test('watch resumes from a resourceVersion; older than the window is 410 Gone; bookmarks carry the RV', () => {
+  const { store, clock } = world(3);
+  const rv0 = store.resourceVersion();
+  for (const n of ['a', 'b', 'c', 'd']) store.create('Pod', pod(n));
+  const rv = store.list('Pod', { namespace: 'default' }).items[1]!.metadata!.resourceVersion!; // after b
+  const events: WatchEvent[] = [];
+  store.watch('Pod', { resourceVersion: rv, allowWatchBookmarks: true }, (ev) => events.push(ev), () => {});
+  clock.advance(0);
+  expect(events.map((e) => e.object.metadata?.name)).toEqual(['c', 'd']);
+  store.sendBookmarks();
+  clock.advance(0);
+  expect(events.at(-1)?.type).toBe('BOOKMARK');
+  expect(events.at(-1)?.object.metadata?.resourceVersion).toBe(store.resourceVersion());
+  let closed = false;
+  const gone: WatchEvent[] = [];
+  store.watch('Pod', { resourceVersion: rv0 }, (ev) => gone.push(ev), () => { closed = true; });
+  clock.advance(0);
+  expect(gone.map((e) => [e.type, (e.object as { code?: number }).code])).toEqual([['ERROR', 410]]);
+  expect(closed).toBe(true);
+  store.compact();
+  const after: WatchEvent[] = [];
+  store.watch('Pod', { resourceVersion: rv }, (ev) => after.push(ev), () => {});
+  clock.advance(0);
+  expect(after[0]?.type).toBe('ERROR');
+});
+
+test('fault hooks: fail next N matching requests, delay events, drop watches', () => {
+  const { store, clock } = world();
+  store.failNext({ n: 2, code: 503, match: (r) => r.verb === 'create' && r.kind === 'Pod' });
+  expect(code(() => store.create('Pod', pod('a')))).toBe(503);
+  expect(store.list('Pod', { namespace: 'default' }).items).toHaveLength(0); // list not matched
+  expect(code(() => store.create('Pod', pod('a')))).toBe(503);
+  expect(code(() => store.create('Pod', pod('a')))).toBeUndefined();
+
+  const seen: string[] = [];
+  store.watch('Pod', { resourceVersion: store.resourceVersion() }, (ev) => seen.push(`${ev.type}:${ev.object.metadata?.name}`), () => seen.push('closed'));
+  store.setWatchDelay(100);
+  store.create('Pod', pod('b'));
+  clock.advance(99);
+  expect(seen).toEqual([]);
+  clock.advance(1);
+  expect(seen).toEqual(['ADDED:b']);
+  store.create('Pod', pod('c'));
+  expect(store.dropWatches()).toBe(1);
+  clock.advance(1000);
+  expect(seen).toEqual(['ADDED:b', 'closed']); // pending c discarded with the connection
+});
+
+test('deleting a namespace deletes its objects first', () => {
+  const { store, clock } = world();
+  store.create('Namespace', { metadata: { name: 'apps' } });
+  store.create('Pod', { ...pod('a'), metadata: { name: 'a', namespace: 'apps' } });
+  const seen: string[] = [];
+  store.watch('Pod', {}, (ev) => seen.push(`${ev.type}:${ev.object.metadata?.name}`), () => {});
+  clock.advance(0);
+  store.delete('Namespace', 'apps');
+  clock.advance(0);
+  expect(seen).toEqual(['ADDED:a', 'DELETED:a']);
+  expect(code(() => store.get('Namespace', 'apps'))).toBe(404);
+});
