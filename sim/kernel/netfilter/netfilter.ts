@@ -1,0 +1,173 @@
+/**
+ * Netfilter of one network namespace for one address family (iptables or ip6tables): the
+ * rules loaded by restore(), their iptables-save form, and evaluation of a table at a hook.
+ */
+import type { Family } from '../ip-address.js';
+import { RestoreError } from './errors.js';
+import { runCompiled } from './evaluate.js';
+import type { IpSets } from './ipset.js';
+import { ALL_TABLES, applyRestore } from './parse-restore.js';
+import { cloneTable, compileTable, emptyTable, type CompiledTable, type TableState } from './ruleset.js';
+import { saveTable } from './save.js';
+import type { EvalContext, Hook, TableName, TableRun } from './types.js';
+
+/** One rule with a stable identity: `${table}/${chain}/${position}` in the current ruleset. */
+export interface RuleInfo {
+  readonly id: string;
+  readonly table: TableName;
+  readonly chain: string;
+  /** 1-based position in the chain. */
+  readonly position: number;
+  /** 1-based line of the restore text it came from, and that text's source name. */
+  readonly line: number;
+  readonly source: string;
+  /** `-A CHAIN ...` as iptables-save prints it. */
+  readonly text: string;
+}
+
+/** Remove (no replacement) or replace (replacement = rule spec after `-A CHAIN`) one rule. */
+export interface RuleEdit {
+  readonly table: TableName;
+  readonly chain: string;
+  readonly position: number;
+  readonly replacement?: string;
+}
+
+export interface RestoreOptions {
+  readonly noflush?: boolean;
+  /** Name used in error messages and RuleInfo (e.g. a file name); default "<restore>". */
+  readonly source?: string;
+}
+
+export class Netfilter {
+  private tables = new Map<TableName, TableState>();
+  private compiled = new Map<TableName, CompiledTable>();
+  /** Tables a restore has named: iptables-save prints only those. */
+  private loaded = new Set<TableName>();
+  private readonly ipsets: IpSets | undefined;
+
+  constructor(readonly family: Family, opts: { readonly ipsets?: IpSets } = {}) {
+    this.ipsets = opts.ipsets;
+    for (const t of ALL_TABLES) {
+      const s = emptyTable(t);
+      this.tables.set(t, s);
+      this.compiled.set(t, compileTable(s));
+    }
+  }
+
+  /**
+   * iptables-restore semantics (see parse-restore.ts). All-or-nothing for the whole text: on
+   * RestoreError nothing changes.
+   */
+  restore(text: string, opts: RestoreOptions = {}): void {
+    const work = new Map<TableName, TableState>();
+    for (const [k, v] of this.tables) work.set(k, cloneTable(v));
+    applyRestore(text, work, {
+      family: this.family, ipsets: this.ipsets, noflush: opts.noflush ?? false, source: opts.source ?? '<restore>',
+    });
+    // Success: swap in and recompile every table (cheap; keeps compiled and editable in step).
+    this.tables = work;
+    for (const [k, v] of work) this.compiled.set(k, compileTable(v));
+    for (const line of text.split('\n')) {
+      const m = /^\s*\*(\S+)/.exec(line);
+      if (m) this.loaded.add(m[1] as TableName);
+    }
+  }
+
+  /** iptables-save text for one table, or every table a restore has named (fixed order). */
+  save(table?: TableName): string {
+    if (table) return saveTable(this.must(table));
+    return ALL_TABLES.filter((t) => this.loaded.has(t)).map((t) => saveTable(this.must(t))).join('');
+  }
+
+  /** Run `table`'s built-in chain for `hook`. trace=false skips RuleStep records (faster). */
+  runTable(table: TableName, hook: Hook, ctx: EvalContext, opts: { readonly trace?: boolean } = {}): TableRun {
+    if (ctx.hook !== hook) throw new Error(`runTable(${table}, ${hook}): ctx.hook is ${ctx.hook}; they must agree`);
+    return runCompiled(this.compiledTable(table), ctx, opts.trace ?? true);
+  }
+
+  /** No rules anywhere and all policies ACCEPT: the datapath may skip this table entirely. */
+  isEmpty(table: TableName): boolean {
+    return this.compiledTable(table).empty;
+  }
+
+  /** The built-in chain for `hook` has rules or a DROP policy (false also when the table has no such hook). */
+  hasRules(table: TableName, hook: Hook): boolean {
+    const c = this.compiledTable(table).chains.get(hook);
+    return c !== undefined && c.builtin !== undefined && (c.rules.length > 0 || c.policy !== 'ACCEPT');
+  }
+
+  rules(table?: TableName): RuleInfo[] {
+    const out: RuleInfo[] = [];
+    for (const t of ALL_TABLES) {
+      if (table && t !== table) continue;
+      for (const c of this.compiledTable(t).chains.values()) {
+        for (const r of c.rules) {
+          out.push({ id: `${t}/${c.name}/${r.position}`, table: t, chain: c.name, position: r.position, line: r.line, source: r.source, text: r.text });
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Full iptables-save text (all loaded tables) with one rule removed or replaced — the input
+   * for mutation tests. Restore it into a fresh Netfilter; it may fail to load (e.g. a removed
+   * jump leaves nothing broken, but a replacement may be invalid) and that is the caller's to judge.
+   */
+  saveWithEdit(edit: RuleEdit): string {
+    const t = this.must(edit.table);
+    const c = t.chains.get(edit.chain);
+    if (!c || edit.position < 1 || edit.position > c.rules.length) {
+      throw new Error(`saveWithEdit: no rule ${edit.table}/${edit.chain}/${edit.position}`);
+    }
+    const target = `-A ${edit.chain} ${(c.rules[edit.position - 1] as { spec: { text: string } }).spec.text}`;
+    const out: string[] = [];
+    for (const tn of ALL_TABLES.filter((x) => this.loaded.has(x) || x === edit.table)) {
+      const text = saveTable(this.must(tn));
+      if (tn !== edit.table) { out.push(text); continue; }
+      // Find the edited rule by counting occurrences within its chain, so duplicates are safe.
+      let seen = 0;
+      const lines = text.split('\n').flatMap((l) => {
+        if (l.startsWith(`-A ${edit.chain} `)) {
+          seen++;
+          if (seen === edit.position) {
+            if (l !== target) throw new Error('saveWithEdit: internal mismatch');
+            return edit.replacement === undefined ? [] : [`-A ${edit.chain} ${edit.replacement}`];
+          }
+        }
+        return [l];
+      });
+      out.push(lines.join('\n'));
+    }
+    return out.join('');
+  }
+
+  /** A copy with the same rules, sharing the ipset registry. */
+  clone(): Netfilter {
+    const n = new Netfilter(this.family, this.ipsets ? { ipsets: this.ipsets } : {});
+    for (const [k, v] of this.tables) n.tables.set(k, cloneTable(v));
+    for (const [k, v] of this.compiled) n.compiled.set(k, v);
+    for (const t of this.loaded) n.loaded.add(t);
+    return n;
+  }
+
+  policy(table: TableName, chain: Hook): 'ACCEPT' | 'DROP' | undefined {
+    const c = this.must(table).chains.get(chain);
+    return c?.builtin ? c.policy : undefined;
+  }
+
+  private must(table: TableName): TableState {
+    const t = this.tables.get(table);
+    if (!t) throw new Error(`unknown table "${String(table)}" (tables: ${ALL_TABLES.join(', ')})`);
+    return t;
+  }
+
+  private compiledTable(table: TableName): CompiledTable {
+    const t = this.compiled.get(table);
+    if (!t) throw new Error(`unknown table "${String(table)}" (tables: ${ALL_TABLES.join(', ')})`);
+    return t;
+  }
+}
+
+export { RestoreError };
