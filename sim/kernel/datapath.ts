@@ -1,0 +1,477 @@
+/**
+ * The packet path through the simulated kernel, hook by hook, in the kernel's order
+ * (../shared/reference/kernel-cni-tooling.md §1.2):
+ *
+ *   received:  raw PRE → conntrack → mangle PRE (TPROXY) → nat PRE → route →
+ *              local:   mangle IN → filter IN → security IN → nat IN → confirm → socket
+ *              forward: mangle FWD → filter FWD → security FWD → mangle POST → nat POST → confirm → xmit
+ *   local out: route → raw OUT → conntrack → mangle OUT (re-route on change) → nat OUT →
+ *              filter OUT → security OUT → mangle POST → nat POST → confirm → xmit
+ *
+ * NAT tables are consulted only for a connection's first packet (per manip type); every packet
+ * is then rewritten from the conntrack entry. Crossing into another namespace over a veth
+ * scrubs skb->mark and the conntrack reference (skb_scrub_packet with xnet); looping through
+ * `lo` keeps both, so a looped packet is not re-tracked and nat PREROUTING is not consulted.
+ */
+import { formatIp, ipEquals, isLoopback, loopbackAddress, type Family, type IpAddress } from './ip-address.js';
+import { addrType, fibLookup, type RouteDecision } from './fib.js';
+import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
+import { formatRoute } from './route.js';
+import { formatSockAddr, type SimSocket } from './socket.js';
+import { Trace, verdictText } from './trace.js';
+import type { Netns } from './netns.js';
+import type { Packet } from './packet.js';
+import type { EvalContext, Hook, NatAction, TableName, TableVerdict, ConntrackRef } from './netfilter/types.js';
+import type { Link } from './link.js';
+
+/** What became of a packet. */
+export type Delivery =
+  | { readonly kind: 'delivered'; readonly ns: Netns; readonly socket: SimSocket; readonly packet: Packet }
+  | { readonly kind: 'no-socket'; readonly ns: Netns; readonly packet: Packet }
+  | { readonly kind: 'dropped'; readonly ns: Netns; readonly reason: string }
+  | { readonly kind: 'rejected'; readonly ns: Netns; readonly with: string }
+  | { readonly kind: 'unroutable'; readonly ns: Netns; readonly reason: string };
+
+/** Per-packet kernel state that travels with the packet (the skb beyond its headers). */
+export interface Skb {
+  readonly pkt: Packet;
+  ct: PacketCt | undefined;
+  /** CT --notrack was applied: the packet has the UNTRACKED pseudo-entry, no NAT. */
+  untracked: boolean;
+  zone: number;
+  /** Sending socket (locally generated packets only). */
+  sock: SimSocket | undefined;
+  /** Socket assigned by TPROXY in PREROUTING. */
+  assigned: SimSocket | undefined;
+  /** Link-layer destination chosen by the sender's routing (for bridge forwarding). */
+  nextHop: IpAddress;
+  /** Hop budget, so a routing loop ends in a drop instead of a hang. */
+  hops: number;
+}
+
+export interface DatapathHost {
+  netns(name: string): Netns;
+  trace: Trace;
+}
+
+const UNTRACKED_REF: ConntrackRef = Object.freeze({
+  state: 'UNTRACKED', direction: 'original', mark: 0, zone: 0,
+  origSrc: { family: 4, value: 0n }, origDst: { family: 4, value: 0n }, origSport: 0, origDport: 0,
+  snat: false, dnat: false,
+} as const);
+
+export function describePacket(p: Packet): string {
+  const s = p.family === 6 ? `[${formatIp(p.src)}]:${p.sport}` : `${formatIp(p.src)}:${p.sport}`;
+  const d = p.family === 6 ? `[${formatIp(p.dst)}]:${p.dport}` : `${formatIp(p.dst)}:${p.dport}`;
+  const flags = p.proto === 'tcp'
+    ? ` [${[p.flags.syn && 'SYN', p.flags.ack && 'ACK', p.flags.fin && 'FIN', p.flags.rst && 'RST'].filter(Boolean).join(',')}]`
+    : '';
+  return `${p.proto} ${s} -> ${d}${flags} mark 0x${p.mark.toString(16)}`;
+}
+
+function describeDecision(d: RouteDecision): string {
+  if (d.kind === 'local' || d.kind === 'unicast') {
+    return `${d.kind} via rule ${d.rule.priority} (table ${d.rule.table}): ${formatRoute(d.route)}`;
+  }
+  return `${d.kind}${d.rule ? ` (rule ${d.rule.priority})` : ' (no route)'}`;
+}
+
+export class Datapath {
+  constructor(private readonly host: DatapathHost) {}
+
+  private get trace(): Trace {
+    return this.host.trace;
+  }
+
+  // ---------------------------------------------------------------- local output
+
+  /** A socket (or a raw sender, when `sock` is undefined) sends `pkt` from namespace `ns`. */
+  output(ns: Netns, pkt: Packet, sock: SimSocket | undefined): Delivery {
+    this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `send${sock ? ` from ${sock.describe()}` : ''}` });
+    let route = this.route(ns, pkt, undefined);
+    if (route.kind !== 'local' && route.kind !== 'unicast') {
+      return { kind: 'unroutable', ns, reason: `no route to ${formatIp(pkt.dst)} (${route.kind})` };
+    }
+    const skb: Skb = { pkt, ct: undefined, untracked: false, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0 };
+    const owner = sock ? { uid: sock.owner.uid, gid: sock.owner.gid } : undefined;
+
+    // raw OUTPUT runs before conntrack: it may pick a zone or opt out of tracking.
+    let v = this.runTable(ns, skb, 'raw', 'OUTPUT', undefined, route.dev, owner);
+    if (v.kind !== 'accept') return this.terminal(ns, v, 'raw OUTPUT');
+    const invalid = this.track(ns, skb);
+
+    const before = { mark: pkt.mark, dst: pkt.dst, dport: pkt.dport, src: pkt.src };
+    v = this.runTable(ns, skb, 'mangle', 'OUTPUT', undefined, route.dev, owner, invalid);
+    if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle OUTPUT');
+    if (pkt.mark !== before.mark || !ipEquals(pkt.dst, before.dst) || !ipEquals(pkt.src, before.src)) {
+      // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
+      route = this.route(ns, pkt, undefined, 'mangle OUTPUT changed the packet: re-route');
+      if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${route.kind}` };
+      skb.nextHop = route.nextHop;
+    }
+
+    const dstBefore = pkt.dst;
+    const natV = this.natHook(ns, skb, 'OUTPUT', undefined, route.dev, owner, invalid);
+    if (natV) return natV;
+    if (!ipEquals(pkt.dst, dstBefore)) {
+      route = this.route(ns, pkt, undefined, 'destination NAT in OUTPUT: re-route');
+      if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${route.kind}` };
+      skb.nextHop = route.nextHop;
+    }
+
+    for (const table of ['filter', 'security'] as const) {
+      v = this.runTable(ns, skb, table, 'OUTPUT', undefined, route.dev, owner, invalid);
+      if (v.kind !== 'accept') return this.terminal(ns, v, `${table} OUTPUT`);
+    }
+    return this.postrouting(ns, skb, route.dev, owner, invalid);
+  }
+
+  // ---------------------------------------------------------------- reception
+
+  /** A packet arrives on device `dev` of namespace `ns`. */
+  receive(ns: Netns, dev: Link, skb: Skb): Delivery {
+    if (!dev.up) return this.drop(ns, `device ${dev.name} is down`);
+    if (dev.master) return this.bridgeInput(ns, dev, skb);
+    const pkt = skb.pkt;
+    if (++skb.hops > 64) return this.drop(ns, 'hop limit exceeded (routing loop)');
+
+    const looped = dev.kind === 'loopback' && skb.ct !== undefined;
+    let invalid = false;
+    let v = this.runTable(ns, skb, 'raw', 'PREROUTING', dev.name, undefined, undefined);
+    if (v.kind !== 'accept') return this.terminal(ns, v, 'raw PREROUTING');
+    if (!looped && !skb.untracked) invalid = this.track(ns, skb);
+    else if (looped) this.trace.add({ kind: 'conntrack', ns: ns.name, state: skb.ct!.state, zone: skb.zone, entry: skb.ct!.entry.id, direction: `${skb.ct!.direction}, carried over lo` });
+
+    v = this.runTable(ns, skb, 'mangle', 'PREROUTING', dev.name, undefined, undefined, invalid);
+    if (v.kind === 'tproxy') {
+      const r = this.tproxy(ns, dev, skb, v);
+      if (r) return r;
+    } else if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle PREROUTING');
+
+    const natV = this.natHook(ns, skb, 'PREROUTING', dev.name, undefined, undefined, invalid);
+    if (natV) return natV;
+
+    // Martian check (route_localnet=0): loopback addresses never arrive from a real device.
+    if (dev.kind !== 'loopback' && (isLoopback(pkt.dst) || isLoopback(pkt.src))) {
+      return this.drop(ns, `martian packet on ${dev.name}: loopback address from a non-loopback device`);
+    }
+    const route = this.route(ns, pkt, dev.name);
+    if (route.kind === 'local') return this.localIn(ns, dev, skb, invalid);
+    if (route.kind === 'unicast') {
+      if (!ns.forwarding[pkt.family]) return this.drop(ns, `not for this host and IPv${pkt.family} forwarding is off`);
+      return this.forward(ns, dev, skb, route, invalid);
+    }
+    return this.drop(ns, `no route for received packet to ${formatIp(pkt.dst)} (${route.kind})`);
+  }
+
+  private localIn(ns: Netns, dev: Link, skb: Skb, invalid: boolean): Delivery {
+    for (const table of ['mangle', 'filter', 'security'] as const) {
+      const v = this.runTable(ns, skb, table, 'INPUT', dev.name, undefined, undefined, invalid);
+      if (v.kind !== 'accept') return this.terminal(ns, v, `${table} INPUT`);
+    }
+    const natV = this.natHook(ns, skb, 'INPUT', dev.name, undefined, undefined, invalid);
+    if (natV) return natV;
+    this.confirm(ns, skb);
+    return this.deliver(ns, skb);
+  }
+
+  private forward(ns: Netns, dev: Link, skb: Skb, route: Extract<RouteDecision, { kind: 'unicast' }>, invalid: boolean): Delivery {
+    for (const table of ['mangle', 'filter', 'security'] as const) {
+      const v = this.runTable(ns, skb, table, 'FORWARD', dev.name, route.dev, undefined, invalid);
+      if (v.kind !== 'accept') return this.terminal(ns, v, `${table} FORWARD`);
+    }
+    skb.nextHop = route.nextHop;
+    return this.postrouting(ns, skb, route.dev, undefined, invalid, dev.name);
+  }
+
+  private postrouting(ns: Netns, skb: Skb, outDev: string, owner: { uid: number; gid: number } | undefined, invalid: boolean, inDev?: string): Delivery {
+    const v = this.runTable(ns, skb, 'mangle', 'POSTROUTING', inDev, outDev, owner, invalid);
+    if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle POSTROUTING');
+    const natV = this.natHook(ns, skb, 'POSTROUTING', inDev, outDev, owner, invalid);
+    if (natV) return natV;
+    this.confirm(ns, skb);
+    return this.xmit(ns, ns.link(outDev), skb);
+  }
+
+  // ---------------------------------------------------------------- devices
+
+  private xmit(ns: Netns, dev: Link, skb: Skb): Delivery {
+    if (!dev.up) return this.drop(ns, `output device ${dev.name} is down`);
+    if (dev.kind === 'loopback') {
+      this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: 'lo', toNs: ns.name, toDev: 'lo', scrubbed: false });
+      skb.sock = undefined;
+      return this.receive(ns, dev, skb);
+    }
+    if (dev.kind === 'bridge') {
+      const port = this.bridgePortFor(dev, skb.nextHop, undefined);
+      if (!port) return this.drop(ns, `bridge ${dev.name}: no port leads to neighbour ${formatIp(skb.nextHop)}`);
+      return this.xmit(ns, port, skb);
+    }
+    const peer = dev.peer;
+    if (!peer) return this.drop(ns, `veth ${dev.name} has no peer`);
+    const peerNs = this.host.netns(peer.netns);
+    const crossed = peer.netns !== ns.name;
+    this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: dev.name, toNs: peer.netns, toDev: peer.name, scrubbed: crossed });
+    if (crossed) {
+      // skb_scrub_packet(xnet=true): the mark and the conntrack reference do not survive.
+      skb.pkt.mark = 0;
+      skb.ct = undefined;
+      skb.untracked = false;
+      skb.zone = 0;
+    }
+    skb.sock = undefined;
+    skb.assigned = undefined;
+    return this.receive(peerNs, peer, skb);
+  }
+
+  /**
+   * A frame entering a bridge port: addressed to the bridge itself (the next hop is one of the
+   * bridge's addresses) it goes up the stack as received on the bridge; otherwise it is switched
+   * at layer 2 to the port whose far end owns the next hop. Without br_netfilter (not modelled,
+   * and not loaded by default) switched frames do not traverse iptables.
+   */
+  private bridgeInput(ns: Netns, port: Link, skb: Skb): Delivery {
+    const br = port.master!;
+    if (!br.up) return this.drop(ns, `bridge ${br.name} is down`);
+    // The host answers ARP/ND for any of its addresses on the bridge (arp_ignore=0).
+    if (this.ownsAddress(ns, skb.nextHop)) return this.receive(ns, br, skb);
+    const out = this.bridgePortFor(br, skb.nextHop, port);
+    if (!out) return this.drop(ns, `bridge ${br.name}: no neighbour owns ${formatIp(skb.nextHop)}`);
+    this.trace.add({ kind: 'route', ns: ns.name, decision: `bridge ${br.name}: switched ${port.name} -> ${out.name} (layer 2, no iptables)` });
+    return this.xmit(ns, out, skb);
+  }
+
+  private bridgePortFor(br: Link, nextHop: IpAddress, except: Link | undefined): Link | undefined {
+    for (const p of br.ports ?? []) {
+      if (p === except || !p.up || !p.peer) continue;
+      const far = this.host.netns(p.peer.netns);
+      if (p.peer.addresses.some((a) => ipEquals(a.addr, nextHop)) || (far.links.get(p.peer.name) && this.ownsAddress(far, nextHop))) return p;
+    }
+    return undefined;
+  }
+
+  private ownsAddress(ns: Netns, a: IpAddress): boolean {
+    for (const l of ns.links.values()) if (l.addresses.some((x) => ipEquals(x.addr, a))) return true;
+    return false;
+  }
+
+  // ---------------------------------------------------------------- conntrack and NAT
+
+  /** nf_conntrack_in; returns true when the packet is INVALID. */
+  private track(ns: Netns, skb: Skb): boolean {
+    if (skb.untracked) {
+      this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'UNTRACKED', zone: skb.zone, entry: undefined, direction: undefined });
+      return false;
+    }
+    const r = ns.conntrack.classify(skb.pkt, skb.zone);
+    if (r === 'invalid') {
+      skb.ct = undefined;
+      this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'INVALID', zone: skb.zone, entry: undefined, direction: undefined });
+      return true;
+    }
+    skb.ct = r;
+    this.trace.add({ kind: 'conntrack', ns: ns.name, state: r.state, zone: skb.zone, entry: r.entry.id, direction: r.direction });
+    return false;
+  }
+
+  private confirm(ns: Netns, skb: Skb): void {
+    if (skb.ct && !skb.ct.entry.confirmed) ns.conntrack.confirm(skb.ct.entry);
+  }
+
+  /**
+   * One nat hook: decide the connection's binding for this manip type if it is new, then rewrite
+   * the packet from the entry. PREROUTING/OUTPUT do destination NAT, INPUT/POSTROUTING source NAT.
+   * Returns a Delivery only when the packet is dropped here.
+   */
+  private natHook(ns: Netns, skb: Skb, hook: Hook, inDev: string | undefined, outDev: string | undefined, owner: { uid: number; gid: number } | undefined, invalid: boolean): Delivery | undefined {
+    const ct = skb.ct;
+    if (!ct || skb.untracked) return undefined; // NAT needs conntrack
+    const dstManip = hook === 'PREROUTING' || hook === 'OUTPUT';
+    const e = ct.entry;
+    const decided = dstManip ? e.dstNatDone : e.srcNatDone;
+    if (!decided && ct.direction === 'original') {
+      const v = this.runTable(ns, skb, 'nat', hook, inDev, outDev, owner, invalid);
+      if (v.kind === 'drop' || v.kind === 'reject') return this.terminal(ns, v, `nat ${hook}`);
+      if (v.kind === 'nat') {
+        const r = this.bindNat(ns, skb, e, hook, v.action, inDev, outDev);
+        if (typeof r === 'string') return this.drop(ns, r);
+      }
+      if (dstManip) e.dstNatDone = true;
+      else e.srcNatDone = true;
+    }
+    // Rewrite from the entry: a packet must leave looking like the inverse of the other direction.
+    const other = ct.direction === 'original' ? e.reply : e.orig;
+    const p = skb.pkt;
+    if (dstManip) {
+      if (!ipEquals(p.dst, other.src) || p.dport !== other.sport) {
+        this.trace.add({ kind: 'nat', ns: ns.name, hook, what: `destination ${formatIp(p.dst)}:${p.dport} -> ${formatIp(other.src)}:${other.sport}` });
+        p.dst = other.src;
+        p.dport = other.sport;
+      }
+    } else if (!ipEquals(p.src, other.dst) || p.sport !== other.dport) {
+      this.trace.add({ kind: 'nat', ns: ns.name, hook, what: `source ${formatIp(p.src)}:${p.sport} -> ${formatIp(other.dst)}:${other.dport}` });
+      p.src = other.dst;
+      p.sport = other.dport;
+    }
+    return undefined;
+  }
+
+  /** Record a NAT binding in the entry's reply tuple; returns an error string to drop. */
+  private bindNat(ns: Netns, skb: Skb, e: ConnEntry, hook: Hook, a: NatAction, inDev: string | undefined, outDev: string | undefined): string | undefined {
+    const p = skb.pkt;
+    const fam = p.family;
+    const pickPort = (range: readonly [number, number] | undefined, current: number): number => (range ? range[0] : current);
+    if (a.kind === 'redirect' || a.kind === 'dnat') {
+      let addr: IpAddress;
+      if (a.kind === 'redirect') {
+        if (hook === 'OUTPUT') addr = loopbackAddress(fam);
+        else {
+          const primary = inDev ? this.redirectAddress(ns, inDev, fam, p.dst) : undefined;
+          if (!primary) return `REDIRECT: ingress device ${inDev ?? '?'} has no IPv${fam} address (the kernel drops)`;
+          addr = primary;
+        }
+      } else addr = a.addr ?? p.dst;
+      const port = pickPort(a.ports, p.dport);
+      e.reply = { ...e.reply, src: addr, sport: port };
+      e.dnat = true;
+      return undefined;
+    }
+    let addr: IpAddress;
+    if (a.kind === 'snat') addr = a.addr;
+    else {
+      const dev = outDev ? ns.links.get(outDev) : undefined;
+      const cand = dev?.addresses.find((x) => x.addr.family === fam);
+      if (!cand) return `MASQUERADE: output device ${outDev ?? '?'} has no IPv${fam} address`;
+      addr = cand.addr;
+    }
+    let port = pickPort(a.ports, p.sport);
+    // Keep the source port unless the resulting reply tuple is taken (nf_nat_used_tuple).
+    const lo = a.ports ? a.ports[0] : 1024;
+    const hi = a.ports ? a.ports[1] : 65535;
+    const taken = (prt: number): boolean => ns.conntrack.inUse(e.zone, invert({ ...e.orig, src: addr, sport: prt } as Tuple));
+    for (let tries = 0; taken(port) && tries <= hi - lo; tries++) port = port >= hi ? lo : port + 1;
+    e.reply = { ...e.reply, dst: addr, dport: port };
+    e.snat = true;
+    return undefined;
+  }
+
+  /** nf_nat_redirect: v4 uses the ingress device's primary address; v6 the first of matching scope. */
+  private redirectAddress(ns: Netns, dev: string, fam: Family, dst: IpAddress): IpAddress | undefined {
+    const link = ns.links.get(dev);
+    if (!link) return undefined;
+    if (fam === 4) return link.addresses.find((a) => a.addr.family === 4)?.addr;
+    const linkLocal = (x: IpAddress): boolean => (x.value >> 118n) === 0x3fan; // fe80::/10
+    return link.addresses.find((a) => a.addr.family === 6 && linkLocal(a.addr) === linkLocal(dst))?.addr;
+  }
+
+  // ---------------------------------------------------------------- TPROXY
+
+  private tproxy(ns: Netns, dev: Link, skb: Skb, v: Extract<TableVerdict, { kind: 'tproxy' }>): Delivery | undefined {
+    const p = skb.pkt;
+    const proto = p.proto === 'udp' ? 'udp' : 'tcp';
+    let sock = ns.sockets.findEstablished(proto, { addr: p.dst, port: p.dport }, { addr: p.src, port: p.sport });
+    if (sock && !sock.transparent) sock = undefined;
+    if (!sock) {
+      const laddr = v.addr ?? this.tproxyLocalAddress(dev, p);
+      sock = ns.sockets.findListener(proto, laddr, v.port, flowHash(p), true);
+    }
+    if (!sock) return this.drop(ns, `TPROXY: no transparent socket for port ${v.port} (the kernel drops)`);
+    skb.assigned = sock;
+    if (v.mark) {
+      const old = p.mark;
+      p.mark = ((p.mark & ~v.mark.mask) ^ v.mark.value) >>> 0;
+      this.trace.add({ kind: 'mark', ns: ns.name, from: old, to: p.mark, why: 'TPROXY --tproxy-mark' });
+    }
+    this.trace.add({ kind: 'route', ns: ns.name, decision: `TPROXY assigned ${sock.describe()}` });
+    return undefined;
+  }
+
+  private tproxyLocalAddress(dev: Link, p: Packet): IpAddress {
+    return dev.addresses.find((a) => a.addr.family === p.family)?.addr ?? p.dst;
+  }
+
+  // ---------------------------------------------------------------- sockets
+
+  private deliver(ns: Netns, skb: Skb): Delivery {
+    const p = skb.pkt;
+    const proto = p.proto === 'udp' ? 'udp' : p.proto === 'tcp' ? 'tcp' : undefined;
+    if (!proto) return this.drop(ns, `no ${p.proto} socket model: delivered nowhere`);
+    let sock = skb.assigned;
+    if (!sock) sock = ns.sockets.findEstablished(proto, { addr: p.dst, port: p.dport }, { addr: p.src, port: p.sport });
+    if (!sock && (proto === 'udp' || (p.flags.syn && !p.flags.ack))) {
+      sock = ns.sockets.findListener(proto, p.dst, p.dport, flowHash(p));
+    }
+    if (!sock) {
+      this.trace.add({ kind: 'drop', ns: ns.name, reason: `no socket for ${proto} ${formatIp(p.dst)}:${p.dport}` });
+      return { kind: 'no-socket', ns, packet: p };
+    }
+    this.trace.add({ kind: 'deliver', ns: ns.name, socket: `${sock.describe()}${sock.remote ? ` peer ${formatSockAddr(sock.remote)}` : ''}` });
+    return { kind: 'delivered', ns, socket: sock, packet: p };
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private route(ns: Netns, pkt: Packet, iif: string | undefined, why?: string): RouteDecision {
+    const d = fibLookup(ns, { family: pkt.family, src: iif === undefined ? undefined : pkt.src, dst: pkt.dst, mark: pkt.mark, iif, oif: undefined });
+    this.trace.add({ kind: 'route', ns: ns.name, decision: `${why ? `${why}: ` : ''}${describeDecision(d)}` });
+    return d;
+  }
+
+  private runTable(ns: Netns, skb: Skb, table: TableName, hook: Hook, inIface: string | undefined, outIface: string | undefined, owner: { uid: number; gid: number } | undefined, invalid = false): TableVerdict {
+    const nf = ns.netfilter[skb.pkt.family];
+    if (!nf.hasRules(table, hook)) return ACCEPT;
+    const markBefore = skb.pkt.mark;
+    const ctx: EvalContext = {
+      hook,
+      family: skb.pkt.family,
+      packet: skb.pkt,
+      inIface,
+      outIface,
+      ct: skb.untracked ? UNTRACKED_REF : invalid ? undefined : skb.ct,
+      socket: owner,
+      addrType: (addr, iface) => addrType(ns, addr, skb.pkt.family, iface),
+      ipset: (name) => ns.ipsets.get(name),
+      setNotrack: () => { skb.untracked = true; skb.ct = undefined; },
+      setZone: (zone) => { skb.zone = zone; },
+      log: (prefix) => this.trace.add({ kind: 'log', ns: ns.name, prefix, packet: describePacket(skb.pkt) }),
+    };
+    const run = nf.runTable(table, hook, ctx, { trace: this.trace.enabled });
+    this.trace.add({ kind: 'table', ns: ns.name, hook, table, steps: run.steps, verdict: verdictText(run.verdict) });
+    if (skb.pkt.mark !== markBefore) this.trace.add({ kind: 'mark', ns: ns.name, from: markBefore, to: skb.pkt.mark, why: `${table} ${hook}` });
+    return run.verdict;
+  }
+
+  private terminal(ns: Netns, v: TableVerdict, where: string): Delivery {
+    if (v.kind === 'reject') {
+      this.trace.add({ kind: 'drop', ns: ns.name, reason: `REJECT in ${where} (${v.with})` });
+      return { kind: 'rejected', ns, with: v.with };
+    }
+    if (v.kind === 'drop') return this.drop(ns, `DROP in ${where}`);
+    return this.drop(ns, `${verdictText(v)} is not valid in ${where}`);
+  }
+
+  private drop(ns: Netns, reason: string): Delivery {
+    this.trace.add({ kind: 'drop', ns: ns.name, reason });
+    return { kind: 'dropped', ns, reason };
+  }
+
+  /** Hand a packet to a device from outside the stack (AF_PACKET): no netfilter, no routing here. */
+  injectRaw(ns: Netns, dev: Link, pkt: Packet, nextHop: IpAddress): Delivery {
+    this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `AF_PACKET send on ${dev.name} (skips this namespace's netfilter)` });
+    const skb: Skb = { pkt, ct: undefined, untracked: false, zone: 0, sock: undefined, assigned: undefined, nextHop, hops: 0 };
+    return this.xmit(ns, dev, skb);
+  }
+}
+
+const ACCEPT: TableVerdict = Object.freeze({ kind: 'accept' });
+
+/** Deterministic flow hash (FNV-1a over the 4-tuple) for SO_REUSEPORT selection. */
+export function flowHash(p: Packet): number {
+  let h = 0x811c9dc5;
+  const s = `${p.src.value}:${p.sport}>${p.dst.value}:${p.dport}`;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h;
+}

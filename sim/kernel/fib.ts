@@ -1,0 +1,109 @@
+/**
+ * The forwarding information base lookup: policy rules in priority order, each consulting its
+ * table, the first route found decides (kernel fib_lookup / fib6_lookup). Also source address
+ * selection for locally generated packets, and address classification for `-m addrtype`.
+ */
+import { isMulticast, isUnspecified, type Family, type IpAddress } from './ip-address.js';
+import { ruleMatches, type PolicyRule, type RuleQuery } from './policy-rule.js';
+import { TABLE_LOCAL, type Route } from './route.js';
+import type { Netns } from './netns.js';
+import type { AddrType } from './netfilter/types.js';
+
+export type RouteDecision =
+  | {
+    readonly kind: 'local';
+    readonly route: Route;
+    readonly rule: PolicyRule;
+    readonly dev: string;
+    readonly nextHop: IpAddress;
+  }
+  | {
+    readonly kind: 'unicast';
+    readonly route: Route;
+    readonly rule: PolicyRule;
+    /** Device the packet leaves by (for 'local': lo, as the kernel delivers via loopback). */
+    readonly dev: string;
+    /** Neighbour to hand the packet to: the gateway, or the destination itself when on-link. */
+    readonly nextHop: IpAddress;
+  }
+  | { readonly kind: 'blackhole' | 'unreachable' | 'prohibit'; readonly route: Route | undefined; readonly rule: PolicyRule | undefined };
+
+export function fibLookup(ns: Netns, q: RuleQuery): RouteDecision {
+  const isUp = (dev: string): boolean => ns.links.get(dev)?.up ?? false;
+  for (const rule of ns.rules.list(q.family)) {
+    if (!ruleMatches(rule, q)) continue;
+    if (rule.action !== 'lookup') return { kind: rule.action, route: undefined, rule };
+    const route = ns.routes.lookup(rule.table, q.dst, isUp);
+    if (!route) continue;
+    if (route.type === 'blackhole' || route.type === 'unreachable' || route.type === 'prohibit') {
+      return { kind: route.type, route, rule };
+    }
+    if (route.type === 'local') {
+      return { kind: 'local', route, rule, dev: 'lo', nextHop: q.dst };
+    }
+    if (!route.dev) continue;
+    return { kind: 'unicast', route, rule, dev: route.dev, nextHop: route.via ?? q.dst };
+  }
+  return { kind: 'unreachable', route: undefined, rule: undefined };
+}
+
+/** Source address for a locally generated packet (prefsrc, else the out device's, else any local). */
+export function selectSource(ns: Netns, d: RouteDecision, dst: IpAddress): IpAddress | undefined {
+  if (d.kind !== 'local' && d.kind !== 'unicast') return undefined;
+  if (d.route.src) return d.route.src;
+  if (d.kind === 'local') {
+    // Talking to one of our own addresses: the kernel uses that address as the source.
+    return dst;
+  }
+  const dev = ns.links.get(d.dev);
+  const fam = dst.family;
+  const onDev = dev?.addresses.filter((a) => a.addr.family === fam) ?? [];
+  // Prefer an address whose subnet holds the next hop, then the device's first address.
+  const inSubnet = onDev.find((a) => a.prefix.len > 0 && sameSubnet(a.prefix, d.nextHop));
+  if (inSubnet) return inSubnet.addr;
+  if (onDev[0]) return onDev[0].addr;
+  for (const link of ns.links.values()) {
+    if (link.kind === 'loopback') continue;
+    const a = link.addresses.find((x) => x.addr.family === fam);
+    if (a) return a.addr;
+  }
+  return undefined;
+}
+
+function sameSubnet(p: { addr: IpAddress; len: number }, a: IpAddress): boolean {
+  const bits = a.family === 4 ? 32 : 128;
+  if (p.addr.family !== a.family) return false;
+  const shift = BigInt(bits - p.len);
+  return (a.value >> shift) === (p.addr.value >> shift);
+}
+
+/** Is the address configured locally (a `local` route in the local table)? */
+export function isLocalAddress(ns: Netns, addr: IpAddress): boolean {
+  return ns.routes.lookup(TABLE_LOCAL, addr, () => true)?.type === 'local';
+}
+
+/** Classification used by `-m addrtype` (inet_addr_type / ip6 addrtype semantics, simplified). */
+export function addrType(ns: Netns, addr: IpAddress, family: Family, iface?: string): AddrType {
+  if (isUnspecified(addr)) return family === 4 ? 'BROADCAST' : 'UNSPEC';
+  if (isMulticast(addr)) return 'MULTICAST';
+  if (family === 4 && addr.value === 0xffffffffn) return 'BROADCAST';
+  if (iface !== undefined) {
+    const link = ns.links.get(iface);
+    if (link?.addresses.some((a) => a.addr.family === family && a.addr.value === addr.value)) return 'LOCAL';
+    if (family === 4 && link?.addresses.some((a) => a.addr.family === 4 && a.prefix.len < 31
+      && (addr.value | ((1n << BigInt(32 - a.prefix.len)) - 1n)) === addr.value
+      && sameSubnet(a.prefix, addr))) return 'BROADCAST';
+    return 'UNICAST';
+  }
+  if (isLocalAddress(ns, addr)) return 'LOCAL';
+  if (family === 4) {
+    for (const link of ns.links.values()) {
+      for (const a of link.addresses) {
+        if (a.addr.family !== 4 || a.prefix.len >= 31) continue;
+        const host = (1n << BigInt(32 - a.prefix.len)) - 1n;
+        if (sameSubnet(a.prefix, addr) && (addr.value & host) === host) return 'BROADCAST';
+      }
+    }
+  }
+  return 'UNICAST';
+}

@@ -1,0 +1,481 @@
+/**
+ * SimKernel: the simulated Linux networking of a whole machine set — every network namespace,
+ * the devices between them, and the socket calls processes make. Deterministic: no real time,
+ * no randomness (ephemeral ports are allocated lowest-first, SO_REUSEPORT picks by flow hash).
+ *
+ * The calls mirror the real tools and syscalls (ip link/addr/route/rule, iptables-restore,
+ * socket/setsockopt/bind/listen/connect/getsockopt) so the same scenario can be replayed on a
+ * real kernel and the outcomes compared.
+ */
+import { formatIp, isUnspecified, parseIp, parsePrefix, type Family, type IpAddress } from './ip-address.js';
+import { Netns, type IpSetRegistry, type NetfilterEngine } from './netns.js';
+import { Datapath, type Delivery } from './datapath.js';
+import { SimConfigError, SimErrnoError } from './errors.js';
+import { fibLookup, isLocalAddress, selectSource } from './fib.js';
+import { maySetMark, maySetTransparent, mayOpenRaw, parseKernelVersion, type Credentials, type KernelVersion } from './process.js';
+import { parseTableName, TABLE_MAIN, type RouteType } from './route.js';
+import { SimSocket, formatSockAddr, type SockAddr, type SockProto } from './socket.js';
+import { Trace, type TraceEvent } from './trace.js';
+import { NO_FLAGS, type L4Proto, type Packet, type TcpFlags } from './packet.js';
+import type { Tuple } from './conntrack.js';
+import { Netfilter } from './netfilter/netfilter.js';
+import { IpSets } from './netfilter/ipset.js';
+
+export interface SimKernelOptions {
+  /** Kernel version, e.g. '6.1' or '5.15'; decides version-dependent permission checks. */
+  readonly kernelVersion?: string;
+  /** Record packet traces (off for speed in benchmarks and large property runs). */
+  readonly trace?: boolean;
+  /** Replace the netfilter model (positive controls plug a deliberately wrong model in here). */
+  readonly netfilterFactory?: (family: Family, ipsets: IpSets) => NetfilterEngine;
+}
+
+export type SockOpt = 'SO_MARK' | 'IP_TRANSPARENT' | 'SO_REUSEPORT' | 'SO_REUSEADDR' | 'IPV6_V6ONLY';
+
+export type ConnectOutcome = 'established' | 'refused' | 'timeout' | 'unreachable';
+
+export interface ConnectResult {
+  readonly outcome: ConnectOutcome;
+  readonly client: SimSocket;
+  /** The listening socket that accepted the connection. */
+  readonly listener: SimSocket | undefined;
+  /** The accepted (server-side) socket. */
+  readonly server: SimSocket | undefined;
+  /** Why it did not get established, in words. */
+  readonly reason: string;
+  readonly trace: readonly TraceEvent[];
+}
+
+export interface UdpResult {
+  readonly outcome: 'delivered' | 'no-socket' | 'dropped' | 'unreachable';
+  readonly socket: SimSocket | undefined;
+  /** Source and destination as the receiver sees them. */
+  readonly from: SockAddr | undefined;
+  readonly to: SockAddr | undefined;
+  readonly reason: string;
+  readonly trace: readonly TraceEvent[];
+}
+
+export interface RawResult {
+  readonly delivery: Delivery['kind'];
+  readonly socket: SimSocket | undefined;
+  readonly reason: string;
+  readonly trace: readonly TraceEvent[];
+}
+
+export interface RouteSpec {
+  readonly dst: string; // 'default' or CIDR / address
+  readonly family?: Family; // needed for 'default'
+  readonly via?: string;
+  readonly dev?: string;
+  readonly table?: string | number;
+  readonly type?: RouteType;
+  readonly src?: string;
+  readonly metric?: number;
+}
+
+export interface RuleSpecIp {
+  readonly family: Family;
+  readonly priority: number;
+  readonly fwmark?: number;
+  readonly mask?: number;
+  readonly from?: string;
+  readonly to?: string;
+  readonly iif?: string;
+  readonly oif?: string;
+  readonly table?: string | number;
+  readonly action?: 'lookup' | 'blackhole' | 'unreachable' | 'prohibit';
+}
+
+export class SimKernel {
+  readonly version: KernelVersion;
+  private readonly namespaces = new Map<string, Netns>();
+  private readonly datapath: Datapath;
+  private traceOn: boolean;
+  private currentTrace: Trace;
+  private nextSocketId = 1;
+  private nextPacketId = 1;
+  private readonly makeNetfilter: (family: Family, ipsets: IpSets) => NetfilterEngine;
+
+  constructor(opts: SimKernelOptions = {}) {
+    this.version = parseKernelVersion(opts.kernelVersion ?? '6.1');
+    this.traceOn = opts.trace ?? true;
+    this.currentTrace = new Trace(this.traceOn);
+    this.makeNetfilter = opts.netfilterFactory ?? ((family, ipsets) => new Netfilter(family, { ipsets }));
+    const self = this;
+    this.datapath = new Datapath({
+      netns: (name) => self.netns(name),
+      get trace() { return self.currentTrace; },
+    });
+  }
+
+  setTracing(on: boolean): void {
+    this.traceOn = on;
+  }
+
+  // ------------------------------------------------------------ namespaces and devices
+
+  addNetns(name: string): Netns {
+    if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(name)) throw new SimConfigError(`invalid namespace name ${JSON.stringify(name)}: 1-64 characters of [A-Za-z0-9_.:-]`);
+    if (this.namespaces.has(name)) throw new SimConfigError(`network namespace ${name} already exists`);
+    const ipsets = new IpSets();
+    const ns = new Netns(name, { 4: this.makeNetfilter(4, ipsets), 6: this.makeNetfilter(6, ipsets) }, ipsets as IpSetRegistry);
+    this.namespaces.set(name, ns);
+    return ns;
+  }
+
+  netns(name: string): Netns {
+    const ns = this.namespaces.get(name);
+    if (!ns) throw new SimConfigError(`no network namespace ${JSON.stringify(name)} (have: ${[...this.namespaces.keys()].join(', ') || 'none'})`);
+    return ns;
+  }
+
+  hasNetns(name: string): boolean {
+    return this.namespaces.has(name);
+  }
+
+  netnsNames(): string[] {
+    return [...this.namespaces.keys()];
+  }
+
+  /** Destroy a namespace: its devices go, and so do the veth peers in other namespaces. */
+  deleteNetns(name: string): void {
+    const ns = this.netns(name);
+    for (const link of ns.links.values()) {
+      if (link.peer && link.peer.netns !== name) this.removeLink(this.netns(link.peer.netns), link.peer.name);
+    }
+    for (const s of ns.sockets.all()) s.state = 'closed';
+    this.namespaces.delete(name);
+  }
+
+  addVeth(nsA: string, devA: string, nsB: string, devB: string): void {
+    const a = this.netns(nsA).addLink(devA, 'veth');
+    let b;
+    try {
+      b = this.netns(nsB).addLink(devB, 'veth');
+    } catch (e) {
+      this.netns(nsA).links.delete(devA);
+      throw e;
+    }
+    a.peer = b;
+    b.peer = a;
+  }
+
+  addBridge(ns: string, name: string): void {
+    this.netns(ns).addLink(name, 'bridge');
+  }
+
+  setMaster(ns: string, dev: string, bridge: string): void {
+    const n = this.netns(ns);
+    const port = n.link(dev);
+    const br = n.link(bridge);
+    if (br.kind !== 'bridge') throw new SimConfigError(`${bridge} in ${ns} is not a bridge`);
+    port.master = br;
+    br.ports!.add(port);
+  }
+
+  removeLink(ns: Netns, dev: string): void {
+    const l = ns.link(dev);
+    if (l.master) l.master.ports!.delete(l);
+    ns.routes.remove((r) => r.dev === dev);
+    ns.links.delete(dev);
+    if (l.peer && this.namespaces.get(l.peer.netns)?.links.get(l.peer.name) === l.peer) {
+      const peerNs = this.netns(l.peer.netns);
+      const p = l.peer;
+      p.peer = undefined;
+      l.peer = undefined;
+      this.removeLink(peerNs, p.name);
+    }
+  }
+
+  setLink(ns: string, dev: string, up: boolean): void {
+    this.netns(ns).setUp(dev, up);
+  }
+
+  addAddress(ns: string, dev: string, cidr: string): void {
+    this.netns(ns).addAddress(dev, cidr);
+  }
+
+  setForwarding(ns: string, family: Family, on: boolean): void {
+    this.netns(ns).forwarding[family] = on;
+  }
+
+  addRoute(ns: string, spec: RouteSpec): void {
+    const n = this.netns(ns);
+    let dst;
+    if (spec.dst === 'default') {
+      if (!spec.family) throw new SimConfigError(`route 'default' in ${ns} needs a family (4 or 6)`);
+      dst = parsePrefix(spec.family === 4 ? '0.0.0.0/0' : '::/0');
+    } else dst = parsePrefix(spec.dst);
+    const type = spec.type ?? 'unicast';
+    const via = spec.via ? parseIp(spec.via) : undefined;
+    if (via && via.family !== dst.addr.family) throw new SimConfigError(`route ${spec.dst} via ${spec.via}: address families differ`);
+    if ((type === 'unicast' || type === 'local') && !spec.dev) {
+      if (!via) throw new SimConfigError(`route ${spec.dst} in ${ns}: a ${type} route needs dev or via`);
+    }
+    let dev = spec.dev;
+    if (dev !== undefined) n.link(dev);
+    if (dev === undefined && via) {
+      // `ip route add X via G` resolves the device from the route to G.
+      const d = fibLookup(n, { family: via.family, src: undefined, dst: via, mark: 0, iif: undefined, oif: undefined });
+      if (d.kind !== 'unicast') throw new SimConfigError(`route ${spec.dst} via ${spec.via} in ${ns}: gateway is not reachable on a link (Nexthop has invalid gateway)`);
+      dev = d.dev;
+    }
+    const table = spec.table === undefined ? TABLE_MAIN : typeof spec.table === 'number' ? spec.table : parseTableName(spec.table);
+    n.routes.add({ family: dst.addr.family, table, type, dst, dev, via, src: spec.src ? parseIp(spec.src) : undefined, metric: spec.metric ?? 0, proto: 'static' });
+  }
+
+  addRule(ns: string, spec: RuleSpecIp): void {
+    const n = this.netns(ns);
+    if (!Number.isInteger(spec.priority) || spec.priority < 0 || spec.priority > 0xffffffff) throw new SimConfigError(`ip rule priority ${spec.priority} out of range`);
+    const table = spec.table === undefined ? TABLE_MAIN : typeof spec.table === 'number' ? spec.table : parseTableName(spec.table);
+    const mask = spec.mask ?? 0xffffffff;
+    n.rules.add({
+      family: spec.family,
+      priority: spec.priority,
+      fwmark: spec.fwmark === undefined ? undefined : { value: spec.fwmark >>> 0, mask: mask >>> 0 },
+      from: spec.from ? parsePrefix(spec.from) : undefined,
+      to: spec.to ? parsePrefix(spec.to) : undefined,
+      iif: spec.iif,
+      oif: spec.oif,
+      action: spec.action ?? 'lookup',
+      table,
+    });
+  }
+
+  /** iptables-restore / ip6tables-restore into a namespace. */
+  iptablesRestore(ns: string, family: Family, text: string, opts: { noflush?: boolean; source?: string } = {}): void {
+    this.netns(ns).netfilter[family].restore(text, opts);
+  }
+
+  iptablesSave(ns: string, family: Family): string {
+    return this.netns(ns).netfilter[family].save();
+  }
+
+  // ------------------------------------------------------------ sockets
+
+  socket(ns: string, proto: SockProto, family: Family, owner: Credentials, label = ''): SimSocket {
+    const n = this.netns(ns);
+    const s = new SimSocket(this.nextSocketId++, ns, family, proto, owner, label);
+    n.sockets.add(s);
+    return s;
+  }
+
+  setsockopt(s: SimSocket, opt: SockOpt, value: number | boolean): void {
+    const on = value === true || (typeof value === 'number' && value !== 0);
+    switch (opt) {
+      case 'SO_MARK':
+        if (!maySetMark(s.owner, this.version)) {
+          throw new SimErrnoError('EPERM', 'setsockopt(SO_MARK)', `uid ${s.owner.uid} lacks CAP_NET_ADMIN${this.version[0] > 5 || (this.version[0] === 5 && this.version[1] >= 17) ? ' (or CAP_NET_RAW)' : ` (CAP_NET_RAW suffices only from Linux 5.17; this kernel is ${this.version.join('.')})`}`);
+        }
+        s.mark = typeof value === 'number' ? value >>> 0 : 0;
+        return;
+      case 'IP_TRANSPARENT':
+        if (on && !maySetTransparent(s.owner)) throw new SimErrnoError('EPERM', 'setsockopt(IP_TRANSPARENT)', `uid ${s.owner.uid} lacks CAP_NET_ADMIN or CAP_NET_RAW`);
+        s.transparent = on;
+        return;
+      case 'SO_REUSEPORT':
+        s.reusePort = on;
+        return;
+      case 'SO_REUSEADDR':
+        s.reuseAddr = on;
+        return;
+      case 'IPV6_V6ONLY':
+        if (s.family !== 6) throw new SimErrnoError('EINVAL', 'setsockopt(IPV6_V6ONLY)', 'not an IPv6 socket');
+        s.v6only = on;
+        return;
+    }
+  }
+
+  bind(s: SimSocket, address: string | IpAddress, port: number): void {
+    const n = this.netns(s.netns);
+    const addr = typeof address === 'string' ? parseIp(address) : address;
+    if (s.state !== 'new') throw new SimErrnoError('EINVAL', 'bind', `${s.describe()} is already bound`);
+    if (addr.family !== s.family && !(s.family === 6 && addr.family === 4)) {
+      throw new SimErrnoError('EAFNOSUPPORT', 'bind', `IPv${addr.family} address on an IPv${s.family} socket`);
+    }
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new SimErrnoError('EINVAL', 'bind', `port ${port} out of range`);
+    if (!isUnspecified(addr) && !isLocalAddress(n, addr) && !s.transparent) {
+      throw new SimErrnoError('EADDRNOTAVAIL', 'bind', `${formatIp(addr)} is not an address of ${s.netns} (IP_TRANSPARENT would allow it)`);
+    }
+    const p = port === 0 ? n.sockets.ephemeralPort(s.proto, addr) : port;
+    n.sockets.checkBind(s, addr, p);
+    s.local = { addr, port: p };
+    s.state = 'bound';
+  }
+
+  listen(s: SimSocket): void {
+    if (s.proto !== 'tcp') throw new SimErrnoError('EOPNOTSUPP', 'listen', 'not a TCP socket');
+    if (s.state === 'new') this.bind(s, s.family === 4 ? '0.0.0.0' : '::', 0);
+    if (s.state !== 'bound') throw new SimErrnoError('EINVAL', 'listen', `${s.describe()} is ${s.state}`);
+    // Re-check the reuseport group at listen time, as inet_csk_get_port does.
+    this.netns(s.netns).sockets.checkBind(s, s.local!.addr, s.local!.port);
+    s.state = 'listening';
+  }
+
+  close(s: SimSocket): void {
+    const n = this.namespaces.get(s.netns);
+    s.state = 'closed';
+    n?.sockets.unregister(s);
+  }
+
+  /** getsockopt(SO_ORIGINAL_DST): the original destination from conntrack (default zone only). */
+  originalDst(s: SimSocket): SockAddr {
+    const n = this.netns(s.netns);
+    if (!s.local || !s.remote) throw new SimErrnoError('ENOTCONN', 'getsockopt(SO_ORIGINAL_DST)', `${s.describe()} is not connected`);
+    const t: Tuple = { proto: s.proto, src: s.local.addr, sport: s.local.port, dst: s.remote.addr, dport: s.remote.port };
+    const hit = n.conntrack.find(0, t);
+    if (!hit) throw new SimErrnoError('ENOENT', 'getsockopt(SO_ORIGINAL_DST)', `no conntrack entry in zone 0 for ${formatSockAddr(s.local)} <-> ${formatSockAddr(s.remote)}`);
+    return { addr: hit.entry.orig.dst, port: hit.entry.orig.dport };
+  }
+
+  // ------------------------------------------------------------ TCP
+
+  /**
+   * connect(2) on a TCP socket: the three-way handshake, every segment through the datapath.
+   * SYN lost → timeout; RST back (no listener) or REJECT → refused; SYN-ACK that does not find
+   * the client's socket → timeout; otherwise established, with the accepting listener.
+   */
+  connect(s: SimSocket, dstText: string | IpAddress, dport: number): ConnectResult {
+    const trace = this.beginTrace();
+    const fail = (outcome: ConnectOutcome, reason: string): ConnectResult => {
+      this.close(s);
+      return { outcome, client: s, listener: undefined, server: undefined, reason, trace: trace.events };
+    };
+    if (s.proto !== 'tcp') throw new SimErrnoError('EOPNOTSUPP', 'connect', 'use sendUdp for UDP sockets');
+    if (s.state !== 'new' && s.state !== 'bound') throw new SimErrnoError('EISCONN', 'connect', `${s.describe()} is ${s.state}`);
+    const n = this.netns(s.netns);
+    const dst = typeof dstText === 'string' ? parseIp(dstText) : dstText;
+    const fam = dst.family;
+    const route = fibLookup(n, { family: fam, src: undefined, dst, mark: s.mark, iif: undefined, oif: undefined });
+    if (route.kind !== 'local' && route.kind !== 'unicast') return fail('unreachable', `connect: ENETUNREACH: no route to ${formatIp(dst)} (${route.kind})`);
+    let src = s.local && !isUnspecified(s.local.addr) ? s.local.addr : selectSource(n, route, dst);
+    if (!src) return fail('unreachable', `connect: EADDRNOTAVAIL: no IPv${fam} source address in ${s.netns}`);
+    if (src.family !== fam) src = selectSource(n, route, dst) ?? src;
+    const sport = s.local?.port || n.sockets.ephemeralPort('tcp', src, (p) => n.conntrack.inUse(0, { proto: 'tcp', src, sport: p, dst, dport }));
+    s.local = { addr: src, port: sport };
+    s.remote = { addr: dst, port: dport };
+    s.state = 'established'; // SYN-SENT, registered so the SYN-ACK can find it
+    n.sockets.registerEstablished(s);
+
+    const syn = this.packet(fam, 'tcp', src, sport, dst, dport, { ...NO_FLAGS, syn: true }, s.mark);
+    const d1 = this.datapath.output(n, syn, s);
+    if (d1.kind === 'rejected') return fail('refused', `SYN rejected in ${d1.ns.name} (${d1.with})`);
+    if (d1.kind === 'dropped') return fail('timeout', `SYN dropped in ${d1.ns.name}: ${d1.reason}`);
+    if (d1.kind === 'unroutable') return fail('unreachable', `SYN: ${d1.reason}`);
+    const rx = d1.kind === 'delivered' ? d1 : undefined;
+    if (!rx || rx.socket.state !== 'listening') {
+      // No listener: the receiver answers with RST, which must make it back to be seen as refused.
+      const at = d1.kind === 'no-socket' ? d1 : undefined;
+      if (!at && rx) return fail('timeout', `SYN reached ${rx.socket.describe()}, which is not listening`);
+      const p = at!.packet;
+      const rst = this.packet(fam, 'tcp', p.dst, p.dport, p.src, p.sport, { ...NO_FLAGS, rst: true, ack: true }, 0);
+      const d = this.datapath.output(at!.ns, rst, undefined);
+      if (d.kind === 'delivered' && d.socket === s) return fail('refused', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name} (RST)`);
+      return fail('timeout', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name}, and its RST did not reach the client`);
+    }
+    const listener = rx.socket;
+    const serverNs = rx.ns;
+    const seen = rx.packet;
+    const child = new SimSocket(this.nextSocketId++, serverNs.name, listener.family, 'tcp', listener.owner, listener.label);
+    child.local = { addr: seen.dst, port: seen.dport };
+    child.remote = { addr: seen.src, port: seen.sport };
+    child.mark = listener.mark;
+    child.transparent = listener.transparent;
+    child.acceptedFrom = listener;
+    child.state = 'established';
+    serverNs.sockets.add(child);
+    serverNs.sockets.registerEstablished(child);
+
+    const synack = this.packet(fam, 'tcp', seen.dst, seen.dport, seen.src, seen.sport, { ...NO_FLAGS, syn: true, ack: true }, child.mark);
+    const d2 = this.datapath.output(serverNs, synack, child);
+    if (d2.kind !== 'delivered' || d2.socket !== s) {
+      this.close(child);
+      const where = d2.kind === 'delivered' ? `reached ${d2.socket.describe()} instead of the client` : d2.kind === 'no-socket' ? `found no socket in ${d2.ns.name}` : `${d2.kind} in ${d2.ns.name}${'reason' in d2 ? `: ${d2.reason}` : ''}`;
+      return fail('timeout', `SYN-ACK from ${child.describe()} ${where}`);
+    }
+    const ack = this.packet(fam, 'tcp', src, sport, dst, dport, { ...NO_FLAGS, ack: true }, s.mark);
+    const d3 = this.datapath.output(n, ack, s);
+    if (d3.kind !== 'delivered' || d3.socket !== child) {
+      this.close(child);
+      return fail('timeout', `final ACK did not reach the accepted socket (${d3.kind} in ${d3.ns.name})`);
+    }
+    listener.acceptQueue.push(child);
+    return { outcome: 'established', client: s, listener, server: child, reason: `accepted by ${listener.describe()}`, trace: trace.events };
+  }
+
+  /** Send one data segment on an established connection; true when the peer socket got it. */
+  sendTcp(s: SimSocket, payload: string): { delivered: boolean; trace: readonly TraceEvent[] } {
+    const trace = this.beginTrace();
+    if (s.state !== 'established' || !s.local || !s.remote) throw new SimErrnoError('ENOTCONN', 'send', `${s.describe()} is not connected`);
+    const pkt = this.packet(s.local.addr.family, 'tcp', s.local.addr, s.local.port, s.remote.addr, s.remote.port, { ...NO_FLAGS, ack: true }, s.mark);
+    pkt.payload = payload;
+    const d = this.datapath.output(this.netns(s.netns), pkt, s);
+    if (d.kind === 'delivered' && d.socket.state === 'established') {
+      d.socket.inbox.push({ from: { addr: d.packet.src, port: d.packet.sport }, to: { addr: d.packet.dst, port: d.packet.dport }, payload });
+      return { delivered: true, trace: trace.events };
+    }
+    return { delivered: false, trace: trace.events };
+  }
+
+  // ------------------------------------------------------------ UDP
+
+  sendUdp(s: SimSocket, dstText: string | IpAddress, dport: number, payload: string): UdpResult {
+    const trace = this.beginTrace();
+    if (s.proto !== 'udp') throw new SimErrnoError('EOPNOTSUPP', 'sendto', 'not a UDP socket');
+    const n = this.netns(s.netns);
+    const dst = typeof dstText === 'string' ? parseIp(dstText) : dstText;
+    const route = fibLookup(n, { family: dst.family, src: undefined, dst, mark: s.mark, iif: undefined, oif: undefined });
+    const res = (outcome: UdpResult['outcome'], reason: string, sock?: SimSocket, p?: Packet): UdpResult => ({
+      outcome, reason, socket: sock, from: p ? { addr: p.src, port: p.sport } : undefined, to: p ? { addr: p.dst, port: p.dport } : undefined, trace: trace.events,
+    });
+    if (route.kind !== 'local' && route.kind !== 'unicast') return res('unreachable', `no route to ${formatIp(dst)}`);
+    if (!s.local) this.bind(s, s.family === 4 ? '0.0.0.0' : '::', 0);
+    const src = !isUnspecified(s.local!.addr) ? s.local!.addr : selectSource(n, route, dst);
+    if (!src) return res('unreachable', 'no source address');
+    const pkt = this.packet(dst.family, 'udp', src, s.local!.port, dst, dport, NO_FLAGS, s.mark);
+    pkt.payload = payload;
+    const d = this.datapath.output(n, pkt, s);
+    if (d.kind === 'delivered') {
+      d.socket.inbox.push({ from: { addr: d.packet.src, port: d.packet.sport }, to: { addr: d.packet.dst, port: d.packet.dport }, payload });
+      return res('delivered', `received by ${d.socket.describe()}`, d.socket, d.packet);
+    }
+    if (d.kind === 'no-socket') return res('no-socket', `no UDP socket on ${formatIp(d.packet.dst)}:${d.packet.dport} in ${d.ns.name}`, undefined, d.packet);
+    return res(d.kind === 'unroutable' ? 'unreachable' : 'dropped', 'reason' in d ? d.reason : d.kind);
+  }
+
+  // ------------------------------------------------------------ AF_PACKET
+
+  /**
+   * Send a crafted packet with an AF_PACKET socket out of `dev`: it skips the sender's routing
+   * and netfilter entirely (needs CAP_NET_RAW). Reports where the packet ended up.
+   */
+  sendRaw(ns: string, owner: Credentials, dev: string, spec: { proto: L4Proto; src: string; sport: number; dst: string; dport: number; flags?: Partial<TcpFlags>; nextHop?: string }): RawResult {
+    const trace = this.beginTrace();
+    if (!mayOpenRaw(owner)) throw new SimErrnoError('EPERM', 'socket(AF_PACKET)', `uid ${owner.uid} lacks CAP_NET_RAW`);
+    const n = this.netns(ns);
+    const src = parseIp(spec.src);
+    const dst = parseIp(spec.dst);
+    if (src.family !== dst.family) throw new SimConfigError('sendRaw: source and destination families differ');
+    const pkt = this.packet(dst.family, spec.proto, src, spec.sport, dst, spec.dport, { ...NO_FLAGS, ...spec.flags }, 0);
+    const d = this.datapath.injectRaw(n, n.link(dev), pkt, spec.nextHop ? parseIp(spec.nextHop) : dst);
+    return {
+      delivery: d.kind,
+      socket: d.kind === 'delivered' ? d.socket : undefined,
+      reason: d.kind === 'delivered' ? `reached ${d.socket.describe()}` : 'reason' in d ? d.reason : d.kind,
+      trace: trace.events,
+    };
+  }
+
+  // ------------------------------------------------------------ helpers
+
+  private beginTrace(): Trace {
+    this.currentTrace = new Trace(this.traceOn);
+    return this.currentTrace;
+  }
+
+  private packet(family: Family, proto: L4Proto, src: IpAddress, sport: number, dst: IpAddress, dport: number, flags: TcpFlags, mark: number): Packet {
+    return { id: this.nextPacketId++, family, proto, src, dst, sport, dport, flags: { ...flags }, mark: mark >>> 0 };
+  }
+}
+

@@ -1,0 +1,131 @@
+/**
+ * One network namespace: its devices, addresses, routing tables and policy rules, forwarding
+ * switches, netfilter (separately for IPv4 and IPv6), ipsets, conntrack and sockets. Namespaces
+ * share nothing; packets cross between them only over veth pairs (see datapath.ts).
+ */
+import { formatIp, formatPrefix, parsePrefix, type Family, type IpAddress } from './ip-address.js';
+import { primaryAddress, type Link, type LinkKind } from './link.js';
+import { PolicyRules } from './policy-rule.js';
+import { RouteTables, TABLE_LOCAL, TABLE_MAIN } from './route.js';
+import { ConntrackTable } from './conntrack.js';
+import { SocketTable } from './socket.js';
+import { SimConfigError } from './errors.js';
+import type { Hook, IpSetView, TableName, TableRun, EvalContext } from './netfilter/types.js';
+
+/** The part of the netfilter model the datapath drives (sim/kernel/netfilter). */
+export interface NetfilterEngine {
+  runTable(table: TableName, hook: Hook, ctx: EvalContext, opts?: { readonly trace?: boolean }): TableRun;
+  hasRules(table: TableName, hook: Hook): boolean;
+  restore(text: string, opts?: { noflush?: boolean; source?: string }): void;
+  save(table?: TableName): string;
+}
+
+export interface IpSetRegistry {
+  get(name: string): IpSetView | undefined;
+}
+
+export class Netns {
+  readonly links = new Map<string, Link>();
+  readonly routes = new RouteTables();
+  readonly rules = new PolicyRules();
+  readonly conntrack = new ConntrackTable();
+  readonly sockets = new SocketTable();
+  forwarding: Record<Family, boolean> = { 4: false, 6: false };
+  private nextIndex = 1;
+
+  constructor(
+    readonly name: string,
+    readonly netfilter: Record<Family, NetfilterEngine>,
+    readonly ipsets: IpSetRegistry,
+  ) {
+    // Every namespace starts with lo (down, as after `ip netns add`); bring it up explicitly
+    // like a container runtime's loopback plugin does.
+    const lo = this.addLink('lo', 'loopback');
+    lo.addresses.push({ addr: { family: 4, value: 0x7f000001n }, prefix: parsePrefix('127.0.0.0/8') });
+    lo.addresses.push({ addr: { family: 6, value: 1n }, prefix: parsePrefix('::1/128') });
+  }
+
+  addLink(name: string, kind: LinkKind): Link {
+    if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(name)) {
+      throw new SimConfigError(`invalid device name ${JSON.stringify(name)} in ${this.name}: 1-15 characters of [A-Za-z0-9_.@-]`);
+    }
+    if (this.links.has(name)) throw new SimConfigError(`device ${name} already exists in ${this.name}`);
+    const link: Link = { name, index: this.nextIndex++, kind, netns: this.name, up: false, addresses: [], ...(kind === 'bridge' ? { ports: new Set<Link>() } : {}) };
+    this.links.set(name, link);
+    return link;
+  }
+
+  link(name: string): Link {
+    const l = this.links.get(name);
+    if (!l) throw new SimConfigError(`no device ${JSON.stringify(name)} in ${this.name} (devices: ${[...this.links.keys()].join(', ')})`);
+    return l;
+  }
+
+  setUp(name: string, up: boolean): void {
+    const l = this.link(name);
+    l.up = up;
+    if (l.kind === 'loopback') this.syncLoopbackRoutes();
+    this.syncKernelRoutes(l);
+  }
+
+  /** `ip addr add ADDR/LEN dev DEV`: also installs the local and prefix routes the kernel adds. */
+  addAddress(dev: string, cidr: string): void {
+    const l = this.link(dev);
+    const slash = cidr.indexOf('/');
+    const prefix = parsePrefix(cidr);
+    const addr = parsePrefix(slash < 0 ? cidr : cidr.slice(0, slash)).addr;
+    if (l.addresses.some((a) => a.addr.family === addr.family && a.addr.value === addr.value)) {
+      throw new SimConfigError(`address ${formatIp(addr)} already on ${dev} in ${this.name}`);
+    }
+    l.addresses.push({ addr, prefix });
+    this.syncKernelRoutes(l);
+  }
+
+  removeAddress(dev: string, addrText: string): void {
+    const l = this.link(dev);
+    const addr = parsePrefix(addrText.split('/')[0] ?? addrText).addr;
+    const i = l.addresses.findIndex((a) => a.addr.family === addr.family && a.addr.value === addr.value);
+    if (i < 0) throw new SimConfigError(`address ${addrText} not on ${dev} in ${this.name}`);
+    l.addresses.splice(i, 1);
+    this.syncKernelRoutes(l);
+  }
+
+  /** Kernel-managed routes of a device: `local ADDR` in table local, and the prefix in main while up. */
+  private syncKernelRoutes(l: Link): void {
+    if (l.kind === 'loopback') return;
+    this.routes.remove((r) => r.proto === 'kernel' && r.dev === l.name);
+    for (const a of l.addresses) {
+      this.routes.add({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: parsePrefix(formatIp(a.addr)), dev: l.name, via: undefined, src: a.addr, metric: 0, proto: 'kernel' });
+      const full = a.addr.family === 4 ? 32 : 128;
+      if (l.up && a.prefix.len < full) {
+        const dup = this.routes.all().some((r) => r.table === TABLE_MAIN && r.dev === l.name && r.proto === 'kernel'
+          && r.dst.len === a.prefix.len && r.dst.addr.value === a.prefix.addr.value && r.family === a.addr.family);
+        if (!dup) this.routes.add({ family: a.addr.family, table: TABLE_MAIN, type: 'unicast', dst: a.prefix, dev: l.name, via: undefined, src: a.addr, metric: a.addr.family === 6 ? 256 : 0, proto: 'kernel' });
+      }
+    }
+  }
+
+  private syncLoopbackRoutes(): void {
+    this.routes.remove((r) => r.proto === 'kernel' && r.dev === 'lo');
+    const lo = this.link('lo');
+    if (!lo.up) return;
+    this.routes.add({ family: 4, table: TABLE_LOCAL, type: 'local', dst: parsePrefix('127.0.0.0/8'), dev: 'lo', via: undefined, src: { family: 4, value: 0x7f000001n }, metric: 0, proto: 'kernel' });
+    this.routes.add({ family: 6, table: TABLE_LOCAL, type: 'local', dst: parsePrefix('::1/128'), dev: 'lo', via: undefined, src: { family: 6, value: 1n }, metric: 0, proto: 'kernel' });
+  }
+
+  primaryAddress(dev: string, family: Family): IpAddress | undefined {
+    const l = this.links.get(dev);
+    return l ? primaryAddress(l, family) : undefined;
+  }
+
+  /** `ip addr`-like summary, for lab output and debugging. */
+  describe(): string {
+    const lines = [`netns ${this.name}`];
+    for (const l of this.links.values()) {
+      const extra = l.peer ? ` peer ${l.peer.name}@${l.peer.netns}` : l.master ? ` master ${l.master.name}` : '';
+      lines.push(`  ${l.index}: ${l.name} (${l.kind}) ${l.up ? 'UP' : 'DOWN'}${extra} ${l.addresses.map((a) => `${formatIp(a.addr)}/${a.prefix.len}`).join(' ')}`);
+    }
+    for (const r of this.routes.all()) lines.push(`  route ${formatPrefix(r.dst)} ${r.type} table ${r.table}${r.dev ? ` dev ${r.dev}` : ''}`);
+    return lines.join('\n');
+  }
+}
