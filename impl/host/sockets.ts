@@ -32,7 +32,7 @@ export type SocketFailureKind =
   | 'unreachable' // ENETUNREACH / EHOSTUNREACH (no route, or an ICMP unreachable)
   | 'addr-in-use' // EADDRINUSE
   | 'addr-not-available' // EADDRNOTAVAIL: binding an address that is not local (and not transparent)
-  | 'permission' // EPERM / EACCES: missing capability (SO_MARK, IP_TRANSPARENT, setns) or a netfilter drop on output
+  | 'permission' // EPERM / EACCES: a missing capability (SO_MARK, IP_TRANSPARENT, setns); a TCP SYN dropped on output is a 'timeout'
   | 'no-netns' // the namespace handle does not exist
   | 'other';
 
