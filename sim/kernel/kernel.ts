@@ -102,10 +102,11 @@ export class SimKernel {
     this.traceOn = opts.trace ?? true;
     this.currentTrace = new Trace(this.traceOn);
     this.makeNetfilter = opts.netfilterFactory ?? ((family, ipsets) => new Netfilter(family, { ipsets }));
-    const self = this;
+    const netns = (name: string): Netns => this.netns(name);
+    const currentTrace = (): Trace => this.currentTrace;
     this.datapath = new Datapath({
-      netns: (name) => self.netns(name),
-      get trace() { return self.currentTrace; },
+      netns,
+      get trace() { return currentTrace(); },
     });
   }
 
@@ -246,6 +247,17 @@ export class SimKernel {
   /** iptables-restore / ip6tables-restore into a namespace. */
   iptablesRestore(ns: string, family: Family, text: string, opts: { noflush?: boolean; source?: string } = {}): void {
     this.netns(ns).netfilter[family].restore(text, opts);
+  }
+
+  /** `ipset restore` into a namespace (sets are shared by its IPv4 and IPv6 rules). */
+  ipsetRestore(ns: string, text: string): void {
+    this.ipsetsOf(ns).restore(text);
+  }
+
+  ipsetsOf(ns: string): IpSets {
+    const sets = this.netns(ns).ipsets;
+    if (!(sets instanceof IpSets)) throw new SimConfigError(`namespace ${ns} uses a custom ipset registry`);
+    return sets;
   }
 
   iptablesSave(ns: string, family: Family): string {

@@ -41,9 +41,7 @@ test('inbound TCP to 15008 passes to the HBONE listener unredirected', () => {
 
 test('a kubelet probe from the node, SNATed to 169.254.7.127 by the host rule, reaches the app directly', () => {
   const { k, appA } = buildInpodLab();
-  k.netns('node').ipsets;
-  const sets = k.netns('node').ipsets as unknown as { restore(t: string): void };
-  sets.restore('create istio-inpod-probes-v4 hash:ip family inet\nadd istio-inpod-probes-v4 10.244.1.5\n');
+  k.ipsetRestore('node', 'create istio-inpod-probes-v4 hash:ip family inet\nadd istio-inpod-probes-v4 10.244.1.5\n');
   k.iptablesRestore('node', 4, HOSTPROBE_V4);
   const c = k.socket('node', 'tcp', 4, HOST, 'kubelet');
   const r = k.connect(c, '10.244.1.5', 8080);
