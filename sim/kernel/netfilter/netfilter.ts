@@ -69,7 +69,7 @@ export class Netfilter {
     this.tables = work;
     for (const [k, v] of work) this.compiled.set(k, compileTable(v));
     for (const line of text.split('\n')) {
-      const m = /^\s*\*(\S+)/.exec(line);
+      const m = /^\s*\*\s*(\S+)/.exec(line);
       if (m) this.loaded.add(m[1] as TableName);
     }
   }

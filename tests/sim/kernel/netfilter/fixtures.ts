@@ -1,0 +1,124 @@
+/**
+ * Test inputs: the Istio in-pod rules (istio-cni.md §3.2, §3.4) and host probe rules (§3.5) as
+ * iptables-restore text (chain declarations and COMMIT added, as the agent's restore input has),
+ * plus an EvalContext fake.
+ */
+import { parseIp, type Family, type IpAddress } from '../../../../sim/kernel/ip-address.js';
+import type { L4Proto, Packet } from '../../../../sim/kernel/packet.js';
+import type { AddrType, ConntrackRef, EvalContext, Hook, IpSetView } from '../../../../sim/kernel/netfilter/types.js';
+import type { IpSets } from '../../../../sim/kernel/netfilter/ipset.js';
+
+function inpod(lo: string, probe: string): string {
+  return `* mangle
+:ISTIO_PRERT - [0:0]
+:ISTIO_OUTPUT - [0:0]
+-A PREROUTING -j ISTIO_PRERT
+-A OUTPUT -j ISTIO_OUTPUT
+-A ISTIO_PRERT -m mark --mark 0x539/0xfff -j CONNMARK --set-xmark 0x111/0xfff
+-A ISTIO_OUTPUT -m connmark --mark 0x111/0xfff -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff
+COMMIT
+* nat
+:ISTIO_PRERT - [0:0]
+:ISTIO_OUTPUT - [0:0]
+-A OUTPUT -j ISTIO_OUTPUT
+-A PREROUTING -j ISTIO_PRERT
+-A ISTIO_PRERT -s ${probe} -p tcp -m tcp -j ACCEPT
+-A ISTIO_OUTPUT -d ${probe} -p tcp -m tcp -j ACCEPT
+-A ISTIO_PRERT ! -d ${lo} -p tcp ! --dport 15008 -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15006
+-A ISTIO_OUTPUT ! -o lo -p udp -m mark ! --mark 0x539/0xfff -m udp --dport 53 -j REDIRECT --to-port 15053
+-A ISTIO_OUTPUT ! -d ${lo} -p tcp --dport 53 -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15053
+-A ISTIO_OUTPUT -p tcp -m mark --mark 0x111/0xfff -j ACCEPT
+-A ISTIO_OUTPUT ! -d ${lo} -o lo -j ACCEPT
+-A ISTIO_OUTPUT ! -d ${lo} -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001
+COMMIT
+* raw
+:ISTIO_PRERT - [0:0]
+:ISTIO_OUTPUT - [0:0]
+-A PREROUTING -j ISTIO_PRERT
+-A OUTPUT -j ISTIO_OUTPUT
+-A ISTIO_OUTPUT -p udp -m mark --mark 0x539/0xfff -m udp --dport 53 -j CT --zone 1
+-A ISTIO_PRERT -p udp -m mark ! --mark 0x539/0xfff -m udp --sport 53 -j CT --zone 1
+COMMIT
+`;
+}
+
+export const PROBE_V4 = '169.254.7.127';
+export const PROBE_V6 = 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff';
+export const ISTIO_INPOD_V4 = inpod('127.0.0.1/32', PROBE_V4);
+export const ISTIO_INPOD_V6 = inpod('::1/128', PROBE_V6);
+
+export function hostProbe(family: Family): string {
+  const set = family === 4 ? 'istio-inpod-probes-v4' : 'istio-inpod-probes-v6';
+  const snat = family === 4 ? PROBE_V4 : PROBE_V6;
+  return `*nat
+:ISTIO_POSTRT - [0:0]
+-I POSTROUTING 1 -j ISTIO_POSTRT
+-A ISTIO_POSTRT -m owner --socket-exists -p tcp -m set --match-set ${set} dst -j SNAT --to-source ${snat}
+COMMIT
+`;
+}
+
+export interface PacketInit {
+  readonly proto?: L4Proto;
+  readonly src?: string;
+  readonly dst?: string;
+  readonly sport?: number;
+  readonly dport?: number;
+  readonly mark?: number;
+  readonly syn?: boolean;
+  readonly ack?: boolean;
+}
+
+export function packet(p: PacketInit = {}): Packet {
+  const src = parseIp(p.src ?? '10.244.1.5');
+  return {
+    id: 1, family: src.family, proto: p.proto ?? 'tcp', src, dst: parseIp(p.dst ?? (src.family === 4 ? '10.244.2.7' : 'fd00::2:7')),
+    sport: p.sport ?? 40000, dport: p.dport ?? 80, flags: { syn: p.syn ?? true, ack: p.ack ?? false, fin: false, rst: false }, mark: p.mark ?? 0,
+  };
+}
+
+export interface FakeCtx extends EvalContext {
+  readonly logs: string[];
+  notrack: boolean;
+  zone: number | undefined;
+}
+
+export interface CtxInit {
+  readonly hook: Hook;
+  readonly packet?: Packet;
+  readonly inIface?: string;
+  readonly outIface?: string;
+  readonly ct?: Partial<ConntrackRef> | 'none';
+  readonly socket?: { uid: number; gid: number };
+  /** Addresses classified LOCAL (others UNICAST); optionally per interface. */
+  readonly local?: readonly string[];
+  readonly localByIface?: Readonly<Record<string, readonly string[]>>;
+  readonly ipsets?: IpSets;
+}
+
+export function ctx(init: CtxInit): FakeCtx {
+  const pk = init.packet ?? packet();
+  const ct: ConntrackRef | undefined = init.ct === 'none' ? undefined : {
+    state: 'NEW', direction: 'original', mark: 0, zone: 0, origSrc: pk.src, origDst: pk.dst, origSport: pk.sport, origDport: pk.dport,
+    snat: false, dnat: false, ...(init.ct ?? {}),
+  };
+  const local = (init.local ?? []).map((a) => parseIp(a).value);
+  const c: FakeCtx = {
+    hook: init.hook, family: pk.family, packet: pk, inIface: init.inIface, outIface: init.outIface, ct, socket: init.socket,
+    logs: [], notrack: false, zone: undefined,
+    addrType(addr: IpAddress, iface?: string): AddrType {
+      const list = iface !== undefined ? (init.localByIface?.[iface] ?? []).map((a) => parseIp(a).value) : local;
+      return list.includes(addr.value) ? 'LOCAL' : 'UNICAST';
+    },
+    ipset(name: string): IpSetView | undefined { return init.ipsets?.get(name); },
+    setNotrack() { c.notrack = true; },
+    setZone(z: number) { c.zone = z; },
+    log(prefix: string) { c.logs.push(prefix); },
+  };
+  return c;
+}
+
+/** Wrap rules for one table with declarations of the given user chains. */
+export function table(name: string, chains: readonly string[], rules: readonly string[], policies: Readonly<Record<string, string>> = {}): string {
+  return [`*${name}`, ...Object.entries(policies).map(([c, p]) => `:${c} ${p} [0:0]`), ...chains.map((c) => `:${c} - [0:0]`), ...rules, 'COMMIT', ''].join('\n');
+}
