@@ -24,7 +24,7 @@ const s = net.createServer((c) => {
   c.on('error', () => {});
 });
 s.on('error', (e) => { process.stderr.write('listen error ' + e.code + '\\n'); process.exit(3); });
-s.listen({ host, port: Number(port), ipv6Only: host.includes(':') && host !== '::' }, () => process.stdout.write('LISTENING\\n'));
+s.listen({ host, port: Number(port), ipv6Only: host.includes(':') }, () => process.stdout.write('LISTENING\\n'));
 process.on('SIGTERM', () => process.exit(0));
 `;
 
