@@ -36,6 +36,8 @@ export class ConnEntry {
   mark = 0;
   seenReply = false;
   confirmed = false;
+  /** TCP: a FIN or RST was seen; a later SYN on the same tuple opens a new connection. */
+  closing = false;
   /** The destination / source NAT decision has been taken (possibly a null binding). */
   dstNatDone = false;
   srcNatDone = false;
@@ -70,7 +72,14 @@ export class ConntrackTable {
    */
   classify(p: Packet, zone: number): PacketCt | 'invalid' {
     const t = tupleOf(p);
-    const hit = this.byTuple.get(tupleKey(zone, t));
+    let hit = this.byTuple.get(tupleKey(zone, t));
+    if (hit && p.proto === 'tcp' && hit.entry.closing && p.flags.syn && !p.flags.ack && hit.dir === 'original') {
+      // A new SYN on a closed connection's tuple (TIME_WAIT/CLOSE): the old entry is killed
+      // and the packet starts a new connection (nf_conntrack_proto_tcp, -NF_REPEAT).
+      this.remove(hit.entry);
+      hit = undefined;
+    }
+    if (hit && p.proto === 'tcp' && (p.flags.fin || p.flags.rst)) hit.entry.closing = true;
     if (hit) {
       if (hit.dir === 'reply') {
         hit.entry.seenReply = true;

@@ -325,10 +325,30 @@ export class SimKernel {
     s.state = 'listening';
   }
 
+  /**
+   * close(2). An established TCP socket sends a FIN through the datapath first, so conntrack
+   * along the path sees the connection end (and a later SYN on the same tuple starts afresh).
+   */
   close(s: SimSocket): void {
     const n = this.namespaces.get(s.netns);
+    if (n && s.proto === 'tcp' && s.state === 'established' && s.local && s.remote) {
+      const fin = this.packet(s.local.addr.family, 'tcp', s.local.addr, s.local.port, s.remote.addr, s.remote.port, { ...NO_FLAGS, fin: true, ack: true }, s.mark);
+      const saved = this.currentTrace;
+      this.currentTrace = new Trace(false);
+      try {
+        this.datapath.output(n, fin, s);
+      } finally {
+        this.currentTrace = saved;
+      }
+    }
     s.state = 'closed';
     n?.sockets.unregister(s);
+  }
+
+  /** Drop a socket without a FIN (a connection attempt that never completed). */
+  private abort(s: SimSocket): void {
+    s.state = 'closed';
+    this.namespaces.get(s.netns)?.sockets.unregister(s);
   }
 
   /** getsockopt(SO_ORIGINAL_DST): the original destination from conntrack (default zone only). */
@@ -351,7 +371,7 @@ export class SimKernel {
   connect(s: SimSocket, dstText: string | IpAddress, dport: number): ConnectResult {
     const trace = this.beginTrace();
     const fail = (outcome: ConnectOutcome, reason: string): ConnectResult => {
-      this.close(s);
+      this.abort(s);
       return { outcome, client: s, listener: undefined, server: undefined, reason, trace: trace.events };
     };
     if (s.proto !== 'tcp') throw new SimErrnoError('EOPNOTSUPP', 'connect', 'use sendUdp for UDP sockets');
@@ -402,14 +422,14 @@ export class SimKernel {
     const synack = this.packet(fam, 'tcp', seen.dst, seen.dport, seen.src, seen.sport, { ...NO_FLAGS, syn: true, ack: true }, child.mark);
     const d2 = this.datapath.output(serverNs, synack, child);
     if (d2.kind !== 'delivered' || d2.socket !== s) {
-      this.close(child);
+      this.abort(child);
       const where = d2.kind === 'delivered' ? `reached ${d2.socket.describe()} instead of the client` : d2.kind === 'no-socket' ? `found no socket in ${d2.ns.name}` : `${d2.kind} in ${d2.ns.name}${'reason' in d2 ? `: ${d2.reason}` : ''}`;
       return fail('timeout', `SYN-ACK from ${child.describe()} ${where}`);
     }
     const ack = this.packet(fam, 'tcp', src, sport, dst, dport, { ...NO_FLAGS, ack: true }, s.mark);
     const d3 = this.datapath.output(n, ack, s);
     if (d3.kind !== 'delivered' || d3.socket !== child) {
-      this.close(child);
+      this.abort(child);
       return fail('timeout', `final ACK did not reach the accepted socket (${d3.kind} in ${d3.ns.name})`);
     }
     listener.acceptQueue.push(child);
