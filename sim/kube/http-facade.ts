@@ -189,9 +189,10 @@ async function handle(store: ApiStore, req: IncomingMessage, res: ServerResponse
 }
 
 function watch(store: ApiStore, route: Route, q: URLSearchParams, res: ServerResponse, watches: Set<{ watch: StoreWatch; res: ServerResponse }>): void {
-  let entry: { watch: StoreWatch; res: ServerResponse } | undefined;
+  // The entry exists only once the store accepted the watch; `end` may run before that never.
+  const holder: { entry?: { watch: StoreWatch; res: ServerResponse } } = {};
   const end = (): void => {
-    if (entry) watches.delete(entry);
+    if (holder.entry) watches.delete(holder.entry);
     if (!res.writableEnded) res.end();
   };
   // Faults and bad selectors throw here, before any header: an HTTP error status, as the API server does.
@@ -209,7 +210,8 @@ function watch(store: ApiStore, route: Route, q: URLSearchParams, res: ServerRes
     },
     end,
   );
-  entry = { watch: w, res };
+  const entry = { watch: w, res };
+  holder.entry = entry;
   watches.add(entry);
   res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache' });
   res.flushHeaders();
@@ -217,7 +219,7 @@ function watch(store: ApiStore, route: Route, q: URLSearchParams, res: ServerRes
   // request body is read, long before the client leaves.)
   res.on('close', () => {
     w.stop();
-    if (entry) watches.delete(entry);
+    watches.delete(entry);
   });
 }
 
