@@ -195,10 +195,17 @@ function effectOf(spec: RuleSpec, t: CompiledTarget): string {
   }
 }
 
+/** Built-in chains in hook order, then user chains sorted by name: iptables-save's order. */
+export function chainsInSaveOrder(t: TableState): ChainState[] {
+  const builtins = [...t.chains.values()].filter((c) => c.builtin);
+  const users = [...t.chains.values()].filter((c) => !c.builtin).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return [...builtins, ...users];
+}
+
 export function compileTable(t: TableState): CompiledTable {
   const chains = new Map<string, CompiledChain>();
   let empty = true;
-  for (const c of t.chains.values()) {
+  for (const c of chainsInSaveOrder(t)) {
     if (c.rules.length > 0 || c.policy !== 'ACCEPT') empty = false;
     const rules: CompiledRule[] = c.rules.map((r, i) => {
       const target: CompiledTarget = r.spec.target ? r.spec.target.compile() : { k: 'none' };

@@ -6,15 +6,13 @@
  * in the fixed order raw, mangle, nat, filter, security (the nf_tables backend prints them in
  * creation order), several `-m tcp` in one rule are merged into one.
  */
-import type { TableState } from './ruleset.js';
+import { chainsInSaveOrder, type TableState } from './ruleset.js';
 
 export function saveTable(t: TableState): string {
-  const builtins = [...t.chains.values()].filter((c) => c.builtin);
-  const users = [...t.chains.values()].filter((c) => !c.builtin).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const chains = chainsInSaveOrder(t);
   const out: string[] = [`*${t.name}`];
-  for (const c of builtins) out.push(`:${c.name} ${c.policy} [0:0]`);
-  for (const c of users) out.push(`:${c.name} - [0:0]`);
-  for (const c of [...builtins, ...users]) for (const r of c.rules) out.push(`-A ${c.name} ${r.spec.text}`);
+  for (const c of chains) out.push(`:${c.name} ${c.builtin ? c.policy : '-'} [0:0]`);
+  for (const c of chains) for (const r of c.rules) out.push(`-A ${c.name} ${r.spec.text}`);
   out.push('COMMIT');
   return `${out.join('\n')}\n`;
 }
