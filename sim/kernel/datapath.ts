@@ -21,7 +21,7 @@ import { formatSockAddr, type SimSocket } from './socket.js';
 import { Trace, verdictText } from './trace.js';
 import type { Netns } from './netns.js';
 import type { Packet } from './packet.js';
-import type { EvalContext, Hook, NatAction, TableName, TableVerdict, ConntrackRef } from './netfilter/types.js';
+import type { EvalContext, Hook, NatAction, TableName, TableVerdict } from './netfilter/types.js';
 import type { Link } from './link.js';
 
 /** What became of a packet. */
@@ -53,12 +53,6 @@ export interface DatapathHost {
   netns(name: string): Netns;
   trace: Trace;
 }
-
-const UNTRACKED_REF: ConntrackRef = Object.freeze({
-  state: 'UNTRACKED', direction: 'original', mark: 0, zone: 0,
-  origSrc: { family: 4, value: 0n }, origDst: { family: 4, value: 0n }, origSport: 0, origDport: 0,
-  snat: false, dnat: false,
-} as const);
 
 export function describePacket(p: Packet): string {
   const s = p.family === 6 ? `[${formatIp(p.src)}]:${p.sport}` : `${formatIp(p.src)}:${p.sport}`;
@@ -427,7 +421,8 @@ export class Datapath {
       packet: skb.pkt,
       inIface,
       outIface,
-      ct: skb.untracked ? UNTRACKED_REF : invalid ? undefined : skb.ct,
+      ct: skb.untracked || invalid ? undefined : skb.ct,
+      untracked: skb.untracked,
       socket: owner,
       addrType: (addr, iface) => addrType(ns, addr, skb.pkt.family, iface),
       ipset: (name) => ns.ipsets.get(name),

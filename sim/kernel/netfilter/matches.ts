@@ -225,9 +225,9 @@ function parseStates(text: string, module: string, allowed: readonly CtStateName
   return out;
 }
 
-/** Conntrack state as the kernel's ctinfo sees it; no entry is treated as UNTRACKED (types.ts). */
+/** Conntrack state as the kernel's ctinfo sees it: no entry is INVALID unless ctx.untracked (types.ts); fakes without the flag count as UNTRACKED. */
 function ctStateOf(ctx: EvalContext): CtState {
-  return ctx.ct ? ctx.ct.state : 'UNTRACKED';
+  return ctx.ct ? ctx.ct.state : ctx.untracked === false ? 'INVALID' : 'UNTRACKED';
 }
 
 function stateHit(states: ReadonlySet<CtStateName>, ctx: EvalContext): boolean {

@@ -60,8 +60,13 @@ export interface EvalContext {
   /** Ingress device (PREROUTING, INPUT, FORWARD), egress device (FORWARD, OUTPUT, POSTROUTING). */
   readonly inIface: string | undefined;
   readonly outIface: string | undefined;
-  /** undefined when the packet has no conntrack entry (e.g. after CT --notrack it is UNTRACKED). */
+  /**
+   * The packet's conntrack entry; undefined when it has none, which is UNTRACKED when `untracked`
+   * is true (CT --notrack) and INVALID otherwise — as nf_ct_get() returning NULL in the kernel,
+   * where ctinfo tells the two apart. Without an entry connmark never matches and CONNMARK is a no-op.
+   */
   readonly ct: ConntrackRef | undefined;
+  readonly untracked?: boolean;
   /** The local socket that sent the packet (OUTPUT/POSTROUTING of locally generated packets). */
   readonly socket: { readonly uid: number; readonly gid: number } | undefined;
   /** Address classification in this netns (`-m addrtype`); `iface` set for --limit-iface-*. */
