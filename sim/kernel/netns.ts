@@ -3,7 +3,7 @@
  * switches, netfilter (separately for IPv4 and IPv6), ipsets, conntrack and sockets. Namespaces
  * share nothing; packets cross between them only over veth pairs (see datapath.ts).
  */
-import { formatIp, formatPrefix, parsePrefix, type Family, type IpAddress } from './ip-address.js';
+import { formatIp, formatPrefix, parsePrefix, type Family, type IpAddress, type IpPrefix } from './ip-address.js';
 import { primaryAddress, type Link, type LinkKind } from './link.js';
 import { PolicyRules } from './policy-rule.js';
 import { RouteTables, TABLE_LOCAL, TABLE_MAIN } from './route.js';
@@ -92,7 +92,10 @@ export class Netns {
 
   /** Kernel-managed routes of a device: `local ADDR` in table local, and the prefix in main while up. */
   private syncKernelRoutes(l: Link): void {
-    if (l.kind === 'loopback') return;
+    if (l.kind === 'loopback') {
+      this.syncLoopbackRoutes();
+      return;
+    }
     this.routes.remove((r) => r.proto === 'kernel' && r.dev === l.name);
     for (const a of l.addresses) {
       this.routes.add({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: parsePrefix(formatIp(a.addr)), dev: l.name, via: undefined, src: a.addr, metric: 0, proto: 'kernel' });
@@ -105,12 +108,26 @@ export class Netns {
     }
   }
 
+  /**
+   * Addresses on lo: each gets `local ADDR` in table local and, for IPv4, its whole prefix is
+   * local too (fib_add_ifaddr installs the prefix route as RTN_LOCAL on a loopback device, which
+   * is why all of 127.0.0.0/8 is local). Only while lo is up.
+   */
   private syncLoopbackRoutes(): void {
     this.routes.remove((r) => r.proto === 'kernel' && r.dev === 'lo');
     const lo = this.link('lo');
     if (!lo.up) return;
-    this.routes.add({ family: 4, table: TABLE_LOCAL, type: 'local', dst: parsePrefix('127.0.0.0/8'), dev: 'lo', via: undefined, src: { family: 4, value: 0x7f000001n }, metric: 0, proto: 'kernel' });
-    this.routes.add({ family: 6, table: TABLE_LOCAL, type: 'local', dst: parsePrefix('::1/128'), dev: 'lo', via: undefined, src: { family: 6, value: 1n }, metric: 0, proto: 'kernel' });
+    const have = new Set<string>();
+    const addLocal = (dst: IpPrefix, src: IpAddress): void => {
+      const key = formatPrefix(dst);
+      if (have.has(key)) return;
+      have.add(key);
+      this.routes.add({ family: dst.addr.family, table: TABLE_LOCAL, type: 'local', dst, dev: 'lo', via: undefined, src, metric: 0, proto: 'kernel' });
+    };
+    for (const a of lo.addresses) {
+      if (a.addr.family === 4 && a.prefix.len < 32) addLocal(a.prefix, a.addr);
+      addLocal(parsePrefix(formatIp(a.addr)), a.addr);
+    }
   }
 
   primaryAddress(dev: string, family: Family): IpAddress | undefined {
