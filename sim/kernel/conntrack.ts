@@ -38,6 +38,8 @@ export class ConnEntry {
   confirmed = false;
   /** TCP: a FIN or RST was seen; a later SYN on the same tuple opens a new connection. */
   closing = false;
+  finOriginal = false;
+  finReply = false;
   /** The destination / source NAT decision has been taken (possibly a null binding). */
   dstNatDone = false;
   srcNatDone = false;
@@ -79,7 +81,18 @@ export class ConntrackTable {
       this.remove(hit.entry);
       hit = undefined;
     }
-    if (hit && p.proto === 'tcp' && (p.flags.fin || p.flags.rst)) hit.entry.closing = true;
+    if (hit && p.proto === 'tcp' && (p.flags.fin || p.flags.rst)) {
+      const e = hit.entry;
+      e.closing = true;
+      if (p.flags.fin) {
+        if (hit.dir === 'original') e.finOriginal = true;
+        else e.finReply = true;
+      }
+      // Both sides closed (or reset): the entry would sit in TIME_WAIT/CLOSE until it expires,
+      // where it only matters to a new SYN on the same tuple, which replaces it anyway. Drop it
+      // now so long runs do not accumulate entries; this packet keeps its reference.
+      if (p.flags.rst || (e.finOriginal && e.finReply)) this.remove(e);
+    }
     if (hit) {
       if (hit.dir === 'reply') {
         hit.entry.seenReply = true;
@@ -95,6 +108,12 @@ export class ConntrackTable {
   /** Does a tuple (as a packet would carry it) already belong to a confirmed entry? */
   inUse(zone: number, t: Tuple): boolean {
     return this.byTuple.has(tupleKey(zone, t));
+  }
+
+  /** Like inUse, but a closing TCP entry does not count (a new SYN would replace it). */
+  liveInUse(zone: number, t: Tuple): boolean {
+    const hit = this.byTuple.get(tupleKey(zone, t));
+    return hit !== undefined && !hit.entry.closing;
   }
 
   /** Insert an unconfirmed entry (both directions) once its first packet survived. */

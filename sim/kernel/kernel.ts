@@ -314,6 +314,7 @@ export class SimKernel {
     n.sockets.checkBind(s, addr, p);
     s.local = { addr, port: p };
     s.state = 'bound';
+    n.sockets.indexBinding(s);
   }
 
   listen(s: SimSocket): void {
@@ -384,9 +385,11 @@ export class SimKernel {
     let src = s.local && !isUnspecified(s.local.addr) ? s.local.addr : selectSource(n, route, dst);
     if (!src) return fail('unreachable', `connect: EADDRNOTAVAIL: no IPv${fam} source address in ${s.netns}`);
     if (src.family !== fam) src = selectSource(n, route, dst) ?? src;
-    const sport = s.local?.port || n.sockets.ephemeralPort('tcp', src, (p) => n.conntrack.inUse(0, { proto: 'tcp', src, sport: p, dst, dport }));
+    const sport = s.local?.port || n.sockets.ephemeralPort('tcp', src, (p) => n.conntrack.liveInUse(0, { proto: 'tcp', src, sport: p, dst, dport }));
+    const wasBound = s.local !== undefined;
     s.local = { addr: src, port: sport };
     s.remote = { addr: dst, port: dport };
+    if (!wasBound) n.sockets.indexBinding(s);
     s.state = 'established'; // SYN-SENT, registered so the SYN-ACK can find it
     n.sockets.registerEstablished(s);
 

@@ -86,6 +86,10 @@ function bindsOverlap(s: SimSocket, addr: IpAddress, o: SimSocket): boolean {
 export class SocketTable {
   private readonly sockets = new Set<SimSocket>();
   private readonly established = new Map<string, SimSocket>();
+  /** Bound (not accepted) sockets by `proto:port`, so bind and listener lookup stay O(sockets on the port). */
+  private readonly byPort = new Map<string, Set<SimSocket>>();
+  /** Next ephemeral port to try (a cursor, like the kernel's port offset; deterministic). */
+  private cursor = 32768;
 
   add(s: SimSocket): void {
     this.sockets.add(s);
@@ -95,11 +99,23 @@ export class SocketTable {
     return [...this.sockets];
   }
 
+  private onPort(proto: SockProto, port: number): Set<SimSocket> | undefined {
+    return this.byPort.get(`${proto}:${port}`);
+  }
+
+  /** Record a socket's binding (call after setting s.local). */
+  indexBinding(s: SimSocket): void {
+    if (!s.local || s.acceptedFrom) return;
+    const key = `${s.proto}:${s.local.port}`;
+    let set = this.byPort.get(key);
+    if (!set) this.byPort.set(key, (set = new Set()));
+    set.add(s);
+  }
+
   /** bind(2) conflict rules for a local address+port. */
   checkBind(s: SimSocket, addr: IpAddress, port: number): void {
-    for (const o of this.sockets) {
-      if (o === s || o.proto !== s.proto || !o.local || o.local.port !== port || o.state === 'closed') continue;
-      if (o.acceptedFrom) continue; // accepted children share the listener's port legitimately
+    for (const o of this.onPort(s.proto, port) ?? []) {
+      if (o === s || !o.local || o.state === 'closed') continue;
       if (!bindsOverlap(s, addr, o)) continue;
       if (s.reusePort && o.reusePort) {
         if (s.owner.uid === o.owner.uid) continue;
@@ -110,16 +126,24 @@ export class SocketTable {
     }
   }
 
-  /** Lowest free ephemeral port (32768..60999, net.ipv4.ip_local_port_range default) — deterministic. */
+  /**
+   * A free ephemeral port in 32768..60999 (net.ipv4.ip_local_port_range default), searched from a
+   * rotating cursor so consecutive connections get consecutive ports — deterministic.
+   */
   ephemeralPort(proto: SockProto, addr: IpAddress, avoid?: (port: number) => boolean): number {
-    for (let p = 32768; p <= 60999; p++) {
+    const lo = 32768;
+    const span = 60999 - lo + 1;
+    for (let i = 0; i < span; i++) {
+      const p = lo + ((this.cursor - lo + i) % span);
       if (avoid?.(p)) continue;
       let taken = false;
-      for (const o of this.sockets) {
-        if (o.proto === proto && o.local?.port === p && o.state !== 'closed' && !o.acceptedFrom
-          && (bindCovers(o, addr) || isUnspecified(addr))) { taken = true; break; }
+      for (const o of this.onPort(proto, p) ?? []) {
+        if (o.state !== 'closed' && (bindCovers(o, addr) || isUnspecified(addr))) { taken = true; break; }
       }
-      if (!taken) return p;
+      if (!taken) {
+        this.cursor = p + 1 > 60999 ? lo : p + 1;
+        return p;
+      }
     }
     throw new SimErrnoError('EADDRNOTAVAIL', 'connect', 'no free ephemeral port');
   }
@@ -133,6 +157,11 @@ export class SocketTable {
     if (s.local && s.remote) {
       const k = fourTupleKey(s.proto, s.local, s.remote);
       if (this.established.get(k) === s) this.established.delete(k);
+    }
+    if (s.local) {
+      const set = this.onPort(s.proto, s.local.port);
+      set?.delete(s);
+      if (set && set.size === 0) this.byPort.delete(`${s.proto}:${s.local.port}`);
     }
     this.sockets.delete(s);
   }
@@ -149,7 +178,7 @@ export class SocketTable {
   findListener(proto: SockProto, addr: IpAddress, port: number, flowHash: number, transparentOnly = false): SimSocket | undefined {
     const candidates: SimSocket[] = [];
     let bestScore = -1;
-    for (const s of this.sockets) {
+    for (const s of this.onPort(proto, port) ?? []) {
       const ok = proto === 'tcp' ? s.state === 'listening' : (s.state === 'bound' || s.state === 'established');
       if (!ok || s.proto !== proto || s.local?.port !== port || !bindCovers(s, addr)) continue;
       if (transparentOnly && !s.transparent) continue;
