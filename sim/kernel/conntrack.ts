@@ -69,8 +69,8 @@ export class ConntrackTable {
 
   /**
    * nf_conntrack_in: find the packet's entry in the zone, or make a new unconfirmed one.
-   * TCP: a RST without an entry is INVALID; other segments without an entry start a
-   * connection (nf_conntrack_tcp_loose=1, the kernel default, picks up mid-stream flows).
+   * TCP: a RST, FIN or SYN-ACK without an entry is INVALID; a SYN or ACK without an entry starts
+   * a connection (nf_conntrack_tcp_loose=1, the kernel default, picks up mid-stream flows).
    */
   classify(p: Packet, zone: number): PacketCt | 'invalid' {
     const t = tupleOf(p);
@@ -100,7 +100,9 @@ export class ConntrackTable {
       }
       return new PacketCt(hit.entry, 'original', hit.entry.seenReply ? 'ESTABLISHED' : 'NEW');
     }
-    if (p.proto === 'tcp' && p.flags.rst) return 'invalid';
+    // tcp_conntracks[ORIGINAL][*][sNO]: RST, SYN-ACK and FIN cannot start a connection (sIV);
+    // a SYN or a bare ACK (loose pickup) can.
+    if (p.proto === 'tcp' && (p.flags.rst || p.flags.fin || (p.flags.syn && p.flags.ack))) return 'invalid';
     const e = new ConnEntry(this.nextId++, zone, t, invert(t));
     return new PacketCt(e, 'original', 'NEW');
   }
