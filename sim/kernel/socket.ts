@@ -121,7 +121,9 @@ export class SocketTable {
         if (s.owner.uid === o.owner.uid) continue;
         throw new SimErrnoError('EADDRINUSE', 'bind', `${formatIp(addr)}:${port} is held by ${o.describe()} with SO_REUSEPORT under uid ${o.owner.uid}; a reuseport group admits only the same effective uid (${s.owner.uid} differs)`);
       }
-      if (s.reuseAddr && o.reuseAddr && o.state !== 'listening' && s.proto === 'tcp') continue;
+      // SO_REUSEADDR on both: UDP always shares (udp_lib_lport_inuse); TCP only while the other
+      // is not listening (inet_csk_bind_conflict).
+      if (s.reuseAddr && o.reuseAddr && (s.proto === 'udp' || o.state !== 'listening')) continue;
       throw new SimErrnoError('EADDRINUSE', 'bind', `${formatIp(addr)}:${port} is already bound by ${o.describe()}`);
     }
   }
