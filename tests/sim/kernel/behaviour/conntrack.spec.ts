@@ -190,3 +190,23 @@ test('REDIRECT in OUTPUT sends the connection to 127.0.0.1 (IPv4) and ::1 (IPv6)
   expect(formatSockAddr(r6.server!.local!)).toBe('[::1]:15001');
   expect(formatSockAddr(k.originalDst(r6.server!))).toBe('[fd00::2]:80');
 });
+
+test('a SYN-ACK that belongs to no connection is INVALID (its SYN was tracked in another zone)', () => {
+  // Checked on Linux 6.x: with CT --zone 1 on input only, the SYN-ACK matches --ctstate INVALID.
+  const k = pair();
+  k.iptablesRestore('b', 4, table('raw', '-A PREROUTING -i eth0 -j CT --zone 1'));
+  listenTcp(k, 'b', '0.0.0.0', 80);
+  const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
+  expect(r.outcome, renderTrace(r.trace)).toBe('established');
+  const inB = eventsOf(r.trace, 'conntrack').filter((e) => e.ns === 'b').map((e) => `${e.state} zone ${e.zone}`);
+  // The zone-1 entry never sees a reply (that went through zone 0), so the final ACK is still NEW.
+  expect(inB).toEqual(['NEW zone 1', 'INVALID zone 0', 'NEW zone 1']);
+});
+
+test('a FIN that belongs to no connection is INVALID, while a bare ACK is picked up as NEW', () => {
+  const k = pair();
+  const fin = k.sendRaw('a', ADMIN, 'eth0', { proto: 'tcp', src: '192.0.2.1', sport: 4001, dst: '192.0.2.2', dport: 80, flags: { fin: true, ack: true } });
+  expect(eventsOf(fin.trace, 'conntrack').map((e) => e.state)).toEqual(['INVALID']);
+  const ack = k.sendRaw('a', ADMIN, 'eth0', { proto: 'tcp', src: '192.0.2.1', sport: 4002, dst: '192.0.2.2', dport: 80, flags: { ack: true } });
+  expect(eventsOf(ack.trace, 'conntrack').map((e) => e.state)).toEqual(['NEW']);
+});

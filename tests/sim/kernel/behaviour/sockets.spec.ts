@@ -227,3 +227,24 @@ test('an AF_PACKET send needs CAP_NET_RAW: EPERM otherwise, even with CAP_NET_AD
   expect(errnoOf(() => k.sendRaw('a', ADMIN_ONLY, 'eth0', spec))).toBe('EPERM');
   expect(errnoOf(() => k.sendRaw('a', RAW_ONLY, 'eth0', spec))).toBeUndefined();
 });
+
+test('SO_REUSEADDR on both lets two UDP sockets bind one port, but not two TCP listeners', () => {
+  // Checked on Linux 6.x: the second UDP bind succeeds.
+  const k = pair();
+  const udp = (): ReturnType<SimKernel['socket']> => {
+    const s = k.socket('b', 'udp', 4, USER);
+    k.setsockopt(s, 'SO_REUSEADDR', true);
+    return s;
+  };
+  k.bind(udp(), '0.0.0.0', 5353);
+  expect(errnoOf(() => k.bind(udp(), '0.0.0.0', 5353))).toBeUndefined();
+  const tcp = (): ReturnType<SimKernel['socket']> => {
+    const s = k.socket('b', 'tcp', 4, USER);
+    k.setsockopt(s, 'SO_REUSEADDR', true);
+    return s;
+  };
+  const first = tcp();
+  k.bind(first, '0.0.0.0', 80);
+  k.listen(first);
+  expect(errnoOf(() => k.bind(tcp(), '0.0.0.0', 80))).toBe('EADDRINUSE');
+});
