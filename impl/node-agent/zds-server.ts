@@ -153,7 +153,8 @@ class ProxyConnection {
       return;
     }
     this.sending = false;
-    if (this.state === 'closed') {
+    // close() may have run while the send was pending.
+    if ((this.state as ConnState) === 'closed') {
       op.reject(new ZdsSendError('closed', `ZDS ${describe(op.req)}: proxy connection ${this.id} closed`, uidOf(op.req)));
       return;
     }
