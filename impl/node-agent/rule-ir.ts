@@ -203,6 +203,8 @@ export function mutants(rs: Ruleset, opts: { onlySecurityRelevant?: boolean } = 
     out.push({ name: `remove ${r.id}`, rule: r, ruleset: withoutRule(rs, r.id) });
     r.matches.forEach((m, i) => {
       // REDIRECT and port matches need `-p tcp|udp`; without it the kernel would refuse the text.
+      // An `-m tcp` without ports matches whatever `-p tcp` matched: dropping it changes nothing.
+      if (m.kind === 'l4' && m.dport === undefined && m.sport === undefined) return;
       if (m.kind === 'proto' && (r.target.kind === 'REDIRECT' || r.matches.some((x) => x.kind === 'l4' || x.kind === 'multiport'))) return;
       out.push({ name: `weaken ${r.id} match ${i} (${m.kind})`, rule: r, ruleset: withoutMatch(rs, r.id, i) });
     });

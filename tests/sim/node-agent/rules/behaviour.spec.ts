@@ -45,7 +45,20 @@ const COMMON: Record<string, string> = {
   'kubelet probe, declared port 8080 v6': `app-a:8080 v6 from=${PROBE6}`,
   'proxy DNS query upstream and its reply v4': 'query: dns server b v4 from=10.244.1.5; reply: proxy dns upstream from=10.244.1.6',
   'proxy DNS query upstream and its reply v6': 'query: dns server b v6 from=fd00:1::5; reply: proxy dns upstream from=fd00:1::6',
-  'TCP arriving on virtual interface tun0': 'proxy inbound v4 dst=10.244.1.5:8080 from=10.244.9.2',
+  'TCP arriving on virtual interface tun0 v4': 'proxy inbound v4 dst=10.244.1.5:8080 from=10.244.9.2',
+  'TCP arriving on virtual interface tun0 v6': 'proxy inbound v6 dst=[fd00:1::5]:8080 from=fd00:9::2',
+  'app DNS UDP to a loopback resolver v4': 'local dns a v4 from=127.0.0.1',
+  'app DNS UDP to a loopback resolver v6': 'local dns a v6 from=::1',
+  'app DNS TCP to a loopback resolver v4': 'local dns-tcp a v4 from=127.0.0.1',
+  'app DNS TCP to a loopback resolver v6': 'local dns-tcp a v6 from=::1',
+  'proxy DNS TCP upstream v4': 'dns-tcp server b v4 from=10.244.1.5',
+  'proxy DNS TCP upstream v6': 'dns-tcp server b v6 from=fd00:1::5',
+  // Only connections to enrolled pods (the ipset) get the probe address.
+  'kubelet to a pod that is not enrolled v4': 'app-b:8080 v4 from=10.244.1.1',
+  'kubelet to a pod that is not enrolled v6': 'app-b:8080 v6 from=fd00:1::1',
+  // Forwarded traffic has no local socket: not SNATed, captured like any inbound.
+  'outside peer routed through the node v4': 'proxy inbound v4 dst=10.244.1.5:8080 from=192.0.2.2',
+  'outside peer routed through the node v6': 'proxy inbound v6 dst=[fd00:1::5]:8080 from=fd00:2::2',
 };
 
 /** Where the profiles differ: [upstream, strict]. Each line is a strict choice's effect. */
@@ -68,6 +81,9 @@ const DIFF: Record<string, [string, string]> = {
   'UDP in (non-DNS) v6': ['udp a v6 from=fd00:1::6', 'dropped'],
   // no-probe-destination-exemption.
   'app TCP to the probe address v4': ['timeout', 'proxy outbound v4 dst=169.254.7.127:8080 from=10.244.1.5'],
+  'app TCP to the probe address v6': ['timeout', `proxy outbound v6 dst=[${PROBE6}]:8080 from=fd00:1::5`],
+  'kubelet UDP to the enrolled pod v4': ['udp a v4 from=10.244.1.1', 'dropped'],
+  'kubelet UDP to the enrolled pod v6': ['udp a v6 from=fd00:1::1', 'dropped'],
 };
 
 for (const [i, profile] of (['upstream', 'strict'] as const).entries()) {
@@ -90,7 +106,8 @@ for (const [i, profile] of (['upstream', 'strict'] as const).entries()) {
 
   test(`${profile} profile, virtual interfaces: TCP arriving on tun0 goes to the outbound listener, eth0 inbound is unchanged`, () => {
     const o = run(profile, { virtualInterfaces: [interfaceName('tun0')] });
-    expect(o['TCP arriving on virtual interface tun0']).toBe('proxy outbound v4 dst=10.244.1.5:8080 from=10.244.9.2');
+    expect(o['TCP arriving on virtual interface tun0 v4']).toBe('proxy outbound v4 dst=10.244.1.5:8080 from=10.244.9.2');
+    expect(o['TCP arriving on virtual interface tun0 v6']).toBe('proxy outbound v6 dst=[fd00:1::5]:8080 from=fd00:9::2');
     expect(o['inbound TCP v4']).toBe(COMMON['inbound TCP v4']);
     expect(o['app outbound TCP v4']).toBe(COMMON['app outbound TCP v4']);
   });

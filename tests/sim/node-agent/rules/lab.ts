@@ -40,6 +40,10 @@ export interface Lab {
   readonly appA: Record<8080 | 9090, Record<Fam, SimSocket>>;
   readonly appB: Record<8080 | 9090, Record<Fam, SimSocket>>;
   readonly dnsB: Record<Fam, SimSocket>;
+  readonly dnsTcpB: Record<Fam, SimSocket>;
+  /** A resolver inside pod-a on loopback port 53 (UDP and TCP), e.g. a local dnsmasq. */
+  readonly localDnsA: Record<Fam, SimSocket>;
+  readonly localDnsTcpA: Record<Fam, SimSocket>;
   readonly udpB: Record<Fam, SimSocket>;
   readonly udpA: Record<Fam, SimSocket>;
 }
@@ -93,8 +97,24 @@ export function buildLab(plan: RedirectionPlan, opts: { host?: HostProbeRules; k
   k.addVeth('pod-a', 'tun0', 'vpn', 'eth0');
   k.addAddress('pod-a', 'tun0', '10.244.9.1/24');
   k.addAddress('vpn', 'eth0', '10.244.9.2/24');
+  k.addAddress('pod-a', 'tun0', 'fd00:9::1/64');
+  k.addAddress('vpn', 'eth0', 'fd00:9::2/64');
   k.setLink('pod-a', 'tun0', true);
   k.setLink('vpn', 'eth0', true);
+  k.addRoute('vpn', { dst: 'default', family: 4, via: '10.244.9.1' });
+  k.addRoute('vpn', { dst: 'default', family: 6, via: 'fd00:9::1' });
+  // An outside peer routed through the node (forwarded traffic has no local socket).
+  k.addNetns('ext');
+  k.setLink('ext', 'lo', true);
+  k.addVeth('node', 'veth-ext', 'ext', 'eth0');
+  k.addAddress('node', 'veth-ext', '192.0.2.1/24');
+  k.addAddress('node', 'veth-ext', 'fd00:2::1/64');
+  k.addAddress('ext', 'eth0', '192.0.2.2/24');
+  k.addAddress('ext', 'eth0', 'fd00:2::2/64');
+  k.setLink('node', 'veth-ext', true);
+  k.setLink('ext', 'eth0', true);
+  k.addRoute('ext', { dst: 'default', family: 4, via: '192.0.2.1' });
+  k.addRoute('ext', { dst: 'default', family: 6, via: 'fd00:2::1' });
 
   applyPlan(k, 'pod-a', plan);
   if (opts.host) {
@@ -115,6 +135,9 @@ export function buildLab(plan: RedirectionPlan, opts: { host?: HostProbeRules; k
     appA: { 8080: tcpL('pod-a', 8080, APP, 'app-a:8080'), 9090: tcpL('pod-a', 9090, APP, 'app-a:9090') },
     appB: { 8080: tcpL('pod-b', 8080, APP, 'app-b:8080'), 9090: tcpL('pod-b', 9090, APP, 'app-b:9090') },
     dnsB: both((f) => sock(k, 'pod-b', 'udp', f, 53, APP, `dns server b v${f}`)),
+    dnsTcpB: tcpL('pod-b', 53, APP, 'dns-tcp server b'),
+    localDnsA: both((f) => sock(k, 'pod-a', 'udp', f, 53, APP, `local dns a v${f}`)),
+    localDnsTcpA: tcpL('pod-a', 53, APP, 'local dns-tcp a'),
     udpB: both((f) => sock(k, 'pod-b', 'udp', f, 9999, APP, `udp b v${f}`)),
     udpA: both((f) => sock(k, 'pod-a', 'udp', f, 9999, APP, `udp a v${f}`)),
   };

@@ -76,15 +76,20 @@ export const PROBES: readonly [string, Probe][] = [
     const reply = lab.k.sendUdp(lab.dnsB[f], s.local!.addr.family === f && formatIp(s.local!.addr) !== (f === 4 ? '0.0.0.0' : '::') ? s.local!.addr : addr(f, A4, A6), s.local!.port, 'a');
     return `query: ${q}; reply: ${describeUdp(reply)}`;
   }),
-  ['app TCP to the probe address v4', (lab) => connect(lab, 'pod-a', APP, 4, '169.254.7.127', 8080)],
-  ['TCP arriving on virtual interface tun0', (lab) => connect(lab, 'vpn', APP, 4, A4, 8080)],
+  ...perFamily('app TCP to the probe address', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, '169.254.7.127', 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff'), 8080)),
+  ...perFamily('TCP arriving on virtual interface tun0', (lab, f) => connect(lab, 'vpn', APP, f, addr(f, A4, A6), 8080)),
+  ...perFamily('app DNS UDP to a loopback resolver', (lab, f) => udp(lab, 'pod-a', APP, f, addr(f, '127.0.0.1', '::1'), 53)),
+  ...perFamily('app DNS TCP to a loopback resolver', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, '127.0.0.1', '::1'), 53)),
+  ...perFamily('proxy DNS TCP upstream', (lab, f) => connect(lab, 'pod-a', PROXY, f, addr(f, B4, B6), 53, (s) => lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK))),
+  ...perFamily('kubelet to a pod that is not enrolled', (lab, f) => connect(lab, 'node', KUBELET, f, addr(f, B4, B6), 8080)),
+  ...perFamily('kubelet UDP to the enrolled pod', (lab, f) => udp(lab, 'node', KUBELET, f, addr(f, A4, A6), 9999)),
+  ...perFamily('outside peer routed through the node', (lab, f) => connect(lab, 'ext', APP, f, addr(f, A4, A6), 8080)),
 ];
 
 export function observe(plan: RedirectionPlan, host: HostProbeRules | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, probe] of PROBES) {
     const lab = buildLab(plan, host ? { host } : {});
-    lab.k.addRoute('vpn', { dst: 'default', family: 4, via: '10.244.9.1' });
     try {
       out[name] = probe(lab);
     } catch (e) {
