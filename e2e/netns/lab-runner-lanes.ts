@@ -1,0 +1,34 @@
+/**
+ * Kernel lanes for the differential property (scenarios/fidelity/differential.ts): each lane is
+ * one KernelLab built on the fixed topology, replaying case after case.
+ */
+import type { Lab } from '../../sim/lab/lab-file.js';
+import type { AttemptResult } from '../../sim/lab/run-lab.js';
+import { KernelLab, type KernelLabOptions } from './lab-runner.js';
+import { newRunPrefix } from './netns-run.js';
+
+export class KernelLane {
+  private constructor(readonly lab: KernelLab) {}
+
+  static async create(topology: Lab, opts: KernelLabOptions = {}): Promise<KernelLane> {
+    return new KernelLane(await KernelLab.create(topology, opts));
+  }
+
+  async run(lab: Lab): Promise<AttemptResult[]> {
+    await this.lab.configure(lab);
+    return this.lab.runAttempts(lab.attempts);
+  }
+}
+
+/** Build `n` lanes (each with its own namespaces) and dispose all of them whatever `fn` does. */
+export async function withKernelLanes<T>(n: number, topology: Lab, fn: (lanes: KernelLane[]) => Promise<T>, opts: KernelLabOptions = {}): Promise<T> {
+  const lanes: KernelLane[] = [];
+  try {
+    for (let i = 0; i < n; i++) lanes.push(await KernelLane.create(topology, { ...opts, prefix: opts.prefix ? `${opts.prefix}${i}-` : newRunPrefix() }));
+    return await fn(lanes);
+  } finally {
+    const errors: string[] = [];
+    for (const l of lanes) await l.lab.dispose().catch((e: unknown) => errors.push(String(e)));
+    if (errors.length > 0) throw new Error(`disposing kernel lanes failed: ${errors.join('; ')}`);
+  }
+}

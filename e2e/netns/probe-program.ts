@@ -1,0 +1,211 @@
+/**
+ * The probe: a small program run inside a network namespace as a given uid/gid with a given
+ * capability set (NetnsProcesses + setpriv). It opens listening sockets and makes connection
+ * attempts on request, with marks, IP_TRANSPARENT and SO_REUSEPORT set through the native addon,
+ * and reports what it saw: accepting listener, peer, local address, SO_ORIGINAL_DST, errno.
+ * Protocol: probe-protocol.ts (JSON lines on stdin/stdout). Run as `node probe-program.js`.
+ *
+ * Every socket call happens in this process, so the kernel's permission checks (SO_MARK needs
+ * NET_ADMIN, ...) and owner matches (`-m owner --uid-owner`) see the probe's real identity.
+ */
+import * as dgram from 'node:dgram';
+import * as net from 'node:net';
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fdCalls, NativeSocketError, RawSocket } from '../../impl/linux/sockets-native.js';
+import { formatEndpoint, type ConnectOutcome, type ConnectRequest, type ListenRequest, type ProbeEvent, type ProbeReply, type ProbeRequest } from './probe-protocol.js';
+
+type Closer = () => void;
+const listeners = new Map<string, Closer>();
+
+function send(line: ProbeReply | ProbeEvent): void {
+  process.stdout.write(JSON.stringify(line) + '\n');
+}
+
+function errCode(e: unknown): { code: string; call: string; message: string } {
+  if (e instanceof NativeSocketError) return { code: e.code, call: e.syscall, message: e.message };
+  const err = e as NodeJS.ErrnoException;
+  return { code: typeof err.code === 'string' ? err.code : 'EUNKNOWN', call: err.syscall ?? 'unknown', message: err.message ?? String(e) };
+}
+
+function familyOf(address: string): 4 | 6 {
+  return address.includes(':') ? 6 : 4;
+}
+
+/** The fd under an accepted net.Socket (libuv keeps it on the internal handle). */
+function fdOf(sock: net.Socket): number | undefined {
+  const handle = (sock as unknown as { _handle?: { fd?: unknown } | null })._handle;
+  return typeof handle?.fd === 'number' && handle.fd >= 0 ? handle.fd : undefined;
+}
+
+function originalDst(sock: net.Socket): string {
+  const fd = fdOf(sock);
+  if (fd === undefined) return '(ENOTSOCK)';
+  try {
+    const a = fdCalls.originalDst(fd, '');
+    return formatEndpoint(a.address, a.port);
+  } catch (e) {
+    return `(${errCode(e).code})`;
+  }
+}
+
+function openConfigured(family: 4 | 6, type: 'stream' | 'dgram', opts: { mark: number | undefined; transparent: boolean; reuseport?: boolean }): RawSocket {
+  const raw = RawSocket.open(undefined, family === 4 ? 'inet' : 'inet6', type);
+  try {
+    if (opts.reuseport) raw.setOption('SO_REUSEPORT', 1);
+    if (opts.mark !== undefined) raw.setOption('SO_MARK', opts.mark);
+    if (opts.transparent) raw.setOption(family === 4 ? 'IP_TRANSPARENT' : 'IPV6_TRANSPARENT', 1);
+  } catch (e) {
+    raw.close();
+    throw e;
+  }
+  return raw;
+}
+
+async function listen(r: ListenRequest): Promise<void> {
+  if (listeners.has(r.name)) throw Object.assign(new Error(`listener ${r.name} exists`), { code: 'EEXIST', syscall: 'listen' });
+  const raw = openConfigured(r.family, r.proto === 'tcp' ? 'stream' : 'dgram', r);
+  try {
+    raw.bind(r.address, r.port);
+    if (r.proto === 'tcp') raw.listen(128);
+  } catch (e) {
+    raw.close();
+    throw e;
+  }
+  if (r.proto === 'tcp') {
+    const server = net.createServer((sock) => {
+      const peer = formatEndpoint(sock.remoteAddress ?? '?', sock.remotePort ?? 0);
+      send({ ev: 'accept', listener: r.name, peer, local: formatEndpoint(sock.localAddress ?? '?', sock.localPort ?? 0), originalDst: originalDst(sock), tag: undefined });
+      let data = '';
+      sock.setEncoding('utf8');
+      sock.on('data', (d: string) => {
+        data += d;
+        const nl = data.indexOf('\n');
+        if (nl >= 0) send({ ev: 'tag', listener: r.name, peer, tag: data.slice(0, nl) });
+      });
+      sock.on('error', () => undefined);
+      sock.on('end', () => sock.destroy());
+      setTimeout(() => sock.destroy(), 2_000).unref();
+    });
+    server.on('error', () => undefined);
+    await new Promise<void>((resolve) => server.listen({ fd: raw.release() }, resolve));
+    listeners.set(r.name, () => server.close());
+  } else {
+    const s = dgram.createSocket(r.family === 4 ? 'udp4' : 'udp6');
+    s.on('message', (msg, rinfo) => send({ ev: 'datagram', listener: r.name, peer: formatEndpoint(rinfo.address, rinfo.port), tag: msg.toString('utf8') }));
+    s.on('error', () => undefined);
+    await new Promise<void>((resolve) => s.bind({ fd: raw.release() }, resolve));
+    listeners.set(r.name, () => s.close());
+  }
+}
+
+function connectTcp(r: ConnectRequest, raw: RawSocket): Promise<ConnectOutcome> {
+  const sock = new net.Socket({ fd: raw.release() });
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (o: ConnectOutcome): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve(o);
+    };
+    const timer = setTimeout(() => {
+      sock.destroy();
+      finish({ result: 'timeout', code: undefined, call: 'connect', message: `no answer within ${r.timeoutMs} ms` });
+    }, r.timeoutMs);
+    sock.on('error', (e) => {
+      sock.destroy();
+      finish({ result: 'error', ...errCode(e) });
+    });
+    sock.once('connect', () => {
+      sock.end(r.tag + '\n');
+      setTimeout(() => sock.destroy(), 1_000).unref();
+      finish({ result: 'established', code: undefined, call: undefined, message: undefined });
+    });
+    // Must run in the tick that adopted the fd (see impl/linux/sockets.ts).
+    sock.connect({ port: r.port, host: r.address });
+  });
+}
+
+function sendUdp(r: ConnectRequest, raw: RawSocket): Promise<ConnectOutcome> {
+  const s = dgram.createSocket(familyOf(r.address) === 4 ? 'udp4' : 'udp6');
+  return new Promise((resolve) => {
+    s.on('error', (e) => { s.close(); resolve({ result: 'error', ...errCode(e), call: 'send' }); });
+    s.bind({ fd: raw.release() }, () => {
+      s.send(r.tag, r.port, r.address, (e) => {
+        if (e) resolve({ result: 'error', ...errCode(e), call: 'send' });
+        else resolve({ result: 'sent', code: undefined, call: undefined, message: undefined });
+        // Keep the socket a moment so a reply-direction ICMP does not race with close.
+        setTimeout(() => s.close(), 200).unref();
+      });
+    });
+  });
+}
+
+async function attempt(r: ConnectRequest): Promise<ConnectOutcome> {
+  const family = familyOf(r.address);
+  let raw: RawSocket;
+  try {
+    raw = openConfigured(family, r.proto === 'tcp' ? 'stream' : 'dgram', r);
+    if (r.source !== undefined || r.sourcePort !== undefined || r.proto === 'udp') {
+      if (r.transparent) raw.setOption(family === 4 ? 'IP_FREEBIND' : 'IPV6_FREEBIND', 1);
+      try {
+        raw.bind(r.source ?? (family === 4 ? '0.0.0.0' : '::'), r.sourcePort ?? 0);
+      } catch (e) {
+        raw.close();
+        throw e;
+      }
+    }
+  } catch (e) {
+    return { result: 'error', ...errCode(e) };
+  }
+  return r.proto === 'tcp' ? connectTcp(r, raw) : sendUdp(r, raw);
+}
+
+function execIn(argv: readonly string[], input: string | undefined): Promise<{ stdout: string; stderr: string }> {
+  const [cmd, ...args] = argv;
+  return new Promise((resolve, reject) => {
+    if (!cmd) { reject(new Error('exec: empty argv')); return; }
+    const child = execFile(cmd, args, { timeout: 30_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(Object.assign(new Error(`\`${argv.join(' ')}\` failed: ${String(stderr).trim() || err.message}`), { code: 'EEXEC', syscall: 'exec' }));
+      else resolve({ stdout: String(stdout), stderr: String(stderr) });
+    });
+    if (input !== undefined) child.stdin?.end(input);
+  });
+}
+
+async function handle(req: ProbeRequest): Promise<unknown> {
+  switch (req.op) {
+    case 'listen': await listen(req); return undefined;
+    case 'connect': return attempt(req);
+    case 'exec': return execIn(req.argv, req.input);
+    case 'sysctl':
+      if (!/^net\/[A-Za-z0-9_./@-]+$/.test(req.key) || req.key.includes('..')) throw Object.assign(new Error(`sysctl ${req.key}: only net/... paths under /proc/sys`), { code: 'EINVAL', syscall: 'sysctl' });
+      writeFileSync(`/proc/sys/${req.key}`, req.value);
+      return undefined;
+    case 'close-all':
+      for (const c of listeners.values()) c();
+      listeners.clear();
+      return undefined;
+  }
+}
+
+const rl = createInterface({ input: process.stdin });
+rl.on('line', (line) => {
+  let msg: { id: number } & ProbeRequest;
+  try {
+    msg = JSON.parse(line) as { id: number } & ProbeRequest;
+  } catch {
+    process.stderr.write(`probe: not JSON: ${line}\n`);
+    return;
+  }
+  handle(msg).then(
+    (value) => send({ id: msg.id, ok: true, value }),
+    (e: unknown) => { const c = errCode(e); send({ id: msg.id, ok: false, code: c.code, message: `${c.call}: ${c.message}` }); },
+  );
+});
+// The runner closes stdin to stop us; stopping by pid (SIGTERM) works too.
+rl.on('close', () => process.exit(0));
+process.on('SIGTERM', () => process.exit(0));
+send({ ev: 'tag', listener: '', peer: '', tag: 'ready' });

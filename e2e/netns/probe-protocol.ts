@@ -1,0 +1,93 @@
+/**
+ * The line protocol between the lab runner and a probe program (probe-program.ts) running in a
+ * network namespace as some uid with some capabilities: one JSON request per line on stdin, one
+ * JSON reply per line on stdout (same `id`), plus unsolicited event lines (no `id`) for what
+ * the probe's listening sockets see.
+ */
+
+export type ProbeProto = 'tcp' | 'udp';
+
+export interface ListenRequest {
+  readonly op: 'listen';
+  readonly name: string;
+  readonly proto: ProbeProto;
+  readonly family: 4 | 6;
+  readonly address: string;
+  readonly port: number;
+  readonly mark: number | undefined;
+  readonly transparent: boolean;
+  readonly reuseport: boolean;
+}
+
+export interface ConnectRequest {
+  readonly op: 'connect';
+  /** Tag written on the connection (TCP) or sent as the datagram (UDP), so the receiver can say whose it was. */
+  readonly tag: string;
+  readonly proto: ProbeProto;
+  readonly address: string;
+  readonly port: number;
+  readonly mark: number | undefined;
+  readonly transparent: boolean;
+  readonly source: string | undefined;
+  readonly sourcePort: number | undefined;
+  readonly timeoutMs: number;
+}
+
+/** Root probes only: run a program (iptables-restore, ip, ipset) inside the probe's namespace. */
+export interface ExecRequest {
+  readonly op: 'exec';
+  readonly argv: readonly string[];
+  readonly input: string | undefined;
+}
+
+/** Root probes only: write /proc/sys/<key> (a `net/...` path; per-netns). */
+export interface SysctlRequest {
+  readonly op: 'sysctl';
+  readonly key: string;
+  readonly value: string;
+}
+
+export interface CloseAllRequest {
+  readonly op: 'close-all';
+}
+
+export type ProbeRequest = ListenRequest | ConnectRequest | ExecRequest | SysctlRequest | CloseAllRequest;
+
+export type ProbeReply =
+  | { readonly id: number; readonly ok: true; readonly value?: unknown }
+  | { readonly id: number; readonly ok: false; readonly code: string; readonly message: string };
+
+/** What a connect request came to, as seen by the connecting side. */
+export interface ConnectOutcome {
+  /** 'established', 'timeout', or 'error' with the errno name in `code`. */
+  readonly result: 'established' | 'sent' | 'timeout' | 'error';
+  readonly code: string | undefined;
+  /** Which call failed (socket/setsockopt/bind/connect/send). */
+  readonly call: string | undefined;
+  readonly message: string | undefined;
+}
+
+export interface AcceptEvent {
+  readonly ev: 'accept';
+  readonly listener: string;
+  readonly peer: string;
+  readonly local: string;
+  /** `addr:port`, or `(ERRNO)` when SO_ORIGINAL_DST failed. */
+  readonly originalDst: string;
+  /** The tag the client wrote first, when it arrived. */
+  readonly tag: string | undefined;
+}
+
+export interface DatagramEvent {
+  readonly ev: 'datagram';
+  readonly listener: string;
+  readonly peer: string;
+  readonly tag: string;
+}
+
+export type ProbeEvent = AcceptEvent | DatagramEvent | { readonly ev: 'tag'; readonly listener: string; readonly peer: string; readonly tag: string };
+
+/** `addr:port` as the simulator prints it (`[v6]:port`); v4-mapped v6 addresses stay as the kernel reports them. */
+export function formatEndpoint(address: string, port: number): string {
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+}
