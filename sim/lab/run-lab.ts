@@ -2,7 +2,7 @@
  * Runs a lab (lab-file.ts) in the simulated kernel: builds the topology, opens the listening
  * sockets, then plays each connection attempt in order and reports what happened to it.
  */
-import { SimKernel } from '../kernel/kernel.js';
+import { SimKernel, type SimKernelOptions } from '../kernel/kernel.js';
 import { credentials } from '../kernel/process.js';
 import { formatSockAddr, type SimSocket } from '../kernel/socket.js';
 import { SimErrnoError, SimConfigError } from '../kernel/errors.js';
@@ -33,8 +33,14 @@ export interface LabRun {
   readonly results: readonly AttemptResult[];
 }
 
-export function buildLabKernel(lab: Lab, file: string, opts: { trace?: boolean } = {}): { kernel: SimKernel; sockets: Map<string, SimSocket> } {
-  const k = new SimKernel({ kernelVersion: lab.kernel, trace: opts.trace ?? true });
+/** `netfilterFactory`: a replaced netfilter model (differential-testing positive controls). */
+export interface LabRunOptions {
+  readonly trace?: boolean;
+  readonly netfilterFactory?: SimKernelOptions['netfilterFactory'];
+}
+
+export function buildLabKernel(lab: Lab, file: string, opts: LabRunOptions = {}): { kernel: SimKernel; sockets: Map<string, SimSocket> } {
+  const k = new SimKernel({ kernelVersion: lab.kernel, trace: opts.trace ?? true, ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}) });
   const at = (path: string, line: number | undefined, f: () => void): void => {
     try {
       f();
@@ -102,7 +108,7 @@ export function buildLabKernel(lab: Lab, file: string, opts: { trace?: boolean }
   return { kernel: k, sockets };
 }
 
-export function runLab(lab: Lab, file: string, opts: { trace?: boolean } = {}): LabRun {
+export function runLab(lab: Lab, file: string, opts: LabRunOptions = {}): LabRun {
   const { kernel, sockets } = buildLabKernel(lab, file, opts);
   const results = lab.attempts.map((a) => runAttempt(kernel, a));
   return { kernel, sockets, results };
