@@ -84,9 +84,9 @@ function fieldsFor(kind: string): readonly SupportedField[] {
 
 export type FieldPredicate = (obj: unknown) => boolean;
 
-function fieldValue(obj: unknown, field: SupportedField): string {
+function fieldValue(obj: unknown, path: readonly string[]): string {
   let cur: unknown = obj;
-  for (const part of field.split('.')) {
+  for (const part of path) {
     cur = typeof cur === 'object' && cur !== null ? (cur as Record<string, unknown>)[part] : undefined;
   }
   // The API compares a missing field as the empty string (spec.nodeName= selects unscheduled pods).
@@ -103,7 +103,8 @@ export function parseFieldSelector(selector: string | undefined, kind: string): 
     if (!(allowed as readonly string[]).includes(field)) {
       throw new KubeApiError(400, 'BadRequest', `field label not supported: ${field} (kind ${kind}; supported: ${allowed.join(', ')})`);
     }
-    return { field: field as SupportedField, ne: m[2] === '!=', value: m[3]! };
+    // The path is split once here: predicates run for every watcher on every event.
+    return { path: field.split('.'), ne: m[2] === '!=', value: m[3]! };
   });
-  return (obj) => reqs.every((r) => (fieldValue(obj, r.field) === r.value) !== r.ne);
+  return (obj) => reqs.every((r) => (fieldValue(obj, r.path) === r.value) !== r.ne);
 }
