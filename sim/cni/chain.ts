@@ -78,7 +78,8 @@ export class MemoryResultCache implements CniResultCache {
   }
 
   async put(entry: CachedAttachment): Promise<void> {
-    this.entries.set(cacheKey(entry.network, entry.containerId, entry.ifname), structuredClone(entry));
+    // No copy: results are fresh objects decoded from a plugin's stdout, never mutated after.
+    this.entries.set(cacheKey(entry.network, entry.containerId, entry.ifname), entry);
   }
 
   async delete(network: string, containerId: string, ifname: string): Promise<void> {
