@@ -423,6 +423,13 @@ Napi::Value Close(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+}  // namespace
+
+// zds-seqpacket.cc: the ZDS transport calls (SOCK_SEQPACKET, SCM_RIGHTS, SO_PEERCRED, FdWatcher).
+void RegisterZdsSeqpacket(Napi::Env env, Napi::Object exports);
+
+namespace {
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("socket", Napi::Function::New(env, Socket, "socket"));
   exports.Set("setsockopt", Napi::Function::New(env, SetSockOpt, "setsockopt"));
@@ -434,6 +441,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("originalDst", Napi::Function::New(env, OriginalDst, "originalDst"));
   exports.Set("socketNetnsInode", Napi::Function::New(env, SocketNetnsInode, "socketNetnsInode"));
   exports.Set("close", Napi::Function::New(env, Close, "close"));
+  RegisterZdsSeqpacket(env, exports);
   return exports;
 }
 
