@@ -1,0 +1,46 @@
+import { readFileSync } from 'node:fs';
+import { test, expect } from '@playwright/test';
+import { netnsWorld } from '../../worlds.js';
+import { parseLab } from '../../../sim/lab/lab-file.js';
+import { runLab } from '../../../sim/lab/run-lab.js';
+import { KernelLab, runLabOnKernel, fullRestoreText } from '../../../e2e/netns/lab-runner.js';
+import { compareResults } from '../../../scenarios/fidelity/compare.js';
+import { namespacesWithPrefix, alive } from './fixture.js';
+
+const world = netnsWorld();
+test.skip(!world.available, world.reason);
+
+test('the in-pod example lab gives the same results on the kernel as in the sim, except the documented conntrack divergence', async () => {
+  const lab = parseLab(readFileSync('fixtures/labs/inpod.yaml', 'utf8'), 'inpod.yaml');
+  const sim = runLab(lab, 'inpod.yaml', { trace: false }).results;
+  const kernel = await runLabOnKernel(lab);
+  expect(kernel.map((r) => r.name)).toEqual(sim.map((r) => r.name));
+  const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
+  const diffs = compareResults(sim, kernel, udp);
+  // pod-b has no rules, so Linux does not track its connections (known-divergences.ts).
+  expect(diffs).toEqual([{ attempt: 'proxy-upstream', field: 'originalDst', sim: '10.244.1.6:8080', kernel: '(ENOENT)' }]);
+  expect(kernel.find((r) => r.name === 'app-a-to-pod-b')).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-outbound', originalDst: '10.244.1.6:8080', localSeen: '127.0.0.1:15001' });
+  expect(kernel.find((r) => r.name === 'app-mark-spoof')?.outcome).toBe('error EPERM');
+});
+
+test('a kernel lab removes its namespaces and stops its probes, also when a case fails to configure', async () => {
+  const lab = parseLab(readFileSync('fixtures/labs/inpod.yaml', 'utf8'), 'inpod.yaml');
+  const k = await KernelLab.create(lab);
+  const prefix = k.run.prefix;
+  await k.configure(lab);
+  const pids = await k.pids();
+  expect(pids.length).toBeGreaterThan(3);
+  expect(await namespacesWithPrefix(prefix)).toHaveLength(3);
+  const broken = { ...lab, namespaces: lab.namespaces.map((n) => (n.name === 'pod-b' ? { ...n, iptables: '*nat\n-A OUTPUT -j NO_SUCH_CHAIN\nCOMMIT\n' } : n)) };
+  await expect(k.configure(broken)).rejects.toThrow(/iptables of pod-b/);
+  await k.dispose();
+  expect(await namespacesWithPrefix(prefix)).toEqual([]);
+  expect(pids.filter(alive)).toEqual([]);
+});
+
+test('fullRestoreText resets undeclared built-in policies and unnamed tables', () => {
+  const t = fullRestoreText('*nat\n-A OUTPUT -j ACCEPT\nCOMMIT\n');
+  expect(t).toContain('*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n-A OUTPUT -j ACCEPT\nCOMMIT');
+  expect(t).toContain('*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT');
+  expect(fullRestoreText('*filter\n:INPUT DROP [0:0]\nCOMMIT\n')).toContain('*filter\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:INPUT DROP [0:0]\nCOMMIT');
+});
