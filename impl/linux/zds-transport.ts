@@ -75,6 +75,8 @@ class LinuxZdsConnection implements ZdsConnection {
   }
 
   close(): void {
+    // Nobody will read what is queued: release the netns fds it carries.
+    for (const r of this.inbox.splice(0)) if (r.kind === 'frame') r.frame.netns?.close();
     this.end('closed locally');
   }
 
