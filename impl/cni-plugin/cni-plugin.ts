@@ -41,8 +41,8 @@ export interface PluginConfig {
 }
 
 export interface CniPluginDeps {
-  /** Open the Kubernetes API from the plugin's kubeconfig; may throw (missing/broken file). */
-  openKube(kubeconfig: string): KubeApi;
+  /** Open the Kubernetes API (only `get` is used) from the plugin's kubeconfig; may throw. */
+  openKube(kubeconfig: string): Pick<KubeApi, 'get'>;
   readonly events: PluginEventTransport;
   readonly clock: Clock;
   readonly log: Logger;
@@ -138,7 +138,7 @@ export class AmbientCniPlugin implements CniPlugin {
       }
     } catch (e) {
       const err = e instanceof CniError ? e : new CniError(CniErrorCode.IoFailure, `${PLUGIN_TYPE}: internal error`, e instanceof Error ? e.message : String(e));
-      this.deps.log.error('cni command failed', { code: err.code, msg: err.msg, details: err.details });
+      this.deps.log.error('cni command failed', { code: err.code, error: err.msg, details: err.details });
       return execFailure(err, version);
     }
   }
@@ -154,7 +154,7 @@ export class AmbientCniPlugin implements CniPlugin {
     if (!conf.prevResult) {
       fail(CniErrorCode.InvalidNetworkConfig, `${PLUGIN_TYPE} must be chained after a primary plugin`, 'no prevResult in the configuration');
     }
-    let kube: KubeApi;
+    let kube: Pick<KubeApi, 'get'>;
     try {
       kube = this.deps.openKube(config.kubeconfig);
     } catch (err) {
