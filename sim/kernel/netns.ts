@@ -97,8 +97,14 @@ export class Netns {
       return;
     }
     this.routes.remove((r) => r.proto === 'kernel' && r.dev === l.name);
-    for (const a of l.addresses) {
-      this.routes.add({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: parsePrefix(formatIp(a.addr)), dev: l.name, via: undefined, src: a.addr, metric: 0, proto: 'kernel' });
+    for (const [i, a] of l.addresses.entries()) {
+      // An IPv4 secondary address (in the subnet of an earlier one on the device) gets its local
+      // route with the primary as preferred source (fib_add_ifaddr), so connecting to it from
+      // this namespace uses the primary as source. IPv6 has no primaries: source = destination.
+      const primary = a.addr.family === 4
+        ? l.addresses.slice(0, i).find((p) => p.addr.family === 4 && p.prefix.len === a.prefix.len && p.prefix.addr.value === a.prefix.addr.value)
+        : undefined;
+      this.routes.add({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: parsePrefix(formatIp(a.addr)), dev: l.name, via: undefined, src: primary?.addr ?? a.addr, metric: 0, proto: 'kernel' });
       const full = a.addr.family === 4 ? 32 : 128;
       if (l.up && a.prefix.len < full) {
         const dup = this.routes.all().some((r) => r.table === TABLE_MAIN && r.dev === l.name && r.proto === 'kernel'
