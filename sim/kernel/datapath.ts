@@ -134,7 +134,8 @@ export class Datapath {
     let v = this.runTable(ns, skb, 'raw', 'PREROUTING', dev.name, undefined, undefined);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'raw PREROUTING');
     if (!looped) invalid = this.track(ns, skb); // an untracked packet is traced as UNTRACKED
-    else if (looped) this.trace.add({ kind: 'conntrack', ns: ns.name, state: skb.ct!.state, zone: skb.zone, entry: skb.ct!.entry.id, direction: `${skb.ct!.direction}, carried over lo` });
+    // A looped packet keeps its conntrack reference; an untracked one (raw NOTRACK) has none.
+    else if (looped && skb.ct) this.trace.add({ kind: 'conntrack', ns: ns.name, state: skb.ct.state, zone: skb.zone, entry: skb.ct.entry.id, direction: `${skb.ct.direction}, carried over lo` });
 
     v = this.runTable(ns, skb, 'mangle', 'PREROUTING', dev.name, undefined, undefined, invalid);
     if (v.kind === 'tproxy') {
