@@ -13,14 +13,13 @@ test.skip(!world.available, world.reason);
 const DIR = 'fixtures/fidelity';
 const files = readdirSync(DIR).filter((f) => f.endsWith('.yaml')).sort();
 
-test('saved differential counterexamples: every difference is a documented known divergence', async () => {
+test('saved differential counterexamples: no difference beyond the documented known divergences', async () => {
   expect(files.length).toBeGreaterThan(0);
   await withKernelLanes(1, fixedTopology(), async ([lane]) => {
     for (const f of files) {
       const lab = parseLab(readFileSync(join(DIR, f), 'utf8'), f);
       const v = await checkLab(lab, lane!);
       expect({ file: f, differences: v.differences }).toEqual({ file: f, differences: [] });
-      expect({ file: f, known: v.known.length > 0 }).toEqual({ file: f, known: true });
     }
   });
 });
