@@ -412,7 +412,8 @@ export function createTarget(name: string, goto: boolean, userChain: boolean): T
   }
   switch (name) {
     case 'ACCEPT': return simple('ACCEPT', { k: 'accept' });
-    case 'DROP': return simple('DROP', { k: 'drop' });
+    // iptables refuses DROP in nat: "The nat table is not intended for filtering" (checked on 1.8.9).
+    case 'DROP': return simple('DROP', { k: 'drop' }, ['raw', 'mangle', 'filter', 'security']);
     case 'RETURN': return simple('RETURN', { k: 'return' });
     case 'REJECT': return new RejectTarget();
     case 'MARK': return new MarkTarget();
