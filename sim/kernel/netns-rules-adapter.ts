@@ -1,0 +1,109 @@
+/**
+ * The NetnsRules port (impl/host/netns-rules.ts) over the simulated kernel, so the node agent
+ * applies redirection in the sim exactly as on Linux: the same plan checks and the same
+ * `--noflush` transactions (impl/linux/netns-rules-restore.ts) go into the sim's netfilter, and
+ * ip rules / local routes are added only when absent (EEXIST is "already there", as upstream).
+ * A NetnsId here is the sim namespace name. Restores are atomic in the sim, so no rollback.
+ */
+import type { NetnsId } from '../../impl/api/ids.js';
+import type { AppliedState, IpFamily, LocalRoute, NetnsRules, PolicyRule, RedirectionPlan } from '../../impl/host/netns-rules.js';
+import { applyTransaction, normaliseSave, parsePlanText, parseSave, removeTransaction } from '../../impl/linux/netns-rules-restore.js';
+import { formatPrefix, parsePrefix } from './ip-address.js';
+import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN } from './route.js';
+import type { SimKernel } from './kernel.js';
+
+const fam = (f: IpFamily): 4 | 6 => (f === 'ipv4' ? 4 : 6);
+
+export class SimNetnsRules implements NetnsRules {
+  /** Calls that failed with an injected fault; tests read it. */
+  failNext: { op: 'apply' | 'remove'; message: string } | undefined;
+
+  constructor(private readonly kernel: SimKernel) {}
+
+  private ns(netns: NetnsId): string {
+    if (!this.kernel.hasNetns(netns)) throw new Error(`netns rules: network namespace ${netns} does not exist (pod gone or not yet created)`);
+    return netns;
+  }
+
+  private injected(op: 'apply' | 'remove'): void {
+    if (this.failNext?.op === op) {
+      const m = this.failNext.message;
+      this.failNext = undefined;
+      throw new Error(m);
+    }
+  }
+
+  async apply(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
+    const name = this.ns(netns);
+    this.injected('apply');
+    const parsed = {
+      ipv4: plan.iptables.ipv4 !== undefined ? parsePlanText(plan.iptables.ipv4) : undefined,
+      ipv6: plan.iptables.ipv6 !== undefined ? parsePlanText(plan.iptables.ipv6) : undefined,
+    };
+    const n = this.kernel.netns(name);
+    for (const r of plan.routes) {
+      if (!this.hasRoute(name, r)) this.kernel.addRoute(name, { dst: r.dst, type: 'local', dev: r.dev, table: r.table });
+    }
+    for (const r of plan.rules) {
+      if (!this.hasRule(name, r)) this.kernel.addRule(name, { family: fam(r.family), priority: r.priority, fwmark: r.fwmark.value, mask: r.fwmark.mask, table: r.table });
+    }
+    for (const f of ['ipv4', 'ipv6'] as const) {
+      const p = parsed[f];
+      if (!p) continue;
+      const nf = n.netfilter[fam(f)];
+      nf.restore(applyTransaction(p, parseSave(nf.save())), { noflush: true, source: `netns rules apply (${f}) in ${name}` });
+    }
+  }
+
+  async remove(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
+    const name = this.ns(netns);
+    this.injected('remove');
+    const n = this.kernel.netns(name);
+    for (const f of ['ipv4', 'ipv6'] as const) {
+      const text = plan.iptables[f];
+      if (text === undefined) continue;
+      const nf = n.netfilter[fam(f)];
+      const txn = removeTransaction(parsePlanText(text), parseSave(nf.save()));
+      if (txn) nf.restore(txn, { noflush: true, source: `netns rules remove (${f}) in ${name}` });
+    }
+    for (const r of plan.rules) {
+      n.rules.remove((x) => x.family === fam(r.family) && x.priority === r.priority && x.table === r.table
+        && x.fwmark?.value === r.fwmark.value && x.fwmark?.mask === r.fwmark.mask);
+    }
+    for (const r of plan.routes) {
+      const dst = parsePrefix(r.dst);
+      n.routes.remove((x) => x.type === 'local' && x.table === r.table && x.dev === r.dev && x.dst.len === dst.len && x.dst.addr.value === dst.addr.value && x.family === dst.addr.family);
+    }
+  }
+
+  async read(netns: NetnsId): Promise<AppliedState> {
+    const name = this.ns(netns);
+    const n = this.kernel.netns(name);
+    const rules: PolicyRule[] = [];
+    for (const f of [4, 6] as const) {
+      for (const r of n.rules.list(f)) {
+        if (!r.fwmark || r.action !== 'lookup' || [TABLE_LOCAL, TABLE_MAIN, TABLE_DEFAULT].includes(r.table)) continue;
+        rules.push({ family: f === 4 ? 'ipv4' : 'ipv6', priority: r.priority, fwmark: { value: r.fwmark.value, mask: r.fwmark.mask } as PolicyRule['fwmark'], table: r.table });
+      }
+    }
+    const routes: LocalRoute[] = n.routes.all()
+      .filter((r) => r.type === 'local' && ![TABLE_LOCAL, TABLE_MAIN, TABLE_DEFAULT].includes(r.table) && r.dev)
+      .map((r) => ({ family: r.family === 4 ? 'ipv4' : 'ipv6', type: 'local', dst: formatPrefix(r.dst), dev: r.dev!, table: r.table }));
+    return {
+      iptables: { ipv4: normaliseSave(n.netfilter[4].save()), ipv6: normaliseSave(n.netfilter[6].save()) },
+      rules,
+      routes,
+    };
+  }
+
+  private hasRoute(ns: string, r: LocalRoute): boolean {
+    const dst = parsePrefix(r.dst);
+    return this.kernel.netns(ns).routes.all().some((x) => x.type === 'local' && x.table === r.table && x.dev === r.dev
+      && x.dst.len === dst.len && x.dst.addr.value === dst.addr.value && x.family === dst.addr.family);
+  }
+
+  private hasRule(ns: string, r: PolicyRule): boolean {
+    return this.kernel.netns(ns).rules.list(fam(r.family)).some((x) => x.priority === r.priority && x.table === r.table
+      && x.fwmark?.value === r.fwmark.value && x.fwmark?.mask === r.fwmark.mask);
+  }
+}
