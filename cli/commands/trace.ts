@@ -34,7 +34,8 @@ export const traceCommand: CliCommand = {
       .option('--json', 'print machine-readable JSON instead of text')
       .option('--only <name>', 'run all attempts but print only this one')
       .option('--no-packets', 'omit the packet traces from the text output')
-      .action((labfile: string, opts: { json?: boolean; only?: string; packets: boolean }) => {
+      .option('--kernel', 'also run the lab on the real kernel (root; private namespaces) and print every difference from the simulation')
+      .action(async (labfile: string, opts: { json?: boolean; only?: string; packets: boolean; kernel?: boolean }) => {
         let text: string;
         try {
           text = readFileSync(labfile, 'utf8');
@@ -47,6 +48,25 @@ export const traceCommand: CliCommand = {
         if (opts.only !== undefined) {
           results = results.filter((r) => r.name === opts.only);
           if (results.length === 0) throw new Error(`no attempt named ${JSON.stringify(opts.only)} in ${labfile}; attempts: ${run.results.map((r) => r.name).join(', ')}`);
+        }
+        if (opts.kernel) {
+          if (process.getuid?.() !== 0) throw new Error('trace --kernel runs the lab in real network namespaces and needs root: run it as root, or drop --kernel');
+          // Loaded only when asked: the real-kernel world is not needed for simulation.
+          const { runLabOnKernel } = await import('../../e2e/netns/lab-runner.js');
+          const { compareResults, formatDifferences } = await import('../../scenarios/fidelity/compare.js');
+          const kernelResults = await runLabOnKernel(lab);
+          const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
+          const names = new Set(results.map((r) => r.name));
+          const kr = kernelResults.filter((r) => names.has(r.name));
+          const diffs = compareResults(results, kr, udp);
+          if (opts.json) {
+            process.stdout.write(JSON.stringify({ lab: labfile, world: 'sim+kernel', kernel: lab.kernel, attempts: results, kernelAttempts: kr, differences: diffs }, null, 2) + '\n');
+          } else {
+            process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n\n');
+            process.stdout.write(formatDifferences(diffs, results, kr) + '\n');
+          }
+          if (diffs.length > 0) process.exitCode = 1;
+          return;
         }
         if (opts.json) {
           process.stdout.write(JSON.stringify({ lab: labfile, world: 'sim', kernel: lab.kernel, attempts: results }, null, 2) + '\n');
