@@ -1,0 +1,76 @@
+/**
+ * Outbound (15001): a connection the pod's app opened, redirected to the proxy. Decision as
+ * ztunnel's build_request (ztunnel.md §2.3), minus services and waypoints:
+ * 1. loopback destination on a proxy port -> self-call, denied;
+ * 2. the pod's own workload must be known and match the ZDS info, else dropped (fail closed);
+ * 3. destination IP is an enrolled workload -> HBONE to its 15008 with :authority = ip:port,
+ *    presenting the source pod's identity and expecting the destination's;
+ * 4. anything else -> plain TCP passthrough to the original destination.
+ * Every upstream socket is opened in the source pod's netns with the proxy mark (so the pod's
+ * rules let it out) and never spoofs the source (upstream dropped outbound spoofing).
+ * No authorization here: policy is enforced by the destination proxy.
+ */
+import { INBOUND_HBONE_PORT } from '../api/ports.js';
+import type { ByteStream } from '../host/hbone.js';
+import type { TcpConnection } from '../host/sockets.js';
+import { spiffeId } from './authz/authorizer.js';
+import { canonical, fmt, ILLEGAL_PORTS, isLoopback, record, type PodContext } from './pod-context.js';
+import { relay } from './relay.js';
+
+export async function handleOutbound(ctx: PodContext, down: TcpConnection): Promise<void> {
+  const { deps } = ctx;
+  const dst = canonical(down.originalDst() ?? down.localAddress);
+  const base = { direction: 'outbound' as const, downstream: { src: fmt(down.remoteAddress), dst: fmt(down.localAddress) }, target: fmt(dst) };
+  deps.metrics.connectionOpened('outbound');
+  const deny = (reason: string): void => {
+    deps.metrics.denied('outbound', reason);
+    record(ctx, { ...base, event: 'denied', reason });
+    ctx.log.info('outbound connection denied', { target: base.target, src: base.downstream.src, reason });
+    down.reset();
+  };
+  if (ctx.stopping) return deny('pod proxy is shutting down');
+  if (isLoopback(dst.address) && ILLEGAL_PORTS.has(dst.port)) return deny('self-call: loopback destination on a proxy port');
+  const self = ctx.ownWorkload();
+  const srcIdentity = ctx.ownIdentity();
+  if (!self || !srcIdentity) return deny('unknown source workload: the pod is not in the workload index (or does not match its ZDS info)');
+
+  const dstWl = deps.workloads.byIp(dst.address);
+  const hbone = dstWl !== undefined && dstWl.enrolled;
+  const nextHop = hbone ? { family: dst.family, address: dst.address, port: INBOUND_HBONE_PORT as number } : dst;
+  const up = await deps.sockets.connectTcp({
+    netns: ctx.netns, family: nextHop.family, dst: nextHop, mark: deps.mark, timeoutMs: deps.connectTimeoutMs,
+  });
+  if (!up.ok) {
+    record(ctx, { ...base, event: 'failed', mode: hbone ? 'hbone' : 'passthrough', srcIdentity: spiffeId(srcIdentity), reason: `connect ${fmt(nextHop)}: ${up.kind} (${up.message})` });
+    deps.metrics.denied('outbound', `upstream-${up.kind}`);
+    down.reset();
+    return;
+  }
+  const upConn = up.value;
+  const upstream = { src: fmt(upConn.localAddress), dst: fmt(upConn.remoteAddress) };
+  let stream: ByteStream = upConn;
+  if (hbone) {
+    const t = await deps.hbone.connect(upConn, {
+      local: srcIdentity, expectedPeers: [dstWl.identity], authority: dst, forwardedFor: down.remoteAddress.address,
+    });
+    if (!t.ok) {
+      record(ctx, { ...base, event: 'failed', mode: 'hbone', upstream, srcIdentity: spiffeId(srcIdentity), dstIdentity: spiffeId(dstWl.identity), reason: `HBONE ${t.kind}${t.status ? ` ${t.status}` : ''}: ${t.message}` });
+      deps.metrics.denied('outbound', `hbone-${t.kind}`);
+      upConn.close();
+      down.reset();
+      return;
+    }
+    stream = t.value;
+  }
+  const rec = record(ctx, {
+    ...base, event: 'forwarded', mode: hbone ? 'hbone' : 'passthrough', upstream, srcIdentity: spiffeId(srcIdentity),
+    ...(hbone ? { dstIdentity: spiffeId(dstWl.identity) } : {}),
+  });
+  const r = relay(down, stream);
+  const tracked = { relay: r, record: rec };
+  ctx.track(tracked);
+  const res = await r.done;
+  ctx.untrack(tracked);
+  deps.metrics.connectionClosed('outbound', res.aToB, res.bToA);
+  record(ctx, { ...base, event: 'closed', mode: rec.mode!, upstream, srcIdentity: rec.srcIdentity!, reason: res.ended, bytesSent: res.aToB, bytesReceived: res.bToA });
+}

@@ -1,0 +1,64 @@
+/**
+ * Copy bytes both ways between two streams until both directions have ended. An end of stream
+ * is passed on as a half-close; a failure on either side resets the other (as ztunnel's
+ * copy_bidirectional does), so a reset is never turned into a clean end.
+ */
+import type { ByteStream } from '../host/hbone.js';
+
+export interface RelayResult {
+  /** Bytes from `a` to `b`. */
+  readonly aToB: number;
+  readonly bToA: number;
+  /** Why it ended: 'eof' both ways, or the first failure. */
+  readonly ended: 'eof' | 'reset' | 'aborted';
+}
+
+export interface Relay {
+  readonly done: Promise<RelayResult>;
+  /** Tear both sides down at once (policy change, pod removal, drain deadline). */
+  abort(): void;
+}
+
+export function relay(a: ByteStream, b: ByteStream): Relay {
+  let aborted = false;
+  let failed = false;
+  const pump = async (from: ByteStream, to: ByteStream): Promise<number> => {
+    let n = 0;
+    for (;;) {
+      const r = await from.read();
+      if (aborted || failed) return n;
+      if (r.done) {
+        if (r.failure) {
+          failed = true;
+          to.reset();
+        } else {
+          await to.end();
+        }
+        return n;
+      }
+      const w = await to.write(r.bytes);
+      if (!w.ok) {
+        failed = true;
+        from.reset();
+        return n;
+      }
+      n += r.bytes.byteLength;
+    }
+  };
+  const done = Promise.all([pump(a, b), pump(b, a)]).then(([aToB, bToA]): RelayResult => {
+    if (!aborted && !failed) {
+      a.close();
+      b.close();
+    }
+    return { aToB, bToA, ended: aborted ? 'aborted' : failed ? 'reset' : 'eof' };
+  });
+  return {
+    done,
+    abort: () => {
+      if (aborted) return;
+      aborted = true;
+      a.reset();
+      b.reset();
+    },
+  };
+}
