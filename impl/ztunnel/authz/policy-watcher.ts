@@ -1,0 +1,72 @@
+/**
+ * Feeds a PolicyStore from the Kube port's AuthorizationPolicy informer (all namespaces).
+ *
+ *   const w = new AuthorizationPolicyWatcher({ kube, clock, log, store });
+ *   w.start(); ... w.stop();
+ *
+ * - Object events upsert/remove single policies (each bumps the store's generation, so live
+ *   connections are re-checked).
+ * - After every successful (re)start the store is rebuilt from the informer cache and marked
+ *   synced; before the first one the store is unsynced and the authorizer denies everything
+ *   (fail closed: issue 7 "fail closed when its own workload ... is unknown"; upstream ztunnel
+ *   is likewise not ready before its first Authorization response).
+ * - Errors: the informer is restarted with backoff on the Clock; the store keeps its last
+ *   synced content meanwhile (stale but known, as an informer cache).
+ * - 404 on the list (the AuthorizationPolicy CRD is not installed): no policy can exist, so the
+ *   store becomes empty and synced (default allow, as upstream with no policies), and the
+ *   watcher keeps retrying to pick the CRD up when it is installed.
+ */
+import type { Clock } from '../../host/clock.js';
+import type { AuthorizationPolicy, KubeApi } from '../../host/kube.js';
+import type { Logger } from '../../host/log.js';
+import type { PolicyStore } from './policy-store.js';
+import { SyncedInformer } from './synced-informer.js';
+
+export interface AuthorizationPolicyWatcherOptions {
+  readonly kube: KubeApi;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly store: PolicyStore;
+  readonly initialBackoffMs?: number;
+  readonly maxBackoffMs?: number;
+}
+
+export class AuthorizationPolicyWatcher {
+  private readonly runner: SyncedInformer<AuthorizationPolicy>;
+
+  constructor(opts: AuthorizationPolicyWatcherOptions) {
+    const { store } = opts;
+    const informer = opts.kube.informer('AuthorizationPolicy');
+    let started = false;
+    informer.on('add', (o) => { if (started) store.upsert(o); });
+    informer.on('update', (o) => { if (started) store.upsert(o); });
+    informer.on('delete', (o) => {
+      if (started) store.remove(o.metadata?.namespace ?? '', o.metadata?.name ?? '');
+    });
+    this.runner = new SyncedInformer(informer, {
+      clock: opts.clock,
+      log: opts.log,
+      what: 'AuthorizationPolicies',
+      initialBackoffMs: opts.initialBackoffMs,
+      maxBackoffMs: opts.maxBackoffMs,
+      onStarted: () => {
+        store.replaceAll(informer.list());
+        started = true;
+        store.markSynced();
+      },
+      onNotFound: () => {
+        store.replaceAll([]);
+        started = false;
+        store.markSynced();
+      },
+    });
+  }
+
+  start(): void {
+    this.runner.start();
+  }
+
+  stop(): void {
+    this.runner.stop();
+  }
+}
