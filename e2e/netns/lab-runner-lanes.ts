@@ -23,12 +23,20 @@ export class KernelLane {
 /** Build `n` lanes (each with its own namespaces) and dispose all of them whatever `fn` does. */
 export async function withKernelLanes<T>(n: number, topology: Lab, fn: (lanes: KernelLane[]) => Promise<T>, opts: KernelLabOptions = {}): Promise<T> {
   const lanes: KernelLane[] = [];
-  try {
-    for (let i = 0; i < n; i++) lanes.push(await KernelLane.create(topology, { ...opts, prefix: opts.prefix ? `${opts.prefix}${i}-` : newRunPrefix() }));
-    return await fn(lanes);
-  } finally {
+  const dispose = async (): Promise<string[]> => {
     const errors: string[] = [];
     for (const l of lanes) await l.lab.dispose().catch((e: unknown) => errors.push(String(e)));
-    if (errors.length > 0) throw new Error(`disposing kernel lanes failed: ${errors.join('; ')}`);
+    return errors;
+  };
+  let result: T;
+  try {
+    for (let i = 0; i < n; i++) lanes.push(await KernelLane.create(topology, { ...opts, prefix: opts.prefix ? `${opts.prefix}${i}-` : newRunPrefix() }));
+    result = await fn(lanes);
+  } catch (e) {
+    await dispose();
+    throw e;
   }
+  const errors = await dispose();
+  if (errors.length > 0) throw new Error(`disposing kernel lanes failed: ${errors.join('; ')}`);
+  return result;
 }

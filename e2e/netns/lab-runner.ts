@@ -235,7 +235,7 @@ export class KernelLab {
       try {
         await probe.request({ op: 'listen', name: s.name, proto: s.proto, family: s.family, address: s.address, port: s.port, mark: s.mark, transparent: s.transparent, reuseport: s.reuseport });
       } catch (e) {
-        throw new Error(`socket ${s.name} in ${s.netns} (${s.proto} ${s.address}:${s.port}, uid ${s.uid}): ${(e as Error).message}`);
+        throw new Error(`socket ${s.name} in ${s.netns} (${s.proto} ${s.address}:${s.port}, uid ${s.uid}): ${(e as Error).message}`, { cause: e });
       }
     }
   }
@@ -263,7 +263,7 @@ export class KernelLab {
       try {
         await this.exec(n.name, ['ip', fam, '-batch', '-'], lines.join('\n') + '\n');
       } catch (e) {
-        throw new Error(`routes/rules of ${n.name} (${ns}): ${(e as Error).message}\n  batch:\n    ${lines.join('\n    ')}`);
+        throw new Error(`routes/rules of ${n.name} (${ns}): ${(e as Error).message}\n  batch:\n    ${lines.join('\n    ')}`, { cause: e });
       }
     }
     const ipsets = n.ipsets !== undefined;
@@ -285,7 +285,7 @@ export class KernelLab {
       try {
         await this.exec(n.name, [fam === 4 ? 'iptables-restore' : 'ip6tables-restore'], fullRestoreText(text));
       } catch (e) {
-        throw new Error(`ip${fam === 6 ? '6' : ''}tables of ${n.name} (${ns}): ${(e as Error).message}`);
+        throw new Error(`ip${fam === 6 ? '6' : ''}tables of ${n.name} (${ns}): ${(e as Error).message}`, { cause: e });
       }
     }
     return { routes, rules, ipsets, iptables };
