@@ -61,7 +61,8 @@ export type Translation =
   | { readonly outcome: 'ignored'; readonly key: string; readonly reason: string }
   | { readonly outcome: 'invalid'; readonly policy: L4Policy; readonly errors: readonly string[] };
 
-const L4_WHEN_KEYS = new Set(['source.ip', 'source.namespace', 'source.principal', 'destination.ip', 'destination.port']);
+/** The `when` keys ztunnel enforces; any other key is L7. */
+export const L4_WHEN_KEYS: ReadonlySet<string> = new Set(['source.ip', 'source.namespace', 'source.principal', 'destination.ip', 'destination.port']);
 const SPEC_KEYS = new Set(['action', 'rules', 'selector', 'provider', 'targetRef', 'targetRefs']);
 const RULE_KEYS = new Set(['from', 'to', 'when']);
 const SOURCE_L4 = ['principals', 'notPrincipals', 'namespaces', 'notNamespaces', 'ipBlocks', 'notIpBlocks', 'serviceAccounts', 'notServiceAccounts'] as const;
