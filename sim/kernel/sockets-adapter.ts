@@ -26,7 +26,7 @@ import type {
   SocketOutcome, Sockets, TcpConnection, TcpListener,
 } from '../../impl/host/sockets.js';
 import type { Clock } from '../../impl/host/clock.js';
-import { formatIp } from './ip-address.js';
+import { formatIp, parseIp } from './ip-address.js';
 import { SimErrnoError } from './errors.js';
 import type { SimKernel } from './kernel.js';
 import type { Credentials } from './process.js';
@@ -243,6 +243,21 @@ export class SimSockets implements Sockets {
     return { ok: true, value: new SimTcpListener(this.k, s, toAddress(s.local!)) };
   }
 
+  /**
+   * A source port for an explicit (often foreign, transparent) source address whose 4-tuple has
+   * no live conntrack entry. Binding port 0 would take the namespace's next ephemeral port, and
+   * since every namespace counts from the same start, the inbound proxy spoofing a client would
+   * systematically pick the client's own port — the tuple conntrack already holds for the
+   * redirected connection. Linux picks ports pseudo-randomly, so there the clash is rare, not
+   * impossible (noted for the lead); the sim avoids it deterministically.
+   */
+  private freePort(ns: string, address: string, opts: ConnectTcpOptions): number {
+    const n = this.k.netns(ns);
+    const src = parseIp(address);
+    const dst = parseIp(opts.dst.address);
+    return n.sockets.ephemeralPort('tcp', src, (p) => n.conntrack.liveInUse(0, { proto: 'tcp', src, sport: p, dst, dport: opts.dst.port }));
+  }
+
   async connectTcp(opts: ConnectTcpOptions): Promise<SocketOutcome<TcpConnection>> {
     const ns = this.ns(opts.netns);
     const what = `connect tcp to ${opts.dst.address} port ${opts.dst.port} in ${ns}`;
@@ -252,7 +267,7 @@ export class SimSockets implements Sockets {
     try {
       if (opts.mark !== undefined) this.k.setsockopt(s, 'SO_MARK', opts.mark);
       if (opts.transparent) this.k.setsockopt(s, 'IP_TRANSPARENT', true);
-      if (opts.src) this.k.bind(s, opts.src.address, opts.src.port ?? 0);
+      if (opts.src) this.k.bind(s, opts.src.address, opts.src.port || this.freePort(ns, opts.src.address, opts));
     } catch (e) {
       this.k.close(s);
       return fromErrno(e, what);
