@@ -11,6 +11,7 @@ import { applyTransaction, normaliseSave, parsePlanText, parseSave, removeTransa
 import { formatPrefix, parsePrefix } from './ip-address.js';
 import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN } from './route.js';
 import type { SimKernel } from './kernel.js';
+import { simNetnsName } from './netns.js';
 
 const fam = (f: IpFamily): 4 | 6 => (f === 'ipv4' ? 4 : 6);
 
@@ -21,8 +22,9 @@ export class SimNetnsRules implements NetnsRules {
   constructor(private readonly kernel: SimKernel) {}
 
   private ns(netns: NetnsId): string {
-    if (!this.kernel.hasNetns(netns)) throw new Error(`netns rules: network namespace ${netns} does not exist (pod gone or not yet created)`);
-    return netns;
+    const name = simNetnsName(netns);
+    if (!this.kernel.hasNetns(name)) throw new Error(`netns rules: network namespace ${netns} does not exist (pod gone or not yet created)`);
+    return name;
   }
 
   private injected(op: 'apply' | 'remove'): void {

@@ -152,3 +152,16 @@ export class Netns {
     return lines.join('\n');
   }
 }
+
+/**
+ * The sim's namespace handles look like the real runtime's (`/var/run/netns/NAME`, as CNI_NETNS
+ * carries them); adapters map them back to the sim namespace name. A bare name is accepted too.
+ */
+export function simNetnsName(handle: string): string {
+  const m = /^\/(?:var\/)?run\/netns\/([A-Za-z0-9_.:-]+)$/.exec(handle);
+  return m ? m[1]! : handle;
+}
+
+export function simNetnsPath(name: string): string {
+  return `/var/run/netns/${name}`;
+}

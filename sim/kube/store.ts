@@ -323,6 +323,14 @@ export class ApiStore {
       }
       next = { ...structuredClone(old), status: merged.status };
       if (merged.status === undefined) delete next.status;
+      if (kind === 'Pod') {
+        // pods/status keeps metadata changes other than owner references (podStatusStrategy
+        // resets only spec, deletionTimestamp and ownerReferences): istio-cni writes its
+        // redirection annotation this way so it needs no update right on pods.
+        const meta = { ...merged.metadata, ownerReferences: old.metadata?.ownerReferences };
+        if (meta.ownerReferences === undefined) delete meta.ownerReferences;
+        next.metadata = meta as StoredObject['metadata'];
+      }
     } else {
       next = merged;
       if (KIND_INFO[kind].statusSubresource) next.status = structuredClone(old.status);

@@ -26,3 +26,20 @@ export async function settle<T>(clock: VirtualClock, p: Promise<T>, maxTimers = 
   if (failed) throw error;
   return value as T;
 }
+
+/**
+ * Let the world run for `ms` of virtual time: flush pending callbacks, fire every timer due
+ * within the window in order (flushing after each), then move the clock to the window's end.
+ */
+export async function runFor(clock: VirtualClock, ms: number, maxTimers = 1_000_000): Promise<void> {
+  const end = clock.now() + ms;
+  for (let fired = 0; fired < maxTimers; fired++) {
+    for (let i = 0; i < 3; i++) await tick();
+    const due = clock.nextDue();
+    if (due === undefined || due > end) break;
+    clock.fireNext();
+  }
+  for (let i = 0; i < 3; i++) await tick();
+  if (clock.now() < end) clock.advance(end - clock.now());
+  for (let i = 0; i < 3; i++) await tick();
+}

@@ -86,7 +86,7 @@ test('merge patch: nested merge, null deletes, arrays replace; no-op patch keeps
   expect(s2.status?.podIPs).toEqual([{ ip: '10.244.0.6' }]);
 });
 
-test('status subresource: /status changes only .status; the object ignores .status', () => {
+test('status subresource: the object ignores .status; /status changes .status (and, for pods only, metadata as podStatusStrategy allows)', () => {
   const { store } = world();
   store.create('Pod', pod('a'));
   const viaObject = store.patch('Pod', 'a', 'default', { metadata: { annotations: { a: '1' } }, status: { phase: 'Running' } });
@@ -94,7 +94,7 @@ test('status subresource: /status changes only .status; the object ignores .stat
   expect(viaObject.status?.phase).toBe('Pending');
   const viaStatus = store.patch('Pod', 'a', 'default', { metadata: { annotations: { b: '2' } }, status: { phase: 'Running' } }, 'status');
   expect(viaStatus.status?.phase).toBe('Running');
-  expect(viaStatus.metadata?.annotations).toEqual({ a: '1' });
+  expect(viaStatus.metadata?.annotations).toEqual({ a: '1', b: '2' });
   // ServiceAccount has no status subresource.
   store.create('ServiceAccount', { metadata: { name: 'sa', namespace: 'default' } });
   expect(code(() => store.patch('ServiceAccount', 'sa', 'default', {}, 'status'))).toBe(404);
@@ -102,6 +102,10 @@ test('status subresource: /status changes only .status; the object ignores .stat
   const ap = store.create('AuthorizationPolicy', { metadata: { name: 'p', namespace: 'default' }, spec: { action: 'DENY' }, status: { x: 1 } });
   expect(ap.status).toBeUndefined();
   expect(ap.apiVersion).toBe('security.istio.io/v1');
+  // For custom resources /status ignores everything but .status.
+  const apStatus = store.patch('AuthorizationPolicy', 'p', 'default', { metadata: { annotations: { c: '3' } }, status: { y: 2 } }, 'status');
+  expect(apStatus.metadata?.annotations).toBeUndefined();
+  expect(apStatus.status).toEqual({ y: 2 });
 });
 
 test('conflicts, not found, already exists, validation errors', () => {

@@ -1,0 +1,483 @@
+/**
+ * The node agent: keeps every pod on its node that belongs in the mesh under the node proxy, and
+ * every other pod untouched — through CNI events (new sandboxes), informers (live label changes,
+ * deletes, terminal phases), start-up reconstruction and periodic repair.
+ *
+ * Enrolling a pod (in this order, each step idempotent):
+ *   1. redirection rules into the pod's netns (NetnsRules port);
+ *   2. the pod to the proxy over ZDS, with its netns — wait for the ack;
+ *   3. the pod's IPs into the host probe set;
+ *   4. annotation ambient.istio.io/redirection=enabled (status subresource).
+ * When the proxy is missing or nacks, the pod is annotated `pending` and retried; a CNI ADD in
+ * that state fails (fail closed), so the pod's containers do not start unprotected.
+ *
+ * Beyond upstream (istio-cni.md §6): hostile annotation values are refused before any rule text
+ * exists; the ZDS peer must run as an allowed uid; the repair loop finds drifted rules, lost
+ * namespaces (reboot without drain) and missing proxy state, and fixes them; the status
+ * annotation is only `enabled` while rules and proxy ack both hold.
+ */
+import type { NetnsId, PodUid } from '../api/ids.js';
+import { netnsId, podUid } from '../api/ids.js';
+import { port } from '../api/ports.js';
+import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations } from '../api/annotations.js';
+import type { PluginEvent, PluginEventReply } from '../api/plugin-event.js';
+import { PLUGIN_EVENT_MAX_BYTES } from '../api/plugin-event.js';
+import type { Clock, TimerHandle } from '../host/clock.js';
+import type { Informer, KubeApi, KubeObjectOf } from '../host/kube.js';
+import { isKubeApiError } from '../host/kube.js';
+import type { Logger } from '../host/log.js';
+import type { Metrics } from '../host/metrics.js';
+import type { NetnsFinder } from '../host/netns-finder.js';
+import type { HostIpSets } from '../host/ipsets.js';
+import type { NetnsRules, RedirectionPlan } from '../host/netns-rules.js';
+import type { PluginEventServer, PluginEventTransport } from '../host/plugin-events.js';
+import type { ZdsTransport } from '../host/zds-transport.js';
+import { decideEnrollment, isTerminalPhase, type EnrollmentConfig } from './enrollment.js';
+import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
+import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
+import { probePorts } from './probe-ports.js';
+import { RetryableError, WorkQueue } from './work-queue.js';
+import { ZdsSendError, ZdsServer, type ZdsSnapshotEntry } from './zds-server.js';
+
+type Pod = KubeObjectOf<'Pod'>;
+type Namespace = KubeObjectOf<'Namespace'>;
+
+export interface NodeAgentConfig {
+  readonly nodeName: string;
+  readonly profile: 'upstream' | 'strict';
+  readonly ipv6: boolean;
+  readonly dnsCapture: boolean;
+  readonly enrollment: EnrollmentConfig;
+  /** strict profile: uid of the node proxy (owner of the marked sockets). */
+  readonly proxyUid: number;
+  /** strict profile: uid of the kubelet (owner of probe sockets on the host). */
+  readonly kubeletUid: number;
+  /** Uids a ZDS client may run as. */
+  readonly allowedProxyUids: readonly number[];
+  readonly pluginEventAddress: string;
+  readonly zdsAddress: string;
+  /** The node's own network namespace, where the host probe rules go. */
+  readonly hostNetns: NetnsId;
+  readonly repairIntervalMs: number;
+  readonly zdsAckTimeoutMs?: number;
+  /** Trust domain for workload identities (sent to the proxy). */
+  readonly trustDomain?: string;
+}
+
+export interface NodeAgentDeps {
+  readonly kube: KubeApi;
+  readonly rules: NetnsRules;
+  readonly finder: NetnsFinder;
+  readonly ipsets: HostIpSets;
+  readonly pluginEvents: PluginEventTransport;
+  readonly zdsTransport: ZdsTransport;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+}
+
+/** What the agent holds for a pod it has (or is putting) in the mesh. */
+interface MeshPod {
+  readonly uid: PodUid;
+  readonly name: string;
+  readonly namespace: string;
+  serviceAccount: string;
+  ips: string[];
+  netns: NetnsId | undefined;
+  plan: RedirectionPlan | undefined;
+  /** Rules applied in `netns`. */
+  rulesApplied: boolean;
+  /** The proxy acknowledged the pod with this netns. */
+  proxyAcked: boolean;
+  /** The annotation value we last wrote. */
+  annotated: 'pending' | 'enabled' | undefined;
+}
+
+export interface AgentHealth {
+  readonly live: boolean;
+  readonly ready: boolean;
+  readonly detail: string;
+}
+
+class NotEligible extends Error {}
+
+export class NodeAgent {
+  private readonly log: Logger;
+  private readonly mesh = new Map<PodUid, MeshPod>();
+  private readonly queue: WorkQueue;
+  private readonly zds: ZdsServer;
+  private podInformer: Informer<Pod> | undefined;
+  private nsInformer: Informer<Namespace> | undefined;
+  private pluginServer: PluginEventServer | undefined;
+  private repairTimer: TimerHandle | undefined;
+  private started = false;
+  private stopped = false;
+  private readonly m;
+
+  constructor(private readonly config: NodeAgentConfig, private readonly deps: NodeAgentDeps) {
+    this.log = deps.log.child({ component: 'node-agent', node: config.nodeName });
+    this.queue = new WorkQueue(deps.clock, (key) => this.reconcile(key), {
+      initialBackoffMs: 5, maxBackoffMs: 5000,
+      onError: (key, err, retry) => {
+        this.m.reconcileErrors.inc({ retry: String(retry) });
+        this.log.warn('reconcile failed', { pod: key, error: (err as Error).message, retry });
+      },
+    });
+    this.zds = new ZdsServer({
+      transport: deps.zdsTransport, address: config.zdsAddress, clock: deps.clock, log: deps.log,
+      allowedUids: config.allowedProxyUids, snapshot: () => this.snapshot(),
+      ...(config.zdsAckTimeoutMs !== undefined ? { ackTimeoutMs: config.zdsAckTimeoutMs } : {}),
+    });
+    this.zds.on((e) => {
+      if (e.type === 'disconnected' && !this.zds.connected()) {
+        // Without a proxy nobody holds the pods' listeners; the next proxy gets a snapshot.
+        for (const p of this.mesh.values()) p.proxyAcked = false;
+      } else if (e.type === 'nack' && e.uid !== undefined) {
+        const p = this.mesh.get(e.uid);
+        if (p) {
+          p.proxyAcked = false;
+          this.queue.enqueue(this.keyOf(p));
+        }
+      } else if (e.type === 'connected' || e.type === 'snapshot-sent') {
+        this.log.info(`proxy ${e.type}`, { connection: e.connection });
+        for (const p of this.mesh.values()) if (!p.proxyAcked || p.annotated !== 'enabled') this.queue.enqueue(this.keyOf(p));
+      }
+    });
+    this.m = {
+      reconcileErrors: deps.metrics.counter('ambient_lab_agent_reconcile_errors_total', 'Failed reconciliations', ['retry']),
+      pluginRequests: deps.metrics.counter('ambient_lab_agent_plugin_requests_total', 'CNI plugin events by result', ['kind', 'result']),
+      enrolled: deps.metrics.gauge('ambient_lab_agent_enrolled_pods', 'Pods with redirection enabled'),
+      repairs: deps.metrics.counter('ambient_lab_agent_repairs_total', 'Drift found and fixed by the repair loop', ['what']),
+    };
+  }
+
+  // ------------------------------------------------------------------ lifecycle
+
+  /** Start-up: host rules, informers synced, state rebuilt, proxy channel and plugin socket open. */
+  async start(): Promise<void> {
+    await this.installHostRules();
+    this.nsInformer = this.deps.kube.informer('Namespace');
+    this.podInformer = this.deps.kube.informer('Pod', { fieldSelector: `spec.nodeName=${this.config.nodeName}` });
+    const onPod = (p: Pod): void => { if (this.started) this.queue.enqueue(this.keyOfPod(p)); };
+    this.podInformer.on('add', onPod);
+    this.podInformer.on('update', onPod);
+    this.podInformer.on('delete', (p: Pod) => this.queue.enqueue(this.keyOfPod(p)));
+    const onNs = (ns: Namespace): void => {
+      if (!this.started) return;
+      for (const p of this.podInformer?.list(ns.metadata?.name) ?? []) this.queue.enqueue(this.keyOfPod(p));
+    };
+    this.nsInformer.on('add', onNs);
+    this.nsInformer.on('update', onNs);
+    for (const inf of [this.nsInformer, this.podInformer] as Informer<unknown>[]) {
+      inf.on('error', (err: unknown) => {
+        // client-node semantics: an informer stops on error; restart it after a pause.
+        this.log.warn('informer error; restarting', { error: err instanceof Error ? err.message : String(err) });
+        this.deps.clock.setTimer(1000, () => { if (!this.stopped) void inf.start(); });
+      });
+    }
+    await this.nsInformer.start();
+    await this.podInformer.start();
+    await this.rebuild();
+    await this.zds.start();
+    this.pluginServer = await this.deps.pluginEvents.serve(this.config.pluginEventAddress, (e) => this.onPluginEvent(e), {
+      maxBodyBytes: PLUGIN_EVENT_MAX_BYTES, requestTimeoutMs: 5000,
+    });
+    this.started = true;
+    for (const p of this.podInformer.list()) this.queue.enqueue(this.keyOfPod(p));
+    this.scheduleRepair();
+    this.log.info('node agent started', { pods: this.mesh.size });
+  }
+
+  /** Stop serving; in-pod rules stay in place (an upgrade must not unprotect running pods). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.started = false;
+    this.repairTimer?.cancel();
+    this.queue.stop();
+    this.podInformer?.stop();
+    this.nsInformer?.stop();
+    await this.pluginServer?.close();
+    await this.zds.stop();
+  }
+
+  health(): AgentHealth {
+    if (!this.started) return { live: !this.stopped, ready: false, detail: this.stopped ? 'stopped' : 'starting' };
+    const pending = [...this.mesh.values()].filter((p) => !p.proxyAcked).length;
+    return {
+      live: true,
+      ready: true,
+      detail: `${this.mesh.size} pod(s) in the mesh, ${pending} pending; proxy ${this.zds.connected() ? 'connected' : 'not connected'}`,
+    };
+  }
+
+  /** For tests and `status`: what the agent believes about each mesh pod. */
+  meshPods(): readonly { uid: string; namespace: string; name: string; netns: string | undefined; rules: boolean; acked: boolean; annotated: string | undefined }[] {
+    return [...this.mesh.values()].map((p) => ({ uid: p.uid, namespace: p.namespace, name: p.name, netns: p.netns, rules: p.rulesApplied, acked: p.proxyAcked, annotated: p.annotated }));
+  }
+
+  proxyConnected(): boolean {
+    return this.zds.connected();
+  }
+
+  // ------------------------------------------------------------------ host side
+
+  private async installHostRules(): Promise<void> {
+    const ir = this.config.profile === 'strict'
+      ? buildHostProbeRules({ profile: 'strict', ipv6: this.config.ipv6, kubeletUid: this.config.kubeletUid })
+      : buildHostProbeRules({ profile: 'upstream', ipv6: this.config.ipv6 });
+    for (const s of ir.ipsets) await this.deps.ipsets.ensure({ name: s.name, family: s.family });
+    await this.deps.rules.apply(this.config.hostNetns, renderHostProbePlan(ir));
+  }
+
+  // ------------------------------------------------------------------ CNI events
+
+  private async onPluginEvent(e: PluginEvent): Promise<PluginEventReply> {
+    try {
+      if (e.kind === 'check') {
+        const p = [...this.mesh.values()].find((x) => x.namespace === e.podNamespace && x.name === e.podName);
+        if (!p || !p.rulesApplied || !p.proxyAcked) throw new Error(`pod ${e.podNamespace}/${e.podName} is not fully enrolled (rules ${p?.rulesApplied ?? false}, proxy ack ${p?.proxyAcked ?? false})`);
+        const state = await this.deps.rules.read(p.netns!);
+        if (!this.planPresent(p.plan!, state.iptables.ipv4)) throw new Error(`redirection rules missing in ${p.netns}`);
+        this.m.pluginRequests.inc({ kind: 'check', result: 'ok' });
+        return { ok: true, status: 'enabled' };
+      }
+      const pod = await this.podFromCache(e.podNamespace, e.podName);
+      if (e.podUid !== undefined && pod.metadata?.uid !== e.podUid) {
+        throw new RetryableError(`pod ${e.podNamespace}/${e.podName} has uid ${pod.metadata?.uid}, the sandbox is for ${e.podUid}; the agent's view is stale`);
+      }
+      await this.enroll(pod, e.ips, netnsId(e.netns));
+      this.m.pluginRequests.inc({ kind: 'add', result: 'ok' });
+      return { ok: true, status: 'enabled' };
+    } catch (err) {
+      this.m.pluginRequests.inc({ kind: e.kind, result: 'error' });
+      const msg = err instanceof Error ? err.message : String(err);
+      this.log.warn('plugin event failed', { pod: `${e.podNamespace}/${e.podName}`, kind: e.kind, error: msg });
+      return { ok: false, error: msg, retryable: !(err instanceof NotEligible || err instanceof AnnotationError) };
+    }
+  }
+
+  /** The informer cache may lag the API by a moment when the sandbox is created. */
+  private async podFromCache(namespace: string, name: string): Promise<Pod> {
+    for (let i = 0; i < 10; i++) {
+      const p = this.podInformer?.get(name, namespace);
+      if (p) return p;
+      await this.deps.clock.sleep(10);
+    }
+    throw new RetryableError(`pod ${namespace}/${name} is not in the agent's cache of node ${this.config.nodeName}`);
+  }
+
+  // ------------------------------------------------------------------ reconcile
+
+  private keyOfPod(p: Pod): string {
+    return `${p.metadata?.namespace}/${p.metadata?.name}/${p.metadata?.uid}`;
+  }
+
+  private keyOf(p: MeshPod): string {
+    return `${p.namespace}/${p.name}/${p.uid}`;
+  }
+
+  private nsLabels(namespace: string): Readonly<Record<string, string>> | undefined {
+    const ns = this.nsInformer?.get(namespace);
+    return ns ? (ns.metadata?.labels ?? {}) : undefined;
+  }
+
+  private decide(pod: Pod): { enroll: boolean; reason: string; nsKnown: boolean } {
+    const namespace = pod.metadata?.namespace ?? '';
+    const labels = this.nsLabels(namespace);
+    const d = decideEnrollment({
+      name: pod.metadata?.name ?? '', namespace, labels: pod.metadata?.labels, annotations: pod.metadata?.annotations,
+      hostNetwork: pod.spec?.hostNetwork === true, phase: pod.status?.phase,
+    }, labels ?? {}, this.config.enrollment);
+    return { ...d, nsKnown: labels !== undefined };
+  }
+
+  /** Bring one pod to its desired state. Key: namespace/name/uid. */
+  private async reconcile(key: string): Promise<void> {
+    const [namespace, name, uidText] = key.split('/') as [string, string, string];
+    const uid = podUid(uidText);
+    const pod = this.podInformer?.get(name, namespace);
+    const current = this.mesh.get(uid);
+    if (!pod || pod.metadata?.uid !== uidText) {
+      if (current) await this.unenroll(current, { podGone: true });
+      return;
+    }
+    const d = this.decide(pod);
+    if (!d.enroll) {
+      if (current) await this.unenroll(current, { podGone: false });
+      else if (pod.metadata?.annotations?.[REDIRECTION_STATUS] !== undefined && !isTerminalPhase(pod.status?.phase)) {
+        // A stale annotation (e.g. from a crashed agent) must not claim redirection.
+        await this.annotate(pod, undefined);
+      }
+      return;
+    }
+    const ips = (pod.status?.podIPs ?? []).map((x) => x.ip).filter((x): x is string => typeof x === 'string');
+    if (current?.rulesApplied && current.proxyAcked && current.annotated === 'enabled') return;
+    if (ips.length === 0 && !current) return; // no sandbox networking yet: the CNI ADD will come
+    // The API's pod IPs are authoritative here (a new sandbox after a reboot has new ones).
+    await this.enroll(pod, ips.length > 0 ? ips : current?.ips ?? [], current?.netns);
+  }
+
+  /** Steps 1-4 above; throws RetryableError when the proxy has not acknowledged yet. */
+  private async enroll(pod: Pod, ips: readonly string[], knownNetns: NetnsId | undefined): Promise<void> {
+    const uid = podUid(pod.metadata?.uid ?? '');
+    const d = this.decide(pod);
+    if (!d.enroll) throw new NotEligible(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not eligible for the mesh: ${d.reason}`);
+    // Validate annotations before anything: a hostile value must never reach rule text.
+    const ann = parsePodRedirectionAnnotations(pod.metadata?.annotations);
+    const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture });
+    const plan = this.config.profile === 'strict'
+      ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) })
+      : buildInpodPlan({ ...common, profile: 'upstream' });
+    let p = this.mesh.get(uid);
+    if (!p) {
+      p = {
+        uid, name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? '', serviceAccount: pod.spec?.serviceAccountName ?? 'default',
+        ips: [...ips], netns: knownNetns, plan: undefined, rulesApplied: false, proxyAcked: false, annotated: undefined,
+      };
+      this.mesh.set(uid, p);
+    }
+    if (knownNetns !== undefined && knownNetns !== p.netns) {
+      // A new sandbox (restart, reboot): its namespace replaces the old one.
+      p.netns = knownNetns;
+      p.rulesApplied = false;
+      p.proxyAcked = false;
+    }
+    if (p.ips.join() !== ips.join()) {
+      for (const ip of p.ips) if (!ips.includes(ip)) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
+      p.ips = [...ips];
+    }
+    if (p.netns === undefined || !(await this.deps.finder.exists(p.netns))) {
+      p.netns = await this.deps.finder.find(uid, p.ips);
+      p.rulesApplied = false;
+      p.proxyAcked = false;
+      if (p.netns === undefined) throw new RetryableError(`no network namespace found for pod ${p.namespace}/${p.name} (uid ${uid})`);
+    }
+    if (!p.rulesApplied || JSON.stringify(p.plan) !== JSON.stringify(plan)) {
+      if (p.plan && p.rulesApplied && JSON.stringify(p.plan) !== JSON.stringify(plan)) await this.deps.rules.remove(p.netns, p.plan);
+      await this.deps.rules.apply(p.netns, plan);
+      p.plan = plan;
+      p.rulesApplied = true;
+    }
+    if (!p.proxyAcked) {
+      try {
+        await this.zds.addWorkload(uid, { name: p.name, namespace: p.namespace, serviceAccount: p.serviceAccount }, p.netns);
+        p.proxyAcked = true;
+      } catch (err) {
+        if (p.annotated !== 'pending') {
+          await this.annotate(pod, 'pending');
+          p.annotated = 'pending';
+        }
+        const why = err instanceof ZdsSendError ? `${err.reason}: ${err.message}` : (err as Error).message;
+        throw new RetryableError(`the node proxy has not taken pod ${p.namespace}/${p.name}: ${why}`);
+      }
+    }
+    for (const ip of p.ips) await this.deps.ipsets.add(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
+    if (p.annotated !== 'enabled') {
+      await this.annotate(pod, 'enabled');
+      p.annotated = 'enabled';
+    }
+    this.m.enrolled.set([...this.mesh.values()].filter((x) => x.annotated === 'enabled').length);
+  }
+
+  private async unenroll(p: MeshPod, opts: { podGone: boolean }): Promise<void> {
+    for (const ip of p.ips) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, p.uid);
+    if (p.netns && p.plan && p.rulesApplied && (await this.deps.finder.exists(p.netns))) {
+      await this.deps.rules.remove(p.netns, p.plan);
+    }
+    p.rulesApplied = false;
+    try {
+      await this.zds.delWorkload(p.uid);
+    } catch (err) {
+      // The proxy will not have it after its next snapshot either; log and go on.
+      this.log.warn('proxy did not acknowledge removal', { pod: `${p.namespace}/${p.name}`, error: (err as Error).message });
+    }
+    this.mesh.delete(p.uid);
+    if (!opts.podGone) {
+      const pod = this.podInformer?.get(p.name, p.namespace);
+      if (pod) await this.annotate(pod, undefined);
+    }
+    this.m.enrolled.set([...this.mesh.values()].filter((x) => x.annotated === 'enabled').length);
+    this.log.info('pod removed from the mesh', { pod: `${p.namespace}/${p.name}`, podGone: opts.podGone });
+  }
+
+  private async annotate(pod: Pod, value: 'pending' | 'enabled' | undefined): Promise<void> {
+    const name = pod.metadata?.name ?? '';
+    const namespace = pod.metadata?.namespace ?? '';
+    try {
+      await this.deps.kube.patchStatus('Pod', name, namespace, { metadata: { annotations: { [REDIRECTION_STATUS]: value ?? null } } });
+    } catch (err) {
+      if (isKubeApiError(err, 404)) return; // pod gone: nothing left to annotate
+      throw new RetryableError(`cannot write ${REDIRECTION_STATUS}=${value ?? '(removed)'} on ${namespace}/${name}: ${(err as Error).message}`);
+    }
+  }
+
+  // ------------------------------------------------------------------ start-up and repair
+
+  /** Rebuild the mesh from annotated pods; their netns is found again and rules re-asserted. */
+  private async rebuild(): Promise<void> {
+    for (const pod of this.podInformer?.list() ?? []) {
+      const ann = pod.metadata?.annotations?.[REDIRECTION_STATUS];
+      if (ann !== 'enabled' && ann !== 'pending') continue;
+      if (isTerminalPhase(pod.status?.phase)) continue;
+      const uid = podUid(pod.metadata?.uid ?? '');
+      const ips = (pod.status?.podIPs ?? []).map((x) => x.ip).filter((x): x is string => typeof x === 'string');
+      const netns = ips.length > 0 ? await this.deps.finder.find(uid, ips) : undefined;
+      this.mesh.set(uid, {
+        uid, name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? '', serviceAccount: pod.spec?.serviceAccountName ?? 'default',
+        ips, netns, plan: undefined, rulesApplied: false, proxyAcked: false, annotated: ann,
+      });
+      // Rules and proxy state are re-asserted by the queue once started.
+    }
+  }
+
+  private snapshot(): ZdsSnapshotEntry[] {
+    const out: ZdsSnapshotEntry[] = [];
+    for (const p of this.mesh.values()) {
+      if (!p.rulesApplied || p.netns === undefined) continue;
+      out.push({ uid: p.uid, info: { name: p.name, namespace: p.namespace, serviceAccount: p.serviceAccount }, netns: p.netns });
+      // The snapshot carries the pod; its ack arrives with the snapshot's.
+      p.proxyAcked = true;
+    }
+    return out;
+  }
+
+  private scheduleRepair(): void {
+    if (this.stopped || this.config.repairIntervalMs <= 0) return;
+    this.repairTimer = this.deps.clock.setTimer(this.config.repairIntervalMs, () => {
+      void this.repair().finally(() => this.scheduleRepair());
+    });
+  }
+
+  /** Verify every mesh pod still has its namespace, its rules and its proxy; queue what drifted. */
+  async repair(): Promise<void> {
+    for (const p of [...this.mesh.values()]) {
+      try {
+        if (p.netns === undefined || !(await this.deps.finder.exists(p.netns))) {
+          this.m.repairs.inc({ what: 'netns' });
+          p.netns = undefined;
+          p.rulesApplied = false;
+          p.proxyAcked = false;
+        } else if (p.plan && p.rulesApplied) {
+          const state = await this.deps.rules.read(p.netns);
+          if (!this.planPresent(p.plan, state.iptables.ipv4) || !this.planPresent(p.plan, state.iptables.ipv6, 'ipv6')) {
+            this.m.repairs.inc({ what: 'rules' });
+            p.rulesApplied = false;
+          }
+        }
+        if (!p.proxyAcked && this.zds.connected()) this.m.repairs.inc({ what: 'proxy' });
+        if (!p.rulesApplied || !p.proxyAcked || p.annotated !== 'enabled') this.queue.enqueue(this.keyOf(p));
+      } catch (err) {
+        this.log.warn('repair check failed', { pod: `${p.namespace}/${p.name}`, error: (err as Error).message });
+        this.queue.enqueue(this.keyOf(p));
+      }
+    }
+  }
+
+  /** Every rule line of the plan for this family appears in the saved text. */
+  private planPresent(plan: RedirectionPlan, saved: string, family: 'ipv4' | 'ipv6' = 'ipv4'): boolean {
+    const text = plan.iptables[family];
+    if (text === undefined) return true;
+    const have = new Set(saved.split('\n').map((l) => l.trim()));
+    return text.split('\n').filter((l) => l.startsWith('-A ') || l.startsWith('-I ')).every((l) => have.has(l.replace(/^-I (\S+)( \d+)?/, '-A $1').trim()));
+  }
+}
