@@ -171,14 +171,16 @@ export function parseEndpoint(s: string): Endpoint {
 
 /**
  * The datapath's ProxyConnectionLog writing validated records to a sink. 'denied' and
- * 'closed-by-policy' records get decision {allow: false, reason}. A record that fails to convert
+ * 'closed-by-policy' records get decision {allow: false, reason}; inbound 'forwarded' records
+ * with a reason get decision {allow: true, reason}. A record that fails to convert
  * is written as an error line through `onError` (it must not vanish: the log is a witness).
  */
 export class LineConnectionLog implements ProxyConnectionLog {
   constructor(
     private readonly clock: Clock,
     private readonly sink: ConnectionLogSink,
-    private readonly onError: (err: Error, r: ProxyConnectionRecord) => void = (err) => { throw err; },
+    /** Required: a record that cannot be written must reach an operator log, not vanish. */
+    private readonly onError: (err: Error, r: ProxyConnectionRecord) => void,
   ) {}
 
   record(r: ProxyConnectionRecord): void {
@@ -191,6 +193,8 @@ export class LineConnectionLog implements ProxyConnectionLog {
         target = undefined; // a CONNECT authority that is not an address (a rejected request) is kept in reason
       }
       const denied = r.event === 'denied' || r.event === 'closed-by-policy';
+      // An inbound 'forwarded' record carries the authorization reason that let it through.
+      const allowed = r.event === 'forwarded' && r.direction !== 'outbound' && r.reason !== undefined;
       const rec: ConnectionLogRecord = {
         v: CONNECTION_LOG_VERSION,
         time: this.clock.now(),
@@ -204,6 +208,7 @@ export class LineConnectionLog implements ProxyConnectionLog {
         ...(r.dstIdentity !== undefined ? { dstIdentity: r.dstIdentity } : {}),
         ...(r.mode ? { mode: r.mode } : {}),
         ...(denied ? { decision: { allow: false, reason: r.reason ?? '' } } : {}),
+        ...(allowed ? { decision: { allow: true, reason: r.reason! } } : {}),
         ...(r.reason !== undefined ? { reason: target ? r.reason : `${r.reason} (target ${r.target})` } : target ? {} : { reason: `target ${r.target}` }),
         ...(r.bytesSent !== undefined ? { bytesSent: r.bytesSent } : {}),
         ...(r.bytesReceived !== undefined ? { bytesReceived: r.bytesReceived } : {}),
