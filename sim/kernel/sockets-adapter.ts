@@ -26,7 +26,7 @@ import type {
   SocketOutcome, Sockets, TcpConnection, TcpListener,
 } from '../../impl/host/sockets.js';
 import type { Clock } from '../../impl/host/clock.js';
-import { formatIp, parseIp } from './ip-address.js';
+import { formatIp, ipEquals, isUnspecified, parseIp } from './ip-address.js';
 import { SimErrnoError } from './errors.js';
 import type { SimKernel } from './kernel.js';
 import type { Credentials } from './process.js';
@@ -53,13 +53,15 @@ interface ListenerEntry {
 interface Registry {
   readonly listeners: Map<SimSocket, ListenerEntry>;
   readonly conns: Map<SimSocket, SimTcpConnection>;
+  /** Per namespace: next source port to try for an explicit source address (counts down). */
+  readonly spoofCursor: Map<string, number>;
 }
 
 const registries = new WeakMap<SimKernel, Registry>();
 
 function registryOf(k: SimKernel): Registry {
   let r = registries.get(k);
-  if (!r) registries.set(k, (r = { listeners: new Map(), conns: new Map() }));
+  if (!r) registries.set(k, (r = { listeners: new Map(), conns: new Map(), spoofCursor: new Map() }));
   return r;
 }
 
@@ -244,18 +246,32 @@ export class SimSockets implements Sockets {
   }
 
   /**
-   * A source port for an explicit (often foreign, transparent) source address whose 4-tuple has
-   * no live conntrack entry. Binding port 0 would take the namespace's next ephemeral port, and
-   * since every namespace counts from the same start, the inbound proxy spoofing a client would
-   * systematically pick the client's own port — the tuple conntrack already holds for the
-   * redirected connection. Linux picks ports pseudo-randomly, so there the clash is rare, not
-   * impossible (noted for the lead); the sim avoids it deterministically.
+   * A source port for an explicit (often foreign, transparent) source address. Binding port 0
+   * would take the namespace's next ephemeral port, and since every namespace counts up from
+   * 32768, the inbound proxy spoofing a client would systematically pick ports the client's
+   * namespace hands out next: the proxy's tuple (client -> app) then equals a later client
+   * connection's tuple, whose SYN meets the proxy's established socket instead of the redirect.
+   * Linux picks ports pseudo-randomly, so there the clash is rare, not impossible (noted for
+   * the lead). The sim counts these ports down from the top of the range instead, skipping any
+   * tuple conntrack holds live, so the two sequences meet only after ~28k connections.
    */
   private freePort(ns: string, address: string, opts: ConnectTcpOptions): number {
     const n = this.k.netns(ns);
     const src = parseIp(address);
     const dst = parseIp(opts.dst.address);
-    return n.sockets.ephemeralPort('tcp', src, (p) => n.conntrack.liveInUse(0, { proto: 'tcp', src, sport: p, dst, dport: opts.dst.port }));
+    const reg = registryOf(this.k);
+    const lo = 32768;
+    const hi = 60999;
+    let cur = reg.spoofCursor.get(ns) ?? hi;
+    for (let i = 0; i <= hi - lo; i++) {
+      const p = cur;
+      cur = cur <= lo ? hi : cur - 1;
+      if (n.conntrack.liveInUse(0, { proto: 'tcp', src, sport: p, dst, dport: opts.dst.port })) continue;
+      if (n.sockets.all().some((o) => o.state !== 'closed' && o.local?.port === p && o.proto === 'tcp' && !o.acceptedFrom && (isUnspecified(o.local.addr) || ipEquals(o.local.addr, src)))) continue;
+      reg.spoofCursor.set(ns, cur);
+      return p;
+    }
+    throw new Error(`connect in ${ns}: no free source port for ${address}`);
   }
 
   async connectTcp(opts: ConnectTcpOptions): Promise<SocketOutcome<TcpConnection>> {
