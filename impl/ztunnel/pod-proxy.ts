@@ -128,17 +128,16 @@ export class PodProxy implements PodContext {
     await this.closeListeners();
     if (mode === 'graceful' && this.live.size > 0 && drainMs > 0) {
       await new Promise<void>((resolve) => {
-        let timer: TimerHandle | undefined;
-        const check = (): void => {
-          if (this.live.size === 0) {
-            timer?.cancel();
-            resolve();
-          }
-        };
-        timer = this.deps.clock.setTimer(drainMs, () => {
+        const timer: TimerHandle = this.deps.clock.setTimer(drainMs, () => {
           if (this.live.size > 0) this.log.warn('drain duration expired with pending connections, forcefully shutting down', { connections: this.live.size });
           resolve();
         });
+        const check = (): void => {
+          if (this.live.size === 0) {
+            timer.cancel();
+            resolve();
+          }
+        };
         for (const c of this.live) void c.relay.done.then(() => queueMicrotask(check));
       });
     }
