@@ -39,7 +39,11 @@ export interface AuthzDecision {
   readonly allow: boolean;
   /** Human-readable why: the policy (namespace/name) and rule that decided, or the default. */
   readonly reason: string;
-  /** Policies in DRY_RUN mode that would have decided differently (logged, not enforced). */
+  /**
+   * Dry-run policies (istio.io/dry-run) as upstream logs them, never enforced (engine.ts steps
+   * 4 and 6): a matching dry-run DENY → wouldAllow false; a matching dry-run ALLOW → wouldAllow
+   * true; with no enforced ALLOW and no dry-run ALLOW matching → each dry-run ALLOW, wouldAllow false.
+   */
   readonly dryRun: readonly { readonly policy: string; readonly wouldAllow: boolean }[];
 }
 
