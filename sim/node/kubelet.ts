@@ -246,8 +246,12 @@ export class SimKubelet {
     this.schedule(w);
   }
 
+  /**
+   * Sync soon (an informer change: coalesced into the running sync when busy) or after
+   * `delayMs` (a timed retry: always a timer, so a sync that schedules its own retry ends).
+   */
   private schedule(w: PodWork, delayMs?: number): void {
-    if (w.busy) {
+    if (w.busy && delayMs === undefined) {
       w.dirty = true;
       return;
     }
