@@ -1,0 +1,98 @@
+/**
+ * Bridges between the ports' pull-based byte streams and Node streams, so node:tls and
+ * node:http2 run over any TcpConnection (Linux or simulated) and their tunnelled streams can be
+ * handed back to the proxy as ByteStreams.
+ */
+import { Duplex } from 'node:stream';
+import type { ByteStream } from '../host/hbone.js';
+import type { ReadResult, SocketOutcome } from '../host/sockets.js';
+
+/** A Node Duplex over a ByteStream (TLS runs on top of it). */
+export class ByteStreamDuplex extends Duplex {
+  private reading = false;
+
+  constructor(private readonly conn: ByteStream) {
+    super({ allowHalfOpen: true });
+  }
+
+  override _read(): void {
+    if (this.reading) return;
+    this.reading = true;
+    void this.conn.read().then((r) => {
+      this.reading = false;
+      if (r.done) {
+        if (r.failure) this.destroy(Object.assign(new Error(r.failure.message), { code: r.failure.errno }));
+        else this.push(null);
+        return;
+      }
+      if (this.push(Buffer.from(r.bytes.buffer, r.bytes.byteOffset, r.bytes.byteLength))) this._read();
+    });
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void): void {
+    void this.conn.write(chunk).then((r) => cb(r.ok ? null : Object.assign(new Error(r.message), { code: r.errno })));
+  }
+
+  override _final(cb: (e?: Error | null) => void): void {
+    void this.conn.end().then(() => cb());
+  }
+
+  override _destroy(err: Error | null, cb: (e?: Error | null) => void): void {
+    if (err) this.conn.reset();
+    else this.conn.close();
+    cb(err);
+  }
+}
+
+/** A ByteStream over a Node Duplex (an HTTP/2 CONNECT stream). */
+export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
+  const queue: ReadResult[] = [];
+  let waiter: ((r: ReadResult) => void) | undefined;
+  let finished = false;
+  const push = (r: ReadResult): void => {
+    if (finished) return;
+    if (r.done) finished = true;
+    if (waiter) {
+      const w = waiter;
+      waiter = undefined;
+      w(r);
+    } else {
+      queue.push(r);
+      if (!r.done && queue.length > 16) d.pause(); // backpressure: stop reading until drained
+    }
+  };
+  d.on('data', (b: Buffer) => push({ done: false, bytes: new Uint8Array(b.buffer, b.byteOffset, b.byteLength) }));
+  d.on('end', () => push({ done: true }));
+  d.on('error', (e: NodeJS.ErrnoException) => push({ done: true, failure: { ok: false, kind: 'reset', errno: e.code ?? 'ECONNRESET', call: 'recv', message: e.message } }));
+  d.on('close', () => push({ done: true }));
+  return {
+    read: () => {
+      const r = queue.shift();
+      if (r) {
+        if (r.done) queue.unshift(r);
+        if (queue.length <= 4) d.resume();
+        return Promise.resolve(r);
+      }
+      d.resume();
+      return new Promise((resolve) => { waiter = resolve; });
+    },
+    write: (bytes) => new Promise<SocketOutcome<void>>((resolve) => {
+      if (d.destroyed || d.writableEnded) {
+        resolve({ ok: false, kind: 'reset', errno: 'EPIPE', call: 'send', message: 'stream already closed' });
+        return;
+      }
+      d.write(bytes, (e) => resolve(e ? { ok: false, kind: 'reset', errno: (e as NodeJS.ErrnoException).code ?? 'EPIPE', call: 'send', message: e.message } : { ok: true, value: undefined }));
+    }),
+    end: () => new Promise<void>((resolve) => {
+      if (d.writableEnded || d.destroyed) return resolve();
+      d.end(() => resolve());
+    }),
+    close: () => {
+      if (!d.writableEnded) d.end();
+    },
+    reset: () => {
+      onReset?.();
+      d.destroy();
+    },
+  };
+}

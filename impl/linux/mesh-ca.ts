@@ -1,0 +1,93 @@
+/**
+ * A mesh root CA made at run time for tests and local runs: ECDSA P-256 keys from Node's
+ * webcrypto, X.509 certificates from @peculiar/x509. Workload certificates carry exactly one
+ * URI SAN, the SPIFFE ID spiffe://<trust-domain>/ns/<ns>/sa/<sa>, and are valid for client and
+ * server authentication (HBONE is mutual TLS). Issued certificates are cached per identity.
+ */
+import 'reflect-metadata'; // @peculiar/x509 -> tsyringe needs the Reflect metadata polyfill
+import * as x509 from '@peculiar/x509';
+import { webcrypto } from 'node:crypto';
+
+type CryptoKeyPair = webcrypto.CryptoKeyPair;
+import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
+import { spiffeId } from '../ztunnel/authz/authorizer.js';
+
+// Node's webcrypto is the standard Crypto; the library's parameter type names the DOM one.
+x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+
+const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+const DAY_MS = 86_400_000;
+
+export interface IssuedCertificate {
+  readonly identity: PeerIdentity;
+  readonly certPem: string;
+  readonly keyPem: string;
+}
+
+/** Where the HBONE transport gets certificates; undefined = none for this identity (fail closed). */
+export interface CertificateSource {
+  readonly trustDomain: string;
+  readonly rootPem: string;
+  certificateFor(id: PeerIdentity): Promise<IssuedCertificate | undefined>;
+}
+
+function pem(label: string, der: ArrayBuffer): string {
+  const b64 = Buffer.from(der).toString('base64').replace(/.{64}/g, '$&\n');
+  return `-----BEGIN ${label}-----\n${b64}${b64.endsWith('\n') ? '' : '\n'}-----END ${label}-----\n`;
+}
+
+export class MeshCa implements CertificateSource {
+  private serial = 1;
+  private readonly cache = new Map<string, Promise<IssuedCertificate | undefined>>();
+  /** Identities this CA refuses (a failing certificate fetch). */
+  readonly refuse = new Set<string>();
+
+  private constructor(readonly trustDomain: string, readonly rootPem: string, private readonly keys: CryptoKeyPair, private readonly root: x509.X509Certificate) {}
+
+  static async create(trustDomain: string, now = new Date()): Promise<MeshCa> {
+    const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+    const root = await x509.X509CertificateGenerator.createSelfSigned({
+      serialNumber: '01', name: `CN=ambient-lab test root ${trustDomain}, O=${trustDomain}`,
+      notBefore: new Date(now.getTime() - 60_000), notAfter: new Date(now.getTime() + 7 * DAY_MS), keys, signingAlgorithm: ALG,
+      extensions: [
+        new x509.BasicConstraintsExtension(true, 0, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      ],
+    });
+    return new MeshCa(trustDomain, root.toString('pem'), keys, root);
+  }
+
+  certificateFor(id: PeerIdentity): Promise<IssuedCertificate | undefined> {
+    const uri = spiffeId(id);
+    if (id.trustDomain !== this.trustDomain || this.refuse.has(uri)) return Promise.resolve(undefined);
+    let p = this.cache.get(uri);
+    if (!p) this.cache.set(uri, (p = this.issue(id)));
+    return p;
+  }
+
+  private async issue(id: PeerIdentity): Promise<IssuedCertificate> {
+    const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+    const now = Date.now();
+    const cert = await x509.X509CertificateGenerator.create({
+      serialNumber: (++this.serial).toString(16).padStart(2, '0'), subject: '', issuer: this.root.subject,
+      notBefore: new Date(now - 60_000), notAfter: new Date(now + DAY_MS), publicKey: keys.publicKey, signingKey: this.keys.privateKey, signingAlgorithm: ALG,
+      extensions: [
+        new x509.SubjectAlternativeNameExtension([{ type: 'url', value: spiffeId(id) }], true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
+        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
+        new x509.BasicConstraintsExtension(false, undefined, true),
+      ],
+    });
+    const key = await webcrypto.subtle.exportKey('pkcs8', keys.privateKey);
+    return { identity: id, certPem: cert.toString('pem'), keyPem: pem('PRIVATE KEY', key) };
+  }
+}
+
+/** The SPIFFE identity in a certificate's subjectAltName text ("URI:spiffe://td/ns/x/sa/y"). */
+export function identityFromSan(san: string | undefined): PeerIdentity | undefined {
+  if (!san) return undefined;
+  const uris = san.split(',').map((s) => s.trim()).filter((s) => s.startsWith('URI:')).map((s) => s.slice(4));
+  if (uris.length !== 1) return undefined; // SPIFFE: exactly one URI SAN
+  const m = /^spiffe:\/\/([^/]+)\/ns\/([^/]+)\/sa\/([^/]+)$/.exec(uris[0]!);
+  return m ? { trustDomain: m[1]!, namespace: m[2]!, serviceAccount: m[3]! } : undefined;
+}
