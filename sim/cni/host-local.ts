@@ -149,10 +149,23 @@ function routesOf(conf: CniNetConf): CniRoute[] {
   return r as CniRoute[];
 }
 
+/**
+ * host-local decodes CNI_ARGS into its known keys (IP, IgnoreUnknown) and, like the real one,
+ * refuses any other key unless IgnoreUnknown=1 — which is why runtimes always send it.
+ */
+function checkArgs(env: CniEnv): void {
+  const ignore = env.args.some(([k, v]) => k === 'IgnoreUnknown' && (v === '1' || v.toLowerCase() === 'true'));
+  const unknown = env.args.filter(([k]) => k !== 'IgnoreUnknown' && k !== 'IP').map(([k, v]) => `${k}=${v}`);
+  if (unknown.length > 0 && !ignore) {
+    throw new CniError(CNI_ERR_INTERNAL, `ARGS: unknown args [${unknown.map((u) => JSON.stringify(u)).join(' ')}]`);
+  }
+}
+
 export function hostLocalPlugin(disk: IpamDisk): CniPlugin {
   const owner = (env: CniEnv): Owner => ({ containerId: env.containerId!, ifname: env.ifname! });
   return skelPlugin({
     async add(env, conf): Promise<CniResult> {
+      checkArgs(env);
       const sets = rangeSets(conf);
       const routes = routesOf(conf);
       const store = disk.store(conf.name);
