@@ -210,7 +210,7 @@ export class LinuxSockets implements Sockets {
       return toFailure(e, what);
     }
     const netnsLabel = opts.netns ?? '';
-    const server = net.createServer((sock) => {
+    const server = net.createServer({ allowHalfOpen: true }, (sock) => { // the port's end() is a half-close; Node's default would end our side on the peer's FIN
       const label = `${sock.remoteAddress}:${sock.remotePort} -> ${bound.address}:${bound.port} (${describeNetns(opts.netns)})`;
       onConnection(new LinuxTcpConnection(sock, label, readOriginalDst(sock, netnsLabel)));
     });
@@ -252,7 +252,7 @@ export class LinuxSockets implements Sockets {
       raw.close();
       return toFailure(e, what);
     }
-    const sock = new net.Socket({ fd: raw.release() });
+    const sock = new net.Socket({ fd: raw.release(), allowHalfOpen: true });
     const timeoutMs = opts.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
