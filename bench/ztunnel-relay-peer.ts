@@ -1,0 +1,95 @@
+/**
+ * The load generator of bench/ztunnel-relay.ts, run as its own process inside a pod namespace
+ * (so the proxy under test does not share an event loop with its load):
+ *   sink PORT              accept; for each connection count bytes until EOF, reply "ok", close
+ *   echo PORT              accept; echo every byte
+ *   source IP PORT BYTES   send BYTES in 64 KiB chunks, half-close, wait for "ok"; prints {"ms":..}
+ *   pingpong IP PORT N C   C connections, each N rounds of 1 KiB request / 1 KiB response;
+ *                          prints {"p50":..,"p99":..} in ms
+ * Prints "ready" when listening.
+ */
+import * as net from 'node:net';
+
+const [mode, a1, a2, a3, a4] = process.argv.slice(2);
+
+function now(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+if (mode === 'sink' || mode === 'echo') {
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (s) => {
+    if (mode === 'echo') {
+      s.pipe(s);
+      return;
+    }
+    s.on('data', () => undefined);
+    s.on('end', () => s.end('ok'));
+    s.on('error', () => undefined);
+  });
+  server.listen(Number(a1), '0.0.0.0', () => console.log('ready'));
+} else if (mode === 'source') {
+  const total = Number(a3);
+  const chunk = Buffer.alloc(64 * 1024, 7);
+  const t0 = now();
+  const s = net.connect({ host: a1!, port: Number(a2), noDelay: true, allowHalfOpen: true }, () => {
+    let sent = 0;
+    const pump = (): void => {
+      while (sent < total) {
+        sent += chunk.length;
+        if (!s.write(chunk)) {
+          s.once('drain', pump);
+          return;
+        }
+      }
+      s.end();
+    };
+    pump();
+  });
+  s.on('data', () => {
+    console.log(JSON.stringify({ ms: now() - t0, bytes: total }));
+    process.exit(0);
+  });
+  s.on('error', (e) => {
+    console.log(JSON.stringify({ error: e.message }));
+    process.exit(1);
+  });
+} else if (mode === 'pingpong') {
+  const rounds = Number(a3);
+  const conns = Number(a4);
+  const samples: number[] = [];
+  const req = Buffer.alloc(1024, 1);
+  const one = (): Promise<void> => new Promise((resolve, reject) => {
+    const s = net.connect({ host: a1!, port: Number(a2), noDelay: true }, () => {
+      let i = 0;
+      let got = 0;
+      let t = now();
+      s.on('data', (d: Buffer) => {
+        got += d.length;
+        if (got < req.length) return;
+        got -= req.length;
+        samples.push(now() - t);
+        if (++i >= rounds) {
+          s.end();
+          resolve();
+          return;
+        }
+        t = now();
+        s.write(req);
+      });
+      s.write(req);
+    });
+    s.on('error', reject);
+  });
+  Promise.all(Array.from({ length: conns }, one)).then(() => {
+    samples.sort((x, y) => x - y);
+    const q = (p: number): number => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))]!;
+    console.log(JSON.stringify({ p50: q(0.5), p99: q(0.99), n: samples.length }));
+    process.exit(0);
+  }, (e: Error) => {
+    console.log(JSON.stringify({ error: e.message }));
+    process.exit(1);
+  });
+} else {
+  console.error(`usage: ztunnel-relay-peer sink|echo PORT | source IP PORT BYTES | pingpong IP PORT N C (got ${mode})`);
+  process.exit(2);
+}
