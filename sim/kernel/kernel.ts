@@ -385,6 +385,12 @@ export class SimKernel {
     let src = s.local && !isUnspecified(s.local.addr) ? s.local.addr : selectSource(n, route, dst);
     if (!src) return fail('unreachable', `connect: EADDRNOTAVAIL: no IPv${fam} source address in ${s.netns}`);
     if (src.family !== fam) src = selectSource(n, route, dst) ?? src;
+    // ip_route_output_key_hash_rcu: a source that is not a local address needs FLOWI_FLAG_ANYSRC
+    // (IP_TRANSPARENT/IP_FREEBIND), else the route lookup fails with ENETUNREACH — e.g. a local
+    // route in a policy table for a foreign destination picks the destination as source.
+    if (!s.transparent && !isLocalAddress(n, src)) {
+      return fail('unreachable', `connect: ENETUNREACH: source ${formatIp(src)} chosen for ${formatIp(dst)} is not an address of ${s.netns}`);
+    }
     const sport = s.local?.port || n.sockets.ephemeralPort('tcp', src, (p) => n.conntrack.liveInUse(0, { proto: 'tcp', src, sport: p, dst, dport }));
     const wasBound = s.local !== undefined;
     s.local = { addr: src, port: sport };
@@ -468,6 +474,7 @@ export class SimKernel {
     if (!s.local) this.bind(s, s.family === 4 ? '0.0.0.0' : '::', 0);
     const src = !isUnspecified(s.local!.addr) ? s.local!.addr : selectSource(n, route, dst);
     if (!src) return res('unreachable', 'no source address');
+    if (!s.transparent && !isLocalAddress(n, src)) return res('unreachable', `sendto: ENETUNREACH: source ${formatIp(src)} is not an address of ${s.netns}`);
     const pkt = this.packet(dst.family, 'udp', src, s.local!.port, dst, dport, NO_FLAGS, s.mark);
     pkt.payload = payload;
     const d = this.datapath.output(n, pkt, s);

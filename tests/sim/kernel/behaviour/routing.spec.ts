@@ -77,7 +77,15 @@ test('a `local 0.0.0.0/0 dev lo` route in table 100 makes any address local for 
   k.setsockopt(srv, 'SO_MARK', 0x111);
   k.bind(srv, '0.0.0.0', 80);
   k.listen(srv);
-  const r = k.connect(client(k, 'a', { mark: 0x111 }), '203.0.113.9', 80);
+  // The route lookup picks the destination as source (local route without prefsrc); that source
+  // is no address of the namespace, so without IP_TRANSPARENT the kernel refuses: ENETUNREACH
+  // (ip_route_output_key_hash_rcu; found by the differential test against Linux).
+  const plain = k.connect(client(k, 'a', { mark: 0x111 }), '203.0.113.9', 80);
+  expect(plain.outcome).toBe('unreachable');
+  expect(plain.reason).toContain('ENETUNREACH');
+  const transparent = client(k, 'a', { mark: 0x111 });
+  k.setsockopt(transparent, 'IP_TRANSPARENT', true);
+  const r = k.connect(transparent, '203.0.113.9', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(r.listener).toBe(srv);
   expect(formatIp(r.server!.local!.addr)).toBe('203.0.113.9');
