@@ -1,0 +1,200 @@
+/**
+ * The World interface (DESIGN.md): one cluster, whatever it is made of — the simulator, private
+ * network namespaces on the real kernel, or kind. Scenarios, properties, threat models and the
+ * attack catalog are written against this interface only, so the same checks run in every world.
+ *
+ * A world runs the reference implementation (CNI plugin chained after the primary, node agent,
+ * node proxy) on every node, and offers what a test needs: make and change pods, namespaces and
+ * policies; stop, start and restart components; reboot nodes; drop API watches; open connections
+ * from pods, hosts and outside with an attacker's options; let the cluster settle; and observe
+ * who accepted what, what the proxies logged, and what the mesh state is.
+ */
+
+export type WorldKind = 'sim' | 'netns' | 'kind';
+export type Profile = 'upstream' | 'strict';
+/** Capabilities the threat models grant an app (everything else is dropped). */
+export type AppCapability = 'NET_ADMIN' | 'NET_RAW';
+
+export interface WorldOptions {
+  readonly nodes: number;
+  readonly profile: Profile;
+  /** Kernel version the permission checks follow ('5.15' < 5.17 <= '6.1'); the sim only. */
+  readonly kernelVersion: string;
+  /** Capture and route IPv6 too (dual-stack pods). */
+  readonly ipv6: boolean;
+  readonly dnsCapture: boolean;
+  /** Seed for everything random in the world (sim: the whole history replays from it). */
+  readonly seed: number;
+}
+
+export interface PodRef {
+  readonly namespace: string;
+  readonly name: string;
+}
+
+export function podKey(p: PodRef): string {
+  return `${p.namespace}/${p.name}`;
+}
+
+/** The pod's application container, as a threat model describes it. */
+export interface AppSpec {
+  /** runAsUser; 0 is root (still without capabilities unless listed). */
+  readonly uid: number;
+  /** Capabilities added after dropping all. */
+  readonly caps: readonly AppCapability[];
+  /** TCP ports the app listens on (wildcard address, both families when the pod has v6). */
+  readonly tcpPorts: readonly number[];
+  /** UDP ports the app listens on. */
+  readonly udpPorts?: readonly number[];
+  /** Ports the kubelet probes (declared as tcpSocket readiness probes). */
+  readonly probePorts?: readonly number[];
+}
+
+export interface PodSpec extends PodRef {
+  /** Node name; the world chooses when absent. */
+  readonly node?: string;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly serviceAccount?: string;
+  readonly hostNetwork?: boolean;
+  readonly app: AppSpec;
+}
+
+/** Where a connection starts. */
+export type Source =
+  /** The app container of a pod (with its uid and capabilities). */
+  | { readonly kind: 'pod'; readonly pod: PodRef }
+  /** A process in a node's host network namespace (kubelet-like when uid 0). */
+  | { readonly kind: 'host'; readonly node: string; readonly uid: number; readonly caps: readonly AppCapability[] }
+  /** A client outside the cluster (reaches pods through the node network, no mesh). */
+  | { readonly kind: 'outside' };
+
+/** Where a connection goes: a pod (its IP of the family) or an explicit address. */
+export type Destination =
+  | { readonly kind: 'pod'; readonly pod: PodRef; readonly port: number }
+  | { readonly kind: 'ip'; readonly ip: string; readonly port: number };
+
+export interface ConnectOptions {
+  readonly family?: 4 | 6;
+  readonly proto?: 'tcp' | 'udp';
+  /** Try SO_MARK with this value first (fails with EPERM without the capability). */
+  readonly mark?: number;
+  /** Send one SYN / datagram with AF_PACKET out of the pod's eth0 instead of a socket (needs NET_RAW). */
+  readonly raw?: boolean;
+  /** Bind this source address first (IP_TRANSPARENT is requested when it is not local). */
+  readonly sourceIp?: string;
+  /** Payload for UDP. */
+  readonly payload?: string;
+}
+
+/** Which socket took the connection at its first hop. */
+export type Acceptor =
+  | 'proxy-outbound' // the node proxy's 15001 in the source pod
+  | 'proxy-inbound' // 15006 in the destination pod
+  | 'proxy-hbone' // 15008 in the destination pod
+  | 'proxy-dns' // 15053 in the source pod
+  | 'app' // an application listener
+  | 'other'; // anything else (e.g. a host socket)
+
+/** One connection (or datagram) as observed, end to end. */
+export interface ConnectResult {
+  /** TCP: established / refused / timeout / unreachable; UDP and raw: delivered / not-delivered; error: a syscall failed. */
+  readonly outcome: 'established' | 'refused' | 'timeout' | 'unreachable' | 'delivered' | 'not-delivered' | 'error';
+  /** The failing syscall and errno for outcome 'error' (e.g. "setsockopt(SO_MARK): EPERM"). */
+  readonly error?: string;
+  /** First hop: which kind of socket accepted the client's connection (undefined if none). */
+  readonly acceptedBy: Acceptor | undefined;
+  /** The pod whose socket accepted at the first hop (for proxy sockets: the pod they serve). */
+  readonly acceptedIn?: PodRef | { readonly node: string };
+  /**
+   * Application deliveries caused by this attempt: an app socket in some pod accepted a
+   * connection (or datagram). `viaProxy` says whether a node proxy made that connection.
+   */
+  readonly deliveries: readonly Delivery[];
+  /** Proxy connection-log records written during this attempt. */
+  readonly proxyLog: readonly ProxyLogEntry[];
+  /** Human-readable packet trace (sim) or probe transcript (real worlds), for reports. */
+  readonly trace?: string;
+}
+
+export interface Delivery {
+  readonly pod: PodRef;
+  readonly port: number;
+  /** Source address:port the app saw. */
+  readonly peer: string;
+  readonly viaProxy: boolean;
+}
+
+/** What the node proxies log, reduced to what properties read (see impl/ztunnel/connection-log.ts). */
+export interface ProxyLogEntry {
+  readonly node: string;
+  readonly pod: PodRef | undefined;
+  readonly event: 'accepted' | 'forwarded' | 'denied' | 'closed' | 'error';
+  readonly direction: 'outbound' | 'inbound-plaintext' | 'inbound-hbone';
+  readonly srcIdentity: string | undefined;
+  readonly dstIdentity: string | undefined;
+  readonly allowed: boolean | undefined;
+  readonly reason: string;
+}
+
+/** A pod's state as the world can observe it (for convergence and fail-closed checks). */
+export interface PodObservation extends PodRef {
+  readonly uid: string;
+  readonly node: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly phase: string;
+  /** Containers are running (sandbox networking succeeded). */
+  readonly started: boolean;
+  readonly hostNetwork: boolean;
+  readonly ips: readonly string[];
+  /** ambient.istio.io/redirection as written on the pod. */
+  readonly annotation: string | undefined;
+  /** The pod's current network namespace holds the mesh's redirection rules. */
+  readonly redirected: boolean;
+  /** The node proxy serves the pod with its current namespace (listeners open). */
+  readonly served: boolean;
+}
+
+export type Component = 'agent' | 'proxy';
+
+/** A namespaced AuthorizationPolicy as YAML/JSON object (security.istio.io/v1). */
+export type PolicyObject = Readonly<Record<string, unknown>>;
+
+export interface World {
+  readonly kind: WorldKind;
+  readonly options: WorldOptions;
+  readonly nodes: readonly string[];
+
+  createNamespace(name: string, labels?: Readonly<Record<string, string>>): Promise<void>;
+  /** Merge-patch namespace labels (null removes a label). */
+  labelNamespace(name: string, labels: Readonly<Record<string, string | null>>): Promise<void>;
+  /** Create a pod; resolves once it is Running or has clearly failed to start (settled). */
+  createPod(spec: PodSpec): Promise<PodObservation>;
+  labelPod(pod: PodRef, labels: Readonly<Record<string, string | null>>): Promise<void>;
+  deletePod(pod: PodRef): Promise<void>;
+  /** Create or replace an AuthorizationPolicy (by namespace/name). */
+  applyPolicy(policy: PolicyObject): Promise<void>;
+  deletePolicy(namespace: string, name: string): Promise<void>;
+
+  stop(component: Component, node: string): Promise<void>;
+  start(component: Component, node: string): Promise<void>;
+  restart(component: Component, node: string): Promise<void>;
+  rebootNode(node: string): Promise<void>;
+  /** Drop every open API watch (informers must recover). */
+  dropWatches(): Promise<void>;
+
+  connect(from: Source, to: Destination, opts?: ConnectOptions): Promise<ConnectResult>;
+
+  /** Let the cluster run until quiet (sim: virtual time; real worlds: bounded wall time). */
+  settle(): Promise<void>;
+  pods(): Promise<readonly PodObservation[]>;
+  /** Dispose of everything the world created (real worlds: namespaces, processes, clusters). */
+  close(): Promise<void>;
+}
+
+export interface WorldFactory {
+  readonly kind: WorldKind;
+  /** Can this world run here? The reason is printed when it cannot. */
+  available(): { readonly ok: boolean; readonly reason: string };
+  create(options: WorldOptions): Promise<World>;
+}
