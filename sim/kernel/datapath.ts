@@ -130,6 +130,10 @@ export class Datapath {
     if (++skb.hops > 64) return this.drop(ns, 'hop limit exceeded (routing loop)');
 
     const looped = dev.kind === 'loopback' && skb.ct !== undefined;
+    // A zone chosen by CT --zone is a template consumed by conntrack at OUTPUT; a looped packet
+    // that came out of it without an entry (INVALID) is tracked afresh here, in the default zone
+    // unless raw PREROUTING picks one (found by the differential test).
+    if (dev.kind === 'loopback' && skb.ct === undefined && !skb.untracked) skb.zone = 0;
     let invalid = false;
     let v = this.runTable(ns, skb, 'raw', 'PREROUTING', dev.name, undefined, undefined);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'raw PREROUTING');

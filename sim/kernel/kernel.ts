@@ -474,7 +474,8 @@ export class SimKernel {
     if (!s.local) this.bind(s, s.family === 4 ? '0.0.0.0' : '::', 0);
     const src = !isUnspecified(s.local!.addr) ? s.local!.addr : selectSource(n, route, dst);
     if (!src) return res('unreachable', 'no source address');
-    if (!s.transparent && !isLocalAddress(n, src)) return res('unreachable', `sendto: ENETUNREACH: source ${formatIp(src)} is not an address of ${s.netns}`);
+    // (UDP does one route lookup with no source, so a foreign source picked by a local route is
+    // sent as is — unlike TCP connect, whose second lookup refuses it.)
     const pkt = this.packet(dst.family, 'udp', src, s.local!.port, dst, dport, NO_FLAGS, s.mark);
     pkt.payload = payload;
     const d = this.datapath.output(n, pkt, s);
