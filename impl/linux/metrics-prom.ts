@@ -1,0 +1,38 @@
+/** Real adapter of the Metrics port: prom-client metrics in a private registry (text exposition). */
+import { Counter as PromCounter, Gauge as PromGauge, Registry } from 'prom-client';
+import type { Counter, Gauge, MetricLabels, Metrics } from '../host/metrics.js';
+
+export class PromMetrics implements Metrics {
+  readonly registry = new Registry();
+  private readonly counters = new Map<string, PromCounter>();
+  private readonly gauges = new Map<string, PromGauge>();
+
+  counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
+    let c = this.counters.get(name);
+    if (!c) {
+      c = new PromCounter({ name, help, labelNames: [...labelNames], registers: [this.registry] });
+      this.counters.set(name, c);
+    }
+    const m = c;
+    return { inc: (labels: MetricLabels = {}, by = 1) => m.inc({ ...labels }, by) };
+  }
+
+  gauge(name: string, help: string, labelNames: readonly string[] = []): Gauge {
+    let g = this.gauges.get(name);
+    if (!g) {
+      g = new PromGauge({ name, help, labelNames: [...labelNames], registers: [this.registry] });
+      this.gauges.set(name, g);
+    }
+    const m = g;
+    return { set: (value: number, labels: MetricLabels = {}) => m.set({ ...labels }, value) };
+  }
+
+  /** Prometheus text format. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

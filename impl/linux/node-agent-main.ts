@@ -1,0 +1,85 @@
+/**
+ * The node agent process (bin/ambient-lab-agent.js): a NodeAgent with the Linux adapters, run in
+ * the node's host network namespace as root. Configuration: flags or AMBIENT_LAB_* variables —
+ *   --node NAME (required)            --kubeconfig PATH (required)
+ *   --profile upstream|strict         --ipv6 --dns-capture
+ *   --plugin-socket PATH              (default /var/run/ambient-lab/cni/agent.sock)
+ *   --zds-socket PATH                 (default /var/run/ambient-lab/zds/zds.sock)
+ *   --host-netns PATH                 (default /proc/self/ns/net: the netns the agent runs in)
+ *   --proxy-uid N --kubelet-uid N     (strict profile: owners of marked / probe sockets)
+ *   --allowed-proxy-uids N,N          (ZDS peer check; default the proxy uid)
+ *   --pod-uid-sources cgroup[,environ] (how pods' processes are recognised; see netns-finder-proc.ts)
+ *   --health-address HOST --health-port N (default 0.0.0.0:15021, /healthz /readyz /metrics /status)
+ *   --repair-interval-ms N            --log-level debug|info|warn|error
+ * SIGTERM stops serving and leaves the in-pod rules in place.
+ */
+import { netnsId } from '../api/ids.js';
+import { DEFAULT_ENROLLMENT_CONFIG } from '../node-agent/enrollment.js';
+import { NodeAgent } from '../node-agent/node-agent.js';
+import { SystemClock } from './clock.js';
+import { ComponentFlags, runComponent } from './component-main.js';
+import { serveHealth } from './health-http.js';
+import { CliHostIpSets } from './ipsets-cli.js';
+import { ClientNodeKubeApi, loadKubeConfig } from './kube-client-node.js';
+import { pinoLogger } from './logger-pino.js';
+import { PromMetrics } from './metrics-prom.js';
+import { ProcNetnsFinder, type PodUidSource } from './netns-finder-proc.js';
+import { LinuxNetnsRules } from './netns-rules.js';
+import { HttpPluginEventTransport } from './plugin-events-http.js';
+import { LinuxZdsTransport } from './zds-transport.js';
+
+runComponent('ambient-lab-agent', async () => {
+  const f = new ComponentFlags(process.argv.slice(2), process.env, 'ambient-lab-agent');
+  const nodeName = f.str('node');
+  const kubeconfig = f.str('kubeconfig');
+  const proxyUid = f.int('proxy-uid', 0);
+  const sources = f.list('pod-uid-sources', ['cgroup']);
+  for (const s of sources) if (s !== 'cgroup' && s !== 'environ') throw new Error(`--pod-uid-sources: unknown source ${JSON.stringify(s)} (cgroup, environ)`);
+  const config = {
+    nodeName,
+    profile: f.oneOf('profile', ['upstream', 'strict'] as const, 'upstream'),
+    ipv6: f.bool('ipv6', false),
+    dnsCapture: f.bool('dns-capture', false),
+    enrollment: DEFAULT_ENROLLMENT_CONFIG,
+    proxyUid,
+    kubeletUid: f.int('kubelet-uid', 0),
+    allowedProxyUids: f.list('allowed-proxy-uids', [String(proxyUid)]).map(Number),
+    pluginEventAddress: f.str('plugin-socket', '/var/run/ambient-lab/cni/agent.sock'),
+    zdsAddress: f.str('zds-socket', '/var/run/ambient-lab/zds/zds.sock'),
+    hostNetns: netnsId(f.str('host-netns', '/proc/self/ns/net')),
+    repairIntervalMs: f.int('repair-interval-ms', 10_000),
+  };
+  const healthHost = f.str('health-address', '0.0.0.0');
+  const healthPort = f.int('health-port', 15021, 0, 65535);
+  const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
+  f.assertAllUsed();
+  if (config.allowedProxyUids.some((u) => !Number.isInteger(u) || u < 0)) throw new Error('--allowed-proxy-uids must be a comma-separated list of uids');
+
+  const log = pinoLogger({ name: 'ambient-lab-agent', level });
+  const metrics = new PromMetrics();
+  const finder = new ProcNetnsFinder({ sources: sources as PodUidSource[] });
+  const agent = new NodeAgent(config, {
+    kube: new ClientNodeKubeApi(loadKubeConfig(kubeconfig)),
+    rules: new LinuxNetnsRules(),
+    finder,
+    ipsets: new CliHostIpSets(),
+    pluginEvents: new HttpPluginEventTransport(),
+    zdsTransport: new LinuxZdsTransport({ mode: 0o600 }),
+    clock: new SystemClock(),
+    log,
+    metrics,
+  });
+  const health = await serveHealth(healthHost, healthPort, {
+    live: () => agent.health().live,
+    ready: () => agent.health(),
+    metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
+    status: () => ({ component: 'agent', node: nodeName, pid: process.pid, health: agent.health(), proxyConnected: agent.proxyConnected(), pods: agent.meshPods() }),
+  });
+  await agent.start();
+  log.info('agent ready', { node: nodeName, plugin: config.pluginEventAddress, zds: config.zdsAddress, health: `${healthHost}:${health.port}` });
+  return async () => {
+    await agent.stop();
+    await health.close();
+    finder.close();
+  };
+});

@@ -1,0 +1,106 @@
+/**
+ * The node proxy process (bin/ambient-lab-proxy.js): Ztunnel (NodeProxy + ZdsClient) with the
+ * Linux adapters, run in the node's host network namespace as root (it enters pod namespaces to
+ * open their listeners). Configuration: flags or AMBIENT_LAB_* variables —
+ *   --node NAME (required)          --kubeconfig PATH (required; pods and AuthorizationPolicies)
+ *   --zds-socket PATH               (default /var/run/ambient-lab/zds/zds.sock)
+ *   --trust-domain D                (default cluster.local)
+ *   --connection-log PATH           (JSON lines, appended; default: stdout)
+ *   --ipv6                          (also open v6 listeners)
+ *   --health-address HOST --health-port N (default 0.0.0.0:15020)
+ *   --log-level debug|info|warn|error
+ * The mesh CA is created in-process at start-up (MeshCa), so identities verify between pods of
+ * this node's proxy only: cross-node HBONE needs a shared CA, which is not wired yet.
+ * SIGTERM stops talking to the agent, closes the listeners and drains for up to 1 s.
+ */
+import * as fs from 'node:fs';
+import type { PodUid } from '../api/ids.js';
+import { PolicyAuthorizer } from '../ztunnel/authz/engine.js';
+import { PolicyStore } from '../ztunnel/authz/policy-store.js';
+import { AuthorizationPolicyWatcher } from '../ztunnel/authz/policy-watcher.js';
+import { JsonLinesSink, LineConnectionLog } from '../ztunnel/connection-log.js';
+import { WorkloadIndex } from '../ztunnel/workloads.js';
+import { WorkloadWatcher } from '../ztunnel/workloads-watch.js';
+import { Ztunnel } from '../ztunnel/ztunnel.js';
+import { SystemClock } from './clock.js';
+import { ComponentFlags, runComponent } from './component-main.js';
+import { TlsHbone } from './hbone-tls.js';
+import { serveHealth } from './health-http.js';
+import { ClientNodeKubeApi, loadKubeConfig } from './kube-client-node.js';
+import { pinoLogger } from './logger-pino.js';
+import { MeshCa } from './mesh-ca.js';
+import { PromMetrics } from './metrics-prom.js';
+import { SystemRandom } from './random.js';
+import { LinuxSockets } from './sockets.js';
+import { LinuxZdsTransport } from './zds-transport.js';
+
+runComponent('ambient-lab-proxy', async () => {
+  const f = new ComponentFlags(process.argv.slice(2), process.env, 'ambient-lab-proxy');
+  const nodeName = f.str('node');
+  const kubeconfig = f.str('kubeconfig');
+  const zdsAddress = f.str('zds-socket', '/var/run/ambient-lab/zds/zds.sock');
+  const trustDomain = f.str('trust-domain', 'cluster.local');
+  const logPath = f.optional('connection-log');
+  const ipv6 = f.bool('ipv6', false);
+  const healthHost = f.str('health-address', '0.0.0.0');
+  const healthPort = f.int('health-port', 15020, 0, 65535);
+  const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
+  f.assertAllUsed();
+
+  const log = pinoLogger({ name: 'ambient-lab-proxy', level }).child({ node: nodeName });
+  const clock = new SystemClock();
+  const kube = new ClientNodeKubeApi(loadKubeConfig(kubeconfig));
+  const index = new WorkloadIndex({ trustDomain });
+  const store = new PolicyStore({ log });
+  const workloadWatcher = new WorkloadWatcher({ kube, clock, log, index });
+  const policyWatcher = new AuthorizationPolicyWatcher({ kube, clock, log, store });
+  const ca = await MeshCa.create(trustDomain);
+  const logFd = logPath ? fs.openSync(logPath, 'a', 0o600) : 1;
+  const metrics = new PromMetrics();
+  const opened = metrics.counter('ambient_lab_proxy_connections_opened_total', 'Connections accepted', ['direction']);
+  const closed = metrics.counter('ambient_lab_proxy_connections_closed_total', 'Connections ended', ['direction']);
+  const denied = metrics.counter('ambient_lab_proxy_denied_total', 'Connections denied', ['direction', 'reason']);
+  const served = metrics.gauge('ambient_lab_proxy_pods_served', 'Pods with open listeners');
+  const ztunnel = new Ztunnel({
+    sockets: new LinuxSockets(),
+    hbone: new TlsHbone({ certificates: ca }),
+    authorizer: new PolicyAuthorizer({ store, log }),
+    workloads: index,
+    clock,
+    log,
+    trustDomain,
+    families: ipv6 ? [4, 6] : [4],
+    connectionLog: new LineConnectionLog(clock, new JsonLinesSink((line) => fs.writeSync(logFd, line)), (err, r) => {
+      log.error('connection log record could not be written', { error: err.message, pod: r.pod, event: r.event });
+    }),
+    metrics: {
+      connectionOpened: (d) => opened.inc({ direction: d }),
+      connectionClosed: (d) => closed.inc({ direction: d }),
+      denied: (d, reason) => denied.inc({ direction: d, reason }),
+      podsServed: (n) => served.set(n),
+    },
+    zdsTransport: new LinuxZdsTransport(),
+    zdsAddress,
+    random: new SystemRandom(),
+  });
+  const health = await serveHealth(healthHost, healthPort, {
+    live: () => true,
+    ready: () => ({ ready: ztunnel.ready(), detail: `zds ${ztunnel.zds.connected() ? 'connected' : 'not connected'}, ${ztunnel.proxy.servedPods().length} pod(s) served` }),
+    metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
+    status: () => ({
+      component: 'proxy', node: nodeName, pid: process.pid, ready: ztunnel.ready(), zdsConnected: ztunnel.zds.connected(),
+      pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({ uid, netns: ztunnel.proxy.pod(uid)?.netns })),
+    }),
+  });
+  workloadWatcher.start();
+  policyWatcher.start();
+  ztunnel.start();
+  log.info('proxy started', { zds: zdsAddress, health: `${healthHost}:${health.port}`, connectionLog: logPath ?? 'stdout' });
+  return async () => {
+    await ztunnel.stop('graceful', 1000);
+    workloadWatcher.stop();
+    policyWatcher.stop();
+    await health.close();
+    if (logFd !== 1) fs.closeSync(logFd);
+  };
+});
