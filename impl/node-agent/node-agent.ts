@@ -74,6 +74,11 @@ export interface NodeAgentDeps {
   readonly clock: Clock;
   readonly log: Logger;
   readonly metrics: Metrics;
+  /**
+   * Optional rewrite of each in-pod plan before it is applied (and remembered as the plan the
+   * repair loop verifies). Identity by default; mutation testing weakens the rules through it.
+   */
+  readonly planTransform?: (plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan;
 }
 
 /** What the agent holds for a pod it has (or is putting) in the mesh. */
@@ -325,9 +330,12 @@ export class NodeAgent {
     // Validate annotations before anything: a hostile value must never reach rule text.
     const ann = parsePodRedirectionAnnotations(pod.metadata?.annotations);
     const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture });
-    const plan = this.config.profile === 'strict'
+    const built = this.config.profile === 'strict'
       ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) })
       : buildInpodPlan({ ...common, profile: 'upstream' });
+    const plan = this.deps.planTransform
+      ? this.deps.planTransform(built, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' })
+      : built;
     let p = this.mesh.get(uid);
     if (!p) {
       p = {
