@@ -1,0 +1,75 @@
+/**
+ * Outbound and inbound capture (DESIGN.md "Properties").
+ *
+ * Outbound: whatever an app in a capture subject sends (TCP, and — stated wider than upstream's
+ * TCP-only promise on purpose — UDP and raw frames too) is accepted by the node proxy for that
+ * pod (outbound listener, or the DNS listener for DNS) or fails. Upstream's narrower scope shows
+ * up as expected bypass B8 in the table rather than being defined away.
+ *
+ * Inbound: every connection or datagram delivered to an app in a capture subject came through
+ * the node proxy, or matches an inbound carve-out.
+ */
+import { podKey, type Acceptor } from '../world.js';
+import { inboundCarveOut, outboundCarveOut, sourcePod } from './carve-outs.js';
+import { findPod, isCaptureSubject } from './subjects.js';
+import { violation, type ConnectionContext, type ConnectionProperty, type Violation } from './types.js';
+
+const SOURCE_PROXY: readonly Acceptor[] = ['proxy-outbound', 'proxy-dns'];
+
+function summary(ctx: ConnectionContext): Record<string, unknown> {
+  return {
+    from: ctx.from, to: ctx.to, opts: ctx.opts,
+    outcome: ctx.result.outcome, acceptedBy: ctx.result.acceptedBy, acceptedIn: ctx.result.acceptedIn,
+    deliveries: ctx.result.deliveries, ...(ctx.result.trace ? { trace: ctx.result.trace } : {}),
+  };
+}
+
+export function outboundViolations(ctx: ConnectionContext): Violation[] {
+  const src = sourcePod(ctx);
+  if (!src || !isCaptureSubject(src, ctx)) return [];
+  if (outboundCarveOut(ctx)) return [];
+  const r = ctx.result;
+  const out: Violation[] = [];
+  const acceptedInSource = r.acceptedIn !== undefined && 'name' in r.acceptedIn && podKey(r.acceptedIn) === podKey(src);
+  if (r.acceptedBy !== undefined && !(SOURCE_PROXY.includes(r.acceptedBy) && acceptedInSource)) {
+    out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'} to ${describeDst(ctx)} was first accepted by ${r.acceptedBy}${r.acceptedIn ? ` in ${'name' in r.acceptedIn ? podKey(r.acceptedIn) : r.acceptedIn.node}` : ''}, not by the pod's node proxy`, summary(ctx)));
+  }
+  // Datagrams and raw frames have no acceptor; any delivery the source proxy did not make is a bypass.
+  for (const d of r.deliveries) {
+    if (!d.viaProxy && podKey(d.pod) !== podKey(src) && r.acceptedBy === undefined) {
+      out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'}${ctx.opts.raw ? ' (raw)' : ''} reached app ${podKey(d.pod)}:${d.port} without the node proxy`, summary(ctx)));
+    }
+  }
+  if (r.acceptedBy === undefined && r.deliveries.length === 0 && (r.outcome === 'delivered' || r.outcome === 'established')) {
+    out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'} to ${describeDst(ctx)} was ${r.outcome} outside the mesh (no proxy accepted it)`, summary(ctx)));
+  }
+  return out;
+}
+
+export function inboundViolations(ctx: ConnectionContext): Violation[] {
+  const out: Violation[] = [];
+  for (const d of ctx.result.deliveries) {
+    if (d.viaProxy) continue;
+    const pod = findPod(ctx, d.pod);
+    if (!pod || !isCaptureSubject(pod, ctx)) continue;
+    if (inboundCarveOut(ctx, pod, d.port)) continue;
+    out.push(violation('inbound-capture', `app ${podKey(pod)}:${d.port} accepted ${ctx.opts.proto ?? 'tcp'} from ${d.peer} without its node proxy`, { delivery: d, ...summary(ctx) }));
+  }
+  return out;
+}
+
+function describeDst(ctx: ConnectionContext): string {
+  return ctx.to.kind === 'pod' ? `${podKey(ctx.to.pod)}:${ctx.to.port}` : `${ctx.to.ip}:${ctx.to.port}`;
+}
+
+export const outboundCapture: ConnectionProperty = {
+  name: 'outbound-capture',
+  doc: 'every TCP connection, UDP datagram or raw frame an app in an enrolled pod sends is accepted by that pod\'s node proxy or fails (carve-outs: loopback, own pod IP, DNS to the proxy DNS port)',
+  check: outboundViolations,
+};
+
+export const inboundCapture: ConnectionProperty = {
+  name: 'inbound-capture',
+  doc: 'every connection or datagram delivered to an app in an enrolled pod came through the node proxy (carve-outs: the pod itself, kubelet probes as the profile documents them)',
+  check: inboundViolations,
+};
