@@ -1,0 +1,124 @@
+/**
+ * The expected verdict of every (property × threat × profile) cell, derived from the reference
+ * (peers.md §5 bypass classes B1-B14, istio-cni.md §6 findings a-o) and profiles.ts — NOT from
+ * running the checks. The matrix fails when reality differs in either direction: a bypass the
+ * table does not expect is an unexpected bypass; an expected bypass not found means the
+ * property or the attack is too weak.
+ *
+ * Vacuous cells (the attacker cannot send from an enrolled pod, so outbound capture has nothing
+ * to judge) are 'holds' with the reason saying so.
+ */
+import type { Profile } from '../world.js';
+import { PROPERTY_NAMES, type PropertyName } from '../properties/types.js';
+import { THREATS, type ThreatId } from '../threats/threats.js';
+
+export type BypassClass = 'B1' | 'B3' | 'B4' | 'B5' | 'B7' | 'B8' | 'B11' | 'B12' | 'B14' | `finding-${'a' | 'b' | 'c' | 'j' | 'k' | 'l' | 'm' | 'n'}`;
+
+export type ExpectedCell =
+  | { readonly verdict: 'holds'; readonly why: string }
+  | {
+    readonly verdict: 'bypass';
+    readonly classes: readonly BypassClass[];
+    readonly why: string;
+    /** The attack needs a World capability that may be missing (then the cell is reported as not evaluated). */
+    readonly requires?: 'appExec';
+  };
+
+type Row = Readonly<Record<Profile, ExpectedCell>>;
+
+const holds = (why: string): ExpectedCell => ({ verdict: 'holds', why });
+const bypass = (classes: BypassClass[], why: string, requires?: 'appExec'): ExpectedCell => ({ verdict: 'bypass', classes, why, ...(requires ? { requires } : {}) });
+
+const UDP_OUT = bypass(['B8'], 'upstream redirects only TCP (+DNS): app UDP to a non-53 port leaves uncaptured (istio-cni §6 i)');
+const UDP_IN = bypass(['B8'], 'upstream lets non-TCP into the pod untouched: UDP reaches the app without the proxy (§6 i)');
+const RAW = bypass(['B4'], 'AF_PACKET frames skip the IP-layer netfilter hooks of the pod netns; no in-pod rule can see them (peers B4) — strict residual');
+const FLUSH = bypass(['B3'], 'NET_ADMIN in the pod netns flushes the redirection rules (peers B3); strict cannot prevent it in-pod — residual', 'appExec');
+const STRICT_UDP = 'strict drops non-TCP both ways (non-tcp-fail-closed)';
+const VACUOUS_OUT = 'vacuous: the attacker sends from no enrolled pod';
+
+function row(upstream: ExpectedCell, strict: ExpectedCell): Row {
+  return { upstream, strict };
+}
+
+/** EXPECTED[property][threat][profile]. */
+export const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, Row>>>> = {
+  'outbound-capture': {
+    'app-nonroot': row(UDP_OUT, holds(`TCP is redirected to 15001; ${STRICT_UDP}`)),
+    'app-root': row(UDP_OUT, holds(`uid 0 without capabilities cannot set SO_MARK or touch rules; ${STRICT_UDP}`)),
+    'app-net-raw-5.15': row(bypass(['B4', 'B8'], 'AF_PACKET and UDP skip capture (SO_MARK is EPERM before 5.17)'), RAW),
+    'app-net-raw-6.1': row(bypass(['B4', 'B8', 'finding-j'], 'SO_MARK 0x539 (NET_RAW is enough since 5.17) skips the 15001 redirect; AF_PACKET and UDP too'), RAW),
+    'app-net-admin': row(bypass(['B3', 'finding-j', 'B8'], 'SO_MARK 0x539 skips the redirect; flushing the rules skips everything'), FLUSH),
+    'app-proxy-uid-net-raw': row(bypass(['B4', 'finding-j', 'B8'], 'mark spoofing and AF_PACKET'), bypass(['B1', 'B4'], 'strict trusts mark + proxy uid: an app running as the proxy uid with the mark is exempt (B1), and AF_PACKET anyway — documented residual')),
+    'host-process': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
+    'host-root': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
+    'other-node': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
+    'outside': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
+  },
+  'inbound-capture': {
+    'app-nonroot': row(UDP_IN, holds(`TCP is redirected to 15006 at the victim; ${STRICT_UDP}`)),
+    'app-root': row(UDP_IN, holds(`as non-root; ${STRICT_UDP}`)),
+    'app-net-raw-5.15': row(UDP_IN, holds(`raw frames arrive through the victim's PREROUTING like any packet and are redirected; ${STRICT_UDP}`)),
+    'app-net-raw-6.1': row(UDP_IN, holds(`marks do not cross the wire, so a spoofed mark does not skip the victim's inbound redirect (§6 j); ${STRICT_UDP}`)),
+    'app-net-admin': row(bypass(['B3', 'B8'], 'the app flushes its own pod\'s inbound redirect, exposing itself; UDP too', 'appExec'), FLUSH),
+    'app-proxy-uid-net-raw': row(UDP_IN, holds(`as NET_RAW; ${STRICT_UDP}`)),
+    'host-process': row(bypass(['B12', 'finding-k', 'B8'], 'upstream SNATs every host socket (--socket-exists) to 169.254.7.127 and accepts it on any port'), holds('strict SNATs only the kubelet uid and accepts only declared probe ports (probe-ports, host-probe-kubelet-uid)')),
+    'host-root': row(bypass(['B8'], 'TCP from the kubelet uid is the documented probe carve-out; host UDP reaches the app'), holds(`root to an undeclared port is policed; root to a declared probe port is the carve-out (residual: indistinguishable from the kubelet); ${STRICT_UDP}`)),
+    'other-node': row(UDP_IN, holds(`cross-node TCP is redirected to 15006; ${STRICT_UDP}`)),
+    'outside': row(UDP_IN, holds(`routed TCP is redirected to 15006; ${STRICT_UDP}`)),
+  },
+  authorization: {} as Record<ThreatId, Row>,
+  'fail-closed': {} as Record<ThreatId, Row>,
+  convergence: {} as Record<ThreatId, Row>,
+  liveness: {} as Record<ThreatId, Row>,
+};
+
+// Authorization: a delivery that skipped the proxy was authorized by nobody, so its row is the
+// inbound row; where inbound holds, the destination proxy enforces the policy (a spoofed mark
+// arrives as plaintext without identity and is denied, §6 j).
+const mutable = EXPECTED as Record<PropertyName, Record<ThreatId, Row>>;
+for (const t of THREATS) {
+  const inbound = EXPECTED['inbound-capture'][t.id];
+  const outbound = EXPECTED['outbound-capture'][t.id];
+  mutable.authorization[t.id] = {
+    upstream: inbound.upstream.verdict === 'bypass' ? { ...inbound.upstream, why: `unauthorized delivery: ${inbound.upstream.why}` } : holds('the destination proxy enforces the policy in force'),
+    strict: inbound.strict.verdict === 'bypass' ? { ...inbound.strict, why: `unauthorized delivery: ${inbound.strict.why}` } : holds('the destination proxy enforces the policy in force'),
+  };
+  // Fail closed: the same attacks with the proxy (and then the agent) of the attacker's and the
+  // victim's node down. Rules stay in place (§6 d, e), so TCP fails; whatever bypassed the
+  // rules while healthy still bypasses.
+  const failClosed = (p: Profile): ExpectedCell => {
+    const o = outbound[p];
+    const i = inbound[p];
+    if (o.verdict === 'bypass') return { ...o, why: `with the proxy down: ${o.why}` };
+    if (i.verdict === 'bypass') return { ...i, why: `with the proxy down: ${i.why}` };
+    return holds('rules stay while the proxy or agent is down: redirected TCP is refused; new ambient pods wait for the agent');
+  };
+  mutable['fail-closed'][t.id] = { upstream: failClosed('upstream'), strict: failClosed('strict') };
+  mutable.convergence[t.id] = row(
+    holds('attacker actions do not change labels; the agent\'s repair loop restores tampered rules before quiescence'),
+    holds('attacker actions do not change labels; the agent\'s repair loop restores tampered rules before quiescence'),
+  );
+  mutable.liveness[t.id] = row(holds('plain TCP between enrolled pods under allow-all is carried with identities'), holds('plain TCP between enrolled pods under allow-all is carried with identities; strict only drops non-TCP'));
+}
+
+export function expectedCell(property: PropertyName, threat: ThreatId, profile: Profile): ExpectedCell {
+  const cell = EXPECTED[property]?.[threat]?.[profile];
+  if (!cell) throw new Error(`expected table has no cell for ${property} × ${threat} × ${profile}; add it to scenarios/expected/table.ts`);
+  return cell;
+}
+
+/** Every cell present and every bypass names a class and a reason (run by the tests). */
+export function validateExpectedTable(): string[] {
+  const errors: string[] = [];
+  for (const p of PROPERTY_NAMES) {
+    for (const t of THREATS) {
+      for (const prof of ['upstream', 'strict'] as const) {
+        const c = EXPECTED[p]?.[t.id]?.[prof];
+        if (!c) errors.push(`missing ${p} × ${t.id} × ${prof}`);
+        else if (c.why.trim() === '') errors.push(`${p} × ${t.id} × ${prof}: empty why`);
+        else if (c.verdict === 'bypass' && c.classes.length === 0) errors.push(`${p} × ${t.id} × ${prof}: bypass without a class`);
+      }
+    }
+  }
+  return errors;
+}
