@@ -197,13 +197,19 @@ export class CniInstaller {
       return this.running;
     }
     this.running = (async () => {
-      let report: InstallReport;
+      const wrote: string[] = [];
+      const removed: string[] = [];
+      let state: InstallState;
       do {
         this.again = false;
-        report = await this.ensure();
+        const r = await this.ensure();
+        wrote.push(...r.wrote);
+        removed.push(...r.removed);
+        state = r.state;
       } while (this.again && !this.stopped);
       this.running = undefined;
-      return report;
+      // Everything the coalesced passes did (our own write re-triggers the watch once).
+      return { state, wrote, removed };
     })();
     return this.running;
   }
