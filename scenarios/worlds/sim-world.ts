@@ -1,0 +1,580 @@
+/**
+ * The World (scenarios/world.ts) on the simulator: a SimWorld cluster (sim/world) with the real
+ * reference implementation on every node — our CNI plugin chained after the primary network,
+ * the node agent and the node proxy (impl/ztunnel with the real workload index, policy engine
+ * and connection log) — all on virtual time, deterministic per seed.
+ *
+ *   const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 1 });
+ *   await world.createNamespace('demo', { 'istio.io/dataplane-mode': 'ambient' });
+ *   await world.createPod({ namespace: 'demo', name: 'a', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+ *   const r = await world.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: b, port: 8080 });
+ *
+ * Attribution (attribution.ts): every kernel handshake during an attempt is recorded; the
+ * first is the client's own (its listener is the first hop), the rest are legs the proxies
+ * opened. A handshake whose listener is an app container's socket is a delivery; it was made by
+ * a proxy when the connecting socket is a proxy's (label), whatever source address it spoofed.
+ *
+ * Lifecycle operations only do the operation (and drive its own promise on the virtual clock);
+ * callers call settle() to let the cluster react, so races stay observable.
+ */
+import type { RedirectionPlan } from '../../impl/host/netns-rules.js';
+import type { NodeAgentConfig } from '../../impl/node-agent/node-agent.js';
+import { PLUGIN_TYPE } from '../../impl/cni-plugin/cni-plugin.js';
+import { AmbientCniPlugin } from '../../impl/cni-plugin/cni-plugin.js';
+import { MemoryConnectionLogSink } from '../../impl/ztunnel/connection-log.js';
+import { markValue } from '../../impl/api/marks.js';
+import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
+import type { KubeObjectOf, Wire } from '../../impl/host/kube.js';
+import type { SocketFailure } from '../../impl/host/sockets.js';
+import type { V1Container, V1Probe } from '@kubernetes/client-node';
+import { SimWorld, OUTSIDE_NETNS, OUTSIDE_ADDRESS } from '../../sim/world/world.js';
+import type { SimNode } from '../../sim/node/sim-node.js';
+import type { SimContainer } from '../../sim/node/container.js';
+import { SimSockets, simConnectionOf } from '../../sim/kernel/sockets-adapter.js';
+import { credentials, type Credentials } from '../../sim/kernel/process.js';
+import { SimErrnoError } from '../../sim/kernel/errors.js';
+import { fibLookup, isLocalAddress } from '../../sim/kernel/fib.js';
+import { formatIp, parseIp, type Family } from '../../sim/kernel/ip-address.js';
+import { formatSockAddr, type SimSocket } from '../../sim/kernel/socket.js';
+import { renderTrace, type TraceEvent } from '../../sim/kernel/trace.js';
+import type { ConnectResult as KernelConnect } from '../../sim/kernel/kernel.js';
+import { SimHbone, SimMeshCa } from '../../sim/hbone/sim-hbone.js';
+import { SeededRandom } from '../../sim/time/seeded-random.js';
+import { runFor, settle as drive } from '../../sim/time/settle.js';
+import { SimPluginEventTransport } from '../../sim/transport/plugin-events.js';
+import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
+import { MemoryLogger } from '../../sim/log/memory-logger.js';
+import {
+  podKey, type Acceptor, type AppSpec, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
+  type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory,
+  type WorldOptions,
+} from '../world.js';
+import { NodeStack, PROXY_CONNECT_TIMEOUT_MS, REPAIR_INTERVAL_MS, TRUST_DOMAIN, pluginEventAddress } from './sim/node-stack.js';
+import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor } from './sim/attribution.js';
+import { toProxyLogEntry } from './sim/proxy-log.js';
+
+type Pod = KubeObjectOf<'Pod'>;
+
+export interface SimWorldExtras {
+  /** Record packet traces and attach them to connect results (slower; default false). */
+  readonly trace?: boolean;
+  /** Rewrite each in-pod plan the agents apply (mutation testing; see NodeAgentDeps.planTransform). */
+  readonly mutatePlan?: (plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan;
+  /** Override fields of every node agent's configuration. */
+  readonly agentConfig?: Partial<NodeAgentConfig>;
+}
+
+/** Kubelet sandbox retry backoff: short, and below the quiet window, so settle sees retries. */
+const KUBELET_BACKOFF = { initialMs: 1000, maxMs: 4000 } as const;
+/** settle(): quiet = no observable change over this much virtual time (> backoff, > repair period). */
+const QUIET_MS = Math.max(KUBELET_BACKOFF.maxMs, REPAIR_INTERVAL_MS) + 1000;
+const SETTLE_MAX_STEPS = 20;
+/** Virtual time an attempt runs after its first hop so proxies finish their upstream legs. */
+const ATTEMPT_MS = PROXY_CONNECT_TIMEOUT_MS + 100;
+/** The client's own connect timeout (a dropped SYN). */
+const CLIENT_TIMEOUT_MS = 1000;
+const APP_CONTAINER = 'app';
+
+/** What one attempt kind reports before deliveries and the proxy log are added. */
+type AttemptResult = Omit<ConnectResult, 'deliveries' | 'proxyLog'> & { readonly extraDeliveries?: Delivery[]; readonly traceEvents?: readonly TraceEvent[] };
+
+interface Endpoint {
+  readonly netns: string;
+  readonly creds: Credentials;
+  readonly label: string;
+  /** Addresses of the source by family (for raw packets without sourceIp). */
+  readonly ips: readonly string[];
+}
+
+export class SimMeshWorld implements World {
+  readonly kind = 'sim' as const;
+  readonly nodes: readonly string[];
+  readonly sim: SimWorld;
+  readonly log = new MemoryLogger();
+  private readonly stacks: NodeStack[];
+  private readonly recorder: ConnectRecorder;
+  private readonly apps = new Map<string, AppSpec>();
+  /** App containers whose UDP sockets are open. */
+  private readonly udpReady = new WeakSet<SimContainer>();
+  private nextRawPort = 40000;
+
+  constructor(readonly options: WorldOptions, private readonly extras: SimWorldExtras = {}) {
+    this.sim = new SimWorld({
+      seed: options.seed, nodes: options.nodes, ipv6: options.ipv6, kernelVersion: options.kernelVersion,
+      trace: extras.trace ?? false, backoff: KUBELET_BACKOFF,
+    });
+    this.nodes = this.sim.nodes.map((n) => n.name);
+    this.recorder = new ConnectRecorder(this.sim.kernel);
+    const clock = this.sim.clock;
+    const events = new SimPluginEventTransport(clock);
+    const shared = {
+      kernel: this.sim.kernel, api: this.sim.api, clock, random: new SeededRandom(options.seed * 7 + 5), events,
+      zds: new SimZdsNetwork(clock), hbone: new SimHbone({ ca: new SimMeshCa(TRUST_DOMAIN) }), log: this.log,
+      profile: options.profile, ipv6: options.ipv6, dnsCapture: options.dnsCapture,
+      planTransform: extras.mutatePlan, agentConfig: extras.agentConfig,
+    };
+    this.stacks = this.sim.nodes.map((n) => new NodeStack(shared, n, new MemoryConnectionLogSink()));
+    for (const n of this.sim.nodes) {
+      const plugin = new AmbientCniPlugin({ openKube: () => this.sim.api, events, clock, log: this.log.child({ component: 'cni', node: n.name }) });
+      n.chainPlugin({
+        type: PLUGIN_TYPE, agentSocket: pluginEventAddress(n.name), kubeconfig: '/etc/cni/net.d/ambient-lab-kubeconfig',
+        apiAttempts: 2, apiRetryDelayMs: 100, agentTimeoutMs: 5000,
+      }, plugin);
+    }
+  }
+
+  /** Start kubelets, agents and proxies, and settle. */
+  async boot(): Promise<void> {
+    await drive(this.sim.clock, this.sim.start());
+    for (const s of this.stacks) {
+      await drive(this.sim.clock, s.startAgent());
+      s.startProxy();
+    }
+    await this.settle();
+  }
+
+  private stack(node: string): NodeStack {
+    const s = this.stacks.find((x) => x.name === node);
+    if (!s) throw new Error(`sim world: no node ${JSON.stringify(node)}; nodes are ${this.nodes.join(', ')}`);
+    return s;
+  }
+
+  // ------------------------------------------------------------------ API objects
+
+  async createNamespace(name: string, labels: Readonly<Record<string, string>> = {}): Promise<void> {
+    await this.sim.createNamespace(name, { labels: { ...labels } });
+  }
+
+  async labelNamespace(name: string, labels: Readonly<Record<string, string | null>>): Promise<void> {
+    await this.sim.api.patchMerge('Namespace', name, undefined, { metadata: { labels: { ...labels } } });
+  }
+
+  async createPod(spec: PodSpec): Promise<PodObservation> {
+    const app = spec.app;
+    const probes = app.probePorts ?? [];
+    const probe = (port: number): Wire<V1Probe> => ({ tcpSocket: { port }, periodSeconds: 10 });
+    const main: Wire<V1Container> = {
+      name: APP_CONTAINER, image: 'sim/app',
+      ports: app.tcpPorts.map((p) => ({ containerPort: p })),
+      securityContext: { runAsUser: app.uid, runAsGroup: app.uid, capabilities: { drop: ['ALL'], add: [...app.caps] } },
+      ...(probes[0] !== undefined ? { readinessProbe: probe(probes[0]) } : {}),
+      ...(probes[1] !== undefined ? { livenessProbe: probe(probes[1]) } : {}),
+      ...(probes[2] !== undefined ? { startupProbe: probe(probes[2]) } : {}),
+    };
+    // More probe ports than one container has probe kinds: declared on extra (socket-less) containers.
+    const extra: Array<Wire<V1Container>> = probes.slice(3).map((p, i) => ({
+      name: `probe-${i}`, image: 'sim/probe', securityContext: { runAsUser: app.uid, capabilities: { drop: ['ALL'] } }, livenessProbe: probe(p),
+    }));
+    this.apps.set(podKey(spec), app);
+    await this.sim.createPod({
+      namespace: spec.namespace, name: spec.name,
+      ...(spec.node !== undefined ? { nodeName: spec.node } : {}),
+      ...(spec.labels ? { labels: { ...spec.labels } } : {}),
+      ...(spec.annotations ? { annotations: { ...spec.annotations } } : {}),
+      ...(spec.hostNetwork ? { hostNetwork: true } : {}),
+      ...(spec.serviceAccount ? { serviceAccountName: spec.serviceAccount } : {}),
+      containers: [main, ...extra],
+    });
+    await this.settle();
+    const obs = (await this.pods()).find((p) => p.namespace === spec.namespace && p.name === spec.name);
+    if (!obs) throw new Error(`sim world: pod ${podKey(spec)} vanished right after creation`);
+    return obs;
+  }
+
+  async labelPod(pod: PodRef, labels: Readonly<Record<string, string | null>>): Promise<void> {
+    await this.sim.api.patchMerge('Pod', pod.name, pod.namespace, { metadata: { labels: { ...labels } } });
+  }
+
+  async deletePod(pod: PodRef): Promise<void> {
+    await this.sim.deletePod(pod.namespace, pod.name);
+    this.apps.delete(podKey(pod));
+  }
+
+  async applyPolicy(policy: PolicyObject): Promise<void> {
+    const meta = policy['metadata'] as { name?: unknown; namespace?: unknown } | undefined;
+    const name = meta?.name;
+    const namespace = meta?.namespace;
+    if (typeof name !== 'string' || typeof namespace !== 'string') {
+      throw new Error('applyPolicy: the policy needs metadata.name and metadata.namespace (strings)');
+    }
+    const obj = { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', ...structuredClone(policy) } as unknown as KubeObjectOf<'AuthorizationPolicy'>;
+    const old = await this.sim.api.get('AuthorizationPolicy', name, namespace).catch(() => undefined);
+    if (old) {
+      await this.sim.api.update('AuthorizationPolicy', { ...obj, metadata: { ...obj.metadata, resourceVersion: old.metadata?.resourceVersion } });
+    } else {
+      await this.sim.api.create('AuthorizationPolicy', obj);
+    }
+  }
+
+  async deletePolicy(namespace: string, name: string): Promise<void> {
+    await this.sim.api.delete('AuthorizationPolicy', name, namespace);
+  }
+
+  // ------------------------------------------------------------------ components and faults
+
+  async stop(component: Component, node: string): Promise<void> {
+    const s = this.stack(node);
+    if (component === 'agent') await drive(this.sim.clock, s.stopAgent());
+    else await drive(this.sim.clock, s.stopProxy('immediate'));
+  }
+
+  async start(component: Component, node: string): Promise<void> {
+    const s = this.stack(node);
+    if (component === 'agent') await drive(this.sim.clock, s.startAgent());
+    else if (!s.proxyRunning) s.startProxy();
+  }
+
+  /**
+   * Agent: stop, then start (in-pod rules stay meanwhile). Proxy: the new process starts while
+   * the old one runs (both in the SO_REUSEPORT groups), then the old one drains and exits.
+   */
+  async restart(component: Component, node: string): Promise<void> {
+    const s = this.stack(node);
+    if (component === 'agent') {
+      await drive(this.sim.clock, s.stopAgent());
+      await drive(this.sim.clock, s.startAgent());
+      return;
+    }
+    s.startProxy();
+    await runFor(this.sim.clock, 200); // ZDS hello, snapshot, listeners of the new process
+    await drive(this.sim.clock, s.retireOld());
+  }
+
+  /** Every process on the node dies (agent, proxy, pods); the node and its DaemonSets come back. */
+  async rebootNode(node: string): Promise<void> {
+    const s = this.stack(node);
+    await drive(this.sim.clock, s.stopProxy('immediate'));
+    await drive(this.sim.clock, s.stopAgent());
+    await drive(this.sim.clock, s.node.reboot());
+    await drive(this.sim.clock, s.startAgent());
+    s.startProxy();
+  }
+
+  async dropWatches(): Promise<void> {
+    this.sim.store.dropWatches();
+  }
+
+  // ------------------------------------------------------------------ time
+
+  /** Run virtual time until nothing observable changed for QUIET_MS (bounded). */
+  async settle(): Promise<void> {
+    let before = this.fingerprint();
+    for (let i = 0; i < SETTLE_MAX_STEPS; i++) {
+      await runFor(this.sim.clock, QUIET_MS);
+      this.openUdpListeners();
+      const now = this.fingerprint();
+      if (now === before) return;
+      before = now;
+    }
+  }
+
+  /** What settle watches: pods (resourceVersion), sandboxes, agents' and proxies' pod state. */
+  private fingerprint(): string {
+    const parts: string[] = [];
+    for (const p of this.sim.store.list('Pod').items) parts.push(`${p.metadata?.uid}@${p.metadata?.resourceVersion}`);
+    for (const s of this.stacks) {
+      for (const r of s.node.disk.sandboxes.values()) parts.push(`${r.podUid}:${r.netns}:${r.ready}:${r.containers.length}`);
+      for (const uid of s.servedPods()) parts.push(`served ${uid}:${s.servedNetns(uid)}`);
+      for (const m of s.agent?.meshPods() ?? []) parts.push(`mesh ${m.uid}:${m.netns}:${m.rules}:${m.acked}:${m.annotated}`);
+    }
+    return parts.join('|');
+  }
+
+  /** UDP ports of running app containers (the kubelet model only opens declared TCP ports). */
+  private openUdpListeners(): void {
+    const k = this.sim.kernel;
+    for (const s of this.stacks) {
+      for (const rec of s.node.disk.sandboxes.values()) {
+        const app = this.apps.get(podKey({ namespace: rec.namespace, name: rec.name }));
+        const c = rec.containers.find((x) => x.ref.container === APP_CONTAINER);
+        if (!app?.udpPorts?.length || !c || !c.running || this.udpReady.has(c)) continue;
+        this.udpReady.add(c);
+        const families = new Set(rec.ips.map((ip) => parseIp(ip).family));
+        for (const port of app.udpPorts) {
+          for (const f of families) {
+            const sock = c.socket('udp', f);
+            try {
+              if (f === 6) k.setsockopt(sock, 'IPV6_V6ONLY', true);
+              k.bind(sock, f === 4 ? '0.0.0.0' : '::', port);
+            } catch (e) {
+              this.log.warn('app UDP listener failed', { pod: `${rec.namespace}/${rec.name}`, port, error: (e as Error).message });
+              k.close(sock);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ observation
+
+  private podRecord(p: Pod): { node: SimNode | undefined; rec: ReturnType<SimNode['disk']['sandboxes']['get']> } {
+    const nodeName = p.spec?.nodeName;
+    const node = nodeName ? this.sim.nodes.find((n) => n.name === nodeName) : undefined;
+    return { node, rec: node?.disk.sandboxes.get(p.metadata?.uid ?? '') };
+  }
+
+  async pods(): Promise<readonly PodObservation[]> {
+    const out: PodObservation[] = [];
+    for (const p of this.sim.store.list('Pod').items) {
+      const uid = p.metadata?.uid ?? '';
+      const { node, rec } = this.podRecord(p);
+      const hostNetwork = p.spec?.hostNetwork === true;
+      const netns = rec && !hostNetwork && rec.netns !== '' && this.sim.kernel.hasNetns(rec.netns) ? rec.netns : undefined;
+      const stack = node ? this.stack(node.name) : undefined;
+      const servedNetns = stack?.servedNetns(uid);
+      out.push({
+        namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '', uid, node: node?.name ?? '',
+        labels: { ...(p.metadata?.labels ?? {}) }, phase: p.status?.phase ?? 'Pending',
+        started: rec !== undefined && rec.ready && rec.containers.some((c) => c.running),
+        hostNetwork,
+        ips: (p.status?.podIPs ?? []).map((x) => x.ip).filter((x): x is string => typeof x === 'string'),
+        annotation: p.metadata?.annotations?.[REDIRECTION_STATUS],
+        redirected: netns !== undefined && this.sim.kernel.iptablesSave(netns, 4).includes('--to-ports 15001'),
+        served: netns !== undefined && servedNetns !== undefined && servedNetns.endsWith(`/${netns}`),
+      });
+    }
+    return out;
+  }
+
+  /** Connection-log entries of every node since `marks` (lengths of the sinks). */
+  private proxyLogSince(marks: readonly number[]): ProxyLogEntry[] {
+    return this.stacks.flatMap((s, i) => s.sink.records.slice(marks[i]).map((r) => toProxyLogEntry(s.name, r)));
+  }
+
+  private knownPod = (ref: PodRef): boolean => this.sim.store.list('Pod', { namespace: ref.namespace }).items.some((p) => p.metadata?.name === ref.name);
+
+  /** The pod whose sandbox netns is `netns`, if any. */
+  private podOfNetns(netns: string): PodRef | undefined {
+    for (const s of this.stacks) {
+      for (const r of s.node.disk.sandboxes.values()) if (r.netns === netns && netns !== '') return { namespace: r.namespace, name: r.name };
+    }
+    return undefined;
+  }
+
+  private classify(listener: SimSocket): { acceptedBy: Acceptor; acceptedIn: PodRef | { node: string } | undefined } {
+    const where = (): PodRef | { node: string } | undefined => {
+      const pod = this.podOfNetns(listener.netns);
+      if (pod) return pod;
+      return this.nodes.includes(listener.netns) ? { node: listener.netns } : undefined;
+    };
+    if (isProxySocket(listener)) return { acceptedBy: proxyAcceptor(listener.local?.port ?? 0), acceptedIn: where() };
+    const app = appPodOf(listener, this.knownPod);
+    if (app) return { acceptedBy: 'app', acceptedIn: app };
+    return { acceptedBy: 'other', acceptedIn: where() };
+  }
+
+  private deliveriesOf(handshakes: readonly KernelConnect[]): { deliveries: Delivery[]; servers: SimSocket[] } {
+    const deliveries: Delivery[] = [];
+    const servers: SimSocket[] = [];
+    for (const h of handshakes) {
+      if (h.outcome !== 'established' || !h.listener || !h.server || isProbeSocket(h.client)) continue;
+      const pod = appPodOf(h.listener, this.knownPod);
+      if (!pod) continue;
+      servers.push(h.server);
+      deliveries.push({ pod, port: h.server.local?.port ?? 0, peer: h.server.remote ? formatSockAddr(h.server.remote) : '?', viaProxy: isProxySocket(h.client) });
+    }
+    return { deliveries, servers };
+  }
+
+  // ------------------------------------------------------------------ connections
+
+  private async endpointOf(from: Source): Promise<Endpoint | string> {
+    if (from.kind === 'outside') {
+      return {
+        netns: OUTSIDE_NETNS, creds: credentials(0, 0, ['NET_ADMIN', 'NET_RAW']), label: 'outside',
+        ips: this.options.ipv6 ? [OUTSIDE_ADDRESS.ipv4, OUTSIDE_ADDRESS.ipv6] : [OUTSIDE_ADDRESS.ipv4],
+      };
+    }
+    if (from.kind === 'host') {
+      const n = this.stack(from.node).node;
+      return {
+        netns: n.hostNetns, creds: credentials(from.uid, from.uid, from.caps), label: `host@${n.name} uid ${from.uid}`,
+        ips: [n.address.ipv4, ...(n.address.ipv6 ? [n.address.ipv6] : [])],
+      };
+    }
+    const pod = await this.sim.api.get('Pod', from.pod.name, from.pod.namespace).catch(() => undefined);
+    if (!pod) return `pod ${podKey(from.pod)} does not exist`;
+    const { rec } = this.podRecord(pod);
+    const c = rec?.containers.find((x) => x.ref.container === APP_CONTAINER && x.running);
+    if (!rec || !c) return `pod ${podKey(from.pod)} has no running app container`;
+    return { netns: c.netns, creds: c.creds, label: `${from.pod.namespace}/${from.pod.name}/${APP_CONTAINER}`, ips: rec.ips };
+  }
+
+  private async destinationOf(to: Destination, family: Family): Promise<{ ip: string; port: number } | string> {
+    if (to.kind === 'ip') return { ip: to.ip, port: to.port };
+    const pod = await this.sim.api.get('Pod', to.pod.name, to.pod.namespace).catch(() => undefined);
+    if (!pod) return `destination pod ${podKey(to.pod)} does not exist`;
+    const ip = (pod.status?.podIPs ?? []).map((x) => x.ip).find((x): x is string => typeof x === 'string' && parseIp(x).family === family);
+    if (!ip) return `destination pod ${podKey(to.pod)} has no IPv${family} address (yet)`;
+    return { ip, port: to.port };
+  }
+
+  async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
+    const family: Family = opts.family ?? (to.kind === 'ip' ? parseIp(to.ip).family : 4);
+    const none = (error: string): ConnectResult => ({ outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [] });
+    const src = await this.endpointOf(from);
+    if (typeof src === 'string') return none(src);
+    const dst = await this.destinationOf(to, family);
+    if (typeof dst === 'string') return none(dst);
+    const marks = this.stacks.map((s) => s.sink.records.length);
+    this.recorder.begin();
+    let partial: AttemptResult;
+    let handshakes: KernelConnect[] = [];
+    try {
+      if (opts.raw) partial = await this.sendRaw(src, dst, family, opts);
+      else if ((opts.proto ?? 'tcp') === 'udp') partial = await this.sendUdp(src, dst, family, opts);
+      else partial = await this.connectTcp(src, dst, family, opts);
+    } finally {
+      handshakes = this.recorder.end();
+    }
+    const { deliveries, servers } = this.deliveriesOf(handshakes);
+    if (servers.length > 0) {
+      // The app read what came and closes: its FIN ends the proxy's relay (the kubelet's app
+      // sockets are raw kernel sockets, so the proxy's adapter connection is told directly), and
+      // the proxy's 'closed' records land in this attempt, not in a later one.
+      for (const s of servers) {
+        if (s.state !== 'closed' && this.sim.kernel.hasNetns(s.netns)) this.sim.kernel.close(s);
+      }
+      for (const h of handshakes) if (h.server && servers.includes(h.server)) simConnectionOf(this.sim.kernel, h.client)?.deliver({ done: true });
+      await runFor(this.sim.clock, 0);
+    }
+    const traced = this.extras.trace
+      ? [
+        ...(partial.traceEvents ? [renderTrace(partial.traceEvents)] : []),
+        ...handshakes.map((h, i) => `--- handshake ${i + 1}: ${h.client.describe()} -> ${h.outcome}${h.listener ? ` (${h.listener.describe()})` : ''}\n${renderTrace(h.trace)}`),
+      ].join('\n')
+      : undefined;
+    const { extraDeliveries, traceEvents, ...rest } = partial;
+    void traceEvents; // rendered above
+    return {
+      ...rest,
+      deliveries: [...(extraDeliveries ?? []), ...deliveries],
+      proxyLog: this.proxyLogSince(marks),
+      ...(traced !== undefined ? { trace: traced } : {}),
+    };
+  }
+
+  private async connectTcp(src: Endpoint, dst: { ip: string; port: number }, family: Family, opts: ConnectOptions): Promise<AttemptResult> {
+    const k = this.sim.kernel;
+    const sockets = new SimSockets({ kernel: k, owner: src.creds, defaultNetns: src.netns, label: src.label, clock: this.sim.clock });
+    const transparent = opts.sourceIp !== undefined && !isLocalAddress(k.netns(src.netns), parseIp(opts.sourceIp));
+    const pending = sockets.connectTcp({
+      family, dst: { family, address: dst.ip, port: dst.port }, timeoutMs: CLIENT_TIMEOUT_MS,
+      ...(opts.mark !== undefined ? { mark: markValue(opts.mark) } : {}),
+      ...(transparent ? { transparent: true } : {}),
+      ...(opts.sourceIp !== undefined ? { src: { address: opts.sourceIp } } : {}),
+    });
+    const first = this.recorder.current()[0]; // connect() handshakes synchronously inside connectTcp
+    const res = await drive(this.sim.clock, pending);
+    const hop = first?.outcome === 'established' && first.listener ? this.classify(first.listener) : { acceptedBy: undefined, acceptedIn: undefined };
+    if (!res.ok) {
+      await runFor(this.sim.clock, ATTEMPT_MS);
+      return { outcome: failureOutcome(res), ...(isSyscallError(res) ? { error: `${res.call}: ${res.errno}` } : {}), ...hopFields(hop) };
+    }
+    const conn = res.value;
+    await conn.write(Buffer.from(opts.payload ?? 'hello'));
+    await runFor(this.sim.clock, ATTEMPT_MS);
+    conn.close();
+    await runFor(this.sim.clock, 0);
+    return { outcome: 'established', ...hopFields(hop) };
+  }
+
+  private async sendUdp(src: Endpoint, dst: { ip: string; port: number }, family: Family, opts: ConnectOptions): Promise<AttemptResult> {
+    const k = this.sim.kernel;
+    const s = k.socket(src.netns, 'udp', family, src.creds, src.label);
+    try {
+      if (opts.mark !== undefined) k.setsockopt(s, 'SO_MARK', opts.mark);
+      if (opts.sourceIp !== undefined) {
+        if (!isLocalAddress(k.netns(src.netns), parseIp(opts.sourceIp))) k.setsockopt(s, 'IP_TRANSPARENT', true);
+        k.bind(s, opts.sourceIp, 0);
+      }
+    } catch (e) {
+      k.close(s);
+      if (e instanceof SimErrnoError) return { outcome: 'error', error: `${e.call}: ${e.errno}`, acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
+      throw e;
+    }
+    const r = k.sendUdp(s, dst.ip, dst.port, opts.payload ?? 'hello');
+    k.close(s);
+    const extraDeliveries: Delivery[] = [];
+    let hop: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined } = { acceptedBy: undefined, acceptedIn: undefined };
+    if (r.outcome === 'delivered' && r.socket) {
+      hop = this.classify(r.socket);
+      r.socket.inbox.length = 0;
+      const app = appPodOf(r.socket, this.knownPod);
+      if (app) extraDeliveries.push({ pod: app, port: r.to?.port ?? dst.port, peer: r.from ? formatSockAddr(r.from) : '?', viaProxy: isProxySocket(s) });
+    }
+    await runFor(this.sim.clock, 0);
+    return { outcome: r.outcome === 'delivered' ? 'delivered' : 'not-delivered', ...hopFields(hop), extraDeliveries, traceEvents: r.trace };
+  }
+
+  private async sendRaw(src: Endpoint, dst: { ip: string; port: number }, family: Family, opts: ConnectOptions): Promise<AttemptResult> {
+    const k = this.sim.kernel;
+    const ns = k.netns(src.netns);
+    const srcIp = opts.sourceIp ?? src.ips.find((ip) => parseIp(ip).family === family);
+    if (!srcIp) return { outcome: 'error', error: `no IPv${family} source address for a raw packet`, acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
+    // AF_PACKET skips routing, but the crafted frame still needs the right device and next hop.
+    const route = fibLookup(ns, { family, src: undefined, dst: parseIp(dst.ip), mark: 0, iif: undefined, oif: undefined });
+    if (route.kind !== 'unicast') return { outcome: 'not-delivered', acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
+    const proto = (opts.proto ?? 'tcp') === 'udp' ? 'udp' as const : 'tcp' as const;
+    let r;
+    try {
+      r = k.sendRaw(src.netns, src.creds, route.dev, {
+        proto, src: srcIp, sport: this.nextRawPort++, dst: dst.ip, dport: dst.port,
+        ...(proto === 'tcp' ? { flags: { syn: true } } : {}), nextHop: formatIp(route.nextHop),
+      });
+    } catch (e) {
+      if (e instanceof SimErrnoError) return { outcome: 'error', error: `${e.call}: ${e.errno}`, acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
+      throw e;
+    }
+    const extraDeliveries: Delivery[] = [];
+    let hop: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined } = { acceptedBy: undefined, acceptedIn: undefined };
+    if (r.delivery === 'delivered' && r.socket) {
+      hop = this.classify(r.socket.acceptedFrom ?? r.socket);
+      if (proto === 'udp') r.socket.inbox.length = 0;
+      const app = appPodOf(r.socket, this.knownPod);
+      if (app) extraDeliveries.push({ pod: app, port: dst.port, peer: `${family === 6 ? `[${srcIp}]` : srcIp}:${this.nextRawPort - 1}`, viaProxy: false });
+    }
+    await runFor(this.sim.clock, 0);
+    return { outcome: r.delivery === 'delivered' ? 'delivered' : 'not-delivered', ...hopFields(hop), extraDeliveries, traceEvents: r.trace };
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.stacks) {
+      await drive(this.sim.clock, s.stopProxy('immediate'));
+      await drive(this.sim.clock, s.stopAgent());
+    }
+    for (const n of this.sim.nodes) n.kubelet?.stop();
+  }
+}
+
+function hopFields(h: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined }): { acceptedBy: Acceptor | undefined; acceptedIn?: PodRef | { node: string } } {
+  return h.acceptedIn !== undefined ? { acceptedBy: h.acceptedBy, acceptedIn: h.acceptedIn } : { acceptedBy: h.acceptedBy };
+}
+
+/** A failure before the handshake (setsockopt, bind) is a syscall error, not a network outcome. */
+function isSyscallError(f: SocketFailure): boolean {
+  return f.call !== 'connect';
+}
+
+function failureOutcome(f: SocketFailure): ConnectResult['outcome'] {
+  if (isSyscallError(f)) return 'error';
+  switch (f.kind) {
+    case 'refused': return 'refused';
+    case 'timeout': return 'timeout';
+    case 'unreachable': return 'unreachable';
+    default: return 'error';
+  }
+}
+
+export async function createSimWorld(options: WorldOptions, extra: SimWorldExtras = {}): Promise<SimMeshWorld> {
+  const w = new SimMeshWorld(options, extra);
+  await w.boot();
+  return w;
+}
+
+export const simWorldFactory: WorldFactory = {
+  kind: 'sim',
+  available: () => ({ ok: true, reason: 'the simulator runs in-process everywhere' }),
+  create: (options) => createSimWorld(options),
+};

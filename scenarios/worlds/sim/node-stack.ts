@@ -1,0 +1,189 @@
+/**
+ * The mesh's two DaemonSet pods on one simulated node, as processes that can be stopped,
+ * started and restarted: the node agent (impl/node-agent) and the node proxy (impl/ztunnel),
+ * each wired with the sim adapters of its ports. Every start is a new process: fresh informers,
+ * a fresh workload index and policy store, new sockets with the proxy's credentials.
+ */
+import { netnsId, podUid } from '../../../impl/api/ids.js';
+import type { RedirectionPlan } from '../../../impl/host/netns-rules.js';
+import type { Logger } from '../../../impl/host/log.js';
+import { NodeAgent, type NodeAgentConfig } from '../../../impl/node-agent/node-agent.js';
+import { DEFAULT_ENROLLMENT_CONFIG } from '../../../impl/node-agent/enrollment.js';
+import { Ztunnel } from '../../../impl/ztunnel/ztunnel.js';
+import { WorkloadIndex } from '../../../impl/ztunnel/workloads.js';
+import { WorkloadWatcher } from '../../../impl/ztunnel/workloads-watch.js';
+import { PolicyStore } from '../../../impl/ztunnel/authz/policy-store.js';
+import { PolicyAuthorizer } from '../../../impl/ztunnel/authz/engine.js';
+import { AuthorizationPolicyWatcher } from '../../../impl/ztunnel/authz/policy-watcher.js';
+import { LineConnectionLog, type MemoryConnectionLogSink } from '../../../impl/ztunnel/connection-log.js';
+import type { SimKernel } from '../../../sim/kernel/kernel.js';
+import { simNetnsPath } from '../../../sim/kernel/netns.js';
+import { credentials, type Credentials } from '../../../sim/kernel/process.js';
+import { SimNetnsRules } from '../../../sim/kernel/netns-rules-adapter.js';
+import { SimHostIpSets, SimNetnsFinder } from '../../../sim/kernel/host-adapters.js';
+import { SimSockets } from '../../../sim/kernel/sockets-adapter.js';
+import type { SimHbone } from '../../../sim/hbone/sim-hbone.js';
+import type { SimKubeApi } from '../../../sim/kube/sim-kube-api.js';
+import type { SimNode } from '../../../sim/node/sim-node.js';
+import type { VirtualClock } from '../../../sim/time/virtual-clock.js';
+import type { SeededRandom } from '../../../sim/time/seeded-random.js';
+import type { SimPluginEventTransport } from '../../../sim/transport/plugin-events.js';
+import type { SimZdsNetwork } from '../../../sim/zds/sim-zds-network.js';
+import { MemoryMetrics } from '../../../sim/metrics/memory-metrics.js';
+import { NetnsPathSockets } from './netns-sockets.js';
+
+export const PROXY_UID = 1337;
+/** The node proxy runs as 1337 with NET_ADMIN + NET_RAW (marks, IP_TRANSPARENT), as ztunnel. */
+export const PROXY_CREDS: Credentials = credentials(PROXY_UID, PROXY_UID, ['NET_ADMIN', 'NET_RAW']);
+/** Every proxy socket's label starts with this (attribution reads it). */
+export const PROXY_LABEL_PREFIX = 'ztunnel@';
+export const TRUST_DOMAIN = 'cluster.local';
+/** Agent repair period; settle's quiet window is longer, so every settle includes a repair pass. */
+export const REPAIR_INTERVAL_MS = 5000;
+/** Proxy upstream connect timeout (short: a dropped SYN costs this much virtual time per attempt). */
+export const PROXY_CONNECT_TIMEOUT_MS = 1000;
+
+export function pluginEventAddress(node: string): string {
+  return `/var/run/ambient-lab/${node}/plugin-events.sock`;
+}
+
+export function zdsAddress(node: string): string {
+  return `/var/run/ambient-lab/${node}/zds.sock`;
+}
+
+export interface StackShared {
+  readonly kernel: SimKernel;
+  readonly api: SimKubeApi;
+  readonly clock: VirtualClock;
+  readonly random: SeededRandom;
+  readonly events: SimPluginEventTransport;
+  readonly zds: SimZdsNetwork;
+  readonly hbone: SimHbone;
+  readonly log: Logger;
+  readonly profile: 'upstream' | 'strict';
+  readonly ipv6: boolean;
+  readonly dnsCapture: boolean;
+  readonly planTransform: ((plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan) | undefined;
+  readonly agentConfig: Partial<NodeAgentConfig> | undefined;
+}
+
+interface ProxyProcess {
+  readonly ztunnel: Ztunnel;
+  readonly workloads: WorkloadWatcher;
+  readonly policies: AuthorizationPolicyWatcher;
+}
+
+export class NodeStack {
+  agent: NodeAgent | undefined;
+  private proxy: ProxyProcess | undefined;
+  private incarnation = 0;
+
+  constructor(
+    private readonly s: StackShared,
+    readonly node: SimNode,
+    /** Where this node's proxies write their connection log (one sink across restarts). */
+    readonly sink: MemoryConnectionLogSink,
+  ) {}
+
+  get name(): string {
+    return this.node.name;
+  }
+
+  agentConfig(): NodeAgentConfig {
+    return {
+      nodeName: this.node.name, profile: this.s.profile, ipv6: this.s.ipv6, dnsCapture: this.s.dnsCapture,
+      enrollment: DEFAULT_ENROLLMENT_CONFIG, proxyUid: PROXY_UID, kubeletUid: 0, allowedProxyUids: [PROXY_UID],
+      pluginEventAddress: pluginEventAddress(this.node.name), zdsAddress: zdsAddress(this.node.name),
+      hostNetns: netnsId(simNetnsPath(this.node.hostNetns)), repairIntervalMs: REPAIR_INTERVAL_MS, zdsAckTimeoutMs: 2000,
+      trustDomain: TRUST_DOMAIN, ...this.s.agentConfig,
+    };
+  }
+
+  /** Start the agent process; resolves when its start-up finished (drive the clock meanwhile). */
+  async startAgent(): Promise<void> {
+    if (this.agent) return;
+    const { kernel } = this.s;
+    const disk = this.node.disk;
+    const agent = new NodeAgent(this.agentConfig(), {
+      kube: this.s.api, rules: new SimNetnsRules(kernel),
+      finder: new SimNetnsFinder(kernel, () => [...disk.sandboxes.values()].filter((r) => r.netns !== '').map((r) => ({ podUid: r.podUid, netns: simNetnsPath(r.netns) }))),
+      ipsets: new SimHostIpSets(kernel, this.node.hostNetns), pluginEvents: this.s.events,
+      zdsTransport: this.s.zds.endpoint({ pid: 100 + this.node.index, uid: 0, gid: 0 }),
+      clock: this.s.clock, log: this.s.log.child({ node: this.node.name }), metrics: new MemoryMetrics(),
+      ...(this.s.planTransform ? { planTransform: this.s.planTransform } : {}),
+    });
+    this.agent = agent;
+    await agent.start();
+  }
+
+  async stopAgent(): Promise<void> {
+    const a = this.agent;
+    this.agent = undefined;
+    await a?.stop();
+  }
+
+  /** Start a proxy process; a running one keeps running until retireOld() (a restart hand-over). */
+  startProxy(): void {
+    const n = ++this.incarnation;
+    const { s } = this;
+    const log = s.log.child({ node: this.node.name, proxy: n });
+    const index = new WorkloadIndex({ trustDomain: TRUST_DOMAIN });
+    const store = new PolicyStore({ log });
+    const authorizer = new PolicyAuthorizer({ store, log });
+    const workloads = new WorkloadWatcher({ kube: s.api, clock: s.clock, log, index });
+    const policies = new AuthorizationPolicyWatcher({ kube: s.api, clock: s.clock, log, store });
+    const sockets = new SimSockets({
+      kernel: s.kernel, owner: PROXY_CREDS, defaultNetns: this.node.hostNetns, label: `${PROXY_LABEL_PREFIX}${this.node.name}#${n}`, clock: s.clock,
+    });
+    const ztunnel = new Ztunnel({
+      sockets: new NetnsPathSockets(sockets), hbone: s.hbone, authorizer, workloads: index, clock: s.clock, log,
+      trustDomain: TRUST_DOMAIN,
+      connectionLog: new LineConnectionLog(s.clock, this.sink, (err, r) => log.error('connection log record rejected', { error: err.message, pod: r.pod, event: r.event })),
+      families: s.ipv6 ? [4, 6] : [4], connectTimeoutMs: PROXY_CONNECT_TIMEOUT_MS, drainMs: 1000,
+      zdsTransport: s.zds.endpoint({ pid: 200 + 1000 * n + this.node.index, uid: PROXY_UID, gid: PROXY_UID }),
+      zdsAddress: zdsAddress(this.node.name), random: s.random,
+    });
+    workloads.start();
+    policies.start();
+    ztunnel.start();
+    const previous = this.proxy;
+    this.proxy = { ztunnel, workloads, policies };
+    if (previous) this.retiring.push(previous);
+  }
+
+  /** Old proxies still draining after a restart. */
+  private readonly retiring: ProxyProcess[] = [];
+
+  /** Stop the current proxy (and any draining one): listeners close, connections reset or drain. */
+  async stopProxy(mode: 'immediate' | 'graceful' = 'immediate'): Promise<void> {
+    const all = [...this.retiring.splice(0), ...(this.proxy ? [this.proxy] : [])];
+    this.proxy = undefined;
+    await Promise.all(all.map((p) => this.kill(p, mode)));
+  }
+
+  /** Stop the draining predecessors only (the end of a restart hand-over). */
+  async retireOld(): Promise<void> {
+    await Promise.all(this.retiring.splice(0).map((p) => this.kill(p, 'graceful')));
+  }
+
+  private async kill(p: ProxyProcess, mode: 'immediate' | 'graceful'): Promise<void> {
+    p.workloads.stop();
+    p.policies.stop();
+    await p.ztunnel.stop(mode, mode === 'graceful' ? 1000 : 0);
+  }
+
+  get proxyRunning(): boolean {
+    return this.proxy !== undefined;
+  }
+
+  /** Pod UIDs the current proxy serves (listeners open). */
+  servedPods(): readonly string[] {
+    return this.proxy ? this.proxy.ztunnel.proxy.servedPods() : [];
+  }
+
+  /** The netns (path) the current proxy serves a pod with. */
+  servedNetns(uid: string): string | undefined {
+    const p = this.proxy?.ztunnel.proxy.pod(podUid(uid));
+    return p?.netns;
+  }
+}
