@@ -5,6 +5,7 @@
  *   GET /metrics — Prometheus text
  *   GET /status  — JSON state for `ambient-lab status` and the netns world's observations
  */
+import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -16,10 +17,12 @@ export interface HealthSource {
 }
 
 export interface HealthServer {
+  /** TCP port, or 0 for a Unix socket. */
   readonly port: number;
   close(): Promise<void>;
 }
 
+/** Serve on `host:port`, or on a Unix socket path when `host` starts with '/' (then `port` is ignored). */
 export async function serveHealth(host: string, port: number, src: HealthSource): Promise<HealthServer> {
   const server = http.createServer((req, res) => {
     const send = (code: number, type: string, body: string): void => {
@@ -49,10 +52,13 @@ export async function serveHealth(host: string, port: number, src: HealthSource)
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e) => reject(new Error(`health endpoint: cannot listen on ${host}:${port}: ${e.message}`)));
-    server.listen(port, host, () => resolve());
+    if (host.startsWith('/')) {
+      fs.rmSync(host, { force: true });
+      server.listen(host, () => { fs.chmodSync(host, 0o600); resolve(); });
+    } else server.listen(port, host, () => resolve());
   });
   return {
-    port: (server.address() as AddressInfo).port,
+    port: host.startsWith('/') ? 0 : (server.address() as AddressInfo).port,
     close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
   };
 }

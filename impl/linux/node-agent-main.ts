@@ -9,6 +9,7 @@
  *   --proxy-uid N --kubelet-uid N     (strict profile: owners of marked / probe sockets)
  *   --allowed-proxy-uids N,N          (ZDS peer check; default the proxy uid)
  *   --pod-uid-sources cgroup[,environ] (how pods' processes are recognised; see netns-finder-proc.ts)
+ *   --status-socket PATH              (the same endpoints on a Unix socket)
  *   --health-address HOST --health-port N (default 0.0.0.0:15021, /healthz /readyz /metrics /status)
  *   --repair-interval-ms N            --log-level debug|info|warn|error
  * SIGTERM stops serving and leaves the in-pod rules in place.
@@ -18,7 +19,7 @@ import { DEFAULT_ENROLLMENT_CONFIG } from '../node-agent/enrollment.js';
 import { NodeAgent } from '../node-agent/node-agent.js';
 import { SystemClock } from './clock.js';
 import { ComponentFlags, runComponent } from './component-main.js';
-import { serveHealth } from './health-http.js';
+import { serveHealth, type HealthSource } from './health-http.js';
 import { CliHostIpSets } from './ipsets-cli.js';
 import { ClientNodeKubeApi, loadKubeConfig } from './kube-client-node.js';
 import { pinoLogger } from './logger-pino.js';
@@ -51,6 +52,7 @@ runComponent('ambient-lab-agent', async () => {
   };
   const healthHost = f.str('health-address', '0.0.0.0');
   const healthPort = f.int('health-port', 15021, 0, 65535);
+  const statusSocket = f.optional('status-socket');
   const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
   f.assertAllUsed();
   if (config.allowedProxyUids.some((u) => !Number.isInteger(u) || u < 0)) throw new Error('--allowed-proxy-uids must be a comma-separated list of uids');
@@ -69,17 +71,21 @@ runComponent('ambient-lab-agent', async () => {
     log,
     metrics,
   });
-  const health = await serveHealth(healthHost, healthPort, {
+  const healthSource: HealthSource = {
     live: () => agent.health().live,
     ready: () => agent.health(),
     metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
     status: () => ({ component: 'agent', node: nodeName, pid: process.pid, health: agent.health(), proxyConnected: agent.proxyConnected(), pods: agent.meshPods() }),
-  });
+  };
+  const health = await serveHealth(healthHost, healthPort, healthSource);
+  // The same endpoints on a Unix socket, for a harness outside the node's network namespace.
+  const statusServer = statusSocket ? await serveHealth(statusSocket, 0, healthSource) : undefined;
   await agent.start();
   log.info('agent ready', { node: nodeName, plugin: config.pluginEventAddress, zds: config.zdsAddress, health: `${healthHost}:${health.port}` });
   return async () => {
     await agent.stop();
     await health.close();
+    await statusServer?.close();
     finder.close();
   };
 });

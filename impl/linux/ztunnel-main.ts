@@ -7,6 +7,7 @@
  *   --trust-domain D                (default cluster.local)
  *   --connection-log PATH           (JSON lines, appended; default: stdout)
  *   --ipv6                          (also open v6 listeners)
+ *   --status-socket PATH              (the same endpoints on a Unix socket)
  *   --health-address HOST --health-port N (default 0.0.0.0:15020)
  *   --log-level debug|info|warn|error
  * The mesh CA is created in-process at start-up (MeshCa), so identities verify between pods of
@@ -25,7 +26,7 @@ import { Ztunnel } from '../ztunnel/ztunnel.js';
 import { SystemClock } from './clock.js';
 import { ComponentFlags, runComponent } from './component-main.js';
 import { TlsHbone } from './hbone-tls.js';
-import { serveHealth } from './health-http.js';
+import { serveHealth, type HealthSource } from './health-http.js';
 import { ClientNodeKubeApi, loadKubeConfig } from './kube-client-node.js';
 import { pinoLogger } from './logger-pino.js';
 import { MeshCa } from './mesh-ca.js';
@@ -44,6 +45,7 @@ runComponent('ambient-lab-proxy', async () => {
   const ipv6 = f.bool('ipv6', false);
   const healthHost = f.str('health-address', '0.0.0.0');
   const healthPort = f.int('health-port', 15020, 0, 65535);
+  const statusSocket = f.optional('status-socket');
   const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
   f.assertAllUsed();
 
@@ -83,7 +85,7 @@ runComponent('ambient-lab-proxy', async () => {
     zdsAddress,
     random: new SystemRandom(),
   });
-  const health = await serveHealth(healthHost, healthPort, {
+  const healthSource: HealthSource = {
     live: () => true,
     ready: () => ({ ready: ztunnel.ready(), detail: `zds ${ztunnel.zds.connected() ? 'connected' : 'not connected'}, ${ztunnel.proxy.servedPods().length} pod(s) served` }),
     metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
@@ -91,7 +93,10 @@ runComponent('ambient-lab-proxy', async () => {
       component: 'proxy', node: nodeName, pid: process.pid, ready: ztunnel.ready(), zdsConnected: ztunnel.zds.connected(),
       pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({ uid, netns: ztunnel.proxy.pod(uid)?.netns })),
     }),
-  });
+  };
+  const health = await serveHealth(healthHost, healthPort, healthSource);
+  // The same endpoints on a Unix socket, for a harness outside the node's network namespace.
+  const statusServer = statusSocket ? await serveHealth(statusSocket, 0, healthSource) : undefined;
   workloadWatcher.start();
   policyWatcher.start();
   ztunnel.start();
@@ -101,6 +106,7 @@ runComponent('ambient-lab-proxy', async () => {
     workloadWatcher.stop();
     policyWatcher.stop();
     await health.close();
+    await statusServer?.close();
     if (logFd !== 1) fs.closeSync(logFd);
   };
 });

@@ -1,0 +1,515 @@
+/**
+ * The netns world's cluster, as processes on the real kernel (what `ambient-lab up` leaves running
+ * and what the netns World drives):
+ *
+ *   fabric netns   the Kubernetes API process (kube-api-process.ts): the sim ApiStore behind
+ *                  the HTTP facade, on 192.0.2.1:6443; Unix sockets in the run dir for the harness
+ *   node netns     per node: the node agent and the node proxy as real processes
+ *                  (bin/ambient-lab-agent.js, bin/ambient-lab-proxy.js), and the CNI chain that
+ *                  a runtime on that node runs: Debian loopback; bridge + host-local; our plugin
+ *   pod netns      per pod: created empty, wired by the CNI chain, then the app process
+ *                  (world-pod-app.ts) as the pod's uid and capabilities
+ *
+ * Every process is started detached with its output in a log file under the run dir, so a
+ * cluster can outlive the command that made it; each pid is recorded (state.json) and the only
+ * handle used to stop it, after checking that /proc/PID/cmdline is still the program we started.
+ * Namespaces are those of one NetnsCluster (run prefix `al-...`).
+ *
+ * Kubelet approximations: the harness is the kubelet — it creates the Pod object, runs the
+ * sandbox (netns + CNI ADD), starts the app and writes status (phase, podIPs). A pod whose CNI
+ * ADD fails stays Pending with its sandbox removed (no retry loop). Reboot: see rebootNode().
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { k8sCniArgs, cidrAddress, type CniConfList, type CniResult } from '../../impl/api/cni.js';
+import type { KubeObjectOf } from '../../impl/host/kube.js';
+import { CniChain } from '../../sim/cni/chain.js';
+import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
+import { FABRIC_GATEWAY } from './addressing.js';
+import { NetnsCluster } from './cluster.js';
+import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
+import { execIn } from './ip.js';
+import { setprivArgs } from './processes.js';
+import { WorldApi } from './world-api-client.js';
+
+export type LabComponent = 'agent' | 'proxy';
+export type LabProfile = 'upstream' | 'strict';
+
+export const API_PORT = 6443;
+export const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
+
+/** A process the lab started: the pid and a string its cmdline must contain (pid-reuse guard). */
+export interface LabPid {
+  readonly pid: number;
+  readonly marker: string;
+}
+
+export interface LabPodState {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly node: string;
+  readonly hostNetwork: boolean;
+  /** Short name in the NetnsCluster (netns `<prefix>pod-<short>`); undefined for hostNetwork. */
+  short: string | undefined;
+  netns: string | undefined;
+  containerId: string | undefined;
+  ips: string[];
+  app: LabPid | undefined;
+  readonly appUid: number;
+  readonly appCaps: readonly string[];
+  readonly tcpPorts: readonly number[];
+  readonly udpPorts: readonly number[];
+  started: boolean;
+  error: string | undefined;
+}
+
+export interface LabState {
+  readonly version: 1;
+  readonly name: string;
+  readonly prefix: string;
+  readonly runDir: string;
+  readonly profile: LabProfile;
+  readonly nodes: readonly { readonly name: string; readonly netns: string; readonly index: number; readonly address: string }[];
+  readonly fabric: string;
+  readonly outside: string;
+  readonly kubeconfig: string;
+  readonly apiSocket: string;
+  readonly controlSocket: string;
+  api: LabPid | undefined;
+  components: Record<string, LabPid | undefined>;
+  pods: Record<string, LabPodState>;
+  podSeq: number;
+}
+
+// ------------------------------------------------------------------ paths and processes
+
+/** The repository root (where package.json and bin/ are), from source or from dist/. */
+export function repoRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bin', 'ambient-lab-agent.js'))) return dir;
+    dir = path.dirname(dir);
+  }
+  throw new Error('cannot find the ambient-lab repository root from e2e/netns/world-lab');
+}
+
+/** A compiled program under dist/; throws with what to do when it is missing. */
+export function builtProgram(rel: string): string {
+  const p = path.join(repoRoot(), 'dist', rel);
+  if (!fs.existsSync(p)) throw new Error(`${p} is missing: run \`npm run build\` first`);
+  return p;
+}
+
+const children = new Map<number, ChildProcess>();
+
+/** Start `argv` in `netns` (as uid/caps when given), detached, output appended to `logFile`. */
+export function spawnInNetns(netns: string, argv: readonly string[], opts: { uid?: number; caps?: readonly string[]; env?: Record<string, string>; logFile: string }): LabPid {
+  if (!/^al-[a-z0-9-]+$/.test(netns)) throw new Error(`refusing to start a process in netns ${JSON.stringify(netns)}: not one of ours`);
+  const out = fs.openSync(opts.logFile, 'a', 0o644);
+  const priv = setprivArgs({ ...(opts.uid !== undefined ? { uid: opts.uid } : {}), ...(opts.caps !== undefined ? { caps: opts.caps } : {}) });
+  const child = spawn('ip', ['netns', 'exec', netns, ...priv, ...argv], {
+    detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...(opts.env ?? {}) },
+  });
+  fs.closeSync(out);
+  if (child.pid === undefined) throw new Error(`could not start ${argv.join(' ')} in ${netns}`);
+  child.on('error', () => undefined);
+  children.set(child.pid, child);
+  child.on('exit', () => children.delete(child.pid!));
+  child.unref();
+  // setpriv and `ip netns exec` exec in place: the pid is the program's own.
+  return { pid: child.pid, marker: argv[1] ?? argv[0]! };
+}
+
+/** Is this pid still the process we started (alive, not a zombie, cmdline has the marker)? */
+export function isOurs(p: LabPid): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${p.pid}/stat`, 'utf8');
+    if (/\) Z /.test(stat)) return false;
+    return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').includes(p.marker);
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Stop one of our processes by pid: SIGTERM, SIGKILL after `graceMs`; resolves when it is gone. */
+export async function stopPid(p: LabPid | undefined, graceMs = 3000, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (!p || !isOurs(p)) return;
+  const kill = (sig: NodeJS.Signals): void => {
+    try {
+      process.kill(p.pid, sig);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+    }
+  };
+  kill(signal);
+  for (let t = 0; isOurs(p); t += 25) {
+    if (t === graceMs) kill('SIGKILL');
+    if (t > graceMs + 5000) throw new Error(`pid ${p.pid} (${p.marker}) did not exit after SIGKILL`);
+    await sleep(25);
+  }
+}
+
+async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${last ? `: ${last instanceof Error ? last.message : String(last)}` : ''}`);
+    await sleep(50);
+  }
+}
+
+// ------------------------------------------------------------------ the lab
+
+export interface LabOptions {
+  readonly nodes: number;
+  readonly profile: LabProfile;
+  /** Run directory parent (default /run/ambient-lab); the run dir is <parent>/<name>. */
+  readonly stateRoot?: string;
+  /** Lab name (default: the run prefix without its trailing dash). */
+  readonly name?: string;
+  readonly prefix?: string;
+}
+
+export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
+
+export class NetnsLab {
+  readonly api: WorldApi;
+
+  private constructor(readonly state: LabState, private readonly cluster: NetnsCluster | undefined) {
+    this.api = new WorldApi(state.apiSocket, state.controlSocket);
+  }
+
+  /** Re-open a lab from its state file (another process made it). */
+  static attach(runDir: string): NetnsLab {
+    const file = path.join(runDir, 'state.json');
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch {
+      throw new Error(`no ambient-lab cluster state at ${file}: is the cluster up? (ambient-lab up)`);
+    }
+    return new NetnsLab(JSON.parse(text) as LabState, undefined);
+  }
+
+  static async create(opts: LabOptions): Promise<NetnsLab> {
+    const cluster = await NetnsCluster.create({ nodes: opts.nodes, ...(opts.prefix ? { prefix: opts.prefix } : {}) });
+    const name = opts.name ?? cluster.prefix.replace(/-$/, '');
+    const runDir = path.join(opts.stateRoot ?? DEFAULT_STATE_ROOT, name);
+    let lab: NetnsLab | undefined;
+    try {
+      fs.mkdirSync(runDir, { recursive: true, mode: 0o755 });
+      fs.chmodSync(runDir, 0o755); // pod apps (non-root) append to their report files here
+      const state: LabState = {
+        version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile,
+        nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
+        fabric: cluster.fabric.netns, outside: cluster.outside.netns,
+        kubeconfig: path.join(runDir, 'kubeconfig'), apiSocket: path.join(runDir, 'api.sock'), controlSocket: path.join(runDir, 'api-control.sock'),
+        api: undefined, components: {}, pods: {}, podSeq: 0,
+      };
+      lab = new NetnsLab(state, cluster);
+      lab.save();
+      await lab.startApi();
+      for (const n of state.nodes) {
+        fs.mkdirSync(path.join(runDir, n.name), { recursive: true });
+        await lab.startComponent('agent', n.name);
+      }
+      for (const n of state.nodes) await lab.startComponent('proxy', n.name);
+      return lab;
+    } catch (e) {
+      if (lab) await lab.destroy().catch(() => undefined);
+      else await cluster.dispose().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  save(): void {
+    const file = path.join(this.state.runDir, 'state.json');
+    fs.writeFileSync(`${file}.tmp`, JSON.stringify(this.state, null, 2), { mode: 0o600 });
+    fs.renameSync(`${file}.tmp`, file);
+  }
+
+  nodeDir(node: string): string {
+    return path.join(this.state.runDir, node);
+  }
+
+  node(name: string): LabState['nodes'][number] {
+    const n = this.state.nodes.find((x) => x.name === name);
+    if (!n) throw new Error(`no node ${JSON.stringify(name)}; nodes are ${this.state.nodes.map((x) => x.name).join(', ')}`);
+    return n;
+  }
+
+  private async startApi(): Promise<void> {
+    const log = path.join(this.state.runDir, 'api.log');
+    this.state.api = spawnInNetns(this.state.fabric, [process.execPath, builtProgram('e2e/netns/kube-api-process.js'),
+      '--listen', `${FABRIC_GATEWAY.ipv4}:${API_PORT}`, '--api-socket', this.state.apiSocket, '--control-socket', this.state.controlSocket], { logFile: log });
+    this.save();
+    facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT}`, this.state.kubeconfig);
+    await waitFor('the API process did not come up', 15_000, async () => {
+      if (!isOurs(this.state.api!)) throw new Error(`it exited; see ${log}: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
+      return (await this.api.list('Namespace').then(() => true, () => undefined));
+    });
+    for (const ns of ['default', 'kube-system', 'istio-system']) await this.api.create('Namespace', { metadata: { name: ns } }).catch(() => undefined);
+  }
+
+  componentArgs(component: LabComponent, node: string): string[] {
+    const dir = this.nodeDir(node);
+    const common = ['--node', node, '--kubeconfig', this.state.kubeconfig, '--zds-socket', path.join(dir, 'zds.sock'), '--status-socket', path.join(dir, `${component}-status.sock`)];
+    if (component === 'agent') {
+      return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-agent.js'), ...common, '--profile', this.state.profile,
+        '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000'];
+    }
+    return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-proxy.js'), ...common, '--connection-log', path.join(dir, 'connections.jsonl')];
+  }
+
+  running(component: LabComponent, node: string): boolean {
+    const p = this.state.components[`${node}/${component}`];
+    return p !== undefined && isOurs(p);
+  }
+
+  async startComponent(component: LabComponent, node: string): Promise<void> {
+    const n = this.node(node);
+    if (this.running(component, node)) return;
+    const log = path.join(this.nodeDir(node), `${component}.log`);
+    const p = spawnInNetns(n.netns, this.componentArgs(component, node), { logFile: log });
+    this.state.components[`${node}/${component}`] = p;
+    this.save();
+    await waitFor(`the ${component} on ${node} did not become ready`, 20_000, async () => {
+      if (!isOurs(p)) throw new Error(`it exited; see ${log}: ${fs.readFileSync(log, 'utf8').slice(-800)}`);
+      return (await this.componentStatus(component, node)).ready ? true : undefined;
+    });
+  }
+
+  async stopComponent(component: LabComponent, node: string): Promise<void> {
+    await stopPid(this.state.components[`${node}/${component}`]);
+    this.state.components[`${node}/${component}`] = undefined;
+    this.save();
+  }
+
+  /** The component's /readyz and /status over its Unix status socket. */
+  async componentStatus(component: LabComponent, node: string): Promise<{ running: boolean; ready: boolean; detail: string; status: Record<string, unknown> | undefined }> {
+    const sock = path.join(this.nodeDir(node), `${component}-status.sock`);
+    if (!this.running(component, node)) return { running: false, ready: false, detail: 'not running', status: undefined };
+    const { request } = await import('./world-api-client.js');
+    try {
+      const status = (await request(sock, 'GET', '/status')) as Record<string, unknown>;
+      const ready = component === 'agent' ? (status['health'] as { ready?: boolean } | undefined)?.ready === true : status['ready'] === true;
+      const detail = component === 'agent' ? String((status['health'] as { detail?: string } | undefined)?.detail ?? '') : `zds ${status['zdsConnected'] ? 'connected' : 'not connected'}, ${(status['pods'] as unknown[]).length} pod(s) served`;
+      return { running: true, ready, detail, status };
+    } catch (e) {
+      return { running: true, ready: false, detail: e instanceof Error ? e.message : String(e), status: undefined };
+    }
+  }
+
+  // ------------------------------------------------------------------ CNI
+
+  private chains(node: string): { chain: CniChain; ifname: string }[] {
+    const n = this.node(node);
+    const dir = this.nodeDir(node);
+    const binDir = path.join(this.state.runDir, 'cni-bin');
+    const link = path.join(binDir, 'ambient-lab-cni');
+    if (!fs.existsSync(link)) {
+      fs.mkdirSync(binDir, { recursive: true });
+      fs.symlinkSync(path.join(repoRoot(), 'bin', 'ambient-lab-cni.js'), link);
+    }
+    const exec = new NetnsPluginExec({ netns: n.netns, dirs: [DEBIAN_CNI_DIR, binDir] });
+    const cache = new FileResultCache(path.join(dir, 'cni-cache'));
+    const opts = { path: [DEBIAN_CNI_DIR, binDir] };
+    const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
+    const podnet: CniConfList = {
+      cniVersion: '1.0.0', name: 'al-podnet',
+      plugins: [
+        { type: 'bridge', bridge: 'cni0', isGateway: true, isDefaultGateway: true, ipMasq: false,
+          ipam: { type: 'host-local', dataDir: path.join(dir, 'ipam'), ranges: [[{ subnet: `10.244.${n.index}.0/24` }]] } },
+        { type: 'ambient-lab-cni', agentSocket: path.join(dir, 'cni', 'agent.sock'), kubeconfig: this.state.kubeconfig,
+          apiAttempts: 3, apiRetryDelayMs: 200, agentTimeoutMs: 10_000 },
+      ],
+    };
+    return [{ chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' }, { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' }];
+  }
+
+  private clusterOrThrow(): NetnsCluster {
+    if (!this.cluster) throw new Error('this lab was attached from its state file; pod sandboxes can only be made by the process that created it');
+    return this.cluster;
+  }
+
+  /** Sandbox: netns + CNI ADD (lo, then eth0 with our plugin) + app; status written. */
+  async runSandbox(p: LabPodState): Promise<void> {
+    if (p.hostNetwork) {
+      p.netns = this.node(p.node).netns;
+      p.ips = [this.node(p.node).address];
+      await this.startApp(p);
+      p.started = true;
+      await this.writeStatus(p);
+      return;
+    }
+    const cluster = this.clusterOrThrow();
+    const short = `p${this.state.podSeq++}`;
+    const info = await cluster.createPodNetns(p.node, short);
+    p.short = short;
+    p.netns = info.netns;
+    p.containerId = `${this.state.prefix}${short}`;
+    const att = (ifname: string): { containerId: string; netns: string; ifname: string; args: Array<[string, string]> } => ({
+      containerId: p.containerId!, netns: info.netnsPath, ifname, args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!),
+    });
+    const nets = this.chains(p.node);
+    const results: CniResult[] = [];
+    try {
+      for (const n of nets) results.push(await n.chain.add(att(n.ifname)));
+    } catch (e) {
+      for (const n of [...nets].reverse()) await n.chain.del(att(n.ifname)).catch(() => undefined);
+      await cluster.removePod(short).catch(() => undefined);
+      p.short = undefined;
+      p.netns = undefined;
+      p.started = false;
+      p.error = e instanceof Error ? e.message : String(e);
+      this.save();
+      await this.writeStatus(p);
+      return;
+    }
+    const last = results[results.length - 1];
+    p.ips = (last?.ips ?? []).map((ip) => cidrAddress(ip.address)).filter((a) => a !== '127.0.0.1' && a !== '::1');
+    p.error = undefined;
+    await this.startApp(p);
+    p.started = true;
+    this.save();
+    await this.writeStatus(p);
+  }
+
+  private async startApp(p: LabPodState): Promise<void> {
+    const report = this.reportFile(p);
+    fs.mkdirSync(path.dirname(report), { recursive: true, mode: 0o755 });
+    fs.writeFileSync(report, '', { mode: 0o666 });
+    fs.chmodSync(report, 0o666);
+    const argv = [process.execPath, builtProgram('e2e/netns/world-pod-app.js'), '--pod', `${p.namespace}/${p.name}`, '--report', report,
+      '--tcp', p.tcpPorts.join(','), '--udp', p.udpPorts.join(',')];
+    p.app = spawnInNetns(p.netns!, argv, { uid: p.appUid, caps: p.appCaps.map((c) => c.toLowerCase()), env: { [POD_UID_ENV]: p.uid }, logFile: `${report}.log` });
+    await waitFor(`the app of ${p.namespace}/${p.name} did not start listening`, 10_000, async () => {
+      if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(`${report}.log`, 'utf8').slice(-500)}`);
+      return fs.readFileSync(report, 'utf8').includes('"ready"') ? true : undefined;
+    });
+  }
+
+  reportFile(p: LabPodState): string {
+    return path.join(this.state.runDir, 'pods', `${p.namespace}.${p.name}.${p.uid}.jsonl`);
+  }
+
+  private async writeStatus(p: LabPodState): Promise<void> {
+    const status = p.started
+      ? { phase: 'Running', hostIP: this.node(p.node).address, podIP: p.ips[0], podIPs: p.ips.map((ip) => ({ ip })),
+          conditions: [{ type: 'Ready', status: 'True' }] }
+      : { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'True' }, { type: 'Ready', status: 'False', reason: 'SandboxCreationFailed', message: (p.error ?? '').slice(0, 1000) }] };
+    await this.api.patch('Pod', p.name, p.namespace, { status }, true).catch(() => undefined);
+  }
+
+  /** Stop the app, CNI DEL in reverse, remove the netns. */
+  async teardownSandbox(p: LabPodState, opts: { cniDel: boolean } = { cniDel: true }): Promise<void> {
+    await stopPid(p.app);
+    p.app = undefined;
+    p.started = false;
+    if (!p.hostNetwork && p.short !== undefined) {
+      const cluster = this.clusterOrThrow();
+      if (opts.cniDel) {
+        const info = cluster.pod(p.short);
+        for (const n of [...this.chains(p.node)].reverse()) {
+          await n.chain.del({ containerId: p.containerId!, netns: info.netnsPath, ifname: n.ifname, args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!) }).catch(() => undefined);
+        }
+      }
+      await cluster.removePod(p.short);
+      p.short = undefined;
+      p.netns = undefined;
+    }
+    this.save();
+  }
+
+  async createPod(spec: {
+    namespace: string; name: string; node: string; labels?: Record<string, string>; annotations?: Record<string, string>;
+    serviceAccount?: string; hostNetwork?: boolean; uid: number; caps: readonly string[]; tcpPorts: readonly number[]; udpPorts?: readonly number[]; probePorts?: readonly number[];
+  }): Promise<LabPodState> {
+    this.node(spec.node);
+    const pod: KubeObjectOf<'Pod'> = {
+      metadata: { name: spec.name, namespace: spec.namespace, labels: spec.labels ?? {}, annotations: spec.annotations ?? {} },
+      spec: {
+        nodeName: spec.node, hostNetwork: spec.hostNetwork ?? false, serviceAccountName: spec.serviceAccount ?? 'default',
+        containers: [{
+          name: 'app', image: 'ambient-lab/pod-app',
+          securityContext: { runAsUser: spec.uid, capabilities: { drop: ['ALL'], add: [...spec.caps] } },
+          ports: spec.tcpPorts.map((containerPort) => ({ containerPort, protocol: 'TCP' })),
+          ...(spec.probePorts && spec.probePorts.length > 0 ? { readinessProbe: { tcpSocket: { port: spec.probePorts[0]! } } } : {}),
+        }],
+      },
+    };
+    const created = await this.api.create('Pod', pod);
+    const p: LabPodState = {
+      namespace: spec.namespace, name: spec.name, uid: created.metadata?.uid ?? '', node: spec.node, hostNetwork: spec.hostNetwork ?? false,
+      short: undefined, netns: undefined, containerId: undefined, ips: [], app: undefined, appUid: spec.uid, appCaps: spec.caps,
+      tcpPorts: spec.tcpPorts, udpPorts: spec.udpPorts ?? [], started: false, error: undefined,
+    };
+    this.state.pods[`${spec.namespace}/${spec.name}`] = p;
+    this.save();
+    await this.runSandbox(p);
+    return p;
+  }
+
+  async deletePod(namespace: string, name: string): Promise<void> {
+    const p = this.state.pods[`${namespace}/${name}`];
+    if (!p) throw new Error(`no pod ${namespace}/${name} in lab ${this.state.name}`);
+    await this.teardownSandbox(p);
+    await this.api.delete('Pod', name, namespace).catch(() => undefined);
+    delete this.state.pods[`${namespace}/${name}`];
+    this.save();
+  }
+
+  /**
+   * Reboot approximation: the node netns itself stays (its bridge and routes stand for what the
+   * node's boot scripts recreate), but everything a reboot loses goes: the agent and proxy are
+   * stopped, every pod sandbox on the node is removed WITHOUT CNI DEL (the node died; the
+   * runtime never ran DEL), the node's CNI result cache and host-local IPAM state are cleared
+   * (they live on tmpfs /run or are reset on a real node), the node netns' host ipsets are
+   * destroyed; then the components start again and every pod gets a new sandbox (new netns and
+   * ADD, same pod UID), as the kubelet does after a reboot.
+   */
+  async rebootNode(node: string): Promise<void> {
+    const n = this.node(node);
+    await this.stopComponent('proxy', node);
+    await this.stopComponent('agent', node);
+    const pods = Object.values(this.state.pods).filter((p) => p.node === node);
+    for (const p of pods) await this.teardownSandbox(p, { cniDel: false });
+    for (const d of ['cni-cache', 'ipam']) fs.rmSync(path.join(this.nodeDir(node), d), { recursive: true, force: true });
+    await execIn(n.netns, ['sh', '-c', 'ipset list -n | while read s; do ipset destroy "$s"; done']).catch(() => undefined);
+    await this.startComponent('agent', node);
+    await this.startComponent('proxy', node);
+    for (const p of pods) await this.runSandbox(p);
+  }
+
+  /** Stop every process (by pid), remove every namespace; verify nothing is left. */
+  async destroy(): Promise<void> {
+    const errors: string[] = [];
+    for (const p of Object.values(this.state.pods)) await stopPid(p.app).catch((e: unknown) => errors.push(String(e)));
+    for (const p of Object.values(this.state.components)) await stopPid(p).catch((e: unknown) => errors.push(String(e)));
+    await stopPid(this.state.api).catch((e: unknown) => errors.push(String(e)));
+    if (this.cluster) await this.cluster.dispose().catch((e: unknown) => errors.push(String(e)));
+    else {
+      const { removeLeftovers } = await import('./leftovers.js');
+      // Processes we did not record (a CNI plugin hung mid-run) can only live in our namespaces.
+      await removeLeftovers(this.state.prefix, { killProcesses: true }).catch((e: unknown) => errors.push(String(e)));
+    }
+    const { listNetns } = await import('./ip.js');
+    const left = (await listNetns()).filter((x) => x.startsWith(this.state.prefix));
+    if (left.length > 0) errors.push(`namespaces left: ${left.join(', ')}`);
+    const alive = [...Object.values(this.state.pods).map((p) => p.app), ...Object.values(this.state.components), this.state.api].filter((p): p is LabPid => p !== undefined && isOurs(p));
+    if (alive.length > 0) errors.push(`processes still running: ${alive.map((p) => p.pid).join(', ')}`);
+    if (errors.length === 0) fs.rmSync(this.state.runDir, { recursive: true, force: true });
+    if (errors.length > 0) throw new Error(`ambient-lab ${this.state.name}: cleanup left things behind: ${errors.join('; ')}`);
+  }
+}
