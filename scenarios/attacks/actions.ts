@@ -1,0 +1,72 @@
+/**
+ * The attacker actions a threat model allows against the standard topology, as World.connect
+ * calls. Each action is named so a report can say which one found a bypass.
+ */
+import type { ConnectOptions, Destination, Source, World } from '../world.js';
+import { canSetMark, type ThreatModel } from '../threats/threats.js';
+import { APP_PORT, ATTACKER, CLIENT, FRIEND, HOSTPOD, PROBE_PORT, REMOTE, SINK, UDP_PORT, VICTIM } from './topology.js';
+
+export interface AttackerAction {
+  readonly name: string;
+  readonly from: Source;
+  readonly to: Destination;
+  readonly opts: ConnectOptions;
+}
+
+/** The upstream and strict proxy mark (impl/api/marks.ts PROXY_MARK). */
+export const PROXY_MARK_VALUE = 0x539;
+
+const pod = (p: typeof VICTIM, port: number): Destination => ({ kind: 'pod', pod: p, port });
+
+export function attackerActions(t: ThreatModel, world: World): AttackerAction[] {
+  const n0 = world.nodes[0]!;
+  const n1 = world.nodes[1] ?? n0;
+  const out: AttackerAction[] = [];
+  const targets = (from: Source, label: string): void => {
+    out.push({ name: `${label} tcp → victim`, from, to: pod(VICTIM, APP_PORT), opts: {} });
+    out.push({ name: `${label} tcp → victim probe port`, from, to: pod(VICTIM, PROBE_PORT), opts: {} });
+    out.push({ name: `${label} udp → victim`, from, to: pod(VICTIM, UDP_PORT), opts: { proto: 'udp', payload: 'x' } });
+    out.push({ name: `${label} tcp → remote`, from, to: pod(REMOTE, APP_PORT), opts: {} });
+  };
+  switch (t.vantage) {
+    case 'enrolled-pod': {
+      const from: Source = { kind: 'pod', pod: ATTACKER };
+      targets(from, 'attacker');
+      out.push({ name: 'attacker tcp → sink (outside mesh)', from, to: pod(SINK, APP_PORT), opts: {} });
+      out.push({ name: 'attacker udp → sink', from, to: pod(SINK, UDP_PORT), opts: { proto: 'udp', payload: 'x' } });
+      // Try the mark whatever the threat: without the permission it must fail with EPERM.
+      out.push({ name: 'attacker tcp+mark → sink', from, to: pod(SINK, APP_PORT), opts: { mark: PROXY_MARK_VALUE } });
+      out.push({ name: 'attacker tcp+mark → victim', from, to: pod(VICTIM, APP_PORT), opts: { mark: PROXY_MARK_VALUE } });
+      if (canSetMark(t)) out.push({ name: 'attacker udp+mark → sink', from, to: pod(SINK, UDP_PORT), opts: { proto: 'udp', mark: PROXY_MARK_VALUE, payload: 'x' } });
+      if (t.caps.includes('NET_RAW')) {
+        out.push({ name: 'attacker raw udp → sink', from, to: pod(SINK, UDP_PORT), opts: { proto: 'udp', raw: true, payload: 'x' } });
+        out.push({ name: 'attacker raw tcp → sink', from, to: pod(SINK, APP_PORT), opts: { raw: true } });
+        out.push({ name: 'attacker raw udp → victim', from, to: pod(VICTIM, UDP_PORT), opts: { proto: 'udp', raw: true, payload: 'x' } });
+      }
+      // Inbound to the attacker's own pod, from a mesh peer (shows what the attacker did to its own capture).
+      out.push({ name: 'friend tcp → attacker', from: { kind: 'pod', pod: FRIEND }, to: pod(ATTACKER, APP_PORT), opts: {} });
+      break;
+    }
+    case 'same-node-host':
+      targets({ kind: 'host', node: n0, uid: t.uids[0]!, caps: t.caps }, `host(uid ${t.uids[0]})`);
+      targets({ kind: 'pod', pod: HOSTPOD }, 'hostNetwork pod');
+      break;
+    case 'other-node':
+      targets({ kind: 'pod', pod: CLIENT }, 'other-node pod');
+      out.push({ name: 'other-node host tcp → victim', from: { kind: 'host', node: n1, uid: 1000, caps: [] }, to: pod(VICTIM, APP_PORT), opts: {} });
+      break;
+    case 'outside':
+      targets({ kind: 'outside' }, 'outside');
+      break;
+  }
+  return out;
+}
+
+/** Plain mesh traffic every run also checks (liveness, and that the policy lets the friend in). */
+export function livenessActions(): AttackerAction[] {
+  return [
+    { name: 'friend tcp → victim (allowed)', from: { kind: 'pod', pod: FRIEND }, to: pod(VICTIM, APP_PORT), opts: {} },
+    { name: 'friend tcp → remote', from: { kind: 'pod', pod: FRIEND }, to: pod(REMOTE, APP_PORT), opts: {} },
+    { name: 'client tcp → sink (both outside the mesh)', from: { kind: 'pod', pod: CLIENT }, to: pod(SINK, APP_PORT), opts: {} },
+  ];
+}

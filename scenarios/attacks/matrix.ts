@@ -1,0 +1,133 @@
+/**
+ * The security matrix: for each profile × threat, build the standard topology in a fresh world,
+ * run the threat's attacker actions healthy, with the proxy down and with the agent down, judge
+ * every attempt and the settled state with the properties, and compare each property's verdict
+ * with the expected table. A cell mismatches in either direction.
+ *
+ *   const m = await runMatrix({ factory: simWorldFactory, profiles: ['upstream', 'strict'] });
+ *   m.cells.filter((c) => c.status !== 'as-expected')
+ */
+import type { Profile, World, WorldOptions } from '../world.js';
+import { checkConnection, checkState } from '../properties/index.js';
+import { PROPERTY_NAMES, type MeshSettings, type PropertyName, type Violation } from '../properties/types.js';
+import { THREATS, type ThreatId, type ThreatModel } from '../threats/threats.js';
+import { expectedCell, type ExpectedCell } from '../expected/table.js';
+import { attackerActions, livenessActions, type AttackerAction } from './actions.js';
+import { buildTopology, MESH_NS, type TopologyState } from './topology.js';
+
+export interface WorldMaker {
+  create(options: WorldOptions): Promise<World>;
+}
+
+export interface MatrixOptions {
+  readonly factory: WorldMaker;
+  readonly profiles?: readonly Profile[];
+  readonly threats?: readonly ThreatId[];
+  readonly seed?: number;
+  readonly ipv6?: boolean;
+  /** Called after each profile × threat run (progress bars). */
+  readonly onProgress?: (done: number, total: number, label: string) => void;
+}
+
+export interface FoundViolation {
+  readonly violation: Violation;
+  readonly action?: string;
+  readonly phase: Phase;
+}
+
+export type Phase = 'healthy' | 'proxy-down' | 'agent-down' | 'settled';
+
+export type CellStatus = 'as-expected' | 'unexpected-bypass' | 'missed-bypass' | 'not-evaluated';
+
+export interface MatrixCell {
+  readonly property: PropertyName;
+  readonly threat: ThreatId;
+  readonly profile: Profile;
+  readonly expected: ExpectedCell;
+  readonly observed: 'holds' | 'bypass';
+  readonly status: CellStatus;
+  /** Up to a few counterexamples (first per action). */
+  readonly violations: readonly FoundViolation[];
+  /** Why a cell was not evaluated (a World capability the attack needs is missing). */
+  readonly note?: string;
+}
+
+export interface MatrixResult {
+  readonly cells: readonly MatrixCell[];
+  readonly ok: boolean;
+}
+
+/** Run every action and judge it; `phase` labels where it came from. */
+async function runActions(world: World, state: TopologyState, actions: readonly AttackerAction[], phase: Phase, sink: FoundViolation[]): Promise<void> {
+  for (const a of actions) {
+    const result = await world.connect(a.from, a.to, a.opts);
+    const ctx = { ...(await state.context(world, phase === 'healthy')), from: a.from, to: a.to, opts: a.opts, result };
+    for (const v of checkConnection(ctx)) sink.push({ violation: v, action: a.name, phase });
+  }
+}
+
+export async function runThreat(factory: WorldMaker, profile: Profile, t: ThreatModel, o: { seed?: number; ipv6?: boolean } = {}): Promise<FoundViolation[]> {
+  const mesh: MeshSettings = { profile, dnsCapture: true, kubeletUid: 0 };
+  const world = await factory.create({ nodes: 2, profile, kernelVersion: t.kernelVersion, ipv6: o.ipv6 ?? false, dnsCapture: true, seed: o.seed ?? 1 });
+  const found: FoundViolation[] = [];
+  try {
+    const state = await buildTopology(world, t, mesh);
+    const n0 = world.nodes[0]!;
+    const actions = attackerActions(t, world);
+    await runActions(world, state, [...actions, ...livenessActions()], 'healthy', found);
+    await world.settle();
+    for (const v of checkState(await world.pods(), await state.context(world, true))) found.push({ violation: v, phase: 'settled' });
+    // Fail closed: the proxy of the victim's (and the in-pod attacker's) node down.
+    await state.setComponent(world, 'proxy', n0, 'down');
+    await runActions(world, state, actions, 'proxy-down', found);
+    await state.setComponent(world, 'proxy', n0, 'up');
+    await world.settle();
+    // Fail closed: the agent down; a new ambient pod must not start unredirected.
+    await state.setComponent(world, 'agent', n0, 'down');
+    await state.createPod(world, { namespace: MESH_NS, name: 'late', node: n0, app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+    await runActions(world, state, actions, 'agent-down', found);
+    for (const v of checkState(await world.pods(), await state.context(world, false))) found.push({ violation: v, phase: 'agent-down' });
+    await state.setComponent(world, 'agent', n0, 'up');
+    await world.settle();
+    for (const v of checkState(await world.pods(), await state.context(world, true))) found.push({ violation: v, phase: 'settled' });
+  } finally {
+    await world.close();
+  }
+  return found;
+}
+
+/** Does the world offer what the expected bypass needs? */
+function capabilityNote(cell: ExpectedCell, world: { appExec?: unknown } | undefined): string | undefined {
+  if (cell.verdict === 'bypass' && cell.requires === 'appExec' && typeof world?.appExec !== 'function') {
+    return 'the World has no appExec (the NET_ADMIN flush cannot be performed); see the proposed World.appExec';
+  }
+  return undefined;
+}
+
+export function judgeCell(property: PropertyName, threat: ThreatId, profile: Profile, found: readonly FoundViolation[], worldProbe?: { appExec?: unknown }): MatrixCell {
+  const expected = expectedCell(property, threat, profile);
+  const violations = found.filter((f) => f.violation.property === property);
+  const observed = violations.length > 0 ? 'bypass' : 'holds';
+  let status: CellStatus = observed === expected.verdict ? 'as-expected' : observed === 'bypass' ? 'unexpected-bypass' : 'missed-bypass';
+  const note = status === 'missed-bypass' ? capabilityNote(expected, worldProbe) : undefined;
+  if (note) status = 'not-evaluated';
+  const firstPerAction = new Map<string, FoundViolation>();
+  for (const v of violations) if (!firstPerAction.has(`${v.phase}:${v.action}`)) firstPerAction.set(`${v.phase}:${v.action}`, v);
+  return { property, threat, profile, expected, observed, status, violations: [...firstPerAction.values()].slice(0, 8), ...(note ? { note } : {}) };
+}
+
+export async function runMatrix(o: MatrixOptions): Promise<MatrixResult> {
+  const profiles = o.profiles ?? ['upstream', 'strict'];
+  const threats = o.threats ? THREATS.filter((t) => o.threats!.includes(t.id)) : THREATS;
+  const cells: MatrixCell[] = [];
+  const total = profiles.length * threats.length;
+  let done = 0;
+  for (const profile of profiles) {
+    for (const t of threats) {
+      const found = await runThreat(o.factory, profile, t, { ...(o.seed !== undefined ? { seed: o.seed } : {}), ...(o.ipv6 !== undefined ? { ipv6: o.ipv6 } : {}) });
+      for (const p of PROPERTY_NAMES) cells.push(judgeCell(p, t.id, profile, found));
+      o.onProgress?.(++done, total, `${profile} × ${t.id}`);
+    }
+  }
+  return { cells, ok: cells.every((c) => c.status === 'as-expected' || c.status === 'not-evaluated') };
+}

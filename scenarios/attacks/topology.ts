@@ -1,0 +1,107 @@
+/**
+ * The standard topology every threat runs against (two nodes):
+ *
+ *   mesh (ambient namespace)   victim   node-0  tcp 8080+8081 (probe port 8081), udp 9999; policy: ALLOW only from sa `friend`
+ *                              remote   node-1  tcp 8080 (enrolled, cross-node victim)
+ *                              friend   node-1  sa friend (liveness client)
+ *                              attacker node-0  uid/caps of the threat (in-pod threats only)
+ *   plain (no label)           sink     node-1  tcp 8080, udp 9999 (outside the mesh)
+ *                              client   node-1  (other-node attacker, outside the mesh)
+ *                              hostpod  node-0  hostNetwork (host threats: a hostNetwork pod as the threat's uid)
+ *
+ * `TopologyState` keeps what the properties need and the World cannot observe (namespace labels,
+ * pod facts, components, policies) — the ClusterContext minus the pod observations.
+ */
+import type { PodRef, PodSpec, PolicyObject, World } from '../world.js';
+import { podKey } from '../world.js';
+import type { ClusterContext, ComponentStates, MeshSettings, PodFacts } from '../properties/types.js';
+import type { ThreatModel } from '../threats/threats.js';
+
+export const MESH_NS = 'mesh';
+export const PLAIN_NS = 'plain';
+export const APP_PORT = 8080;
+export const PROBE_PORT = 8081;
+export const UDP_PORT = 9999;
+
+export const VICTIM: PodRef = { namespace: MESH_NS, name: 'victim' };
+export const REMOTE: PodRef = { namespace: MESH_NS, name: 'remote' };
+export const FRIEND: PodRef = { namespace: MESH_NS, name: 'friend' };
+export const ATTACKER: PodRef = { namespace: MESH_NS, name: 'attacker' };
+export const SINK: PodRef = { namespace: PLAIN_NS, name: 'sink' };
+export const CLIENT: PodRef = { namespace: PLAIN_NS, name: 'client' };
+export const HOSTPOD: PodRef = { namespace: PLAIN_NS, name: 'hostpod' };
+
+export const VICTIM_POLICY: PolicyObject = {
+  metadata: { namespace: MESH_NS, name: 'victim-only-friend' },
+  spec: { selector: { matchLabels: { app: 'victim' } }, action: 'ALLOW', rules: [{ from: [{ source: { principals: ['cluster.local/ns/mesh/sa/friend'] } }] }] },
+};
+
+/** Cluster facts the caller tracks; becomes a ClusterContext with fresh pod observations. */
+export class TopologyState {
+  readonly namespaces: Record<string, Record<string, string>> = {};
+  readonly specs: Record<string, PodFacts> = {};
+  readonly components: Record<string, { agent: 'up' | 'down'; proxy: 'up' | 'down' }> = {};
+  readonly policies: PolicyObject[] = [];
+  readonly createdWhileAgentDown = new Set<string>();
+
+  constructor(readonly mesh: MeshSettings, nodes: readonly string[]) {
+    for (const n of nodes) this.components[n] = { agent: 'up', proxy: 'up' };
+  }
+
+  async createNamespace(world: World, name: string, labels: Record<string, string>): Promise<void> {
+    await world.createNamespace(name, labels);
+    this.namespaces[name] = { ...labels };
+  }
+
+  async createPod(world: World, spec: PodSpec): Promise<void> {
+    this.specs[podKey(spec)] = {
+      uid: spec.app.uid, tcpPorts: spec.app.tcpPorts, ...(spec.app.probePorts ? { probePorts: spec.app.probePorts } : {}),
+      ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}), ...(spec.annotations ? { annotations: spec.annotations } : {}),
+    };
+    const down = spec.node !== undefined && this.components[spec.node]?.agent === 'down';
+    const obs = await world.createPod(spec);
+    if (down) this.createdWhileAgentDown.add(obs.uid);
+  }
+
+  async applyPolicy(world: World, p: PolicyObject): Promise<void> {
+    await world.applyPolicy(p);
+    this.policies.push(p);
+  }
+
+  async setComponent(world: World, c: 'agent' | 'proxy', node: string, state: 'up' | 'down'): Promise<void> {
+    if (state === 'down') await world.stop(c, node);
+    else await world.start(c, node);
+    this.components[node]![c] = state;
+  }
+
+  async context(world: World, quiescent: boolean): Promise<ClusterContext> {
+    return {
+      mesh: this.mesh, pods: await world.pods(), namespaces: this.namespaces, specs: this.specs,
+      components: structuredClone(this.components) as ComponentStates, policies: [...this.policies], quiescent,
+      createdWhileAgentDown: this.createdWhileAgentDown,
+    };
+  }
+}
+
+/** Build the standard topology; the attacker pod only for in-pod threats. */
+export async function buildTopology(world: World, t: ThreatModel, mesh: MeshSettings): Promise<TopologyState> {
+  const [n0, n1] = [world.nodes[0]!, world.nodes[1] ?? world.nodes[0]!];
+  const s = new TopologyState(mesh, world.nodes);
+  await s.createNamespace(world, MESH_NS, { 'istio.io/dataplane-mode': 'ambient' });
+  await s.createNamespace(world, PLAIN_NS, {});
+  await s.applyPolicy(world, VICTIM_POLICY);
+  const app = (uid = 1000) => ({ uid, caps: [], tcpPorts: [APP_PORT, PROBE_PORT], udpPorts: [UDP_PORT], probePorts: [PROBE_PORT] });
+  await s.createPod(world, { ...VICTIM, node: n0, labels: { app: 'victim' }, app: app() });
+  await s.createPod(world, { ...REMOTE, node: n1, labels: { app: 'remote' }, app: app() });
+  await s.createPod(world, { ...FRIEND, node: n1, labels: { app: 'friend' }, serviceAccount: 'friend', app: app() });
+  await s.createPod(world, { ...SINK, node: n1, labels: { app: 'sink' }, app: app() });
+  await s.createPod(world, { ...CLIENT, node: n1, labels: { app: 'client' }, app: app() });
+  if (t.vantage === 'enrolled-pod') {
+    await s.createPod(world, { ...ATTACKER, node: n0, labels: { app: 'attacker' }, serviceAccount: 'attacker', app: { uid: t.uids[0]!, caps: t.caps, tcpPorts: [APP_PORT], udpPorts: [UDP_PORT] } });
+  }
+  if (t.vantage === 'same-node-host') {
+    await s.createPod(world, { ...HOSTPOD, node: n0, hostNetwork: true, labels: { app: 'hostpod' }, app: { uid: t.uids[0]!, caps: [], tcpPorts: [] } });
+  }
+  await world.settle();
+  return s;
+}
