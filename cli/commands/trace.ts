@@ -40,7 +40,7 @@ export const traceCommand: CliCommand = {
         try {
           text = readFileSync(labfile, 'utf8');
         } catch (e) {
-          throw new Error(`cannot read lab file ${labfile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+          throw new Error(`cannot read lab file ${labfile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { cause: e });
         }
         const lab = parseLab(text, labfile);
         const run = runLab(lab, labfile);

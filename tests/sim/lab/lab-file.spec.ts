@@ -45,7 +45,7 @@ function labError(text: string): LabError {
     runLab(lab, 'bad.yaml');
   } catch (e) {
     if (e instanceof LabError) return e;
-    throw new Error(`expected a LabError, got ${String(e)}`);
+    throw new Error(`expected a LabError, got ${String(e)}`, { cause: e });
   }
   throw new Error('expected the lab to fail');
 }
