@@ -420,7 +420,7 @@ export class SimMeshWorld implements World {
     const marks = this.stacks.map((s) => s.sink.records.length);
     this.recorder.begin();
     let partial: AttemptResult;
-    let handshakes: KernelConnect[] = [];
+    let handshakes: KernelConnect[];
     try {
       if (opts.raw) partial = await this.sendRaw(src, dst, family, opts);
       else if ((opts.proto ?? 'tcp') === 'udp') partial = await this.sendUdp(src, dst, family, opts);
