@@ -1,0 +1,187 @@
+/**
+ * The deployment manifests (fixtures/manifests/*.yaml) against the Kubernetes schemas
+ * (kubernetes-models 4.5.1 validate(): the upstream OpenAPI schemas, CRD included), plus the
+ * deployment decisions the schemas cannot see: capabilities exactly as justified in the
+ * manifests' comments, no privileged containers, node-critical priority, tolerate-all,
+ * out-of-mesh labels, every host path used, and the socket / kubeconfig paths the processes
+ * agree on.
+ */
+import { test, expect } from '@playwright/test';
+import { readFileSync, readdirSync } from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+import { Namespace, ServiceAccount } from 'kubernetes-models/v1';
+import { DaemonSet } from 'kubernetes-models/apps/v1';
+import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
+import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/v1';
+import type { IDaemonSet } from 'kubernetes-models/apps/v1';
+
+const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../fixtures/manifests');
+
+type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<string, unknown>;
+
+function load(): Array<{ file: string; doc: Doc }> {
+  const out: Array<{ file: string; doc: Doc }> = [];
+  for (const f of readdirSync(DIR).filter((n) => n.endsWith('.yaml')).sort()) {
+    for (const d of parseAllDocuments(readFileSync(path.join(DIR, f), 'utf8'))) {
+      if (d.errors.length) throw new Error(`${f}: ${d.errors.map((e) => e.message).join('; ')}`);
+      const doc = d.toJS() as Doc | null;
+      if (doc) out.push({ file: f, doc });
+    }
+  }
+  return out;
+}
+
+/** The schema model for a document; an unknown kind is a test failure (add it here). */
+function validate(doc: Doc): void {
+  const key = `${doc.apiVersion}/${doc.kind}`;
+  // each model's constructor takes the plain object; validate() throws on any schema violation
+  const models: Record<string, (d: Doc) => { validate(): void }> = {
+    'v1/Namespace': (d) => new Namespace(d as never),
+    'v1/ServiceAccount': (d) => new ServiceAccount(d as never),
+    'apps/v1/DaemonSet': (d) => new DaemonSet(d as never),
+    'rbac.authorization.k8s.io/v1/ClusterRole': (d) => new ClusterRole(d as never),
+    'rbac.authorization.k8s.io/v1/ClusterRoleBinding': (d) => new ClusterRoleBinding(d as never),
+    'apiextensions.k8s.io/v1/CustomResourceDefinition': (d) => new CustomResourceDefinition(d as never),
+  };
+  const make = models[key];
+  if (!make) throw new Error(`no schema model for ${key}`);
+  make(doc).validate();
+}
+
+const docs = load();
+const daemonSets = docs.filter((d) => d.doc.kind === 'DaemonSet').map((d) => d.doc as unknown as IDaemonSet);
+const ds = (name: string): IDaemonSet => daemonSets.find((d) => d.metadata?.name === name) ?? (() => { throw new Error(`no DaemonSet ${name}`); })();
+
+test('every manifest document validates against the Kubernetes schemas (CRD included)', () => {
+  expect(docs.map((d) => `${d.doc.kind}/${d.doc.metadata.name}`).sort()).toEqual([
+    'ClusterRole/ambient-lab-agent', 'ClusterRole/ambient-lab-proxy', 'ClusterRoleBinding/ambient-lab-agent', 'ClusterRoleBinding/ambient-lab-proxy',
+    'CustomResourceDefinition/authorizationpolicies.security.istio.io', 'DaemonSet/ambient-lab-agent', 'DaemonSet/ambient-lab-proxy',
+    'Namespace/ambient-lab-system', 'ServiceAccount/ambient-lab-agent', 'ServiceAccount/ambient-lab-proxy',
+  ]);
+  for (const { file, doc } of docs) expect(() => validate(doc), `${file} ${doc.kind}/${doc.metadata.name}`).not.toThrow();
+});
+
+test('the validator can fail: broken copies of our manifests are rejected', () => {
+  const agent = structuredClone(docs.find((d) => d.doc.kind === 'DaemonSet')!.doc) as unknown as { spec: { template: { spec: { containers: Array<Record<string, unknown>> } } } };
+  agent.spec.template.spec.containers[1]!['ports'] = [{ containerPort: 'health' }];
+  expect(() => validate(agent as unknown as Doc)).toThrow();
+  const noSelector = structuredClone(docs.find((d) => d.doc.kind === 'DaemonSet')!.doc) as Record<string, Record<string, unknown>>;
+  delete noSelector['spec']!['selector'];
+  expect(() => validate(noSelector as unknown as Doc)).toThrow();
+  const crd = structuredClone(docs.find((d) => d.doc.kind === 'CustomResourceDefinition')!.doc) as { spec: Record<string, unknown> };
+  crd.spec['scope'] = 42;
+  expect(() => validate(crd as unknown as Doc)).toThrow();
+});
+
+test('the CRD serves security.istio.io/v1 AuthorizationPolicy, and a policy our scenarios use validates against Istio\'s schema', () => {
+  const crd = docs.find((d) => d.doc.kind === 'CustomResourceDefinition')!.doc as unknown as { spec: { group: string; names: { kind: string; plural: string }; versions: Array<{ name: string; served: boolean; storage: boolean }> } };
+  expect(crd.spec.group).toBe('security.istio.io');
+  expect(crd.spec.names).toMatchObject({ kind: 'AuthorizationPolicy', plural: 'authorizationpolicies' });
+  expect(crd.spec.versions.filter((v) => v.storage).map((v) => v.name)).toEqual(['v1']);
+  const policy = new AuthorizationPolicy({
+    metadata: { name: 'allow-client', namespace: 'app' },
+    spec: { action: 'ALLOW', rules: [{ from: [{ source: { principals: ['cluster.local/ns/app/sa/client'] } }], to: [{ operation: { ports: ['8080'] } }] }] },
+  });
+  expect(() => policy.validate()).not.toThrow();
+});
+
+/** Capabilities each container may add, with the justification in the manifests' comments. */
+const ALLOWED_CAPS: Record<string, readonly string[]> = {
+  'ambient-lab-agent/agent': ['NET_ADMIN', 'NET_RAW', 'SYS_ADMIN', 'SYS_PTRACE'],
+  'ambient-lab-agent/install-cni': [],
+  'ambient-lab-agent/write-kubeconfig': [],
+  'ambient-lab-proxy/proxy': ['NET_ADMIN', 'SYS_ADMIN'],
+  'ambient-lab-proxy/write-kubeconfig': [],
+};
+
+test('containers drop ALL capabilities and add back exactly the justified ones; none is privileged or escalates', () => {
+  const seen: string[] = [];
+  for (const d of daemonSets) {
+    const pod = d.spec!.template.spec!;
+    for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+      const id = `${d.metadata!.name}/${c.name}`;
+      seen.push(id);
+      const sc = c.securityContext ?? {};
+      expect(sc.privileged, id).not.toBe(true);
+      expect(sc.allowPrivilegeEscalation, id).toBe(false);
+      expect(sc.readOnlyRootFilesystem, id).toBe(true);
+      expect(sc.capabilities?.drop, id).toEqual(['ALL']);
+      expect([...(sc.capabilities?.add ?? [])].sort(), id).toEqual([...(ALLOWED_CAPS[id] ?? ['<not allowed>'])].sort());
+    }
+  }
+  expect(seen.sort()).toEqual(Object.keys(ALLOWED_CAPS).sort());
+});
+
+test('DaemonSets: node-critical, tolerate every taint, out of the mesh, their own service account', () => {
+  for (const d of daemonSets) {
+    const name = d.metadata!.name!;
+    const t = d.spec!.template;
+    expect(t.spec!.priorityClassName, name).toBe('system-node-critical');
+    expect(t.spec!.tolerations, name).toEqual([{ operator: 'Exists' }]);
+    expect(t.metadata!.labels!['istio.io/dataplane-mode'], name).toBe('none');
+    expect(t.spec!.serviceAccountName, name).toBe(name);
+    expect(d.metadata!.namespace).toBe('ambient-lab-system');
+    // the selector selects the template
+    for (const [k, v] of Object.entries(d.spec!.selector.matchLabels ?? {})) expect(t.metadata!.labels![k], name).toBe(v);
+  }
+  const ns = docs.find((d) => d.doc.kind === 'Namespace')!.doc as unknown as { metadata: { labels: Record<string, string> } };
+  expect(ns.metadata.labels['istio.io/dataplane-mode']).toBe('none');
+});
+
+test('mounts: every volume is used; the agent sees the CNI dirs only in install-cni, the proxy sees no host CNI, netns or /proc paths', () => {
+  for (const d of daemonSets) {
+    const pod = d.spec!.template.spec!;
+    const used = new Set([...(pod.initContainers ?? []), ...pod.containers].flatMap((c) => (c.volumeMounts ?? []).map((m) => m.name)));
+    expect([...used].sort(), d.metadata!.name).toEqual((pod.volumes ?? []).map((v) => v.name).sort());
+  }
+  const agentPod = ds('ambient-lab-agent').spec!.template.spec!;
+  const hostPaths = (names: readonly string[]) => (agentPod.volumes ?? []).filter((v) => names.includes(v.name)).map((v) => v.hostPath?.path);
+  const mountsOf = (c: string) => agentPod.containers.find((x) => x.name === c)!.volumeMounts!.map((m) => m.name);
+  expect(hostPaths(mountsOf('install-cni'))).toEqual(expect.arrayContaining(['/opt/cni/bin', '/etc/cni/net.d', '/var/run/ambient-lab']));
+  expect(mountsOf('agent')).not.toContain('cni-conf');
+  expect(mountsOf('agent')).not.toContain('cni-bin');
+  const netns = agentPod.containers.find((x) => x.name === 'agent')!.volumeMounts!.find((m) => m.name === 'netns')!;
+  expect(netns).toMatchObject({ mountPath: '/var/run/netns', mountPropagation: 'HostToContainer' });
+  const proxyPaths = (ds('ambient-lab-proxy').spec!.template.spec!.volumes ?? []).map((v) => v.hostPath?.path).filter((p) => p !== undefined);
+  expect(proxyPaths).toEqual(['/var/run/ambient-lab']);
+});
+
+test('RBAC is least privilege: read pods/namespaces, patch only pods/status, create events; the proxy reads pods and policies only', () => {
+  const role = (n: string) => (docs.find((d) => d.doc.kind === 'ClusterRole' && d.doc.metadata.name === n)!.doc as unknown as { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> }).rules;
+  const grants = (n: string) => role(n).flatMap((r) => r.apiGroups.flatMap((g) => r.resources.flatMap((res) => r.verbs.map((v) => `${g || 'core'}/${res}:${v}`)))).sort();
+  expect(grants('ambient-lab-agent')).toEqual([
+    'core/events:create', 'core/events:patch', 'core/namespaces:get', 'core/namespaces:list', 'core/namespaces:watch',
+    'core/pods/status:patch', 'core/pods:get', 'core/pods:list', 'core/pods:watch',
+  ]);
+  expect(grants('ambient-lab-proxy')).toEqual([
+    'core/pods:get', 'core/pods:list', 'core/pods:watch',
+    'security.istio.io/authorizationpolicies:get', 'security.istio.io/authorizationpolicies:list', 'security.istio.io/authorizationpolicies:watch',
+  ]);
+  for (const n of ['ambient-lab-agent', 'ambient-lab-proxy']) {
+    for (const r of role(n)) expect(r.verbs.includes('*') || r.resources.includes('*'), n).toBe(false);
+  }
+});
+
+test('the processes agree on paths: the installer\'s plugin socket default is the agent\'s, the kubeconfig the init container writes is the one the components read', () => {
+  const repo = path.resolve(DIR, '../..');
+  const agentMain = readFileSync(path.join(repo, 'impl/linux/node-agent-main.ts'), 'utf8');
+  const installerMain = readFileSync(path.join(repo, 'impl/linux/cni-installer-main.ts'), 'utf8');
+  const agentSock = /f\.str\('plugin-socket', '([^']+)'\)/.exec(agentMain)?.[1];
+  const installerSock = /f\.str\('agent-socket', '([^']+)'\)/.exec(installerMain)?.[1];
+  expect(agentSock).toBeDefined();
+  expect(installerSock).toBe(agentSock);
+  for (const d of daemonSets) {
+    const pod = d.spec!.template.spec!;
+    const written = pod.initContainers!.find((c) => c.name === 'write-kubeconfig')!.command!.at(-1);
+    for (const c of pod.containers.filter((x) => x.name !== 'install-cni')) {
+      expect(c.env!.find((e) => e.name === 'AMBIENT_LAB_KUBECONFIG')?.value, `${d.metadata!.name}/${c.name}`).toBe(written);
+    }
+  }
+  // the ZDS peer check admits the proxy's uid
+  const proxyUid = ds('ambient-lab-proxy').spec!.template.spec!.containers[0]!.securityContext!.runAsUser;
+  const agentEnv = ds('ambient-lab-agent').spec!.template.spec!.containers.find((c) => c.name === 'agent')!.env!;
+  expect(agentEnv.find((e) => e.name === 'AMBIENT_LAB_PROXY_UID')?.value).toBe(String(proxyUid));
+});
