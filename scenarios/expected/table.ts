@@ -48,7 +48,7 @@ export const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, R
     'app-net-raw-5.15': row(bypass(['B4', 'B8'], 'AF_PACKET and UDP skip capture (SO_MARK is EPERM before 5.17)'), RAW),
     'app-net-raw-6.1': row(bypass(['B4', 'B8', 'finding-j'], 'SO_MARK 0x539 (NET_RAW is enough since 5.17) skips the 15001 redirect; AF_PACKET and UDP too'), RAW),
     'app-net-admin': row(bypass(['B3', 'finding-j', 'B8'], 'SO_MARK 0x539 skips the redirect; flushing the rules skips everything'), FLUSH),
-    'app-proxy-uid-net-raw': row(bypass(['B4', 'finding-j', 'B8'], 'mark spoofing and AF_PACKET'), bypass(['B1', 'B4'], 'strict trusts mark + proxy uid: an app running as the proxy uid with the mark is exempt (B1), and AF_PACKET anyway — documented residual')),
+    'app-proxy-uid-net-raw': row(UDP_OUT, holds('the proxy uid alone is not enough: the mark needs a capability, and a non-root container has no effective capabilities (k8s#56374). Residual B1 (proxy uid + file capability CAP_NET_RAW) is not modelled by the sim')),
     'host-process': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
     'host-root': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
     'other-node': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),

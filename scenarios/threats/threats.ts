@@ -3,6 +3,10 @@
  * (`attackerActions`). The matrix runs every action a threat allows against the standard
  * topology (topology.ts) and judges each with the properties.
  *
+ * Added capabilities are effective only for uid 0: Kubernetes sets no ambient capabilities, so a
+ * non-root container process has none (kubernetes/kubernetes#56374; sim/node/container.ts). The
+ * capability threats therefore run as root.
+ *
  * The shape is a superset of scenarios/model/contracts.ts `ThreatSpec`, so the model-based
  * runner can draw from the same list.
  */
@@ -43,14 +47,14 @@ export const THREATS: readonly ThreatModel[] = [
     may: 'open TCP/UDP sockets of any port and family, bind any source the pod owns' },
   { ...base, id: 'app-root', title: 'app as uid 0, no capabilities', vantage: 'enrolled-pod', uids: [0], caps: [], kernelVersion: '6.1',
     may: 'as non-root, plus bind low ports and share SO_REUSEPORT groups with other uid-0 sockets in its netns' },
-  { ...base, id: 'app-net-raw-5.15', title: 'app with NET_RAW, kernel 5.15', vantage: 'enrolled-pod', uids: [1000], caps: ['NET_RAW'], kernelVersion: '5.15',
+  { ...base, id: 'app-net-raw-5.15', title: 'app as root with NET_RAW, kernel 5.15', vantage: 'enrolled-pod', uids: [0], caps: ['NET_RAW'], kernelVersion: '5.15',
     may: 'AF_PACKET frames out of eth0; SO_MARK fails with EPERM (< 5.17)' },
-  { ...base, id: 'app-net-raw-6.1', title: 'app with NET_RAW, kernel 6.1', vantage: 'enrolled-pod', uids: [1000], caps: ['NET_RAW'], kernelVersion: '6.1',
+  { ...base, id: 'app-net-raw-6.1', title: 'app as root with NET_RAW, kernel 6.1', vantage: 'enrolled-pod', uids: [0], caps: ['NET_RAW'], kernelVersion: '6.1',
     may: 'AF_PACKET frames; SO_MARK with any value (>= 5.17, kernel commit 079925cce1d0)' },
   { ...base, id: 'app-net-admin', title: 'app as root with NET_ADMIN', vantage: 'enrolled-pod', uids: [0], caps: ['NET_ADMIN'], kernelVersion: '6.1',
     may: 'SO_MARK, IP_TRANSPARENT, and rewrite or flush the netfilter rules of its own pod netns' },
   { ...base, id: 'app-proxy-uid-net-raw', title: 'app running as the proxy uid with NET_RAW, kernel 6.1', vantage: 'enrolled-pod', uids: [PROXY_UID], caps: ['NET_RAW'], kernelVersion: '6.1',
-    may: 'everything NET_RAW allows, as the uid the strict profile trusts (peers B1)' },
+    may: 'run as the uid the strict profile trusts (peers B1); the added NET_RAW is not effective for a non-root uid (Kubernetes sets no ambient capabilities, kubernetes/kubernetes#56374; the sim container model follows it), so it can neither mark nor open AF_PACKET' },
   { ...base, id: 'host-process', title: 'non-root host process or hostNetwork pod on the victim\'s node', vantage: 'same-node-host', uids: [1000], caps: [], kernelVersion: '6.1', hostAttacker: true,
     may: 'TCP/UDP from the node netns to pods on that node' },
   { ...base, id: 'host-root', title: 'root host process (kubelet uid) on the victim\'s node', vantage: 'same-node-host', uids: [KUBELET_UID], caps: [], kernelVersion: '6.1', hostAttacker: true,

@@ -1,0 +1,29 @@
+/**
+ * The security matrix on the sim world: every cell's observed verdict must match the expected
+ * table (scenarios/expected/table.ts) in both directions, for both profiles.
+ */
+import { test, expect } from '@playwright/test';
+import { simWorldFactory } from '../../../scenarios/worlds/sim-world.js';
+import { runMatrix, type MatrixCell } from '../../../scenarios/attacks/matrix.js';
+import { validateExpectedTable } from '../../../scenarios/expected/table.js';
+import { THREATS } from '../../../scenarios/threats/threats.js';
+
+test('the expected table is complete and every bypass names a class', () => {
+  expect(validateExpectedTable()).toEqual([]);
+});
+
+function describe(c: MatrixCell): string {
+  const ex = c.violations[0];
+  return `${c.property} × ${c.threat} × ${c.profile}: expected ${c.expected.verdict}, observed ${c.observed}${ex ? ` — e.g. [${ex.phase}] ${ex.action ?? ''}: ${ex.violation.message}` : ''}${c.note ? ` (${c.note})` : ''}`;
+}
+
+for (const profile of ['upstream', 'strict'] as const) {
+  for (const t of THREATS) {
+    test(`matrix ${profile} × ${t.id}: observed verdicts match the expected table`, async () => {
+      test.setTimeout(120_000);
+      const m = await runMatrix({ factory: simWorldFactory, profiles: [profile], threats: [t.id] });
+      const wrong = m.cells.filter((c) => c.status === 'unexpected-bypass' || c.status === 'missed-bypass').map(describe);
+      expect(wrong).toEqual([]);
+    });
+  }
+}
