@@ -3,7 +3,7 @@
  * table, the first route found decides (kernel fib_lookup / fib6_lookup). Also source address
  * selection for locally generated packets, and address classification for `-m addrtype`.
  */
-import { isMulticast, isUnspecified, type Family, type IpAddress } from './ip-address.js';
+import { isLoopback, isMulticast, isUnspecified, type Family, type IpAddress } from './ip-address.js';
 import { ruleMatches, type PolicyRule, type RuleQuery } from './policy-rule.js';
 import { TABLE_LOCAL, type Route } from './route.js';
 import type { Netns } from './netns.js';
@@ -52,8 +52,14 @@ export function selectSource(ns: Netns, d: RouteDecision, dst: IpAddress): IpAdd
   if (d.kind !== 'local' && d.kind !== 'unicast') return undefined;
   if (d.route.src) return d.route.src;
   if (d.kind === 'local') {
-    // Talking to one of our own addresses: the kernel uses that address as the source.
-    return dst;
+    // Talking to one of our own addresses: the kernel uses that address as the source. IPv4 does
+    // so for any RTN_LOCAL route (ip_route_output_key_hash_rcu: saddr = daddr), also for a
+    // foreign destination sent to a policy table's `local 0.0.0.0/0 dev lo` — connect() then
+    // fails on the non-local source (kernel.ts).
+    if (dst.family === 4 || isLocalAddress(ns, dst)) return dst;
+    // IPv6 has no such shortcut: ip6_route_get_saddr → ipv6_dev_get_saddr chooses among the
+    // addresses of every device (the destination is global, so not only those of lo).
+    return selectV6SourceAnyDevice(ns, dst);
   }
   const dev = ns.links.get(d.dev);
   const fam = dst.family;
@@ -68,6 +74,30 @@ export function selectSource(ns: Netns, d: RouteDecision, dst: IpAddress): IpAdd
     if (a) return a.addr;
   }
   return undefined;
+}
+
+/**
+ * RFC 6724 source selection over all devices, reduced to the rules that can differ between the
+ * model's addresses (ipv6_dev_get_saddr): rule 2, a scope at least the destination's (so not ::1
+ * or a link-local address for a global destination); rule 8, the longest common prefix, capped at
+ * the address's prefix length. Ties keep the first address found (devices in creation order).
+ */
+function selectV6SourceAnyDevice(ns: Netns, dst: IpAddress): IpAddress | undefined {
+  const scope = (a: IpAddress): number => (isLoopback(a) ? 1 : (a.value >> 118n) === 0x3fan ? 2 : 14);
+  const common = (a: IpAddress): number => {
+    let n = 0;
+    while (n < 128 && ((a.value >> BigInt(127 - n)) & 1n) === ((dst.value >> BigInt(127 - n)) & 1n)) n++;
+    return n;
+  };
+  let best: { addr: IpAddress; scopeOk: boolean; prefix: number } | undefined;
+  for (const link of ns.links.values()) {
+    for (const a of link.addresses) {
+      if (a.addr.family !== 6) continue;
+      const c = { addr: a.addr, scopeOk: scope(a.addr) >= scope(dst), prefix: Math.min(common(a.addr), a.prefix.len) };
+      if (!best || (c.scopeOk && !best.scopeOk) || (c.scopeOk === best.scopeOk && c.prefix > best.prefix)) best = c;
+    }
+  }
+  return best?.addr;
 }
 
 function sameSubnet(p: { addr: IpAddress; len: number }, a: IpAddress): boolean {

@@ -91,6 +91,27 @@ test('a `local 0.0.0.0/0 dev lo` route in table 100 makes any address local for 
   expect(formatIp(r.server!.local!.addr)).toBe('203.0.113.9');
 });
 
+test('IPv6: a `local ::/0 dev lo` policy route for a foreign destination takes a source address of the namespace, not the destination', () => {
+  // Unlike IPv4 (source = destination, then ENETUNREACH), ipv6_dev_get_saddr picks one of the
+  // namespace's own addresses, so connect() goes ahead: the SYN loops over lo, is delivered
+  // locally through the same rule, and finds no listener → RST → refused (found by the
+  // differential test against Linux, fixtures/fidelity/v6-local-route-source-seed-20260102.yaml).
+  const k = pair();
+  k.addRule('a', { family: 6, priority: 32764, fwmark: 0x111, mask: 0xfff, table: 100 });
+  k.addRoute('a', { dst: '::/0', type: 'local', dev: 'lo', table: 100 });
+  const c = client(k, 'a', { mark: 0x111, family: 6 });
+  const refused = k.connect(c, 'fd00:9::9', 80);
+  expect(refused.outcome, renderTrace(refused.trace)).toBe('refused');
+  expect(formatIp(c.local!.addr)).toBe('fd00::1');
+  // With a listener (AnyIP) the same connection is accepted locally, from fd00::1.
+  const srv = listenTcp(k, 'a', '::', 80, { family: 6 });
+  const r = k.connect(client(k, 'a', { mark: 0x111, family: 6 }), 'fd00:9::9', 80);
+  expect(r.outcome, renderTrace(r.trace)).toBe('established');
+  expect(r.listener).toBe(srv);
+  expect(formatIp(r.server!.remote!.addr)).toBe('fd00::1');
+  expect(formatIp(r.server!.local!.addr)).toBe('fd00:9::9');
+});
+
 test('blackhole, unreachable and prohibit routes stop the connection before it leaves', () => {
   const k = pair();
   k.addRoute('a', { dst: '10.96.1.0/24', type: 'blackhole' });
