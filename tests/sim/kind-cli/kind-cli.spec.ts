@@ -1,0 +1,133 @@
+/**
+ * The kind world's command lines against FAKE `kind`, `docker` and `kubectl` binaries on PATH
+ * that record their argv (one JSON line each) and answer as configured — no Docker needed.
+ * Checks the exact commands of bring-up (create with our config and a private kubeconfig,
+ * build the three images from ci/, load them, create the CRD only when absent, apply, wait),
+ * teardown, the clean-up on a failed step, and that errors name the failing command.
+ */
+import { test, expect } from '@playwright/test';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CRD_NAME, KindCli } from '../../../e2e/kind/kind-cli.js';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+interface Fake {
+  readonly dir: string;
+  readonly env: NodeJS.ProcessEnv;
+  calls(): Promise<string[][]>;
+}
+
+/** A recording binary: appends [name, ...argv] to the log; exits with $FAIL_<NAME>_ON matching a word of argv. */
+async function withFakes(fn: (f: Fake) => Promise<void>, extraEnv: Record<string, string> = {}): Promise<void> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'al-fakebin-'));
+  const log = path.join(dir, 'calls.jsonl');
+  const script = `#!${process.execPath}
+const fs = require('node:fs');
+const name = require('node:path').basename(process.argv[1]);
+const argv = process.argv.slice(2);
+fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify([name, ...argv]) + '\\n');
+const failOn = process.env['FAIL_' + name.toUpperCase() + '_ON'];
+if (failOn && argv.includes(failOn)) { process.stderr.write(name + ': simulated failure on ' + failOn + '\\n'); process.exit(1); }
+if (name === 'kubectl' && argv.includes('jsonpath={.items[*].metadata.name}')) process.stdout.write('ambient-lab-proxy-abcde');
+if (name === 'kubectl' && argv.includes('logs')) process.stdout.write('{"event":"accepted"}\\n');
+`;
+  for (const b of ['kind', 'docker', 'kubectl']) {
+    await writeFile(path.join(dir, b), script);
+    await chmod(path.join(dir, b), 0o755);
+  }
+  try {
+    await fn({
+      dir,
+      env: { PATH: `${dir}:/usr/bin:/bin`, ...extraEnv },
+      calls: async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as string[]),
+    });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const KC = '/tmp/al-kind-test.kubeconfig';
+
+test('bring-up: create with our config and a private kubeconfig, build from ci/, load, CRD created when absent, manifests applied in order, rollouts awaited', async () => {
+  // `kubectl get crd` fails: the CRD is absent
+  await withFakes(async (f) => {
+    const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env, nodeImage: 'kindest/node:v1.31.0' });
+    await cli.up();
+    const m = (n: string) => path.join(repo, 'fixtures/manifests', n);
+    expect(await f.calls()).toEqual([
+      ['kind', 'create', 'cluster', '--name', 'al-e2e', '--config', path.join(repo, 'fixtures/kind/cluster.yaml'), '--kubeconfig', KC, '--wait', '180s', '--image', 'kindest/node:v1.31.0'],
+      ['docker', 'build', '-f', 'ci/build.Dockerfile', '-t', 'ambient-lab/build:dev', '.'],
+      ['docker', 'build', '-f', 'ci/agent.Dockerfile', '--build-arg', 'BUILD_IMAGE=ambient-lab/build:dev', '-t', 'ambient-lab/agent:dev', '.'],
+      ['docker', 'build', '-f', 'ci/proxy.Dockerfile', '--build-arg', 'BUILD_IMAGE=ambient-lab/build:dev', '-t', 'ambient-lab/proxy:dev', '.'],
+      ['kind', 'load', 'docker-image', 'ambient-lab/agent:dev', '--name', 'al-e2e'],
+      ['kind', 'load', 'docker-image', 'ambient-lab/proxy:dev', '--name', 'al-e2e'],
+      ['kubectl', '--kubeconfig', KC, 'get', 'crd', CRD_NAME, '-o', 'name'],
+      ['kubectl', '--kubeconfig', KC, 'create', '-f', m('01-authorizationpolicy-crd.yaml')],
+      ['kubectl', '--kubeconfig', KC, 'wait', '--for', 'condition=Established', `crd/${CRD_NAME}`, '--timeout', '60s'],
+      ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('00-namespace.yaml')],
+      ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('02-rbac.yaml')],
+      ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('10-agent.yaml')],
+      ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('20-proxy.yaml')],
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'rollout', 'status', 'daemonset/ambient-lab-agent', '--timeout', '300s'],
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'rollout', 'status', 'daemonset/ambient-lab-proxy', '--timeout', '300s'],
+    ]);
+    await cli.deleteCluster();
+    expect((await f.calls()).at(-1)).toEqual(['kind', 'delete', 'cluster', '--name', 'al-e2e', '--kubeconfig', KC]);
+  }, { FAIL_KUBECTL_ON: 'crd' });
+});
+
+test('an existing CRD (Istio\'s) is left alone: no create', async () => {
+  await withFakes(async (f) => {
+    const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
+    expect(await cli.applyManifests()).toEqual({ crdCreated: false });
+    const calls = await f.calls();
+    expect(calls.some((c) => c.includes('create'))).toBe(false);
+    expect(calls.filter((c) => c.includes('apply')).length).toBe(4);
+  });
+});
+
+test('a non-default tag rewrites the DaemonSets\' images after applying', async () => {
+  await withFakes(async (f) => {
+    const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env, tag: 'pr-7' });
+    await cli.applyManifests();
+    const sets = (await f.calls()).filter((c) => c.includes('set'));
+    expect(sets).toEqual([
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'image', 'daemonset/ambient-lab-agent',
+        'write-kubeconfig=ambient-lab/agent:pr-7', 'install-cni=ambient-lab/agent:pr-7', 'agent=ambient-lab/agent:pr-7'],
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'image', 'daemonset/ambient-lab-proxy',
+        'write-kubeconfig=ambient-lab/proxy:pr-7', 'proxy=ambient-lab/proxy:pr-7'],
+    ]);
+  });
+});
+
+test('a failed step deletes the cluster and the error names the command', async () => {
+  await withFakes(async (f) => {
+    const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
+    const err = await cli.up().catch((e: unknown) => e as Error);
+    expect(err).toBeInstanceOf(Error);
+    expect((err as Error).message).toContain('docker build -f ci/agent.Dockerfile');
+    expect((err as Error).message).toContain('simulated failure');
+    const calls = await f.calls();
+    expect(calls.at(-1)).toEqual(['kind', 'delete', 'cluster', '--name', 'al-e2e', '--kubeconfig', KC]);
+    expect(calls.some((c) => c[0] === 'kind' && c[1] === 'load')).toBe(false);
+  }, { FAIL_DOCKER_ON: 'ci/agent.Dockerfile' });
+});
+
+test('the proxy log of a node: the proxy pod on that node, its proxy container', async () => {
+  await withFakes(async (f) => {
+    const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
+    expect(await cli.proxyLog('al-e2e-worker')).toBe('{"event":"accepted"}\n');
+    expect(await f.calls()).toEqual([
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'get', 'pods', '-l', 'app.kubernetes.io/name=ambient-lab-proxy',
+        '--field-selector', 'spec.nodeName=al-e2e-worker', '-o', 'jsonpath={.items[*].metadata.name}'],
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'logs', 'ambient-lab-proxy-abcde', '-c', 'proxy'],
+    ]);
+  });
+});
+
+test('cluster names that are not ours are refused', () => {
+  expect(() => new KindCli({ cluster: 'kind', repoRoot: repo, kubeconfig: KC })).toThrow(/al-/);
+});
