@@ -43,7 +43,6 @@ import { SeededRandom } from '../../sim/time/seeded-random.js';
 import { runFor, settle as drive } from '../../sim/time/settle.js';
 import { SimPluginEventTransport } from '../../sim/transport/plugin-events.js';
 import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
-import { MemoryLogger } from '../../sim/log/memory-logger.js';
 import {
   podKey, type Acceptor, type AppSpec, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
   type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory,
@@ -52,6 +51,7 @@ import {
 import { NodeStack, PROXY_CONNECT_TIMEOUT_MS, REPAIR_INTERVAL_MS, TRUST_DOMAIN, pluginEventAddress } from './sim/node-stack.js';
 import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor } from './sim/attribution.js';
 import { toProxyLogEntry } from './sim/proxy-log.js';
+import { QuietLogger } from './sim/quiet-logger.js';
 
 type Pod = KubeObjectOf<'Pod'>;
 
@@ -60,6 +60,8 @@ export interface SimWorldExtras {
   readonly trace?: boolean;
   /** Rewrite each in-pod plan the agents apply (mutation testing; see NodeAgentDeps.planTransform). */
   readonly mutatePlan?: (plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan;
+  /** Keep debug and info log entries too (default: warnings and errors only, for speed). */
+  readonly verboseLog?: boolean;
   /** Override fields of every node agent's configuration. */
   readonly agentConfig?: Partial<NodeAgentConfig>;
 }
@@ -90,7 +92,8 @@ export class SimMeshWorld implements World {
   readonly kind = 'sim' as const;
   readonly nodes: readonly string[];
   readonly sim: SimWorld;
-  readonly log = new MemoryLogger();
+  /** Warnings and errors of every component (everything with extras.verboseLog). */
+  readonly log: QuietLogger;
   private readonly stacks: NodeStack[];
   private readonly recorder: ConnectRecorder;
   private readonly apps = new Map<string, AppSpec>();
@@ -99,6 +102,7 @@ export class SimMeshWorld implements World {
   private nextRawPort = 40000;
 
   constructor(readonly options: WorldOptions, private readonly extras: SimWorldExtras = {}) {
+    this.log = new QuietLogger([], { verbose: extras.verboseLog ?? false, limit: 2000 });
     this.sim = new SimWorld({
       seed: options.seed, nodes: options.nodes, ipv6: options.ipv6, kernelVersion: options.kernelVersion,
       trace: extras.trace ?? false, backoff: KUBELET_BACKOFF,
@@ -268,10 +272,13 @@ export class SimMeshWorld implements World {
     }
   }
 
-  /** What settle watches: pods (resourceVersion), sandboxes, agents' and proxies' pod state. */
+  /**
+   * What settle watches: the API's resourceVersion (any write), sandboxes, agents' and proxies'
+   * pod state. (A pod stuck in sandbox backoff writes an Event per retry, so such a world
+   * settles only at the step cap — bounded, and rare.)
+   */
   private fingerprint(): string {
-    const parts: string[] = [];
-    for (const p of this.sim.store.list('Pod').items) parts.push(`${p.metadata?.uid}@${p.metadata?.resourceVersion}`);
+    const parts: string[] = [this.sim.store.resourceVersion()];
     for (const s of this.stacks) {
       for (const r of s.node.disk.sandboxes.values()) parts.push(`${r.podUid}:${r.netns}:${r.ready}:${r.containers.length}`);
       for (const uid of s.servedPods()) parts.push(`served ${uid}:${s.servedNetns(uid)}`);
@@ -342,7 +349,8 @@ export class SimMeshWorld implements World {
     return this.stacks.flatMap((s, i) => s.sink.records.slice(marks[i]).map((r) => toProxyLogEntry(s.name, r)));
   }
 
-  private knownPod = (ref: PodRef): boolean => this.sim.store.list('Pod', { namespace: ref.namespace }).items.some((p) => p.metadata?.name === ref.name);
+  /** Pods made through this world (app container labels are matched against these). */
+  private knownPod = (ref: PodRef): boolean => this.apps.has(podKey(ref));
 
   /** The pod whose sandbox netns is `netns`, if any. */
   private podOfNetns(netns: string): PodRef | undefined {
