@@ -1,0 +1,51 @@
+/** `ambient-lab status [--name NAME] [--json]`: nodes, components, pods (IPs, annotation, redirection, served). */
+import * as fs from 'node:fs';
+import type { Command } from 'commander';
+import type { CliCommand } from '../command.js';
+import { NetnsLab } from '../../e2e/netns/world-lab.js';
+import { execIn } from '../../e2e/netns/ip.js';
+import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
+import { DEFAULT_LAB, labDir, requireRoot } from './lab-common.js';
+
+export const statusCommand: CliCommand = {
+  name: 'status',
+  register(program: Command): void {
+    program
+      .command('status')
+      .description('show a cluster made by `ambient-lab up`: components, pods, IPs, annotations, redirection')
+      .option('--name <name>', 'lab name', DEFAULT_LAB)
+      .option('--json', 'machine-readable output')
+      .action(async (opts: { name: string; json?: boolean }) => {
+        requireRoot('status');
+        const lab = NetnsLab.attach(labDir(opts.name));
+        const nodes = [];
+        for (const n of lab.state.nodes) {
+          const agent = await lab.componentStatus('agent', n.name);
+          const proxy = await lab.componentStatus('proxy', n.name);
+          nodes.push({ name: n.name, address: n.address, agent: { running: agent.running, ready: agent.ready, detail: agent.detail }, proxy: { running: proxy.running, ready: proxy.ready, detail: proxy.detail } });
+        }
+        const pods = [];
+        for (const pod of await lab.api.list('Pod')) {
+          const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+          const st = lab.state.pods[key];
+          const save = st?.netns && !st.hostNetwork && fs.existsSync(`/run/netns/${st.netns}`) ? await execIn(st.netns, ['iptables-save', '-t', 'nat']).catch(() => '') : '';
+          pods.push({
+            pod: key, node: pod.spec?.nodeName ?? '', phase: pod.status?.phase ?? '', ips: (pod.status?.podIPs ?? []).map((x) => x.ip),
+            annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS] ?? '-', redirection: /--to-ports 15001\b/.test(save) ? 'enabled' : 'none', netns: st?.netns ?? '-',
+          });
+        }
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify({ name: lab.state.name, prefix: lab.state.prefix, profile: lab.state.profile, nodes, pods }, null, 2)}\n`);
+          return;
+        }
+        const lines = [`ambient-lab ${lab.state.name} (prefix ${lab.state.prefix}, profile ${lab.state.profile})`, '', 'NODE      ADDRESS        AGENT                 PROXY'];
+        for (const n of nodes) {
+          const c = (x: { running: boolean; ready: boolean }): string => (!x.running ? 'stopped' : x.ready ? 'ready' : 'not ready');
+          lines.push(`${n.name.padEnd(9)} ${n.address.padEnd(14)} ${c(n.agent).padEnd(21)} ${c(n.proxy)}`);
+        }
+        lines.push('', 'POD                          NODE      PHASE     IP            ANNOTATION  REDIRECTION');
+        for (const p of pods) lines.push(`${p.pod.padEnd(28)} ${p.node.padEnd(9)} ${p.phase.padEnd(9)} ${(p.ips[0] ?? '-').padEnd(13)} ${p.annotation.padEnd(11)} ${p.redirection}`);
+        process.stdout.write(`${lines.join('\n')}\n`);
+      });
+  },
+};
