@@ -1,0 +1,123 @@
+/**
+ * Positive controls: every property must find a counterexample in a deliberately broken world
+ * (a rule removed from the plan the agents apply, a component down with a rule missing) or on a
+ * deliberately lying observation (a proxy log that allows what the policy denies, an annotation
+ * that claims enrollment). A property that stays silent here could not fail.
+ */
+import { test, expect } from '@playwright/test';
+import type { RedirectionPlan } from '../../../impl/host/netns-rules.js';
+import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
+import { checkConnection, checkState, type ClusterContext, type PropertyName } from '../../../scenarios/properties/index.js';
+import { buildTopology, APP_PORT, ATTACKER, FRIEND, SINK, VICTIM, VICTIM_POLICY, MESH_NS } from '../../../scenarios/attacks/topology.js';
+import { threat } from '../../../scenarios/threats/threats.js';
+import type { ConnectOptions, Destination, PodObservation, Source } from '../../../scenarios/world.js';
+
+function dropRule(id: string) {
+  return (plan: RedirectionPlan): RedirectionPlan => {
+    const lines = (plan.iptables.ipv4 ?? "").split('\n');
+    const at = lines.findIndex((l) => l.startsWith(`# ${id}`));
+    if (at < 0) throw new Error(`no rule ${id} in the plan`);
+    lines.splice(at, 2);
+    return { ...plan, iptables: { ...plan.iptables, ipv4: lines.join('\n') } };
+  };
+}
+
+async function brokenWorld(ruleId: string) {
+  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 3 }, { mutatePlan: dropRule(ruleId) });
+  const state = await buildTopology(world, threat('app-nonroot'), { profile: 'strict', dnsCapture: true, kubeletUid: 0 });
+  const attempt = async (from: Source, to: Destination, opts: ConnectOptions = {}) => {
+    const result = await world.connect(from, to, opts);
+    return checkConnection({ ...(await state.context(world, true)), from, to, opts, result });
+  };
+  return { world, state, attempt };
+}
+
+const props = (vs: readonly { property: PropertyName }[]): PropertyName[] => [...new Set(vs.map((v) => v.property))].sort();
+
+test('outbound capture: without the outbound redirect, an app reaches a pod outside the mesh directly', async () => {
+  const { world, attempt } = await brokenWorld('nat/out/redirect-outbound');
+  try {
+    const v = await attempt({ kind: 'pod', pod: ATTACKER }, { kind: 'pod', pod: SINK, port: APP_PORT });
+    expect(props(v)).toContain('outbound-capture');
+  } finally { await world.close(); }
+});
+
+test('inbound capture and authorization: without the inbound redirect, a denied peer reaches the victim app', async () => {
+  const { world, attempt } = await brokenWorld('nat/prert/redirect-inbound');
+  try {
+    const v = await attempt({ kind: 'outside' }, { kind: 'pod', pod: VICTIM, port: APP_PORT });
+    expect(props(v)).toEqual(expect.arrayContaining(['inbound-capture', 'authorization']));
+  } finally { await world.close(); }
+});
+
+test('fail closed: with the proxy down and the outbound redirect missing, enrolled traffic bypasses', async () => {
+  const { world, state, attempt } = await brokenWorld('nat/out/redirect-outbound');
+  try {
+    await state.setComponent(world, 'proxy', world.nodes[0]!, 'down');
+    const v = await attempt({ kind: 'pod', pod: ATTACKER }, { kind: 'pod', pod: SINK, port: APP_PORT });
+    expect(props(v)).toContain('fail-closed');
+  } finally { await world.close(); }
+});
+
+test('the healthy strict world: the same attempts violate nothing (the controls above are not noise)', async () => {
+  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 3 });
+  try {
+    const state = await buildTopology(world, threat('app-nonroot'), { profile: 'strict', dnsCapture: true, kubeletUid: 0 });
+    for (const [from, to] of [
+      [{ kind: 'pod', pod: ATTACKER }, { kind: 'pod', pod: SINK, port: APP_PORT }],
+      [{ kind: 'outside' }, { kind: 'pod', pod: VICTIM, port: APP_PORT }],
+      [{ kind: 'pod', pod: FRIEND }, { kind: 'pod', pod: VICTIM, port: APP_PORT }],
+    ] as [Source, Destination][]) {
+      const result = await world.connect(from, to, {});
+      expect(checkConnection({ ...(await state.context(world, true)), from, to, opts: {}, result })).toEqual([]);
+    }
+    expect(checkState(await world.pods(), await state.context(world, true))).toEqual([]);
+  } finally { await world.close(); }
+});
+
+// ---- lying observations (no world can be made to lie on demand; the checks read these fields)
+
+function ctxWith(pods: PodObservation[]): ClusterContext {
+  return {
+    mesh: { profile: 'strict', dnsCapture: true }, pods, namespaces: { [MESH_NS]: { 'istio.io/dataplane-mode': 'ambient' } },
+    specs: { 'mesh/victim': { tcpPorts: [APP_PORT] } }, components: { 'node-0': { agent: 'up', proxy: 'up' } }, policies: [VICTIM_POLICY], quiescent: true,
+  };
+}
+const victimObs = (o: Partial<PodObservation>): PodObservation => ({
+  ...VICTIM, uid: 'u1', node: 'node-0', labels: { app: 'victim' }, phase: 'Running', started: true, hostNetwork: false,
+  ips: ['10.244.0.5'], annotation: 'enabled', redirected: true, served: true, ...o,
+});
+
+test('convergence: an annotation that says enabled on a pod without redirection is caught; the truthful one is not', () => {
+  expect(props(checkState([victimObs({ redirected: false })], ctxWith([])))).toEqual(['convergence']);
+  expect(props(checkState([victimObs({ annotation: undefined })], ctxWith([])))).toEqual(['convergence']);
+  expect(checkState([victimObs({})], ctxWith([]))).toEqual([]);
+});
+
+test('authorization: a proxy that allows what the policy denies is caught by the reference policy oracle', () => {
+  const pods = [victimObs({})];
+  const result = {
+    outcome: 'established' as const, acceptedBy: 'proxy-inbound' as const, acceptedIn: VICTIM,
+    deliveries: [{ pod: VICTIM, port: APP_PORT, peer: '203.0.113.10:40000', viaProxy: true }],
+    proxyLog: [{ node: 'node-0', pod: VICTIM, event: 'forwarded' as const, direction: 'inbound-plaintext' as const, srcIdentity: undefined, dstIdentity: undefined, allowed: true, reason: 'allow-all (broken)' }],
+  };
+  const v = checkConnection({ ...ctxWith(pods), from: { kind: 'outside' }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result });
+  expect(props(v)).toEqual(['authorization']);
+  // The same delivery with the policy removed is fine.
+  expect(checkConnection({ ...ctxWith(pods), policies: [], from: { kind: 'outside' }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result })).toEqual([]);
+});
+
+test('liveness: a proxy that presents the wrong identity, or a connection that is not delivered, is caught', () => {
+  const friend = victimObs({ ...FRIEND, uid: 'u2', labels: { app: 'friend' }, ips: ['10.244.1.5'], node: 'node-0' });
+  const pods = [victimObs({}), friend];
+  const ctx = { ...ctxWith(pods), specs: { 'mesh/victim': { tcpPorts: [APP_PORT] }, 'mesh/friend': { serviceAccount: 'friend' } } };
+  const ok = {
+    outcome: 'established' as const, acceptedBy: 'proxy-outbound' as const, acceptedIn: FRIEND,
+    deliveries: [{ pod: VICTIM, port: APP_PORT, peer: '10.244.1.5:40000', viaProxy: true }],
+    proxyLog: [{ node: 'node-0', pod: VICTIM, event: 'forwarded' as const, direction: 'inbound-hbone' as const, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/friend', dstIdentity: undefined, allowed: true, reason: 'allowed' }],
+  };
+  const at = (result: typeof ok | Record<string, unknown>) => checkConnection({ ...ctx, from: { kind: 'pod', pod: FRIEND }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result: result as typeof ok });
+  expect(at(ok)).toEqual([]);
+  expect(props(at({ ...ok, proxyLog: [{ ...ok.proxyLog[0]!, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/attacker' }] }))).toEqual(['liveness']);
+  expect(props(at({ ...ok, outcome: 'refused', acceptedBy: undefined, deliveries: [], proxyLog: [] }))).toEqual(['liveness']);
+});
