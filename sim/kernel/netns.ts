@@ -77,7 +77,16 @@ export class Netns {
     if (l.addresses.some((a) => a.addr.family === addr.family && a.addr.value === addr.value)) {
       throw new SimConfigError(`address ${formatIp(addr)} already on ${dev} in ${this.name}`);
     }
-    l.addresses.push({ addr, prefix });
+    if (addr.family === 4) l.addresses.push({ addr, prefix });
+    else {
+      // ipv6_link_dev_addr: a device's IPv6 list is sorted by scope, and a new address goes in
+      // front of those of the same scope, so the newest global address comes first. What takes
+      // "the first address" of a device (REDIRECT, TPROXY's default --on-ip, source selection
+      // ties) takes the newest one; IPv4 keeps its primary first.
+      const scope = (a: IpAddress): number => (a.value === 1n ? 1 : (a.value >> 118n) === 0x3fan ? 2 : 14);
+      const at = l.addresses.findIndex((a) => a.addr.family === 6 && scope(addr) >= scope(a.addr));
+      l.addresses.splice(at < 0 ? l.addresses.length : at, 0, { addr, prefix });
+    }
     this.syncKernelRoutes(l);
   }
 

@@ -240,3 +240,17 @@ test('with forwarding on a namespace forwards between its links, unchanged', () 
   listenTcp(k, 's', '::', 81);
   expect(k.connect(client(k, 'c', { family: 6 }), 'fd00:5::2', 81).outcome).toBe('timeout');
 });
+
+test('IPv6: the newest global address of a device comes first (source selection ties, REDIRECT), IPv4 keeps its primary', () => {
+  // ipv6_link_dev_addr inserts a new address before the others of the same scope; checked on
+  // Linux 6.x with fd00:2::2 then fd00:2::3 on eth0 (found by the differential test).
+  const k = pair();
+  k.addAddress('a', 'eth0', 'fd00::3/64');
+  k.addAddress('a', 'eth0', '192.0.2.3/24');
+  const srv = listenTcp(k, 'b', '::', 80, { family: 6 });
+  const r = k.connect(client(k, 'a', { family: 6 }), 'fd00::2', 80);
+  expect(r.outcome, renderTrace(r.trace)).toBe('established');
+  expect(r.listener).toBe(srv);
+  expect(formatIp(r.server!.remote!.addr)).toBe('fd00::3');
+  expect(k.netns('a').links.get('eth0')!.addresses.map((x) => formatIp(x.addr))).toEqual(['192.0.2.1', 'fd00::3', 'fd00::1', '192.0.2.3']);
+});
