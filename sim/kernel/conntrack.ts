@@ -38,6 +38,8 @@ export class ConnEntry {
   confirmed = false;
   /** TCP: a FIN or RST was seen; a later SYN on the same tuple opens a new connection. */
   closing = false;
+  /** TCP: started by a SYN (state SYN_SENT until a reply is seen), not picked up mid-stream. */
+  synSent = false;
   finOriginal = false;
   finReply = false;
   /** The destination / source NAT decision has been taken (possibly a null binding). */
@@ -81,6 +83,12 @@ export class ConntrackTable {
       this.remove(hit.entry);
       hit = undefined;
     }
+    if (hit && p.proto === 'tcp' && hit.entry.synSent && !hit.entry.seenReply && !p.flags.syn && !p.flags.rst) {
+      // tcp_conntracks[*][ack|fin][sSS] = sIV: until the SYN-ACK has been tracked, an ACK or FIN
+      // of either direction is INVALID and the entry stays as it is — e.g. the handshake's ACK
+      // when the SYN-ACK went through another zone (found by the differential test).
+      return 'invalid';
+    }
     if (hit && p.proto === 'tcp' && (p.flags.fin || p.flags.rst)) {
       const e = hit.entry;
       e.closing = true;
@@ -104,6 +112,7 @@ export class ConntrackTable {
     // a SYN or a bare ACK (loose pickup) can.
     if (p.proto === 'tcp' && (p.flags.rst || p.flags.fin || (p.flags.syn && p.flags.ack))) return 'invalid';
     const e = new ConnEntry(this.nextId++, zone, t, invert(t));
+    e.synSent = p.proto === 'tcp' && p.flags.syn;
     return new PacketCt(e, 'original', 'NEW');
   }
 
