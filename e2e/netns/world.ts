@@ -135,7 +135,7 @@ export class NetnsWorld implements World {
   private deliveries(tag: string): { pod: LabPodState; port: number; peer: string; local: string }[] {
     const out: { pod: LabPodState; port: number; peer: string; local: string }[] = [];
     for (const p of Object.values(this.lab.state.pods)) {
-      let text = '';
+      let text: string;
       try {
         text = fs.readFileSync(this.lab.reportFile(p), 'utf8');
       } catch {
