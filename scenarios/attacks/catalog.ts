@@ -1,0 +1,75 @@
+/**
+ * The attack catalog: one named entry per known bypass class that applies (peers.md §5,
+ * istio-cni.md §6), with its expected verdict per profile and how it is run. Entries marked
+ * `runBy: 'matrix'` are executed as the named attacker actions (actions.ts) of the listed threat
+ * and judged by the matrix; `runBy: 'not-expressible'` entries say precisely what the World
+ * lacks, so nothing is silently dropped.
+ */
+import type { Profile } from '../world.js';
+import type { PropertyName } from '../properties/types.js';
+import type { ThreatId } from '../threats/threats.js';
+import type { BypassClass } from '../expected/table.js';
+
+export interface AttackEntry {
+  readonly id: string;
+  readonly classes: readonly BypassClass[];
+  readonly title: string;
+  readonly setup: string;
+  readonly attack: string;
+  readonly observation: string;
+  readonly expected: Readonly<Record<Profile, { readonly verdict: 'holds' | 'bypass'; readonly property?: PropertyName; readonly why: string }>>;
+  readonly runBy:
+    | { readonly kind: 'matrix'; readonly threat: ThreatId; readonly actions: readonly string[] }
+    | { readonly kind: 'not-expressible'; readonly reason: string };
+}
+
+export const ATTACKS: readonly AttackEntry[] = [
+  { id: 'mark-spoofing', classes: ['B4', 'finding-j'], title: 'SO_MARK 0x539 on app sockets (NET_RAW, kernel >= 5.17)',
+    setup: 'root app with NET_RAW in an enrolled pod, kernel 6.1', attack: 'TCP and UDP with mark 0x539 to a pod outside the mesh and to the victim', observation: 'first hop is the sink app, not 15001',
+    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'the mark alone exempts from the 15001/15053 redirects' }, strict: { verdict: 'holds', why: 'proxy-uid + drop-spoofed-mark: the marked packet is dropped' } },
+    runBy: { kind: 'matrix', threat: 'app-net-raw-6.1', actions: ['attacker tcp+mark → sink', 'attacker udp+mark → sink', 'attacker tcp+mark → victim'] } },
+  { id: 'mark-spoofing-old-kernel', classes: ['B4'], title: 'SO_MARK with NET_RAW on kernel 5.15',
+    setup: 'root app with NET_RAW, kernel 5.15', attack: 'TCP with mark 0x539', observation: 'setsockopt(SO_MARK) fails with EPERM',
+    expected: { upstream: { verdict: 'holds', why: 'NET_RAW is not enough for SO_MARK before 5.17 (the UDP bypass of this threat is B8, separate)' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'matrix', threat: 'app-net-raw-5.15', actions: ['attacker tcp+mark → sink'] } },
+  { id: 'af-packet', classes: ['B4'], title: 'AF_PACKET frames out of eth0',
+    setup: 'root app with NET_RAW', attack: 'raw UDP datagram / TCP SYN to the sink and the victim', observation: 'the sink app receives the datagram; the victim redirects/drops',
+    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'AF_PACKET skips the pod netns netfilter' }, strict: { verdict: 'bypass', property: 'outbound-capture', why: 'residual: no in-pod rule can see AF_PACKET; the destination side still polices (strict victim holds)' } },
+    runBy: { kind: 'matrix', threat: 'app-net-raw-6.1', actions: ['attacker raw udp → sink', 'attacker raw tcp → sink', 'attacker raw udp → victim'] } },
+  { id: 'net-admin-flush', classes: ['B3'], title: 'NET_ADMIN flushes the pod netns rules',
+    setup: 'root app with NET_ADMIN', attack: 'iptables-restore of empty tables in its own pod netns, then TCP out and a peer TCP in', observation: 'outbound reaches the sink directly; inbound reaches the app directly',
+    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'rules live in the pod netns' }, strict: { verdict: 'bypass', property: 'outbound-capture', why: 'residual (B3): only admission policy prevents it' } },
+    runBy: { kind: 'not-expressible', reason: 'World has no way to run a command in a pod netns; proposed addition: World.appExec?(pod: PodRef, action: { kind: "iptables-flush" } | { kind: "bind"; port: number; reusePort: boolean }): Promise<{ ok: boolean; error?: string }>. The strict NET_ADMIN matrix cells are reported not-evaluated until it exists' } },
+  { id: 'non-tcp', classes: ['B8', 'finding-j'], title: 'UDP in and out of an enrolled pod',
+    setup: 'any app', attack: 'UDP to the sink (out) and to the victim (in)', observation: 'delivered to the app without the proxy',
+    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'only TCP and DNS are redirected' }, strict: { verdict: 'holds', why: 'non-tcp-fail-closed drops them' } },
+    runBy: { kind: 'matrix', threat: 'app-nonroot', actions: ['attacker udp → sink', 'attacker udp → victim'] } },
+  { id: 'probe-carve-out-host-process', classes: ['B12', 'finding-k'], title: 'a non-root host process or hostNetwork pod uses the probe SNAT',
+    setup: 'host process uid 1000 / hostNetwork pod on the victim node', attack: 'TCP to the victim app port and probe port', observation: 'app accepts from 169.254.7.127 without the proxy',
+    expected: { upstream: { verdict: 'bypass', property: 'inbound-capture', why: '--socket-exists SNAT + accept on any port' }, strict: { verdict: 'holds', why: 'kubelet-uid SNAT + declared probe ports only' } },
+    runBy: { kind: 'matrix', threat: 'host-process', actions: ['host(uid 1000) tcp → victim', 'hostNetwork pod tcp → victim'] } },
+  { id: 'ipv6-without-v6-rules', classes: ['B7', 'finding-j'], title: 'IPv6 traffic when the mesh does not capture v6',
+    setup: 'dual-stack pods, agent ipv6 capture off', attack: 'TCP over v6 out and in', observation: 'v6 reaches apps directly',
+    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'no v6 rules are installed' }, strict: { verdict: 'holds', why: 'ipv6-always: a v6 block ruleset' } },
+    runBy: { kind: 'not-expressible', reason: 'WorldOptions.ipv6 couples dual-stack pods and v6 capture; needs a separate mesh-v6 switch (e.g. SimWorldExtras.agentConfig { ipv6: false } with WorldOptions.ipv6 true — untested here). Covered at rule level by tests/sim/node-agent/rules/behaviour.spec.ts "IPv6 off"' } },
+  { id: 'port-hijack-restart', classes: ['finding-l'], title: 'app binds 15001/15006/15008 during a proxy restart gap, or joins the proxy\'s SO_REUSEPORT group as the same uid',
+    setup: 'root app; proxy stopped', attack: 'bind 15006 in the pod netns, restart the proxy, peer TCP in', observation: 'the app accepts redirected inbound',
+    expected: { upstream: { verdict: 'bypass', property: 'inbound-capture', why: 'nothing reserves the ports (PR #49078 open)' }, strict: { verdict: 'bypass', property: 'inbound-capture', why: 'not addressed by strict rules; the sim proxy runs as uid 1337, so only a uid-1337 app could share the reuseport group' } },
+    runBy: { kind: 'not-expressible', reason: 'AppSpec listens only on declared ports at start; needs World.appExec bind (see net-admin-flush) to bind a port mid-history' } },
+  { id: 'start-before-rules', classes: ['B5', 'finding-a'], title: 'an ambient pod starts before the mesh on its node is ready',
+    setup: 'agent stopped on node-0', attack: 'create an ambient pod there', observation: 'pod running without redirection',
+    expected: { upstream: { verdict: 'holds', why: 'our CNI plugin is chained and fails the ADD without the agent (fail closed); the upstream race needs the plugin not installed at all' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'matrix', threat: 'app-nonroot', actions: ['(agent-down phase: pod mesh/late)'] } },
+  { id: 'reboot-stuck', classes: ['finding-b', 'B14'], title: 'node reboot leaves an annotated pod without rules', setup: 'enrolled pods', attack: 'World.rebootNode', observation: 'annotation enabled, redirected false',
+    expected: { upstream: { verdict: 'holds', property: 'convergence', why: 'our agent re-enrolls on the new sandbox ADD and repairs by netns (upstream issue #60882 is the bypass)' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'not-expressible', reason: 'not wired into the matrix yet (World.rebootNode exists; the model-based commands exercise it with the convergence property)' } },
+  { id: 'api-error-at-add', classes: ['finding-c'], title: 'API error during the plugin\'s ambient check', setup: 'API fails Pod GET', attack: 'create an ambient pod', observation: 'pod starts unredirected',
+    expected: { upstream: { verdict: 'bypass', property: 'fail-closed', why: 'upstream treats it as non-ambient by default' }, strict: { verdict: 'holds', why: 'our plugin retries and fails the ADD' } },
+    runBy: { kind: 'not-expressible', reason: 'World has no API fault injection beyond dropWatches; needs World.failApi?(verb, kind, count)' } },
+  { id: 'hostile-annotations', classes: ['finding-n'], title: 'hostile values in redirection annotations', setup: 'pod with virtual-interfaces "eth0 -j ACCEPT" etc.', attack: 'create the pod', observation: 'the agent refuses; no rule text injected',
+    expected: { upstream: { verdict: 'holds', why: 'annotations are validated before rule building' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'not-expressible', reason: 'not wired yet; covered at unit level by tests/sim/node-agent/rules/annotations.spec.ts' } },
+  { id: 'rogue-zds-client', classes: ['finding-m'], title: 'a second ZDS client takes over pod netns fds', setup: 'node access', attack: 'connect to the ZDS socket as a non-proxy uid', observation: 'the agent rejects it (allowedProxyUids)',
+    expected: { upstream: { verdict: 'holds', why: 'our agent checks peer credentials' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'not-expressible', reason: 'World exposes no ZDS endpoint; covered by tests/sim/zds' } },
+];
