@@ -306,7 +306,7 @@ export class KernelLab {
     const tag = `${a.name}#${Math.random().toString(36).slice(2, 8)}`;
     const r = (await probe.request({
       op: 'connect', tag, proto: a.proto, address: a.address, port: a.port, mark: a.mark, transparent: a.transparent,
-      source: a.source, sourcePort: a.sourcePort, timeoutMs: this.connectTimeoutMs,
+      source: a.source, sourcePort: a.sourcePort, timeoutMs: this.connectTimeoutMs, holdData: a.proto === 'tcp',
     })) as ConnectOutcome;
     const why = (o: ConnectOutcome): string => `${o.call ?? 'connect'}: ${o.code ?? ''} ${o.message ?? ''}`.trim();
     if (a.proto === 'tcp') {
@@ -317,7 +317,9 @@ export class KernelLab {
         if (r.call === 'connect' && r.code === 'ETIMEDOUT') return { ...base, outcome: 'timeout', reason: why(r) };
         return { ...base, outcome: `error ${r.code}`, reason: why(r) };
       }
+      // The client holds its data until the accept has been reported (ConnectRequest.holdData).
       const acc = await this.pool.events.take((e: ProbeEvent): e is AcceptEvent => e.ev === 'accept', this.deliveryWaitMs);
+      await probe.request({ op: 'release', tag });
       if (!acc) return { ...base, outcome: 'timeout', reason: `connect completed on the client, but no listener accepted within ${this.deliveryWaitMs} ms (the handshake's last ACK did not arrive)` };
       return { ...base, outcome: 'established', acceptedBy: acc.listener, originalDst: acc.originalDst, sourceSeen: acc.peer, localSeen: acc.local, reason: `accepted by ${acc.listener}` };
     }

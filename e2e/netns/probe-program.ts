@@ -18,6 +18,8 @@ import { formatEndpoint, type ConnectOutcome, type ConnectRequest, type ListenRe
 
 type Closer = () => void;
 const listeners = new Map<string, Closer>();
+/** Connected TCP sockets waiting for a `release` (ConnectRequest.holdData), by tag. */
+const held = new Map<string, net.Socket>();
 
 function send(line: ProbeReply | ProbeEvent): void {
   process.stdout.write(JSON.stringify(line) + '\n');
@@ -119,8 +121,14 @@ function connectTcp(r: ConnectRequest, raw: RawSocket): Promise<ConnectOutcome> 
       finish({ result: 'error', ...errCode(e) });
     });
     sock.once('connect', () => {
-      sock.end(r.tag + '\n');
-      setTimeout(() => sock.destroy(), 1_000).unref();
+      if (r.holdData) {
+        held.set(r.tag, sock);
+        // A runner that never releases must not leak the socket.
+        setTimeout(() => { if (held.get(r.tag) === sock) { held.delete(r.tag); sock.destroy(); } }, 5_000).unref();
+      } else {
+        sock.end(r.tag + '\n');
+        setTimeout(() => sock.destroy(), 1_000).unref();
+      }
       finish({ result: 'established', code: undefined, call: undefined, message: undefined });
     });
     // Must run in the tick that adopted the fd (see impl/linux/sockets.ts).
@@ -179,6 +187,14 @@ async function handle(req: ProbeRequest): Promise<unknown> {
   switch (req.op) {
     case 'listen': await listen(req); return undefined;
     case 'connect': return attempt(req);
+    case 'release': {
+      const sock = held.get(req.tag);
+      if (!sock) return false;
+      held.delete(req.tag);
+      sock.end(req.tag + '\n');
+      setTimeout(() => sock.destroy(), 1_000).unref();
+      return true;
+    }
     case 'exec': return execIn(req.argv, req.input);
     case 'sysctl':
       if (!/^net\/[A-Za-z0-9_./@-]+$/.test(req.key) || req.key.includes('..')) throw Object.assign(new Error(`sysctl ${req.key}: only net/... paths under /proc/sys`), { code: 'EINVAL', syscall: 'sysctl' });

@@ -31,6 +31,20 @@ export interface ConnectRequest {
   readonly source: string | undefined;
   readonly sourcePort: number | undefined;
   readonly timeoutMs: number;
+  /**
+   * TCP: once connected, write nothing until a `release` request names this tag. The lab runner
+   * holds the data until the listener's probe has read the accepted socket's peer and
+   * SO_ORIGINAL_DST, so those are read after the handshake and before any data segment (and the
+   * receiver's ACK of it) has passed conntrack — the moment the simulator models. Unheld, which
+   * of the two comes first depends on process scheduling.
+   */
+  readonly holdData?: boolean;
+}
+
+/** Write the tag on a connection held by `ConnectRequest.holdData` and close it (value: whether it was held). */
+export interface ReleaseRequest {
+  readonly op: 'release';
+  readonly tag: string;
 }
 
 /** Root probes only: run a program (iptables-restore, ip, ipset) inside the probe's namespace. */
@@ -51,7 +65,7 @@ export interface CloseAllRequest {
   readonly op: 'close-all';
 }
 
-export type ProbeRequest = ListenRequest | ConnectRequest | ExecRequest | SysctlRequest | CloseAllRequest;
+export type ProbeRequest = ListenRequest | ConnectRequest | ReleaseRequest | ExecRequest | SysctlRequest | CloseAllRequest;
 
 export type ProbeReply =
   | { readonly id: number; readonly ok: true; readonly value?: unknown }
