@@ -14,7 +14,7 @@
  * `lo` keeps both, so a looped packet is not re-tracked and nat PREROUTING is not consulted.
  */
 import { formatIp, ipEquals, isLoopback, loopbackAddress, type Family, type IpAddress } from './ip-address.js';
-import { addrType, fibLookup, type RouteDecision } from './fib.js';
+import { addrType, fibLookup, masqueradeSource, type RouteDecision } from './fib.js';
 import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
 import { formatRoute } from './route.js';
 import { formatSockAddr, type SimSocket } from './socket.js';
@@ -338,10 +338,9 @@ export class Datapath {
     let addr: IpAddress;
     if (a.kind === 'snat') addr = a.addr;
     else {
-      const dev = outDev ? ns.links.get(outDev) : undefined;
-      const cand = dev?.addresses.find((x) => x.addr.family === fam);
-      if (!cand) return `MASQUERADE: output device ${outDev ?? '?'} has no IPv${fam} address`;
-      addr = cand.addr;
+      const cand = masqueradeSource(ns, outDev, skb.nextHop, p.dst);
+      if (!cand) return `MASQUERADE: no IPv${fam} address to use for output device ${outDev ?? '?'} (the kernel drops)`;
+      addr = cand;
     }
     let port = pickPort(a.ports, p.sport);
     // Keep the source port unless the resulting reply tuple is taken (nf_nat_used_tuple).

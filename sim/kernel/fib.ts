@@ -100,6 +100,36 @@ function selectV6SourceAnyDevice(ns: Netns, dst: IpAddress): IpAddress | undefin
   return best?.addr;
 }
 
+/**
+ * The source MASQUERADE takes for a packet leaving by `outDev`. IPv4 (nf_nat_masquerade_ipv4 →
+ * inet_select_addr with universe scope): a primary address of the device, preferring one whose
+ * subnet holds the next hop — host-scope 127/8 does not qualify, so leaving by lo it is the first
+ * such address of any device (lo, then the others); none → the kernel drops. IPv6
+ * (nf_nat_masquerade_ipv6 → ipv6_dev_get_saddr): ordinary source selection for the destination.
+ */
+export function masqueradeSource(ns: Netns, outDev: string | undefined, nextHop: IpAddress, dst: IpAddress): IpAddress | undefined {
+  const dev = outDev ? ns.links.get(outDev) : undefined;
+  if (dst.family === 6) {
+    if (isLoopback(dst) || isLocalAddress(ns, dst)) return dst;
+    return dev?.addresses.find((a) => a.addr.family === 6)?.addr ?? selectV6SourceAnyDevice(ns, dst);
+  }
+  const primaries = (l: { addresses: readonly { addr: IpAddress; prefix: { addr: IpAddress; len: number } }[] }): IpAddress[] =>
+    l.addresses.filter((a, i) => a.addr.family === 4 && !isLoopback(a.addr)
+      && !l.addresses.slice(0, i).some((q) => q.addr.family === 4 && q.prefix.len === a.prefix.len && q.prefix.addr.value === a.prefix.addr.value))
+      .map((a) => a.addr);
+  if (dev) {
+    const own = dev.addresses.filter((a) => primaries(dev).includes(a.addr));
+    const chosen = own.find((a) => a.prefix.len > 0 && sameSubnet(a.prefix, nextHop)) ?? own[0];
+    if (chosen) return chosen.addr;
+  }
+  const all = [...ns.links.values()].sort((a, b) => (a.kind === 'loopback' ? -1 : b.kind === 'loopback' ? 1 : a.index - b.index));
+  for (const l of all) {
+    const a = primaries(l)[0];
+    if (a) return a;
+  }
+  return undefined;
+}
+
 function sameSubnet(p: { addr: IpAddress; len: number }, a: IpAddress): boolean {
   const bits = a.family === 4 ? 32 : 128;
   if (p.addr.family !== a.family) return false;

@@ -5,6 +5,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { formatSockAddr } from '../../../../sim/kernel/socket.js';
+import { formatIp } from '../../../../sim/kernel/ip-address.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import { ADMIN, client, eventsOf, listenTcp, pair, routed, table } from './world.js';
 
@@ -225,4 +226,15 @@ test('a looped handshake ACK that is INVALID in its SYN\'s zone is picked up in 
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(formatSockAddr(k.originalDst(r.server!))).toBe('[::1]:80');
   expect(k.netns('a').conntrack.entries().map((e) => e.zone).sort()).toEqual([0, 1]);
+});
+
+test('MASQUERADE leaving by lo takes a global address of the namespace, not 127.0.0.1 (inet_select_addr, universe scope)', () => {
+  // Checked on Linux 6.x: a connection to the namespace's own address under
+  // `nat POSTROUTING -p tcp -j MASQUERADE` is seen from that address (found by the differential test).
+  const k = pair();
+  k.iptablesRestore('b', 4, table('nat', '-A POSTROUTING -p tcp -j MASQUERADE'));
+  listenTcp(k, 'b', '0.0.0.0', 80);
+  const r = k.connect(client(k, 'b'), '192.0.2.2', 80);
+  expect(r.outcome, renderTrace(r.trace)).toBe('established');
+  expect(formatIp(r.server!.remote!.addr)).toBe('192.0.2.2');
 });
