@@ -1,10 +1,11 @@
 /** Real adapter of the Random port: the platform's CSPRNG. */
-import { randomInt } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import type { Random } from '../host/random.js';
 
 export class SystemRandom implements Random {
   next(): number {
-    return randomInt(0, 2 ** 48) / 2 ** 48;
+    // 48 random bits (randomInt's range is limited to < 2^48, so read bytes instead).
+    return randomBytes(6).readUIntBE(0, 6) / 2 ** 48;
   }
 
   int(min: number, max: number): number {

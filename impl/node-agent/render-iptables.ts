@@ -12,6 +12,9 @@ import { formatMark } from '../api/marks.js';
 import { address, isBuiltin, TABLE_ORDER, type Match, type Rule, type Ruleset, type Target } from './rule-ir.js';
 import type { RestoreText } from '../host/netns-rules.js';
 
+/** The order in which iptables-save prints conntrack states (libxt_conntrack). */
+const CTSTATE_ORDER: readonly string[] = ['INVALID', 'NEW', 'RELATED', 'ESTABLISHED', 'UNTRACKED', 'SNAT', 'DNAT'];
+
 function neg(n: boolean | undefined): string {
   return n ? '! ' : '';
 }
@@ -55,7 +58,8 @@ function renderMatch(m: Match, rule: Rule): string {
     case 'set': return `-m set --match-set ${m.set} ${m.dir}`;
     case 'ctstate':
       if (m.states.length === 0) throw new Error(`rule ${rule.id}: --ctstate needs at least one state`);
-      return `-m conntrack ${neg(m.neg)}--ctstate ${m.states.join(',')}`;
+      // iptables-save prints states in a fixed order; render the same so plans compare to saves.
+      return `-m conntrack ${neg(m.neg)}--ctstate ${[...m.states].sort((a, b) => CTSTATE_ORDER.indexOf(a) - CTSTATE_ORDER.indexOf(b)).join(',')}`;
   }
 }
 

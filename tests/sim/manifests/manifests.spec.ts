@@ -71,7 +71,7 @@ test('the validator can fail: broken copies of our manifests are rejected', () =
   const noSelector = structuredClone(docs.find((d) => d.doc.kind === 'DaemonSet')!.doc) as Record<string, Record<string, unknown>>;
   delete noSelector['spec']!['selector'];
   expect(() => validate(noSelector as unknown as Doc)).toThrow();
-  const crd = structuredClone(docs.find((d) => d.doc.kind === 'CustomResourceDefinition')!.doc) as { spec: Record<string, unknown> };
+  const crd = structuredClone(docs.find((d) => d.doc.kind === 'CustomResourceDefinition')!.doc) as unknown as { spec: Record<string, unknown> };
   crd.spec['scope'] = 42;
   expect(() => validate(crd as unknown as Doc)).toThrow();
 });
