@@ -19,6 +19,7 @@
  * sandbox (netns + CNI ADD), starts the app and writes status (phase, podIPs). A pod whose CNI
  * ADD fails stays Pending with its sandbox removed (no retry loop). Reboot: see rebootNode().
  */
+import { MeshCa } from '../../impl/linux/mesh-ca.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -219,6 +220,10 @@ export class NetnsLab {
       };
       lab = new NetnsLab(state, cluster);
       lab.save();
+      // One mesh root for every proxy of the cluster, so HBONE verifies across nodes.
+      const root = await (await MeshCa.create('cluster.local')).exportRoot();
+      fs.writeFileSync(path.join(runDir, 'mesh-ca.pem'), root.certPem, { mode: 0o644 });
+      fs.writeFileSync(path.join(runDir, 'mesh-ca.key'), root.keyPem, { mode: 0o600 });
       await lab.startApi();
       for (const n of state.nodes) {
         fs.mkdirSync(path.join(runDir, n.name), { recursive: true });
@@ -269,7 +274,8 @@ export class NetnsLab {
       return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-agent.js'), ...common, '--profile', this.state.profile,
         '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000'];
     }
-    return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-proxy.js'), ...common, '--connection-log', path.join(dir, 'connections.jsonl')];
+    return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-proxy.js'), ...common, '--connection-log', path.join(dir, 'connections.jsonl'),
+      '--ca-cert', path.join(this.state.runDir, 'mesh-ca.pem'), '--ca-key', path.join(this.state.runDir, 'mesh-ca.key')];
   }
 
   running(component: LabComponent, node: string): boolean {

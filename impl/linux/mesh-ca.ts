@@ -57,6 +57,34 @@ export class MeshCa implements CertificateSource {
     return new MeshCa(trustDomain, root.toString('pem'), keys, root);
   }
 
+  /** The root certificate and its private key, for handing one CA to several proxy processes. */
+  async exportRoot(): Promise<{ readonly certPem: string; readonly keyPem: string }> {
+    const key = await webcrypto.subtle.exportKey('pkcs8', this.keys.privateKey);
+    return { certPem: this.rootPem, keyPem: pem('PRIVATE KEY', key) };
+  }
+
+  /**
+   * A CA from an exported root (every proxy of a cluster must chain to one root, or HBONE between
+   * nodes fails the handshake). Throws naming what is wrong with the PEM input.
+   */
+  static async load(trustDomain: string, certPem: string, keyPem: string): Promise<MeshCa> {
+    let root: x509.X509Certificate;
+    try {
+      root = new x509.X509Certificate(certPem);
+    } catch (e) {
+      throw new Error(`mesh CA: the root certificate is not valid PEM X.509: ${(e as Error).message}`, { cause: e });
+    }
+    const b64 = keyPem.replace(/-----(BEGIN|END) PRIVATE KEY-----/g, '').replace(/\s+/g, '');
+    let privateKey: webcrypto.CryptoKey;
+    try {
+      privateKey = await webcrypto.subtle.importKey('pkcs8', Buffer.from(b64, 'base64'), ALG, true, ['sign']);
+    } catch (e) {
+      throw new Error(`mesh CA: the root key is not a PKCS#8 ECDSA P-256 key: ${(e as Error).message}`, { cause: e });
+    }
+    const publicKey = await root.publicKey.export(ALG, ['verify']);
+    return new MeshCa(trustDomain, root.toString('pem'), { privateKey, publicKey } as CryptoKeyPair, root);
+  }
+
   certificateFor(id: PeerIdentity): Promise<IssuedCertificate | undefined> {
     const uri = spiffeId(id);
     if (id.trustDomain !== this.trustDomain || this.refuse.has(uri)) return Promise.resolve(undefined);

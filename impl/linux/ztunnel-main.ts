@@ -10,8 +10,8 @@
  *   --status-socket PATH              (the same endpoints on a Unix socket)
  *   --health-address HOST --health-port N (default 0.0.0.0:15020)
  *   --log-level debug|info|warn|error
- * The mesh CA is created in-process at start-up (MeshCa), so identities verify between pods of
- * this node's proxy only: cross-node HBONE needs a shared CA, which is not wired yet.
+ *   --ca-cert PEM --ca-key PEM      (the cluster's shared mesh root; without them the process makes
+ *                                    its own root, and HBONE then verifies only within this node)
  * SIGTERM stops talking to the agent, closes the listeners and drains for up to 1 s.
  */
 import * as fs from 'node:fs';
@@ -58,7 +58,10 @@ runComponent('ambient-lab-proxy', async () => {
   const healthPort = f.int('health-port', 15020, 0, 65535);
   const statusSocket = f.optional('status-socket');
   const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
+  const caCert = f.optional('ca-cert');
+  const caKey = f.optional('ca-key');
   f.assertAllUsed();
+  if ((caCert === undefined) !== (caKey === undefined)) throw new Error('--ca-cert and --ca-key go together: give both (a shared mesh root) or neither (a root of this process only)');
 
   const log = pinoLogger({ name: 'ambient-lab-proxy', level }).child({ node: nodeName });
   const clock = new SystemClock();
@@ -67,7 +70,10 @@ runComponent('ambient-lab-proxy', async () => {
   const store = new PolicyStore({ log });
   const workloadWatcher = new WorkloadWatcher({ kube, clock, log, index });
   const policyWatcher = new AuthorizationPolicyWatcher({ kube, clock, log, store });
-  const ca = await MeshCa.create(trustDomain);
+  // One root per cluster: proxies on different nodes must verify each other's certificates.
+  const ca = caCert !== undefined && caKey !== undefined
+    ? await MeshCa.load(trustDomain, fs.readFileSync(caCert, 'utf8'), fs.readFileSync(caKey, 'utf8'))
+    : await MeshCa.create(trustDomain);
   const logFd = logPath ? fs.openSync(logPath, 'a', 0o600) : 1;
   const metrics = new PromMetrics();
   const opened = metrics.counter('ambient_lab_proxy_connections_opened_total', 'Connections accepted', ['direction']);
