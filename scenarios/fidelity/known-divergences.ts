@@ -42,6 +42,7 @@ attempts:
 `;
 
 const TPROXY_FIXTURE = 'fixtures/fidelity/tproxy-rst-seed-1.yaml';
+const REJECT_RST_FIXTURE = 'fixtures/fidelity/reject-rst-dropped-seed-20260103.yaml';
 
 export const KNOWN_DIVERGENCES: readonly KnownDivergence[] = [
   {
@@ -94,6 +95,21 @@ attempts:
     expected: [{ attempt: 'a0-server-tcp-client-app', field: 'outcome', sim: 'timeout', kernel: 'refused' }],
     explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'timeout' && d.kernel === 'refused'
       && /RST did not reach the client/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+  },
+  {
+    name: 'reject-tcp-reset-rst-not-simulated',
+    description:
+      'A SYN hit by `REJECT --reject-with tcp-reset`: the model reports `refused` at once. Linux ' +
+      '(nf_send_reset) sends a real RST, with the rejected packet\'s unconfirmed conntrack entry ' +
+      'attached as RELATED, through OUTPUT/POSTROUTING of the rejecting namespace and the path back ' +
+      '(over lo, PREROUTING and INPUT again for a connection to itself), where rules can drop it — ' +
+      'here the same `filter INPUT -s <own address> -j REJECT` drops the RST, so connect() times ' +
+      'out. Modelling it needs an output path that carries an attached RELATED entry (no fresh ' +
+      'lookup: the entry was never confirmed). Found by the differential property (seed 20260103).',
+    lab: () => parseLab(readFileSync(REJECT_RST_FIXTURE, 'utf8'), REJECT_RST_FIXTURE),
+    expected: [{ attempt: 'a0-server-tcp-server-app', field: 'outcome', sim: 'refused', kernel: 'timeout' }],
+    explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'refused' && d.kernel === 'timeout'
+      && /^SYN rejected in \S+ \(tcp-reset\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
   },
 ];
 
