@@ -9,7 +9,13 @@
  *   adapter hands the accepted socket to the listener of another (or of none: a listener the
  *   test made with raw SimKernel calls keeps its accept queue and inbox for the test to read).
  * - connect() is the kernel's synchronous three-way handshake; the listener's onConnection runs
- *   before connectTcp resolves. A 'timeout' outcome waits `timeoutMs` on the clock when one is
+ *   before connectTcp resolves. A handler that connects again before its first await nests the
+ *   next handshake inside this one; a redirect loop (a proxy whose upstream leg is redirected
+ *   back into its own listener) would recurse until the stack overflows. Nesting is therefore
+ *   capped at MAX_ACCEPT_NESTING: the connect that would go deeper fails with ELOOP, which the
+ *   proxy reports as a failed upstream — a bounded, observable failure. (Linux would loop until
+ *   it runs out of ports or file descriptors; the outcome for the client is the same: no
+ *   connection to where it wanted.) A 'timeout' outcome waits `timeoutMs` on the clock when one is
  *   given (virtual time), so a dropped SYN costs what it costs on Linux.
  * - Data: write() sends one segment through the datapath with `sendTcp`; bytes travel as a
  *   latin1 string (the kernel's payload type) and are moved from the peer socket's inbox into
@@ -58,6 +64,11 @@ interface Registry {
 }
 
 const registries = new WeakMap<SimKernel, Registry>();
+
+/** Deepest chain of connects made from inside accept handlers (see the model notes above). */
+export const MAX_ACCEPT_NESTING = 32;
+/** Current nesting per kernel (synchronous, so a plain counter is exact). */
+const nesting = new WeakMap<SimKernel, number>();
 
 function registryOf(k: SimKernel): Registry {
   let r = registries.get(k);
@@ -279,6 +290,10 @@ export class SimSockets implements Sockets {
     const what = `connect tcp to ${opts.dst.address} port ${opts.dst.port} in ${ns}`;
     if (opts.dst.family !== opts.family) throw new Error(`${what}: destination is IPv${opts.dst.family} but the socket family is IPv${opts.family}`);
     if (!this.k.hasNetns(ns)) return failure('no-netns', 'ENOENT', 'setns', `${what}: no such network namespace`);
+    const depth = nesting.get(this.k) ?? 0;
+    if (depth >= MAX_ACCEPT_NESTING) {
+      return failure('other', 'ELOOP', 'connect', `${what}: ${depth} connects nested inside accept handlers — a redirect loop (an upstream leg redirected back into a listener of the same chain, e.g. a proxy connection that lost its mark exemption)`);
+    }
     const s = this.k.socket(ns, 'tcp', opts.family, this.opts.owner, this.opts.label ?? '');
     try {
       if (opts.mark !== undefined) this.k.setsockopt(s, 'SO_MARK', opts.mark);
@@ -314,7 +329,12 @@ export class SimSockets implements Sockets {
       accepted.peer = client;
       client.peer = accepted;
       reg.conns.set(server, accepted);
-      entry.onConnection(accepted);
+      nesting.set(this.k, depth + 1);
+      try {
+        entry.onConnection(accepted);
+      } finally {
+        nesting.set(this.k, depth);
+      }
     }
     return { ok: true, value: client };
   }
