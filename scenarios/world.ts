@@ -157,6 +157,29 @@ export interface PodObservation extends PodRef {
 
 export type Component = 'agent' | 'proxy';
 
+/**
+ * Something an app does to its OWN pod network namespace (World.appExec). The app runs it as
+ * itself: its uid and effective capabilities, in the netns of its pod.
+ * - `iptables-flush`: iptables-restore of empty nat/mangle/filter tables (v4, and v6 when the pod
+ *   has v6) — removes the mesh's redirection. Needs NET_ADMIN in the pod's user namespace;
+ *   without it the kernel answers EPERM and nothing changes.
+ * - `listen`: a TCP listener of the app's on `port` (wildcard address, v4) — e.g. a proxy port
+ *   (15001/15006/15008) before the proxy binds it. Fails with EADDRINUSE while someone holds the
+ *   port; with `reusePort` it joins an SO_REUSEPORT group only of the same effective uid
+ *   (otherwise EADDRINUSE, as the kernel does). Ports below 1024 need root or
+ *   NET_BIND_SERVICE. The listener stays until the pod is deleted; what it accepts counts as a
+ *   delivery to the app.
+ */
+export type AppAction =
+  | { readonly kind: 'iptables-flush' }
+  | { readonly kind: 'listen'; readonly port: number; readonly reusePort?: boolean };
+
+export interface AppExecResult {
+  readonly ok: boolean;
+  /** The failing call and errno, e.g. "iptables-restore: EPERM". */
+  readonly error?: string;
+}
+
 /** A namespaced AuthorizationPolicy as YAML/JSON object (security.istio.io/v1). */
 export type PolicyObject = Readonly<Record<string, unknown>>;
 
@@ -184,6 +207,12 @@ export interface World {
   dropWatches(): Promise<void>;
 
   connect(from: Source, to: Destination, opts?: ConnectOptions): Promise<ConnectResult>;
+  /**
+   * Run an action as the pod's app container, in its own netns, with its own uid and
+   * capabilities (see AppAction). Optional: a world without it cannot run the NET_ADMIN-flush
+   * and port-hijack attacks, and the matrix reports those cells as not evaluated.
+   */
+  appExec?(pod: PodRef, action: AppAction): Promise<AppExecResult>;
 
   /** Let the cluster run until quiet (sim: virtual time; real worlds: bounded wall time). */
   settle(): Promise<void>;

@@ -31,7 +31,7 @@ import { SimWorld, OUTSIDE_NETNS, OUTSIDE_ADDRESS } from '../../sim/world/world.
 import type { SimNode } from '../../sim/node/sim-node.js';
 import type { SimContainer } from '../../sim/node/container.js';
 import { SimSockets, simConnectionOf } from '../../sim/kernel/sockets-adapter.js';
-import { credentials, type Credentials } from '../../sim/kernel/process.js';
+import { credentials, mayAdminNetwork, type Credentials } from '../../sim/kernel/process.js';
 import { SimErrnoError } from '../../sim/kernel/errors.js';
 import { fibLookup, isLocalAddress } from '../../sim/kernel/fib.js';
 import { formatIp, parseIp, type Family } from '../../sim/kernel/ip-address.js';
@@ -44,7 +44,7 @@ import { runFor, settle as drive } from '../../sim/time/settle.js';
 import { SimPluginEventTransport } from '../../sim/transport/plugin-events.js';
 import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
 import {
-  podKey, type Acceptor, type AppSpec, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
+  podKey, type Acceptor, type AppAction, type AppExecResult, type AppSpec, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
   type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory,
   type WorldOptions,
 } from '../world.js';
@@ -76,6 +76,8 @@ const ATTEMPT_MS = PROXY_CONNECT_TIMEOUT_MS + 100;
 /** The client's own connect timeout (a dropped SYN). */
 const CLIENT_TIMEOUT_MS = 1000;
 const APP_CONTAINER = 'app';
+/** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed. */
+const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
 /** What one attempt kind reports before deliveries and the proxy log are added. */
 type AttemptResult = Omit<ConnectResult, 'deliveries' | 'proxyLog'> & { readonly extraDeliveries?: Delivery[]; readonly traceEvents?: readonly TraceEvent[] };
@@ -461,6 +463,36 @@ export class SimMeshWorld implements World {
       proxyLog: this.proxyLogSince(marks),
       ...(traced !== undefined ? { trace: traced } : {}),
     };
+  }
+
+  /**
+   * The app acts on its own netns as itself (World.appExec). The flush is what
+   * `iptables-restore` of empty tables does, gated by the capability check the kernel makes
+   * (NET_ADMIN in the netns's user namespace); the listener is an ordinary app socket, so bind
+   * conflicts (EADDRINUSE, SO_REUSEPORT only within one uid) are the kernel model's.
+   */
+  async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
+    const ep = await this.endpointOf({ kind: 'pod', pod });
+    if (typeof ep === 'string') return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: ${ep}` };
+    const k = this.sim.kernel;
+    if (action.kind === 'iptables-flush') {
+      if (!mayAdminNetwork(ep.creds)) return { ok: false, error: `iptables-restore: EPERM (uid ${ep.creds.uid} has no effective NET_ADMIN in ${podKey(pod)})` };
+      const families: Family[] = ep.ips.some((ip) => parseIp(ip).family === 6) ? [4, 6] : [4];
+      for (const f of families) k.iptablesRestore(ep.netns, f, EMPTY_TABLES, { source: `app ${ep.label}` });
+      await runFor(this.sim.clock, 0);
+      return { ok: true };
+    }
+    const sock = k.socket(ep.netns, 'tcp', 4, ep.creds, ep.label);
+    try {
+      if (action.reusePort) k.setsockopt(sock, 'SO_REUSEPORT', true);
+      k.bind(sock, '0.0.0.0', action.port);
+      k.listen(sock);
+    } catch (e) {
+      k.close(sock);
+      if (e instanceof SimErrnoError) return { ok: false, error: `${e.call}(${action.port}): ${e.errno} — ${e.message}` };
+      throw e;
+    }
+    return { ok: true };
   }
 
   private async connectTcp(src: Endpoint, dst: { ip: string; port: number }, family: Family, opts: ConnectOptions): Promise<AttemptResult> {

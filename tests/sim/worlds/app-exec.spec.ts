@@ -1,0 +1,79 @@
+/**
+ * World.appExec on the simulator: an app acting on its own pod netns, as itself. The flush
+ * needs NET_ADMIN (EPERM otherwise) and removes the pod's redirection until the agent's next
+ * repair pass; a listener on a proxy port conflicts with the proxy's exactly as bind(2) does.
+ */
+import { test, expect } from '@playwright/test';
+import { createSimWorld, type SimMeshWorld } from '../../../scenarios/worlds/sim-world.js';
+import type { AppSpec, PodObservation, PodRef } from '../../../scenarios/world.js';
+
+const a: PodRef = { namespace: 'mesh', name: 'a' };
+const b: PodRef = { namespace: 'mesh', name: 'b' };
+const q: PodRef = { namespace: 'plain', name: 'q' };
+
+async function cluster(aApp: AppSpec): Promise<SimMeshWorld> {
+  const w = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 5 });
+  await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
+  await w.createNamespace('plain');
+  await w.createPod({ ...a, node: 'node-0', app: aApp });
+  await w.createPod({ ...b, node: 'node-1', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+  await w.createPod({ ...q, node: 'node-1', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+  return w;
+}
+
+const obs = (all: readonly PodObservation[], ref: PodRef): PodObservation => all.find((x) => x.name === ref.name && x.namespace === ref.namespace)!;
+
+test('iptables-flush without NET_ADMIN (root without capabilities) fails with EPERM and the pod stays redirected', async () => {
+  const w = await cluster({ uid: 0, caps: [], tcpPorts: [8080] });
+  try {
+    const r = await w.appExec(a, { kind: 'iptables-flush' });
+    expect(r.ok).toBe(false);
+    expect(r.error).toContain('EPERM');
+    expect(obs(await w.pods(), a).redirected).toBe(true);
+    const c = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+    expect(c.acceptedBy).toBe('proxy-outbound');
+  } finally { await w.close(); }
+});
+
+test('iptables-flush with NET_ADMIN removes the redirection: the app reaches a pod outside the mesh directly, until the agent repairs the rules', async () => {
+  const w = await cluster({ uid: 0, caps: ['NET_ADMIN'], tcpPorts: [8080] });
+  try {
+    expect(await w.appExec(a, { kind: 'iptables-flush' })).toEqual({ ok: true });
+    expect(obs(await w.pods(), a).redirected).toBe(false);
+    const bypass = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+    expect(bypass.acceptedBy).toBe('app');
+    expect(bypass.deliveries.some((d) => d.pod.name === 'q' && !d.viaProxy)).toBe(true);
+    await w.settle();
+    expect(obs(await w.pods(), a).redirected).toBe(true);
+    const after = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+    expect(after.acceptedBy).toBe('proxy-outbound');
+  } finally { await w.close(); }
+});
+
+test('listen on a proxy port the proxy holds fails with EADDRINUSE, with or without SO_REUSEPORT (another uid)', async () => {
+  const w = await cluster({ uid: 1000, caps: [], tcpPorts: [8080] });
+  try {
+    const plain = await w.appExec(a, { kind: 'listen', port: 15006 });
+    expect(plain.ok).toBe(false);
+    expect(plain.error).toContain('EADDRINUSE');
+    const reuse = await w.appExec(a, { kind: 'listen', port: 15001, reusePort: true });
+    expect(reuse.ok).toBe(false);
+    expect(reuse.error).toContain('EADDRINUSE');
+    // A free port is fine: the action itself works.
+    expect(await w.appExec(a, { kind: 'listen', port: 9000 })).toEqual({ ok: true });
+  } finally { await w.close(); }
+});
+
+test('port hijack: a non-root app binds 15006 while its node proxy is down; after the proxy starts, inbound mesh traffic reaches the app without the proxy', async () => {
+  const w = await cluster({ uid: 1000, caps: [], tcpPorts: [8080] });
+  try {
+    await w.stop('proxy', 'node-0');
+    await w.settle();
+    expect(await w.appExec(a, { kind: 'listen', port: 15006 })).toEqual({ ok: true });
+    await w.start('proxy', 'node-0');
+    await w.settle();
+    const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
+    expect(r.acceptedBy).toBe('app');
+    expect(r.deliveries.some((d) => d.pod.name === 'a' && d.port === 15006 && !d.viaProxy)).toBe(true);
+  } finally { await w.close(); }
+});
