@@ -203,6 +203,7 @@ export class KernelLab {
         await ipIn(this.real(end.netns), ['link', 'set', end.name, 'up']);
       }
     }
+    await this.waitLinksReady(lab);
     for (const n of lab.namespaces) {
       for (const r of n.routes) {
         await ipIn(this.real(n.name), routeArgs(r));
@@ -212,6 +213,44 @@ export class KernelLab {
         await ipIn(this.real(n.name), ruleArgs(r, 'add'));
         this.topologyRules.add(`${n.name}|${JSON.stringify(r)}`);
       }
+    }
+  }
+
+  /**
+   * Wait until every veth end is operationally up and no IPv6 address is tentative, so the first
+   * attempt meets a topology as ready as the simulated one (which is ready at once).
+   *
+   * Why: the end of a veth that is set up second gets its carrier at once (veth_open), but
+   * operstate UP — and with it addrconf's link-local address (addrconf_link_ready) — waits for
+   * linkwatch. linkwatch takes an event at once only if it is "urgent"; for a freshly opened
+   * veth that means its ifindex differs from its peer's (linkwatch_urgent_event), else it waits
+   * for the global once-per-second slot (linkwatch_schedule_work). When both ends are the first
+   * device of their namespace (index 2 and 2), that end has no link-local address for up to a
+   * second, so ndisc_send_ns has no source and sends no neighbour solicitation: the first packet
+   * routed out of it waits, and a connect timed out. This is what made the one-shot run of
+   * fixtures/fidelity/tproxy-rst-seed-1.yaml (a fresh topology) differ from the long-lived lanes.
+   */
+  private async waitLinksReady(lab: Lab, timeoutMs = 5000): Promise<void> {
+    const ends = lab.veths.flatMap((v) => [v.a, v.b]);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const pending: string[] = [];
+      for (const n of lab.namespaces) {
+        const mine = ends.filter((e) => e.netns === n.name).map((e) => e.name);
+        if (mine.length === 0) continue;
+        const links = JSON.parse(await ipIn(this.real(n.name), ['-j', 'link', 'show'])) as { ifname: string; operstate?: string }[];
+        for (const name of mine) {
+          const l = links.find((x) => x.ifname === name);
+          if (l?.operstate !== 'UP') pending.push(`${n.name}/${name} operstate ${l?.operstate ?? 'missing'}`);
+        }
+        const tentative = (await ipIn(this.real(n.name), ['-6', '-o', 'addr', 'show', 'tentative'])).trim();
+        if (tentative) pending.push(`${n.name}: tentative IPv6 addresses: ${tentative.replace(/\s+/g, ' ')}`);
+      }
+      if (pending.length === 0) return;
+      if (Date.now() > deadline) {
+        throw new Error(`kernel lab ${this.run.prefix}: links not ready after ${timeoutMs} ms: ${pending.join('; ')} (check that the veth ends were set up and DAD is off)`);
+      }
+      await new Promise((r) => setTimeout(r, 50));
     }
   }
 

@@ -41,7 +41,6 @@ attempts:
   - { name: plain, netns: client, address: 10.244.1.1, port: 18080, uid: 1000 }
 `;
 
-const TPROXY_FIXTURE = 'fixtures/fidelity/tproxy-rst-seed-1.yaml';
 const REJECT_RST_FIXTURE = 'fixtures/fidelity/reject-rst-dropped-seed-20260103.yaml';
 
 export const KNOWN_DIVERGENCES: readonly KnownDivergence[] = [
@@ -81,20 +80,6 @@ attempts:
     expected: [{ attempt: 'to-nowhere', field: 'outcome', sim: 'timeout', kernel: 'unreachable' }],
     explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'timeout' && d.kernel === 'unreachable'
       && /no route for received packet/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
-  },
-  {
-    name: 'tproxy-answer-to-own-syn',
-    description:
-      'An IPv6 namespace whose mangle PREROUTING sends TCP to TPROXY (with CT --zone 1 for its own address ' +
-      'in raw PREROUTING, connmark save/restore, nat REDIRECT), connecting out to a port where nobody listens: Linux delivers the peer\'s RST to ' +
-      'the connecting socket (connect() fails with ECONNREFUSED: `refused`); the model sends the RST ' +
-      'to TPROXY, finds no transparent socket for it and drops it, so the client sees `timeout`. ' +
-      'Found by the differential property (seed 1); kernel mechanism not yet pinned down.',
-    // The shrunk counterexample as found (IPv6; the smaller IPv4 lab one would write by hand does not show it).
-    lab: () => parseLab(readFileSync(TPROXY_FIXTURE, 'utf8'), TPROXY_FIXTURE),
-    expected: [{ attempt: 'a0-server-tcp-client-app', field: 'outcome', sim: 'timeout', kernel: 'refused' }],
-    explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'timeout' && d.kernel === 'refused'
-      && /RST did not reach the client/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
   },
   {
     name: 'reject-tcp-reset-rst-not-simulated',

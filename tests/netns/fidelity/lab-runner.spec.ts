@@ -44,3 +44,31 @@ test('fullRestoreText resets undeclared built-in policies and unnamed tables', (
   expect(t).toContain('*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT');
   expect(fullRestoreText('*filter\n:INPUT DROP [0:0]\nCOMMIT\n')).toContain('*filter\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:INPUT DROP [0:0]\nCOMMIT');
 });
+
+test('a fresh kernel lab is ready for its first attempt: IPv6 through a router end whose ifindex equals its peer\'s', async () => {
+  // client eth0 and router eth-c are both index 2 of their namespace, and eth-c is set up second:
+  // without waiting for linkwatch, eth-c has no link-local address yet, sends no neighbour
+  // solicitation, and the first SYN routed out of it is stuck past the connect timeout.
+  const lab = parseLab(`
+version: 1
+namespaces:
+  - name: client
+    routes: [{ dst: default, family: 6, via: fd00:1::1 }]
+  - name: router
+    forwarding: { ipv6: true }
+  - name: server
+    routes: [{ dst: default, family: 6, via: fd00:2::1 }]
+veths:
+  - a: { netns: client, name: eth0, addresses: [fd00:1::2/64] }
+    b: { netns: router, name: eth-c, addresses: [fd00:1::1/64] }
+  - a: { netns: server, name: eth0, addresses: [fd00:2::2/64] }
+    b: { netns: router, name: eth-s, addresses: [fd00:2::1/64] }
+sockets:
+  - { name: app, netns: client, family: 6, address: "::", port: 18080, uid: 1000 }
+attempts:
+  - { name: first, netns: server, address: fd00:1::2, port: 18080, uid: 1000 }
+`, 'fresh-topology');
+  const kernel = await runLabOnKernel(lab);
+  expect(kernel.map((r) => ({ name: r.name, outcome: r.outcome, acceptedBy: r.acceptedBy }))).toEqual([{ name: 'first', outcome: 'established', acceptedBy: 'app' }]);
+  expect(kernel[0]?.sourceSeen).toMatch(/^\[fd00:2::2\]:\d+$/);
+});
