@@ -86,6 +86,8 @@ export class Datapath {
     if (route.kind !== 'local' && route.kind !== 'unicast') {
       return { kind: 'unroutable', ns, reason: `no route to ${formatIp(pkt.dst)} (${route.kind})` };
     }
+    const martian = this.loopbackSourceOut(ns, pkt, route);
+    if (martian) return { kind: 'unroutable', ns, reason: martian };
     const skb: Skb = { pkt, ct: undefined, untracked: false, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0 };
     const owner = sock ? { uid: sock.owner.uid, gid: sock.owner.gid } : undefined;
 
@@ -101,6 +103,8 @@ export class Datapath {
       // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
       route = this.route(ns, pkt, undefined, 'mangle OUTPUT changed the packet: re-route');
       if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${route.kind}` };
+      const m = this.loopbackSourceOut(ns, pkt, route);
+      if (m) return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${m}` };
       skb.nextHop = route.nextHop;
     }
 
@@ -110,6 +114,8 @@ export class Datapath {
     if (!ipEquals(pkt.dst, dstBefore)) {
       route = this.route(ns, pkt, undefined, 'destination NAT in OUTPUT: re-route');
       if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${route.kind}` };
+      const m = this.loopbackSourceOut(ns, pkt, route);
+      if (m) return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${m}` };
       skb.nextHop = route.nextHop;
     }
 
@@ -413,6 +419,18 @@ export class Datapath {
     const d = fibLookup(ns, { family: pkt.family, src: iif === undefined ? undefined : pkt.src, dst: pkt.dst, mark: pkt.mark, iif, oif: undefined });
     this.trace.add({ kind: 'route', ns: ns.name, decision: `${why ? `${why}: ` : ''}${describeDecision(d)}` });
     return d;
+  }
+
+  /**
+   * IPv4 refuses an output route that would carry a 127/8 source out of a non-loopback device
+   * (__mkroute_output: -EINVAL), before any OUTPUT hook runs: e.g. a SYN-ACK of a connection
+   * made to 127.0.0.1 from a foreign source is never sent, whatever mangle OUTPUT would have
+   * re-marked. Local routes go out of lo, so they pass. Returns why, or undefined.
+   */
+  private loopbackSourceOut(ns: Netns, pkt: Packet, route: RouteDecision): string | undefined {
+    if (pkt.family !== 4 || route.kind !== 'unicast' || !isLoopback(pkt.src)) return undefined;
+    if (ns.link(route.dev).kind === 'loopback') return undefined;
+    return `loopback source ${formatIp(pkt.src)} may not leave by ${route.dev} (route to ${formatIp(pkt.dst)}: EINVAL)`;
   }
 
   private runTable(ns: Netns, skb: Skb, table: TableName, hook: Hook, inIface: string | undefined, outIface: string | undefined, owner: { uid: number; gid: number } | undefined, invalid = false): TableVerdict {

@@ -254,3 +254,28 @@ test('IPv6: the newest global address of a device comes first (source selection 
   expect(formatIp(r.server!.remote!.addr)).toBe('fd00::3');
   expect(k.netns('a').links.get('eth0')!.addresses.map((x) => formatIp(x.addr))).toEqual(['192.0.2.1', 'fd00::3', 'fd00::1', '192.0.2.3']);
 });
+
+test('IPv4 sends no packet with a 127/8 source out of a non-loopback device (the route lookup is EINVAL before OUTPUT runs)', () => {
+  // Linux __mkroute_output; `ip route get 192.0.2.2 from 127.0.0.1` answers "Invalid argument".
+  const k = pair();
+  // connect() from a socket bound to 127.0.0.1 to an off-loopback peer: the SYN has no route.
+  listenTcp(k, 'b', '0.0.0.0', 80);
+  const bound = client(k, 'a');
+  k.bind(bound, '127.0.0.1', 0);
+  const r1 = k.connect(bound, '192.0.2.2', 80);
+  expect(r1.outcome).toBe('unreachable');
+  expect(r1.reason).toMatch(/loopback source 127\.0\.0\.1 may not leave by eth0/);
+  // A transparent socket with a foreign source connects to 127.0.0.1: the SYN goes over lo, but
+  // the SYN-ACK (127.0.0.1 -> the foreign address, routed out of eth0) is never sent.
+  listenTcp(k, 'a', '0.0.0.0', 8080, { label: 'app' });
+  const spoof = client(k, 'a');
+  k.setsockopt(spoof, 'IP_TRANSPARENT', true);
+  k.bind(spoof, '192.0.2.77', 0);
+  const r2 = k.connect(spoof, '127.0.0.1', 8080);
+  expect(r2.outcome).toBe('timeout');
+  expect(r2.reason).toMatch(/^SYN-ACK .* unroutable in a: loopback source 127\.0\.0\.1 may not leave by eth0/);
+  // The same source leaving by lo (a local destination) is fine.
+  const local = client(k, 'a');
+  k.bind(local, '127.0.0.1', 0);
+  expect(k.connect(local, '192.0.2.1', 8080).outcome).toBe('established');
+});
