@@ -1,0 +1,177 @@
+/**
+ * `ambient-lab check`: the security matrix. For every property × threat × profile, random
+ * cluster histories (fast-check model-based commands) and the attack catalog search for a way
+ * around the node proxy; the result is compared with the expected table and the command exits
+ * 1 when they differ in either direction. Counterexamples are shrunk and saved as replayable
+ * JSON files; `--replay FILE` re-runs one. See docs/check.md.
+ */
+import { availableParallelism } from 'node:os';
+import type { Command } from 'commander';
+import type { CliCommand } from '../command.js';
+import { runCheck, type CheckReport, type Progress } from '../../scenarios/model/check.js';
+import { loadCounterexample, renderCounterexample } from '../../scenarios/model/counterexample.js';
+import { FAILING, parseShard, renderMatrix } from '../../scenarios/model/matrix.js';
+import { replayCounterexample } from '../../scenarios/model/replay.js';
+import type { CheckWorldName } from '../../scenarios/model/worlds.js';
+
+/** Default budget: the largest that finishes within about a minute on a 2-core machine (docs/check.md, bench:check). */
+export const DEFAULT_RUNS = 2400;
+export const DEFAULT_MAX_COMMANDS = 12;
+export const DEFAULT_OUT = '.ambient-lab/counterexamples';
+
+interface CheckCliOptions {
+  world: string;
+  runs: string;
+  seed?: string;
+  profiles?: string;
+  threats?: string;
+  properties?: string;
+  shard?: string;
+  maxCommands: string;
+  workers?: string;
+  out: string;
+  save: boolean;
+  attacks: boolean;
+  replay?: string;
+  json?: boolean;
+  mutant?: string;
+  ipv6: boolean;
+}
+
+function list(text: string | undefined): string[] | undefined {
+  return text === undefined ? undefined : text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+}
+
+function positiveInt(name: string, text: string, min = 1): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min) throw new Error(`${name} ${JSON.stringify(text)}: expected an integer >= ${min}`);
+  return n;
+}
+
+/** A progress bar on a TTY, a line per 10% otherwise (CI logs). */
+function progressPrinter(): { update(p: Progress): void; done(): void } {
+  const tty = process.stderr.isTTY === true;
+  let lastDecile = -1;
+  let lastDraw = 0;
+  return {
+    update(p: Progress): void {
+      const frac = p.totalRuns === 0 ? 1 : p.doneRuns / p.totalRuns;
+      if (tty) {
+        const now = performance.now();
+        if (now - lastDraw < 100 && p.doneTasks < p.totalTasks) return;
+        lastDraw = now;
+        const width = 30;
+        const fill = Math.round(frac * width);
+        process.stderr.write(`\r[${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${String(Math.floor(frac * 100)).padStart(3)}%  ${p.doneRuns}/${p.totalRuns} histories  ${p.doneTasks}/${p.totalTasks} tasks `);
+        return;
+      }
+      const decile = Math.floor(frac * 10);
+      if (decile > lastDecile) {
+        lastDecile = decile;
+        process.stderr.write(`check: ${decile * 10}% (${p.doneRuns}/${p.totalRuns} histories, ${p.doneTasks}/${p.totalTasks} tasks)\n`);
+      }
+    },
+    done(): void {
+      if (tty) process.stderr.write('\n');
+    },
+  };
+}
+
+export function renderReport(r: CheckReport): string {
+  const lines: string[] = [];
+  lines.push(`ambient-lab check — world ${r.world}${r.mutant ? ` (positive control: mutant ${r.mutant})` : ''}, seed ${r.seed}${r.shard ? `, shard ${r.shard.index}/${r.shard.count}` : ''}`);
+  lines.push(`${r.totals.histories} model-based histories (budget ${r.budget.runs}, ${r.budget.runsPerCell} per cell, <= ${r.budget.maxCommands} commands each)`
+    + `${r.budget.attacks ? ` + ${r.totals.attackRuns} attack-catalog runs` : ''} over ${r.totals.cells} cells in ${r.totals.seconds.toFixed(1)} s`
+    + ` (${r.totals.historiesPerSecond.toFixed(0)} histories/s)`);
+  lines.push('');
+  lines.push(renderMatrix(r.cells));
+  const bad = r.cells.filter((c) => FAILING.has(c.status));
+  if (bad.length > 0) {
+    lines.push('', `DIFFERS FROM THE EXPECTED TABLE (${bad.length} cells):`);
+    for (const c of bad) {
+      lines.push(`  ${c.property} × ${c.threat} × ${c.profile}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}${c.expected?.why ? ` (${c.expected.why})` : ''}`);
+      if (c.violation) lines.push(`    found: ${c.violation}${c.foundBy ? ` [by ${c.foundBy.join(' + ')}]` : ''}`);
+      if (c.error) lines.push(`    error: ${c.error}`);
+      if (c.counterexampleFile) lines.push(`    replay: ambient-lab check --replay ${c.counterexampleFile}`);
+    }
+  }
+  const found = r.counterexamples;
+  if (found.length > 0) {
+    lines.push('', `Counterexamples (${found.length}, shrunk):`);
+    for (const f of found) {
+      const cell = r.cells.find((c) => c.property === f.property && c.threat === f.threat && c.profile === f.profile);
+      lines.push(renderCounterexample(f, cell?.counterexampleFile));
+      lines.push('');
+    }
+  }
+  lines.push(r.ok ? 'OK: every cell matches the expected table (scenarios/expected/table.ts).' : `FAIL: ${r.totals.mismatches} cells differ from the expected table (scenarios/expected/table.ts).`);
+  return lines.join('\n');
+}
+
+async function replay(file: string, opts: CheckCliOptions): Promise<void> {
+  const f = loadCounterexample(file);
+  const world = opts.world === 'sim' || opts.world === 'netns' ? opts.world : undefined;
+  const out = await replayCounterexample(f, { ...(world ? { world } : {}), ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}) });
+  if (opts.json) {
+    process.stdout.write(JSON.stringify({ format: 'ambient-lab/replay@1', file, ...out }, null, 2) + '\n');
+  } else {
+    if (out.replayed) process.stdout.write(renderCounterexample(out.replayed) + '\n\n');
+    process.stdout.write(out.same
+      ? `REPRODUCED: ${f.property} × ${f.threat} × ${f.profile}: ${out.observed}\n`
+      : `NOT REPRODUCED: expected "${out.original}", observed ${out.observed}\n`);
+  }
+  if (!out.same) process.exitCode = 1;
+}
+
+export const checkCommand: CliCommand = {
+  name: 'check',
+  register(program: Command): void {
+    program
+      .command('check')
+      .description('search every property × threat × profile for a way around the node proxy (random cluster histories + the attack catalog), compare with the expected table; exit 1 when they differ')
+      .option('--world <world>', 'sim (in-process simulator) or netns (real kernel, root)', 'sim')
+      .option('--runs <n>', 'model-based histories in total, spread over the cells', String(DEFAULT_RUNS))
+      .option('--seed <n>', 'seed of the whole run (default: random, printed)')
+      .option('--profiles <list>', 'rule profiles, comma-separated (upstream,strict)')
+      .option('--threats <list>', 'threat models, comma-separated (see docs/check.md)')
+      .option('--properties <list>', 'properties, comma-separated')
+      .option('--shard <i/n>', 'run only the i-th of n slices of the matrix cells (CI machines)')
+      .option('--max-commands <n>', 'longest history, in commands', String(DEFAULT_MAX_COMMANDS))
+      .option('--workers <n>', 'worker threads (default: one per CPU)')
+      .option('--out <dir>', 'where counterexample files are saved', DEFAULT_OUT)
+      .option('--no-save', 'do not save counterexample files')
+      .option('--no-attacks', 'skip the deterministic attack catalog (random histories only)')
+      .option('--no-ipv6', 'single-stack worlds')
+      .option('--replay <file>', 're-run a saved counterexample and check it reaches the same violation')
+      .option('--mutant <name>', 'positive control: every agent applies this rule-builder mutant (sim only; names in docs/check.md)')
+      .option('--json', 'print the full report as JSON on stdout')
+      .action(async (opts: CheckCliOptions) => {
+        if (opts.world !== 'sim' && opts.world !== 'netns') throw new Error(`--world ${JSON.stringify(opts.world)}: expected sim or netns`);
+        if (opts.replay !== undefined) {
+          await replay(opts.replay, opts);
+          return;
+        }
+        const seed = opts.seed !== undefined ? positiveInt('--seed', opts.seed, 0) : Math.floor(Math.random() * 0x7fffffff);
+        const progress = progressPrinter();
+        const report = await runCheck({
+          world: { world: opts.world as CheckWorldName, ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}) },
+          settings: { nodes: 2, ipv6: opts.ipv6, dnsCapture: false, maxCommands: positiveInt('--max-commands', opts.maxCommands) },
+          runs: positiveInt('--runs', opts.runs),
+          seed,
+          selection: {
+            ...(list(opts.profiles) ? { profiles: list(opts.profiles) } : {}),
+            ...(list(opts.threats) ? { threats: list(opts.threats) } : {}),
+            ...(list(opts.properties) ? { properties: list(opts.properties) } : {}),
+            ...(opts.shard !== undefined ? { shard: parseShard(opts.shard) } : {}),
+          },
+          workers: opts.workers !== undefined ? positiveInt('--workers', opts.workers, 0) : availableParallelism(),
+          outDir: opts.save ? opts.out : undefined,
+          attacks: opts.attacks,
+          onProgress: (p) => progress.update(p),
+        });
+        progress.done();
+        process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report) + '\n');
+        if (!report.ok) process.exitCode = 1;
+      });
+  },
+};

@@ -1,0 +1,191 @@
+/**
+ * `check` as a library: plan the matrix cells, run each cell's model-based histories and each
+ * threat × profile's attack catalog (in worker threads, one shared queue), judge every cell
+ * against the expected table, and return the report the CLI prints or writes as JSON.
+ *
+ * A cell's observation is "bypass" when either search found a violation of its property: the
+ * random histories (shrunk, replayable counterexample file) or the deterministic attack catalog
+ * (named action and phase). The check is ok when every cell matches the table.
+ */
+import { Worker } from 'node:worker_threads';
+import { createHash } from 'node:crypto';
+import type { PropertyName } from '../properties/index.js';
+import type { Profile } from '../world.js';
+import { defaultCatalog } from './catalog.js';
+import type { ExpectedVerdict } from './contracts.js';
+import type { CounterexampleFile } from './counterexample.js';
+import { FAILING, judge, planCells, runsPerCell, type CellId, type CellStatus, type MatrixSelection } from './matrix.js';
+import { runTask, type Settings, type Task, type TaskEnv, type TaskResult } from './tasks.js';
+import type { WorldChoice } from './worlds.js';
+
+export const CHECK_REPORT_FORMAT = 'ambient-lab/check@1';
+
+export interface CheckOptions {
+  readonly world: WorldChoice;
+  readonly settings: Settings;
+  /** Total model-based histories, spread evenly over the selected cells. */
+  readonly runs: number;
+  readonly seed: number;
+  readonly selection: MatrixSelection;
+  /** Worker threads (0: run in this thread). */
+  readonly workers: number;
+  readonly outDir: string | undefined;
+  /** Also run the deterministic attack catalog per threat × profile (default on). */
+  readonly attacks: boolean;
+  readonly onProgress?: (p: Progress) => void;
+}
+
+export interface Progress {
+  readonly doneRuns: number;
+  readonly totalRuns: number;
+  readonly doneTasks: number;
+  readonly totalTasks: number;
+  /** The task just finished, when one did. */
+  readonly finished?: string;
+}
+
+export interface CellReport extends CellId {
+  readonly expected: ExpectedVerdict | undefined;
+  readonly observed: 'holds' | 'bypass' | 'error';
+  readonly status: CellStatus;
+  /** Histories run for this cell (fewer than the budget when a counterexample stopped it). */
+  readonly runs: number;
+  /** Which search found the bypass. */
+  readonly foundBy?: readonly ('model' | 'attacks')[];
+  readonly violation?: string;
+  readonly counterexampleFile?: string;
+  readonly attackFindings?: readonly string[];
+  readonly error?: string;
+}
+
+export interface CheckReport {
+  readonly format: typeof CHECK_REPORT_FORMAT;
+  readonly world: string;
+  readonly mutant?: string;
+  readonly seed: number;
+  readonly budget: { readonly runs: number; readonly runsPerCell: number; readonly maxCommands: number; readonly attacks: boolean };
+  readonly settings: Settings;
+  readonly shard?: { readonly index: number; readonly count: number };
+  readonly cells: readonly CellReport[];
+  readonly counterexamples: readonly CounterexampleFile[];
+  readonly totals: { readonly cells: number; readonly histories: number; readonly attackRuns: number; readonly seconds: number; readonly historiesPerSecond: number; readonly mismatches: number };
+  readonly ok: boolean;
+}
+
+/** Per-cell seed from the run seed and the cell's name: stable under sharding and selection. */
+export function cellSeed(seed: number, c: CellId): number {
+  const h = createHash('sha256').update(`${seed}|${c.property}|${c.threat}|${c.profile}`).digest();
+  return h.readUInt32BE(0) & 0x7fffffff;
+}
+
+function workerUrl(): URL | undefined {
+  // Worker threads need compiled JavaScript; from TypeScript sources (tests) run in-process.
+  return import.meta.url.endsWith('.js') ? new URL('./check-worker.js', import.meta.url) : undefined;
+}
+
+async function runQueue(tasks: readonly Task[], env: TaskEnv, workers: number, onRuns: (n: number) => void, onResult: (r: TaskResult) => void): Promise<void> {
+  const url = workerUrl();
+  if (workers <= 0 || !url) {
+    for (const t of tasks) onResult(await runTask(t, env, () => onRuns(1)));
+    return;
+  }
+  const queue = [...tasks];
+  const n = Math.min(workers, queue.length);
+  // One lane per worker. A worker that crashes (an exception escaping the world, outside any
+  // awaited promise) fails only its current task, reported as an error, and is replaced.
+  const lane = (): Promise<void> => new Promise<void>((resolve) => {
+    const w = new Worker(url, { workerData: env });
+    let current: Task | undefined;
+    const next = (): void => {
+      current = queue.shift();
+      if (current) w.postMessage({ task: current });
+      else void w.terminate().then(() => resolve());
+    };
+    w.on('message', (m: { runs?: number; result?: TaskResult; failed?: string }) => {
+      if (m.runs) onRuns(m.runs);
+      if (m.result || m.failed !== undefined) {
+        if (m.result) onResult(m.result);
+        else if (current) onResult(crashed(current, m.failed ?? 'unknown failure'));
+        next();
+      }
+    });
+    w.on('error', (e) => {
+      if (current) onResult(crashed(current, `worker crashed: ${e.message}`));
+      current = undefined;
+      void w.terminate().then(() => lane()).then(resolve);
+    });
+    next();
+  });
+  await Promise.all(Array.from({ length: n }, () => lane()));
+}
+
+function crashed(t: Task, error: string): TaskResult {
+  return t.kind === 'model'
+    ? { kind: 'model', property: t.property, threat: t.threat, profile: t.profile, status: 'error', runs: 0, error }
+    : { kind: 'attack', threat: t.threat, profile: t.profile, found: {}, error };
+}
+
+export async function runCheck(o: CheckOptions): Promise<CheckReport> {
+  const t0 = performance.now();
+  const catalog = defaultCatalog();
+  const cells = planCells(catalog, o.selection);
+  const perCell = runsPerCell(o.runs, cells.length);
+  const tasks: Task[] = [];
+  const pairs = new Map<string, { threat: string; profile: Profile }>();
+  for (const c of cells) pairs.set(`${c.threat}|${c.profile}`, { threat: c.threat, profile: c.profile });
+  if (o.attacks) for (const p of pairs.values()) tasks.push({ kind: 'attack', ...p, seed: o.seed });
+  // Expensive-looking cells first would be better; the queue already balances across workers.
+  for (const c of cells) tasks.push({ kind: 'model', ...c, runs: perCell, seed: cellSeed(o.seed, c) });
+  const totalRuns = perCell * cells.length + (o.attacks ? pairs.size : 0);
+  let doneRuns = 0;
+  let doneTasks = 0;
+  const results: TaskResult[] = [];
+  const env: TaskEnv = { world: o.world, settings: o.settings, outDir: o.outDir };
+  const report = (finished?: string): void => o.onProgress?.({ doneRuns: Math.min(doneRuns, totalRuns), totalRuns, doneTasks, totalTasks: tasks.length, ...(finished ? { finished } : {}) });
+  await runQueue(tasks, env, o.workers, (n) => {
+    doneRuns += n;
+    report();
+  }, (r) => {
+    results.push(r);
+    doneTasks++;
+    // A cell stopped by a counterexample leaves its unused budget: count it as done for the bar.
+    if (r.kind === 'model') doneRuns += Math.max(0, perCell - r.runs);
+    report(r.kind === 'model' ? `${r.property} × ${r.threat} × ${r.profile}: ${r.status}` : `attacks ${r.threat} × ${r.profile}${r.error ? ': error' : ''}`);
+  });
+
+  const cellReports: CellReport[] = [];
+  const counterexamples: CounterexampleFile[] = [];
+  let histories = 0;
+  for (const c of cells) {
+    const m = results.find((r): r is Extract<TaskResult, { kind: 'model' }> => r.kind === 'model' && r.property === c.property && r.threat === c.threat && r.profile === c.profile);
+    const a = results.find((r): r is Extract<TaskResult, { kind: 'attack' }> => r.kind === 'attack' && r.threat === c.threat && r.profile === c.profile);
+    const expected = catalog.expected(c.property, c.threat, c.profile);
+    histories += m?.runs ?? 0;
+    const attackFindings = a?.found[c.property as PropertyName] ?? [];
+    const error = m?.status === 'error' ? m.error : a?.error;
+    const foundBy: ('model' | 'attacks')[] = [];
+    if (m?.status === 'bypass') foundBy.push('model');
+    if (attackFindings.length > 0) foundBy.push('attacks');
+    const observed = error !== undefined ? 'error' : foundBy.length > 0 ? 'bypass' : 'holds';
+    const status = judge(observed, expected);
+    if (m?.counterexample) counterexamples.push(m.counterexample);
+    cellReports.push({
+      ...c, expected, observed, status, runs: m?.runs ?? 0,
+      ...(foundBy.length ? { foundBy } : {}),
+      ...(m?.counterexample ? { violation: m.counterexample.violation.message } : attackFindings[0] ? { violation: attackFindings[0] } : {}),
+      ...(m?.savedAs ? { counterexampleFile: m.savedAs } : {}),
+      ...(attackFindings.length ? { attackFindings } : {}),
+      ...(error !== undefined ? { error } : {}),
+    });
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const mismatches = cellReports.filter((c) => FAILING.has(c.status)).length;
+  return {
+    format: CHECK_REPORT_FORMAT, world: o.world.world, ...(o.world.mutant !== undefined ? { mutant: o.world.mutant } : {}), seed: o.seed,
+    budget: { runs: o.runs, runsPerCell: perCell, maxCommands: o.settings.maxCommands, attacks: o.attacks },
+    settings: o.settings, ...(o.selection.shard ? { shard: o.selection.shard } : {}),
+    cells: cellReports, counterexamples,
+    totals: { cells: cells.length, histories, attackRuns: o.attacks ? pairs.size : 0, seconds, historiesPerSecond: histories / Math.max(seconds, 1e-9), mismatches },
+    ok: mismatches === 0,
+  };
+}

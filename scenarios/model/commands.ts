@@ -1,0 +1,448 @@
+/**
+ * The model-based commands: one class per thing a history can do to a cluster. Each draws its
+ * parameters as indexes and choices (resolved against the model when it runs, so a shrunk
+ * sequence stays meaningful), acts on the World, updates the model, and — for Connect and
+ * Settle — evaluates the property under check, throwing PropertyViolationError when it breaks.
+ *
+ * toString() reports what the command resolved to in its last run (fast-check allows that), so
+ * a counterexample reads "CreatePod(ambient-a/p0 on node-1 uid=0 caps=NET_ADMIN)" and not indexes.
+ */
+import type fc from 'fast-check';
+import { DATAPLANE_MODE } from '../../impl/api/labels.js';
+import type { AppCapability, Component, ConnectOptions, Destination, PolicyObject, Source } from '../world.js';
+import { podKey } from '../world.js';
+import { componentKey, pickNamespace, pickPod, type ClusterModel, type ModelPod } from './model.js';
+import { checkAttempt, checkState, record, type RunContext } from './run-context.js';
+
+export type ModelCommand = fc.AsyncCommand<ClusterModel, RunContext, false>;
+
+/** Values of the dataplane-mode label a history may write (null removes it; 'Ambient' is hostile casing). */
+export type ModeChoice = 'ambient' | 'none' | 'Ambient' | null;
+
+function modeLabels(mode: ModeChoice): Record<string, string | null> {
+  return { [DATAPLANE_MODE]: mode };
+}
+
+function applyLabels(target: Record<string, string>, patch: Record<string, string | null>): void {
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete target[k];
+    else target[k] = v;
+  }
+}
+
+function nodeAt(model: ClusterModel, index: number): string {
+  const n = model.nodes[index % model.nodes.length];
+  if (n === undefined) throw new Error('model has no nodes: the world reported an empty node list');
+  return n;
+}
+
+export class CreateNamespace implements ModelCommand {
+  constructor(readonly name: string, readonly mode: ModeChoice) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    return !m.namespaces.has(this.name);
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const labels: Record<string, string> = this.mode === null ? {} : { [DATAPLANE_MODE]: this.mode };
+    await r.world.createNamespace(this.name, labels);
+    m.namespaces.set(this.name, labels);
+    record(r, this.toString(), 'created');
+  }
+  toString(): string {
+    return `CreateNamespace(${this.name}${this.mode === null ? '' : ` mode=${this.mode}`})`;
+  }
+}
+
+export class LabelNamespace implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly nsIndex: number, readonly mode: ModeChoice) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    return m.namespaces.size > 0;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const ns = pickNamespace(m, this.nsIndex);
+    if (ns === undefined) return;
+    this.resolved = ns;
+    const patch = modeLabels(this.mode);
+    await r.world.labelNamespace(ns, patch);
+    applyLabels(m.namespaces.get(ns) ?? {}, patch);
+    record(r, this.toString(), 'labelled');
+  }
+  toString(): string {
+    return `LabelNamespace(${this.resolved} mode=${String(this.mode)})`;
+  }
+}
+
+/** Annotations a hostile pod author may write to talk the mesh out of capturing it. */
+export const HOSTILE_ANNOTATIONS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  'spoofed-status': { 'ambient.istio.io/redirection': 'enabled' },
+  'bypass-inbound': { 'ambient.istio.io/bypass-inbound-capture': 'true' },
+  'sidecar-status': { 'sidecar.istio.io/status': '{"containers":["istio-proxy"]}' },
+  'reroute-virtual': { 'istio.io/reroute-virtual-interfaces': 'eth0,lo' },
+  'dns-off': { 'ambient.istio.io/dns-capture': 'false' },
+};
+
+export interface PodShape {
+  readonly nsIndex: number;
+  readonly nodeIndex: number | undefined;
+  readonly mode: ModeChoice;
+  readonly hostile: readonly string[];
+  readonly uidIndex: number;
+  readonly caps: readonly AppCapability[];
+  readonly hostNetwork: boolean;
+}
+
+export const APP_PORTS = [8080, 9090] as const;
+/** The UDP port every app listens on (non-TCP bypass classes need a listener). */
+export const APP_UDP_PORT = 5353;
+
+export class CreatePod implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly shape: PodShape) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    return m.namespaces.size > 0;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const ns = pickNamespace(m, this.shape.nsIndex);
+    if (ns === undefined) return;
+    const name = `p${m.nextPod++}`;
+    const uid = m.threat.uids[this.shape.uidIndex % m.threat.uids.length] ?? 1000;
+    const caps = this.shape.caps.filter((c) => m.threat.caps.includes(c));
+    const labels: Record<string, string> = this.shape.mode === null ? {} : { [DATAPLANE_MODE]: this.shape.mode };
+    const annotations: Record<string, string> = {};
+    for (const h of this.shape.hostile) Object.assign(annotations, HOSTILE_ANNOTATIONS[h] ?? {});
+    const node = this.shape.nodeIndex === undefined ? undefined : nodeAt(m, this.shape.nodeIndex);
+    const hostNetwork = this.shape.hostNetwork && m.threat.hostAttacker;
+    // hostNetwork apps share the node's ports: give each its own, as a scheduler honouring hostPorts would.
+    const offset = hostNetwork ? 20000 + 10 * m.nextPod : 0;
+    const app = { uid, caps, tcpPorts: APP_PORTS.map((p) => p + offset), udpPorts: [APP_UDP_PORT + offset] };
+    this.resolved = `${ns}/${name}${node ? ` on ${node}` : ''} uid=${uid}${caps.length ? ` caps=${caps.join('+')}` : ''}`
+      + `${this.shape.mode === null ? '' : ` mode=${this.shape.mode}`}${hostNetwork ? ' hostNetwork' : ''}`
+      + `${this.shape.hostile.length ? ` hostile=${this.shape.hostile.join('+')}` : ''}`;
+    const obs = await r.world.createPod({ namespace: ns, name, ...(node ? { node } : {}), labels, annotations, hostNetwork, app });
+    if (m.down.has(componentKey('agent', obs.node))) m.createdWhileAgentDown.add(obs.uid);
+    m.pods.set(podKey({ namespace: ns, name }), {
+      ref: { namespace: ns, name }, uid: obs.uid, node: obs.node, labels: { ...labels }, annotations, app, hostNetwork, ips: obs.ips, started: obs.started,
+    });
+    record(r, this.toString(), `phase=${obs.phase} started=${obs.started} ips=${obs.ips.join(',')} redirected=${obs.redirected}`);
+  }
+  toString(): string {
+    return `CreatePod(${this.resolved})`;
+  }
+}
+
+export class LabelPod implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly podIndex: number, readonly mode: ModeChoice) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    return m.pods.size > 0;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const p = pickPod(m, this.podIndex);
+    if (!p) return;
+    this.resolved = podKey(p.ref);
+    const patch = modeLabels(this.mode);
+    await r.world.labelPod(p.ref, patch);
+    applyLabels(p.labels, patch);
+    record(r, this.toString(), 'labelled');
+  }
+  toString(): string {
+    return `LabelPod(${this.resolved} mode=${String(this.mode)})`;
+  }
+}
+
+export class DeletePod implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly podIndex: number) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    return m.pods.size > 0;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const p = pickPod(m, this.podIndex);
+    if (!p) return;
+    this.resolved = podKey(p.ref);
+    await r.world.deletePod(p.ref);
+    m.pods.delete(podKey(p.ref));
+    record(r, this.toString(), 'deleted');
+  }
+  toString(): string {
+    return `DeletePod(${this.resolved})`;
+  }
+}
+
+/** An L4 rule of an AuthorizationPolicy, in the few shapes the histories draw. */
+export type RuleShape =
+  | { readonly kind: 'namespace'; readonly nsIndex: number }
+  | { readonly kind: 'principal'; readonly nsIndex: number }
+  | { readonly kind: 'port'; readonly port: number }
+  | { readonly kind: 'ipBlock'; readonly cidr: string }
+  | { readonly kind: 'any' };
+
+export interface PolicyShape {
+  readonly nsIndex: number;
+  readonly name: string;
+  readonly action: 'ALLOW' | 'DENY';
+  readonly rule: RuleShape;
+}
+
+export function policyObject(m: Readonly<ClusterModel>, ns: string, shape: PolicyShape): PolicyObject {
+  const rule = shape.rule;
+  let rules: unknown[];
+  switch (rule.kind) {
+    case 'any': rules = [{}]; break;
+    case 'namespace': rules = [{ from: [{ source: { namespaces: [pickNamespace(m, rule.nsIndex) ?? ns] } }] }]; break;
+    case 'principal': {
+      const src = pickNamespace(m, rule.nsIndex) ?? ns;
+      rules = [{ from: [{ source: { principals: [`cluster.local/ns/${src}/sa/default`] } }] }];
+      break;
+    }
+    case 'port': rules = [{ to: [{ operation: { ports: [String(rule.port)] } }] }]; break;
+    case 'ipBlock': rules = [{ from: [{ source: { ipBlocks: [rule.cidr] } }] }]; break;
+  }
+  return {
+    apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy',
+    metadata: { namespace: ns, name: shape.name },
+    spec: { action: shape.action, rules },
+  };
+}
+
+export class ApplyPolicy implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly shape: PolicyShape) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    return m.namespaces.size > 0;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const ns = pickNamespace(m, this.shape.nsIndex);
+    if (ns === undefined) return;
+    const obj = policyObject(m, ns, this.shape);
+    this.resolved = `${ns}/${this.shape.name} ${this.shape.action} ${JSON.stringify((obj['spec'] as { rules: unknown }).rules)}`;
+    await r.world.applyPolicy(obj);
+    m.policies.set(`${ns}/${this.shape.name}`, obj);
+    record(r, this.toString(), 'applied');
+  }
+  toString(): string {
+    return `ApplyPolicy(${this.resolved})`;
+  }
+}
+
+export class DeletePolicy implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly index: number) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    return m.policies.size > 0;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const keys = [...m.policies.keys()].sort();
+    const key = keys[this.index % keys.length];
+    if (key === undefined) return;
+    this.resolved = key;
+    const [ns, name] = key.split('/') as [string, string];
+    await r.world.deletePolicy(ns, name);
+    m.policies.delete(key);
+    record(r, this.toString(), 'deleted');
+  }
+  toString(): string {
+    return `DeletePolicy(${this.resolved})`;
+  }
+}
+
+export type ComponentOp = 'stop' | 'start' | 'restart';
+
+export class ComponentCommand implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly op: ComponentOp, readonly component: Component, readonly nodeIndex: number) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    const down = m.down.has(componentKey(this.component, nodeAt(m as ClusterModel, this.nodeIndex)));
+    return this.op === 'start' ? down : this.op === 'stop' ? !down : true;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const node = nodeAt(m, this.nodeIndex);
+    this.resolved = node;
+    await r.world[this.op](this.component, node);
+    if (this.op === 'stop') m.down.add(componentKey(this.component, node));
+    else m.down.delete(componentKey(this.component, node));
+    record(r, this.toString(), 'done');
+  }
+  toString(): string {
+    return `${this.op[0]?.toUpperCase()}${this.op.slice(1)}(${this.component} on ${this.resolved})`;
+  }
+}
+
+export class RebootNode implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly nodeIndex: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    const node = nodeAt(m, this.nodeIndex);
+    this.resolved = node;
+    await r.world.rebootNode(node);
+    // A reboot brings the node's components back up (they are DaemonSets).
+    m.down.delete(componentKey('agent', node));
+    m.down.delete(componentKey('proxy', node));
+    record(r, this.toString(), 'rebooted');
+  }
+  toString(): string {
+    return `RebootNode(${this.resolved})`;
+  }
+}
+
+export class DropWatches implements ModelCommand {
+  check(): boolean {
+    return true;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    m.quiescent = false;
+    await r.world.dropWatches();
+    record(r, this.toString(), 'dropped');
+  }
+  toString(): string {
+    return 'DropWatches()';
+  }
+}
+
+export class Settle implements ModelCommand {
+  check(): boolean {
+    return true;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    await r.world.settle();
+    m.quiescent = true;
+    record(r, this.toString(), 'quiescent');
+    await checkState(r, m);
+  }
+  toString(): string {
+    return 'Settle()';
+  }
+}
+
+/** Where a drawn connection starts, before resolution against the model. */
+export type SourceShape =
+  | { readonly kind: 'pod'; readonly index: number }
+  | { readonly kind: 'host'; readonly nodeIndex: number; readonly uidIndex: number }
+  | { readonly kind: 'outside' };
+
+export type DestinationShape =
+  | { readonly kind: 'pod'; readonly index: number; readonly port: number }
+  /** Another pod's address used directly (e.g. the v6 one, or from a spoofed socket). */
+  | { readonly kind: 'pod-ip'; readonly index: number; readonly ipIndex: number; readonly port: number }
+  | { readonly kind: 'ip'; readonly ip: string; readonly port: number };
+
+export interface AttackShape {
+  readonly family: 4 | 6 | undefined;
+  readonly proto: 'tcp' | 'udp';
+  readonly mark: number | undefined;
+  readonly raw: boolean;
+  /** Spoof the source as another pod's first IP (index) when defined. */
+  readonly spoofIndex: number | undefined;
+}
+
+function describeSource(s: Source): string {
+  if (s.kind === 'pod') return podKey(s.pod);
+  if (s.kind === 'host') return `host:${s.node} uid=${s.uid}${s.caps.length ? ` caps=${s.caps.join('+')}` : ''}`;
+  return 'outside';
+}
+
+function describeDestination(d: Destination): string {
+  return d.kind === 'pod' ? `${podKey(d.pod)}:${d.port}` : `${d.ip.includes(':') ? `[${d.ip}]` : d.ip}:${d.port}`;
+}
+
+export function describeOptions(o: ConnectOptions): string {
+  const parts: string[] = [];
+  if (o.proto === 'udp') parts.push('udp');
+  if (o.family === 6) parts.push('v6');
+  if (o.mark !== undefined) parts.push(`mark=0x${o.mark.toString(16)}`);
+  if (o.raw) parts.push('raw');
+  if (o.sourceIp) parts.push(`src=${o.sourceIp}`);
+  return parts.join(' ');
+}
+
+/** The mesh's intent for a pod, as the model knows it (labels written), without the system's say. */
+export function intendedEnrolled(m: Readonly<ClusterModel>, p: ModelPod): boolean {
+  const podMode = p.labels[DATAPLANE_MODE];
+  if (podMode === 'ambient') return true;
+  if (podMode === 'none') return false;
+  return m.namespaces.get(p.ref.namespace)?.[DATAPLANE_MODE] === 'ambient';
+}
+
+/** Pods that may source an attack: any, for an app attacker; unenrolled ones from the other-node vantage. */
+function attackerPod(m: Readonly<ClusterModel>, p: ModelPod): boolean {
+  return m.threat.vantage !== 'other-node' || (!intendedEnrolled(m, p) && !p.hostNetwork);
+}
+
+export class Connect implements ModelCommand {
+  private resolved = '?';
+  constructor(readonly from: SourceShape, readonly to: DestinationShape, readonly attack: AttackShape) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    if (this.from.kind === 'pod' && !pickPod(m, 0, (p) => p.started && attackerPod(m, p))) return false;
+    if (this.from.kind === 'host' && !m.threat.hostAttacker) return false;
+    if (this.from.kind === 'outside' && !m.threat.outsideAttacker) return false;
+    if (this.to.kind !== 'ip' && m.pods.size === 0) return false;
+    return true;
+  }
+  private resolve(m: ClusterModel): { from: Source; to: Destination; opts: ConnectOptions } | undefined {
+    let from: Source;
+    let fromPod: ModelPod | undefined;
+    if (this.from.kind === 'pod') {
+      fromPod = pickPod(m, this.from.index, (p) => p.started && attackerPod(m, p));
+      if (!fromPod) return undefined;
+      from = { kind: 'pod', pod: fromPod.ref };
+    } else if (this.from.kind === 'host') {
+      from = { kind: 'host', node: nodeAt(m, this.from.nodeIndex), uid: m.threat.uids[this.from.uidIndex % m.threat.uids.length] ?? 0, caps: [...m.threat.caps] };
+    } else {
+      from = { kind: 'outside' };
+    }
+    let to: Destination;
+    if (this.to.kind === 'ip') {
+      to = { kind: 'ip', ip: this.to.ip, port: this.to.port };
+    } else {
+      const dst = pickPod(m, this.to.index);
+      if (!dst) return undefined;
+      if (this.to.kind === 'pod') to = { kind: 'pod', pod: dst.ref, port: this.to.port };
+      else {
+        const ip = dst.ips[this.to.ipIndex % Math.max(1, dst.ips.length)];
+        if (ip === undefined) return undefined;
+        to = { kind: 'ip', ip, port: this.to.port };
+      }
+    }
+    // The threat model bounds the attack: options it does not grant are still tried (the kernel
+    // must refuse them), except spoofing and raw sockets, which are drawn only when it grants caps.
+    const caps = from.kind === 'pod' ? fromPod?.app.caps ?? [] : from.kind === 'host' ? from.caps : [];
+    const opts: ConnectOptions = {
+      ...(this.attack.family !== undefined ? { family: this.attack.family } : {}),
+      proto: this.attack.proto,
+      ...(this.attack.mark !== undefined ? { mark: this.attack.mark } : {}),
+      ...(this.attack.raw && caps.includes('NET_RAW') ? { raw: true } : {}),
+    };
+    if (this.attack.spoofIndex !== undefined && caps.includes('NET_ADMIN')) {
+      const victim = pickPod(m, this.attack.spoofIndex);
+      const ip = victim?.ips[0];
+      if (ip !== undefined) return { from, to, opts: { ...opts, sourceIp: ip } };
+    }
+    return { from, to, opts };
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    const resolved = this.resolve(m);
+    if (!resolved) return;
+    const { from, to, opts } = resolved;
+    this.resolved = `${describeSource(from)} -> ${describeDestination(to)}${describeOptions(opts) ? ` ${describeOptions(opts)}` : ''}`;
+    const result = await r.world.connect(from, to, opts);
+    record(r, this.toString(), `${result.outcome}${result.acceptedBy ? ` by ${result.acceptedBy}` : ''}${result.error ? ` (${result.error})` : ''}`
+      + `${result.deliveries.length ? ` delivered to ${result.deliveries.map((d) => `${podKey(d.pod)}:${d.port}${d.viaProxy ? '' : ' DIRECT'}`).join(', ')}` : ''}`);
+    await checkAttempt(r, m, { from, to, opts, result });
+  }
+  toString(): string {
+    return `Connect(${this.resolved})`;
+  }
+}
+

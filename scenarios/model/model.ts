@@ -1,0 +1,74 @@
+/**
+ * The model of the cluster the commands keep beside the real World. It is deliberately a
+ * simplification (fast-check's model-based testing docs warn against copying the system): it
+ * records what the history asked for — which namespaces and pods exist with which labels, which
+ * policies are in force, which components are down — and nothing the system decides (enrollment,
+ * rules, identities). Commands use it to pick valid targets; properties read it as the intent.
+ */
+import type { AppSpec, Component, PodRef, PolicyObject, Profile } from '../world.js';
+import { podKey } from '../world.js';
+import type { ThreatSpec } from './contracts.js';
+
+export interface ModelPod {
+  readonly ref: PodRef;
+  /** Node asked for (the world may choose; filled from the observation). */
+  node: string;
+  labels: Record<string, string>;
+  readonly annotations: Readonly<Record<string, string>>;
+  readonly app: AppSpec;
+  readonly hostNetwork: boolean;
+  /** IPs observed at creation (the model never computes addresses). */
+  ips: readonly string[];
+  /** The pod's API uid (observed). */
+  uid: string;
+  /** Did the pod start (the world reports; fail-closed starts may be refused). */
+  started: boolean;
+}
+
+export interface ClusterModel {
+  readonly nodes: readonly string[];
+  readonly profile: Profile;
+  readonly threat: ThreatSpec;
+  readonly namespaces: Map<string, Record<string, string>>;
+  readonly pods: Map<string, ModelPod>;
+  readonly policies: Map<string, PolicyObject>;
+  /** `${component}@${node}` for every component the history stopped. */
+  readonly down: Set<string>;
+  /** Counter for generated pod names, so a replay names pods identically. */
+  nextPod: number;
+  /** No change since the last Settle (enrollment had the chance to complete). */
+  quiescent: boolean;
+  /** Pod uids created while the node agent of their node was down (fail closed). */
+  readonly createdWhileAgentDown: Set<string>;
+}
+
+/** What properties may read: the same model, read-only by convention. */
+export type ModelView = Readonly<ClusterModel>;
+
+export function emptyModel(nodes: readonly string[], profile: Profile, threat: ThreatSpec): ClusterModel {
+  return { nodes, profile, threat, namespaces: new Map(), pods: new Map(), policies: new Map(), down: new Set(), nextPod: 0, quiescent: true, createdWhileAgentDown: new Set() };
+}
+
+export function componentKey(component: Component, node: string): string {
+  return `${component}@${node}`;
+}
+
+export function isUp(model: ModelView, component: Component, node: string): boolean {
+  return !model.down.has(componentKey(component, node));
+}
+
+/** Pods in a stable order, so an index drawn by fast-check resolves the same way on replay. */
+export function podList(model: ModelView): ModelPod[] {
+  return [...model.pods.values()].sort((a, b) => (podKey(a.ref) < podKey(b.ref) ? -1 : 1));
+}
+
+/** Resolve a drawn index to a pod (undefined when there are none). */
+export function pickPod(model: ModelView, index: number, filter: (p: ModelPod) => boolean = () => true): ModelPod | undefined {
+  const list = podList(model).filter(filter);
+  return list.length === 0 ? undefined : list[index % list.length];
+}
+
+export function pickNamespace(model: ModelView, index: number): string | undefined {
+  const list = [...model.namespaces.keys()].sort();
+  return list.length === 0 ? undefined : list[index % list.length];
+}

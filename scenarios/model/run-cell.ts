@@ -1,0 +1,156 @@
+/**
+ * Run one matrix cell — a property, a threat model, a rule profile — as a fast-check
+ * model-based property: random histories of commands on a fresh World each, the property
+ * evaluated after every connection and settle, shrinking on a violation. A violation is
+ * replayed once from its seed + path + replayPath to capture the minimal run's step log and
+ * packet trace (which is also the proof that the counterexample replays).
+ */
+import fc from 'fast-check';
+import type { Profile, World, WorldFactory, WorldKind } from '../world.js';
+import { commandArbitraries } from './arbitraries.js';
+import type { CheckableProperty, RunViolation, ThreatSpec } from './contracts.js';
+import { emptyModel, type ClusterModel } from './model.js';
+import { PropertyViolationError, checkState, record, type RunContext, type StepRecord } from './run-context.js';
+import { CreateNamespace, CreatePod, Settle, type ModelCommand } from './commands.js';
+
+export interface CellRunOptions {
+  readonly factory: WorldFactory;
+  /** The factory for the one replay of a shrunk counterexample (e.g. with packet traces on). */
+  readonly replayFactory?: WorldFactory;
+  /** fast-check runs (histories) for this cell. */
+  readonly runs: number;
+  readonly seed: number;
+  readonly maxCommands: number;
+  readonly nodes: number;
+  readonly ipv6: boolean;
+  readonly dnsCapture: boolean;
+  /** Replay: run exactly this case (from a counterexample file). */
+  readonly path?: string;
+  readonly replayPath?: string;
+  /** Called after every history (progress, statistics); ctx is undefined when the World could not be created. */
+  readonly onRun?: (ctx: RunContext | undefined) => void;
+}
+
+export interface CellSpec {
+  readonly property: CheckableProperty;
+  readonly threat: ThreatSpec;
+  readonly profile: Profile;
+}
+
+/** A shrunk counterexample, everything needed to replay it and to read it. */
+export interface CellCounterexample {
+  readonly seed: number;
+  readonly path: string;
+  readonly replayPath: string | undefined;
+  readonly commands: readonly string[];
+  readonly steps: readonly StepRecord[];
+  readonly found: RunViolation;
+  /** The scheduler's report of the minimal run (which racing operation was released when). */
+  readonly schedule: string;
+  readonly worldKind: WorldKind;
+}
+
+export type CellResult =
+  | { readonly status: 'holds'; readonly runs: number }
+  | { readonly status: 'bypass'; readonly runs: number; readonly counterexample: CellCounterexample }
+  /** The harness failed (a World call threw): not a verdict, always unexpected. */
+  | { readonly status: 'error'; readonly runs: number; readonly error: string; readonly seed: number; readonly path?: string; readonly replayPath?: string };
+
+/**
+ * Every history starts in the same place — an ambient namespace and a plain one with a pod
+ * each, settled — so random commands spend their budget on changes and attacks rather than on
+ * building a cluster. The prelude is not shrunk (it is not drawn).
+ */
+function prelude(): ModelCommand[] {
+  const pod = (nsIndex: number, nodeIndex: number): CreatePod =>
+    new CreatePod({ nsIndex, nodeIndex, mode: null, hostile: [], uidIndex: 0, caps: ['NET_ADMIN', 'NET_RAW'], hostNetwork: false });
+  // Namespaces sort as ambient-a, plain: index 0 and 1.
+  return [new CreateNamespace('ambient-a', 'ambient'), new CreateNamespace('plain', null), pod(0, 0), pod(1, 1), pod(0, 1), new Settle()];
+}
+
+interface LastRun {
+  ctx?: RunContext;
+  commands?: string[];
+}
+
+function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun): fc.IAsyncPropertyWithHooks<[Iterable<ModelCommand>, fc.Scheduler, number]> {
+  const arbs = commandArbitraries({ threat: spec.threat, nodes: o.nodes, ipv6: o.ipv6 });
+  const cmds = fc.commands(arbs, { maxCommands: o.maxCommands, ...(o.replayPath !== undefined ? { replayPath: o.replayPath } : {}) });
+  return fc.asyncProperty(cmds, fc.scheduler(), fc.integer({ min: 1, max: 0x7fffffff }), async (commands, scheduler, worldSeed) => {
+    let world: World | undefined;
+    let runCtx: RunContext | undefined;
+    try {
+      world = await o.factory.create({
+        nodes: o.nodes, profile: spec.profile, kernelVersion: spec.threat.kernelVersion, ipv6: o.ipv6, dnsCapture: o.dnsCapture, seed: worldSeed,
+      });
+      const w = world;
+      const model: ClusterModel = emptyModel(w.nodes, spec.profile, spec.threat);
+      const ctx: RunContext = { world: w, property: spec.property, dnsCapture: o.dnsCapture, scheduler, steps: [], attempts: [] };
+      last.ctx = ctx;
+      runCtx = ctx;
+      last.commands = undefined;
+      const executed: ModelCommand[] = [];
+      const all = (function* () {
+        for (const c of prelude()) yield c;
+        for (const c of commands) {
+          executed.push(c);
+          yield c;
+        }
+      })();
+      try {
+        await fc.asyncModelRun(() => ({ model, real: ctx }), all);
+        // Every history ends quiescent: convergence and fail-closed are judged there.
+        await w.settle();
+        model.quiescent = true;
+        record(ctx, 'Settle(final)', 'quiescent');
+        await checkState(ctx, model);
+      } finally {
+        last.commands = [...prelude(), ...executed].map((c) => c.toString());
+      }
+    } finally {
+      await world?.close();
+      o.onRun?.(runCtx);
+    }
+  });
+}
+
+function replayPathOf(counterexample: unknown): string | undefined {
+  const text = String(counterexample);
+  return /replayPath="([^"]*)"/.exec(text)?.[1];
+}
+
+export async function runCell(spec: CellSpec, o: CellRunOptions): Promise<CellResult> {
+  const last: LastRun = {};
+  const prop = buildProperty(spec, o, last);
+  const params: fc.Parameters<[Iterable<ModelCommand>, fc.Scheduler, number]> = o.path !== undefined
+    ? { seed: o.seed, path: o.path, endOnFailure: true, numRuns: 1 }
+    : { seed: o.seed, numRuns: o.runs, endOnFailure: false };
+  const out = await fc.check(prop, params);
+  if (!out.failed) return { status: 'holds', runs: out.numRuns };
+  const err = out.errorInstance;
+  const path = out.counterexamplePath ?? o.path ?? '';
+  const replayPath = out.counterexample ? replayPathOf(out.counterexample[0]) ?? o.replayPath : o.replayPath;
+  if (!(err instanceof PropertyViolationError)) {
+    const msg = err instanceof Error ? err.message : String(err);
+    return { status: 'error', runs: out.numRuns, error: msg, seed: o.seed, path, ...(replayPath !== undefined ? { replayPath } : {}) };
+  }
+  // Replay the shrunk case once: its step log, attempts and schedule are the counterexample's.
+  const replay: LastRun = {};
+  const again = await fc.check(buildProperty(spec, { ...o, factory: o.replayFactory ?? o.factory, ...(replayPath !== undefined ? { replayPath } : {}) }, replay), {
+    seed: o.seed, path, endOnFailure: true, numRuns: 1,
+  });
+  const ctx = replay.ctx;
+  const found = ctx?.violation ?? err.found;
+  if (!again.failed || !ctx?.violation) {
+    return { status: 'error', runs: out.numRuns, error: `the shrunk counterexample did not replay (seed ${o.seed}, path ${path}): ${err.message}`, seed: o.seed, path };
+  }
+  return {
+    status: 'bypass',
+    runs: out.numRuns,
+    counterexample: {
+      seed: o.seed, path, replayPath, commands: replay.commands ?? [], steps: ctx.steps, found,
+      schedule: ctx.scheduler.report().map((r) => `${r.status}: ${r.label}`).join('\n'),
+      worldKind: o.factory.kind,
+    },
+  };
+}
