@@ -42,6 +42,7 @@ attempts:
 `;
 
 const REJECT_RST_FIXTURE = 'fixtures/fidelity/reject-rst-dropped-seed-20260103.yaml';
+const REJECT_ICMP_FIXTURE = 'fixtures/fidelity/reject-icmp-dropped-seed-11.yaml';
 
 export const KNOWN_DIVERGENCES: readonly KnownDivergence[] = [
   {
@@ -95,6 +96,23 @@ attempts:
     expected: [{ attempt: 'a0-server-tcp-server-app', field: 'outcome', sim: 'refused', kernel: 'timeout' }],
     explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'refused' && d.kernel === 'timeout'
       && /^SYN rejected in \S+ \(tcp-reset\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+  },
+  {
+    name: 'reject-icmp-error-not-simulated',
+    description:
+      'A SYN hit by `REJECT` with the default `icmp-port-unreachable` (`icmp6-port-unreachable`): the ' +
+      'model reports `refused` at once. Linux (nf_send_unreach -> icmp_send) sends a real ICMP error, ' +
+      'RELATED to the rejected connection, which leaves through OUTPUT/POSTROUTING of the rejecting ' +
+      'namespace and travels back to the client, where rules can drop it; TCP turns it into ' +
+      'ECONNREFUSED only if it arrives. Here the client\'s own `filter OUTPUT -j REJECT` rejects the SYN ' +
+      'and then drops the ICMP error too (REJECT never answers an ICMP error, it drops it), so ' +
+      'connect() times out (checked by hand: with `-I OUTPUT -p icmp -j ACCEPT` it is refused). ' +
+      'Modelling it needs ICMP error packets on the output path, as for the tcp-reset RST above. ' +
+      'Found by the differential property (lane seed 11, FIDELITY_SEED=8 and 9).',
+    lab: () => parseLab(readFileSync(REJECT_ICMP_FIXTURE, 'utf8'), REJECT_ICMP_FIXTURE),
+    expected: [{ attempt: 'a0-client-tcp-server-app', field: 'outcome', sim: 'refused', kernel: 'timeout' }],
+    explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'refused' && d.kernel === 'timeout'
+      && /^SYN rejected in \S+ \(icmp6?-port-unreachable\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
   },
 ];
 
