@@ -18,7 +18,7 @@ export const PROXY_MARK_VALUE = 0x539;
 
 const pod = (p: typeof VICTIM, port: number): Destination => ({ kind: 'pod', pod: p, port });
 
-export function attackerActions(t: ThreatModel, world: World): AttackerAction[] {
+export function attackerActions(t: ThreatModel, world: Pick<World, 'nodes'>): AttackerAction[] {
   const n0 = world.nodes[0]!;
   const n1 = world.nodes[1] ?? n0;
   const out: AttackerAction[] = [];
@@ -69,4 +69,37 @@ export function livenessActions(): AttackerAction[] {
     { name: 'friend tcp → remote', from: { kind: 'pod', pod: FRIEND }, to: pod(REMOTE, APP_PORT), opts: {} },
     { name: 'client tcp → sink (both outside the mesh)', from: { kind: 'pod', pod: CLIENT }, to: pod(SINK, APP_PORT), opts: {} },
   ];
+}
+
+/** Proxy ports an app can take in its own netns when the proxy is not holding them (finding l). */
+export const HIJACK_PORTS: readonly number[] = [15001, 15006];
+
+/** After the attacker flushed its own pod's rules: its traffic out, a mesh peer's traffic in. */
+export function flushActions(): AttackerAction[] {
+  const from: Source = { kind: 'pod', pod: ATTACKER };
+  return [
+    { name: 'flushed attacker tcp → sink', from, to: pod(SINK, APP_PORT), opts: {} },
+    { name: 'flushed attacker tcp → victim', from, to: pod(VICTIM, APP_PORT), opts: {} },
+    { name: 'friend tcp → flushed attacker', from: { kind: 'pod', pod: FRIEND }, to: pod(ATTACKER, APP_PORT), opts: {} },
+    // A peer outside the mesh sends plaintext: only the (flushed) inbound redirect sent it to 15006.
+    { name: 'client tcp → flushed attacker', from: { kind: 'pod', pod: CLIENT }, to: pod(ATTACKER, APP_PORT), opts: {} },
+  ];
+}
+
+/**
+ * After the attacker bound the proxy ports during a proxy stop: who accepts what comes in. (Its
+ * own outbound then lands on its own 15001: the pod talks to itself, and its onward connections
+ * are redirected to itself again, so nothing leaves uncaptured that way — not judged.)
+ */
+export function hijackActions(): AttackerAction[] {
+  return [
+    { name: 'friend tcp → hijacking attacker', from: { kind: 'pod', pod: FRIEND }, to: pod(ATTACKER, APP_PORT), opts: {} },
+    { name: 'client tcp → hijacking attacker', from: { kind: 'pod', pod: CLIENT }, to: pod(ATTACKER, APP_PORT), opts: {} },
+  ];
+}
+
+/** Every action name the matrix may run for a threat (catalog entries are checked against it). */
+export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): string[] {
+  const inPod = t.vantage === 'enrolled-pod' ? [...flushActions(), ...hijackActions()] : [];
+  return [...attackerActions(t, { nodes }), ...livenessActions(), ...inPod].map((a) => a.name);
 }

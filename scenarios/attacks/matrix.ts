@@ -12,8 +12,8 @@ import { checkConnection, checkState } from '../properties/index.js';
 import { PROPERTY_NAMES, type MeshSettings, type PropertyName, type Violation } from '../properties/types.js';
 import { THREATS, type ThreatId, type ThreatModel } from '../threats/threats.js';
 import { expectedCell, type ExpectedCell } from '../expected/table.js';
-import { attackerActions, livenessActions, type AttackerAction } from './actions.js';
-import { buildTopology, MESH_NS, type TopologyState } from './topology.js';
+import { attackerActions, flushActions, HIJACK_PORTS, hijackActions, livenessActions, type AttackerAction } from './actions.js';
+import { ATTACKER, buildTopology, MESH_NS, type TopologyState } from './topology.js';
 
 export interface WorldMaker {
   create(options: WorldOptions): Promise<World>;
@@ -35,7 +35,13 @@ export interface FoundViolation {
   readonly phase: Phase;
 }
 
-export type Phase = 'healthy' | 'proxy-down' | 'agent-down' | 'settled';
+/**
+ * Where a violation was found. `app-flush`: right after the in-pod attacker flushed its own
+ * pod's rules (World.appExec iptables-flush), before the agent's next repair pass.
+ * `port-hijack`: after the attacker bound the proxy ports in its own netns while its node proxy
+ * was stopped, and the proxy came back.
+ */
+export type Phase = 'healthy' | 'proxy-down' | 'agent-down' | 'settled' | 'app-flush' | 'port-hijack';
 
 export type CellStatus = 'as-expected' | 'unexpected-bypass' | 'missed-bypass' | 'not-evaluated';
 
@@ -66,10 +72,71 @@ async function runActions(world: World, state: TopologyState, actions: readonly 
   }
 }
 
+/** What one profile × threat run found, and whether the world could run the appExec attacks. */
+export interface ThreatRun {
+  readonly found: FoundViolation[];
+  readonly appExec: boolean;
+  /** appExec calls and their results, in words (reports). */
+  readonly appExecLog: readonly string[];
+}
+
 export async function runThreat(factory: WorldMaker, profile: Profile, t: ThreatModel, o: { seed?: number; ipv6?: boolean } = {}): Promise<FoundViolation[]> {
+  return (await runThreatDetailed(factory, profile, t, o)).found;
+}
+
+/**
+ * The in-pod attacker acts on its own netns (World.appExec), when the world can:
+ * 1. NET_ADMIN flush: iptables-restore of empty tables; when the kernel lets it (NET_ADMIN),
+ *    its traffic out and a peer's traffic in are judged at once — before the agent's next
+ *    repair pass — and the settled state after it (the repair must have restored the rules:
+ *    convergence). So the check measures "bypass until the next repair pass", not a lasting one.
+ * 2. Port hijack: the node proxy stops, the app binds the proxy ports of its own netns (with
+ *    SO_REUSEPORT when root), the proxy starts again; then a peer connects in and the app out.
+ *    Runs last: the pod stays hijacked.
+ */
+async function runAppExecPhases(world: World, state: TopologyState, t: ThreatModel, sink: FoundViolation[], log: string[]): Promise<void> {
+  if (t.vantage !== 'enrolled-pod' || !world.appExec) return;
+  const n0 = world.nodes[0]!;
+  const flush = await world.appExec(ATTACKER, { kind: 'iptables-flush' });
+  log.push(`iptables-flush: ${flush.ok ? 'ok' : flush.error ?? 'failed'}`);
+  if (flush.ok) {
+    // The attacker flushes again right before each attempt: the agent's repair pass (every
+    // REPAIR_INTERVAL of the world) would otherwise close the window between two attempts, and
+    // nothing stops an app from flushing in a loop. Then with its node proxy down (fail closed:
+    // the flush does not depend on the proxy).
+    const flushed = flushActions();
+    for (const a of flushed) {
+      await world.appExec(ATTACKER, { kind: 'iptables-flush' });
+      await runActions(world, state, [a], 'app-flush', sink);
+    }
+    await state.setComponent(world, 'proxy', n0, 'down');
+    for (const a of flushed) {
+      await world.appExec(ATTACKER, { kind: 'iptables-flush' });
+      await runActions(world, state, [a], 'app-flush', sink);
+    }
+    await state.setComponent(world, 'proxy', n0, 'up');
+    // No further flush: the settled state must show the agent's repair (convergence).
+    await world.settle();
+    for (const v of checkState(await world.pods(), await state.context(world, true))) sink.push({ violation: v, phase: 'settled' });
+  }
+  await state.setComponent(world, 'proxy', n0, 'down');
+  let bound = 0;
+  for (const port of HIJACK_PORTS) {
+    const r = await world.appExec(ATTACKER, { kind: 'listen', port, reusePort: t.uids[0] === 0 });
+    log.push(`listen ${port}${t.uids[0] === 0 ? ' SO_REUSEPORT' : ''}: ${r.ok ? 'ok' : r.error ?? 'failed'}`);
+    if (r.ok) bound++;
+  }
+  await state.setComponent(world, 'proxy', n0, 'up');
+  await world.settle();
+  if (bound > 0) await runActions(world, state, hijackActions(), 'port-hijack', sink);
+}
+
+export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t: ThreatModel, o: { seed?: number; ipv6?: boolean } = {}): Promise<ThreatRun> {
   const mesh: MeshSettings = { profile, dnsCapture: true, kubeletUid: 0 };
   const world = await factory.create({ nodes: 2, profile, kernelVersion: t.kernelVersion, ipv6: o.ipv6 ?? false, dnsCapture: true, seed: o.seed ?? 1 });
   const found: FoundViolation[] = [];
+  const appExecLog: string[] = [];
+  const appExec = typeof world.appExec === 'function';
   try {
     const state = await buildTopology(world, t, mesh);
     const n0 = world.nodes[0]!;
@@ -90,16 +157,17 @@ export async function runThreat(factory: WorldMaker, profile: Profile, t: Threat
     await state.setComponent(world, 'agent', n0, 'up');
     await world.settle();
     for (const v of checkState(await world.pods(), await state.context(world, true))) found.push({ violation: v, phase: 'settled' });
+    await runAppExecPhases(world, state, t, found, appExecLog);
   } finally {
     await world.close();
   }
-  return found;
+  return { found, appExec, appExecLog };
 }
 
 /** Does the world offer what the expected bypass needs? */
 function capabilityNote(cell: ExpectedCell, world: { appExec?: unknown } | undefined): string | undefined {
   if (cell.verdict === 'bypass' && cell.requires === 'appExec' && typeof world?.appExec !== 'function') {
-    return 'the World has no appExec (the NET_ADMIN flush cannot be performed); see the proposed World.appExec';
+    return 'the World has no appExec: the NET_ADMIN flush and the port hijack cannot be performed';
   }
   return undefined;
 }
@@ -124,8 +192,9 @@ export async function runMatrix(o: MatrixOptions): Promise<MatrixResult> {
   let done = 0;
   for (const profile of profiles) {
     for (const t of threats) {
-      const found = await runThreat(o.factory, profile, t, { ...(o.seed !== undefined ? { seed: o.seed } : {}), ...(o.ipv6 !== undefined ? { ipv6: o.ipv6 } : {}) });
-      for (const p of PROPERTY_NAMES) cells.push(judgeCell(p, t.id, profile, found));
+      const run = await runThreatDetailed(o.factory, profile, t, { ...(o.seed !== undefined ? { seed: o.seed } : {}), ...(o.ipv6 !== undefined ? { ipv6: o.ipv6 } : {}) });
+      const probe = run.appExec ? { appExec: true } : {};
+      for (const p of PROPERTY_NAMES) cells.push(judgeCell(p, t.id, profile, run.found, probe));
       o.onProgress?.(++done, total, `${profile} × ${t.id}`);
     }
   }

@@ -101,6 +101,31 @@ for (const t of THREATS) {
   mutable.liveness[t.id] = row(holds('plain TCP between enrolled pods under allow-all is carried with identities'), holds('plain TCP between enrolled pods under allow-all is carried with identities; strict only drops non-TCP'));
 }
 
+// Port hijack (finding l), measured in the matrix's port-hijack phase: the node proxy of the
+// attacker's node stops, the app binds 15001 and 15006 in its own netns (no privilege needed:
+// ports >= 1024; as root with SO_REUSEPORT too), the proxy comes back and cannot bind them (the
+// sim proxy runs as uid 1337, so even a root app's reuseport socket keeps it out: EADDRINUSE).
+// Inbound plaintext is then redirected to the app's own 15006: delivered without the proxy and
+// without any authorization. Nothing in either profile reserves the ports (upstream PR #49078
+// open), so both expect it. It harms only the hijacking pod's own inbound policy; the victim's
+// capture is untouched. Applied after the derivations above on purpose: the hijack happens with
+// every component up, so it says nothing about fail closed.
+const HIJACK_WHY = 'port hijack: with its node proxy stopped the app binds 15006/15001 in its own netns (no capability needed), the restarted proxy gets EADDRINUSE, and inbound plaintext to the pod reaches the app\'s 15006 socket without the proxy or any authorization (finding l; nothing reserves the ports in either profile)';
+for (const t of THREATS) {
+  if (t.vantage !== 'enrolled-pod') continue;
+  for (const prop of ['inbound-capture', 'authorization'] as const) {
+    for (const prof of ['upstream', 'strict'] as const) {
+      const c = mutable[prop][t.id][prof];
+      mutable[prop][t.id] = {
+        ...mutable[prop][t.id],
+        [prof]: c.verdict === 'bypass'
+          ? { ...c, classes: [...new Set<BypassClass>([...c.classes, 'finding-l'])], why: `${c.why}; and ${HIJACK_WHY}` }
+          : bypass(['finding-l'], HIJACK_WHY, 'appExec'),
+      };
+    }
+  }
+}
+
 export function expectedCell(property: PropertyName, threat: ThreatId, profile: Profile): ExpectedCell {
   const cell = EXPECTED[property]?.[threat]?.[profile];
   if (!cell) throw new Error(`expected table has no cell for ${property} × ${threat} × ${profile}; add it to scenarios/expected/table.ts`);

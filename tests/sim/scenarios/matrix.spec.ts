@@ -6,10 +6,22 @@ import { test, expect } from '@playwright/test';
 import { simWorldFactory } from '../../../scenarios/worlds/sim-world.js';
 import { runMatrix, type MatrixCell } from '../../../scenarios/attacks/matrix.js';
 import { validateExpectedTable } from '../../../scenarios/expected/table.js';
-import { THREATS } from '../../../scenarios/threats/threats.js';
+import { THREATS, threat } from '../../../scenarios/threats/threats.js';
+import { ATTACKS } from '../../../scenarios/attacks/catalog.js';
+import { matrixActionNames } from '../../../scenarios/attacks/actions.js';
 
 test('the expected table is complete and every bypass names a class', () => {
   expect(validateExpectedTable()).toEqual([]);
+});
+
+test('every catalog entry run by the matrix names actions the matrix runs for its threat', () => {
+  const missing: string[] = [];
+  for (const a of ATTACKS) {
+    if (a.runBy.kind !== 'matrix') continue;
+    const names = matrixActionNames(threat(a.runBy.threat), ['node-0', 'node-1']);
+    for (const n of a.runBy.actions) if (!n.startsWith('(') && !names.includes(n)) missing.push(`${a.id}: ${n}`);
+  }
+  expect(missing).toEqual([]);
 });
 
 function describe(c: MatrixCell): string {
@@ -24,6 +36,8 @@ for (const profile of ['upstream', 'strict'] as const) {
       const m = await runMatrix({ factory: simWorldFactory, profiles: [profile], threats: [t.id] });
       const wrong = m.cells.filter((c) => c.status === 'unexpected-bypass' || c.status === 'missed-bypass').map(describe);
       expect(wrong).toEqual([]);
+      // The sim has World.appExec: the NET_ADMIN-flush and port-hijack cells are all evaluated.
+      expect(m.cells.filter((c) => c.status === 'not-evaluated').map(describe)).toEqual([]);
     });
   }
 }
