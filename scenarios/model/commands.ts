@@ -418,8 +418,10 @@ export class Connect implements ModelCommand {
     // The threat model bounds the attack: options it does not grant are still tried (the kernel
     // must refuse them), except spoofing and raw sockets, which are drawn only when it grants caps.
     const caps = from.kind === 'pod' ? fromPod?.app.caps ?? [] : from.kind === 'host' ? from.caps : [];
+    // An explicit address decides the family; the drawn one applies to pod destinations.
+    const family = to.kind === 'ip' ? (to.ip.includes(':') ? 6 : undefined) : this.attack.family;
     const opts: ConnectOptions = {
-      ...(this.attack.family !== undefined ? { family: this.attack.family } : {}),
+      ...(family !== undefined ? { family } : {}),
       proto: this.attack.proto,
       ...(this.attack.mark !== undefined ? { mark: this.attack.mark } : {}),
       ...(this.attack.raw && caps.includes('NET_RAW') ? { raw: true } : {}),

@@ -90,8 +90,9 @@ function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun): fc.IAs
       runCtx = ctx;
       last.commands = undefined;
       const executed: ModelCommand[] = [];
+      const start = prelude();
       const all = (function* () {
-        for (const c of prelude()) yield c;
+        for (const c of start) yield c;
         for (const c of commands) {
           executed.push(c);
           yield c;
@@ -105,7 +106,7 @@ function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun): fc.IAs
         record(ctx, 'Settle(final)', 'quiescent');
         await checkState(ctx, model);
       } finally {
-        last.commands = [...prelude(), ...executed].map((c) => c.toString());
+        last.commands = [...start, ...executed].map((c) => c.toString());
       }
     } finally {
       await world?.close();
