@@ -14,10 +14,7 @@ import { FAILING, parseShard, renderMatrix } from '../../scenarios/model/matrix.
 import { replayCounterexample } from '../../scenarios/model/replay.js';
 import type { CheckWorldName } from '../../scenarios/model/worlds.js';
 
-/** Default budget: the largest that finishes within about a minute on a 2-core machine (docs/check.md, bench:check). */
-export const DEFAULT_RUNS = 2400;
-export const DEFAULT_MAX_COMMANDS = 12;
-export const DEFAULT_OUT = '.ambient-lab/counterexamples';
+import { DEFAULT_MAX_COMMANDS, DEFAULT_NODES, DEFAULT_OUT, DEFAULT_RUNS } from '../../scenarios/model/defaults.js';
 
 interface CheckCliOptions {
   world: string;
@@ -155,7 +152,7 @@ export const checkCommand: CliCommand = {
         const progress = progressPrinter();
         const report = await runCheck({
           world: { world: opts.world as CheckWorldName, ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}) },
-          settings: { nodes: 2, ipv6: opts.ipv6, dnsCapture: false, maxCommands: positiveInt('--max-commands', opts.maxCommands) },
+          settings: { nodes: DEFAULT_NODES, ipv6: opts.ipv6, dnsCapture: false, maxCommands: positiveInt('--max-commands', opts.maxCommands) },
           runs: positiveInt('--runs', opts.runs),
           seed,
           selection: {
