@@ -166,9 +166,9 @@ export type Component = 'agent' | 'proxy';
  * - `listen`: a TCP listener of the app's on `port` (wildcard address, v4) — e.g. a proxy port
  *   (15001/15006/15008) before the proxy binds it. Fails with EADDRINUSE while someone holds the
  *   port; with `reusePort` it joins an SO_REUSEPORT group only of the same effective uid
- *   (otherwise EADDRINUSE, as the kernel does). Ports below 1024 need root or
- *   NET_BIND_SERVICE. The listener stays until the pod is deleted; what it accepts counts as a
- *   delivery to the app.
+ *   (otherwise EADDRINUSE, as the kernel does). (Low ports are not special: container
+ *   runtimes set net.ipv4.ip_unprivileged_port_start=0 in pod netns.) The listener stays until
+ *   the pod is deleted; what it accepts counts as a delivery to the app.
  */
 export type AppAction =
   | { readonly kind: 'iptables-flush' }

@@ -2,15 +2,21 @@
  * The attacker actions a threat model allows against the standard topology, as World.connect
  * calls. Each action is named so a report can say which one found a bypass.
  */
-import type { ConnectOptions, Destination, Source, World } from '../world.js';
+import type { Acceptor, ConnectOptions, Destination, Source, World } from '../world.js';
 import { canSetMark, type ThreatModel } from '../threats/threats.js';
-import { APP_PORT, ATTACKER, CLIENT, FRIEND, HOSTPOD, PROBE_PORT, REMOTE, SINK, UDP_PORT, VICTIM } from './topology.js';
+import { APP_PORT, ATTACKER, CLIENT, DNS_PORT, FRIEND, HOSTPOD, PROBE_PORT, REMOTE, SINK, UDP_PORT, VICTIM } from './topology.js';
 
 export interface AttackerAction {
   readonly name: string;
   readonly from: Source;
   readonly to: Destination;
   readonly opts: ConnectOptions;
+  /**
+   * A documented carve-out this attempt must actually get (healthy, quiescent cluster only): the
+   * first hop it must reach. Without it a rule that breaks the carve-out (kubelet probes, a pod
+   * calling itself) would only make things fail, which no capture property notices.
+   */
+  readonly expect?: { readonly acceptedBy: Acceptor; readonly carveOut: string; /** The destination app must also get it. */ readonly delivered?: boolean };
 }
 
 /** The upstream and strict proxy mark (impl/api/marks.ts PROXY_MARK). */
@@ -63,8 +69,18 @@ export function attackerActions(t: ThreatModel, world: Pick<World, 'nodes'>): At
 }
 
 /** Plain mesh traffic every run also checks (liveness, and that the policy lets the friend in). */
-export function livenessActions(): AttackerAction[] {
+export function livenessActions(nodes: readonly string[] = []): AttackerAction[] {
+  const n0 = nodes[0];
   return [
+    ...(n0 !== undefined ? [{
+      name: 'kubelet probe → victim probe port', from: { kind: 'host', node: n0, uid: 0, caps: [] } as Source, to: pod(VICTIM, PROBE_PORT), opts: {},
+      expect: { acceptedBy: 'app' as const, carveOut: 'kubelet probes reach the app directly (probe-accept; the victim\'s policy would deny them at the proxy)' },
+    }] : []),
+    // The destination proxy's own leg to an app port that happens to be 53 must not be taken for DNS.
+    {
+      name: 'client tcp → remote dns port', from: { kind: 'pod', pod: CLIENT }, to: pod(REMOTE, DNS_PORT), opts: {},
+      expect: { acceptedBy: 'proxy-inbound', delivered: true, carveOut: 'the proxy\'s marked leg to an app on port 53 is not DNS (the dns-tcp redirect exempts the proxy mark)' },
+    },
     { name: 'friend tcp → victim (allowed)', from: { kind: 'pod', pod: FRIEND }, to: pod(VICTIM, APP_PORT), opts: {} },
     { name: 'friend tcp → remote', from: { kind: 'pod', pod: FRIEND }, to: pod(REMOTE, APP_PORT), opts: {} },
     { name: 'client tcp → sink (both outside the mesh)', from: { kind: 'pod', pod: CLIENT }, to: pod(SINK, APP_PORT), opts: {} },
@@ -100,6 +116,33 @@ export function hijackActions(): AttackerAction[] {
 
 /** Every action name the matrix may run for a threat (catalog entries are checked against it). */
 export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): string[] {
-  const inPod = t.vantage === 'enrolled-pod' ? [...flushActions(), ...hijackActions()] : [];
-  return [...attackerActions(t, { nodes }), ...livenessActions(), ...inPod].map((a) => a.name);
+  const inPod = t.vantage === 'enrolled-pod' ? [...carveOutActions(), ...flushActions(), ...hijackActions()] : [];
+  return [...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t)].map((a) => a.name);
+}
+
+/**
+ * The in-pod carve-outs and DNS, from the attacker's pod (healthy phase only): DNS to a server
+ * outside the mesh must not leave uncaptured; a pod calling its own IP or loopback reaches its
+ * own app directly (DESIGN.md carve-outs), so rules that over-capture are noticed too.
+ */
+export function carveOutActions(): AttackerAction[] {
+  const from: Source = { kind: 'pod', pod: ATTACKER };
+  const self = 'a pod calling itself reaches its own app directly (carve-outs own-pod-ip / loopback)';
+  return [
+    { name: 'attacker dns udp → sink', from, to: pod(SINK, DNS_PORT), opts: { proto: 'udp', payload: 'dns?' } },
+    { name: 'attacker dns tcp → sink', from, to: pod(SINK, DNS_PORT), opts: {} },
+    { name: 'attacker tcp → own pod ip', from, to: pod(ATTACKER, APP_PORT), opts: {}, expect: { acceptedBy: 'app', carveOut: self } },
+    { name: 'attacker tcp → loopback', from, to: { kind: 'ip', ip: '127.0.0.1', port: APP_PORT }, opts: {}, expect: { acceptedBy: 'app', carveOut: self } },
+  ];
+}
+
+/** IPv6 attempts (worlds with dual-stack pods only): out of the attacker's pod, and in from outside. */
+export function ipv6Actions(t: ThreatModel): AttackerAction[] {
+  const out: AttackerAction[] = [{ name: 'outside tcp6 → victim', from: { kind: 'outside' }, to: pod(VICTIM, APP_PORT), opts: { family: 6 } }];
+  if (t.vantage === 'enrolled-pod') {
+    const from: Source = { kind: 'pod', pod: ATTACKER };
+    out.push({ name: 'attacker tcp6 → sink', from, to: pod(SINK, APP_PORT), opts: { family: 6 } });
+    out.push({ name: 'attacker udp6 → sink', from, to: pod(SINK, UDP_PORT), opts: { family: 6, proto: 'udp', payload: 'x' } });
+  }
+  return out;
 }

@@ -9,10 +9,10 @@
  */
 import type { Profile, World, WorldOptions } from '../world.js';
 import { checkConnection, checkState } from '../properties/index.js';
-import { PROPERTY_NAMES, type MeshSettings, type PropertyName, type Violation } from '../properties/types.js';
+import { PROPERTY_NAMES, violation, type MeshSettings, type PropertyName, type Violation } from '../properties/types.js';
 import { THREATS, type ThreatId, type ThreatModel } from '../threats/threats.js';
 import { expectedCell, type ExpectedCell } from '../expected/table.js';
-import { attackerActions, flushActions, HIJACK_PORTS, hijackActions, livenessActions, type AttackerAction } from './actions.js';
+import { attackerActions, carveOutActions, flushActions, HIJACK_PORTS, hijackActions, ipv6Actions, livenessActions, type AttackerAction } from './actions.js';
 import { ATTACKER, buildTopology, MESH_NS, type TopologyState } from './topology.js';
 
 export interface WorldMaker {
@@ -69,7 +69,22 @@ async function runActions(world: World, state: TopologyState, actions: readonly 
     const result = await world.connect(a.from, a.to, a.opts);
     const ctx = { ...(await state.context(world, phase === 'healthy')), from: a.from, to: a.to, opts: a.opts, result };
     for (const v of checkConnection(ctx)) sink.push({ violation: v, action: a.name, phase });
+    // A documented carve-out must work where the cluster is healthy: judged as liveness.
+    const healthy = Object.values(ctx.components).every((c) => c.agent === 'up' && c.proxy === 'up');
+    const reached = a.to.kind !== 'pod' || result.deliveries.some((d) => a.to.kind === 'pod' && d.pod.name === a.to.pod.name && d.pod.namespace === a.to.pod.namespace);
+    if (a.expect && phase === 'healthy' && healthy && (result.acceptedBy !== a.expect.acceptedBy || (a.expect.delivered === true && !reached))) {
+      const v = violation('liveness', `${a.name}: first hop ${result.acceptedBy ?? 'none'} (${result.outcome})${a.expect.delivered && !reached ? ', not delivered' : ''}, want ${a.expect.acceptedBy}${a.expect.delivered ? ' and delivery' : ''} — ${a.expect.carveOut}`, { from: a.from, to: a.to, outcome: result.outcome, acceptedBy: result.acceptedBy, acceptedIn: result.acceptedIn });
+      sink.push({ violation: v, action: a.name, phase });
+    }
   }
+}
+
+/** Knobs of one threat run (the mutation runner skips the appExec phases: they flush every rule anyway). */
+export interface ThreatRunOptions {
+  readonly seed?: number;
+  readonly ipv6?: boolean;
+  /** Run the NET_ADMIN-flush and port-hijack phases when the world has appExec (default true). */
+  readonly appExecPhases?: boolean;
 }
 
 /** What one profile × threat run found, and whether the world could run the appExec attacks. */
@@ -80,7 +95,7 @@ export interface ThreatRun {
   readonly appExecLog: readonly string[];
 }
 
-export async function runThreat(factory: WorldMaker, profile: Profile, t: ThreatModel, o: { seed?: number; ipv6?: boolean } = {}): Promise<FoundViolation[]> {
+export async function runThreat(factory: WorldMaker, profile: Profile, t: ThreatModel, o: ThreatRunOptions = {}): Promise<FoundViolation[]> {
   return (await runThreatDetailed(factory, profile, t, o)).found;
 }
 
@@ -131,7 +146,7 @@ async function runAppExecPhases(world: World, state: TopologyState, t: ThreatMod
   if (bound > 0) await runActions(world, state, hijackActions(), 'port-hijack', sink);
 }
 
-export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t: ThreatModel, o: { seed?: number; ipv6?: boolean } = {}): Promise<ThreatRun> {
+export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t: ThreatModel, o: ThreatRunOptions = {}): Promise<ThreatRun> {
   const mesh: MeshSettings = { profile, dnsCapture: true, kubeletUid: 0 };
   const world = await factory.create({ nodes: 2, profile, kernelVersion: t.kernelVersion, ipv6: o.ipv6 ?? false, dnsCapture: true, seed: o.seed ?? 1 });
   const found: FoundViolation[] = [];
@@ -141,7 +156,9 @@ export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t
     const state = await buildTopology(world, t, mesh);
     const n0 = world.nodes[0]!;
     const actions = attackerActions(t, world);
-    await runActions(world, state, [...actions, ...livenessActions()], 'healthy', found);
+    const carveOuts = t.vantage === 'enrolled-pod' ? carveOutActions() : [];
+    const v6 = world.options.ipv6 ? ipv6Actions(t) : [];
+    await runActions(world, state, [...actions, ...carveOuts, ...v6, ...livenessActions(world.nodes)], 'healthy', found);
     await world.settle();
     for (const v of checkState(await world.pods(), await state.context(world, true))) found.push({ violation: v, phase: 'settled' });
     // Fail closed: the proxy of the victim's (and the in-pod attacker's) node down.
@@ -157,7 +174,7 @@ export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t
     await state.setComponent(world, 'agent', n0, 'up');
     await world.settle();
     for (const v of checkState(await world.pods(), await state.context(world, true))) found.push({ violation: v, phase: 'settled' });
-    await runAppExecPhases(world, state, t, found, appExecLog);
+    if (o.appExecPhases ?? true) await runAppExecPhases(world, state, t, found, appExecLog);
   } finally {
     await world.close();
   }

@@ -22,6 +22,8 @@ export const PLAIN_NS = 'plain';
 export const APP_PORT = 8080;
 export const PROBE_PORT = 8081;
 export const UDP_PORT = 9999;
+/** The sink also serves DNS (TCP and UDP), so uncaptured DNS from an enrolled pod is visible. */
+export const DNS_PORT = 53;
 
 export const VICTIM: PodRef = { namespace: MESH_NS, name: 'victim' };
 export const REMOTE: PodRef = { namespace: MESH_NS, name: 'remote' };
@@ -92,9 +94,9 @@ export async function buildTopology(world: World, t: ThreatModel, mesh: MeshSett
   await s.applyPolicy(world, VICTIM_POLICY);
   const app = (uid = 1000) => ({ uid, caps: [], tcpPorts: [APP_PORT, PROBE_PORT], udpPorts: [UDP_PORT], probePorts: [PROBE_PORT] });
   await s.createPod(world, { ...VICTIM, node: n0, labels: { app: 'victim' }, app: app() });
-  await s.createPod(world, { ...REMOTE, node: n1, labels: { app: 'remote' }, app: app() });
+  await s.createPod(world, { ...REMOTE, node: n1, labels: { app: 'remote' }, app: { ...app(), tcpPorts: [APP_PORT, PROBE_PORT, DNS_PORT] } });
   await s.createPod(world, { ...FRIEND, node: n1, labels: { app: 'friend' }, serviceAccount: 'friend', app: app() });
-  await s.createPod(world, { ...SINK, node: n1, labels: { app: 'sink' }, app: app() });
+  await s.createPod(world, { ...SINK, node: n1, labels: { app: 'sink' }, app: { uid: 1000, caps: [], tcpPorts: [APP_PORT, DNS_PORT], udpPorts: [UDP_PORT, DNS_PORT] } });
   await s.createPod(world, { ...CLIENT, node: n1, labels: { app: 'client' }, app: app() });
   if (t.vantage === 'enrolled-pod') {
     await s.createPod(world, { ...ATTACKER, node: n0, labels: { app: 'attacker' }, serviceAccount: 'attacker', app: { uid: t.uids[0]!, caps: t.caps, tcpPorts: [APP_PORT], udpPorts: [UDP_PORT] } });
