@@ -77,3 +77,23 @@ test('port hijack: a non-root app binds 15006 while its node proxy is down; afte
     expect(r.deliveries.some((d) => d.pod.name === 'a' && d.port === 15006 && !d.viaProxy)).toBe(true);
   } finally { await w.close(); }
 });
+
+test('port hijack before enrollment: an app that holds 15006 when its pod joins the mesh keeps it; the proxy cannot serve the pod and inbound plaintext reaches the app', async () => {
+  const w = await cluster({ uid: 1000, caps: [], tcpPorts: [8080] });
+  const c: PodRef = { namespace: 'plain', name: 'c' };
+  try {
+    await w.createPod({ ...c, node: 'node-0', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+    expect(await w.appExec(c, { kind: 'listen', port: 15006 })).toEqual({ ok: true });
+    await w.labelPod(c, { 'istio.io/dataplane-mode': 'ambient' });
+    await w.settle();
+    const o = obs(await w.pods(), c);
+    // The rules go in, the proxy's listeners cannot (EADDRINUSE): the agent does not claim the pod
+    // enrolled (annotation not 'enabled'), which the convergence property reports as not served.
+    expect(o.redirected).toBe(true);
+    expect(o.served).toBe(false);
+    expect(o.annotation).not.toBe('enabled');
+    const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: c, port: 8080 });
+    expect(r.acceptedBy).toBe('app');
+    expect(r.deliveries.some((d) => d.pod.name === 'c' && d.port === 15006 && !d.viaProxy)).toBe(true);
+  } finally { await w.close(); }
+});
