@@ -90,6 +90,13 @@ const SHORT: Record<CellStatus, string> = {
 export interface JudgedCell extends CellId {
   readonly status: CellStatus;
   readonly runs: number;
+  /** Which search found the bypass: model-based histories, the attack catalog, or both. */
+  readonly foundBy?: readonly ('model' | 'attacks')[];
+}
+
+function foundMark(c: JudgedCell): string {
+  if (!c.foundBy || c.foundBy.length === 0) return '';
+  return `[${c.foundBy.map((f) => (f === 'model' ? 'm' : 'a')).join('')}]`;
 }
 
 /**
@@ -106,20 +113,21 @@ export function renderMatrix(cells: readonly JudgedCell[]): string {
   }
   const propW = Math.max(8, ...cells.map((c) => c.property.length));
   const thrW = Math.max(6, ...cells.map((c) => c.threat.length));
-  const colW = 16;
-  const head = `${'property'.padEnd(propW)}  ${'threat'.padEnd(thrW)}  ${profiles.map((p) => p.padEnd(colW)).join('')}`;
+  const colW = 20;
+  const head = `${'property'.padEnd(propW)}  ${'threat'.padEnd(thrW)}  ${profiles.map((p) => p.padEnd(colW)).join('')}`.trimEnd();
   const lines = [head, '-'.repeat(head.length)];
   let lastProp = '';
   for (const [key, byProfile] of rows) {
     const [prop, thr] = key.split('|') as [string, string];
     const cols = profiles.map((p) => {
       const c = byProfile.get(p);
-      return (c ? `${SHORT[c.status]} (${c.runs})` : '').padEnd(colW);
+      return (c ? `${SHORT[c.status]}${foundMark(c)} (${c.runs})` : '').padEnd(colW);
     });
     lines.push(`${(prop === lastProp ? '' : prop).padEnd(propW)}  ${thr.padEnd(thrW)}  ${cols.join('')}`.trimEnd());
     lastProp = prop;
   }
   lines.push('', 'holds / BYPASS: as the expected table says;  !BYPASS: unexpected bypass;  !holds: expected bypass not found;',
-    'n/e: expected bypass needs an attacker action this world does not offer;  (N): histories run.');
+    'n/e: expected bypass needs an attacker action this world does not offer;  (N): histories run;',
+    '[m] found by the model-based histories (shrunk counterexample saved), [a] by the attack catalog.');
   return lines.join('\n');
 }
