@@ -319,16 +319,30 @@ export class NodeAgent {
     if (current?.rulesApplied && current.proxyAcked && current.annotated === 'enabled') return;
     if (ips.length === 0 && !current) return; // no sandbox networking yet: the CNI ADD will come
     // The API's pod IPs are authoritative here (a new sandbox after a reboot has new ones).
-    await this.enroll(pod, ips.length > 0 ? ips : current?.ips ?? [], current?.netns);
+    await this.enroll(pod, ips.length > 0 ? ips : current?.ips ?? [], current?.netns, 'running');
   }
 
   /** Steps 1-4 above; throws RetryableError when the proxy has not acknowledged yet. */
-  private async enroll(pod: Pod, ips: readonly string[], knownNetns: NetnsId | undefined): Promise<void> {
+  /**
+   * `stage` says whether the pod's containers may already run: at a CNI ADD ('sandbox') an invalid
+   * annotation fails the ADD, so the pod does not start until it is fixed; for a running pod
+   * ('running', e.g. its namespace was just labelled) refusing would leave it selected but
+   * unprotected, so its invalid annotations are ignored — full capture, the safe default — and a
+   * Warning Event says so.
+   */
+  private async enroll(pod: Pod, ips: readonly string[], knownNetns: NetnsId | undefined, stage: 'sandbox' | 'running' = 'sandbox'): Promise<void> {
     const uid = podUid(pod.metadata?.uid ?? '');
     const d = this.decide(pod);
     if (!d.enroll) throw new NotEligible(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not eligible for the mesh: ${d.reason}`);
     // Validate annotations before anything: a hostile value must never reach rule text.
-    const ann = parsePodRedirectionAnnotations(pod.metadata?.annotations);
+    let ann;
+    try {
+      ann = parsePodRedirectionAnnotations(pod.metadata?.annotations);
+    } catch (err) {
+      if (!(err instanceof AnnotationError) || stage === 'sandbox') throw err;
+      ann = parsePodRedirectionAnnotations({});
+      await this.warn(pod, 'InvalidMeshAnnotation', `${err.message}; the pod is captured with default settings until the annotation is fixed`);
+    }
     const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture });
     const built = this.config.profile === 'strict'
       ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) })
@@ -389,8 +403,10 @@ export class NodeAgent {
 
   private async unenroll(p: MeshPod, opts: { podGone: boolean }): Promise<void> {
     for (const ip of p.ips) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, p.uid);
-    if (p.netns && p.plan && p.rulesApplied && (await this.deps.finder.exists(p.netns))) {
-      await this.deps.rules.remove(p.netns, p.plan);
+    // After an agent restart the applied plan is unknown (rulesApplied false, no plan) though the
+    // rules are still in the netns; remove with a plan naming every chain this profile can own.
+    if (p.netns && (await this.deps.finder.exists(p.netns))) {
+      await this.deps.rules.remove(p.netns, p.plan && p.rulesApplied ? p.plan : this.removalPlan());
     }
     p.rulesApplied = false;
     try {
@@ -408,6 +424,19 @@ export class NodeAgent {
     this.log.info('pod removed from the mesh', { pod: `${p.namespace}/${p.name}`, podGone: opts.podGone });
   }
 
+  /** A Warning Event on the pod; failures to write it are logged, never fatal. */
+  private async warn(pod: Pod, reason: string, message: string): Promise<void> {
+    this.log.warn(message, { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, reason });
+    try {
+      await this.deps.kube.createEvent({
+        involvedObject: { kind: 'Pod', name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? '', uid: pod.metadata?.uid ?? '' },
+        type: 'Warning', reason, message: message.slice(0, 1024), component: 'ambient-lab-node-agent',
+      });
+    } catch (err) {
+      this.log.warn('cannot write an Event', { error: (err as Error).message });
+    }
+  }
+
   private async annotate(pod: Pod, value: 'pending' | 'enabled' | undefined): Promise<void> {
     const name = pod.metadata?.name ?? '';
     const namespace = pod.metadata?.namespace ?? '';
@@ -417,6 +446,14 @@ export class NodeAgent {
       if (isKubeApiError(err, 404)) return; // pod gone: nothing left to annotate
       throw new RetryableError(`cannot write ${REDIRECTION_STATUS}=${value ?? '(removed)'} on ${namespace}/${name}: ${(err as Error).message}`);
     }
+  }
+
+  /** A plan whose own chains, ip rules and routes cover every variant of this agent's profile. */
+  private removalPlan(): RedirectionPlan {
+    const common = { ipv6: true, dnsCapture: true, ingressMode: false, virtualInterfaces: [] };
+    return this.config.profile === 'strict'
+      ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: [] })
+      : buildInpodPlan({ ...common, profile: 'upstream' });
   }
 
   // ------------------------------------------------------------------ start-up and repair

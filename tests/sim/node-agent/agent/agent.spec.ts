@@ -201,3 +201,32 @@ test('repair: rules flushed from a pod netns behind the agent back are restored'
   expect(w.rulesIn(netns)).toBe(true);
   expect(w.metrics.get('ambient_lab_agent_repairs_total', { what: 'rules' })).toBeGreaterThan(0);
 });
+
+test('a pod opted out while the agent was down loses its rules when the agent returns (found by check)', async () => {
+  const w = await world();
+  const { netns } = await w.pod('shop', 'web');
+  await w.run(100);
+  expect(w.rulesIn(netns)).toBe(true);
+  await w.stopAgent();
+  await w.labelPod('shop', 'web', NONE);
+  await w.startAgent();
+  await w.run(3000);
+  expect(w.rulesIn(netns)).toBe(false);
+  expect(await w.annotation('shop', 'web')).toBeUndefined();
+  expect(await w.truthful()).toEqual([]);
+});
+
+test('a running pod selected later despite an invalid annotation is captured with defaults and warned about (found by check)', async () => {
+  const w = await world();
+  await w.namespace('late');
+  const { netns, pod } = await w.pod('late', 'api', { annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0,lo' } });
+  await w.run(100);
+  expect(w.rulesIn(netns)).toBe(false);
+  await w.labelNamespace('late', AMBIENT);
+  await w.run(1000);
+  expect(w.rulesIn(netns)).toBe(true);
+  expect(w.proxyPods.get(pod.metadata!.uid!)).toBe(netns);
+  expect(await w.annotation('late', 'api')).toBe('enabled');
+  const events = (await w.store.list('Event', { namespace: 'late' })).items;
+  expect(events.some((e) => e.reason === 'InvalidMeshAnnotation' && (e.message ?? '').includes('istio.io/reroute-virtual-interfaces'))).toBe(true);
+});
