@@ -116,6 +116,7 @@ export class NodeAgent {
   private pluginServer: PluginEventServer | undefined;
   private repairTimer: TimerHandle | undefined;
   private started = false;
+  private readonly warned = new Set<string>();
   private stopped = false;
   private readonly m;
 
@@ -126,6 +127,7 @@ export class NodeAgent {
       onError: (key, err, retry) => {
         this.m.reconcileErrors.inc({ retry: String(retry) });
         this.log.warn('reconcile failed', { pod: key, error: (err as Error).message, retry });
+        this.eventForKey(key, retry ? 'MeshEnrollmentPending' : 'MeshEnrollmentFailed', (err as Error).message);
       },
     });
     this.zds = new ZdsServer({
@@ -257,6 +259,8 @@ export class NodeAgent {
       this.m.pluginRequests.inc({ kind: e.kind, result: 'error' });
       const msg = err instanceof Error ? err.message : String(err);
       this.log.warn('plugin event failed', { pod: `${e.podNamespace}/${e.podName}`, kind: e.kind, error: msg });
+      const pod = this.podInformer?.get(e.podName, e.podNamespace);
+      if (pod && e.kind === 'add') void this.warn(pod, 'MeshEnrollmentFailed', `sandbox not admitted to the mesh (the pod will not start until this succeeds): ${msg}`);
       return { ok: false, error: msg, retryable: !(err instanceof NotEligible || err instanceof AnnotationError) };
     }
   }
@@ -422,6 +426,21 @@ export class NodeAgent {
     }
     this.m.enrolled.set([...this.mesh.values()].filter((x) => x.annotated === 'enabled').length);
     this.log.info('pod removed from the mesh', { pod: `${p.namespace}/${p.name}`, podGone: opts.podGone });
+  }
+
+  /**
+   * Warn on the pod behind a queue key, at most once per reason and message (retries of the same
+   * failure must not flood the API with Events).
+   */
+  private eventForKey(key: string, reason: string, message: string): void {
+    const [namespace, name] = key.split('/');
+    const pod = name && namespace ? this.podInformer?.get(name, namespace) : undefined;
+    if (!pod) return;
+    const k = `${key}|${reason}|${message}`;
+    if (this.warned.has(k)) return;
+    this.warned.add(k);
+    if (this.warned.size > 10_000) this.warned.clear();
+    void this.warn(pod, reason, message);
   }
 
   /** A Warning Event on the pod; failures to write it are logged, never fatal. */

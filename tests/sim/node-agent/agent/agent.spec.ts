@@ -50,6 +50,9 @@ test('fail closed: with no proxy connected the CNI ADD fails, the pod is pending
   expect(JSON.parse(cni.stdout).details).toMatch(/node proxy has not taken pod shop\/web/);
   expect(await w.annotation('shop', 'web')).toBe('pending');
   expect(await w.truthful()).toEqual([]);
+  await w.run(100);
+  const events = (await w.store.list('Event', { namespace: 'shop' })).items;
+  expect(events.some((e) => e.reason === 'MeshEnrollmentFailed' && e.type === 'Warning' && (e.message ?? '').includes('node proxy has not taken'))).toBe(true);
   w.startProxy();
   await w.run(3000);
   expect(w.proxyPods.has(pod.metadata!.uid!)).toBe(true);
