@@ -3,49 +3,19 @@
  * iptables-restore text (chain declarations and COMMIT added, as the agent's restore input has),
  * plus an EvalContext fake.
  */
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { parseIp, type Family, type IpAddress } from '../../../../sim/kernel/ip-address.js';
 import type { L4Proto, Packet } from '../../../../sim/kernel/packet.js';
 import type { AddrType, ConntrackRef, EvalContext, Hook, IpSetView } from '../../../../sim/kernel/netfilter/types.js';
 import type { IpSets } from '../../../../sim/kernel/netfilter/ipset.js';
 
-function inpod(lo: string, probe: string): string {
-  return `* mangle
-:ISTIO_PRERT - [0:0]
-:ISTIO_OUTPUT - [0:0]
--A PREROUTING -j ISTIO_PRERT
--A OUTPUT -j ISTIO_OUTPUT
--A ISTIO_PRERT -m mark --mark 0x539/0xfff -j CONNMARK --set-xmark 0x111/0xfff
--A ISTIO_OUTPUT -m connmark --mark 0x111/0xfff -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff
-COMMIT
-* nat
-:ISTIO_PRERT - [0:0]
-:ISTIO_OUTPUT - [0:0]
--A OUTPUT -j ISTIO_OUTPUT
--A PREROUTING -j ISTIO_PRERT
--A ISTIO_PRERT -s ${probe} -p tcp -m tcp -j ACCEPT
--A ISTIO_OUTPUT -d ${probe} -p tcp -m tcp -j ACCEPT
--A ISTIO_PRERT ! -d ${lo} -p tcp ! --dport 15008 -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15006
--A ISTIO_OUTPUT ! -o lo -p udp -m mark ! --mark 0x539/0xfff -m udp --dport 53 -j REDIRECT --to-port 15053
--A ISTIO_OUTPUT ! -d ${lo} -p tcp --dport 53 -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15053
--A ISTIO_OUTPUT -p tcp -m mark --mark 0x111/0xfff -j ACCEPT
--A ISTIO_OUTPUT ! -d ${lo} -o lo -j ACCEPT
--A ISTIO_OUTPUT ! -d ${lo} -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001
-COMMIT
-* raw
-:ISTIO_PRERT - [0:0]
-:ISTIO_OUTPUT - [0:0]
--A PREROUTING -j ISTIO_PRERT
--A OUTPUT -j ISTIO_OUTPUT
--A ISTIO_OUTPUT -p udp -m mark --mark 0x539/0xfff -m udp --dport 53 -j CT --zone 1
--A ISTIO_PRERT -p udp -m mark ! --mark 0x539/0xfff -m udp --sport 53 -j CT --zone 1
-COMMIT
-`;
-}
-
 export const PROBE_V4 = '169.254.7.127';
 export const PROBE_V6 = 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff';
-export const ISTIO_INPOD_V4 = inpod('127.0.0.1/32', PROBE_V4);
-export const ISTIO_INPOD_V6 = inpod('::1/128', PROBE_V6);
+/** The upstream in-pod rulesets, from the one copy in fixtures/rules/ (iptables-save form). */
+const RULES = path.resolve(import.meta.dirname, '..', '..', '..', '..', 'fixtures', 'rules');
+export const ISTIO_INPOD_V4 = readFileSync(path.join(RULES, 'upstream-inpod-v4.rules'), 'utf8');
+export const ISTIO_INPOD_V6 = readFileSync(path.join(RULES, 'upstream-inpod-v6.rules'), 'utf8');
 
 export function hostProbe(family: Family): string {
   const set = family === 4 ? 'istio-inpod-probes-v4' : 'istio-inpod-probes-v6';
