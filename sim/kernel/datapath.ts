@@ -81,7 +81,7 @@ export class Datapath {
 
   /** A socket (or a raw sender, when `sock` is undefined) sends `pkt` from namespace `ns`. */
   output(ns: Netns, pkt: Packet, sock: SimSocket | undefined): Delivery {
-    this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `send${sock ? ` from ${sock.describe()}` : ''}` });
+    if (this.trace.enabled) this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `send${sock ? ` from ${sock.describe()}` : ''}` });
     let route = this.route(ns, pkt, undefined);
     if (route.kind !== 'local' && route.kind !== 'unicast') {
       return { kind: 'unroutable', ns, reason: `no route to ${formatIp(pkt.dst)} (${route.kind})` };
@@ -145,7 +145,7 @@ export class Datapath {
     if (v.kind !== 'accept') return this.terminal(ns, v, 'raw PREROUTING');
     if (!looped) invalid = this.track(ns, skb); // an untracked packet is traced as UNTRACKED
     // A looped packet keeps its conntrack reference; an untracked one (raw NOTRACK) has none.
-    else if (looped && skb.ct) this.trace.add({ kind: 'conntrack', ns: ns.name, state: skb.ct.state, zone: skb.zone, entry: skb.ct.entry.id, direction: `${skb.ct.direction}, carried over lo` });
+    else if (looped && skb.ct && this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: skb.ct.state, zone: skb.zone, entry: skb.ct.entry.id, direction: `${skb.ct.direction}, carried over lo` });
 
     v = this.runTable(ns, skb, 'mangle', 'PREROUTING', dev.name, undefined, undefined, invalid);
     if (v.kind === 'tproxy') {
@@ -203,7 +203,7 @@ export class Datapath {
   private xmit(ns: Netns, dev: Link, skb: Skb): Delivery {
     if (!dev.up) return this.drop(ns, `output device ${dev.name} is down`);
     if (dev.kind === 'loopback') {
-      this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: 'lo', toNs: ns.name, toDev: 'lo', scrubbed: false });
+      if (this.trace.enabled) this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: 'lo', toNs: ns.name, toDev: 'lo', scrubbed: false });
       skb.sock = undefined;
       return this.receive(ns, dev, skb);
     }
@@ -216,7 +216,7 @@ export class Datapath {
     if (!peer) return this.drop(ns, `veth ${dev.name} has no peer`);
     const peerNs = this.host.netns(peer.netns);
     const crossed = peer.netns !== ns.name;
-    this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: dev.name, toNs: peer.netns, toDev: peer.name, scrubbed: crossed });
+    if (this.trace.enabled) this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: dev.name, toNs: peer.netns, toDev: peer.name, scrubbed: crossed });
     if (crossed) {
       // skb_scrub_packet(xnet=true): the mark and the conntrack reference do not survive.
       skb.pkt.mark = 0;
@@ -242,7 +242,7 @@ export class Datapath {
     if (this.ownsAddress(ns, skb.nextHop)) return this.receive(ns, br, skb);
     const out = this.bridgePortFor(br, skb.nextHop, port);
     if (!out) return this.drop(ns, `bridge ${br.name}: no neighbour owns ${formatIp(skb.nextHop)}`);
-    this.trace.add({ kind: 'route', ns: ns.name, decision: `bridge ${br.name}: switched ${port.name} -> ${out.name} (layer 2, no iptables)` });
+    if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `bridge ${br.name}: switched ${port.name} -> ${out.name} (layer 2, no iptables)` });
     return this.xmit(ns, out, skb);
   }
 
@@ -265,17 +265,17 @@ export class Datapath {
   /** nf_conntrack_in; returns true when the packet is INVALID. */
   private track(ns: Netns, skb: Skb): boolean {
     if (skb.untracked) {
-      this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'UNTRACKED', zone: skb.zone, entry: undefined, direction: undefined });
+      if (this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'UNTRACKED', zone: skb.zone, entry: undefined, direction: undefined });
       return false;
     }
     const r = ns.conntrack.classify(skb.pkt, skb.zone);
     if (r === 'invalid') {
       skb.ct = undefined;
-      this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'INVALID', zone: skb.zone, entry: undefined, direction: undefined });
+      if (this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'INVALID', zone: skb.zone, entry: undefined, direction: undefined });
       return true;
     }
     skb.ct = r;
-    this.trace.add({ kind: 'conntrack', ns: ns.name, state: r.state, zone: skb.zone, entry: r.entry.id, direction: r.direction });
+    if (this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: r.state, zone: skb.zone, entry: r.entry.id, direction: r.direction });
     return false;
   }
 
@@ -309,12 +309,12 @@ export class Datapath {
     const p = skb.pkt;
     if (dstManip) {
       if (!ipEquals(p.dst, other.src) || p.dport !== other.sport) {
-        this.trace.add({ kind: 'nat', ns: ns.name, hook, what: `destination ${formatIp(p.dst)}:${p.dport} -> ${formatIp(other.src)}:${other.sport}` });
+        if (this.trace.enabled) this.trace.add({ kind: 'nat', ns: ns.name, hook, what: `destination ${formatIp(p.dst)}:${p.dport} -> ${formatIp(other.src)}:${other.sport}` });
         p.dst = other.src;
         p.dport = other.sport;
       }
     } else if (!ipEquals(p.src, other.dst) || p.sport !== other.dport) {
-      this.trace.add({ kind: 'nat', ns: ns.name, hook, what: `source ${formatIp(p.src)}:${p.sport} -> ${formatIp(other.dst)}:${other.dport}` });
+      if (this.trace.enabled) this.trace.add({ kind: 'nat', ns: ns.name, hook, what: `source ${formatIp(p.src)}:${p.sport} -> ${formatIp(other.dst)}:${other.dport}` });
       p.src = other.dst;
       p.sport = other.dport;
     }
@@ -384,9 +384,9 @@ export class Datapath {
     if (v.mark) {
       const old = p.mark;
       p.mark = ((p.mark & ~v.mark.mask) ^ v.mark.value) >>> 0;
-      this.trace.add({ kind: 'mark', ns: ns.name, from: old, to: p.mark, why: 'TPROXY --tproxy-mark' });
+      if (this.trace.enabled) this.trace.add({ kind: 'mark', ns: ns.name, from: old, to: p.mark, why: 'TPROXY --tproxy-mark' });
     }
-    this.trace.add({ kind: 'route', ns: ns.name, decision: `TPROXY assigned ${sock.describe()}` });
+    if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `TPROXY assigned ${sock.describe()}` });
     return undefined;
   }
 
@@ -406,18 +406,19 @@ export class Datapath {
       sock = ns.sockets.findListener(proto, p.dst, p.dport, flowHash(p));
     }
     if (!sock) {
-      this.trace.add({ kind: 'drop', ns: ns.name, reason: `no socket for ${proto} ${formatIp(p.dst)}:${p.dport}` });
+      if (this.trace.enabled) this.trace.add({ kind: 'drop', ns: ns.name, reason: `no socket for ${proto} ${formatIp(p.dst)}:${p.dport}` });
       return { kind: 'no-socket', ns, packet: p };
     }
-    this.trace.add({ kind: 'deliver', ns: ns.name, socket: `${sock.describe()}${sock.remote ? ` peer ${formatSockAddr(sock.remote)}` : ''}` });
+    if (this.trace.enabled) this.trace.add({ kind: 'deliver', ns: ns.name, socket: `${sock.describe()}${sock.remote ? ` peer ${formatSockAddr(sock.remote)}` : ''}` });
     return { kind: 'delivered', ns, socket: sock, packet: p };
   }
 
   // ---------------------------------------------------------------- helpers
 
+  /** Trace events format addresses and rule text; with tracing off they are skipped, not built. */
   private route(ns: Netns, pkt: Packet, iif: string | undefined, why?: string): RouteDecision {
     const d = fibLookup(ns, { family: pkt.family, src: iif === undefined ? undefined : pkt.src, dst: pkt.dst, mark: pkt.mark, iif, oif: undefined });
-    this.trace.add({ kind: 'route', ns: ns.name, decision: `${why ? `${why}: ` : ''}${describeDecision(d)}` });
+    if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `${why ? `${why}: ` : ''}${describeDecision(d)}` });
     return d;
   }
 
@@ -453,14 +454,14 @@ export class Datapath {
       log: (prefix) => this.trace.add({ kind: 'log', ns: ns.name, prefix, packet: describePacket(skb.pkt) }),
     };
     const run = nf.runTable(table, hook, ctx, { trace: this.trace.enabled });
-    this.trace.add({ kind: 'table', ns: ns.name, hook, table, steps: run.steps, verdict: verdictText(run.verdict) });
-    if (skb.pkt.mark !== markBefore) this.trace.add({ kind: 'mark', ns: ns.name, from: markBefore, to: skb.pkt.mark, why: `${table} ${hook}` });
+    if (this.trace.enabled) this.trace.add({ kind: 'table', ns: ns.name, hook, table, steps: run.steps, verdict: verdictText(run.verdict) });
+    if (this.trace.enabled && skb.pkt.mark !== markBefore) this.trace.add({ kind: 'mark', ns: ns.name, from: markBefore, to: skb.pkt.mark, why: `${table} ${hook}` });
     return run.verdict;
   }
 
   private terminal(ns: Netns, v: TableVerdict, where: string): Delivery {
     if (v.kind === 'reject') {
-      this.trace.add({ kind: 'drop', ns: ns.name, reason: `REJECT in ${where} (${v.with})` });
+      if (this.trace.enabled) this.trace.add({ kind: 'drop', ns: ns.name, reason: `REJECT in ${where} (${v.with})` });
       return { kind: 'rejected', ns, with: v.with };
     }
     if (v.kind === 'drop') return this.drop(ns, `DROP in ${where}`);
@@ -468,13 +469,13 @@ export class Datapath {
   }
 
   private drop(ns: Netns, reason: string): Delivery {
-    this.trace.add({ kind: 'drop', ns: ns.name, reason });
+    if (this.trace.enabled) this.trace.add({ kind: 'drop', ns: ns.name, reason });
     return { kind: 'dropped', ns, reason };
   }
 
   /** Hand a packet to a device from outside the stack (AF_PACKET): no netfilter, no routing here. */
   injectRaw(ns: Netns, dev: Link, pkt: Packet, nextHop: IpAddress): Delivery {
-    this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `AF_PACKET send on ${dev.name} (skips this namespace's netfilter)` });
+    if (this.trace.enabled) this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `AF_PACKET send on ${dev.name} (skips this namespace's netfilter)` });
     const skb: Skb = { pkt, ct: undefined, untracked: false, zone: 0, sock: undefined, assigned: undefined, nextHop, hops: 0 };
     return this.xmit(ns, dev, skb);
   }
