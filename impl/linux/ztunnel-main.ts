@@ -31,20 +31,10 @@ import { ClientNodeKubeApi, loadKubeConfig } from './kube-client-node.js';
 import { pinoLogger } from './logger-pino.js';
 import { MeshCa } from './mesh-ca.js';
 import { PromMetrics } from './metrics-prom.js';
-import { randomInt } from 'node:crypto';
-import type { Random } from '../host/random.js';
 import { LinuxSockets } from './sockets.js';
+import { SystemRandom } from './random.js';
 import { LinuxZdsTransport } from './zds-transport.js';
 
-/**
- * impl/linux/random.ts's SystemRandom.next() calls randomInt(0, 2 ** 48), which Node rejects
- * (max - min must be < 2 ** 48), and the ZDS client's reconnect backoff crashed the proxy with it.
- * Until that adapter is fixed, the proxy uses this one (same contract: uniform in [0, 1)).
- */
-const random: Random = {
-  next: () => randomInt(0, 2 ** 48 - 1) / 2 ** 48,
-  int: (min, max) => randomInt(min, max + 1),
-};
 
 runComponent('ambient-lab-proxy', async () => {
   const f = new ComponentFlags(process.argv.slice(2), process.env, 'ambient-lab-proxy');
@@ -100,7 +90,7 @@ runComponent('ambient-lab-proxy', async () => {
     },
     zdsTransport: new LinuxZdsTransport(),
     zdsAddress,
-    random,
+    random: new SystemRandom(),
   });
   const healthSource: HealthSource = {
     live: () => true,
