@@ -2,7 +2,7 @@
  * The deployed components on kind: the agent's installer chains our plugin into kindnet's
  * conflist on every node, an ambient pod gets the redirection annotation, and a pod outside the
  * mesh is untouched. Runs only with KIND=1, Docker and kind (tests/worlds.ts); in CI see
- * ci/github-workflow.yaml.
+ * the kind job of .github/workflows/ci.yaml.
  */
 import { test, expect } from '@playwright/test';
 import { execa } from 'execa';
