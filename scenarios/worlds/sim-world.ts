@@ -99,8 +99,10 @@ export class SimMeshWorld implements World {
   private readonly stacks: NodeStack[];
   private readonly recorder: ConnectRecorder;
   private readonly apps = new Map<string, AppSpec>();
-  /** App containers whose UDP sockets are open. */
-  private readonly udpReady = new WeakSet<SimContainer>();
+  /** App containers whose world-opened sockets (UDP; TCP of hostNetwork apps) are open. */
+  private readonly listenersReady = new WeakSet<SimContainer>();
+  /** Listens that failed (hostNetwork port conflicts), as "<pod> tcp|udp <port>: <errno>" — reports and tests. */
+  readonly failedListens: string[] = [];
   private nextRawPort = 40000;
 
   constructor(readonly options: WorldOptions, private readonly extras: SimWorldExtras = {}) {
@@ -159,9 +161,12 @@ export class SimMeshWorld implements World {
     const app = spec.app;
     const probes = app.probePorts ?? [];
     const probe = (port: number): Wire<V1Probe> => ({ tcpSocket: { port }, periodSeconds: 10 });
+    // A hostNetwork app shares the node's ports with every other hostNetwork app: the world binds
+    // its TCP ports itself (openAppListeners), so a conflict is a failed listen (EADDRINUSE,
+    // logged), as for a real app that cannot bind, instead of an exception out of the kubelet.
     const main: Wire<V1Container> = {
       name: APP_CONTAINER, image: 'sim/app',
-      ports: app.tcpPorts.map((p) => ({ containerPort: p })),
+      ...(spec.hostNetwork ? {} : { ports: app.tcpPorts.map((p) => ({ containerPort: p })) }),
       securityContext: { runAsUser: app.uid, runAsGroup: app.uid, capabilities: { drop: ['ALL'], add: [...app.caps] } },
       ...(probes[0] !== undefined ? { readinessProbe: probe(probes[0]) } : {}),
       ...(probes[1] !== undefined ? { livenessProbe: probe(probes[1]) } : {}),
@@ -267,7 +272,7 @@ export class SimMeshWorld implements World {
     let before = this.fingerprint();
     for (let i = 0; i < SETTLE_MAX_STEPS; i++) {
       await runFor(this.sim.clock, QUIET_MS);
-      this.openUdpListeners();
+      this.openAppListeners();
       const now = this.fingerprint();
       if (now === before) return;
       before = now;
@@ -289,28 +294,39 @@ export class SimMeshWorld implements World {
     return parts.join('|');
   }
 
-  /** UDP ports of running app containers (the kubelet model only opens declared TCP ports). */
-  private openUdpListeners(): void {
+  /**
+   * Sockets the kubelet model does not open: UDP ports of every app, and TCP ports of
+   * hostNetwork apps (which share the node's port space). A bind that fails is what a real app
+   * sees — it logs and runs without that listener — never an exception out of settle().
+   */
+  private openAppListeners(): void {
     const k = this.sim.kernel;
     for (const s of this.stacks) {
       for (const rec of s.node.disk.sandboxes.values()) {
         const app = this.apps.get(podKey({ namespace: rec.namespace, name: rec.name }));
         const c = rec.containers.find((x) => x.ref.container === APP_CONTAINER);
-        if (!app?.udpPorts?.length || !c || !c.running || this.udpReady.has(c)) continue;
-        this.udpReady.add(c);
+        if (!app || !c || !c.running || this.listenersReady.has(c)) continue;
+        const tcp = rec.hostNetwork ? app.tcpPorts : [];
+        const udp = app.udpPorts ?? [];
+        if (tcp.length === 0 && udp.length === 0) continue;
+        this.listenersReady.add(c);
         const families = new Set(rec.ips.map((ip) => parseIp(ip).family));
-        for (const port of app.udpPorts) {
-          for (const f of families) {
-            const sock = c.socket('udp', f);
-            try {
-              if (f === 6) k.setsockopt(sock, 'IPV6_V6ONLY', true);
-              k.bind(sock, f === 4 ? '0.0.0.0' : '::', port);
-            } catch (e) {
-              this.log.warn('app UDP listener failed', { pod: `${rec.namespace}/${rec.name}`, port, error: (e as Error).message });
-              k.close(sock);
-            }
+        const open = (proto: 'tcp' | 'udp', port: number, f: Family): void => {
+          const sock = c.socket(proto, f);
+          try {
+            if (f === 6) k.setsockopt(sock, 'IPV6_V6ONLY', true);
+            k.bind(sock, f === 4 ? '0.0.0.0' : '::', port);
+            if (proto === 'tcp') k.listen(sock);
+          } catch (e) {
+            k.close(sock);
+            if (!(e instanceof SimErrnoError)) throw e;
+            const what = `${rec.namespace}/${rec.name} ${proto} ${f === 6 ? '[::]' : '0.0.0.0'}:${port}: ${e.errno}`;
+            this.failedListens.push(what);
+            this.log.warn('app listener failed', { pod: `${rec.namespace}/${rec.name}`, proto, port, error: e.message });
           }
-        }
+        };
+        for (const port of tcp) for (const f of families) open('tcp', port, f);
+        for (const port of udp) for (const f of families) open('udp', port, f);
       }
     }
   }
@@ -421,8 +437,21 @@ export class SimMeshWorld implements World {
   }
 
   async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
-    const family: Family = opts.family ?? (to.kind === 'ip' ? parseIp(to.ip).family : 4);
     const none = (error: string): ConnectResult => ({ outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [] });
+    // Address families are checked here, as the socket calls would: a v6 socket (or crafted v6
+    // frame) cannot carry a v4 address, nor the reverse. The kernel model below assumes they agree.
+    const familyOf = (ip: string): Family | undefined => { try { return parseIp(ip).family; } catch { return undefined; } };
+    const dstFamily = to.kind === 'ip' ? familyOf(to.ip) : undefined;
+    if (to.kind === 'ip' && dstFamily === undefined) return none(`connect: EINVAL — ${JSON.stringify(to.ip)} is not an IP address`);
+    const family: Family = opts.family ?? dstFamily ?? 4;
+    if (dstFamily !== undefined && dstFamily !== family) {
+      return none(`${opts.raw ? 'sendto(AF_PACKET)' : 'connect'}: EAFNOSUPPORT — an IPv${family} ${opts.raw ? 'frame' : 'socket'} cannot go to the IPv${dstFamily} address ${to.kind === 'ip' ? to.ip : ''}`);
+    }
+    if (opts.sourceIp !== undefined) {
+      const sf = familyOf(opts.sourceIp);
+      if (sf === undefined) return none(`bind: EINVAL — source ${JSON.stringify(opts.sourceIp)} is not an IP address`);
+      if (sf !== family) return none(`bind: EAFNOSUPPORT — an IPv${family} ${opts.raw ? 'frame' : 'socket'} cannot use the IPv${sf} source ${opts.sourceIp}`);
+    }
     const src = await this.endpointOf(from);
     if (typeof src === 'string') return none(src);
     const dst = await this.destinationOf(to, family);
