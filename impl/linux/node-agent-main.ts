@@ -1,38 +1,54 @@
 /**
  * The node agent process (bin/ambient-lab-agent.js): a NodeAgent with the Linux adapters, run in
  * the node's host network namespace as root. Configuration: flags or AMBIENT_LAB_* variables —
- *   --node NAME (required)            --kubeconfig PATH (required)
+ *   --node NAME (required)            --kubeconfig PATH (default: $KUBECONFIG, else the pod's service account)
  *   --profile upstream|strict         --ipv6 --dns-capture
  *   --plugin-socket PATH              (default /var/run/ambient-lab/cni/agent.sock)
  *   --zds-socket PATH                 (default /var/run/ambient-lab/zds/zds.sock)
  *   --host-netns PATH                 (default /proc/self/ns/net: the netns the agent runs in)
  *   --proxy-uid N --kubelet-uid N     (strict profile: owners of marked / probe sockets)
  *   --allowed-proxy-uids N,N          (ZDS peer check; default the proxy uid)
+ *   --zds-socket-group GID --zds-socket-owner UID --zds-socket-mode OCTAL
+ *                                     (who may connect to the ZDS socket path: default root-owned
+ *                                      0600, or 0660 when a group is given; a non-root proxy's
+ *                                      group with the agent in it needs no CAP_CHOWN)
  *   --pod-uid-sources cgroup[,environ] (how pods' processes are recognised; see netns-finder-proc.ts)
  *   --status-socket PATH              (the same endpoints on a Unix socket)
  *   --health-address HOST --health-port N (default 0.0.0.0:15021, /healthz /readyz /metrics /status)
  *   --repair-interval-ms N            --log-level debug|info|warn|error
  * SIGTERM stops serving and leaves the in-pod rules in place.
  */
+import * as fs from 'node:fs';
 import { netnsId } from '../api/ids.js';
 import { DEFAULT_ENROLLMENT_CONFIG } from '../node-agent/enrollment.js';
 import { NodeAgent } from '../node-agent/node-agent.js';
 import { SystemClock } from './clock.js';
-import { ComponentFlags, runComponent } from './component-main.js';
+import { ComponentFlags, ConfigError, runComponent } from './component-main.js';
 import { serveHealth, type HealthSource } from './health-http.js';
 import { CliHostIpSets } from './ipsets-cli.js';
-import { ClientNodeKubeApi, loadKubeConfig } from './kube-client-node.js';
+import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
 import { pinoLogger } from './logger-pino.js';
 import { PromMetrics } from './metrics-prom.js';
 import { ProcNetnsFinder, type PodUidSource } from './netns-finder-proc.js';
 import { LinuxNetnsRules } from './netns-rules.js';
 import { HttpPluginEventTransport } from './plugin-events-http.js';
-import { LinuxZdsTransport } from './zds-transport.js';
+import { checkZdsSocketOptions, LinuxZdsTransport } from './zds-transport.js';
+
+function parseMode(v: string): number {
+  if (!/^0?[0-7]{3}$/.test(v)) throw new ConfigError(`ambient-lab-agent: --zds-socket-mode must be an octal mode like 0660, got ${JSON.stringify(v)}`);
+  return parseInt(v, 8);
+}
+
+function parseId(flag: string, v: string): number {
+  const n = Number(v);
+  if (!/^[0-9]+$/.test(v) || n > 0xfffffffe) throw new ConfigError(`ambient-lab-agent: --${flag} must be a numeric id, got ${JSON.stringify(v)}`);
+  return n;
+}
 
 runComponent('ambient-lab-agent', async () => {
   const f = new ComponentFlags(process.argv.slice(2), process.env, 'ambient-lab-agent');
   const nodeName = f.str('node');
-  const kubeconfig = f.str('kubeconfig');
+  const kubeconfig = kubeConfigSource(f.optional('kubeconfig'), process.env, (p) => fs.existsSync(p));
   const proxyUid = f.int('proxy-uid', 0);
   const sources = f.list('pod-uid-sources', ['cgroup']);
   for (const s of sources) if (s !== 'cgroup' && s !== 'environ') throw new Error(`--pod-uid-sources: unknown source ${JSON.stringify(s)} (cgroup, environ)`);
@@ -50,6 +66,13 @@ runComponent('ambient-lab-agent', async () => {
     hostNetns: netnsId(f.str('host-netns', '/proc/self/ns/net')),
     repairIntervalMs: f.int('repair-interval-ms', 10_000),
   };
+  const zdsGroup = f.optional('zds-socket-group');
+  const zdsOwner = f.optional('zds-socket-owner');
+  const zdsSocket = {
+    mode: parseMode(f.str('zds-socket-mode', zdsGroup !== undefined ? '0660' : '0600')),
+    owner: { ...(zdsOwner !== undefined ? { uid: parseId('zds-socket-owner', zdsOwner) } : {}), ...(zdsGroup !== undefined ? { gid: parseId('zds-socket-group', zdsGroup) } : {}) },
+  };
+  checkZdsSocketOptions(zdsSocket);
   const healthHost = f.str('health-address', '0.0.0.0');
   const healthPort = f.int('health-port', 15021, 0, 65535);
   const statusSocket = f.optional('status-socket');
@@ -66,7 +89,7 @@ runComponent('ambient-lab-agent', async () => {
     finder,
     ipsets: new CliHostIpSets(),
     pluginEvents: new HttpPluginEventTransport(),
-    zdsTransport: new LinuxZdsTransport({ mode: 0o600 }),
+    zdsTransport: new LinuxZdsTransport(zdsSocket),
     clock: new SystemClock(),
     log,
     metrics,

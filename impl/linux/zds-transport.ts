@@ -272,10 +272,44 @@ export interface LinuxZdsTransportOptions {
   readonly backlog?: number;
   /** File mode of the socket path after bind (default 0o660: only owner and group may connect). */
   readonly mode?: number;
+  /**
+   * Owner and/or group given to the socket path after bind, so a non-root proxy may connect
+   * (connect(2) on a Unix socket needs write permission on its path). Changing the group to one
+   * the agent is a member of needs no capability; any other change needs CAP_CHOWN. The peer-uid
+   * check (ZdsServer allowedUids) still decides who is served.
+   */
+  readonly owner?: { readonly uid?: number; readonly gid?: number };
+}
+
+/** Validate LinuxZdsTransportOptions up front, so a bad flag fails at start-up, not at listen. */
+export function checkZdsSocketOptions(o: LinuxZdsTransportOptions): void {
+  if (o.mode !== undefined && (!Number.isInteger(o.mode) || o.mode < 0 || o.mode > 0o777)) {
+    throw new Error(`ZDS socket mode ${o.mode} is not a permission mode (0..0o777, e.g. 0o660)`);
+  }
+  for (const [what, v] of [['uid', o.owner?.uid], ['gid', o.owner?.gid]] as const) {
+    if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 0xfffffffe)) throw new Error(`ZDS socket owner ${what} ${v} is not a valid id (0..4294967294)`);
+  }
 }
 
 export class LinuxZdsTransport implements ZdsTransport {
-  constructor(private readonly opts: LinuxZdsTransportOptions = {}) {}
+  constructor(private readonly opts: LinuxZdsTransportOptions = {}) {
+    checkZdsSocketOptions(opts);
+  }
+
+  /** chown then chmod the bound path (before listen(2), so no one connects in between). */
+  private setAccess(address: string): void {
+    const { uid, gid } = this.opts.owner ?? {};
+    if (uid !== undefined || gid !== undefined) {
+      try {
+        fs.chownSync(address, uid ?? -1, gid ?? -1);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code ?? 'error';
+        throw new Error(`ZDS listen on ${address}: chown to ${uid ?? '(unchanged)'}:${gid ?? '(unchanged)'} failed (${code}); `
+          + 'run the agent in that group (e.g. supplementalGroups) or give it CAP_CHOWN', { cause: e });
+      }
+    }
+    fs.chmodSync(address, this.opts.mode ?? 0o660);
+  }
 
   listen(address: ZdsAddress): Promise<ZdsListener> {
     try {
@@ -287,7 +321,7 @@ export class LinuxZdsTransport implements ZdsTransport {
       const fd = zdsNative(address, (a) => a.seqpacketSocket());
       try {
         zdsNative(address, (a) => a.unixBind(fd, address));
-        fs.chmodSync(address, this.opts.mode ?? 0o660);
+        this.setAccess(address);
         zdsNative(address, (a) => a.listen(fd, this.opts.backlog ?? 128));
       } catch (e) {
         zdsNative(address, (a) => a.close(fd));
