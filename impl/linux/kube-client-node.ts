@@ -309,10 +309,38 @@ class ListWatchInformer<T> implements Informer<T> {
   }
 }
 
-/** A KubeConfig from a kubeconfig file path, or the default chain (KUBECONFIG, ~/.kube/config, in-cluster). */
-export function loadKubeConfig(path?: string): KubeConfig {
+/** client-node reads the service account from here in a pod (loadFromCluster). */
+export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+
+/** Where the components' API credentials come from. */
+export type KubeConfigSource =
+  | { readonly kind: 'file'; readonly path: string }
+  /** The pod's service account: KUBERNETES_SERVICE_HOST/PORT and the mounted token file, CA and namespace. */
+  | { readonly kind: 'in-cluster' };
+
+/**
+ * Decide where the API credentials come from: an explicit kubeconfig (--kubeconfig), else
+ * $KUBECONFIG, else the pod's service account when its token is mounted and the service
+ * variables are set. Never client-node's silent last resort (http://localhost:8080): a component
+ * with no credentials must say so at start-up.
+ */
+export function kubeConfigSource(path: string | undefined, env: Readonly<Record<string, string | undefined>>, exists: (file: string) => boolean): KubeConfigSource {
+  if (path) return { kind: 'file', path };
+  const fromEnv = env['KUBECONFIG']?.split(':').find((p) => p !== '');
+  if (fromEnv) return { kind: 'file', path: fromEnv };
+  if (env['KUBERNETES_SERVICE_HOST'] && env['KUBERNETES_SERVICE_PORT'] && exists(SERVICE_ACCOUNT_TOKEN)) return { kind: 'in-cluster' };
+  const missing = [
+    ...(env['KUBERNETES_SERVICE_HOST'] ? [] : ['KUBERNETES_SERVICE_HOST']),
+    ...(env['KUBERNETES_SERVICE_PORT'] ? [] : ['KUBERNETES_SERVICE_PORT']),
+    ...(exists(SERVICE_ACCOUNT_TOKEN) ? [] : [SERVICE_ACCOUNT_TOKEN]),
+  ];
+  throw new Error(`no Kubernetes API credentials: give --kubeconfig PATH (or AMBIENT_LAB_KUBECONFIG / KUBECONFIG), or run in a pod with its service-account token mounted (in-cluster config is missing ${missing.join(', ')})`);
+}
+
+/** A KubeConfig for a source (kubeConfigSource); in-cluster follows token rotation (client-node re-reads the token file). */
+export function loadKubeConfig(source: KubeConfigSource): KubeConfig {
   const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
+  if (source.kind === 'file') kc.loadFromFile(source.path);
+  else kc.loadFromCluster();
   return kc;
 }

@@ -2,7 +2,7 @@
  * The node proxy process (bin/ambient-lab-proxy.js): Ztunnel (NodeProxy + ZdsClient) with the
  * Linux adapters, run in the node's host network namespace as root (it enters pod namespaces to
  * open their listeners). Configuration: flags or AMBIENT_LAB_* variables —
- *   --node NAME (required)          --kubeconfig PATH (required; pods and AuthorizationPolicies)
+ *   --node NAME (required)          --kubeconfig PATH (pods and AuthorizationPolicies; default: $KUBECONFIG, else in-cluster)
  *   --zds-socket PATH               (default /var/run/ambient-lab/zds/zds.sock)
  *   --trust-domain D                (default cluster.local)
  *   --connection-log PATH           (JSON lines, appended; default: stdout)
@@ -27,7 +27,7 @@ import { SystemClock } from './clock.js';
 import { ComponentFlags, runComponent } from './component-main.js';
 import { TlsHbone } from './hbone-tls.js';
 import { serveHealth, type HealthSource } from './health-http.js';
-import { ClientNodeKubeApi, loadKubeConfig } from './kube-client-node.js';
+import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
 import { pinoLogger } from './logger-pino.js';
 import { MeshCa } from './mesh-ca.js';
 import { PromMetrics } from './metrics-prom.js';
@@ -39,7 +39,7 @@ import { LinuxZdsTransport } from './zds-transport.js';
 runComponent('ambient-lab-proxy', async () => {
   const f = new ComponentFlags(process.argv.slice(2), process.env, 'ambient-lab-proxy');
   const nodeName = f.str('node');
-  const kubeconfig = f.str('kubeconfig');
+  const kubeconfig = kubeConfigSource(f.optional('kubeconfig'), process.env, (p) => fs.existsSync(p));
   const zdsAddress = f.str('zds-socket', '/var/run/ambient-lab/zds/zds.sock');
   const trustDomain = f.str('trust-domain', 'cluster.local');
   const logPath = f.optional('connection-log');
