@@ -123,6 +123,17 @@ export interface Delivery {
   /** Source address:port the app saw. */
   readonly peer: string;
   readonly viaProxy: boolean;
+  /**
+   * When viaProxy: the node whose proxy made the connection. A world that reports viaProxy must
+   * report this: inbound capture accepts only the destination pod's own node proxy.
+   */
+  readonly proxyNode?: string;
+  /**
+   * When viaProxy: the pod the proxy was acting for — the pod whose netns its connecting socket
+   * was in (the destination itself for an inbound leg; the source pod for an outbound leg that
+   * went straight to the app). Undefined when the world cannot tell.
+   */
+  readonly proxyFor?: PodRef;
 }
 
 /** What the node proxies log, reduced to what properties read (see impl/ztunnel/connection-log.ts). */

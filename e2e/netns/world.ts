@@ -13,14 +13,18 @@ import { randomInt } from 'node:crypto';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import type { ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import { parseConnectionLog } from '../../impl/ztunnel/connection-log.js';
-import type {
-  Acceptor, Component, ConnectOptions, ConnectResult, Delivery, Destination, PodObservation, PodRef, PodSpec, PolicyObject, ProxyLogEntry,
-  Source, World, WorldFactory, WorldOptions,
+import {
+  podKey, type Acceptor, type AppAction, type AppExecResult, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
+  type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory, type WorldOptions,
 } from '../../scenarios/world.js';
-import { execIn } from './ip.js';
-import { ProbePool, type ProbeOwner } from './probe.js';
-import type { ConnectOutcome } from './probe-protocol.js';
+import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
+import { execIn, ipIn } from './ip.js';
+import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
+import type { ConnectOutcome, ProbeEvent, RawSendOutcome } from './probe-protocol.js';
 import { NetnsLab, type LabPodState } from './world-lab.js';
+
+/** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
+const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -36,6 +40,8 @@ export class NetnsWorld implements World {
   readonly kind = 'netns' as const;
   readonly nodes: readonly string[];
   private readonly probes = new ProbePool();
+  /** Listeners the pods' apps opened through appExec, by probe listener name. */
+  private readonly appListeners = new Map<string, { pod: PodRef; port: number; netns: string }>();
   private rr = 0;
 
   constructor(readonly lab: NetnsLab, readonly options: WorldOptions) {
@@ -67,6 +73,7 @@ export class NetnsWorld implements World {
   }
 
   async deletePod(pod: PodRef): Promise<void> {
+    await this.forgetPodNetns(this.lab.state.pods[podKey(pod)]?.netns);
     await this.lab.deletePod(pod.namespace, pod.name);
   }
 
@@ -98,8 +105,9 @@ export class NetnsWorld implements World {
     await this.lab.startComponent(component, node);
   }
 
-  rebootNode(node: string): Promise<void> {
-    return this.lab.rebootNode(node);
+  async rebootNode(node: string): Promise<void> {
+    for (const p of Object.values(this.lab.state.pods)) if (p.node === node && !p.hostNetwork) await this.forgetPodNetns(p.netns);
+    await this.lab.rebootNode(node);
   }
 
   async dropWatches(): Promise<void> {
@@ -132,8 +140,24 @@ export class NetnsWorld implements World {
     return out;
   }
 
-  private deliveries(tag: string): { pod: LabPodState; port: number; peer: string; local: string }[] {
-    const out: { pod: LabPodState; port: number; peer: string; local: string }[] = [];
+  /** Where a connection starts: the netns, who runs the probe, and the source's own addresses. */
+  private endpointOf(from: Source): { netns: string; owner: ProbeOwner; ips: readonly string[] } | string {
+    if (from.kind === 'pod') {
+      const p = this.podState(from.pod);
+      if (!p.started || !p.netns) return `source pod ${from.pod.namespace}/${from.pod.name} is not running`;
+      return { netns: p.netns, owner: { uid: p.appUid, gid: p.appUid, caps: p.appCaps }, ips: p.ips };
+    }
+    if (from.kind === 'host') {
+      const n = this.lab.node(from.node);
+      return { netns: n.netns, owner: { uid: from.uid, gid: from.uid, caps: from.caps }, ips: [n.address, nodeAddress(n.index).ipv6] };
+    }
+    // The outside client is root with every capability (it is not the threat's app).
+    return { netns: this.lab.state.outside, owner: { uid: 0, gid: 0, caps: ['NET_ADMIN', 'NET_RAW'] }, ips: [OUTSIDE_ADDRESS.ipv4, OUTSIDE_ADDRESS.ipv6] };
+  }
+
+  /** Deliveries tagged `tag`: the pod apps' reports and the appExec listeners' probe events. */
+  private deliveries(tag: string, events: ProbeEvent[]): { pod: PodRef; port: number; peer: string }[] {
+    const out: { pod: PodRef; port: number; peer: string }[] = [];
     for (const p of Object.values(this.lab.state.pods)) {
       let text: string;
       try {
@@ -143,56 +167,65 @@ export class NetnsWorld implements World {
       }
       for (const line of text.split('\n')) {
         if (!line.includes(tag)) continue;
-        const e = JSON.parse(line) as { port: number; peer: string; local: string; tag?: string };
-        if (e.tag === tag) out.push({ pod: p, port: e.port, peer: e.peer, local: e.local });
+        const e = JSON.parse(line) as { port: number; peer: string; tag?: string };
+        if (e.tag === tag) out.push({ pod: { namespace: p.namespace, name: p.name }, port: e.port, peer: e.peer });
       }
+    }
+    events.push(...this.probes.events.drain());
+    for (const e of events) {
+      if ((e.ev !== 'tag' && e.ev !== 'datagram') || e.tag !== tag) continue;
+      const l = this.appListeners.get(e.listener);
+      if (l) out.push({ pod: l.pod, port: l.port, peer: e.peer });
     }
     return out;
   }
 
   async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
-    let netns: string;
-    let owner: ProbeOwner;
-    let srcIp: string;
-    if (from.kind === 'pod') {
-      const p = this.podState(from.pod);
-      if (!p.started || !p.netns) return { outcome: 'error', error: `source pod ${from.pod.namespace}/${from.pod.name} is not running`, acceptedBy: undefined, deliveries: [], proxyLog: [] };
-      netns = p.netns;
-      owner = { uid: p.appUid, gid: p.appUid, caps: p.appCaps };
-      srcIp = p.ips[0]!;
-    } else if (from.kind === 'host') {
-      const n = this.lab.node(from.node);
-      netns = n.netns;
-      owner = { uid: from.uid, gid: from.uid, caps: from.caps };
-      srcIp = n.address;
-    } else {
-      netns = this.lab.state.outside;
-      owner = { uid: 0, gid: 0, caps: [] };
-      srcIp = '203.0.113.10';
-    }
+    const none = (error: string): ConnectResult => ({ outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [] });
+    const family: 4 | 6 = opts.family ?? (to.kind === 'ip' ? (to.ip.includes(':') ? 6 : 4) : 4);
+    const src = this.endpointOf(from);
+    if (typeof src === 'string') return none(src);
     let dstIp: string;
     if (to.kind === 'pod') {
       const d = this.podState(to.pod);
-      dstIp = d.ips.find((ip) => (opts.family === 6 ? ip.includes(':') : !ip.includes(':'))) ?? '';
-      if (!dstIp) return { outcome: 'error', error: `destination pod has no IPv${opts.family ?? 4} address`, acceptedBy: undefined, deliveries: [], proxyLog: [] };
+      dstIp = d.ips.find((ip) => ip.includes(':') === (family === 6)) ?? '';
+      if (!dstIp) return none(`destination pod ${to.pod.namespace}/${to.pod.name} has no IPv${family} address${family === 6 && this.options.ipv6 !== true ? ' (the world was made with ipv6: false)' : ''}`);
     } else dstIp = to.ip;
-    if (opts.raw) return { outcome: 'error', error: 'raw (AF_PACKET) attempts are not implemented in the netns world yet', acceptedBy: undefined, deliveries: [], proxyLog: [] };
+    const srcIp = opts.sourceIp ?? src.ips.find((ip) => ip.includes(':') === (family === 6));
+    if (!srcIp) return none(`the source has no IPv${family} address`);
     const proto = opts.proto ?? 'tcp';
     const sourcePort = randomInt(20_000, 60_000);
     const tag = `al-${Date.now().toString(36)}-${randomInt(1e9).toString(36)}`;
     const offsets = this.logOffsets();
-    const probe = await this.probes.get(netns, owner);
-    const out = (await probe.request({
-      op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,
-      source: opts.sourceIp, sourcePort, timeoutMs: 3000,
-    })) as ConnectOutcome;
-    const client = ep(opts.sourceIp ?? srcIp, sourcePort);
-    // Give the proxies and apps a bounded moment to log what this attempt caused.
-    let dels = this.deliveries(tag);
+    this.probes.events.drain();
+    const events: ProbeEvent[] = [];
+    const probe = await this.probes.get(src.netns, src.owner);
+    let out: ConnectOutcome;
+    let rawAnswer: RawSendOutcome['result'] | undefined;
+    if (opts.raw) {
+      const hop = await this.nextHop(src.netns, dstIp);
+      if (typeof hop === 'string') return none(hop);
+      const r = (await probe.request({
+        op: 'raw-send', tag: opts.payload !== undefined ? `${tag}` : tag, proto, ifname: hop.dev, dstMac: hop.mac, source: srcIp, sourcePort,
+        address: dstIp, port: to.port, timeoutMs: 1000,
+      })) as RawSendOutcome;
+      rawAnswer = r.result;
+      out = r.result === 'error' ? { result: 'error', code: r.code, call: r.call, message: r.message } : { result: 'sent', code: undefined, call: undefined, message: undefined };
+    } else {
+      out = (await probe.request({
+        op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,
+        source: opts.sourceIp, sourcePort, timeoutMs: 3000,
+      })) as ConnectOutcome;
+    }
+    const client = ep(srcIp, sourcePort);
+    // Give the proxies and apps a bounded moment to log what this attempt caused (a raw TCP SYN
+    // never completes a handshake, so nothing is logged for it: its answer says what listened).
+    let dels = this.deliveries(tag, events);
     let recs = this.newRecords(offsets);
-    for (let t = 0; t < 1000 && (out.result === 'established' || out.result === 'sent'); t += 50) {
+    const mayDeliver = out.result === 'established' || (out.result === 'sent' && !(opts.raw && proto === 'tcp'));
+    for (let t = 0; t < 1000 && mayDeliver; t += 50) {
       await sleep(50);
-      dels = this.deliveries(tag);
+      dels = this.deliveries(tag, events);
       recs = this.newRecords(offsets);
       if (dels.length > 0) {
         await sleep(100); // the proxy's record of the same connection may trail the app's
@@ -213,26 +246,123 @@ export class NetnsWorld implements World {
     const first = mine.find((x) => tupleText(x.r.downstream.src) === client);
     let acceptedBy: Acceptor | undefined;
     let acceptedIn: ConnectResult['acceptedIn'];
+    const deliveries: Delivery[] = dels.map((d) => ({
+      pod: d.pod, port: d.port, peer: d.peer,
+      viaProxy: mine.some((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer),
+    }));
     if (first) {
       acceptedBy = first.r.direction === 'outbound' ? 'proxy-outbound' : first.r.direction === 'inbound-hbone' ? 'proxy-hbone' : 'proxy-inbound';
       const [ns, name] = first.r.pod.split('/');
       acceptedIn = ns && name ? { namespace: ns, name } : { node: first.node };
+    } else if (proto === 'udp' && deliveries.length > 0) {
+      // UDP has no handshake: the first hop is whoever received the datagram (no proxy takes
+      // UDP other than DNS, which this world does not capture).
+      acceptedBy = 'app';
+      acceptedIn = deliveries[0]!.pod;
     } else if (dels.some((d) => d.peer === client)) {
       acceptedBy = 'app';
       const d = dels.find((x) => x.peer === client)!;
-      acceptedIn = { namespace: d.pod.namespace, name: d.pod.name };
+      acceptedIn = d.pod;
     } else if (out.result === 'established') acceptedBy = 'other';
-    const deliveries: Delivery[] = dels.map((d) => ({
-      pod: { namespace: d.pod.namespace, name: d.pod.name }, port: d.port, peer: d.peer,
-      viaProxy: mine.some((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer),
-    }));
-    const outcome: ConnectResult['outcome'] = out.result === 'established' ? 'established' : out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered')
+    let outcome: ConnectResult['outcome'] = out.result === 'established' ? 'established' : out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered')
       : out.result === 'timeout' ? 'timeout' : out.code === 'ECONNREFUSED' ? 'refused' : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH' ? 'unreachable' : 'error';
+    let rawNote = '';
+    if (opts.raw && proto === 'tcp' && rawAnswer === 'syn-ack') {
+      // The SYN reached a listener. Which one: the destination's conntrack entry says where a
+      // REDIRECT sent it (reply source port); no entry means no NAT, so the port aimed at.
+      outcome = 'delivered';
+      const hop = await this.rawListener(srcIp, sourcePort, dstIp, to.port);
+      acceptedBy = hop.acceptedBy;
+      if (hop.acceptedIn) acceptedIn = hop.acceptedIn;
+      if (hop.delivery) deliveries.push(hop.delivery);
+      rawNote = `; SYN-ACK from listener port ${hop.port}`;
+    } else if (opts.raw && proto === 'tcp' && rawAnswer !== undefined) rawNote = `; answer ${rawAnswer}`;
     return {
       outcome, ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
       acceptedBy, ...(acceptedIn ? { acceptedIn } : {}), deliveries, proxyLog,
-      trace: `probe ${netns} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}; proxy records ${mine.length}; deliveries ${deliveries.length}`,
+      trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}`,
     };
+  }
+
+  /** The device and next-hop MAC a frame to `dst` leaves `netns` by (route lookup, then whose interface holds the next hop). */
+  private async nextHop(netns: string, dst: string): Promise<{ dev: string; mac: string } | string> {
+    const v6 = dst.includes(':');
+    let route: { dst?: string; gateway?: string; dev?: string } | undefined;
+    try {
+      route = (JSON.parse(await ipIn(netns, [...(v6 ? ['-6'] : []), '-j', 'route', 'get', dst])) as { dst?: string; gateway?: string; dev?: string }[])[0];
+    } catch (e) {
+      return `no route to ${dst} in ${netns}: ${e instanceof Error ? e.message : String(e)}`;
+    }
+    if (!route?.dev) return `no route to ${dst} in ${netns}`;
+    const hop = route.gateway ?? dst;
+    const candidates = [...this.lab.state.nodes.map((n) => n.netns), this.lab.state.fabric, this.lab.state.outside,
+      ...Object.values(this.lab.state.pods).map((p) => p.netns).filter((x): x is string => x !== undefined)];
+    for (const ns of new Set(candidates)) {
+      const links = JSON.parse(await ipIn(ns, ['-j', 'addr', 'show']).catch(() => '[]')) as { ifname: string; address?: string; addr_info?: { local?: string }[] }[];
+      const l = links.find((x) => x.addr_info?.some((a) => a.local === hop));
+      if (l?.address) return { dev: route.dev, mac: l.address };
+    }
+    return `no interface of this world holds the next hop ${hop} (towards ${dst})`;
+  }
+
+  /** Which socket answered a raw SYN src:sport -> dst:dport with a SYN-ACK (see connect). */
+  private async rawListener(src: string, sport: number, dst: string, dport: number): Promise<{ port: number; acceptedBy: Acceptor; acceptedIn?: PodRef | { node: string }; delivery?: Delivery }> {
+    const pod = Object.values(this.lab.state.pods).find((p) => !p.hostNetwork && p.ips.includes(dst));
+    const node = this.lab.state.nodes.find((n) => n.address === dst || nodeAddress(n.index).ipv6 === dst);
+    const netns = pod?.netns ?? node?.netns;
+    let port = dport;
+    if (netns) {
+      const text = await execIn(netns, ['conntrack', '-L', '-f', dst.includes(':') ? 'ipv6' : 'ipv4', '-p', 'tcp', '--orig-src', src, '--orig-port-src', String(sport)]).catch(() => '');
+      const m = /sport=\d+ dport=\d+ .*?sport=(\d+) dport=\d+/.exec(text);
+      if (m) port = Number(m[1]);
+    }
+    if (!pod) return { port, acceptedBy: 'other', ...(node ? { acceptedIn: { node: node.name } } : {}) };
+    const ref: PodRef = { namespace: pod.namespace, name: pod.name };
+    const appHolds = pod.tcpPorts.includes(port) || [...this.appListeners.values()].some((l) => podKey(l.pod) === podKey(ref) && l.port === port);
+    if (appHolds) return { port, acceptedBy: 'app', acceptedIn: ref, delivery: { pod: ref, port, peer: ep(src, sport), viaProxy: false } };
+    const proxy: Acceptor | undefined = port === 15001 ? 'proxy-outbound' : port === 15006 ? 'proxy-inbound' : port === 15008 ? 'proxy-hbone' : port === 15053 ? 'proxy-dns' : undefined;
+    return { port, acceptedBy: proxy ?? 'other', acceptedIn: ref };
+  }
+
+  /**
+   * The pod's app acts on its own netns (World.appExec): a probe in the pod netns as the app's
+   * uid and capability set runs the real tools and calls, so the kernel's own permission checks
+   * decide (iptables-restore needs NET_ADMIN; bind conflicts and SO_REUSEPORT uid groups are
+   * the kernel's). A listener's accepts count as deliveries to the app; it lives until the pod is deleted.
+   */
+  async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
+    const p = this.lab.state.pods[podKey(pod)];
+    if (!p?.started || !p.netns || p.hostNetwork) return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: the pod has no running app in its own netns` };
+    const probe = await this.probes.get(p.netns, { uid: p.appUid, gid: p.appUid, caps: p.appCaps });
+    if (action.kind === 'iptables-flush') {
+      const tools = p.ips.some((ip) => ip.includes(':')) ? ['iptables-restore', 'ip6tables-restore'] : ['iptables-restore'];
+      for (const tool of tools) {
+        try {
+          await probe.request({ op: 'exec', argv: [tool], input: EMPTY_TABLES });
+        } catch (e) {
+          const msg = e instanceof Error ? e.message : String(e);
+          const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';
+          return { ok: false, error: `${tool}: ${errno} (uid ${p.appUid}, capabilities [${p.appCaps.join(', ')}] in ${podKey(pod)}): ${msg}` };
+        }
+      }
+      return { ok: true };
+    }
+    const name = `app ${podKey(pod)} tcp ${action.port} #${this.appListeners.size}`;
+    try {
+      await probe.request({ op: 'listen', name, proto: 'tcp', family: 4, address: '0.0.0.0', port: action.port, mark: undefined, transparent: false, reuseport: action.reusePort === true });
+    } catch (e) {
+      const code = e instanceof ProbeError ? e.code : 'failed';
+      return { ok: false, error: `bind(${action.port}): ${code} — ${e instanceof Error ? e.message : String(e)}` };
+    }
+    this.appListeners.set(name, { pod: { namespace: pod.namespace, name: pod.name }, port: action.port, netns: p.netns });
+    return { ok: true };
+  }
+
+  /** Stop the probes of a pod's netns and forget its appExec listeners (before the netns goes). */
+  private async forgetPodNetns(netns: string | undefined): Promise<void> {
+    if (!netns) return;
+    await this.probes.stopIn(netns);
+    for (const [k, l] of [...this.appListeners]) if (l.netns === netns) this.appListeners.delete(k);
   }
 
   async settle(): Promise<void> {
@@ -306,7 +436,7 @@ export const netnsWorldFactory: WorldFactory = {
     return { ok: true, reason: '' };
   },
   async create(options: WorldOptions): Promise<World> {
-    const lab = await NetnsLab.create({ nodes: options.nodes, profile: options.profile, stateRoot: '/run/ambient-lab/worlds' });
+    const lab = await NetnsLab.create({ nodes: options.nodes, profile: options.profile, ipv6: options.ipv6, stateRoot: '/run/ambient-lab/worlds' });
     return new NetnsWorld(lab, options);
   },
 };

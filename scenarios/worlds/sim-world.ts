@@ -49,7 +49,7 @@ import {
   type WorldOptions,
 } from '../world.js';
 import { NodeStack, PROXY_CONNECT_TIMEOUT_MS, REPAIR_INTERVAL_MS, TRUST_DOMAIN, pluginEventAddress } from './sim/node-stack.js';
-import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor } from './sim/attribution.js';
+import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor, proxyNodeOf } from './sim/attribution.js';
 import { toProxyLogEntry } from './sim/proxy-log.js';
 import { QuietLogger } from './sim/quiet-logger.js';
 
@@ -398,7 +398,13 @@ export class SimMeshWorld implements World {
       const pod = appPodOf(h.listener, this.knownPod);
       if (!pod) continue;
       servers.push(h.server);
-      deliveries.push({ pod, port: h.server.local?.port ?? 0, peer: h.server.remote ? formatSockAddr(h.server.remote) : '?', viaProxy: isProxySocket(h.client) });
+      const viaProxy = isProxySocket(h.client);
+      const proxyFor = viaProxy ? this.podOfNetns(h.client.netns) : undefined;
+      const proxyNode = viaProxy ? proxyNodeOf(h.client) : undefined;
+      deliveries.push({
+        pod, port: h.server.local?.port ?? 0, peer: h.server.remote ? formatSockAddr(h.server.remote) : '?', viaProxy,
+        ...(proxyNode !== undefined ? { proxyNode } : {}), ...(proxyFor ? { proxyFor } : {}),
+      });
     }
     return { deliveries, servers };
   }

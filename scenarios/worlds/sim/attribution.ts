@@ -51,6 +51,14 @@ export function isProxySocket(s: SimSocket): boolean {
   return s.label.startsWith(PROXY_LABEL_PREFIX);
 }
 
+/** The node of the proxy process that owns a proxy socket (its label: ztunnel@<node>#<incarnation>). */
+export function proxyNodeOf(s: SimSocket): string | undefined {
+  if (!isProxySocket(s)) return undefined;
+  const rest = s.label.slice(PROXY_LABEL_PREFIX.length);
+  const hash = rest.lastIndexOf('#');
+  return hash < 0 ? rest : rest.slice(0, hash);
+}
+
 export function isProbeSocket(s: SimSocket): boolean {
   return s.label.startsWith('kubelet probe');
 }
