@@ -11,6 +11,11 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/build/Release ./build/Release
-# Non-root by default; the DaemonSet currently overrides to uid 0 (see ci/README.md "proxy uid").
+# A copy of node with exactly the proxy's two capabilities as file capabilities: a non-root
+# process gets added capabilities only this way (setns: SYS_ADMIN; SO_MARK, IP_TRANSPARENT:
+# NET_ADMIN). Only the proxy runs it; `node` stays plain for anything else run in the container.
+RUN apt-get update && apt-get install -y --no-install-recommends libcap2-bin \
+ && cp /usr/local/bin/node /app/node-netcaps && setcap cap_net_admin,cap_sys_admin+ep /app/node-netcaps \
+ && apt-get purge -y libcap2-bin && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*
 USER 1337:1337
-CMD ["node", "/app/bin/ambient-lab-proxy.js"]
+CMD ["/app/node-netcaps", "/app/bin/ambient-lab-proxy.js"]

@@ -94,8 +94,8 @@ export class KindCli {
     for (const m of MANIFESTS) await this.kubectl(['apply', '-f', path.join(dir, m)]);
     if (this.images.agent !== 'ambient-lab/agent:dev' || this.images.proxy !== 'ambient-lab/proxy:dev') {
       for (const [ds, containers, img] of [
-        ['ambient-lab-agent', ['write-kubeconfig', 'install-cni', 'agent'], this.images.agent],
-        ['ambient-lab-proxy', ['write-kubeconfig', 'proxy'], this.images.proxy],
+        ['ambient-lab-agent', ['install-cni', 'agent'], this.images.agent],
+        ['ambient-lab-proxy', ['proxy'], this.images.proxy],
       ] as const) {
         await this.kubectl(['-n', SYSTEM_NAMESPACE, 'set', 'image', `daemonset/${ds}`, ...containers.map((c) => `${c}=${img}`)]);
       }

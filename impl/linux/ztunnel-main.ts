@@ -98,7 +98,9 @@ runComponent('ambient-lab-proxy', async () => {
     metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
     status: () => ({
       component: 'proxy', node: nodeName, pid: process.pid, ready: ztunnel.ready(), zdsConnected: ztunnel.zds.connected(),
-      pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({ uid, netns: ztunnel.proxy.pod(uid)?.netns })),
+      // identity (dev:inode of the netns received over ZDS) lets a harness outside this process tell
+      // which sandbox is served without reading /proc/<pid>/fd (closed to others: the binary has file caps)
+      pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({ uid, netns: ztunnel.proxy.pod(uid)?.netns, identity: ztunnel.proxy.pod(uid)?.handle.identity })),
     }),
   };
   const health = await serveHealth(healthHost, healthPort, healthSource);

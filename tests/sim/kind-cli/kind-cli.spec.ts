@@ -96,9 +96,9 @@ test('a non-default tag rewrites the DaemonSets\' images after applying', async 
     const sets = (await f.calls()).filter((c) => c.includes('set'));
     expect(sets).toEqual([
       ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'image', 'daemonset/ambient-lab-agent',
-        'write-kubeconfig=ambient-lab/agent:pr-7', 'install-cni=ambient-lab/agent:pr-7', 'agent=ambient-lab/agent:pr-7'],
+        'install-cni=ambient-lab/agent:pr-7', 'agent=ambient-lab/agent:pr-7'],
       ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'image', 'daemonset/ambient-lab-proxy',
-        'write-kubeconfig=ambient-lab/proxy:pr-7', 'proxy=ambient-lab/proxy:pr-7'],
+        'proxy=ambient-lab/proxy:pr-7'],
     ]);
   });
 });

@@ -92,12 +92,16 @@ test('the CRD serves security.istio.io/v1 AuthorizationPolicy, and a policy our 
 const ALLOWED_CAPS: Record<string, readonly string[]> = {
   'ambient-lab-agent/agent': ['NET_ADMIN', 'NET_RAW', 'SYS_ADMIN', 'SYS_PTRACE'],
   'ambient-lab-agent/install-cni': [],
-  'ambient-lab-agent/write-kubeconfig': [],
   'ambient-lab-proxy/proxy': ['NET_ADMIN', 'SYS_ADMIN'],
-  'ambient-lab-proxy/write-kubeconfig': [],
 };
 
-test('containers drop ALL capabilities and add back exactly the justified ones; none is privileged or escalates', () => {
+/**
+ * Containers that must allow privilege escalation, and why: the non-root proxy gets its two
+ * capabilities only from file capabilities on its node binary, which no_new_privs would block.
+ */
+const ESCALATES: Record<string, string> = { 'ambient-lab-proxy/proxy': '/app/node-netcaps' };
+
+test('containers drop ALL capabilities and add back exactly the justified ones; none is privileged; only the file-capability proxy may escalate', () => {
   const seen: string[] = [];
   for (const d of daemonSets) {
     const pod = d.spec!.template.spec!;
@@ -106,7 +110,8 @@ test('containers drop ALL capabilities and add back exactly the justified ones; 
       seen.push(id);
       const sc = c.securityContext ?? {};
       expect(sc.privileged, id).not.toBe(true);
-      expect(sc.allowPrivilegeEscalation, id).toBe(false);
+      expect(sc.allowPrivilegeEscalation, id).toBe(ESCALATES[id] !== undefined);
+      if (ESCALATES[id]) expect(c.command?.[0], id).toBe(ESCALATES[id]);
       expect(sc.readOnlyRootFilesystem, id).toBe(true);
       expect(sc.capabilities?.drop, id).toEqual(['ALL']);
       expect([...(sc.capabilities?.add ?? [])].sort(), id).toEqual([...(ALLOWED_CAPS[id] ?? ['<not allowed>'])].sort());
@@ -165,7 +170,7 @@ test('RBAC is least privilege: read pods/namespaces, patch only pods/status, cre
   }
 });
 
-test('the processes agree on paths: the installer\'s plugin socket default is the agent\'s, the kubeconfig the init container writes is the one the components read', () => {
+test('the processes agree on paths: the installer\'s plugin socket default is the agent\'s; the components use the service account (no kubeconfig)', () => {
   const repo = path.resolve(DIR, '../..');
   const agentMain = readFileSync(path.join(repo, 'impl/linux/node-agent-main.ts'), 'utf8');
   const installerMain = readFileSync(path.join(repo, 'impl/linux/cni-installer-main.ts'), 'utf8');
@@ -175,13 +180,34 @@ test('the processes agree on paths: the installer\'s plugin socket default is th
   expect(installerSock).toBe(agentSock);
   for (const d of daemonSets) {
     const pod = d.spec!.template.spec!;
-    const written = pod.initContainers!.find((c) => c.name === 'write-kubeconfig')!.command!.at(-1);
-    for (const c of pod.containers.filter((x) => x.name !== 'install-cni')) {
-      expect(c.env!.find((e) => e.name === 'AMBIENT_LAB_KUBECONFIG')?.value, `${d.metadata!.name}/${c.name}`).toBe(written);
-    }
+    // in-cluster config needs the token mounted; no init container writes a kubeconfig any more
+    expect(pod.automountServiceAccountToken, d.metadata!.name).not.toBe(false);
+    expect(pod.initContainers ?? [], d.metadata!.name).toEqual([]);
+    for (const c of pod.containers) expect(c.env?.find((e) => e.name === 'AMBIENT_LAB_KUBECONFIG'), `${d.metadata!.name}/${c.name}`).toBeUndefined();
   }
-  // the ZDS peer check admits the proxy's uid
-  const proxyUid = ds('ambient-lab-proxy').spec!.template.spec!.containers[0]!.securityContext!.runAsUser;
-  const agentEnv = ds('ambient-lab-agent').spec!.template.spec!.containers.find((c) => c.name === 'agent')!.env!;
-  expect(agentEnv.find((e) => e.name === 'AMBIENT_LAB_PROXY_UID')?.value).toBe(String(proxyUid));
 });
+
+test('ZDS access: the proxy runs non-root; the agent admits exactly its uid and gives the socket its group, as a member of that group', () => {
+  const proxyPod = ds('ambient-lab-proxy').spec!.template.spec!;
+  const proxy = proxyPod.containers.find((c) => c.name === 'proxy')!.securityContext!;
+  expect(proxy.runAsUser).toBeGreaterThan(0);
+  expect(proxy.runAsNonRoot).toBe(true);
+  const agentPod = ds('ambient-lab-agent').spec!.template.spec!;
+  const agentEnv = agentPod.containers.find((c) => c.name === 'agent')!.env!;
+  const env = (n: string): string | undefined => agentEnv.find((e) => e.name === n)?.value;
+  expect(env('AMBIENT_LAB_PROXY_UID')).toBe(String(proxy.runAsUser));
+  expect(env('AMBIENT_LAB_ALLOWED_PROXY_UIDS')).toBeUndefined(); // defaults to the proxy uid alone
+  expect(env('AMBIENT_LAB_ZDS_SOCKET_GROUP')).toBe(String(proxy.runAsGroup));
+  expect(env('AMBIENT_LAB_ZDS_SOCKET_MODE')).toBeUndefined(); // 0660 with a group: owner and group only
+  expect(env('AMBIENT_LAB_ZDS_SOCKET_OWNER')).toBeUndefined(); // chown to another uid would need CAP_CHOWN
+  expect(agentPod.securityContext?.supplementalGroups).toEqual([proxy.runAsGroup]);
+  // the image's file capabilities are exactly the capabilities the DaemonSet adds
+  const dockerfile = readFileSync(path.resolve(DIR, '../../ci/proxy.Dockerfile'), 'utf8');
+  const setcap = /setcap ([a-z_,]+)\+ep \/app\/node-netcaps/.exec(dockerfile)?.[1];
+  expect(setcap?.split(',').map((c) => c.replace(/^cap_/, '').toUpperCase()).sort()).toEqual([...(proxyPodCaps(proxyPod))].sort());
+  expect(/^USER (\d+):(\d+)$/m.exec(dockerfile)?.slice(1).map(Number)).toEqual([proxy.runAsUser, proxy.runAsGroup]);
+});
+
+function proxyPodCaps(pod: NonNullable<IDaemonSet['spec']>['template']['spec']): readonly string[] {
+  return pod!.containers.find((c) => c.name === 'proxy')!.securityContext!.capabilities!.add ?? [];
+}
