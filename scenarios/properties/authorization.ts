@@ -31,7 +31,8 @@ export function authorizationViolations(ctx: ConnectionContext): Violation[] {
       out.push(violation('authorization', `app ${podKey(pod)}:${d.port} got a connection from ${d.peer} that no proxy authorized`, ev));
       continue;
     }
-    const allowing = ctx.result.proxyLog.find((e) => e.pod !== undefined && podKey(e.pod) === podKey(pod) && e.direction !== 'outbound' && e.allowed === true);
+    // Only the pod's own node proxy authorizes its inbound (another node's log says nothing).
+    const allowing = ctx.result.proxyLog.find((e) => e.node === pod.node && e.pod !== undefined && podKey(e.pod) === podKey(pod) && e.direction !== 'outbound' && e.allowed === true);
     if (!allowing) {
       out.push(violation('authorization', `app ${podKey(pod)}:${d.port} got a proxied connection but its proxy logged no allowing inbound decision`, ev));
       continue;

@@ -7,9 +7,10 @@
  * up as expected bypass B8 in the table rather than being defined away.
  *
  * Inbound: every connection or datagram delivered to an app in a capture subject came through
- * the node proxy, or matches an inbound carve-out.
+ * the pod's own node proxy (the proxy of the pod's node, acting as that pod's inbound), or
+ * matches an inbound carve-out.
  */
-import { podKey, type Acceptor } from '../world.js';
+import { podKey, type Acceptor, type Delivery, type PodObservation } from '../world.js';
 import { inboundCarveOut, outboundCarveOut, sourcePod } from './carve-outs.js';
 import { findPod, isCaptureSubject } from './subjects.js';
 import { violation, type ConnectionContext, type ConnectionProperty, type Violation } from './types.js';
@@ -46,14 +47,33 @@ export function outboundViolations(ctx: ConnectionContext): Violation[] {
   return out;
 }
 
+/**
+ * Why a proxied delivery to `pod` did not come through the pod's OWN node proxy, or undefined
+ * when it did. Any proxy is not enough: a leg another node's proxy (or the proxy acting for
+ * another pod) opened straight to the app passed no inbound listener of the destination — no
+ * inbound authorization, no identity check (e.g. a hijacked 15006 taking a peer's plaintext
+ * leg). A world that cannot say which proxy delivered gets no benefit of the doubt.
+ */
+export function wrongProxy(d: Delivery, pod: PodObservation): string | undefined {
+  if (d.proxyNode === undefined) return 'the world did not report which node proxy made the connection (Delivery.proxyNode)';
+  if (d.proxyNode !== pod.node) return `the node proxy of ${d.proxyNode} made the connection, not the one of the pod's node ${pod.node}`;
+  if (d.proxyFor !== undefined && podKey(d.proxyFor) !== podKey(pod)) return `the proxy made it on behalf of ${podKey(d.proxyFor)} (from that pod's netns), not as ${podKey(pod)}'s inbound`;
+  return undefined;
+}
+
 export function inboundViolations(ctx: ConnectionContext): Violation[] {
   const out: Violation[] = [];
   for (const d of ctx.result.deliveries) {
-    if (d.viaProxy) continue;
     const pod = findPod(ctx, d.pod);
     if (!pod || !isCaptureSubject(pod, ctx)) continue;
     if (inboundCarveOut(ctx, pod, d.port)) continue;
-    out.push(violation('inbound-capture', `app ${podKey(pod)}:${d.port} accepted ${ctx.opts.proto ?? 'tcp'} from ${d.peer} without its node proxy`, { delivery: d, ...summary(ctx) }));
+    const proto = ctx.opts.proto ?? 'tcp';
+    if (!d.viaProxy) {
+      out.push(violation('inbound-capture', `app ${podKey(pod)}:${d.port} accepted ${proto} from ${d.peer} without its node proxy`, { delivery: d, ...summary(ctx) }));
+      continue;
+    }
+    const wrong = wrongProxy(d, pod);
+    if (wrong) out.push(violation('inbound-capture', `app ${podKey(pod)}:${d.port} accepted ${proto} from ${d.peer} through the wrong proxy: ${wrong}`, { delivery: d, ...summary(ctx) }));
   }
   return out;
 }
@@ -70,6 +90,6 @@ export const outboundCapture: ConnectionProperty = {
 
 export const inboundCapture: ConnectionProperty = {
   name: 'inbound-capture',
-  doc: 'every connection or datagram delivered to an app in an enrolled pod came through the node proxy (carve-outs: the pod itself, kubelet probes as the profile documents them)',
+  doc: 'every connection or datagram delivered to an app in an enrolled pod came through that pod\'s own node proxy — not another node\'s proxy, not a proxy acting for another pod (carve-outs: the pod itself, kubelet probes as the profile documents them)',
   check: inboundViolations,
 };

@@ -98,7 +98,7 @@ test('authorization: a proxy that allows what the policy denies is caught by the
   const pods = [victimObs({})];
   const result = {
     outcome: 'established' as const, acceptedBy: 'proxy-inbound' as const, acceptedIn: VICTIM,
-    deliveries: [{ pod: VICTIM, port: APP_PORT, peer: '203.0.113.10:40000', viaProxy: true }],
+    deliveries: [{ pod: VICTIM, port: APP_PORT, peer: '203.0.113.10:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM }],
     proxyLog: [{ node: 'node-0', pod: VICTIM, event: 'forwarded' as const, direction: 'inbound-plaintext' as const, srcIdentity: undefined, dstIdentity: undefined, allowed: true, reason: 'allow-all (broken)' }],
   };
   const v = checkConnection({ ...ctxWith(pods), from: { kind: 'outside' }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result });
@@ -113,11 +113,56 @@ test('liveness: a proxy that presents the wrong identity, or a connection that i
   const ctx = { ...ctxWith(pods), specs: { 'mesh/victim': { tcpPorts: [APP_PORT] }, 'mesh/friend': { serviceAccount: 'friend' } } };
   const ok = {
     outcome: 'established' as const, acceptedBy: 'proxy-outbound' as const, acceptedIn: FRIEND,
-    deliveries: [{ pod: VICTIM, port: APP_PORT, peer: '10.244.1.5:40000', viaProxy: true }],
+    deliveries: [{ pod: VICTIM, port: APP_PORT, peer: '10.244.1.5:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM }],
     proxyLog: [{ node: 'node-0', pod: VICTIM, event: 'forwarded' as const, direction: 'inbound-hbone' as const, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/friend', dstIdentity: undefined, allowed: true, reason: 'allowed' }],
   };
   const at = (result: typeof ok | Record<string, unknown>) => checkConnection({ ...ctx, from: { kind: 'pod', pod: FRIEND }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result: result as typeof ok });
   expect(at(ok)).toEqual([]);
   expect(props(at({ ...ok, proxyLog: [{ ...ok.proxyLog[0]!, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/attacker' }] }))).toEqual(['liveness']);
   expect(props(at({ ...ok, outcome: 'refused', acceptedBy: undefined, deliveries: [], proxyLog: [] }))).toEqual(['liveness']);
+});
+
+// ---- inbound capture needs the destination's OWN node proxy (not any proxy)
+
+test('inbound capture: a delivery made by another node\'s proxy (or a proxy acting for another pod, or an unnamed one) is caught; the old "any proxy" rule passed all of them', () => {
+  const friend = victimObs({ ...FRIEND, uid: 'u2', labels: { app: 'friend' }, ips: ['10.244.1.5'], node: 'node-1' });
+  const pods = [victimObs({}), friend];
+  const ctx = { ...ctxWith(pods), policies: [], components: { 'node-0': { agent: 'up' as const, proxy: 'up' as const }, 'node-1': { agent: 'up' as const, proxy: 'up' as const } } };
+  const own = { pod: VICTIM, port: APP_PORT, peer: '10.244.1.5:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM };
+  const at = (d: Record<string, unknown>) => {
+    const result = { outcome: 'established' as const, acceptedBy: 'proxy-outbound' as const, acceptedIn: FRIEND, deliveries: [d as unknown as typeof own], proxyLog: [] };
+    return checkConnection({ ...ctx, from: { kind: 'pod', pod: FRIEND }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result }).filter((v) => v.property === 'inbound-capture');
+  };
+  expect(at(own)).toEqual([]);
+  // Every broken delivery below says viaProxy: true — all the old property looked at.
+  const { proxyFor: _pf, ...ownNoFor } = own;
+  void _pf;
+  expect(at(ownNoFor)).toEqual([]); // a world that cannot tell the pod is judged on the node alone
+  expect(at({ ...own, proxyNode: 'node-1', proxyFor: FRIEND }).map((v) => v.message)).toEqual([expect.stringContaining('the node proxy of node-1 made the connection, not the one of the pod\'s node node-0')]);
+  expect(at({ ...own, proxyFor: ATTACKER }).map((v) => v.message)).toEqual([expect.stringContaining('on behalf of mesh/attacker')]);
+  const { proxyNode: _pn, ...unnamed } = own;
+  void _pn;
+  expect(at(unnamed).map((v) => v.message)).toEqual([expect.stringContaining('did not report which node proxy')]);
+});
+
+test('inbound capture, in a broken world: after a port hijack, a mesh peer\'s plaintext leg from its own node proxy lands on the app\'s 15006 — caught as the wrong proxy (the old "any proxy" rule saw a proxied delivery and passed it)', async () => {
+  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 3 });
+  try {
+    const state = await buildTopology(world, threat('app-nonroot'), { profile: 'strict', dnsCapture: true, kubeletUid: 0 });
+    const n0 = world.nodes[0]!;
+    await state.setComponent(world, 'proxy', n0, 'down');
+    for (const port of [15001, 15006]) expect(await world.appExec(ATTACKER, { kind: 'listen', port })).toEqual({ ok: true });
+    await state.setComponent(world, 'proxy', n0, 'up');
+    await world.settle();
+    const from: Source = { kind: 'pod', pod: FRIEND };
+    const to: Destination = { kind: 'pod', pod: ATTACKER, port: APP_PORT };
+    const result = await world.connect(from, to, {});
+    const hijacked = result.deliveries.filter((d) => d.pod.name === ATTACKER.name);
+    expect(hijacked.length).toBeGreaterThan(0);
+    // What the old rule read: a proxy made it, so it passed.
+    expect(hijacked.every((d) => d.viaProxy)).toBe(true);
+    expect(hijacked.map((d) => d.proxyNode)).toEqual(hijacked.map(() => world.nodes[1]));
+    const v = checkConnection({ ...(await state.context(world, true)), from, to, opts: {}, result }).filter((x) => x.property === 'inbound-capture');
+    expect(v.map((x) => x.message)).toEqual([expect.stringMatching(/mesh\/attacker:15006 .* through the wrong proxy: the node proxy of node-1/)]);
+  } finally { await world.close(); }
 });
