@@ -354,6 +354,8 @@ export class KernelLab {
         if (r.call === 'connect' && r.code === 'ECONNREFUSED') return { ...base, outcome: 'refused', reason: why(r) };
         if (r.call === 'connect' && UNREACHABLE_CONNECT.has(r.code ?? '')) return { ...base, outcome: 'unreachable', reason: why(r) };
         if (r.call === 'connect' && r.code === 'ETIMEDOUT') return { ...base, outcome: 'timeout', reason: why(r) };
+        // The final ACK was answered with a RST before connect() returned (sim/kernel/tcp-reset.ts).
+        if (r.call === 'connect' && r.code === 'ECONNRESET') return { ...base, outcome: 'reset', reason: why(r) };
         return { ...base, outcome: `error ${r.code}`, reason: why(r) };
       }
       // The client holds its data until the accept has been reported (ConnectRequest.holdData).

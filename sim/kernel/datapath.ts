@@ -16,6 +16,7 @@
 import { formatIp, ipEquals, isLoopback, loopbackAddress, type Family, type IpAddress } from './ip-address.js';
 import { addrType, fibLookup, masqueradeSource, type RouteDecision } from './fib.js';
 import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
+import { CtTemplate, ctTargetApplies } from './ct-template.js';
 import { formatRoute } from './route.js';
 import { formatSockAddr, type SimSocket } from './socket.js';
 import { Trace, verdictText } from './trace.js';
@@ -38,6 +39,8 @@ export interface Skb {
   ct: PacketCt | undefined;
   /** CT --notrack was applied: the packet has the UNTRACKED pseudo-entry, no NAT. */
   untracked: boolean;
+  /** CT --zone attached a template in raw (ct-template.ts); conntrack consumes it. */
+  template: CtTemplate | undefined;
   zone: number;
   /** Sending socket (locally generated packets only). */
   sock: SimSocket | undefined;
@@ -88,7 +91,7 @@ export class Datapath {
     }
     const martian = this.loopbackSourceOut(ns, pkt, route);
     if (martian) return { kind: 'unroutable', ns, reason: martian };
-    const skb: Skb = { pkt, ct: undefined, untracked: false, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0 };
+    const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0 };
     const owner = sock ? { uid: sock.owner.uid, gid: sock.owner.gid } : undefined;
 
     // raw OUTPUT runs before conntrack: it may pick a zone or opt out of tracking.
@@ -222,6 +225,7 @@ export class Datapath {
       skb.pkt.mark = 0;
       skb.ct = undefined;
       skb.untracked = false;
+      skb.template = undefined;
       skb.zone = 0;
     }
     skb.sock = undefined;
@@ -264,6 +268,7 @@ export class Datapath {
 
   /** nf_conntrack_in; returns true when the packet is INVALID. */
   private track(ns: Netns, skb: Skb): boolean {
+    skb.template = undefined; // nf_conntrack_in swaps the template for the real entry
     if (skb.untracked) {
       if (this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'UNTRACKED', zone: skb.zone, entry: undefined, direction: undefined });
       return false;
@@ -444,13 +449,19 @@ export class Datapath {
       packet: skb.pkt,
       inIface,
       outIface,
-      ct: skb.untracked || invalid ? undefined : skb.ct,
+      // Before conntrack (raw), a CT --zone template stands in for the entry (ct-template.ts).
+      get ct() { return skb.untracked || invalid ? undefined : skb.ct ?? skb.template; },
       untracked: skb.untracked,
       socket: owner,
       addrType: (addr, iface) => addrType(ns, addr, skb.pkt.family, iface),
       ipset: (name) => ns.ipsets.get(name),
-      setNotrack: () => { skb.untracked = true; skb.ct = undefined; },
-      setZone: (zone) => { skb.zone = zone; },
+      // xt_ct_target: a packet that already carries a template, UNTRACKED or an entry is left alone.
+      setNotrack: () => { if (ctTargetApplies(skb)) skb.untracked = true; },
+      setZone: (zone) => {
+        if (!ctTargetApplies(skb)) return;
+        skb.zone = zone;
+        skb.template = new CtTemplate(zone, skb.pkt.family);
+      },
       log: (prefix) => this.trace.add({ kind: 'log', ns: ns.name, prefix, packet: describePacket(skb.pkt) }),
     };
     const run = nf.runTable(table, hook, ctx, { trace: this.trace.enabled });
@@ -476,7 +487,7 @@ export class Datapath {
   /** Hand a packet to a device from outside the stack (AF_PACKET): no netfilter, no routing here. */
   injectRaw(ns: Netns, dev: Link, pkt: Packet, nextHop: IpAddress): Delivery {
     if (this.trace.enabled) this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `AF_PACKET send on ${dev.name} (skips this namespace's netfilter)` });
-    const skb: Skb = { pkt, ct: undefined, untracked: false, zone: 0, sock: undefined, assigned: undefined, nextHop, hops: 0 };
+    const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock: undefined, assigned: undefined, nextHop, hops: 0 };
     return this.xmit(ns, dev, skb);
   }
 }

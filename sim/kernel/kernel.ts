@@ -9,7 +9,7 @@
  */
 import { formatIp, isUnspecified, parseIp, parsePrefix, type Family, type IpAddress } from './ip-address.js';
 import { Netns, type IpSetRegistry, type NetfilterEngine } from './netns.js';
-import { Datapath, type Delivery } from './datapath.js';
+import { Datapath, flowHash, type Delivery } from './datapath.js';
 import { SimConfigError, SimErrnoError } from './errors.js';
 import { fibLookup, isLocalAddress, selectSource } from './fib.js';
 import { maySetMark, maySetTransparent, mayOpenRaw, parseKernelVersion, type Credentials, type KernelVersion } from './process.js';
@@ -18,6 +18,7 @@ import { SimSocket, formatSockAddr, type SockAddr, type SockProto } from './sock
 import { Trace, type TraceEvent } from './trace.js';
 import { NO_FLAGS, type L4Proto, type Packet, type TcpFlags } from './packet.js';
 import type { Tuple } from './conntrack.js';
+import { resetFor } from './tcp-reset.js';
 import { Netfilter } from './netfilter/netfilter.js';
 import { IpSets } from './netfilter/ipset.js';
 
@@ -32,7 +33,11 @@ export interface SimKernelOptions {
 
 export type SockOpt = 'SO_MARK' | 'IP_TRANSPARENT' | 'SO_REUSEPORT' | 'SO_REUSEADDR' | 'IPV6_V6ONLY';
 
-export type ConnectOutcome = 'established' | 'refused' | 'timeout' | 'unreachable';
+/**
+ * 'reset': the handshake completed on the client, but a RST for the final ACK came back before
+ * the caller ran (tcp-reset.ts): connect() fails with ECONNRESET.
+ */
+export type ConnectOutcome = 'established' | 'refused' | 'timeout' | 'unreachable' | 'reset';
 
 export interface ConnectResult {
   readonly outcome: ConnectOutcome;
@@ -409,9 +414,8 @@ export class SimKernel {
       // No listener: the receiver answers with RST, which must make it back to be seen as refused.
       const at = d1.kind === 'no-socket' ? d1 : undefined;
       if (!at && rx) return fail('timeout', `SYN reached ${rx.socket.describe()}, which is not listening`);
+      const d = this.sendReset(at!.ns, at!.packet, undefined);
       const p = at!.packet;
-      const rst = this.packet(fam, 'tcp', p.dst, p.dport, p.src, p.sport, { ...NO_FLAGS, rst: true, ack: true }, 0);
-      const d = this.datapath.output(at!.ns, rst, undefined);
       if (d.kind === 'delivered' && d.socket === s) return fail('refused', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name} (RST)`);
       return fail('timeout', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name}, and its RST did not reach the client`);
     }
@@ -439,6 +443,16 @@ export class SimKernel {
     const d3 = this.datapath.output(n, ack, s);
     if (d3.kind !== 'delivered' || d3.socket !== child) {
       this.abort(child);
+      // An ACK that finds no connection where it lands (nothing, or only a listener) is answered
+      // with a RST; if that gets back, the client's fresh connection is reset (tcp-reset.ts).
+      const stray = d3.kind === 'no-socket' ? { at: d3, answerer: d3.ns.sockets.findListener('tcp', d3.packet.dst, d3.packet.dport, flowHash(d3.packet)) }
+        : d3.kind === 'delivered' && d3.socket.state === 'listening' ? { at: d3, answerer: d3.socket } : undefined;
+      if (stray) {
+        const d = this.sendReset(stray.at.ns, stray.at.packet, stray.answerer);
+        const by = stray.answerer ? stray.answerer.describe() : `${stray.at.ns.name} (no socket)`;
+        if (d.kind === 'delivered' && d.socket === s) return fail('reset', `final ACK found no connection in ${stray.at.ns.name}; the RST from ${by} reset the client (ECONNRESET)`);
+        return fail('timeout', `final ACK found no connection in ${stray.at.ns.name}, and the RST from ${by} did not reach the client (${d.kind} in ${d.ns.name})`);
+      }
       return fail('timeout', `final ACK did not reach the accepted socket (${d3.kind} in ${d3.ns.name})`);
     }
     listener.acceptQueue.push(child);
@@ -511,6 +525,12 @@ export class SimKernel {
   }
 
   // ------------------------------------------------------------ helpers
+
+  /** Send the RST answering `segment` (as it arrived in `ns`) from a kernel control socket. */
+  private sendReset(ns: Netns, segment: Packet, answerer: SimSocket | undefined): Delivery {
+    const r = resetFor(segment, answerer);
+    return this.datapath.output(ns, this.packet(segment.family, 'tcp', r.src, r.sport, r.dst, r.dport, r.flags, r.mark), undefined);
+  }
 
   private beginTrace(): Trace {
     this.currentTrace = new Trace(this.traceOn);

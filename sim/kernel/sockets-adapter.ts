@@ -309,6 +309,8 @@ export class SimSockets implements Sockets {
         return failure('refused', 'ECONNREFUSED', 'connect', `${what}: ${r.reason}`);
       case 'unreachable':
         return failure('unreachable', 'ENETUNREACH', 'connect', `${what}: ${r.reason}`);
+      case 'reset':
+        return failure('reset', 'ECONNRESET', 'connect', `${what}: ${r.reason}`);
       case 'timeout': {
         const ms = opts.timeoutMs ?? 10_000;
         if (this.opts.clock) await this.opts.clock.sleep(ms);

@@ -1,0 +1,38 @@
+/**
+ * The RST a TCP stack sends for a segment that belongs to no connection (tcp_v4_send_reset,
+ * tcp_v6_send_reset).
+ *
+ * - A SYN to a port nobody listens on gets a RST: connect() is refused if it makes it back.
+ * - A non-SYN segment (e.g. the handshake's final ACK) that finds no established socket gets a
+ *   RST too — whether it finds nothing at all, or only a listener (tcp_rcv_state_process in
+ *   LISTEN answers a bare ACK with a reset). If that RST reaches the connecting socket, which
+ *   has just moved to ESTABLISHED on the SYN-ACK, the connection is reset: connect() reports
+ *   ECONNRESET (the RST is processed before the caller runs; see ConnectOutcome 'reset').
+ *   Mesh rules make this happen: a CONNMARK --restore-mark on the client's final ACK that
+ *   re-routes it through a local route table delivers the ACK to the client's own namespace.
+ *
+ * The reset is sent from a kernel control socket, so `-m owner` sees no socket owner. Its mark
+ * is the answering socket's SO_MARK — the listener's when a listener answered, 0 when no socket
+ * did (fwmark_reflect, off by default, is not modelled). The reply swaps the segment's
+ * addresses and ports; sequence numbers are not modelled.
+ */
+import { NO_FLAGS, type Packet, type TcpFlags } from './packet.js';
+import type { IpAddress } from './ip-address.js';
+import type { SimSocket } from './socket.js';
+
+export interface ResetReply {
+  readonly src: IpAddress;
+  readonly sport: number;
+  readonly dst: IpAddress;
+  readonly dport: number;
+  readonly flags: TcpFlags;
+  readonly mark: number;
+}
+
+/** The RST answering `segment` (as it was seen on arrival); `answerer` is the listener that found it, if any. */
+export function resetFor(segment: Packet, answerer: SimSocket | undefined): ResetReply {
+  // A RST answering a SYN acknowledges it (RST+ACK); one answering an ACK carries the ACK's
+  // number as its sequence and no ACK flag.
+  const flags = { ...NO_FLAGS, rst: true, ack: segment.flags.syn };
+  return { src: segment.dst, sport: segment.dport, dst: segment.src, dport: segment.sport, flags, mark: answerer?.mark ?? 0 };
+}
