@@ -8,6 +8,13 @@
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
       "defines": ["NAPI_VERSION=8"],
       "cflags_cc": ["-Wall", "-Wextra"]
+    },
+    {
+      "target_name": "ambient_lab_packet",
+      "sources": ["impl/linux/native/packet.cc"],
+      "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags_cc": ["-Wall", "-Wextra"]
     }
   ]
 }

@@ -146,6 +146,7 @@ export const kindWorldFactory: WorldFactory = {
     ? { ok: true, reason: 'KIND=1 (needs kind and a Docker engine)' }
     : { ok: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' }),
   async create(options: WorldOptions): Promise<World> {
+    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6) throw new Error(`kind world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported; run that case on the sim world`);
     const tmp = await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
     const cluster = `al-${process.pid.toString(36)}-${options.seed.toString(36)}`.slice(0, 30).replace(/-+$/, '');
     const cli = new KindCli({ cluster, repoRoot, kubeconfig: path.join(tmp, 'kubeconfig') });

@@ -11,10 +11,16 @@
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { randomInt } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fdCalls, NativeSocketError, RawSocket } from '../../impl/linux/sockets-native.js';
-import { formatEndpoint, type ConnectOutcome, type ConnectRequest, type ListenRequest, type ProbeEvent, type ProbeReply, type ProbeRequest } from './probe-protocol.js';
+import { packetRecv, packetSend } from './packet-native.js';
+import {
+  formatEndpoint, type ConnectOutcome, type ConnectRequest, type ListenRequest, type ProbeEvent, type ProbeReply, type ProbeRequest, type RawSendOutcome,
+  type RawSendRequest,
+} from './probe-protocol.js';
+import { buildFrame, ipBytes, parseFrame, TCP_ACK, TCP_RST, TCP_SYN } from './raw-frame.js';
 
 type Closer = () => void;
 const listeners = new Map<string, Closer>();
@@ -171,6 +177,48 @@ async function attempt(r: ConnectRequest): Promise<ConnectOutcome> {
   return r.proto === 'tcp' ? connectTcp(r, raw) : sendUdp(r, raw);
 }
 
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * AF_PACKET: one crafted frame out of `ifname`, then (TCP) the answer read off the same packet
+ * socket. The socket is opened as this process — no CAP_NET_RAW, no socket (EPERM).
+ */
+async function rawSend(r: RawSendRequest): Promise<RawSendOutcome> {
+  let sock: RawSocket;
+  try {
+    sock = RawSocket.open(undefined, 'packet', 'raw');
+  } catch (e) {
+    return { result: 'error', ...errCode(e) };
+  }
+  try {
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(r.ifname)) throw Object.assign(new Error(`bad device name ${JSON.stringify(r.ifname)}`), { code: 'EINVAL', syscall: 'raw-send' });
+    const srcMac = readFileSync(`/sys/class/net/${r.ifname}/address`, 'utf8').trim();
+    const frame = buildFrame({
+      proto: r.proto, srcMac, dstMac: r.dstMac, src: r.source, dst: r.address, sport: r.sourcePort, dport: r.port,
+      payload: Buffer.from(r.tag, 'utf8'), seq: randomInt(1, 0x7fffffff),
+    });
+    packetSend(sock.fd, r.ifname, frame);
+    if (r.proto === 'udp') return { result: 'sent', code: undefined, call: undefined, message: undefined };
+    // The peer's answer comes back to this netns's kernel (which, having no socket for it, resets
+    // it); the packet socket sees it too, first.
+    const peer = ipBytes(r.address);
+    for (let waited = 0; waited < r.timeoutMs; waited += 10) {
+      for (let f = packetRecv(sock.fd); f; f = packetRecv(sock.fd)) {
+        const p = f.outgoing ? undefined : parseFrame(f.frame);
+        if (!p || p.proto !== 'tcp' || p.sport !== r.port || p.dport !== r.sourcePort || !ipBytes(p.src).equals(peer)) continue;
+        if ((p.flags & (TCP_SYN | TCP_ACK)) === (TCP_SYN | TCP_ACK)) return { result: 'syn-ack', code: undefined, call: undefined, message: undefined };
+        if (p.flags & TCP_RST) return { result: 'rst', code: undefined, call: undefined, message: undefined };
+      }
+      await sleep(10);
+    }
+    return { result: 'sent', code: undefined, call: undefined, message: `no answer within ${r.timeoutMs} ms` };
+  } catch (e) {
+    return { result: 'error', ...errCode(e) };
+  } finally {
+    sock.close();
+  }
+}
+
 function execIn(argv: readonly string[], input: string | undefined): Promise<{ stdout: string; stderr: string }> {
   const [cmd, ...args] = argv;
   return new Promise((resolve, reject) => {
@@ -187,6 +235,7 @@ async function handle(req: ProbeRequest): Promise<unknown> {
   switch (req.op) {
     case 'listen': await listen(req); return undefined;
     case 'connect': return attempt(req);
+    case 'raw-send': return rawSend(req);
     case 'release': {
       const sock = held.get(req.tag);
       if (!sock) return false;

@@ -41,6 +41,36 @@ export interface ConnectRequest {
   readonly holdData?: boolean;
 }
 
+/**
+ * Send one crafted frame with an AF_PACKET socket (needs CAP_NET_RAW: without it the socket()
+ * call fails with EPERM) out of `ifname`: a TCP SYN, or a UDP datagram carrying `tag`. The
+ * frame skips the sender's own netfilter and routing, so the caller names the addresses and the
+ * next hop's MAC. For TCP the probe then watches the device for the answer from dst:dport
+ * (SYN-ACK: something listened; RST: nothing did) until `timeoutMs`.
+ */
+export interface RawSendRequest {
+  readonly op: 'raw-send';
+  readonly tag: string;
+  readonly proto: ProbeProto;
+  readonly ifname: string;
+  /** Next hop's MAC (the gateway's, or the destination's on the same link). */
+  readonly dstMac: string;
+  readonly source: string;
+  readonly sourcePort: number;
+  readonly address: string;
+  readonly port: number;
+  readonly timeoutMs: number;
+}
+
+/** What a raw-send came to. */
+export interface RawSendOutcome {
+  /** 'sent' (UDP, or TCP without an answer in time), 'syn-ack', 'rst', or 'error' (code names the errno). */
+  readonly result: 'sent' | 'syn-ack' | 'rst' | 'error';
+  readonly code: string | undefined;
+  readonly call: string | undefined;
+  readonly message: string | undefined;
+}
+
 /** Write the tag on a connection held by `ConnectRequest.holdData` and close it (value: whether it was held). */
 export interface ReleaseRequest {
   readonly op: 'release';
@@ -65,7 +95,7 @@ export interface CloseAllRequest {
   readonly op: 'close-all';
 }
 
-export type ProbeRequest = ListenRequest | ConnectRequest | ReleaseRequest | ExecRequest | SysctlRequest | CloseAllRequest;
+export type ProbeRequest = ListenRequest | ConnectRequest | RawSendRequest | ReleaseRequest | ExecRequest | SysctlRequest | CloseAllRequest;
 
 export type ProbeReply =
   | { readonly id: number; readonly ok: true; readonly value?: unknown }

@@ -218,6 +218,15 @@ export class ProbePool {
     await Promise.all((await this.all()).filter((p) => p.running && (netns === undefined || p.netns === netns)).map((p) => p.request({ op: 'close-all' })));
   }
 
+  /** Stop the probes running in `netns` (its pod is going away: their listeners go with it). */
+  async stopIn(netns: string): Promise<void> {
+    for (const [key, p] of [...this.probes]) {
+      if (!key.startsWith(`${netns}|`)) continue;
+      this.probes.delete(key);
+      await p.then((x) => x.stop(), () => undefined);
+    }
+  }
+
   async stopAll(): Promise<void> {
     this.closed = true;
     await Promise.all((await this.all()).map((p) => p.stop()));

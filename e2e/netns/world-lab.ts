@@ -28,7 +28,7 @@ import { k8sCniArgs, cidrAddress, type CniConfList, type CniResult } from '../..
 import type { KubeObjectOf } from '../../impl/host/kube.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
-import { FABRIC_GATEWAY } from './addressing.js';
+import { FABRIC_GATEWAY, podCidr } from './addressing.js';
 import { NetnsCluster } from './cluster.js';
 import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
 import { execIn } from './ip.js';
@@ -73,6 +73,8 @@ export interface LabState {
   readonly prefix: string;
   readonly runDir: string;
   readonly profile: LabProfile;
+  /** Dual-stack pods (a v6 range from fd00:10:244:<i>::/64) and v6 capture (agent and proxy --ipv6). Absent in older state files: false. */
+  readonly ipv6?: boolean;
   readonly nodes: readonly { readonly name: string; readonly netns: string; readonly index: number; readonly address: string }[];
   readonly fabric: string;
   readonly outside: string;
@@ -175,6 +177,8 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<
 export interface LabOptions {
   readonly nodes: number;
   readonly profile: LabProfile;
+  /** Dual-stack pods and v6 capture (default false: IPv4 only). */
+  readonly ipv6?: boolean;
   /** Run directory parent (default /run/ambient-lab); the run dir is <parent>/<name>. */
   readonly stateRoot?: string;
   /** Lab name (default: the run prefix without its trailing dash). */
@@ -212,7 +216,7 @@ export class NetnsLab {
       fs.mkdirSync(runDir, { recursive: true, mode: 0o755 });
       fs.chmodSync(runDir, 0o755); // pod apps (non-root) append to their report files here
       const state: LabState = {
-        version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile,
+        version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile, ipv6: opts.ipv6 ?? false,
         nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
         fabric: cluster.fabric.netns, outside: cluster.outside.netns,
         kubeconfig: path.join(runDir, 'kubeconfig'), apiSocket: path.join(runDir, 'api.sock'), controlSocket: path.join(runDir, 'api-control.sock'),
@@ -269,7 +273,8 @@ export class NetnsLab {
 
   componentArgs(component: LabComponent, node: string): string[] {
     const dir = this.nodeDir(node);
-    const common = ['--node', node, '--kubeconfig', this.state.kubeconfig, '--zds-socket', path.join(dir, 'zds.sock'), '--status-socket', path.join(dir, `${component}-status.sock`)];
+    const common = ['--node', node, '--kubeconfig', this.state.kubeconfig, '--zds-socket', path.join(dir, 'zds.sock'), '--status-socket', path.join(dir, `${component}-status.sock`),
+      ...(this.state.ipv6 === true ? ['--ipv6'] : [])];
     if (component === 'agent') {
       return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-agent.js'), ...common, '--profile', this.state.profile,
         '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000'];
@@ -336,7 +341,8 @@ export class NetnsLab {
       cniVersion: '1.0.0', name: 'al-podnet',
       plugins: [
         { type: 'bridge', bridge: 'cni0', isGateway: true, isDefaultGateway: true, ipMasq: false,
-          ipam: { type: 'host-local', dataDir: path.join(dir, 'ipam'), ranges: [[{ subnet: `10.244.${n.index}.0/24` }]] } },
+          ipam: { type: 'host-local', dataDir: path.join(dir, 'ipam'),
+            ranges: [[{ subnet: podCidr(n.index).ipv4 }], ...(this.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : [])] } },
         { type: 'ambient-lab-cni', agentSocket: path.join(dir, 'cni', 'agent.sock'), kubeconfig: this.state.kubeconfig,
           apiAttempts: 3, apiRetryDelayMs: 200, agentTimeoutMs: 10_000 },
       ],

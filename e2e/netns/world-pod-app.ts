@@ -69,12 +69,16 @@ function serveTcp(port: number, host: string): Promise<void> {
   });
 }
 
-function serveUdp(port: number): Promise<void> {
-  const s = dgram.createSocket('udp4');
+function serveUdp(port: number, family: 4 | 6): Promise<void> {
+  const s = dgram.createSocket({ type: family === 4 ? 'udp4' : 'udp6', ipv6Only: family === 6 });
   s.on('message', (msg, r) => write({ ev: 'datagram', port, peer: endpoint(r.address, r.port), tag: msg.toString('utf8') }));
   return new Promise((resolve) => {
-    s.once('error', (e) => { process.stderr.write(`world-pod-app ${pod}: udp ${port}: ${e.message}\n`); resolve(); });
-    s.bind(port, '0.0.0.0', () => resolve());
+    s.once('error', (e) => {
+      // A v4-only pod has no ::.
+      if (family === 4) process.stderr.write(`world-pod-app ${pod}: udp ${port}: ${e.message}\n`);
+      resolve();
+    });
+    s.bind(port, family === 4 ? '0.0.0.0' : '::', () => resolve());
   });
 }
 
@@ -83,7 +87,10 @@ async function main(): Promise<void> {
     await serveTcp(p, '0.0.0.0');
     await serveTcp(p, '::');
   }
-  for (const p of ports(arg('udp', ''))) await serveUdp(p);
+  for (const p of ports(arg('udp', ''))) {
+    await serveUdp(p, 4);
+    await serveUdp(p, 6);
+  }
   write({ ev: 'ready', pid: process.pid });
   process.on('SIGTERM', () => process.exit(0));
 }

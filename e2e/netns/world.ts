@@ -4,8 +4,16 @@
  * source's uid/caps from a known source port; attribution reads the node proxies' JSON-lines
  * connection logs (first hop: an 'outbound' record whose downstream source is the client, or an
  * inbound record for it) and the pod apps' accept reports (deliveries, tagged per attempt;
- * viaProxy when a proxy's upstream tuple is the peer the app saw).
- * Not yet: IPv6 pods, UDP/raw attribution beyond delivery, options.kernelVersion (real kernel).
+ * viaProxy when a proxy's upstream tuple is the peer the app saw), plus what listeners opened
+ * through appExec received (probe events, tagged the same way).
+ * - UDP: the datagram carries the tag; whoever received it (app or appExec listener) is the first
+ *   hop, with the source address it saw.
+ * - IPv6 (options.ipv6): dual-stack pods from fd00:10:244:<i>::/64, agent and proxy run --ipv6.
+ * - raw (AF_PACKET, probe `raw-send`): needs NET_RAW (EPERM otherwise). UDP is attributed like a
+ *   datagram; a TCP SYN cannot complete a handshake (the sender's kernel resets it), so the
+ *   answer decides: SYN-ACK = delivered, and the destination's conntrack entry says which port's
+ *   listener took it (a REDIRECT shows as 15006 etc.).
+ * Not here: options.kernelVersion (it is the machine's), dnsCapture (not passed to the agent).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -206,7 +214,7 @@ export class NetnsWorld implements World {
       const hop = await this.nextHop(src.netns, dstIp);
       if (typeof hop === 'string') return none(hop);
       const r = (await probe.request({
-        op: 'raw-send', tag: opts.payload !== undefined ? `${tag}` : tag, proto, ifname: hop.dev, dstMac: hop.mac, source: srcIp, sourcePort,
+        op: 'raw-send', tag, proto, ifname: hop.dev, dstMac: hop.mac, source: srcIp, sourcePort,
         address: dstIp, port: to.port, timeoutMs: 1000,
       })) as RawSendOutcome;
       rawAnswer = r.result;
@@ -358,6 +366,11 @@ export class NetnsWorld implements World {
     return { ok: true };
   }
 
+  /** Pids of the probe processes this world runs (for leftover checks). */
+  probePids(): Promise<number[]> {
+    return this.probes.pids();
+  }
+
   /** Stop the probes of a pod's netns and forget its appExec listeners (before the netns goes). */
   private async forgetPodNetns(netns: string | undefined): Promise<void> {
     if (!netns) return;
@@ -436,6 +449,7 @@ export const netnsWorldFactory: WorldFactory = {
     return { ok: true, reason: '' };
   },
   async create(options: WorldOptions): Promise<World> {
+    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6) throw new Error(`netns world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run that case on the sim world`);
     const lab = await NetnsLab.create({ nodes: options.nodes, profile: options.profile, ipv6: options.ipv6, stateRoot: '/run/ambient-lab/worlds' });
     return new NetnsWorld(lab, options);
   },

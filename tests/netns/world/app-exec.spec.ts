@@ -1,0 +1,78 @@
+/**
+ * World.appExec on the real kernel: the app acts on its own pod netns as itself (a probe in the
+ * pod netns with the pod's uid and capability set). The flush runs the real iptables-restore —
+ * the kernel refuses it without NET_ADMIN — and removes the redirection until the agent's
+ * repair pass; a listener on a proxy port meets the proxy's socket exactly as bind(2) decides.
+ */
+import { test, expect } from '@playwright/test';
+import { netnsWorld } from '../../worlds.js';
+import type { NetnsWorld } from '../../../e2e/netns/world.js';
+import type { AppSpec, PodRef } from '../../../scenarios/world.js';
+import { MESH, withNetnsWorld } from './fixture.js';
+
+const w0 = netnsWorld();
+test.skip(!w0.available, w0.reason);
+test.setTimeout(240_000);
+
+const a: PodRef = { namespace: 'mesh', name: 'a' };
+const b: PodRef = { namespace: 'mesh', name: 'b' };
+const q: PodRef = { namespace: 'plain', name: 'q' };
+
+async function pods(w: NetnsWorld, aApp: AppSpec): Promise<void> {
+  await w.createNamespace('mesh', MESH);
+  await w.createNamespace('plain');
+  await w.createPod({ ...a, node: 'node-0', app: aApp });
+  await w.createPod({ ...b, node: 'node-1', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+  await w.createPod({ ...q, node: 'node-1', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+  await w.settle();
+}
+
+async function redirected(w: NetnsWorld, ref: PodRef): Promise<boolean> {
+  return (await w.pods()).find((p) => p.name === ref.name && p.namespace === ref.namespace)?.redirected ?? false;
+}
+
+test('without NET_ADMIN the flush is EPERM; a proxy port the proxy holds is EADDRINUSE (also with SO_REUSEPORT, other uid); a port hijacked while the proxy is down takes inbound traffic', async () => {
+  await withNetnsWorld({}, async (w) => {
+    await pods(w, { uid: 1000, caps: [], tcpPorts: [8080] });
+    expect(await redirected(w, a)).toBe(true);
+    const flush = await w.appExec(a, { kind: 'iptables-flush' });
+    expect(flush.ok).toBe(false);
+    expect(flush.error).toContain('EPERM');
+    expect(await redirected(w, a)).toBe(true);
+    const out = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+    expect(out.acceptedBy).toBe('proxy-outbound');
+
+    const plain = await w.appExec(a, { kind: 'listen', port: 15006 });
+    expect(plain).toMatchObject({ ok: false });
+    expect(plain.error).toContain('EADDRINUSE');
+    const reuse = await w.appExec(a, { kind: 'listen', port: 15001, reusePort: true });
+    expect(reuse.error).toContain('EADDRINUSE');
+    expect(await w.appExec(a, { kind: 'listen', port: 9000 })).toEqual({ ok: true });
+
+    await w.stop('proxy', 'node-0');
+    expect(await w.appExec(a, { kind: 'listen', port: 15006 })).toEqual({ ok: true });
+    await w.start('proxy', 'node-0');
+    await w.settle();
+    const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
+    expect(r.acceptedBy, r.trace).toBe('app');
+    expect(r.acceptedIn).toEqual(a);
+    const d = r.deliveries.find((x) => x.pod.name === 'a');
+    expect(d, r.trace).toMatchObject({ port: 15006, viaProxy: false });
+    // The app saw the real client: q's address, not a proxy's.
+    const qIp = (await w.pods()).find((p) => p.name === 'q')!.ips[0]!;
+    expect(d!.peer.startsWith(`${qIp}:`)).toBe(true);
+  });
+});
+
+test('with NET_ADMIN the flush removes the redirection: the app reaches a pod outside the mesh directly, until the agent repairs the rules', async () => {
+  await withNetnsWorld({}, async (w) => {
+    await pods(w, { uid: 0, caps: ['NET_ADMIN'], tcpPorts: [8080] });
+    expect(await w.appExec(a, { kind: 'iptables-flush' })).toEqual({ ok: true });
+    const bypass = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+    expect(bypass.acceptedBy, bypass.trace).toBe('app');
+    expect(bypass.deliveries.some((d) => d.pod.name === 'q' && !d.viaProxy)).toBe(true);
+    await expect.poll(() => redirected(w, a), { timeout: 20_000 }).toBe(true);
+    const after = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+    expect(after.acceptedBy, after.trace).toBe('proxy-outbound');
+  });
+});

@@ -1,0 +1,47 @@
+/**
+ * A netns World for one test, always closed, and checked for leftovers afterwards: close() must
+ * leave no namespace of the run's prefix (removeLeftovers finds nothing to remove) and no
+ * process of the lab or its probes. On a failing body the leftovers are removed by prefix so the
+ * next test starts clean, and the body's error is what surfaces.
+ */
+import { expect } from '@playwright/test';
+import { removeLeftovers } from '../../../e2e/netns/leftovers.js';
+import { isOurs } from '../../../e2e/netns/world-lab.js';
+import { netnsWorldFactory, type NetnsWorld } from '../../../e2e/netns/world.js';
+import type { WorldOptions } from '../../../scenarios/world.js';
+
+export const MESH = { 'istio.io/dataplane-mode': 'ambient' } as const;
+
+export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
+  const w = (await netnsWorldFactory.create({
+    nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 1, ...opts,
+  })) as NetnsWorld;
+  const prefix = w.lab.state.prefix;
+  let failed = true;
+  try {
+    await fn(w);
+    failed = false;
+  } finally {
+    const probePids = await w.probePids();
+    const labPids = [w.lab.state.api, ...Object.values(w.lab.state.components), ...Object.values(w.lab.state.pods).map((p) => p.app)];
+    try {
+      await w.close();
+    } finally {
+      const left = await removeLeftovers(prefix, { killProcesses: true });
+      if (!failed) {
+        expect(left.removed, 'namespaces left behind by close()').toEqual([]);
+        expect(labPids.filter((p) => p !== undefined && isOurs(p)), 'lab processes still running').toEqual([]);
+        expect(probePids.filter(alive), 'probe processes still running').toEqual([]);
+      }
+    }
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
