@@ -20,8 +20,15 @@ export interface WorldOptions {
   readonly profile: Profile;
   /** Kernel version the permission checks follow ('5.15' < 5.17 <= '6.1'); the sim only. */
   readonly kernelVersion: string;
-  /** Capture and route IPv6 too (dual-stack pods). */
+  /** Dual-stack pods (and, unless meshV6 says otherwise, IPv6 capture). */
   readonly ipv6: boolean;
+  /**
+   * The mesh handles IPv6 too: the agent installs v6 rules, the proxy serves v6 (default: `ipv6`).
+   * `ipv6: true, meshV6: false` is a dual-stack cluster whose mesh installs only v4 rules
+   * (upstream `ambient.ipv6: false`; peers B7). A world that cannot build that combination
+   * rejects it in create() with an error that says 'unsupported'.
+   */
+  readonly meshV6?: boolean;
   readonly dnsCapture: boolean;
   /** Seed for everything random in the world (sim: the whole history replays from it). */
   readonly seed: number;
@@ -191,6 +198,16 @@ export interface AppExecResult {
   readonly error?: string;
 }
 
+/** What a process that connected to the node agent's ZDS socket as if it were the proxy got. */
+export interface ZdsClientAttempt {
+  /** The agent took it as its node proxy (it said hello back and would stream pods to it). */
+  readonly accepted: boolean;
+  /** Pod Add requests (each with a pod netns handle) it received. */
+  readonly workloads: number;
+  /** What happened, in words (the agent's rejection reason, or what was received). */
+  readonly detail: string;
+}
+
 /** A namespaced AuthorizationPolicy as YAML/JSON object (security.istio.io/v1). */
 export type PolicyObject = Readonly<Record<string, unknown>>;
 
@@ -224,6 +241,19 @@ export interface World {
    * and port-hijack attacks, and the matrix reports those cells as not evaluated.
    */
   appExec?(pod: PodRef, action: AppAction): Promise<AppExecResult>;
+
+  /**
+   * Fault injection: while `failing`, every Kubernetes API call of the CNI plugin on `node` fails
+   * (the API server is unreachable from the plugin). Optional: the matrix skips the
+   * api-error-at-add attack in a world without it.
+   */
+  cniApiFault?(node: string, failing: boolean): Promise<void>;
+  /**
+   * A process on `node` running as `uid` connects to the node agent's ZDS socket and says hello
+   * as if it were the node proxy; after a moment it leaves. Optional: the matrix skips the
+   * rogue-zds-client attack in a world without it.
+   */
+  zdsClient?(node: string, uid: number): Promise<ZdsClientAttempt>;
 
   /** Let the cluster run until quiet (sim: virtual time; real worlds: bounded wall time). */
   settle(): Promise<void>;

@@ -24,7 +24,8 @@ import { AmbientCniPlugin } from '../../impl/cni-plugin/cni-plugin.js';
 import { MemoryConnectionLogSink } from '../../impl/ztunnel/connection-log.js';
 import { markValue } from '../../impl/api/marks.js';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
-import type { KubeObjectOf, Wire } from '../../impl/host/kube.js';
+import type { KubeApi, KubeObjectOf, Wire } from '../../impl/host/kube.js';
+import { ZdsClient, type ZdsWorkloadHandler } from '../../impl/ztunnel/zds-client.js';
 import type { SocketFailure } from '../../impl/host/sockets.js';
 import type { V1Container, V1Probe } from '@kubernetes/client-node';
 import { SimWorld, OUTSIDE_NETNS, OUTSIDE_ADDRESS } from '../../sim/world/world.js';
@@ -46,9 +47,9 @@ import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
 import {
   podKey, type Acceptor, type AppAction, type AppExecResult, type AppSpec, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
   type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory,
-  type WorldOptions,
+  type WorldOptions, type ZdsClientAttempt,
 } from '../world.js';
-import { NodeStack, PROXY_CONNECT_TIMEOUT_MS, REPAIR_INTERVAL_MS, TRUST_DOMAIN, pluginEventAddress } from './sim/node-stack.js';
+import { NodeStack, PROXY_CONNECT_TIMEOUT_MS, REPAIR_INTERVAL_MS, TRUST_DOMAIN, pluginEventAddress, zdsAddress } from './sim/node-stack.js';
 import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor, proxyNodeOf } from './sim/attribution.js';
 import { toProxyLogEntry } from './sim/proxy-log.js';
 import { QuietLogger } from './sim/quiet-logger.js';
@@ -104,9 +105,14 @@ export class SimMeshWorld implements World {
   /** Listens that failed (hostNetwork port conflicts), as "<pod> tcp|udp <port>: <errno>" — reports and tests. */
   readonly failedListens: string[] = [];
   private nextRawPort = 40000;
+  private readonly zdsNet: SimZdsNetwork;
+  /** Nodes whose CNI plugin cannot reach the API (cniApiFault). */
+  private readonly apiCutOff = new Set<string>();
+  private nextRoguePid = 9000;
 
   constructor(readonly options: WorldOptions, private readonly extras: SimWorldExtras = {}) {
     this.log = new QuietLogger([], { verbose: extras.verboseLog ?? false, limit: 2000 });
+    if (options.meshV6 === true && !options.ipv6) throw new Error('sim world: meshV6 needs ipv6 (a mesh cannot capture IPv6 in a single-stack v4 cluster); set ipv6: true or drop meshV6');
     this.sim = new SimWorld({
       seed: options.seed, nodes: options.nodes, ipv6: options.ipv6, kernelVersion: options.kernelVersion,
       trace: extras.trace ?? false, backoff: KUBELET_BACKOFF,
@@ -114,16 +120,18 @@ export class SimMeshWorld implements World {
     this.nodes = this.sim.nodes.map((n) => n.name);
     this.recorder = new ConnectRecorder(this.sim.kernel);
     const clock = this.sim.clock;
+    this.zdsNet = new SimZdsNetwork(clock);
     const events = new SimPluginEventTransport(clock);
     const shared = {
       kernel: this.sim.kernel, api: this.sim.api, clock, random: new SeededRandom(options.seed * 7 + 5), events,
-      zds: new SimZdsNetwork(clock), hbone: new SimHbone({ ca: new SimMeshCa(TRUST_DOMAIN) }), log: this.log,
-      profile: options.profile, ipv6: options.ipv6, dnsCapture: options.dnsCapture,
+      zds: this.zdsNet, hbone: new SimHbone({ ca: new SimMeshCa(TRUST_DOMAIN) }), log: this.log,
+      // The mesh's v6 switch (agent rules, proxy listeners); the cluster's stack is options.ipv6.
+      profile: options.profile, ipv6: options.meshV6 ?? options.ipv6, dnsCapture: options.dnsCapture,
       planTransform: extras.mutatePlan, agentConfig: extras.agentConfig,
     };
     this.stacks = this.sim.nodes.map((n) => new NodeStack(shared, n, new MemoryConnectionLogSink()));
     for (const n of this.sim.nodes) {
-      const plugin = new AmbientCniPlugin({ openKube: () => this.sim.api, events, clock, log: this.log.child({ component: 'cni', node: n.name }) });
+      const plugin = new AmbientCniPlugin({ openKube: () => this.pluginApi(n.name), events, clock, log: this.log.child({ component: 'cni', node: n.name }) });
       n.chainPlugin({
         type: PLUGIN_TYPE, agentSocket: pluginEventAddress(n.name), kubeconfig: '/etc/cni/net.d/ambient-lab-kubeconfig',
         apiAttempts: 2, apiRetryDelayMs: 100, agentTimeoutMs: 5000,
@@ -134,6 +142,7 @@ export class SimMeshWorld implements World {
   /** Start kubelets, agents and proxies, and settle. */
   async boot(): Promise<void> {
     await drive(this.sim.clock, this.sim.start());
+    for (const n of this.sim.store.list('Namespace').items) this.bootNamespaces.add(n.metadata?.name ?? '');
     for (const s of this.stacks) {
       await drive(this.sim.clock, s.startAgent());
       s.startProxy();
@@ -263,6 +272,56 @@ export class SimMeshWorld implements World {
 
   async dropWatches(): Promise<void> {
     this.sim.store.dropWatches();
+  }
+
+  /** The API as the CNI plugin on `node` reaches it: refused while cniApiFault holds for the node. */
+  private pluginApi(node: string): Pick<KubeApi, 'get'> {
+    const get: KubeApi['get'] = (kind, name, namespace) => this.apiCutOff.has(node)
+      ? Promise.reject(new Error(`GET ${kind} ${namespace ?? ''}/${name}: connect ECONNREFUSED (sim fault: the API server is unreachable from the CNI plugin on ${node})`))
+      : this.sim.api.get(kind, name, namespace);
+    return { get };
+  }
+
+  async cniApiFault(node: string, failing: boolean): Promise<void> {
+    this.stack(node); // names the node or throws
+    if (failing) this.apiCutOff.add(node);
+    else this.apiCutOff.delete(node);
+  }
+
+  /**
+   * A process on the node (uid `uid`) speaks ZDS to the agent as the proxy would, for 500 ms of
+   * virtual time: it is accepted when it gets ready (hello answered, snapshot done) or receives
+   * any pod. Pod netns handles it receives are closed at once (it only counts them).
+   */
+  async zdsClient(node: string, uid: number): Promise<ZdsClientAttempt> {
+    this.stack(node);
+    let workloads = 0;
+    const handler: ZdsWorkloadHandler = {
+      onAdd: (_uid, _info, netns) => { workloads++; netns.close(); return Promise.resolve(); },
+      onKeep: () => Promise.resolve(),
+      onDel: () => Promise.resolve(),
+      onSnapshotSent: () => Promise.resolve(),
+    };
+    const pid = this.nextRoguePid++;
+    const client = new ZdsClient({
+      transport: this.zdsNet.endpoint({ pid, uid, gid: uid }), address: zdsAddress(node), clock: this.sim.clock,
+      random: new SeededRandom(this.options.seed * 11 + pid), log: this.log.child({ component: 'zds-client', node, uid }), handler,
+    });
+    const seen: string[] = [];
+    let ready = false;
+    client.on((e) => {
+      if (e.type === 'ready') ready = true;
+      if (seen.length < 3 && (e.type === 'disconnected' || e.type === 'connect-failed' || e.type === 'protocol-error')) seen.push(`${e.type}: ${'reason' in e ? e.reason : e.error}`);
+    });
+    client.start();
+    await runFor(this.sim.clock, 500);
+    await drive(this.sim.clock, client.stop());
+    await runFor(this.sim.clock, 100);
+    const accepted = ready || workloads > 0;
+    return {
+      accepted, workloads,
+      detail: accepted ? `accepted as the node proxy on ${node}: ready ${ready}, ${workloads} pod netns handle(s) received` : `not accepted on ${node}: ${seen.join('; ') || 'no answer'}`,
+    };
   }
 
   // ------------------------------------------------------------------ time
@@ -614,6 +673,106 @@ export class SimMeshWorld implements World {
     return { outcome: r.delivery === 'delivered' ? 'delivered' : 'not-delivered', ...hopFields(hop), extraDeliveries, traceEvents: r.trace };
   }
 
+  // ------------------------------------------------------------------ reuse between histories
+
+  /** Namespaces present before any history (none today; kept so a reset never deletes them). */
+  private readonly bootNamespaces = new Set<string>();
+
+  /**
+   * Undo a history: every component up, every policy deleted, every pod and namespace the
+   * baseline does not name deleted, baseline labels restored, missing baseline pods created
+   * again, conntrack flushed, connection logs cleared, then settle. The caller must compare
+   * stateDigest() with the baseline's before trusting the world (check's world pool does).
+   */
+  async resetTo(baseline: ResetBaseline): Promise<void> {
+    const clock = this.sim.clock;
+    for (const s of this.stacks) {
+      await drive(clock, s.retireOld());
+      if (!s.agent) await drive(clock, s.startAgent());
+      if (!s.proxyRunning) s.startProxy();
+    }
+    const api = this.sim.api;
+    for (const p of this.sim.store.list('AuthorizationPolicy').items) {
+      await api.delete('AuthorizationPolicy', p.metadata?.name ?? '', p.metadata?.namespace);
+    }
+    const wanted = new Map(baseline.pods.map((p) => [podKey(p), p]));
+    const present = new Set<string>();
+    for (const p of this.sim.store.list('Pod').items) {
+      const ref = { namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '' };
+      const spec = wanted.get(podKey(ref));
+      if (!spec || !sameShape(p, spec)) {
+        await this.deletePod(ref);
+        continue;
+      }
+      present.add(podKey(ref));
+      const patch = labelPatch(p.metadata?.labels ?? {}, spec.labels ?? {});
+      if (patch) await this.labelPod(ref, patch);
+    }
+    for (const n of this.sim.store.list('Namespace').items) {
+      const name = n.metadata?.name ?? '';
+      const labels = baseline.namespaces[name];
+      if (labels === undefined) {
+        if (!this.bootNamespaces.has(name)) await api.delete('Namespace', name, undefined);
+        continue;
+      }
+      const patch = labelPatch(n.metadata?.labels ?? {}, labels);
+      if (patch) await this.labelNamespace(name, patch);
+    }
+    for (const [name, labels] of Object.entries(baseline.namespaces)) {
+      if (!this.sim.store.list('Namespace').items.some((n) => n.metadata?.name === name)) await this.createNamespace(name, labels);
+    }
+    await this.settle();
+    for (const spec of baseline.pods) if (!present.has(podKey(spec))) await this.createPod(spec);
+    // Finished flows are already gone; a history's UDP flows stay until flushed (no timeouts in the sim).
+    for (const n of this.sim.kernel.netnsNames()) this.sim.kernel.netns(n).conntrack.flush();
+    for (const s of this.stacks) s.sink.records.length = 0;
+  }
+
+  /**
+   * Everything a later history could observe, with identities abstracted: pods by namespace/name
+   * (not uid), sandbox netns by pod, pod addresses by pod and index, proxy sockets without their
+   * incarnation. Two worlds with equal digests answer every World call the same way up to those
+   * identities (as far as the digest sees: API objects, sandboxes, every netns's rules, ipsets,
+   * sockets and conntrack, agents' and proxies' per-pod state, pending timers).
+   */
+  stateDigest(): string {
+    const k = this.sim.kernel;
+    // One block per object; blocks are sorted after renaming, so creation order does not count.
+    const blocks: string[] = [];
+    const rename = new Map<string, string>();
+    for (const n of this.sim.store.list('Namespace').items) blocks.push(`ns ${n.metadata?.name ?? ''} ${sortedJson(n.metadata?.labels ?? {})}`);
+    for (const p of this.sim.store.list('Pod').items) {
+      const key = podKeyOf(p);
+      rename.set(p.metadata?.uid ?? '', `<uid ${key}>`);
+      (p.status?.podIPs ?? []).forEach((x, i) => { if (x.ip) rename.set(x.ip, `<ip ${key}#${i}>`); });
+      blocks.push(`pod ${key} node=${p.spec?.nodeName ?? ''} phase=${p.status?.phase ?? ''} hostNetwork=${String(p.spec?.hostNetwork === true)}`
+        + ` labels=${sortedJson(p.metadata?.labels ?? {})} annotations=${sortedJson(p.metadata?.annotations ?? {})}`
+        + ` ips=${(p.status?.podIPs ?? []).length} conditions=${(p.status?.conditions ?? []).map((c) => `${c.type}=${c.status}`).join(',')}`);
+    }
+    blocks.push(`policies ${this.sim.store.list('AuthorizationPolicy').items.length} serviceaccounts ${this.sim.store.list('ServiceAccount').items.length}`);
+    for (const s of this.stacks) {
+      for (const r of s.node.disk.sandboxes.values()) {
+        if (r.netns !== '') rename.set(r.netns, `<netns ${r.namespace}/${r.name}>`);
+        blocks.push(`sandbox ${s.name} ${r.namespace}/${r.name} ready=${String(r.ready)} hostNetwork=${String(r.hostNetwork)} ips=${r.ips.length}`
+          + ` containers=${r.containers.map((c) => `${c.ref.container}:${String(c.running)}`).join(',')} networks=${r.networks.join(',')}`);
+      }
+      blocks.push(`components ${s.name} agent=${s.agent ? 'up' : 'down'} proxy=${s.proxyRunning ? 'up' : 'down'}`);
+      for (const m of s.agent?.meshPods() ?? []) blocks.push(`mesh ${s.name} ${m.namespace}/${m.name} uid=${m.uid} netns=${m.netns ?? ''} rules=${String(m.rules)} acked=${String(m.acked)} annotated=${m.annotated ?? ''}`);
+      for (const uid of s.servedPods()) blocks.push(`served ${s.name} ${uid} ${s.servedNetns(uid) ?? ''}`);
+    }
+    for (const name of k.netnsNames()) {
+      const ns = k.netns(name);
+      const socks = ns.sockets.all()
+        .map((x) => `  sock ${x.proto}/${x.family} ${x.state} ${x.state === 'listening' || x.proto === 'udp' ? String(x.local?.port ?? '') : '*'} ${x.label.replace(/#\d+$/, '')}`).sort();
+      const rules = ([4, 6] as const).map((f) => k.iptablesSave(name, f).replace(/\[\d+:\d+\]/g, ''));
+      blocks.push([`netns ${name} conntrack=${ns.conntrack.entries().length}`, ...socks, ...rules, k.ipsetsOf(name).save()].join('\n'));
+    }
+    blocks.push(`timers ${this.sim.clock.pending()}`);
+    // Longest first, so a name that prefixes another (10.244.0.5 / 10.244.0.50, ...-sb1 / ...-sb10) is not split.
+    const renames = [...rename].filter(([f]) => f !== '').sort((a, b) => b[0].length - a[0].length);
+    return blocks.map((b) => renames.reduce((t, [from, to]) => t.split(from).join(to), b)).sort().join('\n');
+  }
+
   async close(): Promise<void> {
     for (const s of this.stacks) {
       await drive(this.sim.clock, s.stopProxy('immediate'));
@@ -621,6 +780,40 @@ export class SimMeshWorld implements World {
     }
     for (const n of this.sim.nodes) n.kubelet?.stop();
   }
+}
+
+/** A baseline a reused world is reset to (check's post-prelude state), in World terms. */
+export interface ResetBaseline {
+  readonly namespaces: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  readonly pods: readonly PodSpec[];
+}
+
+function podKeyOf(p: Pod): string {
+  return `${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`;
+}
+
+function sortedJson(o: Readonly<Record<string, string>>): string {
+  return JSON.stringify(Object.keys(o).sort().map((k) => [k, o[k]]));
+}
+
+/** The merge patch that turns `have` into `want` (null deletes), or undefined when equal. */
+function labelPatch(have: Readonly<Record<string, string>>, want: Readonly<Record<string, string>>): Record<string, string | null> | undefined {
+  const patch: Record<string, string | null> = {};
+  for (const k of Object.keys(have)) if (!(k in want)) patch[k] = null;
+  for (const [k, v] of Object.entries(want)) if (have[k] !== v) patch[k] = v;
+  return Object.keys(patch).length > 0 ? patch : undefined;
+}
+
+/** Does the pod object still have the baseline's immutable shape (node, network, annotations, app identity)? */
+function sameShape(p: Pod, spec: PodSpec): boolean {
+  const annotations = { ...(p.metadata?.annotations ?? {}) };
+  delete annotations[REDIRECTION_STATUS];
+  const main = p.spec?.containers?.[0];
+  return (spec.node === undefined || p.spec?.nodeName === spec.node)
+    && (p.spec?.hostNetwork === true) === (spec.hostNetwork === true)
+    && sortedJson(annotations) === sortedJson(spec.annotations ?? {})
+    && main?.securityContext?.runAsUser === spec.app.uid
+    && sortedJson(Object.fromEntries((main?.securityContext?.capabilities?.add ?? []).map((c) => [c, '']))) === sortedJson(Object.fromEntries(spec.app.caps.map((c) => [c, ''])));
 }
 
 function hopFields(h: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined }): { acceptedBy: Acceptor | undefined; acceptedIn?: PodRef | { node: string } } {
