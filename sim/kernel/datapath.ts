@@ -451,7 +451,7 @@ export class Datapath {
       outIface,
       // Before conntrack (raw), a CT --zone template stands in for the entry (ct-template.ts).
       get ct() { return skb.untracked || invalid ? undefined : skb.ct ?? skb.template; },
-      untracked: skb.untracked,
+      get untracked() { return skb.untracked; }, // live: CT --notrack earlier in this raw chain
       socket: owner,
       addrType: (addr, iface) => addrType(ns, addr, skb.pkt.family, iface),
       ipset: (name) => ns.ipsets.get(name),
