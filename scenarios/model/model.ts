@@ -72,3 +72,15 @@ export function pickNamespace(model: ModelView, index: number): string | undefin
   const list = [...model.namespaces.keys()].sort();
   return list.length === 0 ? undefined : list[index % list.length];
 }
+
+/** A deep copy (the world pool keeps the post-prelude model and hands each reused history its own). */
+export function cloneModel(m: ModelView): ClusterModel {
+  return {
+    ...m,
+    namespaces: new Map([...m.namespaces].map(([k, v]) => [k, { ...v }])),
+    pods: new Map([...m.pods].map(([k, p]) => [k, { ...p, labels: { ...p.labels } }])),
+    policies: new Map(m.policies),
+    down: new Set(m.down),
+    createdWhileAgentDown: new Set(m.createdWhileAgentDown),
+  };
+}

@@ -10,6 +10,7 @@ import type { Profile, World, WorldFactory, WorldKind } from '../world.js';
 import { commandArbitraries } from './arbitraries.js';
 import type { CheckableProperty, RunViolation, ThreatSpec } from './contracts.js';
 import { emptyModel, type ClusterModel } from './model.js';
+import { WorldPool, baselineOf, isResettable, restoreModel, type Baseline, type PoolStats } from './world-pool.js';
 import { PropertyViolationError, checkState, record, type RunContext, type StepRecord } from './run-context.js';
 import { CreateNamespace, CreatePod, Settle, type ModelCommand } from './commands.js';
 
@@ -29,6 +30,12 @@ export interface CellRunOptions {
   readonly replayPath?: string;
   /** Called after every history (progress, statistics); ctx is undefined when the World could not be created. */
   readonly onRun?: (ctx: RunContext | undefined) => void;
+  /**
+   * Reuse one world across the cell's histories, reset to the post-prelude state and verified
+   * by digest (world-pool.ts; default true). Worlds that cannot be reset are used once anyway.
+   * Shrinking and the counterexample's replay always run on fresh worlds.
+   */
+  readonly reuseWorlds?: boolean;
 }
 
 export interface CellSpec {
@@ -50,11 +57,12 @@ export interface CellCounterexample {
   readonly worldKind: WorldKind;
 }
 
-export type CellResult =
+export type CellResult = (
   | { readonly status: 'holds'; readonly runs: number }
   | { readonly status: 'bypass'; readonly runs: number; readonly counterexample: CellCounterexample }
   /** The harness failed (a World call threw): not a verdict, always unexpected. */
-  | { readonly status: 'error'; readonly runs: number; readonly error: string; readonly seed: number; readonly path?: string; readonly replayPath?: string };
+  | { readonly status: 'error'; readonly runs: number; readonly error: string; readonly seed: number; readonly path?: string; readonly replayPath?: string }
+) & { readonly worlds?: PoolStats };
 
 /**
  * Every history starts in the same place — an ambient namespace and a plain one with a pod
@@ -73,43 +81,59 @@ interface LastRun {
   commands?: string[];
 }
 
-function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun): fc.IAsyncPropertyWithHooks<[Iterable<ModelCommand>, fc.Scheduler, number]> {
+function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun, pool?: WorldPool): fc.IAsyncPropertyWithHooks<[Iterable<ModelCommand>, fc.Scheduler, number]> {
   const arbs = commandArbitraries({ threat: spec.threat, nodes: o.nodes, ipv6: o.ipv6 });
   const cmds = fc.commands(arbs, { maxCommands: o.maxCommands, ...(o.replayPath !== undefined ? { replayPath: o.replayPath } : {}) });
   return fc.asyncProperty(cmds, fc.scheduler(), fc.integer({ min: 1, max: 0x7fffffff }), async (commands, scheduler, worldSeed) => {
     let world: World | undefined;
     let runCtx: RunContext | undefined;
+    let baseline: Baseline | undefined;
+    let clean = false;
     try {
-      world = await o.factory.create({
+      const reused = pool?.enabled ? await pool.take() : undefined;
+      world = reused?.world ?? await o.factory.create({
         nodes: o.nodes, profile: spec.profile, kernelVersion: spec.threat.kernelVersion, ipv6: o.ipv6, dnsCapture: o.dnsCapture, seed: worldSeed,
       });
       const w = world;
-      const model: ClusterModel = emptyModel(w.nodes, spec.profile, spec.threat);
+      const model: ClusterModel = reused ? restoreModel(reused.baseline, await w.pods()) : emptyModel(w.nodes, spec.profile, spec.threat);
       const ctx: RunContext = { world: w, property: spec.property, dnsCapture: o.dnsCapture, scheduler, steps: [], attempts: [] };
       last.ctx = ctx;
       runCtx = ctx;
       last.commands = undefined;
       const executed: ModelCommand[] = [];
       const start = prelude();
-      const all = (function* () {
-        for (const c of start) yield c;
-        for (const c of commands) {
-          executed.push(c);
-          yield c;
-        }
-      })();
       try {
-        await fc.asyncModelRun(() => ({ model, real: ctx }), all);
+        if (reused) {
+          baseline = reused.baseline;
+          record(ctx, 'Prelude(reused world)', 'reset to the post-prelude state; state digest verified');
+        } else {
+          await fc.asyncModelRun(() => ({ model, real: ctx }), start);
+          if (pool?.enabled && isResettable(w)) baseline = baselineOf(w, model);
+          if (pool) pool.stats.fresh++;
+        }
+        const random = (function* () {
+          for (const c of commands) {
+            executed.push(c);
+            yield c;
+          }
+        })();
+        await fc.asyncModelRun(() => ({ model, real: ctx }), random);
         // Every history ends quiescent: convergence and fail-closed are judged there.
         await w.settle();
         model.quiescent = true;
         record(ctx, 'Settle(final)', 'quiescent');
         await checkState(ctx, model);
+        clean = true;
       } finally {
-        last.commands = [...start, ...executed].map((c) => c.toString());
+        last.commands = [...(reused ? ['Prelude(reused world)'] : start.map((c) => c.toString())), ...executed.map((c) => c.toString())];
       }
     } finally {
-      await world?.close();
+      if (clean && pool?.enabled && baseline && world && isResettable(world)) await pool.park(world, baseline);
+      else {
+        // A violation or a harness error: from here on (shrinking, replay) every history gets a fresh world.
+        if (!clean) await pool?.disable();
+        await world?.close();
+      }
       o.onRun?.(runCtx);
     }
   });
@@ -122,18 +146,25 @@ function replayPathOf(counterexample: unknown): string | undefined {
 
 export async function runCell(spec: CellSpec, o: CellRunOptions): Promise<CellResult> {
   const last: LastRun = {};
-  const prop = buildProperty(spec, o, last);
+  const pool = o.reuseWorlds !== false && o.path === undefined ? new WorldPool() : undefined;
+  const prop = buildProperty(spec, o, last, pool);
   const params: fc.Parameters<[Iterable<ModelCommand>, fc.Scheduler, number]> = o.path !== undefined
     ? { seed: o.seed, path: o.path, endOnFailure: true, numRuns: 1 }
     : { seed: o.seed, numRuns: o.runs, endOnFailure: false };
-  const out = await fc.check(prop, params);
-  if (!out.failed) return { status: 'holds', runs: out.numRuns };
+  let out: fc.RunDetails<[Iterable<ModelCommand>, fc.Scheduler, number]>;
+  try {
+    out = await fc.check(prop, params);
+  } finally {
+    await pool?.close();
+  }
+  const worlds = pool ? { worlds: { ...pool.stats } } : {};
+  if (!out.failed) return { status: 'holds', runs: out.numRuns, ...worlds };
   const err = out.errorInstance;
   const path = out.counterexamplePath ?? o.path ?? '';
   const replayPath = out.counterexample ? replayPathOf(out.counterexample[0]) ?? o.replayPath : o.replayPath;
   if (!(err instanceof PropertyViolationError)) {
     const msg = err instanceof Error ? err.message : String(err);
-    return { status: 'error', runs: out.numRuns, error: msg, seed: o.seed, path, ...(replayPath !== undefined ? { replayPath } : {}) };
+    return { status: 'error', runs: out.numRuns, error: msg, seed: o.seed, path, ...(replayPath !== undefined ? { replayPath } : {}), ...worlds };
   }
   // Replay the shrunk case once: its step log, attempts and schedule are the counterexample's.
   const replay: LastRun = {};
@@ -143,7 +174,10 @@ export async function runCell(spec: CellSpec, o: CellRunOptions): Promise<CellRe
   const ctx = replay.ctx;
   const found = ctx?.violation ?? err.found;
   if (!again.failed || !ctx?.violation) {
-    return { status: 'error', runs: out.numRuns, error: `the shrunk counterexample did not replay (seed ${o.seed}, path ${path}): ${err.message}`, seed: o.seed, path };
+    // On a fresh world, as --replay will run it. A case first found on a reused world that does
+    // not replay means the reset left state the digest does not see: a harness error, not a verdict.
+    const reusedNote = pool && pool.stats.reused > 0 ? '; the search reused worlds, so the reset may have left state its digest does not see' : '';
+    return { status: 'error', runs: out.numRuns, error: `the shrunk counterexample did not replay on a fresh world (seed ${o.seed}, path ${path})${reusedNote}: ${err.message}`, seed: o.seed, path, ...worlds };
   }
   return {
     status: 'bypass',
@@ -153,5 +187,6 @@ export async function runCell(spec: CellSpec, o: CellRunOptions): Promise<CellRe
       schedule: ctx.scheduler.report().map((r) => `${r.status}: ${r.label}`).join('\n'),
       worldKind: o.factory.kind,
     },
+    ...worlds,
   };
 }
