@@ -686,6 +686,7 @@ export class SimMeshWorld implements World {
    */
   async resetTo(baseline: ResetBaseline): Promise<void> {
     const clock = this.sim.clock;
+    this.apiCutOff.clear();
     for (const s of this.stacks) {
       await drive(clock, s.retireOld());
       if (!s.agent) await drive(clock, s.startAgent());
@@ -767,7 +768,7 @@ export class SimMeshWorld implements World {
       const rules = ([4, 6] as const).map((f) => k.iptablesSave(name, f).replace(/\[\d+:\d+\]/g, ''));
       blocks.push([`netns ${name} conntrack=${ns.conntrack.entries().length}`, ...socks, ...rules, k.ipsetsOf(name).save()].join('\n'));
     }
-    blocks.push(`timers ${this.sim.clock.pending()}`);
+    blocks.push(`timers ${this.sim.clock.pending()} cni-api-cut-off ${[...this.apiCutOff].sort().join(',')}`);
     // Longest first, so a name that prefixes another (10.244.0.5 / 10.244.0.50, ...-sb1 / ...-sb10) is not split.
     const renames = [...rename].filter(([f]) => f !== '').sort((a, b) => b[0].length - a[0].length);
     return blocks.map((b) => renames.reduce((t, [from, to]) => t.split(from).join(to), b)).sort().join('\n');
