@@ -32,16 +32,44 @@ interface Owner {
 
 /** One network's allocations (host-local's <dataDir>/<network> directory). */
 export class HostLocalStore {
-  /** key `${family}/${value}` → owner */
-  readonly allocated = new Map<string, Owner>();
+  /** key `${family}/${value}` → owner; changed only through reserve/release, which keep byOwner in step */
+  private readonly owners = new Map<string, Owner>();
   /** last reserved address value per range set index */
   readonly lastReserved = new Map<number, bigint>();
+  /** owner `${containerId}/${ifname}` → its keys, so lookups by owner do not scan every allocation */
+  private readonly byOwner = new Map<string, Set<string>>();
+
+  get allocated(): ReadonlyMap<string, Owner> {
+    return this.owners;
+  }
 
   ownedBy(containerId: string, ifname: string): string[] {
-    const out: string[] = [];
-    for (const [k, o] of this.allocated) if (o.containerId === containerId && o.ifname === ifname) out.push(k);
-    return out;
+    const keys = this.byOwner.get(ownerKey(containerId, ifname));
+    return keys ? [...keys] : [];
   }
+
+  reserve(key: string, owner: Owner): void {
+    this.release(key);
+    this.owners.set(key, owner);
+    const ok = ownerKey(owner.containerId, owner.ifname);
+    let keys = this.byOwner.get(ok);
+    if (!keys) this.byOwner.set(ok, (keys = new Set()));
+    keys.add(key);
+  }
+
+  release(key: string): void {
+    const o = this.owners.get(key);
+    if (!o) return;
+    this.owners.delete(key);
+    const ok = ownerKey(o.containerId, o.ifname);
+    const keys = this.byOwner.get(ok);
+    keys?.delete(key);
+    if (keys?.size === 0) this.byOwner.delete(ok);
+  }
+}
+
+function ownerKey(containerId: string, ifname: string): string {
+  return `${containerId}/${ifname}`;
 }
 
 /** A node's persistent IPAM state, per network. */
@@ -127,7 +155,7 @@ function allocate(store: HostLocalStore, setIndex: number, set: Range[], owner: 
     const r = set[ri]!;
     const f = r.subnet.addr.family;
     if (v !== r.gateway && !store.allocated.has(key(f, v))) {
-      store.allocated.set(key(f, v), owner);
+      store.reserve(key(f, v), owner);
       store.lastReserved.set(setIndex, v);
       return { range: r, value: v };
     }
@@ -182,7 +210,7 @@ export function hostLocalPlugin(disk: IpamDisk): CniPlugin {
           ips.push({ address: `${formatIp({ family: f, value })}/${range.subnet.len}`, gateway: formatIp({ family: f, value: range.gateway }) });
         }
       } catch (e) {
-        for (const k of store.ownedBy(o.containerId, o.ifname)) store.allocated.delete(k); // all or nothing
+        for (const k of store.ownedBy(o.containerId, o.ifname)) store.release(k); // all or nothing
         throw e;
       }
       const dns = conf.ipam?.['dns'] as CniDns | undefined;
@@ -191,7 +219,7 @@ export function hostLocalPlugin(disk: IpamDisk): CniPlugin {
     async del(env, conf): Promise<void> {
       rangeSets(conf); // a broken config fails DEL too, as host-local does
       const store = disk.store(conf.name);
-      for (const k of store.ownedBy(env.containerId!, env.ifname!)) store.allocated.delete(k);
+      for (const k of store.ownedBy(env.containerId!, env.ifname!)) store.release(k);
     },
     async check(env, conf): Promise<void> {
       const store = disk.store(conf.name);

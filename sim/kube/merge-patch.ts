@@ -1,7 +1,10 @@
 /**
  * JSON merge patch (RFC 7386). Objects merge key by key, `null` deletes a key, everything else
- * (arrays included) replaces. Returns a new value; neither input is modified.
+ * (arrays included) replaces. Returns a new value that shares the subtrees of `target` the patch
+ * does not reach (the store's targets are frozen snapshots); neither input is modified.
  */
+import { jsonClone } from './json-value.js';
+
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -9,7 +12,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 export function applyMergePatch(target: unknown, patch: unknown): unknown {
-  if (!isPlainObject(patch)) return structuredClone(patch as Json);
+  if (!isPlainObject(patch)) return jsonClone(patch as Json);
   const out: Record<string, unknown> = isPlainObject(target) ? { ...target } : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete out[key];

@@ -83,7 +83,7 @@ export class SimInformer<K extends KubeKind> implements Informer<KubeObjectOf<K>
     if (!this.rv) {
       let list;
       try {
-        list = this.store.list(this.kind, this.selection);
+        list = this.store.listShared(this.kind, this.selection);
       } catch (err) {
         this.emit('error', err);
         return;

@@ -11,6 +11,11 @@
  * (deterministic, no reentrancy: a handler that writes to the store only queues further events);
  * with the SystemClock (HTTP facade) it is the next macrotask.
  *
+ * Sharing choice: each stored version is one deep-frozen snapshot (json-value.ts), shared by the
+ * object map, the event log and every watcher instead of a copy per watcher; a write builds the
+ * next snapshot sharing the unchanged subtrees. Callers of get/list/create/update/patch/delete
+ * get mutable copies.
+ *
  * Simplifications (documented, tested where they matter): deletion is immediate (no graceful
  * deletion, no finalizers); deleting a Namespace deletes its namespaced objects first; a Pod's
  * spec is immutable after create except containers[*].image (set spec.nodeName at create — the
@@ -30,6 +35,7 @@ import {
   type Selection,
 } from '../../impl/host/kube.js';
 import { applyMergePatch, jsonEqual } from './merge-patch.js';
+import { deepFreeze, jsonClone } from './json-value.js';
 import { parseFieldSelector, parseLabelSelector, type FieldPredicate, type LabelPredicate } from './selectors.js';
 import { invalid, labelErrors, nameErrors, validateSchema, type FieldError } from './validation.js';
 
@@ -57,7 +63,10 @@ export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ER
 
 export interface WatchEvent {
   readonly type: WatchEventType;
-  /** The object (a private copy per watcher), or a Status for ERROR. */
+  /**
+   * The object, or a Status for ERROR: a deep-frozen snapshot shared with the store and the other
+   * watchers (writing to it throws a TypeError; copy it to change it).
+   */
   readonly object: StoredObject;
 }
 
@@ -214,7 +223,7 @@ export class ApiStore {
     for (const w of this.watchers.values()) {
       if (!w.bookmarks) continue;
       const info = KIND_INFO[w.kind];
-      this.enqueue(w, { type: 'BOOKMARK', object: { kind: info.kind, apiVersion: apiVersionOf(info), metadata: { resourceVersion: String(this.rv) } } });
+      this.enqueue(w, { type: 'BOOKMARK', object: deepFreeze({ kind: info.kind, apiVersion: apiVersionOf(info), metadata: { resourceVersion: String(this.rv) } }) });
     }
   }
 
@@ -227,10 +236,22 @@ export class ApiStore {
   get<K extends KubeKind>(kind: K, name: string, namespace?: string): KubeObjectOf<K> {
     const ns = this.scope(kind, namespace, 'get');
     this.checkFaults({ verb: 'get', kind, name, namespace: ns });
-    return structuredClone(this.mustFind(kind, ns, name)) as KubeObjectOf<K>;
+    return jsonClone(this.mustFind(kind, ns, name)) as KubeObjectOf<K>;
   }
 
   list<K extends KubeKind>(kind: K, sel: Selection = {}): KubeList<KubeObjectOf<K>> {
+    return this.listItems(kind, sel, jsonClone);
+  }
+
+  /**
+   * list() for an in-process informer: the same request (faults, selectors, order), but the
+   * items are the store's frozen snapshots, as its watch events are, rather than copies.
+   */
+  listShared<K extends KubeKind>(kind: K, sel: Selection = {}): KubeList<KubeObjectOf<K>> {
+    return this.listItems(kind, sel, (o) => o);
+  }
+
+  private listItems<K extends KubeKind>(kind: K, sel: Selection, copy: (o: StoredObject) => StoredObject): KubeList<KubeObjectOf<K>> {
     const ns = KIND_INFO[kind].namespaced ? sel.namespace : undefined;
     this.checkFaults({ verb: 'list', kind, namespace: ns });
     const labels = parseLabelSelector(sel.labelSelector);
@@ -240,7 +261,7 @@ export class ApiStore {
       if (obj.kind !== kind) continue;
       if (ns !== undefined && obj.metadata?.namespace !== ns) continue;
       if (!labels(obj.metadata?.labels) || !fields(obj)) continue;
-      items.push(structuredClone(obj) as KubeObjectOf<K>);
+      items.push(copy(obj) as KubeObjectOf<K>);
     }
     items.sort((a, b) => {
       const ka = `${a.metadata?.namespace ?? ''}/${a.metadata?.name ?? ''}`;
@@ -254,7 +275,7 @@ export class ApiStore {
 
   create<K extends KubeKind>(kind: K, input: KubeObjectOf<K>, namespace?: string): KubeObjectOf<K> {
     const info = KIND_INFO[kind];
-    const obj = structuredClone(input) as StoredObject;
+    const obj = jsonClone(input) as StoredObject;
     const meta = (obj.metadata ??= {});
     const ns = info.namespaced ? (namespace ?? meta.namespace) : undefined;
     this.checkFaults({ verb: 'create', kind, name: meta.name, namespace: ns });
@@ -287,21 +308,22 @@ export class ApiStore {
     this.initStatus(kind, obj);
     validateSchema(kind, name, obj);
     meta.resourceVersion = String(++this.rv);
+    deepFreeze(obj);
     this.objects.set(key, obj);
     this.record('ADDED', kind, obj, undefined);
-    return structuredClone(obj) as KubeObjectOf<K>;
+    return jsonClone(obj) as KubeObjectOf<K>;
   }
 
   /** PUT. A set metadata.resourceVersion is a precondition (409 when stale). */
   update<K extends KubeKind>(kind: K, input: KubeObjectOf<K>, namespace?: string): KubeObjectOf<K> {
-    const obj = structuredClone(input) as StoredObject;
+    const obj = jsonClone(input) as StoredObject;
     const name = obj.metadata?.name ?? '';
     const ns = this.scope(kind, namespace ?? obj.metadata?.namespace, 'update');
     this.checkFaults({ verb: 'update', kind, name, namespace: ns });
     this.checkTypeMeta(kind, obj);
     const old = this.mustFind(kind, ns, name);
     this.checkPrecondition(kind, old, obj.metadata?.resourceVersion);
-    if (KIND_INFO[kind].statusSubresource) obj.status = structuredClone(old.status);
+    if (KIND_INFO[kind].statusSubresource) obj.status = old.status; // frozen: shared, not copied
     return this.commitUpdate(kind, old, obj) as KubeObjectOf<K>;
   }
 
@@ -321,7 +343,7 @@ export class ApiStore {
       if (!KIND_INFO[kind].statusSubresource) {
         throw new KubeApiError(404, 'NotFound', `${KIND_INFO[kind].plural} has no status subresource`);
       }
-      next = { ...structuredClone(old), status: merged.status };
+      next = { ...old, status: merged.status }; // a new top level over old's frozen subtrees
       if (merged.status === undefined) delete next.status;
       if (kind === 'Pod') {
         // pods/status keeps metadata changes other than owner references (podStatusStrategy
@@ -333,7 +355,7 @@ export class ApiStore {
       }
     } else {
       next = merged;
-      if (KIND_INFO[kind].statusSubresource) next.status = structuredClone(old.status);
+      if (KIND_INFO[kind].statusSubresource) next.status = old.status;
       if (next.status === undefined) delete next.status;
     }
     return this.commitUpdate(kind, old, next) as KubeObjectOf<K>;
@@ -450,7 +472,8 @@ export class ApiStore {
 
   private commitUpdate(kind: KubeKind, old: StoredObject, next: StoredObject): StoredObject {
     const oldMeta = old.metadata ?? {};
-    const meta = (next.metadata ??= {});
+    // A new metadata object: next may share old's frozen one (a patch that did not touch metadata).
+    const meta: NonNullable<StoredObject['metadata']> = (next.metadata = { ...next.metadata });
     const name = oldMeta.name ?? '';
     // Identity and server-owned metadata cannot change.
     for (const k of ['name', 'namespace', 'uid', 'creationTimestamp'] as const) {
@@ -462,24 +485,24 @@ export class ApiStore {
     next.apiVersion = old.apiVersion;
     next.kind = old.kind;
     const errs = labelErrors(meta.labels);
-    if (kind === 'Pod') errs.push(...podSpecUpdateErrors(old.spec, next.spec));
+    if (kind === 'Pod' && next.spec !== old.spec) errs.push(...podSpecUpdateErrors(old.spec, next.spec));
     if (errs.length) throw invalid(kind, name, errs);
     meta.resourceVersion = oldMeta.resourceVersion;
-    if (jsonEqual(old, next)) return structuredClone(old); // no-op: no new resourceVersion, no event
+    if (jsonEqual(old, next)) return jsonClone(old); // no-op: no new resourceVersion, no event
     validateSchema(kind, name, next);
     meta.resourceVersion = String(++this.rv);
+    deepFreeze(next);
     this.objects.set(keyOf(kind, oldMeta.namespace, name), next);
     this.record('MODIFIED', kind, next, old);
-    return structuredClone(next);
+    return jsonClone(next);
   }
 
   private remove(kind: KubeKind, ns: string | undefined, old: StoredObject): StoredObject {
     this.objects.delete(keyOf(kind, ns, old.metadata?.name ?? ''));
     // The deletion has its own resourceVersion, carried by the DELETED event's object.
-    const gone = structuredClone(old);
-    gone.metadata = { ...gone.metadata, resourceVersion: String(++this.rv) };
+    const gone = deepFreeze({ ...old, metadata: { ...old.metadata, resourceVersion: String(++this.rv) } });
     this.record('DELETED', kind, gone, old);
-    return structuredClone(gone);
+    return jsonClone(gone);
   }
 
   private record(type: LoggedEvent['type'], kind: KubeKind, object: StoredObject, old: StoredObject | undefined): void {
@@ -522,7 +545,7 @@ export class ApiStore {
     const now = this.clock.now();
     const due = Math.max(now + this.watchDelayMs, w.lastDue);
     w.lastDue = due;
-    const object = structuredClone(ev.object);
+    const object = ev.object; // a frozen snapshot, shared (see the module comment)
     const handle = this.clock.setTimer(due - now, () => {
       w.timers.delete(handle);
       if (!w.closed || ev.type === 'ERROR') w.onEvent({ type: ev.type, object });
@@ -580,8 +603,8 @@ export class ApiStore {
 function podSpecUpdateErrors(oldSpec: unknown, newSpec: unknown): FieldError[] {
   const strip = (spec: unknown): unknown => {
     if (typeof spec !== 'object' || spec === null) return spec;
-    const s = structuredClone(spec) as { containers?: { image?: unknown }[] };
-    for (const c of s.containers ?? []) delete c.image;
+    const s = { ...spec } as { containers?: unknown };
+    if (Array.isArray(s.containers)) s.containers = s.containers.map((c: unknown) => (typeof c === 'object' && c !== null ? { ...c, image: undefined } : c));
     return s;
   };
   if (jsonEqual(strip(oldSpec), strip(newSpec))) return [];

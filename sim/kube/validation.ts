@@ -56,9 +56,26 @@ interface AjvError {
   params?: Record<string, unknown>;
 }
 
-/** Schema validation of a whole object; throws 422 Invalid listing every failing field. */
+/**
+ * Schema validation of a whole object; throws 422 Invalid listing every failing field.
+ *
+ * The common case (valid) runs the model's compiled validator on a shallow view of the object —
+ * an object with the model's prototype and the object's own top-level fields — instead of
+ * constructing the model, which deep-copies the object. The validators only read their input.
+ * Only when that check fails is the object validated the full way (the model constructor drops
+ * undefined values first), so verdicts and error lists are the model's own.
+ */
 export function validateSchema(kind: KubeKind, name: string, obj: unknown): void {
   const Model = MODELS[kind];
+  if (typeof obj === 'object' && obj !== null && !Array.isArray(obj)) {
+    const view = Object.assign(Object.create(Model.prototype) as Validatable, obj);
+    try {
+      view.validate();
+      return;
+    } catch {
+      // fall through to the full validation, which decides and reports
+    }
+  }
   try {
     new Model(structuredClone(obj) as never).validate();
   } catch (e) {

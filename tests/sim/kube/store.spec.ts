@@ -147,6 +147,37 @@ test('watch: events come through the clock, in order, never inside the mutating 
   expect(seen).toEqual(['ADDED:a', 'MODIFIED:a', 'DELETED:a']);
 });
 
+test('watchers share one frozen snapshot per resourceVersion: they cannot change the store; callers get mutable copies', () => {
+  const { store, clock } = world();
+  const seen: WatchEvent[][] = [[], []];
+  for (const into of seen) store.watch('Pod', { namespace: 'default', resourceVersion: store.resourceVersion() }, (ev) => into.push(ev), () => undefined);
+  const created = store.create('Pod', pod('a', { v: '1' }));
+  store.patch('Pod', 'a', 'default', { status: { phase: 'Running' } }, 'status');
+  clock.advance(0);
+  const [a0, a1] = [seen[0]!, seen[1]!];
+  expect(a0.map((e) => e.type)).toEqual(['ADDED', 'MODIFIED']);
+  // One object per version for every watcher (no copy per watcher), frozen all the way down.
+  expect(a0[0]!.object).toBe(a1[0]!.object);
+  expect(a0[1]!.object).toBe(a1[1]!.object);
+  expect(Object.isFrozen(a0[0]!.object.metadata?.labels)).toBe(true);
+  expect(() => { (a0[0]!.object.metadata!.labels as Record<string, string>)['v'] = 'changed'; }).toThrow(TypeError);
+  expect(() => { a0[1]!.object.status = { phase: 'Failed' }; }).toThrow(TypeError);
+  // The earlier version is unchanged by the later write (copy-on-write, not in-place).
+  expect((a0[0]!.object.status as { phase?: string }).phase).toBe('Pending');
+  expect(store.get('Pod', 'a', 'default').status?.phase).toBe('Running');
+  expect(store.get('Pod', 'a', 'default').metadata?.labels).toEqual({ v: '1' });
+  // What callers get back is theirs to change.
+  created.metadata!.labels!['v'] = 'mine';
+  const got = store.get('Pod', 'a', 'default');
+  got.metadata!.labels!['v'] = 'mine too';
+  store.list('Pod', { namespace: 'default' }).items[0]!.spec!.containers[0]!.image = 'other';
+  expect(store.get('Pod', 'a', 'default').metadata?.labels).toEqual({ v: '1' });
+  expect(store.get('Pod', 'a', 'default').spec?.containers[0]?.image).toBe('app:1');
+  // A status write is validated like any other write (the whole object, every time).
+  expect(code(() => store.patch('Pod', 'a', 'default', { status: { podIPs: [{ ip: 7 as unknown as string }] } }, 'status'))).toBe(422);
+  expect(store.get('Pod', 'a', 'default').status?.podIPs).toBeUndefined();
+});
+
 test('watch with a selector sees objects entering as ADDED and leaving as DELETED', () => {
   const { store, clock } = world();
   store.create('Pod', pod('a', { mesh: 'on' }));
