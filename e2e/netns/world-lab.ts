@@ -60,6 +60,7 @@ export interface LabPodState {
   ips: string[];
   app: LabPid | undefined;
   readonly appUid: number;
+  /** Capabilities the pod spec adds (after dropping all); see effectiveAppCaps for what the process gets. */
   readonly appCaps: readonly string[];
   readonly tcpPorts: readonly number[];
   readonly udpPorts: readonly number[];
@@ -85,6 +86,16 @@ export interface LabState {
   components: Record<string, LabPid | undefined>;
   pods: Record<string, LabPodState>;
   podSeq: number;
+}
+
+/**
+ * The capabilities an app container's process really has, as Kubernetes runs it: the added ones
+ * when it runs as root; none for any other uid — Kubernetes sets no ambient capabilities, so the
+ * exec of a non-root program loses them (kubernetes/kubernetes#56374; the sim's
+ * containerCredentials does the same).
+ */
+export function effectiveAppCaps(p: Pick<LabPodState, 'appUid' | 'appCaps'>): readonly string[] {
+  return p.appUid === 0 ? p.appCaps : [];
 }
 
 // ------------------------------------------------------------------ paths and processes
@@ -405,7 +416,7 @@ export class NetnsLab {
     fs.chmodSync(report, 0o666);
     const argv = [process.execPath, builtProgram('e2e/netns/world-pod-app.js'), '--pod', `${p.namespace}/${p.name}`, '--report', report,
       '--tcp', p.tcpPorts.join(','), '--udp', p.udpPorts.join(',')];
-    p.app = spawnInNetns(p.netns!, argv, { uid: p.appUid, caps: p.appCaps.map((c) => c.toLowerCase()), env: { [POD_UID_ENV]: p.uid }, logFile: `${report}.log` });
+    p.app = spawnInNetns(p.netns!, argv, { uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()), env: { [POD_UID_ENV]: p.uid }, logFile: `${report}.log` });
     await waitFor(`the app of ${p.namespace}/${p.name} did not start listening`, 10_000, async () => {
       if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(`${report}.log`, 'utf8').slice(-500)}`);
       return fs.readFileSync(report, 'utf8').includes('"ready"') ? true : undefined;

@@ -29,7 +29,7 @@ import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { execIn, ipIn } from './ip.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import type { ConnectOutcome, ProbeEvent, RawSendOutcome } from './probe-protocol.js';
-import { NetnsLab, type LabPodState } from './world-lab.js';
+import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
 const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
@@ -153,7 +153,7 @@ export class NetnsWorld implements World {
     if (from.kind === 'pod') {
       const p = this.podState(from.pod);
       if (!p.started || !p.netns) return `source pod ${from.pod.namespace}/${from.pod.name} is not running`;
-      return { netns: p.netns, owner: { uid: p.appUid, gid: p.appUid, caps: p.appCaps }, ips: p.ips };
+      return { netns: p.netns, owner: { uid: p.appUid, gid: p.appUid, caps: effectiveAppCaps(p) }, ips: p.ips };
     }
     if (from.kind === 'host') {
       const n = this.lab.node(from.node);
@@ -218,7 +218,9 @@ export class NetnsWorld implements World {
         address: dstIp, port: to.port, timeoutMs: 1000,
       })) as RawSendOutcome;
       rawAnswer = r.result;
-      out = r.result === 'error' ? { result: 'error', code: r.code, call: r.call, message: r.message } : { result: 'sent', code: undefined, call: undefined, message: undefined };
+      out = r.result === 'error'
+        ? { result: 'error', code: r.code, call: r.call === 'socket' ? 'socket(AF_PACKET)' : r.call, message: r.message }
+        : { result: 'sent', code: undefined, call: undefined, message: undefined };
     } else {
       out = (await probe.request({
         op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,
@@ -272,8 +274,12 @@ export class NetnsWorld implements World {
       const d = dels.find((x) => x.peer === client)!;
       acceptedIn = d.pod;
     } else if (out.result === 'established') acceptedBy = 'other';
+    // EPERM from connect()/send() is a netfilter DROP on the sender's own output path, not a
+    // refused permission: the packet is gone, as a dropped SYN (timeout) or datagram is in the sim.
+    const droppedAtOutput = out.result === 'error' && out.code === 'EPERM' && (out.call === 'connect' || out.call === 'send');
     let outcome: ConnectResult['outcome'] = out.result === 'established' ? 'established' : out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered')
-      : out.result === 'timeout' ? 'timeout' : out.code === 'ECONNREFUSED' ? 'refused' : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH' ? 'unreachable' : 'error';
+      : out.result === 'timeout' ? 'timeout' : droppedAtOutput ? (proto === 'udp' ? 'not-delivered' : 'timeout')
+        : out.code === 'ECONNREFUSED' ? (proto === 'udp' ? 'not-delivered' : 'refused') : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH' ? 'unreachable' : 'error';
     let rawNote = '';
     if (opts.raw && proto === 'tcp' && rawAnswer === 'syn-ack') {
       // The SYN reached a listener. Which one: the destination's conntrack entry says where a
@@ -288,7 +294,7 @@ export class NetnsWorld implements World {
     return {
       outcome, ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
       acceptedBy, ...(acceptedIn ? { acceptedIn } : {}), deliveries, proxyLog,
-      trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}`,
+      trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.call ?? ''} ${out.code}` : ''}${droppedAtOutput ? ' (dropped by netfilter on the sender\'s output path)' : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}`,
     };
   }
 
@@ -341,7 +347,7 @@ export class NetnsWorld implements World {
   async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
     const p = this.lab.state.pods[podKey(pod)];
     if (!p?.started || !p.netns || p.hostNetwork) return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: the pod has no running app in its own netns` };
-    const probe = await this.probes.get(p.netns, { uid: p.appUid, gid: p.appUid, caps: p.appCaps });
+    const probe = await this.probes.get(p.netns, { uid: p.appUid, gid: p.appUid, caps: effectiveAppCaps(p) });
     if (action.kind === 'iptables-flush') {
       const tools = p.ips.some((ip) => ip.includes(':')) ? ['iptables-restore', 'ip6tables-restore'] : ['iptables-restore'];
       for (const tool of tools) {
@@ -350,7 +356,7 @@ export class NetnsWorld implements World {
         } catch (e) {
           const msg = e instanceof Error ? e.message : String(e);
           const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';
-          return { ok: false, error: `${tool}: ${errno} (uid ${p.appUid}, capabilities [${p.appCaps.join(', ')}] in ${podKey(pod)}): ${msg}` };
+          return { ok: false, error: `${tool}: ${errno} (uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}): ${msg}` };
         }
       }
       return { ok: true };
