@@ -27,6 +27,18 @@ export const CRD_NAME = 'authorizationpolicies.security.istio.io';
 /** Applied in this order; the CRD file is created only when absent (never overwrites Istio's). */
 export const MANIFESTS = ['00-namespace.yaml', '02-rbac.yaml', '10-agent.yaml', '20-proxy.yaml'] as const;
 export const CRD_MANIFEST = '01-authorizationpolicy-crd.yaml';
+/** The namespace of the world's own helper pods (host probes); never part of the mesh. */
+export const E2E_NAMESPACE = 'ambient-lab-e2e';
+/** In the agent image (ci/build.Dockerfile compiles e2e/ too): the probe and the pod app of the netns world. */
+export const PROBE_PROGRAM = '/app/dist/e2e/netns/probe-program.js';
+export const POD_APP = '/app/dist/e2e/netns/world-pod-app.js';
+export type KindComponent = 'agent' | 'proxy';
+/**
+ * Node label that takes a component off one node: the world patches each DaemonSet with a
+ * required node affinity "label absent" (enableNodeStop), so labelling a node makes the DaemonSet
+ * controller delete that node's pod (SIGTERM, grace period) and unlabelling brings it back.
+ */
+export const stopLabel = (c: KindComponent): string => `ambient-lab.io/stop-${c}`;
 
 export interface CommandResult {
   readonly exitCode: number;
@@ -103,6 +115,103 @@ export class KindCli {
     return { crdCreated };
   }
 
+  /** Agent settings the world options choose (profile, DNS capture), as AMBIENT_LAB_* variables. */
+  async setAgentEnv(env: Readonly<Record<string, string>>): Promise<void> {
+    const pairs = Object.entries(env).map(([k, v]) => {
+      if (!/^AMBIENT_LAB_[A-Z0-9_]+$/.test(k)) throw new Error(`agent setting ${k}: expected an AMBIENT_LAB_* variable`);
+      return `${k}=${v}`;
+    });
+    await this.kubectl(['-n', SYSTEM_NAMESPACE, 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', ...pairs]);
+  }
+
+  /** The node-stop hook (stopLabel) on both DaemonSets; a template change, so before waitReady. */
+  async enableNodeStop(): Promise<void> {
+    for (const c of ['agent', 'proxy'] as const) {
+      const patch = { spec: { template: { spec: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [{ matchExpressions: [{ key: stopLabel(c), operator: 'DoesNotExist' }] }],
+      } } } } } } };
+      await this.kubectl(['-n', SYSTEM_NAMESPACE, 'patch', 'daemonset', `ambient-lab-${c}`, '--type', 'merge', '-p', JSON.stringify(patch)]);
+    }
+  }
+
+  /** Take a component off a node (stopped) or let it back (running); does not wait. */
+  async setComponentOnNode(c: KindComponent, node: string, running: boolean): Promise<void> {
+    await this.kubectl(['label', 'node', node, running ? `${stopLabel(c)}-` : `${stopLabel(c)}=true`, ...(running ? [] : ['--overwrite'])]);
+  }
+
+  /** The component's pods on a node: name, whether every container is ready, whether it is terminating. */
+  async componentPods(c: KindComponent, node: string): Promise<{ name: string; ready: boolean; terminating: boolean }[]> {
+    const r = await this.kubectl(['-n', SYSTEM_NAMESPACE, 'get', 'pods', '-l', `app.kubernetes.io/name=ambient-lab-${c}`, '--field-selector', `spec.nodeName=${node}`,
+      '-o', 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.status.containerStatuses[*].ready}{"|"}{.metadata.deletionTimestamp}{"\\n"}{end}']);
+    return r.stdout.split('\n').filter((l) => l.trim() !== '').map((l) => {
+      const [name = '', ready = '', deleting = ''] = l.split('|');
+      const flags = ready.trim().split(/\s+/).filter((x) => x !== '');
+      return { name, ready: flags.length > 0 && flags.every((x) => x === 'true'), terminating: deleting.trim() !== '' };
+    });
+  }
+
+  /** Poll componentPods until `done` holds; the error says what was last seen. */
+  async waitComponent(c: KindComponent, node: string, want: 'gone' | 'ready', opts: { readonly attempts?: number; readonly intervalMs?: number } = {}): Promise<void> {
+    let last: Awaited<ReturnType<KindCli['componentPods']>> = [];
+    for (let i = 0; i < (opts.attempts ?? 120); i++) {
+      last = await this.componentPods(c, node);
+      if (want === 'gone' ? last.length === 0 : last.some((p) => p.ready && !p.terminating)) return;
+      await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1000));
+    }
+    throw new Error(`ambient-lab-${c} on node ${node} did not become ${want}; last seen: ${JSON.stringify(last)}`);
+  }
+
+  /** argv that runs `command` in a pod's container with stdin attached (the container's uid, capabilities and netns). */
+  execArgv(namespace: string, pod: string, container: string, command: readonly string[]): string[] {
+    return ['kubectl', '--kubeconfig', this.o.kubeconfig, '-n', namespace, 'exec', '-i', pod, '-c', container, '--', ...command];
+  }
+
+  /** argv of a throwaway container on the kind network that routes `cidr` via `via` (a node), then runs `command`. */
+  outsideArgv(image: string, route: { readonly cidr: string; readonly via: string }, command: readonly string[]): string[] {
+    if (!/^[0-9a-f.:/]+$/i.test(route.cidr) || !/^[0-9a-f.:]+$/i.test(route.via)) throw new Error(`outside route ${route.cidr} via ${route.via}: not an address`);
+    // the shell only adds the route; the command is exec'd with its own argv (quoted)
+    const quoted = command.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+    return ['docker', 'run', '--rm', '-i', '--network', 'kind', '--cap-add', 'NET_ADMIN', image, 'sh', '-c', `ip route add ${route.cidr} via ${route.via} && exec ${quoted}`];
+  }
+
+  /** A container's log, optionally only since an RFC 3339 time. */
+  async podLog(namespace: string, pod: string, container: string, sinceTime?: string): Promise<string> {
+    return (await this.kubectl(['-n', namespace, 'logs', pod, '-c', container, ...(sinceTime ? [`--since-time=${sinceTime}`] : [])])).stdout;
+  }
+
+  /** Run a shell script on a kind node (the node container). */
+  async onNode(node: string, script: string): Promise<string> {
+    return (await this.run('docker', ['exec', node, 'sh', '-c', script])).stdout;
+  }
+
+  /** Reboot a node: restart its container, wait for its kubelet and its Ready condition. */
+  async rebootNode(node: string, opts: { readonly attempts?: number; readonly intervalMs?: number } = {}): Promise<void> {
+    await this.run('docker', ['restart', node]);
+    for (let i = 0; ; i++) {
+      const r = await this.run('docker', ['exec', node, 'systemctl', 'is-active', 'kubelet'], { reject: false });
+      if (r.stdout.trim() === 'active') break;
+      if (i + 1 >= (opts.attempts ?? 120)) throw new Error(`node ${node}: kubelet not active after docker restart (${r.stdout.trim() || r.stderr.trim()})`);
+      await new Promise((res) => setTimeout(res, opts.intervalMs ?? 1000));
+    }
+    await this.kubectl(['wait', '--for=condition=Ready', `node/${node}`, '--timeout', '180s']);
+  }
+
+  /**
+   * Drop every API watch: stop the kube-apiserver container on the control plane (the kubelet
+   * restarts its static pod at once), then wait until the API server is ready again. Every
+   * client's watch breaks, as in an API server restart or upgrade; informers must re-list.
+   */
+  async restartApiServer(opts: { readonly attempts?: number; readonly intervalMs?: number } = {}): Promise<void> {
+    const cp = `${this.o.cluster}-control-plane`;
+    await this.run('docker', ['exec', cp, 'sh', '-c', 'crictl stop $(crictl ps -q --name kube-apiserver)']);
+    for (let i = 0; ; i++) {
+      const r = await this.kubectl(['get', '--raw', '/readyz'], { reject: false });
+      if (r.exitCode === 0 && r.stdout.trim() === 'ok') return;
+      if (i + 1 >= (opts.attempts ?? 120)) throw new Error(`kube-apiserver not ready again after the restart: ${r.stderr.trim() || r.stdout.trim()}`);
+      await new Promise((res) => setTimeout(res, opts.intervalMs ?? 1000));
+    }
+  }
+
   async waitReady(timeout = '300s'): Promise<void> {
     for (const ds of ['ambient-lab-agent', 'ambient-lab-proxy']) {
       await this.kubectl(['-n', SYSTEM_NAMESPACE, 'rollout', 'status', `daemonset/${ds}`, '--timeout', timeout]);
@@ -123,12 +232,14 @@ export class KindCli {
   }
 
   /** Everything up: create, build, load, apply, wait. Deletes the cluster if any step fails. */
-  async up(opts: { readonly build?: boolean } = {}): Promise<void> {
+  async up(opts: { readonly build?: boolean; readonly nodeStop?: boolean; readonly agentEnv?: Readonly<Record<string, string>> } = {}): Promise<void> {
     await this.createCluster();
     try {
       if (opts.build !== false) await this.buildImages();
       await this.loadImages();
       await this.applyManifests();
+      if (opts.agentEnv && Object.keys(opts.agentEnv).length > 0) await this.setAgentEnv(opts.agentEnv);
+      if (opts.nodeStop !== false) await this.enableNodeStop();
       await this.waitReady();
     } catch (e) {
       await this.deleteCluster().catch(() => undefined);

@@ -1,38 +1,227 @@
 /**
- * The kind world (scenarios/world.ts) — PARTIAL. A real cluster per world: kind creates it
- * (kindnet primary, fixtures/kind/cluster.yaml), our images are built and loaded, the manifests
- * applied (e2e/kind/kind-cli.ts); the API side goes through @kubernetes/client-node.
+ * The kind world (scenarios/world.ts): a real cluster per world. kind creates it (kindnet
+ * primary, fixtures/kind/cluster.yaml), our images are built and loaded, the manifests applied
+ * (e2e/kind/kind-cli.ts); the API side goes through @kubernetes/client-node; what cannot go
+ * through the API (exec, node containers) goes through kubectl/docker command lines.
  *
- * Implemented: cluster lifecycle, namespaces, pods (a probe container running `sleep`, with the
- * threat model's uid/capabilities), labels, AuthorizationPolicies, observations from the API,
- * component restart (deleting the DaemonSet pod on the node). Not yet: connect() (needs a probe
- * program in the probe image and exec through client-node's Exec), stop/start of a component on
- * one node, rebootNode, dropWatches — they throw saying so.
+ * - Pods: the app container runs the netns world's pod app (e2e/netns/world-pod-app.ts) from the
+ *   agent image, as the threat model's uid/capabilities; it logs one JSON line per accepted
+ *   connection to stdout, read back with `kubectl logs` (deliveries).
+ * - connect(): the netns world's probe program, launched where the connection starts
+ *   (exec-probe.ts): `kubectl exec -i` into the source pod's app container (same uid, caps,
+ *   netns); for a host source, into the node's host-probe pod (hostNetwork, root) under setpriv
+ *   with the source's uid/caps; for outside, a `docker run` container on the kind network routed
+ *   to the pod CIDR through the destination's node. Who accepted is read from the node proxies'
+ *   connection logs (`kubectl logs` of the proxy container), as in the netns world.
+ * - pods(): `redirected` and `served` come from the nodes (node-evidence.ts): iptables-save in
+ *   each sandbox's netns, and the proxy's /status matched by netns inode.
+ * - stop/start(component, node): a node label the DaemonSets avoid (KindCli.enableNodeStop): the
+ *   DaemonSet controller deletes that node's pod (SIGTERM and grace period, as a real stop) and
+ *   recreates it when the label goes. restart: delete the pod; the controller recreates it.
+ * - rebootNode: `docker restart` of the node container (containerd, kubelet and every pod
+ *   sandbox restart; the pods get new netns).
+ * - dropWatches: restart kube-apiserver (its static pod) — every watch of every client breaks.
+ *
+ * Not here: appExec (an app-run iptables flush / listener; the matrix reports those cells as not
+ * evaluated), raw (AF_PACKET) sources, IPv6 (the kind config is single-stack), kernelVersion
+ * (the host's kernel decides). A non-root app's added capabilities are effective only where the
+ * runtime sets ambient capabilities; otherwise the probe reports the EPERM it gets.
  */
+import { randomInt } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
-import type { Component, ConnectResult, PodObservation, PodRef, PodSpec, PolicyObject, World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
-import { KindCli, SYSTEM_NAMESPACE } from './kind-cli.js';
+import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
+import { parseConnectionLog, type ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
+import type {
+  Acceptor, Component, ConnectOptions, ConnectResult, Delivery, Destination, PodObservation, PodRef, PodSpec, PolicyObject, ProxyLogEntry,
+  Source, World, WorldFactory, WorldOptions,
+} from '../../scenarios/world.js';
+import { setprivArgs } from '../netns/processes.js';
+import type { ConnectOutcome } from '../netns/probe-protocol.js';
+import { ExecProbe } from './exec-probe.js';
+import { E2E_NAMESPACE, KindCli, POD_APP, PROBE_PROGRAM, SYSTEM_NAMESPACE } from './kind-cli.js';
+import { nodeEvidenceScript, parseNodeEvidence, type NodeEvidence } from './node-evidence.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const PROBE_IMAGE = 'busybox:1.36';
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+const POD_CIDR = '10.244.0.0/16'; // fixtures/kind/cluster.yaml
+const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork
+const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function notYet(what: string): never {
-  throw new Error(`kind world: ${what} is not implemented yet (see e2e/kind/kind-world.ts); run this scenario in the sim or netns world`);
+const ep = (ip: string, port: number): string => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
+const tupleText = (e: { ip: string; port: number }): string => ep(e.ip, e.port);
+
+/** One accept the pod app logged (world-pod-app.ts). */
+interface AppAccept { readonly ev: 'accept' | 'datagram'; readonly port: number; readonly peer: string; readonly tag?: string }
+
+/** The pod app's log lines for `tag` (other lines — node warnings — are skipped). */
+export function appAccepts(log: string, tag: string): AppAccept[] {
+  const out: AppAccept[] = [];
+  for (const line of log.split('\n')) {
+    if (!line.includes(tag)) continue;
+    try {
+      const e = JSON.parse(line) as Partial<AppAccept>;
+      if ((e.ev === 'accept' || e.ev === 'datagram') && e.tag === tag && typeof e.port === 'number' && typeof e.peer === 'string') out.push(e as AppAccept);
+    } catch {
+      // not one of the app's JSON lines
+    }
+  }
+  return out;
 }
 
-class KindWorld implements World {
+/** The host-probe pod of a node: root in the node netns, with just what setpriv needs to become any source. */
+export function hostProbePod(node: string, image: string): k8s.V1Pod {
+  return {
+    metadata: { name: `host-probe-${node}`.slice(0, 63), namespace: E2E_NAMESPACE, labels: { 'app.kubernetes.io/name': 'ambient-lab-host-probe' } },
+    spec: {
+      nodeName: node, hostNetwork: true, terminationGracePeriodSeconds: 1, tolerations: [{ operator: 'Exists' }],
+      containers: [{
+        name: 'probe', image, imagePullPolicy: 'IfNotPresent', command: ['sleep', 'infinity'],
+        // NET_ADMIN/NET_RAW: the most a host source may be given; SETUID/SETGID/SETPCAP: setpriv
+        // switches uid and trims the capability sets to the source's
+        securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'SETUID', 'SETGID', 'SETPCAP'] } },
+      }],
+    },
+  };
+}
+
+/** The app pod of a PodSpec: the pod app listening on the spec's ports, as the spec's uid/caps. */
+export function appPod(spec: PodSpec, image: string): k8s.V1Pod {
+  const tcp = spec.app.tcpPorts.join(',');
+  const udp = (spec.app.udpPorts ?? []).join(',');
+  return {
+    metadata: { name: spec.name, namespace: spec.namespace, labels: { ...spec.labels }, annotations: { ...spec.annotations } },
+    spec: {
+      ...(spec.node ? { nodeName: spec.node } : {}),
+      ...(spec.serviceAccount ? { serviceAccountName: spec.serviceAccount } : {}),
+      hostNetwork: spec.hostNetwork ?? false,
+      terminationGracePeriodSeconds: 1,
+      containers: [{
+        name: 'app',
+        image,
+        imagePullPolicy: 'IfNotPresent',
+        command: ['node', POD_APP, '--pod', `${spec.namespace}/${spec.name}`, '--report', '/dev/stdout', ...(tcp ? ['--tcp', tcp] : []), ...(udp ? ['--udp', udp] : [])],
+        securityContext: { runAsUser: spec.app.uid, runAsGroup: spec.app.uid, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: [...spec.app.caps] } },
+        ports: [
+          ...spec.app.tcpPorts.map((p) => ({ containerPort: p, protocol: 'TCP' })),
+          ...(spec.app.udpPorts ?? []).map((p) => ({ containerPort: p, protocol: 'UDP' })),
+        ],
+        ...(spec.app.probePorts?.length ? { readinessProbe: { tcpSocket: { port: spec.app.probePorts[0]! }, periodSeconds: 2 } } : {}),
+      }],
+    },
+  };
+}
+
+/** A connection-log record as a World ProxyLogEntry. */
+export function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
+  const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
+  return {
+    node, pod: ns && name ? { namespace: ns, name } : undefined,
+    event: r.event === 'failed' ? 'error' : r.event === 'closed-by-policy' ? 'denied' : r.event,
+    direction: r.direction, srcIdentity: r.srcIdentity, dstIdentity: r.dstIdentity, allowed: r.decision?.allow, reason: r.decision?.reason ?? r.reason ?? '',
+  };
+}
+
+/**
+ * Attribute one attempt (the same reading as the netns world): the first hop is a proxy record
+ * whose downstream source is the client (matched by source port when the client's address is
+ * not known, as for outside), else an app accept whose peer is the client; deliveries are the
+ * app accepts tagged for this attempt, via a proxy when a proxy's upstream source is their peer.
+ */
+export function attribute(input: {
+  readonly outcome: ConnectOutcome;
+  readonly client: { readonly ip: string | undefined; readonly port: number };
+  readonly records: readonly { readonly node: string; readonly r: ConnectionLogRecord }[];
+  readonly accepts: readonly { readonly pod: PodRef; readonly a: AppAccept }[];
+}): Pick<ConnectResult, 'outcome' | 'error' | 'acceptedBy' | 'acceptedIn' | 'deliveries' | 'proxyLog'> {
+  const { outcome: out, client, records, accepts } = input;
+  const isClient = (t: string): boolean => (client.ip !== undefined ? t === ep(client.ip, client.port) : t.endsWith(`:${client.port}`));
+  const mine = records.filter((x) => isClient(tupleText(x.r.downstream.src)) || accepts.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.a.peer));
+  const first = mine.find((x) => isClient(tupleText(x.r.downstream.src)));
+  let acceptedBy: Acceptor | undefined;
+  let acceptedIn: ConnectResult['acceptedIn'];
+  if (first) {
+    acceptedBy = first.r.direction === 'outbound' ? 'proxy-outbound' : first.r.direction === 'inbound-hbone' ? 'proxy-hbone' : 'proxy-inbound';
+    const [ns, name] = first.r.pod.split('/');
+    acceptedIn = ns && name ? { namespace: ns, name } : { node: first.node };
+  } else {
+    const direct = accepts.find((d) => isClient(d.a.peer));
+    if (direct) {
+      acceptedBy = 'app';
+      acceptedIn = direct.pod;
+    } else if (out.result === 'established') acceptedBy = 'other';
+  }
+  const deliveries: Delivery[] = accepts.map((d) => ({
+    pod: d.pod, port: d.a.port, peer: d.a.peer,
+    viaProxy: mine.some((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.a.peer),
+  }));
+  const outcome: ConnectResult['outcome'] = out.result === 'established' ? 'established' : out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered')
+    : out.result === 'timeout' ? 'timeout' : out.code === 'ECONNREFUSED' ? 'refused' : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH' ? 'unreachable' : 'error';
+  return {
+    outcome, ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
+    acceptedBy, ...(acceptedIn ? { acceptedIn } : {}), deliveries, proxyLog: mine.map(({ node, r }) => toProxyLogEntry(node, r)),
+  };
+}
+
+/** PodObservation's node-side half from one node's evidence. */
+export function nodeSideOf(uid: string, ev: NodeEvidence | undefined): { redirected: boolean; served: boolean } {
+  const sb = ev?.sandboxes.get(uid);
+  if (!sb) return { redirected: false, served: false };
+  return { redirected: sb.redirected, served: ev?.served?.get(uid) === sb.netnsInode };
+}
+
+function errorResult(error: string): ConnectResult {
+  return { outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [] };
+}
+
+export class KindWorld implements World {
   readonly kind = 'kind' as const;
   private readonly core: k8s.CoreV1Api;
   private readonly custom: k8s.CustomObjectsApi;
+  private readonly nodeIps = new Map<string, string>();
+  private readonly image: string;
 
-  constructor(readonly options: WorldOptions, readonly nodes: readonly string[], private readonly cli: KindCli, kc: k8s.KubeConfig, private readonly tmp: string) {
+  constructor(readonly options: WorldOptions, readonly nodes: readonly string[], private readonly cli: KindCli, kc: k8s.KubeConfig, private readonly tmp: string | undefined,
+    private readonly env?: NodeJS.ProcessEnv) {
     this.core = kc.makeApiClient(k8s.CoreV1Api);
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    this.image = cli.images.agent;
+  }
+
+  /** Node addresses (host sources, the outside route), and one host-probe pod per node. */
+  async prepare(): Promise<void> {
+    await this.loadNodeAddresses();
+    await this.startHostProbes();
+  }
+
+  async loadNodeAddresses(): Promise<void> {
+    for (const n of (await this.core.listNode()).items) {
+      const ip = n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address;
+      if (n.metadata?.name && ip) this.nodeIps.set(n.metadata.name, ip);
+    }
+  }
+
+  /** One host-probe pod per node (waits until they run). */
+  async startHostProbes(): Promise<void> {
+    await this.core.createNamespace({ body: { metadata: { name: E2E_NAMESPACE, labels: { 'istio.io/dataplane-mode': 'none' } } } });
+    for (const node of this.nodes) await this.core.createNamespacedPod({ namespace: E2E_NAMESPACE, body: hostProbePod(node, this.image) });
+    for (const node of this.nodes) await this.waitRunning(E2E_NAMESPACE, hostProbePod(node, this.image).metadata!.name!);
+  }
+
+  private async waitRunning(namespace: string, name: string, attempts = 120): Promise<k8s.V1Pod | undefined> {
+    let last: k8s.V1Pod | undefined;
+    for (let i = 0; i < attempts; i++) {
+      last = await this.core.readNamespacedPod({ namespace, name }).catch(() => undefined);
+      if (last?.status?.phase === 'Running' || last?.status?.phase === 'Failed') return last;
+      const waiting = last?.status?.containerStatuses?.find((c) => c.state?.waiting)?.state?.waiting?.reason;
+      if (waiting === 'ErrImageNeverPull' || waiting === 'InvalidImageName') throw new Error(`pod ${namespace}/${name} cannot start: ${waiting}`);
+      await sleep(1000);
+    }
+    return last;
   }
 
   async createNamespace(name: string, labels: Readonly<Record<string, string>> = {}): Promise<void> {
@@ -44,34 +233,12 @@ class KindWorld implements World {
   }
 
   async createPod(spec: PodSpec): Promise<PodObservation> {
-    await this.core.createNamespacedPod({
-      namespace: spec.namespace,
-      body: {
-        metadata: { name: spec.name, labels: { ...spec.labels }, annotations: { ...spec.annotations } },
-        spec: {
-          ...(spec.node ? { nodeName: spec.node } : {}),
-          ...(spec.serviceAccount ? { serviceAccountName: spec.serviceAccount } : {}),
-          hostNetwork: spec.hostNetwork ?? false,
-          terminationGracePeriodSeconds: 1,
-          containers: [{
-            name: 'app',
-            image: PROBE_IMAGE,
-            command: ['sleep', '86400'],
-            securityContext: { runAsUser: spec.app.uid, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: [...spec.app.caps] } },
-            ports: spec.app.tcpPorts.map((p) => ({ containerPort: p, protocol: 'TCP' })),
-          }],
-        },
-      },
-    });
-    // settled: Running, or a sandbox failure event (the plugin refused it) after a bounded wait
-    for (let i = 0; i < 120; i++) {
-      const obs = (await this.pods()).find((p) => p.namespace === spec.namespace && p.name === spec.name);
-      if (obs && (obs.started || obs.phase === 'Failed')) return obs;
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-    const last = (await this.pods()).find((p) => p.namespace === spec.namespace && p.name === spec.name);
-    if (!last) throw new Error(`kind world: pod ${spec.namespace}/${spec.name} vanished while starting`);
-    return last;
+    await this.core.createNamespacedPod({ namespace: spec.namespace, body: appPod(spec, this.image) });
+    // settled: Running, or still not started after a bounded wait (the plugin refused the sandbox)
+    await this.waitRunning(spec.namespace, spec.name, 60);
+    const obs = (await this.pods()).find((p) => p.namespace === spec.namespace && p.name === spec.name);
+    if (!obs) throw new Error(`kind world: pod ${spec.namespace}/${spec.name} vanished while starting`);
+    return obs;
   }
 
   async labelPod(pod: PodRef, labels: Readonly<Record<string, string | null>>): Promise<void> {
@@ -87,7 +254,8 @@ class KindWorld implements World {
     const target = { group: 'security.istio.io', version: 'v1', namespace: meta.namespace, plural: 'authorizationpolicies' };
     const body = { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', ...policy };
     try {
-      await this.custom.replaceNamespacedCustomObject({ ...target, name: meta.name, body });
+      const cur = await this.custom.getNamespacedCustomObject({ ...target, name: meta.name }) as { metadata?: { resourceVersion?: string } };
+      await this.custom.replaceNamespacedCustomObject({ ...target, name: meta.name, body: { ...body, metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } } });
     } catch {
       await this.custom.createNamespacedCustomObject({ ...target, body });
     }
@@ -97,47 +265,153 @@ class KindWorld implements World {
     await this.custom.deleteNamespacedCustomObject({ group: 'security.istio.io', version: 'v1', namespace, plural: 'authorizationpolicies', name });
   }
 
-  async restart(component: Component, node: string): Promise<void> {
-    const pods = await this.core.listNamespacedPod({ namespace: SYSTEM_NAMESPACE, labelSelector: `app.kubernetes.io/name=ambient-lab-${component}`, fieldSelector: `spec.nodeName=${node}` });
-    for (const p of pods.items) await this.core.deleteNamespacedPod({ name: p.metadata!.name!, namespace: SYSTEM_NAMESPACE });
+  async stop(component: Component, node: string): Promise<void> {
+    await this.cli.setComponentOnNode(component, node, false);
+    await this.cli.waitComponent(component, node, 'gone');
   }
 
-  stop(component: Component, node: string): Promise<void> { return notYet(`stop(${component}, ${node})`); }
-  start(component: Component, node: string): Promise<void> { return notYet(`start(${component}, ${node})`); }
-  rebootNode(node: string): Promise<void> { return notYet(`rebootNode(${node})`); }
-  dropWatches(): Promise<void> { return notYet('dropWatches()'); }
-  connect(): Promise<ConnectResult> { return notYet('connect()'); }
+  async start(component: Component, node: string): Promise<void> {
+    await this.cli.setComponentOnNode(component, node, true);
+    await this.cli.waitComponent(component, node, 'ready');
+  }
+
+  async restart(component: Component, node: string): Promise<void> {
+    const before = await this.cli.componentPods(component, node);
+    for (const p of before) await this.core.deleteNamespacedPod({ name: p.name, namespace: SYSTEM_NAMESPACE });
+    for (let i = 0; i < 120; i++) {
+      const now = await this.cli.componentPods(component, node);
+      if (now.some((p) => p.ready && !p.terminating && !before.some((b) => b.name === p.name))) return;
+      await sleep(1000);
+    }
+    throw new Error(`kind world: ambient-lab-${component} on ${node} did not come back ready after its pod was deleted`);
+  }
+
+  async rebootNode(node: string): Promise<void> {
+    await this.cli.rebootNode(node);
+    for (const c of ['agent', 'proxy'] as const) await this.cli.waitComponent(c, node, 'ready');
+  }
+
+  async dropWatches(): Promise<void> {
+    await this.cli.restartApiServer();
+  }
+
+  private async launcher(from: Source, to: Destination, dstNode: string | undefined, family: 4 | 6): Promise<{ argv: string[]; srcIp: string | undefined } | string> {
+    const node = 'node' in from ? from.node : undefined;
+    if (from.kind === 'pod') {
+      const p = await this.core.readNamespacedPod({ namespace: from.pod.namespace, name: from.pod.name }).catch(() => undefined);
+      if (p?.status?.phase !== 'Running') return `source pod ${from.pod.namespace}/${from.pod.name} is not running`;
+      const ip = (p.status.podIPs ?? []).map((x) => x.ip).find((x) => (family === 6) === x.includes(':'));
+      return { argv: this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', ['node', PROBE_PROGRAM]), srcIp: ip };
+    }
+    if (from.kind === 'host') {
+      if (!node || !this.nodeIps.has(node)) return `no node ${String(node)} in this world`;
+      const priv = setprivArgs({ uid: from.uid, gid: from.uid, caps: from.caps.map((c) => c.toLowerCase()) });
+      return { argv: this.cli.execArgv(E2E_NAMESPACE, hostProbePod(node, this.image).metadata!.name!, 'probe', [...priv, 'node', PROBE_PROGRAM]), srcIp: this.nodeIps.get(node) };
+    }
+    const via = this.nodeIps.get(dstNode ?? this.nodes[0]!);
+    if (!via) return `outside: no node address to route ${to.kind === 'pod' ? podKeyOf(to.pod) : to.ip} through`;
+    const priv = setprivArgs({ uid: 0, gid: 0, caps: [] });
+    return { argv: this.cli.outsideArgv(this.image, { cidr: POD_CIDR, via }, [...priv, 'node', PROBE_PROGRAM]), srcIp: undefined };
+  }
+
+  async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
+    if (opts.raw) return errorResult('raw (AF_PACKET) attempts are not implemented in the kind world');
+    const family = opts.family ?? 4;
+    let dstIp: string;
+    let dstPods: { ref: PodRef; node: string | undefined }[];
+    const all = (await this.core.listPodForAllNamespaces()).items.filter((p) => !HIDDEN_NAMESPACES.has(p.metadata?.namespace ?? ''));
+    if (to.kind === 'pod') {
+      const d = all.find((p) => p.metadata?.namespace === to.pod.namespace && p.metadata?.name === to.pod.name);
+      dstIp = (d?.status?.podIPs ?? []).map((x) => x.ip).find((x) => (family === 6) === x.includes(':')) ?? '';
+      if (!dstIp) return errorResult(`destination pod has no IPv${family} address`);
+      dstPods = [{ ref: to.pod, node: d?.spec?.nodeName }];
+    } else {
+      dstIp = to.ip;
+      dstPods = all.filter((p) => !p.spec?.hostNetwork && (p.status?.podIPs ?? []).some((x) => x.ip === to.ip))
+        .map((p) => ({ ref: { namespace: p.metadata!.namespace!, name: p.metadata!.name! }, node: p.spec?.nodeName }));
+    }
+    const launch = await this.launcher(from, to, dstPods[0]?.node, family);
+    if (typeof launch === 'string') return errorResult(launch);
+    const sourcePort = randomInt(20_000, 60_000);
+    const tag = `al-${randomInt(1e9).toString(36)}-${randomInt(1e9).toString(36)}`;
+    const since = new Date(Date.now() - 2000).toISOString();
+    const probe = await ExecProbe.start(launch.argv, this.env ? { env: this.env } : {});
+    let out: ConnectOutcome;
+    try {
+      out = await probe.connect({
+        op: 'connect', tag, proto: opts.proto ?? 'tcp', address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,
+        source: opts.sourceIp, sourcePort, timeoutMs: 3000,
+      });
+    } finally {
+      await probe.close();
+    }
+    // The app and the proxies log asynchronously, and `kubectl logs` trails them: poll briefly.
+    let accepts: { pod: PodRef; a: AppAccept }[] = [];
+    const reached = out.result === 'established' || out.result === 'sent';
+    for (let i = 0; i < (reached ? 10 : 1); i++) {
+      accepts = [];
+      for (const d of dstPods) {
+        const log = await this.cli.podLog(d.ref.namespace, d.ref.name, 'app', since).catch(() => '');
+        for (const a of appAccepts(log, tag)) accepts.push({ pod: d.ref, a });
+      }
+      if (accepts.length > 0 || !reached) break;
+      await sleep(300);
+    }
+    const records: { node: string; r: ConnectionLogRecord }[] = [];
+    for (const node of this.nodes) {
+      const pods = await this.cli.componentPods('proxy', node);
+      for (const p of pods) {
+        const text = await this.cli.podLog(SYSTEM_NAMESPACE, p.name, 'proxy', since).catch(() => '');
+        for (const r of parseConnectionLog(text).records) records.push({ node, r });
+      }
+    }
+    const client = { ip: opts.sourceIp ?? launch.srcIp, port: sourcePort };
+    const res = attribute({ outcome: out, client, records, accepts });
+    return { ...res, trace: `probe \`${launch.argv.slice(0, 8).join(' ')} ...\` ${client.ip ?? '?'}:${sourcePort} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}; proxy records ${res.proxyLog.length}; deliveries ${res.deliveries.length}` };
+  }
 
   async settle(): Promise<void> {
-    await new Promise((r) => setTimeout(r, 2000));
+    let last = '';
+    for (let stable = 0, i = 0; i < 30 && stable < 2; i++) {
+      const now = JSON.stringify(await this.pods());
+      stable = now === last ? stable + 1 : 0;
+      last = now;
+      if (stable < 2) await sleep(1000);
+    }
   }
 
   async pods(): Promise<readonly PodObservation[]> {
-    const list = await this.core.listPodForAllNamespaces();
-    return list.items.filter((p) => p.metadata?.namespace !== SYSTEM_NAMESPACE && p.metadata?.namespace !== 'kube-system' && p.metadata?.namespace !== 'local-path-storage').map((p) => ({
-      namespace: p.metadata!.namespace!,
-      name: p.metadata!.name!,
-      uid: p.metadata!.uid!,
-      node: p.spec?.nodeName ?? '',
-      labels: p.metadata?.labels ?? {},
-      phase: p.status?.phase ?? 'Unknown',
-      started: p.status?.containerStatuses?.every((c) => c.state?.running !== undefined) ?? false,
-      hostNetwork: p.spec?.hostNetwork === true,
-      ips: (p.status?.podIPs ?? []).map((x) => x.ip),
-      annotation: p.metadata?.annotations?.['ambient.istio.io/redirection'],
-      // Not observable from the API alone; needs the agent's /status endpoint (not wired yet).
-      redirected: p.metadata?.annotations?.['ambient.istio.io/redirection'] === 'enabled',
-      served: false,
+    const list = (await this.core.listPodForAllNamespaces()).items.filter((p) => !HIDDEN_NAMESPACES.has(p.metadata?.namespace ?? ''));
+    const evidence = new Map<string, NodeEvidence>();
+    await Promise.all(this.nodes.map(async (n) => {
+      evidence.set(n, parseNodeEvidence(await this.cli.onNode(n, nodeEvidenceScript(PROXY_STATUS_URL)).catch(() => '')));
     }));
+    return list.map((p) => {
+      const uid = p.metadata!.uid!;
+      const node = p.spec?.nodeName ?? '';
+      const hostNetwork = p.spec?.hostNetwork === true;
+      const side = hostNetwork ? { redirected: false, served: false } : nodeSideOf(uid, evidence.get(node));
+      return {
+        namespace: p.metadata!.namespace!, name: p.metadata!.name!, uid, node, labels: p.metadata?.labels ?? {},
+        phase: p.status?.phase ?? 'Unknown',
+        started: (p.status?.containerStatuses?.length ?? 0) > 0 && (p.status?.containerStatuses?.every((c) => c.state?.running !== undefined) ?? false),
+        hostNetwork, ips: (p.status?.podIPs ?? []).map((x) => x.ip),
+        annotation: p.metadata?.annotations?.[REDIRECTION_STATUS], ...side,
+      };
+    });
   }
 
   async close(): Promise<void> {
     try {
       await this.cli.deleteCluster();
     } finally {
-      await rm(this.tmp, { recursive: true, force: true });
+      if (this.tmp) await rm(this.tmp, { recursive: true, force: true });
     }
   }
+}
+
+function podKeyOf(p: PodRef): string {
+  return `${p.namespace}/${p.name}`;
 }
 
 export const kindWorldFactory: WorldFactory = {
@@ -146,16 +420,21 @@ export const kindWorldFactory: WorldFactory = {
     ? { ok: true, reason: 'KIND=1 (needs kind and a Docker engine)' }
     : { ok: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' }),
   async create(options: WorldOptions): Promise<World> {
-    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6) throw new Error(`kind world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported; run that case on the sim world`);
+    if (options.ipv6) throw new Error('kind world: IPv6 needs a dual-stack kind config (fixtures/kind/cluster.yaml is IPv4 only); run IPv6 scenarios in the sim or netns world');
     const tmp = await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
     const cluster = `al-${process.pid.toString(36)}-${options.seed.toString(36)}`.slice(0, 30).replace(/-+$/, '');
     const cli = new KindCli({ cluster, repoRoot, kubeconfig: path.join(tmp, 'kubeconfig') });
-    await cli.up({ build: process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1' });
+    await cli.up({
+      build: process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1',
+      agentEnv: { AMBIENT_LAB_PROFILE: options.profile, AMBIENT_LAB_DNS_CAPTURE: String(options.dnsCapture) },
+    });
     try {
       const kc = new k8s.KubeConfig();
       kc.loadFromFile(path.join(tmp, 'kubeconfig'));
-      const nodes = (await kc.makeApiClient(k8s.CoreV1Api).listNode()).items.map((n) => n.metadata!.name!);
-      return new KindWorld(options, nodes, cli, kc, tmp);
+      const nodes = (await kc.makeApiClient(k8s.CoreV1Api).listNode()).items.map((n) => n.metadata!.name!).sort();
+      const world = new KindWorld(options, nodes, cli, kc, tmp);
+      await world.prepare();
+      return world;
     } catch (e) {
       await cli.deleteCluster().catch(() => undefined);
       await rm(tmp, { recursive: true, force: true });

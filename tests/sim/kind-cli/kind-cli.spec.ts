@@ -51,12 +51,13 @@ if (name === 'kubectl' && argv.includes('logs')) process.stdout.write('{"event":
 
 const KC = '/tmp/al-kind-test.kubeconfig';
 
-test('bring-up: create with our config and a private kubeconfig, build from ci/, load, CRD created when absent, manifests applied in order, rollouts awaited', async () => {
+test('bring-up: create with our config and a private kubeconfig, build from ci/, load, CRD created when absent, manifests applied in order, agent settings and the node-stop hook, rollouts awaited', async () => {
   // `kubectl get crd` fails: the CRD is absent
   await withFakes(async (f) => {
     const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env, nodeImage: 'kindest/node:v1.31.0' });
-    await cli.up();
+    await cli.up({ agentEnv: { AMBIENT_LAB_PROFILE: 'strict', AMBIENT_LAB_DNS_CAPTURE: 'false' } });
     const m = (n: string) => path.join(repo, 'fixtures/manifests', n);
+    const avoid = (c: string) => JSON.stringify({ spec: { template: { spec: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: `ambient-lab.io/stop-${c}`, operator: 'DoesNotExist' }] }] } } } } } } });
     expect(await f.calls()).toEqual([
       ['kind', 'create', 'cluster', '--name', 'al-e2e', '--config', path.join(repo, 'fixtures/kind/cluster.yaml'), '--kubeconfig', KC, '--wait', '180s', '--image', 'kindest/node:v1.31.0'],
       ['docker', 'build', '-f', 'ci/build.Dockerfile', '-t', 'ambient-lab/build:dev', '.'],
@@ -71,6 +72,10 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
       ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('02-rbac.yaml')],
       ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('10-agent.yaml')],
       ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('20-proxy.yaml')],
+      // the world's options reach the agent, and the node-stop hook goes in before the rollout wait
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', 'AMBIENT_LAB_PROFILE=strict', 'AMBIENT_LAB_DNS_CAPTURE=false'],
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'patch', 'daemonset', 'ambient-lab-agent', '--type', 'merge', '-p', avoid('agent')],
+      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'patch', 'daemonset', 'ambient-lab-proxy', '--type', 'merge', '-p', avoid('proxy')],
       ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'rollout', 'status', 'daemonset/ambient-lab-agent', '--timeout', '300s'],
       ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'rollout', 'status', 'daemonset/ambient-lab-proxy', '--timeout', '300s'],
     ]);

@@ -1,0 +1,73 @@
+/**
+ * The kind world's node-side observation (e2e/kind/node-evidence.ts): the node script runs under
+ * a real `sh` with fake node tools on PATH (crictl, stat, nsenter, iptables-*-save, curl), so its
+ * shell is checked, not only its parser: which sandboxes it reports, that the redirection is found
+ * in either iptables backend, that host-network sandboxes are skipped, and how `redirected` and
+ * `served` follow (served needs the proxy's netns to be the pod's CURRENT one).
+ */
+import { test, expect } from '@playwright/test';
+import { execFile } from 'node:child_process';
+import { chmod, writeFile } from 'node:fs/promises';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { nodeEvidenceScript, parseNodeEvidence } from '../../../e2e/kind/node-evidence.js';
+import { nodeSideOf } from '../../../e2e/kind/kind-world.js';
+import { makeFakes, type Fakes } from './fakes.js';
+
+const run = promisify(execFile);
+const URL = 'http://127.0.0.1:15020/status';
+
+/** nsenter runs its command with FAKE_NETNS naming the namespace; the save tools print that namespace's rules. */
+async function netnsFakes(f: Fakes, rules: Record<string, { nft?: string; legacy?: string }>): Promise<void> {
+  await writeFile(path.join(f.dir, 'nsenter'), '#!/bin/sh\nns="${1#--net=}"; shift; FAKE_NETNS="$ns" exec "$@"\n');
+  const save = (backend: 'nft' | 'legacy'): string => ['#!/bin/sh', 'case "$FAKE_NETNS" in',
+    ...Object.entries(rules).map(([ns, r]) => `  ${ns}) printf '%s\\n' ${JSON.stringify(r[backend] ?? '# empty')} ;;`), '  *) echo "no such netns $FAKE_NETNS" >&2; exit 1 ;;', 'esac', ''].join('\n');
+  await writeFile(path.join(f.dir, 'iptables-nft-save'), save('nft'));
+  await writeFile(path.join(f.dir, 'iptables-legacy-save'), save('legacy'));
+  for (const b of ['nsenter', 'iptables-nft-save', 'iptables-legacy-save']) await chmod(path.join(f.dir, b), 0o755);
+}
+
+test('the node script: ready sandboxes with their netns inode and redirection (either backend); host-network skipped; the proxy status', async () => {
+  const f = await makeFakes(['crictl', 'stat', 'curl']);
+  try {
+    await f.setRules([
+      { bin: 'crictl', has: ['pods', '-q'], stdout: 'sb-a\nsb-b\nsb-c\nsb-host\n' },
+      { bin: 'crictl', has: ['inspectp', 'sb-a'], stdout: 'uid-a /var/run/netns/cni-a' },
+      { bin: 'crictl', has: ['inspectp', 'sb-b'], stdout: 'uid-b /var/run/netns/cni-b' },
+      { bin: 'crictl', has: ['inspectp', 'sb-c'], stdout: 'uid-c /var/run/netns/cni-c' },
+      { bin: 'crictl', has: ['inspectp', 'sb-host'], stdout: 'uid-h ' },
+      { bin: 'stat', has: ['/var/run/netns/cni-a'], stdout: '4026532001\n' },
+      { bin: 'stat', has: ['/var/run/netns/cni-b'], stdout: '4026532002\n' },
+      { bin: 'stat', has: ['/var/run/netns/cni-c'], stdout: '4026532003\n' },
+      { bin: 'curl', has: [URL], stdout: '{"component":"proxy","pods":[\n{"uid":"uid-a","netns":"/proc/self/fd/21","identity":"4:4026532001"},{"uid":"uid-c","identity":"4:4026539999"}]}' },
+    ]);
+    await netnsFakes(f, {
+      '/var/run/netns/cni-a': { nft: '-A ISTIO_OUTPUT -p tcp -j REDIRECT --to-ports 15001' },
+      '/var/run/netns/cni-b': { nft: '-A OUTPUT -p tcp --dport 15001 -j ACCEPT', legacy: '-A X -j REDIRECT --to-ports 150010' },
+      '/var/run/netns/cni-c': { legacy: '-A ISTIO_PRERT -p tcp -j TPROXY --on-port 15001 --on-ip 127.0.0.1' },
+    });
+    const { stdout } = await run('sh', ['-c', nodeEvidenceScript(URL)], { env: f.env });
+    const ev = parseNodeEvidence(stdout);
+    expect(ev.noise).toEqual([]);
+    expect(Object.fromEntries(ev.sandboxes)).toEqual({
+      'uid-a': { netnsInode: '4026532001', redirected: true },
+      'uid-b': { netnsInode: '4026532002', redirected: false }, // 15001 as a port match or 150010 is not the jump
+      'uid-c': { netnsInode: '4026532003', redirected: true }, // found in the legacy backend
+    });
+    expect(Object.fromEntries(ev.served ?? [])).toEqual({ 'uid-a': '4026532001', 'uid-c': '4026539999' });
+    expect(nodeSideOf('uid-a', ev)).toEqual({ redirected: true, served: true });
+    expect(nodeSideOf('uid-b', ev)).toEqual({ redirected: false, served: false });
+    expect(nodeSideOf('uid-c', ev)).toEqual({ redirected: true, served: false }); // the proxy holds an older netns
+    expect(nodeSideOf('uid-h', ev)).toEqual({ redirected: false, served: false });
+  } finally {
+    await f.dispose();
+  }
+});
+
+test('a proxy that does not answer serves nothing; unknown lines are kept as noise, not guessed', () => {
+  const ev = parseNodeEvidence('al-status \nal-pod uid-a 7 1\nkubectl: warning\n');
+  expect(ev.served).toBeUndefined();
+  expect(nodeSideOf('uid-a', ev)).toEqual({ redirected: true, served: false });
+  expect(ev.noise).toEqual(['kubectl: warning']);
+  expect(nodeSideOf('uid-a', undefined)).toEqual({ redirected: false, served: false });
+});
