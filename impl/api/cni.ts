@@ -189,27 +189,57 @@ export function compareVersions(a: string, b: string): number {
   return 0;
 }
 
+/** Dotted quad, each part 0-255 without leading zeros. */
+const V4 = /^(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$/;
+
 function isV4(s: string): boolean {
-  const parts = s.split('.');
-  return parts.length === 4 && parts.every((p) => /^(0|[1-9][0-9]{0,2})$/.test(p) && Number(p) <= 255);
+  return V4.test(s);
 }
 
+function isHexDigit(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
+}
+
+/**
+ * Groups of 1-4 hex digits separated by ':', at most one '::' standing for one or more zero
+ * groups, optionally ending in a dotted quad that counts as two groups. A scan rather than
+ * splits and regexes: results are validated on every CNI call, so this is on the runtime's path.
+ */
 function isV6(s: string): boolean {
-  if (!/^[0-9a-fA-F:.]+$/.test(s)) return false;
-  const halves = s.split('::');
-  if (halves.length > 2) return false;
-  const groupsOf = (h: string): string[] => (h === '' ? [] : h.split(':'));
-  let groups = [...groupsOf(halves[0] ?? ''), ...groupsOf(halves[1] ?? '')];
-  let want = 8;
-  const last = groups[groups.length - 1];
-  if (last !== undefined && last.includes('.')) {
-    // An embedded IPv4 tail (::ffff:192.0.2.1) counts as two groups.
-    if (!isV4(last)) return false;
-    groups = groups.slice(0, -1);
-    want = 6;
+  const n = s.length;
+  if (n === 0) return false;
+  let i = 0;
+  let groups = 0;
+  let elided = false;
+  if (s.charCodeAt(0) === 58 /* : */) {
+    if (s.charCodeAt(1) !== 58) return false;
+    elided = true;
+    i = 2;
+    if (i === n) return true;
   }
-  if (!groups.every((g) => /^[0-9a-fA-F]{1,4}$/.test(g))) return false;
-  return halves.length === 2 ? groups.length < want : groups.length === want;
+  for (;;) {
+    const start = i;
+    while (i < n && isHexDigit(s.charCodeAt(i))) i++;
+    if (i < n && s.charCodeAt(i) === 46 /* . */) {
+      if (!isV4(s.slice(start))) return false; // the embedded IPv4 tail ends the address
+      groups += 2;
+      break;
+    }
+    if (i - start < 1 || i - start > 4) return false;
+    groups++;
+    if (i === n) break;
+    if (s.charCodeAt(i) !== 58) return false;
+    i++;
+    if (i < n && s.charCodeAt(i) === 58) {
+      if (elided) return false;
+      elided = true;
+      i++;
+      if (i === n) break;
+    } else if (i === n) {
+      return false;
+    }
+  }
+  return elided ? groups < 8 : groups === 8;
 }
 
 /** An IPv4 or IPv6 address in text form. */
