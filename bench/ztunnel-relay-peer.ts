@@ -4,8 +4,11 @@
  *   sink PORT              accept; for each connection count bytes until EOF, reply "ok", close
  *   echo PORT              accept; echo every byte
  *   source IP PORT BYTES   send BYTES in 64 KiB chunks, half-close, wait for "ok"; prints {"ms":..}
- *   pingpong IP PORT N C   C connections, each N rounds of 1 KiB request / 1 KiB response;
- *                          prints {"p50":..,"p99":..} in ms
+ *   pingpong IP PORT N C [R]  C connections, each N rounds of 1 KiB request / 1 KiB response;
+ *                          with R, each connection sends at most R requests/s (open pacing: a
+ *                          request goes out at its scheduled time or when the previous answer
+ *                          came, whichever is later), so C*R is the offered load; without R as
+ *                          fast as answers come. Prints {"p50":..,"p99":..,"samples":[..]} in ms
  * Prints "ready" when listening.
  */
 import * as net from 'node:net';
@@ -56,6 +59,7 @@ if (mode === 'sink' || mode === 'echo') {
 } else if (mode === 'pingpong') {
   const rounds = Number(a3);
   const conns = Number(a4);
+  const interval = process.argv[7] ? 1000 / Number(process.argv[7]) : 0;
   const samples: number[] = [];
   const req = Buffer.alloc(1024, 1);
   const one = (): Promise<void> => new Promise((resolve, reject) => {
@@ -63,6 +67,16 @@ if (mode === 'sink' || mode === 'echo') {
       let i = 0;
       let got = 0;
       let t = now();
+      const start = t + Math.random() * interval; // spread the connections over one interval
+      const send = (): void => {
+        t = now();
+        s.write(req);
+      };
+      const next = (): void => {
+        const wait = start + i * interval - now();
+        if (wait > 0) setTimeout(send, wait);
+        else send();
+      };
       s.on('data', (d: Buffer) => {
         got += d.length;
         if (got < req.length) return;
@@ -73,17 +87,16 @@ if (mode === 'sink' || mode === 'echo') {
           resolve();
           return;
         }
-        t = now();
-        s.write(req);
+        next();
       });
-      s.write(req);
+      next();
     });
     s.on('error', reject);
   });
   Promise.all(Array.from({ length: conns }, one)).then(() => {
     samples.sort((x, y) => x - y);
     const q = (p: number): number => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))]!;
-    console.log(JSON.stringify({ p50: q(0.5), p99: q(0.99), n: samples.length }));
+    console.log(JSON.stringify({ p50: q(0.5), p99: q(0.99), n: samples.length, samples: samples.map((x) => Math.round(x * 1000) / 1000) }));
     process.exit(0);
   }, (e: Error) => {
     console.log(JSON.stringify({ error: e.message }));

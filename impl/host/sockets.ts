@@ -101,7 +101,13 @@ export interface TcpConnection {
   originalDst(): SocketAddress | undefined;
   /** Next chunk, or done. Reading is pull-based, so a slow reader applies backpressure. */
   read(): Promise<ReadResult>;
-  /** Resolves once the bytes are handed to the kernel. */
+  /**
+   * Queue bytes for sending. Resolves when the connection can take more: an adapter may
+   * resolve at once while its send buffer is below a high-water mark (so a relay pipelines
+   * with backpressure rather than waiting for each chunk), or only once the bytes reached the
+   * kernel (the sim's). A failure of bytes already accepted surfaces on a later write and as a
+   * read that ends with a failure, never as a clean end.
+   */
   write(bytes: Uint8Array): Promise<SocketOutcome<void>>;
   /** Half-close: send FIN, keep reading. */
   end(): Promise<void>;

@@ -44,6 +44,13 @@ export class ByteStreamDuplex extends Duplex {
   }
 }
 
+/**
+ * Bytes a writer may leave queued in a stream before write() waits for 'drain'. Node's own
+ * high-water mark (16 KiB) would make a relay wait for every 64 KiB read to pass through
+ * HTTP/2 and TLS before reading the next; upstream's h2 send buffer is 256 KiB.
+ */
+export const WRITE_BUFFER = 256 << 10;
+
 /** A ByteStream over a Node Duplex (an HTTP/2 CONNECT stream). */
 export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
   const queue: ReadResult[] = [];
@@ -76,13 +83,23 @@ export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
       d.resume();
       return new Promise((resolve) => { waiter = resolve; });
     },
-    write: (bytes) => new Promise<SocketOutcome<void>>((resolve) => {
-      if (d.destroyed || d.writableEnded) {
-        resolve({ ok: false, kind: 'reset', errno: 'EPIPE', call: 'send', message: 'stream already closed' });
-        return;
-      }
-      d.write(bytes, (e) => resolve(e ? { ok: false, kind: 'reset', errno: (e as NodeJS.ErrnoException).code ?? 'EPIPE', call: 'send', message: e.message } : { ok: true, value: undefined }));
-    }),
+    // Resolves at once while less than WRITE_BUFFER bytes wait in the stream, else on 'drain'
+    // (backpressure without a round trip per chunk); a later failure surfaces as a read failure.
+    write: (bytes) => {
+      const closed: SocketOutcome<void> = { ok: false, kind: 'reset', errno: 'EPIPE', call: 'send', message: 'stream already closed' };
+      if (d.destroyed || d.writableEnded) return Promise.resolve(closed);
+      d.write(bytes);
+      if (d.writableLength < WRITE_BUFFER) return Promise.resolve({ ok: true, value: undefined });
+      return new Promise<SocketOutcome<void>>((resolve) => {
+        const done = (): void => {
+          d.off('drain', done);
+          d.off('close', done);
+          resolve(d.destroyed ? closed : { ok: true, value: undefined });
+        };
+        d.on('drain', done);
+        d.on('close', done);
+      });
+    },
     end: () => new Promise<void>((resolve) => {
       if (d.writableEnded || d.destroyed) return resolve();
       d.end(() => resolve());

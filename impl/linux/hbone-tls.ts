@@ -2,8 +2,9 @@
  * HBONE for real: mutual TLS 1.3 (ALPN h2, no SNI, no session resumption) with SPIFFE
  * certificates from a CertificateSource, and one HTTP/2 CONNECT stream per tunnelled
  * connection (no pooling — each connection gets its own TLS session; upstream pools up to 100
- * streams per connection). Runs over any TcpConnection via ByteStreamDuplex, so the same
- * transport works on Linux sockets and on simulated ones.
+ * streams per connection). On a connection of the Linux Sockets adapter TLS runs on the native
+ * socket (node:tls and HTTP/2 then stay in C++ between kernel and stream); on any other
+ * TcpConnection (the sim's) it runs over ByteStreamDuplex, so the same transport works on both.
  *
  * Verification, as ztunnel (ztunnel.md §2.4): both sides require a chain to the mesh root;
  * the client requires the server's single SPIFFE URI SAN to be one of the expected identities;
@@ -19,6 +20,7 @@ import type { SocketOutcome, TcpConnection } from '../host/sockets.js';
 import { spiffeId, type PeerIdentity } from '../ztunnel/authz/authorizer.js';
 import { ByteStreamDuplex, duplexByteStream } from './byte-stream-duplex.js';
 import { identityFromSan, type CertificateSource } from './mesh-ca.js';
+import { takeNativeSocket } from './sockets.js';
 
 const { HTTP2_HEADER_METHOD, HTTP2_HEADER_AUTHORITY, HTTP2_HEADER_STATUS } = http2.constants;
 
@@ -54,7 +56,7 @@ export class TlsHbone implements HboneTransport {
       return fail('no-certificate', `no certificate for ${spiffeId(req.local)} (trust domain ${this.opts.certificates.trustDomain})`);
     }
     const sock = tls.connect({
-      socket: new ByteStreamDuplex(conn), key: cert.keyPem, cert: cert.certPem, ca: this.opts.certificates.rootPem,
+      socket: takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), key: cert.keyPem, cert: cert.certPem, ca: this.opts.certificates.rootPem,
       minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3', ALPNProtocols: ['h2'], rejectUnauthorized: true,
       checkServerIdentity: () => undefined, // identity is checked on the SPIFFE SAN below, not a hostname
     });
@@ -99,7 +101,7 @@ export class TlsHbone implements HboneTransport {
       conn.reset();
       return fail('no-certificate', `no certificate for ${spiffeId(opts.local)}`);
     }
-    const sock = new tls.TLSSocket(new ByteStreamDuplex(conn), {
+    const sock = new tls.TLSSocket(takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), {
       isServer: true, key: cert.keyPem, cert: cert.certPem, ca: this.opts.certificates.rootPem,
       requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3', ALPNProtocols: ['h2'],
     });

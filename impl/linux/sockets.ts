@@ -16,6 +16,7 @@ import type {
   ConnectTcpOptions, IpFamily, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure,
   SocketFailureKind, SocketOutcome, Sockets, TcpConnection, TcpListener,
 } from '../host/sockets.js';
+import { WRITE_BUFFER } from './byte-stream-duplex.js';
 import { fdCalls, NativeSocketError, RawSocket, type NativeAddress } from './sockets-native.js';
 
 const DEFAULT_BACKLOG = 128;
@@ -91,23 +92,51 @@ class LinuxTcpConnection implements TcpConnection {
   private queued = 0;
   private finished: { failure?: SocketFailure } | undefined;
   private waiter: ((r: ReadResult) => void) | undefined;
+  /** Reading has started (a 'data' listener is on): the socket can no longer be handed over whole. */
+  private reading = false;
+  /** Handed over to another owner (node:tls) by `takeNativeSocket`: this object no longer follows it. */
+  detached = false;
+  private readonly onEnd = (): void => this.finish({});
+  private readonly onError = (e: Error): void => this.finish({ failure: toFailure(e, `connection ${this.label}`) });
 
   constructor(
-    private readonly sock: net.Socket,
+    readonly sock: net.Socket,
     private readonly label: string,
     private readonly origDst: { value: SocketAddress | undefined } | { error: Error },
   ) {
     this.localAddress = fromNode(sock.localAddress, sock.localFamily, sock.localPort);
     this.remoteAddress = fromNode(sock.remoteAddress, sock.remoteFamily, sock.remotePort);
-    sock.on('data', (chunk: Buffer) => this.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
-    sock.on('end', () => this.finish({}));
-    sock.on('error', (e) => this.finish({ failure: toFailure(e, `connection ${label}`) }));
-    sock.on('close', () => this.finish({}));
+    // As ztunnel: TCP_NODELAY on every accepted and created socket (a relay must not add Nagle delay).
+    sock.setNoDelay(true);
+    sock.on('end', this.onEnd);
+    sock.on('error', this.onError);
+    sock.on('close', this.onEnd);
+  }
+
+  /**
+   * Give the net.Socket to another owner (node:tls over the native handle), if nothing has been
+   * read from it yet; afterwards this object only keeps its addresses.
+   */
+  detach(): net.Socket | undefined {
+    if (this.reading || this.detached || this.finished || this.sock.destroyed) return undefined;
+    this.detached = true;
+    this.sock.off('end', this.onEnd);
+    this.sock.off('error', this.onError);
+    this.sock.off('close', this.onEnd);
+    return this.sock;
   }
 
   originalDst(): SocketAddress | undefined {
     if ('error' in this.origDst) throw this.origDst.error;
     return this.origDst.value;
+  }
+
+  /** Start reading on the first read(): until then the kernel keeps the bytes (see detach). */
+  private startReading(): void {
+    if (this.reading) return;
+    this.reading = true;
+    this.sock.on('data', (chunk: Buffer) => this.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
+    this.sock.resume();
   }
 
   private push(bytes: Uint8Array): void {
@@ -133,6 +162,8 @@ class LinuxTcpConnection implements TcpConnection {
   }
 
   read(): Promise<ReadResult> {
+    if (this.detached) throw new Error(`connection ${this.label}: read() after the socket was handed to TLS`);
+    this.startReading();
     const next = this.queue.shift();
     if (next) {
       this.queued -= next.byteLength;
@@ -144,16 +175,36 @@ class LinuxTcpConnection implements TcpConnection {
     return new Promise((resolve) => { this.waiter = resolve; });
   }
 
+  /**
+   * Resolves at once while less than WRITE_BUFFER bytes wait in Node's send buffer, else on 'drain':
+   * the caller may keep writing, with backpressure, without waiting for each chunk to reach the
+   * kernel. A failure of an accepted write surfaces on the next write and as a read failure.
+   */
   write(bytes: Uint8Array): Promise<SocketOutcome<void>> {
+    const sock = this.sock;
+    if (sock.destroyed || sock.writableEnded) {
+      const f = this.finished?.failure;
+      return Promise.resolve(f ?? failure('EPIPE', 'send', `write on connection ${this.label}: the connection is already closed`));
+    }
+    sock.write(bytes);
+    if (sock.writableLength < WRITE_BUFFER) return Promise.resolve({ ok: true, value: undefined });
     return new Promise((resolve) => {
-      this.sock.write(bytes, (err) => {
-        resolve(err ? toFailure(err, `write on connection ${this.label}`) : { ok: true, value: undefined });
-      });
+      const done = (): void => {
+        sock.off('drain', done);
+        sock.off('close', done);
+        const f = this.finished?.failure;
+        resolve(sock.destroyed ? f ?? failure('EPIPE', 'send', `write on connection ${this.label}: the connection closed with data unsent`) : { ok: true, value: undefined });
+      };
+      sock.on('drain', done);
+      sock.on('close', done);
     });
   }
 
   end(): Promise<void> {
-    return new Promise((resolve) => this.sock.end(() => resolve()));
+    return new Promise((resolve) => {
+      if (this.sock.destroyed || this.sock.writableEnded) return resolve();
+      this.sock.end(() => resolve());
+    });
   }
 
   close(): void {
@@ -161,8 +212,19 @@ class LinuxTcpConnection implements TcpConnection {
   }
 
   reset(): void {
+    if (this.sock.destroyed) return;
     this.sock.resetAndDestroy();
   }
+}
+
+/**
+ * The net.Socket under a connection of this adapter that nobody has read from yet, taken over
+ * by the caller (the TLS adapter runs node:tls on the native handle rather than on a JS stream
+ * bridge). Undefined for other adapters' connections (the sim's) and for connections already
+ * read from: callers then fall back to the port's read/write.
+ */
+export function takeNativeSocket(conn: TcpConnection): net.Socket | undefined {
+  return conn instanceof LinuxTcpConnection ? conn.detach() : undefined;
 }
 
 class LinuxTcpListener implements TcpListener {
@@ -210,7 +272,9 @@ export class LinuxSockets implements Sockets {
       return toFailure(e, what);
     }
     const netnsLabel = opts.netns ?? '';
-    const server = net.createServer({ allowHalfOpen: true }, (sock) => { // the port's end() is a half-close; Node's default would end our side on the peer's FIN
+    // allowHalfOpen: the port's end() is a half-close; Node's default would end our side on the
+    // peer's FIN. pauseOnConnect: nothing is read until the handler reads (or hands the socket to TLS).
+    const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (sock) => {
       const label = `${sock.remoteAddress}:${sock.remotePort} -> ${bound.address}:${bound.port} (${describeNetns(opts.netns)})`;
       onConnection(new LinuxTcpConnection(sock, label, readOriginalDst(sock, netnsLabel)));
     });
@@ -253,6 +317,7 @@ export class LinuxSockets implements Sockets {
       return toFailure(e, what);
     }
     const sock = new net.Socket({ fd: raw.release(), allowHalfOpen: true });
+    sock.pause(); // read nothing until the caller reads or hands the socket to TLS (see takeNativeSocket)
     const timeoutMs = opts.timeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {

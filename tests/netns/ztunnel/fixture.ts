@@ -1,7 +1,7 @@
 /**
  * The node proxy on the real kernel: a 2-node NetnsCluster, the upstream in-pod plan applied
  * by the Linux NetnsRules adapter in each enrolled pod, one NodeProxy per node running in this
- * process over the real Sockets adapter (listeners inside the pod namespaces) with real TLS
+ * process (unless told otherwise) over the real Sockets adapter (listeners inside the pod namespaces) with real TLS
  * HBONE and a run-time CA; apps are in-process listeners inside the pod namespaces.
  *
  *   node-0: a 10.244.0.2 (enrolled, sa-a), b 10.244.0.3 (enrolled, sa-b), p 10.244.0.4 (not in the mesh)
@@ -41,7 +41,15 @@ const SPEC = [
   { name: 'c', node: 'node-1', enrolled: true, sa: 'sa-c' },
 ] as const;
 
-export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>): Promise<T> {
+export interface NetnsMeshOptions {
+  /**
+   * Nodes whose proxy runs in this process (default both). A node left out gets its pods'
+   * rules but no proxy: the caller runs one elsewhere (the bench, in a process of its own).
+   */
+  readonly inProcessProxies?: readonly ('node-0' | 'node-1')[];
+}
+
+export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>, opts: NetnsMeshOptions = {}): Promise<T> {
   return withCluster({ nodes: 2 }, async (c) => {
     const pods = {} as Record<'a' | 'b' | 'p' | 'c', PodInfo>;
     for (const s of SPEC) pods[s.name] = await c.addPod(s.node, s.name, { ipv6: false });
@@ -61,7 +69,7 @@ export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>): Promis
     const clock = new SystemClock();
     const proxies: NodeProxy[] = [];
     const logs: MemoryConnectionLog[] = [];
-    for (const node of ['node-0', 'node-1']) {
+    for (const node of opts.inProcessProxies ?? ['node-0', 'node-1']) {
       const connectionLog = new MemoryConnectionLog();
       const proxy = new NodeProxy({
         sockets, hbone: new TlsHbone({ certificates: ca }), authorizer: authz, workloads, clock, log: log.child({ node }), trustDomain: TRUST_DOMAIN, connectionLog,
