@@ -397,7 +397,7 @@ export class NodeAgent {
         throw new RetryableError(`the node proxy has not taken pod ${p.namespace}/${p.name}: ${why}`);
       }
     }
-    for (const ip of p.ips) await this.deps.ipsets.add(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
+    for (const ip of this.probeIps(p.ips)) await this.deps.ipsets.add(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
     if (p.annotated !== 'enabled') {
       await this.annotate(pod, 'enabled');
       p.annotated = 'enabled';
@@ -405,8 +405,17 @@ export class NodeAgent {
     this.m.enrolled.set([...this.mesh.values()].filter((x) => x.annotated === 'enabled').length);
   }
 
+  /**
+   * The pod IPs the host probe ipsets hold: with IPv6 capture off there are no v6 host probe
+   * rules and no v6 set, so a dual-stack pod's v6 address is left out (it used to fail the
+   * enrollment: "ipset istio-inpod-probes-v6 does not exist").
+   */
+  private probeIps(ips: readonly string[]): string[] {
+    return ips.filter((ip) => this.config.ipv6 || !ip.includes(':'));
+  }
+
   private async unenroll(p: MeshPod, opts: { podGone: boolean }): Promise<void> {
-    for (const ip of p.ips) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, p.uid);
+    for (const ip of this.probeIps(p.ips)) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, p.uid);
     // After an agent restart the applied plan is unknown (rulesApplied false, no plan) though the
     // rules are still in the netns; remove with a plan naming every chain this profile can own.
     if (p.netns && (await this.deps.finder.exists(p.netns))) {
