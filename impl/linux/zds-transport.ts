@@ -12,6 +12,7 @@
  * (setns on a helper thread) accepts, and kept open until the handle is closed.
  */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { netnsId, type NetnsId } from '../api/ids.js';
 import { ZDS_MAX_FRAME_BYTES } from '../api/zds/messages.js';
 import type {
@@ -318,6 +319,9 @@ export class LinuxZdsTransport implements ZdsTransport {
         if (alive(address)) throw new Error(`ZDS listen on ${address}: address already in use (another node agent is accepting there)`);
         fs.unlinkSync(address); // a stale socket from a previous run
       }
+      // The directory may be new (a fresh node's hostPath); 0755 so a proxy of another uid can
+      // reach the socket — the socket's own owner/mode decide who may connect.
+      fs.mkdirSync(path.dirname(address), { recursive: true, mode: 0o755 });
       const fd = zdsNative(address, (a) => a.seqpacketSocket());
       try {
         zdsNative(address, (a) => a.unixBind(fd, address));

@@ -60,7 +60,8 @@ async function clientAs(sock: string, uid: number, gid: number, groups: readonly
 function socketDir(): { sock: string; dispose(): void } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-zdsacc-'));
   fs.chmodSync(dir, 0o755); // traversable by the non-root clients
-  return { sock: path.join(dir, 'zds.sock'), dispose: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  // a directory that does not exist yet, as on a fresh node: the agent creates it
+  return { sock: path.join(dir, 'zds', 'zds.sock'), dispose: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
 
 test('group 1337 mode 0660: the proxy uid is served, a uid outside the group cannot connect, a group member of another uid is rejected by SO_PEERCRED', async () => {
@@ -73,6 +74,7 @@ test('group 1337 mode 0660: the proxy uid is served, a uid outside the group can
   server.on((e) => events.push(e));
   await server.start();
   try {
+    expect(fs.statSync(path.dirname(d.sock)).mode & 0o777).toBe(0o755);
     const st = fs.statSync(d.sock);
     expect({ socket: st.isSocket(), uid: st.uid, gid: st.gid, mode: st.mode & 0o777 }).toEqual({ socket: true, uid: 0, gid: PROXY, mode: 0o660 });
 
@@ -98,7 +100,7 @@ test('a non-root agent sets the socket group only as a member of that group (no 
   const built = path.join(repo, 'dist/impl/linux/zds-transport.js');
   test.skip(!fs.existsSync(built), `needs the compiled tree (${built}): run \`npx tsc -p .\``);
   const d = socketDir();
-  fs.chmodSync(path.dirname(d.sock), 0o777); // the uid-1000 "agent" creates the socket here
+  fs.chmodSync(path.dirname(path.dirname(d.sock)), 0o777); // the uid-1000 "agent" creates its directory and socket here
   try {
     const script = `
       import(${JSON.stringify(built)}).then(async ({ LinuxZdsTransport }) => {
