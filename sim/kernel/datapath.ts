@@ -14,15 +14,16 @@
  * `lo` keeps both, so a looped packet is not re-tracked and nat PREROUTING is not consulted.
  */
 import { formatIp, ipEquals, isLoopback, loopbackAddress, type Family, type IpAddress } from './ip-address.js';
-import { addrType, fibLookup, masqueradeSource, type RouteDecision } from './fib.js';
+import { fibLookup, masqueradeSource, type RouteDecision } from './fib.js';
 import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
-import { CtTemplate, ctTargetApplies } from './ct-template.js';
+import type { CtTemplate } from './ct-template.js';
+import { HookContext } from './hook-context.js';
 import { formatRoute } from './route.js';
 import { formatSockAddr, type SimSocket } from './socket.js';
 import { Trace, verdictText } from './trace.js';
 import type { Netns } from './netns.js';
 import type { Packet } from './packet.js';
-import type { EvalContext, Hook, NatAction, TableName, TableVerdict } from './netfilter/types.js';
+import type { Hook, NatAction, TableName, TableVerdict } from './netfilter/types.js';
 import type { Link } from './link.js';
 
 /** What became of a packet. */
@@ -31,7 +32,13 @@ export type Delivery =
   | { readonly kind: 'no-socket'; readonly ns: Netns; readonly packet: Packet }
   | { readonly kind: 'dropped'; readonly ns: Netns; readonly reason: string }
   | { readonly kind: 'rejected'; readonly ns: Netns; readonly with: string }
-  | { readonly kind: 'unroutable'; readonly ns: Netns; readonly reason: string };
+  /**
+   * `rerouted`: the failure came from the re-route a hook triggered (ip_route_me_harder after
+   * mangle/nat OUTPUT), not from the sender's own route lookup. The kernel then drops the packet
+   * with that error (NF_DROP_ERR): sendmsg() reports it, but TCP ignores a SYN's transmit error
+   * and retransmits, so connect() times out instead of failing.
+   */
+  | { readonly kind: 'unroutable'; readonly ns: Netns; readonly reason: string; readonly rerouted?: boolean };
 
 /** Per-packet kernel state that travels with the packet (the skb beyond its headers). */
 export interface Skb {
@@ -105,9 +112,9 @@ export class Datapath {
     if (pkt.mark !== before.mark || !ipEquals(pkt.dst, before.dst) || !ipEquals(pkt.src, before.src)) {
       // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
       route = this.route(ns, pkt, undefined, 'mangle OUTPUT changed the packet: re-route');
-      if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${route.kind}` };
+      if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${route.kind}`, rerouted: true };
       const m = this.loopbackSourceOut(ns, pkt, route);
-      if (m) return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${m}` };
+      if (m) return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${m}`, rerouted: true };
       skb.nextHop = route.nextHop;
     }
 
@@ -116,9 +123,9 @@ export class Datapath {
     if (natV) return natV;
     if (!ipEquals(pkt.dst, dstBefore)) {
       route = this.route(ns, pkt, undefined, 'destination NAT in OUTPUT: re-route');
-      if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${route.kind}` };
+      if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${route.kind}`, rerouted: true };
       const m = this.loopbackSourceOut(ns, pkt, route);
-      if (m) return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${m}` };
+      if (m) return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${m}`, rerouted: true };
       skb.nextHop = route.nextHop;
     }
 
@@ -443,27 +450,7 @@ export class Datapath {
     const nf = ns.netfilter[skb.pkt.family];
     if (!nf.hasRules(table, hook)) return ACCEPT;
     const markBefore = skb.pkt.mark;
-    const ctx: EvalContext = {
-      hook,
-      family: skb.pkt.family,
-      packet: skb.pkt,
-      inIface,
-      outIface,
-      // Before conntrack (raw), a CT --zone template stands in for the entry (ct-template.ts).
-      get ct() { return skb.untracked || invalid ? undefined : skb.ct ?? skb.template; },
-      get untracked() { return skb.untracked; }, // live: CT --notrack earlier in this raw chain
-      socket: owner,
-      addrType: (addr, iface) => addrType(ns, addr, skb.pkt.family, iface),
-      ipset: (name) => ns.ipsets.get(name),
-      // xt_ct_target: a packet that already carries a template, UNTRACKED or an entry is left alone.
-      setNotrack: () => { if (ctTargetApplies(skb)) skb.untracked = true; },
-      setZone: (zone) => {
-        if (!ctTargetApplies(skb)) return;
-        skb.zone = zone;
-        skb.template = new CtTemplate(zone, skb.pkt.family);
-      },
-      log: (prefix) => this.trace.add({ kind: 'log', ns: ns.name, prefix, packet: describePacket(skb.pkt) }),
-    };
+    const ctx = new HookContext(ns, skb, this.trace, describePacket, hook, inIface, outIface, owner, invalid);
     const run = nf.runTable(table, hook, ctx, { trace: this.trace.enabled });
     if (this.trace.enabled) this.trace.add({ kind: 'table', ns: ns.name, hook, table, steps: run.steps, verdict: verdictText(run.verdict) });
     if (this.trace.enabled && skb.pkt.mark !== markBefore) this.trace.add({ kind: 'mark', ns: ns.name, from: markBefore, to: skb.pkt.mark, why: `${table} ${hook}` });

@@ -408,7 +408,7 @@ export class SimKernel {
     const d1 = this.datapath.output(n, syn, s);
     if (d1.kind === 'rejected') return fail('refused', `SYN rejected in ${d1.ns.name} (${d1.with})`);
     if (d1.kind === 'dropped') return fail('timeout', `SYN dropped in ${d1.ns.name}: ${d1.reason}`);
-    if (d1.kind === 'unroutable') return fail('unreachable', `SYN: ${d1.reason}`);
+    if (d1.kind === 'unroutable') return d1.rerouted ? fail('timeout', `SYN dropped in ${d1.ns.name}: ${d1.reason} (a SYN's transmit error does not fail connect)`) : fail('unreachable', `SYN: ${d1.reason}`);
     const rx = d1.kind === 'delivered' ? d1 : undefined;
     if (!rx || rx.socket.state !== 'listening') {
       // No listener: the receiver answers with RST, which must make it back to be seen as refused.
@@ -432,6 +432,14 @@ export class SimKernel {
     serverNs.sockets.add(child);
     serverNs.sockets.registerEstablished(child);
 
+    // inet_csk_route_req: the SYN-ACK leaves from the address the SYN was sent to. In IPv4 a
+    // source that is not a local address (__ip_dev_find) needs FLOWI_FLAG_ANYSRC — a transparent
+    // listener — or the route lookup fails and no SYN-ACK is sent: e.g. a SYN to a foreign address
+    // delivered here by a local route in a policy table. IPv6 (inet6_csk_route_req) does not check.
+    if (fam === 4 && !listener.transparent && !isLocalAddress(serverNs, seen.dst)) {
+      this.abort(child);
+      return fail('timeout', `SYN-ACK from ${child.describe()} not sent: source ${formatIp(seen.dst)} is not a local address of ${serverNs.name} and ${listener.describe()} is not IP_TRANSPARENT (route lookup: ENETUNREACH)`);
+    }
     const synack = this.packet(fam, 'tcp', seen.dst, seen.dport, seen.src, seen.sport, { ...NO_FLAGS, syn: true, ack: true }, child.mark);
     const d2 = this.datapath.output(serverNs, synack, child);
     if (d2.kind !== 'delivered' || d2.socket !== s) {

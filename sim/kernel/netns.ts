@@ -113,10 +113,10 @@ export class Netns {
       const primary = a.addr.family === 4
         ? l.addresses.slice(0, i).find((p) => p.addr.family === 4 && p.prefix.len === a.prefix.len && p.prefix.addr.value === a.prefix.addr.value)
         : undefined;
-      this.routes.add({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: parsePrefix(formatIp(a.addr)), dev: l.name, via: undefined, src: primary?.addr ?? a.addr, metric: 0, proto: 'kernel' });
+      this.routes.add({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: hostPrefix(a.addr), dev: l.name, via: undefined, src: primary?.addr ?? a.addr, metric: 0, proto: 'kernel' });
       const full = a.addr.family === 4 ? 32 : 128;
       if (l.up && a.prefix.len < full) {
-        const dup = this.routes.all().some((r) => r.table === TABLE_MAIN && r.dev === l.name && r.proto === 'kernel'
+        const dup = this.routes.inTable(TABLE_MAIN).some((r) => r.dev === l.name && r.proto === 'kernel'
           && r.dst.len === a.prefix.len && r.dst.addr.value === a.prefix.addr.value && r.family === a.addr.family);
         if (!dup) this.routes.add({ family: a.addr.family, table: TABLE_MAIN, type: 'unicast', dst: a.prefix, dev: l.name, via: undefined, src: a.addr, metric: a.addr.family === 6 ? 256 : 0, proto: 'kernel' });
       }
@@ -141,7 +141,7 @@ export class Netns {
     };
     for (const a of lo.addresses) {
       if (a.addr.family === 4 && a.prefix.len < 32) addLocal(a.prefix, a.addr);
-      addLocal(parsePrefix(formatIp(a.addr)), a.addr);
+      addLocal(hostPrefix(a.addr), a.addr);
     }
   }
 
@@ -160,6 +160,11 @@ export class Netns {
     for (const r of this.routes.all()) lines.push(`  route ${formatPrefix(r.dst)} ${r.type} table ${r.table}${r.dev ? ` dev ${r.dev}` : ''}`);
     return lines.join('\n');
   }
+}
+
+/** ADDR/32 or ADDR/128 without a round trip through text. */
+function hostPrefix(a: IpAddress): IpPrefix {
+  return { addr: a, len: a.family === 4 ? 32 : 128 };
 }
 
 /**

@@ -39,6 +39,9 @@ export function defaultRules(family: Family): PolicyRule[] {
   ];
 }
 
+/** Rule objects are immutable, so every namespace starts from the same ones. */
+const DEFAULT_RULES: readonly PolicyRule[] = Object.freeze([...defaultRules(4), ...defaultRules(6)]);
+
 export function ruleMatches(r: PolicyRule, q: RuleQuery): boolean {
   if (r.family !== q.family) return false;
   if (r.fwmark && ((q.mark & r.fwmark.mask) >>> 0) !== r.fwmark.value) return false;
@@ -63,7 +66,9 @@ export function formatRule(r: PolicyRule): string {
 
 /** Rules kept sorted by priority; equal priorities keep insertion order (as the kernel lists them). */
 export class PolicyRules {
-  private rules: PolicyRule[] = [...defaultRules(4), ...defaultRules(6)];
+  private rules: PolicyRule[] = [...DEFAULT_RULES];
+  /** list() per family, rebuilt after a change: fibLookup asks on every packet. */
+  private byFamily: Record<Family, PolicyRule[]> | undefined;
 
   add(rule: PolicyRule): void {
     const same = this.rules.find((r) => r.family === rule.family && r.priority === rule.priority
@@ -72,15 +77,19 @@ export class PolicyRules {
     let i = this.rules.findIndex((r) => r.priority > rule.priority);
     if (i < 0) i = this.rules.length;
     this.rules.splice(i, 0, rule);
+    this.byFamily = undefined;
   }
 
   remove(pred: (r: PolicyRule) => boolean): number {
     const before = this.rules.length;
     this.rules = this.rules.filter((r) => !pred(r));
+    this.byFamily = undefined;
     return before - this.rules.length;
   }
 
-  list(family: Family): PolicyRule[] {
-    return this.rules.filter((r) => r.family === family);
+  /** The rules of one family in evaluation order (a shared view: do not edit). */
+  list(family: Family): readonly PolicyRule[] {
+    this.byFamily ??= { 4: this.rules.filter((r) => r.family === 4), 6: this.rules.filter((r) => r.family === 6) };
+    return this.byFamily[family];
   }
 }

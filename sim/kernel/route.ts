@@ -88,6 +88,11 @@ export class RouteTables {
     return best;
   }
 
+  /** The routes of one table (a live view: do not edit). */
+  inTable(table: number): readonly Route[] {
+    return this.tables.get(table) ?? [];
+  }
+
   all(): Route[] {
     return [...this.tables.values()].flat();
   }

@@ -8,6 +8,7 @@ import { runCompiled } from './evaluate.js';
 import type { IpSets } from './ipset.js';
 import { ALL_TABLES, applyRestore } from './parse-restore.js';
 import { cloneTable, compileTable, emptyTable, type CompiledTable, type TableState } from './ruleset.js';
+import { cacheable, cachedRestore, rememberRestore, type CachedTable } from './restore-cache.js';
 import { saveTable } from './save.js';
 import type { EvalContext, Hook, TableName, TableRun } from './types.js';
 
@@ -49,9 +50,9 @@ export class Netfilter {
   constructor(readonly family: Family, opts: { readonly ipsets?: IpSets } = {}) {
     this.ipsets = opts.ipsets;
     for (const t of ALL_TABLES) {
-      const s = emptyTable(t);
-      this.tables.set(t, s);
-      this.compiled.set(t, compileTable(s));
+      const e = EMPTY.get(t) as CachedTable;
+      this.tables.set(t, e.state);
+      this.compiled.set(t, e.compiled);
     }
   }
 
@@ -60,18 +61,38 @@ export class Netfilter {
    * RestoreError nothing changes.
    */
   restore(text: string, opts: RestoreOptions = {}): void {
+    const noflush = opts.noflush ?? false;
+    const source = opts.source ?? '<restore>';
+    const useCache = !noflush && cacheable(text);
+    const hit = useCache ? cachedRestore(this.family, source, text) : undefined;
+    if (hit) {
+      for (const [k, v] of hit) {
+        this.tables.set(k, v.state);
+        this.compiled.set(k, v.compiled);
+        this.loaded.add(k);
+      }
+      return;
+    }
+    // Tables are never edited in place (restore-cache.ts relies on it): work on copies. Without
+    // noflush a named table is rebuilt from empty, so only noflush needs real copies.
     const work = new Map<TableName, TableState>();
-    for (const [k, v] of this.tables) work.set(k, cloneTable(v));
-    applyRestore(text, work, {
-      family: this.family, ipsets: this.ipsets, noflush: opts.noflush ?? false, source: opts.source ?? '<restore>',
-    });
-    // Success: swap in and recompile every table (cheap; keeps compiled and editable in step).
-    this.tables = work;
-    for (const [k, v] of work) this.compiled.set(k, compileTable(v));
+    for (const [k, v] of this.tables) work.set(k, noflush ? cloneTable(v) : v);
+    applyRestore(text, work, { family: this.family, ipsets: this.ipsets, noflush, source });
+    // Success: swap in and recompile the tables the text named (the others are unchanged).
+    const named = new Map<TableName, CachedTable>();
     for (const line of text.split('\n')) {
       const m = /^\s*\*\s*(\S+)/.exec(line);
-      if (m) this.loaded.add(m[1] as TableName);
+      if (!m) continue;
+      const t = m[1] as TableName;
+      const state = work.get(t) as TableState;
+      named.set(t, { state, compiled: compileTable(state) });
     }
+    this.tables = work;
+    for (const [k, v] of named) {
+      this.compiled.set(k, v.compiled);
+      this.loaded.add(k);
+    }
+    if (useCache) rememberRestore(this.family, source, text, named);
   }
 
   /** iptables-save text for one table, or every table a restore has named (fixed order). */
@@ -169,5 +190,11 @@ export class Netfilter {
     return t;
   }
 }
+
+/** The state a fresh namespace starts with, per table; shared (never edited in place). */
+const EMPTY: ReadonlyMap<TableName, CachedTable> = new Map(ALL_TABLES.map((t) => {
+  const state = emptyTable(t);
+  return [t, { state, compiled: compileTable(state) }] as const;
+}));
 
 export { RestoreError };

@@ -1,0 +1,51 @@
+/**
+ * Parsed restore results, cached by content. Without --noflush, iptables-restore rebuilds every
+ * table the text names from scratch, so the result for those tables depends only on the text,
+ * the family and the source name (kept in each rule for traces) — not on what was loaded before.
+ * Simulations load the same texts over and over (every generated differential case, every pod
+ * of a cluster with the same profile); parsing and compiling them once saves most of the cost.
+ *
+ * Sharing is safe because table states and compiled tables are never edited in place: a restore
+ * works on copies (netfilter.ts) and swaps them in. Texts that use ipsets are not cached: their
+ * parse checks the namespace's ipset registry.
+ */
+import type { Family } from '../ip-address.js';
+import type { CompiledTable, TableState } from './ruleset.js';
+import type { TableName } from './types.js';
+
+export interface CachedTable {
+  readonly state: TableState;
+  readonly compiled: CompiledTable;
+}
+
+export type CachedRestore = ReadonlyMap<TableName, CachedTable>;
+
+/** Bounded: generated rulesets differ case by case, so old entries are evicted (oldest first). */
+const MAX_ENTRIES = 512;
+const cache = new Map<string, CachedRestore>();
+
+const keyOf = (family: Family, source: string, text: string): string => `${family}\u0000${source}\u0000${text}`;
+
+/** May the result of restoring `text` (without --noflush) be cached? */
+export function cacheable(text: string): boolean {
+  return !text.includes('--match-set');
+}
+
+export function cachedRestore(family: Family, source: string, text: string): CachedRestore | undefined {
+  const k = keyOf(family, source, text);
+  const hit = cache.get(k);
+  if (hit) {
+    // Refresh: a hit moves to the young end of the insertion order.
+    cache.delete(k);
+    cache.set(k, hit);
+  }
+  return hit;
+}
+
+export function rememberRestore(family: Family, source: string, text: string, tables: CachedRestore): void {
+  if (cache.size >= MAX_ENTRIES) {
+    const oldest = cache.keys().next();
+    if (!oldest.done) cache.delete(oldest.value);
+  }
+  cache.set(keyOf(family, source, text), tables);
+}
