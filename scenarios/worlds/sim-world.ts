@@ -67,6 +67,8 @@ export interface SimWorldExtras {
   readonly agentConfig?: Partial<NodeAgentConfig>;
 }
 
+/** rebootNode: virtual time the kubelet runs (and tries the pods' sandboxes) before the agent and proxy are back. */
+const REBOOT_DAEMONSETS_AFTER_MS = 2000;
 /** Kubelet sandbox retry backoff: short, and below the quiet window, so settle sees retries. */
 const KUBELET_BACKOFF = { initialMs: 1000, maxMs: 4000 } as const;
 /** settle(): quiet = no observable change over this much virtual time (> backoff, > repair period). */
@@ -260,12 +262,18 @@ export class SimMeshWorld implements World {
     await drive(this.sim.clock, s.retireOld());
   }
 
-  /** Every process on the node dies (agent, proxy, pods); the node and its DaemonSets come back. */
+  /**
+   * Every process on the node dies (agent, proxy, pods); the node comes back. As after a real
+   * reboot, the kubelet runs a while before the DaemonSet pods (agent, proxy) are up again: the
+   * pods' new sandboxes get their CNI ADD while the agent is still down (fail closed: refused,
+   * retried with backoff), then the agent and the proxy start.
+   */
   async rebootNode(node: string): Promise<void> {
     const s = this.stack(node);
     await drive(this.sim.clock, s.stopProxy('immediate'));
     await drive(this.sim.clock, s.stopAgent());
     await drive(this.sim.clock, s.node.reboot());
+    await runFor(this.sim.clock, REBOOT_DAEMONSETS_AFTER_MS);
     await drive(this.sim.clock, s.startAgent());
     s.startProxy();
   }

@@ -44,7 +44,8 @@ test('liveness: enrolled pods on two nodes reach each other over HBONE with thei
   const r = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: b, port: 8080 });
   expect(r.outcome).toBe('established');
   expect(r.acceptedBy).toBe('proxy-outbound');
-  expect(r.deliveries).toEqual([{ pod: b, port: 8080, peer: expect.stringMatching(/^10\.244\.0\.\d+:\d+$/), viaProxy: true }]);
+  // Delivered by b's own node proxy, from inside b's netns (what inbound capture requires).
+  expect(r.deliveries).toEqual([{ pod: b, port: 8080, peer: expect.stringMatching(/^10\.244\.0\.\d+:\d+$/), viaProxy: true, proxyNode: 'node-1', proxyFor: b }]);
   expect(r.deliveries[0]!.peer.split(':')[0]).toBe(obs(pods, a).ips[0]);
   const out = r.proxyLog.find((e) => e.event === 'forwarded' && e.direction === 'outbound');
   const inb = r.proxyLog.find((e) => e.event === 'forwarded' && e.direction === 'inbound-hbone');
@@ -81,7 +82,7 @@ test('inbound capture: plaintext from a pod outside the mesh is accepted by the 
   const pods = await w.pods();
   const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
   expect(r).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-inbound', acceptedIn: a });
-  expect(r.deliveries).toEqual([{ pod: a, port: 8080, peer: expect.stringContaining(`${obs(pods, q).ips[0]}:`), viaProxy: true }]);
+  expect(r.deliveries).toEqual([{ pod: a, port: 8080, peer: expect.stringContaining(`${obs(pods, q).ips[0]}:`), viaProxy: true, proxyNode: obs(pods, a).node, proxyFor: a }]);
   expect(r.proxyLog).toContainEqual(expect.objectContaining({ node: 'node-0', pod: a, event: 'forwarded', direction: 'inbound-plaintext', allowed: true }));
   // The outside client too.
   const o = await w.connect({ kind: 'outside' }, { kind: 'pod', pod: b, port: 8080 });
