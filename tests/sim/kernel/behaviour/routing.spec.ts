@@ -72,9 +72,11 @@ test('a `local 0.0.0.0/0 dev lo` route in table 100 makes any address local for 
   expect(lookup(k, 'a', '203.0.113.9', 0x111)).toMatchObject({ kind: 'local', table: 100, dev: 'lo' });
   expect(lookup(k, 'a', '203.0.113.9', 0)).toEqual({ kind: 'unreachable' });
   // A marked connection to a foreign address is delivered to a local wildcard listener (AnyIP).
-  // The listener carries the mark too: its SYN-ACK back to 203.0.113.9 needs the same rule.
+  // The listener carries the mark too: its SYN-ACK back to 203.0.113.9 needs the same rule. It
+  // must be IP_TRANSPARENT as well: the SYN-ACK's source 203.0.113.9 is not local (reply-source.spec.ts).
   const srv = k.socket('a', 'tcp', 4, ADMIN, 'anyip listener');
   k.setsockopt(srv, 'SO_MARK', 0x111);
+  k.setsockopt(srv, 'IP_TRANSPARENT', true);
   k.bind(srv, '0.0.0.0', 80);
   k.listen(srv);
   // The route lookup picks the destination as source (local route without prefsrc); that source
@@ -89,6 +91,15 @@ test('a `local 0.0.0.0/0 dev lo` route in table 100 makes any address local for 
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(r.listener).toBe(srv);
   expect(formatIp(r.server!.local!.addr)).toBe('203.0.113.9');
+  // A plain (not transparent) AnyIP listener gets the SYN but cannot answer it (checked on the real
+  // kernel with the equivalent lab file: timeout).
+  const plainSrv = k.socket('a', 'tcp', 4, ADMIN, 'plain anyip listener');
+  k.setsockopt(plainSrv, 'SO_MARK', 0x111);
+  k.bind(plainSrv, '0.0.0.0', 81);
+  k.listen(plainSrv);
+  const toPlain = client(k, 'a', { mark: 0x111 });
+  k.setsockopt(toPlain, 'IP_TRANSPARENT', true);
+  expect(k.connect(toPlain, '203.0.113.9', 81).outcome).toBe('timeout');
 });
 
 test('IPv6: a `local ::/0 dev lo` policy route for a foreign destination takes a source address of the namespace, not the destination', () => {
