@@ -24,7 +24,7 @@ import { AmbientCniPlugin } from '../../impl/cni-plugin/cni-plugin.js';
 import { MemoryConnectionLogSink } from '../../impl/ztunnel/connection-log.js';
 import { markValue } from '../../impl/api/marks.js';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
-import type { KubeApi, KubeObjectOf, Wire } from '../../impl/host/kube.js';
+import type { KubeApi, KubeKind, KubeObjectOf, Wire } from '../../impl/host/kube.js';
 import { ZdsClient, type ZdsWorkloadHandler } from '../../impl/ztunnel/zds-client.js';
 import type { SocketFailure } from '../../impl/host/sockets.js';
 import type { V1Container, V1Probe } from '@kubernetes/client-node';
@@ -67,6 +67,8 @@ export interface SimWorldExtras {
   readonly agentConfig?: Partial<NodeAgentConfig>;
 }
 
+/** API kinds whose writes settle() waits out (every kind but Event; see fingerprint()). */
+const FINGERPRINT_KINDS = ['Namespace', 'Pod', 'ServiceAccount', 'Node', 'CustomResourceDefinition', 'AuthorizationPolicy'] as const satisfies readonly KubeKind[];
 /** rebootNode: virtual time the kubelet runs (and tries the pods' sandboxes) before the agent and proxy are back. */
 const REBOOT_DAEMONSETS_AFTER_MS = 2000;
 /** Kubelet sandbox retry backoff: short, and below the quiet window, so settle sees retries. */
@@ -347,12 +349,17 @@ export class SimMeshWorld implements World {
   }
 
   /**
-   * What settle watches: the API's resourceVersion (any write), sandboxes, agents' and proxies'
-   * pod state. (A pod stuck in sandbox backoff writes an Event per retry, so such a world
-   * settles only at the step cap — bounded, and rare.)
+   * What settle watches: every API object but Events (uid and resourceVersion), sandboxes,
+   * agents' and proxies' pod state. Events are left out: a pod stuck in sandbox backoff (CNI ADD
+   * refused while its node agent is down, fail closed) writes one per retry and nothing else, so
+   * with them such a world never looked quiet and every settle ran to the step cap (20 windows,
+   * ~0.3 s of CPU each). A retry that succeeds changes the sandboxes and the pod, which count.
    */
   private fingerprint(): string {
-    const parts: string[] = [this.sim.store.resourceVersion()];
+    const parts: string[] = [];
+    for (const kind of FINGERPRINT_KINDS) {
+      for (const o of this.sim.store.listShared(kind).items) parts.push(`${o.metadata?.uid ?? ''}@${o.metadata?.resourceVersion ?? ''}`);
+    }
     for (const s of this.stacks) {
       for (const r of s.node.disk.sandboxes.values()) parts.push(`${r.podUid}:${r.netns}:${r.ready}:${r.containers.length}`);
       for (const uid of s.servedPods()) parts.push(`served ${uid}:${s.servedNetns(uid)}`);
