@@ -4,7 +4,7 @@
  */
 import type { Acceptor, ConnectOptions, Destination, Source, World } from '../world.js';
 import { canSetMark, type ThreatModel } from '../threats/threats.js';
-import { APP_PORT, ATTACKER, CLIENT, DNS_PORT, FRIEND, HOSTPOD, PROBE_PORT, REMOTE, SINK, UDP_PORT, VICTIM } from './topology.js';
+import { APP_PORT, ATTACKER, CLIENT, DNS_PORT, FRIEND, HOSTILE_PODS, HOSTPOD, PROBE_PORT, REMOTE, SINK, UDP_PORT, VICTIM } from './topology.js';
 
 export interface AttackerAction {
   readonly name: string;
@@ -117,7 +117,34 @@ export function hijackActions(): AttackerAction[] {
 /** Every action name the matrix may run for a threat (catalog entries are checked against it). */
 export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): string[] {
   const inPod = t.vantage === 'enrolled-pod' ? [...carveOutActions(), ...flushActions(), ...hijackActions()] : [];
-  return [...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t)].map((a) => a.name);
+  const catalog = [...meshV6OffActions(t), ...rebootActions(), ...hostileAnnotationActions()];
+  return [...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t), ...catalog].map((a) => a.name);
+}
+
+/**
+ * Catalog phase mesh-v6-off (ipv6-without-v6-rules): the IPv6 attempts in a dual-stack cluster
+ * whose mesh installs only v4 rules (WorldOptions.meshV6 false), plus a mesh peer over v6.
+ */
+export function meshV6OffActions(t: ThreatModel): AttackerAction[] {
+  const peer: AttackerAction = { name: 'client tcp6 → victim', from: { kind: 'pod', pod: CLIENT }, to: pod(VICTIM, APP_PORT), opts: { family: 6 } };
+  return [...ipv6Actions(t), peer].map((a) => ({ ...a, name: `v4-only mesh: ${a.name}` }));
+}
+
+/** Catalog phase reboot (reboot-stuck): right after the victim's node rebooted, before the cluster settles. */
+export function rebootActions(): AttackerAction[] {
+  return [
+    { name: 'after reboot: client tcp → victim', from: { kind: 'pod', pod: CLIENT }, to: pod(VICTIM, APP_PORT), opts: {} },
+    { name: 'after reboot: outside tcp → victim', from: { kind: 'outside' }, to: pod(VICTIM, APP_PORT), opts: {} },
+    { name: 'after reboot: friend tcp → victim', from: { kind: 'pod', pod: FRIEND }, to: pod(VICTIM, APP_PORT), opts: {} },
+  ];
+}
+
+/** Catalog phase hostile-annotations: each hostile pod's traffic out, and plaintext in from outside the mesh. */
+export function hostileAnnotationActions(): AttackerAction[] {
+  return HOSTILE_PODS.flatMap(({ pod: p }) => [
+    { name: `${p.name} tcp → sink`, from: { kind: 'pod', pod: p } as Source, to: pod(SINK, APP_PORT), opts: {} },
+    { name: `client tcp → ${p.name}`, from: { kind: 'pod', pod: CLIENT } as Source, to: pod(p, APP_PORT), opts: {} },
+  ]);
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Profile } from '../world.js';
 import type { PropertyName } from '../properties/types.js';
 import type { ThreatId } from '../threats/threats.js';
 import type { BypassClass } from '../expected/table.js';
+import type { CatalogPhase } from './catalog-phases.js';
 
 export interface AttackEntry {
   readonly id: string;
@@ -19,7 +20,8 @@ export interface AttackEntry {
   readonly observation: string;
   readonly expected: Readonly<Record<Profile, { readonly verdict: 'holds' | 'bypass'; readonly property?: PropertyName; readonly why: string }>>;
   readonly runBy:
-    | { readonly kind: 'matrix'; readonly threat: ThreatId; readonly actions: readonly string[] }
+    /** `phase`: the catalog phase (catalog-phases.ts) that stages it; absent = the standard phases. */
+    | { readonly kind: 'matrix'; readonly threat: ThreatId; readonly actions: readonly string[]; readonly phase?: CatalogPhase }
     | { readonly kind: 'not-expressible'; readonly reason: string };
 }
 
@@ -49,10 +51,11 @@ export const ATTACKS: readonly AttackEntry[] = [
     setup: 'host process uid 1000 / hostNetwork pod on the victim node', attack: 'TCP to the victim app port and probe port', observation: 'app accepts from 169.254.7.127 without the proxy',
     expected: { upstream: { verdict: 'bypass', property: 'inbound-capture', why: '--socket-exists SNAT + accept on any port' }, strict: { verdict: 'holds', why: 'kubelet-uid SNAT + declared probe ports only' } },
     runBy: { kind: 'matrix', threat: 'host-process', actions: ['host(uid 1000) tcp → victim', 'hostNetwork pod tcp → victim'] } },
-  { id: 'ipv6-without-v6-rules', classes: ['B7', 'finding-j'], title: 'IPv6 traffic when the mesh does not capture v6',
-    setup: 'dual-stack pods, agent ipv6 capture off', attack: 'TCP over v6 out and in', observation: 'v6 reaches apps directly',
-    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'no v6 rules are installed' }, strict: { verdict: 'holds', why: 'ipv6-always: a v6 block ruleset' } },
-    runBy: { kind: 'not-expressible', reason: 'WorldOptions.ipv6 couples dual-stack pods and v6 capture; needs a separate mesh-v6 switch (e.g. SimWorldExtras.agentConfig { ipv6: false } with WorldOptions.ipv6 true — untested here). Covered at rule level by tests/sim/node-agent/rules/behaviour.spec.ts "IPv6 off"' } },
+  { id: 'ipv6-without-v6-rules', classes: ['B7', 'finding-h'], title: 'IPv6 traffic when the mesh does not capture v6',
+    setup: 'a dual-stack cluster whose mesh installs only v4 rules (WorldOptions ipv6 true, meshV6 false: upstream `ambient.ipv6: false`); a fresh world with the standard topology', attack: 'TCP and UDP over v6 from the attacker pod to the sink; TCP over v6 into the victim from outside and from a pod outside the mesh',
+    observation: 'upstream: the v6 packets meet no rule — the sink app and the victim app accept them directly. strict: the ipv6-always block ruleset drops them (the attempt fails)',
+    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'with v6 capture off no v6 rule is installed, so v6 leaves and enters the pod uncaptured (istio-cni §3.4, §6 h; peers B7)' }, strict: { verdict: 'holds', why: 'ipv6-always: with v6 capture off the agent installs a v6 block ruleset in dual-stack pods' } },
+    runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'mesh-v6-off', actions: ['v4-only mesh: attacker tcp6 → sink', 'v4-only mesh: attacker udp6 → sink', 'v4-only mesh: outside tcp6 → victim', 'v4-only mesh: client tcp6 → victim'] } },
   { id: 'port-hijack-restart', classes: ['finding-l'], title: 'app binds 15001/15006 in its own netns while its node proxy is stopped',
     setup: 'non-root app without capabilities (app-nonroot); root with SO_REUSEPORT (app-root and the root capability threats)', attack: 'stop the node proxy, World.appExec listen 15001 and 15006 (reusePort when root), start the proxy, settle; then plaintext TCP in from a pod outside the mesh and a mesh peer over HBONE',
     observation: 'the restarted proxy gets EADDRINUSE (the sim proxy runs as uid 1337, so a root app\'s reuseport socket keeps it out too); inbound to the pod lands on the app\'s 15006 socket: no proxy inspects or authorizes it. The app\'s own outbound then lands on its own 15001 — it talks to itself, nothing leaves, not judged. A hijack while the proxy is UP fails with EADDRINUSE; a hijack before enrollment (pod labelled into the mesh while its app holds 15006) gives rules without listeners, annotation pending, inbound to the app — both in tests/sim/worlds/app-exec.spec.ts, not in the matrix. The mesh peer\'s leg (friend) is made by the peer\'s own node proxy and lands on the hijacked 15006: inbound-capture flags it as the wrong proxy (only the destination\'s own node proxy counts), authorization as unauthorized',
@@ -62,16 +65,25 @@ export const ATTACKS: readonly AttackEntry[] = [
     setup: 'agent stopped on node-0', attack: 'create an ambient pod there', observation: 'pod running without redirection',
     expected: { upstream: { verdict: 'holds', why: 'our CNI plugin is chained and fails the ADD without the agent (fail closed); the upstream race needs the plugin not installed at all' }, strict: { verdict: 'holds', why: 'as upstream' } },
     runBy: { kind: 'matrix', threat: 'app-nonroot', actions: ['(agent-down phase: pod mesh/late)'] } },
-  { id: 'reboot-stuck', classes: ['finding-b', 'B14'], title: 'node reboot leaves an annotated pod without rules', setup: 'enrolled pods', attack: 'World.rebootNode', observation: 'annotation enabled, redirected false',
-    expected: { upstream: { verdict: 'holds', property: 'convergence', why: 'our agent re-enrolls on the new sandbox ADD and repairs by netns (upstream issue #60882 is the bypass)' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'not-expressible', reason: 'not wired into the matrix yet (World.rebootNode exists; the model-based commands exercise it with the convergence property)' } },
-  { id: 'api-error-at-add', classes: ['finding-c'], title: 'API error during the plugin\'s ambient check', setup: 'API fails Pod GET', attack: 'create an ambient pod', observation: 'pod starts unredirected',
-    expected: { upstream: { verdict: 'bypass', property: 'fail-closed', why: 'upstream treats it as non-ambient by default' }, strict: { verdict: 'holds', why: 'our plugin retries and fails the ADD' } },
-    runBy: { kind: 'not-expressible', reason: 'World has no API fault injection beyond dropWatches; needs World.failApi?(verb, kind, count)' } },
-  { id: 'hostile-annotations', classes: ['finding-n'], title: 'hostile values in redirection annotations', setup: 'pod with virtual-interfaces "eth0 -j ACCEPT" etc.', attack: 'create the pod', observation: 'the agent refuses; no rule text injected',
-    expected: { upstream: { verdict: 'holds', why: 'annotations are validated before rule building' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'not-expressible', reason: 'not wired yet; covered at unit level by tests/sim/node-agent/rules/annotations.spec.ts' } },
-  { id: 'rogue-zds-client', classes: ['finding-m'], title: 'a second ZDS client takes over pod netns fds', setup: 'node access', attack: 'connect to the ZDS socket as a non-proxy uid', observation: 'the agent rejects it (allowedProxyUids)',
-    expected: { upstream: { verdict: 'holds', why: 'our agent checks peer credentials' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'not-expressible', reason: 'World exposes no ZDS endpoint; covered by tests/sim/zds' } },
+  { id: 'reboot-stuck', classes: ['finding-b', 'B14'], title: 'node reboot leaves ambient pods running without rules',
+    setup: 'the standard topology, healthy', attack: 'World.rebootNode on the victim\'s node: every process dies; the kubelet re-creates the sandboxes (new netns) while the node agent is not running yet, then agent and proxy start again',
+    observation: 'right after the reboot (not settled) no selected pod of the node runs without redirection (fail-closed: its sandbox ADD fails until the agent is back), traffic to the victim is captured or fails; once settled every pod is redirected, served and truthfully annotated (convergence)',
+    expected: { upstream: { verdict: 'holds', property: 'convergence', why: 'our plugin is chained and fails the ADD while the agent is down, and the agent re-enrolls on the new sandbox ADD and repairs by netns (upstream issue #60882 is the bypass)' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'reboot', actions: ['after reboot: client tcp → victim', 'after reboot: outside tcp → victim', 'after reboot: friend tcp → victim'] } },
+  { id: 'api-error-at-add', classes: ['finding-c'], title: 'the CNI plugin cannot reach the API during ADD',
+    setup: 'World.cniApiFault: every API call of the CNI plugin on the victim\'s node fails', attack: 'create an ambient pod there; then restore the API',
+    observation: 'while the API is unreachable the pod does not start (the plugin retries, then fails the ADD; the kubelet retries the sandbox); once the API is back it starts redirected and served',
+    expected: { upstream: { verdict: 'holds', property: 'fail-closed', why: 'our CNI plugin has one behaviour in both profiles: bounded retries, then fail the ADD (as upstream with enableAmbientDetectionRetry; upstream\'s default treats the error as not ambient — finding c — which the profiles do not reproduce: they select rule sets, not plugin behaviour)' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'cni-api-error', actions: ['(cni-api-error phase: pod mesh/api-late)'] } },
+  { id: 'hostile-annotations', classes: ['finding-n', 'B2'], title: 'hostile values in the rule-shaping annotations',
+    setup: 'ambient pods (the threat\'s app) whose annotations carry rule text (newlines, -j ACCEPT, *filter), a 200 kB value, exclusion annotations with bad ports the mesh does not honour (excludeInboundPorts "8080,-1,99999", excludeOutboundIPRanges 0.0.0.0/0), and a forged ambient.istio.io/redirection: enabled',
+    attack: 'create the pods; then TCP out of each to the sink and plaintext TCP into each from a pod outside the mesh',
+    observation: 'an invalid value is refused at the sandbox ADD (AnnotationError; the pod does not start, a Warning Event says why) — for a pod already running the agent captures it with defaults instead; nothing reaches rule text (tests/sim/scenarios/catalog-phases.spec.ts reads iptables-save of every netns); the exclusion annotations change nothing (captured both ways); the forged status does not skip enrollment (redirected, served, traffic through the pod\'s node proxy)',
+    expected: { upstream: { verdict: 'holds', why: 'annotations are validated before rule building; exclusion annotations are not honoured by the ambient rules' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'hostile-annotations', actions: ['hostile-inject tcp → sink', 'client tcp → hostile-inject', 'hostile-huge tcp → sink', 'client tcp → hostile-huge', 'hostile-exclude tcp → sink', 'client tcp → hostile-exclude', 'hostile-status tcp → sink', 'client tcp → hostile-status'] } },
+  { id: 'rogue-zds-client', classes: ['finding-m'], title: 'a non-proxy process connects to the agent\'s ZDS socket',
+    setup: 'root on the victim\'s node (host-root), not the proxy uid', attack: 'World.zdsClient: connect to the ZDS socket and say hello as the proxy would',
+    observation: 'the agent rejects it by peer uid before sending anything (no pod netns handle leaves); the real proxy keeps serving every pod and mesh traffic flows. Being accepted would be reported as an inbound-capture violation',
+    expected: { upstream: { verdict: 'holds', why: 'our agent checks the peer credentials (allowedProxyUids) — upstream accepts any client (finding m); the profiles select rule sets, the check is in both' }, strict: { verdict: 'holds', why: 'as upstream' } },
+    runBy: { kind: 'matrix', threat: 'host-root', phase: 'rogue-zds', actions: ['(rogue-zds phase: ZDS hello as uid 0)'] } },
 ];

@@ -14,6 +14,7 @@ import { THREATS, type ThreatId, type ThreatModel } from '../threats/threats.js'
 import { expectedCell, type ExpectedCell } from '../expected/table.js';
 import { attackerActions, carveOutActions, flushActions, HIJACK_PORTS, hijackActions, ipv6Actions, livenessActions, type AttackerAction } from './actions.js';
 import { ATTACKER, buildTopology, MESH_NS, type TopologyState } from './topology.js';
+import { runCatalogPhases, runMeshV6Off, type CatalogPhase, type PhaseSink } from './catalog-phases.js';
 
 export interface WorldMaker {
   create(options: WorldOptions): Promise<World>;
@@ -39,9 +40,10 @@ export interface FoundViolation {
  * Where a violation was found. `app-flush`: right after the in-pod attacker flushed its own
  * pod's rules (World.appExec iptables-flush), before the agent's next repair pass.
  * `port-hijack`: after the attacker bound the proxy ports in its own netns while its node proxy
- * was stopped, and the proxy came back.
+ * was stopped, and the proxy came back. The catalog phases (catalog-phases.ts) are named for
+ * what they stage: `mesh-v6-off`, `cni-api-error`, `reboot`, `hostile-annotations`, `rogue-zds`.
  */
-export type Phase = 'healthy' | 'proxy-down' | 'agent-down' | 'settled' | 'app-flush' | 'port-hijack';
+export type Phase = 'healthy' | 'proxy-down' | 'agent-down' | 'settled' | 'app-flush' | 'port-hijack' | CatalogPhase;
 
 export type CellStatus = 'as-expected' | 'unexpected-bypass' | 'missed-bypass' | 'not-evaluated';
 
@@ -64,10 +66,10 @@ export interface MatrixResult {
 }
 
 /** Run every action and judge it; `phase` labels where it came from. */
-async function runActions(world: World, state: TopologyState, actions: readonly AttackerAction[], phase: Phase, sink: FoundViolation[]): Promise<void> {
+async function runActions(world: World, state: TopologyState, actions: readonly AttackerAction[], phase: Phase, sink: FoundViolation[], quiescent = phase === 'healthy'): Promise<void> {
   for (const a of actions) {
     const result = await world.connect(a.from, a.to, a.opts);
-    const ctx = { ...(await state.context(world, phase === 'healthy')), from: a.from, to: a.to, opts: a.opts, result };
+    const ctx = { ...(await state.context(world, quiescent)), from: a.from, to: a.to, opts: a.opts, result };
     for (const v of checkConnection(ctx)) sink.push({ violation: v, action: a.name, phase });
     // A documented carve-out must work where the cluster is healthy: judged as liveness.
     const healthy = Object.values(ctx.components).every((c) => c.agent === 'up' && c.proxy === 'up');
@@ -85,6 +87,8 @@ export interface ThreatRunOptions {
   readonly ipv6?: boolean;
   /** Run the NET_ADMIN-flush and port-hijack phases when the world has appExec (default true). */
   readonly appExecPhases?: boolean;
+  /** Run the attack-catalog phases of the threat (catalog-phases.ts; default true). */
+  readonly catalogPhases?: boolean;
 }
 
 /** What one profile × threat run found, and whether the world could run the appExec attacks. */
@@ -93,6 +97,8 @@ export interface ThreatRun {
   readonly appExec: boolean;
   /** appExec calls and their results, in words (reports). */
   readonly appExecLog: readonly string[];
+  /** What the catalog phases staged and saw, in words (reports), including phases skipped. */
+  readonly catalogLog: readonly string[];
 }
 
 export async function runThreat(factory: WorldMaker, profile: Profile, t: ThreatModel, o: ThreatRunOptions = {}): Promise<FoundViolation[]> {
@@ -151,7 +157,13 @@ export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t
   const world = await factory.create({ nodes: 2, profile, kernelVersion: t.kernelVersion, ipv6: o.ipv6 ?? false, dnsCapture: true, seed: o.seed ?? 1 });
   const found: FoundViolation[] = [];
   const appExecLog: string[] = [];
+  const catalogLog: string[] = [];
   const appExec = typeof world.appExec === 'function';
+  const sink: PhaseSink = {
+    run: (w, st, actions, phase, quiescent) => runActions(w, st, actions, phase, found, quiescent),
+    push: (v, phase, action) => { found.push({ violation: v, phase, ...(action !== undefined ? { action } : {}) }); },
+    log: (line) => { catalogLog.push(line); },
+  };
   try {
     const state = await buildTopology(world, t, mesh);
     const n0 = world.nodes[0]!;
@@ -174,11 +186,13 @@ export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t
     await state.setComponent(world, 'agent', n0, 'up');
     await world.settle();
     for (const v of checkState(await world.pods(), await state.context(world, true))) found.push({ violation: v, phase: 'settled' });
+    if (o.catalogPhases ?? true) await runCatalogPhases(world, state, t, sink);
     if (o.appExecPhases ?? true) await runAppExecPhases(world, state, t, found, appExecLog);
   } finally {
     await world.close();
   }
-  return { found, appExec, appExecLog };
+  if (o.catalogPhases ?? true) await runMeshV6Off(factory, profile, t, o.seed ?? 1, mesh, sink);
+  return { found, appExec, appExecLog, catalogLog };
 }
 
 /** Does the world offer what the expected bypass needs? */

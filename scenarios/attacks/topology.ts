@@ -12,7 +12,7 @@
  * `TopologyState` keeps what the properties need and the World cannot observe (namespace labels,
  * pod facts, components, policies) — the ClusterContext minus the pod observations.
  */
-import type { PodRef, PodSpec, PolicyObject, World } from '../world.js';
+import type { PodObservation, PodRef, PodSpec, PolicyObject, World } from '../world.js';
 import { podKey } from '../world.js';
 import type { ClusterContext, ComponentStates, MeshSettings, PodFacts } from '../properties/types.js';
 import type { ThreatModel } from '../threats/threats.js';
@@ -32,6 +32,30 @@ export const ATTACKER: PodRef = { namespace: MESH_NS, name: 'attacker' };
 export const SINK: PodRef = { namespace: PLAIN_NS, name: 'sink' };
 export const CLIENT: PodRef = { namespace: PLAIN_NS, name: 'client' };
 export const HOSTPOD: PodRef = { namespace: PLAIN_NS, name: 'hostpod' };
+/**
+ * Catalog phase hostile-annotations: ambient pods whose owner wrote hostile values into the
+ * annotations that shape the rules (rule-text injection, a huge value, exclusion annotations with
+ * bad ports the mesh does not honour, a forged redirection status). An invalid value must be
+ * refused (the agent fails the sandbox ADD: the pod does not start); an annotation the mesh does
+ * not read must change nothing (the pod is captured); none may reach rule text.
+ */
+export const HOSTILE_PODS: readonly { readonly pod: PodRef; readonly annotations: Readonly<Record<string, string>> }[] = [
+  { pod: { namespace: MESH_NS, name: 'hostile-inject' }, annotations: {
+    'istio.io/reroute-virtual-interfaces': 'eth0\n-I ISTIO_OUTPUT 1 -j ACCEPT',
+    'ambient.istio.io/bypass-inbound-capture': 'true -j ACCEPT',
+    'ambient.istio.io/dns-capture': 'false\n*filter\n-F\nCOMMIT',
+  } },
+  { pod: { namespace: MESH_NS, name: 'hostile-huge' }, annotations: { 'istio.io/reroute-virtual-interfaces': `eth0,${'x'.repeat(200_000)}` } },
+  // Valid for the ambient rules (they read none of these): the pod starts, and must be captured as if they were absent.
+  { pod: { namespace: MESH_NS, name: 'hostile-exclude' }, annotations: {
+    'traffic.sidecar.istio.io/excludeInboundPorts': '8080,-1,99999,0x1f90',
+    'traffic.sidecar.istio.io/excludeOutboundPorts': '*',
+    'traffic.sidecar.istio.io/excludeOutboundIPRanges': '0.0.0.0/0',
+  } },
+  { pod: { namespace: MESH_NS, name: 'hostile-status' }, annotations: { 'ambient.istio.io/redirection': 'enabled' } },
+];
+/** Catalog phase api-error-at-add: the ambient pod created while the CNI plugin cannot reach the API. */
+export const API_LATE: PodRef = { namespace: MESH_NS, name: 'api-late' };
 
 export const VICTIM_POLICY: PolicyObject = {
   metadata: { namespace: MESH_NS, name: 'victim-only-friend' },
@@ -55,14 +79,21 @@ export class TopologyState {
     this.namespaces[name] = { ...labels };
   }
 
-  async createPod(world: World, spec: PodSpec): Promise<void> {
+  /** `meshDown`: enrollment cannot happen on its node right now (e.g. the CNI plugin is cut off from the API) — fail closed applies as for an agent down. */
+  async createPod(world: World, spec: PodSpec, o: { readonly meshDown?: boolean } = {}): Promise<PodObservation> {
     this.specs[podKey(spec)] = {
       uid: spec.app.uid, tcpPorts: spec.app.tcpPorts, ...(spec.app.probePorts ? { probePorts: spec.app.probePorts } : {}),
       ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}), ...(spec.annotations ? { annotations: spec.annotations } : {}),
     };
-    const down = spec.node !== undefined && this.components[spec.node]?.agent === 'down';
+    const down = o.meshDown === true || (spec.node !== undefined && this.components[spec.node]?.agent === 'down');
     const obs = await world.createPod(spec);
     if (down) this.createdWhileAgentDown.add(obs.uid);
+    return obs;
+  }
+
+  async deletePod(world: World, pod: PodRef): Promise<void> {
+    await world.deletePod(pod);
+    delete this.specs[podKey(pod)];
   }
 
   async applyPolicy(world: World, p: PolicyObject): Promise<void> {

@@ -12,7 +12,7 @@ import type { Profile } from '../world.js';
 import { PROPERTY_NAMES, type PropertyName } from '../properties/types.js';
 import { THREATS, type ThreatId } from '../threats/threats.js';
 
-export type BypassClass = 'B1' | 'B3' | 'B4' | 'B5' | 'B7' | 'B8' | 'B11' | 'B12' | 'B14' | `finding-${'a' | 'b' | 'c' | 'j' | 'k' | 'l' | 'm' | 'n'}`;
+export type BypassClass = 'B1' | 'B2' | 'B3' | 'B4' | 'B5' | 'B7' | 'B8' | 'B11' | 'B12' | 'B14' | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n'}`;
 
 export type ExpectedCell =
   | { readonly verdict: 'holds'; readonly why: string }
@@ -124,6 +124,21 @@ for (const t of THREATS) {
       };
     }
   }
+}
+
+// Catalog phases (scenarios/attacks/catalog-phases.ts), run for the threat their catalog entry
+// names. Only ipv6-without-v6-rules is a bypass: in a dual-stack cluster whose mesh installs no
+// v6 rules (meshV6 false), upstream lets v6 out of and into the pod uncaptured (B7, §6 h);
+// strict's ipv6-always block ruleset drops it. It is found in app-nonroot's mesh-v6-off world,
+// whose upstream cells already expect a bypass (UDP): the class and reason are added there. The
+// other catalog phases — reboot-stuck, api-error-at-add, hostile-annotations (app-nonroot) and
+// rogue-zds-client (host-root) — are expected to hold in both profiles, so they add nothing here:
+// anything they find is an unexpected bypass.
+const V6_OFF_WHY = 'with a v4-only mesh in a dual-stack cluster (meshV6 off, upstream `ambient.ipv6: false`) no v6 rule exists, so v6 leaves and enters the pod uncaptured (B7, istio-cni §6 h)';
+for (const prop of ['outbound-capture', 'inbound-capture', 'authorization'] as const) {
+  const c = mutable[prop]['app-nonroot'].upstream;
+  if (c.verdict !== 'bypass') throw new Error(`expected table: ${prop} × app-nonroot × upstream should already be a bypass before the v6 note`);
+  mutable[prop]['app-nonroot'] = { ...mutable[prop]['app-nonroot'], upstream: { ...c, classes: [...new Set<BypassClass>([...c.classes, 'B7', 'finding-h'])], why: `${c.why}; and ${V6_OFF_WHY}` } };
 }
 
 export function expectedCell(property: PropertyName, threat: ThreatId, profile: Profile): ExpectedCell {

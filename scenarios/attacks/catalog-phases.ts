@@ -1,0 +1,145 @@
+/**
+ * The attack-catalog phases that need more than connections on the healthy topology: each one
+ * stages a catalog entry's situation through the World, runs its attempts and judges them with
+ * the same properties as every other phase. A phase runs for the threats whose catalog entry
+ * names it (catalog.ts `runBy.phase`), so the matrix pays for it only where the table expects
+ * something of it.
+ *
+ * - mesh-v6-off (ipv6-without-v6-rules): a second world, dual-stack with a v4-only mesh
+ *   (WorldOptions.meshV6 false); the IPv6 attempts there.
+ * - cni-api-error (api-error-at-add): the CNI plugin on the victim's node cannot reach the API;
+ *   an ambient pod created meanwhile must not start (fail closed), and starts enrolled once the
+ *   API is back (convergence).
+ * - reboot (reboot-stuck): the victim's node reboots — its pods' sandboxes come back before the
+ *   node agent runs again; right after, no ambient pod may run uncaptured (fail closed), traffic
+ *   to the victim is judged, and once settled every pod is enrolled again (convergence).
+ * - hostile-annotations: ambient pods with hostile rule-shaping annotations; they must end up
+ *   captured with defaults (the values refused), their traffic in and out captured.
+ * - rogue-zds: a process of the threat's uid on the victim's node speaks ZDS to the agent; it must
+ *   be rejected (peer uid), and the real proxy keeps serving every pod.
+ */
+import type { Profile, World, WorldOptions } from '../world.js';
+import { checkState } from '../properties/index.js';
+import { violation, type Violation } from '../properties/types.js';
+import type { ThreatId, ThreatModel } from '../threats/threats.js';
+import { ATTACKS } from './catalog.js';
+import { hostileAnnotationActions, livenessActions, meshV6OffActions, rebootActions, type AttackerAction } from './actions.js';
+import { API_LATE, APP_PORT, buildTopology, HOSTILE_PODS, type TopologyState } from './topology.js';
+
+export const CATALOG_PHASES = ['cni-api-error', 'reboot', 'hostile-annotations', 'rogue-zds', 'mesh-v6-off'] as const;
+export type CatalogPhase = (typeof CATALOG_PHASES)[number];
+
+/** The catalog phases to run for a threat: those of the catalog entries that name it. */
+export function catalogPhasesFor(threat: ThreatId): CatalogPhase[] {
+  return CATALOG_PHASES.filter((p) => ATTACKS.some((a) => a.runBy.kind === 'matrix' && a.runBy.phase === p && a.runBy.threat === threat));
+}
+
+/** What a phase reports into (the matrix's sink and log). */
+export interface PhaseSink {
+  /** Judge attempts with every connection property, labelled with the phase. */
+  run(world: World, state: TopologyState, actions: readonly AttackerAction[], phase: CatalogPhase, quiescent: boolean): Promise<void>;
+  push(v: Violation, phase: CatalogPhase, action?: string): void;
+  log(line: string): void;
+}
+
+async function judgeState(world: World, state: TopologyState, phase: CatalogPhase, sink: PhaseSink, quiescent: boolean, extraFailClosed: readonly string[] = []): Promise<void> {
+  const ctx = await state.context(world, quiescent);
+  const created = new Set([...(ctx.createdWhileAgentDown ?? []), ...extraFailClosed]);
+  for (const v of checkState(await world.pods(), { ...ctx, createdWhileAgentDown: created })) sink.push(v, phase);
+}
+
+/** The in-world phases, on the standard topology (the caller runs mesh-v6-off in its own world). */
+export async function runCatalogPhases(world: World, state: TopologyState, t: ThreatModel, sink: PhaseSink): Promise<void> {
+  const phases = catalogPhasesFor(t.id);
+  const n0 = world.nodes[0]!;
+  for (const phase of phases) {
+    switch (phase) {
+      case 'cni-api-error': {
+        if (!world.cniApiFault) { sink.log('cni-api-error: skipped (the World has no cniApiFault)'); break; }
+        await world.cniApiFault(n0, true);
+        const obs = await state.createPod(world, { ...API_LATE, node: n0, labels: { app: 'api-late' }, app: { uid: 1000, caps: [], tcpPorts: [APP_PORT] } }, { meshDown: true });
+        sink.log(`cni-api-error: ${API_LATE.namespace}/${API_LATE.name} created while the CNI plugin on ${n0} cannot reach the API: started ${obs.started}, redirected ${obs.redirected}`);
+        await judgeState(world, state, phase, sink, false);
+        await world.cniApiFault(n0, false);
+        await world.settle();
+        const healed = (await world.pods()).find((p) => p.uid === obs.uid);
+        sink.log(`cni-api-error: API restored: started ${healed?.started ?? false}, redirected ${healed?.redirected ?? false}, served ${healed?.served ?? false}`);
+        await judgeState(world, state, phase, sink, true);
+        break;
+      }
+      case 'reboot': {
+        const onNode = (await world.pods()).filter((p) => p.node === n0 && !p.hostNetwork).map((p) => p.uid);
+        await world.rebootNode(n0);
+        const after = (await world.pods()).filter((p) => onNode.includes(p.uid));
+        sink.log(`reboot: right after rebooting ${n0}: ${after.filter((p) => p.started).length}/${after.length} pods running (${after.filter((p) => p.started && p.redirected).length} redirected), ${after.filter((p) => !p.started).length} waiting for their sandbox`);
+        // Not settled: the sandboxes came back around the agent's restart. Any selected pod of the
+        // node running without redirection now is the reboot-stuck bypass (upstream #60882).
+        await judgeState(world, state, phase, sink, false, onNode);
+        await sink.run(world, state, rebootActions(), phase, false);
+        await world.settle();
+        const settled = (await world.pods()).filter((p) => onNode.includes(p.uid));
+        sink.log(`reboot: settled: ${settled.filter((p) => p.started && p.redirected && p.served).length}/${settled.length} pods running, redirected and served`);
+        await judgeState(world, state, phase, sink, true);
+        break;
+      }
+      case 'hostile-annotations': {
+        for (const h of HOSTILE_PODS) {
+          const obs = await state.createPod(world, { ...h.pod, node: n0, labels: { app: h.pod.name }, annotations: h.annotations, app: { uid: t.uids[0] ?? 1000, caps: [...t.caps], tcpPorts: [APP_PORT] } });
+          sink.log(`hostile-annotations: ${h.pod.name}: started ${obs.started}, redirected ${obs.redirected}, served ${obs.served}, annotation ${obs.annotation ?? '(none)'}`);
+        }
+        await world.settle();
+        await judgeState(world, state, phase, sink, true);
+        await sink.run(world, state, hostileAnnotationActions(), phase, true);
+        for (const h of HOSTILE_PODS) await state.deletePod(world, h.pod);
+        await world.settle();
+        break;
+      }
+      case 'rogue-zds': {
+        if (!world.zdsClient) { sink.log('rogue-zds: skipped (the World has no zdsClient)'); break; }
+        const uid = t.uids[0] ?? 0;
+        const r = await world.zdsClient(n0, uid);
+        sink.log(`rogue-zds: ZDS hello as uid ${uid} on ${n0}: ${r.detail}`);
+        if (r.accepted) {
+          sink.push(violation('inbound-capture', `a non-proxy process (uid ${uid}) on ${n0} was accepted on the node agent's ZDS socket as the node proxy: it receives pod netns handles (${r.workloads} so far) and can take over their data path (finding m)`, { attempt: r }), phase, rogueZdsActionName(uid));
+        }
+        await world.settle();
+        // The real proxy must still serve every pod, and mesh traffic must still flow.
+        await judgeState(world, state, phase, sink, true);
+        await sink.run(world, state, livenessActions(world.nodes).filter((a) => a.expect === undefined), phase, true);
+        break;
+      }
+      case 'mesh-v6-off':
+        break; // its own world: runMeshV6Off
+    }
+  }
+}
+
+export function rogueZdsActionName(uid: number): string {
+  return `(rogue-zds phase: ZDS hello as uid ${uid})`;
+}
+
+export interface WorldCreator {
+  create(options: WorldOptions): Promise<World>;
+}
+
+/**
+ * mesh-v6-off: a fresh dual-stack world whose mesh installs only v4 rules, the standard
+ * topology, the IPv6 attempts. A world that cannot build it says 'unsupported': logged, skipped.
+ */
+export async function runMeshV6Off(factory: WorldCreator, profile: Profile, t: ThreatModel, seed: number, mesh: Parameters<typeof buildTopology>[2], sink: PhaseSink): Promise<void> {
+  if (!catalogPhasesFor(t.id).includes('mesh-v6-off')) return;
+  let world: World;
+  try {
+    world = await factory.create({ nodes: 2, profile, kernelVersion: t.kernelVersion, ipv6: true, meshV6: false, dnsCapture: true, seed });
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    if (/unsupported/i.test(msg)) { sink.log(`mesh-v6-off: skipped (${msg})`); return; }
+    throw e;
+  }
+  try {
+    const state = await buildTopology(world, t, mesh);
+    await sink.run(world, state, meshV6OffActions(t), 'mesh-v6-off', true);
+  } finally {
+    await world.close();
+  }
+}
