@@ -56,6 +56,7 @@ export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
   const queue: ReadResult[] = [];
   let waiter: ((r: ReadResult) => void) | undefined;
   let finished = false;
+  let corked = false;
   const push = (r: ReadResult): void => {
     if (finished) return;
     if (r.done) finished = true;
@@ -88,6 +89,16 @@ export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
     write: (bytes) => {
       const closed: SocketOutcome<void> = { ok: false, kind: 'reset', errno: 'EPIPE', call: 'send', message: 'stream already closed' };
       if (d.destroyed || d.writableEnded) return Promise.resolve(closed);
+      // As the Linux socket's write: one event-loop turn's writes leave as one batch (HTTP/2
+      // DATA frames and TLS records sized by what was written, not by each read).
+      if (!corked) {
+        corked = true;
+        d.cork();
+        setImmediate(() => {
+          corked = false;
+          d.uncork();
+        });
+      }
       d.write(bytes);
       if (d.writableLength < WRITE_BUFFER) return Promise.resolve({ ok: true, value: undefined });
       return new Promise<SocketOutcome<void>>((resolve) => {

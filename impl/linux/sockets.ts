@@ -94,6 +94,8 @@ class LinuxTcpConnection implements TcpConnection {
   private waiter: ((r: ReadResult) => void) | undefined;
   /** Reading has started (a 'data' listener is on): the socket can no longer be handed over whole. */
   private reading = false;
+  /** The socket is corked until the end of this event-loop turn (see write). */
+  private corked = false;
   /** Handed over to another owner (node:tls) by `takeNativeSocket`: this object no longer follows it. */
   detached = false;
   private readonly onEnd = (): void => this.finish({});
@@ -185,6 +187,18 @@ class LinuxTcpConnection implements TcpConnection {
     if (sock.destroyed || sock.writableEnded) {
       const f = this.finished?.failure;
       return Promise.resolve(f ?? failure('EPIPE', 'send', `write on connection ${this.label}: the connection is already closed`));
+    }
+    // Writes made in one event-loop turn leave in one writev. Over HBONE the relay is handed
+    // HTTP/2 data in pieces cut at TLS record and frame boundaries (16 KiB down to 9 bytes),
+    // each from its own I/O callback; a syscall and a TCP segment per piece was the largest
+    // cost of the inbound relay. setImmediate runs right after this turn's I/O callbacks.
+    if (!this.corked) {
+      this.corked = true;
+      sock.cork();
+      setImmediate(() => {
+        this.corked = false;
+        sock.uncork();
+      });
     }
     sock.write(bytes);
     if (sock.writableLength < WRITE_BUFFER) return Promise.resolve({ ok: true, value: undefined });
