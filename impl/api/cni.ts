@@ -361,13 +361,18 @@ export function pluginNetConf(
   return conf;
 }
 
-/** Parse what a plugin reads on stdin (the derived configuration). Throws CniError 6 or 7. */
-export function parseNetConf(stdin: string): CniNetConf {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(stdin);
-  } catch (e) {
-    fail(CniErrorCode.DecodeFailure, 'plugin configuration on stdin is not JSON', e instanceof Error ? e.message : String(e));
+/**
+ * Parse what a plugin reads on stdin (the derived configuration), or check it when given as a
+ * value (an in-process call without the text). Throws CniError 6 or 7.
+ */
+export function parseNetConf(stdin: string | unknown): CniNetConf {
+  let raw: unknown = stdin;
+  if (typeof stdin === 'string') {
+    try {
+      raw = JSON.parse(stdin);
+    } catch (e) {
+      fail(CniErrorCode.DecodeFailure, 'plugin configuration on stdin is not JSON', e instanceof Error ? e.message : String(e));
+    }
   }
   if (!isObject(raw)) fail(CniErrorCode.InvalidNetworkConfig, 'plugin configuration on stdin is not a JSON object');
   const name = checkNetworkName(raw['name'], 'plugin configuration');

@@ -16,6 +16,7 @@ import {
   parseErrorJson,
   parseResult,
   type CniEnv,
+  type CniExecOutput,
   type CniInterface,
   type CniNetConf,
   type CniPlugin,
@@ -25,7 +26,7 @@ import {
 import type { SimKernel } from '../kernel/kernel.js';
 import { parseIp, parsePrefix, formatPrefix } from '../kernel/ip-address.js';
 import type { CniPluginExec } from './chain.js';
-import { skelPlugin } from './skel.js';
+import { skelPlugin, type CniInvocationMode } from './skel.js';
 
 /** Where sim pod namespaces appear as paths (CNI_NETNS). */
 export const SIM_NETNS_DIR = '/var/run/netns/';
@@ -61,7 +62,7 @@ export interface SimPluginContext {
   readonly kernel: SimKernel;
   /** The netns the runtime runs plugins in (the node's host netns). */
   readonly hostNetns: string;
-  /** Delegation to other plugins (IPAM), by type, same exec protocol. */
+  /** Delegation to other plugins (IPAM), by type, the way the delegating plugin was invoked. */
   readonly delegate: CniPluginExec;
 }
 
@@ -80,11 +81,19 @@ function requireNetns(ctx: SimPluginContext, env: CniEnv): string {
   return name;
 }
 
-async function delegate(ctx: SimPluginContext, type: string, command: 'ADD' | 'DEL' | 'CHECK', env: CniEnv, conf: CniNetConf): Promise<CniResult | undefined> {
-  const out = await ctx.delegate.exec(type, {
-    env: cniEnv({ command, containerId: env.containerId!, ...(env.netns ? { netns: env.netns } : {}), ifname: env.ifname!, args: env.args, path: env.path }),
-    stdin: JSON.stringify(conf),
-  });
+/** Run the IPAM plugin the way this plugin was run (in process only when invoked in process). */
+async function delegate(ctx: SimPluginContext, mode: CniInvocationMode, type: string, command: 'ADD' | 'DEL' | 'CHECK', env: CniEnv, conf: CniNetConf): Promise<CniResult | undefined> {
+  const denv = cniEnv({ command, containerId: env.containerId!, ...(env.netns ? { netns: env.netns } : {}), ifname: env.ifname!, args: env.args, path: env.path });
+  if (mode === 'in-process' && ctx.delegate.call) {
+    const o = await ctx.delegate.call(type, { env: denv, conf });
+    if (o.kind === 'value') return command === 'ADD' ? parseResult(o.value, `result of delegated plugin ${type}`) : undefined;
+    if (o.kind === 'empty') return command === 'ADD' ? parseResult('', `result of delegated plugin ${type}`) : undefined;
+    return decodeDelegated(type, command, o.output);
+  }
+  return decodeDelegated(type, command, await ctx.delegate.exec(type, { env: denv, stdin: JSON.stringify(conf) }));
+}
+
+function decodeDelegated(type: string, command: 'ADD' | 'DEL' | 'CHECK', out: CniExecOutput): CniResult | undefined {
   if (out.exitCode !== 0) {
     const ej = parseErrorJson(out.stdout);
     throw new CniError(ej?.code ?? CNI_ERR_INTERNAL, ej?.msg ?? `delegated plugin ${type} failed`, ej?.details);
@@ -102,7 +111,7 @@ function hostVethName(ctx: SimPluginContext, containerId: string, ifname: string
 
 export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
   return skelPlugin({
-    async add(env, raw): Promise<CniResult> {
+    async add(env, raw, mode): Promise<CniResult> {
       const conf = raw as BridgeConf;
       const br = conf.bridge ?? 'cni0';
       const isDefaultGw = conf.isDefaultGateway === true;
@@ -117,7 +126,7 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
       else if (host.link(br).kind !== 'bridge') throw new CniError(CNI_ERR_INTERNAL, `${br} already exists in the host netns but is not a bridge`);
       k.setLink(ctx.hostNetns, br, true);
 
-      const ipamResult = (await delegate(ctx, conf.ipam.type, 'ADD', env, conf))!;
+      const ipamResult = (await delegate(ctx, mode, conf.ipam.type, 'ADD', env, conf))!;
       const hostVeth = hostVethName(ctx, env.containerId!, ifname);
       try {
         if (!ipamResult.ips || ipamResult.ips.length === 0) throw new CniError(CNI_ERR_INTERNAL, 'IPAM plugin returned missing IP config');
@@ -162,23 +171,23 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
       } catch (e) {
         // Undo: release the addresses (spec: a parent whose delegated ADD succeeded runs DEL on
         // failure) and remove the veth if it was made.
-        await delegate(ctx, conf.ipam.type, 'DEL', env, conf).catch(() => undefined);
+        await delegate(ctx, mode, conf.ipam.type, 'DEL', env, conf).catch(() => undefined);
         if (host.links.has(hostVeth)) k.removeLink(host, hostVeth);
         throw e;
       }
     },
 
-    async del(env, raw): Promise<void> {
+    async del(env, raw, mode): Promise<void> {
       const conf = raw as BridgeConf;
       // IPAM first: addresses are released even when the netns is already gone.
-      if (conf.ipam) await delegate(ctx, conf.ipam.type, 'DEL', env, conf);
+      if (conf.ipam) await delegate(ctx, mode, conf.ipam.type, 'DEL', env, conf);
       const name = env.netns ? simNetnsName(env.netns) : undefined;
       if (name === undefined || !ctx.kernel.hasNetns(name)) return;
       const ns = ctx.kernel.netns(name);
       if (ns.links.has(env.ifname!)) ctx.kernel.removeLink(ns, env.ifname!);
     },
 
-    async check(env, raw): Promise<void> {
+    async check(env, raw, mode): Promise<void> {
       const conf = raw as BridgeConf;
       const br = conf.bridge ?? 'cni0';
       const podNs = ctx.kernel.netns(requireNetns(ctx, env));
@@ -197,7 +206,7 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
           throw new CniError(CNI_ERR_INTERNAL, `address ${ip.address} from the result is not on ${env.ifname} in ${env.netns}`);
         }
       }
-      if (conf.ipam) await delegate(ctx, conf.ipam.type, 'CHECK', env, conf);
+      if (conf.ipam) await delegate(ctx, mode, conf.ipam.type, 'CHECK', env, conf);
     },
   });
 }

@@ -12,7 +12,16 @@
  *
  * World-agnostic: plugins are reached through CniPluginExec (in process in the sim, a spawned
  * binary in the netns world) and results live in a CniResultCache (memory, or files).
+ *
+ * In-process calls (option inProcess, sim only): ADD/DEL/CHECK hand the derived configuration
+ * to plugins that take it as a value (CniPluginExec.call) and take results back as values — the
+ * exec protocol minus the JSON text on both sides. Everything else stays: the environment, the
+ * plugin's checks of it and of the configuration, result validation, prevResult chaining, the
+ * cached result for DEL, and failures, which are still error JSON in an exec output. Results
+ * are copied and frozen, since chained plugins and the cache then share them. A plugin without `call`
+ * (our own CNI plugin) is run through exec as before. VERSION always goes through exec.
  */
+import { deepFreeze, jsonClone } from '../kube/json-value.js';
 import {
   CNI_ERR_INTERNAL,
   CniError,
@@ -20,6 +29,7 @@ import {
   cniEnv,
   compareVersions,
   effectiveVersion,
+  execSuccess,
   parseErrorJson,
   parseResult,
   parseVersionResult,
@@ -27,6 +37,8 @@ import {
   type CniCommand,
   type CniConfList,
   type CniExecOutput,
+  type CniNetConf,
+  type CniPlugin,
   type CniExecRequest,
   type CniResult,
   type CniVersionResult,
@@ -36,6 +48,34 @@ import {
 export interface CniPluginExec {
   /** Rejects only when the plugin cannot be run at all (not found, not executable). */
   exec(type: string, req: CniExecRequest): Promise<CniExecOutput>;
+  /** In process only: the same invocation with the configuration and the result as values. */
+  call?(type: string, req: CniCallRequest): Promise<CniCallOutcome>;
+}
+
+/** An in-process invocation: the environment as exec gets it, the derived configuration as a value. */
+export interface CniCallRequest {
+  readonly env: CniExecRequest['env'];
+  readonly conf: CniNetConf;
+}
+
+/** What an in-process invocation gave: exit 0 with a value (ADD, VERSION), exit 0 with nothing (DEL, CHECK), or an exec output (failures). */
+export type CniCallOutcome =
+  | { readonly kind: 'value'; readonly value: unknown }
+  | { readonly kind: 'empty' }
+  | { readonly kind: 'output'; readonly output: CniExecOutput };
+
+/** A plugin that can also be called in process (the sim plugins, through skel). */
+export interface InProcessCniPlugin extends CniPlugin {
+  call(req: CniCallRequest): Promise<CniCallOutcome>;
+}
+
+/** The exec output an outcome stands for (what the plugin would have printed). */
+export function execOutputOf(o: CniCallOutcome): CniExecOutput {
+  switch (o.kind) {
+    case 'value': return execSuccess(o.value);
+    case 'empty': return { exitCode: 0, stdout: '', stderr: '' };
+    case 'output': return o.output;
+  }
 }
 
 /** One network attachment of a sandbox. */
@@ -78,7 +118,7 @@ export class MemoryResultCache implements CniResultCache {
   }
 
   async put(entry: CachedAttachment): Promise<void> {
-    // No copy: results are fresh objects decoded from a plugin's stdout, never mutated after.
+    // No copy: results are fresh objects decoded from a plugin's stdout, or frozen in-process results.
     this.entries.set(cacheKey(entry.network, entry.containerId, entry.ifname), entry);
   }
 
@@ -130,6 +170,8 @@ export interface CniChainOptions {
   /** CNI_PATH for the plugins (the exec adapter decides what it means). */
   readonly path?: readonly string[];
   readonly observe?: (inv: CniInvocation) => void;
+  /** Call plugins in process where the exec adapter can (see the module comment); default false. */
+  readonly inProcess?: boolean;
 }
 
 export class CniChain {
@@ -154,7 +196,9 @@ export class CniChain {
     let prev: CniResult | undefined;
     for (let i = 0; i < this.list.plugins.length; i++) {
       const out = await this.invoke('ADD', i, att, prev);
-      prev = this.decodeResult(i, 'ADD', out.stdout);
+      // A value is copied (it may share objects with the plugin's configuration) and frozen (the next
+      // plugin and the cache share it), which is what decoding fresh text gives the exec path.
+      prev = out.kind === 'value' ? deepFreeze(jsonClone(this.decodeResult(i, 'ADD', out.value))) : this.decodeResult(i, 'ADD', out.kind === 'output' ? out.output.stdout : '');
     }
     const result = prev ?? { cniVersion: this.version };
     await this.cache.put({ network: this.network, containerId: att.containerId, ifname: att.ifname, netns: att.netns, result });
@@ -191,7 +235,7 @@ export class CniChain {
   async versions(): Promise<CniVersionResult[]> {
     const out: CniVersionResult[] = [];
     for (let i = 0; i < this.list.plugins.length; i++) {
-      const o = await this.invoke('VERSION', i, undefined, undefined);
+      const o = execOutputOf(await this.invoke('VERSION', i, undefined, undefined));
       try {
         out.push(parseVersionResult(o.stdout));
       } catch (e) {
@@ -206,26 +250,31 @@ export class CniChain {
     return this.cache.get(this.network, att.containerId, att.ifname);
   }
 
-  private async invoke(command: CniCommand, index: number, att: CniAttachment | undefined, prev: CniResult | undefined): Promise<CniExecOutput> {
+  private async invoke(command: CniCommand, index: number, att: CniAttachment | undefined, prev: CniResult | undefined): Promise<CniCallOutcome> {
     const plugin = this.list.plugins[index]!;
-    const stdin = JSON.stringify(pluginNetConf(this.list, index, {
+    const conf = pluginNetConf(this.list, index, {
       ...(prev ? { prevResult: prev } : {}),
       ...(att?.capabilityArgs ? { capabilityArgs: att.capabilityArgs } : {}),
-    }));
+    });
     const env = cniEnv({
       command,
       ...(att ? { containerId: att.containerId, ifname: att.ifname, ...(att.netns ? { netns: att.netns } : {}), ...(att.args ? { args: att.args } : {}) } : {}),
       ...(this.opts.path ? { path: this.opts.path } : {}),
     });
-    let output: CniExecOutput;
+    const direct = this.opts.inProcess && command !== 'VERSION' ? this.plugins.call?.bind(this.plugins) : undefined;
+    // In process, the text exists only for an observer.
+    const stdin = direct && !this.opts.observe ? '' : JSON.stringify(conf);
+    let outcome: CniCallOutcome;
     try {
-      output = await this.plugins.exec(plugin.type, { env, stdin });
+      outcome = direct ? await direct(plugin.type, { env, conf }) : { kind: 'output', output: await this.plugins.exec(plugin.type, { env, stdin }) };
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
       this.opts.observe?.({ network: this.network, command, index, type: plugin.type, containerId: att?.containerId, stdin, output: undefined, failure: msg });
       throw new CniChainError(this.network, command, plugin.type, index, CNI_ERR_INTERNAL, `failed to run plugin ${plugin.type}`, msg);
     }
-    this.opts.observe?.({ network: this.network, command, index, type: plugin.type, containerId: att?.containerId, stdin, output, failure: undefined });
+    this.opts.observe?.({ network: this.network, command, index, type: plugin.type, containerId: att?.containerId, stdin, output: execOutputOf(outcome), failure: undefined });
+    if (outcome.kind !== 'output') return outcome;
+    const output = outcome.output;
     if (output.exitCode !== 0) {
       const ej = parseErrorJson(output.stdout);
       if (ej) throw new CniChainError(this.network, command, plugin.type, index, ej.code, ej.msg, ej.details);
@@ -233,10 +282,10 @@ export class CniChain {
       throw new CniChainError(this.network, command, plugin.type, index, CNI_ERR_INTERNAL,
         `exited with code ${output.exitCode} without error JSON`, text || 'no output');
     }
-    return output;
+    return outcome;
   }
 
-  private decodeResult(index: number, command: CniCommand, stdout: string): CniResult {
+  private decodeResult(index: number, command: CniCommand, stdout: string | unknown): CniResult {
     try {
       return parseResult(stdout, `result of plugin ${this.list.plugins[index]!.type}`);
     } catch (e) {

@@ -5,13 +5,13 @@
  */
 import { CNI_ERR_INTERNAL, CniError, type CniExecOutput, type CniExecRequest, type CniPlugin, type CniResult } from '../../impl/api/cni.js';
 import type { SimKernel } from '../kernel/kernel.js';
-import type { CniPluginExec } from './chain.js';
+import type { CniCallOutcome, CniCallRequest, CniPluginExec, InProcessCniPlugin } from './chain.js';
 import { bridgePlugin, loopbackPlugin } from './bridge.js';
 import { hostLocalPlugin, type IpamDisk } from './host-local.js';
 import { skelPlugin } from './skel.js';
 
 export class InProcessPlugins implements CniPluginExec {
-  private readonly plugins = new Map<string, CniPlugin>();
+  private readonly plugins = new Map<string, CniPlugin | InProcessCniPlugin>();
 
   register(type: string, plugin: CniPlugin): this {
     this.plugins.set(type, plugin);
@@ -31,9 +31,20 @@ export class InProcessPlugins implements CniPluginExec {
   }
 
   async exec(type: string, req: CniExecRequest): Promise<CniExecOutput> {
+    return this.find(type, req.env).exec(req);
+  }
+
+  /** In process where the plugin can be (skel plugins); through exec, with the JSON text, where it cannot. */
+  async call(type: string, req: CniCallRequest): Promise<CniCallOutcome> {
+    const p = this.find(type, req.env);
+    if ('call' in p) return p.call(req);
+    return { kind: 'output', output: await p.exec({ env: req.env, stdin: JSON.stringify(req.conf) }) };
+  }
+
+  private find(type: string, env: CniExecRequest['env']): CniPlugin | InProcessCniPlugin {
     const p = this.plugins.get(type);
-    if (!p) throw new Error(`failed to find plugin "${type}" in path [${req.env['CNI_PATH'] ?? ''}] (registered: ${this.types().join(', ') || 'none'})`);
-    return p.exec(req);
+    if (!p) throw new Error(`failed to find plugin "${type}" in path [${env['CNI_PATH'] ?? ''}] (registered: ${this.types().join(', ') || 'none'})`);
+    return p;
   }
 }
 
@@ -51,10 +62,10 @@ export function simPrimaryPlugins(ctx: { kernel: SimKernel; hostNetns: string; i
  * `fail` returns an error (a stand-in for a chained plugin whose backend is down, e.g. an
  * ambient CNI plugin that cannot reach its node agent). `calls` counts commands seen.
  */
-export class FakeChainedPlugin implements CniPlugin {
+export class FakeChainedPlugin implements InProcessCniPlugin {
   readonly calls: Record<'ADD' | 'DEL' | 'CHECK', number> = { ADD: 0, DEL: 0, CHECK: 0 };
   fail: ((command: 'ADD' | 'DEL' | 'CHECK') => CniError | undefined) | undefined;
-  private readonly inner: CniPlugin;
+  private readonly inner: InProcessCniPlugin;
 
   constructor(fail?: (command: 'ADD' | 'DEL' | 'CHECK') => CniError | undefined) {
     this.fail = fail;
@@ -80,6 +91,10 @@ export class FakeChainedPlugin implements CniPlugin {
 
   exec(req: CniExecRequest): Promise<CniExecOutput> {
     return this.inner.exec(req);
+  }
+
+  call(req: CniCallRequest): Promise<CniCallOutcome> {
+    return this.inner.call(req);
   }
 }
 

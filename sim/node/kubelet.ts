@@ -79,6 +79,11 @@ export interface KubeletOptions {
   readonly observeCni?: (inv: CniInvocation) => void;
   /** Patch status and write Events (default true; benchmarks may turn events off). */
   readonly events?: boolean;
+  /**
+   * Call plugins that can be called in process without the exec protocol's JSON text (see
+   * sim/cni/chain.ts); default false: every call goes through exec, as libcni does.
+   */
+  readonly cniInProcess?: boolean;
 }
 
 interface PodWork {
@@ -106,6 +111,7 @@ export class SimKubelet {
   private readonly onAdd = (p: Pod): void => this.observe(p, false);
   private readonly onUpdate = (p: Pod): void => this.observe(p, false);
   private readonly onDelete = (p: Pod): void => this.observe(p, true);
+  private chainsFor: { readonly list: CniConfList; readonly chains: Array<[CniChain, string]> } | undefined;
 
   constructor(private readonly o: KubeletOptions) {}
 
@@ -202,11 +208,16 @@ export class SimKubelet {
   // ----------------------------------------------------------------------------- internals
 
   private chains(): Array<[CniChain, string]> {
-    const opts = { path: ['/opt/cni/bin'], ...(this.o.observeCni ? { observe: this.o.observeCni } : {}) };
-    const out: Array<[CniChain, string]> = [];
-    if (this.o.loopback ?? true) out.push([new CniChain(LOOPBACK_NETWORK, this.o.plugins, this.o.disk.cniCache, opts), 'lo']);
-    out.push([new CniChain(this.o.network(), this.o.plugins, this.o.disk.cniCache, opts), IFNAME]);
-    return out;
+    // The configuration list is read at every operation; its chain is rebuilt only when it changed.
+    const list = this.o.network();
+    if (this.chainsFor?.list !== list) {
+      const opts = { path: ['/opt/cni/bin'], ...(this.o.observeCni ? { observe: this.o.observeCni } : {}), inProcess: this.o.cniInProcess ?? false };
+      const out: Array<[CniChain, string]> = [];
+      if (this.o.loopback ?? true) out.push([new CniChain(LOOPBACK_NETWORK, this.o.plugins, this.o.disk.cniCache, opts), 'lo']);
+      out.push([new CniChain(list, this.o.plugins, this.o.disk.cniCache, opts), IFNAME]);
+      this.chainsFor = { list, chains: out };
+    }
+    return this.chainsFor.chains;
   }
 
   private attachment(pod: Pod, rec: SandboxRecord, ifname: string): { containerId: string; netns: string | undefined; ifname: string; args: Array<[string, string]> } {

@@ -51,6 +51,12 @@ export interface SimWorldOptions {
   readonly recordCni?: boolean;
   /** Watch/event window of the API store. */
   readonly eventWindow?: number;
+  /**
+   * How kubelets run the sim's own CNI plugins: 'in-process' (default) hands configurations and
+   * results over as values; 'exec' goes through the exec protocol's JSON text for every plugin.
+   * Plugins registered without an in-process entry (our CNI plugin) always run through exec.
+   */
+  readonly cniProtocol?: 'exec' | 'in-process';
 }
 
 export interface PodInput {
@@ -206,6 +212,7 @@ export class SimWorld {
       ...(jitter > 0 ? { syncDelay: () => this.jitterRandom.int(0, jitter) } : {}),
       ...(this.options.cniLatencyMs ? { cniLatencyMs: this.options.cniLatencyMs } : {}),
       events: this.options.kubeletEvents ?? true,
+      cniInProcess: (this.options.cniProtocol ?? 'in-process') === 'in-process',
       record: (r: KubeletRecord) => this.history.push({ t: r.t, kind: 'kubelet', text: `${r.node} ${r.what} ${r.pod} ${r.detail}` }),
       ...(recordCni ? {
         observeCni: (inv: CniInvocation) => this.history.push({

@@ -6,8 +6,8 @@
 import { test, expect } from '@playwright/test';
 import { SimWorld } from '../../../sim/world/world.js';
 
-async function cluster(seed: number, jitterMs = 0): Promise<SimWorld> {
-  const w = new SimWorld({ seed, nodes: 3, recordCni: true, jitterMs });
+async function cluster(seed: number, jitterMs = 0, cniProtocol: 'exec' | 'in-process' = 'in-process'): Promise<SimWorld> {
+  const w = new SimWorld({ seed, nodes: 3, recordCni: true, jitterMs, cniProtocol });
   await w.start();
   await w.createNamespace('app', { labels: { 'istio.io/dataplane-mode': 'ambient' } });
   return w;
@@ -81,8 +81,8 @@ test('a runtime restart keeps sandboxes and containers (no new ADD) and tears do
   await kl.checkSandbox(keep.metadata!.uid!); // CHECK against the cached result still passes
 });
 
-async function scripted(seed: number): Promise<{ history: string; ips: string[]; uids: string[] }> {
-  const w = await cluster(seed, 50);
+async function scripted(seed: number, cniProtocol: 'exec' | 'in-process' = 'in-process'): Promise<{ history: string; ips: string[]; uids: string[] }> {
+  const w = await cluster(seed, 50, cniProtocol);
   for (let i = 0; i < 12; i++) await w.createPod({ namespace: 'app', name: `p${i}` }); // the seeded scheduler picks nodes
   await w.runFor(20);
   await w.deletePod('app', 'p3');
@@ -106,4 +106,13 @@ test('the same seed replays the same history; another seed gives another one', a
   const c = await scripted(12);
   expect(c.uids).not.toEqual(a.uids);
   expect(c.history).not.toBe(a.history);
+});
+
+test('kubelets calling the sim plugins in process or through exec give the same history (every CNI call), pod IPs and uids', async () => {
+  const inProcess = await scripted(11, 'in-process');
+  const exec = await scripted(11, 'exec');
+  expect(exec.history).toBe(inProcess.history);
+  expect(exec.ips).toEqual(inProcess.ips);
+  expect(exec.uids).toEqual(inProcess.uids);
+  expect(inProcess.history).toContain(' cni sim-pod-network DEL #0 bridge'); // the reboot's DEL of dead sandboxes is in it
 });
