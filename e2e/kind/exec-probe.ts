@@ -10,13 +10,21 @@
  */
 import { execa, type ResultPromise } from 'execa';
 import { createInterface } from 'node:readline';
-import type { ConnectOutcome, ConnectRequest, ProbeReply } from '../netns/probe-protocol.js';
+import type { ConnectOutcome, ConnectRequest, ProbeEvent, ProbeReply, ProbeRequest } from '../netns/probe-protocol.js';
 
 export interface ExecProbeOptions {
   /** Environment for the launcher (PATH decides which kubectl/docker run). */
   readonly env?: NodeJS.ProcessEnv;
   /** Give up on the launcher after this long (exec set-up + the request). */
   readonly timeoutMs?: number;
+}
+
+/** A request the probe refused; `code` is its errno name (EADDRINUSE, EPERM, EEXEC, ...). */
+export class ExecProbeError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = 'ExecProbeError';
+  }
 }
 
 type Launched = ResultPromise<{ stdin: 'pipe'; stdout: 'pipe'; stderr: 'pipe'; reject: false }>;
@@ -28,22 +36,25 @@ export class ExecProbe {
   private stderr = '';
   private exited: string | undefined;
   private readonly ready: Promise<void>;
+  /** What the probe's listeners saw (accepts, tags, datagrams), until drained. */
+  private events: ProbeEvent[] = [];
 
   private constructor(private readonly argv: readonly string[], private readonly child: Launched) {
     let markReady: () => void = () => undefined;
     this.ready = new Promise((r) => { markReady = r; });
     child.stderr.setEncoding('utf8').on('data', (d: string) => { this.stderr = (this.stderr + d).slice(-4000); });
     createInterface({ input: child.stdout }).on('line', (line) => {
-      let msg: ProbeReply | { ev: string; tag?: string };
+      let msg: ProbeReply | ProbeEvent;
       try {
-        msg = JSON.parse(line) as ProbeReply | { ev: string; tag?: string };
+        msg = JSON.parse(line) as ProbeReply | ProbeEvent;
       } catch {
         return; // kubectl's own chatter; the probe speaks JSON only
       }
       if ('id' in msg) {
         this.pending.get(msg.id)?.(msg);
         this.pending.delete(msg.id);
-      } else if (msg.ev === 'tag' && msg.tag === 'ready') markReady();
+      } else if (msg.ev === 'tag' && msg.listener === '' && msg.tag === 'ready') markReady();
+      else this.events.push(msg);
     });
     void child.then((r) => {
       this.exited = `exited with code ${r.exitCode ?? '?'}${r.signal ? ` (signal ${r.signal})` : ''}`;
@@ -71,12 +82,23 @@ export class ExecProbe {
     return `probe via \`${this.argv.join(' ')}\` ${this.exited ?? 'is running'}; stderr: ${this.stderr.trim() || '(none)'}`;
   }
 
+  /** Take the events seen so far. */
+  drainEvents(): ProbeEvent[] {
+    const out = this.events;
+    this.events = [];
+    return out;
+  }
+
+  get running(): boolean {
+    return this.exited === undefined;
+  }
+
   /** Send one request; resolves with its reply's value, rejects with the probe's error. */
-  request(req: ConnectRequest): Promise<unknown> {
+  request(req: ProbeRequest): Promise<unknown> {
     if (this.exited) return Promise.reject(new Error(this.failure()));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, (r) => (r.ok ? resolve(r.value) : reject(new Error(`${r.code}: ${r.message}`))));
+      this.pending.set(id, (r) => (r.ok ? resolve(r.value) : reject(new ExecProbeError(r.code, `${r.code}: ${r.message}`))));
       this.child.stdin.write(`${JSON.stringify({ id, ...req })}\n`);
     });
   }

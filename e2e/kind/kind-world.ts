@@ -22,8 +22,11 @@
  *   sandbox restart; the pods get new netns).
  * - dropWatches: restart kube-apiserver (its static pod) — every watch of every client breaks.
  *
- * Not here: appExec (an app-run iptables flush / listener; the matrix reports those cells as not
- * evaluated), raw (AF_PACKET) sources, IPv6 (the kind config is single-stack), kernelVersion
+ * - appExec: the probe program exec'd into the app container (the app's own uid, capabilities
+ *   and netns, so the kernel decides): iptables-restore of empty tables, or a listener kept open
+ *   (its `kubectl exec` stays attached) until the pod is deleted; its accepts are deliveries.
+ *
+ * Not here: raw (AF_PACKET) sources, IPv6 (the kind config is single-stack), kernelVersion
  * (the host's kernel decides). A non-root app's added capabilities are effective only where the
  * runtime sets ambient capabilities; otherwise the probe reports the EPERM it gets.
  */
@@ -36,12 +39,12 @@ import * as k8s from '@kubernetes/client-node';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import { parseConnectionLog, type ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import type {
-  Acceptor, Component, ConnectOptions, ConnectResult, Delivery, Destination, PodObservation, PodRef, PodSpec, PolicyObject, ProxyLogEntry,
+  Acceptor, AppAction, AppExecResult, Component, ConnectOptions, ConnectResult, Delivery, Destination, PodObservation, PodRef, PodSpec, PolicyObject, ProxyLogEntry,
   Source, World, WorldFactory, WorldOptions,
 } from '../../scenarios/world.js';
 import { setprivArgs } from '../netns/processes.js';
 import type { ConnectOutcome } from '../netns/probe-protocol.js';
-import { ExecProbe } from './exec-probe.js';
+import { ExecProbe, ExecProbeError } from './exec-probe.js';
 import { E2E_NAMESPACE, KindCli, POD_APP, PROBE_PROGRAM, SYSTEM_NAMESPACE } from './kind-cli.js';
 import { nodeEvidenceScript, parseNodeEvidence, type NodeEvidence } from './node-evidence.js';
 
@@ -51,6 +54,8 @@ const POD_CIDR = '10.244.0.0/16'; // fixtures/kind/cluster.yaml
 const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the other worlds' appExec). */
+const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
 const ep = (ip: string, port: number): string => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
 const tupleText = (e: { ip: string; port: number }): string => ep(e.ip, e.port);
@@ -184,6 +189,9 @@ export class KindWorld implements World {
   private readonly custom: k8s.CustomObjectsApi;
   private readonly nodeIps = new Map<string, string>();
   private readonly image: string;
+  /** Probes attached to app containers for appExec listeners, by pod key; their listeners by probe listener name. */
+  private readonly appProbes = new Map<string, ExecProbe>();
+  private readonly appListeners = new Map<string, { readonly pod: PodRef; readonly port: number }>();
 
   constructor(readonly options: WorldOptions, readonly nodes: readonly string[], private readonly cli: KindCli, kc: k8s.KubeConfig, private readonly tmp: string | undefined,
     private readonly env?: NodeJS.ProcessEnv) {
@@ -246,6 +254,7 @@ export class KindWorld implements World {
   }
 
   async deletePod(pod: PodRef): Promise<void> {
+    await this.forgetAppProbe(pod);
     await this.core.deleteNamespacedPod({ name: pod.name, namespace: pod.namespace, gracePeriodSeconds: 0 });
   }
 
@@ -310,8 +319,8 @@ export class KindWorld implements World {
     }
     const via = this.nodeIps.get(dstNode ?? this.nodes[0]!);
     if (!via) return `outside: no node address to route ${to.kind === 'pod' ? podKeyOf(to.pod) : to.ip} through`;
-    const priv = setprivArgs({ uid: 0, gid: 0, caps: [] });
-    return { argv: this.cli.outsideArgv(this.image, { cidr: POD_CIDR, via }, [...priv, 'node', PROBE_PROGRAM]), srcIp: undefined };
+    // The outside client is root with NET_ADMIN/NET_RAW, as in the netns world (it is not the threat's app).
+    return { argv: this.cli.outsideArgv(this.image, { cidr: POD_CIDR, via }, ['node', PROBE_PROGRAM]), srcIp: undefined };
   }
 
   async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
@@ -345,29 +354,101 @@ export class KindWorld implements World {
     } finally {
       await probe.close();
     }
-    // The app and the proxies log asynchronously, and `kubectl logs` trails them: poll briefly.
+    // The apps and the proxies log asynchronously, and `kubectl logs` trails them: poll until a
+    // delivery shows, or the proxy recorded an end for this client (denied/failed), or ~6 s pass.
+    const client = { ip: opts.sourceIp ?? launch.srcIp, port: sourcePort };
+    const isClient = (t: string): boolean => (client.ip !== undefined ? t === ep(client.ip, client.port) : t.endsWith(`:${client.port}`));
     let accepts: { pod: PodRef; a: AppAccept }[] = [];
+    let records: { node: string; r: ConnectionLogRecord }[] = [];
+    const listened: { pod: PodRef; a: AppAccept }[] = []; // drained events: keep them across polls
     const reached = out.result === 'established' || out.result === 'sent';
-    for (let i = 0; i < (reached ? 10 : 1); i++) {
+    for (let i = 0; i < (reached ? 20 : 1); i++) {
       accepts = [];
       for (const d of dstPods) {
         const log = await this.cli.podLog(d.ref.namespace, d.ref.name, 'app', since).catch(() => '');
         for (const a of appAccepts(log, tag)) accepts.push({ pod: d.ref, a });
       }
+      listened.push(...this.listenerAccepts(tag));
+      accepts.push(...listened);
+      records = await this.proxyRecords(since);
       if (accepts.length > 0 || !reached) break;
+      if (records.some((x) => isClient(tupleText(x.r.downstream.src)) && ['denied', 'failed', 'closed-by-policy'].includes(x.r.event))) break;
       await sleep(300);
     }
-    const records: { node: string; r: ConnectionLogRecord }[] = [];
-    for (const node of this.nodes) {
-      const pods = await this.cli.componentPods('proxy', node);
-      for (const p of pods) {
-        const text = await this.cli.podLog(SYSTEM_NAMESPACE, p.name, 'proxy', since).catch(() => '');
-        for (const r of parseConnectionLog(text).records) records.push({ node, r });
-      }
+    if (accepts.length > 0) {
+      await sleep(300); // the proxy's record of the delivered connection may trail the app's
+      records = await this.proxyRecords(since);
     }
-    const client = { ip: opts.sourceIp ?? launch.srcIp, port: sourcePort };
     const res = attribute({ outcome: out, client, records, accepts });
     return { ...res, trace: `probe \`${launch.argv.slice(0, 8).join(' ')} ...\` ${client.ip ?? '?'}:${sourcePort} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}; proxy records ${res.proxyLog.length}; deliveries ${res.deliveries.length}` };
+  }
+
+  private async forgetAppProbe(pod: PodRef): Promise<void> {
+    const key = podKeyOf(pod);
+    const probe = this.appProbes.get(key);
+    this.appProbes.delete(key);
+    for (const [name, l] of [...this.appListeners]) if (podKeyOf(l.pod) === key) this.appListeners.delete(name);
+    await probe?.close().catch(() => undefined);
+  }
+
+  async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
+    const p = await this.core.readNamespacedPod({ namespace: pod.namespace, name: pod.name }).catch(() => undefined);
+    if (p?.status?.phase !== 'Running' || p.spec?.hostNetwork) return { ok: false, error: `appExec ${action.kind} in ${podKeyOf(pod)}: the pod has no running app in its own netns` };
+    const argv = this.cli.execArgv(pod.namespace, pod.name, 'app', ['node', PROBE_PROGRAM]);
+    const envOpt = this.env ? { env: this.env } : {};
+    if (action.kind === 'iptables-flush') {
+      const probe = await ExecProbe.start(argv, envOpt);
+      try {
+        await probe.request({ op: 'exec', argv: ['iptables-restore'], input: EMPTY_TABLES });
+        return { ok: true };
+      } catch (e) {
+        const msg = e instanceof Error ? e.message : String(e);
+        const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';
+        return { ok: false, error: `iptables-restore: ${errno} (uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}): ${msg}` };
+      } finally {
+        await probe.close();
+      }
+    }
+    // A listener lives as long as its probe: one probe per pod, attached until the pod is deleted.
+    let probe = this.appProbes.get(podKeyOf(pod));
+    if (!probe?.running) {
+      probe = await ExecProbe.start(argv, { ...envOpt, timeoutMs: 24 * 3600_000 });
+      this.appProbes.set(podKeyOf(pod), probe);
+    }
+    const name = `app ${podKeyOf(pod)} tcp ${action.port} #${this.appListeners.size}`;
+    try {
+      await probe.request({ op: 'listen', name, proto: 'tcp', family: 4, address: '0.0.0.0', port: action.port, mark: undefined, transparent: false, reuseport: action.reusePort === true });
+    } catch (e) {
+      const code = e instanceof ExecProbeError ? e.code : 'failed';
+      return { ok: false, error: `bind(${action.port}): ${code} — ${e instanceof Error ? e.message : String(e)}` };
+    }
+    this.appListeners.set(name, { pod: { namespace: pod.namespace, name: pod.name }, port: action.port });
+    return { ok: true };
+  }
+
+  /** Accepts the appExec listeners saw for `tag` (their probes report the client's first line). */
+  private listenerAccepts(tag: string): { pod: PodRef; a: AppAccept }[] {
+    const out: { pod: PodRef; a: AppAccept }[] = [];
+    for (const probe of this.appProbes.values()) {
+      for (const e of probe.drainEvents()) {
+        if ((e.ev !== 'tag' && e.ev !== 'datagram') || e.tag !== tag) continue;
+        const l = this.appListeners.get(e.listener);
+        if (l) out.push({ pod: l.pod, a: { ev: e.ev === 'datagram' ? 'datagram' : 'accept', port: l.port, peer: e.peer, tag } });
+      }
+    }
+    return out;
+  }
+
+  /** Every node proxy's connection-log records since `since` (their container logs). */
+  private async proxyRecords(since: string): Promise<{ node: string; r: ConnectionLogRecord }[]> {
+    const out: { node: string; r: ConnectionLogRecord }[] = [];
+    for (const node of this.nodes) {
+      for (const p of await this.cli.componentPods('proxy', node)) {
+        const text = await this.cli.podLog(SYSTEM_NAMESPACE, p.name, 'proxy', since).catch(() => '');
+        for (const r of parseConnectionLog(text).records) out.push({ node, r });
+      }
+    }
+    return out;
   }
 
   async settle(): Promise<void> {
@@ -402,6 +483,8 @@ export class KindWorld implements World {
   }
 
   async close(): Promise<void> {
+    for (const probe of this.appProbes.values()) await probe.close().catch(() => undefined);
+    this.appProbes.clear();
     try {
       await this.cli.deleteCluster();
     } finally {

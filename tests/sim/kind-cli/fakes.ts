@@ -15,6 +15,7 @@ export interface FakeRule {
   /** Every word must be an element of argv, or (with a leading '~') a substring of some element. */
   readonly has?: readonly string[];
   readonly stdout?: string;
+  readonly stderr?: string;
   /** Print this file's content at call time (missing file: nothing). */
   readonly stdoutFile?: string;
   readonly exit?: number;
@@ -50,6 +51,7 @@ if (rule.exec) {
   process.exit(r.status === null ? 1 : r.status);
 }
 if (rule.stdout) process.stdout.write(rule.stdout);
+if (rule.stderr) process.stderr.write(rule.stderr);
 if (rule.stdoutFile) { try { process.stdout.write(fs.readFileSync(rule.stdoutFile)); } catch {} }
 process.exit(rule.exit || 0);
 `;

@@ -74,7 +74,7 @@ async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'al-kindworld-'));
   const store = new ApiStore({ clock: new SystemClock(), random: new SeededRandom(1) });
   const facade: KubeApiFacade = await startKubeApiFacade(store);
-  const fakes = await makeFakes(['kubectl', 'docker']);
+  const fakes = await makeFakes(['kubectl', 'docker', 'iptables-restore']);
   const appLog = path.join(tmp, 'app.jsonl');
   const proxyLog = path.join(tmp, 'proxy.jsonl');
   writeFileSync(proxyLog, '{"level":30,"msg":"proxy started"}\n'); // pino lines mix with records
@@ -225,4 +225,39 @@ test('outside: a container on the kind network routes the pod CIDR via a node, t
   } finally {
     await fakes.dispose();
   }
+});
+
+test('appExec: a listener stays attached in the app container and its accepts are deliveries; an iptables flush runs as the app and EPERM is reported', async () => {
+  await withRig(async ({ world, fakes }) => {
+    const port = await freePort('127.0.0.1');
+    const b = { namespace: 'mesh', name: 'b' };
+    expect(await world.appExec(b, { kind: 'listen', port })).toEqual({ ok: true });
+    const again = await world.appExec(b, { kind: 'listen', port }); // the same port again: the kernel says no
+    expect(again.ok).toBe(false);
+    expect(again.error).toMatch(/^bind\(\d+\): EADDRINUSE/);
+    const r = await world.connect({ kind: 'pod', pod: { namespace: 'mesh', name: 'a' } }, { kind: 'pod', pod: b, port });
+    expect(r.outcome).toBe('established');
+    expect(r.acceptedBy).toBe('app');
+    expect(r.deliveries).toEqual([{ pod: b, port, peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), viaProxy: false }]);
+
+    // iptables-restore resolves to the fake first on the probe's PATH (never the host's tables)
+    const { execFileSync } = await import('node:child_process');
+    expect(execFileSync('sh', ['-c', 'command -v iptables-restore'], { env: fakes.env }).toString().trim()).toBe(path.join(fakes.dir, 'iptables-restore'));
+    const rules = [
+      { bin: 'kubectl', has: ['exec', '-i', '--', 'node', PROBE_PROGRAM], exec: [process.execPath, probeJs] },
+      { bin: 'kubectl', has: ['logs', '-c', 'app'], stdoutFile: '/dev/null' },
+    ];
+    await fakes.setRules([...rules, { bin: 'iptables-restore', exit: 4, stderr: 'iptables-restore v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)\n' }]);
+    const denied = await world.appExec(b, { kind: 'iptables-flush' });
+    expect(denied.ok).toBe(false);
+    expect(denied.error).toMatch(/^iptables-restore: EPERM .*mesh\/b/);
+    await fakes.setRules([...rules, { bin: 'iptables-restore', exit: 0 }]);
+    expect(await world.appExec(b, { kind: 'iptables-flush' })).toEqual({ ok: true });
+    const calls = await fakes.calls();
+    expect(calls.filter((c) => c[0] === 'iptables-restore')).toEqual([['iptables-restore'], ['iptables-restore']]);
+    // appExec runs in b's app container (as b's app); connect ran in a's
+    const execs = calls.filter((c) => c[0] === 'kubectl' && c.includes('exec')).map((c) => c.slice(3, 10).join(' '));
+    expect([...new Set(execs)].sort()).toEqual(['-n mesh exec -i a -c app', '-n mesh exec -i b -c app']);
+    await world.deletePod(b); // the attached listener probe ends with the pod
+  });
 });
