@@ -135,7 +135,8 @@ export function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogE
  * Attribute one attempt (the same reading as the netns world): the first hop is a proxy record
  * whose downstream source is the client (matched by source port when the client's address is
  * not known, as for outside), else an app accept whose peer is the client; deliveries are the
- * app accepts tagged for this attempt, via a proxy when a proxy's upstream source is their peer.
+ * app accepts tagged for this attempt, via a proxy when a proxy's upstream source is their peer
+ * (that record's node and pod are proxyNode and proxyFor).
  */
 export function attribute(input: {
   readonly outcome: ConnectOutcome;
@@ -160,10 +161,13 @@ export function attribute(input: {
       acceptedIn = direct.pod;
     } else if (out.result === 'established') acceptedBy = 'other';
   }
-  const deliveries: Delivery[] = accepts.map((d) => ({
-    pod: d.pod, port: d.a.port, peer: d.a.peer,
-    viaProxy: mine.some((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.a.peer),
-  }));
+  const deliveries: Delivery[] = accepts.map((d) => {
+    // the proxy record whose upstream leg is the connection the app saw: which node's proxy, for which pod
+    const via = mine.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.a.peer);
+    if (!via) return { pod: d.pod, port: d.a.port, peer: d.a.peer, viaProxy: false };
+    const [ns, name] = via.r.pod.split('/');
+    return { pod: d.pod, port: d.a.port, peer: d.a.peer, viaProxy: true, proxyNode: via.node, ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}) };
+  });
   const outcome: ConnectResult['outcome'] = out.result === 'established' ? 'established' : out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered')
     : out.result === 'timeout' ? 'timeout' : out.code === 'ECONNREFUSED' ? 'refused' : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH' ? 'unreachable' : 'error';
   return {
@@ -503,6 +507,7 @@ export const kindWorldFactory: WorldFactory = {
     ? { ok: true, reason: 'KIND=1 (needs kind and a Docker engine)' }
     : { ok: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' }),
   async create(options: WorldOptions): Promise<World> {
+    if (options.meshV6 === true && !options.ipv6) throw new Error('kind world: meshV6 without ipv6 is not a cluster (run it on the sim world)');
     if (options.ipv6) throw new Error('kind world: IPv6 needs a dual-stack kind config (fixtures/kind/cluster.yaml is IPv4 only); run IPv6 scenarios in the sim or netns world');
     const tmp = await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
     const cluster = `al-${process.pid.toString(36)}-${options.seed.toString(36)}`.slice(0, 30).replace(/-+$/, '');

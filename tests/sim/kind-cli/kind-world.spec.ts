@@ -137,7 +137,7 @@ test('connect through the proxy: the first hop is the proxy record whose downstr
     expect(r.outcome).toBe('established');
     expect(r.acceptedBy).toBe('proxy-inbound');
     expect(r.acceptedIn).toEqual({ namespace: 'mesh', name: 'c' });
-    expect(r.deliveries).toEqual([{ pod: { namespace: 'mesh', name: 'c' }, port: appPort, peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), viaProxy: true }]);
+    expect(r.deliveries).toEqual([{ pod: { namespace: 'mesh', name: 'c' }, port: appPort, peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), viaProxy: true, proxyNode: 'n1', proxyFor: { namespace: 'mesh', name: 'c' } }]);
     expect(r.proxyLog).toEqual([{ node: 'n1', pod: { namespace: 'mesh', name: 'c' }, event: 'forwarded', direction: 'inbound-plaintext', srcIdentity: undefined, dstIdentity: undefined, allowed: true, reason: 'allow-all' }]);
   });
 });
