@@ -36,6 +36,7 @@ import {
 } from '../../impl/host/kube.js';
 import { applyMergePatch, jsonEqual } from './merge-patch.js';
 import { deepFreeze, jsonClone } from './json-value.js';
+import { rfc3339Seconds } from './rfc3339.js';
 import { parseFieldSelector, parseLabelSelector, type FieldPredicate, type LabelPredicate } from './selectors.js';
 import { invalid, labelErrors, nameErrors, validateSchema, type FieldError } from './validation.js';
 
@@ -594,8 +595,7 @@ export class ApiStore {
   }
 
   private timestamp(): string {
-    // RFC 3339 with second precision, as the API server writes metav1.Time.
-    return new Date(this.epochMs + Math.floor(this.clock.now())).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    return rfc3339Seconds(this.epochMs, this.clock.now());
   }
 }
 

@@ -23,6 +23,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { k8sCniArgs, type CniConfList, type CniResult } from '../../impl/api/cni.js';
 import type { Clock, TimerHandle } from '../../impl/host/clock.js';
 import { isKubeApiError, type Informer, type KubeApi, type MergePatch, type Wire } from '../../impl/host/kube.js';
+import { rfc3339Seconds } from '../kube/rfc3339.js';
 import { CniChain, CniChainError, type CniInvocation, type CniPluginExec } from '../cni/chain.js';
 import { simNetnsPath } from '../cni/bridge.js';
 import type { SimKernel, ConnectResult } from '../kernel/kernel.js';
@@ -485,7 +486,7 @@ export class SimKubelet {
   }
 
   private timestamp(): string {
-    return new Date(Date.UTC(2025, 0, 1) + Math.floor(this.o.clock.now())).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    return rfc3339Seconds(Date.UTC(2025, 0, 1), this.o.clock.now());
   }
 }
 
