@@ -126,8 +126,12 @@ export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): str
  * whose mesh installs only v4 rules (WorldOptions.meshV6 false), plus a mesh peer over v6.
  */
 export function meshV6OffActions(t: ThreatModel): AttackerAction[] {
-  const peer: AttackerAction = { name: 'client tcp6 → victim', from: { kind: 'pod', pod: CLIENT }, to: pod(VICTIM, APP_PORT), opts: { family: 6 } };
-  return [...ipv6Actions(t), peer].map((a) => ({ ...a, name: `v4-only mesh: ${a.name}` }));
+  // A datagram in needs no reply: it shows the inbound v6 rule alone (a TCP handshake also needs the way out).
+  const peer: AttackerAction[] = [
+    { name: 'client tcp6 → victim', from: { kind: 'pod', pod: CLIENT }, to: pod(VICTIM, APP_PORT), opts: { family: 6 } },
+    { name: 'client udp6 → victim', from: { kind: 'pod', pod: CLIENT }, to: pod(VICTIM, UDP_PORT), opts: { family: 6, proto: 'udp', payload: 'x' } },
+  ];
+  return [...ipv6Actions(t), ...peer].map((a) => ({ ...a, name: `v4-only mesh: ${a.name}` }));
 }
 
 /** Catalog phase reboot (reboot-stuck): right after the victim's node rebooted, before the cluster settles. */

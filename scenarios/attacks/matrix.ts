@@ -195,6 +195,21 @@ export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t
   return { found, appExec, appExecLog, catalogLog };
 }
 
+/**
+ * Only the mesh-v6-off catalog phase of a threat (its own world): what the mutation runner uses
+ * to observe the v6 rules of a v4-only mesh (strict's block ruleset).
+ */
+export async function meshV6OffFindings(factory: WorldMaker, profile: Profile, t: ThreatModel, seed = 1): Promise<FoundViolation[]> {
+  const found: FoundViolation[] = [];
+  const sink: PhaseSink = {
+    run: (w, st, actions, phase, quiescent) => runActions(w, st, actions, phase, found, quiescent),
+    push: (v, phase, action) => { found.push({ violation: v, phase, ...(action !== undefined ? { action } : {}) }); },
+    log: () => undefined,
+  };
+  await runMeshV6Off(factory, profile, t, seed, { profile, dnsCapture: true, kubeletUid: 0 }, sink);
+  return found;
+}
+
 /** Does the world offer what the expected bypass needs? */
 function capabilityNote(cell: ExpectedCell, world: { appExec?: unknown } | undefined): string | undefined {
   if (cell.verdict === 'bypass' && cell.requires === 'appExec' && typeof world?.appExec !== 'function') {

@@ -9,7 +9,7 @@ import type { Profile, World, WorldOptions } from '../world.js';
 import type { RedirectionPlan } from '../../impl/host/netns-rules.js';
 import type { InpodOptions } from '../../impl/node-agent/rule-builder.js';
 import { port } from '../../impl/api/ports.js';
-import { runThreat, type FoundViolation } from '../attacks/matrix.js';
+import { meshV6OffFindings, runThreat, type FoundViolation } from '../attacks/matrix.js';
 import { PROBE_PORT } from '../attacks/topology.js';
 import { PROXY_UID, threat, type ThreatId } from '../threats/threats.js';
 import { applyPlanMutant, planMutants, type PlanMutant } from './plan-mutation.js';
@@ -50,19 +50,11 @@ export const KNOWN_SURVIVORS: Readonly<Record<string, string>> = {
 
 /**
  * Mutants the World cannot observe at all in this configuration — gaps of the harness, NOT
- * redundancies: reported with their own status so nobody reads them as "fine".
- *
- * strict's IPv6 block ruleset (installed when the mesh captures IPv4 only) needs pods with IPv6
- * addresses to be observable, but WorldOptions.ipv6 couples dual-stack pods and v6 capture, and
- * the sim does not start app containers with dual-stack addressing and v4-only agents
- * (agentConfig { ipv6: false }). The rule-level mutation spec mutates the ipv6:true plan, so
- * these two rules are mutation-tested nowhere yet.
+ * redundancies: reported with their own status so nobody reads them as "fine". None at present:
+ * strict's IPv6 block ruleset (installed when the mesh captures IPv4 only), once listed here, is
+ * observed in the catalog's mesh-v6-off world (dual-stack pods, v4-only mesh: WorldOptions.meshV6).
  */
-const V6_BLOCK_GAP = 'unobservable through the World: no IPv6 pod addresses when the mesh captures IPv4 only (dual-stack pods with v4-only agents do not start in the sim) — a harness gap, not a redundancy';
-export const KNOWN_UNOBSERVABLE: Readonly<Record<string, string>> = {
-  'strict ipv6 remove filter/in/drop-all': V6_BLOCK_GAP,
-  'strict ipv6 remove filter/out/drop-all': V6_BLOCK_GAP,
-};
+export const KNOWN_UNOBSERVABLE: Readonly<Record<string, string>> = {};
 
 export interface MutantOutcome {
   readonly mutant: string;
@@ -84,22 +76,38 @@ const key = (f: FoundViolation): string => `${f.phase}|${f.action ?? ''}|${f.vio
 async function violations(make: MutatingWorldMaker, profile: Profile, ipv6: boolean, mutant: PlanMutant | undefined): Promise<FoundViolation[]> {
   const factory = { create: (o: WorldOptions) => make(o, (plan) => (mutant ? applyPlanMutant(plan, mutant) : plan)) };
   const out: FoundViolation[] = [];
-  for (const t of MUTATION_THREATS) out.push(...await runThreat(factory, profile, threat(t), { ipv6, appExecPhases: false }));
+  for (const t of MUTATION_THREATS) out.push(...await runThreat(factory, profile, threat(t), { ipv6, appExecPhases: false, catalogPhases: false }));
   return out;
 }
+
+/**
+ * The v6 rules of a v4-only mesh are seen only where pods have v6 addresses and the mesh does
+ * not capture v6: the catalog's mesh-v6-off world. Run for v6 mutants of the v4-only plan.
+ */
+async function v6OffViolations(make: MutatingWorldMaker, profile: Profile, mutant: PlanMutant | undefined): Promise<FoundViolation[]> {
+  const factory = { create: (o: WorldOptions) => make(o, (plan) => (mutant ? applyPlanMutant(plan, mutant) : plan)) };
+  return meshV6OffFindings(factory, profile, threat(V6_OFF_THREAT));
+}
+
+/** The threat whose catalog entry stages the v4-only mesh (catalog.ts ipv6-without-v6-rules). */
+const V6_OFF_THREAT: ThreatId = 'app-nonroot';
 
 export async function runMutation(make: MutatingWorldMaker, profile: Profile, o: { ipv6?: boolean; only?: (name: string) => boolean } = {}): Promise<MutationReport> {
   const ipv6 = o.ipv6 ?? false;
   const baseline = new Set((await violations(make, profile, ipv6, undefined)).map(key));
+  const v6Off = !ipv6 && planMutants(topologyInpodOptions(profile, ipv6)).some((m) => m.family === 'ipv6');
+  const baselineV6Off = v6Off ? new Set((await v6OffViolations(make, profile, undefined)).map(key)) : new Set<string>();
   const outcomes: MutantOutcome[] = [];
   for (const m of planMutants(topologyInpodOptions(profile, ipv6))) {
     if (o.only && !o.only(m.name)) continue;
-    const found = await violations(make, profile, ipv6, m);
-    const fresh = found.filter((v) => !baseline.has(key(v)));
+    const withV6Off = v6Off && m.family === 'ipv6';
+    const found = [...await violations(make, profile, ipv6, m), ...(withV6Off ? await v6OffViolations(make, profile, m) : [])];
+    const base = withV6Off ? new Set([...baseline, ...baselineV6Off]) : baseline;
+    const fresh = found.filter((v) => !base.has(key(v)));
     // A violation of the unmutated world that the mutant makes disappear is noticed too: the
     // matrix would report the expected bypass as missed (the table is checked both ways).
     const seen = new Set(found.map(key));
-    const vanished = [...baseline.values()].filter((k) => !seen.has(k));
+    const vanished = [...base.values()].filter((k) => !seen.has(k));
     const bare = m.name.replace(/^ipv[46] /, '');
     const documented = KNOWN_SURVIVORS[`${profile} ${bare}`] ?? KNOWN_SURVIVORS[bare];
     if (fresh.length > 0) {
