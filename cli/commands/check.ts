@@ -79,7 +79,9 @@ export function renderReport(r: CheckReport): string {
   lines.push(`ambient-lab check — world ${r.world}${r.mutant ? ` (positive control: mutant ${r.mutant})` : ''}, seed ${r.seed}${r.shard ? `, shard ${r.shard.index}/${r.shard.count}` : ''}`);
   lines.push(`${r.totals.histories} model-based histories (budget ${r.budget.runs}, ${r.budget.runsPerCell} per cell, <= ${r.budget.maxCommands} commands each)`
     + `${r.budget.attacks ? ` + ${r.totals.attackRuns} attack-catalog runs` : ''} over ${r.totals.cells} cells in ${r.totals.seconds.toFixed(1)} s`
-    + ` (${r.totals.historiesPerSecond.toFixed(0)} histories/s)`);
+    + ` (${r.totals.historiesPerSecond.toFixed(0)} histories/s, ${r.totals.cpuSeconds.toFixed(1)} s of CPU)`);
+  const w = r.totals.worlds;
+  if (w.fresh + w.reused > 0) lines.push(`worlds: ${w.fresh} fresh, ${w.reused} reused after a verified reset (${w.rejected} resets rejected by the digest)`);
   lines.push('');
   lines.push(renderMatrix(r.cells));
   const bad = r.cells.filter((c) => FAILING.has(c.status));

@@ -68,7 +68,13 @@ export interface CheckReport {
   readonly shard?: { readonly index: number; readonly count: number };
   readonly cells: readonly CellReport[];
   readonly counterexamples: readonly CounterexampleFile[];
-  readonly totals: { readonly cells: number; readonly histories: number; readonly attackRuns: number; readonly seconds: number; readonly historiesPerSecond: number; readonly mismatches: number };
+  readonly totals: {
+    readonly cells: number; readonly histories: number; readonly attackRuns: number; readonly seconds: number; readonly historiesPerSecond: number; readonly mismatches: number;
+    /** CPU time of this process and its worker threads (on a shared machine, wall time says little). */
+    readonly cpuSeconds: number;
+    /** Worlds of the histories: fresh (boot + prelude), reused after a verified reset, resets rejected. */
+    readonly worlds: { readonly fresh: number; readonly reused: number; readonly rejected: number };
+  };
   readonly ok: boolean;
 }
 
@@ -127,6 +133,7 @@ function crashed(t: Task, error: string): TaskResult {
 
 export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   const catalog = defaultCatalog();
   const cells = planCells(catalog, o.selection);
   const perCell = runsPerCell(o.runs, cells.length);
@@ -156,6 +163,13 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const cellReports: CellReport[] = [];
   const counterexamples: CounterexampleFile[] = [];
   let histories = 0;
+  const worlds = { fresh: 0, reused: 0, rejected: 0 };
+  for (const r of results) {
+    if (r.kind !== 'model' || !r.worlds) continue;
+    worlds.fresh += r.worlds.fresh;
+    worlds.reused += r.worlds.reused;
+    worlds.rejected += r.worlds.rejected;
+  }
   for (const c of cells) {
     const m = results.find((r): r is Extract<TaskResult, { kind: 'model' }> => r.kind === 'model' && r.property === c.property && r.threat === c.threat && r.profile === c.profile);
     const a = results.find((r): r is Extract<TaskResult, { kind: 'attack' }> => r.kind === 'attack' && r.threat === c.threat && r.profile === c.profile);
@@ -179,13 +193,15 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     });
   }
   const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   const mismatches = cellReports.filter((c) => FAILING.has(c.status)).length;
   return {
     format: CHECK_REPORT_FORMAT, world: o.world.world, ...(o.world.mutant !== undefined ? { mutant: o.world.mutant } : {}), seed: o.seed,
     budget: { runs: o.runs, runsPerCell: perCell, maxCommands: o.settings.maxCommands, attacks: o.attacks },
     settings: o.settings, ...(o.selection.shard ? { shard: o.selection.shard } : {}),
     cells: cellReports, counterexamples,
-    totals: { cells: cells.length, histories, attackRuns: o.attacks ? pairs.size : 0, seconds, historiesPerSecond: histories / Math.max(seconds, 1e-9), mismatches },
+    totals: { cells: cells.length, histories, attackRuns: o.attacks ? pairs.size : 0, seconds, historiesPerSecond: histories / Math.max(seconds, 1e-9), mismatches, cpuSeconds, worlds },
     ok: mismatches === 0,
   };
 }

@@ -9,6 +9,7 @@ import type { PropertyName } from '../properties/index.js';
 import { defaultCatalog } from './catalog.js';
 import { fileNameFor, saveCounterexample, toFile, type CounterexampleFile } from './counterexample.js';
 import { runCell, type CellResult } from './run-cell.js';
+import type { PoolStats } from './world-pool.js';
 import { loadFactory, type WorldChoice } from './worlds.js';
 
 export interface Settings {
@@ -34,6 +35,8 @@ export type TaskResult =
     readonly kind: 'model'; readonly property: PropertyName; readonly threat: string; readonly profile: Profile;
     readonly status: CellResult['status']; readonly runs: number;
     readonly counterexample?: CounterexampleFile; readonly savedAs?: string; readonly error?: string;
+    /** How the cell's histories got their worlds (fresh, reused after a verified reset, resets rejected). */
+    readonly worlds?: PoolStats;
   }
   | {
     readonly kind: 'attack'; readonly threat: string; readonly profile: Profile;
@@ -71,12 +74,13 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
     const r = await runCell({ property, threat, profile: t.profile }, {
       factory, replayFactory, runs: t.runs, seed: t.seed, ...env.settings, onRun: () => onRun(),
     });
-    if (r.status === 'holds') return { ...base, status: 'holds', runs: r.runs };
-    if (r.status === 'error') return { ...base, status: 'error', runs: r.runs, error: `${r.error} (seed ${r.seed}${r.path ? `, path ${r.path}` : ''})` };
+    const worlds = r.worlds ? { worlds: r.worlds } : {};
+    if (r.status === 'holds') return { ...base, status: 'holds', runs: r.runs, ...worlds };
+    if (r.status === 'error') return { ...base, status: 'error', runs: r.runs, error: `${r.error} (seed ${r.seed}${r.path ? `, path ${r.path}` : ''})`, ...worlds };
     const name = env.outDir !== undefined ? `${env.outDir}/${fileNameFor(base, t.seed)}` : fileNameFor(base, t.seed);
     const file = toFile({ property: t.property, threat: t.threat, profile: t.profile }, env.settings, r.counterexample, name, env.world.mutant);
     const savedAs = env.outDir !== undefined ? saveCounterexample(env.outDir, file) : undefined;
-    return { ...base, status: 'bypass', runs: r.runs, counterexample: file, ...(savedAs ? { savedAs } : {}) };
+    return { ...base, status: 'bypass', runs: r.runs, counterexample: file, ...(savedAs ? { savedAs } : {}), ...worlds };
   } catch (e) {
     return { ...base, status: 'error', runs: 0, error: e instanceof Error ? e.message : String(e) };
   }
