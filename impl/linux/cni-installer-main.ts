@@ -1,6 +1,6 @@
 /**
  * The CNI installer process (runs as the `install-cni` container of the agent DaemonSet:
- * `node dist/impl/linux/cni-installer-main.js [install|uninstall|write-kubeconfig] [flags]`).
+ * `node dist/impl/linux/cni-installer-main.js [install|uninstall] [flags]`).
  * Flags or AMBIENT_LAB_* variables —
  *   install (default): CniInstaller with the Linux adapters; keeps the plugin installed until SIGTERM.
  *     --cni-bin-dir PATH      (default /host/opt/cni/bin)
@@ -13,14 +13,13 @@
  *     --exclude-namespaces a,b (default kube-system)   --system-namespace NS (default ambient-lab-system)
  *     --resync-ms N (default 30000)    --uninstall-on-exit (default false)   --log-level L
  *   uninstall: remove the entry, kubeconfig and executables, then exit.
- *   write-kubeconfig --out PATH: an in-cluster kubeconfig for the agent/proxy (--kubeconfig), with
- *     the service-account token FILE (client-node re-reads it, so rotation is followed).
+ * (The agent and proxy need no kubeconfig file in a pod: they use in-cluster config.)
  *
  * Why SIGTERM leaves the plugin in place by default: an agent restart or upgrade must not open a
  * window in which pods start without the plugin; with the agent down the plugin refuses ambient
  * pods (fail closed). Set --uninstall-on-exit only where the DaemonSet is being removed for good.
  */
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import * as path from 'node:path';
 import { CniInstaller, DEFAULT_OWN_CONFLIST, type CniInstallConfig, type PayloadFile } from '../node-agent/install.js';
@@ -47,31 +46,12 @@ function parsePayload(spec: string[]): PayloadFile[] {
   });
 }
 
-function agentKubeconfig(env: NodeJS.ProcessEnv): string {
-  return `${JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'in-cluster', cluster: { server: inClusterServer(env), 'certificate-authority': `${SA_DIR}/ca.crt` } }],
-    users: [{ name: 'sa', user: { 'auth-provider': { name: 'tokenFile', config: { tokenFile: `${SA_DIR}/token` } } } }],
-    contexts: [{ name: 'in-cluster', context: { cluster: 'in-cluster', user: 'sa' } }],
-    'current-context': 'in-cluster',
-  }, null, 2)}\n`;
-}
-
 const argv = process.argv.slice(2);
 const command = argv[0] && !argv[0].startsWith('--') ? argv.shift()! : 'install';
 
 runComponent('ambient-lab-cni-installer', async () => {
   const f = new ComponentFlags(argv, process.env, 'ambient-lab-cni-installer');
-  if (command === 'write-kubeconfig') {
-    const out = f.str('out');
-    f.assertAllUsed();
-    mkdirSync(path.dirname(out), { recursive: true });
-    writeFileSync(out, agentKubeconfig(process.env), { mode: 0o600 });
-    process.stdout.write(`wrote ${out}\n`);
-    process.exit(0);
-  }
-  if (command !== 'install' && command !== 'uninstall') throw new ConfigError(`unknown command ${JSON.stringify(command)}: install, uninstall or write-kubeconfig`);
+  if (command !== 'install' && command !== 'uninstall') throw new ConfigError(`unknown command ${JSON.stringify(command)}: install or uninstall`);
   const kubeconfigFile = f.str('kubeconfig-file', '/var/run/ambient-lab/cni/cni-kubeconfig');
   const config: CniInstallConfig = {
     cniBinDir: f.str('cni-bin-dir', '/host/opt/cni/bin'),
