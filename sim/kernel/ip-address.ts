@@ -75,13 +75,27 @@ function parseV6(text: string): bigint | undefined {
   return v;
 }
 
+/**
+ * Parsed addresses by text. Simulations parse the same few addresses over and over (every lab,
+ * pod and rule names them as text); IpAddress is immutable, so one object can be shared. Bounded:
+ * cleared when full (a cluster simulation may name many addresses).
+ */
+const PARSED = new Map<string, IpAddress>();
+const PARSED_MAX = 4096;
+
 /** Parse an IPv4 or IPv6 address; throws AddressError naming the text on failure. */
 export function parseIp(text: string): IpAddress {
+  const hit = PARSED.get(text);
+  if (hit) return hit;
   const v4 = parseV4(text);
-  if (v4 !== undefined) return { family: 4, value: v4 };
-  const v6 = text.includes(':') ? parseV6(text) : undefined;
-  if (v6 !== undefined) return { family: 6, value: v6 };
-  throw new AddressError(`invalid IP address ${JSON.stringify(text)}`);
+  const v6 = v4 === undefined && text.includes(':') ? parseV6(text) : undefined;
+  let a: IpAddress;
+  if (v4 !== undefined) a = Object.freeze({ family: 4, value: v4 });
+  else if (v6 !== undefined) a = Object.freeze({ family: 6, value: v6 });
+  else throw new AddressError(`invalid IP address ${JSON.stringify(text)}`);
+  if (PARSED.size >= PARSED_MAX) PARSED.clear();
+  PARSED.set(text, a);
+  return a;
 }
 
 export function tryParseIp(text: string): IpAddress | undefined {

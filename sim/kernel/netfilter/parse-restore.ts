@@ -18,6 +18,7 @@ import { checkTable, emptyTable, TableCheckError, type ChainState, type Policy, 
 import { TABLE_HOOKS, type TableName } from './types.js';
 import type { Family } from '../ip-address.js';
 import type { IpSets } from './ipset.js';
+import { cachedRule, rememberRule, ruleKey } from './restore-cache.js';
 
 const TABLES: readonly TableName[] = ['raw', 'mangle', 'nat', 'filter', 'security'];
 const ALL_HOOKS = new Set<string>(['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING']);
@@ -136,11 +137,15 @@ function getChain(table: TableState, name: string | undefined, cmd: string): Cha
   return c;
 }
 
-function parseSpecs(words: readonly string[], table: TableState, chain: ChainState, env: RestoreEnv): RuleSpec[] {
-  return parseRuleSpec(words, {
-    family: env.family, table: table.name, chain: chain.name, builtinHook: chain.builtin, ipsets: env.ipsets,
-    hasUserChain: (n) => { const c = table.chains.get(n); return c !== undefined && c.builtin === undefined; },
-  });
+function parseSpecs(words: readonly string[], table: TableState, chain: ChainState, env: RestoreEnv): readonly RuleSpec[] {
+  const hasUserChain = (n: string): boolean => { const c = table.chains.get(n); return c !== undefined && c.builtin === undefined; };
+  // Parsed rules are shared by content (restore-cache.ts); a failing parse throws and is not kept.
+  const key = ruleKey({ family: env.family, table: table.name, chain: chain.name, words, hasUserChain });
+  const hit = key === undefined ? undefined : cachedRule(key);
+  if (hit) return hit;
+  const specs = parseRuleSpec(words, { family: env.family, table: table.name, chain: chain.name, builtinHook: chain.builtin, ipsets: env.ipsets, hasUserChain });
+  if (key !== undefined) rememberRule(key, specs);
+  return specs;
 }
 
 function referenced(table: TableState, name: string): boolean {
@@ -154,7 +159,7 @@ function referenced(table: TableState, name: string): boolean {
 }
 
 function applyCommand(cmd: string, args: string[], table: TableState, env: RestoreEnv, line: number): void {
-  const entries = (specs: RuleSpec[]) => specs.map((spec) => ({ spec, line, source: env.source }));
+  const entries = (specs: readonly RuleSpec[]) => specs.map((spec) => ({ spec, line, source: env.source }));
   switch (cmd) {
     case '-A': {
       const chain = getChain(table, args[0], cmd);

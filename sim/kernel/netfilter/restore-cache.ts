@@ -11,6 +11,7 @@
  */
 import type { Family } from '../ip-address.js';
 import type { CompiledTable, TableState } from './ruleset.js';
+import type { RuleSpec } from './rule.js';
 import type { TableName } from './types.js';
 
 export interface CachedTable {
@@ -48,4 +49,46 @@ export function rememberRestore(family: Family, source: string, text: string, ta
     if (!oldest.done) cache.delete(oldest.value);
   }
   cache.set(keyOf(family, source, text), tables);
+}
+
+// ---------------------------------------------------------------- single rules
+
+/**
+ * Parsed rule specs by their words. A generated ruleset differs from the last one in a few
+ * lines (ports), so whole texts rarely repeat, but most of their rules do. A rule's parse depends
+ * on the family, table and chain (hook checks), whether its -j/-g target names a user chain of the
+ * table at that point, and the words; not on anything else (rules with ipsets are not cached).
+ * RuleSpecs are never edited after parsing, so one parse can serve every table that has the rule.
+ */
+const RULES_MAX = 8192;
+const rules = new Map<string, readonly RuleSpec[]>();
+
+export interface RuleKeyParts {
+  readonly family: Family;
+  readonly table: string;
+  readonly chain: string;
+  readonly words: readonly string[];
+  hasUserChain(name: string): boolean;
+}
+
+const JUMPS = new Set(['-j', '--jump', '-g', '--goto']);
+
+/** The cache key for a rule, or undefined when it must be parsed afresh. */
+export function ruleKey(r: RuleKeyParts): string | undefined {
+  let jumpsToUserChain = false;
+  for (let i = 0; i < r.words.length; i++) {
+    const w = r.words[i] as string;
+    if (w === '--match-set') return undefined;
+    if (JUMPS.has(w) && i + 1 < r.words.length) jumpsToUserChain = r.hasUserChain(r.words[i + 1] as string);
+  }
+  return `${r.family}\u0000${r.table}\u0000${r.chain}\u0000${jumpsToUserChain ? 1 : 0}\u0000${r.words.join('\u0000')}`;
+}
+
+export function cachedRule(key: string): readonly RuleSpec[] | undefined {
+  return rules.get(key);
+}
+
+export function rememberRule(key: string, specs: readonly RuleSpec[]): void {
+  if (rules.size >= RULES_MAX) rules.clear();
+  rules.set(key, specs);
 }
