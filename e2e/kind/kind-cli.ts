@@ -174,6 +174,11 @@ export class KindCli {
     return ['docker', 'run', '--rm', '-i', '--network', 'kind', '--cap-add', 'NET_ADMIN', image, 'sh', '-c', `ip route add ${route.cidr} via ${route.via} && exec ${quoted}`];
   }
 
+  /** Run a command in a pod's container and return its output (a failure is an exit code, not a throw). */
+  async exec(namespace: string, pod: string, container: string, command: readonly string[]): Promise<CommandResult> {
+    return this.kubectl(['-n', namespace, 'exec', pod, '-c', container, '--', ...command], { reject: false });
+  }
+
   /** A container's log, optionally only since an RFC 3339 time. */
   async podLog(namespace: string, pod: string, container: string, sinceTime?: string): Promise<string> {
     return (await this.kubectl(['-n', namespace, 'logs', pod, '-c', container, ...(sinceTime ? [`--since-time=${sinceTime}`] : [])])).stdout;

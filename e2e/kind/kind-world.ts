@@ -22,6 +22,7 @@
  *   sandbox restart; the pods get new netns).
  * - dropWatches: restart kube-apiserver (its static pod) — every watch of every client breaks.
  *
+ * - zdsClient: a rogue ZDS client (zds-rogue.ts) in the node's host-probe pod as the given uid.
  * - appExec: the probe program exec'd into the app container (the app's own uid, capabilities
  *   and netns, so the kernel decides): iptables-restore of empty tables, or a listener kept open
  *   (its `kubectl exec` stays attached) until the pod is deleted; its accepts are deliveries.
@@ -39,7 +40,7 @@ import * as k8s from '@kubernetes/client-node';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import { parseConnectionLog, type ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import type {
-  Acceptor, AppAction, AppExecResult, Component, ConnectOptions, ConnectResult, Delivery, Destination, PodObservation, PodRef, PodSpec, PolicyObject, ProxyLogEntry,
+  Acceptor, AppAction, AppExecResult, Component, ZdsClientAttempt, ConnectOptions, ConnectResult, Delivery, Destination, PodObservation, PodRef, PodSpec, PolicyObject, ProxyLogEntry,
   Source, World, WorldFactory, WorldOptions,
 } from '../../scenarios/world.js';
 import { setprivArgs } from '../netns/processes.js';
@@ -47,6 +48,7 @@ import type { ConnectOutcome } from '../netns/probe-protocol.js';
 import { ExecProbe, ExecProbeError } from './exec-probe.js';
 import { E2E_NAMESPACE, KindCli, POD_APP, PROBE_PROGRAM, SYSTEM_NAMESPACE } from './kind-cli.js';
 import { nodeEvidenceScript, parseNodeEvidence, type NodeEvidence } from './node-evidence.js';
+import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogue.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
@@ -89,7 +91,10 @@ export function hostProbePod(node: string, image: string): k8s.V1Pod {
         // NET_ADMIN/NET_RAW: the most a host source may be given; SETUID/SETGID/SETPCAP: setpriv
         // switches uid and trims the capability sets to the source's
         securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'SETUID', 'SETGID', 'SETPCAP'] } },
+        // the agent's ZDS socket, for a rogue client on the node (World.zdsClient); file permissions still apply
+        volumeMounts: [{ name: 'zds', mountPath: '/var/run/ambient-lab/zds', readOnly: true }],
       }],
+      volumes: [{ name: 'zds', hostPath: { path: '/var/run/ambient-lab/zds', type: 'DirectoryOrCreate' } }],
     },
   };
 }
@@ -428,6 +433,15 @@ export class KindWorld implements World {
     }
     this.appListeners.set(name, { pod: { namespace: pod.namespace, name: pod.name }, port: action.port });
     return { ok: true };
+  }
+
+  /** A process on the node as `uid` (no capabilities) speaks ZDS to the agent as if it were the proxy. */
+  async zdsClient(node: string, uid: number): Promise<ZdsClientAttempt> {
+    if (!this.nodeIps.has(node)) throw new Error(`kind world: no node ${node}`);
+    const priv = setprivArgs({ uid, gid: uid, caps: [] });
+    const r = await this.cli.exec(E2E_NAMESPACE, hostProbePod(node, this.image).metadata!.name!, 'probe', [...priv, 'node', '-e', zdsRogueScript(NODE_ZDS_SOCKET)]);
+    if (r.exitCode !== 0) throw new Error(`kind world: the rogue ZDS client on ${node} failed (exit ${r.exitCode}): ${r.stderr.trim() || r.stdout.trim()}`);
+    return parseZdsRogueOutput(r.stdout);
   }
 
   /** Accepts the appExec listeners saw for `tag` (their probes report the client's first line). */

@@ -261,3 +261,16 @@ test('appExec: a listener stays attached in the app container and its accepts ar
     await world.deletePod(b); // the attached listener probe ends with the pod
   });
 });
+
+test('zdsClient: the rogue script runs in the node\'s host-probe pod under setpriv as the uid, with no capabilities; its line is the result', async () => {
+  await withRig(async ({ world, fakes }) => {
+    await fakes.setRules([{ bin: 'kubectl', has: ['exec', 'host-probe-n1'], stdout: 'noise\n{"accepted":false,"workloads":0,"detail":"connect: EACCES"}\n' }]);
+    expect(await world.zdsClient('n1', 1000)).toEqual({ accepted: false, workloads: 0, detail: 'connect: EACCES' });
+    const call = (await fakes.calls()).at(-1)!;
+    expect(call.slice(0, -1)).toEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-e2e', 'exec', 'host-probe-n1', '-c', 'probe', '--',
+      'setpriv', '--reuid=1000', '--regid=1000', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', 'node', '-e']);
+    expect(call.at(-1)).toContain('/var/run/ambient-lab/zds/zds.sock');
+    await fakes.setRules([{ bin: 'kubectl', has: ['exec'], exit: 1, stderr: 'error: unable to upgrade connection\n' }]);
+    await expect(world.zdsClient('n1', 0)).rejects.toThrow(/rogue ZDS client on n1 failed \(exit 1\): error: unable to upgrade connection/);
+  });
+});
