@@ -2,8 +2,9 @@
  * The attack catalog: one named entry per known bypass class that applies (peers.md §5,
  * istio-cni.md §6), with its expected verdict per profile and how it is run. Entries marked
  * `runBy: 'matrix'` are executed as the named attacker actions (actions.ts) of the listed threat
- * and judged by the matrix; `runBy: 'not-expressible'` entries say precisely what the World
- * lacks, so nothing is silently dropped.
+ * and judged by the matrix — those with a `phase` by the catalog phase that stages their situation
+ * (catalog-phases.ts); a `runBy: 'not-expressible'` entry would say precisely what the World
+ * lacks, so nothing is silently dropped (none at present).
  */
 import type { Profile } from '../world.js';
 import type { PropertyName } from '../properties/types.js';
