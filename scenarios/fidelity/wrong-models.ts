@@ -27,3 +27,25 @@ export function ignoring(table: TableName, hook: Hook): NetfilterFactory {
 export const natPreroutingIgnored: NetfilterFactory = ignoring('nat', 'PREROUTING');
 /** Marks set on locally generated packets forgotten: mangle OUTPUT never consulted. */
 export const mangleOutputIgnored: NetfilterFactory = ignoring('mangle', 'OUTPUT');
+
+/**
+ * REDIRECT that keeps the original destination address and only changes the port — as if it
+ * were `DNAT --to-destination :PORT`. Linux's REDIRECT (nf_nat_redirect) rewrites the address
+ * too: to 127.0.0.1 / ::1 in nat OUTPUT, to the ingress device's primary address in PREROUTING.
+ * So a connection an app makes to a remote service, redirected to the node proxy's port on
+ * loopback, would instead go out to the remote host's copy of that port.
+ */
+export const redirectKeepsAddress: NetfilterFactory = (family, ipsets) => {
+  const real = new Netfilter(family, { ipsets });
+  return {
+    runTable: (t, h, ctx, opts) => {
+      const run = real.runTable(t, h, ctx, opts);
+      const v = run.verdict;
+      if (v.kind !== 'nat' || v.action.kind !== 'redirect') return run;
+      return { ...run, verdict: { kind: 'nat', action: v.action.ports ? { kind: 'dnat', ports: v.action.ports } : { kind: 'dnat' } } };
+    },
+    hasRules: (t, h) => real.hasRules(t, h),
+    restore: (text, opts) => real.restore(text, opts),
+    save: (t) => real.save(t),
+  };
+};

@@ -1,10 +1,10 @@
 import { test, expect } from '@playwright/test';
 import { netnsWorld } from '../../worlds.js';
 import { withKernelLanes } from '../../../e2e/netns/lab-runner-lanes.js';
-import { runDifferential } from '../../../scenarios/fidelity/differential.js';
+import { checkLab, runDifferential } from '../../../scenarios/fidelity/differential.js';
 import { fixedTopology } from '../../../scenarios/fidelity/topology.js';
 import { formatDifferences } from '../../../scenarios/fidelity/compare.js';
-import { natPreroutingIgnored } from '../../../scenarios/fidelity/wrong-models.js';
+import { natPreroutingIgnored, redirectKeepsAddress } from '../../../scenarios/fidelity/wrong-models.js';
 import { namespacesWithPrefix, alive } from './fixture.js';
 
 const world = netnsWorld();
@@ -41,4 +41,17 @@ test('positive control: the property finds a counterexample against a model that
   expect(diffs.length).toBeGreaterThan(0);
   // The shrunk case still has a nat PREROUTING rule: that is what the wrong model misses.
   expect(report.counterexamples[0]!.yaml).toMatch(/\*nat[\s\S]*-A (PREROUTING|U_PREROUTING) /);
+});
+
+test('positive control: the property finds a counterexample against a model whose REDIRECT keeps the original address', async () => {
+  test.setTimeout(300_000);
+  const report = await withKernelLanes(1, fixedTopology(), (lanes) => runDifferential({ runs: 300, seed: SEED, lanes, sim: { netfilterFactory: redirectKeepsAddress } }));
+  expect(report.counterexamples.length).toBe(1);
+  const c = report.counterexamples[0]!;
+  expect(c.verdict.differences.length).toBeGreaterThan(0);
+  // The shrunk case still redirects, and the real model (no wrong factory) agrees with Linux on
+  // it: the difference is the wrong REDIRECT, nothing else.
+  expect(c.yaml).toMatch(/-j REDIRECT --to-ports/);
+  const honest = await withKernelLanes(1, fixedTopology(), ([lane]) => checkLab(c.verdict.lab, lane!));
+  expect(honest.differences).toEqual([]);
 });
