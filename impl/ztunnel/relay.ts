@@ -2,6 +2,10 @@
  * Copy bytes both ways between two streams until both directions have ended. An end of stream
  * is passed on as a half-close; a failure on either side resets the other (as ztunnel's
  * copy_bidirectional does), so a reset is never turned into a clean end.
+ *
+ * Awaiting each write is backpressure, not a round trip: the port's write resolves as soon as
+ * the stream can take more (the Linux adapters buffer up to 256 KiB and batch one event-loop
+ * turn's writes into one writev), so reading the next chunk overlaps with sending this one.
  */
 import type { ByteStream } from '../host/hbone.js';
 
