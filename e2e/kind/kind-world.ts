@@ -40,15 +40,17 @@ import * as k8s from '@kubernetes/client-node';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import { parseConnectionLog, type ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import type {
-  Acceptor, AppAction, AppExecResult, Component, ZdsClientAttempt, ConnectOptions, ConnectResult, Delivery, Destination, PodObservation, PodRef, PodSpec, PolicyObject, ProxyLogEntry,
-  Source, World, WorldFactory, WorldOptions,
+  AppAction, AppExecResult, Component, ConnectOptions, ConnectResult, Destination, PodObservation, PodRef, PodSpec, PolicyObject,
+  Source, World, WorldFactory, WorldOptions, ZdsClientAttempt,
 } from '../../scenarios/world.js';
 import { setprivArgs } from '../netns/processes.js';
 import type { ConnectOutcome } from '../netns/probe-protocol.js';
 import { ExecProbe, ExecProbeError } from './exec-probe.js';
-import { E2E_NAMESPACE, KindCli, POD_APP, PROBE_PROGRAM, SYSTEM_NAMESPACE } from './kind-cli.js';
+import { E2E_NAMESPACE, KindCli, PROBE_PROGRAM, SYSTEM_NAMESPACE } from './kind-cli.js';
 import { nodeEvidenceScript, parseNodeEvidence, type NodeEvidence } from './node-evidence.js';
 import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogue.js';
+import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from './attribution.js';
+import { appPod, hostProbePod } from './pod-specs.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
@@ -59,134 +61,6 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the other worlds' appExec). */
 const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
-const ep = (ip: string, port: number): string => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
-const tupleText = (e: { ip: string; port: number }): string => ep(e.ip, e.port);
-
-/** One accept the pod app logged (world-pod-app.ts). */
-interface AppAccept { readonly ev: 'accept' | 'datagram'; readonly port: number; readonly peer: string; readonly tag?: string }
-
-/** The pod app's log lines for `tag` (other lines — node warnings — are skipped). */
-export function appAccepts(log: string, tag: string): AppAccept[] {
-  const out: AppAccept[] = [];
-  for (const line of log.split('\n')) {
-    if (!line.includes(tag)) continue;
-    try {
-      const e = JSON.parse(line) as Partial<AppAccept>;
-      if ((e.ev === 'accept' || e.ev === 'datagram') && e.tag === tag && typeof e.port === 'number' && typeof e.peer === 'string') out.push(e as AppAccept);
-    } catch {
-      // not one of the app's JSON lines
-    }
-  }
-  return out;
-}
-
-/** The host-probe pod of a node: root in the node netns, with just what setpriv needs to become any source. */
-export function hostProbePod(node: string, image: string): k8s.V1Pod {
-  return {
-    metadata: { name: `host-probe-${node}`.slice(0, 63), namespace: E2E_NAMESPACE, labels: { 'app.kubernetes.io/name': 'ambient-lab-host-probe' } },
-    spec: {
-      nodeName: node, hostNetwork: true, terminationGracePeriodSeconds: 1, tolerations: [{ operator: 'Exists' }],
-      containers: [{
-        name: 'probe', image, imagePullPolicy: 'IfNotPresent', command: ['sleep', 'infinity'],
-        // NET_ADMIN/NET_RAW: the most a host source may be given; SETUID/SETGID/SETPCAP: setpriv
-        // switches uid and trims the capability sets to the source's
-        securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'SETUID', 'SETGID', 'SETPCAP'] } },
-        // the agent's ZDS socket, for a rogue client on the node (World.zdsClient); file permissions still apply
-        volumeMounts: [{ name: 'zds', mountPath: '/var/run/ambient-lab/zds', readOnly: true }],
-      }],
-      volumes: [{ name: 'zds', hostPath: { path: '/var/run/ambient-lab/zds', type: 'DirectoryOrCreate' } }],
-    },
-  };
-}
-
-/** The app pod of a PodSpec: the pod app listening on the spec's ports, as the spec's uid/caps. */
-export function appPod(spec: PodSpec, image: string): k8s.V1Pod {
-  const tcp = spec.app.tcpPorts.join(',');
-  const udp = (spec.app.udpPorts ?? []).join(',');
-  return {
-    metadata: { name: spec.name, namespace: spec.namespace, labels: { ...spec.labels }, annotations: { ...spec.annotations } },
-    spec: {
-      ...(spec.node ? { nodeName: spec.node } : {}),
-      ...(spec.serviceAccount ? { serviceAccountName: spec.serviceAccount } : {}),
-      hostNetwork: spec.hostNetwork ?? false,
-      terminationGracePeriodSeconds: 1,
-      containers: [{
-        name: 'app',
-        image,
-        imagePullPolicy: 'IfNotPresent',
-        command: ['node', POD_APP, '--pod', `${spec.namespace}/${spec.name}`, '--report', '/dev/stdout', ...(tcp ? ['--tcp', tcp] : []), ...(udp ? ['--udp', udp] : [])],
-        securityContext: { runAsUser: spec.app.uid, runAsGroup: spec.app.uid, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: [...spec.app.caps] } },
-        ports: [
-          ...spec.app.tcpPorts.map((p) => ({ containerPort: p, protocol: 'TCP' })),
-          ...(spec.app.udpPorts ?? []).map((p) => ({ containerPort: p, protocol: 'UDP' })),
-        ],
-        ...(spec.app.probePorts?.length ? { readinessProbe: { tcpSocket: { port: spec.app.probePorts[0]! }, periodSeconds: 2 } } : {}),
-      }],
-    },
-  };
-}
-
-/** A connection-log record as a World ProxyLogEntry. */
-export function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
-  const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
-  return {
-    node, pod: ns && name ? { namespace: ns, name } : undefined,
-    event: r.event === 'failed' ? 'error' : r.event === 'closed-by-policy' ? 'denied' : r.event,
-    direction: r.direction, srcIdentity: r.srcIdentity, dstIdentity: r.dstIdentity, allowed: r.decision?.allow, reason: r.decision?.reason ?? r.reason ?? '',
-  };
-}
-
-/**
- * Attribute one attempt (the same reading as the netns world): the first hop is a proxy record
- * whose downstream source is the client (matched by source port when the client's address is
- * not known, as for outside), else an app accept whose peer is the client; deliveries are the
- * app accepts tagged for this attempt, via a proxy when a proxy's upstream source is their peer
- * (that record's node and pod are proxyNode and proxyFor).
- */
-export function attribute(input: {
-  readonly outcome: ConnectOutcome;
-  readonly client: { readonly ip: string | undefined; readonly port: number };
-  readonly records: readonly { readonly node: string; readonly r: ConnectionLogRecord }[];
-  readonly accepts: readonly { readonly pod: PodRef; readonly a: AppAccept }[];
-}): Pick<ConnectResult, 'outcome' | 'error' | 'acceptedBy' | 'acceptedIn' | 'deliveries' | 'proxyLog'> {
-  const { outcome: out, client, records, accepts } = input;
-  const isClient = (t: string): boolean => (client.ip !== undefined ? t === ep(client.ip, client.port) : t.endsWith(`:${client.port}`));
-  const mine = records.filter((x) => isClient(tupleText(x.r.downstream.src)) || accepts.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.a.peer));
-  const first = mine.find((x) => isClient(tupleText(x.r.downstream.src)));
-  let acceptedBy: Acceptor | undefined;
-  let acceptedIn: ConnectResult['acceptedIn'];
-  if (first) {
-    acceptedBy = first.r.direction === 'outbound' ? 'proxy-outbound' : first.r.direction === 'inbound-hbone' ? 'proxy-hbone' : 'proxy-inbound';
-    const [ns, name] = first.r.pod.split('/');
-    acceptedIn = ns && name ? { namespace: ns, name } : { node: first.node };
-  } else {
-    const direct = accepts.find((d) => isClient(d.a.peer));
-    if (direct) {
-      acceptedBy = 'app';
-      acceptedIn = direct.pod;
-    } else if (out.result === 'established') acceptedBy = 'other';
-  }
-  const deliveries: Delivery[] = accepts.map((d) => {
-    // the proxy record whose upstream leg is the connection the app saw: which node's proxy, for which pod
-    const via = mine.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.a.peer);
-    if (!via) return { pod: d.pod, port: d.a.port, peer: d.a.peer, viaProxy: false };
-    const [ns, name] = via.r.pod.split('/');
-    return { pod: d.pod, port: d.a.port, peer: d.a.peer, viaProxy: true, proxyNode: via.node, ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}) };
-  });
-  const outcome: ConnectResult['outcome'] = out.result === 'established' ? 'established' : out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered')
-    : out.result === 'timeout' ? 'timeout' : out.code === 'ECONNREFUSED' ? 'refused' : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH' ? 'unreachable' : 'error';
-  return {
-    outcome, ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
-    acceptedBy, ...(acceptedIn ? { acceptedIn } : {}), deliveries, proxyLog: mine.map(({ node, r }) => toProxyLogEntry(node, r)),
-  };
-}
-
-/** PodObservation's node-side half from one node's evidence. */
-export function nodeSideOf(uid: string, ev: NodeEvidence | undefined): { redirected: boolean; served: boolean } {
-  const sb = ev?.sandboxes.get(uid);
-  if (!sb) return { redirected: false, served: false };
-  return { redirected: sb.redirected, served: ev?.served?.get(uid) === sb.netnsInode };
-}
 
 function errorResult(error: string): ConnectResult {
   return { outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [] };

@@ -11,7 +11,7 @@ import { chmod, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { nodeEvidenceScript, parseNodeEvidence } from '../../../e2e/kind/node-evidence.js';
-import { nodeSideOf } from '../../../e2e/kind/kind-world.js';
+import { nodeSideOf } from '../../../e2e/kind/attribution.js';
 import { makeFakes, type Fakes } from './fakes.js';
 
 const run = promisify(execFile);
