@@ -252,10 +252,9 @@ export class CniChain {
 
   private async invoke(command: CniCommand, index: number, att: CniAttachment | undefined, prev: CniResult | undefined): Promise<CniCallOutcome> {
     const plugin = this.list.plugins[index]!;
-    const conf = pluginNetConf(this.list, index, {
-      ...(prev ? { prevResult: prev } : {}),
-      ...(att?.capabilityArgs ? { capabilityArgs: att.capabilityArgs } : {}),
-    });
+    const conf = att?.capabilityArgs
+      ? pluginNetConf(this.list, index, { ...(prev ? { prevResult: prev } : {}), capabilityArgs: att.capabilityArgs })
+      : this.derivedConf(index, prev);
     const env = cniEnv({
       command,
       ...(att ? { containerId: att.containerId, ifname: att.ifname, ...(att.netns ? { netns: att.netns } : {}), ...(att.args ? { args: att.args } : {}) } : {}),
@@ -284,6 +283,18 @@ export class CniChain {
     }
     return outcome;
   }
+
+  /**
+   * The derived configuration without capability args: the list's part is derived once per
+   * plugin (a chain is built from one list), prevResult is set per call. Frozen at the top level,
+   * since in-process plugins get it as it is.
+   */
+  private derivedConf(index: number, prev: CniResult | undefined): CniNetConf {
+    const base = (this.baseConfs[index] ??= Object.freeze(pluginNetConf(this.list, index)));
+    return prev ? { ...base, prevResult: prev } : base;
+  }
+
+  private readonly baseConfs: CniNetConf[] = [];
 
   private decodeResult(index: number, command: CniCommand, stdout: string | unknown): CniResult {
     try {

@@ -120,6 +120,8 @@ interface Watcher {
   readonly onEvent: (ev: WatchEvent) => void;
   readonly onClose: () => void;
   readonly timers: Set<TimerHandle>;
+  /** For a Pod watch selecting exactly `spec.nodeName=<node>` (a kubelet's): the node, for the index. */
+  readonly node: string | undefined;
   lastDue: number;
   closed: boolean;
 }
@@ -158,6 +160,12 @@ export class ApiStore {
   private log: LoggedEvent[] = [];
   private readonly objects = new Map<string, StoredObject>();
   private readonly watchers = new Map<number, Watcher>();
+  /**
+   * Pod watches by the one node they select (every kubelet has one): an event is matched against
+   * its node's watches and the unindexed ones, not against every kubelet's.
+   */
+  private readonly podWatchersByNode = new Map<string, Map<number, Watcher>>();
+  private readonly unindexedWatchers = new Map<number, Watcher>();
   private nextWatchId = 1;
   private watchDelayMs = 0;
   private readonly failRules: FailRule[] = [];
@@ -397,10 +405,11 @@ export class ApiStore {
       onEvent,
       onClose,
       timers: new Set(),
+      node: kind === 'Pod' ? nodeOfSelector(opts.fieldSelector) : undefined,
       lastDue: -Infinity,
       closed: false,
     };
-    this.watchers.set(w.id, w);
+    this.addWatcher(w);
     const from = opts.resourceVersion ?? '';
     if (from === '' || from === '0') {
       for (const obj of this.objects.values()) {
@@ -409,7 +418,7 @@ export class ApiStore {
     } else {
       const rv = Number(from);
       if (!Number.isInteger(rv) || rv < 0) {
-        this.watchers.delete(w.id);
+        this.removeWatcher(w);
         throw new KubeApiError(400, 'BadRequest', `invalid resourceVersion "${from}" for watch of ${kind}: expected a non-negative integer`);
       }
       if (rv < this.compactedRv) {
@@ -510,7 +519,42 @@ export class ApiStore {
     const ev: LoggedEvent = { rv: this.rv, type, kind, object, old };
     this.log.push(ev);
     this.trimLog();
-    for (const w of this.watchers.values()) this.deliverLogged(w, ev);
+    for (const w of this.candidates(ev)) this.deliverLogged(w, ev);
+  }
+
+  /** The watches an event can concern, in watch order (the order events were always queued in). */
+  private candidates(ev: LoggedEvent): Iterable<Watcher> {
+    if (ev.kind !== 'Pod' || this.podWatchersByNode.size === 0) return this.watchers.values();
+    const nodeOf = (o: StoredObject | undefined): string => {
+      const n = (o?.spec as { nodeName?: unknown } | undefined)?.nodeName;
+      return typeof n === 'string' ? n : '';
+    };
+    const sets = [this.unindexedWatchers, this.podWatchersByNode.get(nodeOf(ev.object))];
+    const oldNode = nodeOf(ev.old);
+    if (ev.old && oldNode !== nodeOf(ev.object)) sets.push(this.podWatchersByNode.get(oldNode));
+    const out: Watcher[] = [];
+    for (const set of sets) if (set) for (const w of set.values()) out.push(w);
+    return out.sort((a, b) => a.id - b.id);
+  }
+
+  private addWatcher(w: Watcher): void {
+    this.watchers.set(w.id, w);
+    if (w.node === undefined) {
+      this.unindexedWatchers.set(w.id, w);
+      return;
+    }
+    let m = this.podWatchersByNode.get(w.node);
+    if (!m) this.podWatchersByNode.set(w.node, (m = new Map()));
+    m.set(w.id, w);
+  }
+
+  private removeWatcher(w: Watcher): void {
+    this.watchers.delete(w.id);
+    this.unindexedWatchers.delete(w.id);
+    if (w.node === undefined) return;
+    const m = this.podWatchersByNode.get(w.node);
+    m?.delete(w.id);
+    if (m?.size === 0) this.podWatchersByNode.delete(w.node);
   }
 
   private trimLog(): void {
@@ -561,7 +605,7 @@ export class ApiStore {
   private closeWatcher(w: Watcher, notify: boolean, discard = true): void {
     if (w.closed) return;
     w.closed = true;
-    this.watchers.delete(w.id);
+    this.removeWatcher(w);
     if (discard) {
       for (const t of w.timers) t.cancel();
       w.timers.clear();
@@ -581,12 +625,11 @@ export class ApiStore {
   }
 
   private uuid(): string {
-    const hex = (n: number): string => {
-      let s = '';
-      for (let i = 0; i < n; i++) s += this.random.int(0, 15).toString(16);
-      return s;
-    };
-    return `${hex(8)}-${hex(4)}-4${hex(3)}-${(8 + this.random.int(0, 3)).toString(16)}${hex(3)}-${hex(12)}`;
+    // 16 bits per draw (the seeded generator is costly per call), then the v4 version and variant nibbles.
+    let h = '';
+    for (let i = 0; i < 8; i++) h += this.random.int(0, 0xffff).toString(16).padStart(4, '0');
+    const variant = (8 + (parseInt(h[16]!, 16) & 3)).toString(16);
+    return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
   }
 
   /** The store's current time as an RFC 3339 timestamp (what creationTimestamp gets). */
@@ -597,6 +640,12 @@ export class ApiStore {
   private timestamp(): string {
     return rfc3339Seconds(this.epochMs, this.clock.now());
   }
+}
+
+/** `spec.nodeName=<node>` (or ==) as the whole field selector: the node; anything else: undefined. */
+function nodeOfSelector(selector: string | undefined): string | undefined {
+  const m = /^\s*spec\.nodeName\s*==?\s*([^\s,]*)\s*$/.exec(selector ?? '');
+  return m ? m[1] : undefined;
 }
 
 /** The real API's rule, narrowed to what we model: a Pod's spec may change only in containers[*].image. */

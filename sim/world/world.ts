@@ -18,6 +18,7 @@ import type { KubeObjectOf, Wire } from '../../impl/host/kube.js';
 import { VirtualClock } from '../time/virtual-clock.js';
 import { SeededRandom } from '../time/seeded-random.js';
 import { ApiStore } from '../kube/store.js';
+import { jsonClone } from '../kube/json-value.js';
 import { SimKubeApi } from '../kube/sim-kube-api.js';
 import { SimKernel } from '../kernel/kernel.js';
 import { simPrimaryPlugins } from '../cni/plugins.js';
@@ -267,7 +268,7 @@ export class SimWorld {
   /** Create a pod (bound to `nodeName`, or to a node the seeded scheduler picks). */
   async createPod(p: PodInput): Promise<Pod> {
     const nodeName = p.nodeName ?? this.nodes[this.schedRandom.int(0, this.nodes.length - 1)]!.name;
-    const containers: Array<Wire<V1Container>> = structuredClone(p.containers ?? [{ name: 'app', image: 'sim/app', ports: [{ containerPort: 8080 }] }]);
+    const containers: Array<Wire<V1Container>> = jsonClone(p.containers ?? [{ name: 'app', image: 'sim/app', ports: [{ containerPort: 8080 }] }]);
     if (p.readinessTcpPort !== undefined && containers[0]) {
       const probe: Wire<V1Probe> = { tcpSocket: { port: p.readinessTcpPort }, periodSeconds: 10 };
       containers[0].readinessProbe = probe;

@@ -178,6 +178,34 @@ test('watchers share one frozen snapshot per resourceVersion: they cannot change
   expect(store.get('Pod', 'a', 'default').status?.podIPs).toBeUndefined();
 });
 
+test('pod watches by node (the kubelets\' selector) see only their node\'s pods, in the same order as any other watch', () => {
+  const { store, clock } = world();
+  const seen: string[] = [];
+  const watch = (tag: string, fieldSelector?: string): void => {
+    store.watch('Pod', { namespace: 'default', resourceVersion: store.resourceVersion(), ...(fieldSelector !== undefined ? { fieldSelector } : {}) },
+      (ev) => seen.push(`${tag} ${ev.type} ${ev.object.metadata?.name}`), () => undefined);
+  };
+  watch('n1', 'spec.nodeName=n1');
+  watch('n2', 'spec.nodeName==n2');
+  watch('unbound', 'spec.nodeName=');
+  watch('n1-running', 'spec.nodeName=n1,status.phase=Running');
+  watch('not-n1', 'spec.nodeName!=n1');
+  watch('all');
+  store.create('Pod', pod('a', {}, 'n1'));
+  store.create('Pod', pod('b', {}, 'n2'));
+  store.create('Pod', pod('c'));
+  store.patch('Pod', 'a', 'default', { status: { phase: 'Running' } }, 'status');
+  store.delete('Pod', 'b', 'default');
+  clock.advance(0);
+  expect(seen).toEqual([
+    'n1 ADDED a', 'all ADDED a',
+    'n2 ADDED b', 'not-n1 ADDED b', 'all ADDED b',
+    'unbound ADDED c', 'not-n1 ADDED c', 'all ADDED c',
+    'n1 MODIFIED a', 'n1-running ADDED a', 'all MODIFIED a',
+    'n2 DELETED b', 'not-n1 DELETED b', 'all DELETED b',
+  ]);
+});
+
 test('watch with a selector sees objects entering as ADDED and leaving as DELETED', () => {
   const { store, clock } = world();
   store.create('Pod', pod('a', { mesh: 'on' }));
