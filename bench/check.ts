@@ -10,6 +10,7 @@
  */
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { runCheck } from '../scenarios/model/check.js';
+import { FAILING } from '../scenarios/model/matrix.js';
 import { DEFAULT_MAX_COMMANDS, DEFAULT_NODES, DEFAULT_RUNS } from '../scenarios/model/defaults.js';
 import { runCell } from '../scenarios/model/run-cell.js';
 import { defaultCatalog } from '../scenarios/model/catalog.js';
@@ -37,6 +38,7 @@ async function defaultCheck(): Promise<void> {
   console.log(`  CPU time            ${t.cpuSeconds.toFixed(1)} s        (/ ${cores} cores = ~${(t.cpuSeconds / cores).toFixed(1)} s on an idle machine; ${(t.histories / (t.cpuSeconds / cores)).toFixed(0)} cases/s)`);
   console.log(`  worlds              ${t.worlds.fresh} fresh, ${t.worlds.reused} reused after a verified reset, ${t.worlds.rejected} resets rejected`);
   console.log(`  matches the table   ${r.ok ? 'yes' : `no (${t.mismatches} cells differ)`}`);
+  for (const c of r.cells.filter((x) => FAILING.has(x.status))) console.log(`    ${c.property} × ${c.threat} × ${c.profile}: ${c.status}${c.violation ? ` — ${c.violation}` : ''}${c.error ? ` — ${c.error}` : ''}`);
 }
 
 async function cellRate(world: CheckWorldName, runs: number): Promise<{ perSecond: number; runs: number; seconds: number }> {

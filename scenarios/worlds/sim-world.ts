@@ -784,9 +784,12 @@ export class SimMeshWorld implements World {
       blocks.push([`netns ${name} conntrack=${ns.conntrack.entries().length}`, ...socks, ...rules, k.ipsetsOf(name).save()].join('\n'));
     }
     blocks.push(`timers ${this.sim.clock.pending()} cni-api-cut-off ${[...this.apiCutOff].sort().join(',')}`);
-    // Longest first, so a name that prefixes another (10.244.0.5 / 10.244.0.50, ...-sb1 / ...-sb10) is not split.
-    const renames = [...rename].filter(([f]) => f !== '').sort((a, b) => b[0].length - a[0].length);
-    return blocks.map((b) => renames.reduce((t, [from, to]) => t.split(from).join(to), b)).sort().join('\n');
+    // One pass; longest alternative first, so a name that prefixes another (10.244.0.5 /
+    // 10.244.0.50, ...-sb1 / ...-sb10) is not split.
+    const names = [...rename.keys()].filter((f) => f !== '').sort((a, b) => b.length - a.length);
+    if (names.length === 0) return blocks.sort().join('\n');
+    const re = new RegExp(names.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+    return blocks.map((b) => b.replace(re, (m) => rename.get(m) ?? m)).sort().join('\n');
   }
 
   async close(): Promise<void> {
