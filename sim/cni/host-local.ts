@@ -121,8 +121,26 @@ function parseRange(r: unknown, where: string): Range {
   return { subnet, start, end, gateway, text: `${formatIp({ family: f, value: start })}-${formatIp({ family: f, value: end })}` };
 }
 
+/**
+ * Parsed range sets by the text of what they are parsed from: every call of a network brings
+ * the same configuration, and parsing (prefixes, bigint bounds) costs more than this key. Only
+ * successful parses are kept; the cache is bounded (a node has a handful of networks).
+ */
+const parsedRanges = new Map<string, Range[][]>();
+
 function rangeSets(conf: CniNetConf): Range[][] {
   const ipam = conf.ipam ?? { type: 'host-local' };
+  const key = JSON.stringify([conf.name, ipam['ranges'], ipam['subnet'], ipam['rangeStart'], ipam['rangeEnd'], ipam['gateway']]);
+  let sets = parsedRanges.get(key);
+  if (!sets) {
+    sets = parseRangeSets(conf, ipam);
+    if (parsedRanges.size >= 256) parsedRanges.clear();
+    parsedRanges.set(key, sets);
+  }
+  return sets;
+}
+
+function parseRangeSets(conf: CniNetConf, ipam: NonNullable<CniNetConf['ipam']>): Range[][] {
   const where = `network ${conf.name}: ipam`;
   if (Array.isArray(ipam['ranges'])) {
     return (ipam['ranges'] as unknown[]).map((set, i) => {

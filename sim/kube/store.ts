@@ -38,7 +38,7 @@ import { applyMergePatch, jsonEqual } from './merge-patch.js';
 import { deepFreeze, jsonClone } from './json-value.js';
 import { rfc3339Seconds } from './rfc3339.js';
 import { parseFieldSelector, parseLabelSelector, type FieldPredicate, type LabelPredicate } from './selectors.js';
-import { invalid, labelErrors, nameErrors, validateSchema, type FieldError } from './validation.js';
+import { invalid, labelErrors, nameErrors, validateSchema, validateWrite, type FieldError } from './validation.js';
 
 /** Objects as stored: JSON with metadata. */
 export interface StoredObject {
@@ -499,7 +499,7 @@ export class ApiStore {
     if (errs.length) throw invalid(kind, name, errs);
     meta.resourceVersion = oldMeta.resourceVersion;
     if (jsonEqual(old, next)) return jsonClone(old); // no-op: no new resourceVersion, no event
-    validateSchema(kind, name, next);
+    validateWrite(kind, name, next, old);
     meta.resourceVersion = String(++this.rv);
     deepFreeze(next);
     this.objects.set(keyOf(kind, oldMeta.namespace, name), next);

@@ -6,6 +6,8 @@
  * enforces itself (names, namespace, immutability of what we rely on).
  */
 import { Pod } from 'kubernetes-models/v1/Pod';
+import { PodSpec } from 'kubernetes-models/v1/PodSpec';
+import { PodStatus } from 'kubernetes-models/v1/PodStatus';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { Node } from 'kubernetes-models/v1/Node';
@@ -29,6 +31,15 @@ const MODELS: Record<KubeKind, ModelCtor> = {
   Event: Event as unknown as ModelCtor,
   CustomResourceDefinition: CustomResourceDefinition as unknown as ModelCtor,
   AuthorizationPolicy: AuthorizationPolicy as unknown as ModelCtor,
+};
+
+/**
+ * The validators the Pod schema itself runs on spec and status (the same generated modules), for
+ * validating only what a write changed; see validateWrite.
+ */
+const POD_FIELD_MODELS: Readonly<Record<string, ModelCtor>> = {
+  spec: PodSpec as unknown as ModelCtor,
+  status: PodStatus as unknown as ModelCtor,
 };
 
 export interface FieldError {
@@ -90,6 +101,54 @@ export function validateSchema(kind: KubeKind, name: string, obj: unknown): void
       }),
     );
   }
+}
+
+function passes(Model: ModelCtor, obj: object): boolean {
+  const view = Object.assign(Object.create(Model.prototype) as Validatable, obj);
+  try {
+    view.validate();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Validation of an update of `old` (stored, so valid, and frozen) to `next`: the same verdict as
+ * validateSchema(next). For Pods — the kind written on every pod start — a field `next` shares
+ * with `old` (the same frozen object) is not validated again: the Pod schema is apiVersion and
+ * kind (which the store copies from old), metadata, spec and status, each checked on its own, so
+ * a status patch checks the new status against the PodStatus schema. Metadata counts as
+ * unchanged when every value is the old one but resourceVersion (a string the store sets).
+ * Anything else, and any failure, goes to validateSchema, which decides and reports.
+ */
+export function validateWrite(kind: KubeKind, name: string, next: Record<string, unknown>, old: Record<string, unknown>): void {
+  if (kind === 'Pod' && next['apiVersion'] === old['apiVersion'] && next['kind'] === old['kind']) {
+    let ok = true;
+    for (const key of Object.keys(next)) {
+      const v = next[key];
+      if (v === old[key] || key === 'apiVersion' || key === 'kind') continue;
+      if (key === 'metadata' && isPlainObject(v) && isPlainObject(old[key]) && sameButVersion(v, old[key] as Record<string, unknown>)) continue;
+      const Model = POD_FIELD_MODELS[key];
+      if (v === null || v === undefined) continue; // both are accepted for spec and status by the Pod schema
+      if (!Model || !isPlainObject(v) || !passes(Model, v)) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) return;
+  }
+  validateSchema(kind, name, next);
+}
+
+function sameButVersion(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  for (const k of Object.keys(a)) if (a[k] !== b[k] && !(k === 'resourceVersion' && typeof a[k] === 'string')) return false;
+  for (const k of Object.keys(b)) if (!(k in a) && b[k] !== undefined) return false;
+  return true;
 }
 
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

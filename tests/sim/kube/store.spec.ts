@@ -3,6 +3,7 @@ import { ApiStore, type WatchEvent } from '../../../sim/kube/store.js';
 import { VirtualClock } from '../../../sim/time/virtual-clock.js';
 import { SeededRandom } from '../../../sim/time/seeded-random.js';
 import { isKubeApiError, type KubeObjectOf } from '../../../impl/host/kube.js';
+import { validateSchema, validateWrite } from '../../../sim/kube/validation.js';
 
 function world(eventWindow = 1000) {
   const clock = new VirtualClock();
@@ -204,6 +205,40 @@ test('pod watches by node (the kubelets\' selector) see only their node\'s pods,
     'n1 MODIFIED a', 'n1-running ADDED a', 'all MODIFIED a',
     'n2 DELETED b', 'not-n1 DELETED b', 'all DELETED b',
   ]);
+});
+
+test('a write validates what it changed: the same verdict as validating the whole object', () => {
+  const { store } = world();
+  const old = store.get('Pod', store.create('Pod', pod('a', { v: '1' }, 'n1')).metadata!.name!, 'default') as unknown as Record<string, unknown>;
+  const verdict = (f: () => void): string => {
+    try {
+      f();
+      return 'ok';
+    } catch (e) {
+      return isKubeApiError(e, 422) ? (e as Error).message : `unexpected ${String(e)}`;
+    }
+  };
+  const variants: Array<Record<string, unknown>> = [
+    { ...old, status: { phase: 'Running', podIP: '10.244.0.2', podIPs: [{ ip: '10.244.0.2' }] } },
+    { ...old, status: { phase: 'Running', podIPs: [{ ip: 7 }] } },
+    { ...old, status: { conditions: [{ type: 'Ready' }] } }, // status (required) missing in a condition
+    { ...old, status: 'Running' },
+    { ...old, status: null },
+    { ...old, spec: { containers: [{ name: 'app', image: 'app:2' }] } },
+    { ...old, spec: { containers: [{ image: 'app:2' }] } }, // a container needs a name
+    { ...old, metadata: { ...(old['metadata'] as object), resourceVersion: '99' } },
+    { ...old, metadata: { ...(old['metadata'] as object), annotations: { a: 5 } } },
+    { ...old, metadata: { ...(old['metadata'] as object), labels: 'x' } },
+    { ...old, extra: { anything: true } },
+  ];
+  for (const next of variants) {
+    expect(verdict(() => validateWrite('Pod', 'a', next, old)), JSON.stringify(next)).toBe(verdict(() => validateSchema('Pod', 'a', next)));
+  }
+  // Both outcomes occur, and the failures name the field.
+  expect(verdict(() => validateWrite('Pod', 'a', variants[1]!, old))).toContain('status.podIPs[0].ip');
+  expect(verdict(() => validateWrite('Pod', 'a', variants[0]!, old))).toBe('ok');
+  // Through the API: an annotation that is not a string fails a merge patch.
+  expect(code(() => store.patch('Pod', 'a', 'default', { metadata: { annotations: { a: 5 as unknown as string } } }))).toBe(422);
 });
 
 test('watch with a selector sees objects entering as ADDED and leaving as DELETED', () => {
