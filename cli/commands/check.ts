@@ -81,7 +81,9 @@ export function renderReport(r: CheckReport): string {
     + `${r.budget.attacks ? ` + ${r.totals.attackRuns} attack-catalog runs` : ''} over ${r.totals.cells} cells in ${r.totals.seconds.toFixed(1)} s`
     + ` (${r.totals.historiesPerSecond.toFixed(0)} histories/s, ${r.totals.cpuSeconds.toFixed(1)} s of CPU)`);
   const w = r.totals.worlds;
-  if (w.fresh + w.reused > 0) lines.push(`worlds: ${w.fresh} fresh, ${w.reused} reused after a verified reset (${w.rejected} resets rejected by the digest)`);
+  if (w.fresh + w.reused > 0) {
+    lines.push(`worlds: ${w.fresh} fresh, ${w.reused} reused after a verified reset (${w.rejected} resets rejected by the digest); ${w.shrinking} fresh for shrinking`);
+  }
   lines.push('');
   lines.push(renderMatrix(r.cells));
   const bad = r.cells.filter((c) => FAILING.has(c.status));

@@ -73,7 +73,7 @@ export interface CheckReport {
     /** CPU time of this process and its worker threads (on a shared machine, wall time says little). */
     readonly cpuSeconds: number;
     /** Worlds of the histories: fresh (boot + prelude), reused after a verified reset, resets rejected. */
-    readonly worlds: { readonly fresh: number; readonly reused: number; readonly rejected: number };
+    readonly worlds: { readonly fresh: number; readonly reused: number; readonly rejected: number; readonly shrinking: number };
   };
   readonly ok: boolean;
 }
@@ -163,12 +163,13 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const cellReports: CellReport[] = [];
   const counterexamples: CounterexampleFile[] = [];
   let histories = 0;
-  const worlds = { fresh: 0, reused: 0, rejected: 0 };
+  const worlds = { fresh: 0, reused: 0, rejected: 0, shrinking: 0 };
   for (const r of results) {
     if (r.kind !== 'model' || !r.worlds) continue;
     worlds.fresh += r.worlds.fresh;
     worlds.reused += r.worlds.reused;
     worlds.rejected += r.worlds.rejected;
+    worlds.shrinking += r.worlds.shrinking;
   }
   for (const c of cells) {
     const m = results.find((r): r is Extract<TaskResult, { kind: 'model' }> => r.kind === 'model' && r.property === c.property && r.threat === c.threat && r.profile === c.profile);

@@ -109,7 +109,8 @@ function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun, pool?: 
         } else {
           await fc.asyncModelRun(() => ({ model, real: ctx }), start);
           if (pool?.enabled && isResettable(w)) baseline = baselineOf(w, model);
-          if (pool) pool.stats.fresh++;
+          if (pool?.enabled) pool.stats.fresh++;
+          else if (pool) pool.stats.shrinking++;
         }
         const random = (function* () {
           for (const c of commands) {

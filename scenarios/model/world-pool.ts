@@ -36,8 +36,10 @@ export interface Baseline {
 }
 
 export interface PoolStats {
-  /** Histories that ran on a fresh world (boot + prelude). */
+  /** Histories of the search that ran on a fresh world (boot + prelude). */
   fresh: number;
+  /** Runs after the first violation (shrinking), all on fresh worlds; not counted as histories. */
+  shrinking: number;
   /** Histories that ran on a reset, verified world. */
   reused: number;
   /** Resets whose digest differed from the baseline (or that threw): the world was dropped. */
@@ -66,7 +68,7 @@ export function restoreModel(baseline: Baseline, observed: readonly PodObservati
 }
 
 export class WorldPool {
-  readonly stats: PoolStats = { fresh: 0, reused: 0, rejected: 0 };
+  readonly stats: PoolStats = { fresh: 0, shrinking: 0, reused: 0, rejected: 0 };
   private parked: { world: ResettableWorld; baseline: Baseline } | undefined;
   private on = true;
 
