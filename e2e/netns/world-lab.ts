@@ -76,6 +76,8 @@ export interface LabState {
   readonly profile: LabProfile;
   /** Dual-stack pods (a v6 range from fd00:10:244:<i>::/64) and v6 capture (agent and proxy --ipv6). Absent in older state files: false. */
   readonly ipv6?: boolean;
+  /** The agent captures pod DNS (UDP/TCP 53 to the proxy's 15053; --dns-capture). Absent in older state files: false. */
+  readonly dnsCapture?: boolean;
   readonly nodes: readonly { readonly name: string; readonly netns: string; readonly index: number; readonly address: string }[];
   readonly fabric: string;
   readonly outside: string;
@@ -190,6 +192,8 @@ export interface LabOptions {
   readonly profile: LabProfile;
   /** Dual-stack pods and v6 capture (default false: IPv4 only). */
   readonly ipv6?: boolean;
+  /** DNS capture by the agent's rules (default false). */
+  readonly dnsCapture?: boolean;
   /** Run directory parent (default /run/ambient-lab); the run dir is <parent>/<name>. */
   readonly stateRoot?: string;
   /** Lab name (default: the run prefix without its trailing dash). */
@@ -227,7 +231,7 @@ export class NetnsLab {
       fs.mkdirSync(runDir, { recursive: true, mode: 0o755 });
       fs.chmodSync(runDir, 0o755); // pod apps (non-root) append to their report files here
       const state: LabState = {
-        version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile, ipv6: opts.ipv6 ?? false,
+        version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile, ipv6: opts.ipv6 ?? false, dnsCapture: opts.dnsCapture ?? false,
         nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
         fabric: cluster.fabric.netns, outside: cluster.outside.netns,
         kubeconfig: path.join(runDir, 'kubeconfig'), apiSocket: path.join(runDir, 'api.sock'), controlSocket: path.join(runDir, 'api-control.sock'),
@@ -288,7 +292,8 @@ export class NetnsLab {
       ...(this.state.ipv6 === true ? ['--ipv6'] : [])];
     if (component === 'agent') {
       return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-agent.js'), ...common, '--profile', this.state.profile,
-        '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000'];
+        '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000',
+        ...(this.state.dnsCapture === true ? ['--dns-capture'] : [])];
     }
     return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-proxy.js'), ...common, '--connection-log', path.join(dir, 'connections.jsonl'),
       '--ca-cert', path.join(this.state.runDir, 'mesh-ca.pem'), '--ca-key', path.join(this.state.runDir, 'mesh-ca.key')];
@@ -381,6 +386,9 @@ export class NetnsLab {
     const info = await cluster.createPodNetns(p.node, short);
     p.short = short;
     p.netns = info.netns;
+    // What container runtimes do in a pod netns (containerd, CRI-O): any uid may bind low ports,
+    // so a non-root app can serve e.g. port 53 (the sim's pods can too).
+    await execIn(info.netns, ['sysctl', '-q', '-w', 'net.ipv4.ip_unprivileged_port_start=0']);
     p.containerId = `${this.state.prefix}${short}`;
     const att = (ifname: string): { containerId: string; netns: string; ifname: string; args: Array<[string, string]> } => ({
       containerId: p.containerId!, netns: info.netnsPath, ifname, args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!),

@@ -13,7 +13,8 @@
  *   datagram; a TCP SYN cannot complete a handshake (the sender's kernel resets it), so the
  *   answer decides: SYN-ACK = delivered, and the destination's conntrack entry says which port's
  *   listener took it (a REDIRECT shows as 15006 etc.).
- * Not here: options.kernelVersion (it is the machine's), dnsCapture (not passed to the agent).
+ * - options.dnsCapture: the agent's --dns-capture (the proxy serves no 15053, as in the sim).
+ * Not here: options.kernelVersion (it is the machine's).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -34,10 +35,19 @@ import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
 const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
+/** settle(): quiet window (> the agent's 2 s repair interval), the same while the agent has queued work (> its 5 s backoff cap), and the bound on the whole wait. */
+const SETTLE_QUIET_MS = 2500;
+const SETTLE_BUSY_QUIET_MS = 6000;
+const SETTLE_MAX_MS = 30_000;
+
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function ep(ip: string, port: number): string {
   return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
+
+function portOf(endpoint: string): number {
+  return Number(endpoint.slice(endpoint.lastIndexOf(':') + 1));
 }
 
 function tupleText(e: { ip: string; port: number }): string {
@@ -223,7 +233,8 @@ export class NetnsWorld implements World {
         : { result: 'sent', code: undefined, call: undefined, message: undefined };
     } else {
       out = (await probe.request({
-        op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,
+        // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
+        op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
         source: opts.sourceIp, sourcePort, timeoutMs: 3000,
       })) as ConnectOutcome;
     }
@@ -256,23 +267,30 @@ export class NetnsWorld implements World {
     const first = mine.find((x) => tupleText(x.r.downstream.src) === client);
     let acceptedBy: Acceptor | undefined;
     let acceptedIn: ConnectResult['acceptedIn'];
-    const deliveries: Delivery[] = dels.map((d) => ({
-      pod: d.pod, port: d.port, peer: d.peer,
-      viaProxy: mine.some((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer),
-    }));
+    const deliveries: Delivery[] = dels.map((d) => {
+      // The proxy record whose upstream leg is the connection the app saw: its node made it, in
+      // the netns of the record's pod (the source pod for outbound, the destination for inbound).
+      const leg = mine.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer);
+      const [ns, name] = leg ? leg.r.pod.split('/') : [];
+      return {
+        pod: d.pod, port: d.port, peer: d.peer, viaProxy: leg !== undefined,
+        ...(leg ? { proxyNode: leg.node } : {}), ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
+      };
+    });
     if (first) {
       acceptedBy = first.r.direction === 'outbound' ? 'proxy-outbound' : first.r.direction === 'inbound-hbone' ? 'proxy-hbone' : 'proxy-inbound';
       const [ns, name] = first.r.pod.split('/');
       acceptedIn = ns && name ? { namespace: ns, name } : { node: first.node };
     } else if (proto === 'udp' && deliveries.length > 0) {
       // UDP has no handshake: the first hop is whoever received the datagram (no proxy takes
-      // UDP other than DNS, which this world does not capture).
+      // UDP: captured DNS goes to a 15053 nobody serves).
       acceptedBy = 'app';
       acceptedIn = deliveries[0]!.pod;
-    } else if (dels.some((d) => d.peer === client)) {
+    } else if (deliveries.some((d) => !d.viaProxy && portOf(d.peer) === sourcePort)) {
+      // No proxy took it and an app saw the client's own port: the app was the first hop. (The
+      // address may differ from the one the world guessed: to 127.0.0.1 the kernel picks 127.0.0.1.)
       acceptedBy = 'app';
-      const d = dels.find((x) => x.peer === client)!;
-      acceptedIn = d.pod;
+      acceptedIn = deliveries.find((d) => !d.viaProxy && portOf(d.peer) === sourcePort)!.pod;
     } else if (out.result === 'established') acceptedBy = 'other';
     // EPERM from connect()/send() is a netfilter DROP on the sender's own output path, not a
     // refused permission: the packet is gone, as a dropped SYN (timeout) or datagram is in the sim.
@@ -384,17 +402,39 @@ export class NetnsWorld implements World {
     for (const [k, l] of [...this.appListeners]) if (l.netns === netns) this.appListeners.delete(k);
   }
 
+  /**
+   * Quiet = the observation (pods, and each agent's view of its mesh pods) unchanged for longer
+   * than one agent repair pass (the lab runs the agent with --repair-interval-ms 2000); longer
+   * still — past the agent's retry backoff cap (5 s) — while an agent with a connected proxy has
+   * a mesh pod not yet acked or not yet annotated enabled: that work is queued, so the state is
+   * not the settled one (e.g. the annotation after the proxy came back). Bounded.
+   */
   async settle(): Promise<void> {
     let last = '';
-    let stable = 0;
-    const deadline = Date.now() + 15_000;
+    let quietSince = Date.now();
+    const deadline = Date.now() + SETTLE_MAX_MS;
     while (Date.now() < deadline) {
-      const now = JSON.stringify(await this.pods());
-      stable = now === last ? stable + 1 : 0;
-      if (stable >= 2) return;
-      last = now;
-      await sleep(200);
+      const agents = await this.agentViews();
+      const now = JSON.stringify([await this.pods(), agents.map((a) => a.pods)]);
+      const busy = agents.some((a) => a.proxyConnected && a.pods.some((p) => !p.acked || p.annotated !== 'enabled'));
+      if (now !== last) {
+        last = now;
+        quietSince = Date.now();
+      } else if (Date.now() - quietSince >= (busy ? SETTLE_BUSY_QUIET_MS : SETTLE_QUIET_MS)) return;
+      await sleep(250);
     }
+  }
+
+  /** What each running agent says about its mesh pods (its /status). */
+  private async agentViews(): Promise<{ proxyConnected: boolean; pods: { uid: string; acked: boolean; annotated: string | undefined }[] }[]> {
+    const out: { proxyConnected: boolean; pods: { uid: string; acked: boolean; annotated: string | undefined }[] }[] = [];
+    for (const n of this.nodes) {
+      const st = (await this.lab.componentStatus('agent', n)).status;
+      if (!st) continue;
+      const pods = ((st['pods'] as { uid: string; acked: boolean; annotated?: string }[] | undefined) ?? []).map((p) => ({ uid: p.uid, acked: p.acked, annotated: p.annotated }));
+      out.push({ proxyConnected: st['proxyConnected'] === true, pods });
+    }
+    return out;
   }
 
   async pods(): Promise<readonly PodObservation[]> {
@@ -456,7 +496,7 @@ export const netnsWorldFactory: WorldFactory = {
   },
   async create(options: WorldOptions): Promise<World> {
     if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6) throw new Error(`netns world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run that case on the sim world`);
-    const lab = await NetnsLab.create({ nodes: options.nodes, profile: options.profile, ipv6: options.ipv6, stateRoot: '/run/ambient-lab/worlds' });
+    const lab = await NetnsLab.create({ nodes: options.nodes, profile: options.profile, ipv6: options.ipv6, dnsCapture: options.dnsCapture, stateRoot: '/run/ambient-lab/worlds' });
     return new NetnsWorld(lab, options);
   },
 };

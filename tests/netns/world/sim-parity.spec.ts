@@ -1,6 +1,6 @@
 /**
  * The netns World against the sim World (the reference for semantics), on one dual-stack
- * topology: TCP and UDP, IPv4 and IPv6, sockets and AF_PACKET, from a mesh pod with NET_RAW,
+ * topology with DNS capture: TCP and UDP (and DNS), IPv4 and IPv6, sockets and AF_PACKET, from a mesh pod with NET_RAW,
  * from a plain pod without it, and from outside. Both worlds must agree on what each attempt
  * came to (outcome, first hop and where, which apps received it and whether through a proxy),
  * and on the netns side the details are checked outright: dual-stack addresses from fd00::/8,
@@ -42,7 +42,10 @@ function cases(): Case[] {
         out.push({ name: `q -> a ${tag}`, from: pod(q), to: { kind: 'pod', pod: a, port }, opts });
         out.push({ name: `r -> q ${tag}`, from: pod(r), to: { kind: 'pod', pod: q, port }, opts });
       }
+      if (proto === 'udp') out.push({ name: `a -> q v${family} udp 53 (DNS)`, from: pod(a), to: { kind: 'pod', pod: q, port: 53 }, opts: { family, proto } });
       out.push({ name: `outside -> q v${family} ${proto}`, from: { kind: 'outside' }, to: { kind: 'pod', pod: q, port }, opts: { family, proto } });
+      // The outside client may use AF_PACKET too (root with every capability, in both worlds).
+      out.push({ name: `outside -> a v${family} ${proto} AF_PACKET`, from: { kind: 'outside' }, to: { kind: 'pod', pod: a, port }, opts: { family, proto, raw: true } });
     }
   }
   return out;
@@ -53,7 +56,7 @@ async function build(w: World): Promise<void> {
   await w.createNamespace('plain');
   await w.createPod({ ...a, node: 'node-0', app: { uid: 0, caps: ['NET_RAW'], tcpPorts: [TCP], udpPorts: [UDP] } });
   await w.createPod({ ...b, node: 'node-1', app: { uid: 1000, caps: [], tcpPorts: [TCP], udpPorts: [UDP] } });
-  await w.createPod({ ...q, node: 'node-1', app: { uid: 1000, caps: [], tcpPorts: [TCP], udpPorts: [UDP] } });
+  await w.createPod({ ...q, node: 'node-1', app: { uid: 1000, caps: [], tcpPorts: [TCP], udpPorts: [UDP, 53] } });
   await w.createPod({ ...r, node: 'node-0', app: { uid: 0, caps: ['NET_ADMIN'], tcpPorts: [TCP], udpPorts: [UDP] } });
   await w.settle();
 }
@@ -73,7 +76,7 @@ async function runAll(w: World): Promise<Map<string, ConnectResult>> {
 
 for (const profile of ['strict', 'upstream'] as Profile[]) {
   test(`${profile}: netns and sim agree on TCP/UDP × v4/v6 × socket/AF_PACKET attempts`, async () => {
-    const sim = await createSimWorld({ nodes: 2, profile, kernelVersion: '6.1', ipv6: true, dnsCapture: false, seed: 3 });
+    const sim = await createSimWorld({ nodes: 2, profile, kernelVersion: '6.1', ipv6: true, dnsCapture: true, seed: 3 });
     let expected: Map<string, ConnectResult>;
     try {
       await build(sim);
@@ -81,7 +84,7 @@ for (const profile of ['strict', 'upstream'] as Profile[]) {
     } finally {
       await sim.close();
     }
-    await withNetnsWorld({ profile, ipv6: true }, async (w) => {
+    await withNetnsWorld({ profile, ipv6: true, dnsCapture: true }, async (w) => {
       await build(w);
       const pods = await w.pods();
       for (const p of pods) {
