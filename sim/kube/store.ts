@@ -625,9 +625,9 @@ export class ApiStore {
   }
 
   private uuid(): string {
-    // 16 bits per draw (the seeded generator is costly per call), then the v4 version and variant nibbles.
+    // 32 bits per draw (the seeded generator is costly per call), then the v4 version and variant nibbles.
     let h = '';
-    for (let i = 0; i < 8; i++) h += this.random.int(0, 0xffff).toString(16).padStart(4, '0');
+    for (let i = 0; i < 4; i++) h += this.random.int(0, 0xffffffff).toString(16).padStart(8, '0');
     const variant = (8 + (parseInt(h[16]!, 16) & 3)).toString(16);
     return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
   }
