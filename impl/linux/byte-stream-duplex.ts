@@ -48,6 +48,8 @@ export class ByteStreamDuplex extends Duplex {
  * Bytes a writer may leave queued in a stream before write() waits for 'drain'. Node's own
  * high-water mark (16 KiB) would make a relay wait for every 64 KiB read to pass through
  * HTTP/2 and TLS before reading the next; upstream's h2 send buffer is 256 KiB.
+ * Only a write() that returned false makes Node emit 'drain', so a writer waits only when
+ * `writableNeedDrain` says one will come.
  */
 export const WRITE_BUFFER = 256 << 10;
 
@@ -100,7 +102,7 @@ export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
         });
       }
       d.write(bytes);
-      if (d.writableLength < WRITE_BUFFER) return Promise.resolve({ ok: true, value: undefined });
+      if (d.writableLength < WRITE_BUFFER || !d.writableNeedDrain) return Promise.resolve({ ok: true, value: undefined });
       return new Promise<SocketOutcome<void>>((resolve) => {
         const done = (): void => {
           d.off('drain', done);

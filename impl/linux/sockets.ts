@@ -201,7 +201,7 @@ class LinuxTcpConnection implements TcpConnection {
       });
     }
     sock.write(bytes);
-    if (sock.writableLength < WRITE_BUFFER) return Promise.resolve({ ok: true, value: undefined });
+    if (sock.writableLength < WRITE_BUFFER || !sock.writableNeedDrain) return Promise.resolve({ ok: true, value: undefined });
     return new Promise((resolve) => {
       const done = (): void => {
         sock.off('drain', done);
