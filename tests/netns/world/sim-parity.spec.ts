@@ -2,7 +2,8 @@
  * The netns World against the sim World (the reference for semantics), on one dual-stack
  * topology with DNS capture: TCP and UDP (and DNS), IPv4 and IPv6, sockets and AF_PACKET, from a mesh pod with NET_RAW,
  * from a plain pod without it, and from outside. Both worlds must agree on what each attempt
- * came to (outcome, first hop and where, which apps received it and whether through a proxy),
+ * came to (outcome, first hop and where, which apps received it and whether through a proxy —
+ * which node's, acting for which pod),
  * and on the netns side the details are checked outright: dual-stack addresses from fd00::/8,
  * AF_PACKET refused (EPERM) without CAP_NET_RAW, and for UDP who received the datagram and
  * the source it saw.
@@ -64,7 +65,7 @@ async function build(w: World): Promise<void> {
 /** What both worlds must agree on (addresses and ports chosen by each world are left out). */
 function shape(c: ConnectResult): string {
   const ref = (p: PodRef | { node: string } | undefined): string => (p === undefined ? '-' : 'node' in p ? `node ${p.node}` : `${p.namespace}/${p.name}`);
-  const dels = c.deliveries.map((d) => `${ref(d.pod)}:${d.port}${d.viaProxy ? ' via proxy' : ' direct'}`).sort();
+  const dels = c.deliveries.map((d) => `${ref(d.pod)}:${d.port}${d.viaProxy ? ` via the proxy of ${d.proxyNode ?? '?'} for ${ref(d.proxyFor)}` : ' direct'}`).sort();
   return `${c.outcome}${c.outcome === 'error' ? ` (${c.error})` : ''} first hop ${c.acceptedBy ?? '-'} in ${ref(c.acceptedIn)}; deliveries [${dels.join(', ')}]`;
 }
 
