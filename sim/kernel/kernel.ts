@@ -417,7 +417,7 @@ export class SimKernel {
       const d = this.sendReset(at!.ns, at!.packet, undefined);
       const p = at!.packet;
       if (d.kind === 'delivered' && d.socket === s) return fail('refused', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name} (RST)`);
-      return fail('timeout', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name}, and its RST did not reach the client`);
+      return fail('timeout', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name}, and its RST did not reach the client (${d.kind}${'reason' in d ? `: ${d.reason}` : ''})`);
     }
     const listener = rx.socket;
     const serverNs = rx.ns;
@@ -459,7 +459,7 @@ export class SimKernel {
         const d = this.sendReset(stray.at.ns, stray.at.packet, stray.answerer);
         const by = stray.answerer ? stray.answerer.describe() : `${stray.at.ns.name} (no socket)`;
         if (d.kind === 'delivered' && d.socket === s) return fail('reset', `final ACK found no connection in ${stray.at.ns.name}; the RST from ${by} reset the client (ECONNRESET)`);
-        return fail('timeout', `final ACK found no connection in ${stray.at.ns.name}, and the RST from ${by} did not reach the client (${d.kind} in ${d.ns.name})`);
+        return fail('timeout', `final ACK found no connection in ${stray.at.ns.name}, and the RST from ${by} did not reach the client (${d.kind} in ${d.ns.name}${'reason' in d ? `: ${d.reason}` : ''})`);
       }
       return fail('timeout', `final ACK did not reach the accepted socket (${d3.kind} in ${d3.ns.name})`);
     }
@@ -537,6 +537,11 @@ export class SimKernel {
   /** Send the RST answering `segment` (as it arrived in `ns`) from a kernel control socket. */
   private sendReset(ns: Netns, segment: Packet, answerer: SimSocket | undefined): Delivery {
     const r = resetFor(segment, answerer);
+    // ip_send_unicast_reply: an IPv4 RST from a non-local address needs a transparent answerer
+    // (IP_REPLY_ARG_NOSRCCHECK), else its route lookup fails and no RST is sent (tcp-reset.ts).
+    if (segment.family === 4 && !answerer?.transparent && !isLocalAddress(ns, r.src)) {
+      return { kind: 'unroutable', ns, reason: `RST not sent: its source ${formatIp(r.src)} is not a local address of ${ns.name} (route lookup: ENETUNREACH)` };
+    }
     return this.datapath.output(ns, this.packet(segment.family, 'tcp', r.src, r.sport, r.dst, r.dport, r.flags, r.mark), undefined);
   }
 

@@ -11,6 +11,12 @@
  *   Mesh rules make this happen: a CONNMARK --restore-mark on the client's final ACK that
  *   re-routes it through a local route table delivers the ACK to the client's own namespace.
  *
+ * The reset leaves from the address the segment was sent to. In IPv4 (ip_send_unicast_reply) that
+ * source must be a local address unless the answering socket is transparent
+ * (IP_REPLY_ARG_NOSRCCHECK); otherwise the route lookup fails and no RST is sent — e.g. a SYN
+ * DNATed to a foreign address and looped back by a local policy route: the client times out
+ * instead of being refused. IPv6 (tcp_v6_send_reset) does not check the source.
+ *
  * The reset is sent from a kernel control socket, so `-m owner` sees no socket owner. Its mark
  * is the answering socket's SO_MARK — the listener's when a listener answered, 0 when no socket
  * did (fwmark_reflect, off by default, is not modelled). The reply swaps the segment's
