@@ -19,7 +19,7 @@ import type {
 import type { SocketOutcome, TcpConnection } from '../host/sockets.js';
 import { spiffeId, type PeerIdentity } from '../ztunnel/authz/authorizer.js';
 import { ByteStreamDuplex, duplexByteStream } from './byte-stream-duplex.js';
-import { identityFromSan, type CertificateSource } from './mesh-ca.js';
+import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';
 import { takeNativeSocket } from './sockets.js';
 
 const { HTTP2_HEADER_METHOD, HTTP2_HEADER_AUTHORITY, HTTP2_HEADER_STATUS } = http2.constants;
@@ -37,8 +37,26 @@ function authorityText(a: HboneConnectRequest['authority']): string {
 }
 
 function peerIdentity(s: tls.TLSSocket): PeerIdentity | undefined {
-  const c = s.getPeerCertificate();
-  return c && 'subjectaltname' in c ? identityFromSan(c.subjectaltname) : undefined;
+  // The X509Certificate form parses only the field asked for; getPeerCertificate() builds every
+  // field of a JS object per connection.
+  const san = s.getPeerX509Certificate()?.subjectAltName;
+  return san === undefined ? undefined : identityFromSan(san);
+}
+
+/**
+ * One SecureContext per issued certificate: building one parses the key, the certificate and
+ * the root, which cost more than the rest of a connection's setup when done per connection.
+ * Keyed by the certificate object, so a re-issued certificate gets a fresh context.
+ */
+const contexts = new WeakMap<IssuedCertificate, tls.SecureContext>();
+
+function contextFor(cert: IssuedCertificate, rootPem: string): tls.SecureContext {
+  let ctx = contexts.get(cert);
+  if (!ctx) {
+    ctx = tls.createSecureContext({ key: cert.keyPem, cert: cert.certPem, ca: rootPem, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' });
+    contexts.set(cert, ctx);
+  }
+  return ctx;
 }
 
 export interface TlsHboneOptions {
@@ -56,8 +74,8 @@ export class TlsHbone implements HboneTransport {
       return fail('no-certificate', `no certificate for ${spiffeId(req.local)} (trust domain ${this.opts.certificates.trustDomain})`);
     }
     const sock = tls.connect({
-      socket: takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), key: cert.keyPem, cert: cert.certPem, ca: this.opts.certificates.rootPem,
-      minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3', ALPNProtocols: ['h2'], rejectUnauthorized: true,
+      socket: takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), secureContext: contextFor(cert, this.opts.certificates.rootPem),
+      ALPNProtocols: ['h2'], rejectUnauthorized: true,
       checkServerIdentity: () => undefined, // identity is checked on the SPIFFE SAN below, not a hostname
     });
     const hs = await new Promise<HboneFailure | undefined>((resolve) => {
@@ -102,8 +120,8 @@ export class TlsHbone implements HboneTransport {
       return fail('no-certificate', `no certificate for ${spiffeId(opts.local)}`);
     }
     const sock = new tls.TLSSocket(takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), {
-      isServer: true, key: cert.keyPem, cert: cert.certPem, ca: this.opts.certificates.rootPem,
-      requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3', ALPNProtocols: ['h2'],
+      isServer: true, secureContext: contextFor(cert, this.opts.certificates.rootPem),
+      requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'],
     });
     const hs = await new Promise<HboneFailure | undefined>((resolve) => {
       sock.once('secure', () => resolve(undefined));
