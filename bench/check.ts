@@ -36,7 +36,7 @@ async function defaultCheck(): Promise<void> {
   console.log(`  cases/s             ${t.historiesPerSecond.toFixed(1)}  (wall, incl. attack-catalog time; ${GOAL_HISTORIES} would take ~${(GOAL_HISTORIES / t.historiesPerSecond).toFixed(0)} s)`);
   // On a shared machine wall time measures the neighbours too; CPU time / cores is what an idle machine would take.
   console.log(`  CPU time            ${t.cpuSeconds.toFixed(1)} s        (/ ${cores} cores = ~${(t.cpuSeconds / cores).toFixed(1)} s on an idle machine; ${(t.histories / (t.cpuSeconds / cores)).toFixed(0)} cases/s)`);
-  console.log(`  worlds              ${t.worlds.fresh} fresh, ${t.worlds.reused} reused after a verified reset, ${t.worlds.rejected} resets rejected; ${t.worlds.shrinking} fresh for shrinking`);
+  console.log(`  worlds              ${t.worlds.fresh} fresh, ${t.worlds.reused} reused after a verified reset, ${t.worlds.rejected} resets rejected; ${t.worlds.shrinking} shrinking runs`);
   console.log(`  matches the table   ${r.ok ? 'yes' : `no (${t.mismatches} cells differ)`}`);
   for (const c of r.cells.filter((x) => FAILING.has(x.status))) console.log(`    ${c.property} × ${c.threat} × ${c.profile}: ${c.status}${c.violation ? ` — ${c.violation}` : ''}${c.error ? ` — ${c.error}` : ''}`);
 }

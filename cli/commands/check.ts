@@ -82,7 +82,7 @@ export function renderReport(r: CheckReport): string {
     + ` (${r.totals.historiesPerSecond.toFixed(0)} histories/s, ${r.totals.cpuSeconds.toFixed(1)} s of CPU)`);
   const w = r.totals.worlds;
   if (w.fresh + w.reused > 0) {
-    lines.push(`worlds: ${w.fresh} fresh, ${w.reused} reused after a verified reset (${w.rejected} resets rejected by the digest); ${w.shrinking} fresh for shrinking`);
+    lines.push(`worlds: ${w.fresh} fresh, ${w.reused} reused after a verified reset (${w.rejected} resets rejected by the digest); ${w.shrinking} shrinking runs (not counted as histories)`);
   }
   lines.push('');
   lines.push(renderMatrix(r.cells));

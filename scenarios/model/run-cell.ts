@@ -109,8 +109,7 @@ function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun, pool?: 
         } else {
           await fc.asyncModelRun(() => ({ model, real: ctx }), start);
           if (pool?.enabled && isResettable(w)) baseline = baselineOf(w, model);
-          if (pool?.enabled) pool.stats.fresh++;
-          else if (pool) pool.stats.shrinking++;
+          pool?.countFresh();
         }
         const random = (function* () {
           for (const c of commands) {
@@ -131,8 +130,8 @@ function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun, pool?: 
     } finally {
       if (clean && pool?.enabled && baseline && world && isResettable(world)) await pool.park(world, baseline);
       else {
-        // A violation or a harness error: from here on (shrinking, replay) every history gets a fresh world.
-        if (!clean) await pool?.disable();
+        // A violation or a harness error leaves a world in a state nobody verified: never reused.
+        if (!clean) pool?.markFailure();
         await world?.close();
       }
       o.onRun?.(runCtx);
@@ -158,36 +157,54 @@ export async function runCell(spec: CellSpec, o: CellRunOptions): Promise<CellRe
   } finally {
     await pool?.close();
   }
-  const worlds = pool ? { worlds: { ...pool.stats } } : {};
-  if (!out.failed) return { status: 'holds', runs: out.numRuns, ...worlds };
+  const worlds = (): { worlds?: PoolStats } => (pool ? { worlds: { ...pool.stats } } : {});
+  if (!out.failed) return { status: 'holds', runs: out.numRuns, ...worlds() };
+  const runs = out.numRuns;
+  let found = await replayed(spec, o, out);
+  if (found.status === 'not-reproduced' && pool) {
+    // Shrinking reused worlds too; its result did not replay on a fresh world. Shrink again from
+    // the search's failing case with a fresh world for every run, as before world reuse.
+    const first = (out.counterexamplePath ?? '').split(':')[0] ?? '';
+    const again = await fc.check(buildProperty(spec, o, {}), { seed: o.seed, path: first, endOnFailure: false });
+    if (!again.failed) {
+      return {
+        status: 'error', runs, seed: o.seed, path: first, ...worlds(),
+        error: `a violation found on a reused world (run ${first}) does not happen on a fresh world: the reset left state its digest does not see (${found.message})`,
+      };
+    }
+    found = await replayed(spec, o, again);
+  }
+  if (found.status === 'bypass') return { status: 'bypass', runs, counterexample: found.counterexample, ...worlds() };
+  if (found.status === 'not-reproduced') {
+    return { status: 'error', runs, error: `the shrunk counterexample did not replay on a fresh world (seed ${o.seed}, path ${found.path}): ${found.message}`, seed: o.seed, path: found.path, ...worlds() };
+  }
+  return { status: 'error', runs, error: found.message, seed: o.seed, path: found.path, ...(found.replayPath !== undefined ? { replayPath: found.replayPath } : {}), ...worlds() };
+}
+
+type Replayed =
+  | { readonly status: 'bypass'; readonly counterexample: CellCounterexample }
+  | { readonly status: 'not-reproduced' | 'harness-error'; readonly message: string; readonly path: string; readonly replayPath?: string };
+
+/** Replay a failed check's shrunk case on a fresh world: its step log, attempts and schedule are the counterexample's. */
+async function replayed(spec: CellSpec, o: CellRunOptions, out: fc.RunDetails<[Iterable<ModelCommand>, fc.Scheduler, number]>): Promise<Replayed> {
   const err = out.errorInstance;
   const path = out.counterexamplePath ?? o.path ?? '';
   const replayPath = out.counterexample ? replayPathOf(out.counterexample[0]) ?? o.replayPath : o.replayPath;
   if (!(err instanceof PropertyViolationError)) {
-    const msg = err instanceof Error ? err.message : String(err);
-    return { status: 'error', runs: out.numRuns, error: msg, seed: o.seed, path, ...(replayPath !== undefined ? { replayPath } : {}), ...worlds };
+    return { status: 'harness-error', message: err instanceof Error ? err.message : String(err), path, ...(replayPath !== undefined ? { replayPath } : {}) };
   }
-  // Replay the shrunk case once: its step log, attempts and schedule are the counterexample's.
   const replay: LastRun = {};
   const again = await fc.check(buildProperty(spec, { ...o, factory: o.replayFactory ?? o.factory, ...(replayPath !== undefined ? { replayPath } : {}) }, replay), {
     seed: o.seed, path, endOnFailure: true, numRuns: 1,
   });
   const ctx = replay.ctx;
-  const found = ctx?.violation ?? err.found;
-  if (!again.failed || !ctx?.violation) {
-    // On a fresh world, as --replay will run it. A case first found on a reused world that does
-    // not replay means the reset left state the digest does not see: a harness error, not a verdict.
-    const reusedNote = pool && pool.stats.reused > 0 ? '; the search reused worlds, so the reset may have left state its digest does not see' : '';
-    return { status: 'error', runs: out.numRuns, error: `the shrunk counterexample did not replay on a fresh world (seed ${o.seed}, path ${path})${reusedNote}: ${err.message}`, seed: o.seed, path, ...worlds };
-  }
+  if (!again.failed || !ctx?.violation) return { status: 'not-reproduced', message: err.message, path };
   return {
     status: 'bypass',
-    runs: out.numRuns,
     counterexample: {
-      seed: o.seed, path, replayPath, commands: replay.commands ?? [], steps: ctx.steps, found,
+      seed: o.seed, path, replayPath, commands: replay.commands ?? [], steps: ctx.steps, found: ctx.violation,
       schedule: ctx.scheduler.report().map((r) => `${r.status}: ${r.label}`).join('\n'),
       worldKind: o.factory.kind,
     },
-    ...worlds,
   };
 }

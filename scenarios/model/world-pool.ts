@@ -4,8 +4,9 @@
  * is parked; the next history resets it to the post-prelude state (SimMeshWorld.resetTo) and
  * uses it only when its state digest equals the digest taken right after the prelude on the
  * fresh world. A reset that cannot be verified closes the world and the history gets a fresh
- * one. After the first violation the pool turns itself off: shrinking and the replay of the
- * counterexample run on fresh worlds, exactly as `--replay` will.
+ * one. A run that failed never parks its world. Shrinking reuses worlds too; the shrunk case is
+ * then replayed on a fresh world, exactly as `--replay` will, and when that does not reproduce
+ * it, run-cell shrinks again from the search's failing case with fresh worlds only.
  *
  * A reused world differs from a fresh one only in identities the digest abstracts (pod uids and
  * addresses, sandbox names, virtual time, API resourceVersions, proxy incarnations) and in state
@@ -38,7 +39,7 @@ export interface Baseline {
 export interface PoolStats {
   /** Histories of the search that ran on a fresh world (boot + prelude). */
   fresh: number;
-  /** Runs after the first violation (shrinking), all on fresh worlds; not counted as histories. */
+  /** Runs after the first violation (shrinking), on fresh or reused worlds; not counted as histories. */
   shrinking: number;
   /** Histories that ran on a reset, verified world. */
   reused: number;
@@ -71,15 +72,28 @@ export class WorldPool {
   readonly stats: PoolStats = { fresh: 0, shrinking: 0, reused: 0, rejected: 0 };
   private parked: { world: ResettableWorld; baseline: Baseline } | undefined;
   private on = true;
+  /** After the first failed run fast-check shrinks: its runs are counted apart, not as histories. */
+  private shrinkingPhase = false;
 
   get enabled(): boolean {
     return this.on;
   }
 
-  /** No more reuse (after a violation: shrinking and replay run on fresh worlds). */
+  /** No more reuse. */
   async disable(): Promise<void> {
     this.on = false;
     await this.close();
+  }
+
+  /** A run failed (violation or harness error): its world is closed, and fast-check starts shrinking. */
+  markFailure(): void {
+    this.shrinkingPhase = true;
+  }
+
+  /** A run got a fresh world. */
+  countFresh(): void {
+    if (this.shrinkingPhase) this.stats.shrinking++;
+    else this.stats.fresh++;
   }
 
   /** The parked world, reset and verified; undefined when there is none or it failed verification. */
@@ -108,7 +122,8 @@ export class WorldPool {
       await p.world.close();
       return undefined;
     }
-    this.stats.reused++;
+    if (this.shrinkingPhase) this.stats.shrinking++;
+    else this.stats.reused++;
     return p;
   }
 
