@@ -9,6 +9,8 @@
  *                          request goes out at its scheduled time or when the previous answer
  *                          came, whichever is later), so C*R is the offered load; without R as
  *                          fast as answers come. Prints {"p50":..,"p99":..,"samples":[..]} in ms
+ *   connects IP PORT N     N connections one after another, each: connect, 1 KiB request, 1 KiB
+ *                          response, close; prints {"p50":..,"p99":..} of the whole in ms
  * Prints "ready" when listening.
  */
 import * as net from 'node:net';
@@ -102,7 +104,34 @@ if (mode === 'sink' || mode === 'echo') {
     console.log(JSON.stringify({ error: e.message }));
     process.exit(1);
   });
+} else if (mode === 'connects') {
+  const n = Number(a3);
+  const samples: number[] = [];
+  const req = Buffer.alloc(1024, 2);
+  const one = (): Promise<void> => new Promise((resolve, reject) => {
+    const t = now();
+    let got = 0;
+    const s = net.connect({ host: a1!, port: Number(a2), noDelay: true }, () => s.write(req));
+    s.on('data', (d: Buffer) => {
+      got += d.length;
+      if (got < req.length) return;
+      samples.push(now() - t);
+      s.destroy();
+      resolve();
+    });
+    s.on('error', reject);
+  });
+  void (async () => {
+    for (let i = 0; i < n; i++) await one();
+    samples.sort((x, y) => x - y);
+    const q = (p: number): number => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))]!;
+    console.log(JSON.stringify({ p50: q(0.5), p99: q(0.99), n: samples.length }));
+    process.exit(0);
+  })().catch((e: Error) => {
+    console.log(JSON.stringify({ error: e.message }));
+    process.exit(1);
+  });
 } else {
-  console.error(`usage: ztunnel-relay-peer sink|echo PORT | source IP PORT BYTES | pingpong IP PORT N C (got ${mode})`);
+  console.error(`usage: ztunnel-relay-peer sink|echo PORT | source IP PORT BYTES | pingpong IP PORT N C [R] | connects IP PORT N (got ${mode})`);
   process.exit(2);
 }

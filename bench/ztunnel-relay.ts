@@ -8,7 +8,9 @@
  *   HBONE      a (node-0, enrolled)        -> c (node-1, enrolled): two proxies, mTLS 1.3 + HTTP/2
  * The three are measured RUNS times (default 5) interleaved, so a noisy neighbour hits all of
  * them alike: throughput ratios are per run (summary: their median), latency samples of all
- * runs are pooled per path before taking p99. Besides wall-clock figures it reports the CPU
+ * runs are pooled per path before taking p99; CONNECTS (default 50) sequential new connections
+ * with one exchange each give the setup cost (a TLS handshake per HBONE connection: there is
+ * no connection pooling yet). Besides wall-clock figures it reports the CPU
  * time the proxies spent per MiB relayed (from /proc/PID/stat), which a busy machine disturbs
  * far less than throughput.
  * Goals: plaintext >= 0.5x direct throughput, HBONE >= 0.3x, <= 1 ms added p99 latency.
@@ -18,7 +20,7 @@
  * arrangement before; no CPU figures then). Load runs in separate processes inside the pods
  * (ztunnel-relay-peer.ts).
  *
- *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...')
+ *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, CONNECTS, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...')
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -35,10 +37,11 @@ const BYTES = Number(process.env['BYTES'] ?? 128 * 1024 * 1024);
 const ROUNDS = Number(process.env['ROUNDS'] ?? 400);
 const RATE = Number(process.env['RATE'] ?? 250);
 const RUNS = Number(process.env['RUNS'] ?? 5);
+const CONNECTS = Number(process.env['CONNECTS'] ?? 50);
 const split = (process.env['PROXIES'] ?? 'split') === 'split';
 const CLK_TCK = 100; // USER_HZ: Linux reports /proc/PID/stat times in 1/100 s on every architecture it exports them for
 
-interface Result { mbps: number; cpuMsPerMiB: number | undefined; samples: number[] }
+interface Result { mbps: number; cpuMsPerMiB: number | undefined; samples: number[]; setupP50: number }
 type Mode = 'direct' | 'plaintext' | 'HBONE';
 
 function median(xs: readonly number[]): number {
@@ -97,8 +100,9 @@ await withNetnsMesh(async (m) => {
       const t = JSON.parse(await source.waitForOutput('}', 300_000)) as { ms: number; error?: string };
       const cpu = proxyCpu() - cpu0;
       const l = JSON.parse(await c.spawn(from, ['node', peer, 'pingpong', ip, '9001', String(ROUNDS), '4', String(RATE)]).waitForOutput('}', 300_000)) as { samples: number[]; error?: string };
-      if (t.error || l.error) throw new Error(`bench run ${mode} from ${from} to ${ip} failed: ${t.error ?? l.error}`);
-      return { mbps: (BYTES * 8) / 1e6 / (t.ms / 1000), cpuMsPerMiB: split ? cpu / (BYTES / (1 << 20)) : undefined, samples: l.samples };
+      const k = JSON.parse(await c.spawn(from, ['node', peer, 'connects', ip, '9001', String(CONNECTS)]).waitForOutput('}', 300_000)) as { p50: number; error?: string };
+      if (t.error || l.error || k.error) throw new Error(`bench run ${mode} from ${from} to ${ip} failed: ${t.error ?? l.error ?? k.error}`);
+      return { mbps: (BYTES * 8) / 1e6 / (t.ms / 1000), cpuMsPerMiB: split ? cpu / (BYTES / (1 << 20)) : undefined, samples: l.samples, setupP50: k.p50 };
     };
     const modes = (process.env['MODES']?.split(',') ?? ['direct', 'plaintext', 'HBONE']) as Mode[];
     if (!modes.includes('direct') || modes.some((x) => !(x in route))) throw new Error(`MODES must list direct and any of plaintext, HBONE (got ${process.env['MODES']})`);
@@ -118,7 +122,7 @@ await withNetnsMesh(async (m) => {
     const pooled = (mode: Mode): number[] => runs.flatMap((r) => r[mode].samples);
     for (const mode of modes) {
       const cpu = runs.map((r) => r[mode].cpuMsPerMiB).filter((v): v is number => v !== undefined);
-      console.log(`${mode.padEnd(10)} median ${median(runs.map((r) => r[mode].mbps)).toFixed(0).padStart(6)} Mbit/s  p50 ${quantile(pooled(mode), 0.5).toFixed(3)} ms  p99 ${quantile(pooled(mode), 0.99).toFixed(3)} ms${cpu.length && mode !== 'direct' ? `  proxy CPU ${median(cpu).toFixed(2)} ms/MiB` : ''}`);
+      console.log(`${mode.padEnd(10)} median ${median(runs.map((r) => r[mode].mbps)).toFixed(0).padStart(6)} Mbit/s  p50 ${quantile(pooled(mode), 0.5).toFixed(3)} ms  p99 ${quantile(pooled(mode), 0.99).toFixed(3)} ms  new connection + 1 KiB exchange p50 ${median(runs.map((r) => r[mode].setupP50)).toFixed(3)} ms${cpu.length && mode !== 'direct' ? `  proxy CPU ${median(cpu).toFixed(2)} ms/MiB` : ''}`);
     }
     const ratio = (mode: Mode): number => median(runs.map((r) => r[mode].mbps / r.direct.mbps));
     const added = (mode: Mode): number => quantile(pooled(mode), 0.99) - quantile(pooled('direct'), 0.99);
