@@ -45,3 +45,26 @@ test('check --world netns runs a cell on the real kernel and agrees with the exp
   })).split('\n').filter((l) => l.startsWith('al-') && l.includes('check'));
   expect(leftovers).toEqual([]);
 });
+
+test('check --world netns with the attack catalog finds the NET_ADMIN flush bypass the table expects (World.appExec on the real kernel)', async () => {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-check-netns-'));
+  const args = [path.join(repo, 'bin', 'ambient-lab.js'), 'check', '--world', 'netns', '--runs', '1', '--seed', '5', '--threats', 'app-net-admin',
+    '--profiles', 'strict', '--properties', 'outbound-capture', '--workers', '1', '--out', out, '--no-save', '--json'];
+  const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const c = spawn(process.execPath, args, { cwd: repo });
+    let stdout = '';
+    let stderr = '';
+    c.stdout.on('data', (d) => (stdout += d));
+    c.stderr.on('data', (d) => (stderr += d));
+    c.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+  fs.rmSync(out, { recursive: true, force: true });
+  const report = JSON.parse(r.stdout) as { cells: { status: string; observed: string; expected: { verdict: string } }[] };
+  expect(report.cells).toHaveLength(1);
+  const cell = report.cells[0]!;
+  // A positive control: the bypass must be found (not 'not-evaluated' for a missing appExec).
+  expect(cell.expected.verdict).toBe('bypass');
+  expect(cell.status, r.stderr.slice(-2000)).toBe('bypass found');
+  expect(cell.observed).toBe('bypass');
+  expect(r.code, r.stderr.slice(-2000)).toBe(0);
+});
