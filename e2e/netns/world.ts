@@ -6,8 +6,11 @@
  * inbound record for it) and the pod apps' accept reports (deliveries, tagged per attempt;
  * viaProxy when a proxy's upstream tuple is the peer the app saw), plus what listeners opened
  * through appExec received (probe events, tagged the same way).
- * - UDP: the datagram carries the tag; whoever received it (app or appExec listener) is the first
- *   hop, with the source address it saw.
+ * - UDP: the datagram carries the tag; the app that received it is the first hop, with the source
+ *   address it saw. EPERM from connect()/send() (a netfilter DROP on the output path) is a
+ *   timeout / not-delivered, as the sim reports a dropped packet.
+ * - Pod apps and their probes have the capabilities Kubernetes gives (effectiveAppCaps: none for
+ *   a non-root uid), as the sim's containers.
  * - IPv6 (options.ipv6): dual-stack pods from fd00:10:244:<i>::/64, agent and proxy run --ipv6.
  * - raw (AF_PACKET, probe `raw-send`): needs NET_RAW (EPERM otherwise). UDP is attributed like a
  *   datagram; a TCP SYN cannot complete a handshake (the sender's kernel resets it), so the
