@@ -6,7 +6,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { createSimWorld, type SimMeshWorld } from '../../../scenarios/worlds/sim-world.js';
-import type { PodSpec } from '../../../scenarios/world.js';
+import type { PodSpec, WorldFactory } from '../../../scenarios/world.js';
 import { runCell } from '../../../scenarios/model/run-cell.js';
 import { defaultCatalog } from '../../../scenarios/model/catalog.js';
 import { loadFactory } from '../../../scenarios/model/worlds.js';
@@ -95,4 +95,38 @@ test('a cell with world reuse reaches the same verdict as with a fresh world per
   expect(reused.worlds?.reused ?? 0).toBeGreaterThan(15);
   expect((reused.worlds?.fresh ?? 0) + (reused.worlds?.reused ?? 0)).toBe(30);
   expect(fresh.worlds).toBeUndefined();
+});
+
+test('a violation that only a reused world shows (a reset that leaks, a digest that cannot see it) is a harness error, never a verdict', async () => {
+  const c = defaultCatalog();
+  const property = c.properties.find((p) => p.name === 'convergence');
+  const threat = c.threats.find((t) => t.id === 'app-nonroot');
+  if (!property || !threat) throw new Error('catalog lacks convergence or app-nonroot');
+  expect(c.expected('convergence', 'app-nonroot', 'strict')?.verdict).toBe('holds');
+  const base = await loadFactory({ world: 'sim' });
+  // The broken reset stops every proxy behind the model's back, and its digest sees nothing.
+  const leaky: WorldFactory = {
+    ...base,
+    create: async (opts) => {
+      const w = await base.create(opts) as SimMeshWorld;
+      return new Proxy(w, {
+        get(target, key) {
+          if (key === 'stateDigest') return () => 'blind';
+          if (key === 'resetTo') {
+            return async (b: ResetBaseline) => {
+              await target.resetTo(b);
+              for (const n of target.nodes) await target.stop('proxy', n);
+            };
+          }
+          const v: unknown = Reflect.get(target, key, target);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    },
+  };
+  const r = await runCell({ property, threat, profile: 'strict' }, { factory: leaky, runs: 25, seed: 5, nodes: 2, ipv6: false, dnsCapture: false, maxCommands: 8 });
+  expect(r.status).toBe('error');
+  if (r.status !== 'error') return;
+  expect(r.error).toContain('does not happen on a fresh world');
+  expect(r.worlds?.reused ?? 0).toBeGreaterThan(0);
 });
