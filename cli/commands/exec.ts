@@ -1,8 +1,8 @@
-/** `ambient-lab exec NAMESPACE/POD -- CMD...`: run a command in the pod's network namespace as the pod's uid (no capabilities). */
+/** `ambient-lab exec NAMESPACE/POD -- CMD...`: run a command in the pod's network namespace as the pod's uid and the capabilities Kubernetes would grant it (none for a non-root uid). */
 import { spawn } from 'node:child_process';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
-import { NetnsLab } from '../../e2e/netns/world-lab.js';
+import { NetnsLab, effectiveAppCaps } from '../../e2e/netns/world-lab.js';
 import { setprivArgs } from '../../e2e/netns/processes.js';
 import { DEFAULT_LAB, labDir, requireRoot } from './lab-common.js';
 
@@ -22,7 +22,7 @@ export const execCommand: CliCommand = {
         const p = lab.state.pods[key];
         if (!p) throw new Error(`no pod ${key} in lab ${opts.name}; pods: ${Object.keys(lab.state.pods).join(', ') || '(none)'}`);
         if (!p.netns || !p.started) throw new Error(`pod ${key} is not running${p.error ? `: ${p.error}` : ''}`);
-        const argv = ['netns', 'exec', p.netns, ...setprivArgs({ uid: p.appUid, caps: p.appCaps.map((c) => c.toLowerCase()) }), ...cmd];
+        const argv = ['netns', 'exec', p.netns, ...setprivArgs({ uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()) }), ...cmd];
         const code = await new Promise<number>((resolve, reject) => {
           const child = spawn('ip', argv, { stdio: 'inherit' });
           child.on('error', (e) => reject(new Error(`could not run ${cmd.join(' ')} in ${key}: ${e.message}`)));
