@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Builds the native socket addon (binding.gyp -> build/Release/ambient_lab_sockets.node) during
+// Builds the native addons (binding.gyp -> build/Release/ambient_lab_sockets.node and ambient_lab_packet.node) during
 // `npm install` / `npm ci`. Plain JavaScript because it runs before `prepare` compiles the
 // TypeScript. It checks for the build tools first so a missing one is named, not buried in
 // node-gyp output, and it fails the install when the build fails.
@@ -62,4 +62,4 @@ if (r.error !== undefined || r.status !== 0) {
   say('It needs python3, make, a C++17 compiler and the Node.js headers (package nodejs headers, or network access for node-gyp to fetch them).');
   process.exit(1);
 }
-say('built build/Release/ambient_lab_sockets.node');
+say('built build/Release/ambient_lab_sockets.node and build/Release/ambient_lab_packet.node');
