@@ -139,7 +139,11 @@ export class NodeAgent {
       if (e.type === 'disconnected' && !this.zds.connected()) {
         // Without a proxy nobody holds the pods' listeners; the next proxy gets a snapshot.
         for (const p of this.mesh.values()) p.proxyAcked = false;
-      } else if (e.type === 'nack' && e.uid !== undefined) {
+      } else if (e.type === 'nack' && e.uid !== undefined && e.origin !== 'caller') {
+        // Only nacks nobody awaits (snapshot, resync) queue the pod. A nack of enroll()'s own Add
+        // already fails that reconcile, which the queue retries with backoff; queueing it here as
+        // well re-ran it at once (a fresh event overrides the backoff): an add/nack hot loop,
+        // every ~2 ms, for a pod whose listeners cannot bind (found by ambient-lab check).
         const p = this.mesh.get(e.uid);
         if (p) {
           p.proxyAcked = false;

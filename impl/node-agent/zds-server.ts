@@ -52,6 +52,13 @@ export interface ZdsServerOptions {
 
 export type ZdsSendFailure = 'nack' | 'timeout' | 'no-proxy' | 'closed';
 
+/**
+ * Who sent a request: a caller of addWorkload/delWorkload (which gets the rejection and does its
+ * own retrying), or the server itself (snapshot, or resync after falling back to an older
+ * connection), whose failures nobody awaits — only the event tells the agent about those.
+ */
+export type ZdsRequestOrigin = 'caller' | 'snapshot' | 'resync';
+
 /** Why an addWorkload/delWorkload did not succeed. */
 export class ZdsSendError extends Error {
   constructor(
@@ -70,13 +77,14 @@ export type ZdsServerEvent =
   | { readonly type: 'rejected'; readonly connection: string; readonly peer?: ZdsPeerCredentials; readonly reason: string }
   | { readonly type: 'connected'; readonly connection: string; readonly peer: ZdsPeerCredentials; readonly version: number }
   | { readonly type: 'snapshot-sent'; readonly connection: string; readonly workloads: number; readonly nacks: number }
-  | { readonly type: 'nack'; readonly connection: string; readonly request: WorkloadRequest['kind']; readonly uid?: PodUid; readonly error: string }
+  | { readonly type: 'nack'; readonly connection: string; readonly request: WorkloadRequest['kind']; readonly uid?: PodUid; readonly error: string; readonly origin: ZdsRequestOrigin }
   | { readonly type: 'protocol-error'; readonly connection: string; readonly error: string }
   | { readonly type: 'disconnected'; readonly connection: string; readonly reason: string };
 
 interface Op {
   readonly req: WorkloadRequest;
   readonly netns?: NetnsId;
+  readonly origin: ZdsRequestOrigin;
   resolve(): void;
   reject(e: ZdsSendError): void;
 }
@@ -113,12 +121,12 @@ class ProxyConnection {
   }
 
   /** Queue a request; the promise settles with its ack. */
-  request(req: WorkloadRequest, netns?: NetnsId): Promise<void> {
+  request(req: WorkloadRequest, netns?: NetnsId, origin: ZdsRequestOrigin = 'caller'): Promise<void> {
     if (this.state === 'closed') {
       return Promise.reject(new ZdsSendError('closed', `ZDS ${describe(req)}: proxy connection ${this.id} is closed`, uidOf(req)));
     }
     return new Promise((resolve, reject) => {
-      this.queue.push({ req, ...(netns === undefined ? {} : { netns }), resolve, reject });
+      this.queue.push({ req, ...(netns === undefined ? {} : { netns }), origin, resolve, reject });
       void this.pump();
     });
   }
@@ -214,7 +222,7 @@ class ProxyConnection {
     if (res.error === '') f.op.resolve();
     else {
       const uid = uidOf(f.op.req);
-      this.server.emit({ type: 'nack', connection: this.id, request: f.op.req.kind, ...(uid ? { uid } : {}), error: res.error });
+      this.server.emit({ type: 'nack', connection: this.id, request: f.op.req.kind, ...(uid ? { uid } : {}), error: res.error, origin: f.op.origin });
       f.op.reject(new ZdsSendError('nack', `ZDS ${describe(f.op.req)}: the proxy refused it: ${res.error}`, uid, res.error));
     }
     void this.pump();
@@ -373,12 +381,12 @@ export class ZdsServer {
     let nacks = 0;
     for (const e of entries) {
       const req: WorkloadRequest = e.netns === undefined ? { kind: 'keep', uid: e.uid } : { kind: 'add', uid: e.uid, info: e.info };
-      c.request(req, e.netns).catch((err: unknown) => {
+      c.request(req, e.netns, 'snapshot').catch((err: unknown) => {
         if (err instanceof ZdsSendError && err.reason === 'nack') nacks++;
         else this.log.warn('ZDS snapshot request failed', { connection: c.id, uid: e.uid, error: (err as Error).message });
       });
     }
-    c.request({ kind: 'snapshot-sent' }).then(() => {
+    c.request({ kind: 'snapshot-sent' }, undefined, 'snapshot').then(() => {
       if (c.state === 'closed') return;
       c.state = 'ready';
       this.emit({ type: 'snapshot-sent', connection: c.id, workloads: entries.length, nacks });
@@ -392,7 +400,7 @@ export class ZdsServer {
     const entries = this.opts.snapshot().filter((e) => e.netns !== undefined);
     this.log.info('falling back to an older proxy connection; re-sending adds', { connection: c.id, workloads: entries.length });
     for (const e of entries) {
-      c.request({ kind: 'add', uid: e.uid, info: e.info }, e.netns).catch((err: unknown) => {
+      c.request({ kind: 'add', uid: e.uid, info: e.info }, e.netns, 'resync').catch((err: unknown) => {
         this.log.warn('ZDS resync add failed', { connection: c.id, uid: e.uid, error: (err as Error).message });
       });
     }

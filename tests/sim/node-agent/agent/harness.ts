@@ -54,6 +54,9 @@ export class AgentWorld {
   readonly proxyPods = new Map<string, string>();
   /** Make the stand-in proxy refuse adds. */
   proxyNack: string | undefined;
+  /** ZDS Adds the stand-in proxy received (acked or nacked), and its connections: counts of rounds. */
+  proxyAddsSeen = 0;
+  proxyConnects = 0;
 
   constructor(readonly profile: 'upstream' | 'strict' = 'upstream') {
     const k = this.kernel;
@@ -96,6 +99,7 @@ export class AgentWorld {
       transport: this.zdsNet.endpoint({ pid: 200, uid, gid: uid }), address: ZDS_SOCK, clock: this.clock, random: this.random, log: this.log,
       handler: {
         onAdd: async (podUid: PodUid, _info, netns) => {
+          this.proxyAddsSeen++;
           if (this.proxyNack) { netns.close(); throw new Error(this.proxyNack); }
           proxyPods.set(podUid, simNetnsName(netns.netns));
           netns.close();
@@ -106,6 +110,7 @@ export class AgentWorld {
       },
     });
     this.proxy = client;
+    client.on((e) => { if (e.type === 'connected') this.proxyConnects++; });
     client.start();
     return client;
   }
