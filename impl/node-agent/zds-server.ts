@@ -11,7 +11,9 @@
  *   connection. Upstream keeps the connection, so a late ack can be read as the reply to the
  *   next request; closing makes the proxy reconnect and get a fresh snapshot instead.
  * - A NACK (non-empty Ack.error) fails that request with reason 'nack'; the connection stays.
- *   The CNI ADD path must fail closed on it.
+ *   The CNI ADD path must fail closed on it. The 'nack' event names the request's origin: a
+ *   caller's own request already got the rejection (and retries on its own schedule); only
+ *   snapshot and resync nacks reach nobody else.
  * - Several connections may be open (a restarted proxy connects before the old one exits).
  *   Adds go to the newest connection that said hello; Dels go to all, so a draining old proxy
  *   also drops the pod (as upstream). When the newest goes away and an older one remains, the

@@ -101,7 +101,8 @@ test('a NACK from the proxy rejects addWorkload with its error; the connection s
   expect(err.uid).toBe('pod-7');
   expect(err.proxyError).toBe('bind 15001 in pod-7: EADDRINUSE');
   expect(err.message).toContain('the proxy refused it');
-  expect(w.serverEvents.at(-1)).toMatchObject({ type: 'nack', request: 'add', uid: 'pod-7' });
+  // The caller got the rejection: the event says so, so the agent does not queue the pod twice.
+  expect(w.serverEvents.at(-1)).toMatchObject({ type: 'nack', request: 'add', uid: 'pod-7', origin: 'caller' });
   expect(events.at(-1)).toMatchObject({ type: 'nack', uid: 'pod-7' });
   expect(w.net.openHandles).toBe(0); // the client closed the handle of the refused Add
   expect((await w.outcome(w.server.addWorkload(pod(8).uid, pod(8).info, nsOf(8)))).ok).toBe(true);
@@ -390,3 +391,18 @@ test('the whole sequence replays identically on virtual time', async () => {
 });
 
 const PROXY_UID_ALLOWED = 1337;
+
+test('a NACK of a snapshot Add is reported with origin snapshot (nobody awaits it; the agent must queue the pod)', async () => {
+  const w = new ZdsWorld();
+  w.enroll(pod(3), pod(4));
+  await w.server.start();
+  const { client, proxy } = w.client();
+  proxy.failAdd.set(podUid('pod-3'), 'bind 15006 in pod-3: EADDRINUSE');
+  client.start();
+  await w.run(50);
+  const nacks = w.serverEvents.filter((e) => e.type === 'nack');
+  expect(nacks).toEqual([expect.objectContaining({ uid: 'pod-3', origin: 'snapshot' })]);
+  expect(proxy.servedUids()).toEqual(['pod-4']);
+  expect(w.server.connected()).toBe(true); // a nack is not a reason to reconnect
+  await client.stop();
+});
