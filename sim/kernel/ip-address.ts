@@ -106,24 +106,37 @@ export function tryParseIp(text: string): IpAddress | undefined {
   }
 }
 
+/**
+ * Parsed prefixes by text, beside PARSED and for the same reason (every pod address and route
+ * arrives as text); `exact` says whether the text had no host bits set, for `strict`.
+ */
+const PREFIXES = new Map<string, { readonly prefix: IpPrefix; readonly exact: boolean }>();
+
 /** Parse `addr[/len]`; without a length the prefix is a host route (/32 or /128). */
 export function parsePrefix(text: string, opts: { strict?: boolean } = {}): IpPrefix {
-  const slash = text.indexOf('/');
-  const addr = parseIp(slash < 0 ? text : text.slice(0, slash));
-  const bits = BITS[addr.family];
-  let len = bits;
-  if (slash >= 0) {
-    const l = text.slice(slash + 1);
-    if (!/^[0-9]{1,3}$/.test(l) || Number(l) > bits) {
-      throw new AddressError(`invalid prefix length in ${JSON.stringify(text)}: expected 0..${bits}`);
+  let hit = PREFIXES.get(text);
+  if (!hit) {
+    const slash = text.indexOf('/');
+    const addr = parseIp(slash < 0 ? text : text.slice(0, slash));
+    const bits = BITS[addr.family];
+    let len = bits;
+    if (slash >= 0) {
+      const l = text.slice(slash + 1);
+      if (!/^[0-9]{1,3}$/.test(l) || Number(l) > bits) {
+        throw new AddressError(`invalid prefix length in ${JSON.stringify(text)}: expected 0..${bits}`);
+      }
+      len = Number(l);
     }
-    len = Number(l);
+    const masked = maskValue(addr.value, addr.family, len);
+    const prefix: IpPrefix = Object.freeze({ addr: masked === addr.value ? addr : Object.freeze({ family: addr.family, value: masked }), len });
+    hit = { prefix, exact: masked === addr.value };
+    if (PREFIXES.size >= PARSED_MAX) PREFIXES.clear();
+    PREFIXES.set(text, hit);
   }
-  const masked = maskValue(addr.value, addr.family, len);
-  if (opts.strict && masked !== addr.value) {
+  if (opts.strict && !hit.exact) {
     throw new AddressError(`prefix ${JSON.stringify(text)} has host bits set`);
   }
-  return { addr: { family: addr.family, value: masked }, len };
+  return hit.prefix;
 }
 
 export function maskValue(value: bigint, family: Family, len: number): bigint {

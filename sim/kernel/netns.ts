@@ -3,10 +3,10 @@
  * switches, netfilter (separately for IPv4 and IPv6), ipsets, conntrack and sockets. Namespaces
  * share nothing; packets cross between them only over veth pairs (see datapath.ts).
  */
-import { formatIp, formatPrefix, parsePrefix, type Family, type IpAddress, type IpPrefix } from './ip-address.js';
+import { formatIp, formatPrefix, parseIp, parsePrefix, type Family, type IpAddress, type IpPrefix } from './ip-address.js';
 import { primaryAddress, type Link, type LinkKind } from './link.js';
 import { PolicyRules } from './policy-rule.js';
-import { RouteTables, TABLE_LOCAL, TABLE_MAIN } from './route.js';
+import { RouteTables, TABLE_LOCAL, TABLE_MAIN, type Route } from './route.js';
 import { ConntrackTable } from './conntrack.js';
 import { SocketTable } from './socket.js';
 import { SimConfigError } from './errors.js';
@@ -64,7 +64,6 @@ export class Netns {
   setUp(name: string, up: boolean): void {
     const l = this.link(name);
     l.up = up;
-    if (l.kind === 'loopback') this.syncLoopbackRoutes();
     this.syncKernelRoutes(l);
   }
 
@@ -73,7 +72,7 @@ export class Netns {
     const l = this.link(dev);
     const slash = cidr.indexOf('/');
     const prefix = parsePrefix(cidr);
-    const addr = parsePrefix(slash < 0 ? cidr : cidr.slice(0, slash)).addr;
+    const addr = parseIp(slash < 0 ? cidr : cidr.slice(0, slash));
     if (l.addresses.some((a) => a.addr.family === addr.family && a.addr.value === addr.value)) {
       throw new SimConfigError(`address ${formatIp(addr)} already on ${dev} in ${this.name}`);
     }
@@ -92,20 +91,29 @@ export class Netns {
 
   removeAddress(dev: string, addrText: string): void {
     const l = this.link(dev);
-    const addr = parsePrefix(addrText.split('/')[0] ?? addrText).addr;
+    const addr = parseIp(addrText.split('/')[0] ?? addrText);
     const i = l.addresses.findIndex((a) => a.addr.family === addr.family && a.addr.value === addr.value);
     if (i < 0) throw new SimConfigError(`address ${addrText} not on ${dev} in ${this.name}`);
     l.addresses.splice(i, 1);
     this.syncKernelRoutes(l);
   }
 
-  /** Kernel-managed routes of a device: `local ADDR` in table local, and the prefix in main while up. */
+  /**
+   * Kernel-managed routes of a device: `local ADDR` in table local, and the prefix in main while
+   * up. Computed from the device's addresses and state; when they match the routes the device
+   * already has, nothing changes (a cluster sets the bridge up for every pod: re-adding its
+   * routes each time cost a scan of every table per call).
+   */
   private syncKernelRoutes(l: Link): void {
-    if (l.kind === 'loopback') {
-      this.syncLoopbackRoutes();
-      return;
-    }
-    this.routes.remove((r) => r.proto === 'kernel' && r.dev === l.name);
+    const want = l.kind === 'loopback' ? this.loopbackRoutes(l) : this.deviceRoutes(l);
+    if (this.routes.kernelRoutesEqual(l.name, want)) return;
+    this.routes.removeKernelRoutes(l.name);
+    for (const r of want) this.routes.add(r);
+  }
+
+  /** The kernel routes a non-loopback device's addresses give it, in the order they are added. */
+  private deviceRoutes(l: Link): Route[] {
+    const out: Route[] = [];
     for (const [i, a] of l.addresses.entries()) {
       // An IPv4 secondary address (in the subnet of an earlier one on the device) gets its local
       // route with the primary as preferred source (fib_add_ifaddr), so connecting to it from
@@ -113,14 +121,15 @@ export class Netns {
       const primary = a.addr.family === 4
         ? l.addresses.slice(0, i).find((p) => p.addr.family === 4 && p.prefix.len === a.prefix.len && p.prefix.addr.value === a.prefix.addr.value)
         : undefined;
-      this.routes.add({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: hostPrefix(a.addr), dev: l.name, via: undefined, src: primary?.addr ?? a.addr, metric: 0, proto: 'kernel' });
+      out.push({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: hostPrefix(a.addr), dev: l.name, via: undefined, src: primary?.addr ?? a.addr, metric: 0, proto: 'kernel' });
       const full = a.addr.family === 4 ? 32 : 128;
       if (l.up && a.prefix.len < full) {
-        const dup = this.routes.inTable(TABLE_MAIN).some((r) => r.dev === l.name && r.proto === 'kernel'
+        const dup = out.some((r) => r.table === TABLE_MAIN
           && r.dst.len === a.prefix.len && r.dst.addr.value === a.prefix.addr.value && r.family === a.addr.family);
-        if (!dup) this.routes.add({ family: a.addr.family, table: TABLE_MAIN, type: 'unicast', dst: a.prefix, dev: l.name, via: undefined, src: a.addr, metric: a.addr.family === 6 ? 256 : 0, proto: 'kernel' });
+        if (!dup) out.push({ family: a.addr.family, table: TABLE_MAIN, type: 'unicast', dst: a.prefix, dev: l.name, via: undefined, src: a.addr, metric: a.addr.family === 6 ? 256 : 0, proto: 'kernel' });
       }
     }
+    return out;
   }
 
   /**
@@ -128,21 +137,18 @@ export class Netns {
    * local too (fib_add_ifaddr installs the prefix route as RTN_LOCAL on a loopback device, which
    * is why all of 127.0.0.0/8 is local). Only while lo is up.
    */
-  private syncLoopbackRoutes(): void {
-    this.routes.remove((r) => r.proto === 'kernel' && r.dev === 'lo');
-    const lo = this.link('lo');
-    if (!lo.up) return;
-    const have = new Set<string>();
+  private loopbackRoutes(lo: Link): Route[] {
+    const out: Route[] = [];
+    if (!lo.up) return out;
     const addLocal = (dst: IpPrefix, src: IpAddress): void => {
-      const key = formatPrefix(dst);
-      if (have.has(key)) return;
-      have.add(key);
-      this.routes.add({ family: dst.addr.family, table: TABLE_LOCAL, type: 'local', dst, dev: 'lo', via: undefined, src, metric: 0, proto: 'kernel' });
+      if (out.some((r) => r.family === dst.addr.family && r.dst.len === dst.len && r.dst.addr.value === dst.addr.value)) return;
+      out.push({ family: dst.addr.family, table: TABLE_LOCAL, type: 'local', dst, dev: 'lo', via: undefined, src, metric: 0, proto: 'kernel' });
     };
     for (const a of lo.addresses) {
       if (a.addr.family === 4 && a.prefix.len < 32) addLocal(a.prefix, a.addr);
       addLocal(hostPrefix(a.addr), a.addr);
     }
+    return out;
   }
 
   primaryAddress(dev: string, family: Family): IpAddress | undefined {

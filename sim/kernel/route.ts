@@ -54,6 +54,11 @@ export function parseTableName(s: string): number {
 
 export class RouteTables {
   private readonly tables = new Map<number, Route[]>();
+  /**
+   * The kernel-managed routes of each device (proto kernel), in the order added: what a device's
+   * address or state change replaces, found without scanning every table.
+   */
+  private readonly kernelByDev = new Map<string, Route[]>();
 
   add(route: Route): void {
     const list = this.tables.get(route.table) ?? [];
@@ -62,17 +67,61 @@ export class RouteTables {
     if (dup) throw new Error(`route exists: ${formatRoute(dup)} (RTNETLINK answers: File exists)`);
     list.push(route);
     this.tables.set(route.table, list);
+    if (route.proto === 'kernel' && route.dev !== undefined) {
+      const mine = this.kernelByDev.get(route.dev);
+      if (mine) mine.push(route);
+      else this.kernelByDev.set(route.dev, [route]);
+    }
   }
 
   /** Remove routes matching the predicate; returns how many were removed. */
   remove(pred: (r: Route) => boolean): number {
     let n = 0;
     for (const [t, list] of this.tables) {
-      const kept = list.filter((r) => !pred(r));
-      n += list.length - kept.length;
+      if (!list.some(pred)) continue;
+      const kept: Route[] = [];
+      for (const r of list) {
+        if (!pred(r)) kept.push(r);
+        else {
+          n++;
+          this.forgetKernel(r);
+        }
+      }
       this.tables.set(t, kept);
     }
     return n;
+  }
+
+  /** Remove the kernel-managed routes of one device (what `remove(proto kernel && dev)` does, without a scan). */
+  removeKernelRoutes(dev: string): number {
+    const mine = this.kernelByDev.get(dev);
+    if (!mine || mine.length === 0) return 0;
+    this.kernelByDev.delete(dev);
+    const gone = new Set(mine);
+    for (const t of new Set(mine.map((r) => r.table))) {
+      const list = this.tables.get(t);
+      if (list) this.tables.set(t, list.filter((r) => !gone.has(r)));
+    }
+    return mine.length;
+  }
+
+  /**
+   * Whether the device's kernel-managed routes are exactly `want` (same routes, any order): a
+   * re-sync would then change nothing but their position in the tables.
+   */
+  kernelRoutesEqual(dev: string, want: readonly Route[]): boolean {
+    const mine = this.kernelByDev.get(dev) ?? [];
+    if (mine.length !== want.length) return false;
+    return want.every((w) => mine.some((r) => sameRoute(r, w)));
+  }
+
+  private forgetKernel(r: Route): void {
+    if (r.proto !== 'kernel' || r.dev === undefined) return;
+    const mine = this.kernelByDev.get(r.dev);
+    if (!mine) return;
+    const i = mine.indexOf(r);
+    if (i >= 0) mine.splice(i, 1);
+    if (mine.length === 0) this.kernelByDev.delete(r.dev);
   }
 
   /** Longest-prefix match in one table; routes whose device is down are skipped. */
@@ -96,4 +145,15 @@ export class RouteTables {
   all(): Route[] {
     return [...this.tables.values()].flat();
   }
+}
+
+function sameAddr(a: IpAddress | undefined, b: IpAddress | undefined): boolean {
+  return a === b || (a !== undefined && b !== undefined && a.family === b.family && a.value === b.value);
+}
+
+/** Every field equal (addresses by value). */
+function sameRoute(a: Route, b: Route): boolean {
+  return a.family === b.family && a.table === b.table && a.type === b.type && a.dev === b.dev
+    && a.metric === b.metric && a.proto === b.proto && a.dst.len === b.dst.len
+    && sameAddr(a.dst.addr, b.dst.addr) && sameAddr(a.via, b.via) && sameAddr(a.src, b.src);
 }
