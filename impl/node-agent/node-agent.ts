@@ -36,6 +36,7 @@ import { decideEnrollment, isTerminalPhase, type EnrollmentConfig } from './enro
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
 import { probePorts } from './probe-ports.js';
+import { probeSetSteps, type ProbeSetClaim, type ProbeSetMember } from './probe-set-sync.js';
 import { RetryableError, WorkQueue } from './work-queue.js';
 import { ZdsSendError, ZdsServer, type ZdsSnapshotEntry } from './zds-server.js';
 
@@ -118,6 +119,8 @@ export class NodeAgent {
   private started = false;
   private readonly warned = new Set<string>();
   private stopped = false;
+  /** The probe-set sync in progress (one at a time). */
+  private probeSync: Promise<void> | undefined;
   private readonly m;
 
   constructor(private readonly config: NodeAgentConfig, private readonly deps: NodeAgentDeps) {
@@ -195,6 +198,10 @@ export class NodeAgent {
     });
     this.started = true;
     for (const p of this.podInformer.list()) this.queue.enqueue(this.keyOfPod(p));
+    // Members of pods deleted, or re-addressed, while no agent ran (reboot, restart) go now.
+    await this.syncProbeSets().catch((err: unknown) => {
+      this.log.warn('host probe ipset sync at start-up failed; the repair loop retries', { error: (err as Error).message });
+    });
     this.scheduleRepair();
     this.log.info('node agent started', { pods: this.mesh.size });
   }
@@ -547,6 +554,60 @@ export class NodeAgent {
         this.log.warn('repair check failed', { pod: `${p.namespace}/${p.name}`, error: (err as Error).message });
         this.queue.enqueue(this.keyOf(p));
       }
+    }
+    try {
+      await this.syncProbeSets();
+    } catch (err) {
+      this.log.warn('host probe ipset repair failed; the next pass retries', { error: (err as Error).message });
+    }
+  }
+
+  /**
+   * Make the host probe sets equal the mesh's pods: every fully enrolled pod's current addresses
+   * owned by it, nothing else (a pending pod's own current addresses may stay). Per-pod add and
+   * remove miss addresses the agent never learnt or forgot: a pod deleted while the agent was
+   * down, a sandbox re-made with new addresses across a reboot or an agent restart, an address
+   * claimed under a stale pod IP from the API. A stale member is a probe carve-out for whoever
+   * gets that address next; a missing one takes the carve-out from the pod's own probes.
+   */
+  private syncProbeSets(): Promise<void> {
+    // One at a time; a pass asked for during one runs after it (it may see newer state).
+    const run = async (): Promise<void> => {
+      for (const family of this.config.ipv6 ? (['ipv4', 'ipv6'] as const) : (['ipv4'] as const)) await this.syncProbeSet(family);
+    };
+    const next = (this.probeSync ?? Promise.resolve()).then(run, run);
+    this.probeSync = next;
+    return next.finally(() => { if (this.probeSync === next) this.probeSync = undefined; });
+  }
+
+  private async syncProbeSet(family: 'ipv4' | 'ipv6'): Promise<void> {
+    const set = PROBE_SET[family];
+    const claims = (): ProbeSetClaim[] => [...this.mesh.values()].map((p) => ({
+      uid: p.uid,
+      ips: this.probeIps(p.ips).filter((ip) => ip.includes(':') === (family === 'ipv6')),
+      required: p.rulesApplied && p.proxyAcked && p.netns !== undefined,
+    }));
+    let members: readonly ProbeSetMember[];
+    try {
+      members = await this.deps.ipsets.list(set);
+    } catch (err) {
+      this.log.warn('cannot list a host probe ipset; the next repair pass retries', { set, error: (err as Error).message });
+      return;
+    }
+    const steps = probeSetSteps(members, claims());
+    // Each step is re-checked against the mesh as it is now: enrollment may have run meanwhile.
+    for (const m of steps.remove) {
+      if (probeSetSteps([m], claims()).remove.length === 0) continue;
+      await this.deps.ipsets.remove(set, m.ip, m.comment);
+      this.m.repairs.inc({ what: 'probe-set' });
+      this.log.info('removed a stale host probe ipset member', { set, ip: m.ip, pod: m.comment });
+    }
+    for (const a of steps.add) {
+      const p = this.mesh.get(a.uid);
+      if (!p || !(p.rulesApplied && p.proxyAcked) || !p.ips.includes(a.ip)) continue;
+      await this.deps.ipsets.add(set, a.ip, a.uid);
+      this.m.repairs.inc({ what: 'probe-set' });
+      this.log.info('added a missing host probe ipset member', { set, ip: a.ip, pod: `${p.namespace}/${p.name}` });
     }
   }
 
