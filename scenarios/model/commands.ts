@@ -11,7 +11,7 @@ import type fc from 'fast-check';
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import type { AppCapability, Component, ConnectOptions, Destination, PolicyObject, Source } from '../world.js';
 import { podKey } from '../world.js';
-import { componentKey, pickNamespace, pickPod, type ClusterModel, type ModelPod } from './model.js';
+import { changePolicies, componentKey, markRelabelled, markSettled, pickNamespace, pickPod, podsInNamespace, type ClusterModel, type ModelPod } from './model.js';
 import { checkAttempt, checkState, record, type RunContext } from './run-context.js';
 
 export type ModelCommand = fc.AsyncCommand<ClusterModel, RunContext, false>;
@@ -67,6 +67,7 @@ export class LabelNamespace implements ModelCommand {
     const patch = modeLabels(this.mode);
     await r.world.labelNamespace(ns, patch);
     applyLabels(m.namespaces.get(ns) ?? {}, patch);
+    markRelabelled(m, podsInNamespace(m, ns));
     record(r, this.toString(), 'labelled');
   }
   toString(): string {
@@ -147,6 +148,7 @@ export class LabelPod implements ModelCommand {
     const patch = modeLabels(this.mode);
     await r.world.labelPod(p.ref, patch);
     applyLabels(p.labels, patch);
+    markRelabelled(m, [podKey(p.ref)]);
     record(r, this.toString(), 'labelled');
   }
   toString(): string {
@@ -223,7 +225,7 @@ export class ApplyPolicy implements ModelCommand {
     const obj = policyObject(m, ns, this.shape);
     this.resolved = `${ns}/${this.shape.name} ${this.shape.action} ${JSON.stringify((obj['spec'] as { rules: unknown }).rules)}`;
     await r.world.applyPolicy(obj);
-    m.policies.set(`${ns}/${this.shape.name}`, obj);
+    changePolicies(m, () => m.policies.set(`${ns}/${this.shape.name}`, obj));
     record(r, this.toString(), 'applied');
   }
   toString(): string {
@@ -245,7 +247,7 @@ export class DeletePolicy implements ModelCommand {
     this.resolved = key;
     const [ns, name] = key.split('/') as [string, string];
     await r.world.deletePolicy(ns, name);
-    m.policies.delete(key);
+    changePolicies(m, () => m.policies.delete(key));
     record(r, this.toString(), 'deleted');
   }
   toString(): string {
@@ -317,7 +319,7 @@ export class Settle implements ModelCommand {
   }
   async run(m: ClusterModel, r: RunContext): Promise<void> {
     await r.world.settle();
-    m.quiescent = true;
+    markSettled(m);
     record(r, this.toString(), 'quiescent');
     await checkState(r, m);
   }
@@ -437,11 +439,13 @@ export class Connect implements ModelCommand {
     const resolved = this.resolve(m);
     if (!resolved) return;
     const { from, to, opts } = resolved;
+    // Only the pending-enrollment carve-out reads the pods as they were before the attempt.
+    const podsBefore = m.relabelled.size > 0 ? await r.world.pods() : undefined;
     this.resolved = `${describeSource(from)} -> ${describeDestination(to)}${describeOptions(opts) ? ` ${describeOptions(opts)}` : ''}`;
     const result = await r.world.connect(from, to, opts);
     record(r, this.toString(), `${result.outcome}${result.acceptedBy ? ` by ${result.acceptedBy}` : ''}${result.error ? ` (${result.error})` : ''}`
       + `${result.deliveries.length ? ` delivered to ${result.deliveries.map((d) => `${podKey(d.pod)}:${d.port}${d.viaProxy ? '' : ' DIRECT'}`).join(', ')}` : ''}`);
-    await checkAttempt(r, m, { from, to, opts, result });
+    await checkAttempt(r, m, { from, to, opts, result }, podsBefore);
   }
   toString(): string {
     return `Connect(${this.resolved})`;

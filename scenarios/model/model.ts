@@ -40,13 +40,47 @@ export interface ClusterModel {
   quiescent: boolean;
   /** Pod uids created while the node agent of their node was down (fail closed). */
   readonly createdWhileAgentDown: Set<string>;
+  /**
+   * Since the last Settle: pods (by podKey) whose labels, or whose namespace's labels, the
+   * history wrote while they existed (carve-out pending-enrollment). Cleared by Settle.
+   */
+  readonly relabelled: Set<string>;
+  /**
+   * Since the last Settle: every policy set in force, oldest (the settled one) first; empty when
+   * no policy changed (carve-out policy-propagation). Cleared by Settle.
+   */
+  policySets: PolicyObject[][];
 }
 
 /** What properties may read: the same model, read-only by convention. */
 export type ModelView = Readonly<ClusterModel>;
 
 export function emptyModel(nodes: readonly string[], profile: Profile, threat: ThreatSpec): ClusterModel {
-  return { nodes, profile, threat, namespaces: new Map(), pods: new Map(), policies: new Map(), down: new Set(), nextPod: 0, quiescent: true, createdWhileAgentDown: new Set() };
+  return { nodes, profile, threat, namespaces: new Map(), pods: new Map(), policies: new Map(), down: new Set(), nextPod: 0, quiescent: true, createdWhileAgentDown: new Set(), relabelled: new Set(), policySets: [] };
+}
+
+/** The cluster settled: enrollment and policy had the chance to complete, the windows close. */
+export function markSettled(model: ClusterModel): void {
+  model.quiescent = true;
+  model.relabelled.clear();
+  model.policySets = [];
+}
+
+/** A label write reached these pods (pending-enrollment window until the next settle). */
+export function markRelabelled(model: ClusterModel, keys: Iterable<string>): void {
+  for (const k of keys) model.relabelled.add(k);
+}
+
+/** The pods of a namespace the model knows now (a namespace label write reaches them). */
+export function podsInNamespace(model: ModelView, namespace: string): string[] {
+  return [...model.pods.values()].filter((p) => p.ref.namespace === namespace).map((p) => podKey(p.ref));
+}
+
+/** Record a policy change (`change` mutates model.policies); keeps the sets for policy-propagation. */
+export function changePolicies(model: ClusterModel, change: () => void): void {
+  if (model.policySets.length === 0) model.policySets.push([...model.policies.values()]);
+  change();
+  model.policySets.push([...model.policies.values()]);
 }
 
 export function componentKey(component: Component, node: string): string {
@@ -82,5 +116,7 @@ export function cloneModel(m: ModelView): ClusterModel {
     policies: new Map(m.policies),
     down: new Set(m.down),
     createdWhileAgentDown: new Set(m.createdWhileAgentDown),
+    relabelled: new Set(m.relabelled),
+    policySets: m.policySets.map((set) => [...set]),
   };
 }

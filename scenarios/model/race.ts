@@ -21,7 +21,7 @@ import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import type { Component } from '../world.js';
 import { podKey } from '../world.js';
 import { HOSTILE_ANNOTATIONS, type ModeChoice, type ModelCommand, type PodShape, APP_PORTS, APP_UDP_PORT } from './commands.js';
-import { componentKey, pickNamespace, pickPod, type ClusterModel } from './model.js';
+import { componentKey, markRelabelled, pickNamespace, pickPod, podsInNamespace, type ClusterModel } from './model.js';
 import { record, type RunContext } from './run-context.js';
 
 export type RaceOp =
@@ -38,6 +38,13 @@ async function turns(n: number): Promise<void> {
   for (let i = 0; i < n; i++) await turn();
 }
 
+/** The pod a race creates, and when (a counter of operation starts and ends, not time). */
+interface CreatedPod {
+  ref?: { namespace: string; name: string };
+  issuedAt?: number;
+  clock: number;
+}
+
 interface Issued {
   readonly label: string;
   readonly thunk: () => Promise<void>;
@@ -52,7 +59,7 @@ export class Race implements ModelCommand {
     return m.namespaces.size > 0;
   }
 
-  private issue(m: ClusterModel, r: RunContext, created: { ref?: { namespace: string; name: string } }): Issued[] {
+  private issue(m: ClusterModel, r: RunContext, created: CreatedPod): Issued[] {
     const out: Issued[] = [];
     for (const op of this.ops) {
       switch (op.kind) {
@@ -71,6 +78,7 @@ export class Race implements ModelCommand {
           out.push({
             label: `create ${ns}/${name} mode=${String(op.shape.mode)}`,
             thunk: async () => {
+              created.issuedAt = ++created.clock;
               const obs = await r.world.createPod({ ...ref, labels, annotations, app });
               if (m.down.has(componentKey('agent', obs.node))) m.createdWhileAgentDown.add(obs.uid);
               m.pods.set(podKey(ref), { ref, uid: obs.uid, node: obs.node, labels: { ...labels }, annotations, app, hostNetwork: false, ips: obs.ips, started: obs.started });
@@ -85,17 +93,25 @@ export class Race implements ModelCommand {
           out.push({
             label: `label ${podKey(target)} mode=${String(op.mode)}`,
             thunk: () => r.world.labelPod(target, { [DATAPLANE_MODE]: op.mode }),
-            onSuccess: () => undefined, // refreshed from the world below
+            // Labels are refreshed from the world below; the write opens a pending-enrollment window.
+            onSuccess: () => markRelabelled(m, [podKey(target)]),
           });
           break;
         }
         case 'label-ns': {
           const ns = pickNamespace(m, op.nsIndex);
           if (ns === undefined) break;
+          let racing = false;
           out.push({
             label: `label ns ${ns} mode=${String(op.mode)}`,
-            thunk: () => r.world.labelNamespace(ns, { [DATAPLANE_MODE]: op.mode }),
+            thunk: async () => {
+              await r.world.labelNamespace(ns, { [DATAPLANE_MODE]: op.mode });
+              // The race's own pod races this write only when its creation was issued before the
+              // write completed; one created after it is enrolled (or not) at its CNI ADD.
+              racing = created.issuedAt !== undefined && created.ref?.namespace === ns && created.issuedAt < ++created.clock;
+            },
             onSuccess: () => {
+              markRelabelled(m, [...podsInNamespace(m, ns), ...(racing && created.ref ? [podKey(created.ref)] : [])]);
               const l = m.namespaces.get(ns);
               if (!l) return;
               if (op.mode === null) delete l[DATAPLANE_MODE];
@@ -141,7 +157,7 @@ export class Race implements ModelCommand {
 
   async run(m: ClusterModel, r: RunContext): Promise<void> {
     m.quiescent = false;
-    const created: { ref?: { namespace: string; name: string } } = {};
+    const created: CreatedPod = { clock: 0 };
     const issued = this.issue(m, r, created);
     this.resolved = issued.map((i) => i.label).join(' || ');
     const order: string[] = [];

@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import type { Profile, World, WorldFactory, WorldKind } from '../world.js';
 import { commandArbitraries } from './arbitraries.js';
 import type { CheckableProperty, RunViolation, ThreatSpec } from './contracts.js';
-import { emptyModel, type ClusterModel } from './model.js';
+import { emptyModel, markSettled, type ClusterModel } from './model.js';
 import { WorldPool, baselineOf, isResettable, restoreModel, type Baseline, type PoolStats } from './world-pool.js';
 import { PropertyViolationError, checkState, record, type RunContext, type StepRecord } from './run-context.js';
 import { CreateNamespace, CreatePod, Settle, type ModelCommand } from './commands.js';
@@ -120,7 +120,7 @@ function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun, pool?: 
         await fc.asyncModelRun(() => ({ model, real: ctx }), random);
         // Every history ends quiescent: convergence and fail-closed are judged there.
         await w.settle();
-        model.quiescent = true;
+        markSettled(model);
         record(ctx, 'Settle(final)', 'quiescent');
         await checkState(ctx, model);
         clean = true;

@@ -56,6 +56,8 @@ export function clusterContext(ctx: RunContext, model: ModelView, pods: readonly
     policies: [...model.policies.values()],
     quiescent: model.quiescent,
     createdWhileAgentDown: model.createdWhileAgentDown,
+    relabelledSinceSettle: model.relabelled,
+    policySetsSinceSettle: model.policySets,
   };
 }
 
@@ -64,12 +66,13 @@ function fail(ctx: RunContext, found: RunViolation): never {
   throw new PropertyViolationError(found);
 }
 
-export async function checkAttempt(ctx: RunContext, model: ModelView, attempt: AttemptRecord): Promise<void> {
+/** Judge one attempt; `podsBefore` is the observation right before it (pending-enrollment carve-out). */
+export async function checkAttempt(ctx: RunContext, model: ModelView, attempt: AttemptRecord, podsBefore?: readonly PodObservation[]): Promise<void> {
   ctx.attempts.push(attempt);
   const prop = ctx.property.connection;
   if (!prop) return;
   const pods = await ctx.world.pods();
-  const v = prop.check({ ...clusterContext(ctx, model, pods), ...attempt })[0];
+  const v = prop.check({ ...clusterContext(ctx, model, pods), ...attempt, ...(podsBefore ? { podsBefore } : {}) })[0];
   if (v) fail(ctx, { violation: v, attempt });
 }
 

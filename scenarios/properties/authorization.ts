@@ -2,11 +2,12 @@
  * Authorization: every delivery to an app in an enrolled pod was allowed by the destination
  * proxy under the policies in force. Evidence required: the proxy logged an allowing inbound
  * decision for that pod during the attempt, and the reference policy oracle (policy-oracle.ts)
- * does not say 'deny' for the identity the proxy should have seen. A delivery that skipped the
+ * does not say 'deny' for the identity the proxy should have seen (under any policy set in force
+ * since the last settle: carve-out policy-propagation). A delivery that skipped the
  * proxy (and no carve-out applies) was authorized by nobody, so it is a violation too.
  */
 import { podKey } from '../world.js';
-import { inboundCarveOut, sourcePod } from './carve-outs.js';
+import { inboundCarveOut, policySetsInForce, sourcePod } from './carve-outs.js';
 import { referenceDecision } from './policy-oracle.js';
 import { findPod, identityOf, isCaptureSubject } from './subjects.js';
 import { violation, type ConnectionContext, type ConnectionProperty, type Violation } from './types.js';
@@ -25,7 +26,7 @@ export function authorizationViolations(ctx: ConnectionContext): Violation[] {
   for (const d of ctx.result.deliveries) {
     const pod = findPod(ctx, d.pod);
     if (!pod || !isCaptureSubject(pod, ctx)) continue;
-    if (inboundCarveOut(ctx, pod, d.port)) continue;
+    if (inboundCarveOut(ctx, pod, d.port, d)) continue;
     const ev = { delivery: d, from: ctx.from, to: ctx.to, opts: ctx.opts, proxyLog: ctx.result.proxyLog, ...(ctx.result.trace ? { trace: ctx.result.trace } : {}) };
     if (!d.viaProxy) {
       out.push(violation('authorization', `app ${podKey(pod)}:${d.port} got a connection from ${d.peer} that no proxy authorized`, ev));
@@ -38,8 +39,11 @@ export function authorizationViolations(ctx: ConnectionContext): Violation[] {
       continue;
     }
     const srcIdentity = expectedIdentity(ctx);
-    const oracle = referenceDecision(ctx.policies, { dstNamespace: pod.namespace, dstLabels: pod.labels, port: d.port, srcIdentity });
-    if (oracle === 'deny') {
+    // Right after a policy change the proxy may still enforce an earlier set (carve-out
+    // policy-propagation): a violation only when every set in force since the last settle denies.
+    const request = { dstNamespace: pod.namespace, dstLabels: pod.labels, port: d.port, srcIdentity };
+    const oracle = referenceDecision(ctx.policies, request);
+    if (oracle === 'deny' && policySetsInForce(ctx).every((set) => referenceDecision(set, request) === 'deny')) {
       out.push(violation('authorization', `app ${podKey(pod)}:${d.port} got a connection (as ${srcIdentity ?? 'no identity'}) that the policies in force deny`, { ...ev, oracle, srcIdentity }));
     }
   }

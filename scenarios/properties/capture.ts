@@ -66,7 +66,7 @@ export function inboundViolations(ctx: ConnectionContext): Violation[] {
   for (const d of ctx.result.deliveries) {
     const pod = findPod(ctx, d.pod);
     if (!pod || !isCaptureSubject(pod, ctx)) continue;
-    if (inboundCarveOut(ctx, pod, d.port)) continue;
+    if (inboundCarveOut(ctx, pod, d.port, d)) continue;
     const proto = ctx.opts.proto ?? 'tcp';
     if (!d.viaProxy) {
       out.push(violation('inbound-capture', `app ${podKey(pod)}:${d.port} accepted ${proto} from ${d.peer} without its node proxy`, { delivery: d, ...summary(ctx) }));
@@ -84,12 +84,12 @@ function describeDst(ctx: ConnectionContext): string {
 
 export const outboundCapture: ConnectionProperty = {
   name: 'outbound-capture',
-  doc: 'every TCP connection, UDP datagram or raw frame an app in an enrolled pod sends is accepted by that pod\'s node proxy or fails (carve-outs: loopback, own pod IP, DNS to the proxy DNS port)',
+  doc: 'every TCP connection, UDP datagram or raw frame an app in an enrolled pod sends is accepted by that pod\'s node proxy or fails (carve-outs: loopback, own pod IP, DNS to the proxy DNS port, a pod pending enrollment)',
   check: outboundViolations,
 };
 
 export const inboundCapture: ConnectionProperty = {
   name: 'inbound-capture',
-  doc: 'every connection or datagram delivered to an app in an enrolled pod came through that pod\'s own node proxy — not another node\'s proxy, not a proxy acting for another pod (carve-outs: the pod itself, kubelet probes as the profile documents them)',
+  doc: 'every connection or datagram delivered to an app in an enrolled pod came through that pod\'s own node proxy — not another node\'s proxy, not a proxy acting for another pod (carve-outs: the pod itself, kubelet probes as the profile documents them, an ingress-mode pod\'s TCP that skipped its proxy, a pod pending enrollment)',
   check: inboundViolations,
 };

@@ -6,8 +6,8 @@
  *
  * Anything not listed here that reaches an app without the proxy is a violation.
  */
-import type { ConnectionContext } from './types.js';
-import type { PodObservation } from '../world.js';
+import type { ClusterContext, ConnectionContext } from './types.js';
+import type { Delivery, PodObservation, PolicyObject } from '../world.js';
 import { podKey } from '../world.js';
 
 /** The proxy's DNS listener (istio-cni.md §3.1). */
@@ -38,6 +38,29 @@ export function isLoopbackIp(ip: string): boolean {
   return ip === '::1' || /^127\./.test(ip);
 }
 
+// ---------------------------------------------------------------- both directions
+
+export const PENDING_ENROLLMENT: CarveOut = {
+  name: 'pending-enrollment',
+  doc: 'a running pod becomes selected by a label write (its own, or its namespace\'s) and the node agent enrolls it only after its informer sees the change (istio-cni.md §1.7: a pod or namespace Update enqueues the pod, then AddPodToMesh; upstream inherent). '
+    + 'Until then the pod is outside the mesh, exactly as it was a moment before the label. Narrow on purpose: only a pod whose labels or whose namespace\'s labels were written since the last settle (while it existed: a pod created into a selected namespace is enrolled at CNI ADD, before it starts, and gets no window), '
+    + 'only while the cluster has not settled since, and only when the world observed it NOT redirected right before the attempt (ConnectionContext.podsBefore). '
+    + 'The window must close: after a settle the carve-out is gone, capture applies to every selected pod (subjects.ts) and convergence requires it redirected and served. '
+    + 'Chosen over an expected-table entry: a table entry would mark whole cells as bypass and hide any other bypass in them; the attacker cannot write labels, so this is not an attack',
+};
+
+/** The pod's observation right before the attempt, when the caller recorded one. */
+function observedBefore(ctx: ConnectionContext, pod: PodObservation): PodObservation | undefined {
+  return ctx.podsBefore?.find((p) => podKey(p) === podKey(pod));
+}
+
+/** PENDING_ENROLLMENT when it applies to `pod` in this attempt (see its doc), else undefined. */
+export function pendingEnrollment(ctx: ConnectionContext, pod: PodObservation): CarveOut | undefined {
+  if (ctx.quiescent || !ctx.relabelledSinceSettle?.has(podKey(pod))) return undefined;
+  const before = observedBefore(ctx, pod);
+  return before !== undefined && !before.redirected ? PENDING_ENROLLMENT : undefined;
+}
+
 // ---------------------------------------------------------------- outbound
 
 export const LOOPBACK: CarveOut = { name: 'loopback', doc: 'connections to 127.0.0.0/8 or ::1 never leave the pod (istio-cni.md §3.2: `! -d 127.0.0.1`; peers B11)' };
@@ -51,6 +74,7 @@ export function outboundCarveOut(ctx: ConnectionContext): CarveOut | undefined {
   const src = sourcePod(ctx);
   if (src && dst !== undefined && src.ips.includes(dst)) return OWN_POD_IP;
   if (ctx.mesh.dnsCapture && ctx.to.port === DNS_PORT && ctx.result.acceptedBy === 'proxy-dns') return DNS_TO_PROXY;
+  if (src) return pendingEnrollment(ctx, src);
   return undefined;
 }
 
@@ -66,15 +90,46 @@ export const PROBE_FROM_KUBELET_STRICT: CarveOut = {
   doc: 'strict exempts only the kubelet uid on the pod\'s own node, and only to the pod\'s declared probe ports (profiles.ts probe-ports, host-probe-kubelet-uid). A root host process is indistinguishable from the kubelet by uid: a documented residual',
 };
 
+export const INGRESS_MODE: CarveOut = {
+  name: 'ingress-mode',
+  doc: 'the pod\'s owner opted out of inbound capture with `ambient.istio.io/bypass-inbound-capture: "true"` (ingress mode, for gateways: istio-cni.md §2 and §3.4 — the probe-accept and REDIRECT-to-15006 rules are dropped by design; outbound is still captured). '
+    + 'Only TCP (strict still drops non-TCP both ways in ingress mode), and only deliveries that did not pass the pod\'s own node proxy: inbound HBONE still goes through the proxy, and what the proxy delivers must still be authorized. '
+    + 'Recognised from the pod spec as the documented vocabulary reads it: the value exactly "true", `ambient.istio.io/dns-capture` absent or exactly "true"/"false", and no `istio.io/reroute-virtual-interfaces` '
+    + '(an invalid annotation set is refused or ignored — full capture — so the carve-out must not follow it; a valid virtual-interface list with ingress mode is judged as fully captured, conservatively). '
+    + 'Outbound capture, convergence and liveness are unchanged for the pod',
+};
+
+const BYPASS_INBOUND = 'ambient.istio.io/bypass-inbound-capture';
+const DNS_CAPTURE_ANNOTATION = 'ambient.istio.io/dns-capture';
+const VIRTUAL_INTERFACES = 'istio.io/reroute-virtual-interfaces';
+
+/** The pod spec asks for ingress mode with an annotation set the mesh must honour (INGRESS_MODE's doc). */
+export function isIngressMode(ctx: Pick<ClusterContext, 'specs'>, pod: PodObservation): boolean {
+  const a = ctx.specs[podKey(pod)]?.annotations ?? {};
+  if (a[BYPASS_INBOUND] !== 'true') return false;
+  const dns = a[DNS_CAPTURE_ANNOTATION];
+  if (dns !== undefined && dns !== 'true' && dns !== 'false') return false;
+  return a[VIRTUAL_INTERFACES] === undefined;
+}
+
+/** The delivery came through the pod's own node proxy acting as its inbound (capture.ts wrongProxy, stated positively). */
+function viaOwnProxy(d: Delivery, pod: PodObservation): boolean {
+  return d.viaProxy && d.proxyNode === pod.node && (d.proxyFor === undefined || podKey(d.proxyFor) === podKey(pod));
+}
+
 /**
  * Inbound traffic to `pod` that may skip its inbound listener, or undefined. Probe traffic is
  * recognised by who sent it (a host-netns socket of the kubelet uid on the pod's node), never by
  * the address it arrives from, so a host process using the probe SNAT is judged as itself.
+ * `delivery` is the delivery being judged (ingress mode exempts only those that skipped the proxy).
  */
-export function inboundCarveOut(ctx: ConnectionContext, pod: PodObservation, port: number): CarveOut | undefined {
+export function inboundCarveOut(ctx: ConnectionContext, pod: PodObservation, port: number, delivery?: Delivery): CarveOut | undefined {
   const src = sourcePod(ctx);
   if (src && podKey(src) === podKey(pod)) return SELF;
+  const pending = pendingEnrollment(ctx, pod);
+  if (pending) return pending;
   if (ctx.opts.proto === 'udp') return undefined;
+  if (delivery !== undefined && !viaOwnProxy(delivery, pod) && isIngressMode(ctx, pod)) return INGRESS_MODE;
   const f = ctx.from;
   let uid: number | undefined;
   if (f.kind === 'host' && f.node === pod.node) uid = f.uid;
@@ -85,4 +140,20 @@ export function inboundCarveOut(ctx: ConnectionContext, pod: PodObservation, por
   return probePorts.includes(port) ? PROBE_FROM_KUBELET_STRICT : undefined;
 }
 
-export const ALL_CARVE_OUTS: readonly CarveOut[] = [LOOPBACK, OWN_POD_IP, DNS_TO_PROXY, SELF, PROBE_FROM_NODE_UPSTREAM, PROBE_FROM_KUBELET_STRICT];
+// ---------------------------------------------------------------- authorization
+
+export const POLICY_PROPAGATION: CarveOut = {
+  name: 'policy-propagation',
+  doc: 'after an AuthorizationPolicy is applied or deleted, the node proxies enforce it once they receive it (ztunnel.md §2.2: Authorization resources arrive over delta xDS, eventually consistent; upstream inherent). '
+    + 'Until the next settle a delivery is judged against every policy set in force since the last settle (ClusterContext.policySetsSinceSettle), and is a violation only when the reference oracle denies it under all of them. '
+    + 'After a settle only the current set counts. A proxy that allows what the settled set and every later one deny (e.g. a restarted proxy serving before it loaded the policies) is still caught',
+};
+
+/** The policy sets a delivery may legitimately have been judged under (POLICY_PROPAGATION's doc). */
+export function policySetsInForce(ctx: ClusterContext): readonly (readonly PolicyObject[])[] {
+  const since = ctx.policySetsSinceSettle ?? [];
+  if (ctx.quiescent || since.length === 0) return [ctx.policies];
+  return [...since, ctx.policies];
+}
+
+export const ALL_CARVE_OUTS: readonly CarveOut[] = [LOOPBACK, OWN_POD_IP, DNS_TO_PROXY, SELF, PROBE_FROM_NODE_UPSTREAM, PROBE_FROM_KUBELET_STRICT, PENDING_ENROLLMENT, INGRESS_MODE, POLICY_PROPAGATION];

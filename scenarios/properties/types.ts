@@ -55,6 +55,16 @@ export interface ClusterContext {
   readonly quiescent: boolean;
   /** Pods (by uid) created while the node agent of their node was down (fail closed: they must not start). */
   readonly createdWhileAgentDown?: ReadonlySet<string>;
+  /**
+   * Pods (by podKey) whose own labels or whose namespace's labels were written since the last
+   * settle, while the pod existed (carve-out pending-enrollment). Absent: none.
+   */
+  readonly relabelledSinceSettle?: ReadonlySet<string>;
+  /**
+   * Every set of policies that was in force since the last settle, oldest (the settled set)
+   * first, `policies` last (carve-out policy-propagation). Absent or empty: only `policies`.
+   */
+  readonly policySetsSinceSettle?: readonly (readonly PolicyObject[])[];
 }
 
 export interface PodFacts {
@@ -73,6 +83,12 @@ export interface ConnectionContext extends ClusterContext {
   readonly to: Destination;
   readonly opts: ConnectOptions;
   readonly result: ConnectResult;
+  /**
+   * The pods as observed right before the attempt (`pods` is read after it, and the attempt
+   * drives the clock, so an enrollment may complete during it). Only the pending-enrollment
+   * carve-out reads it; absent, that carve-out never applies.
+   */
+  readonly podsBefore?: readonly PodObservation[];
 }
 
 export interface ConnectionProperty {
