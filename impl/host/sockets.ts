@@ -1,5 +1,5 @@
 /**
- * The Sockets port: TCP listeners and connections inside a given network namespace, with the
+ * The Sockets port: TCP listeners and connections, and UDP sockets, inside a given network namespace, with the
  * options a node proxy needs (SO_MARK, IP_TRANSPARENT, SO_REUSEPORT) and the original
  * destination of a redirected connection (SO_ORIGINAL_DST).
  *
@@ -124,9 +124,45 @@ export interface TcpListener {
   close(): Promise<void>;
 }
 
+export interface BindUdpOptions extends SocketOptionsBase {
+  /** Local address literal of `family`; the wildcard is '0.0.0.0' or '::'. */
+  readonly address: string;
+  /** 0 = the kernel picks an ephemeral port (a client socket, e.g. a forwarded DNS query). */
+  readonly port: number;
+  /** SO_REUSEPORT (upstream sets it on its DNS sockets so a restarted proxy can overlap). */
+  readonly reusePort?: boolean;
+  /** IPV6_V6ONLY for family 6; omitted = the namespace default. */
+  readonly v6Only?: boolean;
+}
+
+/** One received UDP datagram. */
+export interface UdpDatagram {
+  /** The sender, as this socket sees it (after any NAT). */
+  readonly from: SocketAddress;
+  readonly bytes: Uint8Array;
+}
+
+export interface UdpSocket {
+  /** The bound address (with the kernel-chosen port when 0 was asked). */
+  readonly address: SocketAddress;
+  /**
+   * sendto(2). A datagram nobody receives is not a failure (UDP has no handshake); only local
+   * errors (no route, permission) are. Resolves once the kernel took the datagram.
+   */
+  send(to: SocketAddress, bytes: Uint8Array): Promise<SocketOutcome<void>>;
+  /** Close the socket; no more datagrams are delivered. */
+  close(): Promise<void>;
+}
+
 export interface Sockets {
   /** Create, configure, bind and listen a TCP socket; `onConnection` gets every accepted connection. */
   listenTcp(opts: ListenTcpOptions, onConnection: (conn: TcpConnection) => void): Promise<SocketOutcome<TcpListener>>;
   /** Create, configure (and bind) a TCP socket and connect it. */
   connectTcp(opts: ConnectTcpOptions): Promise<SocketOutcome<TcpConnection>>;
+  /**
+   * Create, configure and bind a UDP socket; `onDatagram` gets every datagram it receives.
+   * Optional: an adapter (or decorator) without UDP leaves it out, and a caller that needs UDP
+   * (the proxy's DNS listener) reports that it cannot serve rather than failing elsewhere.
+   */
+  bindUdp?(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>>;
 }

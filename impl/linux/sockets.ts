@@ -9,12 +9,15 @@
  * - Accepted connections: SO_ORIGINAL_DST is read at accept time from the accepted socket's
  *   fd (`socket._handle.fd`, internal to Node but present for TCP on Linux), while the fd is
  *   certainly open.
+ * - UDP: the addon creates, configures and binds a datagram socket; `dgram` adopts the bound
+ *   fd (`socket.bind({ fd })`).
  */
+import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import type { NetnsId } from '../api/ids.js';
 import type {
-  ConnectTcpOptions, IpFamily, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure,
-  SocketFailureKind, SocketOutcome, Sockets, TcpConnection, TcpListener,
+  BindUdpOptions, ConnectTcpOptions, IpFamily, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure,
+  SocketFailureKind, SocketOutcome, Sockets, TcpConnection, TcpListener, UdpDatagram, UdpSocket,
 } from '../host/sockets.js';
 import { WRITE_BUFFER } from './byte-stream-duplex.js';
 import { fdCalls, NativeSocketError, RawSocket, type NativeAddress } from './sockets-native.js';
@@ -261,7 +264,68 @@ function readOriginalDst(sock: net.Socket, netns: string): { value: SocketAddres
   }
 }
 
+class LinuxUdpSocket implements UdpSocket {
+  private closed = false;
+
+  constructor(private readonly sock: dgram.Socket, readonly address: SocketAddress, private readonly where: string) {}
+
+  send(to: SocketAddress, bytes: Uint8Array): Promise<SocketOutcome<void>> {
+    const what = `send udp ${bytes.byteLength} bytes to ${to.address} port ${to.port} from ${this.where}`;
+    if (to.family !== this.address.family) throw new Error(`${what}: destination is IPv${to.family} but the socket family is IPv${this.address.family}`);
+    if (this.closed) return Promise.resolve(failure('EBADF', 'sendto', `${what}: the socket is closed`));
+    return new Promise((resolve) => {
+      this.sock.send(bytes, to.port, to.address, (e) => resolve(e ? toFailure(e, what) : { ok: true, value: undefined }));
+    });
+  }
+
+  close(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.closed = true;
+    return new Promise((resolve) => this.sock.close(() => resolve()));
+  }
+}
+
 export class LinuxSockets implements Sockets {
+  async bindUdp(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>> {
+    const what = `bind udp ${opts.address} port ${opts.port} in ${describeNetns(opts.netns)}`;
+    let raw: RawSocket;
+    try {
+      raw = RawSocket.open(opts.netns, nativeFamily(opts.family), 'dgram');
+    } catch (e) {
+      return toFailure(e, what);
+    }
+    let bound: SocketAddress;
+    try {
+      if (opts.family === 6 && opts.v6Only !== undefined) raw.setOption('IPV6_V6ONLY', opts.v6Only);
+      if (opts.reusePort) raw.setOption('SO_REUSEPORT', 1);
+      configure(raw, opts);
+      raw.bind(opts.address, opts.port);
+      bound = fromNative(raw.localAddress());
+    } catch (e) {
+      raw.close();
+      return toFailure(e, what);
+    }
+    const where = `${bound.address}:${bound.port} (${describeNetns(opts.netns)})`;
+    const sock = dgram.createSocket({ type: opts.family === 4 ? 'udp4' : 'udp6' });
+    sock.on('message', (msg, rinfo) => {
+      onDatagram({ from: { family: rinfo.family === 'IPv6' ? 6 : 4, address: rinfo.address, port: rinfo.port }, bytes: new Uint8Array(msg.buffer, msg.byteOffset, msg.byteLength) });
+    });
+    return new Promise((resolve) => {
+      const onError = (e: Error): void => {
+        raw.close();
+        resolve(toFailure(e, what));
+      };
+      sock.once('error', onError);
+      sock.bind({ fd: raw.fd }, () => {
+        raw.release();
+        sock.off('error', onError);
+        // Errors after binding (ICMP errors surfaced on a later recv) must not crash the process.
+        sock.on('error', () => undefined);
+        resolve({ ok: true, value: new LinuxUdpSocket(sock, bound, where) });
+      });
+    });
+  }
+
   async listenTcp(opts: ListenTcpOptions, onConnection: (conn: TcpConnection) => void): Promise<SocketOutcome<TcpListener>> {
     const what = `listen tcp ${opts.address} port ${opts.port} in ${describeNetns(opts.netns)}`;
     let raw: RawSocket;

@@ -19,6 +19,9 @@ import type { Logger } from '../host/log.js';
 import type { IpFamily, Sockets } from '../host/sockets.js';
 import type { ZdsNetnsHandle } from '../host/zds-transport.js';
 import type { Authorizer } from './authz/authorizer.js';
+import type { DnsProxyOptions } from './dns/dns-config.js';
+import { MemoryDnsLog } from './dns/dns-log.js';
+import { firstOf, podIpNames } from './dns/name-source.js';
 import type { ProxyDeps } from './pod-context.js';
 import { PodProxy, type DrainMode } from './pod-proxy.js';
 import { CountingMetrics, MemoryConnectionLog, type ProxyConnectionLog, type ProxyMetrics, type WorkloadLookup } from './proxy-deps.js';
@@ -47,6 +50,8 @@ export interface NodeProxyOptions {
   readonly connectTimeoutMs?: number;
   /** Graceful shutdown deadline for live connections (upstream default 5 s). */
   readonly drainMs?: number;
+  /** Serve DNS on 15053 in every pod (dns/pod-dns-server.ts); absent = no DNS listener. Needs Sockets.bindUdp. */
+  readonly dns?: DnsProxyOptions;
 }
 
 export class NodeProxy implements ZdsWorkloadHandler {
@@ -69,8 +74,15 @@ export class NodeProxy implements ZdsWorkloadHandler {
       trustDomain: opts.trustDomain ?? 'cluster.local', mark: opts.mark ?? PROXY_MARK.value,
       transparent: opts.transparent ?? true, reusePort: opts.reusePort ?? true, families: opts.families ?? [4],
       connectTimeoutMs: opts.connectTimeoutMs ?? 10_000,
+      ...(opts.dns ? { dns: this.dnsConfig(opts.dns) } : {}),
     };
     this.unsubscribe = opts.authorizer.onChange(() => this.recheck());
+  }
+
+  private dnsConfig(d: DnsProxyOptions): NonNullable<ProxyDeps['dns']> {
+    if (!this.opts.sockets.bindUdp) throw new Error('node proxy: the DNS option needs UDP, but the Sockets adapter has no bindUdp; pass a UDP-capable adapter or drop the DNS option');
+    const own = podIpNames(this.opts.workloads, d.clusterDomain ?? 'cluster.local');
+    return { upstream: d.upstream, names: d.names ? firstOf(own, d.names) : own, log: d.log ?? new MemoryDnsLog(), forwardTimeoutMs: d.forwardTimeoutMs ?? 5000 };
   }
 
   /** Pods with listeners open. */

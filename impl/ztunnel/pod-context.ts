@@ -12,6 +12,7 @@ import type { HboneTransport } from '../host/hbone.js';
 import type { Logger } from '../host/log.js';
 import type { IpFamily, SocketAddress, Sockets } from '../host/sockets.js';
 import type { AuthzRequest, Authorizer, PeerIdentity } from './authz/authorizer.js';
+import type { DnsProxyConfig } from './dns/dns-config.js';
 import type { ProxyConnectionLog, ProxyConnectionRecord, ProxyMetrics, ProxyWorkload, WorkloadLookup } from './proxy-deps.js';
 import type { Relay } from './relay.js';
 
@@ -33,6 +34,8 @@ export interface ProxyDeps {
   readonly families: readonly IpFamily[];
   /** Upstream connect timeout (upstream 10 s). */
   readonly connectTimeoutMs: number;
+  /** The DNS listener (15053) per pod; absent = not served. */
+  readonly dns?: DnsProxyConfig;
 }
 
 /** A live connection the pod tracks. Inbound ones carry their authorization request for re-checks. */

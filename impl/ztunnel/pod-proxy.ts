@@ -3,11 +3,12 @@
  * plaintext, 15008 inbound HBONE; all wildcard, SO_MARK, SO_REUSEPORT, IP_TRANSPARENT as
  * configured) and its live connections.
  *
- * DNS (15053) is not served: the pod's DNS capture rules (if the profile has them) send DNS to
- * a port nobody listens on, so DNS fails rather than leaves uncaptured — documented gap.
+ * DNS (15053, UDP and TCP on loopback) is served when the proxy has the DNS option
+ * (dns/pod-dns-server.ts); without it the pod's DNS capture rules send DNS to a port nobody
+ * listens on, so DNS fails closed rather than leaving uncaptured.
  */
 import type { PodUid } from '../api/ids.js';
-import { INBOUND_HBONE_PORT, INBOUND_PLAINTEXT_PORT, OUTBOUND_PORT } from '../api/ports.js';
+import { DNS_PORT, INBOUND_HBONE_PORT, INBOUND_PLAINTEXT_PORT, OUTBOUND_PORT } from '../api/ports.js';
 import type { WorkloadInfo } from '../api/zds/messages.js';
 import type { TimerHandle } from '../host/clock.js';
 import type { Logger } from '../host/log.js';
@@ -15,6 +16,7 @@ import type { TcpConnection, TcpListener } from '../host/sockets.js';
 import type { ZdsNetnsHandle } from '../host/zds-transport.js';
 import type { PeerIdentity } from './authz/authorizer.js';
 import { handleInboundHbone, handleInboundPlaintext } from './inbound.js';
+import { PodDnsServer } from './dns/pod-dns-server.js';
 import { handleOutbound } from './outbound.js';
 import { record, type PodContext, type ProxyDeps, type TrackedConnection } from './pod-context.js';
 import type { ProxyWorkload } from './proxy-deps.js';
@@ -32,6 +34,7 @@ export class PodProxy implements PodContext {
   private readonly listeners: TcpListener[] = [];
   private readonly live = new Set<TrackedConnection>();
   private readonly handlers = new Set<Promise<void>>();
+  private dnsServer: PodDnsServer | undefined;
   private isStopping = false;
 
   constructor(
@@ -92,7 +95,17 @@ export class PodProxy implements PodContext {
         this.listeners.push(res.value);
       }
     }
-    this.log.info('pod proxy listening', { netns: this.netns, ports: HANDLERS.map((h) => h.port), families: deps.families });
+    if (deps.dns) {
+      const dns = new PodDnsServer(this, deps.dns);
+      try {
+        await dns.start();
+      } catch (e) {
+        await this.closeListeners();
+        throw e;
+      }
+      this.dnsServer = dns;
+    }
+    this.log.info('pod proxy listening', { netns: this.netns, ports: [...HANDLERS.map((h) => h.port), ...(this.dnsServer ? [DNS_PORT] : [])], families: deps.families });
   }
 
   private accepted(name: string, handle: (ctx: PodContext, c: TcpConnection) => Promise<void>, conn: TcpConnection): void {
@@ -149,6 +162,8 @@ export class PodProxy implements PodContext {
 
   private async closeListeners(): Promise<void> {
     const ls = this.listeners.splice(0);
-    await Promise.all(ls.map((l) => l.close()));
+    const dns = this.dnsServer;
+    this.dnsServer = undefined;
+    await Promise.all([...ls.map((l) => l.close()), ...(dns ? [dns.stop()] : [])]);
   }
 }

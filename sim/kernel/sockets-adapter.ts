@@ -25,11 +25,17 @@
  * - end() is a half-close (the peer reads end of stream); the kernel FIN (conntrack sees the
  *   end) is sent when the socket is closed. reset() ends the peer's reads with a 'reset'
  *   failure. Peer notifications are direct, not segments.
+ * - UDP: send() is the kernel's sendUdp (netfilter, conntrack, routing as for TCP); a datagram
+ *   that lands on a socket another adapter bound is taken from its inbox and handed to that
+ *   socket's onDatagram in a microtask (a receive is never nested inside the sender's call,
+ *   so a proxy that forwards in its handler does not recurse). A datagram for a socket no
+ *   adapter owns stays in its inbox; one that finds no socket is lost, as on Linux (no ICMP
+ *   port-unreachable is modelled back to the sender).
  */
 import type { NetnsId } from '../../impl/api/ids.js';
 import type {
-  ConnectTcpOptions, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure, SocketFailureKind,
-  SocketOutcome, Sockets, TcpConnection, TcpListener,
+  BindUdpOptions, ConnectTcpOptions, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure, SocketFailureKind,
+  SocketOutcome, Sockets, TcpConnection, TcpListener, UdpDatagram, UdpSocket,
 } from '../../impl/host/sockets.js';
 import type { Clock } from '../../impl/host/clock.js';
 import { formatIp, ipEquals, isUnspecified, parseIp } from './ip-address.js';
@@ -59,6 +65,8 @@ interface ListenerEntry {
 interface Registry {
   readonly listeners: Map<SimSocket, ListenerEntry>;
   readonly conns: Map<SimSocket, SimTcpConnection>;
+  /** UDP sockets an adapter bound, with their receive callback. */
+  readonly udp: Map<SimSocket, (d: UdpDatagram) => void>;
   /** Per namespace: next source port to try for an explicit source address (counts down). */
   readonly spoofCursor: Map<string, number>;
 }
@@ -72,7 +80,7 @@ const nesting = new WeakMap<SimKernel, number>();
 
 function registryOf(k: SimKernel): Registry {
   let r = registries.get(k);
-  if (!r) registries.set(k, (r = { listeners: new Map(), conns: new Map(), spoofCursor: new Map() }));
+  if (!r) registries.set(k, (r = { listeners: new Map(), conns: new Map(), udp: new Map(), spoofCursor: new Map() }));
   return r;
 }
 
@@ -225,6 +233,35 @@ class SimTcpListener implements TcpListener {
   }
 }
 
+class SimUdpSocket implements UdpSocket {
+  constructor(private readonly kernel: SimKernel, readonly socket: SimSocket, readonly address: SocketAddress) {}
+
+  async send(to: SocketAddress, bytes: Uint8Array): Promise<SocketOutcome<void>> {
+    const what = `send udp ${bytes.byteLength} bytes ${this.address.address}:${this.address.port} -> ${to.address}:${to.port} in ${this.socket.netns}`;
+    if (this.socket.state === 'closed') return failure('other', 'EBADF', 'sendto', `${what}: the socket is closed`);
+    if (to.family !== this.address.family) throw new Error(`${what}: destination is IPv${to.family} but the socket family is IPv${this.address.family}`);
+    const r = this.kernel.sendUdp(this.socket, to.address, to.port, latin1(bytes));
+    if (r.outcome === 'unreachable') return failure('unreachable', 'ENETUNREACH', 'sendto', `${what}: ${r.reason}`);
+    const target = r.outcome === 'delivered' ? r.socket : undefined;
+    const onDatagram = target ? registryOf(this.kernel).udp.get(target) : undefined;
+    if (target && onDatagram && r.from) {
+      // The kernel pushed the datagram into the receiver's inbox; the receiving adapter takes it.
+      const item = target.inbox.pop()!;
+      const d: UdpDatagram = { from: toAddress(r.from), bytes: new Uint8Array(Buffer.from(item.payload, 'latin1')) };
+      queueMicrotask(() => {
+        if (target.state !== 'closed') onDatagram(d);
+      });
+    }
+    return { ok: true, value: undefined };
+  }
+
+  async close(): Promise<void> {
+    if (this.socket.state === 'closed') return;
+    registryOf(this.kernel).udp.delete(this.socket);
+    this.kernel.close(this.socket);
+  }
+}
+
 export class SimSockets implements Sockets {
   private readonly k: SimKernel;
 
@@ -254,6 +291,25 @@ export class SimSockets implements Sockets {
     }
     registryOf(this.k).listeners.set(s, { kind: 'listener', onConnection, adapter: this });
     return { ok: true, value: new SimTcpListener(this.k, s, toAddress(s.local!)) };
+  }
+
+  async bindUdp(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>> {
+    const ns = this.ns(opts.netns);
+    const what = `bind udp ${opts.address} port ${opts.port} in ${ns}`;
+    if (!this.k.hasNetns(ns)) return failure('no-netns', 'ENOENT', 'setns', `${what}: no such network namespace`);
+    const s = this.k.socket(ns, 'udp', opts.family, this.opts.owner, this.opts.label ?? '');
+    try {
+      if (opts.family === 6 && opts.v6Only !== undefined) this.k.setsockopt(s, 'IPV6_V6ONLY', opts.v6Only);
+      if (opts.reusePort) this.k.setsockopt(s, 'SO_REUSEPORT', true);
+      if (opts.mark !== undefined) this.k.setsockopt(s, 'SO_MARK', opts.mark);
+      if (opts.transparent) this.k.setsockopt(s, 'IP_TRANSPARENT', true);
+      this.k.bind(s, opts.address, opts.port);
+    } catch (e) {
+      this.k.close(s);
+      return fromErrno(e, what);
+    }
+    registryOf(this.k).udp.set(s, onDatagram);
+    return { ok: true, value: new SimUdpSocket(this.k, s, toAddress(s.local!)) };
   }
 
   /**
