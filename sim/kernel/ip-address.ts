@@ -24,17 +24,34 @@ export function familyBits(f: Family): number {
   return BITS[f];
 }
 
+/**
+ * Dotted quad: exactly four decimal parts of 1-3 digits without a leading zero (a lone 0 is
+ * fine), each at most 255. Read by character codes: this runs for every pod address.
+ */
 function parseV4(text: string): bigint | undefined {
-  const parts = text.split('.');
-  if (parts.length !== 4) return undefined;
-  let v = 0n;
-  for (const p of parts) {
-    if (!/^(0|[1-9][0-9]{0,2})$/.test(p)) return undefined;
-    const n = Number(p);
-    if (n > 255) return undefined;
-    v = (v << 8n) | BigInt(n);
+  let v = 0;
+  let parts = 0;
+  let i = 0;
+  const n = text.length;
+  while (parts < 4) {
+    const start = i;
+    let part = 0;
+    while (i < n) {
+      const c = text.charCodeAt(i);
+      if (c < 48 || c > 57) break;
+      part = part * 10 + (c - 48);
+      i++;
+    }
+    const digits = i - start;
+    if (digits === 0 || digits > 3 || (digits > 1 && text.charCodeAt(start) === 48) || part > 255) return undefined;
+    v = v * 256 + part;
+    parts++;
+    if (parts < 4) {
+      if (i >= n || text.charCodeAt(i) !== 46) return undefined;
+      i++;
+    }
   }
-  return v;
+  return i === n ? BigInt(v) : undefined;
 }
 
 function parseV6(text: string): bigint | undefined {
@@ -157,7 +174,7 @@ export function ipEquals(a: IpAddress, b: IpAddress): boolean {
 export function formatIp(a: IpAddress): string {
   if (a.family === 4) {
     const v = Number(a.value);
-    return [(v >>> 24) & 255, (v >>> 16) & 255, (v >>> 8) & 255, v & 255].join('.');
+    return `${(v >>> 24) & 255}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
   }
   const groups: number[] = [];
   for (let i = 7; i >= 0; i--) groups.push(Number((a.value >> BigInt(i * 16)) & 0xffffn));
