@@ -25,11 +25,12 @@
  * - end() is a half-close (the peer reads end of stream); the kernel FIN (conntrack sees the
  *   end) is sent when the socket is closed. reset() ends the peer's reads with a 'reset'
  *   failure. Peer notifications are direct, not segments.
- * - UDP: send() is the kernel's sendUdp (netfilter, conntrack, routing as for TCP); a datagram
- *   that lands on a socket another adapter bound is taken from its inbox and handed to that
- *   socket's onDatagram in a microtask (a receive is never nested inside the sender's call,
- *   so a proxy that forwards in its handler does not recurse). A datagram for a socket no
- *   adapter owns stays in its inbox; one that finds no socket is lost, as on Linux (no ICMP
+ * - UDP: send() is the kernel's sendUdp (netfilter, conntrack, routing as for TCP). A socket
+ *   bound through an adapter receives whatever lands in its kernel inbox — from an adapter or
+ *   from a raw kernel sendUdp (the worlds' apps) — in onDatagram, one microtask later (a
+ *   receive is never nested inside the sender's call, so a proxy that forwards in its handler
+ *   does not recurse). The kernel has no receive hook, so the adapter takes over that socket's
+ *   inbox push. A datagram that finds no socket is lost, as on Linux (no ICMP
  *   port-unreachable is modelled back to the sender).
  */
 import type { NetnsId } from '../../impl/api/ids.js';
@@ -242,16 +243,6 @@ class SimUdpSocket implements UdpSocket {
     if (to.family !== this.address.family) throw new Error(`${what}: destination is IPv${to.family} but the socket family is IPv${this.address.family}`);
     const r = this.kernel.sendUdp(this.socket, to.address, to.port, latin1(bytes));
     if (r.outcome === 'unreachable') return failure('unreachable', 'ENETUNREACH', 'sendto', `${what}: ${r.reason}`);
-    const target = r.outcome === 'delivered' ? r.socket : undefined;
-    const onDatagram = target ? registryOf(this.kernel).udp.get(target) : undefined;
-    if (target && onDatagram && r.from) {
-      // The kernel pushed the datagram into the receiver's inbox; the receiving adapter takes it.
-      const item = target.inbox.pop()!;
-      const d: UdpDatagram = { from: toAddress(r.from), bytes: new Uint8Array(Buffer.from(item.payload, 'latin1')) };
-      queueMicrotask(() => {
-        if (target.state !== 'closed') onDatagram(d);
-      });
-    }
     return { ok: true, value: undefined };
   }
 
@@ -309,6 +300,16 @@ export class SimSockets implements Sockets {
       return fromErrno(e, what);
     }
     registryOf(this.k).udp.set(s, onDatagram);
+    // Deliver instead of queueing: the kernel pushes every datagram for this socket here.
+    s.inbox.push = (...items): number => {
+      for (const item of items) {
+        const d: UdpDatagram = { from: toAddress(item.from), bytes: new Uint8Array(Buffer.from(item.payload, 'latin1')) };
+        queueMicrotask(() => {
+          if (s.state !== 'closed') onDatagram(d);
+        });
+      }
+      return 0;
+    };
     return { ok: true, value: new SimUdpSocket(this.k, s, toAddress(s.local!)) };
   }
 
