@@ -42,12 +42,12 @@ export class PodDnsServer {
       if (!bindUdp) throw new Error('the Sockets adapter has no UDP (bindUdp); run without the DNS option or use an adapter that has it');
       for (const family of deps.families) {
         const base = { netns: this.ctx.netns, family, address: loopback(family), port: DNS_PORT, mark: deps.mark, reusePort: deps.reusePort };
-        let self: UdpSocket | undefined; // set once bound; a datagram cannot arrive before bind returns
+        const bound: { sock?: UdpSocket } = {}; // set once bound; a datagram cannot arrive before bind returns
         const u = await bindUdp(base, (d) => {
-          if (self) void this.onDatagram(self, d.from, d.bytes);
+          if (bound.sock) void this.onDatagram(bound.sock, d.from, d.bytes);
         });
         if (!u.ok) throw new Error(`UDP ${loopback(family)}:${DNS_PORT}: ${u.kind} ${u.errno} (${u.message})`);
-        self = u.value;
+        bound.sock = u.value;
         this.udp.push(u.value);
         const t = await deps.sockets.listenTcp({ ...base, ...(family === 6 ? { v6Only: true } : {}) }, (c) => this.onConnection(c));
         if (!t.ok) throw new Error(`TCP ${loopback(family)}:${DNS_PORT}: ${t.kind} ${t.errno} (${t.message})`);
@@ -55,7 +55,7 @@ export class PodDnsServer {
       }
     } catch (e) {
       await this.stop();
-      throw new Error(`pod ${this.ctx.info.namespace}/${this.ctx.info.name}: cannot open the DNS listener in ${this.ctx.netns}: ${(e as Error).message}`);
+      throw new Error(`pod ${this.ctx.info.namespace}/${this.ctx.info.name}: cannot open the DNS listener in ${this.ctx.netns}: ${(e as Error).message}`, { cause: e });
     }
   }
 

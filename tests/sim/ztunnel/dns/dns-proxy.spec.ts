@@ -61,13 +61,13 @@ async function lab(): Promise<Lab> {
   await new SimNetnsRules(mesh.k).apply(netnsId('a'), buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: true, ingressMode: false, virtualInterfaces: [] }));
   const resolverSaw: string[] = [];
   const resolverSockets = new SimSockets({ kernel: mesh.k, owner: APP, defaultNetns: 'node1', label: 'resolver' });
-  let rs: UdpSocket | undefined;
+  const rs: { sock?: UdpSocket } = {};
   const u = await resolverSockets.bindUdp({ family: 4, address: RESOLVER.address, port: 53 }, (d) => {
     resolverSaw.push(`${d.from.address} ${decodeMessage(d.bytes).questions[0]!.name}`);
-    void rs!.send(d.from, resolverReply(d.bytes));
+    void rs.sock!.send(d.from, resolverReply(d.bytes));
   });
   if (!u.ok) throw new Error(u.message);
-  rs = u.value;
+  rs.sock = u.value;
   const t = await resolverSockets.listenTcp({ family: 4, address: RESOLVER.address, port: 53 }, (c) => {
     void (async () => {
       const r = new FrameReader();
