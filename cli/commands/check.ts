@@ -86,6 +86,10 @@ export function renderReport(r: CheckReport): string {
   }
   lines.push('');
   lines.push(renderMatrix(r.cells));
+  if (r.catalogSkipped.length > 0) {
+    lines.push('', `Attack-catalog phases this world could not stage (${r.catalogSkipped.length}; their cells were judged without them):`);
+    for (const s of r.catalogSkipped) lines.push(`  ${s}`);
+  }
   const bad = r.cells.filter((c) => FAILING.has(c.status));
   if (bad.length > 0) {
     lines.push('', `DIFFERS FROM THE EXPECTED TABLE (${bad.length} cells):`);

@@ -68,6 +68,8 @@ export interface CheckReport {
   readonly shard?: { readonly index: number; readonly count: number };
   readonly cells: readonly CellReport[];
   readonly counterexamples: readonly CounterexampleFile[];
+  /** Attack-catalog phases a world could not stage, as "threat × profile: phase: skipped (why)"; such cells were judged without them. */
+  readonly catalogSkipped: readonly string[];
   readonly totals: {
     readonly cells: number; readonly histories: number; readonly attackRuns: number; readonly seconds: number; readonly historiesPerSecond: number; readonly mismatches: number;
     /** CPU time of this process and its worker threads (on a shared machine, wall time says little). */
@@ -193,6 +195,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
       ...(error !== undefined ? { error } : {}),
     });
   }
+  const catalogSkipped = results.flatMap((r) => (r.kind === 'attack' ? (r.skipped ?? []).map((line) => `${r.threat} × ${r.profile}: ${line}`) : []));
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
@@ -201,7 +204,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     format: CHECK_REPORT_FORMAT, world: o.world.world, ...(o.world.mutant !== undefined ? { mutant: o.world.mutant } : {}), seed: o.seed,
     budget: { runs: o.runs, runsPerCell: perCell, maxCommands: o.settings.maxCommands, attacks: o.attacks },
     settings: o.settings, ...(o.selection.shard ? { shard: o.selection.shard } : {}),
-    cells: cellReports, counterexamples,
+    cells: cellReports, counterexamples, catalogSkipped,
     totals: { cells: cells.length, histories, attackRuns: o.attacks ? pairs.size : 0, seconds, historiesPerSecond: histories / Math.max(seconds, 1e-9), mismatches, cpuSeconds, worlds },
     ok: mismatches === 0,
   };

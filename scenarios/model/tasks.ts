@@ -42,24 +42,32 @@ export type TaskResult =
     readonly kind: 'attack'; readonly threat: string; readonly profile: Profile;
     /** Violations per property: the first few, as action @ phase: message. */
     readonly found: Readonly<Partial<Record<PropertyName, readonly string[]>>>;
+    /** Catalog phases the world could not stage (catalog-phases.ts `catalogLog`), e.g. "rogue-zds: skipped (the World has no zdsClient)". */
+    readonly skipped?: readonly string[];
     readonly error?: string;
   };
+
+/** The lines of a catalog log that say a phase was skipped (the world lacks what it needs). */
+export function catalogSkips(catalogLog: readonly string[]): string[] {
+  return catalogLog.filter((line) => /^[a-z0-9-]+: skipped\b/.test(line));
+}
 
 export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise<TaskResult> {
   const catalog = defaultCatalog();
   if (t.kind === 'attack') {
     try {
-      const { runThreat } = await import('../attacks/matrix.js');
+      const { runThreatDetailed } = await import('../attacks/matrix.js');
       const { threat } = await import('../threats/threats.js');
       const factory = await loadFactory(env.world);
-      const found = await runThreat(factory, t.profile, threat(t.threat), { seed: t.seed, ipv6: env.settings.ipv6 });
+      const { found, catalogLog } = await runThreatDetailed(factory, t.profile, threat(t.threat), { seed: t.seed, ipv6: env.settings.ipv6 });
+      const skipped = catalogSkips(catalogLog);
       const byProp: Partial<Record<PropertyName, string[]>> = {};
       for (const f of found) {
         const list = (byProp[f.violation.property] ??= []);
         if (list.length < 5) list.push(`${f.action ?? 'state'} @ ${f.phase}: ${f.violation.message}`);
       }
       onRun();
-      return { kind: 'attack', threat: t.threat, profile: t.profile, found: byProp };
+      return { kind: 'attack', threat: t.threat, profile: t.profile, found: byProp, ...(skipped.length ? { skipped } : {}) };
     } catch (e) {
       return { kind: 'attack', threat: t.threat, profile: t.profile, found: {}, error: e instanceof Error ? e.message : String(e) };
     }

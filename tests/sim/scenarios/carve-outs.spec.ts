@@ -70,12 +70,13 @@ test('ingress mode: direct TCP to a pod annotated exactly "true" is the named ca
 test('ingress mode is narrow: UDP, other values, invalid or virtual-interface companions, and what its own proxy delivers without allowing are still violations', () => {
   const udp = fromOutside(cluster({ annotations: { [BYPASS]: 'true' } }), inbound(DIRECT), { opts: { proto: 'udp' } });
   expect(props(udp)).toEqual(['authorization', 'inbound-capture']);
-  for (const annotations of [
+  const refused: Record<string, string>[] = [
     { [BYPASS]: 'True' }, { [BYPASS]: 'true ' }, { [BYPASS]: 'false' },
     { [BYPASS]: 'true', 'ambient.istio.io/dns-capture': 'off' },
     { [BYPASS]: 'true', 'istio.io/reroute-virtual-interfaces': 'eth0,lo' },
     { [BYPASS]: 'true', 'istio.io/reroute-virtual-interfaces': 'tun0' },
-  ]) {
+  ];
+  for (const annotations of refused) {
     expect(props(fromOutside(cluster({ annotations }), inbound(DIRECT))), JSON.stringify(annotations)).toEqual(['authorization', 'inbound-capture']);
   }
   expect(props(fromOutside(cluster({ annotations: { [BYPASS]: 'true', 'ambient.istio.io/dns-capture': 'false' } }), inbound(DIRECT)))).toEqual([]);
