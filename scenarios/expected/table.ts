@@ -7,6 +7,12 @@
  *
  * Vacuous cells (the attacker cannot send from an enrolled pod, so outbound capture has nothing
  * to judge) are 'holds' with the reason saying so.
+ *
+ * The carve-outs (scenarios/properties/carve-outs.ts) apply in every cell alike, so no cell
+ * lists them: a 'holds' means "no bypass besides the named carve-outs". In particular the
+ * strict inbound and authorization rows hold for hosts, other nodes and outside clients except
+ * for a pod whose owner chose ingress mode (its TCP inbound is not captured by design) and the
+ * windows that close at the next settle (pending enrollment, policy propagation).
  */
 import type { Profile } from '../world.js';
 import { PROPERTY_NAMES, type PropertyName } from '../properties/types.js';
