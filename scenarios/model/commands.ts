@@ -75,7 +75,12 @@ export class LabelNamespace implements ModelCommand {
   }
 }
 
-/** Annotations a hostile pod author may write to talk the mesh out of capturing it. */
+/**
+ * Annotations a hostile pod author may write to talk the mesh out of capturing it. One is
+ * honoured by design: 'bypass-inbound' is ingress mode, the owner's own inbound opt-out
+ * (carve-out ingress-mode); its outbound must still be captured, and what its proxy delivers
+ * must still be authorized.
+ */
 export const HOSTILE_ANNOTATIONS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   'spoofed-status': { 'ambient.istio.io/redirection': 'enabled' },
   'bypass-inbound': { 'ambient.istio.io/bypass-inbound-capture': 'true' },
