@@ -28,10 +28,15 @@ export class Netns {
   readonly links = new Map<string, Link>();
   readonly routes = new RouteTables();
   readonly rules = new PolicyRules();
-  readonly conntrack = new ConntrackTable();
   readonly sockets = new SocketTable();
   forwarding: Record<Family, boolean> = { 4: false, 6: false };
   private nextIndex = 1;
+  private conntrackTable: ConntrackTable | undefined;
+
+  /** Made on first use: most pod namespaces of a cluster run never track a connection. */
+  get conntrack(): ConntrackTable {
+    return (this.conntrackTable ??= new ConntrackTable());
+  }
 
   constructor(
     readonly name: string,
@@ -107,7 +112,7 @@ export class Netns {
   private syncKernelRoutes(l: Link): void {
     const want = l.kind === 'loopback' ? this.loopbackRoutes(l) : this.deviceRoutes(l);
     if (this.routes.kernelRoutesEqual(l.name, want)) return;
-    this.routes.removeKernelRoutes(l.name);
+    this.routes.remove((r) => r.proto === 'kernel' && r.dev === l.name);
     for (const r of want) this.routes.add(r);
   }
 

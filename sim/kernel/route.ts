@@ -54,11 +54,8 @@ export function parseTableName(s: string): number {
 
 export class RouteTables {
   private readonly tables = new Map<number, Route[]>();
-  /**
-   * The kernel-managed routes of each device (proto kernel), in the order added: what a device's
-   * address or state change replaces, found without scanning every table.
-   */
-  private readonly kernelByDev = new Map<string, Route[]>();
+  /** How many kernel-managed routes each device has (made with the first one). */
+  private kernelCount: Map<string, number> | undefined;
 
   add(route: Route): void {
     const list = this.tables.get(route.table) ?? [];
@@ -68,9 +65,8 @@ export class RouteTables {
     list.push(route);
     this.tables.set(route.table, list);
     if (route.proto === 'kernel' && route.dev !== undefined) {
-      const mine = this.kernelByDev.get(route.dev);
-      if (mine) mine.push(route);
-      else this.kernelByDev.set(route.dev, [route]);
+      this.kernelCount ??= new Map();
+      this.kernelCount.set(route.dev, (this.kernelCount.get(route.dev) ?? 0) + 1);
     }
   }
 
@@ -78,13 +74,13 @@ export class RouteTables {
   remove(pred: (r: Route) => boolean): number {
     let n = 0;
     for (const [t, list] of this.tables) {
-      if (!list.some(pred)) continue;
+      if (!list.some(pred)) continue; // most tables hold none: no copy
       const kept: Route[] = [];
       for (const r of list) {
         if (!pred(r)) kept.push(r);
         else {
           n++;
-          this.forgetKernel(r);
+          if (r.proto === 'kernel' && r.dev !== undefined) this.uncount(r.dev);
         }
       }
       this.tables.set(t, kept);
@@ -92,36 +88,31 @@ export class RouteTables {
     return n;
   }
 
-  /** Remove the kernel-managed routes of one device (what `remove(proto kernel && dev)` does, without a scan). */
-  removeKernelRoutes(dev: string): number {
-    const mine = this.kernelByDev.get(dev);
-    if (!mine || mine.length === 0) return 0;
-    this.kernelByDev.delete(dev);
-    const gone = new Set(mine);
-    for (const t of new Set(mine.map((r) => r.table))) {
-      const list = this.tables.get(t);
-      if (list) this.tables.set(t, list.filter((r) => !gone.has(r)));
-    }
-    return mine.length;
-  }
-
   /**
-   * Whether the device's kernel-managed routes are exactly `want` (same routes, any order): a
-   * re-sync would then change nothing but their position in the tables.
+   * Whether the device's kernel-managed routes (proto kernel) are exactly `want` (same routes,
+   * any order): a re-sync would then change nothing but their position in the tables. Counted
+   * per device, compared by a scan (no per-device lists: they would cost memory in every pod's
+   * namespace).
    */
   kernelRoutesEqual(dev: string, want: readonly Route[]): boolean {
-    const mine = this.kernelByDev.get(dev) ?? [];
-    if (mine.length !== want.length) return false;
-    return want.every((w) => mine.some((r) => sameRoute(r, w)));
+    const n = this.kernelCount?.get(dev) ?? 0;
+    if (n !== want.length) return false;
+    if (n === 0) return true;
+    let have = 0;
+    for (const list of this.tables.values()) {
+      for (const r of list) {
+        if (r.proto !== 'kernel' || r.dev !== dev) continue;
+        have++;
+        if (have > want.length || !want.some((w) => sameRoute(r, w))) return false;
+      }
+    }
+    return have === want.length;
   }
 
-  private forgetKernel(r: Route): void {
-    if (r.proto !== 'kernel' || r.dev === undefined) return;
-    const mine = this.kernelByDev.get(r.dev);
-    if (!mine) return;
-    const i = mine.indexOf(r);
-    if (i >= 0) mine.splice(i, 1);
-    if (mine.length === 0) this.kernelByDev.delete(r.dev);
+  private uncount(dev: string): void {
+    const n = (this.kernelCount?.get(dev) ?? 0) - 1;
+    if (n > 0) this.kernelCount!.set(dev, n);
+    else this.kernelCount?.delete(dev);
   }
 
   /** Longest-prefix match in one table; routes whose device is down are skipped. */
