@@ -24,7 +24,7 @@ import {
   type CniRoute,
 } from '../../impl/api/cni.js';
 import type { SimKernel } from '../kernel/kernel.js';
-import { parseIp, parsePrefix, formatPrefix } from '../kernel/ip-address.js';
+import { parseIp, parsePrefix, type IpPrefix } from '../kernel/ip-address.js';
 import type { CniPluginExec } from './chain.js';
 import { skelPlugin, type CniInvocationMode } from './skel.js';
 
@@ -101,6 +101,10 @@ function decodeDelegated(type: string, command: 'ADD' | 'DEL' | 'CHECK', out: Cn
   return command === 'ADD' ? parseResult(out.stdout, `result of delegated plugin ${type}`) : undefined;
 }
 
+function samePrefix(a: IpPrefix, b: IpPrefix): boolean {
+  return a.len === b.len && a.addr.family === b.addr.family && a.addr.value === b.addr.value;
+}
+
 function hostVethName(ctx: SimPluginContext, containerId: string, ifname: string): string {
   const host = ctx.kernel.netns(ctx.hostNetns);
   for (let salt = 0; ; salt++) {
@@ -124,7 +128,8 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
       if (k.netns(podNs).links.has(ifname)) throw new CniError(CNI_ERR_INTERNAL, `container veth name provided (${ifname}) already exists`);
       if (!host.links.has(br)) k.addBridge(ctx.hostNetns, br);
       else if (host.link(br).kind !== 'bridge') throw new CniError(CNI_ERR_INTERNAL, `${br} already exists in the host netns but is not a bridge`);
-      k.setLink(ctx.hostNetns, br, true);
+      // LinkSetUp of a bridge already up changes nothing (no route is re-added): skipped.
+      if (!host.link(br).up) k.setLink(ctx.hostNetns, br, true);
 
       const ipamResult = (await delegate(ctx, mode, conf.ipam.type, 'ADD', env, conf))!;
       const hostVeth = hostVethName(ctx, env.containerId!, ifname);
@@ -147,11 +152,9 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
           }
           if (isDefaultGw && ip.gateway) routes.push({ dst: fam === 4 ? '0.0.0.0/0' : '::/0', gw: ip.gateway });
         }
-        const seen = new Set<string>();
-        for (const r of routes) {
-          const dst = formatPrefix(parsePrefix(r.dst));
-          if (seen.has(dst)) continue;
-          seen.add(dst);
+        // One route per destination prefix (by value: texts may differ in host bits).
+        const unique = routes.filter((r, i) => routes.findIndex((x) => samePrefix(parsePrefix(x.dst), parsePrefix(r.dst))) === i);
+        for (const r of unique) {
           const fam = parsePrefix(r.dst).addr.family;
           const gw = r.gw ?? ipamResult.ips.find((ip) => parseIp(cidrAddress(ip.address)).family === fam)?.gateway;
           k.addRoute(podNs, { dst: r.dst, dev: ifname, ...(gw ? { via: gw } : {}) });
@@ -165,7 +168,7 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
           cniVersion: conf.cniVersion,
           interfaces,
           ips: ipamResult.ips.map((ip) => ({ ...ip, interface: 2 })),
-          routes: routes.filter((r, i) => routes.findIndex((x) => formatPrefix(parsePrefix(x.dst)) === formatPrefix(parsePrefix(r.dst))) === i),
+          routes: unique,
           dns: ipamResult.dns ?? {},
         };
       } catch (e) {

@@ -22,6 +22,8 @@ interface Range {
   readonly start: bigint;
   readonly end: bigint;
   readonly gateway: bigint;
+  /** The gateway as text, formatted once (every allocation reports it). */
+  readonly gatewayText: string;
   readonly text: string;
 }
 
@@ -118,7 +120,7 @@ function parseRange(r: unknown, where: string): Range {
   const start = addr(rc.rangeStart, net + 1n);
   const end = addr(rc.rangeEnd, f === 4 ? last - 1n : last);
   if (end < start) throw new CniError(CniErrorCode.InvalidNetworkConfig, `${where}: rangeEnd is before rangeStart`);
-  return { subnet, start, end, gateway, text: `${formatIp({ family: f, value: start })}-${formatIp({ family: f, value: end })}` };
+  return { subnet, start, end, gateway, gatewayText: formatIp({ family: f, value: gateway }), text: `${formatIp({ family: f, value: start })}-${formatIp({ family: f, value: end })}` };
 }
 
 /**
@@ -225,7 +227,7 @@ export function hostLocalPlugin(disk: IpamDisk): CniPlugin {
         for (let i = 0; i < sets.length; i++) {
           const { range, value } = allocate(store, i, sets[i]!, o);
           const f = range.subnet.addr.family;
-          ips.push({ address: `${formatIp({ family: f, value })}/${range.subnet.len}`, gateway: formatIp({ family: f, value: range.gateway }) });
+          ips.push({ address: `${formatIp({ family: f, value })}/${range.subnet.len}`, gateway: range.gatewayText });
         }
       } catch (e) {
         for (const k of store.ownedBy(o.containerId, o.ifname)) store.release(k); // all or nothing

@@ -82,6 +82,28 @@ export interface HistoryEntry {
   readonly text: string;
 }
 
+/**
+ * A kubelet record in the history, its text built when read: a cluster run writes several per
+ * pod and reads few, and the joined text (a chain of concatenations) outweighed the record.
+ */
+class KubeletHistoryEntry implements HistoryEntry {
+  readonly kind = 'kubelet';
+  constructor(private readonly r: KubeletRecord) {}
+
+  get t(): number {
+    return this.r.t;
+  }
+
+  get text(): string {
+    return `${this.r.node} ${this.r.what} ${this.r.pod} ${this.r.detail}`;
+  }
+
+  /** The same JSON as a plain entry. */
+  toJSON(): HistoryEntry {
+    return { t: this.t, kind: this.kind, text: this.text };
+  }
+}
+
 export interface QuiescenceReport {
   /** true when no timer was left pending. */
   readonly quiescent: boolean;
@@ -214,7 +236,7 @@ export class SimWorld {
       ...(this.options.cniLatencyMs ? { cniLatencyMs: this.options.cniLatencyMs } : {}),
       events: this.options.kubeletEvents ?? true,
       cniInProcess: (this.options.cniProtocol ?? 'in-process') === 'in-process',
-      record: (r: KubeletRecord) => this.history.push({ t: r.t, kind: 'kubelet', text: `${r.node} ${r.what} ${r.pod} ${r.detail}` }),
+      record: (r: KubeletRecord) => this.history.push(new KubeletHistoryEntry(r)),
       ...(recordCni ? {
         observeCni: (inv: CniInvocation) => this.history.push({
           t: this.clock.now(), kind: 'cni',
