@@ -16,9 +16,6 @@ export const OPCODE_QUERY = 0;
 /** A DNS message never exceeds this: TCP frames carry a 16-bit length. */
 export const MAX_MESSAGE_BYTES = 65_535;
 
-/** Classic UDP payload limit without EDNS (RFC 1035 §4.2.1); larger answers get TC. */
-export const CLASSIC_UDP_PAYLOAD = 512;
-
 /** TTL on answers made from the proxy's own cache (upstream ztunnel answers with 30 s). */
 export const LOCAL_ANSWER_TTL_S = 30;
 
