@@ -10,6 +10,10 @@
  *   --status-socket PATH              (the same endpoints on a Unix socket)
  *   --health-address HOST --health-port N (default 0.0.0.0:15020)
  *   --log-level debug|info|warn|error
+ *   --dns-upstream IP[:PORT],...    (serve DNS on 15053 in every pod, forwarding unknown names to these
+ *                                    resolvers, e.g. the cluster DNS service; absent = no DNS listener,
+ *                                    so pods with DNS capture get no DNS: fail closed)
+ *   --dns-log PATH                  (DNS request records as JSON lines; default: stdout)
  *   --ca-cert PEM --ca-key PEM      (the cluster's shared mesh root; without them the process makes
  *                                    its own root, and HBONE then verifies only within this node)
  * SIGTERM stops talking to the agent, closes the listeners and drains for up to 1 s.
@@ -20,11 +24,13 @@ import { PolicyAuthorizer } from '../ztunnel/authz/engine.js';
 import { PolicyStore } from '../ztunnel/authz/policy-store.js';
 import { AuthorizationPolicyWatcher } from '../ztunnel/authz/policy-watcher.js';
 import { JsonLinesSink, LineConnectionLog } from '../ztunnel/connection-log.js';
+import { JsonLinesDnsLog, type DnsRequestLog } from '../ztunnel/dns/dns-log.js';
 import { WorkloadIndex } from '../ztunnel/workloads.js';
 import { WorkloadWatcher } from '../ztunnel/workloads-watch.js';
 import { Ztunnel } from '../ztunnel/ztunnel.js';
 import { SystemClock } from './clock.js';
 import { ComponentFlags, runComponent } from './component-main.js';
+import { parseDnsUpstream } from './dns-upstream.js';
 import { TlsHbone } from './hbone-tls.js';
 import { serveHealth, type HealthSource } from './health-http.js';
 import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
@@ -50,6 +56,8 @@ runComponent('ambient-lab-proxy', async () => {
   const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
   const caCert = f.optional('ca-cert');
   const caKey = f.optional('ca-key');
+  const dnsUpstream = parseDnsUpstream(f.list('dns-upstream', []));
+  const dnsLogPath = f.optional('dns-log');
   f.assertAllUsed();
   if ((caCert === undefined) !== (caKey === undefined)) throw new Error('--ca-cert and --ca-key go together: give both (a shared mesh root) or neither (a root of this process only)');
 
@@ -70,6 +78,10 @@ runComponent('ambient-lab-proxy', async () => {
   const closed = metrics.counter('ambient_lab_proxy_connections_closed_total', 'Connections ended', ['direction']);
   const denied = metrics.counter('ambient_lab_proxy_denied_total', 'Connections denied', ['direction', 'reason']);
   const served = metrics.gauge('ambient_lab_proxy_pods_served', 'Pods with open listeners');
+  const dnsRequests = metrics.counter('ambient_lab_proxy_dns_requests_total', 'DNS requests on 15053', ['event']);
+  const dnsLogFd = dnsLogPath ? fs.openSync(dnsLogPath, 'a', 0o600) : 1;
+  const dnsLines = new JsonLinesDnsLog(clock, (line) => fs.writeSync(dnsLogFd, line));
+  const dnsLog: DnsRequestLog = { record: (r) => { dnsRequests.inc({ event: r.event }); dnsLines.record(r); } };
   const ztunnel = new Ztunnel({
     sockets: new LinuxSockets(),
     hbone: new TlsHbone({ certificates: ca }),
@@ -91,6 +103,7 @@ runComponent('ambient-lab-proxy', async () => {
     zdsTransport: new LinuxZdsTransport(),
     zdsAddress,
     random: new SystemRandom(),
+    ...(dnsUpstream.length > 0 ? { dns: { upstream: dnsUpstream, log: dnsLog } } : {}),
   });
   const healthSource: HealthSource = {
     live: () => true,
@@ -109,7 +122,7 @@ runComponent('ambient-lab-proxy', async () => {
   workloadWatcher.start();
   policyWatcher.start();
   ztunnel.start();
-  log.info('proxy started', { zds: zdsAddress, health: `${healthHost}:${health.port}`, connectionLog: logPath ?? 'stdout' });
+  log.info('proxy started', { zds: zdsAddress, dns: dnsUpstream.length > 0 ? dnsUpstream.map((u) => `${u.address}:${u.port}`) : 'off', health: `${healthHost}:${health.port}`, connectionLog: logPath ?? 'stdout' });
   return async () => {
     await ztunnel.stop('graceful', 1000);
     workloadWatcher.stop();
@@ -117,5 +130,6 @@ runComponent('ambient-lab-proxy', async () => {
     await health.close();
     await statusServer?.close();
     if (logFd !== 1) fs.closeSync(logFd);
+    if (dnsLogFd !== 1) fs.closeSync(dnsLogFd);
   };
 });
