@@ -54,42 +54,74 @@ function parseV4(text: string): bigint | undefined {
   return i === n ? BigInt(v) : undefined;
 }
 
-function parseV6(text: string): bigint | undefined {
-  if (!/^[0-9a-fA-F:.]+$/.test(text)) return undefined;
-  const dbl = text.split('::');
-  if (dbl.length > 2) return undefined;
-  const groups = (s: string): number[] | undefined => {
-    if (s === '') return [];
-    const out: number[] = [];
-    const items = s.split(':');
-    for (let i = 0; i < items.length; i++) {
-      const g = items[i] ?? '';
-      if (i === items.length - 1 && g.includes('.')) {
-        const v4 = parseV4(g);
-        if (v4 === undefined) return undefined;
-        out.push(Number(v4 >> 16n), Number(v4 & 0xffffn));
-      } else {
-        if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
-        out.push(parseInt(g, 16));
-      }
+/**
+ * The groups of one side of `::` (or of the whole text) into `out` from `at`: items of 1-4 hex
+ * digits separated by `:`, the last one possibly a dotted quad (two groups). Returns the next
+ * index into `out`, or -1 when the text is not that. An empty side has no groups.
+ */
+function v6Groups(text: string, from: number, to: number, out: number[], at: number): number {
+  if (from === to) return at;
+  let i = from;
+  for (;;) {
+    if (at >= 8) return -1;
+    const start = i;
+    let g = 0;
+    let dot = false;
+    while (i < to) {
+      const c = text.charCodeAt(i);
+      if (c === 58) break; // ':'
+      if (c === 46) dot = true;
+      else g = g * 16 + (c <= 57 ? c - 48 : (c | 32) - 87);
+      i++;
     }
-    return out;
-  };
-  const head = groups(dbl[0] ?? '');
-  const tail = dbl.length === 2 ? groups(dbl[1] ?? '') : [];
-  if (!head || !tail) return undefined;
-  let all: number[];
-  if (dbl.length === 2) {
-    const missing = 8 - head.length - tail.length;
-    if (missing < 1) return undefined;
-    all = [...head, ...new Array<number>(missing).fill(0), ...tail];
-  } else {
-    all = head;
+    if (dot) {
+      if (i !== to) return -1; // a dotted quad only as the last item
+      const v4 = parseV4(text.slice(start, to));
+      if (v4 === undefined || at >= 7) return -1;
+      const n = Number(v4);
+      out[at++] = Math.floor(n / 65536);
+      out[at++] = n % 65536;
+      return at;
+    }
+    if (i === start || i - start > 4) return -1;
+    out[at++] = g;
+    if (i === to) return at;
+    i++; // past ':'
   }
-  if (all.length !== 8) return undefined;
-  let v = 0n;
-  for (const g of all) v = (v << 16n) | BigInt(g);
-  return v;
+}
+
+/**
+ * RFC 4291 §2.2 text: eight groups, or fewer around one `::` standing for at least one zero
+ * group, the last 32 bits possibly as a dotted quad. Read by character codes into a reused
+ * group array (this runs for every pod address of a dual-stack cluster).
+ */
+const V6_GROUPS: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
+const V6_TAIL: number[] = [0, 0, 0, 0, 0, 0, 0, 0];
+
+function parseV6(text: string): bigint | undefined {
+  const n = text.length;
+  if (n === 0) return undefined;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    const ok = (c >= 48 && c <= 58) || c === 46 || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
+    if (!ok) return undefined;
+  }
+  const g = V6_GROUPS;
+  const dbl = text.indexOf('::');
+  if (dbl < 0) {
+    if (v6Groups(text, 0, n, g, 0) !== 8) return undefined;
+  } else {
+    // A second `::`, or `:::` (a tail starting with an empty item), is not an address.
+    if (text.indexOf('::', dbl + 1) >= 0) return undefined;
+    const h = v6Groups(text, 0, dbl, g, 0);
+    if (h < 0) return undefined;
+    const t = v6Groups(text, dbl + 2, n, V6_TAIL, 0);
+    if (t < 0 || h + t > 7) return undefined;
+    for (let i = h; i < 8 - t; i++) g[i] = 0;
+    for (let i = 0; i < t; i++) g[8 - t + i] = V6_TAIL[i]!;
+  }
+  return (BigInt(g[0]! * 65536 + g[1]!) << 96n) | (BigInt(g[2]! * 65536 + g[3]!) << 64n)
+    | (BigInt(g[4]! * 65536 + g[5]!) << 32n) | BigInt(g[6]! * 65536 + g[7]!);
 }
 
 /**

@@ -108,3 +108,15 @@ test('IPv4 text: the dotted-quad grammar, in and out', () => {
     expect(() => parseIp(bad), bad).toThrow(AddressError);
   }
 });
+
+test('IPv6 text: groups, one ::, an embedded dotted quad last; canonical output', () => {
+  const cases: Array<[string, string]> = [
+    ['::', '::'], ['::1', '::1'], ['1::', '1::'], ['FD00:0:0::5', 'fd00::5'], ['1:2:3:4:5:6:7:8', '1:2:3:4:5:6:7:8'],
+    ['::ffff:192.0.2.1', '::ffff:c000:201'], ['1:2:3:4:5:6:192.0.2.1', '1:2:3:4:5:6:c000:201'], ['1:2:3:4:5:6:7::', '1:2:3:4:5:6:7:0'],
+  ];
+  for (const [text, canonical] of cases) expect(formatIp(parseIp(text)), text).toBe(canonical);
+  for (const bad of [':::', '1:::2', '1::2::3', '12345::', '1:2:3:4:5:6:7:8:9', '1:2:3:4:5:6:7:8::', '::1:2:3:4:5:6:7:8', '1:', ':1', '1::2:',
+    '::1.2.3.4:5', '1:2:3:4:5:6:7:1.2.3.4', '::256.1.1.1', 'fd00::g', 'fd00 ::1']) {
+    expect(() => parseIp(bad), bad).toThrow(AddressError);
+  }
+});
