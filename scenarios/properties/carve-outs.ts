@@ -43,7 +43,7 @@ export function isLoopbackIp(ip: string): boolean {
 export const PENDING_ENROLLMENT: CarveOut = {
   name: 'pending-enrollment',
   doc: 'a running pod becomes selected by a label write (its own, or its namespace\'s) and the node agent enrolls it only after its informer sees the change (istio-cni.md §1.7: a pod or namespace Update enqueues the pod, then AddPodToMesh; upstream inherent). '
-    + 'Until then the pod is outside the mesh, exactly as it was a moment before the label. Narrow on purpose: only a pod whose labels or whose namespace\'s labels were written since the last settle (while it existed: a pod created into a selected namespace is enrolled at CNI ADD, before it starts, and gets no window), '
+    + 'Until then the pod is outside the mesh, exactly as it was a moment before the label. Narrow on purpose: only a pod whose labels or whose namespace\'s labels were written since the last settle (while it existed: a pod created into a selected namespace is enrolled at CNI ADD, before it starts, and gets no window — unless a Race issued its creation before the namespace write completed), '
     + 'only while the cluster has not settled since, and only when the world observed it NOT redirected right before the attempt (ConnectionContext.podsBefore). '
     + 'The window must close: after a settle the carve-out is gone, capture applies to every selected pod (subjects.ts) and convergence requires it redirected and served. '
     + 'Chosen over an expected-table entry: a table entry would mark whole cells as bypass and hide any other bypass in them; the attacker cannot write labels, so this is not an attack',
