@@ -188,10 +188,13 @@ export function parsePrefix(text: string, opts: { strict?: boolean } = {}): IpPr
   return hit.prefix;
 }
 
+/** Host-bit counts as bigints, made once (route lookups mask an address per route). */
+const SHIFTS: readonly bigint[] = Array.from({ length: 129 }, (_, i) => BigInt(i));
+
 export function maskValue(value: bigint, family: Family, len: number): bigint {
   const bits = BITS[family];
   if (len === 0) return 0n;
-  const hostBits = BigInt(bits - len);
+  const hostBits = SHIFTS[bits - len] ?? BigInt(bits - len);
   return (value >> hostBits) << hostBits;
 }
 
