@@ -264,16 +264,21 @@ export class SimSockets implements Sockets {
     return netns ?? this.opts.defaultNetns;
   }
 
+  /** The socket options a listener and a UDP socket share, in the order a Linux caller sets them before bind. */
+  private applyOptions(s: Parameters<SimKernel['setsockopt']>[0], opts: ListenTcpOptions | BindUdpOptions): void {
+    if (opts.family === 6 && opts.v6Only !== undefined) this.k.setsockopt(s, 'IPV6_V6ONLY', opts.v6Only);
+    if (opts.reusePort) this.k.setsockopt(s, 'SO_REUSEPORT', true);
+    if (opts.mark !== undefined) this.k.setsockopt(s, 'SO_MARK', opts.mark);
+    if (opts.transparent) this.k.setsockopt(s, 'IP_TRANSPARENT', true);
+  }
+
   async listenTcp(opts: ListenTcpOptions, onConnection: (conn: TcpConnection) => void): Promise<SocketOutcome<TcpListener>> {
     const ns = this.ns(opts.netns);
     const what = `listen tcp ${opts.address} port ${opts.port} in ${ns}`;
     if (!this.k.hasNetns(ns)) return failure('no-netns', 'ENOENT', 'setns', `${what}: no such network namespace`);
     const s = this.k.socket(ns, 'tcp', opts.family, this.opts.owner, this.opts.label ?? '');
     try {
-      if (opts.family === 6 && opts.v6Only !== undefined) this.k.setsockopt(s, 'IPV6_V6ONLY', opts.v6Only);
-      if (opts.reusePort) this.k.setsockopt(s, 'SO_REUSEPORT', true);
-      if (opts.mark !== undefined) this.k.setsockopt(s, 'SO_MARK', opts.mark);
-      if (opts.transparent) this.k.setsockopt(s, 'IP_TRANSPARENT', true);
+      this.applyOptions(s, opts);
       this.k.bind(s, opts.address, opts.port);
       this.k.listen(s);
     } catch (e) {
@@ -290,10 +295,7 @@ export class SimSockets implements Sockets {
     if (!this.k.hasNetns(ns)) return failure('no-netns', 'ENOENT', 'setns', `${what}: no such network namespace`);
     const s = this.k.socket(ns, 'udp', opts.family, this.opts.owner, this.opts.label ?? '');
     try {
-      if (opts.family === 6 && opts.v6Only !== undefined) this.k.setsockopt(s, 'IPV6_V6ONLY', opts.v6Only);
-      if (opts.reusePort) this.k.setsockopt(s, 'SO_REUSEPORT', true);
-      if (opts.mark !== undefined) this.k.setsockopt(s, 'SO_MARK', opts.mark);
-      if (opts.transparent) this.k.setsockopt(s, 'IP_TRANSPARENT', true);
+      this.applyOptions(s, opts);
       this.k.bind(s, opts.address, opts.port);
     } catch (e) {
       this.k.close(s);
