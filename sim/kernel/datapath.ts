@@ -23,7 +23,7 @@ import { formatSockAddr, type SimSocket } from './socket.js';
 import { Trace, verdictText } from './trace.js';
 import type { Netns } from './netns.js';
 import type { Packet } from './packet.js';
-import type { Hook, NatAction, TableName, TableVerdict } from './netfilter/types.js';
+import type { Hook, KernelSocketOwner, NatAction, SocketOwnerView, TableName, TableVerdict } from './netfilter/types.js';
 import type { Link } from './link.js';
 
 /** What became of a packet. */
@@ -89,8 +89,12 @@ export class Datapath {
 
   // ---------------------------------------------------------------- local output
 
-  /** A socket (or a raw sender, when `sock` is undefined) sends `pkt` from namespace `ns`. */
-  output(ns: Netns, pkt: Packet, sock: SimSocket | undefined): Delivery {
+  /**
+   * A socket (or a raw sender, when `sock` is undefined) sends `pkt` from namespace `ns`.
+   * `kernelSender`: the packet leaves from a kernel socket with no file (xt_owner sees a socket
+   * but no owner), e.g. the TCP control socket of IPv4 resets (tcp-reset.ts).
+   */
+  output(ns: Netns, pkt: Packet, sock: SimSocket | undefined, kernelSender?: KernelSocketOwner): Delivery {
     if (this.trace.enabled) this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `send${sock ? ` from ${sock.describe()}` : ''}` });
     let route = this.route(ns, pkt, undefined);
     if (route.kind !== 'local' && route.kind !== 'unicast') {
@@ -99,7 +103,7 @@ export class Datapath {
     const martian = this.loopbackSourceOut(ns, pkt, route);
     if (martian) return { kind: 'unroutable', ns, reason: martian };
     const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0 };
-    const owner = sock ? { uid: sock.owner.uid, gid: sock.owner.gid } : undefined;
+    const owner: SocketOwnerView | undefined = sock ? { uid: sock.owner.uid, gid: sock.owner.gid } : kernelSender;
 
     // raw OUTPUT runs before conntrack: it may pick a zone or opt out of tracking.
     let v = this.runTable(ns, skb, 'raw', 'OUTPUT', undefined, route.dev, owner);
@@ -199,7 +203,7 @@ export class Datapath {
     return this.postrouting(ns, skb, route.dev, undefined, invalid, dev.name);
   }
 
-  private postrouting(ns: Netns, skb: Skb, outDev: string, owner: { uid: number; gid: number } | undefined, invalid: boolean, inDev?: string): Delivery {
+  private postrouting(ns: Netns, skb: Skb, outDev: string, owner: SocketOwnerView | undefined, invalid: boolean, inDev?: string): Delivery {
     const v = this.runTable(ns, skb, 'mangle', 'POSTROUTING', inDev, outDev, owner, invalid);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle POSTROUTING');
     const natV = this.natHook(ns, skb, 'POSTROUTING', inDev, outDev, owner, invalid);
@@ -300,7 +304,7 @@ export class Datapath {
    * the packet from the entry. PREROUTING/OUTPUT do destination NAT, INPUT/POSTROUTING source NAT.
    * Returns a Delivery only when the packet is dropped here.
    */
-  private natHook(ns: Netns, skb: Skb, hook: Hook, inDev: string | undefined, outDev: string | undefined, owner: { uid: number; gid: number } | undefined, invalid: boolean): Delivery | undefined {
+  private natHook(ns: Netns, skb: Skb, hook: Hook, inDev: string | undefined, outDev: string | undefined, owner: SocketOwnerView | undefined, invalid: boolean): Delivery | undefined {
     const ct = skb.ct;
     if (!ct || skb.untracked) return undefined; // NAT needs conntrack
     const dstManip = hook === 'PREROUTING' || hook === 'OUTPUT';
@@ -446,7 +450,7 @@ export class Datapath {
     return `loopback source ${formatIp(pkt.src)} may not leave by ${route.dev} (route to ${formatIp(pkt.dst)}: EINVAL)`;
   }
 
-  private runTable(ns: Netns, skb: Skb, table: TableName, hook: Hook, inIface: string | undefined, outIface: string | undefined, owner: { uid: number; gid: number } | undefined, invalid = false): TableVerdict {
+  private runTable(ns: Netns, skb: Skb, table: TableName, hook: Hook, inIface: string | undefined, outIface: string | undefined, owner: SocketOwnerView | undefined, invalid = false): TableVerdict {
     const nf = ns.netfilter[skb.pkt.family];
     if (!nf.hasRules(table, hook)) return ACCEPT;
     const markBefore = skb.pkt.mark;

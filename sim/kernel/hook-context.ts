@@ -10,7 +10,7 @@ import type { Family, IpAddress } from './ip-address.js';
 import type { Netns } from './netns.js';
 import type { Packet } from './packet.js';
 import type { Trace } from './trace.js';
-import type { AddrType, ConntrackRef, EvalContext, Hook, IpSetView } from './netfilter/types.js';
+import type { AddrType, ConntrackRef, EvalContext, Hook, IpSetView, SocketOwnerView } from './netfilter/types.js';
 import type { Skb } from './datapath.js';
 
 export class HookContext implements EvalContext {
@@ -25,7 +25,7 @@ export class HookContext implements EvalContext {
     readonly hook: Hook,
     readonly inIface: string | undefined,
     readonly outIface: string | undefined,
-    readonly socket: { readonly uid: number; readonly gid: number } | undefined,
+    readonly socket: SocketOwnerView | undefined,
     /** conntrack classified the packet INVALID: rules see no entry. */
     private readonly invalid: boolean,
   ) {

@@ -542,7 +542,7 @@ export class SimKernel {
     if (segment.family === 4 && !answerer?.transparent && !isLocalAddress(ns, r.src)) {
       return { kind: 'unroutable', ns, reason: `RST not sent: its source ${formatIp(r.src)} is not a local address of ${ns.name} (route lookup: ENETUNREACH)` };
     }
-    return this.datapath.output(ns, this.packet(segment.family, 'tcp', r.src, r.sport, r.dst, r.dport, r.flags, r.mark), undefined);
+    return this.datapath.output(ns, this.packet(segment.family, 'tcp', r.src, r.sport, r.dst, r.dport, r.flags, r.mark), undefined, r.sender);
   }
 
   private beginTrace(): Trace {

@@ -17,7 +17,11 @@
  * DNATed to a foreign address and looped back by a local policy route: the client times out
  * instead of being refused. IPv6 (tcp_v6_send_reset) does not check the source.
  *
- * The reset is sent from a kernel control socket, so `-m owner` sees no socket owner. Its mark
+ * The reset is sent from the namespace's TCP control socket, a kernel socket without a file. IPv4
+ * (ip_send_unicast_reply) attaches it to the reset (skb->sk = ctl_sk), so `-m owner --socket-exists`
+ * matches while `--uid-owner`/`--gid-owner` behave as for no socket; IPv6 (tcp_v6_send_response:
+ * ip6_xmit(ctl_sk, ...)) leaves skb->sk unset, so the reset has no socket at all. Both checked on
+ * the real kernel (fixtures/fidelity/rst-ctl-socket-exists-*.yaml). Its mark
  * is the answering socket's SO_MARK — the listener's when a listener answered, 0 when no socket
  * did (fwmark_reflect, off by default, is not modelled). The reply swaps the segment's
  * addresses and ports; sequence numbers are not modelled.
@@ -25,6 +29,10 @@
 import { NO_FLAGS, type Packet, type TcpFlags } from './packet.js';
 import type { IpAddress } from './ip-address.js';
 import type { SimSocket } from './socket.js';
+import type { KernelSocketOwner } from './netfilter/types.js';
+
+/** The per-namespace TCP control socket, as `-m owner` sees it (a socket, no file). */
+export const TCP_CONTROL_SOCKET: KernelSocketOwner = Object.freeze({ kernelSocket: true });
 
 export interface ResetReply {
   readonly src: IpAddress;
@@ -33,6 +41,8 @@ export interface ResetReply {
   readonly dport: number;
   readonly flags: TcpFlags;
   readonly mark: number;
+  /** The socket the reset leaves from, as netfilter sees it: the control socket (IPv4) or none (IPv6). */
+  readonly sender: KernelSocketOwner | undefined;
 }
 
 /** The RST answering `segment` (as it was seen on arrival); `answerer` is the listener that found it, if any. */
@@ -40,5 +50,5 @@ export function resetFor(segment: Packet, answerer: SimSocket | undefined): Rese
   // A RST answering a SYN acknowledges it (RST+ACK); one answering an ACK carries the ACK's
   // number as its sequence and no ACK flag.
   const flags = { ...NO_FLAGS, rst: true, ack: segment.flags.syn };
-  return { src: segment.dst, sport: segment.dport, dst: segment.src, dport: segment.sport, flags, mark: answerer?.mark ?? 0 };
+  return { src: segment.dst, sport: segment.dport, dst: segment.src, dport: segment.sport, flags, mark: answerer?.mark ?? 0, sender: segment.family === 4 ? TCP_CONTROL_SOCKET : undefined };
 }

@@ -383,10 +383,13 @@ class OwnerMatch implements MatchInstance {
     const { uid, gid, sock } = this;
     // xt_owner without a socket: matches iff every given criterion is negated.
     const noSocketResult = [uid, gid, sock].every((c) => c === undefined || c.neg);
+    // xt_owner with a socket but no file (a kernel socket): only uid/gid decide, as for no socket.
+    const noFileResult = [uid, gid].every((c) => c === undefined || c.neg);
     return (ctx) => {
       const s = ctx.socket;
       if (!s) return noSocketResult;
       if (sock && sock.neg) return false;
+      if ('kernelSocket' in s) return noFileResult;
       if (uid && ((s.uid >= uid.range[0] && s.uid <= uid.range[1]) === uid.neg)) return false;
       if (gid && ((s.gid >= gid.range[0] && s.gid <= gid.range[1]) === gid.neg)) return false;
       return true;

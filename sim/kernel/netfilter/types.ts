@@ -68,7 +68,7 @@ export interface EvalContext {
   readonly ct: ConntrackRef | undefined;
   readonly untracked?: boolean;
   /** The local socket that sent the packet (OUTPUT/POSTROUTING of locally generated packets). */
-  readonly socket: { readonly uid: number; readonly gid: number } | undefined;
+  readonly socket: SocketOwnerView | undefined;
   /** Address classification in this netns (`-m addrtype`); `iface` set for --limit-iface-*. */
   addrType(addr: IpAddress, iface?: string): AddrType;
   ipset(name: string): IpSetView | undefined;
@@ -118,3 +118,20 @@ export interface TableRun {
   readonly verdict: TableVerdict;
   readonly steps: readonly RuleStep[];
 }
+
+/** Owner of a socket opened by a process (it has a file: uid/gid criteria apply). */
+export interface FileSocketOwner {
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/**
+ * A kernel socket with no file behind it, such as the per-namespace TCP control socket that
+ * sends IPv4 resets (ip_send_unicast_reply): xt_owner sees a socket (`--socket-exists` matches)
+ * but no file, so `--uid-owner`/`--gid-owner` behave as for no socket.
+ */
+export interface KernelSocketOwner {
+  readonly kernelSocket: true;
+}
+
+export type SocketOwnerView = FileSocketOwner | KernelSocketOwner;
