@@ -42,6 +42,8 @@ export const TRUST_DOMAIN = 'cluster.local';
 export const REPAIR_INTERVAL_MS = 5000;
 /** Proxy upstream connect timeout (short: a dropped SYN costs this much virtual time per attempt). */
 export const PROXY_CONNECT_TIMEOUT_MS = 1000;
+/** Where the proxy's DNS listener forwards names it does not know: the cluster DNS service address (10.96.0.10). */
+export const CLUSTER_DNS_UPSTREAM = [{ family: 4, address: '10.96.0.10', port: 53 }] as const;
 
 export function pluginEventAddress(node: string): string {
   return `/var/run/ambient-lab/${node}/plugin-events.sock`;
@@ -142,6 +144,10 @@ export class NodeStack {
       families: s.ipv6 ? [4, 6] : [4], connectTimeoutMs: PROXY_CONNECT_TIMEOUT_MS, drainMs: 1000,
       zdsTransport: s.zds.endpoint({ pid: 200 + 1000 * n + this.node.index, uid: PROXY_UID, gid: PROXY_UID }),
       zdsAddress: zdsAddress(this.node.name), random: s.random,
+      // DNS capture on means the proxy serves 15053 (as a deployment passes --dns-upstream); the
+      // forward target is the cluster DNS service address, which nothing in the sim answers: local
+      // names are answered, others end in SERVFAIL after the forward timeout.
+      ...(s.dnsCapture ? { dns: { upstream: CLUSTER_DNS_UPSTREAM } } : {}),
     });
     workloads.start();
     policies.start();
