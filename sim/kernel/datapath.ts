@@ -19,6 +19,7 @@ import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
 import type { CtTemplate } from './ct-template.js';
 import { HookContext } from './hook-context.js';
 import { formatRoute } from './route.js';
+import { keptLoopRoute } from './looped-route.js';
 import { formatSockAddr, type SimSocket } from './socket.js';
 import { Trace, verdictText } from './trace.js';
 import type { Netns } from './netns.js';
@@ -57,6 +58,8 @@ export interface Skb {
   nextHop: IpAddress;
   /** Hop budget, so a routing loop ends in a drop instead of a hang. */
   hops: number;
+  /** skb_dst of a locally generated packet: the output route it was sent by (looped-route.ts). */
+  dst: RouteDecision | undefined;
 }
 
 export interface DatapathHost {
@@ -102,7 +105,7 @@ export class Datapath {
     }
     const martian = this.loopbackSourceOut(ns, pkt, route);
     if (martian) return { kind: 'unroutable', ns, reason: martian };
-    const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0 };
+    const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0, dst: undefined };
     const owner: SocketOwnerView | undefined = sock ? { uid: sock.owner.uid, gid: sock.owner.gid } : kernelSender;
 
     // raw OUTPUT runs before conntrack: it may pick a zone or opt out of tracking.
@@ -137,6 +140,7 @@ export class Datapath {
       v = this.runTable(ns, skb, table, 'OUTPUT', undefined, route.dev, owner, invalid);
       if (v.kind !== 'accept') return this.terminal(ns, v, `${table} OUTPUT`);
     }
+    skb.dst = route;
     return this.postrouting(ns, skb, route.dev, owner, invalid);
   }
 
@@ -148,6 +152,10 @@ export class Datapath {
     if (dev.master) return this.bridgeInput(ns, dev, skb);
     const pkt = skb.pkt;
     if (++skb.hops > 64) return this.drop(ns, 'hop limit exceeded (routing loop)');
+    // Only a packet looped over lo still holds the route it was sent by; it is consumed here.
+    const sentBy = dev.kind === 'loopback' ? skb.dst : undefined;
+    skb.dst = undefined;
+    const dstAtArrival = pkt.dst;
 
     const looped = dev.kind === 'loopback' && skb.ct !== undefined;
     // A zone chosen by CT --zone is a template consumed by conntrack at OUTPUT; a looped packet
@@ -173,6 +181,11 @@ export class Datapath {
     // Martian check (route_localnet=0): loopback addresses never arrive from a real device.
     if (dev.kind !== 'loopback' && (isLoopback(pkt.dst) || isLoopback(pkt.src))) {
       return this.drop(ns, `martian packet on ${dev.name}: loopback address from a non-loopback device`);
+    }
+    const kept = keptLoopRoute(sentBy, dstAtArrival, pkt.dst);
+    if (kept) {
+      if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `kept the output route (looped over lo): ${describeDecision(kept)}` });
+      return this.localIn(ns, dev, skb, invalid);
     }
     const route = this.route(ns, pkt, dev.name);
     if (route.kind === 'local') return this.localIn(ns, dev, skb, invalid);
@@ -478,7 +491,7 @@ export class Datapath {
   /** Hand a packet to a device from outside the stack (AF_PACKET): no netfilter, no routing here. */
   injectRaw(ns: Netns, dev: Link, pkt: Packet, nextHop: IpAddress): Delivery {
     if (this.trace.enabled) this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `AF_PACKET send on ${dev.name} (skips this namespace's netfilter)` });
-    const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock: undefined, assigned: undefined, nextHop, hops: 0 };
+    const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock: undefined, assigned: undefined, nextHop, hops: 0, dst: undefined };
     return this.xmit(ns, dev, skb);
   }
 }
