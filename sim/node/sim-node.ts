@@ -10,6 +10,9 @@ import type { InProcessPlugins } from '../cni/plugins.js';
 import type { NodeDisk } from './runtime-state.js';
 import type { SimKubelet } from './kubelet.js';
 
+/** iptables-restore text that empties every table (builtin chains keep their ACCEPT policy). */
+const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
+
 export interface SimNodeAddresses {
   readonly ipv4: string;
   readonly ipv6: string | undefined;
@@ -64,7 +67,7 @@ export class SimNode {
 
   /**
    * Reboot: every process dies, every pod netns is destroyed (with its veths), the CNI bridge
-   * goes; the disk (runtime records, CNI cache, IPAM files) stays. The kubelet comes back and
+   * goes, the host's netfilter rules, ipsets and conntrack are emptied; the disk (runtime records, CNI cache, IPAM files) stays. The kubelet comes back and
    * recreates each pod's sandbox under the same pod UID: DEL of the dead sandbox, new netns, ADD.
    */
   async reboot(): Promise<void> {
@@ -78,6 +81,13 @@ export class SimNode {
     for (const l of [...host.links.values()]) {
       if (l.kind === 'bridge' && l.name.startsWith('cni')) this.kernel.removeLink(host, l.name);
     }
+    // The host's netfilter rules, ipsets and conntrack live in kernel memory: a reboot loses them,
+    // and whoever installed them (the node agent's host rules and probe sets) must do it again.
+    // Links, addresses and routes come back from the node's boot configuration, kept as they are.
+    for (const family of [4, 6] as const) this.kernel.iptablesRestore(this.hostNetns, family, EMPTY_TABLES, { source: `reboot of ${this.name}` });
+    const sets = this.kernel.ipsetsOf(this.hostNetns);
+    for (const name of sets.names()) sets.destroy(name);
+    host.conntrack.flush();
     await this.kl.start();
   }
 

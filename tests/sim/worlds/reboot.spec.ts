@@ -27,3 +27,39 @@ test('reboot: sandboxes come back before the agent; their ADD fails closed, and 
     expect(before.uid).toBe(after.uid);
   } finally { await w.close(); }
 });
+
+test('reboot empties the host netns kernel state (rules, ipsets, conntrack); the agent puts its host rules and probe sets back', async () => {
+  const w = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 6 });
+  try {
+    await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
+    await w.createPod({ namespace: 'mesh', name: 'a', node: 'node-0', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+    await w.settle();
+    const k = w.sim.kernel;
+    const node = w.sim.nodes.find((n) => n.name === 'node-0')!;
+    const host = node.hostNetns;
+    const rulesBefore = k.iptablesSave(host, 4);
+    const setsBefore = k.ipsetsOf(host).names();
+    expect(rulesBefore).toMatch(/-A /); // the agent's host rules (probe SNAT) are there
+    expect(setsBefore.length).toBeGreaterThan(0);
+    const other = w.sim.nodes.find((n) => n.name === 'node-1')!.hostNetns;
+    const otherRules = k.iptablesSave(other, 4);
+
+    // the bare node reboot (no agent restart): what the kernel keeps is only boot configuration
+    await node.reboot();
+    expect(k.iptablesSave(host, 4)).not.toMatch(/-A /);
+    expect(k.iptablesSave(host, 6)).not.toMatch(/-A /);
+    expect(k.ipsetsOf(host).names()).toEqual([]);
+    expect(k.netns(host).conntrack.entries()).toEqual([]);
+    expect(k.iptablesSave(other, 4)).toBe(otherRules); // the other node is untouched
+
+    // the full world reboot brings the agent back, which rebuilds its host state
+    await w.rebootNode('node-0');
+    await w.settle();
+    // the same rules (tables the reboot's flush loaded stay listed empty, as after iptables -F)
+    const ruleLines = (text: string): string[] => text.split('\n').filter((l) => l.startsWith('-A '));
+    expect(ruleLines(k.iptablesSave(host, 4))).toEqual(ruleLines(rulesBefore));
+    expect(k.ipsetsOf(host).names().sort()).toEqual([...setsBefore].sort());
+    const a = (await w.pods()).find((p) => p.name === 'a')!;
+    expect(a).toMatchObject({ started: true, redirected: true, served: true });
+  } finally { await w.close(); }
+});
