@@ -331,6 +331,9 @@ export class NodeAgent {
       return;
     }
     const ips = (pod.status?.podIPs ?? []).map((x) => x.ip).filter((x): x is string => typeof x === 'string');
+    // What the API holds wins over what we remember writing: a lost, raced or overwritten status
+    // write is then rewritten by enroll() instead of skipped by the early return below.
+    if (current) this.adoptApiStatus(current, pod);
     if (current?.rulesApplied && current.proxyAcked && current.annotated === 'enabled') return;
     if (ips.length === 0 && !current) return; // no sandbox networking yet: the CNI ADD will come
     // The API's pod IPs are authoritative here (a new sandbox after a reboot has new ones).
@@ -476,6 +479,25 @@ export class NodeAgent {
     }
   }
 
+  /**
+   * Take the status annotation the API (informer cache) holds for a mesh pod as `annotated`, so
+   * the next enroll() writes the right value if they differ. `annotated` alone drifted from the
+   * API when a write was lost or raced (CNI ADD and the queue enroll the same pod concurrently;
+   * the later-landing patch wins, not the later-remembered value) or someone else edited the
+   * annotation; reconcile then returned early on "enabled" and nothing ever rewrote it. A cache
+   * that lags our own write only costs one repeated, idempotent patch. True when it differed.
+   */
+  private adoptApiStatus(p: MeshPod, pod: Pod): boolean {
+    const raw = pod.metadata?.annotations?.[REDIRECTION_STATUS];
+    const onApi = raw === 'enabled' || raw === 'pending' ? raw : undefined;
+    if (p.annotated === onApi && raw === onApi) return false;
+    this.log.info('status annotation differs from what the agent wrote; rewriting it', {
+      pod: `${p.namespace}/${p.name}`, wrote: p.annotated ?? '(none)', onApi: raw ?? '(absent)',
+    });
+    p.annotated = onApi;
+    return true;
+  }
+
   private async annotate(pod: Pod, value: 'pending' | 'enabled' | undefined): Promise<void> {
     const name = pod.metadata?.name ?? '';
     const namespace = pod.metadata?.namespace ?? '';
@@ -549,6 +571,8 @@ export class NodeAgent {
           }
         }
         if (!p.proxyAcked && this.zds.connected()) this.m.repairs.inc({ what: 'proxy' });
+        const pod = this.podInformer?.get(p.name, p.namespace);
+        if (pod?.metadata?.uid === p.uid && this.adoptApiStatus(p, pod)) this.m.repairs.inc({ what: 'annotation' });
         if (!p.rulesApplied || !p.proxyAcked || p.annotated !== 'enabled') this.queue.enqueue(this.keyOf(p));
       } catch (err) {
         this.log.warn('repair check failed', { pod: `${p.namespace}/${p.name}`, error: (err as Error).message });
