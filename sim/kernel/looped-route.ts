@@ -5,7 +5,7 @@
  * changed its mark since that route was chosen (a fresh input lookup with the new mark could pick
  * another table — e.g. forward, and drop with forwarding off). Found by the differential property
  * (seed 20261201, IPv6; checked on Linux 6.1 for both families: fixtures/fidelity/v6-looped-syn-reroute-seed-20261201.yaml,
- * fixtures/fidelity/open/v4-looped-transparent-origdst.yaml).
+ * fixtures/fidelity/v4-looped-syn-kept-route.yaml).
  *
  * NAT in PREROUTING that changes the destination drops the dst (nf_nat_ipv4_in, nf_nat_ipv6_in),
  * so such a packet is routed afresh. Only `local` output routes are kept here: a unicast route

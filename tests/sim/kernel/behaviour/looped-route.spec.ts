@@ -3,8 +3,8 @@
  * skb_dst; ip_rcv_finish/ip6_rcv_finish route only packets without one), so a mark changed in
  * mangle POSTROUTING after that route was chosen does not re-route it on arrival
  * (sim/kernel/looped-route.ts). Found by the differential property (seed 20261201, IPv6); both
- * families' outcomes checked on Linux 6.1 (fixtures/fidelity/v6-looped-syn-reroute-seed-20261201.yaml;
- * IPv4: fixtures/fidelity/open/v4-looped-transparent-origdst.yaml, open for SO_ORIGINAL_DST only).
+ * families checked on Linux 6.1 (fixtures/fidelity/v6-looped-syn-reroute-seed-20261201.yaml,
+ * fixtures/fidelity/v4-looped-syn-kept-route.yaml).
  */
 import { test, expect } from '@playwright/test';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
