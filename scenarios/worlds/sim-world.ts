@@ -343,9 +343,19 @@ export class SimMeshWorld implements World {
       await runFor(this.sim.clock, QUIET_MS);
       this.openAppListeners();
       const now = this.fingerprint();
-      if (now === before) return;
+      if (now === before && !this.proxyReconnecting()) return;
       before = now;
     }
+  }
+
+  /**
+   * A running proxy not (yet) connected to its running agent is still converging, though nothing
+   * settle fingerprints may change for a while: its ZDS reconnect backoff (up to 15 s, as upstream
+   * ztunnel) is longer than the quiet window. Until it reconnects the agent truthfully reports its
+   * pods pending while the proxy still serves them; settle waits that out (within the step cap).
+   */
+  private proxyReconnecting(): boolean {
+    return this.stacks.some((s) => s.agent !== undefined && s.proxyRunning && !s.agent.proxyConnected());
   }
 
   /**
