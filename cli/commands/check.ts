@@ -12,19 +12,19 @@ import { runCheck, type CheckReport, type Progress } from '../../scenarios/model
 import { loadCounterexample, renderCounterexample } from '../../scenarios/model/counterexample.js';
 import { FAILING, parseShard, renderMatrix } from '../../scenarios/model/matrix.js';
 import { replayCounterexample } from '../../scenarios/model/replay.js';
-import type { CheckWorldName } from '../../scenarios/model/worlds.js';
+import { CHECK_WORLDS, type CheckWorldName } from '../../scenarios/model/worlds.js';
 
 import { DEFAULT_MAX_COMMANDS, DEFAULT_NODES, DEFAULT_OUT, DEFAULT_RUNS } from '../../scenarios/model/defaults.js';
 
 interface CheckCliOptions {
   world: string;
-  runs: string;
+  runs?: string;
   seed?: string;
   profiles?: string;
   threats?: string;
   properties?: string;
   shard?: string;
-  maxCommands: string;
+  maxCommands?: string;
   workers?: string;
   out: string;
   save: boolean;
@@ -33,6 +33,37 @@ interface CheckCliOptions {
   json?: boolean;
   mutant?: string;
   ipv6: boolean;
+}
+
+/**
+ * The kind world's defaults when the options are not given: a real cluster runs a history in
+ * minutes, not milliseconds, so a small budget — one threat, one profile, every property, one
+ * history per cell, short histories (the CI kind job runs exactly this). strict, because its
+ * app-nonroot cells all expect 'holds': a bypass found there is a finding, not a long shrink of
+ * an expected one on a real cluster (upstream's UDP bypass). Other worlds: the
+ * full matrix and DEFAULT_RUNS (netns: give it a small --runs, docs/check.md).
+ */
+export const KIND_DEFAULTS = { runs: 6, maxCommands: 6, threats: ['app-nonroot'], profiles: ['strict'] } as const;
+
+export interface BudgetChoice {
+  readonly runs: number;
+  readonly maxCommands: number;
+  readonly threats?: readonly string[];
+  readonly profiles?: readonly string[];
+}
+
+/** The budget and selection of a run from the options given (undefined: not given). */
+export function checkBudget(world: CheckWorldName, given: { runs?: string; maxCommands?: string; threats?: string; profiles?: string; properties?: string; shard?: string }): BudgetChoice {
+  const kind = world === 'kind';
+  const narrowed = given.threats !== undefined || given.profiles !== undefined || given.properties !== undefined || given.shard !== undefined;
+  const threats = list(given.threats) ?? (kind && !narrowed ? [...KIND_DEFAULTS.threats] : undefined);
+  const profiles = list(given.profiles) ?? (kind && !narrowed ? [...KIND_DEFAULTS.profiles] : undefined);
+  return {
+    runs: given.runs !== undefined ? positiveInt('--runs', given.runs) : kind ? KIND_DEFAULTS.runs : DEFAULT_RUNS,
+    maxCommands: given.maxCommands !== undefined ? positiveInt('--max-commands', given.maxCommands) : kind ? KIND_DEFAULTS.maxCommands : DEFAULT_MAX_COMMANDS,
+    ...(threats ? { threats } : {}),
+    ...(profiles ? { profiles } : {}),
+  };
 }
 
 function list(text: string | undefined): string[] | undefined {
@@ -86,6 +117,15 @@ export function renderReport(r: CheckReport): string {
   }
   lines.push('');
   lines.push(renderMatrix(r.cells));
+  const notRun = r.cells.filter((c) => c.skipped !== undefined);
+  if (notRun.length > 0) {
+    lines.push('', `Cells this world could not stage (${notRun.length}; not run, shown as n/e, never as holding):`);
+    for (const c of notRun) lines.push(`  ${c.property} × ${c.threat} × ${c.profile}: ${c.skipped ?? ''}`);
+  }
+  if (r.worldGaps && r.worldGaps.length > 0) {
+    lines.push('', `World features this run did not stage (${r.worldGaps.length}):`);
+    for (const g of r.worldGaps) lines.push(`  ${g}`);
+  }
   if (r.catalogSkipped.length > 0) {
     lines.push('', `Attack-catalog phases this world could not stage (${r.catalogSkipped.length}; their cells were judged without them):`);
     for (const s of r.catalogSkipped) lines.push(`  ${s}`);
@@ -116,6 +156,7 @@ export function renderReport(r: CheckReport): string {
 async function replay(file: string, opts: CheckCliOptions): Promise<void> {
   const f = loadCounterexample(file);
   const world = opts.world === 'sim' || opts.world === 'netns' ? opts.world : undefined;
+  if (opts.world === 'kind') throw new Error('--replay runs on the sim or netns world (a counterexample replays from its seed in one world); drop --world kind');
   const out = await replayCounterexample(f, { ...(world ? { world } : {}), ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}) });
   if (opts.json) {
     process.stdout.write(JSON.stringify({ format: 'ambient-lab/replay@1', file, ...out }, null, 2) + '\n');
@@ -134,14 +175,14 @@ export const checkCommand: CliCommand = {
     program
       .command('check')
       .description('search every property × threat × profile for a way around the node proxy (random cluster histories + the attack catalog), compare with the expected table; exit 1 when they differ')
-      .option('--world <world>', 'sim (in-process simulator) or netns (real kernel, root)', 'sim')
-      .option('--runs <n>', 'model-based histories in total, spread over the cells', String(DEFAULT_RUNS))
+      .option('--world <world>', 'sim (in-process simulator), netns (real kernel, root) or kind (a kind cluster, KIND=1 and Docker; one cluster per run, small default budget)', 'sim')
+      .option('--runs <n>', `model-based histories in total, spread over the cells (default ${DEFAULT_RUNS}; kind: ${KIND_DEFAULTS.runs})`)
       .option('--seed <n>', 'seed of the whole run (default: random, printed)')
       .option('--profiles <list>', 'rule profiles, comma-separated (upstream,strict)')
-      .option('--threats <list>', 'threat models, comma-separated (see docs/check.md)')
+      .option('--threats <list>', `threat models, comma-separated (see docs/check.md; kind without a selection: ${KIND_DEFAULTS.threats.join(',')} × ${KIND_DEFAULTS.profiles.join(',')})`)
       .option('--properties <list>', 'properties, comma-separated')
       .option('--shard <i/n>', 'run only the i-th of n slices of the matrix cells (CI machines)')
-      .option('--max-commands <n>', 'longest history, in commands', String(DEFAULT_MAX_COMMANDS))
+      .option('--max-commands <n>', `longest history, in commands (default ${DEFAULT_MAX_COMMANDS}; kind: ${KIND_DEFAULTS.maxCommands})`)
       .option('--workers <n>', 'worker threads (default: one per CPU)')
       .option('--out <dir>', 'where counterexample files are saved', DEFAULT_OUT)
       .option('--no-save', 'do not save counterexample files')
@@ -151,21 +192,23 @@ export const checkCommand: CliCommand = {
       .option('--mutant <name>', 'positive control: every agent applies this rule-builder mutant (sim only; names in docs/check.md)')
       .option('--json', 'print the full report as JSON on stdout')
       .action(async (opts: CheckCliOptions) => {
-        if (opts.world !== 'sim' && opts.world !== 'netns') throw new Error(`--world ${JSON.stringify(opts.world)}: expected sim or netns`);
+        if (!CHECK_WORLDS.includes(opts.world as CheckWorldName)) throw new Error(`--world ${JSON.stringify(opts.world)}: expected ${CHECK_WORLDS.join(', ')}`);
+        const world = opts.world as CheckWorldName;
         if (opts.replay !== undefined) {
           await replay(opts.replay, opts);
           return;
         }
+        const budget = checkBudget(world, opts);
         const seed = opts.seed !== undefined ? positiveInt('--seed', opts.seed, 0) : Math.floor(Math.random() * 0x7fffffff);
         const progress = progressPrinter();
         const report = await runCheck({
-          world: { world: opts.world as CheckWorldName, ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}) },
-          settings: { nodes: DEFAULT_NODES, ipv6: opts.ipv6, dnsCapture: false, maxCommands: positiveInt('--max-commands', opts.maxCommands) },
-          runs: positiveInt('--runs', opts.runs),
+          world: { world, ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}) },
+          settings: { nodes: DEFAULT_NODES, ipv6: opts.ipv6, dnsCapture: false, maxCommands: budget.maxCommands },
+          runs: budget.runs,
           seed,
           selection: {
-            ...(list(opts.profiles) ? { profiles: list(opts.profiles) } : {}),
-            ...(list(opts.threats) ? { threats: list(opts.threats) } : {}),
+            ...(budget.profiles ? { profiles: budget.profiles } : {}),
+            ...(budget.threats ? { threats: budget.threats } : {}),
             ...(list(opts.properties) ? { properties: list(opts.properties) } : {}),
             ...(opts.shard !== undefined ? { shard: parseShard(opts.shard) } : {}),
           },

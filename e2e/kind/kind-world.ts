@@ -75,9 +75,16 @@ export class KindWorld implements World {
   /** Probes attached to app containers for appExec listeners, by pod key; their listeners by probe listener name. */
   private readonly appProbes = new Map<string, ExecProbe>();
   private readonly appListeners = new Map<string, { readonly pod: PodRef; readonly port: number }>();
+  /** What this world changed that outlives it on a shared cluster (clear() undoes it). */
+  private readonly createdNamespaces = new Set<string>();
+  private readonly stopped = new Set<string>();
 
+  /**
+   * `release`: the world runs on a cluster shared by a whole check run (shared-cluster.ts);
+   * close() hands it back (release) instead of deleting the cluster.
+   */
   constructor(readonly options: WorldOptions, readonly nodes: readonly string[], private readonly cli: KindCli, kc: k8s.KubeConfig, private readonly tmp: string | undefined,
-    private readonly env?: NodeJS.ProcessEnv) {
+    private readonly env?: NodeJS.ProcessEnv, private readonly release?: () => Promise<void>) {
     this.core = kc.makeApiClient(k8s.CoreV1Api);
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
     this.image = cli.images.agent;
@@ -117,6 +124,7 @@ export class KindWorld implements World {
 
   async createNamespace(name: string, labels: Readonly<Record<string, string>> = {}): Promise<void> {
     await this.core.createNamespace({ body: { metadata: { name, labels: { ...labels } } } });
+    this.createdNamespaces.add(name);
   }
 
   async labelNamespace(name: string, labels: Readonly<Record<string, string | null>>): Promise<void> {
@@ -158,6 +166,7 @@ export class KindWorld implements World {
   }
 
   async stop(component: Component, node: string): Promise<void> {
+    this.stopped.add(`${component}|${node}`);
     await this.cli.setComponentOnNode(component, node, false);
     await this.cli.waitComponent(component, node, 'gone');
   }
@@ -165,6 +174,7 @@ export class KindWorld implements World {
   async start(component: Component, node: string): Promise<void> {
     await this.cli.setComponentOnNode(component, node, true);
     await this.cli.waitComponent(component, node, 'ready');
+    this.stopped.delete(`${component}|${node}`);
   }
 
   async restart(component: Component, node: string): Promise<void> {
@@ -374,7 +384,36 @@ export class KindWorld implements World {
     });
   }
 
+  /**
+   * Undo what this world did to a shared cluster, so the next world starts from the same place:
+   * its attached probes closed, the namespaces it created deleted (and gone: the next history
+   * creates the same names), the components it stopped started again and ready.
+   */
+  async clear(opts: { readonly attempts?: number; readonly intervalMs?: number } = {}): Promise<void> {
+    for (const probe of this.appProbes.values()) await probe.close().catch(() => undefined);
+    this.appProbes.clear();
+    this.appListeners.clear();
+    for (const key of [...this.stopped]) {
+      const [component, node] = key.split('|') as [Component, string];
+      await this.start(component, node);
+    }
+    const names = [...this.createdNamespaces];
+    for (const name of names) await this.core.deleteNamespace({ name }).catch(() => undefined);
+    for (let i = 0; ; i++) {
+      const left: string[] = [];
+      for (const name of names) if (await this.core.readNamespace({ name }).then(() => true, () => false)) left.push(name);
+      if (left.length === 0) break;
+      if (i + 1 >= (opts.attempts ?? 180)) throw new Error(`kind world: namespaces ${left.join(', ')} still exist after deletion; the shared cluster cannot be reused (delete them by hand or let the run recreate the cluster)`);
+      await sleep(opts.intervalMs ?? 1000);
+    }
+    this.createdNamespaces.clear();
+  }
+
   async close(): Promise<void> {
+    if (this.release) {
+      await this.release();
+      return;
+    }
     for (const probe of this.appProbes.values()) await probe.close().catch(() => undefined);
     this.appProbes.clear();
     try {
@@ -396,7 +435,7 @@ export const kindWorldFactory: WorldFactory = {
     : { ok: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' }),
   async create(options: WorldOptions): Promise<World> {
     if (options.meshV6 === true && !options.ipv6) throw new Error('kind world: meshV6 without ipv6 is not a cluster (run it on the sim world)');
-    if (options.ipv6) throw new Error('kind world: IPv6 needs a dual-stack kind config (fixtures/kind/cluster.yaml is IPv4 only); run IPv6 scenarios in the sim or netns world');
+    if (options.ipv6) throw new Error('kind world: IPv6 is unsupported: it needs a dual-stack kind config (fixtures/kind/cluster.yaml is IPv4 only); run IPv6 scenarios in the sim or netns world');
     const tmp = await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
     const cluster = `al-${process.pid.toString(36)}-${options.seed.toString(36)}`.slice(0, 30).replace(/-+$/, '');
     const cli = new KindCli({ cluster, repoRoot, kubeconfig: path.join(tmp, 'kubeconfig') });

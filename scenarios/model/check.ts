@@ -16,7 +16,7 @@ import type { ExpectedVerdict } from './contracts.js';
 import type { CounterexampleFile } from './counterexample.js';
 import { FAILING, judge, planCells, runsPerCell, type CellId, type CellStatus, type MatrixSelection } from './matrix.js';
 import { runTask, type Settings, type Task, type TaskEnv, type TaskResult } from './tasks.js';
-import type { WorldChoice } from './worlds.js';
+import { disposeWorlds, runsInProcess, unstageableThreat, worldGaps, worldLimits, type WorldChoice } from './worlds.js';
 
 export const CHECK_REPORT_FORMAT = 'ambient-lab/check@1';
 
@@ -46,7 +46,9 @@ export interface Progress {
 
 export interface CellReport extends CellId {
   readonly expected: ExpectedVerdict | undefined;
-  readonly observed: 'holds' | 'bypass' | 'error';
+  /** 'not run': the world cannot stage the cell (`skipped` says why); judged 'not evaluated', never 'holds'. */
+  readonly observed: 'holds' | 'bypass' | 'error' | 'not run';
+  readonly skipped?: string;
   readonly status: CellStatus;
   /** Histories run for this cell (fewer than the budget when a counterexample stopped it). */
   readonly runs: number;
@@ -70,6 +72,8 @@ export interface CheckReport {
   readonly counterexamples: readonly CounterexampleFile[];
   /** Attack-catalog phases a world could not stage, as "threat × profile: phase: skipped (why)"; such cells were judged without them. */
   readonly catalogSkipped: readonly string[];
+  /** What the whole run left out because the world cannot stage it (e.g. IPv6 on kind). */
+  readonly worldGaps?: readonly string[];
   readonly totals: {
     readonly cells: number; readonly histories: number; readonly attackRuns: number; readonly seconds: number; readonly historiesPerSecond: number; readonly mismatches: number;
     /** CPU time of this process and its worker threads (on a shared machine, wall time says little). */
@@ -139,28 +143,43 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const catalog = defaultCatalog();
   const cells = planCells(catalog, o.selection);
   const perCell = runsPerCell(o.runs, cells.length);
+  // A world that cannot stage a threat (its kernel, raw sockets) runs none of its cells: they are
+  // reported as not run, with the reason, instead of passing on what the world left out.
+  const unstageable = new Map<string, string>();
+  for (const t of catalog.threats) {
+    const why = unstageableThreat(o.world.world, t);
+    if (why !== undefined) unstageable.set(t.id, why);
+  }
+  const runnable = cells.filter((c) => !unstageable.has(c.threat));
+  const settings: Settings = worldLimits(o.world.world).ipv6 ? o.settings : { ...o.settings, ipv6: false };
   const tasks: Task[] = [];
   const pairs = new Map<string, { threat: string; profile: Profile }>();
-  for (const c of cells) pairs.set(`${c.threat}|${c.profile}`, { threat: c.threat, profile: c.profile });
+  for (const c of runnable) pairs.set(`${c.threat}|${c.profile}`, { threat: c.threat, profile: c.profile });
   if (o.attacks) for (const p of pairs.values()) tasks.push({ kind: 'attack', ...p, seed: o.seed });
   // Expensive-looking cells first would be better; the queue already balances across workers.
-  for (const c of cells) tasks.push({ kind: 'model', ...c, runs: perCell, seed: cellSeed(o.seed, c) });
-  const totalRuns = perCell * cells.length + (o.attacks ? pairs.size : 0);
+  for (const c of runnable) tasks.push({ kind: 'model', ...c, runs: perCell, seed: cellSeed(o.seed, c) });
+  const totalRuns = perCell * runnable.length + (o.attacks ? pairs.size : 0);
   let doneRuns = 0;
   let doneTasks = 0;
   const results: TaskResult[] = [];
-  const env: TaskEnv = { world: o.world, settings: o.settings, outDir: o.outDir };
+  const env: TaskEnv = { world: o.world, settings, outDir: o.outDir };
+  // Such worlds share one cluster across the run: in this thread, in sequence, disposed at the end.
+  const inProcess = runsInProcess(o.world.world);
   const report = (finished?: string): void => o.onProgress?.({ doneRuns: Math.min(doneRuns, totalRuns), totalRuns, doneTasks, totalTasks: tasks.length, ...(finished ? { finished } : {}) });
-  await runQueue(tasks, env, o.workers, (n) => {
-    doneRuns += n;
-    report();
-  }, (r) => {
-    results.push(r);
-    doneTasks++;
-    // A cell stopped by a counterexample leaves its unused budget: count it as done for the bar.
-    if (r.kind === 'model') doneRuns += Math.max(0, perCell - r.runs);
-    report(r.kind === 'model' ? `${r.property} × ${r.threat} × ${r.profile}: ${r.status}` : `attacks ${r.threat} × ${r.profile}${r.error ? ': error' : ''}`);
-  });
+  try {
+    await runQueue(tasks, env, inProcess ? 0 : o.workers, (n) => {
+      doneRuns += n;
+      report();
+    }, (r) => {
+      results.push(r);
+      doneTasks++;
+      // A cell stopped by a counterexample leaves its unused budget: count it as done for the bar.
+      if (r.kind === 'model') doneRuns += Math.max(0, perCell - r.runs);
+      report(r.kind === 'model' ? `${r.property} × ${r.threat} × ${r.profile}: ${r.status}` : `attacks ${r.threat} × ${r.profile}${r.error ? ': error' : ''}`);
+    });
+  } finally {
+    if (inProcess) await disposeWorlds();
+  }
 
   const cellReports: CellReport[] = [];
   const counterexamples: CounterexampleFile[] = [];
@@ -177,6 +196,11 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     const m = results.find((r): r is Extract<TaskResult, { kind: 'model' }> => r.kind === 'model' && r.property === c.property && r.threat === c.threat && r.profile === c.profile);
     const a = results.find((r): r is Extract<TaskResult, { kind: 'attack' }> => r.kind === 'attack' && r.threat === c.threat && r.profile === c.profile);
     const expected = catalog.expected(c.property, c.threat, c.profile);
+    const skipped = unstageable.get(c.threat);
+    if (skipped !== undefined) {
+      cellReports.push({ ...c, expected, observed: 'not run', status: expected ? 'not evaluated' : 'no expectation', runs: 0, skipped });
+      continue;
+    }
     histories += m?.runs ?? 0;
     const attackFindings = a?.found[c.property as PropertyName] ?? [];
     const error = m?.status === 'error' ? m.error : a?.error;
@@ -203,8 +227,8 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   return {
     format: CHECK_REPORT_FORMAT, world: o.world.world, ...(o.world.mutant !== undefined ? { mutant: o.world.mutant } : {}), seed: o.seed,
     budget: { runs: o.runs, runsPerCell: perCell, maxCommands: o.settings.maxCommands, attacks: o.attacks },
-    settings: o.settings, ...(o.selection.shard ? { shard: o.selection.shard } : {}),
-    cells: cellReports, counterexamples, catalogSkipped,
+    settings, ...(o.selection.shard ? { shard: o.selection.shard } : {}),
+    cells: cellReports, counterexamples, catalogSkipped, worldGaps: worldGaps(o.world.world, settings, o.settings.ipv6),
     totals: { cells: cells.length, histories, attackRuns: o.attacks ? pairs.size : 0, seconds, historiesPerSecond: histories / Math.max(seconds, 1e-9), mismatches, cpuSeconds, worlds },
     ok: mismatches === 0,
   };

@@ -2,9 +2,11 @@
  * World factories `check` can run on, by name, and the positive-control wrapper (a sim world
  * whose agents apply a deliberately broken rule set — one plan mutant — to every pod).
  */
-import type { Profile, WorldFactory, WorldOptions } from '../world.js';
+import * as os from 'node:os';
+import type { AppCapability, Profile, WorldFactory, WorldOptions } from '../world.js';
 
-export type CheckWorldName = 'sim' | 'netns';
+export type CheckWorldName = 'sim' | 'netns' | 'kind';
+export const CHECK_WORLDS: readonly CheckWorldName[] = ['sim', 'netns', 'kind'];
 
 export interface WorldChoice {
   readonly world: CheckWorldName;
@@ -14,7 +16,48 @@ export interface WorldChoice {
   readonly mutant?: string;
 }
 
+/** A factory a check run must dispose of at its end (the kind world's shared cluster). */
+interface Disposable {
+  dispose(): Promise<void>;
+}
+let kindShared: (WorldFactory & Disposable) | undefined;
+
+/**
+ * The kind world for a check run: one shared cluster (e2e/kind/shared-cluster.ts), brought up
+ * by the first world and deleted by disposeWorlds(). Tests may install their own (fakes on PATH).
+ */
+export function setKindFactory(f: (WorldFactory & Disposable) | undefined): void {
+  kindShared = f;
+}
+
+/** End of a check run: delete what the worlds kept across histories (the kind cluster). */
+export async function disposeWorlds(): Promise<void> {
+  const f = kindShared;
+  kindShared = undefined;
+  await f?.dispose();
+}
+
+/** Worlds whose cells must run in this thread, one at a time (they share one cluster). */
+export function runsInProcess(world: CheckWorldName): boolean {
+  return world === 'kind';
+}
+
 export async function loadFactory(c: WorldChoice): Promise<WorldFactory> {
+  if (c.world === 'kind') {
+    if (c.mutant !== undefined) throw new Error('--mutant runs on the sim world only (the kind world has no plan hook); drop --world kind');
+    if (!kindShared) {
+      let mod: typeof import('../../e2e/kind/shared-cluster.js');
+      try {
+        mod = await import('../../e2e/kind/shared-cluster.js');
+      } catch (e) {
+        throw new Error(`the kind world is not available in this build (e2e/kind/shared-cluster.js failed to load: ${e instanceof Error ? e.message : String(e)}); run \`npm run build\` or use --world sim`, { cause: e });
+      }
+      kindShared = new mod.SharedKindCluster();
+    }
+    const a = kindShared.available();
+    if (!a.ok) throw new Error(`the kind world cannot run here: ${a.reason}`);
+    return kindShared;
+  }
   if (c.world === 'netns') {
     if (c.mutant !== undefined) throw new Error('--mutant runs on the sim world only (the netns world has no plan hook); drop --world netns');
     let mod: { netnsWorldFactory?: WorldFactory };
@@ -57,4 +100,55 @@ export async function mutantNames(profile: Profile, ipv6: boolean): Promise<stri
   const { planMutants } = await import('../mutation/plan-mutation.js');
   const { topologyInpodOptions } = await import('../mutation/run-mutation.js');
   return planMutants(topologyInpodOptions(profile, ipv6)).map((m) => m.name);
+}
+
+/** What a world can stage of the World interface and WorldOptions (the rest is reported, never silently passed). */
+export interface WorldLimits {
+  /** Dual-stack clusters (WorldOptions.ipv6, meshV6). */
+  readonly ipv6: boolean;
+  /** Raw (AF_PACKET) sources (ConnectOptions.raw). */
+  readonly raw: boolean;
+  /** WorldOptions.kernelVersion: followed ('any'), or the host's kernel decides ('host'). */
+  readonly kernel: 'any' | 'host';
+}
+
+export function worldLimits(world: CheckWorldName): WorldLimits {
+  if (world === 'kind') return { ipv6: false, raw: false, kernel: 'host' };
+  // The netns world's kernel is the machine's too; its check does not skip on it (docs/check.md).
+  return { ipv6: true, raw: true, kernel: 'any' };
+}
+
+/** Kernel permission semantics the model distinguishes: before 5.17 ('5.15') or from it ('6.1'). */
+function kernelEra(version: string): 'pre-5.17' | '5.17+' | undefined {
+  const m = /^(\d+)\.(\d+)/.exec(version);
+  if (!m) return undefined;
+  const major = Number(m[1]);
+  const minor = Number(m[2]);
+  return major > 5 || (major === 5 && minor >= 17) ? '5.17+' : 'pre-5.17';
+}
+
+/**
+ * Why a world cannot stage a threat's cells (they are reported as not run, never as holding),
+ * or undefined when it can. `hostKernel` is the release the world's kernel runs (os.release()).
+ */
+export function unstageableThreat(world: CheckWorldName, threat: { readonly id: string; readonly kernelVersion: string; readonly caps: readonly AppCapability[] },
+  hostKernel: string = os.release()): string | undefined {
+  const l = worldLimits(world);
+  if (l.kernel === 'host' && kernelEra(threat.kernelVersion) !== kernelEra(hostKernel)) {
+    return `kernelVersion: the threat assumes kernel ${threat.kernelVersion}, the ${world} world runs on the host's kernel ${hostKernel}`;
+  }
+  if (!l.raw && threat.caps.includes('NET_RAW')) {
+    return `raw (AF_PACKET) sources: the threat grants NET_RAW, the ${world} world cannot send raw packets (its histories would draw raw attempts that only error)`;
+  }
+  return undefined;
+}
+
+/** What a whole run on this world leaves out, for the report (e.g. IPv6 on a single-stack cluster). */
+export function worldGaps(world: CheckWorldName, settings: { readonly ipv6: boolean }, askedIpv6: boolean): string[] {
+  const l = worldLimits(world);
+  const out: string[] = [];
+  if (!l.ipv6 && askedIpv6 && !settings.ipv6) out.push(`IPv6: not staged (the ${world} world is single-stack); histories and the attack catalog ran IPv4 only`);
+  if (!l.ipv6) out.push(`meshV6 (a dual-stack cluster with a v4-only mesh): not staged; the catalog's mesh-v6-off phase is skipped`);
+  if (world === 'kind') out.push('cniApiFault: not staged (no hook into the plugin\'s API calls); the catalog\'s api-error-at-add phase is skipped');
+  return out;
 }

@@ -1,0 +1,131 @@
+/**
+ * One kind cluster for a whole `check --world kind` run. Bringing a cluster up (create, build,
+ * load, apply, rollout) takes minutes, so the factory brings it up on the first create() and
+ * every later world runs on it: a world's close() clears what it did (KindWorld.clear: its
+ * namespaces deleted, stopped components started) and hands the cluster back. A different
+ * profile or DNS setting is applied to the agent DaemonSet (`kubectl set env`, rollout) instead
+ * of a new cluster. One world at a time: the check runs kind cells in one thread, in sequence.
+ * dispose() deletes the cluster at the end of the run.
+ *
+ * Attaching to an existing cluster is not supported: the world needs the node-stop hook and the
+ * agent settings it applies itself at bring-up, and it deletes what it created.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as k8s from '@kubernetes/client-node';
+import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
+import { KindCli } from './kind-cli.js';
+import { KindWorld, kindWorldFactory } from './kind-world.js';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface SharedKindOptions {
+  /** Cluster name (al-...); default from the pid. */
+  readonly cluster?: string;
+  /** Where the kubeconfig goes (`<workDir>/kubeconfig`); default a fresh temporary directory, removed by dispose(). */
+  readonly workDir?: string;
+  /** Environment of kind/docker/kubectl (tests put fakes on PATH). */
+  readonly env?: NodeJS.ProcessEnv;
+  /** Build the images (default: unless AMBIENT_LAB_SKIP_IMAGE_BUILD=1, as kindWorldFactory). */
+  readonly build?: boolean;
+  /** Availability (default: kindWorldFactory's, KIND=1). */
+  readonly available?: () => { readonly ok: boolean; readonly reason: string };
+  /** Polling of clear() between worlds (tests shorten it). */
+  readonly clearPolling?: { readonly attempts?: number; readonly intervalMs?: number };
+}
+
+interface Up {
+  readonly cli: KindCli;
+  readonly kc: k8s.KubeConfig;
+  readonly nodes: readonly string[];
+  agentEnv: string;
+  prepared: boolean;
+}
+
+function agentEnvOf(o: WorldOptions): Record<string, string> {
+  return { AMBIENT_LAB_PROFILE: o.profile, AMBIENT_LAB_DNS_CAPTURE: String(o.dnsCapture) };
+}
+
+/** The reasons a world option cannot be staged on kind, as create() errors (the catalog skips on 'unsupported'). */
+export function kindUnsupported(o: WorldOptions): string | undefined {
+  if (o.meshV6 !== undefined && o.meshV6 !== o.ipv6) return `kind world: meshV6 ${o.meshV6} with ipv6 ${o.ipv6} is unsupported (single-stack cluster); run it on the sim world`;
+  if (o.ipv6) return 'kind world: IPv6 is unsupported: it needs a dual-stack kind config (fixtures/kind/cluster.yaml is IPv4 only); run IPv6 scenarios in the sim or netns world';
+  return undefined;
+}
+
+export class SharedKindCluster implements WorldFactory {
+  readonly kind = 'kind' as const;
+  private up: Promise<Up> | undefined;
+  private current: KindWorld | undefined;
+  private tmp: string | undefined;
+  /** Worlds handed out (the first brings the cluster up). */
+  created = 0;
+
+  constructor(private readonly o: SharedKindOptions = {}) {}
+
+  available(): { readonly ok: boolean; readonly reason: string } {
+    return (this.o.available ?? kindWorldFactory.available)();
+  }
+
+  async create(options: WorldOptions): Promise<World> {
+    const why = kindUnsupported(options);
+    if (why) throw new Error(why);
+    if (this.current) throw new Error('kind world: the shared cluster already has a world; close it first (the check runs kind cells one at a time)');
+    // A failed bring-up stays failed: every later create() reports it instead of retrying for minutes.
+    const u = await (this.up ??= this.bringUp(options));
+    const env = agentEnvOf(options);
+    if (JSON.stringify(env) !== u.agentEnv) {
+      await u.cli.setAgentEnv(env);
+      await u.cli.waitReady();
+      u.agentEnv = JSON.stringify(env);
+    }
+    const world: KindWorld = new KindWorld(options, u.nodes, u.cli, u.kc, undefined, this.o.env, async () => {
+      try {
+        await world.clear(this.o.clearPolling);
+      } finally {
+        this.current = undefined;
+      }
+    });
+    if (u.prepared) await world.loadNodeAddresses();
+    else {
+      await world.prepare();
+      u.prepared = true;
+    }
+    this.current = world;
+    this.created++;
+    return world;
+  }
+
+  private async bringUp(options: WorldOptions): Promise<Up> {
+    this.tmp = this.o.workDir ?? await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
+    const kubeconfig = path.join(this.tmp, 'kubeconfig');
+    const cluster = this.o.cluster ?? `al-check-${process.pid.toString(36)}`;
+    const cli = new KindCli({ cluster, repoRoot, kubeconfig, ...(this.o.env ? { env: this.o.env } : {}) });
+    const env = agentEnvOf(options);
+    await cli.up({ build: this.o.build ?? process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1', agentEnv: env });
+    try {
+      const kc = new k8s.KubeConfig();
+      kc.loadFromFile(kubeconfig);
+      const nodes = (await kc.makeApiClient(k8s.CoreV1Api).listNode()).items.map((n) => n.metadata!.name!).sort();
+      return { cli, kc, nodes, agentEnv: JSON.stringify(env), prepared: false };
+    } catch (e) {
+      await cli.deleteCluster().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Delete the cluster (if one came up) and the kubeconfig's directory (if it was ours). */
+  async dispose(): Promise<void> {
+    const up = this.up;
+    this.up = undefined;
+    try {
+      const u = await up?.catch(() => undefined);
+      if (u) await u.cli.deleteCluster();
+    } finally {
+      if (this.tmp && this.o.workDir === undefined) await rm(this.tmp, { recursive: true, force: true });
+      this.tmp = undefined;
+    }
+  }
+}
