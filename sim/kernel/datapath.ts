@@ -19,7 +19,7 @@ import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
 import type { CtTemplate } from './ct-template.js';
 import { HookContext } from './hook-context.js';
 import { formatRoute } from './route.js';
-import { keptLoopRoute } from './looped-route.js';
+import { keptLoopRoute, loopbackMartianOnLo } from './looped-route.js';
 import { formatSockAddr, type SimSocket } from './socket.js';
 import { Trace, verdictText } from './trace.js';
 import type { Netns } from './netns.js';
@@ -186,6 +186,10 @@ export class Datapath {
     if (kept) {
       if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `kept the output route (looped over lo): ${describeDecision(kept)}` });
       return this.localIn(ns, dev, skb, invalid);
+    }
+    if (dev.kind === 'loopback') {
+      const martian = loopbackMartianOnLo(pkt);
+      if (martian) return this.drop(ns, martian);
     }
     const route = this.route(ns, pkt, dev.name);
     if (route.kind === 'local') return this.localIn(ns, dev, skb, invalid);

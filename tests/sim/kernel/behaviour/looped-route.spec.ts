@@ -64,3 +64,37 @@ test('without the loop (no mark) nothing keeps a route: the SYN is routed on arr
   expect(r.server?.describe()).toContain('"listener in b"');
   expect(eventsOf(r.trace, 'route').some((e) => e.decision.startsWith('kept the output route'))).toBe(false);
 });
+
+/**
+ * b: a client marked 0x539 is tracked in zone 1 (raw OUTPUT), so its connection to 127.0.0.1 has
+ * its entry there; the listener's SYN-ACK (zone 0) finds none, and the final ACK, INVALID in zone 1
+ * (the entry never saw the SYN-ACK), is tracked afresh on lo in zone 0 as a new connection:
+ * nat PREROUTING DNATs it to b's own address. That drops its kept route; routed on arrival, it
+ * has a loopback source (differential seed 20261204, checked on Linux 6.1).
+ */
+function dnatOnLo(family: Family): SimKernel {
+  const k = pair();
+  k.iptablesRestore('b', family, [
+    table('raw', '-A OUTPUT -p tcp -m mark --mark 0x539/0xfff -j CT --zone 1'),
+    table('nat', `-A PREROUTING -p tcp -m addrtype --dst-type LOCAL -j DNAT --to-destination ${family === 4 ? '192.0.2.2' : 'fd00::2'}`),
+  ].join(''));
+  listenTcp(k, 'b', family === 4 ? '0.0.0.0' : '::', 80, { family, label: 'listener in b' });
+  return k;
+}
+
+test('IPv4: a final ACK from 127.0.0.1 DNATed on lo is routed on arrival: martian source, dropped; the server never accepts', () => {
+  const k = dnatOnLo(4);
+  const r = k.connect(client(k, 'b', { owner: ADMIN, mark: 0x539 }), '127.0.0.1', 80);
+  expect(r.outcome, renderTrace(r.trace)).toBe('timeout');
+  expect(r.server).toBeUndefined();
+  const drops = eventsOf(r.trace, 'drop').map((e) => e.reason);
+  expect(drops).toContain('martian source 127.0.0.1 to 192.0.2.2 routed on arrival on lo (route_localnet=0)');
+});
+
+// Checked on Linux 6.1: fixtures/fidelity/loopback-no-martian-after-dnat-v6.yaml.
+test('IPv6: the same final ACK from ::1 is not a martian on lo: it is routed to the listener, which answers it with a RST', () => {
+  const k = dnatOnLo(6);
+  const r = k.connect(client(k, 'b', { owner: ADMIN, mark: 0x539, family: 6 }), '::1', 80);
+  expect(eventsOf(r.trace, 'drop').some((e) => e.reason.includes('martian')), renderTrace(r.trace)).toBe(false);
+  expect(r.outcome, renderTrace(r.trace)).toBe('reset');
+});
