@@ -66,7 +66,9 @@ export class KindCli {
     });
     const res = { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), stderr: String(r.stderr) };
     if (opts.reject !== false && res.exitCode !== 0) {
-      throw new Error(`${cmd} ${args.join(' ')} failed with exit code ${res.exitCode}: ${res.stderr.trim() || res.stdout.trim()}`);
+      // exit code -1: it did not start (e.g. ENOENT: the tool is not on PATH); execa's message says so
+      const why = res.stderr.trim() || res.stdout.trim() || (res.exitCode === -1 ? r.shortMessage : '');
+      throw new Error(`${cmd} ${args.join(' ')} failed with exit code ${res.exitCode}: ${why}`);
     }
     return res;
   }

@@ -35,7 +35,6 @@ import { randomInt } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import { parseConnectionLog, type ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
@@ -44,6 +43,7 @@ import type {
   Source, World, WorldFactory, WorldOptions, ZdsClientAttempt,
 } from '../../scenarios/world.js';
 import { setprivArgs } from '../netns/processes.js';
+import { repoRoot as findRepoRoot } from '../netns/world-lab.js';
 import type { ConnectOutcome } from '../netns/probe-protocol.js';
 import { ExecProbe, ExecProbeError } from './exec-probe.js';
 import { E2E_NAMESPACE, KindCli, PROBE_PROGRAM, SYSTEM_NAMESPACE } from './kind-cli.js';
@@ -52,7 +52,8 @@ import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogu
 import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from './attribution.js';
 import { appPod, hostProbePod } from './pod-specs.js';
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+// From source or from dist/: fixtures/, ci/ and the manifests are at the repository root.
+const repoRoot = findRepoRoot();
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const POD_CIDR = '10.244.0.0/16'; // fixtures/kind/cluster.yaml
 const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork

@@ -13,13 +13,14 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
 import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
+import { repoRoot as findRepoRoot } from '../netns/world-lab.js';
 import { KindCli } from './kind-cli.js';
 import { KindWorld, kindWorldFactory } from './kind-world.js';
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+// From source or from dist/ (the CLI): fixtures/, ci/ and the manifests are at the repository root.
+const repoRoot = findRepoRoot();
 
 export interface SharedKindOptions {
   /** Cluster name (al-...); default from the pid. */

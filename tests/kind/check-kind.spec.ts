@@ -35,7 +35,7 @@ test('check --world kind runs the app-nonroot × strict cells on one kind cluste
   const tail = `${r.stderr.slice(-3000)}\n${r.stdout.slice(-3000)}`;
   const report = JSON.parse(r.stdout) as {
     world: string; ok: boolean; worldGaps: string[]; settings: { ipv6: boolean };
-    cells: { threat: string; profile: string; status: string; runs: number; observed: string }[];
+    cells: { threat: string; profile: string; status: string; runs: number }[];
   };
   expect(report.world).toBe('kind');
   expect(report.settings.ipv6).toBe(false);
@@ -44,7 +44,8 @@ test('check --world kind runs the app-nonroot × strict cells on one kind cluste
   for (const c of report.cells) {
     expect(`${c.threat} × ${c.profile}`).toBe('app-nonroot × strict');
     expect(c.runs, tail).toBeGreaterThanOrEqual(1);
-    expect(c.observed, tail).toBe('holds');
+    // as the table says: holds where it expects holds, the port hijack found where it expects a bypass
+    expect(['holds', 'bypass found'], `${JSON.stringify(c)}\n${tail}`).toContain(c.status);
   }
   expect(report.ok, tail).toBe(true);
   expect(r.code, tail).toBe(0);
