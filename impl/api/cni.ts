@@ -467,19 +467,33 @@ export function parseVersionResult(text: string): CniVersionResult {
 
 /** `K=V;K2=V2` → pairs. Throws CniError 4 on a malformed pair. */
 export function parseCniArgs(text: string): Array<[string, string]> {
-  if (text === '') return [];
-  return text.split(';').map((kv) => {
-    const i = kv.indexOf('=');
-    if (i <= 0) fail(CniErrorCode.InvalidEnvironment, `CNI_ARGS: invalid pair ${JSON.stringify(kv)}`, 'expected KEY=VALUE pairs separated by ";"');
-    return [kv.slice(0, i), kv.slice(i + 1)];
-  });
+  // A scan over the text instead of split + map: this runs on every plugin call (a pod's ADD is
+  // three of them), and the intermediate arrays were a visible share of the garbage.
+  const out: Array<[string, string]> = [];
+  if (text === '') return out;
+  let from = 0;
+  for (;;) {
+    const semi = text.indexOf(';', from);
+    const end = semi < 0 ? text.length : semi;
+    const eq = text.indexOf('=', from);
+    if (eq < 0 || eq >= end || eq === from) {
+      const kv = text.slice(from, end);
+      fail(CniErrorCode.InvalidEnvironment, `CNI_ARGS: invalid pair ${JSON.stringify(kv)}`, 'expected KEY=VALUE pairs separated by ";"');
+    }
+    out.push([text.slice(from, eq), text.slice(eq + 1, end)]);
+    if (semi < 0) return out;
+    from = semi + 1;
+  }
 }
 
 export function formatCniArgs(args: ReadonlyArray<readonly [string, string]>): string {
-  for (const [k, v] of args) {
-    if (k === '' || /[=;]/.test(k) || v.includes(';')) throw new Error(`CNI_ARGS: cannot encode ${JSON.stringify(k)}=${JSON.stringify(v)} (no "=" or ";" in keys, no ";" in values)`);
+  let text = '';
+  for (let i = 0; i < args.length; i++) {
+    const [k, v] = args[i]!;
+    if (k === '' || k.includes('=') || k.includes(';') || v.includes(';')) throw new Error(`CNI_ARGS: cannot encode ${JSON.stringify(k)}=${JSON.stringify(v)} (no "=" or ";" in keys, no ";" in values)`);
+    text += i === 0 ? `${k}=${v}` : `;${k}=${v}`;
   }
-  return args.map(([k, v]) => `${k}=${v}`).join(';');
+  return text;
 }
 
 /**
@@ -507,7 +521,10 @@ export function parseCniEnv(env: Readonly<Record<string, string | undefined>>): 
     fail(CniErrorCode.InvalidEnvironment, `unknown CNI_COMMAND ${JSON.stringify(command)}`, `expected one of ${CNI_COMMANDS.join(', ')}`);
   }
   const cmd = command as CniCommand;
-  const missing = REQUIRED[cmd].filter((k) => !env[k]);
+  const required = REQUIRED[cmd];
+  let complete = true;
+  for (const k of required) if (!env[k]) complete = false;
+  const missing = complete ? [] : required.filter((k) => !env[k]);
   if (missing.length > 0) fail(CniErrorCode.InvalidEnvironment, `required env variables [${missing.join(',')}] missing for ${cmd}`);
   const containerId = env['CNI_CONTAINERID'] || undefined;
   if (containerId !== undefined && !CONTAINER_ID.test(containerId)) {
@@ -523,8 +540,15 @@ export function parseCniEnv(env: Readonly<Record<string, string | undefined>>): 
     netns: env['CNI_NETNS'] || undefined,
     ifname,
     args: parseCniArgs(env['CNI_ARGS'] ?? ''),
-    path: (env['CNI_PATH'] ?? '').split(':').filter((p) => p !== ''),
+    path: splitCniPath(env['CNI_PATH'] ?? ''),
   };
+}
+
+/** CNI_PATH's directories, empty entries dropped; the common single directory without split + filter. */
+function splitCniPath(text: string): string[] {
+  if (text === '') return [];
+  if (!text.includes(':')) return [text];
+  return text.split(':').filter((p) => p !== '');
 }
 
 /** The environment for one call, as a runtime builds it. */

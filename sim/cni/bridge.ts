@@ -54,8 +54,15 @@ export function fnv1a(text: string): number {
 export function simMac(seed: string): string {
   const a = fnv1a(seed);
   const b = fnv1a(`${seed}#`);
-  const bytes = [0x0a, (a >>> 24) & 0xff, (a >>> 16) & 0xff, (a >>> 8) & 0xff, a & 0xff, b & 0xff];
-  return bytes.map((x) => x.toString(16).padStart(2, '0')).join(':');
+  // Built as one string (no byte array, no per-byte strings): three MACs per pod ADD.
+  return `0a:${hex2(a >>> 24)}:${hex2(a >>> 16)}:${hex2(a >>> 8)}:${hex2(a)}:${hex2(b)}`;
+}
+
+const HEX = '0123456789abcdef';
+
+/** The low byte of `x` as two lowercase hex digits. */
+function hex2(x: number): string {
+  return HEX[(x >>> 4) & 0xf]! + HEX[x & 0xf]!;
 }
 
 export interface SimPluginContext {
@@ -72,10 +79,10 @@ interface BridgeConf extends CniNetConf {
   isDefaultGateway?: boolean;
 }
 
-function requireNetns(ctx: SimPluginContext, env: CniEnv): string {
+function requireNetns(kernel: SimKernel, env: CniEnv): string {
   const path = env.netns!;
   const name = simNetnsName(path);
-  if (name === undefined || !ctx.kernel.hasNetns(name)) {
+  if (name === undefined || !kernel.hasNetns(name)) {
     throw new CniError(CNI_ERR_INTERNAL, `failed to open netns ${JSON.stringify(path)}: failed to Statfs ${JSON.stringify(path)}: no such file or directory`);
   }
   return name;
@@ -83,7 +90,9 @@ function requireNetns(ctx: SimPluginContext, env: CniEnv): string {
 
 /** Run the IPAM plugin the way this plugin was run (in process only when invoked in process). */
 async function delegate(ctx: SimPluginContext, mode: CniInvocationMode, type: string, command: 'ADD' | 'DEL' | 'CHECK', env: CniEnv, conf: CniNetConf): Promise<CniResult | undefined> {
-  const denv = cniEnv({ command, containerId: env.containerId!, ...(env.netns ? { netns: env.netns } : {}), ifname: env.ifname!, args: env.args, path: env.path });
+  const denv = cniEnv(env.netns
+    ? { command, containerId: env.containerId!, netns: env.netns, ifname: env.ifname!, args: env.args, path: env.path }
+    : { command, containerId: env.containerId!, ifname: env.ifname!, args: env.args, path: env.path });
   if (mode === 'in-process' && ctx.delegate.call) {
     const o = await ctx.delegate.call(type, { env: denv, conf });
     if (o.kind === 'value') return command === 'ADD' ? parseResult(o.value, `result of delegated plugin ${type}`) : undefined;
@@ -121,7 +130,7 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
       const isDefaultGw = conf.isDefaultGateway === true;
       const isGw = conf.isGateway === true || isDefaultGw;
       if (!conf.ipam) throw new CniError(CNI_ERR_INTERNAL, `network ${conf.name}: bridge needs an ipam section`);
-      const podNs = requireNetns(ctx, env);
+      const podNs = requireNetns(ctx.kernel, env);
       const ifname = env.ifname!;
       const k = ctx.kernel;
       const host = k.netns(ctx.hostNetns);
@@ -153,11 +162,20 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
           if (isDefaultGw && ip.gateway) routes.push({ dst: fam === 4 ? '0.0.0.0/0' : '::/0', gw: ip.gateway });
         }
         // One route per destination prefix (by value: texts may differ in host bits).
-        const unique = routes.filter((r, i) => routes.findIndex((x) => samePrefix(parsePrefix(x.dst), parsePrefix(r.dst))) === i);
-        for (const r of unique) {
-          const fam = parsePrefix(r.dst).addr.family;
+        // Each prefix is parsed once (the first of equal prefixes is kept, in order).
+        const unique: CniRoute[] = [];
+        const seen: IpPrefix[] = [];
+        for (const r of routes) {
+          const p = parsePrefix(r.dst);
+          if (seen.some((x) => samePrefix(x, p))) continue;
+          seen.push(p);
+          unique.push(r);
+        }
+        for (let i = 0; i < unique.length; i++) {
+          const r = unique[i]!;
+          const fam = seen[i]!.addr.family;
           const gw = r.gw ?? ipamResult.ips.find((ip) => parseIp(cidrAddress(ip.address)).family === fam)?.gateway;
-          k.addRoute(podNs, { dst: r.dst, dev: ifname, ...(gw ? { via: gw } : {}) });
+          k.addRoute(podNs, gw ? { dst: r.dst, dev: ifname, via: gw } : { dst: r.dst, dev: ifname });
         }
         const interfaces: CniInterface[] = [
           { name: br, mac: simMac(`${ctx.hostNetns}/${br}`) },
@@ -193,7 +211,7 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
     async check(env, raw, mode): Promise<void> {
       const conf = raw as BridgeConf;
       const br = conf.bridge ?? 'cni0';
-      const podNs = ctx.kernel.netns(requireNetns(ctx, env));
+      const podNs = ctx.kernel.netns(requireNetns(ctx.kernel, env));
       const host = ctx.kernel.netns(ctx.hostNetns);
       if (!host.links.has(br)) throw new CniError(CNI_ERR_INTERNAL, `bridge ${br} is missing in the host netns`);
       const dev = podNs.links.get(env.ifname!);
@@ -218,7 +236,7 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
 export function loopbackPlugin(ctx: Pick<SimPluginContext, 'kernel'>): CniPlugin {
   return skelPlugin({
     async add(env, conf): Promise<CniResult> {
-      const name = requireNetns({ ...ctx, hostNetns: '', delegate: { exec: () => Promise.reject(new Error('no delegation')) } }, env);
+      const name = requireNetns(ctx.kernel, env);
       ctx.kernel.setLink(name, 'lo', true);
       if (conf.prevResult) return conf.prevResult;
       return {

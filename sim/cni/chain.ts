@@ -255,11 +255,16 @@ export class CniChain {
     const conf = att?.capabilityArgs
       ? pluginNetConf(this.list, index, { ...(prev ? { prevResult: prev } : {}), capabilityArgs: att.capabilityArgs })
       : this.derivedConf(index, prev);
-    const env = cniEnv({
-      command,
-      ...(att ? { containerId: att.containerId, ifname: att.ifname, ...(att.netns ? { netns: att.netns } : {}), ...(att.args ? { args: att.args } : {}) } : {}),
-      ...(this.opts.path ? { path: this.opts.path } : {}),
-    });
+    // Built field by field rather than from spreads: this runs for every plugin of every pod.
+    const req: Parameters<typeof cniEnv>[0] = { command };
+    if (att) {
+      req.containerId = att.containerId;
+      req.ifname = att.ifname;
+      if (att.netns) req.netns = att.netns;
+      if (att.args) req.args = att.args;
+    }
+    if (this.opts.path) req.path = this.opts.path;
+    const env = cniEnv(req);
     const direct = this.opts.inProcess && command !== 'VERSION' ? this.plugins.call?.bind(this.plugins) : undefined;
     // In process, the text exists only for an observer.
     const stdin = direct && !this.opts.observe ? '' : JSON.stringify(conf);

@@ -14,7 +14,8 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 export function applyMergePatch(target: unknown, patch: unknown): unknown {
   if (!isPlainObject(patch)) return jsonClone(patch as Json);
   const out: Record<string, unknown> = isPlainObject(target) ? { ...target } : {};
-  for (const [key, value] of Object.entries(patch)) {
+  for (const key of Object.keys(patch)) {
+    const value = patch[key];
     if (value === null) delete out[key];
     else out[key] = applyMergePatch(out[key], value);
   }
@@ -24,13 +25,23 @@ export function applyMergePatch(target: unknown, patch: unknown): unknown {
 /** Structural equality of JSON values (key order ignored). */
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
+  // Loops rather than filter/every: this compares whole objects on every store write.
   if (Array.isArray(a)) {
-    return Array.isArray(b) && a.length === b.length && a.every((x, i) => jsonEqual(x, b[i]));
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false;
+    return true;
   }
   if (isPlainObject(a) && isPlainObject(b)) {
-    const ka = Object.keys(a).filter((k) => a[k] !== undefined);
-    const kb = Object.keys(b).filter((k) => b[k] !== undefined);
-    return ka.length === kb.length && ka.every((k) => jsonEqual(a[k], b[k]));
+    // Keys with undefined values do not count (JSON has none).
+    let defined = 0;
+    for (const k of Object.keys(a)) {
+      const v = a[k];
+      if (v === undefined) continue;
+      defined++;
+      if (!jsonEqual(v, b[k])) return false;
+    }
+    for (const k of Object.keys(b)) if (b[k] !== undefined) defined--;
+    return defined === 0;
   }
   return false;
 }
