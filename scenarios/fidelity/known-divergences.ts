@@ -42,6 +42,25 @@ attempts:
 `;
 
 const REJECT_RST_FIXTURE = 'fixtures/fidelity/reject-rst-dropped-seed-20260103.yaml';
+
+/**
+ * Could IPv6 neighbour discovery be dropped by this lab's rules? A DROP/REJECT rule in a chain
+ * that NS/NA messages traverse (they are untracked, so never nat) and not limited to TCP/UDP.
+ * Deliberately syntactic and narrow: rules reached only through a user chain are not considered.
+ */
+function mayDropNeighbourDiscovery(lab: Lab): boolean {
+  for (const n of lab.namespaces) {
+    let table = '';
+    for (const raw of (n.ip6tables ?? '').split('\n')) {
+      const line = raw.trim();
+      if (line.startsWith('*')) table = line.slice(1);
+      if (table === 'nat' || !/^-[AI] (INPUT|OUTPUT|PREROUTING|POSTROUTING)\b/.test(line) || !/-j (DROP|REJECT)\b/.test(line)) continue;
+      const proto = /(!\s+)?-p\s+(\S+)/.exec(line);
+      if (!proto || (!proto[1] && /^(ipv6-icmp|icmpv6|icmp6|58)$/.test(proto[2] ?? ''))) return true;
+    }
+  }
+  return false;
+}
 const REJECT_ICMP_FIXTURE = 'fixtures/fidelity/reject-icmp-dropped-seed-11.yaml';
 
 export const KNOWN_DIVERGENCES: readonly KnownDivergence[] = [
@@ -113,6 +132,48 @@ attempts:
     expected: [{ attempt: 'a0-client-tcp-server-app', field: 'outcome', sim: 'refused', kernel: 'timeout' }],
     explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'refused' && d.kernel === 'timeout'
       && /^SYN rejected in \S+ \(icmp6?-port-unreachable\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+  },
+  {
+    name: 'ipv6-neighbour-discovery-not-simulated',
+    description:
+      'IPv6 neighbour discovery (NS/NA, ICMPv6) goes through ip6tables: an NA answering a router\'s ' +
+      'solicitation is addressed to one of the router\'s own addresses, so a rule such as `filter INPUT ' +
+      '-m addrtype --dst-type LOCAL -j REJECT` there drops it, the router never resolves the next hop ' +
+      'and forwarded packets are lost: connect() times out (checked on Linux 6.1: with `-I INPUT -p ' +
+      'ipv6-icmp -j ACCEPT` first the same lab is refused). The model has no link layer resolution ' +
+      '(no ND, no ARP), so the packet is forwarded. Found by the differential property (seed 20261203, ' +
+      'fixtures/fidelity/v6-nd-rejected-seed-20261203.yaml). `explains` needs an IPv6 attempt that ' +
+      'times out on Linux only, in a lab with a DROP/REJECT rule that ND traverses.',
+    lab: () => parseLab(`
+version: 1
+namespaces:
+  - name: client
+    routes: [{ dst: default, family: 6, via: "fd00:1::1" }]
+  - name: router
+    forwarding: { ipv6: true }
+    ip6tables: |
+      *filter
+      -A INPUT -m addrtype --dst-type LOCAL -j REJECT
+      COMMIT
+  - name: server
+    routes: [{ dst: default, family: 6, via: "fd00:2::1" }]
+veths:
+  - a: { netns: client, name: eth0, addresses: ["fd00:1::2/64"] }
+    b: { netns: router, name: eth-c, addresses: ["fd00:1::1/64"] }
+  - a: { netns: server, name: eth0, addresses: ["fd00:2::2/64"] }
+    b: { netns: router, name: eth-s, addresses: ["fd00:2::1/64"] }
+attempts:
+  - { name: through-router, netns: client, address: "fd00:2::2", port: 18080, uid: 1000 }
+`, 'known-divergence ipv6-neighbour-discovery-not-simulated'),
+    expected: [{ attempt: 'through-router', field: 'outcome', sim: 'refused', kernel: 'timeout' }],
+    explains: (lab, d, sim, kernel) => {
+      const attempt = lab.attempts.find((a) => a.name === d.attempt);
+      if (!attempt || !attempt.address.includes(':')) return false;
+      if (kernel.find((r) => r.name === d.attempt)?.outcome !== 'timeout') return false;
+      const simOutcome = sim.find((r) => r.name === d.attempt)?.outcome;
+      if (simOutcome === undefined || simOutcome === 'timeout') return false;
+      return mayDropNeighbourDiscovery(lab);
+    },
   },
 ];
 
