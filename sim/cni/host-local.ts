@@ -45,6 +45,11 @@ export class HostLocalStore {
     return this.owners;
   }
 
+  /** Whether (containerId, ifname) holds any address here (ownedBy without the copy). */
+  holdsAny(containerId: string, ifname: string): boolean {
+    return (this.byOwner.get(ownerKey(containerId, ifname))?.size ?? 0) > 0;
+  }
+
   ownedBy(containerId: string, ifname: string): string[] {
     const keys = this.byOwner.get(ownerKey(containerId, ifname));
     return keys ? [...keys] : [];
@@ -170,12 +175,13 @@ function allocate(store: HostLocalStore, setIndex: number, set: Range[], owner: 
       }
     }
   }
-  const total = set.reduce((n, r) => n + (r.end - r.start + 1n), 0n);
+  let total = 0n;
+  for (const r of set) total += r.end - r.start + 1n;
   for (let n = 0n; n < total; n++) {
     const r = set[ri]!;
-    const f = r.subnet.addr.family;
-    if (v !== r.gateway && !store.allocated.has(key(f, v))) {
-      store.reserve(key(f, v), owner);
+    const k = v !== r.gateway ? key(r.subnet.addr.family, v) : undefined;
+    if (k !== undefined && !store.allocated.has(k)) {
+      store.reserve(k, owner);
       store.lastReserved.set(setIndex, v);
       return { range: r, value: v };
     }
@@ -203,8 +209,9 @@ function routesOf(conf: CniNetConf): CniRoute[] {
  */
 function checkArgs(env: CniEnv): void {
   const ignore = env.args.some(([k, v]) => k === 'IgnoreUnknown' && (v === '1' || v.toLowerCase() === 'true'));
+  if (ignore) return; // runtimes always send it: the unknown list is built only to be reported
   const unknown = env.args.filter(([k]) => k !== 'IgnoreUnknown' && k !== 'IP').map(([k, v]) => `${k}=${v}`);
-  if (unknown.length > 0 && !ignore) {
+  if (unknown.length > 0) {
     throw new CniError(CNI_ERR_INTERNAL, `ARGS: unknown args [${unknown.map((u) => JSON.stringify(u)).join(' ')}]`);
   }
 }
@@ -218,8 +225,7 @@ export function hostLocalPlugin(disk: IpamDisk): CniPlugin {
       const routes = routesOf(conf);
       const store = disk.store(conf.name);
       const o = owner(env);
-      const existing = store.ownedBy(o.containerId, o.ifname);
-      if (existing.length > 0) {
+      if (store.holdsAny(o.containerId, o.ifname)) {
         throw new CniError(CNI_ERR_INTERNAL, `failed to allocate for ${o.containerId}/${o.ifname}`, 'it already holds addresses on this network (duplicate allocation is not allowed; DEL first)');
       }
       const ips = [];
