@@ -10,8 +10,6 @@ import type { InProcessPlugins } from '../cni/plugins.js';
 import type { NodeDisk } from './runtime-state.js';
 import type { SimKubelet } from './kubelet.js';
 
-/** iptables-restore text that empties every table (builtin chains keep their ACCEPT policy). */
-const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
 export interface SimNodeAddresses {
   readonly ipv4: string;
@@ -84,7 +82,12 @@ export class SimNode {
     // The host's netfilter rules, ipsets and conntrack live in kernel memory: a reboot loses them,
     // and whoever installed them (the node agent's host rules and probe sets) must do it again.
     // Links, addresses and routes come back from the node's boot configuration, kept as they are.
-    for (const family of [4, 6] as const) this.kernel.iptablesRestore(this.hostNetns, family, EMPTY_TABLES, { source: `reboot of ${this.name}` });
+    for (const family of [4, 6] as const) {
+      // Only the tables in use get flushed, so the set of loaded tables stays what the agent's own
+      // writes load again (the sim cannot unload a table; Linux would start with none loaded).
+      const loaded = [...this.kernel.iptablesSave(this.hostNetns, family).matchAll(/^\*(\w+)$/gm)].map((m) => m[1]);
+      if (loaded.length > 0) this.kernel.iptablesRestore(this.hostNetns, family, loaded.map((t) => `*${t}\nCOMMIT\n`).join(''), { source: `reboot of ${this.name}` });
+    }
     const sets = this.kernel.ipsetsOf(this.hostNetns);
     for (const name of sets.names()) sets.destroy(name);
     host.conntrack.flush();

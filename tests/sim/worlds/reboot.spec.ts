@@ -55,7 +55,7 @@ test('reboot empties the host netns kernel state (rules, ipsets, conntrack); the
     // the full world reboot brings the agent back, which rebuilds its host state
     await w.rebootNode('node-0');
     await w.settle();
-    // the same rules (tables the reboot's flush loaded stay listed empty, as after iptables -F)
+    // the same rules as before the reboot
     const ruleLines = (text: string): string[] => text.split('\n').filter((l) => l.startsWith('-A '));
     expect(ruleLines(k.iptablesSave(host, 4))).toEqual(ruleLines(rulesBefore));
     expect(k.ipsetsOf(host).names().sort()).toEqual([...setsBefore].sort());
