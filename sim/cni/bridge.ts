@@ -54,15 +54,19 @@ export function fnv1a(text: string): number {
 export function simMac(seed: string): string {
   const a = fnv1a(seed);
   const b = fnv1a(`${seed}#`);
-  // Built as one string (no byte array, no per-byte strings): three MACs per pod ADD.
-  return `0a:${hex2(a >>> 24)}:${hex2(a >>> 16)}:${hex2(a >>> 8)}:${hex2(a)}:${hex2(b)}`;
+  // One flat string from char codes: no byte array or per-byte strings (three MACs per pod ADD),
+  // and not a tree of concatenations, which the cached result would keep alive.
+  return String.fromCharCode(
+    48, 97, 58, // "0a:"
+    hexDigit(a >>> 28), hexDigit(a >>> 24), 58, hexDigit(a >>> 20), hexDigit(a >>> 16), 58,
+    hexDigit(a >>> 12), hexDigit(a >>> 8), 58, hexDigit(a >>> 4), hexDigit(a), 58, hexDigit(b >>> 4), hexDigit(b),
+  );
 }
 
-const HEX = '0123456789abcdef';
-
-/** The low byte of `x` as two lowercase hex digits. */
-function hex2(x: number): string {
-  return HEX[(x >>> 4) & 0xf]! + HEX[x & 0xf]!;
+/** The char code of the low nibble of `x` as a lowercase hex digit. */
+function hexDigit(x: number): number {
+  const n = x & 0xf;
+  return n < 10 ? 48 + n : 87 + n;
 }
 
 export interface SimPluginContext {
