@@ -117,13 +117,18 @@ export class KindCli {
     return { crdCreated };
   }
 
-  /** Agent settings the world options choose (profile, DNS capture), as AMBIENT_LAB_* variables. */
+  /** Agent settings the world options choose (profile, DNS capture, IPv6), as AMBIENT_LAB_* variables. */
   async setAgentEnv(env: Readonly<Record<string, string>>): Promise<void> {
+    await this.setComponentEnv('agent', env);
+  }
+
+  /** Settings of one component's container (agent: container `agent`; proxy: `proxy`), as AMBIENT_LAB_* variables (its flags' environment form). */
+  async setComponentEnv(c: KindComponent, env: Readonly<Record<string, string>>): Promise<void> {
     const pairs = Object.entries(env).map(([k, v]) => {
-      if (!/^AMBIENT_LAB_[A-Z0-9_]+$/.test(k)) throw new Error(`agent setting ${k}: expected an AMBIENT_LAB_* variable`);
+      if (!/^AMBIENT_LAB_[A-Z0-9_]+$/.test(k)) throw new Error(`${c} setting ${k}: expected an AMBIENT_LAB_* variable`);
       return `${k}=${v}`;
     });
-    await this.kubectl(['-n', SYSTEM_NAMESPACE, 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', ...pairs]);
+    await this.kubectl(['-n', SYSTEM_NAMESPACE, 'set', 'env', `daemonset/ambient-lab-${c}`, '-c', c, ...pairs]);
   }
 
   /** The node-stop hook (stopLabel) on both DaemonSets; a template change, so before waitReady. */
@@ -239,13 +244,14 @@ export class KindCli {
   }
 
   /** Everything up: create, build, load, apply, wait. Deletes the cluster if any step fails. */
-  async up(opts: { readonly build?: boolean; readonly nodeStop?: boolean; readonly agentEnv?: Readonly<Record<string, string>> } = {}): Promise<void> {
+  async up(opts: { readonly build?: boolean; readonly nodeStop?: boolean; readonly agentEnv?: Readonly<Record<string, string>>; readonly proxyEnv?: Readonly<Record<string, string>> } = {}): Promise<void> {
     await this.createCluster();
     try {
       if (opts.build !== false) await this.buildImages();
       await this.loadImages();
       await this.applyManifests();
       if (opts.agentEnv && Object.keys(opts.agentEnv).length > 0) await this.setAgentEnv(opts.agentEnv);
+      if (opts.proxyEnv && Object.keys(opts.proxyEnv).length > 0) await this.setComponentEnv('proxy', opts.proxyEnv);
       if (opts.nodeStop !== false) await this.enableNodeStop();
       await this.waitReady();
     } catch (e) {

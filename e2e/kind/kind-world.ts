@@ -27,10 +27,18 @@
  *   and netns, so the kernel decides): iptables-restore of empty tables, or a listener kept open
  *   (its `kubectl exec` stays attached) until the pod is deleted; its accepts are deliveries.
  *
- * Not here: raw (AF_PACKET) sources, IPv6 (the kind config is single-stack), kernelVersion
- * (the host's kernel decides). A non-root app's added capabilities are effective only where the
+ * - raw (ConnectOptions.raw): the probe's `raw-send` from the same place as a connect; the device
+ *   and next-hop MAC come from the source's netns through the same launcher (raw-attempt.ts). UDP
+ *   is attributed as a datagram (the app's tagged log line); a TCP SYN-ACK by the destination
+ *   sandbox's conntrack entry, read on its node. Without NET_RAW the probe reports EPERM.
+ * - IPv6 (options.ipv6): a dual-stack cluster (fixtures/kind/cluster-dual.yaml), addresses from
+ *   status.podIPs and the nodes' InternalIPs of both families; agent and proxy get
+ *   AMBIENT_LAB_IPV6=true (their --ipv6) as the profile/DNS settings are given (kindComponentEnv).
+ *
+ * Not here: kernelVersion (the host's kernel decides); meshV6 different from ipv6. A non-root app's added capabilities are effective only where the
  * runtime sets ambient capabilities; otherwise the probe reports the EPERM it gets.
  */
+import { execa } from 'execa';
 import { randomInt } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as os from 'node:os';
@@ -51,11 +59,26 @@ import { nodeEvidenceScript, parseNodeEvidence, type NodeEvidence } from './node
 import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogue.js';
 import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from './attribution.js';
 import { appPod, hostProbePod } from './pod-specs.js';
+import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
+import type { RawSendOutcome } from '../netns/probe-protocol.js';
 
 // From source or from dist/: fixtures/, ci/ and the manifests are at the repository root.
 const repoRoot = findRepoRoot();
 const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const POD_CIDR = '10.244.0.0/16'; // fixtures/kind/cluster.yaml
+const POD_CIDR6 = 'fd00:10:244::/56'; // fixtures/kind/cluster-dual.yaml
+/** The kind config of a world's options: dual-stack when it asks for IPv6. */
+export const kindConfigFor = (o: Pick<WorldOptions, 'ipv6'>): string => (o.ipv6 ? 'fixtures/kind/cluster-dual.yaml' : 'fixtures/kind/cluster.yaml');
+
+/**
+ * The settings the world options give the agent and the proxy, as AMBIENT_LAB_* variables (their
+ * flags' environment form). AMBIENT_LAB_IPV6 only on a dual-stack world, so a single-stack
+ * bring-up is unchanged.
+ */
+export function kindComponentEnv(o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6'>): { agent: Record<string, string>; proxy: Record<string, string> } {
+  const v6: Record<string, string> = o.ipv6 ? { AMBIENT_LAB_IPV6: 'true' } : {};
+  return { agent: { AMBIENT_LAB_PROFILE: o.profile, AMBIENT_LAB_DNS_CAPTURE: String(o.dnsCapture), ...v6 }, proxy: { ...v6 } };
+}
 const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -72,6 +95,7 @@ export class KindWorld implements World {
   private readonly core: k8s.CoreV1Api;
   private readonly custom: k8s.CustomObjectsApi;
   private readonly nodeIps = new Map<string, string>();
+  private readonly nodeIps6 = new Map<string, string>();
   private readonly image: string;
   /** Probes attached to app containers for appExec listeners, by pod key; their listeners by probe listener name. */
   private readonly appProbes = new Map<string, ExecProbe>();
@@ -99,8 +123,11 @@ export class KindWorld implements World {
 
   async loadNodeAddresses(): Promise<void> {
     for (const n of (await this.core.listNode()).items) {
-      const ip = n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address;
+      const internal = (n.status?.addresses ?? []).filter((a) => a.type === 'InternalIP').map((a) => a.address);
+      const ip = internal.find((a) => !a.includes(':'));
+      const ip6 = internal.find((a) => a.includes(':'));
       if (n.metadata?.name && ip) this.nodeIps.set(n.metadata.name, ip);
+      if (n.metadata?.name && ip6) this.nodeIps6.set(n.metadata.name, ip6);
     }
   }
 
@@ -198,28 +225,36 @@ export class KindWorld implements World {
     await this.cli.restartApiServer();
   }
 
-  private async launcher(from: Source, to: Destination, dstNode: string | undefined, family: 4 | 6): Promise<{ argv: string[]; srcIp: string | undefined } | string> {
+  /**
+   * Where an attempt starts: the probe's launcher argv, the source address, and `hop` — the same
+   * place running another command (the next-hop lookup of a raw attempt).
+   */
+  private async launcher(from: Source, to: Destination, dstNode: string | undefined, family: 4 | 6): Promise<{ argv: string[]; srcIp: string | undefined; hop: (cmd: readonly string[]) => string[] } | string> {
     const node = 'node' in from ? from.node : undefined;
     if (from.kind === 'pod') {
       const p = await this.core.readNamespacedPod({ namespace: from.pod.namespace, name: from.pod.name }).catch(() => undefined);
       if (p?.status?.phase !== 'Running') return `source pod ${from.pod.namespace}/${from.pod.name} is not running`;
       const ip = (p.status.podIPs ?? []).map((x) => x.ip).find((x) => (family === 6) === x.includes(':'));
-      return { argv: this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', ['node', PROBE_PROGRAM]), srcIp: ip };
+      return { argv: this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', ['node', PROBE_PROGRAM]), srcIp: ip, hop: (cmd) => this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', cmd) };
     }
     if (from.kind === 'host') {
       if (!node || !this.nodeIps.has(node)) return `no node ${String(node)} in this world`;
       const priv = setprivArgs({ uid: from.uid, gid: from.uid, caps: from.caps.map((c) => c.toLowerCase()) });
-      return { argv: this.cli.execArgv(E2E_NAMESPACE, hostProbePod(node, this.image).metadata!.name!, 'probe', [...priv, 'node', PROBE_PROGRAM]), srcIp: this.nodeIps.get(node) };
+      const hostProbe = hostProbePod(node, this.image).metadata!.name!;
+      const srcIp = family === 6 ? this.nodeIps6.get(node) : this.nodeIps.get(node);
+      if (!srcIp) return `node ${node} has no IPv${family} address (IPv6 needs a world made with ipv6: true)`;
+      return { argv: this.cli.execArgv(E2E_NAMESPACE, hostProbe, 'probe', [...priv, 'node', PROBE_PROGRAM]), srcIp, hop: (cmd) => this.cli.execArgv(E2E_NAMESPACE, hostProbe, 'probe', [...priv, ...cmd]) };
     }
-    const via = this.nodeIps.get(dstNode ?? this.nodes[0]!);
-    if (!via) return `outside: no node address to route ${to.kind === 'pod' ? podKeyOf(to.pod) : to.ip} through`;
+    const via = (family === 6 ? this.nodeIps6 : this.nodeIps).get(dstNode ?? this.nodes[0]!);
+    if (!via) return `outside: no IPv${family} node address to route ${to.kind === 'pod' ? podKeyOf(to.pod) : to.ip} through`;
+    const route = { cidr: family === 6 ? POD_CIDR6 : POD_CIDR, via };
     // The outside client is root with NET_ADMIN/NET_RAW, as in the netns world (it is not the threat's app).
-    return { argv: this.cli.outsideArgv(this.image, { cidr: POD_CIDR, via }, ['node', PROBE_PROGRAM]), srcIp: undefined };
+    return { argv: this.cli.outsideArgv(this.image, route, ['node', PROBE_PROGRAM]), srcIp: undefined, hop: (cmd) => this.cli.outsideArgv(this.image, route, cmd) };
   }
 
   async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
-    if (opts.raw) return errorResult('raw (AF_PACKET) attempts are not implemented in the kind world');
-    const family = opts.family ?? 4;
+    if (opts.raw && from.kind === 'outside') return errorResult('raw (AF_PACKET) attempts from outside are not staged in the kind world (the threat model draws raw sources from pods and hosts)');
+    const family: 4 | 6 = opts.family ?? (to.kind === 'ip' && to.ip.includes(':') ? 6 : 4);
     let dstIp: string;
     let dstPods: { ref: PodRef; node: string | undefined }[];
     const all = (await this.core.listPodForAllNamespaces()).items.filter((p) => !HIDDEN_NAMESPACES.has(p.metadata?.namespace ?? ''));
@@ -235,16 +270,37 @@ export class KindWorld implements World {
     }
     const launch = await this.launcher(from, to, dstPods[0]?.node, family);
     if (typeof launch === 'string') return errorResult(launch);
+    const proto = opts.proto ?? 'tcp';
     const sourcePort = randomInt(20_000, 60_000);
     const tag = `al-${randomInt(1e9).toString(36)}-${randomInt(1e9).toString(36)}`;
     const since = new Date(Date.now() - 2000).toISOString();
+    let hop: { dev: string; mac: string } | undefined;
+    if (opts.raw) {
+      const srcIp = opts.sourceIp ?? launch.srcIp;
+      if (!srcIp) return errorResult(`raw: the source has no IPv${family} address`);
+      const found = await this.nextHop(launch.hop(nextHopCommand(dstIp)));
+      if (typeof found === 'string') return errorResult(`raw: ${found}`);
+      hop = found;
+    }
     const probe = await ExecProbe.start(launch.argv, this.env ? { env: this.env } : {});
     let out: ConnectOutcome;
+    let rawAnswer: RawSendOutcome['result'] | undefined;
     try {
-      out = await probe.connect({
-        op: 'connect', tag, proto: opts.proto ?? 'tcp', address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,
-        source: opts.sourceIp, sourcePort, timeoutMs: 3000,
-      });
+      if (hop) {
+        const r = (await probe.request({
+          op: 'raw-send', tag, proto, ifname: hop.dev, dstMac: hop.mac, source: (opts.sourceIp ?? launch.srcIp)!, sourcePort,
+          address: dstIp, port: to.port, timeoutMs: 1000,
+        })) as RawSendOutcome;
+        rawAnswer = r.result;
+        out = r.result === 'error'
+          ? { result: 'error', code: r.code, call: r.call === 'socket' ? 'socket(AF_PACKET)' : r.call, message: r.message }
+          : { result: 'sent', code: undefined, call: undefined, message: undefined };
+      } else {
+        out = await probe.connect({
+          op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,
+          source: opts.sourceIp, sourcePort, timeoutMs: 3000,
+        });
+      }
     } finally {
       await probe.close();
     }
@@ -255,7 +311,8 @@ export class KindWorld implements World {
     let accepts: { pod: PodRef; a: AppAccept }[] = [];
     let records: { node: string; r: ConnectionLogRecord }[] = [];
     const listened: { pod: PodRef; a: AppAccept }[] = []; // drained events: keep them across polls
-    const reached = out.result === 'established' || out.result === 'sent';
+    // a raw TCP SYN never completes a handshake: nothing is logged for it (its answer says what listened)
+    const reached = out.result === 'established' || (out.result === 'sent' && !(opts.raw && proto === 'tcp'));
     for (let i = 0; i < (reached ? 20 : 1); i++) {
       accepts = [];
       for (const d of dstPods) {
@@ -273,8 +330,40 @@ export class KindWorld implements World {
       await sleep(300); // the proxy's record of the delivered connection may trail the app's
       records = await this.proxyRecords(since);
     }
-    const res = attribute({ outcome: out, client, records, accepts });
-    return { ...res, trace: `probe \`${launch.argv.slice(0, 8).join(' ')} ...\` ${client.ip ?? '?'}:${sourcePort} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}; proxy records ${res.proxyLog.length}; deliveries ${res.deliveries.length}` };
+    let res = attribute({ outcome: out, client, records, accepts });
+    let rawNote = '';
+    if (opts.raw && proto === 'tcp' && rawAnswer === 'syn-ack' && client.ip) {
+      res = await this.rawSynAck(res, client as { ip: string; port: number }, to.port, dstPods[0]);
+      rawNote = `; SYN-ACK (${res.acceptedBy ?? '?'})`;
+    } else if (opts.raw && rawAnswer !== undefined) rawNote = `; answer ${rawAnswer}`;
+    return { ...res, trace: `probe \`${launch.argv.slice(0, 8).join(' ')} ...\`${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client.ip ?? '?'}:${sourcePort} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}${rawNote}; proxy records ${res.proxyLog.length}; deliveries ${res.deliveries.length}` };
+  }
+
+  /** The device and next-hop MAC, asked in the source's netns (raw-attempt.ts); a string says why not. */
+  private async nextHop(argv: readonly string[]): Promise<{ dev: string; mac: string } | string> {
+    const [cmd, ...args] = argv;
+    if (!cmd) return 'empty next-hop argv';
+    const r = await execa(cmd, args, { env: this.env ?? process.env, extendEnv: this.env === undefined, reject: false, timeout: 60_000 });
+    if (r.exitCode !== 0) return `next-hop lookup \`${argv.slice(0, 8).join(' ')} ...\` exited ${r.exitCode ?? '?'}: ${String(r.stderr).trim() || String(r.stdout).trim()}`;
+    return parseNextHop(String(r.stdout));
+  }
+
+  /**
+   * A raw SYN answered with a SYN-ACK: the destination sandbox's conntrack entry (read on its
+   * node) says which listener port took it after NAT; no entry means the port aimed at.
+   */
+  private async rawSynAck(res: ReturnType<typeof attribute>, client: { ip: string; port: number }, dport: number, dst: { ref: PodRef; node: string | undefined } | undefined): Promise<ReturnType<typeof attribute>> {
+    let port = dport;
+    let appPorts: number[] = [];
+    if (dst?.node) {
+      const p = await this.core.readNamespacedPod({ namespace: dst.ref.namespace, name: dst.ref.name }).catch(() => undefined);
+      const uid = p?.metadata?.uid;
+      appPorts = (p?.spec?.containers ?? []).flatMap((c) => (c.ports ?? []).filter((x) => (x.protocol ?? 'TCP') === 'TCP').map((x) => x.containerPort));
+      for (const l of this.appListeners.values()) if (podKeyOf(l.pod) === podKeyOf(dst.ref)) appPorts.push(l.port);
+      if (uid) port = parseRawPort(await this.cli.onNode(dst.node, rawConntrackScript(uid, client.ip, client.port)).catch(() => '')) ?? dport;
+    }
+    const who = rawSynAckAcceptor({ port, dst: dst?.ref, appPorts, client });
+    return { ...res, outcome: 'delivered', acceptedBy: who.acceptedBy, ...(who.acceptedIn ? { acceptedIn: who.acceptedIn } : {}), deliveries: who.delivery ? [...res.deliveries, who.delivery] : res.deliveries };
   }
 
   private async forgetAppProbe(pod: PodRef): Promise<void> {
@@ -435,15 +524,12 @@ export const kindWorldFactory: WorldFactory = {
     ? { ok: true, reason: 'KIND=1 (needs kind and a Docker engine)' }
     : { ok: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' }),
   async create(options: WorldOptions): Promise<World> {
-    if (options.meshV6 === true && !options.ipv6) throw new Error('kind world: meshV6 without ipv6 is not a cluster (run it on the sim world)');
-    if (options.ipv6) throw new Error('kind world: IPv6 is unsupported: it needs a dual-stack kind config (fixtures/kind/cluster.yaml is IPv4 only); run IPv6 scenarios in the sim or netns world');
+    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6) throw new Error(`kind world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run it on the sim world`);
     const tmp = await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
     const cluster = `al-${process.pid.toString(36)}-${options.seed.toString(36)}`.slice(0, 30).replace(/-+$/, '');
-    const cli = new KindCli({ cluster, repoRoot, kubeconfig: path.join(tmp, 'kubeconfig') });
-    await cli.up({
-      build: process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1',
-      agentEnv: { AMBIENT_LAB_PROFILE: options.profile, AMBIENT_LAB_DNS_CAPTURE: String(options.dnsCapture) },
-    });
+    const cli = new KindCli({ cluster, repoRoot, kubeconfig: path.join(tmp, 'kubeconfig'), kindConfig: kindConfigFor(options) });
+    const env = kindComponentEnv(options);
+    await cli.up({ build: process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1', agentEnv: env.agent, proxyEnv: env.proxy });
     try {
       const kc = new k8s.KubeConfig();
       kc.loadFromFile(path.join(tmp, 'kubeconfig'));

@@ -17,7 +17,7 @@ import * as k8s from '@kubernetes/client-node';
 import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
 import { repoRoot as findRepoRoot } from '../netns/world-lab.js';
 import { KindCli } from './kind-cli.js';
-import { KindWorld, kindWorldFactory } from './kind-world.js';
+import { KindWorld, kindComponentEnv, kindConfigFor, kindWorldFactory } from './kind-world.js';
 
 // From source or from dist/ (the CLI): fixtures/, ci/ and the manifests are at the repository root.
 const repoRoot = findRepoRoot();
@@ -41,18 +41,19 @@ interface Up {
   readonly cli: KindCli;
   readonly kc: k8s.KubeConfig;
   readonly nodes: readonly string[];
+  /** Dual-stack (the first world's ipv6 decides the cluster's stack for the run). */
+  readonly ipv6: boolean;
   agentEnv: string;
   prepared: boolean;
 }
 
 function agentEnvOf(o: WorldOptions): Record<string, string> {
-  return { AMBIENT_LAB_PROFILE: o.profile, AMBIENT_LAB_DNS_CAPTURE: String(o.dnsCapture) };
+  return kindComponentEnv(o).agent;
 }
 
 /** The reasons a world option cannot be staged on kind, as create() errors (the catalog skips on 'unsupported'). */
 export function kindUnsupported(o: WorldOptions): string | undefined {
-  if (o.meshV6 !== undefined && o.meshV6 !== o.ipv6) return `kind world: meshV6 ${o.meshV6} with ipv6 ${o.ipv6} is unsupported (single-stack cluster); run it on the sim world`;
-  if (o.ipv6) return 'kind world: IPv6 is unsupported: it needs a dual-stack kind config (fixtures/kind/cluster.yaml is IPv4 only); run IPv6 scenarios in the sim or netns world';
+  if (o.meshV6 !== undefined && o.meshV6 !== o.ipv6) return `kind world: meshV6 ${o.meshV6} with ipv6 ${o.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run it on the sim world`;
   return undefined;
 }
 
@@ -76,6 +77,9 @@ export class SharedKindCluster implements WorldFactory {
     if (this.current) throw new Error('kind world: the shared cluster already has a world; close it first (the check runs kind cells one at a time)');
     // A failed bring-up stays failed: every later create() reports it instead of retrying for minutes.
     const u = await (this.up ??= this.bringUp(options));
+    if (u.ipv6 !== options.ipv6) {
+      throw new Error(`kind world: ipv6 ${options.ipv6} is unsupported on this run's ${u.ipv6 ? 'dual-stack' : 'single-stack'} shared cluster (the first world chose its stack); run such worlds in a separate check run`);
+    }
     const env = agentEnvOf(options);
     if (JSON.stringify(env) !== u.agentEnv) {
       await u.cli.setAgentEnv(env);
@@ -103,14 +107,14 @@ export class SharedKindCluster implements WorldFactory {
     this.tmp = this.o.workDir ?? await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
     const kubeconfig = path.join(this.tmp, 'kubeconfig');
     const cluster = this.o.cluster ?? `al-check-${process.pid.toString(36)}`;
-    const cli = new KindCli({ cluster, repoRoot, kubeconfig, ...(this.o.env ? { env: this.o.env } : {}) });
+    const cli = new KindCli({ cluster, repoRoot, kubeconfig, kindConfig: kindConfigFor(options), ...(this.o.env ? { env: this.o.env } : {}) });
     const env = agentEnvOf(options);
-    await cli.up({ build: this.o.build ?? process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1', agentEnv: env });
+    await cli.up({ build: this.o.build ?? process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1', agentEnv: env, proxyEnv: kindComponentEnv(options).proxy });
     try {
       const kc = new k8s.KubeConfig();
       kc.loadFromFile(kubeconfig);
       const nodes = (await kc.makeApiClient(k8s.CoreV1Api).listNode()).items.map((n) => n.metadata!.name!).sort();
-      return { cli, kc, nodes, agentEnv: JSON.stringify(env), prepared: false };
+      return { cli, kc, nodes, ipv6: options.ipv6, agentEnv: JSON.stringify(env), prepared: false };
     } catch (e) {
       await cli.deleteCluster().catch(() => undefined);
       throw e;

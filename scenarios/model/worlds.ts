@@ -113,7 +113,8 @@ export interface WorldLimits {
 }
 
 export function worldLimits(world: CheckWorldName): WorldLimits {
-  if (world === 'kind') return { ipv6: false, raw: false, kernel: 'host' };
+  // kind: dual-stack clusters (fixtures/kind/cluster-dual.yaml) and raw sources through the probe (e2e/kind/kind-world.ts).
+  if (world === 'kind') return { ipv6: true, raw: true, kernel: 'host' };
   // The netns world's kernel is the machine's too; its check does not skip on it (docs/check.md).
   return { ipv6: true, raw: true, kernel: 'any' };
 }
@@ -149,6 +150,9 @@ export function worldGaps(world: CheckWorldName, settings: { readonly ipv6: bool
   const out: string[] = [];
   if (!l.ipv6 && askedIpv6 && !settings.ipv6) out.push(`IPv6: not staged (the ${world} world is single-stack); histories and the attack catalog ran IPv4 only`);
   if (!l.ipv6) out.push(`meshV6 (a dual-stack cluster with a v4-only mesh): not staged; the catalog's mesh-v6-off phase is skipped`);
-  if (world === 'kind') out.push('cniApiFault: not staged (no hook into the plugin\'s API calls); the catalog\'s api-error-at-add phase is skipped');
+  if (world === 'kind') {
+    out.push('meshV6 (a dual-stack cluster with a v4-only mesh): not staged (the agent and proxy follow the cluster\'s stack); the catalog\'s mesh-v6-off phase is skipped');
+    out.push('cniApiFault: not staged (no hook into the plugin\'s API calls); the catalog\'s api-error-at-add phase is skipped');
+  }
   return out;
 }

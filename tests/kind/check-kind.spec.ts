@@ -38,8 +38,9 @@ test('check --world kind runs the app-nonroot × strict cells on one kind cluste
     cells: { threat: string; profile: string; status: string; runs: number }[];
   };
   expect(report.world).toBe('kind');
-  expect(report.settings.ipv6).toBe(false);
-  expect(report.worldGaps.join('\n')).toMatch(/IPv6: not staged/);
+  // check's default --ipv6: the run's cluster is dual-stack (fixtures/kind/cluster-dual.yaml)
+  expect(report.settings.ipv6).toBe(true);
+  expect(report.worldGaps.join('\n')).not.toMatch(/IPv6: not staged/);
   expect(report.cells.length).toBeGreaterThan(0);
   for (const c of report.cells) {
     expect(`${c.threat} × ${c.profile}`).toBe('app-nonroot × strict');
