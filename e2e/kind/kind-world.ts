@@ -380,14 +380,20 @@ export class KindWorld implements World {
     const argv = this.cli.execArgv(pod.namespace, pod.name, 'app', ['node', PROBE_PROGRAM]);
     const envOpt = this.env ? { env: this.env } : {};
     if (action.kind === 'iptables-flush') {
+      // a dual-stack pod has v6 rules too (as the netns world flushes both)
+      const tools = (p.status.podIPs ?? []).some((x) => x.ip.includes(':')) ? ['iptables-restore', 'ip6tables-restore'] : ['iptables-restore'];
       const probe = await ExecProbe.start(argv, envOpt);
       try {
-        await probe.request({ op: 'exec', argv: ['iptables-restore'], input: EMPTY_TABLES });
+        for (const tool of tools) {
+          try {
+            await probe.request({ op: 'exec', argv: [tool], input: EMPTY_TABLES });
+          } catch (e) {
+            const msg = e instanceof Error ? e.message : String(e);
+            const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';
+            return { ok: false, error: `${tool}: ${errno} (uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}): ${msg}` };
+          }
+        }
         return { ok: true };
-      } catch (e) {
-        const msg = e instanceof Error ? e.message : String(e);
-        const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';
-        return { ok: false, error: `iptables-restore: ${errno} (uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}): ${msg}` };
       } finally {
         await probe.close();
       }

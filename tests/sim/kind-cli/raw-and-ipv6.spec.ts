@@ -7,7 +7,7 @@
  * from this machine).
  */
 import { test, expect } from '@playwright/test';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -194,4 +194,28 @@ test('raw helpers: the next-hop answer, the conntrack port, the acceptor of a SY
   expect(rawSynAckAcceptor({ port: 15008, dst, appPorts: [8080], client })).toEqual({ acceptedBy: 'proxy-hbone', acceptedIn: dst });
   expect(rawSynAckAcceptor({ port: 9999, dst, appPorts: [8080], client })).toEqual({ acceptedBy: 'other', acceptedIn: dst });
   expect(rawSynAckAcceptor({ port: 8080, dst: undefined, appPorts: [8080], client })).toEqual({ acceptedBy: 'other' });
+});
+
+test('iptables flush in a dual-stack pod: iptables-restore then ip6tables-restore, as the app; a v6 refusal is reported by its tool', async () => {
+  const probeJs = path.join(repo, 'dist/e2e/netns/probe-program.js');
+  test.skip(!existsSync(probeJs), `needs the compiled probe program (${probeJs}): run \`npx tsc -p .\``);
+  await withRig(async ({ world, fakes }) => {
+    const fakeTools = await makeFakes(['iptables-restore', 'ip6tables-restore'], []);
+    try {
+      // the real probe, its PATH: the tool fakes first (never the host's tables)
+      const env = `PATH=${fakeTools.dir}:/usr/bin:/bin`;
+      const exec = { bin: 'kubectl', has: ['exec', '-i', '--', 'node', PROBE_PROGRAM], exec: ['env', env, process.execPath, probeJs] };
+      await fakes.setRules([exec]);
+      await fakeTools.setRules([]);
+      const b = { namespace: 'mesh', name: 'b' };
+      expect(await world.appExec(b, { kind: 'iptables-flush' })).toEqual({ ok: true });
+      expect(await fakeTools.calls()).toEqual([['iptables-restore'], ['ip6tables-restore']]);
+      await fakeTools.setRules([{ bin: 'ip6tables-restore', exit: 4, stderr: 'ip6tables-restore: Permission denied (you must be root)\n' }]);
+      const denied = await world.appExec(b, { kind: 'iptables-flush' });
+      expect(denied.ok).toBe(false);
+      expect(denied.error).toMatch(/^ip6tables-restore: EPERM .*mesh\/b/);
+    } finally {
+      await fakeTools.dispose();
+    }
+  });
 });
