@@ -15,7 +15,7 @@ import type { SimSocket } from '../../../sim/kernel/socket.js';
 import { INBOUND_HBONE_PORT, INBOUND_PLAINTEXT_PORT, OUTBOUND_PORT } from '../../../impl/api/ports.js';
 import { PROXY_LABEL_PREFIX } from './node-stack.js';
 
-/** The proxy's DNS port (served when DNS capture is on; a listener there is the proxy's DNS server). */
+/** The proxy's DNS port (not served by the worlds' proxies yet: see node-stack.ts; a listener there is the proxy's DNS server). */
 const DNS_PORT = 15053;
 
 export class ConnectRecorder {

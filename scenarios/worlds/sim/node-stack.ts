@@ -144,10 +144,11 @@ export class NodeStack {
       families: s.ipv6 ? [4, 6] : [4], connectTimeoutMs: PROXY_CONNECT_TIMEOUT_MS, drainMs: 1000,
       zdsTransport: s.zds.endpoint({ pid: 200 + 1000 * n + this.node.index, uid: PROXY_UID, gid: PROXY_UID }),
       zdsAddress: zdsAddress(this.node.name), random: s.random,
-      // DNS capture on means the proxy serves 15053 (as a deployment passes --dns-upstream); the
-      // forward target is the cluster DNS service address, which nothing in the sim answers: local
-      // names are answered, others end in SERVFAIL after the forward timeout.
-      ...(s.dnsCapture ? { dns: { upstream: CLUSTER_DNS_UPSTREAM } } : {}),
+      // No DNS listener (15053) yet, as in the netns and kind worlds: their proxies run without
+      // --dns-upstream, and the worlds must agree (tests/netns/world/sim-parity.spec.ts). With DNS
+      // capture on, app DNS then fails closed. To turn it on, pass
+      // `dns: { upstream: CLUSTER_DNS_UPSTREAM }` here and the same flag in the other worlds, and
+      // teach their attribution to read the proxy's DNS log.
     });
     workloads.start();
     policies.start();
