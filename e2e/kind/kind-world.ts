@@ -60,7 +60,7 @@ import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogu
 import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from './attribution.js';
 import { appPod, hostProbePod } from './pod-specs.js';
 import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
-import type { RawSendOutcome } from '../netns/probe-protocol.js';
+import { rawSendThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
 
 // From source or from dist/: fixtures/, ci/ and the manifests are at the repository root.
 const repoRoot = findRepoRoot();
@@ -287,14 +287,9 @@ export class KindWorld implements World {
     let rawAnswer: RawSendOutcome['result'] | undefined;
     try {
       if (hop) {
-        const r = (await probe.request({
-          op: 'raw-send', tag, proto, ifname: hop.dev, dstMac: hop.mac, source: (opts.sourceIp ?? launch.srcIp)!, sourcePort,
-          address: dstIp, port: to.port, timeoutMs: 1000,
-        })) as RawSendOutcome;
-        rawAnswer = r.result;
-        out = r.result === 'error'
-          ? { result: 'error', code: r.code, call: r.call === 'socket' ? 'socket(AF_PACKET)' : r.call, message: r.message }
-          : { result: 'sent', code: undefined, call: undefined, message: undefined };
+        ({ out, rawAnswer } = await rawSendThrough(probe, {
+          tag, proto, ifname: hop.dev, dstMac: hop.mac, source: (opts.sourceIp ?? launch.srcIp)!, sourcePort, address: dstIp, port: to.port,
+        }));
       } else {
         out = await probe.connect({
           op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,

@@ -135,3 +135,19 @@ export type ProbeEvent = AcceptEvent | DatagramEvent | { readonly ev: 'tag'; rea
 export function formatEndpoint(address: string, port: number): string {
   return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
 }
+
+/**
+ * Send one raw frame through a probe (netns or kind: anything that answers requests) and map the
+ * answer to a connect-style outcome: an error keeps its errno and names socket(AF_PACKET) when the
+ * socket itself was refused; anything else was sent (the raw answer says what came back).
+ */
+export async function rawSendThrough(
+  probe: { request(r: ProbeRequest): Promise<unknown> },
+  req: Omit<RawSendRequest, 'op' | 'timeoutMs'>,
+): Promise<{ readonly out: ConnectOutcome; readonly rawAnswer: RawSendOutcome['result'] }> {
+  const r = (await probe.request({ op: 'raw-send', ...req, timeoutMs: 1000 })) as RawSendOutcome;
+  const out: ConnectOutcome = r.result === 'error'
+    ? { result: 'error', code: r.code, call: r.call === 'socket' ? 'socket(AF_PACKET)' : r.call, message: r.message }
+    : { result: 'sent', code: undefined, call: undefined, message: undefined };
+  return { out, rawAnswer: r.result };
+}

@@ -32,7 +32,7 @@ import {
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { execIn, ipIn } from './ip.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
-import type { ConnectOutcome, ProbeEvent, RawSendOutcome } from './probe-protocol.js';
+import { rawSendThrough, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
 import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
@@ -226,14 +226,9 @@ export class NetnsWorld implements World {
     if (opts.raw) {
       const hop = await this.nextHop(src.netns, dstIp);
       if (typeof hop === 'string') return none(hop);
-      const r = (await probe.request({
-        op: 'raw-send', tag, proto, ifname: hop.dev, dstMac: hop.mac, source: srcIp, sourcePort,
-        address: dstIp, port: to.port, timeoutMs: 1000,
-      })) as RawSendOutcome;
-      rawAnswer = r.result;
-      out = r.result === 'error'
-        ? { result: 'error', code: r.code, call: r.call === 'socket' ? 'socket(AF_PACKET)' : r.call, message: r.message }
-        : { result: 'sent', code: undefined, call: undefined, message: undefined };
+      ({ out, rawAnswer } = await rawSendThrough(probe, {
+        tag, proto, ifname: hop.dev, dstMac: hop.mac, source: srcIp, sourcePort, address: dstIp, port: to.port,
+      }));
     } else {
       out = (await probe.request({
         // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
