@@ -60,7 +60,7 @@ import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogu
 import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from './attribution.js';
 import { appPod, hostProbePod } from './pod-specs.js';
 import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
-import { rawSendThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
+import { flushTablesThrough, rawSendThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
 
 // From source or from dist/: fixtures/, ci/ and the manifests are at the repository root.
 const repoRoot = findRepoRoot();
@@ -83,7 +83,6 @@ const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health 
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the other worlds' appExec). */
-const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
 
 function errorResult(error: string): ConnectResult {
@@ -376,19 +375,10 @@ export class KindWorld implements World {
     const envOpt = this.env ? { env: this.env } : {};
     if (action.kind === 'iptables-flush') {
       // a dual-stack pod has v6 rules too (as the netns world flushes both)
-      const tools = (p.status.podIPs ?? []).some((x) => x.ip.includes(':')) ? ['iptables-restore', 'ip6tables-restore'] : ['iptables-restore'];
       const probe = await ExecProbe.start(argv, envOpt);
       try {
-        for (const tool of tools) {
-          try {
-            await probe.request({ op: 'exec', argv: [tool], input: EMPTY_TABLES });
-          } catch (e) {
-            const msg = e instanceof Error ? e.message : String(e);
-            const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';
-            return { ok: false, error: `${tool}: ${errno} (uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}): ${msg}` };
-          }
-        }
-        return { ok: true };
+        return await flushTablesThrough(probe, (p.status.podIPs ?? []).some((x) => x.ip.includes(':')),
+          `uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}`);
       } finally {
         await probe.close();
       }

@@ -151,3 +151,27 @@ export async function rawSendThrough(
     : { result: 'sent', code: undefined, call: undefined, message: undefined };
   return { out, rawAnswer: r.result };
 }
+
+/** What `iptables-restore` of these leaves: every table the mesh writes, flushed. */
+const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
+
+/**
+ * The app's NET_ADMIN attack: flush every table of its netns through the probe (running as the
+ * app), v6 too for a dual-stack pod. A refusal names the tool, the errno class and `who`.
+ */
+export async function flushTablesThrough(
+  probe: { request(r: ProbeRequest): Promise<unknown> },
+  dualStack: boolean,
+  who: string,
+): Promise<{ readonly ok: true } | { readonly ok: false; readonly error: string }> {
+  for (const tool of dualStack ? ['iptables-restore', 'ip6tables-restore'] : ['iptables-restore']) {
+    try {
+      await probe.request({ op: 'exec', argv: [tool], input: EMPTY_TABLES });
+    } catch (e) {
+      const msg = e instanceof Error ? e.message : String(e);
+      const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';
+      return { ok: false, error: `${tool}: ${errno} (${who}): ${msg}` };
+    }
+  }
+  return { ok: true };
+}

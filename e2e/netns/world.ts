@@ -32,11 +32,10 @@ import {
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { execIn, ipIn } from './ip.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
-import { rawSendThrough, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
+import { flushTablesThrough, rawSendThrough, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
 import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
-const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
 /** settle(): quiet window (> the agent's 2 s repair interval), the same while the agent has queued work (> its 5 s backoff cap), and the bound on the whole wait. */
 const SETTLE_QUIET_MS = 2500;
@@ -365,17 +364,8 @@ export class NetnsWorld implements World {
     if (!p?.started || !p.netns || p.hostNetwork) return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: the pod has no running app in its own netns` };
     const probe = await this.probes.get(p.netns, { uid: p.appUid, gid: p.appUid, caps: effectiveAppCaps(p) });
     if (action.kind === 'iptables-flush') {
-      const tools = p.ips.some((ip) => ip.includes(':')) ? ['iptables-restore', 'ip6tables-restore'] : ['iptables-restore'];
-      for (const tool of tools) {
-        try {
-          await probe.request({ op: 'exec', argv: [tool], input: EMPTY_TABLES });
-        } catch (e) {
-          const msg = e instanceof Error ? e.message : String(e);
-          const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';
-          return { ok: false, error: `${tool}: ${errno} (uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}): ${msg}` };
-        }
-      }
-      return { ok: true };
+      return flushTablesThrough(probe, p.ips.some((ip) => ip.includes(':')),
+        `uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}`);
     }
     const name = `app ${podKey(pod)} tcp ${action.port} #${this.appListeners.size}`;
     try {
