@@ -107,14 +107,18 @@ export class Datapath {
     if (martian) return { kind: 'unroutable', ns, reason: martian };
     const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0, dst: undefined };
     const owner: SocketOwnerView | undefined = sock ? { uid: sock.owner.uid, gid: sock.owner.gid } : kernelSender;
+    // Every LOCAL_OUT table runs in one nf_hook call (__ip_local_out) whose state->out is the
+    // device of the route taken before the hook: a re-route by mangle or nat OUTPUT changes where
+    // the packet goes (POSTROUTING sees the new device), not what `-o` matches in later OUTPUT tables.
+    const hookOutDev = route.dev;
 
     // raw OUTPUT runs before conntrack: it may pick a zone or opt out of tracking.
-    let v = this.runTable(ns, skb, 'raw', 'OUTPUT', undefined, route.dev, owner);
+    let v = this.runTable(ns, skb, 'raw', 'OUTPUT', undefined, hookOutDev, owner);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'raw OUTPUT');
     const invalid = this.track(ns, skb);
 
     const before = { mark: pkt.mark, dst: pkt.dst, dport: pkt.dport, src: pkt.src };
-    v = this.runTable(ns, skb, 'mangle', 'OUTPUT', undefined, route.dev, owner, invalid);
+    v = this.runTable(ns, skb, 'mangle', 'OUTPUT', undefined, hookOutDev, owner, invalid);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle OUTPUT');
     if (pkt.mark !== before.mark || !ipEquals(pkt.dst, before.dst) || !ipEquals(pkt.src, before.src)) {
       // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
@@ -126,7 +130,7 @@ export class Datapath {
     }
 
     const dstBefore = pkt.dst;
-    const natV = this.natHook(ns, skb, 'OUTPUT', undefined, route.dev, owner, invalid);
+    const natV = this.natHook(ns, skb, 'OUTPUT', undefined, hookOutDev, owner, invalid);
     if (natV) return natV;
     if (!ipEquals(pkt.dst, dstBefore)) {
       route = this.route(ns, pkt, undefined, 'destination NAT in OUTPUT: re-route');
@@ -137,7 +141,7 @@ export class Datapath {
     }
 
     for (const table of ['filter', 'security'] as const) {
-      v = this.runTable(ns, skb, table, 'OUTPUT', undefined, route.dev, owner, invalid);
+      v = this.runTable(ns, skb, table, 'OUTPUT', undefined, hookOutDev, owner, invalid);
       if (v.kind !== 'accept') return this.terminal(ns, v, `${table} OUTPUT`);
     }
     skb.dst = route;
