@@ -186,7 +186,14 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     r.add('filter', OUTPUT, 'loopback', [{ kind: 'out', iface: 'lo' }], RETURN);
     r.add('filter', OUTPUT, 'tcp', [tcp], RETURN);
     r.add('filter', OUTPUT, 'icmp', [icmp], RETURN);
-    if (!o.dnsCapture) r.add('filter', OUTPUT, 'dns-uncaptured', [udp, l4({ dport: port(53) })], RETURN);
+    if (o.dnsCapture) {
+      // Not `-o lo`: every LOCAL_OUT table matches -o against the route chosen before the nat
+      // OUTPUT REDIRECT (one nf_hook call), so redirected DNS still reads `-o eth0` here.
+      r.add('filter', OUTPUT, 'dns-redirected', [udp, { kind: 'dst', cidr: lo }, l4({ dport: DNS_PORT })], RETURN,
+        'app DNS redirected by nat OUTPUT to the proxy DNS listener on loopback');
+    } else {
+      r.add('filter', OUTPUT, 'dns-uncaptured', [udp, l4({ dport: port(53) })], RETURN);
+    }
     r.add('filter', OUTPUT, 'drop-uncaptured', [], DROP, 'non-TCP traffic the proxy cannot carry must not leave uncaptured');
     r.add('filter', INPUT, 'loopback', [{ kind: 'in', iface: 'lo' }], RETURN);
     r.add('filter', INPUT, 'tcp', [tcp], RETURN);

@@ -1,5 +1,5 @@
 /**
- * The proxy's DNS listener on the real kernel (private al- namespaces, upstream in-pod rules
+ * The proxy's DNS listener on the real kernel (private al- namespaces, upstream and strict in-pod rules
  * with DNS capture on, Linux Sockets adapter): pod a's app asks a resolver in pod p (outside
  * the mesh) over UDP and TCP; the capture rule sends the query to the proxy on 15053, which
  * answers a cluster name itself and forwards an external name on a marked socket (so it is not
@@ -52,12 +52,18 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   });
 }
 
-test('real kernel: DNS capture to the proxy; cluster name answered locally, external name forwarded (UDP and TCP)', async () => {
+// Strict: the proxy here runs in this (root) test process, so its uid is 0. On Linux every
+// LOCAL_OUT table matches -o against the route chosen before nat OUTPUT's REDIRECT, so strict's
+// filter OUTPUT must let redirected DNS UDP out by destination, not by `-o lo` (it would drop it).
+for (const profile of ['upstream', 'strict'] as const) {
+test(`real kernel, ${profile} rules: DNS capture to the proxy; cluster name answered locally, external name forwarded (UDP and TCP)`, async () => {
   test.setTimeout(60_000);
   await withCluster({ nodes: 1 }, async (c) => {
     const a = await c.addPod('node-0', 'a', { ipv6: false });
     const p = await c.addPod('node-0', 'p', { ipv6: false });
-    await new LinuxNetnsRules().apply(netnsId(a.netnsPath), buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: true, ingressMode: false, virtualInterfaces: [] }));
+    await new LinuxNetnsRules().apply(netnsId(a.netnsPath), buildInpodPlan(profile === 'upstream'
+      ? { profile, ipv6: false, dnsCapture: true, ingressMode: false, virtualInterfaces: [] }
+      : { profile, ipv6: false, dnsCapture: true, ingressMode: false, virtualInterfaces: [], proxyUid: 0, probePorts: [] }));
     const sockets = new LinuxSockets();
     const resolver: SocketAddress = { family: 4, address: p.ipv4!, port: 53 };
     const resolverSaw: string[] = [];
@@ -147,3 +153,4 @@ test('real kernel: DNS capture to the proxy; cluster name answered locally, exte
     }
   });
 });
+}

@@ -77,6 +77,8 @@ const DIFF: Record<string, [string, string]> = {
   // non-tcp-fail-closed.
   'app UDP out (non-DNS) v4': ['udp b v4 from=10.244.1.5', 'dropped'],
   'app UDP out (non-DNS) v6': ['udp b v6 from=fd00:1::5', 'dropped'],
+  'app UDP out to remote port 15053 v4': ['udp b:15053 v4 from=10.244.1.5', 'dropped'],
+  'app UDP out to remote port 15053 v6': ['udp b:15053 v6 from=fd00:1::5', 'dropped'],
   'UDP in (non-DNS) v4': ['udp a v4 from=10.244.1.6', 'dropped'],
   'UDP in (non-DNS) v6': ['udp a v6 from=fd00:1::6', 'dropped'],
   // no-probe-destination-exemption.

@@ -46,6 +46,7 @@ export interface Lab {
   readonly localDnsTcpA: Record<Fam, SimSocket>;
   readonly udpB: Record<Fam, SimSocket>;
   readonly udpA: Record<Fam, SimSocket>;
+  readonly udp15053B: Record<Fam, SimSocket>;
 }
 
 function addPod(k: SimKernel, name: string, v4: string, v6: string, hostDev: string): void {
@@ -140,5 +141,6 @@ export function buildLab(plan: RedirectionPlan, opts: { host?: HostProbeRules; k
     localDnsTcpA: tcpL('pod-a', 53, APP, 'local dns-tcp a'),
     udpB: both((f) => sock(k, 'pod-b', 'udp', f, 9999, APP, `udp b v${f}`)),
     udpA: both((f) => sock(k, 'pod-a', 'udp', f, 9999, APP, `udp a v${f}`)),
+    udp15053B: both((f) => sock(k, 'pod-b', 'udp', f, 15053, APP, `udp b:15053 v${f}`)),
   };
 }

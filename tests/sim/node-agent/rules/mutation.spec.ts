@@ -28,6 +28,10 @@ for (const profile of ['upstream', 'strict']) {
     EQUIVALENT[`${profile} ${family} weaken nat/out/loopback-own-ip match 0 (dst)`] =
       'traffic out lo to 127.0.0.1/::1 is never redirected anyway (redirect-outbound excludes it), so accepting it earlier changes nothing';
   }
+  for (const family of ['ipv4', 'ipv6']) {
+    EQUIVALENT[`strict ${family} weaken filter/out/dns-redirected match 2 (l4)`] =
+      'UDP to 127.0.0.1/::1 on any port routes out lo and is returned by filter/out/loopback anyway; only DNS is redirected to loopback';
+  }
   EQUIVALENT[`strict host ${'ipv4'} weaken nat/postrt/probe-snat match 1 (proto)`] = 'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
   EQUIVALENT[`strict host ${'ipv6'} weaken nat/postrt/probe-snat match 1 (proto)`] = 'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
 }

@@ -67,6 +67,8 @@ export const PROBES: readonly [string, Probe][] = [
   ...perFamily('app with NET_RAW spoofing the proxy mark, TCP', (lab, f) => connect(lab, 'pod-a', APP_NET_RAW, f, addr(f, B4, B6), 8080, (s) => lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK))),
   ...perFamily('app with NET_RAW spoofing the proxy mark, DNS UDP', (lab, f) => udp(lab, 'pod-a', APP_NET_RAW, f, addr(f, B4, B6), 53, PROXY_MARK)),
   ...perFamily('app UDP out (non-DNS)', (lab, f) => udp(lab, 'pod-a', APP, f, addr(f, B4, B6), 9999)),
+  // The DNS listener's port on a remote address: the exemption for redirected DNS must not let it out.
+  ...perFamily('app UDP out to remote port 15053', (lab, f) => udp(lab, 'pod-a', APP, f, addr(f, B4, B6), 15053)),
   ...perFamily('UDP in (non-DNS)', (lab, f) => udp(lab, 'pod-b', APP, f, addr(f, A4, A6), 9999)),
   ...perFamily('proxy DNS query upstream and its reply', (lab, f) => {
     const s = lab.k.socket('pod-a', 'udp', f, PROXY, 'proxy dns upstream');
