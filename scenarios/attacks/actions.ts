@@ -4,7 +4,7 @@
  */
 import type { Acceptor, ConnectOptions, Destination, Source, World } from '../world.js';
 import { canSetMark, type ThreatModel } from '../threats/threats.js';
-import { APP_PORT, ATTACKER, CLIENT, DNS_PORT, FRIEND, HOSTILE_PODS, HOSTPOD, PROBE_PORT, REMOTE, SINK, UDP_PORT, VICTIM } from './topology.js';
+import { APP_PORT, ATTACKER, CLIENT, DNS_PORT, FRIEND, HOSTILE_PODS, HOSTPOD, PROBE_PORT, REMOTE, SINK, UDP_PORT, UDP_PROXY_DNS_PORT, VICTIM } from './topology.js';
 
 export interface AttackerAction {
   readonly name: string;
@@ -162,6 +162,7 @@ export function carveOutActions(): AttackerAction[] {
   return [
     { name: 'attacker dns udp → sink', from, to: pod(SINK, DNS_PORT), opts: { proto: 'udp', payload: 'dns?' } },
     { name: 'attacker dns tcp → sink', from, to: pod(SINK, DNS_PORT), opts: {} },
+    { name: 'attacker udp → sink:15053', from, to: pod(SINK, UDP_PROXY_DNS_PORT), opts: { proto: 'udp', payload: 'x' } },
     { name: 'attacker tcp → own pod ip', from, to: pod(ATTACKER, APP_PORT), opts: {}, expect: { acceptedBy: 'app', carveOut: self } },
     { name: 'attacker tcp → loopback', from, to: { kind: 'ip', ip: '127.0.0.1', port: APP_PORT }, opts: {}, expect: { acceptedBy: 'app', carveOut: self } },
   ];

@@ -24,6 +24,12 @@ export const PROBE_PORT = 8081;
 export const UDP_PORT = 9999;
 /** The sink also serves DNS (TCP and UDP), so uncaptured DNS from an enrolled pod is visible. */
 export const DNS_PORT = 53;
+/**
+ * The sink also listens for UDP on the proxy DNS listener's port: strict lets DNS the pod's
+ * rules redirected to 127.0.0.1:15053 out of filter OUTPUT, which must not let UDP to a remote
+ * address on that port out as well.
+ */
+export const UDP_PROXY_DNS_PORT = 15053;
 
 export const VICTIM: PodRef = { namespace: MESH_NS, name: 'victim' };
 export const REMOTE: PodRef = { namespace: MESH_NS, name: 'remote' };
@@ -127,7 +133,7 @@ export async function buildTopology(world: World, t: ThreatModel, mesh: MeshSett
   await s.createPod(world, { ...VICTIM, node: n0, labels: { app: 'victim' }, app: app() });
   await s.createPod(world, { ...REMOTE, node: n1, labels: { app: 'remote' }, app: { ...app(), tcpPorts: [APP_PORT, PROBE_PORT, DNS_PORT] } });
   await s.createPod(world, { ...FRIEND, node: n1, labels: { app: 'friend' }, serviceAccount: 'friend', app: app() });
-  await s.createPod(world, { ...SINK, node: n1, labels: { app: 'sink' }, app: { uid: 1000, caps: [], tcpPorts: [APP_PORT, DNS_PORT], udpPorts: [UDP_PORT, DNS_PORT] } });
+  await s.createPod(world, { ...SINK, node: n1, labels: { app: 'sink' }, app: { uid: 1000, caps: [], tcpPorts: [APP_PORT, DNS_PORT], udpPorts: [UDP_PORT, DNS_PORT, UDP_PROXY_DNS_PORT] } });
   await s.createPod(world, { ...CLIENT, node: n1, labels: { app: 'client' }, app: app() });
   if (t.vantage === 'enrolled-pod') {
     await s.createPod(world, { ...ATTACKER, node: n0, labels: { app: 'attacker' }, serviceAccount: 'attacker', app: { uid: t.uids[0]!, caps: t.caps, tcpPorts: [APP_PORT], udpPorts: [UDP_PORT] } });

@@ -45,6 +45,8 @@ export const KNOWN_SURVIVORS: Readonly<Record<string, string>> = {
   'strict remove nat/out/dns-udp': `UDP 53 then meets filter/out/drop-uncaptured and is dropped; with the rule it is redirected, and ${NO_DNS_PROXY}: the same failure, and drop-uncaptured is what keeps it captured`,
   'strict weaken nat/out/dns-udp match 2 (l4)': `every UDP datagram is then redirected to 15053 instead of dropped by filter/out/drop-uncaptured; ${NO_DNS_PROXY}: it fails either way`,
   'strict remove filter/out/drop-spoofed-proxy-mark': 'defence in depth: a non-proxy socket\'s 0x539 mark buys nothing else in strict — nat/out/proxy-exempt and filter/out/proxy require uid 1337 too, so marked app TCP is still redirected to 15001 (the mark-spoofing actions stay captured) and marked non-TCP meets drop-uncaptured',
+  'strict remove filter/out/dns-redirected': `redirected DNS UDP is then dropped by filter/out/drop-uncaptured instead of reaching 15053, and ${NO_DNS_PROXY}: it fails either way (a liveness loss, never a bypass; tests/netns/ztunnel/dns.spec.ts shows it on the real kernel with a DNS listener)`,
+  'strict weaken filter/out/dns-redirected match 2 (l4)': 'UDP to 127.0.0.1/::1 on any port routes out lo and filter/out/loopback returns it anyway; only DNS is redirected to loopback',
   'strict remove filter/in/replies': 'removing a RETURN in front of the final DROP can only drop more: TCP, ICMP and lo are returned before it, so only non-TCP replies arriving from outside (answers to DNS queries the proxy forwards upstream; no world runs the proxy with a DNS listener yet) would be dropped — a liveness loss with nothing to observe here, never a bypass',
 };
 
