@@ -29,3 +29,19 @@ test('control: filter OUTPUT ! -o lo matches the same redirected final ACK (it s
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('timeout');
 });
+
+// Linux: a route to one of the namespace's own addresses is `local ... dev lo` (IPv4
+// ip_route_output sets the output device to loopback for RTN_LOCAL; IPv6 ip6_rt_get_dev_rcu
+// does the same for RTF_LOCAL), so OUTPUT's `-o` is lo, not the device holding the address.
+// Checked on Linux 6.1 with `-o lo` / `-o <veth>` counters in a private namespace.
+for (const [fam, own] of [[4, '192.0.2.1'], [6, 'fd00::1']] as const) {
+  test(`IPv${fam}: a connection to the namespace's own address on eth0 leaves by lo in filter OUTPUT`, () => {
+    for (const [dev, outcome] of [['lo', 'timeout'], ['eth0', 'established']] as const) {
+      const k = pair();
+      listenTcp(k, 'a', fam === 4 ? '0.0.0.0' : '::', 8080, { label: 'own app', family: fam });
+      k.iptablesRestore('a', fam, table('filter', `-A OUTPUT -o ${dev} -p tcp --dport 8080 -j DROP`));
+      const r = k.connect(client(k, 'a', { family: fam }), own, 8080);
+      expect(r.outcome, `-o ${dev}: ${renderTrace(r.trace)}`).toBe(outcome);
+    }
+  });
+}
