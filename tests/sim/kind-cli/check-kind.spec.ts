@@ -131,9 +131,10 @@ test('what the kind world cannot stage: the host kernel era; meshV6 and cniApiFa
   expect(unstageableThreat('kind', t('app-net-admin', '6.1', ['NET_ADMIN']), '6.1.0-28-amd64')).toBeUndefined();
   expect(unstageableThreat('kind', t('app-net-raw-6.1', '6.1', ['NET_RAW']), '6.1.0-28-amd64')).toBeUndefined(); // raw through the probe
   expect(worldLimits('kind')).toEqual({ ipv6: true, raw: true, kernel: 'host' });
-  // the other worlds stage all of it (sim follows kernelVersion; netns: see docs/check.md)
+  // the sim follows kernelVersion; the netns world runs on the host's kernel, as kind
   expect(unstageableThreat('sim', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.8.0')).toBeUndefined();
   expect(unstageableThreat('netns', t('app-net-raw-6.1', '6.1', ['NET_RAW']), '6.8.0')).toBeUndefined();
+  expect(unstageableThreat('netns', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.1.0-28-amd64')).toMatch(/kernelVersion: the threat assumes kernel 5\.15, the netns world runs on the host's kernel 6\.1/);
   const gaps = worldGaps('kind', { ipv6: false }, true);
   expect(gaps.join('\n')).not.toMatch(/IPv6: not staged/); // a dual-stack kind cluster
   expect(gaps.join('\n')).toMatch(/meshV6.*mesh-v6-off phase is skipped/);
