@@ -4,7 +4,7 @@
   "targets": [
     {
       "target_name": "ambient_lab_sockets",
-      "sources": ["impl/linux/native/sockets.cc", "impl/linux/native/zds-seqpacket.cc"],
+      "sources": ["impl/linux/native/sockets.cc", "impl/linux/native/zds-seqpacket.cc", "impl/linux/native/splice-relay.cc"],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
       "defines": ["NAPI_VERSION=8"],
       "cflags_cc": ["-Wall", "-Wextra"]

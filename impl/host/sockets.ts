@@ -154,6 +154,22 @@ export interface UdpSocket {
   close(): Promise<void>;
 }
 
+/** How a relay of two byte streams ended, and how many bytes went each way. */
+export interface RelayResult {
+  /** Bytes from `a` to `b`. */
+  readonly aToB: number;
+  readonly bToA: number;
+  /** Why it ended: 'eof' both ways, or the first failure. */
+  readonly ended: 'eof' | 'reset' | 'aborted';
+}
+
+/** A running relay between two streams. */
+export interface Relay {
+  readonly done: Promise<RelayResult>;
+  /** Tear both sides down at once (policy change, pod removal, drain deadline). */
+  abort(): void;
+}
+
 export interface Sockets {
   /** Create, configure, bind and listen a TCP socket; `onConnection` gets every accepted connection. */
   listenTcp(opts: ListenTcpOptions, onConnection: (conn: TcpConnection) => void): Promise<SocketOutcome<TcpListener>>;
@@ -165,4 +181,12 @@ export interface Sockets {
    * (the proxy's DNS listener) reports that it cannot serve rather than failing elsewhere.
    */
   bindUdp?(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>>;
+  /**
+   * Relay two connections of this adapter both ways without the bytes passing through the
+   * caller (Linux: splice(2) in the kernel), with exactly the semantics of the portable relay
+   * (impl/ztunnel/relay.ts: half-close passed on, a failure resets both, abort resets both).
+   * Undefined when it cannot take these two (another adapter's connections, or one already read
+   * from): the caller relays them itself. Optional: the sim has none, so its relay is the portable one.
+   */
+  relayInKernel?(a: TcpConnection, b: TcpConnection): Relay | undefined;
 }

@@ -35,6 +35,14 @@ interface Addon {
   originalDst(fd: number): NativeAddress;
   socketNetnsInode(fd: number): number;
   close(fd: number): void;
+  /** splice-relay.cc: relays two connected TCP fds (it dups them) until both directions end. */
+  SpliceRelay: new (fdA: number, fdB: number, onDone: (aToB: number, bToA: number, ended: 'eof' | 'reset', code: string | undefined) => void) => NativeSpliceRelay;
+}
+
+/** A running kernel relay (splice-relay.cc). No onDone after abort(). */
+export interface NativeSpliceRelay {
+  /** Reset both sockets now; returns the bytes relayed [aToB, bToA]. */
+  abort(): [number, number];
 }
 
 export const ADDON_FILE = join('build', 'Release', 'ambient_lab_sockets.node');
@@ -165,4 +173,6 @@ export const fdCalls = {
   peerAddress: (fd: number, netns: string): NativeAddress => call(netns, (a) => a.peerAddress(fd)),
   getOption: (fd: number, name: SockOptName, netns: string): number => call(netns, (a) => a.getsockopt(fd, name)),
   netnsInode: (fd: number, netns: string): number => call(netns, (a) => a.socketNetnsInode(fd)),
+  spliceRelay: (fdA: number, fdB: number, netns: string, onDone: ConstructorParameters<Addon['SpliceRelay']>[2]): NativeSpliceRelay =>
+    call(netns, (a) => new a.SpliceRelay(fdA, fdB, onDone)),
 };

@@ -18,9 +18,10 @@ import type { NetnsId } from '../api/ids.js';
 import type {
   BindUdpOptions, ConnectTcpOptions, IpFamily, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure,
   SocketFailureKind, SocketOutcome, Sockets, TcpConnection, TcpListener, UdpDatagram, UdpSocket,
+  Relay, RelayResult,
 } from '../host/sockets.js';
 import { WRITE_BUFFER } from './byte-stream-duplex.js';
-import { fdCalls, NativeSocketError, RawSocket, type NativeAddress } from './sockets-native.js';
+import { fdCalls, NativeSocketError, RawSocket, type NativeAddress, type NativeSpliceRelay } from './sockets-native.js';
 
 const DEFAULT_BACKLOG = 128;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -123,12 +124,17 @@ class LinuxTcpConnection implements TcpConnection {
    * read from it yet; afterwards this object only keeps its addresses.
    */
   detach(): net.Socket | undefined {
-    if (this.reading || this.detached || this.finished || this.sock.destroyed) return undefined;
+    if (!this.detachable()) return undefined;
     this.detached = true;
     this.sock.off('end', this.onEnd);
     this.sock.off('error', this.onError);
     this.sock.off('close', this.onEnd);
     return this.sock;
+  }
+
+  /** Nothing has been read from or written to the socket, and it is open: it can change owner whole. */
+  detachable(): boolean {
+    return !this.reading && !this.corked && !this.detached && !this.finished && !this.sock.destroyed && this.sock.writableLength === 0;
   }
 
   originalDst(): SocketAddress | undefined {
@@ -285,7 +291,50 @@ class LinuxUdpSocket implements UdpSocket {
   }
 }
 
+/**
+ * The kernel relay (native/splice-relay.cc) for two connections of this adapter that nobody
+ * has used yet: the addon takes dups of their fds, then Node's sockets are closed (closing one
+ * of two fds of a socket sends nothing; the addon's copies keep the connections open).
+ * Undefined, with both connections untouched, when that is not possible.
+ */
+function kernelRelay(a: TcpConnection, b: TcpConnection): Relay | undefined {
+  if (!(a instanceof LinuxTcpConnection) || !(b instanceof LinuxTcpConnection) || a === b) return undefined;
+  if (!a.detachable() || !b.detachable()) return undefined;
+  const fa = fdOf(a.sock);
+  const fb = fdOf(b.sock);
+  if (fa === undefined || fb === undefined) return undefined;
+  let settle: (r: RelayResult) => void = () => undefined;
+  const done = new Promise<RelayResult>((resolve) => { settle = resolve; });
+  let native: NativeSpliceRelay;
+  try {
+    native = fdCalls.spliceRelay(fa, fb, '', (aToB, bToA, ended) => settle({ aToB, bToA, ended }));
+  } catch {
+    // Out of fds or pipes: the portable relay can still carry these two, and reports its own failures.
+    return undefined;
+  }
+  a.detach()?.destroy();
+  b.detach()?.destroy();
+  return {
+    done,
+    abort: () => {
+      const [aToB, bToA] = native.abort();
+      settle({ aToB, bToA, ended: 'aborted' }); // no effect once the relay has ended by itself
+    },
+  };
+}
+
+export interface LinuxSocketsOptions {
+  /** Relay plain connection pairs with splice(2) in the kernel (default true); false: through the process. */
+  readonly kernelRelay?: boolean;
+}
+
 export class LinuxSockets implements Sockets {
+  readonly relayInKernel?: (a: TcpConnection, b: TcpConnection) => Relay | undefined;
+
+  constructor(opts: LinuxSocketsOptions = {}) {
+    if (opts.kernelRelay ?? true) this.relayInKernel = kernelRelay;
+  }
+
   async bindUdp(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>> {
     const what = `bind udp ${opts.address} port ${opts.port} in ${describeNetns(opts.netns)}`;
     let raw: RawSocket;

@@ -8,19 +8,13 @@
  * turn's writes into one writev), so reading the next chunk overlaps with sending this one.
  */
 import type { ByteStream } from '../host/hbone.js';
+import type { Relay, RelayResult, Sockets, TcpConnection } from '../host/sockets.js';
 
-export interface RelayResult {
-  /** Bytes from `a` to `b`. */
-  readonly aToB: number;
-  readonly bToA: number;
-  /** Why it ended: 'eof' both ways, or the first failure. */
-  readonly ended: 'eof' | 'reset' | 'aborted';
-}
+export type { Relay, RelayResult };
 
-export interface Relay {
-  readonly done: Promise<RelayResult>;
-  /** Tear both sides down at once (policy change, pod removal, drain deadline). */
-  abort(): void;
+/** Two plain connections: in the kernel when the adapter can (no bytes through the process), else relay(). */
+export function relayConnections(sockets: Sockets, a: TcpConnection, b: TcpConnection): Relay {
+  return sockets.relayInKernel?.(a, b) ?? relay(a, b);
 }
 
 export function relay(a: ByteStream, b: ByteStream): Relay {

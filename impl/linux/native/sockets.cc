@@ -427,6 +427,7 @@ Napi::Value Close(const Napi::CallbackInfo& info) {
 
 // zds-seqpacket.cc: the ZDS transport calls (SOCK_SEQPACKET, SCM_RIGHTS, SO_PEERCRED, FdWatcher).
 void RegisterZdsSeqpacket(Napi::Env env, Napi::Object exports);
+void RegisterSpliceRelay(Napi::Env env, Napi::Object exports);
 
 namespace {
 
@@ -442,6 +443,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("socketNetnsInode", Napi::Function::New(env, SocketNetnsInode, "socketNetnsInode"));
   exports.Set("close", Napi::Function::New(env, Close, "close"));
   RegisterZdsSeqpacket(env, exports);
+  RegisterSpliceRelay(env, exports);
   return exports;
 }
 
