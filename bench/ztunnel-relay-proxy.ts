@@ -38,7 +38,11 @@ const workloads = new FakeWorkloads();
 for (const w of cfg.workloads) workloads.all.set(w.uid, w);
 const connectionLog = new MemoryConnectionLog();
 const proxy = new NodeProxy({
-  sockets: new LinuxSockets(), hbone: new TlsHbone({ certificates: await MeshCa.load(cfg.trustDomain, cfg.root.certPem, cfg.root.keyPem) }),
+  // KERNEL_RELAY=0: plaintext relayed through the process; PIPE_BYTES: the kernel relay's pipe size (A/B runs).
+  sockets: new LinuxSockets({
+    kernelRelay: process.env['KERNEL_RELAY'] !== '0',
+    ...(process.env['PIPE_BYTES'] ? { kernelRelayPipeBytes: Number(process.env['PIPE_BYTES']) } : {}),
+  }), hbone: new TlsHbone({ certificates: await MeshCa.load(cfg.trustDomain, cfg.root.certPem, cfg.root.keyPem) }),
   authorizer: new FakeAuthorizer(), workloads, clock: new SystemClock(), log: new MemoryLogger(), trustDomain: cfg.trustDomain, connectionLog,
 });
 for (const p of cfg.pods) {

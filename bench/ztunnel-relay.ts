@@ -20,7 +20,8 @@
  * arrangement before; no CPU figures then). Load runs in separate processes inside the pods
  * (ztunnel-relay-peer.ts).
  *
- *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, CONNECTS, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...')
+ *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, CONNECTS, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...',
+ *                            KERNEL_RELAY=0 (plaintext through the process), PIPE_BYTES (kernel relay pipe size))
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';

@@ -36,7 +36,7 @@ interface Addon {
   socketNetnsInode(fd: number): number;
   close(fd: number): void;
   /** splice-relay.cc: relays two connected TCP fds (it dups them) until both directions end. */
-  SpliceRelay: new (fdA: number, fdB: number, onDone: (aToB: number, bToA: number, ended: 'eof' | 'reset', code: string | undefined) => void) => NativeSpliceRelay;
+  SpliceRelay: new (fdA: number, fdB: number, onDone: (aToB: number, bToA: number, ended: 'eof' | 'reset', code: string | undefined) => void, pipeBytes: number) => NativeSpliceRelay;
 }
 
 /** A running kernel relay (splice-relay.cc). No onDone after abort(). */
@@ -173,6 +173,6 @@ export const fdCalls = {
   peerAddress: (fd: number, netns: string): NativeAddress => call(netns, (a) => a.peerAddress(fd)),
   getOption: (fd: number, name: SockOptName, netns: string): number => call(netns, (a) => a.getsockopt(fd, name)),
   netnsInode: (fd: number, netns: string): number => call(netns, (a) => a.socketNetnsInode(fd)),
-  spliceRelay: (fdA: number, fdB: number, netns: string, onDone: ConstructorParameters<Addon['SpliceRelay']>[2]): NativeSpliceRelay =>
-    call(netns, (a) => new a.SpliceRelay(fdA, fdB, onDone)),
+  spliceRelay: (fdA: number, fdB: number, netns: string, onDone: ConstructorParameters<Addon['SpliceRelay']>[2], pipeBytes: number): NativeSpliceRelay =>
+    call(netns, (a) => new a.SpliceRelay(fdA, fdB, onDone, pipeBytes)),
 };

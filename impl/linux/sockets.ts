@@ -297,7 +297,7 @@ class LinuxUdpSocket implements UdpSocket {
  * of two fds of a socket sends nothing; the addon's copies keep the connections open).
  * Undefined, with both connections untouched, when that is not possible.
  */
-function kernelRelay(a: TcpConnection, b: TcpConnection): Relay | undefined {
+function kernelRelay(a: TcpConnection, b: TcpConnection, pipeBytes: number): Relay | undefined {
   if (!(a instanceof LinuxTcpConnection) || !(b instanceof LinuxTcpConnection) || a === b) return undefined;
   if (!a.detachable() || !b.detachable()) return undefined;
   const fa = fdOf(a.sock);
@@ -307,7 +307,7 @@ function kernelRelay(a: TcpConnection, b: TcpConnection): Relay | undefined {
   const done = new Promise<RelayResult>((resolve) => { settle = resolve; });
   let native: NativeSpliceRelay;
   try {
-    native = fdCalls.spliceRelay(fa, fb, '', (aToB, bToA, ended) => settle({ aToB, bToA, ended }));
+    native = fdCalls.spliceRelay(fa, fb, '', (aToB, bToA, ended) => settle({ aToB, bToA, ended }), pipeBytes);
   } catch {
     // Out of fds or pipes: the portable relay can still carry these two, and reports its own failures.
     return undefined;
@@ -326,13 +326,26 @@ function kernelRelay(a: TcpConnection, b: TcpConnection): Relay | undefined {
 export interface LinuxSocketsOptions {
   /** Relay plain connection pairs with splice(2) in the kernel (default true); false: through the process. */
   readonly kernelRelay?: boolean;
+  /**
+   * Pipe size per direction of a kernel relay, 4 KiB .. 1 MiB (default 256 KiB): bytes one
+   * splice call can move. Pipe memory counts against the proxy uid's pipe-user-pages quota
+   * (/proc/sys/fs/pipe-user-pages-soft, 64 MiB by default): past it the kernel refuses the size
+   * and the relay keeps the default 64 KiB pipe.
+   */
+  readonly kernelRelayPipeBytes?: number;
 }
+
+export const DEFAULT_KERNEL_RELAY_PIPE_BYTES = 256 << 10;
 
 export class LinuxSockets implements Sockets {
   readonly relayInKernel?: (a: TcpConnection, b: TcpConnection) => Relay | undefined;
 
   constructor(opts: LinuxSocketsOptions = {}) {
-    if (opts.kernelRelay ?? true) this.relayInKernel = kernelRelay;
+    const pipeBytes = opts.kernelRelayPipeBytes ?? DEFAULT_KERNEL_RELAY_PIPE_BYTES;
+    if (!Number.isInteger(pipeBytes) || pipeBytes < 4096 || pipeBytes > 1 << 20) {
+      throw new RangeError(`LinuxSockets: kernelRelayPipeBytes must be an integer from 4096 to 1048576 (got ${pipeBytes})`);
+    }
+    if (opts.kernelRelay ?? true) this.relayInKernel = (a, b) => kernelRelay(a, b, pipeBytes);
   }
 
   async bindUdp(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>> {

@@ -11,8 +11,8 @@
 // close: an RST, never a clean FIN); abort() resets both at once. The relay owns dups of the
 // two fds: the caller closes its own copies (Node's sockets) right after construction.
 //
-//   new SpliceRelay(fdA, fdB, onDone(aToB, bToA, ended, code))  ended: "eof" | "reset"
-//   relay.abort() -> [aToB, bToA]                                 (no onDone after abort)
+//   new SpliceRelay(fdA, fdB, onDone(aToB, bToA, ended, code), pipeBytes)  ended: "eof" | "reset"
+//   relay.abort() -> [aToB, bToA]                                            (no onDone after abort)
 
 #include <napi.h>
 #include <uv.h>
@@ -27,10 +27,11 @@
 
 namespace splice_relay {
 
-// Most bytes one splice call moves; the pipe is asked to hold this much (F_SETPIPE_SZ), so a
-// fast sender fills it in one call. If the kernel refuses (pipe-max-size), the default 64 KiB
-// pipe still works, with more calls.
-constexpr size_t kChunk = 1 << 20;
+// Most bytes one splice call moves: the pipe's size. The caller asks for a size (F_SETPIPE_SZ,
+// rounded up by the kernel to a power of two pages); if the kernel refuses (above
+// /proc/sys/fs/pipe-max-size, or the user's pipe-user-pages quota is used up), the pipe keeps
+// its default size and the relay works the same with more calls.
+constexpr size_t kMaxChunk = 1 << 20;
 
 std::string ErrnoName(int err) {
   const char* name = strerrorname_np(err);
@@ -53,6 +54,7 @@ struct Direction {
   int out = -1;
   int pipe_r = -1;
   int pipe_w = -1;
+  size_t chunk = 65536;  // the pipe's capacity: most bytes one splice moves
   size_t pending = 0;  // bytes in the pipe, read from `in`, not yet written to `out`
   double total = 0;    // bytes written to `out` so far (what reached the other side's kernel)
   bool eof = false;    // `in` returned end of stream
@@ -69,8 +71,13 @@ class SpliceRelay : public Napi::ObjectWrap<SpliceRelay> {
 
   explicit SpliceRelay(const Napi::CallbackInfo& info) : Napi::ObjectWrap<SpliceRelay>(info), context_(info.Env(), "SpliceRelay") {
     Napi::Env env = info.Env();
-    if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsFunction()) {
-      Napi::TypeError::New(env, "SpliceRelay(fdA, fdB, onDone): two fds and a callback expected").ThrowAsJavaScriptException();
+    if (info.Length() < 4 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsFunction() || !info[3].IsNumber()) {
+      Napi::TypeError::New(env, "SpliceRelay(fdA, fdB, onDone, pipeBytes): two fds, a callback and a pipe size expected").ThrowAsJavaScriptException();
+      return;
+    }
+    const int64_t want = info[3].As<Napi::Number>().Int64Value();
+    if (want < 4096 || want > static_cast<int64_t>(kMaxChunk)) {
+      Napi::RangeError::New(env, "SpliceRelay: pipeBytes must be 4096 .. 1048576").ThrowAsJavaScriptException();
       return;
     }
     const int src[2] = {info[0].As<Napi::Number>().Int32Value(), info[1].As<Napi::Number>().Int32Value()};
@@ -96,7 +103,9 @@ class SpliceRelay : public Napi::ObjectWrap<SpliceRelay> {
         CloseFds(false);
         return;
       }
-      (void)fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(kChunk));  // best effort, see kChunk
+      int size = fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(want));  // best effort, see kMaxChunk
+      if (size < 0) size = fcntl(p[1], F_GETPIPE_SZ);
+      dirs_[d].chunk = size > 0 ? static_cast<size_t>(size) : 65536;
       dirs_[d].in = fds_[d];
       dirs_[d].out = fds_[1 - d];
       dirs_[d].pipe_r = p[0];
@@ -177,7 +186,7 @@ class SpliceRelay : public Napi::ObjectWrap<SpliceRelay> {
         d.shut = true;
         return 0;
       }
-      ssize_t n = splice(d.in, nullptr, d.pipe_w, nullptr, kChunk, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      ssize_t n = splice(d.in, nullptr, d.pipe_w, nullptr, d.chunk, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN) {

@@ -38,8 +38,8 @@ interface Pair {
 type Kind = 'kernel' | 'portable';
 
 /** Connect client -> proxy -> server in `ns`; the proxy relays with the given kind of relay. */
-async function pair(ns: NetnsId, kind: Kind): Promise<Pair> {
-  const sockets = new LinuxSockets({ kernelRelay: kind === 'kernel' });
+async function pair(ns: NetnsId, kind: Kind, pipeBytes?: number): Promise<Pair> {
+  const sockets = new LinuxSockets({ kernelRelay: kind === 'kernel', ...(pipeBytes !== undefined ? { kernelRelayPipeBytes: pipeBytes } : {}) });
   let serverConn: (c: TcpConnection) => void = () => undefined;
   const serverSide = new Promise<TcpConnection>((r) => { serverConn = r; });
   const server = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (c) => serverConn(c)));
@@ -147,6 +147,28 @@ for (const kind of ['kernel', 'portable'] as const) {
     });
   });
 }
+
+test('the kernel relay with the smallest pipe (one page per splice) still carries every byte in order', async () => {
+  await withLab(async (lab) => {
+    const a = await lab.ns('relay');
+    const p = await pair(a.id, 'kernel', 4096);
+    expect(p.inKernel).toBe(true);
+    const up = pattern(1 << 20, 3);
+    const sent = (async () => { ok(await p.client.write(up)); await p.client.end(); })();
+    const got = await drain(p.server);
+    await sent;
+    expect(got.bytes.equals(up)).toBe(true);
+    await p.server.end();
+    expect(await p.relay.done).toEqual({ aToB: up.length, bToA: 0, ended: 'eof' });
+    p.server.close();
+    await p.close();
+  });
+});
+
+test('a kernel relay pipe size out of range is refused when the adapter is made', () => {
+  expect(() => new LinuxSockets({ kernelRelayPipeBytes: 100 })).toThrow(/kernelRelayPipeBytes must be an integer from 4096 to 1048576 \(got 100\)/);
+  expect(() => new LinuxSockets({ kernelRelayPipeBytes: 2 << 20 })).toThrow(/kernelRelayPipeBytes/);
+});
 
 test('the kernel relay declines a connection already read from; the portable relay then carries it', async () => {
   await withLab(async (lab) => {
