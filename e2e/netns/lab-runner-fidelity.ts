@@ -19,6 +19,12 @@ function arg(name: string, dflt: number): number {
   return v;
 }
 
+/** " (name n, name m)" for the known divergences seen, most frequent first; "" when none. */
+function describeKnown(byName: Readonly<Record<string, number>>): string {
+  const parts = Object.entries(byName).sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${n}`);
+  return parts.length ? ` (${parts.join(', ')})` : '';
+}
+
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('the fidelity run needs root (it builds network namespaces and loads iptables rules): run it as root');
   const runs = arg('runs', 1000);
@@ -36,7 +42,7 @@ async function main(): Promise<void> {
       if (done % 100 === 0) console.log(`  ${done} cases, ${((Date.now() - t0) / 1000).toFixed(0)} s`);
     },
   }));
-  console.log(`fidelity: ${report.cases} cases in ${((Date.now() - t0) / 1000).toFixed(1)} s; seeds ${report.seeds.join(', ')}; ${report.knownHits} known-divergence hits; ${report.bothRejected} cases rejected by both`);
+  console.log(`fidelity: ${report.cases} cases in ${((Date.now() - t0) / 1000).toFixed(1)} s; seeds ${report.seeds.join(', ')}; ${report.knownHits} known-divergence hits${describeKnown(report.knownByName)}; ${report.bothRejected} cases rejected by both`);
   if (report.counterexamples.length === 0) {
     console.log('fidelity: no differences');
     return;

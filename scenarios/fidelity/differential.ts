@@ -34,8 +34,8 @@ export interface CaseVerdict {
   readonly kernel: AttemptResult[] | undefined;
   /** Differences not explained by a known divergence. */
   readonly differences: Difference[];
-  /** Differences a known divergence explains (name → count). */
-  readonly known: Difference[];
+  /** Differences a known divergence explains, with its name. */
+  readonly known: (Difference & { readonly divergence: string })[];
   readonly simError: string | undefined;
   readonly kernelError: string | undefined;
 }
@@ -57,11 +57,13 @@ export async function checkLab(lab: Lab, kernel: CaseRunner, sim: SimOptions = {
     kernelError = (e as Error).message;
   }
   const differences: Difference[] = [];
-  const known: Difference[] = [];
+  const known: (Difference & { divergence: string })[] = [];
   if (simResults && kernelResults) {
     const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
     for (const d of compareResults(simResults, kernelResults, udp)) {
-      (explainKnown(lab, d, simResults, kernelResults) ? known : differences).push(d);
+      const divergence = explainKnown(lab, d, simResults, kernelResults);
+      if (divergence) known.push({ ...d, divergence });
+      else differences.push(d);
     }
   } else if (simResults || kernelResults) {
     differences.push({ attempt: '(setup)', field: 'outcome', sim: simError ?? 'accepted', kernel: kernelError ?? 'accepted' });
@@ -93,6 +95,8 @@ export interface DifferentialReport {
   readonly seeds: readonly number[];
   readonly counterexamples: readonly Counterexample[];
   readonly knownHits: number;
+  /** The same hits per known divergence (name → differences it explained). */
+  readonly knownByName: Readonly<Record<string, number>>;
   readonly bothRejected: number;
 }
 
@@ -106,6 +110,7 @@ export function nextPortBase(): number {
 export async function runDifferential(opts: DifferentialOptions): Promise<DifferentialReport> {
   let cases = 0;
   let knownHits = 0;
+  const knownByName: Record<string, number> = {};
   let bothRejected = 0;
   const counterexamples: Counterexample[] = [];
   const per = Math.ceil(opts.runs / opts.lanes.length);
@@ -119,6 +124,7 @@ export async function runDifferential(opts: DifferentialOptions): Promise<Differ
       if (!shrinking) {
         cases++;
         knownHits += v.known.length;
+        for (const k of v.known) knownByName[k.divergence] = (knownByName[k.divergence] ?? 0) + 1;
         if (v.simError && v.kernelError) bothRejected++;
         opts.onCase?.(v, i);
       }
@@ -137,7 +143,7 @@ export async function runDifferential(opts: DifferentialOptions): Promise<Differ
       counterexamples.push({ lane: i, seed: seeds[i]!, verdict: v, spec, yaml: labToYaml(v.lab, describeCounterexample(v, seeds[i]!)) });
     }
   }));
-  return { cases, seeds, counterexamples, knownHits, bothRejected };
+  return { cases, seeds, counterexamples, knownHits, knownByName, bothRejected };
 }
 
 export function describeCounterexample(v: CaseVerdict, seed: number): string {

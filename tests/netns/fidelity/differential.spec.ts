@@ -24,7 +24,7 @@ test('the simulated kernel agrees with Linux on >= 1000 generated cases (fixed s
     pids = (await Promise.all(lanes.map((l) => l.lab.pids()))).flat();
     return r;
   }, { prefix });
-  console.log(`[fidelity] ${report.cases} cases, ${report.knownHits} known-divergence hits, ${report.bothRejected} rejected by both`);
+  console.log(`[fidelity] ${report.cases} cases, ${report.knownHits} known-divergence hits ${JSON.stringify(report.knownByName)}, ${report.bothRejected} rejected by both`);
   const shown = report.counterexamples.map((c) => `seed ${c.seed}:\n${formatDifferences(c.verdict.differences, c.verdict.sim ?? [], c.verdict.kernel ?? [])}\n${c.yaml}`);
   expect(shown).toEqual([]);
   expect(report.cases).toBeGreaterThanOrEqual(RUNS);
