@@ -30,6 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { TRUST_DOMAIN } from '../tests/sim/ztunnel/fixture.js';
 import { withNetnsMesh } from '../tests/netns/ztunnel/fixture.js';
 import type { RelayProxyConfig } from './ztunnel-relay-proxy.js';
+import { PROXY_NODE_FLAGS } from '../impl/linux/node-flags.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const peer = path.join(here, 'ztunnel-relay-peer.js');
@@ -80,7 +81,7 @@ await withNetnsMesh(async (m) => {
         const file = path.join(cfgDir, `${node}.json`);
         fs.writeFileSync(file, JSON.stringify(cfg), { mode: 0o600 });
         const nodeArgs = process.env['PROXY_NODE_ARGS']?.split(' ').filter(Boolean) ?? []; // e.g. --cpu-prof
-        const proc = c.spawn(c.node(node).netns, ['node', ...nodeArgs, proxyMain, file]);
+        const proc = c.spawn(c.node(node).netns, ['node', ...PROXY_NODE_FLAGS, ...nodeArgs, proxyMain, file]);
         proxies.push({ node, proc });
         await proc.waitForOutput('ready', 60_000);
       }

@@ -34,6 +34,7 @@ import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js'
 import { execIn } from './ip.js';
 import { setprivArgs } from './processes.js';
 import { WorldApi } from './world-api-client.js';
+import { PROXY_NODE_FLAGS } from '../../impl/linux/node-flags.js';
 
 export type LabComponent = 'agent' | 'proxy';
 export type LabProfile = 'upstream' | 'strict';
@@ -295,7 +296,7 @@ export class NetnsLab {
         '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000',
         ...(this.state.dnsCapture === true ? ['--dns-capture'] : [])];
     }
-    return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-proxy.js'), ...common, '--connection-log', path.join(dir, 'connections.jsonl'),
+    return [process.execPath, ...PROXY_NODE_FLAGS, path.join(repoRoot(), 'bin', 'ambient-lab-proxy.js'), ...common, '--connection-log', path.join(dir, 'connections.jsonl'),
       '--ca-cert', path.join(this.state.runDir, 'mesh-ca.pem'), '--ca-key', path.join(this.state.runDir, 'mesh-ca.key')];
   }
 

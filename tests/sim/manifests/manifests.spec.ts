@@ -16,6 +16,7 @@ import { DaemonSet } from 'kubernetes-models/apps/v1';
 import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/v1';
+import { PROXY_NODE_FLAGS } from '../../../impl/linux/node-flags.js';
 import type { IDaemonSet } from 'kubernetes-models/apps/v1';
 
 const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../fixtures/manifests');
@@ -211,3 +212,8 @@ test('ZDS access: the proxy runs non-root; the agent admits exactly its uid and 
 function proxyPodCaps(pod: NonNullable<IDaemonSet['spec']>['template']['spec']): readonly string[] {
   return pod!.containers.find((c) => c.name === 'proxy')!.securityContext!.capabilities!.add ?? [];
 }
+
+test('the proxy DaemonSet starts node with the proxy V8 flags every other launcher uses (impl/linux/node-flags.ts)', () => {
+  const proxy = daemonSets.find((d) => d.metadata!.name === 'ambient-lab-proxy')!.spec!.template.spec!.containers.find((c) => c.name === 'proxy')!;
+  expect(proxy.command).toEqual(['/app/node-netcaps', ...PROXY_NODE_FLAGS, '/app/bin/ambient-lab-proxy.js']);
+});
