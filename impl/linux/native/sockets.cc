@@ -17,6 +17,8 @@
 
 #include <napi.h>
 
+#include "syscall-error.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -45,28 +47,9 @@
 
 namespace {
 
-std::string ErrnoName(int err) {
-  const char* name = strerrorname_np(err);
-  return name != nullptr ? name : "E" + std::to_string(err);
-}
-
-// Throw a JS Error for a failed system call and return undefined, so call sites can
-// `return Fail(...)`.
-Napi::Value Fail(Napi::Env env, int err, const std::string& what) {
-  std::string code = ErrnoName(err);
-  Napi::Error e = Napi::Error::New(env, what + " failed: " + code + " (" + strerror(err) + ")");
-  e.Set("code", Napi::String::New(env, code));
-  e.Set("errno", Napi::Number::New(env, err));
-  std::string syscall = what.substr(0, what.find('('));
-  e.Set("syscall", Napi::String::New(env, syscall));
-  e.ThrowAsJavaScriptException();
-  return env.Undefined();
-}
-
-Napi::Value Invalid(Napi::Env env, const std::string& message) {
-  Napi::TypeError::New(env, message).ThrowAsJavaScriptException();
-  return env.Undefined();
-}
+using ambient_native::ErrnoName;
+using ambient_native::Fail;
+using ambient_native::Invalid;
 
 bool ArgFd(const Napi::CallbackInfo& info, size_t i, int* fd) {
   if (info.Length() <= i || !info[i].IsNumber()) {

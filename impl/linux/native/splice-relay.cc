@@ -17,6 +17,8 @@
 #include <napi.h>
 #include <uv.h>
 
+#include "syscall-error.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -33,20 +35,8 @@ namespace splice_relay {
 // its default size and the relay works the same with more calls.
 constexpr size_t kMaxChunk = 1 << 20;
 
-std::string ErrnoName(int err) {
-  const char* name = strerrorname_np(err);
-  return name != nullptr ? name : "E" + std::to_string(err);
-}
-
-Napi::Value Fail(Napi::Env env, int err, const std::string& what) {
-  std::string code = ErrnoName(err);
-  Napi::Error e = Napi::Error::New(env, what + " failed: " + code + " (" + strerror(err) + ")");
-  e.Set("code", Napi::String::New(env, code));
-  e.Set("errno", Napi::Number::New(env, err));
-  e.Set("syscall", Napi::String::New(env, what.substr(0, what.find('('))));
-  e.ThrowAsJavaScriptException();
-  return env.Undefined();
-}
+using ambient_native::ErrnoName;
+using ambient_native::Fail;
 
 // One direction: in -> pipe -> out.
 struct Direction {

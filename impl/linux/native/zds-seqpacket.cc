@@ -11,6 +11,8 @@
 // is not an error here: the calls return null so the caller waits for the watcher.
 
 #include <napi.h>
+
+#include "syscall-error.h"
 #include <uv.h>
 
 #include <errno.h>
@@ -29,25 +31,9 @@
 
 namespace zds {
 
-std::string ErrnoName(int err) {
-  const char* name = strerrorname_np(err);
-  return name != nullptr ? name : "E" + std::to_string(err);
-}
-
-Napi::Value Fail(Napi::Env env, int err, const std::string& what) {
-  std::string code = ErrnoName(err);
-  Napi::Error e = Napi::Error::New(env, what + " failed: " + code + " (" + strerror(err) + ")");
-  e.Set("code", Napi::String::New(env, code));
-  e.Set("errno", Napi::Number::New(env, err));
-  e.Set("syscall", Napi::String::New(env, what.substr(0, what.find('('))));
-  e.ThrowAsJavaScriptException();
-  return env.Undefined();
-}
-
-Napi::Value Invalid(Napi::Env env, const std::string& message) {
-  Napi::TypeError::New(env, message).ThrowAsJavaScriptException();
-  return env.Undefined();
-}
+using ambient_native::ErrnoName;
+using ambient_native::Fail;
+using ambient_native::Invalid;
 
 bool ArgFd(const Napi::CallbackInfo& info, size_t i, int* fd) {
   if (info.Length() <= i || !info[i].IsNumber()) {
