@@ -328,9 +328,10 @@ export interface LinuxSocketsOptions {
   readonly kernelRelay?: boolean;
   /**
    * Pipe size per direction of a kernel relay, 4 KiB .. 1 MiB (default 256 KiB): bytes one
-   * splice call can move. Pipe memory counts against the proxy uid's pipe-user-pages quota
-   * (/proc/sys/fs/pipe-user-pages-soft, 64 MiB by default): past it the kernel refuses the size
-   * and the relay keeps the default 64 KiB pipe.
+   * splice call can move. For a process without CAP_SYS_ADMIN or CAP_SYS_RESOURCE, pipe memory
+   * counts against its uid's quota (/proc/sys/fs/pipe-user-pages-soft, 64 MiB by default): past
+   * it the kernel refuses the size and new pipes get one or two pages; the relay then moves
+   * smaller pieces, still correctly. The deployed proxy holds CAP_SYS_ADMIN, so it is exempt.
    */
   readonly kernelRelayPipeBytes?: number;
 }
