@@ -6,11 +6,11 @@
  * Runs only with KIND=1, Docker and kind (tests/worlds.ts says why it is skipped otherwise).
  */
 import { test, expect } from '@playwright/test';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { execa } from 'execa';
+import { runCli } from '../cli-run.js';
 import { kindWorld } from '../worlds.js';
 
 const w = kindWorld();
@@ -18,19 +18,9 @@ test.skip(!w.available, w.reason);
 // Image builds, the cluster, one history per cell and the catalog, on a CI runner.
 test.setTimeout(50 * 60_000);
 
-const repo = path.resolve(import.meta.dirname, '..', '..');
-
 test('check --world kind runs the app-nonroot × strict cells on one kind cluster, agrees with the expected table, and deletes the cluster', async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-check-kind-'));
-  const args = [path.join(repo, 'bin', 'ambient-lab.js'), 'check', '--world', 'kind', '--runs', '3', '--seed', '9', '--out', out, '--json'];
-  const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const c = spawn(process.execPath, args, { cwd: repo, env: { ...process.env, KIND: '1' } });
-    let stdout = '';
-    let stderr = '';
-    c.stdout.on('data', (d) => (stdout += d));
-    c.stderr.on('data', (d) => (stderr += d));
-    c.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
+  const r = await runCli(['check', '--world', 'kind', '--runs', '3', '--seed', '9', '--out', out, '--json'], { env: { KIND: '1' } });
   fs.rmSync(out, { recursive: true, force: true });
   const tail = `${r.stderr.slice(-3000)}\n${r.stdout.slice(-3000)}`;
   const report = JSON.parse(r.stdout) as {

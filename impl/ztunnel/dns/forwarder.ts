@@ -10,6 +10,7 @@ import type { NetnsId } from '../../api/ids.js';
 import type { MarkValue } from '../../api/marks.js';
 import type { Clock } from '../../host/clock.js';
 import type { SocketAddress, Sockets } from '../../host/sockets.js';
+import { fmt } from '../pod-context.js';
 import { peekId } from './message.js';
 import { frame, FrameReader } from './tcp-framing.js';
 
@@ -22,10 +23,6 @@ export interface ForwardContext {
 }
 
 export type ForwardResult = { readonly ok: true; readonly reply: Uint8Array } | { readonly ok: false; readonly reason: string };
-
-function fmt(a: SocketAddress): string {
-  return a.family === 6 ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
-}
 
 export async function forwardUdp(ctx: ForwardContext, upstream: SocketAddress, query: Uint8Array): Promise<ForwardResult> {
   const bindUdp = ctx.sockets.bindUdp?.bind(ctx.sockets);

@@ -3,30 +3,21 @@
  * netns world in CI): one property × threat × profile cell through `ambient-lab check --world netns`.
  */
 import { test, expect } from '@playwright/test';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { listNetns } from '../../../e2e/netns/ip.js';
+import { runCli } from '../../cli-run.js';
 import { netnsWorld } from '../../worlds.js';
 
 const w = netnsWorld();
 test.skip(!w.available, w.reason);
 test.setTimeout(300_000);
 
-const repo = path.resolve(import.meta.dirname, '..', '..', '..');
-
 test('check --world netns runs a cell on the real kernel and agrees with the expected table', async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-check-netns-'));
-  const args = [path.join(repo, 'bin', 'ambient-lab.js'), 'check', '--world', 'netns', '--runs', '2', '--seed', '5', '--threats', 'app-nonroot',
-    '--profiles', 'strict', '--properties', 'outbound-capture', '--no-attacks', '--workers', '1', '--out', out, '--json'];
-  const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const c = spawn(process.execPath, args, { cwd: repo });
-    let stdout = '';
-    let stderr = '';
-    c.stdout.on('data', (d) => (stdout += d));
-    c.stderr.on('data', (d) => (stderr += d));
-    c.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
+  const r = await runCli(['check', '--world', 'netns', '--runs', '2', '--seed', '5', '--threats', 'app-nonroot',
+    '--profiles', 'strict', '--properties', 'outbound-capture', '--no-attacks', '--workers', '1', '--out', out, '--json']);
   fs.rmSync(out, { recursive: true, force: true });
   const report = JSON.parse(r.stdout) as { world: string; cells: { status: string; runs: number; observed: string; expected: { verdict: string } }[] };
   expect(report.world).toBe('netns');
@@ -37,27 +28,14 @@ test('check --world netns runs a cell on the real kernel and agrees with the exp
   expect(cell.expected.verdict).toBe('holds');
   expect(cell.observed).toBe('holds');
   expect(r.code, r.stderr.slice(-2000)).toBe(0);
-  const leftovers = (await new Promise<string>((resolve) => {
-    const c = spawn('ip', ['netns', 'list']);
-    let s = '';
-    c.stdout.on('data', (d) => (s += d));
-    c.on('exit', () => resolve(s));
-  })).split('\n').filter((l) => l.startsWith('al-') && l.includes('check'));
+  const leftovers = (await listNetns()).filter((n) => n.startsWith('al-') && n.includes('check'));
   expect(leftovers).toEqual([]);
 });
 
 test('check --world netns with the attack catalog finds the NET_ADMIN flush bypass the table expects (World.appExec on the real kernel)', async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-check-netns-'));
-  const args = [path.join(repo, 'bin', 'ambient-lab.js'), 'check', '--world', 'netns', '--runs', '1', '--seed', '5', '--threats', 'app-net-admin',
-    '--profiles', 'strict', '--properties', 'outbound-capture', '--workers', '1', '--out', out, '--no-save', '--json'];
-  const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const c = spawn(process.execPath, args, { cwd: repo });
-    let stdout = '';
-    let stderr = '';
-    c.stdout.on('data', (d) => (stdout += d));
-    c.stderr.on('data', (d) => (stderr += d));
-    c.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
+  const r = await runCli(['check', '--world', 'netns', '--runs', '1', '--seed', '5', '--threats', 'app-net-admin',
+    '--profiles', 'strict', '--properties', 'outbound-capture', '--workers', '1', '--out', out, '--no-save', '--json']);
   fs.rmSync(out, { recursive: true, force: true });
   const report = JSON.parse(r.stdout) as { cells: { status: string; observed: string; expected: { verdict: string } }[] };
   expect(report.cells).toHaveLength(1);

@@ -5,12 +5,11 @@
  * the proxy; down removes every namespace and process and is safe to run twice.
  */
 import { test, expect } from '@playwright/test';
-import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { netnsWorldFactory } from '../../../e2e/netns/world.js';
+import { runCli, type CliRun } from '../../cli-run.js';
 import { listNetns } from '../../../e2e/netns/ip.js';
-import { isOurs, repoRoot, type LabState } from '../../../e2e/netns/world-lab.js';
+import { isOurs, type LabState } from '../../../e2e/netns/world-lab.js';
 
 const avail = netnsWorldFactory.available();
 test.skip(!avail.ok, avail.reason);
@@ -18,13 +17,7 @@ test.setTimeout(180_000);
 
 const NAME = `cli-${process.pid}`;
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [path.join(repoRoot(), 'bin', 'ambient-lab.js'), ...args], { timeout: 120_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
+const cli = (args: string[]): Promise<CliRun> => runCli(args, { timeoutMs: 120_000 });
 
 test('up --nodes 2 --pods 2, status, exec, down (twice)', async () => {
   const up = await cli(['up', '--nodes', '2', '--pods', '2', '--name', NAME]);
