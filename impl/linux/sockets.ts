@@ -292,6 +292,34 @@ class LinuxUdpSocket implements UdpSocket {
 }
 
 /**
+ * socket(2) in the namespace, the options a bound socket takes (v6only, `beforeBind`, reuseport,
+ * mark, transparent), bind, `afterBind` (listen); the fd is closed again on any failure.
+ */
+function openBound(
+  opts: BindUdpOptions | ListenTcpOptions, type: 'dgram' | 'stream', what: string,
+  beforeBind?: (raw: RawSocket) => void, afterBind?: (raw: RawSocket) => void,
+): { raw: RawSocket; bound: SocketAddress } | SocketFailure {
+  let raw: RawSocket;
+  try {
+    raw = RawSocket.open(opts.netns, nativeFamily(opts.family), type);
+  } catch (e) {
+    return toFailure(e, what);
+  }
+  try {
+    if (opts.family === 6 && opts.v6Only !== undefined) raw.setOption('IPV6_V6ONLY', opts.v6Only);
+    beforeBind?.(raw);
+    if (opts.reusePort) raw.setOption('SO_REUSEPORT', 1);
+    configure(raw, opts);
+    raw.bind(opts.address, opts.port);
+    afterBind?.(raw);
+    return { raw, bound: fromNative(raw.localAddress()) };
+  } catch (e) {
+    raw.close();
+    return toFailure(e, what);
+  }
+}
+
+/**
  * The kernel relay (native/splice-relay.cc) for two connections of this adapter that nobody
  * has used yet: the addon takes dups of their fds, then Node's sockets are closed (closing one
  * of two fds of a socket sends nothing; the addon's copies keep the connections open).
@@ -351,23 +379,9 @@ export class LinuxSockets implements Sockets {
 
   async bindUdp(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>> {
     const what = `bind udp ${opts.address} port ${opts.port} in ${describeNetns(opts.netns)}`;
-    let raw: RawSocket;
-    try {
-      raw = RawSocket.open(opts.netns, nativeFamily(opts.family), 'dgram');
-    } catch (e) {
-      return toFailure(e, what);
-    }
-    let bound: SocketAddress;
-    try {
-      if (opts.family === 6 && opts.v6Only !== undefined) raw.setOption('IPV6_V6ONLY', opts.v6Only);
-      if (opts.reusePort) raw.setOption('SO_REUSEPORT', 1);
-      configure(raw, opts);
-      raw.bind(opts.address, opts.port);
-      bound = fromNative(raw.localAddress());
-    } catch (e) {
-      raw.close();
-      return toFailure(e, what);
-    }
+    const b = openBound(opts, 'dgram', what);
+    if ('ok' in b) return b;
+    const { raw, bound } = b;
     const where = `${bound.address}:${bound.port} (${describeNetns(opts.netns)})`;
     const sock = dgram.createSocket({ type: opts.family === 4 ? 'udp4' : 'udp6' });
     sock.on('message', (msg, rinfo) => {
@@ -391,27 +405,11 @@ export class LinuxSockets implements Sockets {
 
   async listenTcp(opts: ListenTcpOptions, onConnection: (conn: TcpConnection) => void): Promise<SocketOutcome<TcpListener>> {
     const what = `listen tcp ${opts.address} port ${opts.port} in ${describeNetns(opts.netns)}`;
-    let raw: RawSocket;
-    try {
-      raw = RawSocket.open(opts.netns, nativeFamily(opts.family), 'stream');
-    } catch (e) {
-      return toFailure(e, what);
-    }
-    let bound: SocketAddress;
-    try {
-      if (opts.family === 6 && opts.v6Only !== undefined) raw.setOption('IPV6_V6ONLY', opts.v6Only);
-      // Node (libuv) and tokio both set SO_REUSEADDR on listeners; it only lets a new listener
-      // bind over TIME_WAIT leftovers, never share a port with another listener.
-      raw.setOption('SO_REUSEADDR', 1);
-      if (opts.reusePort) raw.setOption('SO_REUSEPORT', 1);
-      configure(raw, opts);
-      raw.bind(opts.address, opts.port);
-      raw.listen(opts.backlog ?? DEFAULT_BACKLOG);
-      bound = fromNative(raw.localAddress());
-    } catch (e) {
-      raw.close();
-      return toFailure(e, what);
-    }
+    // Node (libuv) and tokio both set SO_REUSEADDR on listeners; it only lets a new listener
+    // bind over TIME_WAIT leftovers, never share a port with another listener.
+    const b = openBound(opts, 'stream', what, (raw) => raw.setOption('SO_REUSEADDR', 1), (raw) => raw.listen(opts.backlog ?? DEFAULT_BACKLOG));
+    if ('ok' in b) return b;
+    const { raw, bound } = b;
     const netnsLabel = opts.netns ?? '';
     // allowHalfOpen: the port's end() is a half-close; Node's default would end our side on the
     // peer's FIN. pauseOnConnect: nothing is read until the handler reads (or hands the socket to TLS).
