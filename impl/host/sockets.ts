@@ -12,6 +12,7 @@
  * kept for programming errors (an address literal of the wrong family, a port out of range).
  */
 import type { NetnsId } from '../api/ids.js';
+import type { ByteStream } from './hbone.js';
 import type { MarkValue } from '../api/marks.js';
 
 /** IP version, as the sim writes it. */
@@ -182,11 +183,12 @@ export interface Sockets {
    */
   bindUdp?(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>>;
   /**
-   * Relay two connections of this adapter both ways without the bytes passing through the
-   * caller (Linux: splice(2) in the kernel), with exactly the semantics of the portable relay
-   * (impl/ztunnel/relay.ts: half-close passed on, a failure resets both, abort resets both).
-   * Undefined when it cannot take these two (another adapter's connections, or one already read
-   * from): the caller relays them itself. Optional: the sim has none, so its relay is the portable one.
+   * Relay two streams both ways without the bytes passing through the caller (Linux: splice(2)
+   * in the kernel), with exactly the semantics of the portable relay (impl/ztunnel/relay.ts:
+   * half-close passed on, a failure resets both, abort resets both). Undefined when it cannot
+   * take these two — anything but two unused connections of this adapter (an HBONE stream, a
+   * connection already read from): the caller relays them itself. Optional: the sim has none,
+   * so its relay is the portable one.
    */
-  relayInKernel?(a: TcpConnection, b: TcpConnection): Relay | undefined;
+  relayInKernel?(a: ByteStream, b: ByteStream): Relay | undefined;
 }

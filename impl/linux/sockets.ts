@@ -15,6 +15,7 @@
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import type { NetnsId } from '../api/ids.js';
+import type { ByteStream } from '../host/hbone.js';
 import type {
   BindUdpOptions, ConnectTcpOptions, IpFamily, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure,
   SocketFailureKind, SocketOutcome, Sockets, TcpConnection, TcpListener, UdpDatagram, UdpSocket,
@@ -325,7 +326,7 @@ function openBound(
  * of two fds of a socket sends nothing; the addon's copies keep the connections open).
  * Undefined, with both connections untouched, when that is not possible.
  */
-function kernelRelay(a: TcpConnection, b: TcpConnection, pipeBytes: number): Relay | undefined {
+function kernelRelay(a: ByteStream, b: ByteStream, pipeBytes: number): Relay | undefined {
   if (!(a instanceof LinuxTcpConnection) || !(b instanceof LinuxTcpConnection) || a === b) return undefined;
   if (!a.detachable() || !b.detachable()) return undefined;
   const fa = fdOf(a.sock);
@@ -367,7 +368,7 @@ export interface LinuxSocketsOptions {
 export const DEFAULT_KERNEL_RELAY_PIPE_BYTES = 256 << 10;
 
 export class LinuxSockets implements Sockets {
-  readonly relayInKernel?: (a: TcpConnection, b: TcpConnection) => Relay | undefined;
+  readonly relayInKernel?: (a: ByteStream, b: ByteStream) => Relay | undefined;
 
   constructor(opts: LinuxSocketsOptions = {}) {
     const pipeBytes = opts.kernelRelayPipeBytes ?? DEFAULT_KERNEL_RELAY_PIPE_BYTES;

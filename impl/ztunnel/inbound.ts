@@ -15,7 +15,7 @@ import type { IpFamily, SocketAddress, TcpConnection } from '../host/sockets.js'
 import { spiffeId, type AuthzRequest, type PeerIdentity } from './authz/authorizer.js';
 import { canonical, fmt, ILLEGAL_PORTS, record, type PodContext } from './pod-context.js';
 import type { ConnectionDirection, ProxyConnectionRecord } from './proxy-deps.js';
-import { relay, relayConnections } from './relay.js';
+import { relayConnections } from './relay.js';
 
 type Base = Pick<ProxyConnectionRecord, 'direction' | 'downstream' | 'target'>;
 
@@ -29,8 +29,6 @@ function deny(ctx: PodContext, base: Base, reason: string, extra: Partial<ProxyC
 async function deliver(
   ctx: PodContext, base: Base, client: SocketAddress, target: SocketAddress, identity: PeerIdentity | undefined,
   openDownstream: () => Promise<ByteStream | undefined>, refuse: (status: number, reason: string) => void,
-  /** The downstream when it is a plain connection of the Sockets port (inbound plaintext): relayed in the kernel if the adapter can. */
-  plainDown?: TcpConnection,
 ): Promise<void> {
   const { deps } = ctx;
   const self = ctx.ownWorkload();
@@ -72,7 +70,7 @@ async function deliver(
     ...base, ...ids, event: 'forwarded', mode: identity ? 'hbone' : 'plaintext', upstream,
     dstIdentity: spiffeId(ctx.ownIdentity()!), reason: decision.reason,
   });
-  const r = plainDown !== undefined && down === plainDown ? relayConnections(deps.sockets, plainDown, app) : relay(down, app);
+  const r = relayConnections(deps.sockets, down, app);
   const tracked = { relay: r, authz: req, record: rec };
   ctx.track(tracked);
   const res = await r.done;
@@ -99,7 +97,7 @@ export async function handleInboundPlaintext(ctx: PodContext, down: TcpConnectio
     down.reset();
     return deny(ctx, base, `original destination ${target.address} is not this pod (${self.ips.join(', ')})`);
   }
-  await deliver(ctx, base, canonical(down.remoteAddress), target, undefined, async () => down, () => down.reset(), down);
+  await deliver(ctx, base, canonical(down.remoteAddress), target, undefined, async () => down, () => down.reset());
 }
 
 /** Parse an `ip:port` or `[v6]:port` authority. */

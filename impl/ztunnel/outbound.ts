@@ -15,7 +15,7 @@ import type { ByteStream } from '../host/hbone.js';
 import type { TcpConnection } from '../host/sockets.js';
 import { spiffeId } from './authz/authorizer.js';
 import { canonical, fmt, ILLEGAL_PORTS, isLoopback, record, type PodContext } from './pod-context.js';
-import { relay, relayConnections } from './relay.js';
+import { relayConnections } from './relay.js';
 
 export async function handleOutbound(ctx: PodContext, down: TcpConnection): Promise<void> {
   const { deps } = ctx;
@@ -66,7 +66,7 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
     ...base, event: 'forwarded', mode: hbone ? 'hbone' : 'passthrough', upstream, srcIdentity: spiffeId(srcIdentity),
     ...(hbone ? { dstIdentity: spiffeId(dstWl.identity) } : {}),
   });
-  const r = hbone ? relay(down, stream) : relayConnections(deps.sockets, down, upConn);
+  const r = relayConnections(deps.sockets, down, stream);
   const tracked = { relay: r, record: rec };
   ctx.track(tracked);
   const res = await r.done;

@@ -8,12 +8,12 @@
  * turn's writes into one writev), so reading the next chunk overlaps with sending this one.
  */
 import type { ByteStream } from '../host/hbone.js';
-import type { Relay, RelayResult, Sockets, TcpConnection } from '../host/sockets.js';
+import type { Relay, RelayResult, Sockets } from '../host/sockets.js';
 
 export type { Relay, RelayResult };
 
-/** Two plain connections: in the kernel when the adapter can (no bytes through the process), else relay(). */
-export function relayConnections(sockets: Sockets, a: TcpConnection, b: TcpConnection): Relay {
+/** In the kernel when the adapter can take the two (plain connections: no bytes through the process), else relay(). */
+export function relayConnections(sockets: Sockets, a: ByteStream, b: ByteStream): Relay {
   return sockets.relayInKernel?.(a, b) ?? relay(a, b);
 }
 

@@ -12,6 +12,7 @@ import * as fs from 'node:fs';
 import { test, expect } from '@playwright/test';
 import { netnsWorld } from '../../worlds.js';
 import type { NetnsId } from '../../../impl/api/ids.js';
+import type { ByteStream } from '../../../impl/host/hbone.js';
 import type { Relay, SocketOutcome, TcpConnection } from '../../../impl/host/sockets.js';
 import { LinuxSockets } from '../../../impl/linux/sockets.js';
 import { relay, relayConnections } from '../../../impl/ztunnel/relay.js';
@@ -170,7 +171,7 @@ test('a kernel relay pipe size out of range is refused when the adapter is made'
   expect(() => new LinuxSockets({ kernelRelayPipeBytes: 2 << 20 })).toThrow(/kernelRelayPipeBytes/);
 });
 
-test('the kernel relay declines a connection already read from; the portable relay then carries it', async () => {
+test('the kernel relay declines a connection already read from, or a stream that is not its connection; the portable relay then carries it', async () => {
   await withLab(async (lab) => {
     const a = await lab.ns('relay');
     const sockets = new LinuxSockets();
@@ -187,6 +188,9 @@ test('the kernel relay declines a connection already read from; the portable rel
     expect(peeked.done).toBe(false);
     const up = ok(await sockets.connectTcp({ netns: a.id, family: 4, dst: server.address, timeoutMs: 5000 }));
     expect(sockets.relayInKernel?.(down, up)).toBeUndefined();
+    // Nor a stream that is not one of its connections (an HBONE stream, say): the connection is untouched.
+    const other: ByteStream = { read: () => down.read(), write: (b) => down.write(b), end: () => down.end(), close: () => down.close(), reset: () => down.reset() };
+    expect(sockets.relayInKernel?.(other, up)).toBeUndefined();
     const r = relay(down, up);
     ok(await client.write(Buffer.from('rest')));
     await client.end();
