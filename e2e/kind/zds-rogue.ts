@@ -24,7 +24,8 @@ const out = (o) => { process.stdout.write(JSON.stringify(o) + '\\n'); process.ex
   const started = Date.now();
   const poll = () => {
     let r = null;
-    try { r = addon.seqpacketRecv(fd, 65536); } catch (e) { return out({ accepted: frames > 0, workloads, detail: 'recv: ' + e.code + ' after ' + frames + ' frame(s)' }); }
+    // A server that closes with our hello unread makes the kernel answer ECONNRESET, not EOF: the same rejection.
+    try { r = addon.seqpacketRecv(fd, 65536); } catch (e) { return out({ accepted: frames > 0, workloads, detail: 'recv: ' + e.code + ' after ' + frames + ' frame(s)' + (frames === 0 && e.code === 'ECONNRESET' ? ' (rejected)' : '') }); }
     if (r !== null) {
       if (r.eof) return out({ accepted: frames > 0, workloads, detail: frames > 0 ? 'served ' + frames + ' frame(s), then closed' : 'closed without a word (rejected)' });
       frames++;
