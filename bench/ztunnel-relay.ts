@@ -124,7 +124,7 @@ await withNetnsMesh(async (m) => {
     const pooled = (mode: Mode): number[] => runs.flatMap((r) => r[mode].samples);
     for (const mode of modes) {
       const cpu = runs.map((r) => r[mode].cpuMsPerMiB).filter((v): v is number => v !== undefined);
-      console.log(`${mode.padEnd(10)} median ${median(runs.map((r) => r[mode].mbps)).toFixed(0).padStart(6)} Mbit/s  p50 ${quantile(pooled(mode), 0.5).toFixed(3)} ms  p99 ${quantile(pooled(mode), 0.99).toFixed(3)} ms  new connection + 1 KiB exchange p50 ${median(runs.map((r) => r[mode].setupP50)).toFixed(3)} ms${cpu.length && mode !== 'direct' ? `  proxy CPU ${median(cpu).toFixed(2)} ms/MiB` : ''}`);
+      console.log(`${mode.padEnd(10)} median ${median(runs.map((r) => r[mode].mbps)).toFixed(0).padStart(6)} Mbit/s  p50 ${quantile(pooled(mode), 0.5).toFixed(3)} ms  p99 ${quantile(pooled(mode), 0.99).toFixed(3)} ms (p90 ${quantile(pooled(mode), 0.9).toFixed(3)}, p99.9 ${quantile(pooled(mode), 0.999).toFixed(3)})  new connection + 1 KiB exchange p50 ${median(runs.map((r) => r[mode].setupP50)).toFixed(3)} ms${cpu.length && mode !== 'direct' ? `  proxy CPU ${median(cpu).toFixed(2)} ms/MiB` : ''}`);
     }
     const ratio = (mode: Mode): number => median(runs.map((r) => r[mode].mbps / r.direct.mbps));
     const added = (mode: Mode): number => quantile(pooled(mode), 0.99) - quantile(pooled('direct'), 0.99);
