@@ -11,6 +11,8 @@
 import * as fs from 'node:fs';
 import { netnsId, podUid } from '../impl/api/ids.js';
 import { SystemClock } from '../impl/linux/clock.js';
+import type { HboneTransport } from '../impl/host/hbone.js';
+import { NativeHbone } from '../impl/linux/hbone-native.js';
 import { TlsHbone } from '../impl/linux/hbone-tls.js';
 import { MeshCa } from '../impl/linux/mesh-ca.js';
 import { LinuxSockets } from '../impl/linux/sockets.js';
@@ -37,12 +39,18 @@ const cfg = JSON.parse(fs.readFileSync(file, 'utf8')) as RelayProxyConfig;
 const workloads = new FakeWorkloads();
 for (const w of cfg.workloads) workloads.all.set(w.uid, w);
 const connectionLog = new MemoryConnectionLog();
+/** HBONE=tls: node:tls + node:http2; HBONE=native (default when built): the native tunnel. */
+async function hboneTransport(): Promise<HboneTransport> {
+  const certificates = await MeshCa.load(cfg.trustDomain, cfg.root.certPem, cfg.root.keyPem);
+  const want = process.env['HBONE'] ?? (NativeHbone.available().ok ? 'native' : 'tls');
+  return want === 'native' ? new NativeHbone({ certificates }) : new TlsHbone({ certificates });
+}
 const proxy = new NodeProxy({
   // KERNEL_RELAY=0: plaintext relayed through the process; PIPE_BYTES: the kernel relay's pipe size (A/B runs).
   sockets: new LinuxSockets({
     kernelRelay: process.env['KERNEL_RELAY'] !== '0',
     ...(process.env['PIPE_BYTES'] ? { kernelRelayPipeBytes: Number(process.env['PIPE_BYTES']) } : {}),
-  }), hbone: new TlsHbone({ certificates: await MeshCa.load(cfg.trustDomain, cfg.root.certPem, cfg.root.keyPem) }),
+  }), hbone: await hboneTransport(),
   authorizer: new FakeAuthorizer(), workloads, clock: new SystemClock(), log: new MemoryLogger(), trustDomain: cfg.trustDomain, connectionLog,
 });
 for (const p of cfg.pods) {

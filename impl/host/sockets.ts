@@ -183,12 +183,13 @@ export interface Sockets {
    */
   bindUdp?(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>>;
   /**
-   * Relay two streams both ways without the bytes passing through the caller (Linux: splice(2)
-   * in the kernel), with exactly the semantics of the portable relay (impl/ztunnel/relay.ts:
-   * half-close passed on, a failure resets both, abort resets both). Undefined when it cannot
-   * take these two — anything but two unused connections of this adapter (an HBONE stream, a
-   * connection already read from): the caller relays them itself. Optional: the sim has none,
-   * so its relay is the portable one.
+   * Relay two streams both ways without the bytes passing through the caller's JavaScript
+   * (Linux: splice(2) in the kernel for two plain connections; the native HBONE tunnel for one
+   * of its streams and a plain connection), with exactly the semantics of the portable relay
+   * (impl/ztunnel/relay.ts: half-close passed on, a failure resets both, abort resets both).
+   * Undefined when it cannot take these two (a connection or stream already read from, a
+   * node:http2 stream): the caller relays them itself. Optional: the sim has none, so its relay
+   * is the portable one.
    */
-  relayInKernel?(a: ByteStream, b: ByteStream): Relay | undefined;
+  relayNative?(a: ByteStream, b: ByteStream): Relay | undefined;
 }

@@ -251,6 +251,11 @@ export function takeNativeSocket(conn: TcpConnection): net.Socket | undefined {
   return conn instanceof LinuxTcpConnection ? conn.detach() : undefined;
 }
 
+/** The fd under a net.Socket of this adapter (see takeNativeSocket), if it is open. */
+export function socketFd(sock: net.Socket): number | undefined {
+  return fdOf(sock);
+}
+
 class LinuxTcpListener implements TcpListener {
   constructor(private readonly server: net.Server, readonly address: SocketAddress) {}
 
@@ -326,6 +331,38 @@ function openBound(
  * of two fds of a socket sends nothing; the addon's copies keep the connections open).
  * Undefined, with both connections untouched, when that is not possible.
  */
+/**
+ * A stream that can relay itself to a connected socket's fd outside JavaScript (a stream of the
+ * native HBONE tunnel, impl/linux/hbone-native.ts). The result counts `aToB` from the stream to
+ * the fd and `bToA` back. Undefined when it cannot (it was already read from or written to).
+ */
+export interface FdRelayable {
+  relayToFd(fd: number): Relay | undefined;
+}
+
+function isFdRelayable(x: ByteStream): x is ByteStream & FdRelayable {
+  return typeof (x as Partial<FdRelayable>).relayToFd === 'function';
+}
+
+/** `stream` relays itself to `conn`'s fd; `swap` when the caller named the connection first. */
+function fdRelay(conn: LinuxTcpConnection, stream: FdRelayable, swap: boolean): Relay | undefined {
+  if (!conn.detachable()) return undefined;
+  const fd = fdOf(conn.sock);
+  if (fd === undefined) return undefined;
+  const r = stream.relayToFd(fd);
+  if (!r) return undefined;
+  conn.detach()?.destroy(); // the tunnel holds its own dup of the fd
+  if (!swap) return r;
+  return { done: r.done.then((x) => ({ aToB: x.bToA, bToA: x.aToB, ended: x.ended })), abort: () => r.abort() };
+}
+
+/** Both ways outside JavaScript: splice(2) for two plain connections, the tunnel for a tunnel stream and a connection. */
+function nativeRelay(a: ByteStream, b: ByteStream, pipeBytes: number, kernel: boolean): Relay | undefined {
+  if (a instanceof LinuxTcpConnection && isFdRelayable(b)) return fdRelay(a, b, true);
+  if (b instanceof LinuxTcpConnection && isFdRelayable(a)) return fdRelay(b, a, false);
+  return kernel ? kernelRelay(a, b, pipeBytes) : undefined;
+}
+
 function kernelRelay(a: ByteStream, b: ByteStream, pipeBytes: number): Relay | undefined {
   if (!(a instanceof LinuxTcpConnection) || !(b instanceof LinuxTcpConnection) || a === b) return undefined;
   if (!a.detachable() || !b.detachable()) return undefined;
@@ -368,14 +405,15 @@ export interface LinuxSocketsOptions {
 export const DEFAULT_KERNEL_RELAY_PIPE_BYTES = 256 << 10;
 
 export class LinuxSockets implements Sockets {
-  readonly relayInKernel?: (a: ByteStream, b: ByteStream) => Relay | undefined;
+  readonly relayNative?: (a: ByteStream, b: ByteStream) => Relay | undefined;
 
   constructor(opts: LinuxSocketsOptions = {}) {
     const pipeBytes = opts.kernelRelayPipeBytes ?? DEFAULT_KERNEL_RELAY_PIPE_BYTES;
     if (!Number.isInteger(pipeBytes) || pipeBytes < 4096 || pipeBytes > 1 << 20) {
       throw new RangeError(`LinuxSockets: kernelRelayPipeBytes must be an integer from 4096 to 1048576 (got ${pipeBytes})`);
     }
-    if (opts.kernelRelay ?? true) this.relayInKernel = (a, b) => kernelRelay(a, b, pipeBytes);
+    const kernel = opts.kernelRelay ?? true;
+    this.relayNative = (a, b) => nativeRelay(a, b, pipeBytes, kernel);
   }
 
   async bindUdp(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>> {

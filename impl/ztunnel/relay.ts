@@ -12,9 +12,9 @@ import type { Relay, RelayResult, Sockets } from '../host/sockets.js';
 
 export type { Relay, RelayResult };
 
-/** In the kernel when the adapter can take the two (plain connections: no bytes through the process), else relay(). */
+/** Outside JavaScript when the adapter can take the two (Sockets.relayNative), else relay(). */
 export function relayConnections(sockets: Sockets, a: ByteStream, b: ByteStream): Relay {
-  return sockets.relayInKernel?.(a, b) ?? relay(a, b);
+  return sockets.relayNative?.(a, b) ?? relay(a, b);
 }
 
 export function relay(a: ByteStream, b: ByteStream): Relay {

@@ -49,7 +49,7 @@ async function pair(ns: NetnsId, kind: Kind, pipeBytes?: number): Promise<Pair> 
   const proxy = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (down) => {
     void (async () => {
       const up = ok(await sockets.connectTcp({ netns: ns, family: 4, dst: server.address, timeoutMs: 5000 }));
-      const k = sockets.relayInKernel?.(down, up);
+      const k = sockets.relayNative?.(down, up);
       started({ relay: k ?? relayConnections(sockets, down, up), inKernel: k !== undefined });
     })();
   }));
@@ -187,10 +187,10 @@ test('the kernel relay declines a connection already read from, or a stream that
     const peeked = await down.read(); // e.g. a protocol sniff: the connection is now in user space
     expect(peeked.done).toBe(false);
     const up = ok(await sockets.connectTcp({ netns: a.id, family: 4, dst: server.address, timeoutMs: 5000 }));
-    expect(sockets.relayInKernel?.(down, up)).toBeUndefined();
+    expect(sockets.relayNative?.(down, up)).toBeUndefined();
     // Nor a stream that is not one of its connections (an HBONE stream, say): the connection is untouched.
     const other: ByteStream = { read: () => down.read(), write: (b) => down.write(b), end: () => down.end(), close: () => down.close(), reset: () => down.reset() };
-    expect(sockets.relayInKernel?.(other, up)).toBeUndefined();
+    expect(sockets.relayNative?.(other, up)).toBeUndefined();
     const r = relay(down, up);
     ok(await client.write(Buffer.from('rest')));
     await client.end();
