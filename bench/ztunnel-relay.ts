@@ -21,6 +21,7 @@
  * (ztunnel-relay-peer.ts).
  *
  *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, CONNECTS, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...',
+ *                            HBONE=native|tls (the tunnel; default native when its addon is built),
  *                            KERNEL_RELAY=0 (plaintext through the process), PIPE_BYTES (kernel relay pipe size))
  */
 import * as fs from 'node:fs';
@@ -31,6 +32,7 @@ import { TRUST_DOMAIN } from '../tests/sim/ztunnel/fixture.js';
 import { withNetnsMesh } from '../tests/netns/ztunnel/fixture.js';
 import type { RelayProxyConfig } from './ztunnel-relay-proxy.js';
 import { PROXY_NODE_FLAGS } from '../impl/linux/node-flags.js';
+import { NativeHbone } from '../impl/linux/hbone-native.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const peer = path.join(here, 'ztunnel-relay-peer.js');
@@ -114,7 +116,8 @@ await withNetnsMesh(async (m) => {
       await c.spawn(from, ['node', peer, 'source', ip, '9000', String(8 << 20)]).waitForOutput('}', 60_000);
     }
     const runs: Record<Mode, Result>[] = [];
-    console.log(`${split ? 'one proxy process per node' : 'both proxies in one process'}; ${BYTES >> 20} MiB per transfer; latency ${ROUNDS} x 4 conns at ${RATE}/s each`);
+    const hbone = process.env['HBONE'] ?? (NativeHbone.available().ok ? 'native' : 'tls');
+    console.log(`${split ? 'one proxy process per node' : 'both proxies in one process'}; HBONE transport ${hbone}; ${BYTES >> 20} MiB per transfer; latency ${ROUNDS} x 4 conns at ${RATE}/s each`);
     for (let i = 0; i < RUNS; i++) {
       const r = {} as Record<Mode, Result>;
       for (const mode of modes) r[mode] = await once(mode);

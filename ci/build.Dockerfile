@@ -3,7 +3,7 @@
 # CNI plugin into one ESM file that runs on the node with a copied Node.js binary.
 # Build context: the repository root.  docker build -f ci/build.Dockerfile -t ambient-lab/build:dev .
 FROM node:20-bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ libnghttp2-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY binding.gyp ./

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Builds the native addons (binding.gyp -> build/Release/ambient_lab_sockets.node and ambient_lab_packet.node) during
+// Builds the native addons (binding.gyp -> build/Release/ambient_lab_sockets.node, ambient_lab_packet.node and,
+// when nghttp2's header is installed, ambient_lab_hbone.node) during
 // `npm install` / `npm ci`. Plain JavaScript because it runs before `prepare` compiles the
 // TypeScript. It checks for the build tools first so a missing one is named, not buried in
 // node-gyp output, and it fails the install when the build fails.
@@ -63,3 +64,8 @@ if (r.error !== undefined || r.status !== 0) {
   process.exit(1);
 }
 say('built build/Release/ambient_lab_sockets.node and build/Release/ambient_lab_packet.node');
+if (existsSync(join('build', 'Release', 'ambient_lab_hbone.node'))) {
+  say('built build/Release/ambient_lab_hbone.node (the native HBONE tunnel)');
+} else {
+  say('not built: the native HBONE tunnel (no /usr/include/nghttp2/nghttp2.h; Debian: apt-get install -y libnghttp2-dev, then npm install again). The proxy uses node:tls + node:http2 without it.');
+}

@@ -10,6 +10,8 @@
 import { netnsId, podUid } from '../../../impl/api/ids.js';
 import type { Sockets } from '../../../impl/host/sockets.js';
 import { SystemClock } from '../../../impl/linux/clock.js';
+import type { HboneTransport } from '../../../impl/host/hbone.js';
+import { NativeHbone } from '../../../impl/linux/hbone-native.js';
 import { TlsHbone } from '../../../impl/linux/hbone-tls.js';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
 import { LinuxNetnsRules } from '../../../impl/linux/netns-rules.js';
@@ -72,7 +74,7 @@ export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>, opts: N
     for (const node of opts.inProcessProxies ?? ['node-0', 'node-1']) {
       const connectionLog = new MemoryConnectionLog();
       const proxy = new NodeProxy({
-        sockets, hbone: new TlsHbone({ certificates: ca }), authorizer: authz, workloads, clock, log: log.child({ node }), trustDomain: TRUST_DOMAIN, connectionLog,
+        sockets, hbone: hboneFor(ca), authorizer: authz, workloads, clock, log: log.child({ node }), trustDomain: TRUST_DOMAIN, connectionLog,
       });
       for (const s of SPEC) {
         if (s.node !== node || !s.enrolled) continue;
@@ -89,4 +91,13 @@ export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>, opts: N
       for (const p of proxies) await p.shutdown('immediate');
     }
   });
+}
+
+/**
+ * The HBONE transport the proxies of this mesh use: as the deployed proxy (`--hbone auto`), the
+ * native tunnel when its addon is built, else node:tls; HBONE=tls|native picks one.
+ */
+function hboneFor(ca: MeshCa): HboneTransport {
+  const want = process.env['HBONE'] ?? (NativeHbone.available().ok ? 'native' : 'tls');
+  return want === 'native' ? new NativeHbone({ certificates: ca }) : new TlsHbone({ certificates: ca });
 }
