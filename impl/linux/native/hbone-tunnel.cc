@@ -75,8 +75,10 @@ constexpr size_t kSendBuffer = 256 << 10;
 // (16 KiB) collect here and leave in large writes: with TCP_NODELAY every write is a segment
 // of its own, and per-segment costs (netfilter in every namespace, veth, softirq) dominate.
 constexpr size_t kTlsOutBuffer = 256 << 10;
-// OpenSSL reads ahead into a buffer this large (one read() for many records).
-constexpr size_t kTlsReadBuffer = 256 << 10;
+// OpenSSL reads ahead into a buffer this large (one read() for two records or so). Not larger:
+// OpenSSL moves the unread rest to the front of the buffer whenever a record and that rest
+// exceed 50 KiB, and with a 256 KiB buffer those moves cost more than the reads they saved.
+constexpr size_t kTlsReadBuffer = 32 << 10;
 constexpr size_t kReadChunk = 64 << 10;
 constexpr int kIovecs = 64;  // chunks per writev (64 x 64 KiB)
 
@@ -144,7 +146,7 @@ class ByteQueue {
       n -= k;
       size_ -= k;
       if (c.begin == c.end) {
-        if (!spare_) spare_ = std::move(c.buf);  // one chunk kept: a steady stream allocates nothing
+        Release(std::move(c.buf));
         chunks_.pop_front();
       }
     }
@@ -169,13 +171,26 @@ class ByteQueue {
     size_t begin;
     size_t end;
   };
-  std::unique_ptr<uint8_t[]> NewBuffer() {
-    if (spare_) return std::move(spare_);
-    return std::unique_ptr<uint8_t[]>(new uint8_t[kChunk]);  // not zeroed: always written before read
+  // Chunks come from a free list shared by every queue (the loop's thread only): a steady
+  // stream then allocates nothing, and freed memory is not returned to the kernel only to be
+  // faulted in again.
+  static std::vector<std::unique_ptr<uint8_t[]>>& Pool() {
+    static std::vector<std::unique_ptr<uint8_t[]>> pool;
+    return pool;
+  }
+  static constexpr size_t kPoolChunks = 256;  // 16 MiB kept at most
+  static std::unique_ptr<uint8_t[]> NewBuffer() {
+    auto& pool = Pool();
+    if (pool.empty()) return std::unique_ptr<uint8_t[]>(new uint8_t[kChunk]);  // not zeroed: written before read
+    std::unique_ptr<uint8_t[]> b = std::move(pool.back());
+    pool.pop_back();
+    return b;
+  }
+  static void Release(std::unique_ptr<uint8_t[]> b) {
+    if (Pool().size() < kPoolChunks) Pool().push_back(std::move(b));
   }
   std::deque<Chunk> chunks_;
   size_t size_ = 0;
-  std::unique_ptr<uint8_t[]> spare_;
 };
 
 // The write side of a tunnel's TLS: OpenSSL's records are appended to the tunnel's ciphertext
