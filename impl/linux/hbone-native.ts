@@ -47,6 +47,8 @@ class TunnelStream implements ByteStream, FdRelayable {
   private finished = false;
   private closed = false;
   private drainWaiters: (() => void)[] = [];
+  /** The peer's END_STREAM arrived and is passed on next turn (see onEnd). */
+  private endPending = false;
   /** Counts 'drain' events: one can arrive inside the write() call that asks for it. */
   private drains = 0;
   private relayed: ((r: RelayResult) => void) | undefined;
@@ -58,7 +60,10 @@ class TunnelStream implements ByteStream, FdRelayable {
     this.push({ done: false, bytes: new Uint8Array(b.buffer, b.byteOffset, b.byteLength) });
   }
   onEnd(): void {
-    this.push({ done: true });
+    // node:http2 resets a stream as END_STREAM followed by RST_STREAM: a clean end is believed
+    // one turn later, so the reset that follows at once is reported as what it is.
+    this.endPending = true;
+    setImmediate(() => this.push({ done: true }));
   }
   onReset(message: string): void {
     this.closed = true;
@@ -76,7 +81,8 @@ class TunnelStream implements ByteStream, FdRelayable {
   }
   /** The tunnel is gone: whatever waits fails, and nothing may call into it any more. */
   onTunnelClosed(): void {
-    if (!this.finished) this.onReset('HBONE tunnel closed');
+    // After a clean end the tunnel closes as a matter of course; only a stream cut short fails.
+    if (!this.finished && !this.endPending) this.onReset('HBONE tunnel closed');
     this.closed = true;
     this.onRelayed({ aToB: 0, bToA: 0, ended: 'reset' });
   }

@@ -82,6 +82,8 @@ export class TlsHbone implements HboneTransport {
       sock.once('secureConnect', () => resolve(undefined));
       sock.once('error', (e) => resolve(fail('handshake', `HBONE to ${authority}: TLS handshake failed: ${e.message}`)));
       sock.once('close', () => resolve(fail('closed', `HBONE to ${authority}: connection closed during the TLS handshake`)));
+      // A half-open socket (allowHalfOpen) reports the peer's FIN only as 'end', never 'close'.
+      sock.once('end', () => resolve(fail('closed', `HBONE to ${authority}: the server closed the connection during the TLS handshake`)));
     });
     if (hs) {
       sock.destroy();
@@ -127,6 +129,8 @@ export class TlsHbone implements HboneTransport {
       sock.once('secure', () => resolve(undefined));
       sock.once('error', (e) => resolve(fail('handshake', `TLS handshake failed: ${e.message}`)));
       sock.once('close', () => resolve(fail('closed', 'connection closed during the TLS handshake')));
+      // The accepted socket is half-open (allowHalfOpen): a client's FIN comes only as 'end'.
+      sock.once('end', () => resolve(fail('closed', 'the client closed the connection during the TLS handshake')));
     });
     if (hs) {
       sock.destroy();

@@ -564,10 +564,16 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
         return;
       }
       if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0)) {
-        // The peer closed the tunnel (close_notify or a FIN). Streams still open lose their peer.
+        // The peer closed the tunnel (close_notify or a FIN), after everything it sent. A stream
+        // HTTP/2 closed cleanly only has local work left (bytes for its app socket): it finishes.
+        // Any other stream loses its peer.
         peer_closed_ = true;
         want_read_ = false;
-        return FailOpenStreams("the HBONE peer closed the connection");
+        FlushSinks();
+        for (auto& [id, st] : streams_) {
+          if (!st->done && !(st->h2_closed && st->close_code == NGHTTP2_NO_ERROR)) StreamFailed(*st, "the HBONE peer closed the connection", false);
+        }
+        return;
       }
       return Fatal("closed", err == SSL_ERROR_SYSCALL ? std::string("HBONE connection failed: ") + ErrnoName(errno) : SslErrors("TLS"));
     }
@@ -609,6 +615,10 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
         if (errno == EINTR) continue;
         if (errno == EAGAIN) {
           want_write_ = true;
+          return true;
+        }
+        if (peer_closed_) {  // the peer is gone after a clean close: what we still had for it is moot
+          cipher_out_.clear();
           return true;
         }
         Fatal("closed", std::string("HBONE connection failed: ") + ErrnoName(errno));
@@ -726,7 +736,11 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     }
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) && (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
       s->peer_ended = true;
-      self->PassEnd(*s);
+      // A relayed stream passes the end on after this read of the tunnel (FlushSinks): node:http2
+      // resets a stream as END_STREAM followed by RST_STREAM, and a reset in the same read must
+      // reach the app as a reset, not as a FIN first.
+      if (s->relaying()) self->sinks_pending_ = true;
+      else self->PassEnd(*s);
     }
     (void)session;
     return 0;
@@ -844,7 +858,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     if (!sinks_pending_) return;
     sinks_pending_ = false;
     for (auto& [id, s] : streams_) {
-      if (s->relaying() && !s->done && !s->to_sink.empty()) WriteSink(*s);
+      if (s->relaying() && !s->done && (!s->to_sink.empty() || (s->peer_ended && !s->sink_shut))) WriteSink(*s);
     }
   }
 

@@ -39,26 +39,9 @@ export interface TransportPair {
   readonly knownBugs?: Readonly<Partial<Record<KnownBug, string>>>;
 }
 
-// Both sides reset a stream with RST_STREAM(CANCEL). node:http2 ends the readable side of a
-// stream reset by the peer ('end', then 'aborted'/'close'; 'error' only for codes other than
-// NO_ERROR and CANCEL, and after 'end'), and duplexByteStream (impl/linux/byte-stream-duplex.ts)
-// takes that 'end' as a clean end: the relay then half-closes instead of resetting.
-const TLS_READS_RESET_AS_EOF = 'TlsHbone: a peer RST_STREAM(CANCEL) reads as a clean end (node:http2 emits end, no error; duplexByteStream trusts end)';
-// The accepted net.Socket has allowHalfOpen (LinuxSockets, ByteStreamDuplex) and the server
-// TLSSocket inherits it: a FIN before the handshake completes emits only 'end', which serve()
-// does not listen to ('secure' | 'error' | 'close').
-const TLS_SERVE_HANGS = 'TlsHbone.serve: a FIN during the handshake emits only end on the half-open server TLSSocket; serve() waits forever and keeps the connection';
-
 export const TRANSPORT_PAIRS: readonly TransportPair[] = [
   {
     name: 'tls -> tls', client: (c) => new TlsHbone({ certificates: c }), server: (c) => new TlsHbone({ certificates: c }), available: true,
-    knownBugs: {
-      'client-stream-reset-reads-as-eof': TLS_READS_RESET_AS_EOF,
-      'server-stream-reset-reads-as-eof': TLS_READS_RESET_AS_EOF,
-      'serve-hangs-on-fin-in-handshake': TLS_SERVE_HANGS,
-      // TlsHbone's client closes with a FIN after refusing the server: the same hang.
-      'serve-hangs-when-client-leaves-handshake': TLS_SERVE_HANGS,
-    },
   },
   ...nativePairs(),
 ];
@@ -76,16 +59,7 @@ function nativePairs(): TransportPair[] {
   const availability = native.ok ? { available: true } : { available: false, reason: native.reason };
   return [
     { name: 'native -> native', client: nat, server: nat, ...availability },
-    {
-      name: 'native -> tls', client: nat, server: tls, ...availability,
-      knownBugs: {
-        'server-stream-reset-reads-as-eof': TLS_READS_RESET_AS_EOF,
-        // With a native client the wire shows which side is at fault: when its app resets,
-        // the node:http2 server ends the stream with END_STREAM, not RST_STREAM.
-        'client-stream-reset-reads-as-eof': 'TlsHbone server: a reset of the relayed app connection ends the CONNECT stream cleanly (END_STREAM) instead of RST_STREAM',
-        'serve-hangs-on-fin-in-handshake': TLS_SERVE_HANGS,
-      },
-    },
-    { name: 'tls -> native', client: tls, server: nat, ...availability, knownBugs: { 'client-stream-reset-reads-as-eof': TLS_READS_RESET_AS_EOF } },
+    { name: 'native -> tls', client: nat, server: tls, ...availability },
+    { name: 'tls -> native', client: tls, server: nat, ...availability },
   ];
 }
