@@ -343,6 +343,7 @@ struct Stream {
   // fd mode.
   int fd = -1;
   uv_poll_t* poll = nullptr;
+  int poll_events = -1;  // what the poll watches now (-1: not started)
   struct PollContext {
     HboneTunnel* tunnel;
     int32_t id;
@@ -652,6 +653,10 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     if (poll_ == nullptr) return;
     int ev = (want_read_ ? UV_READABLE : 0) | (want_write_ ? UV_WRITABLE : 0);
     if (phase_ == Phase::kWaiting) ev = 0;  // JS decides first; the kernel keeps what arrives
+    // uv_poll_start re-registers the fd with epoll even when nothing changed (two syscalls on
+    // the next loop turn): only call it when the interest changes.
+    if (ev == poll_events_) return;
+    poll_events_ = ev;
     int rc = ev != 0 ? uv_poll_start(poll_, ev, OnTunnelEvent) : uv_poll_stop(poll_);
     if (rc != 0) {
       Fatal("closed", std::string("watching the HBONE socket failed: ") + uv_strerror(rc));
@@ -924,6 +929,8 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     int ev = 0;
     if (!s.fd_eof_read && s.to_peer.size() < kSendBuffer) ev |= UV_READABLE;
     if (!s.to_sink.empty()) ev |= UV_WRITABLE;
+    if (ev == s.poll_events) return;  // as in Watch(): re-arming costs syscalls
+    s.poll_events = ev;
     int rc = ev != 0 ? uv_poll_start(s.poll, ev, OnStreamFdEvent) : uv_poll_stop(s.poll);
     if (rc != 0) StreamFailed(s, std::string("watching the relayed socket failed: ") + uv_strerror(rc), true);
   }
@@ -1344,6 +1351,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
   Napi::FunctionReference on_event_;
   uv_loop_t* loop_ = nullptr;
   uv_poll_t* poll_ = nullptr;
+  int poll_events_ = -1;  // what poll_ watches now (-1: not started)
   int fd_ = -1;
   SSL* ssl_ = nullptr;
   nghttp2_session* session_ = nullptr;

@@ -46,12 +46,7 @@ export const TRANSPORT_PAIRS: readonly TransportPair[] = [
   ...nativePairs(),
 ];
 
-/**
- * The native tunnel (impl/linux/native/hbone-tunnel.cc) with itself and with node:tls, both
- * ways. In a cross pair only the node:tls side's bugs show: the native client ends a refused
- * handshake with an alert or an RST (never the bare FIN that TlsHbone.serve misses), and the
- * native side reads an RST_STREAM as a failure.
- */
+/** The native tunnel (impl/linux/native/hbone-tunnel.cc) with itself and with node:tls, both ways. */
 function nativePairs(): TransportPair[] {
   const native = NativeHbone.available();
   const tls = (c: CertificateSource): HboneTransport => new TlsHbone({ certificates: c });
