@@ -18,12 +18,18 @@
 //   new HboneTunnel(fd, tlsContext, server, onEvent)   (dups fd; the caller closes its copy)
 //   tunnel.request(authority, forwarded) -> streamId   client, after 'handshake'
 //   tunnel.serve()                                      server, after 'handshake'
-//   tunnel.respond(streamId, status)                    server: 200 opens the stream, else ends it
-//   tunnel.relay(streamId, fd)                          relay the stream to a connected socket (dups fd)
+//   tunnel.respond(streamId, status) -> answered        server: 200 opens the stream, else ends it;
+//                                                       false when the client already went away
+//   tunnel.relay(streamId, fd) -> started               relay the stream to a connected socket (dups fd);
+//                                                       false when the stream was already used from JS
 //   tunnel.abortRelay(streamId) -> [toFd, fromFd]       reset both ends of a relayed stream, no 'relayed'
-//   tunnel.write(streamId, bytes) -> bytes queued       JS mode
+//   tunnel.readStart(streamId)                          JS reads the stream: held bytes, then 'data' events
+//   tunnel.write(streamId, bytes) -> bytes queued       JS mode (-1: the stream is closed)
 //   tunnel.end(streamId) / tunnel.reset(streamId) / tunnel.consume(streamId, n)
 //   tunnel.close()                                      reset everything, no more events
+//
+// Events can be emitted inside any of these calls (JS may already wait for them, or not yet):
+// impl/linux/hbone-native.ts keeps outcomes, not only waiters.
 //
 // Events, onEvent(kind, ...): 'handshake'(peerDer|undefined, alpn) | 'failed'(phase, message) |
 // 'response'(id, status) | 'request'(id, method, authority, forwarded) | 'data'(id, Buffer) |
@@ -331,7 +337,6 @@ struct Stream {
   bool local_ended = false;   // the source ended (fd EOF / JS end())
   bool end_sent = false;      // DATA with END_STREAM went out
   bool deferred = false;      // the data provider returned DEFERRED and waits for resume
-  bool has_provider = false;  // HEADERS went out with our data provider
   bool above_drain = false;   // JS wrote past kSendBuffer and waits for 'drain'
   double to_peer_total = 0;   // bytes taken by the data provider
   // Request/response headers.
@@ -373,6 +378,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       return;
     }
     TlsContext* tls = TlsContext::Unwrap(info[1].As<Napi::Object>());
+    if (env.IsExceptionPending()) env.GetAndClearPendingException();  // not a wrapped object: our error below says which argument
     if (tls == nullptr || tls->ctx() == nullptr) {
       Invalid(env, "HboneTunnel: the second argument is not a usable TlsContext");
       return;
@@ -1174,7 +1180,6 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     }
     auto s = std::make_unique<Stream>();
     s->id = id;
-    s->has_provider = true;
     streams_[id] = std::move(s);
     // With read-ahead, bytes the server sent right after its Finished (its SETTINGS) may sit in
     // OpenSSL's buffer, where no poll would see them.
@@ -1208,8 +1213,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       nghttp2_data_provider prd;
       prd.source.ptr = nullptr;
       prd.read_callback = ReadSource;
-      s->has_provider = true;
-      rc = nghttp2_submit_response(session_, s->id, &hdr, 1, &prd);
+        rc = nghttp2_submit_response(session_, s->id, &hdr, 1, &prd);
     } else {
       rc = nghttp2_submit_response(session_, s->id, &hdr, 1, nullptr);  // END_STREAM on the HEADERS
       s->done = true;
