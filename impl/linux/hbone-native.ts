@@ -10,23 +10,18 @@
  */
 import { X509Certificate } from 'node:crypto';
 import type {
-  ByteStream, HboneConnectRequest, HboneFailure, HboneFailureKind, HboneInboundStream, HboneOutcome, HboneServeOptions, HboneTransport,
+  ByteStream, HboneConnectRequest, HboneFailure, HboneInboundStream, HboneOutcome, HboneServeOptions, HboneTransport,
 } from '../host/hbone.js';
 import type { ReadResult, Relay, RelayResult, SocketOutcome, TcpConnection } from '../host/sockets.js';
 import { spiffeId, type PeerIdentity } from '../ztunnel/authz/authorizer.js';
 import { WRITE_BUFFER } from './byte-stream-duplex.js';
 import { TlsHbone } from './hbone-tls.js';
 import { loadHboneAddon, type NativeTlsContext, type NativeTunnel, type TunnelEvent } from './hbone-native-addon.js';
+import { authorityText, certificateOrFail, fail } from './hbone-outcome.js';
 import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';
 import { socketFd, takeNativeSocket, type FdRelayable } from './sockets.js';
 
-function fail(kind: HboneFailureKind, message: string, status?: number): HboneFailure {
-  return status === undefined ? { ok: false, kind, message } : { ok: false, kind, message, status };
-}
 
-function authorityText(a: HboneConnectRequest['authority']): string {
-  return a.family === 6 ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
-}
 
 function identityOf(der: Buffer | undefined): PeerIdentity | undefined {
   if (!der) return undefined;
@@ -315,11 +310,8 @@ export class NativeHbone implements HboneTransport {
 
   async connect(conn: TcpConnection, req: HboneConnectRequest): Promise<HboneOutcome<ByteStream>> {
     const authority = authorityText(req.authority);
-    const cert = await this.opts.certificates.certificateFor(req.local);
-    if (!cert) {
-      conn.reset();
-      return fail('no-certificate', `no certificate for ${spiffeId(req.local)} (trust domain ${this.opts.certificates.trustDomain})`);
-    }
+    const cert = await certificateOrFail(this.opts.certificates, req.local, conn);
+    if ('ok' in cert) return cert;
     const t = this.open(conn, this.context(cert, false), false);
     if (t === 'not-native') return this.fallback.connect(conn, req);
     if ('ok' in t) return t;
@@ -342,11 +334,8 @@ export class NativeHbone implements HboneTransport {
   }
 
   async serve(conn: TcpConnection, opts: HboneServeOptions): Promise<HboneOutcome<void>> {
-    const cert = await this.opts.certificates.certificateFor(opts.local);
-    if (!cert) {
-      conn.reset();
-      return fail('no-certificate', `no certificate for ${spiffeId(opts.local)}`);
-    }
+    const cert = await certificateOrFail(this.opts.certificates, opts.local, conn);
+    if ('ok' in cert) return cert;
     const t = this.open(conn, this.context(cert, true), true);
     if (t === 'not-native') return this.fallback.serve(conn, opts);
     if ('ok' in t) return t;

@@ -14,11 +14,12 @@
 import * as http2 from 'node:http2';
 import * as tls from 'node:tls';
 import type {
-  ByteStream, HboneConnectRequest, HboneFailure, HboneFailureKind, HboneOutcome, HboneServeOptions, HboneTransport,
+  ByteStream, HboneConnectRequest, HboneFailure, HboneOutcome, HboneServeOptions, HboneTransport,
 } from '../host/hbone.js';
 import type { SocketOutcome, TcpConnection } from '../host/sockets.js';
 import { spiffeId, type PeerIdentity } from '../ztunnel/authz/authorizer.js';
 import { ByteStreamDuplex, duplexByteStream } from './byte-stream-duplex.js';
+import { authorityText, certificateOrFail, fail } from './hbone-outcome.js';
 import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';
 import { takeNativeSocket } from './sockets.js';
 
@@ -28,13 +29,7 @@ const { HTTP2_HEADER_METHOD, HTTP2_HEADER_AUTHORITY, HTTP2_HEADER_STATUS } = htt
 const H2_SETTINGS: http2.Settings = { initialWindowSize: 4 << 20, maxFrameSize: 1 << 20 };
 const H2_CONN_WINDOW = 16 << 20;
 
-function fail(kind: HboneFailureKind, message: string, status?: number): HboneFailure {
-  return status === undefined ? { ok: false, kind, message } : { ok: false, kind, message, status };
-}
 
-function authorityText(a: HboneConnectRequest['authority']): string {
-  return a.family === 6 ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
-}
 
 function peerIdentity(s: tls.TLSSocket): PeerIdentity | undefined {
   // The X509Certificate form parses only the field asked for; getPeerCertificate() builds every
@@ -68,11 +63,8 @@ export class TlsHbone implements HboneTransport {
 
   async connect(conn: TcpConnection, req: HboneConnectRequest): Promise<HboneOutcome<ByteStream>> {
     const authority = authorityText(req.authority);
-    const cert = await this.opts.certificates.certificateFor(req.local);
-    if (!cert) {
-      conn.reset();
-      return fail('no-certificate', `no certificate for ${spiffeId(req.local)} (trust domain ${this.opts.certificates.trustDomain})`);
-    }
+    const cert = await certificateOrFail(this.opts.certificates, req.local, conn);
+    if ('ok' in cert) return cert;
     const sock = tls.connect({
       socket: takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), secureContext: contextFor(cert, this.opts.certificates.rootPem),
       ALPNProtocols: ['h2'], rejectUnauthorized: true,
@@ -116,11 +108,8 @@ export class TlsHbone implements HboneTransport {
   }
 
   async serve(conn: TcpConnection, opts: HboneServeOptions): Promise<HboneOutcome<void>> {
-    const cert = await this.opts.certificates.certificateFor(opts.local);
-    if (!cert) {
-      conn.reset();
-      return fail('no-certificate', `no certificate for ${spiffeId(opts.local)}`);
-    }
+    const cert = await certificateOrFail(this.opts.certificates, opts.local, conn);
+    if ('ok' in cert) return cert;
     const sock = new tls.TLSSocket(takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), {
       isServer: true, secureContext: contextFor(cert, this.opts.certificates.rootPem),
       requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'],

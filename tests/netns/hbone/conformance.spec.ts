@@ -26,7 +26,7 @@ import { spiffeId, type PeerIdentity } from '../../../impl/ztunnel/authz/authori
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
 import { LinuxSockets } from '../../../impl/linux/sockets.js';
 import { relay, relayConnections } from '../../../impl/ztunnel/relay.js';
-import { withLab } from '../sockets/fixture.js';
+import { pattern, withLab } from '../sockets/fixture.js';
 import { TRANSPORT_PAIRS, type KnownBug, type TransportPair } from './transports.js';
 
 const w = netnsWorld();
@@ -119,16 +119,6 @@ async function sendAll(s: ByteStream, b: Buffer): Promise<void> {
   await s.end();
 }
 
-/** Deterministic pseudo-random bytes (an LCG), so a failure reproduces exactly. */
-function pattern(n: number, seed: number): Buffer {
-  const b = Buffer.alloc(n);
-  let x = seed;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1103515245 + 12345) >>> 0;
-    b[i] = x >>> 24;
-  }
-  return b;
-}
 
 function sha256(b: Uint8Array): string {
   return createHash('sha256').update(b).digest('hex');

@@ -81,3 +81,14 @@ export async function runAddonAs(ns: string, uid: number, caps: readonly string[
   const out = await execIn(ns, [...asUser(uid, caps), process.execPath, '-e', script]);
   return JSON.parse(out.trim()) as unknown;
 }
+
+/** Deterministic pseudo-random bytes (an LCG), so a failure reproduces exactly. */
+export function pattern(n: number, seed: number): Buffer {
+  const b = Buffer.alloc(n);
+  let x = seed;
+  for (let i = 0; i < n; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    b[i] = x >>> 24;
+  }
+  return b;
+}

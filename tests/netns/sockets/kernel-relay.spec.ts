@@ -16,7 +16,7 @@ import type { ByteStream } from '../../../impl/host/hbone.js';
 import type { Relay, SocketOutcome, TcpConnection } from '../../../impl/host/sockets.js';
 import { LinuxSockets } from '../../../impl/linux/sockets.js';
 import { relay, relayConnections } from '../../../impl/ztunnel/relay.js';
-import { withLab } from './fixture.js';
+import { pattern, withLab } from './fixture.js';
 
 const w = netnsWorld();
 test.skip(!w.available, w.reason);
@@ -75,15 +75,6 @@ function openFds(): number {
   return fs.readdirSync('/proc/self/fd').length;
 }
 
-function pattern(n: number, seed: number): Buffer {
-  const b = Buffer.alloc(n);
-  let x = seed;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1103515245 + 12345) >>> 0;
-    b[i] = x >>> 24;
-  }
-  return b;
-}
 
 for (const kind of ['kernel', 'portable'] as const) {
   test.describe(`${kind} relay`, () => {
