@@ -21,8 +21,6 @@ import { authorityText, certificateOrFail, fail } from './hbone-outcome.js';
 import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';
 import { socketFd, takeNativeSocket, type FdRelayable } from './sockets.js';
 
-
-
 function identityOf(der: Buffer | undefined): PeerIdentity | undefined {
   if (!der) return undefined;
   try {

@@ -29,8 +29,6 @@ const { HTTP2_HEADER_METHOD, HTTP2_HEADER_AUTHORITY, HTTP2_HEADER_STATUS } = htt
 const H2_SETTINGS: http2.Settings = { initialWindowSize: 4 << 20, maxFrameSize: 1 << 20 };
 const H2_CONN_WINDOW = 16 << 20;
 
-
-
 function peerIdentity(s: tls.TLSSocket): PeerIdentity | undefined {
   // The X509Certificate form parses only the field asked for; getPeerCertificate() builds every
   // field of a JS object per connection.
