@@ -13,11 +13,11 @@ import type {
   ByteStream, HboneConnectRequest, HboneFailure, HboneInboundStream, HboneOutcome, HboneServeOptions, HboneTransport,
 } from '../host/hbone.js';
 import type { ReadResult, Relay, RelayResult, SocketOutcome, TcpConnection } from '../host/sockets.js';
-import { spiffeId, type PeerIdentity } from '../ztunnel/authz/authorizer.js';
+import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
 import { WRITE_BUFFER } from './byte-stream-duplex.js';
 import { TlsHbone } from './hbone-tls.js';
 import { loadHboneAddon, type NativeTlsContext, type NativeTunnel, type TunnelEvent } from './hbone-native-addon.js';
-import { authorityText, certificateOrFail, fail } from './hbone-outcome.js';
+import { authorityText, certificateOrFail, checkClientIdentity, fail, serverIdentityFailure } from './hbone-outcome.js';
 import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';
 import { socketFd, takeNativeSocket, type FdRelayable } from './sockets.js';
 
@@ -316,9 +316,10 @@ export class NativeHbone implements HboneTransport {
     const hs = await t.waitHandshake();
     if ('ok' in hs) return { ...hs, message: `HBONE to ${authority}: ${hs.message}` };
     const server = identityOf(hs.der);
-    if (!server || (req.expectedPeers.length > 0 && !req.expectedPeers.some((e) => spiffeId(e) === spiffeId(server)))) {
+    const refused = serverIdentityFailure(server, req, authority);
+    if (refused) {
       t.tunnel.close();
-      return fail('peer-identity', `HBONE to ${authority}: server is ${server ? spiffeId(server) : 'not a SPIFFE identity'}, expected ${req.expectedPeers.map(spiffeId).join(' or ')}`);
+      return refused;
     }
     const id = t.tunnel.request(authority, req.forwardedFor ? `for="${req.forwardedFor}"` : '');
     const stream = t.stream(id);
@@ -339,11 +340,13 @@ export class NativeHbone implements HboneTransport {
     if ('ok' in t) return t;
     const hs = await t.waitHandshake();
     if ('ok' in hs) return hs;
-    const peer = identityOf(hs.der);
-    if (!peer || peer.trustDomain !== opts.local.trustDomain) {
+    const peerCert = identityOf(hs.der);
+    const client = checkClientIdentity(peerCert, opts.local);
+    if (!client.ok) {
       t.tunnel.close();
-      return fail('handshake', `client certificate ${peer ? `in trust domain ${peer.trustDomain}` : 'without a SPIFFE identity'}; this mesh is ${opts.local.trustDomain}`);
+      return client;
     }
+    const peer = client.value;
     t.onRequest = (id, method, authority) => {
       let answered = false;
       const s: HboneInboundStream = {

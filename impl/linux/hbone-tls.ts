@@ -17,9 +17,9 @@ import type {
   ByteStream, HboneConnectRequest, HboneFailure, HboneOutcome, HboneServeOptions, HboneTransport,
 } from '../host/hbone.js';
 import type { SocketOutcome, TcpConnection } from '../host/sockets.js';
-import { spiffeId, type PeerIdentity } from '../ztunnel/authz/authorizer.js';
+import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
 import { ByteStreamDuplex, duplexByteStream } from './byte-stream-duplex.js';
-import { authorityText, certificateOrFail, fail } from './hbone-outcome.js';
+import { authorityText, certificateOrFail, checkClientIdentity, fail, serverIdentityFailure } from './hbone-outcome.js';
 import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';
 import { takeNativeSocket } from './sockets.js';
 
@@ -80,9 +80,10 @@ export class TlsHbone implements HboneTransport {
       return hs;
     }
     const server = peerIdentity(sock);
-    if (!server || (req.expectedPeers.length > 0 && !req.expectedPeers.some((e) => spiffeId(e) === spiffeId(server)))) {
+    const refused = serverIdentityFailure(server, req, authority);
+    if (refused) {
       sock.destroy();
-      return fail('peer-identity', `HBONE to ${authority}: server is ${server ? spiffeId(server) : 'not a SPIFFE identity'}, expected ${req.expectedPeers.map(spiffeId).join(' or ')}`);
+      return refused;
     }
     sock.on('error', () => undefined); // errors surface on the HTTP/2 stream
     const session = http2.connect(`https://${authority}`, { createConnection: () => sock, settings: H2_SETTINGS });
@@ -123,11 +124,13 @@ export class TlsHbone implements HboneTransport {
       sock.destroy();
       return hs;
     }
-    const peer = peerIdentity(sock);
-    if (!peer || peer.trustDomain !== opts.local.trustDomain) {
+    const peerCert = peerIdentity(sock);
+    const client = checkClientIdentity(peerCert, opts.local);
+    if (!client.ok) {
       sock.destroy();
-      return fail('handshake', `client certificate ${peer ? `in trust domain ${peer.trustDomain}` : 'without a SPIFFE identity'}; this mesh is ${opts.local.trustDomain}`);
+      return client;
     }
+    const peer = client.value;
     sock.on('error', () => undefined);
     // tls.Server clears this flag when it hands a secured socket on; a TLSSocket made by hand
     // keeps it, and HTTP/2 would then wait for a 'secureConnect' that a server never emits.
