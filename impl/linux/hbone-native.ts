@@ -17,7 +17,7 @@ import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
 import { WRITE_BUFFER } from './byte-stream-duplex.js';
 import { TlsHbone } from './hbone-tls.js';
 import { loadHboneAddon, type NativeTlsContext, type NativeTunnel, type TunnelEvent } from './hbone-native-addon.js';
-import { authorityText, certificateOrFail, checkClientIdentity, fail, serverIdentityFailure } from './hbone-outcome.js';
+import { authorityText, certificateOrFail, checkClientIdentity, fail, checkServerIdentity } from './hbone-outcome.js';
 import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';
 import { socketFd, takeNativeSocket, type FdRelayable } from './sockets.js';
 
@@ -316,10 +316,10 @@ export class NativeHbone implements HboneTransport {
     const hs = await t.waitHandshake();
     if ('ok' in hs) return { ...hs, message: `HBONE to ${authority}: ${hs.message}` };
     const server = identityOf(hs.der);
-    const refused = serverIdentityFailure(server, req, authority);
-    if (refused) {
+    const checked = checkServerIdentity(server, req, authority);
+    if (!checked.ok) {
       t.tunnel.close();
-      return refused;
+      return checked;
     }
     const id = t.tunnel.request(authority, req.forwardedFor ? `for="${req.forwardedFor}"` : '');
     const stream = t.stream(id);

@@ -27,8 +27,8 @@ export async function certificateOrFail(certs: CertificateSource, local: PeerIde
 }
 
 /** Client side: the server's certificate must name one of the expected identities (any SPIFFE one when none is expected). */
-export function serverIdentityFailure(server: PeerIdentity | undefined, req: HboneConnectRequest, authority: string): HboneFailure | undefined {
-  if (server && (req.expectedPeers.length === 0 || req.expectedPeers.some((e) => spiffeId(e) === spiffeId(server)))) return undefined;
+export function checkServerIdentity(server: PeerIdentity | undefined, req: HboneConnectRequest, authority: string): HboneOutcome<PeerIdentity> {
+  if (server && (req.expectedPeers.length === 0 || req.expectedPeers.some((e) => spiffeId(e) === spiffeId(server)))) return { ok: true, value: server };
   return fail('peer-identity', `HBONE to ${authority}: server is ${server ? spiffeId(server) : 'not a SPIFFE identity'}, expected ${req.expectedPeers.map(spiffeId).join(' or ')}`);
 }
 

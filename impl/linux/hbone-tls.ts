@@ -19,7 +19,7 @@ import type {
 import type { SocketOutcome, TcpConnection } from '../host/sockets.js';
 import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
 import { ByteStreamDuplex, duplexByteStream } from './byte-stream-duplex.js';
-import { authorityText, certificateOrFail, checkClientIdentity, fail, serverIdentityFailure } from './hbone-outcome.js';
+import { authorityText, certificateOrFail, checkClientIdentity, fail, checkServerIdentity } from './hbone-outcome.js';
 import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';
 import { takeNativeSocket } from './sockets.js';
 
@@ -80,10 +80,10 @@ export class TlsHbone implements HboneTransport {
       return hs;
     }
     const server = peerIdentity(sock);
-    const refused = serverIdentityFailure(server, req, authority);
-    if (refused) {
+    const checked = checkServerIdentity(server, req, authority);
+    if (!checked.ok) {
       sock.destroy();
-      return refused;
+      return checked;
     }
     sock.on('error', () => undefined); // errors surface on the HTTP/2 stream
     const session = http2.connect(`https://${authority}`, { createConnection: () => sock, settings: H2_SETTINGS });
