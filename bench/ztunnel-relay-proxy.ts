@@ -1,7 +1,7 @@
 /**
  * One node's proxy as a process of its own, for bench/ztunnel-relay.ts: a real deployment runs
  * one proxy per node, so the two proxies of an HBONE path must not share an event loop (or a
- * CPU core) in the bench either. Same adapters as the proxy main (LinuxSockets, TlsHbone on a
+ * CPU core) in the bench either. Same adapters as the proxy main (LinuxSockets, the HBONE transport it picks, on a
  * shared mesh root), with the fixture's allow-all authorizer and static workload index.
  *
  *   node ztunnel-relay-proxy.js CONFIG.json    prints "ready" once every pod is served; on
@@ -11,9 +11,7 @@
 import * as fs from 'node:fs';
 import { netnsId, podUid } from '../impl/api/ids.js';
 import { SystemClock } from '../impl/linux/clock.js';
-import type { HboneTransport } from '../impl/host/hbone.js';
-import { NativeHbone } from '../impl/linux/hbone-native.js';
-import { TlsHbone } from '../impl/linux/hbone-tls.js';
+import { hboneTransport, parseHboneKind, resolveHbone } from '../impl/linux/hbone-choice.js';
 import { MeshCa } from '../impl/linux/mesh-ca.js';
 import { LinuxSockets } from '../impl/linux/sockets.js';
 import { NodeProxy } from '../impl/ztunnel/node-proxy.js';
@@ -39,18 +37,12 @@ const cfg = JSON.parse(fs.readFileSync(file, 'utf8')) as RelayProxyConfig;
 const workloads = new FakeWorkloads();
 for (const w of cfg.workloads) workloads.all.set(w.uid, w);
 const connectionLog = new MemoryConnectionLog();
-/** HBONE=tls: node:tls + node:http2; HBONE=native (default when built): the native tunnel. */
-async function hboneTransport(): Promise<HboneTransport> {
-  const certificates = await MeshCa.load(cfg.trustDomain, cfg.root.certPem, cfg.root.keyPem);
-  const want = process.env['HBONE'] ?? (NativeHbone.available().ok ? 'native' : 'tls');
-  return want === 'native' ? new NativeHbone({ certificates }) : new TlsHbone({ certificates });
-}
 const proxy = new NodeProxy({
   // KERNEL_RELAY=0: plaintext relayed through the process; PIPE_BYTES: the kernel relay's pipe size (A/B runs).
   sockets: new LinuxSockets({
     kernelRelay: process.env['KERNEL_RELAY'] !== '0',
     ...(process.env['PIPE_BYTES'] ? { kernelRelayPipeBytes: Number(process.env['PIPE_BYTES']) } : {}),
-  }), hbone: await hboneTransport(),
+  }), hbone: hboneTransport(resolveHbone(parseHboneKind(process.env['HBONE'], 'bench proxy')).use, await MeshCa.load(cfg.trustDomain, cfg.root.certPem, cfg.root.keyPem)),
   authorizer: new FakeAuthorizer(), workloads, clock: new SystemClock(), log: new MemoryLogger(), trustDomain: cfg.trustDomain, connectionLog,
 });
 for (const p of cfg.pods) {

@@ -32,7 +32,7 @@ import { TRUST_DOMAIN } from '../tests/sim/ztunnel/fixture.js';
 import { withNetnsMesh } from '../tests/netns/ztunnel/fixture.js';
 import type { RelayProxyConfig } from './ztunnel-relay-proxy.js';
 import { PROXY_NODE_FLAGS } from '../impl/linux/node-flags.js';
-import { NativeHbone } from '../impl/linux/hbone-native.js';
+import { parseHboneKind, resolveHbone } from '../impl/linux/hbone-choice.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const peer = path.join(here, 'ztunnel-relay-peer.js');
@@ -116,7 +116,7 @@ await withNetnsMesh(async (m) => {
       await c.spawn(from, ['node', peer, 'source', ip, '9000', String(8 << 20)]).waitForOutput('}', 60_000);
     }
     const runs: Record<Mode, Result>[] = [];
-    const hbone = process.env['HBONE'] ?? (NativeHbone.available().ok ? 'native' : 'tls');
+    const hbone = resolveHbone(parseHboneKind(process.env['HBONE'], 'bench:ztunnel')).use;
     console.log(`${split ? 'one proxy process per node' : 'both proxies in one process'}; HBONE transport ${hbone}; ${BYTES >> 20} MiB per transfer; latency ${ROUNDS} x 4 conns at ${RATE}/s each`);
     for (let i = 0; i < RUNS; i++) {
       const r = {} as Record<Mode, Result>;

@@ -34,8 +34,7 @@ import { Ztunnel } from '../ztunnel/ztunnel.js';
 import { SystemClock } from './clock.js';
 import { ComponentFlags, runComponent } from './component-main.js';
 import { parseDnsUpstream } from './dns-upstream.js';
-import { NativeHbone } from './hbone-native.js';
-import { TlsHbone } from './hbone-tls.js';
+import { HBONE_KINDS, hboneTransport, resolveHbone } from './hbone-choice.js';
 import { serveHealth, type HealthSource } from './health-http.js';
 import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
 import { pinoLogger } from './logger-pino.js';
@@ -60,7 +59,7 @@ runComponent('ambient-lab-proxy', async () => {
   const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
   const caCert = f.optional('ca-cert');
   const caKey = f.optional('ca-key');
-  const hboneKind = f.oneOf('hbone', ['auto', 'native', 'tls'] as const, 'auto');
+  const hboneKind = f.oneOf('hbone', HBONE_KINDS, 'auto');
   const dnsUpstream = parseDnsUpstream(f.list('dns-upstream', []));
   const dnsLogPath = f.optional('dns-log');
   f.assertAllUsed();
@@ -77,11 +76,9 @@ runComponent('ambient-lab-proxy', async () => {
   const ca = caCert !== undefined && caKey !== undefined
     ? await MeshCa.load(trustDomain, fs.readFileSync(caCert, 'utf8'), fs.readFileSync(caKey, 'utf8'))
     : await MeshCa.create(trustDomain);
-  const nativeHbone = NativeHbone.available();
-  if (hboneKind === 'native' && !nativeHbone.ok) throw new Error(`--hbone native: ${nativeHbone.reason}`);
-  const useNative = hboneKind !== 'tls' && nativeHbone.ok;
-  if (hboneKind === 'auto' && !nativeHbone.ok) log.warn('native HBONE tunnel unavailable; using node:tls + node:http2', { reason: nativeHbone.reason });
-  log.info('HBONE transport', { transport: useNative ? 'native' : 'tls' });
+  const hbone = resolveHbone(hboneKind);
+  if (hbone.fallbackReason) log.warn('native HBONE tunnel unavailable; using node:tls + node:http2', { reason: hbone.fallbackReason });
+  log.info('HBONE transport', { transport: hbone.use });
   const logFd = logPath ? fs.openSync(logPath, 'a', 0o600) : 1;
   const metrics = new PromMetrics();
   const opened = metrics.counter('ambient_lab_proxy_connections_opened_total', 'Connections accepted', ['direction']);
@@ -94,7 +91,7 @@ runComponent('ambient-lab-proxy', async () => {
   const dnsLog: DnsRequestLog = { record: (r) => { dnsRequests.inc({ event: r.event }); dnsLines.record(r); } };
   const ztunnel = new Ztunnel({
     sockets: new LinuxSockets(),
-    hbone: useNative ? new NativeHbone({ certificates: ca }) : new TlsHbone({ certificates: ca }),
+    hbone: hboneTransport(hbone.use, ca),
     authorizer: new PolicyAuthorizer({ store, log }),
     workloads: index,
     clock,

@@ -10,9 +10,7 @@
 import { netnsId, podUid } from '../../../impl/api/ids.js';
 import type { Sockets } from '../../../impl/host/sockets.js';
 import { SystemClock } from '../../../impl/linux/clock.js';
-import type { HboneTransport } from '../../../impl/host/hbone.js';
-import { NativeHbone } from '../../../impl/linux/hbone-native.js';
-import { TlsHbone } from '../../../impl/linux/hbone-tls.js';
+import { hboneTransport, parseHboneKind, resolveHbone } from '../../../impl/linux/hbone-choice.js';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
 import { LinuxNetnsRules } from '../../../impl/linux/netns-rules.js';
 import { LinuxSockets } from '../../../impl/linux/sockets.js';
@@ -74,7 +72,8 @@ export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>, opts: N
     for (const node of opts.inProcessProxies ?? ['node-0', 'node-1']) {
       const connectionLog = new MemoryConnectionLog();
       const proxy = new NodeProxy({
-        sockets, hbone: hboneFor(ca), authorizer: authz, workloads, clock, log: log.child({ node }), trustDomain: TRUST_DOMAIN, connectionLog,
+        // As the deployed proxy (--hbone auto): the native tunnel when built; HBONE=tls|native picks one.
+        sockets, hbone: hboneTransport(resolveHbone(parseHboneKind(process.env['HBONE'], 'netns mesh fixture')).use, ca), authorizer: authz, workloads, clock, log: log.child({ node }), trustDomain: TRUST_DOMAIN, connectionLog,
       });
       for (const s of SPEC) {
         if (s.node !== node || !s.enrolled) continue;
@@ -91,13 +90,4 @@ export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>, opts: N
       for (const p of proxies) await p.shutdown('immediate');
     }
   });
-}
-
-/**
- * The HBONE transport the proxies of this mesh use: as the deployed proxy (`--hbone auto`), the
- * native tunnel when its addon is built, else node:tls; HBONE=tls|native picks one.
- */
-function hboneFor(ca: MeshCa): HboneTransport {
-  const want = process.env['HBONE'] ?? (NativeHbone.available().ok ? 'native' : 'tls');
-  return want === 'native' ? new NativeHbone({ certificates: ca }) : new TlsHbone({ certificates: ca });
 }
