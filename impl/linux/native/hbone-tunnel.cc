@@ -61,6 +61,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace hbone_tunnel {
@@ -430,14 +431,14 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
  private:
   enum class Phase { kHandshake, kWaiting, kOpen, kClosed };
 
+  // One argument of an event as JS gets it: undefined, a number, a string or bytes (a Buffer).
+  using Arg = std::variant<std::monostate, double, std::string, std::vector<uint8_t>>;
   struct Event {
-    std::string kind;
-    int32_t id = 0;
-    std::string a, b, c;
-    double n1 = 0, n2 = 0;
-    std::vector<uint8_t> bytes;
-    bool has_bytes = false;
+    const char* kind;
+    std::vector<Arg> args;
   };
+
+  void Emit(const char* kind, std::vector<Arg> args = {}) { events_.push_back(Event{kind, std::move(args)}); }
 
   static int DupNonBlocking(int src) {
     int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
@@ -513,33 +514,29 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     int rc = SSL_do_handshake(ssl_);
     if (rc == 1) {
       phase_ = Phase::kWaiting;  // until JS has checked the peer and calls request()/serve()
-      Event e;
-      e.kind = "handshake";
+      Arg der;  // undefined without a peer certificate (cannot happen with VERIFY_PEER, but say so, not crash)
       X509* peer = SSL_get1_peer_certificate(ssl_);
       if (peer != nullptr) {
         int len = i2d_X509(peer, nullptr);
         if (len > 0) {
-          e.bytes.resize(static_cast<size_t>(len));
-          unsigned char* p = e.bytes.data();
+          std::vector<uint8_t> bytes(static_cast<size_t>(len));
+          unsigned char* p = bytes.data();
           i2d_X509(peer, &p);
-          e.has_bytes = true;
+          der = std::move(bytes);
         }
         X509_free(peer);
       }
       const unsigned char* alpn = nullptr;
       unsigned int alpn_len = 0;
       SSL_get0_alpn_selected(ssl_, &alpn, &alpn_len);
-      e.a.assign(reinterpret_cast<const char*>(alpn), alpn_len);
-      events_.push_back(std::move(e));
+      Emit("handshake", {std::move(der), std::string(reinterpret_cast<const char*>(alpn), alpn_len)});
       return;
     }
     int err = SSL_get_error(ssl_, rc);
     if (err == SSL_ERROR_WANT_READ) {
+      // (never WANT_WRITE: writes go to the ciphertext queue, which takes everything; Drive()
+      // then writes the queue and asks for writable itself when the socket is full)
       want_read_ = true;
-      want_write_ = false;
-    } else if (err == SSL_ERROR_WANT_WRITE) {
-      want_read_ = false;
-      want_write_ = true;
     } else if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
       Fatal("closed", errno != 0 ? std::string("connection failed during the TLS handshake: ") + ErrnoName(errno) : "connection closed during the TLS handshake");
     } else {
@@ -565,11 +562,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       }
       FlushSinks();
       int err = SSL_get_error(ssl_, rc);
-      if (err == SSL_ERROR_WANT_READ) return;
-      if (err == SSL_ERROR_WANT_WRITE) {  // a post-handshake message wants to answer (KeyUpdate)
-        want_write_ = true;
-        return;
-      }
+      if (err == SSL_ERROR_WANT_READ) return;  // (never WANT_WRITE: see Handshake)
       if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0)) {
         // The peer closed the tunnel (close_notify or a FIN), after everything it sent. A stream
         // HTTP/2 closed cleanly only has local work left (bytes for its app socket): it finishes.
@@ -649,9 +642,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       (void)WriteSocket();
       if (!active_) return;
       Teardown(false);
-      Event e;
-      e.kind = "closed";
-      events_.push_back(std::move(e));
+      Emit("closed");
     }
   }
 
@@ -726,24 +717,14 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     return 0;
   }
 
-  static int OnFrameRecv(nghttp2_session* session, const nghttp2_frame* f, void* user) {
+  static int OnFrameRecv(nghttp2_session*, const nghttp2_frame* f, void* user) {
     HboneTunnel* self = Self(user);
     Stream* s = self->Find(f->hd.stream_id);
     if (s == nullptr) return 0;
     if (f->hd.type == NGHTTP2_HEADERS && !s->announced) {
       s->announced = true;
-      Event e;
-      e.id = s->id;
-      if (self->server_) {
-        e.kind = "request";
-        e.a = s->method;
-        e.b = s->authority;
-        e.c = s->forwarded;
-      } else {
-        e.kind = "response";
-        e.n1 = s->status;
-      }
-      self->events_.push_back(std::move(e));
+      if (self->server_) self->Emit("request", {double(s->id), s->method, s->authority, s->forwarded});
+      else self->Emit("response", {double(s->id), double(s->status)});
     }
     if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) && (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
       s->peer_ended = true;
@@ -753,7 +734,6 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       if (s->relaying()) self->sinks_pending_ = true;
       else self->PassEnd(*s);
     }
-    (void)session;
     return 0;
   }
 
@@ -779,13 +759,8 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     } else if (s->sink == Sink::kHeld) {
       s->to_sink.append(data, len);  // consumed (window) once JS or the relay takes it
     } else {
-      Event e;
-      e.kind = "data";
-      e.id = id;
-      e.bytes.assign(data, data + len);
-      e.has_bytes = true;
       s->to_sink_total += static_cast<double>(len);
-      self->events_.push_back(std::move(e));  // JS calls consume() when its reader takes it
+      self->Emit("data", {double(id), std::vector<uint8_t>(data, data + len)});  // JS calls consume() when its reader takes it
     }
     return 0;
   }
@@ -821,10 +796,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       s->to_peer_total += static_cast<double>(n);
       if (s->above_drain && s->to_peer.size() < kSendBuffer / 2) {
         s->above_drain = false;
-        Event e;
-        e.kind = "drain";
-        e.id = id;
-        self->events_.push_back(std::move(e));
+        self->Emit("drain", {double(id)});
       }
       if (s->relaying() && s->poll != nullptr) self->WatchStream(*s);  // room again: read the fd
     }
@@ -858,10 +830,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       MaybeStreamDone(s);
     } else if (s.sink == Sink::kJs && !s.done) {
       s.sink_shut = true;
-      Event e;
-      e.kind = "end";
-      e.id = s.id;
-      events_.push_back(std::move(e));
+      Emit("end", {double(s.id)});
     }
   }
 
@@ -954,11 +923,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     if (send_rst && !s.h2_closed) nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
     if (s.relaying()) return FinishRelay(s, "reset", true);
     s.done = true;
-    Event e;
-    e.kind = "reset";
-    e.id = s.id;
-    e.a = why;
-    events_.push_back(std::move(e));
+    Emit("reset", {double(s.id), why});
   }
 
   void FinishRelay(Stream& s, const char* ended, bool reset) {
@@ -971,13 +936,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       else close(s.fd);
       s.fd = -1;
     }
-    Event e;
-    e.kind = "relayed";
-    e.id = s.id;
-    e.n1 = s.to_sink_total;
-    e.n2 = s.to_peer_total;
-    e.a = ended;
-    events_.push_back(std::move(e));
+    Emit("relayed", {double(s.id), s.to_sink_total, s.to_peer_total, std::string(ended)});
   }
 
   void FailOpenStreams(const std::string& why) {
@@ -1003,14 +962,8 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
       }
     }
     Teardown(!alert);
-    Event e;
-    e.kind = "failed";
-    e.a = phase;
-    e.b = message;
-    events_.push_back(std::move(e));
-    Event c;
-    c.kind = "closed";
-    events_.push_back(std::move(c));
+    Emit("failed", {std::string(phase), message});
+    Emit("closed");
   }
 
   void Teardown(bool reset) {
@@ -1047,6 +1000,13 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     fd_ = -1;
   }
 
+  static napi_value ToJs(Napi::Env env, Arg& a) {
+    if (auto* n = std::get_if<double>(&a)) return Napi::Number::New(env, *n);
+    if (auto* t = std::get_if<std::string>(&a)) return Napi::String::New(env, *t);
+    if (auto* b = std::get_if<std::vector<uint8_t>>(&a)) return Napi::Buffer<uint8_t>::Copy(env, b->data(), b->size());
+    return env.Undefined();
+  }
+
   // Emit queued events to JS, outside every nghttp2 and OpenSSL call (JS may call back in).
   void Dispatch() {
     if (dispatching_) return;
@@ -1059,34 +1019,7 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
         if (on_event_.IsEmpty()) break;
         Napi::HandleScope scope(env);
         std::vector<napi_value> args{Napi::String::New(env, e.kind)};
-        if (e.kind == "handshake") {
-          args.push_back(e.has_bytes ? Napi::Buffer<uint8_t>::Copy(env, e.bytes.data(), e.bytes.size()).operator napi_value() : env.Undefined().operator napi_value());
-          args.push_back(Napi::String::New(env, e.a));
-        } else if (e.kind == "failed") {
-          args.push_back(Napi::String::New(env, e.a));
-          args.push_back(Napi::String::New(env, e.b));
-        } else if (e.kind == "response") {
-          args.push_back(Napi::Number::New(env, e.id));
-          args.push_back(Napi::Number::New(env, e.n1));
-        } else if (e.kind == "request") {
-          args.push_back(Napi::Number::New(env, e.id));
-          args.push_back(Napi::String::New(env, e.a));
-          args.push_back(Napi::String::New(env, e.b));
-          args.push_back(Napi::String::New(env, e.c));
-        } else if (e.kind == "data") {
-          args.push_back(Napi::Number::New(env, e.id));
-          args.push_back(Napi::Buffer<uint8_t>::Copy(env, e.bytes.data(), e.bytes.size()));
-        } else if (e.kind == "reset") {
-          args.push_back(Napi::Number::New(env, e.id));
-          args.push_back(Napi::String::New(env, e.a));
-        } else if (e.kind == "relayed") {
-          args.push_back(Napi::Number::New(env, e.id));
-          args.push_back(Napi::Number::New(env, e.n1));
-          args.push_back(Napi::Number::New(env, e.n2));
-          args.push_back(Napi::String::New(env, e.a));
-        } else if (e.kind == "end" || e.kind == "drain") {
-          args.push_back(Napi::Number::New(env, e.id));
-        }
+        for (Arg& a : e.args) args.push_back(ToJs(env, a));
         on_event_.MakeCallback(Value(), args, context_);
         if (env.IsExceptionPending()) {
           Napi::Error err = env.GetAndClearPendingException();
@@ -1262,14 +1195,10 @@ class HboneTunnel : public Napi::ObjectWrap<HboneTunnel> {
     if (s->sink != Sink::kHeld) return AfterCall(info, env.Undefined());
     s->sink = Sink::kJs;
     if (!s->to_sink.empty()) {
-      Event e;
-      e.kind = "data";
-      e.id = s->id;
-      e.bytes.resize(s->to_sink.size());
-      s->to_sink.copy_out(e.bytes.data(), e.bytes.size());
-      e.has_bytes = true;
-      s->to_sink_total += static_cast<double>(e.bytes.size());
-      events_.push_back(std::move(e));
+      std::vector<uint8_t> held(s->to_sink.size());
+      s->to_sink.copy_out(held.data(), held.size());
+      s->to_sink_total += static_cast<double>(held.size());
+      Emit("data", {double(s->id), std::move(held)});
     }
     if (!s->done) PassEnd(*s);
     if (s->h2_closed && s->close_code == NGHTTP2_NO_ERROR && s->peer_ended) s->done = true;
