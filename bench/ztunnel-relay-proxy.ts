@@ -28,6 +28,8 @@ export interface RelayProxyConfig {
   readonly pods: readonly { readonly uid: string; readonly netnsPath: string }[];
 }
 
+// A name of its own in ps/perf (comm), so a trace can tell the proxies from the load processes.
+process.title = 'al-bench-proxy';
 const file = process.argv[2];
 if (!file) {
   console.error('usage: ztunnel-relay-proxy CONFIG.json');

@@ -20,7 +20,7 @@
  * arrangement before; no CPU figures then). Load runs in separate processes inside the pods
  * (ztunnel-relay-peer.ts).
  *
- *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, CONNECTS, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...',
+ *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, CONNECTS, LOAD_NODE_ARGS, WARMUP, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...',
  *                            HBONE=native|tls (the tunnel; default native when its addon is built),
  *                            KERNEL_RELAY=0 (plaintext through the process), PIPE_BYTES (kernel relay pipe size))
  */
@@ -43,6 +43,17 @@ const RATE = Number(process.env['RATE'] ?? 250);
 const RUNS = Number(process.env['RUNS'] ?? 5);
 const CONNECTS = Number(process.env['CONNECTS'] ?? 50);
 const split = (process.env['PROXIES'] ?? 'split') === 'split';
+/**
+ * V8 flags of the load processes (sink, echo, source, pingpong, connects), the same for every
+ * path. They are not under test, yet on this 2-vCPU machine their garbage collector was most of
+ * the latency tail: V8's helper threads (collections, then compiles) took the other CPU for
+ * 1-6 ms at a time, stalling whichever process of the measured path wanted to run (perf sched,
+ * 2026-11-29). Here V8 does all its work on the load process's own thread (--single-threaded),
+ * collects rarely (a young generation large enough for most of a run's allocation) and never
+ * on an idle timer. LOAD_NODE_ARGS replaces them ('' for V8's defaults). The bench process
+ * itself runs with the same flags (package.json).
+ */
+const LOAD_NODE_FLAGS = process.env['LOAD_NODE_ARGS']?.split(' ').filter(Boolean) ?? ['--single-threaded-gc', '--no-memory-reducer', '--max-semi-space-size=32'];
 const CLK_TCK = 100; // USER_HZ: Linux reports /proc/PID/stat times in 1/100 s on every architecture it exports them for
 
 interface Result { mbps: number; cpuMsPerMiB: number | undefined; samples: number[]; setupP50: number }
@@ -89,7 +100,7 @@ await withNetnsMesh(async (m) => {
       }
     }
     for (const ns of [y.netns, pods.c.netns]) {
-      for (const [mode, port] of [['sink', '9000'], ['echo', '9001']] as const) await c.spawn(ns, ['node', peer, mode, port]).waitForOutput('ready');
+      for (const [mode, port] of [['sink', '9000'], ['echo', '9001']] as const) await c.spawn(ns, ['node', ...LOAD_NODE_FLAGS, peer, mode, port]).waitForOutput('ready');
     }
     const route: Record<Mode, { from: string; ip: string }> = {
       direct: { from: x.netns, ip: y.ipv4! },
@@ -99,12 +110,12 @@ await withNetnsMesh(async (m) => {
     const proxyCpu = (): number => proxies.reduce((sum, p) => sum + cpuMs(p.proc.pid), 0);
     const once = async (mode: Mode): Promise<Result> => {
       const { from, ip } = route[mode];
-      const source = c.spawn(from, ['node', peer, 'source', ip, '9000', String(BYTES)]);
+      const source = c.spawn(from, ['node', ...LOAD_NODE_FLAGS, peer, 'source', ip, '9000', String(BYTES)]);
       const cpu0 = proxyCpu();
       const t = JSON.parse(await source.waitForOutput('}', 300_000)) as { ms: number; error?: string };
       const cpu = proxyCpu() - cpu0;
-      const l = JSON.parse(await c.spawn(from, ['node', peer, 'pingpong', ip, '9001', String(ROUNDS), '4', String(RATE)]).waitForOutput('}', 300_000)) as { samples: number[]; error?: string };
-      const k = JSON.parse(await c.spawn(from, ['node', peer, 'connects', ip, '9001', String(CONNECTS)]).waitForOutput('}', 300_000)) as { p50: number; error?: string };
+      const l = JSON.parse(await c.spawn(from, ['node', ...LOAD_NODE_FLAGS, peer, 'pingpong', ip, '9001', String(ROUNDS), '4', String(RATE)]).waitForOutput('}', 300_000)) as { samples: number[]; error?: string };
+      const k = JSON.parse(await c.spawn(from, ['node', ...LOAD_NODE_FLAGS, peer, 'connects', ip, '9001', String(CONNECTS)]).waitForOutput('}', 300_000)) as { p50: number; error?: string };
       if (t.error || l.error || k.error) throw new Error(`bench run ${mode} from ${from} to ${ip} failed: ${t.error ?? l.error ?? k.error}`);
       return { mbps: (BYTES * 8) / 1e6 / (t.ms / 1000), cpuMsPerMiB: split ? cpu / (BYTES / (1 << 20)) : undefined, samples: l.samples, setupP50: k.p50 };
     };
@@ -113,7 +124,7 @@ await withNetnsMesh(async (m) => {
     // Warm up (certificates, JIT, the proxies' first connections).
     for (const mode of ['direct', 'plaintext', 'HBONE'] as const) {
       const { from, ip } = route[mode];
-      await c.spawn(from, ['node', peer, 'source', ip, '9000', String(8 << 20)]).waitForOutput('}', 60_000);
+      await c.spawn(from, ['node', ...LOAD_NODE_FLAGS, peer, 'source', ip, '9000', String(8 << 20)]).waitForOutput('}', 60_000);
     }
     const runs: Record<Mode, Result>[] = [];
     const hbone = resolveHbone(parseHboneKind(process.env['HBONE'], 'bench:ztunnel')).use;
