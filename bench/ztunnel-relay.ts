@@ -48,10 +48,12 @@ const split = (process.env['PROXIES'] ?? 'split') === 'split';
  * path. They are not under test, yet on this 2-vCPU machine their garbage collector was most of
  * the latency tail: V8's helper threads (collections, then compiles) took the other CPU for
  * 1-6 ms at a time, stalling whichever process of the measured path wanted to run (perf sched,
- * 2026-11-29). Here V8 does all its work on the load process's own thread (--single-threaded),
- * collects rarely (a young generation large enough for most of a run's allocation) and never
- * on an idle timer. LOAD_NODE_ARGS replaces them ('' for V8's defaults). The bench process
- * itself runs with the same flags (package.json).
+ * 2026-11-29). Here a load process collects on its own thread (--single-threaded-gc), rarely
+ * (a young generation large enough for most of a run's allocation) and never on an idle timer;
+ * the pingpong warms up before its timed rounds so compiles are done by then (WARMUP). Not
+ * --single-threaded: compiling on the main thread made direct's own p99 worse.
+ * LOAD_NODE_ARGS replaces these flags ('' for V8's defaults). The bench process itself runs
+ * with --single-threaded-gc --no-memory-reducer (package.json).
  */
 const LOAD_NODE_FLAGS = process.env['LOAD_NODE_ARGS']?.split(' ').filter(Boolean) ?? ['--single-threaded-gc', '--no-memory-reducer', '--max-semi-space-size=32'];
 const CLK_TCK = 100; // USER_HZ: Linux reports /proc/PID/stat times in 1/100 s on every architecture it exports them for
