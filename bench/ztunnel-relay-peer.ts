@@ -8,11 +8,11 @@
  *                          with R, each connection sends at most R requests/s (open pacing: a
  *                          request goes out at its scheduled time or when the previous answer
  *                          came, whichever is later), so C*R is the offered load; without R as
- *                          fast as answers come. Each connection first makes untimed
- *                          exchanges (one, then WARMUP=200 back to back): the rounds measure an
- *                          established path (through a proxy the first one also waits for the
- *                          HBONE tunnel's TLS handshake, which `connects` measures) and a load
- *                          process whose code V8 has already compiled. Prints
+ *                          fast as answers come. Each connection first makes one untimed
+ *                          exchange, then WARMUP (200) untimed rounds: the timed rounds measure
+ *                          an established path (through a proxy the first exchange also waits
+ *                          for the HBONE tunnel's TLS handshake, which `connects` measures) and
+ *                          a load process whose code V8 has already compiled. Prints
  *                          {"p50":..,"p99":..,"samples":[..]} in ms
  *   connects IP PORT N     N connections one after another, each: connect, 1 KiB request, 1 KiB
  *                          response, close; prints {"p50":..,"p99":..} of the whole in ms
@@ -92,15 +92,17 @@ if (mode === 'sink' || mode === 'echo') {
       const s = net.connect({ host: a1!, port: Number(a2), noDelay: true }, () => exchange(s).then(() => resolve(s)));
       s.on('error', reject);
     })));
-    // Then warm up: V8 compiles this process's hot code while these run, not during the rounds.
+    // The first WARMUP rounds of each connection run the same paced code untimed: V8 compiles
+    // it (on helper threads that take a CPU from the path under test) during these, not during
+    // the timed rounds. Back-to-back exchanges were not enough: the timer path compiled later.
     const warmup = Number(process.env['WARMUP'] ?? 200);
-    await Promise.all(socks.map(async (s) => { for (let i = 0; i < warmup; i++) await exchange(s); }));
     await Promise.all(socks.map(async (s) => {
       const start = now() + Math.random() * interval; // spread the connections over one interval
-      for (let i = 0; i < rounds; i++) {
+      for (let i = 0; i < warmup + rounds; i++) {
         const wait = start + i * interval - now();
         if (wait > 0) await sleep(wait);
-        samples.push(await exchange(s));
+        const ms = await exchange(s);
+        if (i >= warmup) samples.push(ms);
       }
       s.end();
     }));

@@ -20,7 +20,7 @@
  * arrangement before; no CPU figures then). Load runs in separate processes inside the pods
  * (ztunnel-relay-peer.ts).
  *
- *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, CONNECTS, LOAD_NODE_ARGS, WARMUP, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...',
+ *   npm run bench:ztunnel   (BYTES, ROUNDS, RATE, RUNS, CONNECTS, LATENCY_NODE_ARGS, BULK_NODE_ARGS, WARMUP, MODES=direct,plaintext,HBONE, PROXIES=split|one, PROXY_NODE_ARGS='--cpu-prof ...',
  *                            HBONE=native|tls (the tunnel; default native when its addon is built),
  *                            KERNEL_RELAY=0 (plaintext through the process), PIPE_BYTES (kernel relay pipe size))
  */
@@ -44,18 +44,24 @@ const RUNS = Number(process.env['RUNS'] ?? 5);
 const CONNECTS = Number(process.env['CONNECTS'] ?? 50);
 const split = (process.env['PROXIES'] ?? 'split') === 'split';
 /**
- * V8 flags of the load processes (sink, echo, source, pingpong, connects), the same for every
- * path. They are not under test, yet on this 2-vCPU machine their garbage collector was most of
- * the latency tail: V8's helper threads (collections, then compiles) took the other CPU for
- * 1-6 ms at a time, stalling whichever process of the measured path wanted to run (perf sched,
- * 2026-11-29). Here a load process collects on its own thread (--single-threaded-gc), rarely
- * (a young generation large enough for most of a run's allocation) and never on an idle timer;
- * the pingpong warms up before its timed rounds so compiles are done by then (WARMUP). Not
- * --single-threaded: compiling on the main thread made direct's own p99 worse.
- * LOAD_NODE_ARGS replaces these flags ('' for V8's defaults). The bench process itself runs
- * with --single-threaded-gc --no-memory-reducer (package.json).
+ * V8 flags of the load processes, the same for every path. They are not under test, yet on this
+ * 2-vCPU machine they were most of the latency tail: V8's helper threads (collections, and the
+ * optimizing compiler for the first seconds of a pingpong) took the other CPU for 1-6 ms at a
+ * time, stalling whichever process of the measured path wanted to run (perf sched, 2026-11-29).
+ * Latency load (echo, pingpong, connects) collects on its own thread, rarely (a young
+ * generation large enough for most of a run's allocation), and optimizes its hot code 8x sooner
+ * (--interrupt-budget, default 67584), so the compiler's jobs run during the untimed warm-up
+ * rounds (WARMUP) and not during the timed ones. Bulk load (source, sink) keeps V8's defaults:
+ * the early tier-up made direct's own throughput 25-35 % lower. Neither collects on an idle
+ * timer (the memory reducer), which is when the sink, idle after its transfer, collected during
+ * the next latency rounds. Not --single-threaded or --no-opt: compiling on the main thread or not
+ * at all made every path's own latency worse. LATENCY_NODE_ARGS / BULK_NODE_ARGS replace them
+ * ('' for V8's defaults); the bench process itself runs with --single-threaded-gc
+ * --no-memory-reducer (package.json).
  */
-const LOAD_NODE_FLAGS = process.env['LOAD_NODE_ARGS']?.split(' ').filter(Boolean) ?? ['--single-threaded-gc', '--no-memory-reducer', '--max-semi-space-size=32'];
+const nodeArgs = (name: string, fallback: readonly string[]): readonly string[] => process.env[name]?.split(' ').filter(Boolean) ?? fallback;
+const LATENCY_NODE_FLAGS = nodeArgs('LATENCY_NODE_ARGS', ['--single-threaded-gc', '--no-memory-reducer', '--max-semi-space-size=32', '--interrupt-budget=8192']);
+const BULK_NODE_FLAGS = nodeArgs('BULK_NODE_ARGS', ['--no-memory-reducer']);
 const CLK_TCK = 100; // USER_HZ: Linux reports /proc/PID/stat times in 1/100 s on every architecture it exports them for
 
 interface Result { mbps: number; cpuMsPerMiB: number | undefined; samples: number[]; setupP50: number }
@@ -95,14 +101,14 @@ await withNetnsMesh(async (m) => {
         };
         const file = path.join(cfgDir, `${node}.json`);
         fs.writeFileSync(file, JSON.stringify(cfg), { mode: 0o600 });
-        const nodeArgs = process.env['PROXY_NODE_ARGS']?.split(' ').filter(Boolean) ?? []; // e.g. --cpu-prof
-        const proc = c.spawn(c.node(node).netns, ['node', ...PROXY_NODE_FLAGS, ...nodeArgs, proxyMain, file]);
+        const proxyArgs = nodeArgs('PROXY_NODE_ARGS', []); // e.g. --cpu-prof
+        const proc = c.spawn(c.node(node).netns, ['node', ...PROXY_NODE_FLAGS, ...proxyArgs, proxyMain, file]);
         proxies.push({ node, proc });
         await proc.waitForOutput('ready', 60_000);
       }
     }
     for (const ns of [y.netns, pods.c.netns]) {
-      for (const [mode, port] of [['sink', '9000'], ['echo', '9001']] as const) await c.spawn(ns, ['node', ...LOAD_NODE_FLAGS, peer, mode, port]).waitForOutput('ready');
+      for (const [mode, port] of [['sink', '9000'], ['echo', '9001']] as const) await c.spawn(ns, ['node', ...(mode === 'sink' ? BULK_NODE_FLAGS : LATENCY_NODE_FLAGS), peer, mode, port]).waitForOutput('ready');
     }
     const route: Record<Mode, { from: string; ip: string }> = {
       direct: { from: x.netns, ip: y.ipv4! },
@@ -112,12 +118,12 @@ await withNetnsMesh(async (m) => {
     const proxyCpu = (): number => proxies.reduce((sum, p) => sum + cpuMs(p.proc.pid), 0);
     const once = async (mode: Mode): Promise<Result> => {
       const { from, ip } = route[mode];
-      const source = c.spawn(from, ['node', ...LOAD_NODE_FLAGS, peer, 'source', ip, '9000', String(BYTES)]);
+      const source = c.spawn(from, ['node', ...BULK_NODE_FLAGS, peer, 'source', ip, '9000', String(BYTES)]);
       const cpu0 = proxyCpu();
       const t = JSON.parse(await source.waitForOutput('}', 300_000)) as { ms: number; error?: string };
       const cpu = proxyCpu() - cpu0;
-      const l = JSON.parse(await c.spawn(from, ['node', ...LOAD_NODE_FLAGS, peer, 'pingpong', ip, '9001', String(ROUNDS), '4', String(RATE)]).waitForOutput('}', 300_000)) as { samples: number[]; error?: string };
-      const k = JSON.parse(await c.spawn(from, ['node', ...LOAD_NODE_FLAGS, peer, 'connects', ip, '9001', String(CONNECTS)]).waitForOutput('}', 300_000)) as { p50: number; error?: string };
+      const l = JSON.parse(await c.spawn(from, ['node', ...LATENCY_NODE_FLAGS, peer, 'pingpong', ip, '9001', String(ROUNDS), '4', String(RATE)]).waitForOutput('}', 300_000)) as { samples: number[]; error?: string };
+      const k = JSON.parse(await c.spawn(from, ['node', ...LATENCY_NODE_FLAGS, peer, 'connects', ip, '9001', String(CONNECTS)]).waitForOutput('}', 300_000)) as { p50: number; error?: string };
       if (t.error || l.error || k.error) throw new Error(`bench run ${mode} from ${from} to ${ip} failed: ${t.error ?? l.error ?? k.error}`);
       return { mbps: (BYTES * 8) / 1e6 / (t.ms / 1000), cpuMsPerMiB: split ? cpu / (BYTES / (1 << 20)) : undefined, samples: l.samples, setupP50: k.p50 };
     };
@@ -126,7 +132,7 @@ await withNetnsMesh(async (m) => {
     // Warm up (certificates, JIT, the proxies' first connections).
     for (const mode of ['direct', 'plaintext', 'HBONE'] as const) {
       const { from, ip } = route[mode];
-      await c.spawn(from, ['node', ...LOAD_NODE_FLAGS, peer, 'source', ip, '9000', String(8 << 20)]).waitForOutput('}', 60_000);
+      await c.spawn(from, ['node', ...BULK_NODE_FLAGS, peer, 'source', ip, '9000', String(8 << 20)]).waitForOutput('}', 60_000);
     }
     const runs: Record<Mode, Result>[] = [];
     const hbone = resolveHbone(parseHboneKind(process.env['HBONE'], 'bench:ztunnel')).use;
