@@ -306,15 +306,27 @@ export class NativeHbone implements HboneTransport {
     }
   }
 
+  /**
+   * Certificate for `local`, tunnel over `conn`, TLS handshake: the tunnel and the peer's
+   * certificate; 'not-native' when the node:tls transport must take `conn` (nothing was taken);
+   * else the failure (a failed handshake's message prefixed with `context`).
+   */
+  private async handshake(conn: TcpConnection, local: PeerIdentity, server: boolean, context?: string): Promise<{ t: TunnelSession; der: Buffer | undefined } | 'not-native' | HboneFailure> {
+    const cert = await certificateOrFail(this.opts.certificates, local, conn);
+    if ('ok' in cert) return cert;
+    const t = this.open(conn, this.context(cert, server), server);
+    if (t === 'not-native' || 'ok' in t) return t;
+    const hs = await t.waitHandshake();
+    if ('ok' in hs) return context ? { ...hs, message: `${context}: ${hs.message}` } : hs;
+    return { t, der: hs.der };
+  }
+
   async connect(conn: TcpConnection, req: HboneConnectRequest): Promise<HboneOutcome<ByteStream>> {
     const authority = authorityText(req.authority);
-    const cert = await certificateOrFail(this.opts.certificates, req.local, conn);
-    if ('ok' in cert) return cert;
-    const t = this.open(conn, this.context(cert, false), false);
-    if (t === 'not-native') return this.fallback.connect(conn, req);
-    if ('ok' in t) return t;
-    const hs = await t.waitHandshake();
-    if ('ok' in hs) return { ...hs, message: `HBONE to ${authority}: ${hs.message}` };
+    const hs = await this.handshake(conn, req.local, false, `HBONE to ${authority}`);
+    if (hs === 'not-native') return this.fallback.connect(conn, req);
+    if ('ok' in hs) return hs;
+    const { t } = hs;
     const server = identityOf(hs.der);
     const checked = checkServerIdentity(server, req, authority);
     if (!checked.ok) {
@@ -333,13 +345,10 @@ export class NativeHbone implements HboneTransport {
   }
 
   async serve(conn: TcpConnection, opts: HboneServeOptions): Promise<HboneOutcome<void>> {
-    const cert = await certificateOrFail(this.opts.certificates, opts.local, conn);
-    if ('ok' in cert) return cert;
-    const t = this.open(conn, this.context(cert, true), true);
-    if (t === 'not-native') return this.fallback.serve(conn, opts);
-    if ('ok' in t) return t;
-    const hs = await t.waitHandshake();
+    const hs = await this.handshake(conn, opts.local, true);
+    if (hs === 'not-native') return this.fallback.serve(conn, opts);
     if ('ok' in hs) return hs;
+    const { t } = hs;
     const peerCert = identityOf(hs.der);
     const client = checkClientIdentity(peerCert, opts.local);
     if (!client.ok) {

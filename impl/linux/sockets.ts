@@ -326,12 +326,6 @@ function openBound(
 }
 
 /**
- * The kernel relay (native/splice-relay.cc) for two connections of this adapter that nobody
- * has used yet: the addon takes dups of their fds, then Node's sockets are closed (closing one
- * of two fds of a socket sends nothing; the addon's copies keep the connections open).
- * Undefined, with both connections untouched, when that is not possible.
- */
-/**
  * A stream that can relay itself to a connected socket's fd outside JavaScript (a stream of the
  * native HBONE tunnel, impl/linux/hbone-native.ts). The result counts `aToB` from the stream to
  * the fd and `bToA` back. Undefined when it cannot (it was already read from or written to).
@@ -363,6 +357,12 @@ function nativeRelay(a: ByteStream, b: ByteStream, pipeBytes: number, kernel: bo
   return kernel ? kernelRelay(a, b, pipeBytes) : undefined;
 }
 
+/**
+ * The kernel relay (native/splice-relay.cc) for two connections of this adapter that nobody
+ * has used yet: the addon takes dups of their fds, then Node's sockets are closed (closing one
+ * of two fds of a socket sends nothing; the addon's copies keep the connections open).
+ * Undefined, with both connections untouched, when that is not possible.
+ */
 function kernelRelay(a: ByteStream, b: ByteStream, pipeBytes: number): Relay | undefined {
   if (!(a instanceof LinuxTcpConnection) || !(b instanceof LinuxTcpConnection) || a === b) return undefined;
   if (!a.detachable() || !b.detachable()) return undefined;
