@@ -50,6 +50,7 @@ import type {
   AppAction, AppExecResult, Component, ConnectOptions, ConnectResult, Destination, PodObservation, PodRef, PodSpec, PolicyObject,
   Source, World, WorldFactory, WorldOptions, ZdsClientAttempt,
 } from '../../scenarios/world.js';
+import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { setprivArgs } from '../netns/processes.js';
 import { repoRoot as findRepoRoot } from '../netns/world-lab.js';
 import type { ConnectOutcome } from '../netns/probe-protocol.js';
@@ -102,6 +103,7 @@ export class KindWorld implements World {
   /** What this world changed that outlives it on a shared cluster (clear() undoes it). */
   private readonly createdNamespaces = new Set<string>();
   private readonly stopped = new Set<string>();
+  private readonly lifecycles = new ComponentLifecycles();
 
   /**
    * `release`: the world runs on a cluster shared by a whole check run (shared-cluster.ts);
@@ -192,19 +194,28 @@ export class KindWorld implements World {
     await this.custom.deleteNamespacedCustomObject({ group: 'security.istio.io', version: 'v1', namespace, plural: 'authorizationpolicies', name });
   }
 
-  async stop(component: Component, node: string): Promise<void> {
-    this.stopped.add(`${component}|${node}`);
-    await this.cli.setComponentOnNode(component, node, false);
-    await this.cli.waitComponent(component, node, 'gone');
+  // Lifecycle operations on one component run in call order (see ComponentLifecycles).
+  stop(component: Component, node: string): Promise<void> {
+    return this.lifecycles.run(node, [component], async () => {
+      this.stopped.add(`${component}|${node}`);
+      await this.cli.setComponentOnNode(component, node, false);
+      await this.cli.waitComponent(component, node, 'gone');
+    });
   }
 
-  async start(component: Component, node: string): Promise<void> {
-    await this.cli.setComponentOnNode(component, node, true);
-    await this.cli.waitComponent(component, node, 'ready');
-    this.stopped.delete(`${component}|${node}`);
+  start(component: Component, node: string): Promise<void> {
+    return this.lifecycles.run(node, [component], async () => {
+      await this.cli.setComponentOnNode(component, node, true);
+      await this.cli.waitComponent(component, node, 'ready');
+      this.stopped.delete(`${component}|${node}`);
+    });
   }
 
-  async restart(component: Component, node: string): Promise<void> {
+  restart(component: Component, node: string): Promise<void> {
+    return this.lifecycles.run(node, [component], () => this.restartNow(component, node));
+  }
+
+  private async restartNow(component: Component, node: string): Promise<void> {
     const before = await this.cli.componentPods(component, node);
     for (const p of before) await this.core.deleteNamespacedPod({ name: p.name, namespace: SYSTEM_NAMESPACE });
     for (let i = 0; i < 120; i++) {
@@ -215,9 +226,11 @@ export class KindWorld implements World {
     throw new Error(`kind world: ambient-lab-${component} on ${node} did not come back ready after its pod was deleted`);
   }
 
-  async rebootNode(node: string): Promise<void> {
-    await this.cli.rebootNode(node);
-    for (const c of ['agent', 'proxy'] as const) await this.cli.waitComponent(c, node, 'ready');
+  rebootNode(node: string): Promise<void> {
+    return this.lifecycles.run(node, ['agent', 'proxy'], async () => {
+      await this.cli.rebootNode(node);
+      for (const c of ['agent', 'proxy'] as const) await this.cli.waitComponent(c, node, 'ready');
+    });
   }
 
   async dropWatches(): Promise<void> {

@@ -29,6 +29,7 @@ import {
   podKey, type Acceptor, type AppAction, type AppExecResult, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
   type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory, type WorldOptions,
 } from '../../scenarios/world.js';
+import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { execIn, ipIn } from './ip.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
@@ -63,6 +64,7 @@ export class NetnsWorld implements World {
   /** Listeners the pods' apps opened through appExec, by probe listener name. */
   private readonly appListeners = new Map<string, { pod: PodRef; port: number; netns: string }>();
   private rr = 0;
+  private readonly lifecycles = new ComponentLifecycles();
 
   constructor(readonly lab: NetnsLab, readonly options: WorldOptions) {
     this.nodes = lab.state.nodes.map((n) => n.name);
@@ -112,22 +114,27 @@ export class NetnsWorld implements World {
     await this.lab.api.delete('AuthorizationPolicy', name, namespace);
   }
 
+  // Lifecycle operations on one component run in call order (see ComponentLifecycles).
   stop(component: Component, node: string): Promise<void> {
-    return this.lab.stopComponent(component, node);
+    return this.lifecycles.run(node, [component], () => this.lab.stopComponent(component, node));
   }
 
   start(component: Component, node: string): Promise<void> {
-    return this.lab.startComponent(component, node);
+    return this.lifecycles.run(node, [component], () => this.lab.startComponent(component, node));
   }
 
-  async restart(component: Component, node: string): Promise<void> {
-    await this.lab.stopComponent(component, node);
-    await this.lab.startComponent(component, node);
+  restart(component: Component, node: string): Promise<void> {
+    return this.lifecycles.run(node, [component], async () => {
+      await this.lab.stopComponent(component, node);
+      await this.lab.startComponent(component, node);
+    });
   }
 
-  async rebootNode(node: string): Promise<void> {
-    for (const p of Object.values(this.lab.state.pods)) if (p.node === node && !p.hostNetwork) await this.forgetPodNetns(p.netns);
-    await this.lab.rebootNode(node);
+  rebootNode(node: string): Promise<void> {
+    return this.lifecycles.run(node, ['agent', 'proxy'], async () => {
+      for (const p of Object.values(this.lab.state.pods)) if (p.node === node && !p.hostNetwork) await this.forgetPodNetns(p.netns);
+      await this.lab.rebootNode(node);
+    });
   }
 
   async dropWatches(): Promise<void> {

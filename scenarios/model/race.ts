@@ -14,7 +14,10 @@
  * report and the gaps in the command, so seed + path replays the same interleaving.
  *
  * Operations that lose a race may fail (labelling a pod not created yet); that is recorded in
- * the step log, not treated as a property violation. After the race the model refreshes the
+ * the step log, not treated as a property violation. Component operations update the model when
+ * they complete; that is sound because every world runs the lifecycle operations of one
+ * component in the order they were issued (scenarios/worlds/component-lifecycles.ts), as the
+ * kubelet does for one pod, so completion order is issue order for them. After the race the model refreshes the
  * affected pods from the world's observation, since who won is the system's business.
  */
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';

@@ -53,6 +53,7 @@ import { NodeStack, PROXY_CONNECT_TIMEOUT_MS, REPAIR_INTERVAL_MS, TRUST_DOMAIN, 
 import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor, proxyNodeOf } from './sim/attribution.js';
 import { toProxyLogEntry } from './sim/proxy-log.js';
 import { QuietLogger } from './sim/quiet-logger.js';
+import { ComponentLifecycles } from './component-lifecycles.js';
 
 type Pod = KubeObjectOf<'Pod'>;
 
@@ -113,6 +114,7 @@ export class SimMeshWorld implements World {
   /** Nodes whose CNI plugin cannot reach the API (cniApiFault). */
   private readonly apiCutOff = new Set<string>();
   private nextRoguePid = 9000;
+  private readonly lifecycles = new ComponentLifecycles();
 
   constructor(readonly options: WorldOptions, private readonly extras: SimWorldExtras = {}) {
     this.log = new QuietLogger([], { verbose: extras.verboseLog ?? false, limit: 2000 });
@@ -238,14 +240,18 @@ export class SimMeshWorld implements World {
 
   async stop(component: Component, node: string): Promise<void> {
     const s = this.stack(node);
-    if (component === 'agent') await drive(this.sim.clock, s.stopAgent());
-    else await drive(this.sim.clock, s.stopProxy('immediate'));
+    return this.lifecycles.run(node, [component], async () => {
+      if (component === 'agent') await drive(this.sim.clock, s.stopAgent());
+      else await drive(this.sim.clock, s.stopProxy('immediate'));
+    });
   }
 
   async start(component: Component, node: string): Promise<void> {
     const s = this.stack(node);
-    if (component === 'agent') await drive(this.sim.clock, s.startAgent());
-    else if (!s.proxyRunning) s.startProxy();
+    return this.lifecycles.run(node, [component], async () => {
+      if (component === 'agent') await drive(this.sim.clock, s.startAgent());
+      else if (!s.proxyRunning) s.startProxy();
+    });
   }
 
   /**
@@ -254,14 +260,16 @@ export class SimMeshWorld implements World {
    */
   async restart(component: Component, node: string): Promise<void> {
     const s = this.stack(node);
-    if (component === 'agent') {
-      await drive(this.sim.clock, s.stopAgent());
-      await drive(this.sim.clock, s.startAgent());
-      return;
-    }
-    s.startProxy();
-    await runFor(this.sim.clock, 200); // ZDS hello, snapshot, listeners of the new process
-    await drive(this.sim.clock, s.retireOld());
+    return this.lifecycles.run(node, [component], async () => {
+      if (component === 'agent') {
+        await drive(this.sim.clock, s.stopAgent());
+        await drive(this.sim.clock, s.startAgent());
+        return;
+      }
+      s.startProxy();
+      await runFor(this.sim.clock, 200); // ZDS hello, snapshot, listeners of the new process
+      await drive(this.sim.clock, s.retireOld());
+    });
   }
 
   /**
@@ -272,12 +280,14 @@ export class SimMeshWorld implements World {
    */
   async rebootNode(node: string): Promise<void> {
     const s = this.stack(node);
-    await drive(this.sim.clock, s.stopProxy('immediate'));
-    await drive(this.sim.clock, s.stopAgent());
-    await drive(this.sim.clock, s.node.reboot());
-    await runFor(this.sim.clock, REBOOT_DAEMONSETS_AFTER_MS);
-    await drive(this.sim.clock, s.startAgent());
-    s.startProxy();
+    return this.lifecycles.run(node, ['agent', 'proxy'], async () => {
+      await drive(this.sim.clock, s.stopProxy('immediate'));
+      await drive(this.sim.clock, s.stopAgent());
+      await drive(this.sim.clock, s.node.reboot());
+      await runFor(this.sim.clock, REBOOT_DAEMONSETS_AFTER_MS);
+      await drive(this.sim.clock, s.startAgent());
+      s.startProxy();
+    });
   }
 
   async dropWatches(): Promise<void> {

@@ -1,0 +1,32 @@
+/**
+ * Seeds that once produced a wrong verdict, kept as regression tests: each runs the built CLI
+ * on exactly the cell that went wrong and must match the expected table (exit 0).
+ * (Run `npm run build` first, as `npm run test:sim` does.)
+ */
+import { test, expect } from '@playwright/test';
+import { runCli } from '../../cli-run.js';
+
+interface JsonCell { property: string; threat: string; profile: string; status: string; runs: number }
+
+/** `runs` covers the history that went wrong (the same seed generates the same histories in order). */
+const SEEDS: ReadonlyArray<{ seed: number; runs: number; properties: string; threats: string; profiles: string; why: string }> = [
+  {
+    // Before the fix this failed at history 46 with --runs 100 as with the default budget.
+    seed: 2032192008, runs: 100, properties: 'convergence', threats: 'outside', profiles: 'strict',
+    why: 'Race(restart proxy || stop proxy) on one node: the world interleaved the two, the model applied them in completion '
+      + 'order and believed the proxy ran while the world had stopped it (false "bypass"). Fixed by running lifecycle '
+      + 'operations on one component in call order (scenarios/worlds/component-lifecycles.ts).',
+  },
+];
+
+for (const s of SEEDS) {
+  test(`check --seed ${s.seed} ${s.properties} × ${s.threats} × ${s.profiles} matches the expected table`, async () => {
+    const r = await runCli(['check', '--world', 'sim', '--seed', String(s.seed), '--properties', s.properties, '--threats', s.threats,
+      '--profiles', s.profiles, '--runs', String(s.runs), '--json', '--no-save'], { timeoutMs: 110_000 });
+    expect(r.code, `${s.why}\n${r.stderr.slice(-2000)}`).toBe(0);
+    const cells = (JSON.parse(r.stdout) as { cells: JsonCell[] }).cells;
+    expect(cells).toHaveLength(1);
+    expect(cells[0]!.status).toBe('holds');
+    expect(cells[0]!.runs).toBe(s.runs);
+  });
+}
