@@ -18,6 +18,7 @@
  */
 import type { NetnsId, PodUid } from '../api/ids.js';
 import { netnsId, podUid } from '../api/ids.js';
+import { podIps } from '../api/pod-ips.js';
 import { port } from '../api/ports.js';
 import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations } from '../api/annotations.js';
 import type { PluginEvent, PluginEventReply } from '../api/plugin-event.js';
@@ -318,19 +319,19 @@ export class NodeAgent {
     const pod = this.podInformer?.get(name, namespace);
     const current = this.mesh.get(uid);
     if (!pod || pod.metadata?.uid !== uidText) {
-      if (current) await this.unenroll(current, { podGone: true });
+      if (current) await this.retryRemoval(current, { podGone: true });
       return;
     }
     const d = this.decide(pod);
     if (!d.enroll) {
-      if (current) await this.unenroll(current, { podGone: false });
+      if (current) await this.retryRemoval(current, { podGone: false });
       else if (pod.metadata?.annotations?.[REDIRECTION_STATUS] !== undefined && !isTerminalPhase(pod.status?.phase)) {
         // A stale annotation (e.g. from a crashed agent) must not claim redirection.
         await this.annotate(pod, undefined);
       }
       return;
     }
-    const ips = (pod.status?.podIPs ?? []).map((x) => x.ip).filter((x): x is string => typeof x === 'string');
+    const ips = podIps(pod);
     // What the API holds wins over what we remember writing: a lost, raced or overwritten status
     // write is then rewritten by enroll() instead of skipped by the early return below.
     if (current) this.adoptApiStatus(current, pod);
@@ -426,6 +427,21 @@ export class NodeAgent {
    */
   private probeIps(ips: readonly string[]): string[] {
     return ips.filter((ip) => this.config.ipv6 || !ip.includes(':'));
+  }
+
+  /**
+   * A removal that fails (the rules cannot be removed, the API refuses the annotation patch) is
+   * retried with backoff like an enrollment, as upstream does: dropped, it left a pod that should
+   * be out of the mesh redirected, served and annotated `enabled` — and the repair loop, which
+   * checks mesh pods for health, saw nothing wrong with it.
+   */
+  private async retryRemoval(p: MeshPod, opts: { podGone: boolean }): Promise<void> {
+    try {
+      await this.unenroll(p, opts);
+    } catch (err) {
+      if (err instanceof RetryableError) throw err;
+      throw new RetryableError(`removing pod ${p.namespace}/${p.name} from the mesh failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
 
   private async unenroll(p: MeshPod, opts: { podGone: boolean }): Promise<void> {
@@ -526,7 +542,7 @@ export class NodeAgent {
       if (ann !== 'enabled' && ann !== 'pending') continue;
       if (isTerminalPhase(pod.status?.phase)) continue;
       const uid = podUid(pod.metadata?.uid ?? '');
-      const ips = (pod.status?.podIPs ?? []).map((x) => x.ip).filter((x): x is string => typeof x === 'string');
+      const ips = podIps(pod);
       const netns = ips.length > 0 ? await this.deps.finder.find(uid, ips) : undefined;
       this.mesh.set(uid, {
         uid, name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? '', serviceAccount: pod.spec?.serviceAccountName ?? 'default',

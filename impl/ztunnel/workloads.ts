@@ -22,6 +22,7 @@
  * IPs are stored canonically (parseIp/formatIp), so "::ffff:10.0.0.1" finds 10.0.0.1.
  */
 import { REDIRECTION_STATUS } from '../api/annotations.js';
+import { podIps } from '../api/pod-ips.js';
 import type { PodUid } from '../api/ids.js';
 import type { KubeObjectOf } from '../host/kube.js';
 import type { PeerIdentity } from './authz/authorizer.js';
@@ -68,8 +69,7 @@ export function workloadOf(pod: Pod, trustDomain: string): Workload | undefined 
   const namespace = pod.metadata?.namespace;
   if (!uid || !name || !namespace) return undefined;
   const serviceAccount = pod.spec?.serviceAccountName || pod.spec?.serviceAccount || 'default';
-  const raw = [...(pod.status?.podIPs ?? []).map((x) => x.ip), pod.status?.podIP].filter((x): x is string => !!x);
-  const ips = [...new Set(raw.map(canonical).filter((x): x is string => x !== undefined))];
+  const ips = [...new Set(podIps(pod).map(canonical).filter((x): x is string => x !== undefined))];
   const identity: PeerIdentity = { trustDomain, namespace, serviceAccount };
   return {
     uid, name, namespace, serviceAccount,
