@@ -635,8 +635,16 @@ export class NodeAgent {
       return;
     }
     const steps = probeSetSteps(members, claims());
+    // A mesh pod known without any address (read from a cold cache after a restart) makes the
+    // claims incomplete: its members would look stale and be pruned, taking the probe carve-out
+    // from a pod that is still enrolled. As upstream, add what is known but prune nothing until
+    // every mesh pod has its addresses (istio/istio SyncHostIPSetsSkipsPruneIfSnapshotIncomplete).
+    const addressless = [...this.mesh.values()].filter((p) => p.ips.length === 0).map((p) => `${p.namespace}/${p.name}`);
+    if (addressless.length > 0 && steps.remove.length > 0) {
+      this.log.info('host probe ipset prune skipped: some mesh pods have no known address yet', { set, pods: addressless.join(', '), members: steps.remove.length });
+    }
     // Each step is re-checked against the mesh as it is now: enrollment may have run meanwhile.
-    for (const m of steps.remove) {
+    for (const m of addressless.length > 0 ? [] : steps.remove) {
       if (probeSetSteps([m], claims()).remove.length === 0) continue;
       await this.deps.ipsets.remove(set, m.ip, m.comment);
       this.m.repairs.inc({ what: 'probe-set' });
@@ -645,7 +653,14 @@ export class NodeAgent {
     for (const a of steps.add) {
       const p = this.mesh.get(a.uid);
       if (!p || !(p.rulesApplied && p.proxyAcked) || !p.ips.includes(a.ip)) continue;
-      await this.deps.ipsets.add(set, a.ip, a.uid);
+      try {
+        await this.deps.ipsets.add(set, a.ip, a.uid);
+      } catch (err) {
+        // One member that cannot be added must not cost every other pod its carve-out; the next
+        // repair pass tries it again (upstream: SyncHostIPSetsIgnoresPodIPAddErrorAndContinues).
+        this.log.warn('cannot add a host probe ipset member; the next repair pass retries', { set, ip: a.ip, pod: `${p.namespace}/${p.name}`, error: (err as Error).message });
+        continue;
+      }
       this.m.repairs.inc({ what: 'probe-set' });
       this.log.info('added a missing host probe ipset member', { set, ip: a.ip, pod: `${p.namespace}/${p.name}` });
     }

@@ -24,6 +24,7 @@ import { cniEnv, k8sCniArgs, type CniExecOutput } from '../../../../impl/api/cni
 import { netnsId, type PodUid } from '../../../../impl/api/ids.js';
 import { REDIRECTION_STATUS } from '../../../../impl/api/annotations.js';
 import type { KubeObjectOf } from '../../../../impl/host/kube.js';
+import type { HostIpSets, IpSetSpec } from '../../../../impl/host/ipsets.js';
 
 export const NODE = 'node-1';
 export const HOST_NS = 'host-node-1';
@@ -32,6 +33,17 @@ export const ZDS_SOCK = '/var/run/ambient-lab/zds.sock';
 export const PROXY_UID = 1337;
 
 type Pod = KubeObjectOf<'Pod'>;
+
+/** The sim's ipsets, with adds of chosen addresses refused. */
+class FailingIpSets implements HostIpSets {
+  constructor(private readonly inner: HostIpSets, private readonly failing: ReadonlySet<string>) {}
+  ensure(set: IpSetSpec): Promise<void> { return this.inner.ensure(set); }
+  add(set: string, ip: string, comment: string): Promise<void> {
+    return this.failing.has(ip) ? Promise.reject(new Error(`ipset add ${set} ${ip}: CANNOT ADD`)) : this.inner.add(set, ip, comment);
+  }
+  remove(set: string, ip: string, comment: string): Promise<void> { return this.inner.remove(set, ip, comment); }
+  list(set: string): Promise<readonly { ip: string; comment: string }[]> { return this.inner.list(set); }
+}
 
 export class AgentWorld {
   readonly clock = new VirtualClock();
@@ -57,6 +69,10 @@ export class AgentWorld {
   /** ZDS Adds the stand-in proxy received (acked or nacked), and its connections: counts of rounds. */
   proxyAddsSeen = 0;
   proxyConnects = 0;
+  /** Addresses whose ipset add fails (as a kernel refusal would). */
+  readonly failIpsetAdds = new Set<string>();
+  /** The host probe sets as the agent reaches them (adds of failIpsetAdds fail). */
+  readonly ipsets: HostIpSets = new FailingIpSets(new SimHostIpSets(this.kernel, HOST_NS), this.failIpsetAdds);
 
   constructor(readonly profile: 'upstream' | 'strict' = 'upstream') {
     const k = this.kernel;
@@ -80,7 +96,7 @@ export class AgentWorld {
     const agent = new NodeAgent(this.config(), {
       kube: this.kube, rules: this.rules,
       finder: new SimNetnsFinder(this.kernel, () => [...this.sandboxes].map(([podUid, netns]) => ({ podUid, netns }))),
-      ipsets: new SimHostIpSets(this.kernel, HOST_NS), pluginEvents: this.events,
+      ipsets: this.ipsets, pluginEvents: this.events,
       zdsTransport: this.zdsNet.endpoint({ pid: 100, uid: 0, gid: 0 }), clock: this.clock, log: this.log, metrics: this.metrics,
     });
     this.agent = agent;

@@ -5,24 +5,29 @@
  */
 import { test, expect } from '@playwright/test';
 import { AgentWorld, NODE } from './harness.js';
+import { PROBE_SET } from '../../../../impl/node-agent/host-probe-rules.js';
 
 const AMBIENT = { 'istio.io/dataplane-mode': 'ambient' };
 
-async function enrolledWorld(): Promise<{ w: AgentWorld; netns: string; uid: string }> {
+async function members(w: AgentWorld): Promise<{ ip: string; comment: string }[]> {
+  return [...await w.ipsets.list(PROBE_SET.ipv4)];
+}
+
+async function enrolledPod(): Promise<{ w: AgentWorld; netns: string; uid: string; ip: string }> {
   const w = new AgentWorld();
   await w.namespace('shop', AMBIENT);
   await w.startAgent();
   w.startProxy();
   await w.run(100);
-  const { cni, netns, pod } = await w.pod('shop', 'web');
+  const { cni, netns, pod, ip } = await w.pod('shop', 'web');
   expect(cni.exitCode, cni.stdout).toBe(0);
   await w.run(100);
   expect(await w.annotation('shop', 'web')).toBe('enabled');
-  return { w, netns, uid: pod.metadata!.uid! };
+  return { w, netns, ip, uid: pod.metadata!.uid! };
 }
 
 test('TestInformerExistingPodRemovalRetriesOnFailure: a removal that fails once is retried until the pod is out of the mesh', async () => {
-  const { w, netns, uid } = await enrolledWorld();
+  const { w, netns, uid } = await enrolledPod();
   w.rules.failNext = { op: 'remove', message: 'iptables-restore: resource busy' };
   await w.labelNamespace('shop', { 'istio.io/dataplane-mode': null });
   await w.run(50);
@@ -36,7 +41,7 @@ test('TestInformerExistingPodRemovalRetriesOnFailure: a removal that fails once 
 });
 
 test('TestInformerJobPodRemovalRetriesOnErrorEvenIfPodTerminal: a finished pod whose removal fails is still removed', async () => {
-  const { w, netns, uid } = await enrolledWorld();
+  const { w, netns, uid } = await enrolledPod();
   w.rules.failNext = { op: 'remove', message: 'iptables-restore: resource busy' };
   await w.store.patch('Pod', 'web', 'shop', { status: { phase: 'Succeeded' } }, 'status');
   await w.run(2000);
@@ -64,4 +69,33 @@ test('TestInformerExistingPodAddedWhenNsLabeled: a running pod with only status.
   expect(w.rulesIn(netns)).toBe(true);
   expect(w.proxyPods.get(pod.metadata!.uid!)).toBe(netns);
   expect(await w.annotation('plain', 'db')).toBe('enabled');
+});
+
+test('TestMeshDataplaneSyncHostIPSetsSkipsPruneIfSnapshotIncomplete: a mesh pod read without addresses after a restart keeps its probe member', async () => {
+  const { w, ip, uid } = await enrolledPod();
+  expect(await members(w)).toEqual([{ ip, comment: uid }]);
+  await w.stopAgent();
+  // The API now reports the running pod without addresses (cold cache, status not yet written).
+  await w.store.patch('Pod', 'web', 'shop', { status: { podIP: null, podIPs: null } }, 'status');
+  await w.startAgent();
+  await w.run(200);
+  await w.agent!.repair();
+  expect(await members(w)).toEqual([{ ip, comment: uid }]);
+  expect(w.log.entries.some((e) => e.msg.startsWith('host probe ipset prune skipped'))).toBe(true);
+});
+
+test('TestMeshDataplaneSyncHostIPSetsIgnoresPodIPAddErrorAndContinues: one member that cannot be added does not stop the others', async () => {
+  const { w, ip: ip1 } = await enrolledPod();
+  const second = await w.pod('shop', 'api');
+  await w.run(100);
+  expect(await w.annotation('shop', 'api')).toBe('enabled');
+  // Both members lost (e.g. the set was re-created); the first one's add now fails.
+  for (const m of await members(w)) await w.ipsets.remove(PROBE_SET.ipv4, m.ip, m.comment);
+  w.failIpsetAdds.add(ip1);
+  await w.agent!.repair();
+  expect(await members(w)).toEqual([{ ip: second.ip, comment: second.pod.metadata!.uid! }]);
+  expect(w.log.entries.some((e) => e.msg.startsWith('cannot add a host probe ipset member') && e.fields['ip'] === ip1)).toBe(true);
+  w.failIpsetAdds.clear();
+  await w.agent!.repair();
+  expect((await members(w)).map((m) => m.ip).sort()).toEqual([ip1, second.ip].sort());
 });
