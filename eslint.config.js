@@ -1,5 +1,5 @@
 // Lint: typescript-eslint's recommended rules on every TypeScript source. The ports rule
-// (DESIGN.md) is enforced separately and precisely by tools/ports-check.ts (`npm run check:ports`).
+// (docs/design.md) is enforced separately and precisely by tools/ports-check.ts (`npm run check:ports`).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 

@@ -1,5 +1,5 @@
 /**
- * One Playwright project per world (DESIGN.md). No browser is used: tests are plain Node code.
+ * One Playwright project per world (docs/design.md). No browser is used: tests are plain Node code.
  * sim always runs; netns needs root + iproute2 + iptables; kind needs KIND=1 + Docker + kind.
  * An unavailable world's tests are skipped with the reason, printed here once.
  */

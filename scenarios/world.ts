@@ -1,5 +1,5 @@
 /**
- * The World interface (DESIGN.md): one cluster, whatever it is made of — the simulator, private
+ * The World interface (docs/design.md, 'Worlds'): one cluster, whatever it is made of — the simulator, private
  * network namespaces on the real kernel, or kind. Scenarios, properties, threat models and the
  * attack catalog are written against this interface only, so the same checks run in every world.
  *
@@ -25,7 +25,7 @@ export interface WorldOptions {
   /**
    * The mesh handles IPv6 too: the agent installs v6 rules, the proxy serves v6 (default: `ipv6`).
    * `ipv6: true, meshV6: false` is a dual-stack cluster whose mesh installs only v4 rules
-   * (upstream `ambient.ipv6: false`; peers B7). A world that cannot build that combination
+   * (upstream `ambient.ipv6: false`; docs/bypass-classes.md#b7). A world that cannot build that combination
    * rejects it in create() with an error that says 'unsupported'.
    */
   readonly meshV6?: boolean;

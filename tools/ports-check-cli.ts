@@ -6,7 +6,7 @@ import { checkPorts, formatViolations } from './ports-check.js';
 const root = process.argv[2] ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const violations = checkPorts(root);
 if (violations.length > 0) {
-  console.error(`ports check: ${violations.length} violation(s) of the ports rule (DESIGN.md) in ${root}/impl:`);
+  console.error(`ports check: ${violations.length} violation(s) of the ports rule (docs/design.md) in ${root}/impl:`);
   console.error(formatViolations(violations));
   process.exit(1);
 }

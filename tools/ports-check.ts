@@ -1,5 +1,5 @@
 /**
- * The ports rule of DESIGN.md, enforced.
+ * The ports rule (docs/design.md, 'The one rule'), enforced.
  *
  * `impl/` is the system under test and must run unchanged in every world, so it may touch the
  * outside world only through the ports in `impl/host/` (adapted for real in `impl/linux/`):

@@ -2,7 +2,7 @@
  * The address plan of a netns cluster. Pure: every address is a function of a node index and a
  * pod slot, so a test (or a reader of a trace) can tell from an address where it lives.
  *
- * Only ranges DESIGN.md allows (Real-kernel safety), and only inside the run's namespaces:
+ * Only ranges docs/design.md allows ('Real-kernel safety'), and only inside the run's namespaces:
  *
  * | what                | IPv4                    | IPv6                      |
  * |---------------------|-------------------------|---------------------------|

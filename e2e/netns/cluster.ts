@@ -1,6 +1,6 @@
 /**
- * A private cluster topology built from network namespaces, per run (DESIGN.md, Real-kernel
- * safety): nothing is created in the root network namespace, so no packet can leave the machine
+ * A private cluster topology built from network namespaces, per run (docs/design.md, 'Real-kernel
+ * safety'): nothing is created in the root network namespace, so no packet can leave the machine
  * whatever rules a test installs.
  *
  *   outside ──veth── ┐

@@ -1,7 +1,7 @@
 /**
  * Thin, checked wrappers over iproute2 for the real-kernel world.
  *
- * Safety (DESIGN.md, Real-kernel safety): every command that changes links, addresses, routes or
+ * Safety (docs/design.md, 'Real-kernel safety'): every command that changes links, addresses, routes or
  * rules runs with `ip -n <ns>` inside a namespace this run created; the only root-namespace
  * commands are `ip netns add/del/list` of our own prefixed names, which create nothing in the
  * root network namespace itself.

@@ -8,7 +8,7 @@
  * topology, listeners, attempts — cheap to replace), so differential testing builds one
  * topology and replays many cases on it. `runLabOnKernel` is the one-shot form.
  *
- * Safety (DESIGN.md): every change is made inside namespaces this run created (`ip -n`, or a
+ * Safety (docs/design.md, 'Real-kernel safety'): every change is made inside namespaces this run created (`ip -n`, or a
  * root probe running inside the namespace); nothing touches the root network namespace.
  */
 import type { Lab, LabAttempt, LabNetns, LabRoute, LabRule } from '../../sim/lab/lab-file.js';

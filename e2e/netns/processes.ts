@@ -1,8 +1,8 @@
 /**
  * Long-running processes inside a network namespace, as a given uid/gid with a given capability
  * set. `ip netns exec` and `setpriv` both exec in place, so the pid Node gets from spawn() is the
- * pid of the program itself; that pid is the only handle used to stop it (DESIGN.md: end only
- * processes you started, by their pid).
+ * pid of the program itself; that pid is the only handle used to stop it (docs/design.md, 'Real-kernel
+ * safety': end only processes you started, by their pid).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 

@@ -1,5 +1,5 @@
 /**
- * Labels that decide enrollment (istio-cni.md §2). Label values are already constrained by the
+ * Labels that decide enrollment (as upstream istio-cni). Label values are already constrained by the
  * API server, so the reader here classifies rather than rejects: an unrecognised value is kept
  * apart from "ambient" and "none" so enrollment can apply upstream's selector semantics to it
  * (it does not match `= ambient`, and it does match `NotIn [none]`).

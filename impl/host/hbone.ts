@@ -1,6 +1,6 @@
 /**
  * The HBONE port: an HTTP/2 CONNECT tunnel over mutual TLS 1.3 between two node proxies
- * (ztunnel.md §2.4). The proxy opens the TCP connection itself (through the Sockets port, in
+ * (as upstream ztunnel's HBONE). The proxy opens the TCP connection itself (through the Sockets port, in
  * the source pod's netns, with the proxy mark) and hands it here; the transport does the TLS
  * handshake with the certificate of the given identity, the CONNECT request and the response.
  *

@@ -2,7 +2,7 @@
  * What both Linux HBONE transports (hbone-tls.ts, hbone-native.ts) decide and say the same way:
  * failure outcomes, the CONNECT authority text, the fail-closed start of every tunnel (no
  * certificate for the local identity: reset the connection, fail 'no-certificate'), and the
- * SPIFFE checks after the handshake (ztunnel.md §2.4).
+ * SPIFFE checks after the handshake (as upstream ztunnel's TLS layer, src/tls/).
  */
 import type { HboneConnectRequest, HboneFailure, HboneFailureKind, HboneOutcome } from '../host/hbone.js';
 import type { TcpConnection } from '../host/sockets.js';

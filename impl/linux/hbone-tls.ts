@@ -6,7 +6,7 @@
  * socket (node:tls and HTTP/2 then stay in C++ between kernel and stream); on any other
  * TcpConnection (the sim's) it runs over ByteStreamDuplex, so the same transport works on both.
  *
- * Verification, as ztunnel (ztunnel.md §2.4): both sides require a chain to the mesh root;
+ * Verification, as upstream ztunnel (src/tls/): both sides require a chain to the mesh root;
  * the client requires the server's single SPIFFE URI SAN to be one of the expected identities;
  * the server requires the client's trust domain to equal its own and leaves the identity to
  * authorization.

@@ -1,6 +1,6 @@
 /**
  * Which pods belong in the mesh: upstream istio-cni's enablement selectors and hard exclusions
- * (istio-cni.md §2), as one pure decision used by the CNI plugin, the informer path and
+ * (Helm `ambient.enablementSelectors`), as one pure decision used by the CNI plugin, the informer path and
  * reconciliation alike, so the three can never disagree.
  *
  * Order: hard exclusions first (host network, sidecar-injected, excluded namespace, the agent's

@@ -1,5 +1,5 @@
 /**
- * Host-side probe SNAT, in the node netns (istio-cni.md §3.5): locally originated TCP to an
+ * Host-side probe SNAT, in the node netns (as upstream's hostprobe.golden): locally originated TCP to an
  * enrolled pod on this node is SNATed to the probe address, which the in-pod rules let through
  * uncaptured. The enrolled pods' IPs live in ipsets (one per family, pod UID as the comment) so
  * the rule text never changes when pods come and go.

@@ -11,7 +11,7 @@
  * When the proxy is missing or nacks, the pod is annotated `pending` and retried; a CNI ADD in
  * that state fails (fail closed), so the pod's containers do not start unprotected.
  *
- * Beyond upstream (istio-cni.md §6): hostile annotation values are refused before any rule text
+ * Beyond upstream (docs/bypass-classes.md): hostile annotation values are refused before any rule text
  * exists; the ZDS peer must run as an allowed uid; the repair loop finds drifted rules, lost
  * namespaces (reboot without drain) and missing proxy state, and fixes them; the status
  * annotation is only `enabled` while rules and proxy ack both hold.

@@ -1,6 +1,6 @@
 /**
  * The in-pod rule builder: what goes into an enrolled pod's network namespace so that its TCP is
- * captured by the node proxy (istio-cni.md §3.2-3.4), as typed IR per family plus the policy
+ * captured by the node proxy (upstream: istio/istio cni/pkg/iptables/), as typed IR per family plus the policy
  * routing for the return path, for the `upstream` or the `strict` profile (profiles.ts).
  *
  * Chains: ISTIO_PRERT / ISTIO_OUTPUT in raw, mangle and nat, hooked from PREROUTING / OUTPUT

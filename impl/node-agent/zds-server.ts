@@ -2,7 +2,7 @@
  * The node agent's side of ZDS: it listens, checks who connected, waits for the proxy's hello,
  * sends the snapshot of enrolled pods, then streams Add and Del, each awaiting its ack.
  *
- * Choices (upstream behaviour in shared/reference/istio-cni.md §4; where we differ, why):
+ * Choices (upstream behaviour: istio/istio cni/pkg/nodeagent/ztunnelserver_linux.go; where we differ, why):
  * - The peer's uid (SO_PEERCRED) must be in `allowedUids`; upstream accepts any client, which
  *   lets any local process that reaches the socket receive every pod's netns.
  * - All requests on a connection go through one queue: send, then wait for the ack, then the

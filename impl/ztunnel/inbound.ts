@@ -1,8 +1,9 @@
 /**
- * Inbound: plaintext (15006, ztunnel.md §2.6) and HBONE (15008, §2.5). Both end in the same
- * place: authorize at the destination, then connect to the app at podIP:port from inside the
- * pod netns with the proxy mark, spoofing the client's address (IP_TRANSPARENT) so the app sees
- * the real source and the reply takes the connmark return path back to the proxy.
+ * Inbound: plaintext (15006; upstream ztunnel's src/proxy/inbound_passthrough.rs) and HBONE
+ * (15008; src/proxy/inbound.rs). Both end in the same place: authorize at the destination, then
+ * connect to the app at podIP:port from inside the pod netns with the proxy mark, spoofing the
+ * client's address (IP_TRANSPARENT) so the app sees the real source and the reply takes the
+ * connmark return path back to the proxy.
  *
  * Plaintext: the original destination must be this pod and not a proxy port; no identity.
  * HBONE: the TLS handshake needs this pod's certificate (unknown workload -> reset, fail

@@ -1,6 +1,6 @@
 /**
  * The node proxy: one PodProxy per pod the node agent hands over through ZDS. It is the ZDS
- * client's handler (ztunnel.md §1.3): an Add for a known uid with the same netns identity is a
+ * client's handler (as upstream ztunnel's workload manager): an Add for a known uid with the same netns identity is a
  * no-op, with a different one replaces the old proxy; Del stops a pod at once; the end of a
  * snapshot stops the pods it did not name. A failed start is thrown, so the Add is nacked.
  *

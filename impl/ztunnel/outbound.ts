@@ -1,6 +1,6 @@
 /**
  * Outbound (15001): a connection the pod's app opened, redirected to the proxy. Decision as
- * ztunnel's build_request (ztunnel.md §2.3), minus services and waypoints:
+ * ztunnel's build_request (istio/ztunnel src/proxy/outbound.rs), minus services and waypoints:
  * 1. loopback destination on a proxy port -> self-call, denied;
  * 2. the pod's own workload must be known and match the ZDS info, else dropped (fail closed);
  * 3. destination IP is an enrolled workload -> HBONE to its 15008 with :authority = ip:port,

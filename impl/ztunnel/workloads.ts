@@ -1,6 +1,6 @@
 /**
  * Workload discovery: Pods → workloads the proxy can look up by IP and by uid (ztunnel's
- * `Workload`, ztunnel.md §2.2, derived here from the Kubernetes API instead of istiod).
+ * `Workload` of its workload xDS, derived here from the Kubernetes API instead of istiod).
  *
  *   new WorkloadIndex({ trustDomain })
  *   upsertPod(pod), deletePod(pod), replaceAll(pods), markSynced()

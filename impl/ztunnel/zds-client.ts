@@ -4,7 +4,7 @@
  * request with exactly one ack (empty error) or nack (the handler's error). On disconnect it
  * reconnects with exponential backoff and jitter; the new connection gets a full snapshot.
  *
- * Rules enforced (as upstream ztunnel, shared/reference/ztunnel.md §1.2):
+ * Rules enforced (as upstream ztunnel, src/inpod/protocol.rs and src/inpod/workloadmanager.rs):
  * - an Add must carry exactly one netns handle; any other request must carry none;
  * - Keep is allowed only before SnapshotSent, and SnapshotSent only once per connection;
  * - a Del before SnapshotSent only removes the uid from the snapshot set (and is passed on);

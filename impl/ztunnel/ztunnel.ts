@@ -1,6 +1,6 @@
 /**
  * The node proxy process: a NodeProxy driven by a ZdsClient. Ready when the ZDS snapshot has
- * been processed and no pod is half-started (ztunnel's in-pod readiness, §1.9).
+ * been processed and no pod is half-started (as upstream ztunnel's in-pod readiness, src/inpod/workloadmanager.rs).
  */
 import type { Random } from '../host/random.js';
 import type { ZdsAddress, ZdsTransport } from '../host/zds-transport.js';

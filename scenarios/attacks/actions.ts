@@ -87,7 +87,7 @@ export function livenessActions(nodes: readonly string[] = []): AttackerAction[]
   ];
 }
 
-/** Proxy ports an app can take in its own netns when the proxy is not holding them (finding l). */
+/** Proxy ports an app can take in its own netns when the proxy is not holding them (docs/bypass-classes.md#finding-l). */
 export const HIJACK_PORTS: readonly number[] = [15001, 15006];
 
 /** After the attacker flushed its own pod's rules: its traffic out, a mesh peer's traffic in. */
@@ -154,7 +154,7 @@ export function hostileAnnotationActions(): AttackerAction[] {
 /**
  * The in-pod carve-outs and DNS, from the attacker's pod (healthy phase only): DNS to a server
  * outside the mesh must not leave uncaptured; a pod calling its own IP or loopback reaches its
- * own app directly (DESIGN.md carve-outs), so rules that over-capture are noticed too.
+ * own app directly (carve-outs.ts), so rules that over-capture are noticed too.
  */
 export function carveOutActions(): AttackerAction[] {
   const from: Source = { kind: 'pod', pod: ATTACKER };

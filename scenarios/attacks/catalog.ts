@@ -1,6 +1,6 @@
 /**
- * The attack catalog: one named entry per known bypass class that applies (peers.md §5,
- * istio-cni.md §6), with its expected verdict per profile and how it is run. Entries marked
+ * The attack catalog: one named entry per known bypass class that applies
+ * (docs/bypass-classes.md), with its expected verdict per profile and how it is run. Entries marked
  * `runBy: 'matrix'` are executed as the named attacker actions (actions.ts) of the listed threat
  * and judged by the matrix — those with a `phase` by the catalog phase that stages their situation
  * (catalog-phases.ts); a `runBy: 'not-expressible'` entry would say precisely what the World
@@ -42,7 +42,7 @@ export const ATTACKS: readonly AttackEntry[] = [
   { id: 'net-admin-flush', classes: ['B3'], title: 'NET_ADMIN flushes the pod netns rules',
     setup: 'root app with NET_ADMIN (threats without it get EPERM and nothing changes)', attack: 'World.appExec iptables-flush (iptables-restore of empty tables) in its own pod netns, repeated right before each attempt; then TCP out to the sink and the victim, plaintext TCP in from a pod outside the mesh, a mesh peer in over HBONE; the same again with its node proxy down',
     observation: 'outbound first hop is the sink app / the victim\'s 15006, not the attacker\'s 15001; inbound plaintext reaches the app directly (HBONE from a mesh peer still goes through 15008). After the flushing stops, the settled state shows the agent\'s repair pass restored the rules (convergence holds). So the check measures "bypass for as long as the app keeps flushing, bounded per flush by the next repair pass" — the repair shortens, never prevents it',
-    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'rules live in the pod netns the app administers (peers B3)' }, strict: { verdict: 'bypass', property: 'outbound-capture', why: 'residual (B3): no in-pod rule survives its own netns admin; only admission policy (no NET_ADMIN) prevents it; the repair loop bounds each window' } },
+    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'rules live in the pod netns the app administers (B3)' }, strict: { verdict: 'bypass', property: 'outbound-capture', why: 'residual (B3): no in-pod rule survives its own netns admin; only admission policy (no NET_ADMIN) prevents it; the repair loop bounds each window' } },
     runBy: { kind: 'matrix', threat: 'app-net-admin', actions: ['flushed attacker tcp → sink', 'flushed attacker tcp → victim', 'client tcp → flushed attacker', 'friend tcp → flushed attacker'] } },
   { id: 'non-tcp', classes: ['B8', 'finding-j'], title: 'UDP in and out of an enrolled pod',
     setup: 'any app', attack: 'UDP to the sink (out) and to the victim (in)', observation: 'delivered to the app without the proxy',
@@ -55,7 +55,7 @@ export const ATTACKS: readonly AttackEntry[] = [
   { id: 'ipv6-without-v6-rules', classes: ['B7', 'finding-h'], title: 'IPv6 traffic when the mesh does not capture v6',
     setup: 'a dual-stack cluster whose mesh installs only v4 rules (WorldOptions ipv6 true, meshV6 false: upstream `ambient.ipv6: false`); a fresh world with the standard topology', attack: 'TCP and UDP over v6 from the attacker pod to the sink; TCP over v6 into the victim from outside and from a pod outside the mesh, UDP over v6 into the victim',
     observation: 'upstream: the v6 packets meet no rule — the sink app and the victim app accept them directly. strict: the ipv6-always block ruleset drops them (the attempt fails)',
-    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'with v6 capture off no v6 rule is installed, so v6 leaves and enters the pod uncaptured (istio-cni §3.4, §6 h; peers B7)' }, strict: { verdict: 'holds', why: 'ipv6-always: with v6 capture off the agent installs a v6 block ruleset in dual-stack pods' } },
+    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'with v6 capture off no v6 rule is installed, so v6 leaves and enters the pod uncaptured (finding-h, B7)' }, strict: { verdict: 'holds', why: 'ipv6-always: with v6 capture off the agent installs a v6 block ruleset in dual-stack pods' } },
     runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'mesh-v6-off', actions: ['v4-only mesh: attacker tcp6 → sink', 'v4-only mesh: attacker udp6 → sink', 'v4-only mesh: outside tcp6 → victim', 'v4-only mesh: client tcp6 → victim', 'v4-only mesh: client udp6 → victim'] } },
   { id: 'port-hijack-restart', classes: ['finding-l'], title: 'app binds 15001/15006 in its own netns while its node proxy is stopped',
     setup: 'non-root app without capabilities (app-nonroot); root with SO_REUSEPORT (app-root and the root capability threats)', attack: 'stop the node proxy, World.appExec listen 15001 and 15006 (reusePort when root), start the proxy, settle; then plaintext TCP in from a pod outside the mesh and a mesh peer over HBONE',

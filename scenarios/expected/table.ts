@@ -1,6 +1,6 @@
 /**
- * The expected verdict of every (property × threat × profile) cell, derived from the reference
- * (peers.md §5 bypass classes B1-B14, istio-cni.md §6 findings a-o) and profiles.ts — NOT from
+ * The expected verdict of every (property × threat × profile) cell, derived from the known
+ * bypass classes and upstream findings (docs/bypass-classes.md) and profiles.ts — NOT from
  * running the checks. The matrix fails when reality differs in either direction: a bypass the
  * table does not expect is an unexpected bypass; an expected bypass not found means the
  * property or the attack is too weak.
@@ -35,10 +35,10 @@ type Row = Readonly<Record<Profile, ExpectedCell>>;
 const holds = (why: string): ExpectedCell => ({ verdict: 'holds', why });
 const bypass = (classes: BypassClass[], why: string, requires?: 'appExec'): ExpectedCell => ({ verdict: 'bypass', classes, why, ...(requires ? { requires } : {}) });
 
-const UDP_OUT = bypass(['B8'], 'upstream redirects only TCP (+DNS): app UDP to a non-53 port leaves uncaptured (istio-cni §6 i)');
-const UDP_IN = bypass(['B8'], 'upstream lets non-TCP into the pod untouched: UDP reaches the app without the proxy (§6 i)');
-const RAW = bypass(['B4'], 'AF_PACKET frames skip the IP-layer netfilter hooks of the pod netns; no in-pod rule can see them (peers B4) — strict residual');
-const FLUSH = bypass(['B3'], 'NET_ADMIN in the pod netns flushes the redirection rules (peers B3); strict cannot prevent it in-pod — residual', 'appExec');
+const UDP_OUT = bypass(['B8'], 'upstream redirects only TCP (+DNS): app UDP to a non-53 port leaves uncaptured (finding-i)');
+const UDP_IN = bypass(['B8'], 'upstream lets non-TCP into the pod untouched: UDP reaches the app without the proxy (finding-i)');
+const RAW = bypass(['B4'], 'AF_PACKET frames skip the IP-layer netfilter hooks of the pod netns; no in-pod rule can see them (B4) — strict residual');
+const FLUSH = bypass(['B3'], 'NET_ADMIN in the pod netns flushes the redirection rules (B3); strict cannot prevent it in-pod — residual', 'appExec');
 const STRICT_UDP = 'strict drops non-TCP both ways (non-tcp-fail-closed)';
 const VACUOUS_OUT = 'vacuous: the attacker sends from no enrolled pod';
 
@@ -64,7 +64,7 @@ export const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, R
     'app-nonroot': row(UDP_IN, holds(`TCP is redirected to 15006 at the victim; ${STRICT_UDP}`)),
     'app-root': row(UDP_IN, holds(`as non-root; ${STRICT_UDP}`)),
     'app-net-raw-5.15': row(UDP_IN, holds(`raw frames arrive through the victim's PREROUTING like any packet and are redirected; ${STRICT_UDP}`)),
-    'app-net-raw-6.1': row(UDP_IN, holds(`marks do not cross the wire, so a spoofed mark does not skip the victim's inbound redirect (§6 j); ${STRICT_UDP}`)),
+    'app-net-raw-6.1': row(UDP_IN, holds(`marks do not cross the wire, so a spoofed mark does not skip the victim's inbound redirect (finding-j); ${STRICT_UDP}`)),
     'app-net-admin': row(bypass(['B3', 'B8'], 'the app flushes its own pod\'s inbound redirect, exposing itself; UDP too', 'appExec'), FLUSH),
     'app-proxy-uid-net-raw': row(UDP_IN, holds(`as NET_RAW; ${STRICT_UDP}`)),
     'host-process': row(bypass(['B12', 'finding-k', 'B8'], 'upstream SNATs every host socket (--socket-exists) to 169.254.7.127 and accepts it on any port'), holds('strict SNATs only the kubelet uid and accepts only declared probe ports (probe-ports, host-probe-kubelet-uid)')),
@@ -80,7 +80,7 @@ export const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, R
 
 // Authorization: a delivery that skipped the proxy was authorized by nobody, so its row is the
 // inbound row; where inbound holds, the destination proxy enforces the policy (a spoofed mark
-// arrives as plaintext without identity and is denied, §6 j).
+// arrives as plaintext without identity and is denied; docs/bypass-classes.md#finding-j).
 const mutable = EXPECTED as Record<PropertyName, Record<ThreatId, Row>>;
 for (const t of THREATS) {
   const inbound = EXPECTED['inbound-capture'][t.id];
@@ -90,7 +90,7 @@ for (const t of THREATS) {
     strict: inbound.strict.verdict === 'bypass' ? { ...inbound.strict, why: `unauthorized delivery: ${inbound.strict.why}` } : holds('the destination proxy enforces the policy in force'),
   };
   // Fail closed: the same attacks with the proxy (and then the agent) of the attacker's and the
-  // victim's node down. Rules stay in place (§6 d, e), so TCP fails; whatever bypassed the
+  // victim's node down. Rules stay in place (findings d and e, docs/bypass-classes.md), so TCP fails; whatever bypassed the
   // rules while healthy still bypasses.
   const failClosed = (p: Profile): ExpectedCell => {
     const o = outbound[p];
@@ -107,7 +107,7 @@ for (const t of THREATS) {
   mutable.liveness[t.id] = row(holds('plain TCP between enrolled pods under allow-all is carried with identities'), holds('plain TCP between enrolled pods under allow-all is carried with identities; strict only drops non-TCP'));
 }
 
-// Port hijack (finding l), measured in the matrix's port-hijack phase: the node proxy of the
+// Port hijack (docs/bypass-classes.md#finding-l), measured in the matrix's port-hijack phase: the node proxy of the
 // attacker's node stops, the app binds 15001 and 15006 in its own netns (no privilege needed:
 // ports >= 1024; as root with SO_REUSEPORT too), the proxy comes back and cannot bind them (the
 // sim proxy runs as uid 1337, so even a root app's reuseport socket keeps it out: EADDRINUSE).
@@ -134,13 +134,13 @@ for (const t of THREATS) {
 
 // Catalog phases (scenarios/attacks/catalog-phases.ts), run for the threat their catalog entry
 // names. Only ipv6-without-v6-rules is a bypass: in a dual-stack cluster whose mesh installs no
-// v6 rules (meshV6 false), upstream lets v6 out of and into the pod uncaptured (B7, §6 h);
+// v6 rules (meshV6 false), upstream lets v6 out of and into the pod uncaptured (B7, finding-h);
 // strict's ipv6-always block ruleset drops it. It is found in app-nonroot's mesh-v6-off world,
 // whose upstream cells already expect a bypass (UDP): the class and reason are added there. The
 // other catalog phases — reboot-stuck, api-error-at-add, hostile-annotations (app-nonroot) and
 // rogue-zds-client (host-root) — are expected to hold in both profiles, so they add nothing here:
 // anything they find is an unexpected bypass.
-const V6_OFF_WHY = 'with a v4-only mesh in a dual-stack cluster (meshV6 off, upstream `ambient.ipv6: false`) no v6 rule exists, so v6 leaves and enters the pod uncaptured (B7, istio-cni §6 h)';
+const V6_OFF_WHY = 'with a v4-only mesh in a dual-stack cluster (meshV6 off, upstream `ambient.ipv6: false`) no v6 rule exists, so v6 leaves and enters the pod uncaptured (B7, finding-h)';
 for (const prop of ['outbound-capture', 'inbound-capture', 'authorization'] as const) {
   const c = mutable[prop]['app-nonroot'].upstream;
   if (c.verdict !== 'bypass') throw new Error(`expected table: ${prop} × app-nonroot × upstream should already be a bypass before the v6 note`);

@@ -56,7 +56,7 @@ export interface ExpectedVerdict {
   readonly verdict: Verdict;
   /** Why (a finding's explanation, or the guarantee's reason). */
   readonly why: string;
-  /** Bypass classes the table names (peers.md §5, istio-cni.md §6). */
+  /** Bypass classes the table names (docs/bypass-classes.md). */
   readonly classes?: readonly string[];
   /** The bypass needs an attacker action the World interface does not offer (e.g. running code in the app). */
   readonly requires?: string;

@@ -1,10 +1,10 @@
 /**
- * Outbound and inbound capture (DESIGN.md "Properties").
+ * Outbound and inbound capture (docs/design.md, 'Properties').
  *
  * Outbound: whatever an app in a capture subject sends (TCP, and — stated wider than upstream's
  * TCP-only promise on purpose — UDP and raw frames too) is accepted by the node proxy for that
  * pod (outbound listener, or the DNS listener for DNS) or fails. Upstream's narrower scope shows
- * up as expected bypass B8 in the table rather than being defined away.
+ * up as expected bypass B8 (docs/bypass-classes.md#b8) in the table rather than being defined away.
  *
  * Inbound: every connection or datagram delivered to an app in a capture subject came through
  * the pod's own node proxy (the proxy of the pod's node, acting as that pod's inbound), or

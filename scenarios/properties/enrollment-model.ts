@@ -1,5 +1,5 @@
 /**
- * Reference model of who the mesh should enroll (istio-cni.md §2), written from the documented
+ * Reference model of who the mesh should enroll (upstream's selectors and exclusions), written from the documented
  * precedence and NOT from impl/node-agent/enrollment.ts, so the convergence oracle is independent
  * of the code under test:
  *

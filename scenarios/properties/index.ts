@@ -1,5 +1,5 @@
 /**
- * The properties, stated once (DESIGN.md "Properties"). Callers (the model-based commands, the
+ * The properties, stated once (docs/design.md, 'Properties'). Callers (the model-based commands, the
  * threat matrix, the attack catalog, the mutation runner) use `checkConnection` after every
  * `World.connect` and `checkState` after every `World.settle`.
  */

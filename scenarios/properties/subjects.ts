@@ -5,7 +5,7 @@
  * A pod is a capture subject when it is running in its own netns and either the mesh says it is
  * enrolled (redirection annotation written, or redirection present) or it should be (selected
  * by the reference model) while its node agent is up and the cluster is quiescent — so a pod
- * that started without rules (B5) or lost them (reboot, B14) is still protected by the checks.
+ * that started without rules (B5) or lost them (reboot, B14; docs/bypass-classes.md) is still protected by the checks.
  */
 import type { PodObservation, PodRef, Source } from '../world.js';
 import { podKey } from '../world.js';

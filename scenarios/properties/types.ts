@@ -1,5 +1,5 @@
 /**
- * Vocabulary of the security properties (DESIGN.md "Properties"). Properties are pure functions
+ * Vocabulary of the security properties (docs/design.md, 'Properties'). Properties are pure functions
  * over what a World can observe, so the same check runs in the sim, the netns world and kind.
  *
  * Two kinds:

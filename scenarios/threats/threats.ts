@@ -54,7 +54,7 @@ export const THREATS: readonly ThreatModel[] = [
   { ...base, id: 'app-net-admin', title: 'app as root with NET_ADMIN', vantage: 'enrolled-pod', uids: [0], caps: ['NET_ADMIN'], kernelVersion: '6.1',
     may: 'SO_MARK, IP_TRANSPARENT, and rewrite or flush the netfilter rules of its own pod netns' },
   { ...base, id: 'app-proxy-uid-net-raw', title: 'app running as the proxy uid with NET_RAW, kernel 6.1', vantage: 'enrolled-pod', uids: [PROXY_UID], caps: ['NET_RAW'], kernelVersion: '6.1',
-    may: 'run as the uid the strict profile trusts (peers B1); the added NET_RAW is not effective for a non-root uid (Kubernetes sets no ambient capabilities, kubernetes/kubernetes#56374; the sim container model follows it), so it can neither mark nor open AF_PACKET' },
+    may: 'run as the uid the strict profile trusts (B1); the added NET_RAW is not effective for a non-root uid (Kubernetes sets no ambient capabilities, kubernetes/kubernetes#56374; the sim container model follows it), so it can neither mark nor open AF_PACKET' },
   { ...base, id: 'host-process', title: 'non-root host process or hostNetwork pod on the victim\'s node', vantage: 'same-node-host', uids: [1000], caps: [], kernelVersion: '6.1', hostAttacker: true,
     may: 'TCP/UDP from the node netns to pods on that node' },
   { ...base, id: 'host-root', title: 'root host process (kubelet uid) on the victim\'s node', vantage: 'same-node-host', uids: [KUBELET_UID], caps: [], kernelVersion: '6.1', hostAttacker: true,

@@ -1,6 +1,6 @@
 /**
  * The packet path through the simulated kernel, hook by hook, in the kernel's order
- * (../shared/reference/kernel-cni-tooling.md §1.2):
+ * (the kernel's hook priorities, include/uapi/linux/netfilter_ipv4.h; docs/design.md, 'The simulated kernel'):
  *
  *   received:  raw PRE → conntrack → mangle PRE (TPROXY) → nat PRE → route →
  *              local:   mangle IN → filter IN → security IN → nat IN → confirm → socket

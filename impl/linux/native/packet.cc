@@ -2,7 +2,7 @@
 // read frames without blocking. The socket itself comes from the socket addon
 // (socket(null, 'packet', 'raw'), which already fails with EPERM without CAP_NET_RAW); Node.js
 // has no sendto(2) with a link-layer address and no recv(2) on a foreign fd, so these two calls
-// are all the netns world's probe needs to try the AF_PACKET bypass (DESIGN.md threat models).
+// are all the netns world's probe needs to try the AF_PACKET bypass (docs/design.md, threat models).
 //
 // A separate module (build/Release/ambient_lab_packet.node) so it needs no edit of the shared
 // socket addon. Errors are thrown like the socket addon's: `code` errno name, `errno`, `syscall`.

@@ -1,7 +1,7 @@
 /**
  * The contract between the proxy's connection handling and its authorization engine: what the
  * destination proxy knows about a connection when it decides, and what it decides. The engine
- * (this folder) implements AuthorizationPolicy L4 semantics (ztunnel.md §3); the listeners
+ * (this folder) implements AuthorizationPolicy L4 semantics (istio/ztunnel src/rbac.rs and src/state.rs); the listeners
  * (impl/ztunnel/inbound*.ts) call it for 15006 and 15008 and again when policies change.
  */
 

@@ -1,6 +1,6 @@
 /**
  * PolicyAuthorizer: the Authorizer (authorizer.ts) over a PolicyStore, following ztunnel's
- * decision procedure (`assert_rbac`, ztunnel.md §3.4) step by step:
+ * decision procedure (`assert_rbac`, istio/ztunnel src/state.rs) step by step:
  *
  *   0. (ours) the store has not synced yet → DENY: the proxy's own state is unknown, fail closed
  *   1. candidates: GLOBAL (root namespace, no selector), NAMESPACE (the destination's namespace,

@@ -1,5 +1,5 @@
 /**
- * Match semantics of ztunnel's `Authorization::matches` (ztunnel.md §3.3), over the model in
+ * Match semantics of ztunnel's `Authorization::matches` (istio/ztunnel src/rbac.rs), over the model in
  * policy.ts. Public API:
  *
  *   connectionFacts(req): ConnectionFacts          — what a match looks at, derived once

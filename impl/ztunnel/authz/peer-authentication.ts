@@ -1,5 +1,5 @@
 /**
- * PeerAuthentication STRICT as the destination proxy enforces it (ztunnel.md §3.1): a workload
+ * PeerAuthentication STRICT as the destination proxy enforces it (as istiod translates it for ztunnel): a workload
  * whose effective mode is STRICT gets the static DENY policy
  * `<root>/istio_converted_static_strict`, whose one rule is `not_principals: [presence]` — deny
  * every connection without a peer identity (i.e. plaintext on 15006).

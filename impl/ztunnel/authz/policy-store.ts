@@ -1,6 +1,6 @@
 /**
  * The proxy's set of translated authorization policies, keyed "ns/name" (ztunnel's PolicyStore,
- * ztunnel.md §3.2). Fed by AuthorizationPolicyWatcher (policy-watcher.ts) or directly in tests.
+ * istio/ztunnel src/state/policy.rs). Fed by AuthorizationPolicyWatcher (policy-watcher.ts) or directly in tests.
  *
  *   new PolicyStore({ rootNamespace?, log? })
  *   upsert(obj): Translation        — add or replace by key; a scope change replaces the old

@@ -1,6 +1,7 @@
 /**
- * The L4 policy model the destination proxy enforces: ztunnel's `Authorization` (ztunnel.md
- * §3.2), produced from AuthorizationPolicy objects by translate.ts and evaluated by match.ts.
+ * The L4 policy model the destination proxy enforces: ztunnel's `Authorization` (istio/ztunnel
+ * proto/authorization.proto, src/rbac.rs), produced from AuthorizationPolicy objects by
+ * translate.ts and evaluated by match.ts.
  *
  *   L4Policy { key "ns/name", scope, action ALLOW|DENY, rules, dryRun, origin }
  *   rules:   L4Rule[]   — the policy matches if ANY rule matches (zero rules: never matches)
@@ -47,7 +48,7 @@ export interface L4Rule {
 }
 
 /**
- * Where a policy applies (ztunnel.md §3.1 Scope):
+ * Where a policy applies (the Scope istiod's translation for ztunnel assigns):
  * - global: no selector, in the root namespace → every workload in the mesh;
  * - namespace: no selector, elsewhere → every workload in that namespace;
  * - selector: matchLabels ⊆ the workload's labels, for workloads in the policy's namespace, or

@@ -1,6 +1,7 @@
 /**
  * AuthorizationPolicy (security.istio.io/v1, wire JSON) → the L4 model the proxy enforces,
- * the way istiod translates it for ztunnel (ztunnel.md §3.1), plus strict validation.
+ * the way istiod translates it for ztunnel (istio/istio
+ * pilot/pkg/serviceregistry/kube/controller/ambient/authorization.go), plus strict validation.
  *
  *   translatePolicy(obj, rootNamespace): Translation
  *     accepted — a valid policy; `warnings` name everything that was dropped (L7 fields);

@@ -1,5 +1,5 @@
 /**
- * The DNS listener of one pod (ztunnel.md §1.4, port 15053): UDP and TCP sockets on the pod's
+ * The DNS listener of one pod (port 15053, as upstream ztunnel's in-pod DNS proxy): UDP and TCP sockets on the pod's
  * loopback address (where the capture rule's REDIRECT in OUTPUT delivers), marked like every
  * proxy socket. Each query is answered from the proxy's own names when it is an A/AAAA
  * question it knows, else forwarded to the upstream resolver over a marked socket and the

@@ -1,7 +1,7 @@
 /**
  * The `-j` targets the model supports: their options, the tables/hooks the kernel accepts them
- * in, iptables-save rendering and compiled effect. Terminating vs continuing follows
- * kernel-cni-tooling.md §1.2: MARK/CONNMARK/LOG/CT/NOTRACK continue; ACCEPT/DROP/REJECT end the
+ * in, iptables-save rendering and compiled effect. Terminating vs continuing is the kernel's
+ * (docs/design.md, 'The simulated kernel'): MARK/CONNMARK/LOG/CT/NOTRACK continue; ACCEPT/DROP/REJECT end the
  * table; NAT targets and TPROXY end it with a verdict the datapath carries out.
  */
 import { formatIp, parseIp, AddressError, type Family, type IpAddress } from '../ip-address.js';

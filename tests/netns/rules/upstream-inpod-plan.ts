@@ -1,5 +1,5 @@
 /**
- * Fixture: the upstream istio-cni in-pod ruleset (reference/istio-cni.md §3.2-3.4, default
+ * Fixture: the upstream istio-cni in-pod ruleset (istio/istio cni/pkg/iptables/testdata, default
  * profile with DNS capture, IPv4 and IPv6), written out as complete restore text (chain
  * declarations and COMMIT lines, which the upstream golden excerpt leaves out) plus the policy
  * route for the return path. Independent of the rule builder on purpose: the builder's output is checked

@@ -1,5 +1,5 @@
 /**
- * The upstream in-pod ruleset (istio-cni.md §3.2-3.3) end to end in the simulated kernel: every
+ * The upstream in-pod ruleset (default.golden and its ip rule) end to end in the simulated kernel: every
  * path the node proxy depends on, each asserted on which socket accepted the connection, the
  * original destination that socket reads, and the source it sees.
  */

@@ -1,5 +1,5 @@
 /**
- * The bypass-relevant upstream datapath cases (ztunnel.md §4.4), re-derived for our proxy in
+ * The bypass-relevant upstream datapath cases (ztunnel's tests/namespaced.rs), re-derived for our proxy in
  * the sim with the upstream in-pod rules:
  * - malicious calls: the proxy's own ports reached from a captured client (loopback, own pod
  *   IP) and from an uncaptured pod are refused as self-calls; 15008 needs mesh TLS; nothing

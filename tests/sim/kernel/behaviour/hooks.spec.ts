@@ -1,5 +1,5 @@
 /**
- * Netfilter hook order as the datapath drives it (kernel-cni-tooling.md §1.2): which tables run
+ * Netfilter hook order as the datapath drives it (docs/design.md, 'The simulated kernel'): which tables run
  * at which hook, in which order relative to conntrack and routing, and what a terminal verdict
  * at each place does to a connection.
  */

@@ -1,5 +1,5 @@
 /**
- * Test inputs: the Istio in-pod rules (istio-cni.md §3.2, §3.4) and host probe rules (§3.5) as
+ * Test inputs: the Istio in-pod rules (default.golden, default_ipv6.golden) and host probe rules (hostprobe.golden) as
  * iptables-restore text (chain declarations and COMMIT added, as the agent's restore input has),
  * plus an EvalContext fake.
  */

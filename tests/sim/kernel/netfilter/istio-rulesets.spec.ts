@@ -3,7 +3,7 @@ import { Netfilter } from '../../../../sim/kernel/netfilter/netfilter.js';
 import { IpSets } from '../../../../sim/kernel/netfilter/ipset.js';
 import { ctx, hostProbe, ISTIO_INPOD_V4, ISTIO_INPOD_V6, packet, PROBE_V4 } from './fixtures.js';
 
-test.describe('the Istio rulesets (istio-cni.md §3) load, save normalised and round-trip', () => {
+test.describe('the Istio rulesets (upstream golden files) load, save normalised and round-trip', () => {
   test('in-pod v4 loads and saves like iptables 1.8.9 prints it', () => {
     const nf = new Netfilter(4);
     nf.restore(ISTIO_INPOD_V4, { source: 'inpod-v4' });

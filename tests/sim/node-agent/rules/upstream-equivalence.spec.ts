@@ -2,7 +2,7 @@
  * The `upstream` profile is upstream istio-cni rule for rule: loaded into the simulated kernel,
  * our rendered default v4 plan and upstream's golden ruleset (fixtures/rules/) print the same
  * iptables-save text — same rules, same chains, same order. v6 is the v4 set with the v6
- * loopback and probe addresses (istio-cni.md §3.4).
+ * loopback and probe addresses (as upstream default_ipv6.golden).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';

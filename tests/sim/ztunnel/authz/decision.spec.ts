@@ -1,5 +1,5 @@
 /**
- * The decision procedure (ztunnel.md §3.4), one row per step and scope rule, table-driven.
+ * The decision procedure (ztunnel's assert_rbac), one row per step and scope rule, table-driven.
  * Every row names what it checks; expectations are the documented upstream outcomes.
  */
 import { test, expect } from '@playwright/test';

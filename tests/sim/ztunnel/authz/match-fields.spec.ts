@@ -1,6 +1,6 @@
 /**
- * Every match field and its not-variant (ztunnel.md §3.3), clause/rule nesting, L7 handling,
- * and the bypass-relevant upstream cases of §4.4 re-derived. Each row is a single policy
+ * Every match field and its not-variant (ztunnel's Authorization::matches), clause/rule nesting, L7 handling,
+ * and the bypass-relevant upstream cases of ztunnel's tests/namespaced.rs re-derived. Each row is a single policy
  * evaluated against one request; `hit` says whether the policy must match.
  * The policies are DENY, so "matches" shows as a denial (and a non-match as the default allow).
  */
@@ -132,7 +132,7 @@ test.describe('L7 in ALLOW', () => {
   });
 });
 
-test.describe('upstream bypass-relevant cases, re-derived (ztunnel.md §4.4, §3.5)', () => {
+test.describe('upstream bypass-relevant cases, re-derived (ztunnel\'s namespaced tests and late rejection)', () => {
   const waypoint = { trustDomain: 'cluster.local', namespace: 'app', serviceAccount: 'waypoint' };
 
   test('test_policy: an ALLOW that requires the waypoint principal rejects a direct HBONE client with a valid mesh identity', () => {
