@@ -2,9 +2,9 @@
  * Which pods the capture properties protect, decided from observations and the reference
  * enrollment model only (never from what the agent believes).
  *
- * A pod is a capture subject when it is running in its own netns and either the mesh says it is
- * enrolled (redirection annotation written, or redirection present) or it should be (selected
- * by the reference model) while its node agent is up and the cluster is quiescent — so a pod
+ * A pod is a capture subject when it is running in its own netns and either its netns holds the
+ * redirection, or it is selected by the reference model and the mesh says it is enrolled (status
+ * annotation `enabled`), or it is selected while its node agent is up and the cluster is quiescent — so a pod
  * that started without rules (B5) or lost them (reboot, B14; docs/bypass-classes.md) is still protected by the checks.
  */
 import type { PodObservation, PodRef, Source } from '../world.js';
@@ -18,9 +18,15 @@ export function findPod(ctx: Pick<ClusterContext, 'pods'>, ref: PodRef): PodObse
 
 export function isCaptureSubject(pod: PodObservation, ctx: ClusterContext): boolean {
   if (!pod.started || pod.hostNetwork) return false;
-  if (pod.annotation === 'enabled' || pod.redirected) return true;
+  if (pod.redirected) return true;
+  const selected = selectionOf(pod, ctx).selected;
+  // The status annotation counts only on a pod the mesh should hold: anyone who may create a pod
+  // can write `ambient.istio.io/redirection: enabled` on a pod that opted out (mode none), and
+  // while its node agent is down nobody removes it. Such a pod is outside the mesh by its owner's
+  // choice; its unproxied traffic is no bypass (found by a soak: check --seed 2826944233).
+  if (pod.annotation === 'enabled' && selected) return true;
   const agentUp = ctx.components[pod.node]?.agent !== 'down';
-  return agentUp && ctx.quiescent && selectionOf(pod, ctx).selected;
+  return agentUp && ctx.quiescent && selected;
 }
 
 /** In the mesh by every account (for liveness: enrolled and served). */
