@@ -44,7 +44,7 @@ const SETTLE_QUIET_MS = 2500;
 const SETTLE_BUSY_QUIET_MS = 6000;
 const SETTLE_MAX_MS = 30_000;
 /** How long a running agent or proxy may take to answer /status (a busy or restarting process) before that is a harness error. */
-const STATUS_ANSWER_MS = 10_000;
+const STATUS_ANSWER_MS = 30_000;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
