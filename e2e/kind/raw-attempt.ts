@@ -95,7 +95,9 @@ export function parseRawPort(stdout: string, dport: number, what: string): numbe
   const errLines = lines.filter((l) => l.startsWith('al-ct-err ')).map((l) => l.slice('al-ct-err '.length));
   if (!exit) throw new Error(`${what}: the destination pod's sandbox was not found on its node (no conntrack answer): ${stdout.trim().slice(0, 200) || '(no output)'}`);
   if (exit[1] !== '0') throw new Error(`${what}: conntrack exited ${exit[1]} on the node: ${errLines.join(' ').trim() || '(no stderr)'} — the node needs \`conntrack\` (kindest/node ships it; Debian package conntrack)`);
-  const ports = new Set(parseConntrackList(outLines.join('\n'), errLines.join('\n'), what).filter((e) => e.orig.dport === dport).map((e) => e.reply.sport));
+  const all = parseConntrackList(outLines.join('\n'), errLines.join('\n'), what);
+  const ports = new Set(all.filter((e) => e.orig.dport === dport).map((e) => e.reply.sport));
+  if (all.length > 0 && ports.size === 0) throw new Error(`${what}: conntrack lists this source only towards other ports: ${all.map((e) => e.orig.dport).join(', ')}`);
   if (ports.size > 1) throw new Error(`${what}: conntrack has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`);
   return ports.size === 1 ? [...ports][0]! : dport;
 }

@@ -385,8 +385,10 @@ export class NetnsWorld implements World {
       const what = `which listener answered the raw SYN ${ep(src, sport)} -> ${ep(dst, dport)}`;
       const argv = ['conntrack', '-L', '-f', dst.includes(':') ? 'ipv6' : 'ipv4', '-p', 'tcp', '--orig-src', src, '--orig-port-src', String(sport)];
       const out = await observeInOutput(netns, argv);
-      const entries = parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`)
-        .filter((e) => e.orig.dst === dst && e.orig.dport === dport);
+      const all = parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
+      const entries = all.filter((e) => e.orig.dst === dst && e.orig.dport === dport);
+      // Entries of this source that none match: a format this filter misreads, not "no NAT".
+      if (all.length > 0 && entries.length === 0) throw new Error(`${what}: conntrack in ${netns} lists this source only towards other destinations: ${all.map((e) => `${e.orig.dst}:${e.orig.dport}`).join(', ')}`);
       const ports = new Set(entries.map((e) => e.reply.sport));
       if (ports.size > 1) throw new Error(`${what}: conntrack in ${netns} has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`);
       if (ports.size === 1) port = [...ports][0]!;

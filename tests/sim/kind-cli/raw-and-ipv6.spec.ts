@@ -210,6 +210,7 @@ test('raw helpers: the next-hop answer, the conntrack port, the acceptor of a SY
   expect(parseRawPort(`${ctOut([])}al-ct-exit 0\n`, 8080, 'x')).toBe(8080);
   expect(() => parseRawPort('', 8080, 'x')).toThrow(/sandbox was not found/);
   expect(() => parseRawPort('al-ct-exit 1\n', 8080, 'x')).toThrow(/conntrack exited 1/);
+  expect(() => parseRawPort(`${ctOut([entry])}al-ct-exit 0\n`, 9090, 'x')).toThrow(/lists this source only towards other ports: 8080/);
   const dst = { namespace: 'mesh', name: 'b' };
   const client = { ip: '10.244.1.5', port: 40000 };
   expect(rawSynAckAcceptor({ port: 15008, dst, appPorts: [8080], client })).toEqual({ acceptedBy: 'proxy-hbone', acceptedIn: dst });
