@@ -1,6 +1,7 @@
 /**
  * One Playwright project per world (docs/design.md). No browser is used: tests are plain Node code.
- * sim always runs; netns needs root + iproute2 + iptables; kind needs KIND=1 + Docker + kind.
+ * sim always runs; netns needs root + the tools of e2e/netns/required-tools.ts (under CI as root, a
+ * missing one fails the run); kind needs KIND=1 + Docker + kind.
  * An unavailable world's tests are skipped with the reason, printed here once.
  */
 import { defineConfig } from '@playwright/test';

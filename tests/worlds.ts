@@ -3,6 +3,7 @@
  * Playwright config prints the reasons so a skipped world is never silent.
  */
 import { execFileSync } from 'node:child_process';
+import { missingTools, missingToolsReason, REQUIRED_TOOLS, requiredPackages } from '../e2e/netns/required-tools.js';
 
 export interface WorldAvailability {
   readonly available: boolean;
@@ -18,12 +19,18 @@ function has(cmd: string, args: readonly string[] = ['--version']): boolean {
   }
 }
 
-export function netnsWorld(): WorldAvailability {
-  if (process.platform !== 'linux') return { available: false, reason: `netns world needs Linux (this is ${process.platform})` };
-  if (process.getuid?.() !== 0) return { available: false, reason: 'netns world needs root (network namespaces, iptables); run as root' };
-  if (!has('ip', ['-V'])) return { available: false, reason: 'netns world needs iproute2 (`ip`); apt-get install -y iproute2' };
-  if (!has('iptables', ['-V'])) return { available: false, reason: 'netns world needs iptables; apt-get install -y iptables' };
-  return { available: true, reason: 'root with iproute2 and iptables' };
+export function netnsWorld(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, uid: number | undefined = process.getuid?.()): WorldAvailability {
+  if (platform !== 'linux') return { available: false, reason: `netns world needs Linux (this is ${platform})` };
+  if (uid !== 0) return { available: false, reason: 'netns world needs root (network namespaces, iptables); run as root' };
+  const missing = missingTools(env['PATH'] ?? '');
+  if (missing.length > 0) {
+    const reason = `netns world needs tools this machine lacks — ${missingToolsReason(missing)}`;
+    // In CI, as root on Linux, the netns world is meant to run: a missing install step must be
+    // red, not a quietly skipped project (.ci/run installs every package in required-tools.ts).
+    if (env['CI']) throw new Error(`CI is set and this is root on Linux, but ${reason}`);
+    return { available: false, reason };
+  }
+  return { available: true, reason: `root with every required tool (${REQUIRED_TOOLS.length}: ${requiredPackages().join(', ')})` };
 }
 
 export function kindWorld(): WorldAvailability {

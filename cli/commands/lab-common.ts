@@ -1,6 +1,7 @@
 /** What `up`, `down`, `status` and `exec` share: the root check and where a lab's state lives. */
 import * as path from 'node:path';
 import { DEFAULT_STATE_ROOT } from '../../e2e/netns/world-lab.js';
+import { requireTools } from '../../e2e/netns/required-tools.js';
 
 export const DEFAULT_LAB = 'default';
 
@@ -8,6 +9,12 @@ export function requireRoot(cmd: string): void {
   if (process.getuid?.() !== 0) {
     throw new Error(`ambient-lab ${cmd} needs root: it creates network namespaces, runs iptables and starts processes as other users. Try: sudo ambient-lab ${cmd} ...`);
   }
+}
+
+/** Root, and every tool the real-kernel side runs (e2e/netns/required-tools.ts), checked before any work. */
+export function requireRootAndTools(cmd: string): void {
+  requireRoot(cmd);
+  requireTools(`ambient-lab ${cmd}`);
 }
 
 export function labDir(name: string): string {

@@ -3,9 +3,12 @@ import * as fs from 'node:fs';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
 import { NetnsLab } from '../../e2e/netns/world-lab.js';
-import { execIn } from '../../e2e/netns/ip.js';
+import { observeIn } from '../../e2e/netns/observe.js';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
-import { DEFAULT_LAB, labDir, requireRoot } from './lab-common.js';
+import { DEFAULT_LAB, labDir, requireRootAndTools } from './lab-common.js';
+
+/** The mesh's outbound redirect, in either form (nat REDIRECT or mangle TPROXY), as the netns world reads it. */
+const REDIRECT_RULE = /--to-ports 15001\b|--on-port 15001\b/;
 
 export const statusCommand: CliCommand = {
   name: 'status',
@@ -16,7 +19,7 @@ export const statusCommand: CliCommand = {
       .option('--name <name>', 'lab name', DEFAULT_LAB)
       .option('--json', 'machine-readable output')
       .action(async (opts: { name: string; json?: boolean }) => {
-        requireRoot('status');
+        requireRootAndTools('status');
         const lab = NetnsLab.attach(labDir(opts.name));
         const nodes = [];
         for (const n of lab.state.nodes) {
@@ -28,10 +31,15 @@ export const statusCommand: CliCommand = {
         for (const pod of await lab.api.list('Pod')) {
           const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
           const st = lab.state.pods[key];
-          const save = st?.netns && !st.hostNetwork && fs.existsSync(`/run/netns/${st.netns}`) ? await execIn(st.netns, ['iptables-save', '-t', 'nat']).catch(() => '') : '';
+          // A pod without its own running sandbox has no rules to read; a sandbox that is recorded
+          // but gone is shown as such; a failed read of an existing one is an error, not "none".
+          let redirection: string;
+          if (!st?.netns || st.hostNetwork) redirection = 'none';
+          else if (!fs.existsSync(`/run/netns/${st.netns}`)) redirection = 'netns gone';
+          else redirection = REDIRECT_RULE.test(await observeIn(st.netns, ['iptables-save'])) ? 'enabled' : 'none';
           pods.push({
             pod: key, node: pod.spec?.nodeName ?? '', phase: pod.status?.phase ?? '', ips: (pod.status?.podIPs ?? []).map((x) => x.ip),
-            annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS] ?? '-', redirection: /--to-ports 15001\b/.test(save) ? 'enabled' : 'none', netns: st?.netns ?? '-',
+            annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS] ?? '-', redirection, netns: st?.netns ?? '-',
           });
         }
         if (opts.json) {

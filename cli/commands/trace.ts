@@ -51,6 +51,7 @@ export const traceCommand: CliCommand = {
         }
         if (opts.kernel) {
           if (process.getuid?.() !== 0) throw new Error('trace --kernel runs the lab in real network namespaces and needs root: run it as root, or drop --kernel');
+          (await import('../../e2e/netns/required-tools.js')).requireTools('trace --kernel');
           // Loaded only when asked: the real-kernel world is not needed for simulation.
           const { runLabOnKernel } = await import('../../e2e/netns/lab-runner.js');
           const { compareResults, formatDifferences } = await import('../../scenarios/fidelity/compare.js');

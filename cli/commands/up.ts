@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
 import { NetnsLab } from '../../e2e/netns/world-lab.js';
-import { DEFAULT_LAB, labDir, requireRoot } from './lab-common.js';
+import { DEFAULT_LAB, labDir, requireRootAndTools } from './lab-common.js';
 
 export const upCommand: CliCommand = {
   name: 'up',
@@ -22,7 +22,7 @@ export const upCommand: CliCommand = {
       .option('--profile <p>', 'rule profile: upstream or strict', 'upstream')
       .option('--name <name>', 'lab name (several labs can run side by side)', DEFAULT_LAB)
       .action(async (opts: { nodes: string; pods: string; profile: string; name: string }) => {
-        requireRoot('up');
+        requireRootAndTools('up');
         const nodes = Number(opts.nodes);
         const pods = Number(opts.pods);
         if (!Number.isInteger(nodes) || nodes < 1 || nodes > 16) throw new Error(`--nodes must be an integer in 1..16, got ${opts.nodes}`);

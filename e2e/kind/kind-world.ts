@@ -83,6 +83,12 @@ export function kindComponentEnv(o: Pick<WorldOptions, 'profile' | 'dnsCapture' 
 const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** A .catch for client-node reads: a 404 (no such object) is `undefined`, a checked absence; anything else is rethrown. */
+function absentIf404(e: unknown): undefined {
+  if ((e as { code?: unknown }).code === 404) return undefined;
+  throw e;
+}
+
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the other worlds' appExec). */
 
 
@@ -142,7 +148,7 @@ export class KindWorld implements World {
   private async waitRunning(namespace: string, name: string, attempts = 120): Promise<k8s.V1Pod | undefined> {
     let last: k8s.V1Pod | undefined;
     for (let i = 0; i < attempts; i++) {
-      last = await this.core.readNamespacedPod({ namespace, name }).catch(() => undefined);
+      last = await this.core.readNamespacedPod({ namespace, name }).catch(absentIf404); // 404: not there (yet)
       if (last?.status?.phase === 'Running' || last?.status?.phase === 'Failed') return last;
       const waiting = last?.status?.containerStatuses?.find((c) => c.state?.waiting)?.state?.waiting?.reason;
       if (waiting === 'ErrImageNeverPull' || waiting === 'InvalidImageName') throw new Error(`pod ${namespace}/${name} cannot start: ${waiting}`);
@@ -244,7 +250,7 @@ export class KindWorld implements World {
   private async launcher(from: Source, to: Destination, dstNode: string | undefined, family: 4 | 6): Promise<{ argv: string[]; srcIp: string | undefined; hop: (cmd: readonly string[]) => string[] } | string> {
     const node = 'node' in from ? from.node : undefined;
     if (from.kind === 'pod') {
-      const p = await this.core.readNamespacedPod({ namespace: from.pod.namespace, name: from.pod.name }).catch(() => undefined);
+      const p = await this.core.readNamespacedPod({ namespace: from.pod.namespace, name: from.pod.name }).catch(absentIf404); // 404: no such pod
       if (p?.status?.phase !== 'Running') return `source pod ${from.pod.namespace}/${from.pod.name} is not running`;
       const ip = (p.status.podIPs ?? []).map((x) => x.ip).find((x) => (family === 6) === x.includes(':'));
       return { argv: this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', ['node', PROBE_PROGRAM]), srcIp: ip, hop: (cmd) => this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', cmd) };
@@ -323,7 +329,7 @@ export class KindWorld implements World {
     for (let i = 0; i < (reached ? 20 : 1); i++) {
       accepts = [];
       for (const d of dstPods) {
-        const log = await this.cli.podLog(d.ref.namespace, d.ref.name, 'app', since).catch(() => '');
+        const log = await this.appLog(d.ref, since);
         for (const a of appAccepts(log, tag)) accepts.push({ pod: d.ref, a });
       }
       listened.push(...this.listenerAccepts(tag));
@@ -346,6 +352,21 @@ export class KindWorld implements World {
     return { ...res, trace: `probe \`${launch.argv.slice(0, 8).join(' ')} ...\`${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client.ip ?? '?'}:${sourcePort} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}${rawNote}; proxy records ${res.proxyLog.length}; deliveries ${res.deliveries.length}` };
   }
 
+  /**
+   * The app container's log since `since`. When `kubectl logs` fails, the pod is read back: a pod
+   * that is gone or not running has no app that could have accepted anything (a checked state);
+   * a running one whose log cannot be read is a harness error.
+   */
+  private async appLog(ref: PodRef, since: string): Promise<string> {
+    try {
+      return await this.cli.podLog(ref.namespace, ref.name, 'app', since);
+    } catch (e) {
+      const p = await this.core.readNamespacedPod({ namespace: ref.namespace, name: ref.name }).catch(absentIf404);
+      if (p?.status?.phase !== 'Running') return '';
+      throw new Error(`kind world: reading the app log of running pod ${podKeyOf(ref)} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    }
+  }
+
   /** The device and next-hop MAC, asked in the source's netns (raw-attempt.ts); a string says why not. */
   private async nextHop(argv: readonly string[]): Promise<{ dev: string; mac: string } | string> {
     const [cmd, ...args] = argv;
@@ -363,11 +384,14 @@ export class KindWorld implements World {
     let port = dport;
     let appPorts: number[] = [];
     if (dst?.node) {
-      const p = await this.core.readNamespacedPod({ namespace: dst.ref.namespace, name: dst.ref.name }).catch(() => undefined);
-      const uid = p?.metadata?.uid;
-      appPorts = (p?.spec?.containers ?? []).flatMap((c) => (c.ports ?? []).filter((x) => (x.protocol ?? 'TCP') === 'TCP').map((x) => x.containerPort));
+      // The SYN-ACK came from this pod's sandbox: its spec and its conntrack entry must be read, or the attempt cannot be judged.
+      const p = await this.core.readNamespacedPod({ namespace: dst.ref.namespace, name: dst.ref.name });
+      const uid = p.metadata?.uid;
+      if (!uid) throw new Error(`kind world: pod ${podKeyOf(dst.ref)} has no uid in the API; cannot find its sandbox`);
+      appPorts = (p.spec?.containers ?? []).flatMap((c) => (c.ports ?? []).filter((x) => (x.protocol ?? 'TCP') === 'TCP').map((x) => x.containerPort));
       for (const l of this.appListeners.values()) if (podKeyOf(l.pod) === podKeyOf(dst.ref)) appPorts.push(l.port);
-      if (uid) port = parseRawPort(await this.cli.onNode(dst.node, rawConntrackScript(uid, client.ip, client.port)).catch(() => '')) ?? dport;
+      port = parseRawPort(await this.cli.onNode(dst.node, rawConntrackScript(uid, client.ip, client.port)), dport,
+        `which listener answered the raw SYN ${ep(client.ip, client.port)} -> ${podKeyOf(dst.ref)}:${dport} (conntrack on node ${dst.node})`);
     }
     const who = rawSynAckAcceptor({ port, dst: dst?.ref, appPorts, client });
     return { ...res, outcome: 'delivered', acceptedBy: who.acceptedBy, ...(who.acceptedIn ? { acceptedIn: who.acceptedIn } : {}), deliveries: who.delivery ? [...res.deliveries, who.delivery] : res.deliveries };
@@ -382,7 +406,7 @@ export class KindWorld implements World {
   }
 
   async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
-    const p = await this.core.readNamespacedPod({ namespace: pod.namespace, name: pod.name }).catch(() => undefined);
+    const p = await this.core.readNamespacedPod({ namespace: pod.namespace, name: pod.name }).catch(absentIf404); // 404: no such pod
     if (p?.status?.phase !== 'Running' || p.spec?.hostNetwork) return { ok: false, error: `appExec ${action.kind} in ${podKeyOf(pod)}: the pod has no running app in its own netns` };
     const argv = this.cli.execArgv(pod.namespace, pod.name, 'app', ['node', PROBE_PROGRAM]);
     const envOpt = this.env ? { env: this.env } : {};
@@ -440,7 +464,8 @@ export class KindWorld implements World {
     const out: { node: string; r: ConnectionLogRecord }[] = [];
     for (const node of this.nodes) {
       for (const p of await this.cli.componentPods('proxy', node)) {
-        const text = await this.cli.podLog(SYSTEM_NAMESPACE, p.name, 'proxy', since).catch(() => '');
+        // A failed read is an error: an empty log would read as "no proxy took it".
+        const text = await this.cli.podLog(SYSTEM_NAMESPACE, p.name, 'proxy', since);
         for (const r of parseConnectionLog(text).records) out.push({ node, r });
       }
     }
@@ -461,8 +486,21 @@ export class KindWorld implements World {
     const list = (await this.core.listPodForAllNamespaces()).items.filter((p) => !HIDDEN_NAMESPACES.has(p.metadata?.namespace ?? ''));
     const evidence = new Map<string, NodeEvidence>();
     await Promise.all(this.nodes.map(async (n) => {
-      evidence.set(n, parseNodeEvidence(await this.cli.onNode(n, nodeEvidenceScript(PROXY_STATUS_URL)).catch(() => '')));
+      evidence.set(n, parseNodeEvidence(await this.cli.onNode(n, nodeEvidenceScript(PROXY_STATUS_URL)), n));
     }));
+    for (const n of this.nodes) {
+      const ev = evidence.get(n)!;
+      // A proxy that did not answer serves nothing only when none is running on the node (stopped,
+      // restarting): a ready proxy pod that does not answer is a failed read.
+      if (ev.statusError !== undefined && (await this.cli.componentPods('proxy', n)).some((p) => p.ready && !p.terminating)) {
+        throw new Error(`kind world: the proxy on ${n} is ready but its /status (${PROXY_STATUS_URL}, read on the node) failed: ${ev.statusError}`);
+      }
+    }
+    // A listed pod whose sandbox rules could not be read, and that is not being deleted, has no observation.
+    for (const p of list) {
+      const why = evidence.get(p.spec?.nodeName ?? '')?.unreadable.get(p.metadata?.uid ?? '');
+      if (why !== undefined && !p.metadata?.deletionTimestamp) throw new Error(`kind world: cannot read the rules of pod ${p.metadata?.namespace}/${p.metadata?.name} on ${p.spec?.nodeName}: ${why}`);
+    }
     return list.map((p) => {
       const uid = p.metadata!.uid!;
       const node = p.spec?.nodeName ?? '';

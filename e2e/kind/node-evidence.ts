@@ -14,8 +14,12 @@
 export interface NodeEvidence {
   /** Pod uid → its sandbox's netns inode and whether the redirection rules are in it. */
   readonly sandboxes: ReadonlyMap<string, { readonly netnsInode: string; readonly redirected: boolean }>;
-  /** Pod uid → netns inode the proxy serves it with; undefined when the proxy did not answer. */
+  /** Pod uid → netns inode the proxy serves it with; undefined when the proxy did not answer (see statusError). */
   readonly served: ReadonlyMap<string, string> | undefined;
+  /** Why the proxy's /status could not be read (curl's exit code, or an empty answer); undefined when it answered. */
+  readonly statusError: string | undefined;
+  /** Pod uid → why its sandbox's rules could not be read (neither iptables backend could save them). */
+  readonly unreadable: ReadonlyMap<string, string>;
   /** Lines the parser did not understand (kept for error messages). */
   readonly noise: readonly string[];
 }
@@ -24,19 +28,27 @@ export interface NodeEvidence {
 export const REDIRECTION_RULE = /--to-ports 15001\b|--on-port 15001\b/;
 
 /**
- * The node script. Host-network sandboxes have no netns path and are skipped. Both iptables
- * backends are saved because kindest/node picks one with a wrapper, and the agent's image may use
- * the other (rules written with nft are invisible to iptables-legacy-save, and the reverse).
+ * The node script. Host-network sandboxes have no netns path and are skipped; so is a sandbox
+ * that went away between the listing and its inspection (a real race, not a failed read). Both
+ * iptables backends are saved because kindest/node picks one with a wrapper, and the agent's
+ * image may use the other (rules written with nft are invisible to iptables-legacy-save, and the
+ * reverse); when neither can save, the pod's line says so (`al-pod-unreadable`). A failing
+ * `crictl pods` fails the script (exit 1); a proxy that does not answer is `al-status-error`.
  */
 export function nodeEvidenceScript(proxyStatusUrl: string): string {
   return [
-    `printf 'al-status %s\\n' "$(curl -s --max-time 3 ${shellQuote(proxyStatusUrl)} | tr -d '\\n')"`,
-    'for id in $(crictl pods -q --state ready); do',
+    `if st=$(curl -s --max-time 3 ${shellQuote(proxyStatusUrl)}); then printf 'al-status %s\\n' "$(printf '%s' "$st" | tr -d '\\n')"; else printf 'al-status-error curl exit %s\\n' "$?"; fi`,
+    'ids=$(crictl pods -q --state ready) || { echo "crictl pods -q --state ready failed (exit $?)" >&2; exit 1; }',
+    'for id in $ids; do',
     `  line=$(crictl inspectp -o go-template --template '{{.status.metadata.uid}} {{range .info.runtimeSpec.linux.namespaces}}{{if eq .type "network"}}{{.path}}{{end}}{{end}}' "$id" 2>/dev/null) || continue`,
     '  set -- $line',
     '  [ -n "$2" ] || continue',
     '  ino=$(stat -L -c %i "$2" 2>/dev/null) || continue',
-    "  if nsenter --net=\"$2\" sh -c '{ iptables-nft-save; iptables-legacy-save; } 2>/dev/null' | grep -Eq -- '--to-ports 15001\\b|--on-port 15001\\b'; then r=1; else r=0; fi",
+    "  if ! rules=$(nsenter --net=\"$2\" sh -c 'ok=1; iptables-nft-save 2>/dev/null && ok=0; iptables-legacy-save 2>/dev/null && ok=0; exit $ok'); then",
+    '    printf \'al-pod-unreadable %s neither iptables-nft-save nor iptables-legacy-save could read netns %s\\n\' "$1" "$2"',
+    '    continue',
+    '  fi',
+    "  if printf '%s\\n' \"$rules\" | grep -Eq -- '--to-ports 15001\\b|--on-port 15001\\b'; then r=1; else r=0; fi",
     '  printf \'al-pod %s %s %s\\n\' "$1" "$ino" "$r"',
     'done',
   ].join('\n');
@@ -48,10 +60,16 @@ function shellQuote(s: string): string {
 
 interface ProxyStatus { readonly pods?: readonly { readonly uid?: unknown; readonly identity?: unknown }[] }
 
-/** Parse the node script's output. */
-export function parseNodeEvidence(out: string): NodeEvidence {
+/**
+ * Parse the node script's output. Output without the status line is not the script's (it did not
+ * run, or its output was lost): that throws, rather than reading as "no sandboxes, nothing served".
+ */
+export function parseNodeEvidence(out: string, node = 'the node'): NodeEvidence {
   const sandboxes = new Map<string, { netnsInode: string; redirected: boolean }>();
+  const unreadable = new Map<string, string>();
   let served: Map<string, string> | undefined;
+  let statusError: string | undefined;
+  let statusLine = false;
   const noise: string[] = [];
   for (const line of out.split('\n')) {
     if (line.trim() === '') continue;
@@ -60,9 +78,23 @@ export function parseNodeEvidence(out: string): NodeEvidence {
       sandboxes.set(pod[1]!, { netnsInode: pod[2]!, redirected: pod[3] === '1' });
       continue;
     }
+    const bad = /^al-pod-unreadable (\S+) (.*)$/.exec(line);
+    if (bad) {
+      unreadable.set(bad[1]!, bad[2]!);
+      continue;
+    }
+    if (line.startsWith('al-status-error ')) {
+      statusLine = true;
+      statusError = line.slice('al-status-error '.length).trim();
+      continue;
+    }
     if (line.startsWith('al-status ')) {
+      statusLine = true;
       const body = line.slice('al-status '.length).trim();
-      if (body === '') continue; // the proxy did not answer: nothing is served
+      if (body === '') {
+        statusError = 'the proxy answered /status with nothing';
+        continue;
+      }
       try {
         const st = JSON.parse(body) as ProxyStatus;
         served = new Map();
@@ -71,11 +103,12 @@ export function parseNodeEvidence(out: string): NodeEvidence {
           if (typeof p.uid === 'string' && typeof p.identity === 'string') served.set(p.uid, p.identity.split(':').at(-1) ?? '');
         }
       } catch {
-        noise.push(line);
+        statusError = `the proxy's /status is not JSON: ${body.slice(0, 200)}`;
       }
       continue;
     }
     noise.push(line);
   }
-  return { sandboxes, served, noise };
+  if (!statusLine) throw new Error(`the node evidence script on ${node} printed no status line (it did not run to completion?); output: ${out.trim().slice(0, 300) || '(nothing)'}`);
+  return { sandboxes, served, statusError, unreadable, noise };
 }

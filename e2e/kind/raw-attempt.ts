@@ -8,6 +8,7 @@
  * kernel resets it), so a SYN-ACK is attributed from the destination's conntrack entry, read on
  * the destination's node in the pod's sandbox netns (which listener port took it after NAT).
  */
+import { parseConntrackList } from '../netns/observe.js';
 import type { Acceptor, Delivery, PodRef } from '../../scenarios/world.js';
 import { ep } from './attribution.js';
 
@@ -57,26 +58,48 @@ export function parseNextHop(stdout: string): NextHop | string {
 }
 
 /**
- * The node script that finds which listener port answered a raw SYN src:sport: the reply source
- * port of the conntrack entry in the destination sandbox's netns (`netnsPath`, from crictl),
- * printed as `al-raw-port <port>`; nothing when there is no entry (no NAT: the port aimed at).
+ * The node script that finds which listener port answered a raw SYN src:sport: conntrack's
+ * listing in the destination sandbox's netns (`netnsPath`, from crictl), passed through whole —
+ * stdout lines as `al-ct-out ...`, stderr lines as `al-ct-err ...`, then `al-ct-exit <code>` —
+ * so parseRawPort checks the exit code and conntrack's own entry count (a failing or missing
+ * conntrack is an error, never "no entry"). No `al-ct-exit` line: the sandbox was not found.
  */
 export function rawConntrackScript(podUid: string, src: string, sport: number): string {
   if (!/^[0-9a-f-]+$/i.test(podUid) || !ADDRESS.test(src) || !Number.isInteger(sport)) throw new Error(`raw conntrack lookup: bad pod uid / source ${podUid} ${src}:${sport}`);
   const family = src.includes(':') ? 'ipv6' : 'ipv4';
   return [
-    'for id in $(crictl pods -q --state ready); do',
+    'ids=$(crictl pods -q --state ready) || { echo "crictl pods -q --state ready failed (exit $?)" >&2; exit 1; }',
+    'for id in $ids; do',
     `  line=$(crictl inspectp -o go-template --template '{{.status.metadata.uid}} {{range .info.runtimeSpec.linux.namespaces}}{{if eq .type "network"}}{{.path}}{{end}}{{end}}' "$id" 2>/dev/null) || continue`,
     '  set -- $line',
     `  [ "$1" = '${podUid}' ] && [ -n "$2" ] || continue`,
-    `  nsenter --net="$2" conntrack -L -f ${family} -p tcp --orig-src ${src} --orig-port-src ${sport} 2>/dev/null | sed -n 's/.*dport=[0-9]* .*src=[^ ]* dst=[^ ]* sport=\\([0-9]*\\) dport=.*/al-raw-port \\1/p' | head -n 1`,
+    '  err=$(mktemp)',
+    `  out=$(nsenter --net="$2" conntrack -L -f ${family} -p tcp --orig-src ${src} --orig-port-src ${sport} 2>"$err"); rc=$?`,
+    `  printf '%s\\n' "$out" | sed -n 's/^./al-ct-out &/p'`,
+    `  sed 's/^/al-ct-err /' "$err"; rm -f "$err"`,
+    `  printf 'al-ct-exit %s\\n' "$rc"`,
+    '  break',
     'done',
   ].join('\n');
 }
 
-export function parseRawPort(stdout: string): number | undefined {
-  const m = /^al-raw-port (\d+)$/m.exec(stdout);
-  return m ? Number(m[1]) : undefined;
+/**
+ * The listener port rawConntrackScript found for a SYN to `dport`: the reply source port of its
+ * entry, or `dport` itself when conntrack ran, exited 0 and counted no entry (a real state: no
+ * NAT). Anything else — no sandbox, a failing conntrack, output that does not add up — throws.
+ */
+export function parseRawPort(stdout: string, dport: number, what: string): number {
+  const lines = stdout.split('\n');
+  const exit = lines.map((l) => /^al-ct-exit (\d+)$/.exec(l)).find((m) => m !== null);
+  const outLines = lines.filter((l) => l.startsWith('al-ct-out ')).map((l) => l.slice('al-ct-out '.length));
+  const errLines = lines.filter((l) => l.startsWith('al-ct-err ')).map((l) => l.slice('al-ct-err '.length));
+  if (!exit) throw new Error(`${what}: the destination pod's sandbox was not found on its node (no conntrack answer): ${stdout.trim().slice(0, 200) || '(no output)'}`);
+  if (exit[1] !== '0') throw new Error(`${what}: conntrack exited ${exit[1]} on the node: ${errLines.join(' ').trim() || '(no stderr)'} — the node needs \`conntrack\` (kindest/node ships it; Debian package conntrack)`);
+  const all = parseConntrackList(outLines.join('\n'), errLines.join('\n'), what);
+  const ports = new Set(all.filter((e) => e.orig.dport === dport).map((e) => e.reply.sport));
+  if (all.length > 0 && ports.size === 0) throw new Error(`${what}: conntrack lists this source only towards other ports: ${all.map((e) => e.orig.dport).join(', ')}`);
+  if (ports.size > 1) throw new Error(`${what}: conntrack has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`);
+  return ports.size === 1 ? [...ports][0]! : dport;
 }
 
 /** Which socket took a raw SYN that got a SYN-ACK: the app (one of its ports) or a proxy port, in the destination pod. */

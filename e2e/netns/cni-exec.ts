@@ -108,8 +108,9 @@ export class FileResultCache implements CniResultCache {
     let names: string[];
     try {
       names = await readdir(path.join(this.dir, 'results'));
-    } catch {
-      return [];
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return []; // nothing cached yet: the directory is made by the first put()
+      throw e;
     }
     return Promise.all(names.map(async (n) => JSON.parse(await readFile(path.join(this.dir, 'results', n), 'utf8')) as CachedAttachment));
   }

@@ -15,6 +15,11 @@ export class CommandError extends Error {
 }
 
 export function run(argv: readonly string[], input?: string, timeoutMs = 30_000): Promise<string> {
+  return runOutput(argv, input, timeoutMs).then((o) => o.stdout);
+}
+
+/** run(), with stderr too (some tools print their summary there, e.g. conntrack). */
+export function runOutput(argv: readonly string[], input?: string, timeoutMs = 30_000): Promise<{ stdout: string; stderr: string }> {
   const [cmd, ...args] = argv;
   if (!cmd) throw new Error('run: empty argv');
   return new Promise((resolve, reject) => {
@@ -23,7 +28,7 @@ export function run(argv: readonly string[], input?: string, timeoutMs = 30_000)
         const code = typeof (err as NodeJS.ErrnoException & { code?: unknown }).code === 'number'
           ? (err as unknown as { code: number }).code : null;
         reject(new CommandError(argv, code, String(stderr) || err.message));
-      } else resolve(String(stdout));
+      } else resolve({ stdout: String(stdout), stderr: String(stderr) });
     });
     if (input !== undefined) child.stdin?.end(input);
   });

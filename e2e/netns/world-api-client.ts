@@ -58,8 +58,10 @@ export class WorldApi {
   }
 
   async list<K extends KubeKind>(kind: K, namespace?: string): Promise<KubeObjectOf<K>[]> {
-    const r = (await request(this.apiSocket, 'GET', pathOf(kind, namespace))) as { items?: KubeObjectOf<K>[] };
-    return r.items ?? [];
+    const r = (await request(this.apiSocket, 'GET', pathOf(kind, namespace))) as { items?: KubeObjectOf<K>[] } | undefined;
+    // A list without items is not "none": the answer is not a list.
+    if (!Array.isArray(r?.items)) throw new Error(`GET ${pathOf(kind, namespace)}: the API process answered without an items list: ${JSON.stringify(r).slice(0, 200)}`);
+    return r.items;
   }
 
   patch<K extends KubeKind>(kind: K, name: string, namespace: string | undefined, patch: MergePatch, status = false): Promise<KubeObjectOf<K>> {

@@ -33,7 +33,7 @@ import { NetnsCluster } from './cluster.js';
 import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
 import { execIn } from './ip.js';
 import { setprivArgs } from './processes.js';
-import { WorldApi } from './world-api-client.js';
+import { WorldApi, WorldApiError } from './world-api-client.js';
 import { PROXY_NODE_FLAGS } from '../../impl/linux/node-flags.js';
 
 export type LabComponent = 'agent' | 'proxy';
@@ -188,6 +188,14 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<
 
 // ------------------------------------------------------------------ the lab
 
+/** A .catch handler that accepts only an API answer with one of `codes` (a checked, expected state) and rethrows anything else. */
+function unless(...codes: number[]): (e: unknown) => void {
+  return (e: unknown) => {
+    if (e instanceof WorldApiError && codes.includes(e.code)) return;
+    throw e;
+  };
+}
+
 export interface LabOptions {
   readonly nodes: number;
   readonly profile: LabProfile;
@@ -284,7 +292,7 @@ export class NetnsLab {
       if (!isOurs(this.state.api!)) throw new Error(`it exited; see ${log}: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
       return (await this.api.list('Namespace').then(() => true, () => undefined));
     });
-    for (const ns of ['default', 'kube-system', 'istio-system']) await this.api.create('Namespace', { metadata: { name: ns } }).catch(() => undefined);
+    for (const ns of ['default', 'kube-system', 'istio-system']) await this.api.create('Namespace', { metadata: { name: ns } }).catch(unless(409)); // 409: it exists already
   }
 
   componentArgs(component: LabComponent, node: string): string[] {
@@ -441,7 +449,9 @@ export class NetnsLab {
       ? { phase: 'Running', hostIP: this.node(p.node).address, podIP: p.ips[0], podIPs: p.ips.map((ip) => ({ ip })),
           conditions: [{ type: 'Ready', status: 'True' }] }
       : { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'True' }, { type: 'Ready', status: 'False', reason: 'SandboxCreationFailed', message: (p.error ?? '').slice(0, 1000) }] };
-    await this.api.patch('Pod', p.name, p.namespace, { status }, true).catch(() => undefined);
+    // 404: the pod was deleted meanwhile (a deletion racing its sandbox); any other failure leaves
+    // the API's phase and IPs wrong, which every later observation would read.
+    await this.api.patch('Pod', p.name, p.namespace, { status }, true).catch(unless(404));
   }
 
   /** Stop the app, CNI DEL in reverse, remove the netns. */
@@ -497,7 +507,7 @@ export class NetnsLab {
     const p = this.state.pods[`${namespace}/${name}`];
     if (!p) throw new Error(`no pod ${namespace}/${name} in lab ${this.state.name}`);
     await this.teardownSandbox(p);
-    await this.api.delete('Pod', name, namespace).catch(() => undefined);
+    await this.api.delete('Pod', name, namespace).catch(unless(404)); // 404: already gone
     delete this.state.pods[`${namespace}/${name}`];
     this.save();
   }

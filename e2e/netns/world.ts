@@ -31,7 +31,9 @@ import {
 } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
-import { execIn, ipIn } from './ip.js';
+import { CommandError, ipIn } from './ip.js';
+import { observe, observeIn, observeInOutput, parseConntrackList } from './observe.js';
+import { missingTools, missingToolsReason } from './required-tools.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import { flushTablesThrough, rawSendThrough, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
 import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
@@ -42,6 +44,8 @@ import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
 const SETTLE_QUIET_MS = 2500;
 const SETTLE_BUSY_QUIET_MS = 6000;
 const SETTLE_MAX_MS = 30_000;
+/** How long a running agent or proxy may take to answer /status (a busy or restarting process) before that is a harness error. */
+const STATUS_ANSWER_MS = 30_000;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -147,11 +151,28 @@ export class NetnsWorld implements World {
     return p;
   }
 
+  /** The node proxy's connection log; the proxy creates it when it starts (with the lab), so it always exists. */
+  private connectionLogFile(node: string): string {
+    return path.join(this.lab.nodeDir(node), 'connections.jsonl');
+  }
+
+  private readConnectionLog(node: string): Buffer {
+    const f = this.connectionLogFile(node);
+    try {
+      return fs.readFileSync(f);
+    } catch (e) {
+      throw new Error(`reading the connection log of the proxy on ${node} (${f}) failed: ${e instanceof Error ? e.message : String(e)}; the proxy creates it at start — see ${path.join(this.lab.nodeDir(node), 'proxy.log')}`, { cause: e });
+    }
+  }
+
   private logOffsets(): Map<string, number> {
     const m = new Map<string, number>();
     for (const n of this.nodes) {
-      const f = path.join(this.lab.nodeDir(n), 'connections.jsonl');
-      m.set(n, fs.existsSync(f) ? fs.statSync(f).size : 0);
+      try {
+        m.set(n, fs.statSync(this.connectionLogFile(n)).size);
+      } catch (e) {
+        throw new Error(`the connection log of the proxy on ${n} (${this.connectionLogFile(n)}) cannot be read: ${e instanceof Error ? e.message : String(e)}; the proxy creates it at start — see ${path.join(this.lab.nodeDir(n), 'proxy.log')}`, { cause: e });
+      }
     }
     return m;
   }
@@ -159,10 +180,13 @@ export class NetnsWorld implements World {
   private newRecords(offsets: Map<string, number>): { node: string; r: ConnectionLogRecord }[] {
     const out: { node: string; r: ConnectionLogRecord }[] = [];
     for (const n of this.nodes) {
-      const f = path.join(this.lab.nodeDir(n), 'connections.jsonl');
-      if (!fs.existsSync(f)) continue;
-      const text = fs.readFileSync(f).subarray(offsets.get(n) ?? 0).toString('utf8');
-      for (const r of parseConnectionLog(text).records) out.push({ node: n, r });
+      const text = this.readConnectionLog(n).subarray(offsets.get(n) ?? 0).toString('utf8');
+      // Only whole lines: the proxy may be writing the last one right now (it is read at the next poll).
+      const parsed = parseConnectionLog(text.slice(0, text.lastIndexOf('\n') + 1));
+      if (parsed.errors.length > 0) {
+        throw new Error(`the connection log of the proxy on ${n} (${this.connectionLogFile(n)}) has lines the harness cannot read: ${parsed.errors.slice(0, 3).map((x) => `line ${x.line} after offset ${offsets.get(n) ?? 0}: ${x.message}`).join('; ')}`);
+      }
+      for (const r of parsed.records) out.push({ node: n, r });
     }
     return out;
   }
@@ -186,15 +210,25 @@ export class NetnsWorld implements World {
   private deliveries(tag: string, events: ProbeEvent[]): { pod: PodRef; port: number; peer: string }[] {
     const out: { pod: PodRef; port: number; peer: string }[] = [];
     for (const p of Object.values(this.lab.state.pods)) {
+      const file = this.lab.reportFile(p);
       let text: string;
       try {
-        text = fs.readFileSync(this.lab.reportFile(p), 'utf8');
-      } catch {
-        continue;
+        text = fs.readFileSync(file, 'utf8');
+      } catch (e) {
+        // No report file is a real state only for a pod whose app never started (its sandbox
+        // failed or is not made yet): nothing can have been delivered to it.
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT' && p.app === undefined && !p.started) continue;
+        throw new Error(`reading the delivery reports of pod ${p.namespace}/${p.name} (${file}) failed: ${e instanceof Error ? e.message : String(e)}; the lab writes it when the app starts`, { cause: e });
       }
-      for (const line of text.split('\n')) {
+      // Only whole lines: the app may be appending the last one right now (read at the next poll).
+      for (const line of text.slice(0, text.lastIndexOf('\n') + 1).split('\n')) {
         if (!line.includes(tag)) continue;
-        const e = JSON.parse(line) as { port: number; peer: string; tag?: string };
+        let e: { port: number; peer: string; tag?: string };
+        try {
+          e = JSON.parse(line) as { port: number; peer: string; tag?: string };
+        } catch (err) {
+          throw new Error(`pod ${p.namespace}/${p.name}'s report ${file} has a line that is not JSON (${err instanceof Error ? err.message : String(err)}): ${line.slice(0, 200)}`, { cause: err });
+        }
         if (e.tag === tag) out.push({ pod: { namespace: p.namespace, name: p.name }, port: e.port, peer: e.peer });
       }
     }
@@ -327,14 +361,18 @@ export class NetnsWorld implements World {
     try {
       route = (JSON.parse(await ipIn(netns, [...(v6 ? ['-6'] : []), '-j', 'route', 'get', dst])) as { dst?: string; gateway?: string; dev?: string }[])[0];
     } catch (e) {
-      return `no route to ${dst} in ${netns}: ${e instanceof Error ? e.message : String(e)}`;
+      // The kernel's answer "no route" is the attempt's result; any other failure is the harness's.
+      if (e instanceof CommandError && /unreachable|No route to host/i.test(e.stderr)) return `no route to ${dst} in ${netns}: ${e.stderr.trim()}`;
+      throw new Error(`finding the route to ${dst} in ${netns} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
     if (!route?.dev) return `no route to ${dst} in ${netns}`;
     const hop = route.gateway ?? dst;
     const candidates = [...this.lab.state.nodes.map((n) => n.netns), this.lab.state.fabric, this.lab.state.outside,
       ...Object.values(this.lab.state.pods).map((p) => p.netns).filter((x): x is string => x !== undefined)];
     for (const ns of new Set(candidates)) {
-      const links = JSON.parse(await ipIn(ns, ['-j', 'addr', 'show']).catch(() => '[]')) as { ifname: string; address?: string; addr_info?: { local?: string }[] }[];
+      // Every candidate is a namespace of this world that exists (state drops a pod's netns when
+      // it is removed): a failure to read one is a harness error, not "the hop is elsewhere".
+      const links = JSON.parse(await observe(['ip', '-n', ns, '-j', 'addr', 'show'], `netns ${ns} (finding the next hop towards ${dst})`)) as { ifname: string; address?: string; addr_info?: { local?: string }[] }[];
       const l = links.find((x) => x.addr_info?.some((a) => a.local === hop));
       if (l?.address) return { dev: route.dev, mac: l.address };
     }
@@ -348,9 +386,19 @@ export class NetnsWorld implements World {
     const netns = pod?.netns ?? node?.netns;
     let port = dport;
     if (netns) {
-      const text = await execIn(netns, ['conntrack', '-L', '-f', dst.includes(':') ? 'ipv6' : 'ipv4', '-p', 'tcp', '--orig-src', src, '--orig-port-src', String(sport)]).catch(() => '');
-      const m = /sport=\d+ dport=\d+ .*?sport=(\d+) dport=\d+/.exec(text);
-      if (m) port = Number(m[1]);
+      // The destination's conntrack table: the entry of this SYN says which port a REDIRECT (or
+      // TPROXY) sent it to. No entry is a real, checked state (conntrack ran, exited 0 and
+      // counted 0 entries): nothing tracked, so no NAT, and the port aimed at answered.
+      const what = `which listener answered the raw SYN ${ep(src, sport)} -> ${ep(dst, dport)}`;
+      const argv = ['conntrack', '-L', '-f', dst.includes(':') ? 'ipv6' : 'ipv4', '-p', 'tcp', '--orig-src', src, '--orig-port-src', String(sport)];
+      const out = await observeInOutput(netns, argv);
+      const all = parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
+      const entries = all.filter((e) => e.orig.dst === dst && e.orig.dport === dport);
+      // Entries of this source that none match: a format this filter misreads, not "no NAT".
+      if (all.length > 0 && entries.length === 0) throw new Error(`${what}: conntrack in ${netns} lists this source only towards other destinations: ${all.map((e) => `${e.orig.dst}:${e.orig.dport}`).join(', ')}`);
+      const ports = new Set(entries.map((e) => e.reply.sport));
+      if (ports.size > 1) throw new Error(`${what}: conntrack in ${netns} has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`);
+      if (ports.size === 1) port = [...ports][0]!;
     }
     if (!pod) return { port, acceptedBy: 'other', ...(node ? { acceptedIn: { node: node.name } } : {}) };
     const ref: PodRef = { namespace: pod.namespace, name: pod.name };
@@ -424,27 +472,52 @@ export class NetnsWorld implements World {
   private async agentViews(): Promise<{ proxyConnected: boolean; pods: { uid: string; acked: boolean; annotated: string | undefined }[] }[]> {
     const out: { proxyConnected: boolean; pods: { uid: string; acked: boolean; annotated: string | undefined }[] }[] = [];
     for (const n of this.nodes) {
-      const st = (await this.lab.componentStatus('agent', n)).status;
-      if (!st) continue;
+      const st = await this.liveStatus('agent', n);
+      if (!st) continue; // not running: it has no view
       const pods = ((st['pods'] as { uid: string; acked: boolean; annotated?: string }[] | undefined) ?? []).map((p) => ({ uid: p.uid, acked: p.acked, annotated: p.annotated }));
       out.push({ proxyConnected: st['proxyConnected'] === true, pods });
     }
     return out;
   }
 
+  /**
+   * A component's /status, checked: undefined only when its process is not running (a real
+   * state). A running process that does not answer is asked again until it answers or exits (a
+   * stop or restart racing this read); silent past STATUS_ANSWER_MS, it is a harness error.
+   */
+  private async liveStatus(component: 'agent' | 'proxy', node: string): Promise<Record<string, unknown> | undefined> {
+    const deadline = Date.now() + STATUS_ANSWER_MS;
+    for (;;) {
+      const s = await this.lab.componentStatus(component, node);
+      if (!s.running) return undefined;
+      if (s.status) return s.status;
+      if (Date.now() > deadline) {
+        throw new Error(`the ${component} on ${node} is running but its /status did not answer within ${STATUS_ANSWER_MS} ms (${s.detail}); see ${path.join(this.lab.nodeDir(node), `${component}.log`)}`);
+      }
+      await sleep(100);
+    }
+  }
+
   async pods(): Promise<readonly PodObservation[]> {
     const out: PodObservation[] = [];
     const served = new Map<string, Set<string>>();
     for (const n of this.nodes) {
-      const s = await this.lab.componentStatus('proxy', n);
+      const status = await this.liveStatus('proxy', n);
       const set = new Set<string>();
-      const pid = (s.status?.['pid'] as number | undefined);
-      // The proxy names each netns by its own fd: compare namespace inodes.
-      for (const p of (s.status?.['pods'] as { uid: string; netns: string }[] | undefined) ?? []) {
-            try {
-          if (pid) set.add(`${p.uid}|${fs.statSync(p.netns.replace('/proc/self/', `/proc/${pid}/`)).ino}`);
-        } catch {
-          // the proxy closed it meanwhile
+      if (status) {
+        const pid = status['pid'];
+        const pods = status['pods'];
+        if (typeof pid !== 'number' || !Array.isArray(pods)) throw new Error(`the proxy on ${n} answered /status without a pid and a pods list: ${JSON.stringify(status).slice(0, 300)}`);
+        // The proxy names each netns by its own fd: compare namespace inodes.
+        for (const p of pods as { uid: string; netns: string }[]) {
+          const fdPath = p.netns.replace('/proc/self/', `/proc/${pid}/`);
+          try {
+            set.add(`${p.uid}|${fs.statSync(fdPath).ino}`);
+          } catch (e) {
+            // ENOENT: the proxy closed that fd (or exited) since it answered — it no longer holds
+            // that netns, which is the state "not served". Anything else is a failed read.
+            if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`reading the netns the proxy on ${n} serves pod uid ${p.uid} with (${fdPath}) failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+          }
         }
       }
       served.set(n, set);
@@ -455,12 +528,19 @@ export class NetnsWorld implements World {
       const st = this.lab.state.pods[`${ns}/${name}`];
       let redirected = false;
       let inode = '';
-      if (st?.netns && st.started && !st.hostNetwork) {
-        const save = await execIn(st.netns, ['iptables-save']).catch(() => '');
-        redirected = /--to-ports 15001\b|--on-port 15001\b/.test(save);
+      for (;;) {
+        const netns = st?.netns;
+        if (!st || !netns || !st.started || st.hostNetwork) break;
         try {
-          inode = String(fs.statSync(`/run/netns/${st.netns}`).ino);
-        } catch {
+          const save = await observeIn(netns, ['iptables-save']);
+          redirected = /--to-ports 15001\b|--on-port 15001\b/.test(save);
+          inode = String(fs.statSync(`/run/netns/${netns}`).ino);
+          break;
+        } catch (e) {
+          // A sandbox torn down or replaced while it was read (a deletion or reboot racing this
+          // observation): read the pod's current sandbox, if any. Otherwise the read failed.
+          if (st.netns === netns && st.started) throw e;
+          redirected = false;
           inode = '';
         }
       }
@@ -486,7 +566,8 @@ export const netnsWorldFactory: WorldFactory = {
   available() {
     if (process.platform !== 'linux') return { ok: false, reason: 'the netns world needs Linux' };
     if (process.getuid?.() !== 0) return { ok: false, reason: 'the netns world needs root (network namespaces, iptables)' };
-    if (!fs.existsSync('/usr/lib/cni/bridge')) return { ok: false, reason: 'needs containernetworking-plugins in /usr/lib/cni' };
+    const missing = missingTools();
+    if (missing.length > 0) return { ok: false, reason: `the netns world needs tools this machine lacks — ${missingToolsReason(missing)}` };
     return { ok: true, reason: '' };
   },
   async create(options: WorldOptions): Promise<World> {

@@ -89,7 +89,9 @@ for (const profile of ['strict', 'upstream'] as Profile[]) {
       await build(w);
       const pods = await w.pods();
       for (const p of pods) {
-        expect(p.ips.filter((ip) => !ip.includes(':')), `${p.name} v4`).toHaveLength(1);
+        // why a pod has no address, when it has none: its phase and the sandbox error the lab recorded
+        const why = `${p.name}: phase ${p.phase}, started ${p.started}, sandbox error ${w.lab.state.pods[`${p.namespace}/${p.name}`]?.error ?? '-'}`;
+        expect(p.ips.filter((ip) => !ip.includes(':')), `${p.name} v4 (${why})`).toHaveLength(1);
         expect(p.ips.filter((ip) => ip.startsWith('fd')), `${p.name} v6 from fd00::/8`).toHaveLength(1);
       }
       const got = await runAll(w);

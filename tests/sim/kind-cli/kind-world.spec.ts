@@ -177,6 +177,44 @@ test('pods(): redirected and served come from the node (docker exec), never from
   });
 });
 
+test('pods(): a failed node read is an error — not "not redirected" or "not served"; a proxy that is not running serves nothing', async () => {
+  await withRig(async ({ world, fakes, uids }) => {
+    const proxyReady = { bin: 'kubectl', has: ['get', 'pods', 'app.kubernetes.io/name=ambient-lab-proxy'], stdout: 'ambient-lab-proxy-n1|true|\n' };
+    const pods = `al-pod ${uids['a']} 111 1\nal-pod ${uids['b']} 222 0\nal-pod ${uids['c']} 333 1\n`;
+    // positive control: no proxy pod on the node, curl cannot connect → nothing served, rules still read
+    await fakes.setRules([{ bin: 'docker', has: ['exec', 'n1', 'sh', '-c'], stdout: `al-status-error curl exit 7\n${pods}` }]);
+    expect((await world.pods()).map((p) => [p.name, p.redirected, p.served])).toEqual([['a', true, false], ['b', false, false], ['c', true, false]]);
+    // the same answer while a ready proxy pod runs there: its /status could not be read
+    await fakes.setRules([proxyReady, { bin: 'docker', has: ['exec', 'n1', 'sh', '-c'], stdout: `al-status-error curl exit 7\n${pods}` }]);
+    await expect(world.pods()).rejects.toThrow(/the proxy on n1 is ready but its \/status .* failed: curl exit 7/);
+    // the node script failed (crictl), or printed nothing
+    await fakes.setRules([proxyReady, { bin: 'docker', has: ['exec', 'n1', 'sh', '-c'], stderr: 'crictl pods -q --state ready failed (exit 1)', exit: 1 }]);
+    await expect(world.pods()).rejects.toThrow(/docker exec n1 sh -c [\s\S]* failed with exit code 1: crictl pods -q --state ready failed/);
+    await fakes.setRules([proxyReady, { bin: 'docker', has: ['exec', 'n1', 'sh', '-c'], stdout: '' }]);
+    await expect(world.pods()).rejects.toThrow(/the node evidence script on n1 printed no status line/);
+    // a running pod whose sandbox rules neither iptables backend could read
+    await fakes.setRules([proxyReady, { bin: 'docker', has: ['exec', 'n1', 'sh', '-c'], stdout: `al-status {"pods":[]}\nal-pod-unreadable ${uids['a']} neither iptables-nft-save nor iptables-legacy-save could read netns /var/run/netns/x\n` }]);
+    await expect(world.pods()).rejects.toThrow(/cannot read the rules of pod mesh\/a on n1: neither iptables-nft-save/);
+  });
+});
+
+test('connect(): a proxy log, or the app log of a running pod, that cannot be read is an error — not "no proxy" or "no delivery"', async () => {
+  await withRig(async ({ world, fakes, appLog, proxyLog }) => {
+    const probe = { bin: 'kubectl', has: ['exec', '-i', '--', 'node', PROBE_PROGRAM], exec: [process.execPath, probeJs] };
+    const proxyPods = { bin: 'kubectl', has: ['get', 'pods', 'app.kubernetes.io/name=ambient-lab-proxy'], stdout: 'ambient-lab-proxy-n1|true|\n' };
+    const to = { kind: 'pod', pod: { namespace: 'mesh', name: 'c' }, port: 1 } as const;
+    await fakes.setRules([probe, proxyPods,
+      { bin: 'kubectl', has: ['logs', '-c', 'app'], stdoutFile: appLog },
+      { bin: 'kubectl', has: ['logs', 'ambient-lab-proxy-n1', '-c', 'proxy'], stderr: 'Error from server: tls: internal error', exit: 1 }]);
+    await expect(world.connect({ kind: 'pod', pod: { namespace: 'mesh', name: 'a' } }, to, {})).rejects.toThrow(/kubectl --kubeconfig \S+ -n ambient-lab-system logs ambient-lab-proxy-n1 -c proxy .*failed with exit code 1: Error from server/);
+    // the app log of a running pod cannot be read
+    await fakes.setRules([probe, proxyPods,
+      { bin: 'kubectl', has: ['logs', '-c', 'app'], stderr: 'Error from server: tls: internal error', exit: 1 },
+      { bin: 'kubectl', has: ['logs', 'ambient-lab-proxy-n1', '-c', 'proxy'], stdoutFile: proxyLog }]);
+    await expect(world.connect({ kind: 'pod', pod: { namespace: 'mesh', name: 'a' } }, to, {})).rejects.toThrow(/reading the app log of running pod mesh\/c failed: .*Error from server/);
+  });
+});
+
 test('stop/start take a component off a node by label and wait for its pod to go / come back ready; reboot and dropWatches command lines', async () => {
   await withRig(async ({ world, fakes }) => {
     await fakes.setRules([{ bin: 'kubectl', has: ['get', 'pods'], stdout: '' }]);

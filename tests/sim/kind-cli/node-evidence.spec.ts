@@ -64,10 +64,40 @@ test('the node script: ready sandboxes with their netns inode and redirection (e
   }
 });
 
+test('the node script checks its reads: crictl failing fails the script; curl failing and unreadable rules are said, not left out', async () => {
+  const f = await makeFakes(['crictl', 'stat', 'curl']);
+  try {
+    await f.setRules([{ bin: 'crictl', has: ['pods', '-q'], stderr: 'connect: connection refused', exit: 1 }]);
+    await expect(run('sh', ['-c', nodeEvidenceScript(URL)], { env: f.env })).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('crictl pods -q --state ready failed (exit 1)') });
+    await f.setRules([
+      { bin: 'crictl', has: ['pods', '-q'], stdout: 'sb-a\nsb-z\n' },
+      { bin: 'crictl', has: ['inspectp', 'sb-a'], stdout: 'uid-a /var/run/netns/cni-a' },
+      { bin: 'crictl', has: ['inspectp', 'sb-z'], stdout: 'uid-z /var/run/netns/cni-z' },
+      { bin: 'stat', has: ['/var/run/netns/cni-a'], stdout: '4026532001\n' },
+      { bin: 'stat', has: ['/var/run/netns/cni-z'], stdout: '4026532009\n' },
+      { bin: 'curl', has: [URL], exit: 7 },
+    ]);
+    await netnsFakes(f, { '/var/run/netns/cni-a': { nft: '-A ISTIO_OUTPUT -p tcp -j REDIRECT --to-ports 15001' } }); // cni-z: both saves fail
+    const { stdout } = await run('sh', ['-c', nodeEvidenceScript(URL)], { env: f.env });
+    const ev = parseNodeEvidence(stdout);
+    expect(ev.statusError).toBe('curl exit 7');
+    expect(ev.served).toBeUndefined();
+    expect(Object.fromEntries(ev.sandboxes)).toEqual({ 'uid-a': { netnsInode: '4026532001', redirected: true } });
+    expect(ev.unreadable.get('uid-z')).toMatch(/neither iptables-nft-save nor iptables-legacy-save could read netns \/var\/run\/netns\/cni-z/);
+    expect(ev.noise).toEqual([]);
+  } finally {
+    await f.dispose();
+  }
+});
+
 test('a proxy that does not answer serves nothing; unknown lines are kept as noise, not guessed', () => {
   const ev = parseNodeEvidence('al-status \nal-pod uid-a 7 1\nkubectl: warning\n');
   expect(ev.served).toBeUndefined();
+  expect(ev.statusError).toBe('the proxy answered /status with nothing');
   expect(nodeSideOf('uid-a', ev)).toEqual({ redirected: true, served: false });
   expect(ev.noise).toEqual(['kubectl: warning']);
   expect(nodeSideOf('uid-a', undefined)).toEqual({ redirected: false, served: false });
+  // no status line: not the script's output (it did not run) — an error, not "no sandboxes"
+  expect(() => parseNodeEvidence('', 'n1')).toThrow(/the node evidence script on n1 printed no status line/);
+  expect(() => parseNodeEvidence('al-pod uid-a 7 1\n', 'n1')).toThrow(/printed no status line/);
 });

@@ -22,7 +22,12 @@ import { KindWorld, kindComponentEnv, kindConfigFor } from '../../../e2e/kind/ki
 import { NEXT_HOP_SCRIPT, parseNextHop, parseRawPort, rawSynAckAcceptor } from '../../../e2e/kind/raw-attempt.js';
 import type { WorldOptions } from '../../../scenarios/world.js';
 import type { RawSendOutcome } from '../../../e2e/netns/probe-protocol.js';
-import { makeFakes, type Fakes } from './fakes.js';
+import { makeFakes, type FakeRule, type Fakes } from './fakes.js';
+
+/** What rawConntrackScript prints for conntrack's listing `entries` (exit line not included). */
+function ctOut(entries: readonly string[]): string {
+  return `${entries.map((e) => `al-ct-out ${e}\n`).join('')}al-ct-err conntrack v1.4.7 (conntrack-tools): ${entries.length} flow entries have been shown.\n`;
+}
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const KC = '/tmp/al-kind-raw-test.kubeconfig';
@@ -128,7 +133,7 @@ test('raw TCP from a pod: next hop asked in the source container, raw-send throu
     await fakes.setRules([
       { bin: 'kubectl', has: ['exec', '-i', '--', 'node', PROBE_PROGRAM], exec: [process.execPath, probe.script] },
       { bin: 'kubectl', has: ['exec', '-i', '--', 'node', '-e'], stdout: `${JSON.stringify(HOP)}\n` },
-      { bin: 'docker', has: ['exec', 'n1', 'sh', '-c', '~conntrack'], stdout: 'al-raw-port 15006\n' },
+      { bin: 'docker', has: ['exec', 'n1', 'sh', '-c', '~conntrack'], stdout: `${ctOut(['tcp      6 59 SYN_RECV src=10.244.1.5 dst=10.244.1.6 sport=1 dport=8080 src=10.244.1.6 dst=10.244.1.5 sport=15006 dport=1 mark=0 use=1'])}al-ct-exit 0\n` },
     ]);
     const r = await world.connect(A, { kind: 'pod', pod: { namespace: 'mesh', name: 'b' }, port: 8080 }, { raw: true });
     const calls = await fakes.calls();
@@ -147,15 +152,28 @@ test('raw TCP from a pod: next hop asked in the source container, raw-send throu
     expect(r).toMatchObject({ outcome: 'delivered', acceptedBy: 'proxy-inbound', acceptedIn: { namespace: 'mesh', name: 'b' }, deliveries: [] });
     expect(r.trace).toMatch(/AF_PACKET tcp .*SYN-ACK \(proxy-inbound\)/);
 
-    // no conntrack entry (no NAT): the port aimed at, which is b's app port — the app took it directly
-    await fakes.setRules([
+    // no conntrack entry (no NAT; conntrack ran, exited 0 and counted 0): the port aimed at, which is b's app port — the app took it directly
+    const rules = (docker: Partial<FakeRule>): Promise<void> => fakes.setRules([
       { bin: 'kubectl', has: ['exec', '-i', '--', 'node', PROBE_PROGRAM], exec: [process.execPath, probe.script] },
       { bin: 'kubectl', has: ['exec', '-i', '--', 'node', '-e'], stdout: `${JSON.stringify(HOP)}\n` },
+      { bin: 'docker', has: ['exec', 'n1', 'sh', '-c', '~conntrack'], ...docker },
     ]);
+    await rules({ stdout: `${ctOut([])}al-ct-exit 0\n` });
     const direct = await world.connect(A, { kind: 'pod', pod: { namespace: 'mesh', name: 'b' }, port: 8080 }, { raw: true });
     const sport = Number(probe.requests()[1]!['sourcePort']);
     expect(direct).toMatchObject({ outcome: 'delivered', acceptedBy: 'app', acceptedIn: { namespace: 'mesh', name: 'b' },
       deliveries: [{ pod: { namespace: 'mesh', name: 'b' }, port: 8080, peer: `10.244.1.5:${sport}`, viaProxy: false }] });
+
+    // a failed observation is a harness error, never "no entry" (which would attribute the app)
+    const to = { kind: 'pod', pod: { namespace: 'mesh', name: 'b' }, port: 8080 } as const;
+    await rules({ stdout: 'al-ct-err nsenter: failed to execute conntrack: No such file or directory\nal-ct-exit 127\n' });
+    await expect(world.connect(A, to, { raw: true })).rejects.toThrow(/raw SYN .*conntrack exited 127 on the node: nsenter: failed to execute conntrack.*Debian package conntrack/);
+    await rules({ stdout: '' }); // the sandbox was not found on the node
+    await expect(world.connect(A, to, { raw: true })).rejects.toThrow(/raw SYN .*the destination pod's sandbox was not found on its node/);
+    await rules({ stdout: 'al-ct-exit 0\n' }); // exit 0 but no summary: not conntrack's answer
+    await expect(world.connect(A, to, { raw: true })).rejects.toThrow(/conntrack printed no summary line/);
+    await rules({ stderr: 'Error response from daemon: container n1 is not running', exit: 1 }); // docker exec itself fails
+    await expect(world.connect(A, to, { raw: true })).rejects.toThrow(/docker exec n1 sh -c [\s\S]* failed with exit code 1: Error response from daemon/);
   });
 });
 
@@ -187,8 +205,12 @@ test('raw helpers: the next-hop answer, the conntrack port, the acceptor of a SY
   expect(parseNextHop('kubectl chatter\n{"dev":"eth0","mac":"0a:58:0a:f4:00:01"}\n')).toEqual(HOP);
   expect(parseNextHop('{"dev":"eth0","mac":"not-a-mac"}\n')).toMatch(/printed no answer/);
   expect(parseNextHop('{"error":"no route to 10.9.9.9"}\n')).toBe('no route to 10.9.9.9');
-  expect(parseRawPort('al-raw-port 15001\n')).toBe(15001);
-  expect(parseRawPort('')).toBeUndefined();
+  const entry = 'tcp 6 59 SYN_RECV src=10.244.1.5 dst=10.244.1.6 sport=40000 dport=8080 src=10.244.1.6 dst=10.244.1.5 sport=15001 dport=40000 mark=0 use=1';
+  expect(parseRawPort(`${ctOut([entry])}al-ct-exit 0\n`, 8080, 'x')).toBe(15001);
+  expect(parseRawPort(`${ctOut([])}al-ct-exit 0\n`, 8080, 'x')).toBe(8080);
+  expect(() => parseRawPort('', 8080, 'x')).toThrow(/sandbox was not found/);
+  expect(() => parseRawPort('al-ct-exit 1\n', 8080, 'x')).toThrow(/conntrack exited 1/);
+  expect(() => parseRawPort(`${ctOut([entry])}al-ct-exit 0\n`, 9090, 'x')).toThrow(/lists this source only towards other ports: 8080/);
   const dst = { namespace: 'mesh', name: 'b' };
   const client = { ip: '10.244.1.5', port: 40000 };
   expect(rawSynAckAcceptor({ port: 15008, dst, appPorts: [8080], client })).toEqual({ acceptedBy: 'proxy-hbone', acceptedIn: dst });
