@@ -6,6 +6,7 @@ import { NetnsLab } from '../../e2e/netns/world-lab.js';
 import { execIn } from '../../e2e/netns/ip.js';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import { DEFAULT_LAB, labDir, requireRoot } from './lab-common.js';
+import { EXIT_CODES_HELP } from '../errors.js';
 
 export const statusCommand: CliCommand = {
   name: 'status',
@@ -15,9 +16,11 @@ export const statusCommand: CliCommand = {
       .description('show a cluster made by `ambient-lab up`: components, pods, IPs, annotations, redirection')
       .option('--name <name>', 'lab name', DEFAULT_LAB)
       .option('--json', 'machine-readable output')
+      .addHelpText('after', `\n${EXIT_CODES_HELP}`)
       .action(async (opts: { name: string; json?: boolean }) => {
+        const dir = labDir(opts.name);
         requireRoot('status');
-        const lab = NetnsLab.attach(labDir(opts.name));
+        const lab = NetnsLab.attach(dir);
         const nodes = [];
         for (const n of lab.state.nodes) {
           const agent = await lab.componentStatus('agent', n.name);
