@@ -108,6 +108,9 @@ export interface CheckReplayPlan {
   readonly json: boolean;
 }
 
+/** The defaults commander fills in (so a caller without commander can tell a choice from a default). */
+const CHECK_OPTION_DEFAULTS: Partial<CheckCliOptions> = { world: 'sim', out: DEFAULT_OUT, save: true, attacks: true, ipv6: true };
+
 /** Options that choose or size a run; a replay takes all of them from its file. */
 const RUN_ONLY_OPTIONS: ReadonlyArray<readonly [keyof CheckCliOptions, string]> = [
   ['runs', '--runs'], ['seed', '--seed'], ['profiles', '--profiles'], ['threats', '--threats'], ['properties', '--properties'],
@@ -120,7 +123,7 @@ const RUN_ONLY_OPTIONS: ReadonlyArray<readonly [keyof CheckCliOptions, string]> 
  * says whether the user typed the option (commander's option value source), so defaults are
  * not mistaken for choices. Throws UsageError.
  */
-export async function planCheck(opts: CheckCliOptions, given: (key: keyof CheckCliOptions) => boolean = (k) => opts[k] !== undefined): Promise<CheckRunPlan | CheckReplayPlan> {
+export async function planCheck(opts: CheckCliOptions, given: (key: keyof CheckCliOptions) => boolean = (k) => opts[k] !== undefined && opts[k] !== CHECK_OPTION_DEFAULTS[k]): Promise<CheckRunPlan | CheckReplayPlan> {
   if (!CHECK_WORLDS.includes(opts.world as CheckWorldName)) throw new UsageError(`--world ${JSON.stringify(opts.world)}: unknown world; accepted: ${CHECK_WORLDS.join(', ')}`);
   const world = opts.world as CheckWorldName;
   if (opts.mutant !== undefined && world !== 'sim') {
