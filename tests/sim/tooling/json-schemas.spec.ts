@@ -5,43 +5,23 @@
  * positive controls break real outputs in the ways a drifting report would, and each must fail.
  */
 import { test, expect } from '@playwright/test';
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { REPO, runCli } from '../../cli-run.js';
+import { readSchema, schemaErrors, SCHEMAS, type SchemaName } from '../../schemas.js';
 import { CHECK_REPORT_FORMAT } from '../../../scenarios/model/check.js';
 import { COUNTEREXAMPLE_FORMAT } from '../../../scenarios/model/counterexample.js';
 import { acceptedNames, REPLAY_REPORT_FORMAT } from '../../../cli/commands/check.js';
 import { TRACE_REPORT_FORMAT } from '../../../cli/commands/trace.js';
 
-const SCHEMAS = ['counterexample', 'check-report', 'replay-report', 'trace-report'] as const;
-type SchemaName = (typeof SCHEMAS)[number];
-const ID = (n: SchemaName): string => `https://ambient-lab.example/schemas/${n}.schema.json`;
-
-function readSchema(n: SchemaName): Record<string, unknown> {
-  return JSON.parse(fs.readFileSync(path.join(REPO, 'docs', 'schemas', `${n}.schema.json`), 'utf8')) as Record<string, unknown>;
-}
-
-// strict: unknown keywords and type-less keywords are schema bugs. strictRequired is off: the
-// if/then branches require properties the enclosing schema defines.
-const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true });
-for (const n of SCHEMAS) ajv.addSchema(readSchema(n));
-
-function validator(n: SchemaName): ValidateFunction {
-  const v = ajv.getSchema(ID(n));
-  if (!v) throw new Error(`schema ${n} did not compile`);
-  return v;
-}
-
 function expectValid(n: SchemaName, doc: unknown): void {
-  const v = validator(n);
-  const ok = v(doc);
-  expect(ok, `${n}: ${ajv.errorsText(v.errors, { separator: '\n' })}`).toBe(true);
+  const errors = schemaErrors(n, doc);
+  expect(errors, `${n}: ${errors ?? ''}`).toBeUndefined();
 }
 
 function expectInvalid(n: SchemaName, doc: unknown, why: string): void {
-  expect(validator(n)(doc), `${n} accepted a broken document: ${why}`).toBe(false);
+  expect(schemaErrors(n, doc), `${n} accepted a broken document: ${why}`).toBeDefined();
 }
 
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
