@@ -133,6 +133,8 @@ function words(cmd: string): string[] {
 }
 
 test('the real soak on a tiny budget: matching seeds pass; a broken rule set fails with commands that reproduce it', async () => {
+  // Several real CLI processes: on a 2-core machine shared with other jobs they can take minutes (a safety net, not a time assertion).
+  test.setTimeout(600_000);
   const small = ['--threats', 'app-nonroot', '--profiles', 'strict', '--workers', '1', '--no-attacks'];
   const pass = await soak(['--seed-list', '5,6', '--runs', '4', '--properties', 'liveness', ...small]);
   expect(pass.code, pass.stdout + pass.stderr).toBe(0);

@@ -109,6 +109,8 @@ function expectUsage(r: CliRun, ...parts: readonly (string | RegExp)[]): void {
 }
 
 test('every subcommand exits 2 on a usage error, before any work', async () => {
+  // Several real CLI processes: on a 2-core machine shared with other jobs they can take minutes (a safety net, not a time assertion).
+  test.setTimeout(600_000);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-contract-'));
   try {
     const notJson = path.join(dir, 'broken.json');
@@ -149,6 +151,8 @@ test('every subcommand exits 2 on a usage error, before any work', async () => {
 });
 
 test('a world that cannot start is a harness error (exit 3), said once; --help documents the codes', async () => {
+  // Several real CLI processes: on a 2-core machine shared with other jobs they can take minutes (a safety net, not a time assertion).
+  test.setTimeout(600_000);
   const env: Record<string, string> = { KIND: '' };
   const [kind, help, checkHelp] = await Promise.all([
     runCli(['check', '--world', 'kind'], { env }),

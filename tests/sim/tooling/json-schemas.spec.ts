@@ -44,6 +44,8 @@ test('the schemas are draft 2020-12, tagged with the formats the code writes, an
 const CELL = ['--world', 'sim', '--threats', 'app-nonroot', '--profiles', 'strict', '--seed', '5', '--workers', '1'];
 
 test('check --json: a matching run, a differing run with a counterexample, and its replay all validate', async () => {
+  // Several real CLI processes: on a 2-core machine shared with other jobs they can take minutes (a safety net, not a time assertion).
+  test.setTimeout(600_000);
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-schema-'));
   try {
     // With the attack catalog, so catalog findings and skips are in the report too.
