@@ -31,10 +31,19 @@ export const statusCommand: CliCommand = {
         for (const pod of await lab.api.list('Pod')) {
           const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
           const st = lab.state.pods[key];
-          const save = st?.netns && !st.hostNetwork && fs.existsSync(`/run/netns/${st.netns}`) ? await execIn(st.netns, ['iptables-save', '-t', 'nat']).catch(() => '') : '';
+          // A failed read is shown as such, never as "none": an unreadable netns is not an unredirected pod.
+          let redirection: string;
+          if (!st?.netns || st.hostNetwork) redirection = 'none';
+          else if (!fs.existsSync(`/run/netns/${st.netns}`)) redirection = `unknown (netns ${st.netns} is gone)`;
+          else {
+            redirection = await execIn(st.netns, ['iptables-save', '-t', 'nat']).then(
+              (save) => (/--to-ports 15001\b/.test(save) ? 'enabled' : 'none'),
+              (e: unknown) => `unknown (iptables-save failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)})`,
+            );
+          }
           pods.push({
             pod: key, node: pod.spec?.nodeName ?? '', phase: pod.status?.phase ?? '', ips: (pod.status?.podIPs ?? []).map((x) => x.ip),
-            annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS] ?? '-', redirection: /--to-ports 15001\b/.test(save) ? 'enabled' : 'none', netns: st?.netns ?? '-',
+            annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS] ?? '-', redirection, netns: st?.netns ?? '-',
           });
         }
         if (opts.json) {
