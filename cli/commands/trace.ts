@@ -29,7 +29,7 @@ export function formatAttempt(r: AttemptResult, withTrace: boolean): string {
 export const TRACE_REPORT_FORMAT = 'ambient-lab/trace@1';
 
 /** Read, parse and run a lab file; every problem with the file itself is a usage error (exit 2). */
-function loadAndRun(labfile: string): { lab: Lab; run: LabRun } {
+function loadAndRun(labfile: string, only: string | undefined): { lab: Lab; run: LabRun } {
   let text: string;
   try {
     text = readFileSync(labfile, 'utf8');
@@ -39,6 +39,8 @@ function loadAndRun(labfile: string): { lab: Lab; run: LabRun } {
   }
   try {
     const lab = parseLab(text, labfile);
+    const names = lab.attempts.map((a) => a.name);
+    if (only !== undefined && !names.includes(only)) throw new UsageError(`--only ${JSON.stringify(only)}: no attempt of that name in ${labfile}; accepted: ${names.join(', ')}`);
     // Errors in rule text, routes and addresses surface while the lab is built, as LabErrors too.
     return { lab, run: runLab(lab, labfile) };
   } catch (e) {
@@ -67,7 +69,7 @@ export const traceCommand: CliCommand = {
         '  3  harness error: --kernel without root, or the kernel lab could not be built',
       ].join('\n'))
       .action(async (labfile: string, opts: { json?: boolean; only?: string; packets: boolean; kernel?: boolean }) => {
-        const { lab, run } = loadAndRun(labfile);
+        const { lab, run } = loadAndRun(labfile, opts.only);
         let results = run.results;
         if (opts.only !== undefined) {
           results = results.filter((r) => r.name === opts.only);

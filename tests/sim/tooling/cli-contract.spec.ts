@@ -116,7 +116,7 @@ test('every subcommand exits 2 on a usage error, before any work', async () => {
     const notJson = path.join(dir, 'broken.json');
     fs.writeFileSync(notJson, '{\n  "format": "ambient-lab/counterexample@1",\n  "seed": 1,\n');
     const out = path.join(dir, 'cx');
-    const [unknownFlag, badThreat, badMutant, badWorld, badShard, missing, malformed, unknownCmd, trace, up, status, exec, down] = await Promise.all([
+    const [unknownFlag, badThreat, badMutant, badWorld, badShard, missing, malformed, unknownCmd, trace, only, up, status, exec, down] = await Promise.all([
       runCli(['check', '--threads', '2']),
       runCli(['check', '--threats', 'app-martian', '--out', out]),
       runCli(['check', '--mutant', 'no such mutant', '--profiles', 'strict', '--out', out]),
@@ -126,6 +126,7 @@ test('every subcommand exits 2 on a usage error, before any work', async () => {
       runCli(['check', '--replay', notJson]),
       runCli(['chekc']),
       runCli(['trace']),
+      runCli(['trace', 'fixtures/labs/inpod.yaml', '--only', 'nope']),
       runCli(['up', '--nodes', 'two']),
       runCli(['status', '--name', '../etc']),
       runCli(['exec', 'Bad_Pod', '--', 'true']),
@@ -141,6 +142,7 @@ test('every subcommand exits 2 on a usage error, before any work', async () => {
     expectUsage(malformed, `--replay ${notJson}: not valid JSON (line 4, column 1: unexpected end of input, expected a double-quoted property name)`);
     expectUsage(unknownCmd, "unknown command 'chekc'");
     expectUsage(trace, "missing required argument 'labfile'");
+    expectUsage(only, '--only "nope": no attempt of that name in fixtures/labs/inpod.yaml; accepted: app-a-to-pod-b, ');
     expectUsage(up, '--nodes "two": expected a decimal integer in 1..16');
     expectUsage(status, '--name "../etc": invalid lab name; accepted: [a-z0-9]');
     expectUsage(exec, 'pod "Bad_Pod": expected NAMESPACE/NAME or NAME');
