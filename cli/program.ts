@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import * as path from 'node:path';
 import { Command } from 'commander';
 import { commands } from './commands/index.js';
+import { EXIT_CODES_HELP } from './errors.js';
 
 export function packageVersion(): string {
   // cli/ sits one level under the package root in source and two levels under it in dist/.
@@ -29,7 +30,24 @@ export function buildProgram(): Command {
     )
     .version(packageVersion(), '-V, --version', 'print the ambient-lab version')
     .showHelpAfterError('(run with --help for usage)')
-    .configureHelp({ sortSubcommands: false });
+    .showSuggestionAfterError(true)
+    // Throw instead of process.exit, so main.ts maps commander's errors to exit 2 (usage). Inherited
+    // by the commands registered below.
+    .exitOverride()
+    .configureHelp({ sortSubcommands: false })
+    .addHelpText('after', `\n${EXIT_CODES_HELP}`);
   for (const c of commands) c.register(program);
   return program;
+}
+
+/**
+ * For an unknown option: the options the command does accept, so the message names the
+ * accepted values as well as the wrong one.
+ */
+export function optionsHint(program: Command, args: readonly string[]): string {
+  const first = args.find((a) => !a.startsWith('-'));
+  const sub = program.commands.find((c) => c.name() === first);
+  const cmd = sub ?? program;
+  const flags = cmd.options.map((o) => o.long ?? o.short ?? o.flags);
+  return `accepted options of ${sub ? `\`ambient-lab ${sub.name()}\`` : '`ambient-lab`'}: ${flags.join(', ')}`;
 }

@@ -8,15 +8,18 @@
 import { availableParallelism } from 'node:os';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
+import { EXIT_CODES_HELP, EXIT_DIFFERS, EXIT_HARNESS, EXIT_OK, HarnessError, UsageError, parseIntFlag, parseNameList } from '../errors.js';
 import { runCheck, type CheckReport, type Progress } from '../../scenarios/model/check.js';
-import { loadCounterexample, renderCounterexample } from '../../scenarios/model/counterexample.js';
-import { FAILING, parseShard, renderMatrix } from '../../scenarios/model/matrix.js';
+import { defaultCatalog } from '../../scenarios/model/catalog.js';
+import { CounterexampleFileError, loadCounterexample, renderCounterexample, type CounterexampleFile } from '../../scenarios/model/counterexample.js';
+import { FAILING, parseShard, planCells, renderMatrix, type MatrixSelection } from '../../scenarios/model/matrix.js';
 import { replayCounterexample } from '../../scenarios/model/replay.js';
-import { CHECK_WORLDS, loadFactory, type CheckWorldName } from '../../scenarios/model/worlds.js';
+import { CHECK_WORLDS, loadFactory, mutantNames, type CheckWorldName } from '../../scenarios/model/worlds.js';
+import type { Profile } from '../../scenarios/world.js';
 
 import { DEFAULT_MAX_COMMANDS, DEFAULT_NODES, DEFAULT_OUT, DEFAULT_RUNS } from '../../scenarios/model/defaults.js';
 
-interface CheckCliOptions {
+export interface CheckCliOptions {
   world: string;
   runs?: string;
   seed?: string;
@@ -53,28 +56,141 @@ export interface BudgetChoice {
   readonly profiles?: readonly string[];
 }
 
-/** The budget and selection of a run from the options given (undefined: not given). */
+/** The names `--threats`, `--profiles` and `--properties` accept. */
+export function acceptedNames(): { readonly threats: readonly string[]; readonly profiles: readonly Profile[]; readonly properties: readonly string[] } {
+  const c = defaultCatalog();
+  return { threats: c.threats.map((t) => t.id), profiles: c.profiles, properties: c.properties.map((p) => p.name) };
+}
+
+/**
+ * The budget and selection of a run from the options given (undefined: not given). Every value
+ * is checked here, before any work: a bad one is a UsageError naming the flag, the value and
+ * what is accepted.
+ */
 export function checkBudget(world: CheckWorldName, given: { runs?: string; maxCommands?: string; threats?: string; profiles?: string; properties?: string; shard?: string }): BudgetChoice {
   const kind = world === 'kind';
+  const names = acceptedNames();
   const narrowed = given.threats !== undefined || given.profiles !== undefined || given.properties !== undefined || given.shard !== undefined;
-  const threats = list(given.threats) ?? (kind && !narrowed ? [...KIND_DEFAULTS.threats] : undefined);
-  const profiles = list(given.profiles) ?? (kind && !narrowed ? [...KIND_DEFAULTS.profiles] : undefined);
+  const threats = given.threats !== undefined ? parseNameList('--threats', given.threats, names.threats) : kind && !narrowed ? [...KIND_DEFAULTS.threats] : undefined;
+  const profiles = given.profiles !== undefined ? parseNameList('--profiles', given.profiles, names.profiles) : kind && !narrowed ? [...KIND_DEFAULTS.profiles] : undefined;
   return {
-    runs: given.runs !== undefined ? positiveInt('--runs', given.runs) : kind ? KIND_DEFAULTS.runs : DEFAULT_RUNS,
-    maxCommands: given.maxCommands !== undefined ? positiveInt('--max-commands', given.maxCommands) : kind ? KIND_DEFAULTS.maxCommands : DEFAULT_MAX_COMMANDS,
+    runs: given.runs !== undefined ? parseIntFlag('--runs', given.runs, 1) : kind ? KIND_DEFAULTS.runs : DEFAULT_RUNS,
+    maxCommands: given.maxCommands !== undefined ? parseIntFlag('--max-commands', given.maxCommands, 1, 1000) : kind ? KIND_DEFAULTS.maxCommands : DEFAULT_MAX_COMMANDS,
     ...(threats ? { threats } : {}),
     ...(profiles ? { profiles } : {}),
   };
 }
 
-function list(text: string | undefined): string[] | undefined {
-  return text === undefined ? undefined : text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+/** A validated `check` run: everything the run needs, nothing left to parse. */
+export interface CheckRunPlan {
+  readonly kind: 'run';
+  readonly world: CheckWorldName;
+  readonly mutant?: string;
+  readonly runs: number;
+  readonly maxCommands: number;
+  /** Undefined: a random seed, drawn (and printed) when the run starts. */
+  readonly seed?: number;
+  readonly selection: MatrixSelection;
+  readonly workers?: number;
+  readonly outDir: string | undefined;
+  readonly attacks: boolean;
+  readonly ipv6: boolean;
+  readonly json: boolean;
 }
 
-function positiveInt(name: string, text: string, min = 1): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name} ${JSON.stringify(text)}: expected an integer >= ${min}`);
-  return n;
+/** A validated `check --replay FILE`. */
+export interface CheckReplayPlan {
+  readonly kind: 'replay';
+  readonly file: string;
+  readonly counterexample: CounterexampleFile;
+  readonly world?: 'sim' | 'netns';
+  readonly mutant?: string;
+  readonly json: boolean;
+}
+
+/** The defaults commander fills in (so a caller without commander can tell a choice from a default). */
+const CHECK_OPTION_DEFAULTS: Partial<CheckCliOptions> = { world: 'sim', out: DEFAULT_OUT, save: true, attacks: true, ipv6: true };
+
+/** Options that choose or size a run; a replay takes all of them from its file. */
+const RUN_ONLY_OPTIONS: ReadonlyArray<readonly [keyof CheckCliOptions, string]> = [
+  ['runs', '--runs'], ['seed', '--seed'], ['profiles', '--profiles'], ['threats', '--threats'], ['properties', '--properties'],
+  ['shard', '--shard'], ['maxCommands', '--max-commands'], ['workers', '--workers'], ['out', '--out'], ['save', '--no-save'],
+  ['attacks', '--no-attacks'], ['ipv6', '--no-ipv6'],
+];
+
+/**
+ * Validate every option of `check` (and the replay file) before anything runs. `given(key)`
+ * says whether the user typed the option (commander's option value source), so defaults are
+ * not mistaken for choices. Throws UsageError.
+ */
+export async function planCheck(opts: CheckCliOptions, given: (key: keyof CheckCliOptions) => boolean = (k) => opts[k] !== undefined && opts[k] !== CHECK_OPTION_DEFAULTS[k]): Promise<CheckRunPlan | CheckReplayPlan> {
+  if (!CHECK_WORLDS.includes(opts.world as CheckWorldName)) throw new UsageError(`--world ${JSON.stringify(opts.world)}: unknown world; accepted: ${CHECK_WORLDS.join(', ')}`);
+  const world = opts.world as CheckWorldName;
+  if (opts.mutant !== undefined && world !== 'sim') {
+    throw new UsageError(`--mutant ${JSON.stringify(opts.mutant)} with --world ${world}: mutants run on the sim world only (only its agents have the plan hook); drop --world or --mutant`);
+  }
+  const json = opts.json === true;
+  if (opts.replay !== undefined) {
+    const ignored = RUN_ONLY_OPTIONS.filter(([k]) => given(k)).map(([, flag]) => flag);
+    if (ignored.length > 0) {
+      throw new UsageError(`--replay ${opts.replay} with ${ignored.join(', ')}: a replay takes its cell, seed and settings from the file; accepted with --replay: --world sim|netns, --mutant, --json`);
+    }
+    if (world === 'kind') throw new UsageError('--replay with --world kind: a counterexample replays from its seed in one world, and kind shares one cluster; use --world sim or netns');
+    let f: CounterexampleFile;
+    try {
+      f = loadCounterexample(opts.replay);
+    } catch (e) {
+      if (e instanceof CounterexampleFileError) throw new UsageError(`--replay ${e.message}`, { cause: e });
+      throw e;
+    }
+    const names = acceptedNames();
+    if (!names.properties.includes(f.property)) throw new UsageError(`--replay ${opts.replay}: the counterexample names property ${JSON.stringify(f.property)}, which this build does not know; known: ${names.properties.join(', ')}`);
+    if (!names.threats.includes(f.threat)) throw new UsageError(`--replay ${opts.replay}: the counterexample names threat ${JSON.stringify(f.threat)}, which this build does not know; known: ${names.threats.join(', ')}`);
+    const mutant = opts.mutant ?? f.mutant;
+    if (mutant !== undefined) await checkMutant(mutant, [f.profile], f.settings.ipv6, opts.mutant !== undefined ? '--mutant' : `--replay ${opts.replay}: its mutant`);
+    return { kind: 'replay', file: opts.replay, counterexample: f, ...(world !== 'sim' || given('world') ? { world } : {}), ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}), json };
+  }
+  const budget = checkBudget(world, opts);
+  const names = acceptedNames();
+  const properties = opts.properties !== undefined ? parseNameList('--properties', opts.properties, names.properties) : undefined;
+  let shard: MatrixSelection['shard'];
+  if (opts.shard !== undefined) {
+    try {
+      shard = parseShard(opts.shard);
+    } catch (e) {
+      throw new UsageError((e as Error).message, { cause: e });
+    }
+  }
+  const selection: MatrixSelection = {
+    ...(budget.profiles ? { profiles: budget.profiles } : {}),
+    ...(budget.threats ? { threats: budget.threats } : {}),
+    ...(properties ? { properties } : {}),
+    ...(shard ? { shard } : {}),
+  };
+  const cells = planCells(defaultCatalog(), selection);
+  if (cells.length === 0) {
+    throw new UsageError(`--shard ${opts.shard ?? ''}: the selection has ${planCells(defaultCatalog(), { ...selection, shard: undefined }).length} cells and this shard gets none; use fewer shards`);
+  }
+  const seed = opts.seed !== undefined ? parseIntFlag('--seed', opts.seed, 0) : undefined;
+  const workers = opts.workers !== undefined ? parseIntFlag('--workers', opts.workers, 0, 256) : undefined;
+  const ipv6 = opts.ipv6;
+  // budget.profiles holds only names parseNameList accepted, i.e. profiles.
+  if (opts.mutant !== undefined) await checkMutant(opts.mutant, (budget.profiles as readonly Profile[] | undefined) ?? names.profiles, ipv6, '--mutant');
+  return {
+    kind: 'run', world, ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}), runs: budget.runs, maxCommands: budget.maxCommands,
+    ...(seed !== undefined ? { seed } : {}), selection, ...(workers !== undefined ? { workers } : {}),
+    outDir: opts.save ? opts.out : undefined, attacks: opts.attacks, ipv6, json,
+  };
+}
+
+/** A mutant must exist for every profile the run uses, or those cells would only report errors. */
+async function checkMutant(name: string, profiles: readonly Profile[], ipv6: boolean, what: string): Promise<void> {
+  for (const profile of profiles) {
+    const known = await mutantNames(profile, ipv6);
+    if (!known.includes(name)) {
+      throw new UsageError(`${what} ${JSON.stringify(name)}: no such mutant for profile ${profile}${ipv6 ? '' : ' (single-stack)'}; accepted: ${known.map((n) => JSON.stringify(n)).join(', ')}`);
+    }
+  }
 }
 
 /** A progress bar on a TTY, a line per 10% otherwise (CI logs). */
@@ -154,21 +270,29 @@ export function renderReport(r: CheckReport): string {
   return lines.join('\n');
 }
 
-async function replay(file: string, opts: CheckCliOptions): Promise<void> {
-  const f = loadCounterexample(file);
-  const world = opts.world === 'sim' || opts.world === 'netns' ? opts.world : undefined;
-  if (opts.world === 'kind') throw new Error('--replay runs on the sim or netns world (a counterexample replays from its seed in one world); drop --world kind');
-  const out = await replayCounterexample(f, { ...(world ? { world } : {}), ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}) });
-  if (opts.json) {
-    process.stdout.write(JSON.stringify({ format: 'ambient-lab/replay@1', file, ...out }, null, 2) + '\n');
+/** Exit code of a check report: an ERROR cell outranks a difference (the run gave no answer there). */
+export function checkExitCode(r: Pick<CheckReport, 'cells' | 'ok'>): number {
+  if (r.cells.some((c) => c.status === 'error')) return EXIT_HARNESS;
+  return r.ok ? EXIT_OK : EXIT_DIFFERS;
+}
+
+async function replay(p: CheckReplayPlan): Promise<number> {
+  const f = p.counterexample;
+  const out = await replayCounterexample(f, { ...(p.world ? { world: p.world } : {}), ...(p.mutant !== undefined ? { mutant: p.mutant } : {}) });
+  if (p.json) {
+    process.stdout.write(JSON.stringify({ format: REPLAY_REPORT_FORMAT, file: p.file, ...out }, null, 2) + '\n');
   } else {
     if (out.replayed) process.stdout.write(renderCounterexample(out.replayed) + '\n\n');
     process.stdout.write(out.same
       ? `REPRODUCED: ${f.property} × ${f.threat} × ${f.profile}: ${out.observed}\n`
-      : `NOT REPRODUCED: expected "${out.original}", observed ${out.observed}\n`);
+      : out.error !== undefined
+        ? `HARNESS ERROR: the replay of ${p.file} failed: ${out.error}\n`
+        : `NOT REPRODUCED: expected "${out.original}", observed ${out.observed}\n`);
   }
-  if (!out.same) process.exitCode = 1;
+  return out.same ? EXIT_OK : out.error !== undefined ? EXIT_HARNESS : EXIT_DIFFERS;
 }
+
+export const REPLAY_REPORT_FORMAT = 'ambient-lab/replay@1';
 
 export const checkCommand: CliCommand = {
   name: 'check',
@@ -192,37 +316,37 @@ export const checkCommand: CliCommand = {
       .option('--replay <file>', 're-run a saved counterexample and check it reaches the same violation')
       .option('--mutant <name>', 'positive control: every agent applies this rule-builder mutant (sim only; names in docs/check.md)')
       .option('--json', 'print the full report as JSON on stdout')
-      .action(async (opts: CheckCliOptions) => {
-        if (!CHECK_WORLDS.includes(opts.world as CheckWorldName)) throw new Error(`--world ${JSON.stringify(opts.world)}: expected ${CHECK_WORLDS.join(', ')}`);
-        const world = opts.world as CheckWorldName;
-        if (opts.replay !== undefined) {
-          await replay(opts.replay, opts);
+      .addHelpText('after', `\n${EXIT_CODES_HELP}`)
+      .action(async (opts: CheckCliOptions, cmd: Command) => {
+        const plan = await planCheck(opts, (k) => cmd.getOptionValueSource(k) === 'cli');
+        if (plan.kind === 'replay') {
+          process.exitCode = await replay(plan);
           return;
         }
-        const budget = checkBudget(world, opts);
-        // A kind run that cannot run says why once and stops, instead of an error in every cell.
-        if (world === 'kind') await loadFactory({ world });
-        const seed = opts.seed !== undefined ? positiveInt('--seed', opts.seed, 0) : Math.floor(Math.random() * 0x7fffffff);
+        // A world that cannot run says why once and stops (exit 3), instead of an ERROR in every cell.
+        if (plan.world !== 'sim') {
+          try {
+            await loadFactory({ world: plan.world });
+          } catch (e) {
+            throw new HarnessError((e as Error).message, { cause: e });
+          }
+        }
+        const seed = plan.seed ?? Math.floor(Math.random() * 0x7fffffff);
         const progress = progressPrinter();
         const report = await runCheck({
-          world: { world, ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}) },
-          settings: { nodes: DEFAULT_NODES, ipv6: opts.ipv6, dnsCapture: false, maxCommands: budget.maxCommands },
-          runs: budget.runs,
+          world: { world: plan.world, ...(plan.mutant !== undefined ? { mutant: plan.mutant } : {}) },
+          settings: { nodes: DEFAULT_NODES, ipv6: plan.ipv6, dnsCapture: false, maxCommands: plan.maxCommands },
+          runs: plan.runs,
           seed,
-          selection: {
-            ...(budget.profiles ? { profiles: budget.profiles } : {}),
-            ...(budget.threats ? { threats: budget.threats } : {}),
-            ...(list(opts.properties) ? { properties: list(opts.properties) } : {}),
-            ...(opts.shard !== undefined ? { shard: parseShard(opts.shard) } : {}),
-          },
-          workers: opts.workers !== undefined ? positiveInt('--workers', opts.workers, 0) : availableParallelism(),
-          outDir: opts.save ? opts.out : undefined,
-          attacks: opts.attacks,
+          selection: plan.selection,
+          workers: plan.workers ?? availableParallelism(),
+          outDir: plan.outDir,
+          attacks: plan.attacks,
           onProgress: (p) => progress.update(p),
         });
         progress.done();
-        process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report) + '\n');
-        if (!report.ok) process.exitCode = 1;
+        process.stdout.write(plan.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report) + '\n');
+        process.exitCode = checkExitCode(report);
       });
   },
 };

@@ -5,6 +5,7 @@ import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
 import { NetnsLab } from '../../e2e/netns/world-lab.js';
 import { DEFAULT_LAB, labDir, requireRoot } from './lab-common.js';
+import { EXIT_CODES_HELP } from '../errors.js';
 
 export const downCommand: CliCommand = {
   name: 'down',
@@ -13,9 +14,10 @@ export const downCommand: CliCommand = {
       .command('down')
       .description('remove a cluster made by `ambient-lab up` (processes by recorded pid, namespaces by run prefix)')
       .option('--name <name>', 'lab name', DEFAULT_LAB)
+      .addHelpText('after', `\n${EXIT_CODES_HELP}`)
       .action(async (opts: { name: string }) => {
-        requireRoot('down');
         const dir = labDir(opts.name);
+        requireRoot('down');
         if (!fs.existsSync(path.join(dir, 'state.json'))) {
           process.stdout.write(`ambient-lab ${opts.name} is not up (no ${path.join(dir, 'state.json')}); nothing to do\n`);
           return;

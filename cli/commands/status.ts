@@ -6,6 +6,7 @@ import { NetnsLab } from '../../e2e/netns/world-lab.js';
 import { observeIn } from '../../e2e/netns/observe.js';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import { DEFAULT_LAB, labDir, requireRootAndTools } from './lab-common.js';
+import { EXIT_CODES_HELP } from '../errors.js';
 
 /** The mesh's outbound redirect, in either form (nat REDIRECT or mangle TPROXY), as the netns world reads it. */
 const REDIRECT_RULE = /--to-ports 15001\b|--on-port 15001\b/;
@@ -18,9 +19,11 @@ export const statusCommand: CliCommand = {
       .description('show a cluster made by `ambient-lab up`: components, pods, IPs, annotations, redirection')
       .option('--name <name>', 'lab name', DEFAULT_LAB)
       .option('--json', 'machine-readable output')
+      .addHelpText('after', `\n${EXIT_CODES_HELP}`)
       .action(async (opts: { name: string; json?: boolean }) => {
+        const dir = labDir(opts.name);
         requireRootAndTools('status');
-        const lab = NetnsLab.attach(labDir(opts.name));
+        const lab = NetnsLab.attach(dir);
         const nodes = [];
         for (const n of lab.state.nodes) {
           const agent = await lab.componentStatus('agent', n.name);
@@ -31,12 +34,16 @@ export const statusCommand: CliCommand = {
         for (const pod of await lab.api.list('Pod')) {
           const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
           const st = lab.state.pods[key];
-          // A pod without its own running sandbox has no rules to read; a sandbox that is recorded
-          // but gone is shown as such; a failed read of an existing one is an error, not "none".
+          // A failed read is shown as such, never as "none": an unreadable netns is not an unredirected pod.
           let redirection: string;
           if (!st?.netns || st.hostNetwork) redirection = 'none';
-          else if (!fs.existsSync(`/run/netns/${st.netns}`)) redirection = 'netns gone';
-          else redirection = REDIRECT_RULE.test(await observeIn(st.netns, ['iptables-save'])) ? 'enabled' : 'none';
+          else if (!fs.existsSync(`/run/netns/${st.netns}`)) redirection = `unknown (netns ${st.netns} is gone)`;
+          else {
+            redirection = await observeIn(st.netns, ['iptables-save']).then(
+              (save) => (REDIRECT_RULE.test(save) ? 'enabled' : 'none'),
+              (e: unknown) => `unknown (iptables-save failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)})`,
+            );
+          }
           pods.push({
             pod: key, node: pod.spec?.nodeName ?? '', phase: pod.status?.phase ?? '', ips: (pod.status?.podIPs ?? []).map((x) => x.ip),
             annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS] ?? '-', redirection, netns: st?.netns ?? '-',

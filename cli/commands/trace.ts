@@ -6,8 +6,9 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
-import { parseLab } from '../../sim/lab/lab-file.js';
-import { runLab, type AttemptResult } from '../../sim/lab/run-lab.js';
+import { EXIT_DIFFERS, HarnessError, UsageError } from '../errors.js';
+import { LabError, parseLab, type Lab } from '../../sim/lab/lab-file.js';
+import { runLab, type AttemptResult, type LabRun } from '../../sim/lab/run-lab.js';
 import { renderTrace } from '../../sim/kernel/trace.js';
 
 export function formatAttempt(r: AttemptResult, withTrace: boolean): string {
@@ -24,6 +25,30 @@ export function formatAttempt(r: AttemptResult, withTrace: boolean): string {
   return lines.join('\n');
 }
 
+/** The `format` tag of `trace --json` (schema: docs/schemas/trace-report.schema.json). */
+export const TRACE_REPORT_FORMAT = 'ambient-lab/trace@1';
+
+/** Read, parse and run a lab file; every problem with the file itself is a usage error (exit 2). */
+function loadAndRun(labfile: string, only: string | undefined): { lab: Lab; run: LabRun } {
+  let text: string;
+  try {
+    text = readFileSync(labfile, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new UsageError(`cannot read lab file ${labfile}: ${code ?? (e as Error).message}${code === 'ENOENT' ? ' (no such file)' : ''}; see docs/lab-file.md and fixtures/labs/`, { cause: e });
+  }
+  try {
+    const lab = parseLab(text, labfile);
+    const names = lab.attempts.map((a) => a.name);
+    if (only !== undefined && !names.includes(only)) throw new UsageError(`--only ${JSON.stringify(only)}: no attempt of that name in ${labfile}; accepted: ${names.join(', ')}`);
+    // Errors in rule text, routes and addresses surface while the lab is built, as LabErrors too.
+    return { lab, run: runLab(lab, labfile) };
+  } catch (e) {
+    if (e instanceof LabError) throw new UsageError(e.message, { cause: e });
+    throw e;
+  }
+}
+
 export const traceCommand: CliCommand = {
   name: 'trace',
   register(program: Command): void {
@@ -35,22 +60,23 @@ export const traceCommand: CliCommand = {
       .option('--only <name>', 'run all attempts but print only this one')
       .option('--no-packets', 'omit the packet traces from the text output')
       .option('--kernel', 'also run the lab on the real kernel (root; private namespaces) and print every difference from the simulation')
+      .addHelpText('after', [
+        '',
+        'Exit codes:',
+        '  0  the lab ran (with --kernel: the kernel agreed with the simulation on every attempt)',
+        '  1  with --kernel: the kernel and the simulation differ',
+        '  2  usage error: bad flag, unreadable lab file, or an error in it (with its line and column)',
+        '  3  harness error: --kernel without root, or the kernel lab could not be built',
+      ].join('\n'))
       .action(async (labfile: string, opts: { json?: boolean; only?: string; packets: boolean; kernel?: boolean }) => {
-        let text: string;
-        try {
-          text = readFileSync(labfile, 'utf8');
-        } catch (e) {
-          throw new Error(`cannot read lab file ${labfile}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { cause: e });
-        }
-        const lab = parseLab(text, labfile);
-        const run = runLab(lab, labfile);
+        const { lab, run } = loadAndRun(labfile, opts.only);
         let results = run.results;
         if (opts.only !== undefined) {
           results = results.filter((r) => r.name === opts.only);
-          if (results.length === 0) throw new Error(`no attempt named ${JSON.stringify(opts.only)} in ${labfile}; attempts: ${run.results.map((r) => r.name).join(', ')}`);
+          if (results.length === 0) throw new UsageError(`--only ${JSON.stringify(opts.only)}: no attempt of that name in ${labfile}; accepted: ${run.results.map((r) => r.name).join(', ')}`);
         }
         if (opts.kernel) {
-          if (process.getuid?.() !== 0) throw new Error('trace --kernel runs the lab in real network namespaces and needs root: run it as root, or drop --kernel');
+          if (process.getuid?.() !== 0) throw new HarnessError('trace --kernel runs the lab in real network namespaces and needs root: run it as root, or drop --kernel');
           (await import('../../e2e/netns/required-tools.js')).requireTools('trace --kernel');
           // Loaded only when asked: the real-kernel world is not needed for simulation.
           const { runLabOnKernel } = await import('../../e2e/netns/lab-runner.js');
@@ -61,16 +87,16 @@ export const traceCommand: CliCommand = {
           const kr = kernelResults.filter((r) => names.has(r.name));
           const diffs = compareResults(results, kr, udp);
           if (opts.json) {
-            process.stdout.write(JSON.stringify({ lab: labfile, world: 'sim+kernel', kernel: lab.kernel, attempts: results, kernelAttempts: kr, differences: diffs }, null, 2) + '\n');
+            process.stdout.write(JSON.stringify({ format: TRACE_REPORT_FORMAT, lab: labfile, world: 'sim+kernel', kernel: lab.kernel, attempts: results, kernelAttempts: kr, differences: diffs }, null, 2) + '\n');
           } else {
             process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n\n');
             process.stdout.write(formatDifferences(diffs, results, kr) + '\n');
           }
-          if (diffs.length > 0) process.exitCode = 1;
+          if (diffs.length > 0) process.exitCode = EXIT_DIFFERS;
           return;
         }
         if (opts.json) {
-          process.stdout.write(JSON.stringify({ lab: labfile, world: 'sim', kernel: lab.kernel, attempts: results }, null, 2) + '\n');
+          process.stdout.write(JSON.stringify({ format: TRACE_REPORT_FORMAT, lab: labfile, world: 'sim', kernel: lab.kernel, attempts: results }, null, 2) + '\n');
           return;
         }
         process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n');

@@ -10,6 +10,7 @@ import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
 import { NetnsLab } from '../../e2e/netns/world-lab.js';
 import { DEFAULT_LAB, labDir, requireRootAndTools } from './lab-common.js';
+import { EXIT_CODES_HELP, HarnessError, UsageError, parseIntFlag } from '../errors.js';
 
 export const upCommand: CliCommand = {
   name: 'up',
@@ -21,17 +22,18 @@ export const upCommand: CliCommand = {
       .option('--pods <m>', 'demo pods per node (namespace demo, in the mesh)', '2')
       .option('--profile <p>', 'rule profile: upstream or strict', 'upstream')
       .option('--name <name>', 'lab name (several labs can run side by side)', DEFAULT_LAB)
+      .addHelpText('after', `\n${EXIT_CODES_HELP}`)
       .action(async (opts: { nodes: string; pods: string; profile: string; name: string }) => {
-        requireRootAndTools('up');
-        const nodes = Number(opts.nodes);
-        const pods = Number(opts.pods);
-        if (!Number.isInteger(nodes) || nodes < 1 || nodes > 16) throw new Error(`--nodes must be an integer in 1..16, got ${opts.nodes}`);
-        if (!Number.isInteger(pods) || pods < 0 || pods > 50) throw new Error(`--pods must be an integer in 0..50, got ${opts.pods}`);
-        if (opts.profile !== 'upstream' && opts.profile !== 'strict') throw new Error(`--profile must be upstream or strict, got ${opts.profile}`);
+        // Usage first (exit 2), then what the machine must offer (exit 3).
+        const nodes = parseIntFlag('--nodes', opts.nodes, 1, 16);
+        const pods = parseIntFlag('--pods', opts.pods, 0, 50);
+        if (opts.profile !== 'upstream' && opts.profile !== 'strict') throw new UsageError(`--profile ${JSON.stringify(opts.profile)}: unknown profile; accepted: upstream, strict`);
+        const profile: 'upstream' | 'strict' = opts.profile;
         const dir = labDir(opts.name);
-        if (fs.existsSync(path.join(dir, 'state.json'))) throw new Error(`lab ${opts.name} is already up (${dir}); run \`ambient-lab down --name ${opts.name}\` first`);
+        requireRootAndTools('up');
+        if (fs.existsSync(path.join(dir, 'state.json'))) throw new HarnessError(`lab ${opts.name} is already up (${dir}); run \`ambient-lab down --name ${opts.name}\` first`);
         const t0 = Date.now();
-        const lab = await NetnsLab.create({ nodes, profile: opts.profile, name: opts.name });
+        const lab = await NetnsLab.create({ nodes, profile, name: opts.name });
         try {
           await lab.api.create('Namespace', { metadata: { name: 'demo', labels: { 'istio.io/dataplane-mode': 'ambient' } } });
           for (const n of lab.state.nodes) {

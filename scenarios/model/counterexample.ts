@@ -9,6 +9,8 @@ import type { Profile, WorldKind } from '../world.js';
 import type { PropertyName } from '../properties/index.js';
 import type { AttemptRecord } from './contracts.js';
 import { describeOptions } from './commands.js';
+import { findJsonSyntaxError } from './json-error.js';
+import { DEFAULT_OUT } from './defaults.js';
 import type { CellCounterexample } from './run-cell.js';
 import type { StepRecord } from './run-context.js';
 
@@ -84,21 +86,79 @@ export function saveCounterexample(dir: string, file: CounterexampleFile): strin
   return full;
 }
 
+/**
+ * A file `--replay` cannot use: unreadable, not JSON, not a counterexample, or missing what a
+ * replay needs. The message names the file and the problem; the CLI reports it as a usage error.
+ */
+export class CounterexampleFileError extends Error {
+  constructor(readonly file: string, readonly problem: string, options?: ErrorOptions) {
+    super(`${file}: ${problem}`, options);
+  }
+}
+
+type Check = (v: unknown) => string | undefined;
+const isString: Check = (v) => (typeof v === 'string' ? undefined : 'a string');
+const isBool: Check = (v) => (typeof v === 'boolean' ? undefined : 'true or false');
+const isInt = (min: number): Check => (v) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= min ? undefined : `an integer >= ${min}`);
+const isStringList: Check = (v) => (Array.isArray(v) && v.every((x) => typeof x === 'string') ? undefined : 'a list of strings');
+const isObject: Check = (v) => (typeof v === 'object' && v !== null && !Array.isArray(v) ? undefined : 'an object');
+
+/** What a replay reads from the file, field by field (the rest is for people reading it). */
+const REQUIRED: ReadonlyArray<readonly [string, Check]> = [
+  ['property', isString], ['threat', isString],
+  ['profile', (v) => (v === 'upstream' || v === 'strict' ? undefined : '"upstream" or "strict"')],
+  ['world', isString], ['seed', isInt(0)], ['path', isString],
+  ['settings', isObject], ['settings.nodes', isInt(1)], ['settings.ipv6', isBool], ['settings.dnsCapture', isBool], ['settings.maxCommands', isInt(1)],
+  ['violation', isObject], ['violation.property', isString], ['violation.message', isString],
+  ['commands', isStringList],
+];
+const OPTIONAL: ReadonlyArray<readonly [string, Check]> = [['replayPath', isString], ['mutant', isString]];
+
+function at(doc: Record<string, unknown>, dotted: string): unknown {
+  let v: unknown = doc;
+  for (const k of dotted.split('.')) v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[k] : undefined;
+  return v;
+}
+
+/** Parse and check a counterexample file; every failure is a CounterexampleFileError naming the problem. */
+export function parseCounterexample(file: string, text: string): CounterexampleFile {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    const p = findJsonSyntaxError(text);
+    const where = p ? `line ${p.line}, column ${p.column}: ${p.problem}` : (e as Error).message;
+    throw new CounterexampleFileError(file, `not valid JSON (${where}); a counterexample file is the JSON \`ambient-lab check\` saves`, { cause: e });
+  }
+  if (isObject(doc) !== undefined) throw new CounterexampleFileError(file, `not a counterexample file: the JSON is ${Array.isArray(doc) ? 'an array' : typeof doc}, expected an object with "format": "${COUNTEREXAMPLE_FORMAT}"`);
+  const o = doc as Record<string, unknown>;
+  if (o['format'] !== COUNTEREXAMPLE_FORMAT) {
+    throw new CounterexampleFileError(file, `not a counterexample file: "format" is ${JSON.stringify(o['format'])}, expected "${COUNTEREXAMPLE_FORMAT}"; use a file written by \`ambient-lab check\` (see its counterexampleFile)`);
+  }
+  for (const [key, check] of REQUIRED) {
+    const v = at(o, key);
+    if (v === undefined) throw new CounterexampleFileError(file, `counterexample lacks "${key}"; it cannot be replayed`);
+    const want = check(v);
+    if (want !== undefined) throw new CounterexampleFileError(file, `counterexample field "${key}" is ${JSON.stringify(v)}, expected ${want}; it cannot be replayed`);
+  }
+  for (const [key, check] of OPTIONAL) {
+    const v = at(o, key);
+    const want = v === undefined ? undefined : check(v);
+    if (want !== undefined) throw new CounterexampleFileError(file, `counterexample field "${key}" is ${JSON.stringify(v)}, expected ${want}; it cannot be replayed`);
+  }
+  return o as unknown as CounterexampleFile;
+}
+
 export function loadCounterexample(file: string): CounterexampleFile {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new Error(`cannot read counterexample ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { cause: e });
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a directory, not a file' : code === 'EACCES' ? 'permission denied' : String(e);
+    throw new CounterexampleFileError(file, `cannot read counterexample (${code ?? 'error'}: ${why}); counterexamples are saved under ${DEFAULT_OUT}/ by \`ambient-lab check\``, { cause: e });
   }
-  const doc = JSON.parse(text) as Partial<CounterexampleFile>;
-  if (doc.format !== COUNTEREXAMPLE_FORMAT) {
-    throw new Error(`${file} is not a counterexample file (format ${JSON.stringify(doc.format)}, expected ${COUNTEREXAMPLE_FORMAT}); use a file written by \`ambient-lab check\``);
-  }
-  for (const k of ['property', 'threat', 'profile', 'seed', 'path', 'settings'] as const) {
-    if (doc[k] === undefined) throw new Error(`counterexample ${file} lacks "${k}"; it cannot be replayed`);
-  }
-  return doc as CounterexampleFile;
+  return parseCounterexample(file, text);
 }
 
 /** The text report of one counterexample: what broke, the shrunk history, the packets. */

@@ -17,6 +17,8 @@ export interface ReplayOutcome {
   readonly observed: string;
   /** The replayed counterexample (with a fresh step log and packet trace), when it broke. */
   readonly replayed?: CounterexampleFile;
+  /** The harness failed during the replay (a World call threw): no answer either way. */
+  readonly error?: string;
 }
 
 export async function replayCounterexample(f: CounterexampleFile, opts: { world?: CheckWorldName; mutant?: string } = {}): Promise<ReplayOutcome> {
@@ -34,7 +36,7 @@ export async function replayCounterexample(f: CounterexampleFile, opts: { world?
   });
   const original = f.violation.message;
   if (r.status === 'holds') return { same: false, original, observed: 'holds (the replay found no violation)' };
-  if (r.status === 'error') return { same: false, original, observed: `error: ${r.error}` };
+  if (r.status === 'error') return { same: false, original, observed: `error: ${r.error}`, error: r.error };
   const replayed = toFile({ property: f.property, threat: f.threat, profile: f.profile }, f.settings, r.counterexample, '(replay)', mutant);
   const observed = r.counterexample.found.violation.message;
   return { same: observed === original && r.counterexample.found.violation.property === f.violation.property, original, observed, replayed };

@@ -5,7 +5,7 @@
  * real one). The format is documented in docs/lab-file.md; fixtures/labs/ has examples.
  *
  * Parsing validates everything up front and reports the first problem with its line and path,
- * e.g. `lab.yaml:12 (namespaces[1].links[0].addresses[0]): invalid IP address "10.0.0.300"`.
+ * e.g. `lab.yaml:12:22 (namespaces[1].links[0].addresses[0]): invalid IP address "10.0.0.300"`.
  */
 import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
 import { parseIp, parsePrefix, type Family } from '../kernel/ip-address.js';
@@ -103,9 +103,10 @@ export interface Lab {
   readonly attempts: readonly LabAttempt[];
 }
 
+/** A problem in a lab file, as `FILE:LINE[:COLUMN] (PATH): DETAIL` (1-based line and column). */
 export class LabError extends Error {
-  constructor(readonly file: string, readonly line: number | undefined, readonly path: string, detail: string) {
-    super(`${file}${line ? `:${line}` : ''}${path ? ` (${path})` : ''}: ${detail}`);
+  constructor(readonly file: string, readonly line: number | undefined, readonly path: string, detail: string, readonly column?: number) {
+    super(`${file}${line ? `:${line}${column ? `:${column}` : ''}` : ''}${path ? ` (${path})` : ''}: ${detail}`);
   }
 }
 
@@ -120,8 +121,9 @@ export function parseLab(text: string, file = 'lab.yaml'): Lab {
   const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true });
   if (doc.errors.length > 0) {
     const e = doc.errors[0]!;
-    const line = e.linePos?.[0]?.line;
-    throw new LabError(file, line, '', `YAML syntax error: ${e.message.split('\n')[0]}`);
+    // With prettyErrors off the yaml package leaves linePos unset; the offset (pos) is always there.
+    const at = e.linePos?.[0] ?? lc.linePos(e.pos[0]);
+    throw new LabError(file, at.line, '', `YAML syntax error: ${e.message.split('\n')[0]}`, at.col);
   }
   return new LabParser(doc, lc, file).lab();
 }
@@ -131,9 +133,9 @@ class LabParser {
 
   private fail(path: Path, detail: string): never {
     const node = path.length === 0 ? this.doc.contents : this.doc.getIn(path, true);
-    let line: number | undefined;
-    if (isNode(node) && node.range) line = this.lc.linePos(node.range[0]).line;
-    throw new LabError(this.file, line, formatPath(path), detail);
+    let at: { line: number; col: number } | undefined;
+    if (isNode(node) && node.range) at = this.lc.linePos(node.range[0]);
+    throw new LabError(this.file, at?.line, formatPath(path), detail, at?.col);
   }
 
   private lineOf(path: Path): number {

@@ -197,5 +197,5 @@ test('kind budget defaults: a small selection and budget unless given; given opt
   expect(checkBudget('kind', { runs: '40', threats: 'outside' })).toEqual({ runs: 40, maxCommands: KIND_DEFAULTS.maxCommands, threats: ['outside'] });
   expect(checkBudget('kind', { properties: 'fail-closed' })).toEqual({ runs: KIND_DEFAULTS.runs, maxCommands: KIND_DEFAULTS.maxCommands });
   expect(checkBudget('sim', {})).toEqual({ runs: DEFAULT_RUNS, maxCommands: 12 });
-  expect(() => checkBudget('kind', { runs: '0' })).toThrow(/--runs "0": expected an integer >= 1/);
+  expect(() => checkBudget('kind', { runs: '0' })).toThrow(/--runs "0": expected a decimal integer >= 1/);
 });

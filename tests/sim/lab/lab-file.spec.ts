@@ -2,6 +2,7 @@
 import { test, expect } from '@playwright/test';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseLab, LabError } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
@@ -77,9 +78,40 @@ for (const [name, text, message, line] of broken) {
   });
 }
 
-test('ambient-lab trace on a missing file or broken lab exits non-zero with the error', () => {
+test('ambient-lab trace on a missing file or broken lab exits 2 (usage) with the error', () => {
   const bin = path.join(repo, 'bin', 'ambient-lab.js');
   const r = spawnSync(process.execPath, [bin, 'trace', '/nonexistent/lab.yaml'], { encoding: 'utf8' });
-  expect(r.status).toBe(1);
+  expect(r.status).toBe(2);
   expect(r.stderr).toContain('cannot read lab file /nonexistent/lab.yaml: ENOENT');
+});
+
+test('a YAML syntax error names its line and column, in the API and from trace', () => {
+  // The unclosed flow sequence is detected where the next token should be: line 3, column 1.
+  const e = labError('version: 1\nnamespaces: [\n');
+  expect(e.line).toBe(3);
+  expect(e.column).toBe(1);
+  expect(e.message).toMatch(/^bad\.yaml:3:1: YAML syntax error: /);
+  // A duplicate key: the second `version` at line 2, column 1.
+  const dup = labError('version: 1\nversion: 1\n');
+  expect([dup.line, dup.column]).toEqual([2, 1]);
+  // An unclosed quote opened on line 4 is reported where the input ends: line 5, column 1.
+  const quote = labError('version: 1\nnamespaces:\n  - name: a\n    iptables: "x\n');
+  expect(quote.message).toMatch(/^bad\.yaml:5:1: YAML syntax error: Missing closing "quote/);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-lab-'));
+  try {
+    const file = path.join(dir, 'broken.yaml');
+    fs.writeFileSync(file, 'version: 1\nnamespaces:\n  - name: a\n   links: [\n');
+    const bin = path.join(repo, 'bin', 'ambient-lab.js');
+    const r = spawnSync(process.execPath, [bin, 'trace', file], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\d+:\\d+: YAML syntax error: `));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a semantic error in a lab file names line and column of the offending value', () => {
+  const e = labError(minimal('    colour: blue\n'));
+  expect([e.line, e.column]).toEqual([4, 13]);
+  expect(e.message).toMatch(/^bad\.yaml:4:13 \(namespaces\[0\]\.colour\): unknown key 'colour'/);
 });
