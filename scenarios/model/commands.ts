@@ -510,6 +510,8 @@ export class CreatePodAgentFault implements ModelCommand {
     const node = nodeAt(m, this.create.shape.nodeIndex ?? 0);
     const before = new Set([...m.pods.values()].map((p) => p.uid));
     await world.agentAddFault(node, this.fault);
+    this.resolved = `${this.fault} on ${node}`;
+    record(r, this.toString(), 'the node agent refuses CNI ADDs of new sandboxes');
     try {
       await this.create.run(m, r);
       this.resolved = `${this.fault} on ${node}: ${this.create.toString()}`;
