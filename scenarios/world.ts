@@ -208,6 +208,16 @@ export interface ZdsClientAttempt {
   readonly detail: string;
 }
 
+/**
+ * Why the node agent refuses an ADD under World.agentAddFault:
+ * - `netns-missing`: the agent cannot see the new sandbox's network namespace (a netns created
+ *   while the fault holds is invisible to its netns finder: "no network namespace found");
+ * - `stale-pod`: the plugin and the agent disagree about the pod: the ADD names a pod uid the
+ *   agent's cache does not hold ("the agent's view is stale").
+ */
+export type AgentAddFault = 'netns-missing' | 'stale-pod';
+export const AGENT_ADD_FAULTS: readonly AgentAddFault[] = ['netns-missing', 'stale-pod'];
+
 /** A namespaced AuthorizationPolicy as YAML/JSON object (security.istio.io/v1). */
 export type PolicyObject = Readonly<Record<string, unknown>>;
 
@@ -248,6 +258,18 @@ export interface World {
    * api-error-at-add attack in a world without it.
    */
   cniApiFault?(node: string, failing: boolean): Promise<void>;
+  /**
+   * Fault injection: while `fault` is set, the node agent on `node` answers the CNI ADD of every
+   * sandbox created meanwhile with ok:false, before it applies any rule (see AgentAddFault);
+   * `undefined` clears it. The agent itself is not changed: the fault is in what it can see.
+   * Optional: the model skips its agent-fault pod creations in a world without it.
+   */
+  agentAddFault?(node: string, fault: AgentAddFault | undefined): Promise<void>;
+  /**
+   * The nodes' own addresses (host network namespace), by node name, v4 first. Optional: the
+   * model draws no connections to node addresses in a world without it.
+   */
+  nodeAddresses?(): Promise<Readonly<Record<string, readonly string[]>>>;
   /**
    * A process on `node` running as `uid` connects to the node agent's ZDS socket and says hello
    * as if it were the node proxy; after a moment it leaves. Optional: the matrix skips the

@@ -6,11 +6,11 @@
 import fc from 'fast-check';
 import { INBOUND_HBONE_PORT, INBOUND_PLAINTEXT_PORT, OUTBOUND_PORT, DNS_PORT } from '../../impl/api/ports.js';
 import { PROXY_MARK, RETURN_MARK } from '../../impl/api/marks.js';
-import type { AppCapability } from '../world.js';
+import { AGENT_ADD_FAULTS, type AppCapability } from '../world.js';
 import {
-  APP_PORTS, APP_UDP_PORT, ApplyPolicy, ComponentCommand, Connect, CreateNamespace, CreatePod, DeletePod, DeletePolicy, DropWatches,
-  HOSTILE_ANNOTATIONS, LabelNamespace, LabelPod, RebootNode, Settle,
-  type AttackShape, type DestinationShape, type ModeChoice, type ModelCommand, type PodShape, type RuleShape, type SourceShape,
+  APP_PORTS, APP_UDP_PORT, ApplyPolicy, ComponentCommand, Connect, CreateNamespace, CreatePod, CreatePodAgentFault, DeletePod, DeletePolicy, DropWatches,
+  HOST_APP_PORT, HOSTILE_ANNOTATIONS, LabelNamespace, LabelPod, PolicyOverlap, RebootNode, Settle,
+  type AttackShape, type DestinationShape, type ModeChoice, type ModelCommand, type OverlapRuleKind, type PodShape, type RuleShape, type SourceShape,
 } from './commands.js';
 import type { ThreatSpec } from './contracts.js';
 import { Race, type RaceOp } from './race.js';
@@ -65,13 +65,26 @@ function source(ctx: GeneratorContext): fc.Arbitrary<SourceShape> {
   }
 }
 
-function destination(): fc.Arbitrary<DestinationShape> {
+function destination(ctx: GeneratorContext): fc.Arbitrary<DestinationShape> {
   const port = fc.constantFrom(...PORTS);
   return fc.oneof(
     { weight: 6, arbitrary: fc.record({ kind: fc.constant('pod' as const), index: fc.nat(20), port }) },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('pod-ip' as const), index: fc.nat(20), ipIndex: fc.nat(1), port }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('ip' as const), ip: fc.constantFrom('203.0.113.10', '192.0.2.10', '10.96.0.10'), port }) },
+    // The nodes' own addresses: host sockets and hostNetwork apps (HOST_APP_PORT), or the proxy and app ports nobody serves there.
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant('node' as const), nodeIndex: fc.nat(ctx.nodes - 1), ipIndex: fc.nat(1), port: fc.constantFrom(HOST_APP_PORT, HOST_APP_PORT, ...PORTS) }) },
   );
+}
+
+const OVERLAP_RULES: readonly OverlapRuleKind[] = ['any', 'port', 'principal', 'namespace'];
+
+/** An ALLOW and a DENY on one target whose rules share their parameters, so one connection can match both. */
+function overlap(ctx: GeneratorContext): fc.Arbitrary<PolicyOverlap> {
+  return fc.record({
+    podIndex: fc.nat(20), selector: fc.boolean(),
+    allow: fc.constantFrom(...OVERLAP_RULES), deny: fc.constantFrom(...OVERLAP_RULES), denyFirst: fc.boolean(),
+    port: fc.constantFrom(...APP_PORTS), srcNsIndex: fc.nat(5), from: source(ctx),
+  }).map((s) => new PolicyOverlap(s));
 }
 
 function attack(ctx: GeneratorContext): fc.Arbitrary<AttackShape> {
@@ -116,7 +129,13 @@ export function commandArbitraries(ctx: GeneratorContext): Array<fc.Arbitrary<Mo
       .map(([op, c, n]) => new ComponentCommand(op, c, n)),
     nodeIndex.map((n) => new RebootNode(n)),
     fc.constant(new DropWatches()),
-    ...weighted(10, fc.tuple(source(ctx), destination(), attack(ctx)).map(([s, d, a]) => new Connect(s, d, a))),
+    ...weighted(10, fc.tuple(source(ctx), destination(ctx), attack(ctx)).map(([s, d, a]) => new Connect(s, d, a))),
+    // Situations random commands rarely line up (issue 16, "search power"): an ALLOW and a DENY
+    // both matching one connection, and an agent that answers a CNI ADD with ok:false.
+    ...weighted(2, overlap(ctx)),
+    // Mostly ambient pods: for a pod outside the mesh the agent is never asked.
+    fc.tuple(podShape(ctx), fc.constantFrom(...AGENT_ADD_FAULTS), fc.boolean())
+      .map(([shape, f, ambient]) => new CreatePodAgentFault(ambient ? { ...shape, mode: 'ambient' } : shape, f)),
     ...weighted(2, fc.constant(new Settle())),
     // A creation racing one or two other operations (CNI ADD vs label change, restart mid-enrollment...).
     fc.tuple(podShape(ctx), fc.array(raceOp(ctx), { minLength: 1, maxLength: 2 }), fc.array(fc.nat(8), { minLength: 3, maxLength: 3 }))

@@ -9,9 +9,9 @@
  */
 import type fc from 'fast-check';
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
-import type { AppCapability, Component, ConnectOptions, Destination, PolicyObject, Source } from '../world.js';
+import type { AgentAddFault, AppCapability, Component, ConnectOptions, Destination, PolicyObject, Source } from '../world.js';
 import { podKey } from '../world.js';
-import { changePolicies, componentKey, markRelabelled, markSettled, pickNamespace, pickPod, podsInNamespace, type ClusterModel, type ModelPod } from './model.js';
+import { changePolicies, componentKey, isUp, markRelabelled, markSettled, pickNamespace, pickPod, podList, podsInNamespace, type ClusterModel, type ModelPod } from './model.js';
 import { checkAttempt, checkState, record, type RunContext } from './run-context.js';
 
 export type ModelCommand = fc.AsyncCommand<ClusterModel, RunContext, false>;
@@ -194,6 +194,8 @@ export interface PolicyShape {
   readonly name: string;
   readonly action: 'ALLOW' | 'DENY';
   readonly rule: RuleShape;
+  /** spec.selector.matchLabels (absent: the whole namespace). */
+  readonly selector?: Readonly<Record<string, string>>;
 }
 
 export function policyObject(m: Readonly<ClusterModel>, ns: string, shape: PolicyShape): PolicyObject {
@@ -213,7 +215,7 @@ export function policyObject(m: Readonly<ClusterModel>, ns: string, shape: Polic
   return {
     apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy',
     metadata: { namespace: ns, name: shape.name },
-    spec: { action: shape.action, rules },
+    spec: { ...(shape.selector ? { selector: { matchLabels: { ...shape.selector } } } : {}), action: shape.action, rules },
   };
 }
 
@@ -228,7 +230,7 @@ export class ApplyPolicy implements ModelCommand {
     const ns = pickNamespace(m, this.shape.nsIndex);
     if (ns === undefined) return;
     const obj = policyObject(m, ns, this.shape);
-    this.resolved = `${ns}/${this.shape.name} ${this.shape.action} ${JSON.stringify((obj['spec'] as { rules: unknown }).rules)}`;
+    this.resolved = `${ns}/${this.shape.name} ${this.shape.action}${this.shape.selector ? ` selector=${JSON.stringify(this.shape.selector)}` : ''} ${JSON.stringify((obj['spec'] as { rules: unknown }).rules)}`;
     await r.world.applyPolicy(obj);
     changePolicies(m, () => m.policies.set(`${ns}/${this.shape.name}`, obj));
     record(r, this.toString(), 'applied');
@@ -343,7 +345,15 @@ export type DestinationShape =
   | { readonly kind: 'pod'; readonly index: number; readonly port: number }
   /** Another pod's address used directly (e.g. the v6 one, or from a spoofed socket). */
   | { readonly kind: 'pod-ip'; readonly index: number; readonly ipIndex: number; readonly port: number }
-  | { readonly kind: 'ip'; readonly ip: string; readonly port: number };
+  | { readonly kind: 'ip'; readonly ip: string; readonly port: number }
+  /**
+   * A node's own address (World.nodeAddresses): a host socket, a hostNetwork app (port
+   * HOST_APP_PORT: the first TCP port of a hostNetwork pod on that node), or nothing.
+   */
+  | { readonly kind: 'node'; readonly nodeIndex: number; readonly ipIndex: number; readonly port: number };
+
+/** DestinationShape 'node' port meaning "the first TCP port of a hostNetwork pod on the node" (8080 when there is none). */
+export const HOST_APP_PORT = -1;
 
 export interface AttackShape {
   readonly family: 4 | 6 | undefined;
@@ -394,10 +404,10 @@ export class Connect implements ModelCommand {
     if (this.from.kind === 'pod' && !pickPod(m, 0, (p) => p.started && attackerPod(m, p))) return false;
     if (this.from.kind === 'host' && !m.threat.hostAttacker) return false;
     if (this.from.kind === 'outside' && !m.threat.outsideAttacker) return false;
-    if (this.to.kind !== 'ip' && m.pods.size === 0) return false;
+    if ((this.to.kind === 'pod' || this.to.kind === 'pod-ip') && m.pods.size === 0) return false;
     return true;
   }
-  private resolve(m: ClusterModel): { from: Source; to: Destination; opts: ConnectOptions } | undefined {
+  private resolve(m: ClusterModel, nodeIps: Readonly<Record<string, readonly string[]>> | undefined): { from: Source; to: Destination; opts: ConnectOptions } | undefined {
     let from: Source;
     let fromPod: ModelPod | undefined;
     if (this.from.kind === 'pod') {
@@ -412,6 +422,14 @@ export class Connect implements ModelCommand {
     let to: Destination;
     if (this.to.kind === 'ip') {
       to = { kind: 'ip', ip: this.to.ip, port: this.to.port };
+    } else if (this.to.kind === 'node') {
+      const node = nodeAt(m, this.to.nodeIndex);
+      const ips = nodeIps?.[node] ?? [];
+      const ip = ips[this.to.ipIndex % Math.max(1, ips.length)];
+      if (ip === undefined) return undefined;
+      const hostApp = podList(m).find((p) => p.hostNetwork && p.node === node && p.started);
+      const port = this.to.port === HOST_APP_PORT ? hostApp?.app.tcpPorts[0] ?? APP_PORTS[0] : this.to.port;
+      to = { kind: 'ip', ip, port };
     } else {
       const dst = pickPod(m, this.to.index);
       if (!dst) return undefined;
@@ -441,7 +459,15 @@ export class Connect implements ModelCommand {
     return { from, to, opts };
   }
   async run(m: ClusterModel, r: RunContext): Promise<void> {
-    const resolved = this.resolve(m);
+    let nodeIps: Readonly<Record<string, readonly string[]>> | undefined;
+    if (this.to.kind === 'node') {
+      if (!r.world.nodeAddresses) {
+        record(r, this.toString(), 'skipped: the world does not report node addresses');
+        return;
+      }
+      nodeIps = await r.world.nodeAddresses();
+    }
+    const resolved = this.resolve(m, nodeIps);
     if (!resolved) return;
     const { from, to, opts } = resolved;
     // Only the pending-enrollment carve-out reads the pods as they were before the attempt.
@@ -457,3 +483,123 @@ export class Connect implements ModelCommand {
   }
 }
 
+
+/**
+ * A pod created while the node agent of its node refuses CNI ADDs (World.agentAddFault: its
+ * netns invisible to the agent, or a pod uid the agent's cache does not hold). The plugin must
+ * fail the ADD, so the pod must not run unredirected: the fail-closed property judges the new
+ * pod right after its creation, while the fault still holds, and at every later settle. The
+ * fault is lifted at the end of the command. A world without the seam skips the command.
+ */
+export class CreatePodAgentFault implements ModelCommand {
+  private resolved = '?';
+  private readonly create: CreatePod;
+  constructor(readonly shape: PodShape, readonly fault: AgentAddFault) {
+    // The fault is per node, so the pod goes to a named node.
+    this.create = new CreatePod({ ...shape, nodeIndex: shape.nodeIndex ?? 0 });
+  }
+  check(m: Readonly<ClusterModel>): boolean {
+    return m.namespaces.size > 0;
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    const world = r.world;
+    if (!world.agentAddFault) {
+      record(r, this.toString(), 'skipped: the world has no agentAddFault');
+      return;
+    }
+    const node = nodeAt(m, this.create.shape.nodeIndex ?? 0);
+    const before = new Set([...m.pods.values()].map((p) => p.uid));
+    await world.agentAddFault(node, this.fault);
+    this.resolved = `${this.fault} on ${node}`;
+    record(r, this.toString(), 'the node agent refuses CNI ADDs of new sandboxes');
+    try {
+      await this.create.run(m, r);
+      this.resolved = `${this.fault} on ${node}: ${this.create.toString()}`;
+      const pod = [...m.pods.values()].find((p) => !before.has(p.uid));
+      // With the agent down the ADD fails for that reason (createdWhileAgentDown covers it).
+      if (pod && isUp(m, 'agent', node)) {
+        m.addRefusedByAgent.add(pod.uid);
+        // Only this pod's fail-closed facts: earlier pods may be in a relabel window right now.
+        if (r.property.name === 'fail-closed') await checkState(r, m, { createdWhileAgentDown: new Set(), addRefusedByAgent: new Set([pod.uid]) });
+      }
+    } finally {
+      await world.agentAddFault(node, undefined);
+    }
+  }
+  toString(): string {
+    return `CreatePodAgentFault(${this.resolved})`;
+  }
+}
+
+/** One rule of an overlapping ALLOW/DENY pair; `port` and `principal`/`namespace` share the pair's parameters. */
+export type OverlapRuleKind = 'any' | 'port' | 'principal' | 'namespace';
+
+export interface OverlapShape {
+  /** The target: a started pod (index over started pods); its namespace gets both policies. */
+  readonly podIndex: number;
+  /** Both policies select the target by its dataplane-mode label (when it has one) instead of the whole namespace. */
+  readonly selector: boolean;
+  readonly allow: OverlapRuleKind;
+  readonly deny: OverlapRuleKind;
+  readonly denyFirst: boolean;
+  /** The port both `port` rules name, and the port the probe connects to. */
+  readonly port: number;
+  /** The source namespace `principal`/`namespace` rules name (index over namespaces). */
+  readonly srcNsIndex: number;
+  readonly from: SourceShape;
+}
+
+/**
+ * An enforced ALLOW and an enforced DENY on the same target that can both match one
+ * connection, then a settle, then that connection: DENY must win (ztunnel.md §3.4). Random
+ * ApplyPolicy commands rarely line this up (the same target, overlapping rules, a settle so the
+ * policy-propagation window is closed, and a matching connection), so this command does it on
+ * purpose, through the ordinary ApplyPolicy, Settle and Connect commands and their judges.
+ */
+export class PolicyOverlap implements ModelCommand {
+  private readonly parts: string[] = [];
+  constructor(readonly shape: OverlapShape) {}
+  check(m: Readonly<ClusterModel>): boolean {
+    return [...m.pods.values()].some((p) => p.started);
+  }
+  private rule(kind: OverlapRuleKind): RuleShape {
+    switch (kind) {
+      case 'any': return { kind: 'any' };
+      case 'port': return { kind: 'port', port: this.shape.port };
+      case 'principal': return { kind: 'principal', nsIndex: this.shape.srcNsIndex };
+      case 'namespace': return { kind: 'namespace', nsIndex: this.shape.srcNsIndex };
+    }
+  }
+  async run(m: ClusterModel, r: RunContext): Promise<void> {
+    this.parts.length = 0;
+    const target = pickPod(m, this.shape.podIndex, (p) => p.started);
+    if (!target) return;
+    const ns = target.ref.namespace;
+    const nsIndex = [...m.namespaces.keys()].sort().indexOf(ns);
+    if (nsIndex < 0) return;
+    const mode = target.labels[DATAPLANE_MODE];
+    const selector = this.shape.selector && mode !== undefined ? { [DATAPLANE_MODE]: mode } : undefined;
+    const policy = (action: 'ALLOW' | 'DENY'): ApplyPolicy => new ApplyPolicy({
+      nsIndex, name: action === 'ALLOW' ? 'overlap-allow' : 'overlap-deny', action,
+      rule: this.rule(action === 'ALLOW' ? this.shape.allow : this.shape.deny), ...(selector ? { selector } : {}),
+    });
+    const steps: ModelCommand[] = this.shape.denyFirst ? [policy('DENY'), policy('ALLOW')] : [policy('ALLOW'), policy('DENY')];
+    steps.push(new Settle());
+    const podIndex = podList(m).findIndex((p) => podKey(p.ref) === podKey(target.ref));
+    steps.push(new Connect(this.shape.from, { kind: 'pod', index: podIndex, port: this.shape.port }, { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined }));
+    for (const step of steps) {
+      if (!step.check(m)) {
+        this.parts.push(`${step.toString()} skipped`);
+        continue;
+      }
+      try {
+        await step.run(m, r);
+      } finally {
+        this.parts.push(step.toString());
+      }
+    }
+  }
+  toString(): string {
+    return `PolicyOverlap(${this.parts.join('; ') || '?'})`;
+  }
+}

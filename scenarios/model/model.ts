@@ -40,6 +40,8 @@ export interface ClusterModel {
   quiescent: boolean;
   /** Pod uids created while the node agent of their node was down (fail closed). */
   readonly createdWhileAgentDown: Set<string>;
+  /** Pod uids whose CNI ADD the node agent refused under World.agentAddFault (fail closed). */
+  readonly addRefusedByAgent: Set<string>;
   /**
    * Since the last Settle: pods (by podKey) whose labels, or whose namespace's labels, the
    * history wrote while they existed (carve-out pending-enrollment). Cleared by Settle.
@@ -56,7 +58,7 @@ export interface ClusterModel {
 export type ModelView = Readonly<ClusterModel>;
 
 export function emptyModel(nodes: readonly string[], profile: Profile, threat: ThreatSpec): ClusterModel {
-  return { nodes, profile, threat, namespaces: new Map(), pods: new Map(), policies: new Map(), down: new Set(), nextPod: 0, quiescent: true, createdWhileAgentDown: new Set(), relabelled: new Set(), policySets: [] };
+  return { nodes, profile, threat, namespaces: new Map(), pods: new Map(), policies: new Map(), down: new Set(), nextPod: 0, quiescent: true, createdWhileAgentDown: new Set(), addRefusedByAgent: new Set(), relabelled: new Set(), policySets: [] };
 }
 
 /** The cluster settled: enrollment and policy had the chance to complete, the windows close. */
@@ -116,6 +118,7 @@ export function cloneModel(m: ModelView): ClusterModel {
     policies: new Map(m.policies),
     down: new Set(m.down),
     createdWhileAgentDown: new Set(m.createdWhileAgentDown),
+    addRefusedByAgent: new Set(m.addRefusedByAgent),
     relabelled: new Set(m.relabelled),
     policySets: m.policySets.map((set) => [...set]),
   };

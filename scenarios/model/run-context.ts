@@ -56,6 +56,7 @@ export function clusterContext(ctx: RunContext, model: ModelView, pods: readonly
     policies: [...model.policies.values()],
     quiescent: model.quiescent,
     createdWhileAgentDown: model.createdWhileAgentDown,
+    addRefusedByAgent: model.addRefusedByAgent,
     relabelledSinceSettle: model.relabelled,
     policySetsSinceSettle: model.policySets,
   };
@@ -76,11 +77,12 @@ export async function checkAttempt(ctx: RunContext, model: ModelView, attempt: A
   if (v) fail(ctx, { violation: v, attempt });
 }
 
-export async function checkState(ctx: RunContext, model: ModelView): Promise<void> {
+/** Judge the observed pods; `override` narrows what the property is told (e.g. one pod's fail-closed facts mid-history). */
+export async function checkState(ctx: RunContext, model: ModelView, override: Partial<ClusterContext> = {}): Promise<void> {
   const prop = ctx.property.state;
   if (!prop) return;
   const pods = await ctx.world.pods();
-  const v = prop.check(pods, clusterContext(ctx, model, pods))[0];
+  const v = prop.check(pods, { ...clusterContext(ctx, model, pods), ...override })[0];
   if (v) fail(ctx, { violation: v });
 }
 

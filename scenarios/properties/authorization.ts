@@ -7,6 +7,7 @@
  * proxy (and no carve-out applies) was authorized by nobody, so it is a violation too.
  */
 import { podKey } from '../world.js';
+import { destinationPod, unprotectedFirstHop } from './capture.js';
 import { inboundCarveOut, policySetsInForce, sourcePod } from './carve-outs.js';
 import { referenceDecision } from './policy-oracle.js';
 import { findPod, identityOf, isCaptureSubject } from './subjects.js';
@@ -23,6 +24,11 @@ function expectedIdentity(ctx: ConnectionContext): string | undefined {
 
 export function authorizationViolations(ctx: ConnectionContext): Violation[] {
   const out: Violation[] = [];
+  const target = destinationPod(ctx);
+  if (target && isCaptureSubject(target, ctx) && !inboundCarveOut(ctx, target, ctx.to.port)) {
+    const hop = unprotectedFirstHop(ctx);
+    if (hop) out.push(violation('authorization', `${ctx.opts.proto ?? 'tcp'} to ${podKey(target)}:${ctx.to.port} was authorized by nobody: ${hop}`, { from: ctx.from, to: ctx.to, opts: ctx.opts, acceptedBy: ctx.result.acceptedBy, acceptedIn: ctx.result.acceptedIn, proxyLog: ctx.result.proxyLog }));
+  }
   for (const d of ctx.result.deliveries) {
     const pod = findPod(ctx, d.pod);
     if (!pod || !isCaptureSubject(pod, ctx)) continue;

@@ -41,10 +41,43 @@ export function outboundViolations(ctx: ConnectionContext): Violation[] {
       out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'}${ctx.opts.raw ? ' (raw)' : ''} reached app ${podKey(d.pod)}:${d.port} without the node proxy`, summary(ctx)));
     }
   }
-  if (r.acceptedBy === undefined && r.deliveries.length === 0 && (r.outcome === 'delivered' || r.outcome === 'established')) {
-    out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'} to ${describeDst(ctx)} was ${r.outcome} outside the mesh (no proxy accepted it)`, summary(ctx)));
+  // An established connection has a first hop; one the world did not see is no evidence of
+  // capture (even when a proxy made some delivery later), so it is judged as uncaptured.
+  if (r.acceptedBy === undefined && (r.outcome === 'established' || (r.outcome === 'delivered' && r.deliveries.length === 0))) {
+    out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'} to ${describeDst(ctx)} was ${r.outcome} outside the mesh (no proxy accepted it; the world saw no first hop)`, summary(ctx)));
   }
   return out;
+}
+
+/**
+ * The pod a connection was aimed at: the destination pod, or the (non-hostNetwork) pod that
+ * holds the destination address. A hostNetwork pod's address is its node's: not a pod target.
+ */
+export function destinationPod(ctx: ConnectionContext): PodObservation | undefined {
+  const to = ctx.to;
+  if (to.kind === 'pod') return findPod(ctx, to.pod);
+  return ctx.pods.find((p) => !p.hostNetwork && p.ips.includes(to.ip));
+}
+
+const ANY_PROXY: readonly Acceptor[] = ['proxy-outbound', 'proxy-inbound', 'proxy-hbone', 'proxy-dns'];
+
+/**
+ * Why an answered attempt at a capture subject was taken at its first hop by something that is
+ * neither a node proxy nor an app (whose delivery the callers judge), or undefined. Deliveries
+ * alone do not cover it: a socket that is not the app's (a host socket, a stray listener in the
+ * pod) took the connection and no delivery was recorded — and an established connection with
+ * no first hop at all is an observation the properties cannot call captured.
+ */
+export function unprotectedFirstHop(ctx: ConnectionContext): string | undefined {
+  const r = ctx.result;
+  if (r.outcome !== 'established' && r.outcome !== 'delivered') return undefined;
+  if (r.acceptedBy === 'app' || (r.acceptedBy !== undefined && ANY_PROXY.includes(r.acceptedBy))) return undefined;
+  if (r.acceptedBy === undefined) {
+    if (r.outcome === 'delivered' && r.deliveries.length > 0) return undefined; // datagrams: the deliveries are the evidence
+    return `it was ${r.outcome} but the world saw no first hop (no socket accepted it)`;
+  }
+  const where = r.acceptedIn ? ` in ${'name' in r.acceptedIn ? podKey(r.acceptedIn) : r.acceptedIn.node}` : '';
+  return `its first hop was ${r.acceptedBy}${where}, neither a node proxy nor the app`;
 }
 
 /**
@@ -63,6 +96,11 @@ export function wrongProxy(d: Delivery, pod: PodObservation): string | undefined
 
 export function inboundViolations(ctx: ConnectionContext): Violation[] {
   const out: Violation[] = [];
+  const target = destinationPod(ctx);
+  if (target && isCaptureSubject(target, ctx) && !inboundCarveOut(ctx, target, ctx.to.port)) {
+    const hop = unprotectedFirstHop(ctx);
+    if (hop) out.push(violation('inbound-capture', `${ctx.opts.proto ?? 'tcp'} to ${podKey(target)}:${ctx.to.port}: ${hop}`, summary(ctx)));
+  }
   for (const d of ctx.result.deliveries) {
     const pod = findPod(ctx, d.pod);
     if (!pod || !isCaptureSubject(pod, ctx)) continue;

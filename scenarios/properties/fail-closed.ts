@@ -5,7 +5,8 @@
  * Connection part: any capture or authorization violation of an attempt that involves a node
  * whose agent or proxy is down is (also) a fail-closed violation. State part: a pod the
  * reference model selects, created while a component of its node was down, must not be
- * running without redirection.
+ * running without redirection; nor may a selected pod whose CNI ADD the node agent refused
+ * (answered ok:false: netns not found, stale cache) — the plugin must fail that ADD.
  */
 import { podKey, type PodObservation } from '../world.js';
 import { authorizationViolations } from './authorization.js';
@@ -29,14 +30,15 @@ export function failClosedConnectionViolations(ctx: ConnectionContext): Violatio
 }
 
 export function failClosedStateViolations(pods: readonly PodObservation[], ctx: ClusterContext): Violation[] {
-  const created = ctx.createdWhileAgentDown;
-  if (!created) return [];
+  const created = ctx.createdWhileAgentDown ?? new Set<string>();
+  const refused = ctx.addRefusedByAgent ?? new Set<string>();
   const out: Violation[] = [];
   for (const p of pods) {
-    if (!created.has(p.uid) || !p.started || p.redirected) continue;
+    if (!(created.has(p.uid) || refused.has(p.uid)) || !p.started || p.redirected) continue;
     const sel = selectionOf(p, ctx);
     if (!sel.selected) continue;
-    out.push(violation('fail-closed', `${podKey(p)} (${sel.why}) was created while the mesh on ${p.node} was down and is running without redirection`, { pod: p }));
+    const why = created.has(p.uid) ? `was created while the mesh on ${p.node} was down` : `had its CNI ADD refused by the node agent on ${p.node} (ok:false)`;
+    out.push(violation('fail-closed', `${podKey(p)} (${sel.why}) ${why} and is running without redirection`, { pod: p }));
   }
   return out;
 }

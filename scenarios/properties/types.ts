@@ -56,6 +56,11 @@ export interface ClusterContext {
   /** Pods (by uid) created while the node agent of their node was down (fail closed: they must not start). */
   readonly createdWhileAgentDown?: ReadonlySet<string>;
   /**
+   * Pods (by uid) whose CNI ADD the node agent answered ok:false (World.agentAddFault) while its
+   * node agent was up: fail closed — they must never run unredirected while selected.
+   */
+  readonly addRefusedByAgent?: ReadonlySet<string>;
+  /**
    * Pods (by podKey) whose own labels or whose namespace's labels were written since the last
    * settle, while the pod existed (carve-out pending-enrollment). Absent: none.
    */

@@ -47,7 +47,7 @@ import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
 import {
   podKey, type Acceptor, type AppAction, type AppExecResult, type AppSpec, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
   type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory,
-  type WorldOptions, type ZdsClientAttempt,
+  type WorldOptions, type ZdsClientAttempt, type AgentAddFault,
 } from '../world.js';
 import { NodeStack, PROXY_CONNECT_TIMEOUT_MS, REPAIR_INTERVAL_MS, TRUST_DOMAIN, pluginEventAddress, zdsAddress } from './sim/node-stack.js';
 import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor, proxyNodeOf } from './sim/attribution.js';
@@ -113,6 +113,8 @@ export class SimMeshWorld implements World {
   private readonly zdsNet: SimZdsNetwork;
   /** Nodes whose CNI plugin cannot reach the API (cniApiFault). */
   private readonly apiCutOff = new Set<string>();
+  /** agentAddFault per node: the fault, and for netns-missing the netns that existed when it began (the rest are hidden). */
+  private readonly agentFaults = new Map<string, { readonly fault: AgentAddFault; readonly visible: ReadonlySet<string> }>();
   private nextRoguePid = 9000;
   private readonly lifecycles = new ComponentLifecycles();
 
@@ -134,6 +136,16 @@ export class SimMeshWorld implements World {
       // The mesh's v6 switch (agent rules, proxy listeners); the cluster's stack is options.ipv6.
       profile: options.profile, ipv6: options.meshV6 ?? options.ipv6, dnsCapture: options.dnsCapture,
       planTransform: extras.mutatePlan, agentConfig: extras.agentConfig,
+      hiddenNetns: (node: string, netns: string): boolean => {
+        const f = this.agentFaults.get(node);
+        return f?.fault === 'netns-missing' && !f.visible.has(netns);
+      },
+    };
+    // stale-pod: the ADD reaches the agent naming a pod uid its cache does not hold.
+    events.faults.rewrite = (address, event) => {
+      const node = this.nodes.find((n) => pluginEventAddress(n) === address);
+      const f = node === undefined ? undefined : this.agentFaults.get(node);
+      return f?.fault === 'stale-pod' && event.kind === 'add' ? { ...event, podUid: `${event.podUid ?? 'unknown'}-stale` } : event;
     };
     this.stacks = this.sim.nodes.map((n) => new NodeStack(shared, n, new MemoryConnectionLogSink()));
     for (const n of this.sim.nodes) {
@@ -306,6 +318,18 @@ export class SimMeshWorld implements World {
     this.stack(node); // names the node or throws
     if (failing) this.apiCutOff.add(node);
     else this.apiCutOff.delete(node);
+  }
+
+  async agentAddFault(node: string, fault: AgentAddFault | undefined): Promise<void> {
+    this.stack(node); // names the node or throws
+    if (fault === undefined) this.agentFaults.delete(node);
+    else this.agentFaults.set(node, { fault, visible: new Set(this.sim.kernel.netnsNames()) });
+  }
+
+  async nodeAddresses(): Promise<Readonly<Record<string, readonly string[]>>> {
+    const out: Record<string, readonly string[]> = {};
+    for (const n of this.sim.nodes) out[n.name] = [n.address.ipv4, ...(n.address.ipv6 ? [n.address.ipv6] : [])];
+    return out;
   }
 
   /**
@@ -722,6 +746,7 @@ export class SimMeshWorld implements World {
   async resetTo(baseline: ResetBaseline): Promise<void> {
     const clock = this.sim.clock;
     this.apiCutOff.clear();
+    this.agentFaults.clear();
     for (const s of this.stacks) {
       await drive(clock, s.retireOld());
       if (!s.agent) await drive(clock, s.startAgent());
@@ -803,7 +828,7 @@ export class SimMeshWorld implements World {
       const rules = ([4, 6] as const).map((f) => k.iptablesSave(name, f).replace(/\[\d+:\d+\]/g, ''));
       blocks.push([`netns ${name} conntrack=${ns.conntrack.entries().length}`, ...socks, ...rules, k.ipsetsOf(name).save()].join('\n'));
     }
-    blocks.push(`timers ${this.sim.clock.pending()} cni-api-cut-off ${[...this.apiCutOff].sort().join(',')}`);
+    blocks.push(`timers ${this.sim.clock.pending()} cni-api-cut-off ${[...this.apiCutOff].sort().join(',')} agent-add-faults ${[...this.agentFaults].map(([n, f]) => `${n}=${f.fault}`).sort().join(',')}`);
     // One pass; longest alternative first, so a name that prefixes another (10.244.0.5 /
     // 10.244.0.50, ...-sb1 / ...-sb10) is not split.
     const names = [...rename.keys()].filter((f) => f !== '').sort((a, b) => b.length - a.length);

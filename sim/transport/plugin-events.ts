@@ -14,6 +14,11 @@ export interface PluginEventFaults {
   delayMs: number;
   /** Requests vanish (the agent never answers). */
   blackhole: boolean;
+  /**
+   * Rewrite a request on its way to the server at `address` (e.g. a pod uid the agent does not
+   * know: the plugin and the agent disagree). Undefined: delivered as sent.
+   */
+  rewrite?: ((address: string, event: PluginEvent) => PluginEvent) | undefined;
 }
 
 export class SimPluginEventTransport implements PluginEventTransport {
@@ -53,7 +58,7 @@ export class SimPluginEventTransport implements PluginEventTransport {
       }
       if (this.faults.blackhole) return;
       // Serialise like the wire does, so the agent validates exactly what a real client sends.
-      const body = JSON.stringify(event);
+      const body = JSON.stringify(this.faults.rewrite ? this.faults.rewrite(address, event) : event);
       this.clock.setTimer(this.faults.delayMs, () => {
         if (done) return;
         let parsed: PluginEvent;

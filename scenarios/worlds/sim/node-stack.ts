@@ -17,7 +17,9 @@ import { PolicyAuthorizer } from '../../../impl/ztunnel/authz/engine.js';
 import { AuthorizationPolicyWatcher } from '../../../impl/ztunnel/authz/policy-watcher.js';
 import { LineConnectionLog, type MemoryConnectionLogSink } from '../../../impl/ztunnel/connection-log.js';
 import type { SimKernel } from '../../../sim/kernel/kernel.js';
-import { simNetnsPath } from '../../../sim/kernel/netns.js';
+import { simNetnsName, simNetnsPath } from '../../../sim/kernel/netns.js';
+import type { NetnsFinder } from '../../../impl/host/netns-finder.js';
+import type { NetnsId } from '../../../impl/api/ids.js';
 import { credentials, type Credentials } from '../../../sim/kernel/process.js';
 import { SimNetnsRules } from '../../../sim/kernel/netns-rules-adapter.js';
 import { SimHostIpSets, SimNetnsFinder } from '../../../sim/kernel/host-adapters.js';
@@ -67,6 +69,23 @@ export interface StackShared {
   readonly dnsCapture: boolean;
   readonly planTransform: ((plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan) | undefined;
   readonly agentConfig: Partial<NodeAgentConfig> | undefined;
+  /**
+   * Netns (sim names) the node agent of `node` must not see (World.agentAddFault
+   * 'netns-missing'); undefined: it sees every one.
+   */
+  readonly hiddenNetns?: (node: string, netns: string) => boolean;
+}
+
+/** The agent's netns finder with some namespaces hidden from it (a netns-missing fault). */
+class HidingNetnsFinder implements NetnsFinder {
+  constructor(private readonly inner: NetnsFinder, private readonly hidden: (netns: string) => boolean) {}
+  async find(podUid: string, ips: readonly string[]): Promise<NetnsId | undefined> {
+    const found = await this.inner.find(podUid, ips);
+    return found !== undefined && this.hidden(simNetnsName(found)) ? undefined : found;
+  }
+  async exists(netns: NetnsId): Promise<boolean> {
+    return !this.hidden(simNetnsName(netns)) && this.inner.exists(netns);
+  }
 }
 
 interface ProxyProcess {
@@ -105,10 +124,9 @@ export class NodeStack {
   async startAgent(): Promise<void> {
     if (this.agent) return;
     const { kernel } = this.s;
-    const disk = this.node.disk;
     const agent = new NodeAgent(this.agentConfig(), {
       kube: this.s.api, rules: new SimNetnsRules(kernel),
-      finder: new SimNetnsFinder(kernel, () => [...disk.sandboxes.values()].filter((r) => r.netns !== '').map((r) => ({ podUid: r.podUid, netns: simNetnsPath(r.netns) }))),
+      finder: this.finder(),
       ipsets: new SimHostIpSets(kernel, this.node.hostNetns), pluginEvents: this.s.events,
       zdsTransport: this.s.zds.endpoint({ pid: 100 + this.node.index, uid: 0, gid: 0 }),
       clock: this.s.clock, log: this.s.log.child({ node: this.node.name }), metrics: new MemoryMetrics(),
@@ -116,6 +134,13 @@ export class NodeStack {
     });
     this.agent = agent;
     await agent.start();
+  }
+
+  private finder(): NetnsFinder {
+    const disk = this.node.disk;
+    const base = new SimNetnsFinder(this.s.kernel, () => [...disk.sandboxes.values()].filter((r) => r.netns !== '').map((r) => ({ podUid: r.podUid, netns: simNetnsPath(r.netns) })));
+    const hidden = this.s.hiddenNetns;
+    return hidden ? new HidingNetnsFinder(base, (n) => hidden(this.node.name, n)) : base;
   }
 
   async stopAgent(): Promise<void> {
