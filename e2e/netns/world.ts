@@ -34,13 +34,18 @@ import { execIn, ipIn } from './ip.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import { flushTablesThrough, rawSendThrough, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
 import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
+import { settleNetnsWorld, type SettleResult } from './world-settle.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
 
-/** settle(): quiet window (> the agent's 2 s repair interval), the same while the agent has queued work (> its 5 s backoff cap), and the bound on the whole wait. */
-const SETTLE_QUIET_MS = 2500;
-const SETTLE_BUSY_QUIET_MS = 6000;
-const SETTLE_MAX_MS = 30_000;
+/**
+ * settle(): the bound on waiting for convergence (world-settle.ts says what it means when hit:
+ * a convergence finding, not a harness error) — longer than the proxy's 15 s ZDS reconnect
+ * backoff plus the agent's 5 s retry cap and 2 s repair interval, with room for a loaded
+ * machine — and the pause between observation rounds.
+ */
+const SETTLE_BOUND_MS = 60_000;
+const SETTLE_POLL_MS = 200;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -390,39 +395,16 @@ export class NetnsWorld implements World {
     for (const [k, l] of [...this.appListeners]) if (l.netns === netns) this.appListeners.delete(k);
   }
 
-  /**
-   * Quiet = the observation (pods, and each agent's view of its mesh pods) unchanged for longer
-   * than one agent repair pass (the lab runs the agent with --repair-interval-ms 2000); longer
-   * still — past the agent's retry backoff cap (5 s) — while an agent with a connected proxy has
-   * a mesh pod not yet acked or not yet annotated enabled: that work is queued, so the state is
-   * not the settled one (e.g. the annotation after the proxy came back). Bounded.
-   */
-  async settle(): Promise<void> {
-    let last = '';
-    let quietSince = Date.now();
-    const deadline = Date.now() + SETTLE_MAX_MS;
-    while (Date.now() < deadline) {
-      const agents = await this.agentViews();
-      const now = JSON.stringify([await this.pods(), agents.map((a) => a.pods)]);
-      const busy = agents.some((a) => a.proxyConnected && a.pods.some((p) => !p.acked || p.annotated !== 'enabled'));
-      if (now !== last) {
-        last = now;
-        quietSince = Date.now();
-      } else if (Date.now() - quietSince >= (busy ? SETTLE_BUSY_QUIET_MS : SETTLE_QUIET_MS)) return;
-      await sleep(250);
-    }
-  }
+  /** How the last settle() ended: converged, or what was still pending at the bound. */
+  lastSettle: SettleResult | undefined;
 
-  /** What each running agent says about its mesh pods (its /status). */
-  private async agentViews(): Promise<{ proxyConnected: boolean; pods: { uid: string; acked: boolean; annotated: string | undefined }[] }[]> {
-    const out: { proxyConnected: boolean; pods: { uid: string; acked: boolean; annotated: string | undefined }[] }[] = [];
-    for (const n of this.nodes) {
-      const st = (await this.lab.componentStatus('agent', n)).status;
-      if (!st) continue;
-      const pods = ((st['pods'] as { uid: string; acked: boolean; annotated?: string }[] | undefined) ?? []).map((p) => ({ uid: p.uid, acked: p.acked, annotated: p.annotated }));
-      out.push({ proxyConnected: st['proxyConnected'] === true, pods });
+  /** Wait on observed state (world-settle.ts): converged, or the bound reached and reported. */
+  async settle(): Promise<void> {
+    this.lastSettle = await settleNetnsWorld(this.lab, { ipv6: this.lab.state.ipv6 === true, boundMs: SETTLE_BOUND_MS, pollMs: SETTLE_POLL_MS });
+    if (!this.lastSettle.converged) {
+      // Not an error: the properties judge the state the world is in. Said once, for whoever reads the run's output.
+      process.stderr.write(`[netns world] settle: not converged after ${this.lastSettle.waitedMs} ms (${this.lastSettle.rounds} rounds); still pending: ${this.lastSettle.pending.join('; ')}\n`);
     }
-    return out;
   }
 
   async pods(): Promise<readonly PodObservation[]> {
