@@ -13,6 +13,7 @@
  * impl/linux/netns-finder-proc.ts).
  *
  *   node world-pod-app.js --pod ns/name --report-fd 3 [--drop-to 1000:1000] [--tcp 80,8080] [--udp 53]
+ *   node world-pod-app.js --pod ns/name --report FILE [--tcp 80,8080] [--udp 53]     (the kind world: /dev/stdout)
  */
 import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
@@ -35,7 +36,10 @@ function endpoint(address: string | undefined, port: number | undefined): string
 }
 
 const pod = arg('pod');
-const report = Number(arg('report-fd'));
+// The netns world passes a socket pair as fd 3 (--report-fd); the kind world's container writes
+// to /dev/stdout (--report), which its runtime keeps per container (kubectl logs).
+const reportFd = arg('report-fd', '');
+const report = reportFd !== '' ? Number(reportFd) : fs.openSync(arg('report'), 'a', 0o644);
 let reportLost = false;
 const write = (o: Record<string, unknown>): void => {
   if (reportLost) return;

@@ -160,7 +160,11 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
       } else {
         const acked = agent.pods.filter((x) => x.acked).map((x) => x.uid).sort();
         const serving = proxy.pods.map((x) => x.uid).sort();
-        if (acked.join() !== serving.join()) pending.push(`on ${n.name} the agent counts [${acked.join(', ')}] acked, the proxy serves [${serving.join(', ')}]`);
+        if (acked.join() !== serving.join()) {
+          const detail = agent.pods.map((x) => `${x.uid} rules ${x.rules} acked ${x.acked} ${x.annotated ?? '-'}`).join(', ');
+          const retrying = agent.queue.retrying.map((r) => `${r.key} x${r.failures}`).join(', ');
+          pending.push(`on ${n.name} the agent counts [${acked.join(', ')}] acked, the proxy serves [${serving.join(', ')}] (agent: ${detail || 'no mesh pods'}; retrying: ${retrying || 'none'})`);
+        }
       }
     }
   }
@@ -213,6 +217,25 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
   return { digest: JSON.stringify([digest, kernel]), pending, unreadable, agents };
 }
 
+/** The last few warnings each component logged: what a report of non-convergence needs to be read. */
+function recentWarnings(lab: NetnsLab): string[] {
+  const out: string[] = [];
+  for (const n of lab.state.nodes) {
+    for (const c of ['agent', 'proxy'] as const) {
+      let text: string;
+      try {
+        text = fs.readFileSync(`${lab.nodeDir(n.name)}/${c}.log`, 'utf8').slice(-64 * 1024);
+      } catch {
+        continue;
+      }
+      const warn = text.split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-3)
+        .map((l) => { try { const o = JSON.parse(l) as { msg?: string; error?: string; pod?: string }; return `${o.msg ?? ''}${o.pod ? ` (${o.pod})` : ''}${o.error ? `: ${o.error}` : ''}`; } catch { return l.slice(0, 300); } });
+      if (warn.length > 0) out.push(`${c} on ${n.name} last warned: ${warn.join(' | ')}`);
+    }
+  }
+  return out;
+}
+
 /** Poll rounds until settled (see the file comment) or the bound; throws only when the world cannot read its state. */
 export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Promise<SettleResult> {
   const start = Date.now();
@@ -237,7 +260,7 @@ export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Prom
       if (o.unreadable.length > 0) {
         throw new Error(`settle: the netns world cannot read its own state after ${opts.boundMs} ms: ${o.unreadable.join('; ')} — see the component logs under ${lab.state.runDir}`);
       }
-      return { converged: false, rounds, waitedMs: Date.now() - start, pending: waiting };
+      return { converged: false, rounds, waitedMs: Date.now() - start, pending: [...waiting, ...recentWarnings(lab)] };
     }
     await sleep(opts.pollMs);
   }
