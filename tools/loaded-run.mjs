@@ -10,6 +10,10 @@
 // LOADED_RUNS (default 3) sets the number of runs. Each run's exit code, duration and the
 // Playwright summary line are printed; the exit code is 1 when any run failed.
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+
+/** Playwright's CLI, run with this node directly (so SIGINT reaches it, not an npx wrapper). */
+const PLAYWRIGHT = createRequire(import.meta.url).resolve('@playwright/test/cli');
 
 const RUNS = Number(process.env.LOADED_RUNS ?? 3);
 const HOGS = Number(process.env.LOADED_HOGS ?? 2);
@@ -21,8 +25,10 @@ for (const [name, v] of [['LOADED_RUNS', RUNS], ['LOADED_HOGS', HOGS], ['LOADED_
   }
 }
 
-/** Processes this runner started and must stop: the hogs, and the current Playwright run. */
+/** The hogs this runner started (stopped by pid), and the current Playwright run. */
 const started = new Set();
+let suite;
+let interrupted = false;
 
 function stopAll() {
   for (const pid of started) {
@@ -39,7 +45,12 @@ process.on('exit', stopAll);
 for (const sig of ['SIGINT', 'SIGTERM']) {
   process.on(sig, () => {
     stopAll();
-    process.exit(130);
+    // Playwright stops on SIGINT and still runs the tests' cleanup (namespaces, lab processes);
+    // a SIGKILL would leave them behind. The runner exits when the run has ended.
+    if (suite?.pid !== undefined) {
+      interrupted = true;
+      process.kill(suite.pid, 'SIGINT');
+    } else process.exit(130);
   });
 }
 
@@ -59,15 +70,15 @@ console.log(`[loaded] ${HOGS} CPU hog(s) spinning (pids ${[...started].join(', '
 function runSuite() {
   return new Promise((resolve) => {
     const t0 = Date.now();
-    const child = spawn('npx', ['playwright', 'test', '--project=netns', 'tests/netns/world'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    started.add(child.pid);
+    const child = spawn(process.execPath, [PLAYWRIGHT, 'test', '--project=netns', 'tests/netns/world'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    suite = child;
     let tail = '';
     child.stdout.on('data', (d) => {
       process.stdout.write(d);
       tail = (tail + d.toString('utf8')).slice(-4000);
     });
     child.on('exit', (code, signal) => {
-      started.delete(child.pid);
+      suite = undefined;
       const summary = tail.split('\n').map((l) => l.trim()).filter((l) => /^\d+ (passed|failed|skipped|flaky|did not run)/.test(l)).join(', ');
       resolve({ code: code ?? (signal ? 128 : 1), seconds: (Date.now() - t0) / 1000, summary });
     });
@@ -75,7 +86,7 @@ function runSuite() {
 }
 
 const results = [];
-for (let i = 1; i <= RUNS; i++) {
+for (let i = 1; i <= RUNS && !interrupted; i++) {
   console.log(`[loaded] run ${i}/${RUNS} starts ${new Date().toISOString()}`);
   const r = await runSuite();
   results.push(r);
@@ -84,4 +95,4 @@ for (let i = 1; i <= RUNS; i++) {
 stopAll();
 console.log('[loaded] summary:');
 results.forEach((r, i) => console.log(`[loaded]   run ${i + 1}: ${r.code === 0 ? 'PASS' : 'FAIL'} ${r.seconds.toFixed(0)} s ${r.summary}`));
-process.exitCode = results.every((r) => r.code === 0) ? 0 : 1;
+process.exitCode = !interrupted && results.every((r) => r.code === 0) ? 0 : 1;
