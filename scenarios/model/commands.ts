@@ -11,7 +11,7 @@ import type fc from 'fast-check';
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import type { AgentAddFault, AppCapability, Component, ConnectOptions, Destination, PolicyObject, Source } from '../world.js';
 import { podKey } from '../world.js';
-import { changePolicies, componentKey, isUp, markRelabelled, markSettled, pickNamespace, pickPod, podList, podsInNamespace, type ClusterModel, type ModelPod } from './model.js';
+import { changePolicies, componentKey, isUp, markRelabelled, markSettled, pickNamespace, pickPod, podList, podsInNamespace, selectedAtCreation, type ClusterModel, type ModelPod } from './model.js';
 import { checkAttempt, checkState, record, type RunContext } from './run-context.js';
 
 export type ModelCommand = fc.AsyncCommand<ClusterModel, RunContext, false>;
@@ -127,8 +127,9 @@ export class CreatePod implements ModelCommand {
     this.resolved = `${ns}/${name}${node ? ` on ${node}` : ''} uid=${uid}${caps.length ? ` caps=${caps.join('+')}` : ''}`
       + `${this.shape.mode === null ? '' : ` mode=${this.shape.mode}`}${hostNetwork ? ' hostNetwork' : ''}`
       + `${this.shape.hostile.length ? ` hostile=${this.shape.hostile.join('+')}` : ''}`;
+    const selected = selectedAtCreation(m, { namespace: ns, labels, annotations, hostNetwork });
     const obs = await r.world.createPod({ namespace: ns, name, ...(node ? { node } : {}), labels, annotations, hostNetwork, app });
-    if (m.down.has(componentKey('agent', obs.node))) m.createdWhileAgentDown.add(obs.uid);
+    if (selected && m.down.has(componentKey('agent', obs.node))) m.createdWhileAgentDown.add(obs.uid);
     m.pods.set(podKey({ namespace: ns, name }), {
       ref: { namespace: ns, name }, uid: obs.uid, node: obs.node, labels: { ...labels }, annotations, app, hostNetwork, ips: obs.ips, started: obs.started,
     });

@@ -8,6 +8,7 @@
 import type { AppSpec, Component, PodRef, PolicyObject, Profile } from '../world.js';
 import { podKey } from '../world.js';
 import type { ThreatSpec } from './contracts.js';
+import { referenceSelects } from '../properties/enrollment-model.js';
 
 export interface ModelPod {
   readonly ref: PodRef;
@@ -122,4 +123,18 @@ export function cloneModel(m: ModelView): ClusterModel {
     relabelled: new Set(m.relabelled),
     policySets: m.policySets.map((set) => [...set]),
   };
+}
+
+/**
+ * Does the reference model select a pod of this shape in `namespace`, with the namespace labels
+ * the model holds now? Fail closed is owed only to pods that were ambient when their sandbox was
+ * made: a pod created outside the mesh while its agent was down, whose namespace is labelled
+ * later, cannot be enrolled until the agent returns — that is convergence's business, which
+ * skips such nodes, not a fail-closed bypass (a default check found the judge calling it one).
+ */
+export function selectedAtCreation(m: Readonly<ClusterModel>, pod: { readonly namespace: string; readonly labels: Readonly<Record<string, string>>; readonly annotations: Readonly<Record<string, string>>; readonly hostNetwork: boolean }): boolean {
+  return referenceSelects({
+    namespace: pod.namespace, labels: pod.labels, namespaceLabels: m.namespaces.get(pod.namespace), hostNetwork: pod.hostNetwork,
+    phase: 'Pending', annotations: pod.annotations, excludedNamespaces: ['kube-system'],
+  }).selected;
 }

@@ -24,7 +24,7 @@ import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import type { Component } from '../world.js';
 import { podKey } from '../world.js';
 import { HOSTILE_ANNOTATIONS, type ModeChoice, type ModelCommand, type PodShape, APP_PORTS, APP_UDP_PORT } from './commands.js';
-import { componentKey, markRelabelled, pickNamespace, pickPod, podsInNamespace, type ClusterModel } from './model.js';
+import { componentKey, markRelabelled, pickNamespace, pickPod, podsInNamespace, selectedAtCreation, type ClusterModel } from './model.js';
 import { record, type RunContext } from './run-context.js';
 
 export type RaceOp =
@@ -82,8 +82,12 @@ export class Race implements ModelCommand {
             label: `create ${ns}/${name} mode=${String(op.shape.mode)}`,
             thunk: async () => {
               created.issuedAt = ++created.clock;
+              // Selected when issued and still when done: a namespace label racing the creation
+              // leaves it open whether the CNI ADD saw the pod as ambient (see selectedAtCreation).
+              const selectedAtIssue = selectedAtCreation(m, { ...ref, labels, annotations, hostNetwork: false });
               const obs = await r.world.createPod({ ...ref, labels, annotations, app });
-              if (m.down.has(componentKey('agent', obs.node))) m.createdWhileAgentDown.add(obs.uid);
+              const selected = selectedAtIssue && selectedAtCreation(m, { ...ref, labels, annotations, hostNetwork: false });
+              if (selected && m.down.has(componentKey('agent', obs.node))) m.createdWhileAgentDown.add(obs.uid);
               m.pods.set(podKey(ref), { ref, uid: obs.uid, node: obs.node, labels: { ...labels }, annotations, app, hostNetwork: false, ips: obs.ips, started: obs.started });
             },
             onSuccess: () => undefined,
