@@ -5,12 +5,11 @@
  * replay path reproduce the difference.
  */
 import { test, expect } from '@playwright/test';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { CommanderError } from 'commander';
-import { REPO, runCli, type CliRun } from '../../cli-run.js';
+import { REPO, runCli, runScript, type CliRun } from '../../cli-run.js';
 import { parseSoakArgs, rerunCommand, runSoak, shellWords, type CheckProcessResult, type SoakOptions } from '../../../cli/soak.js';
 import { UsageError } from '../../../cli/errors.js';
 import type { CellReport, CheckReport } from '../../../scenarios/model/check.js';
@@ -116,15 +115,7 @@ test('re-run commands survive the shell', () => {
 });
 
 function soak(args: readonly string[]): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [path.join(REPO, 'dist', 'cli', 'soak-main.js'), ...args], { cwd: REPO });
-    let stdout = '';
-    let stderr = '';
-    c.stdout.on('data', (d) => (stdout += d));
-    c.stderr.on('data', (d) => (stderr += d));
-    c.on('error', reject);
-    c.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runScript(path.join(REPO, 'dist', 'cli', 'soak-main.js'), args);
 }
 
 /** Split a printed command back into arguments (the inverse of shellWords). */
