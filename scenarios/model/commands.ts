@@ -552,7 +552,7 @@ export interface OverlapShape {
 
 /**
  * An enforced ALLOW and an enforced DENY on the same target that can both match one
- * connection, then a settle, then that connection: DENY must win (ztunnel.md §3.4). Random
+ * connection, then a settle, then that connection: DENY must win (as in istio/ztunnel src/rbac.rs: DENY policies are evaluated before ALLOW). Random
  * ApplyPolicy commands rarely line this up (the same target, overlapping rules, a settle so the
  * policy-propagation window is closed, and a matching connection), so this command does it on
  * purpose, through the ordinary ApplyPolicy, Settle and Connect commands and their judges.
