@@ -65,6 +65,8 @@ export interface LabPodState {
   readonly appCaps: readonly string[];
   readonly tcpPorts: readonly number[];
   readonly udpPorts: readonly number[];
+  /** Network sysctls set in the sandbox before the CNI ADD (as a node or runtime may, e.g. net.ipv6.conf.lo.disable_ipv6). */
+  readonly sysctls?: Readonly<Record<string, string>>;
   started: boolean;
   error: string | undefined;
 }
@@ -79,6 +81,8 @@ export interface LabState {
   readonly ipv6?: boolean;
   /** The agent captures pod DNS (UDP/TCP 53 to the proxy's 15053; --dns-capture). Absent in older state files: false. */
   readonly dnsCapture?: boolean;
+  /** The agent and proxy capture IPv6 (--ipv6) whatever the pods' stack; absent: as `ipv6`. */
+  readonly captureIpv6?: boolean;
   readonly nodes: readonly { readonly name: string; readonly netns: string; readonly index: number; readonly address: string }[];
   readonly fabric: string;
   readonly outside: string;
@@ -203,6 +207,8 @@ export interface LabOptions {
   readonly ipv6?: boolean;
   /** DNS capture by the agent's rules (default false). */
   readonly dnsCapture?: boolean;
+  /** IPv6 capture by the agent and proxy (default: as `ipv6`); on with v4-only pods is upstream's default on a v4 cluster. */
+  readonly captureIpv6?: boolean;
   /** Run directory parent (default /run/ambient-lab); the run dir is <parent>/<name>. */
   readonly stateRoot?: string;
   /** Lab name (default: the run prefix without its trailing dash). */
@@ -241,6 +247,7 @@ export class NetnsLab {
       fs.chmodSync(runDir, 0o755); // pod apps (non-root) append to their report files here
       const state: LabState = {
         version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile, ipv6: opts.ipv6 ?? false, dnsCapture: opts.dnsCapture ?? false,
+        ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
         nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
         fabric: cluster.fabric.netns, outside: cluster.outside.netns,
         kubeconfig: path.join(runDir, 'kubeconfig'), apiSocket: path.join(runDir, 'api.sock'), controlSocket: path.join(runDir, 'api-control.sock'),
@@ -298,7 +305,7 @@ export class NetnsLab {
   componentArgs(component: LabComponent, node: string): string[] {
     const dir = this.nodeDir(node);
     const common = ['--node', node, '--kubeconfig', this.state.kubeconfig, '--zds-socket', path.join(dir, 'zds.sock'), '--status-socket', path.join(dir, `${component}-status.sock`),
-      ...(this.state.ipv6 === true ? ['--ipv6'] : [])];
+      ...((this.state.captureIpv6 ?? this.state.ipv6) === true ? ['--ipv6'] : [])];
     if (component === 'agent') {
       return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-agent.js'), ...common, '--profile', this.state.profile,
         '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000',
@@ -398,6 +405,10 @@ export class NetnsLab {
     // What container runtimes do in a pod netns (containerd, CRI-O): any uid may bind low ports,
     // so a non-root app can serve e.g. port 53 (the sim's pods can too).
     await execIn(info.netns, ['sysctl', '-q', '-w', 'net.ipv4.ip_unprivileged_port_start=0']);
+    for (const [k, v] of Object.entries(p.sysctls ?? {})) {
+      if (!/^net\.[A-Za-z0-9_.]+$/.test(k)) throw new Error(`sandbox sysctl ${JSON.stringify(k)}: only network (net.*) sysctls belong to a pod's namespace`);
+      await execIn(info.netns, ['sysctl', '-q', '-w', `${k}=${v}`]);
+    }
     p.containerId = `${this.state.prefix}${short}`;
     const att = (ifname: string): { containerId: string; netns: string; ifname: string; args: Array<[string, string]> } => ({
       containerId: p.containerId!, netns: info.netnsPath, ifname, args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!),
@@ -477,6 +488,7 @@ export class NetnsLab {
   async createPod(spec: {
     namespace: string; name: string; node: string; labels?: Record<string, string>; annotations?: Record<string, string>;
     serviceAccount?: string; hostNetwork?: boolean; uid: number; caps: readonly string[]; tcpPorts: readonly number[]; udpPorts?: readonly number[]; probePorts?: readonly number[];
+    sysctls?: Readonly<Record<string, string>>;
   }): Promise<LabPodState> {
     this.node(spec.node);
     const pod: KubeObjectOf<'Pod'> = {
@@ -495,7 +507,7 @@ export class NetnsLab {
     const p: LabPodState = {
       namespace: spec.namespace, name: spec.name, uid: created.metadata?.uid ?? '', node: spec.node, hostNetwork: spec.hostNetwork ?? false,
       short: undefined, netns: undefined, containerId: undefined, ips: [], app: undefined, appUid: spec.uid, appCaps: spec.caps,
-      tcpPorts: spec.tcpPorts, udpPorts: spec.udpPorts ?? [], started: false, error: undefined,
+      tcpPorts: spec.tcpPorts, udpPorts: spec.udpPorts ?? [], ...(spec.sysctls ? { sysctls: spec.sysctls } : {}), started: false, error: undefined,
     };
     this.state.pods[`${spec.namespace}/${spec.name}`] = p;
     this.save();

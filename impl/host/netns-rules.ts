@@ -82,4 +82,11 @@ export interface NetnsRules {
   apply(netns: NetnsId, plan: RedirectionPlan): Promise<void>;
   remove(netns: NetnsId, plan: RedirectionPlan): Promise<void>;
   read(netns: NetnsId): Promise<AppliedState>;
+  /**
+   * Whether IPv6 is disabled on the namespace's loopback (`net.ipv6.conf.lo.disable_ipv6` is 1
+   * there): the kernel then refuses the v6 `local` route of the return path ("IPv6 is disabled on
+   * nexthop device"), so the plan must leave it out. Rejects when the setting cannot be read
+   * (e.g. a kernel without IPv6), never guesses.
+   */
+  loopbackIpv6Disabled(netns: NetnsId): Promise<boolean>;
 }

@@ -25,7 +25,7 @@ import {
 export class NetnsRulesError extends Error {
   constructor(
     readonly netns: string,
-    readonly operation: 'apply' | 'remove' | 'read',
+    readonly operation: Operation,
     readonly command: string,
     readonly stderr: string,
     hint: string,
@@ -33,6 +33,11 @@ export class NetnsRulesError extends Error {
     super(`${operation} in netns ${netns}: ${command} failed: ${stderr.trim() || '(no stderr)'}. ${hint}`);
   }
 }
+
+type Operation = 'apply' | 'remove' | 'read';
+
+/** Per-namespace sysctl (read through the namespace: /proc/sys/net follows the reader's netns). */
+const LO_DISABLE_IPV6 = '/proc/sys/net/ipv6/conf/lo/disable_ipv6';
 
 interface RunResult {
   readonly ok: boolean;
@@ -198,6 +203,18 @@ export class LinuxNetnsRules implements NetnsRules {
     return { iptables: { ipv4: await save('ipv4'), ipv6: await save('ipv6') }, rules, routes };
   }
 
+  async loopbackIpv6Disabled(netns: NetnsId): Promise<boolean> {
+    const argv = ['cat', LO_DISABLE_IPV6];
+    const res = await this.run(netns, argv);
+    if (!res.ok) {
+      throw this.error(netns, 'read', argv, res.stderr,
+        'Without this setting the agent cannot tell whether the v6 return route can exist; a kernel without IPv6 needs IPv6 capture off.');
+    }
+    const v = res.stdout.trim();
+    if (v !== '0' && v !== '1') throw this.error(netns, 'read', argv, `unexpected value ${JSON.stringify(v)}`, 'Expected 0 or 1.');
+    return v === '1';
+  }
+
   /** Validate the whole plan without I/O; returns the parsed restore text per family present. */
   private check(netns: string, op: 'apply' | 'remove', plan: RedirectionPlan): Map<IpFamily, PlanTable[]> {
     const bad = (what: string): NetnsRulesError =>
@@ -246,13 +263,13 @@ export class LinuxNetnsRules implements NetnsRules {
     return notes.length > 0 ? ` (EXCEPT: ${notes.join('; ')} — inspect with ${families.map((f) => TOOLS[f].save).join('/')})` : '';
   }
 
-  private async must(netns: NetnsId, op: 'apply' | 'remove' | 'read', argv: readonly string[], input?: string, hint?: string): Promise<string> {
+  private async must(netns: NetnsId, op: Operation, argv: readonly string[], input?: string, hint?: string): Promise<string> {
     const res = await this.run(netns, argv, input);
     if (!res.ok) throw this.error(netns, op, argv, res.stderr + (input !== undefined ? quoteLine(res.stderr, input) : ''), hint ?? 'Nothing was changed by this step.');
     return res.stdout;
   }
 
-  private error(netns: string, op: 'apply' | 'remove' | 'read', argv: readonly string[], stderr: string, hint: string): NetnsRulesError {
+  private error(netns: string, op: Operation, argv: readonly string[], stderr: string, hint: string): NetnsRulesError {
     return new NetnsRulesError(netns, op, `\`nsenter --net=${netns} ${argv.join(' ')}\``, stderr, hint);
   }
 

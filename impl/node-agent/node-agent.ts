@@ -35,6 +35,7 @@ import type { PluginEventServer, PluginEventTransport } from '../host/plugin-eve
 import type { ZdsTransport } from '../host/zds-transport.js';
 import { decideEnrollment, isTerminalPhase, type EnrollmentConfig } from './enrollment.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
+import { drift, leftovers, universe } from './plan-drift.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
 import { probePorts } from './probe-ports.js';
 import { probeSetSteps, type ProbeSetClaim, type ProbeSetMember } from './probe-set-sync.js';
@@ -362,13 +363,6 @@ export class NodeAgent {
       ann = parsePodRedirectionAnnotations({});
       await this.warn(pod, 'InvalidMeshAnnotation', `${err.message}; the pod is captured with default settings until the annotation is fixed`);
     }
-    const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture });
-    const built = this.config.profile === 'strict'
-      ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) })
-      : buildInpodPlan({ ...common, profile: 'upstream' });
-    const plan = this.deps.planTransform
-      ? this.deps.planTransform(built, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' })
-      : built;
     let p = this.mesh.get(uid);
     if (!p) {
       p = {
@@ -393,9 +387,18 @@ export class NodeAgent {
       p.proxyAcked = false;
       if (p.netns === undefined) throw new RetryableError(`no network namespace found for pod ${p.namespace}/${p.name} (uid ${uid})`);
     }
+    // The plan depends on the pod's namespace as well as its annotations: with IPv6 disabled on its
+    // lo the v6 return route cannot exist, and adding it failed every ADD (upstream skips it too).
+    const loIpv6Disabled = this.config.ipv6 ? await this.deps.rules.loopbackIpv6Disabled(p.netns) : false;
+    const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture }, loIpv6Disabled);
+    const built = this.config.profile === 'strict'
+      ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) })
+      : buildInpodPlan({ ...common, profile: 'upstream' });
+    const plan = this.deps.planTransform
+      ? this.deps.planTransform(built, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' })
+      : built;
     if (!p.rulesApplied || JSON.stringify(p.plan) !== JSON.stringify(plan)) {
-      if (p.plan && p.rulesApplied && JSON.stringify(p.plan) !== JSON.stringify(plan)) await this.deps.rules.remove(p.netns, p.plan);
-      await this.deps.rules.apply(p.netns, plan);
+      await this.applyExactly(p.netns, plan);
       p.plan = plan;
       p.rulesApplied = true;
     }
@@ -525,12 +528,29 @@ export class NodeAgent {
     }
   }
 
-  /** A plan whose own chains, ip rules and routes cover every variant of this agent's profile. */
+  /**
+   * A plan naming every own chain, ip rule and route any plan of either profile can hold: an
+   * agent restarted with another profile or other settings still removes what its predecessor made.
+   */
   private removalPlan(): RedirectionPlan {
-    const common = { ipv6: true, dnsCapture: true, ingressMode: false, virtualInterfaces: [] };
-    return this.config.profile === 'strict'
-      ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: [] })
-      : buildInpodPlan({ ...common, profile: 'upstream' });
+    return universe();
+  }
+
+  /**
+   * Make the namespace hold exactly `plan`: apply it (its own chains converge), then remove what
+   * an earlier plan left that this one does not contain (another profile, DNS or IPv6 setting, an
+   * agent before a restart). Apply comes first, so the pod is never without capture in between;
+   * removing the old plan before applying the new one left a window with no rules at all.
+   */
+  private async applyExactly(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
+    await this.deps.rules.apply(netns, plan);
+    const left = leftovers(await this.deps.rules.read(netns), plan);
+    if (left === undefined) return;
+    await this.deps.rules.remove(netns, left);
+    this.log.info('removed redirection the current plan does not contain', {
+      netns, chains: Object.values(left.iptables).join('').split('\n').filter((l) => l.startsWith(':')).length,
+      ipRules: left.rules.length, routes: left.routes.length,
+    });
   }
 
   // ------------------------------------------------------------------ start-up and repair
@@ -580,9 +600,11 @@ export class NodeAgent {
           p.rulesApplied = false;
           p.proxyAcked = false;
         } else if (p.plan && p.rulesApplied) {
-          const state = await this.deps.rules.read(p.netns);
-          if (!this.planPresent(p.plan, state.iptables.ipv4) || !this.planPresent(p.plan, state.iptables.ipv6, 'ipv6')) {
+          // Exactly the plan: a missing rule, an added one in an own chain, a leftover chain.
+          const diff = drift(await this.deps.rules.read(p.netns), p.plan);
+          if (diff.length > 0) {
             this.m.repairs.inc({ what: 'rules' });
+            this.log.info('redirection differs from the plan; re-applying', { pod: `${p.namespace}/${p.name}`, differences: diff.slice(0, 5).join('; ') });
             p.rulesApplied = false;
           }
         }
@@ -666,9 +688,9 @@ export class NodeAgent {
     }
   }
 
-  /** Every rule line of the plan for this family appears in the saved text. */
-  private planPresent(plan: RedirectionPlan, saved: string, family: 'ipv4' | 'ipv6' = 'ipv4'): boolean {
-    const text = plan.iptables[family];
+  /** Every rule line of the plan for this family appears in the saved text (the CNI CHECK). */
+  private planPresent(plan: RedirectionPlan, saved: string): boolean {
+    const text = plan.iptables.ipv4;
     if (text === undefined) return true;
     const have = new Set(saved.split('\n').map((l) => l.trim()));
     return text.split('\n').filter((l) => l.startsWith('-A ') || l.startsWith('-I ')).every((l) => have.has(l.replace(/^-I (\S+)( \d+)?/, '-A $1').trim()));

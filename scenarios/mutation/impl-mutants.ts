@@ -75,7 +75,7 @@ export const IMPL_MUTANTS: readonly ImplMutant[] = [
     name: 'repair-never-repairs-rules', area: 'repair',
     doc: 'the repair loop never notices in-pod rules that drifted (flushed, edited)',
     file: 'impl/node-agent/node-agent.js',
-    anchor: 'if (!this.planPresent(p.plan, state.iptables.ipv4) || !this.planPresent(p.plan, state.iptables.ipv6, \'ipv6\')) {',
+    anchor: 'if (diff.length > 0) {',
     replacement: 'if (false) {',
   },
   {

@@ -202,6 +202,11 @@ export class SimKernel {
     this.netns(ns).addAddress(dev, cidr);
   }
 
+  /** `ip netns exec NS sysctl -w net.ipv6.conf.<dev>.disable_ipv6=<0|1>`. */
+  setIpv6Disabled(ns: string, dev: string, on: boolean): void {
+    this.netns(ns).setIpv6Disabled(dev, on);
+  }
+
   setForwarding(ns: string, family: Family, on: boolean): void {
     this.netns(ns).forwarding[family] = on;
   }
@@ -220,7 +225,9 @@ export class SimKernel {
       if (!via) throw new SimConfigError(`route ${spec.dst} in ${ns}: a ${type} route needs dev or via`);
     }
     let dev = spec.dev;
-    if (dev !== undefined) n.link(dev);
+    if (dev !== undefined && n.link(dev).ipv6Disabled && dst.addr.family === 6) {
+      throw new SimConfigError(`route ${spec.dst} dev ${dev} in ${ns}: IPv6 is disabled on nexthop device`);
+    }
     if (dev === undefined && via) {
       // `ip route add X via G` resolves the device from the route to G.
       const d = fibLookup(n, { family: via.family, src: undefined, dst: via, mark: 0, iif: undefined, oif: undefined });

@@ -26,6 +26,8 @@ export interface Link {
   master?: Link;
   /** bridge: its ports. */
   readonly ports?: Set<Link>;
+  /** `net.ipv6.conf.<dev>.disable_ipv6` = 1: no IPv6 addresses or routes on the device. */
+  ipv6Disabled?: boolean;
 }
 
 /** First address of a family on the device: the "primary" address REDIRECT uses. */

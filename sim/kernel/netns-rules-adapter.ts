@@ -43,8 +43,17 @@ export class SimNetnsRules implements NetnsRules {
       ipv6: plan.iptables.ipv6 !== undefined ? parsePlanText(plan.iptables.ipv6) : undefined,
     };
     const n = this.kernel.netns(name);
-    for (const r of plan.routes) {
-      if (!this.hasRoute(name, r)) this.kernel.addRoute(name, { dst: r.dst, type: 'local', dev: r.dev, table: r.table });
+    const added: LocalRoute[] = [];
+    try {
+      for (const r of plan.routes) {
+        if (this.hasRoute(name, r)) continue;
+        this.kernel.addRoute(name, { dst: r.dst, type: 'local', dev: r.dev, table: r.table });
+        added.push(r);
+      }
+    } catch (e) {
+      // As the Linux adapter: a route the kernel refuses (e.g. IPv6 disabled on lo) leaves the namespace as it was.
+      this.removeRoutes(name, added);
+      throw e;
     }
     for (const r of plan.rules) {
       if (!this.hasRule(name, r)) this.kernel.addRule(name, { family: fam(r.family), priority: r.priority, fwmark: r.fwmark.value, mask: r.fwmark.mask, table: r.table });
@@ -72,7 +81,12 @@ export class SimNetnsRules implements NetnsRules {
       n.rules.remove((x) => x.family === fam(r.family) && x.priority === r.priority && x.table === r.table
         && x.fwmark?.value === r.fwmark.value && x.fwmark?.mask === r.fwmark.mask);
     }
-    for (const r of plan.routes) {
+    this.removeRoutes(name, plan.routes);
+  }
+
+  private removeRoutes(ns: string, routes: readonly LocalRoute[]): void {
+    const n = this.kernel.netns(ns);
+    for (const r of routes) {
       const dst = parsePrefix(r.dst);
       n.routes.remove((x) => x.type === 'local' && x.table === r.table && x.dev === r.dev && x.dst.len === dst.len && x.dst.addr.value === dst.addr.value && x.family === dst.addr.family);
     }
@@ -96,6 +110,10 @@ export class SimNetnsRules implements NetnsRules {
       rules,
       routes,
     };
+  }
+
+  async loopbackIpv6Disabled(netns: NetnsId): Promise<boolean> {
+    return this.kernel.netns(this.ns(netns)).link('lo').ipv6Disabled === true;
   }
 
   private hasRoute(ns: string, r: LocalRoute): boolean {

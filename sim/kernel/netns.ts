@@ -81,6 +81,10 @@ export class Netns {
     if (l.addresses.some((a) => a.addr.family === addr.family && a.addr.value === addr.value)) {
       throw new SimConfigError(`address ${formatIp(addr)} already on ${dev} in ${this.name}`);
     }
+    if (addr.family === 6 && l.ipv6Disabled) {
+      // addrconf refuses addresses on a device whose IPv6 is off (`ip` prints "Permission denied").
+      throw new SimConfigError(`address ${formatIp(addr)} on ${dev} in ${this.name}: IPv6 is disabled on the device (EACCES)`);
+    }
     if (addr.family === 4) l.addresses.push({ addr, prefix });
     else {
       // ipv6_link_dev_addr: a device's IPv6 list is sorted by scope, and a new address goes in
@@ -91,6 +95,20 @@ export class Netns {
       const at = l.addresses.findIndex((a) => a.addr.family === 6 && scope(addr) >= scope(a.addr));
       l.addresses.splice(at < 0 ? l.addresses.length : at, 0, { addr, prefix });
     }
+    this.syncKernelRoutes(l);
+  }
+
+  /**
+   * `sysctl net.ipv6.conf.<dev>.disable_ipv6=<on>`. Turning it on drops the device's IPv6
+   * addresses and every IPv6 route through it, as the kernel does (addrconf_ifdown); turning it
+   * off does not bring ::1 back here (the kernel re-adds it on lo; nothing in the sim needs that).
+   */
+  setIpv6Disabled(dev: string, on: boolean): void {
+    const l = this.link(dev);
+    l.ipv6Disabled = on;
+    if (!on) return;
+    for (let i = l.addresses.length - 1; i >= 0; i--) if (l.addresses[i]!.addr.family === 6) l.addresses.splice(i, 1);
+    this.routes.remove((r) => r.family === 6 && r.dev === dev);
     this.syncKernelRoutes(l);
   }
 

@@ -84,11 +84,15 @@ export class AgentWorld {
     k.setForwarding(HOST_NS, 4, true);
   }
 
+  /** Settings of the next agent started (a restart with other settings changes them in between). */
+  settings: Partial<Pick<NodeAgentConfig, 'profile' | 'ipv6' | 'dnsCapture'>> = {};
+
   config(): NodeAgentConfig {
     return {
       nodeName: NODE, profile: this.profile, ipv6: false, dnsCapture: true, enrollment: DEFAULT_ENROLLMENT_CONFIG,
       proxyUid: PROXY_UID, kubeletUid: 0, allowedProxyUids: [PROXY_UID], pluginEventAddress: AGENT_SOCK, zdsAddress: ZDS_SOCK,
       hostNetns: netnsId(HOST_NS), repairIntervalMs: 10_000, zdsAckTimeoutMs: 2000,
+      ...this.settings,
     };
   }
 
@@ -154,12 +158,14 @@ export class AgentWorld {
   }
 
   /** Create the Pod object, its sandbox (netns, veth, address) and run our CNI plugin's ADD. */
-  async pod(ns: string, name: string, opts: { labels?: Record<string, string>; annotations?: Record<string, string>; hostNetwork?: boolean } = {}): Promise<{ pod: Pod; cni: CniExecOutput; netns: string; ip: string }> {
+  async pod(ns: string, name: string, opts: { labels?: Record<string, string>; annotations?: Record<string, string>; hostNetwork?: boolean; loIpv6Disabled?: boolean } = {}): Promise<{ pod: Pod; cni: CniExecOutput; netns: string; ip: string }> {
     const pod = await this.store.create('Pod', {
       metadata: { name, namespace: ns, labels: opts.labels ?? {}, annotations: opts.annotations ?? {} },
       spec: { nodeName: NODE, hostNetwork: opts.hostNetwork ?? false, containers: [{ name: 'app', image: 'app' }] },
     });
     const { netns, ip } = this.sandbox(pod.metadata!.uid!);
+    // A pod sysctl (or a node that disables IPv6 for new namespaces) set before the CNI ADD.
+    if (opts.loIpv6Disabled) this.kernel.setIpv6Disabled(netns, 'lo', true);
     const cni = await this.cniAdd(pod, simNetnsPath(netns), ip);
     if (cni.exitCode === 0) {
       this.store.patch('Pod', name, ns, { status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] } }, 'status');
