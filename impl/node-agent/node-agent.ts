@@ -20,7 +20,7 @@ import type { NetnsId, PodUid } from '../api/ids.js';
 import { netnsId, podUid } from '../api/ids.js';
 import { podIps } from '../api/pod-ips.js';
 import { port } from '../api/ports.js';
-import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations } from '../api/annotations.js';
+import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations, parsePodRedirectionAnnotationsUpstream } from '../api/annotations.js';
 import type { PluginEvent, PluginEventReply } from '../api/plugin-event.js';
 import { PLUGIN_EVENT_MAX_BYTES } from '../api/plugin-event.js';
 import type { Clock, TimerHandle } from '../host/clock.js';
@@ -343,7 +343,9 @@ export class NodeAgent {
 
   /** Steps 1-4 above; throws RetryableError when the proxy has not acknowledged yet. */
   /**
-   * `stage` says whether the pod's containers may already run: at a CNI ADD ('sandbox') an invalid
+   * Annotations are read as the profile says (impl/api/annotations.ts): `upstream` ignores what it
+   * cannot parse, with a Warning Event. Under `strict`, `stage` says whether the pod's containers
+   * may already run: at a CNI ADD ('sandbox') an invalid
    * annotation fails the ADD, so the pod does not start until it is fixed; for a running pod
    * ('running', e.g. its namespace was just labelled) refusing would leave it selected but
    * unprotected, so its invalid annotations are ignored — full capture, the safe default — and a
@@ -355,12 +357,26 @@ export class NodeAgent {
     if (!d.enroll) throw new NotEligible(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not eligible for the mesh: ${d.reason}`);
     // Validate annotations before anything: a hostile value must never reach rule text.
     let ann;
-    try {
-      ann = parsePodRedirectionAnnotations(pod.metadata?.annotations);
-    } catch (err) {
-      if (!(err instanceof AnnotationError) || stage === 'sandbox') throw err;
-      ann = parsePodRedirectionAnnotations({});
-      await this.warn(pod, 'InvalidMeshAnnotation', `${err.message}; the pod is captured with default settings until the annotation is fixed`);
+    if (this.config.profile === 'upstream') {
+      // Upstream's reading (lenient: what it cannot parse is ignored, never an error).
+      const r = parsePodRedirectionAnnotationsUpstream(pod.metadata?.annotations);
+      ann = r.annotations;
+      if (r.ignored.length > 0) {
+        // Once per pod and message: enroll() runs again on every retry and repair.
+        const msg = r.ignored.map((i) => `pod annotation ${i.annotation}: value ${i.shown} ${i.why}`).join('; ');
+        if (!this.warned.has(`${uid}|${msg}`)) {
+          this.warned.add(`${uid}|${msg}`);
+          await this.warn(pod, 'InvalidMeshAnnotation', msg);
+        }
+      }
+    } else {
+      try {
+        ann = parsePodRedirectionAnnotations(pod.metadata?.annotations);
+      } catch (err) {
+        if (!(err instanceof AnnotationError) || stage === 'sandbox') throw err;
+        ann = parsePodRedirectionAnnotations({});
+        await this.warn(pod, 'InvalidMeshAnnotation', `${err.message}; the pod is captured with default settings until the annotation is fixed`);
+      }
     }
     const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture });
     const built = this.config.profile === 'strict'
