@@ -30,11 +30,12 @@ import type { Logger } from '../host/log.js';
 import type { Metrics } from '../host/metrics.js';
 import type { NetnsFinder } from '../host/netns-finder.js';
 import type { HostIpSets } from '../host/ipsets.js';
-import type { NetnsRules, RedirectionPlan } from '../host/netns-rules.js';
+import type { IpFamily, NetnsRules, RedirectionPlan } from '../host/netns-rules.js';
 import type { PluginEventServer, PluginEventTransport } from '../host/plugin-events.js';
 import type { ZdsTransport } from '../host/zds-transport.js';
 import { decideEnrollment, isTerminalPhase, type EnrollmentConfig } from './enrollment.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
+import type { Cidr } from './rule-ir.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
 import { probePorts } from './probe-ports.js';
 import { probeSetSteps, type ProbeSetClaim, type ProbeSetMember } from './probe-set-sync.js';
@@ -64,6 +65,8 @@ export interface NodeAgentConfig {
   readonly zdsAckTimeoutMs?: number;
   /** Trust domain for workload identities (sent to the proxy). */
   readonly trustDomain?: string;
+  /** Host probe SNAT addresses (upstream HOST_PROBE_SNAT_IP / _IPV6); absent = upstream's defaults. Host and in-pod rules use the same. */
+  readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>;
 }
 
 export interface NodeAgentDeps {
@@ -241,9 +244,10 @@ export class NodeAgent {
   // ------------------------------------------------------------------ host side
 
   private async installHostRules(): Promise<void> {
+    const snat = this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {};
     const ir = this.config.profile === 'strict'
-      ? buildHostProbeRules({ profile: 'strict', ipv6: this.config.ipv6, kubeletUid: this.config.kubeletUid })
-      : buildHostProbeRules({ profile: 'upstream', ipv6: this.config.ipv6 });
+      ? buildHostProbeRules({ profile: 'strict', ipv6: this.config.ipv6, kubeletUid: this.config.kubeletUid, ...snat })
+      : buildHostProbeRules({ profile: 'upstream', ipv6: this.config.ipv6, ...snat });
     for (const s of ir.ipsets) await this.deps.ipsets.ensure({ name: s.name, family: s.family });
     await this.deps.rules.apply(this.config.hostNetns, renderHostProbePlan(ir));
   }
@@ -378,7 +382,7 @@ export class NodeAgent {
         await this.warn(pod, 'InvalidMeshAnnotation', `${err.message}; the pod is captured with default settings until the annotation is fixed`);
       }
     }
-    const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture });
+    const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture, ...(this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {}) });
     const built = this.config.profile === 'strict'
       ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) })
       : buildInpodPlan({ ...common, profile: 'upstream' });
@@ -543,7 +547,7 @@ export class NodeAgent {
 
   /** A plan whose own chains, ip rules and routes cover every variant of this agent's profile. */
   private removalPlan(): RedirectionPlan {
-    const common = { ipv6: true, dnsCapture: true, ingressMode: false, virtualInterfaces: [] };
+    const common = { ipv6: true, dnsCapture: true, ingressMode: false, virtualInterfaces: [], ...(this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {}) };
     return this.config.profile === 'strict'
       ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: [] })
       : buildInpodPlan({ ...common, profile: 'upstream' });

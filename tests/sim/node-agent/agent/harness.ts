@@ -74,7 +74,7 @@ export class AgentWorld {
   /** The host probe sets as the agent reaches them (adds of failIpsetAdds fail). */
   readonly ipsets: HostIpSets = new FailingIpSets(new SimHostIpSets(this.kernel, HOST_NS), this.failIpsetAdds);
 
-  constructor(readonly profile: 'upstream' | 'strict' = 'upstream') {
+  constructor(readonly profile: 'upstream' | 'strict' = 'upstream', private readonly overrides: Partial<NodeAgentConfig> = {}) {
     const k = this.kernel;
     k.addNetns(HOST_NS);
     k.setLink(HOST_NS, 'lo', true);
@@ -88,7 +88,7 @@ export class AgentWorld {
     return {
       nodeName: NODE, profile: this.profile, ipv6: false, dnsCapture: true, enrollment: DEFAULT_ENROLLMENT_CONFIG,
       proxyUid: PROXY_UID, kubeletUid: 0, allowedProxyUids: [PROXY_UID], pluginEventAddress: AGENT_SOCK, zdsAddress: ZDS_SOCK,
-      hostNetns: netnsId(HOST_NS), repairIntervalMs: 10_000, zdsAckTimeoutMs: 2000,
+      hostNetns: netnsId(HOST_NS), repairIntervalMs: 10_000, zdsAckTimeoutMs: 2000, ...this.overrides,
     };
   }
 
