@@ -34,6 +34,7 @@ import type { IpFamily, NetnsRules, RedirectionPlan } from '../host/netns-rules.
 import type { PluginEventServer, PluginEventTransport } from '../host/plugin-events.js';
 import type { ZdsTransport } from '../host/zds-transport.js';
 import { decideEnrollment, isTerminalPhase, type EnrollmentConfig } from './enrollment.js';
+import { selectorMatches } from './label-selector.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
 import type { Cidr } from './rule-ir.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
@@ -111,9 +112,19 @@ export interface AgentHealth {
 
 class NotEligible extends Error {}
 
+/**
+ * The in-pod rules could not be applied. Not retryable, as upstream (its NonRetryableAdd for a
+ * CreateInpodRules failure): the reply says so and the queue does not retry it at once. Unlike
+ * upstream, the pod stays in the mesh map without rules, so the repair loop tries again each
+ * interval (a failure from a passing cause, e.g. a held xtables lock, then heals).
+ */
+class RulesApplyError extends Error {}
+
 export class NodeAgent {
   private readonly log: Logger;
   private readonly mesh = new Map<PodUid, MeshPod>();
+  /** Pods whose delete event reconcile has not handled yet: the last object the informer saw. */
+  private readonly deleted = new Map<PodUid, Pod>();
   private readonly queue: WorkQueue;
   private readonly zds: ZdsServer;
   private podInformer: Informer<Pod> | undefined;
@@ -179,7 +190,12 @@ export class NodeAgent {
     const onPod = (p: Pod): void => { if (this.started) this.queue.enqueue(this.keyOfPod(p)); };
     this.podInformer.on('add', onPod);
     this.podInformer.on('update', onPod);
-    this.podInformer.on('delete', (p: Pod) => this.queue.enqueue(this.keyOfPod(p)));
+    this.podInformer.on('delete', (p: Pod) => {
+      // Kept for reconcile: the cache no longer has the pod, and the agent may never have held it.
+      const uid = p.metadata?.uid;
+      if (uid) this.deleted.set(podUid(uid), p);
+      this.queue.enqueue(this.keyOfPod(p));
+    });
     const onNs = (ns: Namespace): void => {
       if (!this.started) return;
       for (const p of this.podInformer?.list(ns.metadata?.name) ?? []) this.queue.enqueue(this.keyOfPod(p));
@@ -277,7 +293,7 @@ export class NodeAgent {
       this.log.warn('plugin event failed', { pod: `${e.podNamespace}/${e.podName}`, kind: e.kind, error: msg });
       const pod = this.podInformer?.get(e.podName, e.podNamespace);
       if (pod && e.kind === 'add') void this.warn(pod, 'MeshEnrollmentFailed', `sandbox not admitted to the mesh (the pod will not start until this succeeds): ${msg}`);
-      return { ok: false, error: msg, retryable: !(err instanceof NotEligible || err instanceof AnnotationError) };
+      return { ok: false, error: msg, retryable: !(err instanceof NotEligible || err instanceof AnnotationError || err instanceof RulesApplyError) };
     }
   }
 
@@ -323,9 +339,13 @@ export class NodeAgent {
     const pod = this.podInformer?.get(name, namespace);
     const current = this.mesh.get(uid);
     if (!pod || pod.metadata?.uid !== uidText) {
+      const gone = this.deleted.get(uid);
       if (current) await this.retryRemoval(current, { podGone: true });
+      else if (gone) await this.removeUncached(gone);
+      this.deleted.delete(uid);
       return;
     }
+    this.deleted.delete(uid);
     const d = this.decide(pod);
     if (!d.enroll) {
       if (current) await this.retryRemoval(current, { podGone: false });
@@ -415,7 +435,11 @@ export class NodeAgent {
     }
     if (!p.rulesApplied || JSON.stringify(p.plan) !== JSON.stringify(plan)) {
       if (p.plan && p.rulesApplied && JSON.stringify(p.plan) !== JSON.stringify(plan)) await this.deps.rules.remove(p.netns, p.plan);
-      await this.deps.rules.apply(p.netns, plan);
+      try {
+        await this.deps.rules.apply(p.netns, plan);
+      } catch (err) {
+        throw new RulesApplyError(`cannot apply the redirection rules of pod ${p.namespace}/${p.name} in ${p.netns}: ${err instanceof Error ? err.message : String(err)}`);
+      }
       p.plan = plan;
       p.rulesApplied = true;
     }
@@ -462,6 +486,36 @@ export class NodeAgent {
       if (err instanceof RetryableError) throw err;
       throw new RetryableError(`removing pod ${p.namespace}/${p.name} from the mesh failed: ${err instanceof Error ? err.message : String(err)}`);
     }
+  }
+
+  /**
+   * A deleted pod the agent does not hold (it was enrolled by an earlier agent and not yet
+   * rebuilt, or its enrollment state was dropped): as upstream, a pod that was annotated as
+   * enrolled or pending, or that the selectors still select, is removed all the same — from the
+   * proxy and from the host probe sets (by its uid) — instead of waiting for the next probe-set
+   * sync and proxy snapshot (upstream TestInformerStillHandlesDeleteEventIfPodNotActuallyPresentAnymore,
+   * TestInformerPodDeleteInExcludedNsHandledIfEnrolled). Its netns is gone with the pod.
+   */
+  private async removeUncached(pod: Pod): Promise<void> {
+    const uid = podUid(pod.metadata?.uid ?? '');
+    const ann = pod.metadata?.annotations?.[REDIRECTION_STATUS];
+    const labels = this.nsLabels(pod.metadata?.namespace ?? '') ?? {};
+    const selected = this.config.enrollment.selectors.some((s) => selectorMatches(s.podSelector, pod.metadata?.labels) && selectorMatches(s.namespaceSelector, labels));
+    if (ann !== 'enabled' && ann !== 'pending' && !selected) return;
+    try {
+      for (const ip of this.probeIps(podIps(pod))) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
+    } catch (err) {
+      throw new RetryableError(`removing deleted pod ${pod.metadata?.namespace}/${pod.metadata?.name} from the host probe sets failed: ${(err as Error).message}`);
+    }
+    if (this.zds.connected()) {
+      try {
+        await this.zds.delWorkload(uid);
+      } catch (err) {
+        // As in unenroll(): the proxy drops it at its next snapshot anyway.
+        this.log.warn('proxy did not acknowledge removal', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, error: (err as Error).message });
+      }
+    }
+    this.log.info('deleted pod removed from the mesh (not held by this agent)', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, annotation: ann ?? '(none)', selected });
   }
 
   private async unenroll(p: MeshPod, opts: { podGone: boolean }): Promise<void> {

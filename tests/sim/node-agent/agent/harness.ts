@@ -68,6 +68,8 @@ export class AgentWorld {
   proxyNack: string | undefined;
   /** ZDS Adds the stand-in proxy received (acked or nacked), and its connections: counts of rounds. */
   proxyAddsSeen = 0;
+  /** ZDS Dels the stand-in proxy received, by pod uid. */
+  readonly proxyDelsSeen: string[] = [];
   proxyConnects = 0;
   /** Addresses whose ipset add fails (as a kernel refusal would). */
   readonly failIpsetAdds = new Set<string>();
@@ -121,7 +123,7 @@ export class AgentWorld {
           netns.close();
         },
         onKeep: async () => undefined,
-        onDel: async (podUid) => { proxyPods.delete(podUid); },
+        onDel: async (podUid) => { this.proxyDelsSeen.push(podUid); proxyPods.delete(podUid); },
         onSnapshotSent: async (named) => { for (const k of [...proxyPods.keys()]) if (!named.has(k as PodUid)) proxyPods.delete(k); },
       },
     });
