@@ -113,3 +113,16 @@ test('FORCE_IPTABLES_BINARY: --force-iptables-binary legacy|nft uses that varian
   await expect(chooseIptablesTools('legacy', run({ 'iptables-nft-save': RULES }))).rejects.toThrow(/--force-iptables-binary legacy: iptables-legacy-save cannot be used/);
   expect(settings('--force-iptables-binary', 'legacy').forceIptablesBinary).toBe('legacy');
 });
+
+// upstream's SplitExcludeNamespaces table (cni/pkg/util/podutil_test.go), through the flag both the agent and the installer read
+const SPLIT: [string, string, string[]][] = [
+  ['empty string', '', []], ['string of spaces', '  ', []], ['single namespace', 'kube-system', ['kube-system']],
+  ['single namespace with spaces', ' kube-system ', ['kube-system']], ['two namespaces', 'kube-system,istio-system', ['kube-system', 'istio-system']],
+  ['two namespaces with spaces', ' kube-system , istio-system ', ['kube-system', 'istio-system']], ['trailing comma', 'kube-system,', ['kube-system']],
+  ['leading comma', ',kube-system', ['kube-system']], ['embedded empty', 'kube-system,,istio-system', ['kube-system', 'istio-system']], ['only commas', ',,', []],
+];
+for (const [name, input, want] of SPLIT) {
+  test(`TestSplitExcludeNamespaces: ${name}`, () => {
+    expect(agentSettings(['--node', 'n1'], { AMBIENT_LAB_EXCLUDE_NAMESPACES: input }).config.enrollment.excludeNamespaces).toEqual(want);
+  });
+}
