@@ -1,8 +1,9 @@
 /**
- * `ambient-lab up [--nodes N] [--pods M] [--profile P] [--name NAME]`: a real-kernel cluster on this
- * machine (private network namespaces, the API process, per node the node agent and proxy as
- * real processes) with M demo pods per node in namespace `demo` (labelled for ambient), left
- * running for a user to explore. State: /run/ambient-lab/NAME/state.json.
+ * `ambient-lab up [--nodes N] [--pods M] [--profile P] [--name NAME] [--no-ipv6] [--no-dns-capture]`:
+ * a real-kernel cluster on this machine (private network namespaces, the API process, per node the
+ * node agent and proxy as real processes) with M demo pods per node in namespace `demo` (labelled
+ * for ambient), left running for a user to explore. IPv6 (dual-stack pods, v6 capture) and DNS
+ * capture are on by default, as upstream's chart has them. State: /run/ambient-lab/NAME/state.json.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -22,8 +23,10 @@ export const upCommand: CliCommand = {
       .option('--pods <m>', 'demo pods per node (namespace demo, in the mesh)', '2')
       .option('--profile <p>', 'rule profile: upstream or strict', 'upstream')
       .option('--name <name>', 'lab name (several labs can run side by side)', DEFAULT_LAB)
+      .option('--no-ipv6', 'IPv4-only pods and no v6 capture (default: dual-stack pods, v6 captured, as upstream)')
+      .option('--no-dns-capture', 'the agent does not capture pod DNS (default: captured, as upstream; the lab has no DNS server, so captured DNS fails closed)')
       .addHelpText('after', `\n${EXIT_CODES_HELP}`)
-      .action(async (opts: { nodes: string; pods: string; profile: string; name: string }) => {
+      .action(async (opts: { nodes: string; pods: string; profile: string; name: string; ipv6: boolean; dnsCapture: boolean }) => {
         // Usage first (exit 2), then what the machine must offer (exit 3).
         const nodes = parseIntFlag('--nodes', opts.nodes, 1, 16);
         const pods = parseIntFlag('--pods', opts.pods, 0, 50);
@@ -33,7 +36,7 @@ export const upCommand: CliCommand = {
         requireRootAndTools('up');
         if (fs.existsSync(path.join(dir, 'state.json'))) throw new HarnessError(`lab ${opts.name} is already up (${dir}); run \`ambient-lab down --name ${opts.name}\` first`);
         const t0 = Date.now();
-        const lab = await NetnsLab.create({ nodes, profile, name: opts.name });
+        const lab = await NetnsLab.create({ nodes, profile, name: opts.name, ipv6: opts.ipv6, dnsCapture: opts.dnsCapture });
         try {
           await lab.api.create('Namespace', { metadata: { name: 'demo', labels: { 'istio.io/dataplane-mode': 'ambient' } } });
           for (const n of lab.state.nodes) {
@@ -45,7 +48,8 @@ export const upCommand: CliCommand = {
           await lab.destroy().catch(() => undefined);
           throw e;
         }
-        process.stdout.write(`ambient-lab ${opts.name} is up in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${nodes} node(s), ${nodes * pods} pod(s) in namespace demo (port 8080)\n`
+        process.stdout.write(`ambient-lab ${opts.name} is up in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${nodes} node(s), ${nodes * pods} pod(s) in namespace demo (port 8080); `
+          + `IPv6 ${opts.ipv6 ? 'on' : 'off'}, DNS capture ${opts.dnsCapture ? 'on' : 'off'}\n`
           + `  state:      ${path.join(lab.state.runDir, 'state.json')}\n  kubeconfig: ${lab.state.kubeconfig} (reachable from the node namespaces)\n`
           + `  try:        ambient-lab status; ambient-lab exec demo/node-0-app-0 -- node -e "..."; ambient-lab down\n`);
       });

@@ -33,7 +33,7 @@
  *   sandbox's conntrack entry, read on its node. Without NET_RAW the probe reports EPERM.
  * - IPv6 (options.ipv6): a dual-stack cluster (fixtures/kind/cluster-dual.yaml), addresses from
  *   status.podIPs and the nodes' InternalIPs of both families; agent and proxy get
- *   AMBIENT_LAB_IPV6=true (their --ipv6) as the profile/DNS settings are given (kindComponentEnv).
+ *   AMBIENT_LAB_IPV6=true (their --ipv6; single-stack worlds set it false) as the profile/DNS settings are given (kindComponentEnv).
  *
  * Not here: kernelVersion (the host's kernel decides); meshV6 different from ipv6. A non-root app's added capabilities are effective only where the
  * runtime sets ambient capabilities; otherwise the probe reports the EPERM it gets.
@@ -73,11 +73,11 @@ export const kindConfigFor = (o: Pick<WorldOptions, 'ipv6'>): string => (o.ipv6 
 
 /**
  * The settings the world options give the agent and the proxy, as AMBIENT_LAB_* variables (their
- * flags' environment form). AMBIENT_LAB_IPV6 only on a dual-stack world, so a single-stack
- * bring-up is unchanged.
+ * flags' environment form). AMBIENT_LAB_IPV6 either way: the manifests turn it on (upstream's
+ * default), a single-stack world turns it off.
  */
 export function kindComponentEnv(o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6'>): { agent: Record<string, string>; proxy: Record<string, string> } {
-  const v6: Record<string, string> = o.ipv6 ? { AMBIENT_LAB_IPV6: 'true' } : {};
+  const v6: Record<string, string> = { AMBIENT_LAB_IPV6: String(o.ipv6) };
   return { agent: { AMBIENT_LAB_PROFILE: o.profile, AMBIENT_LAB_DNS_CAPTURE: String(o.dnsCapture), ...v6 }, proxy: { ...v6 } };
 }
 const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork

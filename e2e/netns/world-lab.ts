@@ -19,6 +19,7 @@
  * sandbox (netns + CNI ADD), starts the app and writes status (phase, podIPs). A pod whose CNI
  * ADD fails stays Pending with its sandbox removed (no retry loop). Reboot: see rebootNode().
  */
+import { DEPLOYMENT_ENROLLMENT_SETTINGS } from '../../impl/node-agent/enrollment.js';
 import { MeshCa } from '../../impl/linux/mesh-ca.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -305,11 +306,12 @@ export class NetnsLab {
   componentArgs(component: LabComponent, node: string): string[] {
     const dir = this.nodeDir(node);
     const common = ['--node', node, '--kubeconfig', this.state.kubeconfig, '--zds-socket', path.join(dir, 'zds.sock'), '--status-socket', path.join(dir, `${component}-status.sock`),
-      ...((this.state.captureIpv6 ?? this.state.ipv6) === true ? ['--ipv6'] : [])];
+      // Explicit either way: the components' defaults are upstream's (on), the lab's are off.
+      `--ipv6=${(this.state.captureIpv6 ?? this.state.ipv6) === true}`];
     if (component === 'agent') {
       return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-agent.js'), ...common, '--profile', this.state.profile,
         '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000',
-        ...(this.state.dnsCapture === true ? ['--dns-capture'] : [])];
+        `--dns-capture=${this.state.dnsCapture === true}`];
     }
     return [process.execPath, ...PROXY_NODE_FLAGS, path.join(repoRoot(), 'bin', 'ambient-lab-proxy.js'), ...common, '--connection-log', path.join(dir, 'connections.jsonl'),
       '--ca-cert', path.join(this.state.runDir, 'mesh-ca.pem'), '--ca-key', path.join(this.state.runDir, 'mesh-ca.key')];
@@ -375,8 +377,9 @@ export class NetnsLab {
         { type: 'bridge', bridge: 'cni0', isGateway: true, isDefaultGateway: true, ipMasq: false,
           ipam: { type: 'host-local', dataDir: path.join(dir, 'ipam'),
             ranges: [[{ subnet: podCidr(n.index).ipv4 }], ...(this.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : [])] } },
+        // The enrollment settings the agent runs with by default (the installer writes the same fields).
         { type: 'ambient-lab-cni', agentSocket: path.join(dir, 'cni', 'agent.sock'), kubeconfig: this.state.kubeconfig,
-          apiAttempts: 3, apiRetryDelayMs: 200, agentTimeoutMs: 10_000 },
+          apiAttempts: 3, apiRetryDelayMs: 200, agentTimeoutMs: 10_000, ...DEPLOYMENT_ENROLLMENT_SETTINGS },
       ],
     };
     return [{ chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' }, { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' }];

@@ -1,8 +1,14 @@
 /**
- * Pod annotations the node agent reads or writes, and strict validators for the ones whose
- * values end up shaping rules. A value that is not exactly what the vocabulary allows is an
- * error naming the annotation and the (escaped, truncated) value — it never reaches rule text,
- * and it is never guessed at ("True", " true", "yes" are errors, not booleans).
+ * Pod annotations the node agent reads or writes, and the two readers of the ones whose values
+ * shape rules (docs/design.md, "Pod annotations"):
+ * - strict (profile `strict`): a value that is not exactly what the vocabulary allows is an error
+ *   naming the annotation and the (escaped, truncated) value; it is never guessed at ("True",
+ *   " true", "yes" are errors, not booleans);
+ * - upstream (profile `upstream`): istio-cni's reading — booleans as Go's strconv.ParseBool, a
+ *   value it cannot parse ignored (the setting's default applies), interface lists split on
+ *   commas with spaces trimmed and empty items dropped. One step is ours: an interface name
+ *   that is not safe in rule text is ignored too (upstream hands it to iptables).
+ * Under both, nothing reaches rule text unvalidated.
  */
 import type { Brand } from './brand.js';
 
@@ -98,7 +104,7 @@ export function parseRedirectionStatus(value: string | undefined): RedirectionSt
   throw new AnnotationError(REDIRECTION_STATUS, value, 'expected "pending" or "enabled" (the node agent writes it; users should not)');
 }
 
-/** The per-pod rule-shaping annotations, validated together; the first bad one throws. */
+/** The per-pod rule-shaping annotations, validated together; the first bad one throws (strict). */
 export interface PodRedirectionAnnotations {
   readonly bypassInboundCapture: boolean;
   /** undefined = follow the global DNS capture setting. */
@@ -113,4 +119,90 @@ export function parsePodRedirectionAnnotations(annotations: Readonly<Record<stri
     dnsCapture: parseBooleanAnnotation(DNS_CAPTURE, a[DNS_CAPTURE]),
     virtualInterfaces: parseVirtualInterfaces(a[REROUTE_VIRTUAL_INTERFACES]),
   };
+}
+
+// ---------------------------------------------------------------- upstream's reading
+
+/**
+ * Go's strconv.ParseBool, which upstream's CheckBooleanAnnotation uses: "1", "t", "T", "TRUE",
+ * "true", "True" and their false counterparts; anything else (" true", "yes", "") is not a boolean.
+ */
+export function parseGoBool(value: string): boolean | undefined {
+  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(value)) return true;
+  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(value)) return false;
+  return undefined;
+}
+
+/** Go's unicode.IsSpace (what strings.TrimSpace trims); String.prototype.trim differs (U+FEFF, U+0085). */
+const GO_SPACE = /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]$/;
+
+function goTrimSpace(s: string): string {
+  let a = 0;
+  let b = s.length;
+  while (a < b && GO_SPACE.test(s[a]!)) a++;
+  while (b > a && GO_SPACE.test(s[b - 1]!)) b--;
+  return s.slice(a, b);
+}
+
+/**
+ * What upstream's getPodLevelTrafficOverrides (cni/pkg/nodeagent/net.go) reads, value for value:
+ * ingress mode and DNS capture as CheckBooleanAnnotation reads them (an unparsable value counts as
+ * absent), the interface list split on ',' with each item space-trimmed and empty ones dropped.
+ * The names are NOT validated here, as upstream; parsePodRedirectionAnnotationsUpstream does that.
+ */
+export interface UpstreamPodOverrides {
+  readonly ingressMode: boolean;
+  /** undefined = unset (the global setting applies). */
+  readonly dnsCapture: boolean | undefined;
+  readonly virtualInterfaces: readonly string[];
+}
+
+export function upstreamPodOverrides(annotations: Readonly<Record<string, string>> | undefined): UpstreamPodOverrides {
+  const a = annotations ?? {};
+  const bool = (name: string): boolean | undefined => (a[name] === undefined ? undefined : parseGoBool(a[name]!));
+  const virt = a[REROUTE_VIRTUAL_INTERFACES];
+  return {
+    ingressMode: bool(BYPASS_INBOUND_CAPTURE) ?? false,
+    dnsCapture: bool(DNS_CAPTURE),
+    virtualInterfaces: virt === undefined ? [] : virt.split(',').map(goTrimSpace).filter((s) => s !== ''),
+  };
+}
+
+/** A value the upstream reading ignored, and why (the agent says so in a Warning Event). */
+export interface IgnoredAnnotationValue {
+  readonly annotation: string;
+  /** The value as shown in messages: JSON-escaped, cut to 80 characters. */
+  readonly shown: string;
+  readonly why: string;
+}
+
+/**
+ * The upstream profile's reading: upstreamPodOverrides, then every interface name checked
+ * against the safe set (interfaceNameProblem) before it may reach rule text. A name that fails
+ * is ignored — its TCP is then captured as inbound, the fail-safe side — where upstream would
+ * hand it to iptables (which rejects names over 15 characters, failing the pod's ADD, and
+ * accepts the rest). A name listed twice is one name (two identical rules behave as one).
+ * Never throws.
+ */
+export function parsePodRedirectionAnnotationsUpstream(annotations: Readonly<Record<string, string>> | undefined): {
+  readonly annotations: PodRedirectionAnnotations;
+  readonly ignored: readonly IgnoredAnnotationValue[];
+} {
+  const a = annotations ?? {};
+  const o = upstreamPodOverrides(a);
+  const ignored: IgnoredAnnotationValue[] = [];
+  for (const name of [BYPASS_INBOUND_CAPTURE, DNS_CAPTURE]) {
+    const v = a[name];
+    if (v !== undefined && parseGoBool(v) === undefined) ignored.push({ annotation: name, shown: quote(v), why: 'not a boolean (strconv.ParseBool); ignored, as upstream' });
+  }
+  const names: InterfaceName[] = [];
+  for (const item of o.virtualInterfaces) {
+    const p = interfaceNameProblem(item);
+    if (p !== undefined) {
+      ignored.push({ annotation: REROUTE_VIRTUAL_INTERFACES, shown: quote(item), why: `${p}; this interface is ignored (its TCP is captured as inbound)` });
+    } else if (!names.includes(item as InterfaceName)) {
+      names.push(item as InterfaceName);
+    }
+  }
+  return { annotations: { bypassInboundCapture: o.ingressMode, dnsCapture: o.dnsCapture, virtualInterfaces: names }, ignored };
 }

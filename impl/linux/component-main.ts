@@ -73,7 +73,7 @@ export class ComponentFlags {
 
 /**
  * Run a component: `start` returns its stop function. Start-up errors go to stderr as one clear
- * line and exit 1; SIGTERM/SIGINT call stop once and exit 0 (a second signal exits at once).
+ * line and exit 2 for a ConfigError (bad flag or value), else 1; SIGTERM/SIGINT call stop once and exit 0 (a second signal exits at once).
  */
 export function runComponent(component: string, start: () => Promise<() => Promise<void>>): void {
   let stopping = false;
@@ -92,6 +92,7 @@ export function runComponent(component: string, start: () => Promise<() => Promi
   }, (e: unknown) => {
     const msg = e instanceof Error ? e.message : String(e);
     process.stderr.write(`${component}: failed to start: ${msg}\n`);
-    process.exit(1);
+    // A bad flag or value is a usage error (exit 2, as the ambient-lab CLI); anything else 1.
+    process.exit(e instanceof ConfigError ? 2 : 1);
   });
 }

@@ -25,3 +25,18 @@ export function parseDnsUpstream(entries: readonly string[]): SocketAddress[] {
     return { family, address: host, port };
   });
 }
+
+/**
+ * The nameservers of a resolv.conf text, in order (`nameserver ADDR` lines; comments and other
+ * options ignored): what `--dns-upstream resolv.conf` forwards to, as upstream ztunnel forwards
+ * to the resolvers of its own resolv.conf. None is an error (DNS capture would answer nothing).
+ */
+export function resolvConfNameservers(text: string): string[] {
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^\s*nameserver\s+(\S+)/.exec(line);
+    if (m) out.push(isIP(m[1]!) === 6 ? `[${m[1]}]` : m[1]!);
+  }
+  if (out.length === 0) throw new Error('--dns-upstream resolv.conf: /etc/resolv.conf names no nameserver');
+  return out;
+}

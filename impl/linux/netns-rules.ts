@@ -15,6 +15,7 @@
 import { execFile } from 'node:child_process';
 import type { NetnsId } from '../api/ids.js';
 import { mark, formatMark } from '../api/marks.js';
+import { iptablesTools, type IptablesTools } from './iptables-backend.js';
 import type { AppliedState, IpFamily, LocalRoute, NetnsRules, PolicyRule, RedirectionPlan } from '../host/netns-rules.js';
 import {
   applyTransaction, normaliseSave, parsePlanText, parseSave, PlanTextError, removeTransaction, rollbackText,
@@ -49,12 +50,14 @@ interface RunResult {
 export interface LinuxNetnsRulesOptions {
   /** Per-command timeout (default 30 s). */
   readonly timeoutMs?: number;
+  /** The iptables variant's save/restore tools (iptables-backend.ts); default the unsuffixed system tools. */
+  readonly iptables?: IptablesTools;
 }
 
 const FAMILIES: readonly IpFamily[] = ['ipv4', 'ipv6'];
-const TOOLS: Readonly<Record<IpFamily, { save: string; restore: string; ipFlag: string; any: string; host: number }>> = {
-  ipv4: { save: 'iptables-save', restore: 'iptables-restore', ipFlag: '-4', any: '0.0.0.0/0', host: 32 },
-  ipv6: { save: 'ip6tables-save', restore: 'ip6tables-restore', ipFlag: '-6', any: '::/0', host: 128 },
+const TOOLS: Readonly<Record<IpFamily, { ipFlag: string; any: string; host: number }>> = {
+  ipv4: { ipFlag: '-4', any: '0.0.0.0/0', host: 32 },
+  ipv6: { ipFlag: '-6', any: '::/0', host: 128 },
 };
 const RESERVED_TABLES = new Set([0, 253, 254, 255]);
 const DEV_NAME = /^[A-Za-z0-9_.@:-]{1,15}$/;
@@ -88,9 +91,11 @@ function withOp(args: readonly string[], op: string): string[] {
 
 export class LinuxNetnsRules implements NetnsRules {
   private readonly timeoutMs: number;
+  private readonly ipt: IptablesTools;
 
   constructor(opts: LinuxNetnsRulesOptions = {}) {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.ipt = opts.iptables ?? iptablesTools('system');
   }
 
   async apply(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
@@ -99,11 +104,11 @@ export class LinuxNetnsRules implements NetnsRules {
     const saved = new Map<IpFamily, Map<string, SavedTable>>();
     const txs = new Map<IpFamily, string>();
     for (const [family, tables] of parsed) {
-      const s = parseSave(await this.must(netns, 'apply', [TOOLS[family].save]));
+      const s = parseSave(await this.must(netns, 'apply', [this.ipt[family].save]));
       saved.set(family, s);
       const tx = applyTransaction(tables, s);
       txs.set(family, tx);
-      await this.must(netns, 'apply', [TOOLS[family].restore, '--noflush', '--test', '-w'], tx,
+      await this.must(netns, 'apply', [this.ipt[family].restore, '--noflush', '--test', '-w'], tx,
         'The plan\'s restore text was rejected in a dry run; nothing was changed. Fix the rule text (the line is quoted above).');
     }
 
@@ -136,7 +141,7 @@ export class LinuxNetnsRules implements NetnsRules {
 
     const done: IpFamily[] = [];
     for (const family of parsed.keys()) {
-      const argv = [TOOLS[family].restore, '--noflush', '-w'];
+      const argv = [this.ipt[family].restore, '--noflush', '-w'];
       const tx = txs.get(family) ?? '';
       const res = await this.run(netns, argv, tx);
       if (!res.ok) {
@@ -154,11 +159,11 @@ export class LinuxNetnsRules implements NetnsRules {
     const saved = new Map<IpFamily, Map<string, SavedTable>>();
     const done: IpFamily[] = [];
     for (const [family, tables] of parsed) {
-      const s = parseSave(await this.must(netns, 'remove', [TOOLS[family].save]));
+      const s = parseSave(await this.must(netns, 'remove', [this.ipt[family].save]));
       saved.set(family, s);
       const tx = removeTransaction(tables, s);
       if (tx === undefined) continue; // nothing of ours in this family
-      const argv = [TOOLS[family].restore, '--noflush', '-w'];
+      const argv = [this.ipt[family].restore, '--noflush', '-w'];
       const res = await this.run(netns, argv, tx);
       if (!res.ok) {
         const rollback = await this.rollback(netns, [...done, family], parsed, saved);
@@ -183,7 +188,7 @@ export class LinuxNetnsRules implements NetnsRules {
   }
 
   async read(netns: NetnsId): Promise<AppliedState> {
-    const save = async (f: IpFamily): Promise<string> => normaliseSave(await this.must(netns, 'read', [TOOLS[f].save]));
+    const save = async (f: IpFamily): Promise<string> => normaliseSave(await this.must(netns, 'read', [this.ipt[f].save]));
     const rules: PolicyRule[] = [];
     const routes: LocalRoute[] = [];
     for (const family of FAMILIES) {
@@ -257,10 +262,10 @@ export class LinuxNetnsRules implements NetnsRules {
     const notes: string[] = [];
     for (const f of families) {
       const tables = (parsed.get(f) ?? []).map((t) => t.table);
-      const res = await this.run(netns, [TOOLS[f].restore, '-w'], rollbackText(tables, saved.get(f) ?? new Map()));
-      if (!res.ok) notes.push(`${TOOLS[f].restore} rollback failed too: ${res.stderr.trim()}`);
+      const res = await this.run(netns, [this.ipt[f].restore, '-w'], rollbackText(tables, saved.get(f) ?? new Map()));
+      if (!res.ok) notes.push(`${this.ipt[f].restore} rollback failed too: ${res.stderr.trim()}`);
     }
-    return notes.length > 0 ? ` (EXCEPT: ${notes.join('; ')} — inspect with ${families.map((f) => TOOLS[f].save).join('/')})` : '';
+    return notes.length > 0 ? ` (EXCEPT: ${notes.join('; ')} — inspect with ${families.map((f) => this.ipt[f].save).join('/')})` : '';
   }
 
   private async must(netns: NetnsId, op: Operation, argv: readonly string[], input?: string, hint?: string): Promise<string> {

@@ -6,13 +6,14 @@
  *   --zds-socket PATH               (default /var/run/ambient-lab/zds/zds.sock)
  *   --trust-domain D                (default cluster.local)
  *   --connection-log PATH           (JSON lines, appended; default: stdout)
- *   --ipv6                          (also open v6 listeners)
+ *   --ipv6 BOOL                     (v6 listeners as well; default true, as upstream ztunnel; --ipv6=false: v4 only)
  *   --status-socket PATH              (the same endpoints on a Unix socket)
  *   --health-address HOST --health-port N (default 0.0.0.0:15020)
  *   --log-level debug|info|warn|error
  *   --dns-upstream IP[:PORT],...    (serve DNS on 15053 in every pod, forwarding unknown names to these
- *                                    resolvers, e.g. the cluster DNS service; absent = no DNS listener,
- *                                    so pods with DNS capture get no DNS: fail closed)
+ *                                    resolvers, e.g. the cluster DNS service; `resolv.conf` = the nameservers
+ *                                    of this process's /etc/resolv.conf, as upstream ztunnel; absent = no DNS
+ *                                    listener, so pods with DNS capture get no DNS: fail closed)
  *   --dns-log PATH                  (DNS request records as JSON lines; default: stdout)
  *   --ca-cert PEM --ca-key PEM      (the cluster's shared mesh root; without them the process makes
  *                                    its own root, and HBONE then verifies only within this node)
@@ -33,7 +34,7 @@ import { WorkloadWatcher } from '../ztunnel/workloads-watch.js';
 import { Ztunnel } from '../ztunnel/ztunnel.js';
 import { SystemClock } from './clock.js';
 import { ComponentFlags, runComponent } from './component-main.js';
-import { parseDnsUpstream } from './dns-upstream.js';
+import { parseDnsUpstream, resolvConfNameservers } from './dns-upstream.js';
 import { HBONE_KINDS, hboneTransport, resolveHbone } from './hbone-choice.js';
 import { serveHealth, type HealthSource } from './health-http.js';
 import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
@@ -52,7 +53,7 @@ runComponent('ambient-lab-proxy', async () => {
   const zdsAddress = f.str('zds-socket', '/var/run/ambient-lab/zds/zds.sock');
   const trustDomain = f.str('trust-domain', 'cluster.local');
   const logPath = f.optional('connection-log');
-  const ipv6 = f.bool('ipv6', false);
+  const ipv6 = f.bool('ipv6', true);
   const healthHost = f.str('health-address', '0.0.0.0');
   const healthPort = f.int('health-port', 15020, 0, 65535);
   const statusSocket = f.optional('status-socket');
@@ -60,7 +61,7 @@ runComponent('ambient-lab-proxy', async () => {
   const caCert = f.optional('ca-cert');
   const caKey = f.optional('ca-key');
   const hboneKind = f.oneOf('hbone', HBONE_KINDS, 'auto');
-  const dnsUpstream = parseDnsUpstream(f.list('dns-upstream', []));
+  const dnsUpstream = parseDnsUpstream(f.list('dns-upstream', []).flatMap((e) => (e === 'resolv.conf' ? resolvConfNameservers(fs.readFileSync('/etc/resolv.conf', 'utf8')) : [e])));
   const dnsLogPath = f.optional('dns-log');
   f.assertAllUsed();
   if ((caCert === undefined) !== (caKey === undefined)) throw new Error('--ca-cert and --ca-key go together: give both (a shared mesh root) or neither (a root of this process only)');

@@ -36,12 +36,32 @@ export interface EnrollmentConfig {
   readonly ownPodPrefixes: readonly string[];
 }
 
+/** Upstream's names (istio-system, istio-cni-node, ztunnel): the sim worlds and the plugin's fallback. */
 export const DEFAULT_ENROLLMENT_CONFIG: EnrollmentConfig = {
   selectors: DEFAULT_ENABLEMENT_SELECTORS,
   excludeNamespaces: ['kube-system'],
   systemNamespace: 'istio-system',
   ownPodPrefixes: ['istio-cni-node-', 'ztunnel-'],
 };
+
+/**
+ * The settings of EnrollmentConfig that a deployment chooses, which the node agent and the CNI
+ * plugin must share (the installer writes them into the plugin's configuration; the agent reads
+ * the same flags): both components then decide enrollment from one configuration.
+ */
+export type EnrollmentSettings = Pick<EnrollmentConfig, 'excludeNamespaces' | 'systemNamespace' | 'ownPodPrefixes'>;
+
+/** This repository's deployment (fixtures/manifests): its namespace and its DaemonSets' pod name prefixes. */
+export const DEPLOYMENT_ENROLLMENT_SETTINGS: EnrollmentSettings = {
+  excludeNamespaces: ['kube-system'],
+  systemNamespace: 'ambient-lab-system',
+  ownPodPrefixes: ['ambient-lab-agent-', 'ambient-lab-proxy-'],
+};
+
+/** The enrollment config of a deployment's settings, with upstream's enablement selectors. */
+export function enrollmentConfigOf(s: EnrollmentSettings): EnrollmentConfig {
+  return { selectors: DEFAULT_ENABLEMENT_SELECTORS, excludeNamespaces: [...s.excludeNamespaces], systemNamespace: s.systemNamespace, ownPodPrefixes: [...s.ownPodPrefixes] };
+}
 
 export function validateEnrollmentConfig(c: EnrollmentConfig): void {
   c.selectors.forEach((s, i) => {

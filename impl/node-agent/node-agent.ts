@@ -20,7 +20,7 @@ import type { NetnsId, PodUid } from '../api/ids.js';
 import { netnsId, podUid } from '../api/ids.js';
 import { podIps } from '../api/pod-ips.js';
 import { port } from '../api/ports.js';
-import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations } from '../api/annotations.js';
+import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations, parsePodRedirectionAnnotationsUpstream } from '../api/annotations.js';
 import type { PluginEvent, PluginEventReply } from '../api/plugin-event.js';
 import { PLUGIN_EVENT_MAX_BYTES } from '../api/plugin-event.js';
 import type { Clock, TimerHandle } from '../host/clock.js';
@@ -30,12 +30,14 @@ import type { Logger } from '../host/log.js';
 import type { Metrics } from '../host/metrics.js';
 import type { NetnsFinder } from '../host/netns-finder.js';
 import type { HostIpSets } from '../host/ipsets.js';
-import type { NetnsRules, RedirectionPlan } from '../host/netns-rules.js';
+import type { IpFamily, NetnsRules, RedirectionPlan } from '../host/netns-rules.js';
 import type { PluginEventServer, PluginEventTransport } from '../host/plugin-events.js';
 import type { ZdsTransport } from '../host/zds-transport.js';
 import { decideEnrollment, isTerminalPhase, type EnrollmentConfig } from './enrollment.js';
+import { selectorMatches } from './label-selector.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
 import { drift, leftovers, universe } from './plan-drift.js';
+import type { Cidr } from './rule-ir.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
 import { probePorts } from './probe-ports.js';
 import { probeSetSteps, type ProbeSetClaim, type ProbeSetMember } from './probe-set-sync.js';
@@ -65,6 +67,8 @@ export interface NodeAgentConfig {
   readonly zdsAckTimeoutMs?: number;
   /** Trust domain for workload identities (sent to the proxy). */
   readonly trustDomain?: string;
+  /** Host probe SNAT addresses (upstream HOST_PROBE_SNAT_IP / _IPV6); absent = upstream's defaults. Host and in-pod rules use the same. */
+  readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>;
 }
 
 export interface NodeAgentDeps {
@@ -109,9 +113,19 @@ export interface AgentHealth {
 
 class NotEligible extends Error {}
 
+/**
+ * The in-pod rules could not be applied. Not retryable, as upstream (its NonRetryableAdd for a
+ * CreateInpodRules failure): the reply says so and the queue does not retry it at once. Unlike
+ * upstream, the pod stays in the mesh map without rules, so the repair loop tries again each
+ * interval (a failure from a passing cause, e.g. a held xtables lock, then heals).
+ */
+class RulesApplyError extends Error {}
+
 export class NodeAgent {
   private readonly log: Logger;
   private readonly mesh = new Map<PodUid, MeshPod>();
+  /** Pods whose delete event reconcile has not handled yet: the last object the informer saw. */
+  private readonly deleted = new Map<PodUid, Pod>();
   private readonly queue: WorkQueue;
   private readonly zds: ZdsServer;
   private podInformer: Informer<Pod> | undefined;
@@ -177,7 +191,12 @@ export class NodeAgent {
     const onPod = (p: Pod): void => { if (this.started) this.queue.enqueue(this.keyOfPod(p)); };
     this.podInformer.on('add', onPod);
     this.podInformer.on('update', onPod);
-    this.podInformer.on('delete', (p: Pod) => this.queue.enqueue(this.keyOfPod(p)));
+    this.podInformer.on('delete', (p: Pod) => {
+      // Kept for reconcile: the cache no longer has the pod, and the agent may never have held it.
+      const uid = p.metadata?.uid;
+      if (uid) this.deleted.set(podUid(uid), p);
+      this.queue.enqueue(this.keyOfPod(p));
+    });
     const onNs = (ns: Namespace): void => {
       if (!this.started) return;
       for (const p of this.podInformer?.list(ns.metadata?.name) ?? []) this.queue.enqueue(this.keyOfPod(p));
@@ -242,9 +261,10 @@ export class NodeAgent {
   // ------------------------------------------------------------------ host side
 
   private async installHostRules(): Promise<void> {
+    const snat = this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {};
     const ir = this.config.profile === 'strict'
-      ? buildHostProbeRules({ profile: 'strict', ipv6: this.config.ipv6, kubeletUid: this.config.kubeletUid })
-      : buildHostProbeRules({ profile: 'upstream', ipv6: this.config.ipv6 });
+      ? buildHostProbeRules({ profile: 'strict', ipv6: this.config.ipv6, kubeletUid: this.config.kubeletUid, ...snat })
+      : buildHostProbeRules({ profile: 'upstream', ipv6: this.config.ipv6, ...snat });
     for (const s of ir.ipsets) await this.deps.ipsets.ensure({ name: s.name, family: s.family });
     await this.deps.rules.apply(this.config.hostNetns, renderHostProbePlan(ir));
   }
@@ -274,7 +294,7 @@ export class NodeAgent {
       this.log.warn('plugin event failed', { pod: `${e.podNamespace}/${e.podName}`, kind: e.kind, error: msg });
       const pod = this.podInformer?.get(e.podName, e.podNamespace);
       if (pod && e.kind === 'add') void this.warn(pod, 'MeshEnrollmentFailed', `sandbox not admitted to the mesh (the pod will not start until this succeeds): ${msg}`);
-      return { ok: false, error: msg, retryable: !(err instanceof NotEligible || err instanceof AnnotationError) };
+      return { ok: false, error: msg, retryable: !(err instanceof NotEligible || err instanceof AnnotationError || err instanceof RulesApplyError) };
     }
   }
 
@@ -320,9 +340,13 @@ export class NodeAgent {
     const pod = this.podInformer?.get(name, namespace);
     const current = this.mesh.get(uid);
     if (!pod || pod.metadata?.uid !== uidText) {
+      const gone = this.deleted.get(uid);
       if (current) await this.retryRemoval(current, { podGone: true });
+      else if (gone) await this.removeUncached(gone);
+      this.deleted.delete(uid);
       return;
     }
+    this.deleted.delete(uid);
     const d = this.decide(pod);
     if (!d.enroll) {
       if (current) await this.retryRemoval(current, { podGone: false });
@@ -344,7 +368,9 @@ export class NodeAgent {
 
   /** Steps 1-4 above; throws RetryableError when the proxy has not acknowledged yet. */
   /**
-   * `stage` says whether the pod's containers may already run: at a CNI ADD ('sandbox') an invalid
+   * Annotations are read as the profile says (impl/api/annotations.ts): `upstream` ignores what it
+   * cannot parse, with a Warning Event. Under `strict`, `stage` says whether the pod's containers
+   * may already run: at a CNI ADD ('sandbox') an invalid
    * annotation fails the ADD, so the pod does not start until it is fixed; for a running pod
    * ('running', e.g. its namespace was just labelled) refusing would leave it selected but
    * unprotected, so its invalid annotations are ignored — full capture, the safe default — and a
@@ -356,12 +382,26 @@ export class NodeAgent {
     if (!d.enroll) throw new NotEligible(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not eligible for the mesh: ${d.reason}`);
     // Validate annotations before anything: a hostile value must never reach rule text.
     let ann;
-    try {
-      ann = parsePodRedirectionAnnotations(pod.metadata?.annotations);
-    } catch (err) {
-      if (!(err instanceof AnnotationError) || stage === 'sandbox') throw err;
-      ann = parsePodRedirectionAnnotations({});
-      await this.warn(pod, 'InvalidMeshAnnotation', `${err.message}; the pod is captured with default settings until the annotation is fixed`);
+    if (this.config.profile === 'upstream') {
+      // Upstream's reading (lenient: what it cannot parse is ignored, never an error).
+      const r = parsePodRedirectionAnnotationsUpstream(pod.metadata?.annotations);
+      ann = r.annotations;
+      if (r.ignored.length > 0) {
+        // Once per pod and message: enroll() runs again on every retry and repair.
+        const msg = r.ignored.map((i) => `pod annotation ${i.annotation}: value ${i.shown} ${i.why}`).join('; ');
+        if (!this.warned.has(`${uid}|${msg}`)) {
+          this.warned.add(`${uid}|${msg}`);
+          await this.warn(pod, 'InvalidMeshAnnotation', msg);
+        }
+      }
+    } else {
+      try {
+        ann = parsePodRedirectionAnnotations(pod.metadata?.annotations);
+      } catch (err) {
+        if (!(err instanceof AnnotationError) || stage === 'sandbox') throw err;
+        ann = parsePodRedirectionAnnotations({});
+        await this.warn(pod, 'InvalidMeshAnnotation', `${err.message}; the pod is captured with default settings until the annotation is fixed`);
+      }
     }
     let p = this.mesh.get(uid);
     if (!p) {
@@ -390,7 +430,7 @@ export class NodeAgent {
     // The plan depends on the pod's namespace as well as its annotations: with IPv6 disabled on its
     // lo the v6 return route cannot exist, and adding it failed every ADD (upstream skips it too).
     const loIpv6Disabled = this.config.ipv6 ? await this.deps.rules.loopbackIpv6Disabled(p.netns) : false;
-    const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture }, loIpv6Disabled);
+    const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture, ...(this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {}) }, loIpv6Disabled);
     const built = this.config.profile === 'strict'
       ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) })
       : buildInpodPlan({ ...common, profile: 'upstream' });
@@ -398,7 +438,11 @@ export class NodeAgent {
       ? this.deps.planTransform(built, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' })
       : built;
     if (!p.rulesApplied || JSON.stringify(p.plan) !== JSON.stringify(plan)) {
-      await this.applyExactly(p.netns, plan);
+      try {
+        await this.applyExactly(p.netns, plan);
+      } catch (err) {
+        throw new RulesApplyError(`cannot apply the redirection rules of pod ${p.namespace}/${p.name} in ${p.netns}: ${err instanceof Error ? err.message : String(err)}`);
+      }
       p.plan = plan;
       p.rulesApplied = true;
     }
@@ -445,6 +489,36 @@ export class NodeAgent {
       if (err instanceof RetryableError) throw err;
       throw new RetryableError(`removing pod ${p.namespace}/${p.name} from the mesh failed: ${err instanceof Error ? err.message : String(err)}`);
     }
+  }
+
+  /**
+   * A deleted pod the agent does not hold (it was enrolled by an earlier agent and not yet
+   * rebuilt, or its enrollment state was dropped): as upstream, a pod that was annotated as
+   * enrolled or pending, or that the selectors still select, is removed all the same — from the
+   * proxy and from the host probe sets (by its uid) — instead of waiting for the next probe-set
+   * sync and proxy snapshot (upstream TestInformerStillHandlesDeleteEventIfPodNotActuallyPresentAnymore,
+   * TestInformerPodDeleteInExcludedNsHandledIfEnrolled). Its netns is gone with the pod.
+   */
+  private async removeUncached(pod: Pod): Promise<void> {
+    const uid = podUid(pod.metadata?.uid ?? '');
+    const ann = pod.metadata?.annotations?.[REDIRECTION_STATUS];
+    const labels = this.nsLabels(pod.metadata?.namespace ?? '') ?? {};
+    const selected = this.config.enrollment.selectors.some((s) => selectorMatches(s.podSelector, pod.metadata?.labels) && selectorMatches(s.namespaceSelector, labels));
+    if (ann !== 'enabled' && ann !== 'pending' && !selected) return;
+    try {
+      for (const ip of this.probeIps(podIps(pod))) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
+    } catch (err) {
+      throw new RetryableError(`removing deleted pod ${pod.metadata?.namespace}/${pod.metadata?.name} from the host probe sets failed: ${(err as Error).message}`);
+    }
+    if (this.zds.connected()) {
+      try {
+        await this.zds.delWorkload(uid);
+      } catch (err) {
+        // As in unenroll(): the proxy drops it at its next snapshot anyway.
+        this.log.warn('proxy did not acknowledge removal', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, error: (err as Error).message });
+      }
+    }
+    this.log.info('deleted pod removed from the mesh (not held by this agent)', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, annotation: ann ?? '(none)', selected });
   }
 
   private async unenroll(p: MeshPod, opts: { podGone: boolean }): Promise<void> {

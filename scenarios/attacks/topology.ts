@@ -42,8 +42,9 @@ export const HOSTPOD: PodRef = { namespace: PLAIN_NS, name: 'hostpod' };
  * Catalog phase hostile-annotations: ambient pods whose owner wrote hostile values into the
  * annotations that shape the rules (rule-text injection, a huge value, exclusion annotations with
  * bad ports the mesh does not honour, a forged redirection status). An invalid value must be
- * refused (the agent fails the sandbox ADD: the pod does not start); an annotation the mesh does
- * not read must change nothing (the pod is captured); none may reach rule text.
+ * refused under strict (the agent fails the sandbox ADD: the pod does not start) and ignored under
+ * upstream (as upstream: the pod starts captured); an annotation the mesh does not read must
+ * change nothing (the pod is captured); none may reach rule text.
  */
 export const HOSTILE_PODS: readonly { readonly pod: PodRef; readonly annotations: Readonly<Record<string, string>> }[] = [
   { pod: { namespace: MESH_NS, name: 'hostile-inject' }, annotations: {

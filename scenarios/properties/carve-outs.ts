@@ -94,8 +94,9 @@ export const INGRESS_MODE: CarveOut = {
   name: 'ingress-mode',
   doc: 'the pod\'s owner opted out of inbound capture with `ambient.istio.io/bypass-inbound-capture: "true"` (ingress mode, for gateways, as upstream — the probe-accept and REDIRECT-to-15006 rules are dropped by design; outbound is still captured). '
     + 'Only TCP (strict still drops non-TCP both ways in ingress mode), and only deliveries that did not pass the pod\'s own node proxy: inbound HBONE still goes through the proxy, and what the proxy delivers must still be authorized. '
-    + 'Recognised from the pod spec as the documented vocabulary reads it: the value exactly "true", `ambient.istio.io/dns-capture` absent or exactly "true"/"false", and no `istio.io/reroute-virtual-interfaces` '
-    + '(an invalid annotation set is refused or ignored — full capture — so the carve-out must not follow it; a valid virtual-interface list with ingress mode is judged as fully captured, conservatively). '
+    + 'Recognised from the pod spec as the profile reads it (docs/design.md, "Pod annotations"). strict: the value exactly "true", `ambient.istio.io/dns-capture` absent or exactly "true"/"false" '
+    + '(an invalid annotation set is refused or ignored — full capture — so the carve-out must not follow it); upstream: any true of Go\'s strconv.ParseBool ("1", "t", "True", ...), whatever the DNS annotation holds (upstream ignores what it cannot parse). '
+    + 'Under both, no `istio.io/reroute-virtual-interfaces` (a virtual-interface list with ingress mode is judged as fully captured, conservatively). '
     + 'Outbound capture, convergence and liveness are unchanged for the pod',
 };
 
@@ -103,13 +104,18 @@ const BYPASS_INBOUND = 'ambient.istio.io/bypass-inbound-capture';
 const DNS_CAPTURE_ANNOTATION = 'ambient.istio.io/dns-capture';
 const VIRTUAL_INTERFACES = 'istio.io/reroute-virtual-interfaces';
 
+/** Go's strconv.ParseBool true values: what upstream's agent takes as "true" (written here, not imported, so the judge stays independent of impl/). */
+const GO_TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
+
 /** The pod spec asks for ingress mode with an annotation set the mesh must honour (INGRESS_MODE's doc). */
-export function isIngressMode(ctx: Pick<ClusterContext, 'specs'>, pod: PodObservation): boolean {
+export function isIngressMode(ctx: Pick<ClusterContext, 'specs' | 'mesh'>, pod: PodObservation): boolean {
   const a = ctx.specs[podKey(pod)]?.annotations ?? {};
-  if (a[BYPASS_INBOUND] !== 'true') return false;
+  if (a[VIRTUAL_INTERFACES] !== undefined) return false;
+  const bypass = a[BYPASS_INBOUND];
+  if (ctx.mesh.profile === 'upstream') return bypass !== undefined && GO_TRUE.has(bypass);
+  if (bypass !== 'true') return false;
   const dns = a[DNS_CAPTURE_ANNOTATION];
-  if (dns !== undefined && dns !== 'true' && dns !== 'false') return false;
-  return a[VIRTUAL_INTERFACES] === undefined;
+  return dns === undefined || dns === 'true' || dns === 'false';
 }
 
 /** The delivery came through the pod's own node proxy acting as its inbound (capture.ts wrongProxy, stated positively). */

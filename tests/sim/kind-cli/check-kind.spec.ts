@@ -63,7 +63,7 @@ test('shared cluster: brought up once for many worlds; a world\'s close clears w
     expect(up.filter((c) => c[0] === 'kind' && c[1] === 'create')).toEqual([
       ['kind', 'create', 'cluster', '--name', 'al-check-t', '--config', path.join(repo, 'fixtures/kind/cluster.yaml'), '--kubeconfig', KC, '--wait', '180s'],
     ]);
-    expect(up).toContainEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', 'AMBIENT_LAB_PROFILE=strict', 'AMBIENT_LAB_DNS_CAPTURE=false']);
+    expect(up).toContainEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', 'AMBIENT_LAB_PROFILE=strict', 'AMBIENT_LAB_DNS_CAPTURE=false', 'AMBIENT_LAB_IPV6=false']);
     expect((await core.readNamespacedPod({ namespace: 'ambient-lab-e2e', name: 'host-probe-n1' })).status?.phase).toBe('Running');
     await expect(shared.create(OPTS)).rejects.toThrow(/already has a world/);
 
@@ -84,7 +84,7 @@ test('shared cluster: brought up once for many worlds; a world\'s close clears w
     const w2 = await shared.create({ ...OPTS, profile: 'upstream' });
     const second = (await fakes.calls()).slice(mark);
     expect(second.filter((c) => c[0] === 'kind' || c[0] === 'docker')).toEqual([]);
-    expect(second).toContainEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', 'AMBIENT_LAB_PROFILE=upstream', 'AMBIENT_LAB_DNS_CAPTURE=false']);
+    expect(second).toContainEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', 'AMBIENT_LAB_PROFILE=upstream', 'AMBIENT_LAB_DNS_CAPTURE=false', 'AMBIENT_LAB_IPV6=false']);
     expect(second).toContainEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'rollout', 'status', 'daemonset/ambient-lab-agent', '--timeout', '300s']);
     await w2.createNamespace('ambient-a'); // the name the previous world used is free again
     await w2.close();

@@ -104,9 +104,9 @@ test('dual-stack bring-up: the dual kind config, and AMBIENT_LAB_IPV6 for the ag
   } finally {
     await fakes.dispose();
   }
-  // single-stack worlds keep the IPv4 config and get no IPv6 setting
+  // single-stack worlds keep the IPv4 config and turn IPv6 off (the manifests default it on, as upstream)
   expect(kindConfigFor({ ipv6: false })).toBe('fixtures/kind/cluster.yaml');
-  expect(kindComponentEnv({ ...OPTIONS, ipv6: false })).toEqual({ agent: { AMBIENT_LAB_PROFILE: 'strict', AMBIENT_LAB_DNS_CAPTURE: 'false' }, proxy: {} });
+  expect(kindComponentEnv({ ...OPTIONS, ipv6: false })).toEqual({ agent: { AMBIENT_LAB_PROFILE: 'strict', AMBIENT_LAB_DNS_CAPTURE: 'false', AMBIENT_LAB_IPV6: 'false' }, proxy: { AMBIENT_LAB_IPV6: 'false' } });
   // the dual config is what kind reads for dual-stack: both families in the pod and service subnets
   const dual = parseYaml(readFileSync(path.join(repo, 'fixtures/kind/cluster-dual.yaml'), 'utf8')) as { networking: Record<string, unknown> };
   expect(dual.networking).toMatchObject({ ipFamily: 'dual', podSubnet: '10.244.0.0/16,fd00:10:244::/56', serviceSubnet: '10.96.0.0/16,fd00:10:96::/112' });

@@ -17,6 +17,11 @@ import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authoriz
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/v1';
 import { PROXY_NODE_FLAGS } from '../../../impl/linux/node-flags.js';
+import { agentSettings } from '../../../impl/linux/node-agent-config.js';
+import { installerSettings } from '../../../impl/linux/cni-installer-config.js';
+import { parsePluginConfig } from '../../../impl/cni-plugin/cni-plugin.js';
+import type { EnrollmentConfig } from '../../../impl/node-agent/enrollment.js';
+import type { CniNetConf } from '../../../impl/api/cni.js';
 import type { IDaemonSet } from 'kubernetes-models/apps/v1';
 
 const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../fixtures/manifests');
@@ -172,13 +177,9 @@ test('RBAC is least privilege: read pods/namespaces, patch only pods/status, cre
 });
 
 test('the processes agree on paths: the installer\'s plugin socket default is the agent\'s; the components use the service account (no kubeconfig)', () => {
-  const repo = path.resolve(DIR, '../..');
-  const agentMain = readFileSync(path.join(repo, 'impl/linux/node-agent-main.ts'), 'utf8');
-  const installerMain = readFileSync(path.join(repo, 'impl/linux/cni-installer-main.ts'), 'utf8');
-  const agentSock = /f\.str\('plugin-socket', '([^']+)'\)/.exec(agentMain)?.[1];
-  const installerSock = /f\.str\('agent-socket', '([^']+)'\)/.exec(installerMain)?.[1];
-  expect(agentSock).toBeDefined();
-  expect(installerSock).toBe(agentSock);
+  const agent = agentSettings(['--node', 'n1'], {});
+  const installer = installerSettings([], {});
+  expect(installer.config.pluginFields['agentSocket']).toBe(agent.config.pluginEventAddress);
   for (const d of daemonSets) {
     const pod = d.spec!.template.spec!;
     // in-cluster config needs the token mounted; no init container writes a kubeconfig any more
@@ -186,6 +187,57 @@ test('the processes agree on paths: the installer\'s plugin socket default is th
     expect(pod.initContainers ?? [], d.metadata!.name).toEqual([]);
     for (const c of pod.containers) expect(c.env?.find((e) => e.name === 'AMBIENT_LAB_KUBECONFIG'), `${d.metadata!.name}/${c.name}`).toBeUndefined();
   }
+});
+
+/** A container's environment as the kubelet gives it (fieldRefs resolved for this DaemonSet's pod on node n1). */
+function containerEnv(dsName: string, container: string): NodeJS.ProcessEnv {
+  const d = ds(dsName);
+  const c = d.spec!.template.spec!.containers.find((x) => x.name === container)!;
+  const env: NodeJS.ProcessEnv = {};
+  for (const e of c.env ?? []) {
+    const ref = e.valueFrom?.fieldRef?.fieldPath;
+    if (ref === 'metadata.namespace') env[e.name] = d.metadata!.namespace!;
+    else if (ref === 'spec.nodeName') env[e.name] = 'n1';
+    else if (ref !== undefined) throw new Error(`${dsName}/${container}: fieldRef ${ref} not resolved by this test`);
+    else env[e.name] = e.value;
+  }
+  return env;
+}
+
+/** The enrollment config the plugin runs with: what the installer writes, read back the way the plugin reads it. */
+function pluginEnrollment(env: NodeJS.ProcessEnv, argv: readonly string[] = []): EnrollmentConfig {
+  const fields = installerSettings(argv, env).config.pluginFields;
+  return parsePluginConfig({ cniVersion: '1.0.0', name: 'k8s', type: 'ambient-lab-cni', ...fields } as CniNetConf).enrollment;
+}
+
+test('one configuration: the agent and the plugin its installer configures decide enrollment from the same settings (manifests, defaults, and one flag changed)', () => {
+  const installEnv = containerEnv('ambient-lab-agent', 'install-cni');
+  const agentEnv = containerEnv('ambient-lab-agent', 'agent');
+  const fromAgent = agentSettings([], agentEnv).config.enrollment;
+  expect(fromAgent).toEqual(pluginEnrollment(installEnv));
+  // ... and they are the deployment's own names, not upstream's istio-system ones.
+  expect(fromAgent).toMatchObject({ systemNamespace: 'ambient-lab-system', excludeNamespaces: ['kube-system'], ownPodPrefixes: ['ambient-lab-agent-', 'ambient-lab-proxy-'] });
+  for (const d of daemonSets) expect(fromAgent.ownPodPrefixes.some((p) => `${d.metadata!.name}-x7k2p`.startsWith(p)), d.metadata!.name).toBe(true);
+  // The two containers name the same settings (a setting on one container only is the disagreement this guards).
+  const settingNames = ['AMBIENT_LAB_EXCLUDE_NAMESPACES', 'AMBIENT_LAB_SYSTEM_NAMESPACE', 'AMBIENT_LAB_OWN_POD_PREFIXES'];
+  for (const n of settingNames) expect(agentEnv[n], n).toBe(installEnv[n]);
+  // Defaults agree with no settings at all.
+  expect(agentSettings(['--node', 'n1'], {}).config.enrollment).toEqual(pluginEnrollment({}));
+  // The test can fail: a setting changed on one side only makes them disagree.
+  expect(agentSettings([], { ...agentEnv, AMBIENT_LAB_EXCLUDE_NAMESPACES: 'kube-system,legacy' }).config.enrollment).not.toEqual(pluginEnrollment(installEnv));
+  expect(agentSettings(['--exclude-namespaces', ' kube-system , legacy ,'], agentEnv).config.enrollment)
+    .toEqual(pluginEnrollment(installEnv, ['--exclude-namespaces', 'kube-system,legacy']));
+});
+
+test('the agent DaemonSet launches with upstream\'s defaults (IPv6 and DNS capture on), and the proxy serves v6 and DNS to match', () => {
+  const agent = agentSettings([], containerEnv('ambient-lab-agent', 'agent')).config;
+  expect(agent).toMatchObject({ ipv6: true, dnsCapture: true, profile: 'upstream' });
+  // the flags' own defaults are the same (the manifest only says them out loud)
+  expect(agentSettings(['--node', 'n1'], {}).config).toMatchObject({ ipv6: true, dnsCapture: true });
+  const proxyEnv = containerEnv('ambient-lab-proxy', 'proxy');
+  expect(proxyEnv['AMBIENT_LAB_IPV6']).toBe('true');
+  expect(proxyEnv['AMBIENT_LAB_DNS_UPSTREAM']).toBe('resolv.conf');
+  expect(ds('ambient-lab-proxy').spec!.template.spec!.dnsPolicy).toBe('ClusterFirstWithHostNet'); // resolv.conf names the cluster DNS
 });
 
 test('ZDS access: the proxy runs non-root; the agent admits exactly its uid and gives the socket its group, as a member of that group', () => {

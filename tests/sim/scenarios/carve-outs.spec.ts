@@ -87,6 +87,14 @@ test('ingress mode is narrow: UDP, other values, invalid or virtual-interface co
   expect(props(fromOutside(cluster({ annotations: { [BYPASS]: 'true' } }), inbound(OWN_PROXY)))).toEqual(['authorization']);
 });
 
+test('ingress mode under the upstream profile is read as upstream reads it (strconv.ParseBool; an unparsable DNS value ignored); a virtual-interface list still voids it', () => {
+  const up = (annotations: Record<string, string>) => props(fromOutside(cluster({ annotations, mesh: { profile: 'upstream', dnsCapture: true } }), inbound(DIRECT)));
+  for (const v of ['true', 'True', 'TRUE', 't', '1']) expect(up({ [BYPASS]: v }), v).toEqual([]);
+  expect(up({ [BYPASS]: 'true', 'ambient.istio.io/dns-capture': 'off' })).toEqual([]);
+  for (const v of ['yes', ' true', 'false', '0']) expect(up({ [BYPASS]: v }), v).toEqual(['authorization', 'inbound-capture']);
+  expect(up({ [BYPASS]: 'True', 'istio.io/reroute-virtual-interfaces': 'tun0' })).toEqual(['authorization', 'inbound-capture']);
+});
+
 test('ingress mode leaves outbound capture alone: the ingress-mode pod reaching another app directly is an outbound violation', () => {
   const result: ConnectResult = { outcome: 'established', acceptedBy: 'app', acceptedIn: SINK, deliveries: [{ pod: SINK, port: PORT, peer: '10.244.0.5:40000', viaProxy: false }], proxyLog: [] };
   const c: ConnectionContext = { ...cluster({ annotations: { [BYPASS]: 'true' } }), from: { kind: 'pod', pod: VICTIM }, to: { kind: 'pod', pod: SINK, port: PORT }, opts: {}, result };

@@ -92,25 +92,32 @@ test('rogue-zds positive control: an agent that also trusts uid 0 accepts the ro
   expect(expectedCell('inbound-capture', 'host-root', 'strict').verdict).toBe('holds');
 });
 
-test('hostile annotations: invalid values are refused at ADD, unread ones change nothing, a forged status skips nothing, and no value reaches any rule text', async () => {
-  const w: SimMeshWorld = await createSimWorld({ nodes: 2, profile: 'upstream', kernelVersion: '6.1', ipv6: true, dnsCapture: true, seed: 4 });
-  try {
-    await w.createNamespace(MESH_NS, { 'istio.io/dataplane-mode': 'ambient' });
-    const obs = new Map<string, Awaited<ReturnType<SimMeshWorld['createPod']>>>();
-    for (const h of HOSTILE_PODS) obs.set(h.pod.name, await w.createPod({ ...h.pod, node: 'node-0', annotations: h.annotations, app: { uid: 1000, caps: [], tcpPorts: [8080] } }));
-    expect(obs.get('hostile-inject')!.started).toBe(false);
-    expect(obs.get('hostile-huge')!.started).toBe(false);
-    for (const name of ['hostile-exclude', 'hostile-status']) expect(obs.get(name), name).toMatchObject({ started: true, redirected: true, served: true, annotation: 'enabled' });
-    // The refusal names the annotation (a Warning the operator can read).
-    expect(w.log.entries.some((e) => JSON.stringify(e).includes('istio.io/reroute-virtual-interfaces'))).toBe(true);
-    // No netns on any node holds text from a hostile value.
-    const dumps: string[] = [];
-    for (const n of w.sim.nodes) {
-      dumps.push(w.sim.kernel.iptablesSave(n.hostNetns, 4), w.sim.kernel.iptablesSave(n.hostNetns, 6));
-      for (const r of n.disk.sandboxes.values()) if (r.netns && w.sim.kernel.hasNetns(r.netns)) dumps.push(w.sim.kernel.iptablesSave(r.netns, 4), w.sim.kernel.iptablesSave(r.netns, 6));
-    }
-    const text = dumps.join('\n');
-    expect(text).toContain('--to-ports 15001'); // the dumps are real rule text
-    for (const needle of ['-I ISTIO_OUTPUT 1', 'true -j ACCEPT', 'xxxxxxxxxx', '-F\n', '99999', '0x1f90', '0.0.0.0/0 -j RETURN']) expect(text, needle).not.toContain(needle);
-  } finally { await w.close(); }
-});
+for (const profile of ['strict', 'upstream'] as const) {
+  const how = profile === 'strict' ? 'invalid values are refused at ADD' : 'values upstream cannot parse are ignored (the pods start captured)';
+  test(`hostile annotations (${profile}): ${how}, unread ones change nothing, a forged status skips nothing, and no value reaches any rule text`, async () => {
+    const w: SimMeshWorld = await createSimWorld({ nodes: 2, profile, kernelVersion: '6.1', ipv6: true, dnsCapture: true, seed: 4 });
+    try {
+      await w.createNamespace(MESH_NS, { 'istio.io/dataplane-mode': 'ambient' });
+      const obs = new Map<string, Awaited<ReturnType<SimMeshWorld['createPod']>>>();
+      for (const h of HOSTILE_PODS) obs.set(h.pod.name, await w.createPod({ ...h.pod, node: 'node-0', annotations: h.annotations, app: { uid: 1000, caps: [], tcpPorts: [8080] } }));
+      const refused = profile === 'strict' ? ['hostile-inject', 'hostile-huge'] : [];
+      for (const name of refused) expect(obs.get(name)!.started, name).toBe(false);
+      for (const name of HOSTILE_PODS.map((h) => h.pod.name).filter((n) => !refused.includes(n))) {
+        expect(obs.get(name), name).toMatchObject({ started: true, redirected: true, served: true, annotation: 'enabled' });
+      }
+      // The refusal or the ignored value names the annotation (a Warning the operator can read).
+      expect(w.log.entries.some((e) => JSON.stringify(e).includes('istio.io/reroute-virtual-interfaces'))).toBe(true);
+      // No netns on any node holds text from a hostile value.
+      const dumps: string[] = [];
+      for (const n of w.sim.nodes) {
+        dumps.push(w.sim.kernel.iptablesSave(n.hostNetns, 4), w.sim.kernel.iptablesSave(n.hostNetns, 6));
+        for (const r of n.disk.sandboxes.values()) if (r.netns && w.sim.kernel.hasNetns(r.netns)) dumps.push(w.sim.kernel.iptablesSave(r.netns, 4), w.sim.kernel.iptablesSave(r.netns, 6));
+      }
+      const text = dumps.join('\n');
+      expect(text).toContain('--to-ports 15001'); // the dumps are real rule text
+      for (const needle of ['-I ISTIO_OUTPUT 1', 'true -j ACCEPT', 'xxxxxxxxxx', '-F\n', '99999', '0x1f90', '0.0.0.0/0 -j RETURN']) expect(text, needle).not.toContain(needle);
+      // Upstream keeps the valid name of hostile-huge's list ("eth0,xxx…"), as upstream does.
+      expect(text.includes('-A ISTIO_PRERT -i eth0 -p tcp -j REDIRECT --to-ports 15001')).toBe(profile === 'upstream');
+    } finally { await w.close(); }
+  });
+}

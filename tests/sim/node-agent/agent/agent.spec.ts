@@ -10,8 +10,8 @@ import { simNetnsPath } from '../../../../sim/kernel/netns.js';
 const AMBIENT = { 'istio.io/dataplane-mode': 'ambient' };
 const NONE = { 'istio.io/dataplane-mode': 'none' };
 
-async function world(opts: { proxy?: boolean } = {}): Promise<AgentWorld> {
-  const w = new AgentWorld();
+async function world(opts: { proxy?: boolean; profile?: 'upstream' | 'strict' } = {}): Promise<AgentWorld> {
+  const w = new AgentWorld(opts.profile);
   await w.namespace('shop', AMBIENT);
   await w.namespace('plain');
   await w.startAgent();
@@ -80,13 +80,30 @@ test('fail closed: rule application fails — ADD fails, no annotation', async (
   expect(await w.truthful()).toEqual([]);
 });
 
-test('fail closed: a hostile annotation value never reaches rule text and the ADD fails', async () => {
-  const w = await world();
+test('strict, fail closed: a hostile annotation value never reaches rule text and the ADD fails', async () => {
+  const w = await world({ profile: 'strict' });
   const { cni, netns } = await w.pod('shop', 'evil', { annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0 -j ACCEPT\n-A OUTPUT' } });
   expect(cni.exitCode).toBe(1);
   expect(JSON.parse(cni.stdout).details).toContain('istio.io/reroute-virtual-interfaces');
   expect(w.kernel.iptablesSave(netns, 4)).not.toContain('ACCEPT\n-A OUTPUT');
   expect(w.rulesIn(netns)).toBe(false);
+});
+
+test('upstream: a hostile annotation value is ignored (never in rule text), the pod is captured and a Warning says so', async () => {
+  const w = await world({ profile: 'upstream' });
+  const { cni, netns } = await w.pod('shop', 'evil', { annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0 -j ACCEPT\n-A OUTPUT, tun0' } });
+  expect(cni.exitCode, cni.stdout).toBe(0);
+  await w.run(100);
+  const text = w.kernel.iptablesSave(netns, 4);
+  expect(text).not.toContain('-j ACCEPT\n-A OUTPUT');
+  expect(text).not.toMatch(/-i eth0/);
+  expect(text).toContain('-A ISTIO_PRERT -i tun0 -p tcp -j REDIRECT --to-ports 15001');
+  expect(w.rulesIn(netns)).toBe(true);
+  expect(await w.annotation('shop', 'evil')).toBe('enabled');
+  const events = (await w.store.list('Event', { namespace: 'shop' })).items.filter((e) => e.reason === 'InvalidMeshAnnotation');
+  expect(events).toHaveLength(1);
+  expect(events[0]!.message).toContain('istio.io/reroute-virtual-interfaces');
+  expect(events[0]!.message).toContain('"eth0 -j ACCEPT\\n-A OUTPUT"');
 });
 
 test('live enrollment: labelling the namespace enrolls a running pod; unlabelling removes it', async () => {
@@ -219,8 +236,8 @@ test('a pod opted out while the agent was down loses its rules when the agent re
   expect(await w.truthful()).toEqual([]);
 });
 
-test('a running pod selected later despite an invalid annotation is captured with defaults and warned about (found by check)', async () => {
-  const w = await world();
+test('strict: a running pod selected later despite an invalid annotation is captured with defaults and warned about (found by check)', async () => {
+  const w = await world({ profile: 'strict' });
   await w.namespace('late');
   const { netns, pod } = await w.pod('late', 'api', { annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0,lo' } });
   await w.run(100);

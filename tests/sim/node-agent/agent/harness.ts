@@ -68,13 +68,15 @@ export class AgentWorld {
   proxyNack: string | undefined;
   /** ZDS Adds the stand-in proxy received (acked or nacked), and its connections: counts of rounds. */
   proxyAddsSeen = 0;
+  /** ZDS Dels the stand-in proxy received, by pod uid. */
+  readonly proxyDelsSeen: string[] = [];
   proxyConnects = 0;
   /** Addresses whose ipset add fails (as a kernel refusal would). */
   readonly failIpsetAdds = new Set<string>();
   /** The host probe sets as the agent reaches them (adds of failIpsetAdds fail). */
   readonly ipsets: HostIpSets = new FailingIpSets(new SimHostIpSets(this.kernel, HOST_NS), this.failIpsetAdds);
 
-  constructor(readonly profile: 'upstream' | 'strict' = 'upstream') {
+  constructor(readonly profile: 'upstream' | 'strict' = 'upstream', private readonly overrides: Partial<NodeAgentConfig> = {}) {
     const k = this.kernel;
     k.addNetns(HOST_NS);
     k.setLink(HOST_NS, 'lo', true);
@@ -91,7 +93,7 @@ export class AgentWorld {
     return {
       nodeName: NODE, profile: this.profile, ipv6: false, dnsCapture: true, enrollment: DEFAULT_ENROLLMENT_CONFIG,
       proxyUid: PROXY_UID, kubeletUid: 0, allowedProxyUids: [PROXY_UID], pluginEventAddress: AGENT_SOCK, zdsAddress: ZDS_SOCK,
-      hostNetns: netnsId(HOST_NS), repairIntervalMs: 10_000, zdsAckTimeoutMs: 2000,
+      hostNetns: netnsId(HOST_NS), repairIntervalMs: 10_000, zdsAckTimeoutMs: 2000, ...this.overrides,
       ...this.settings,
     };
   }
@@ -125,7 +127,7 @@ export class AgentWorld {
           netns.close();
         },
         onKeep: async () => undefined,
-        onDel: async (podUid) => { proxyPods.delete(podUid); },
+        onDel: async (podUid) => { this.proxyDelsSeen.push(podUid); proxyPods.delete(podUid); },
         onSnapshotSent: async (named) => { for (const k of [...proxyPods.keys()]) if (!named.has(k as PodUid)) proxyPods.delete(k); },
       },
     });

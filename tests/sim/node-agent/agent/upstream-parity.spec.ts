@@ -4,7 +4,10 @@
  * the test names.
  */
 import { test, expect } from '@playwright/test';
-import { AgentWorld, NODE } from './harness.js';
+import { AgentWorld, AGENT_SOCK, NODE } from './harness.js';
+import { settle } from '../../../../sim/time/settle.js';
+import { simNetnsPath } from '../../../../sim/kernel/netns.js';
+import type { PluginEventReply } from '../../../../impl/api/plugin-event.js';
 import { PROBE_SET } from '../../../../impl/node-agent/host-probe-rules.js';
 
 const AMBIENT = { 'istio.io/dataplane-mode': 'ambient' };
@@ -98,4 +101,84 @@ test('TestMeshDataplaneSyncHostIPSetsIgnoresPodIPAddErrorAndContinues: one membe
   w.failIpsetAdds.clear();
   await w.agent!.repair();
   expect((await members(w)).map((m) => m.ip).sort()).toEqual([ip1, second.ip].sort());
+});
+
+/** A pod object with a sandbox, and the agent's reply to its CNI ADD event, sent as the plugin sends it. */
+async function addEvent(w: AgentWorld, name: string): Promise<{ reply: PluginEventReply; uid: string; netns: string }> {
+  const pod = await w.store.create('Pod', {
+    metadata: { name, namespace: 'shop' },
+    spec: { nodeName: NODE, containers: [{ name: 'app', image: 'app' }] },
+  });
+  const uid = pod.metadata!.uid!;
+  const { netns, ip } = w.sandbox(uid);
+  await w.run(50);
+  const reply = await settle(w.clock, w.events.send(AGENT_SOCK, {
+    kind: 'add', netns: simNetnsPath(netns), podName: name, podNamespace: 'shop', podUid: uid, containerId: `sb-${netns}`, ips: [ip],
+  }, 5000));
+  return { reply, uid, netns };
+}
+
+test('TestDoesntReturnRetryableErrorOnIptablesFail: a rule application failure is answered not retryable, and the proxy is never asked', async () => {
+  const w = new AgentWorld();
+  await w.namespace('shop', AMBIENT);
+  await w.startAgent();
+  w.startProxy();
+  await w.run(100);
+  w.rules.failNext = { op: 'apply', message: 'iptables-restore: line 7 failed' };
+  const { reply, netns } = await addEvent(w, 'web');
+  expect(reply).toMatchObject({ ok: false, retryable: false });
+  expect(reply.ok === false && reply.error).toContain('line 7 failed');
+  expect(w.proxyAddsSeen).toBe(0);
+  expect(w.rulesIn(netns)).toBe(false);
+});
+
+test('TestReturnsRetryableErrorOnZtunnelFail: a proxy that refuses the pod is answered retryable, after the rules are in', async () => {
+  const w = new AgentWorld();
+  await w.namespace('shop', AMBIENT);
+  await w.startAgent();
+  w.startProxy();
+  await w.run(100);
+  w.proxyNack = 'cannot bind 15001';
+  const { reply, netns } = await addEvent(w, 'web');
+  expect(reply).toMatchObject({ ok: false, retryable: true });
+  expect(w.proxyAddsSeen).toBeGreaterThan(0);
+  expect(w.rulesIn(netns)).toBe(true);
+});
+
+test('TestInformerStillHandlesDeleteEventIfPodNotActuallyPresentAnymore: the delete of an enrolled-annotated pod the agent does not hold removes its probe member and tells the proxy, without waiting for the periodic sync', async () => {
+  const w = new AgentWorld();
+  await w.namespace('plain');
+  await w.startAgent();
+  w.startProxy();
+  await w.run(100);
+  const pod = await w.store.create('Pod', { metadata: { name: 'old', namespace: 'plain' }, spec: { nodeName: NODE, containers: [{ name: 'app', image: 'app' }] } });
+  const uid = pod.metadata!.uid!;
+  await w.run(50);
+  // An earlier agent enrolled it (its member is still in the set); the annotation arrives and the
+  // pod is deleted before this agent reconciles either event: the queue sees only the delete.
+  await w.ipsets.add(PROBE_SET.ipv4, '10.244.1.77', uid);
+  await w.store.patch('Pod', 'old', 'plain', { metadata: { annotations: { 'ambient.istio.io/redirection': 'enabled' } }, status: { podIP: '10.244.1.77' } }, 'status');
+  await w.store.delete('Pod', 'old', 'plain');
+  await w.run(200); // far less than the 10 s repair interval that would prune the member anyway
+  expect(await members(w)).toEqual([]);
+  expect(w.proxyDelsSeen).toContain(uid);
+  expect(w.log.entries.some((e) => e.msg.startsWith('deleted pod removed from the mesh (not held by this agent)'))).toBe(true);
+});
+
+test('TestInformerPodDeleteInExcludedNsHandledIfEnrolled: the same in an excluded namespace; a deleted pod that was neither enrolled nor selected is left alone', async () => {
+  const w = new AgentWorld();
+  await w.namespace('kube-system', AMBIENT); // excluded by the default configuration
+  await w.namespace('plain');
+  await w.startAgent();
+  w.startProxy();
+  await w.run(100);
+  for (const [ns, name, ip, annotated] of [['kube-system', 'enrolled', '10.244.1.78', true], ['plain', 'bystander', '10.244.1.79', false]] as const) {
+    const pod = await w.store.create('Pod', { metadata: { name, namespace: ns }, spec: { nodeName: NODE, containers: [{ name: 'app', image: 'app' }] } });
+    await w.run(50);
+    await w.ipsets.add(PROBE_SET.ipv4, ip, pod.metadata!.uid!);
+    await w.store.patch('Pod', name, ns, { metadata: { annotations: annotated ? { 'ambient.istio.io/redirection': 'enabled' } : {} }, status: { podIP: ip } }, 'status');
+    await w.store.delete('Pod', name, ns);
+  }
+  await w.run(200);
+  expect((await members(w)).map((m) => m.ip)).toEqual(['10.244.1.79']);
 });
