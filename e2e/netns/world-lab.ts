@@ -23,6 +23,7 @@ import { MeshCa } from '../../impl/linux/mesh-ca.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { k8sCniArgs, cidrAddress, type CniConfList, type CniResult } from '../../impl/api/cni.js';
 import type { KubeObjectOf } from '../../impl/host/kube.js';
@@ -42,10 +43,17 @@ export type LabProfile = 'upstream' | 'strict';
 export const API_PORT = 6443;
 export const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
 
-/** A process the lab started: the pid and a string its cmdline must contain (pid-reuse guard). */
+/**
+ * A process the lab started. Its identity is the pid plus the kernel's start time of that pid
+ * (field 22 of /proc/PID/stat, clock ticks since boot), read right after spawn: a pid the kernel
+ * recycles gets a new start time, and every proxy of the cluster shares a command line, so the
+ * command line cannot tell them apart. `marker` (the program) is for messages, and the only check
+ * for state files written before start times were recorded.
+ */
 export interface LabPid {
   readonly pid: number;
   readonly marker: string;
+  readonly startTime?: string;
 }
 
 export interface LabPodState {
@@ -122,29 +130,56 @@ export function builtProgram(rel: string): string {
 
 const children = new Map<number, ChildProcess>();
 
-/** Start `argv` in `netns` (as uid/caps when given), detached, output appended to `logFile`. */
-export function spawnInNetns(netns: string, argv: readonly string[], opts: { uid?: number; caps?: readonly string[]; env?: Record<string, string>; logFile: string }): LabPid {
+/** Field 22 of /proc/PID/stat (start time, clock ticks after boot) and whether it is a zombie; undefined when there is no such pid. */
+export function procStart(pid: number): { startTime: string; zombie: boolean } | undefined {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const startTime = rest[22 - 3];
+  if (startTime === undefined) throw new Error(`/proc/${pid}/stat has no field 22 (start time): ${JSON.stringify(stat.slice(0, 200))}`);
+  return { startTime, zombie: rest[0] === 'Z' };
+}
+
+/**
+ * Start `argv` in `netns` (as uid/caps when given), detached, output appended to `logFile`. With
+ * `channel`, the child also gets fd 3: one end of a socket pair whose other end only this
+ * process holds (returned as `channel`) — what the child writes there is attributable to it
+ * alone (see NetnsLab.startApp).
+ */
+export function spawnInNetns(netns: string, argv: readonly string[], opts: { uid?: number; caps?: readonly string[]; env?: Record<string, string>; logFile: string; channel?: boolean }): LabPid & { channel?: Readable } {
   if (!/^al-[a-z0-9-]+$/.test(netns)) throw new Error(`refusing to start a process in netns ${JSON.stringify(netns)}: not one of ours`);
   const out = fs.openSync(opts.logFile, 'a', 0o644);
   const priv = setprivArgs({ ...(opts.uid !== undefined ? { uid: opts.uid } : {}), ...(opts.caps !== undefined ? { caps: opts.caps } : {}) });
   const child = spawn('ip', ['netns', 'exec', netns, ...priv, ...argv], {
-    detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...(opts.env ?? {}) },
+    detached: true, stdio: opts.channel ? ['ignore', out, out, 'pipe'] : ['ignore', out, out], env: { ...process.env, ...(opts.env ?? {}) },
   });
   fs.closeSync(out);
   if (child.pid === undefined) throw new Error(`could not start ${argv.join(' ')} in ${netns}`);
+  // The pid exists from fork on and keeps its start time through `ip netns exec` and setpriv's execs.
+  const started = procStart(child.pid);
+  if (!started) throw new Error(`${argv.join(' ')} in ${netns} (pid ${child.pid}) exited at once; see ${opts.logFile}`);
   child.on('error', () => undefined);
   children.set(child.pid, child);
   child.on('exit', () => children.delete(child.pid!));
   child.unref();
+  const channel = opts.channel ? (child.stdio[3] as Readable & { unref?: () => void }) : undefined;
+  // Like the child itself, its channel must not keep this process alive (`ambient-lab up` exits).
+  channel?.unref?.();
   // setpriv and `ip netns exec` exec in place: the pid is the program's own.
-  return { pid: child.pid, marker: argv[1] ?? argv[0]! };
+  return { pid: child.pid, marker: argv[1] ?? argv[0]!, startTime: started.startTime, ...(channel ? { channel } : {}) };
 }
 
-/** Is this pid still the process we started (alive, not a zombie, cmdline has the marker)? */
+/** Is this pid still the process we started (alive, not a zombie, the same start time)? */
 export function isOurs(p: LabPid): boolean {
   try {
-    const stat = fs.readFileSync(`/proc/${p.pid}/stat`, 'utf8');
-    if (/\) Z /.test(stat)) return false;
+    const now = procStart(p.pid);
+    if (!now || now.zombie) return false;
+    if (p.startTime !== undefined) return now.startTime === p.startTime;
     return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').includes(p.marker);
   } catch {
     return false;
@@ -212,8 +247,27 @@ export interface LabOptions {
 
 export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
 
+/** One line an app wrote on its report channel (world-pod-app.ts). */
+export interface AppRecord {
+  readonly ev: 'ready' | 'accept' | 'datagram';
+  readonly port?: number;
+  readonly peer?: string;
+  readonly local?: string;
+  readonly tag?: string;
+}
+
+interface AppChannel {
+  lines: string[];
+  partial: string;
+  closed: boolean;
+}
+
+const appKey = (p: LabPid): string => `${p.pid}@${p.startTime ?? p.marker}`;
+
 export class NetnsLab {
   readonly api: WorldApi;
+  /** Report channels of the apps this process started, by process identity (appKey). */
+  private readonly appChannels = new Map<string, AppChannel>();
 
   private constructor(readonly state: LabState, private readonly cluster: NetnsCluster | undefined) {
     this.api = new WorldApi(state.apiSocket, state.controlSocket);
@@ -238,7 +292,7 @@ export class NetnsLab {
     let lab: NetnsLab | undefined;
     try {
       fs.mkdirSync(runDir, { recursive: true, mode: 0o755 });
-      fs.chmodSync(runDir, 0o755); // pod apps (non-root) append to their report files here
+      fs.chmodSync(runDir, 0o755); // readable by the components; nothing here is writable by a pod
       const state: LabState = {
         version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile, ipv6: opts.ipv6 ?? false, dnsCapture: opts.dnsCapture ?? false,
         nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
@@ -426,22 +480,66 @@ export class NetnsLab {
     await this.writeStatus(p);
   }
 
+  /**
+   * Start the pod's app. What it reports (accepts, datagrams, readiness) reaches the harness on
+   * fd 3, a socket pair only this process and that app hold — never a file: a report file other
+   * pods can reach lets one pod forge another's "seen source" (report files used to be mode 0666).
+   * A socket cannot be opened through /proc/PID/fd, so another process gets at the app's end only
+   * with ptrace rights over the app (ptrace, pidfd_getfd), which a process of the same uid has
+   * unless the app is non-dumpable. So a non-root app starts as root holding only CAP_SETUID and
+   * CAP_SETGID and drops to its uid itself (world-pod-app --drop-to): a credential change after
+   * exec leaves a process non-dumpable (fs.suid_dumpable 0), and without capabilities it ends as
+   * the pod spec says (effectiveAppCaps: none). Residual: a uid-0 app keeps its dumpable state (it
+   * would need a capability set change Node cannot make), so another uid-0 pod with at least its
+   * capabilities could still reach its channel through ptrace — no threat model's action does.
+   */
   private async startApp(p: LabPodState): Promise<void> {
-    const report = this.reportFile(p);
-    fs.mkdirSync(path.dirname(report), { recursive: true, mode: 0o755 });
-    fs.writeFileSync(report, '', { mode: 0o666 });
-    fs.chmodSync(report, 0o666);
-    const argv = [process.execPath, builtProgram('e2e/netns/world-pod-app.js'), '--pod', `${p.namespace}/${p.name}`, '--report', report,
-      '--tcp', p.tcpPorts.join(','), '--udp', p.udpPorts.join(',')];
-    p.app = spawnInNetns(p.netns!, argv, { uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()), env: { [POD_UID_ENV]: p.uid }, logFile: `${report}.log` });
+    const log = this.appLogFile(p);
+    fs.mkdirSync(path.dirname(log), { recursive: true, mode: 0o755 });
+    const selfDrop = p.appUid !== 0;
+    const argv = [process.execPath, builtProgram('e2e/netns/world-pod-app.js'), '--pod', `${p.namespace}/${p.name}`, '--report-fd', '3',
+      '--tcp', p.tcpPorts.join(','), '--udp', p.udpPorts.join(','), ...(selfDrop ? ['--drop-to', `${p.appUid}:${p.appUid}`] : [])];
+    const { channel, ...pid } = spawnInNetns(p.netns!, argv, {
+      ...(selfDrop ? { caps: ['setuid', 'setgid'] } : { uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()) }),
+      env: { [POD_UID_ENV]: p.uid }, logFile: log, channel: true,
+    });
+    p.app = pid;
+    const rec: AppChannel = { lines: [], partial: '', closed: false };
+    this.appChannels.set(appKey(pid), rec);
+    channel!.setEncoding('utf8');
+    channel!.on('data', (d: string) => {
+      const parts = (rec.partial + d).split('\n');
+      rec.partial = parts.pop() ?? '';
+      rec.lines.push(...parts.filter((l) => l !== ''));
+    });
+    channel!.on('close', () => { rec.closed = true; });
+    channel!.on('error', () => { rec.closed = true; });
     await waitFor(`the app of ${p.namespace}/${p.name} did not start listening`, 10_000, async () => {
-      if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(`${report}.log`, 'utf8').slice(-500)}`);
-      return fs.readFileSync(report, 'utf8').includes('"ready"') ? true : undefined;
+      if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
+      return rec.lines.some((l) => l.includes('"ready"')) ? true : undefined;
     });
   }
 
-  reportFile(p: LabPodState): string {
-    return path.join(this.state.runDir, 'pods', `${p.namespace}.${p.name}.${p.uid}.jsonl`);
+  /**
+   * What the pod's running app reported on its channel (see startApp), in order. Throws when this
+   * process did not start that app (a lab attached from its state file holds no channels).
+   */
+  appRecords(p: LabPodState): AppRecord[] {
+    if (!p.app) return [];
+    const rec = this.appChannels.get(appKey(p.app));
+    if (!rec) throw new Error(`the reports of ${p.namespace}/${p.name}'s app (pid ${p.app.pid}) go to the process that started it, not to this one (lab attached from ${this.state.runDir})`);
+    return rec.lines.map((l) => {
+      try {
+        return JSON.parse(l) as AppRecord;
+      } catch {
+        throw new Error(`the app of ${p.namespace}/${p.name} (pid ${p.app?.pid}) wrote a line that is not JSON on its report channel: ${JSON.stringify(l.slice(0, 200))}`);
+      }
+    });
+  }
+
+  /** The app's stdout and stderr (root-owned; the app writes through the fd it inherits). */
+  appLogFile(p: LabPodState): string {
+    return path.join(this.state.runDir, 'pods', `${p.namespace}.${p.name}.${p.uid}.log`);
   }
 
   private async writeStatus(p: LabPodState): Promise<void> {
@@ -457,6 +555,7 @@ export class NetnsLab {
   /** Stop the app, CNI DEL in reverse, remove the netns. */
   async teardownSandbox(p: LabPodState, opts: { cniDel: boolean } = { cniDel: true }): Promise<void> {
     await stopPid(p.app);
+    if (p.app) this.appChannels.delete(appKey(p.app));
     p.app = undefined;
     p.started = false;
     if (!p.hostNetwork && p.short !== undefined) {
