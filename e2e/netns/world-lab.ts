@@ -17,7 +17,10 @@
  *
  * Kubelet approximations: the harness is the kubelet — it creates the Pod object, runs the
  * sandbox (netns + CNI ADD), starts the app and writes status (phase, podIPs). A pod whose CNI
- * ADD fails stays Pending with its sandbox removed (no retry loop). Reboot: see rebootNode().
+ * ADD fails stays Pending with its sandbox removed, and the kubelet tries again with a backoff
+ * (scenarios/worlds/kubelet-backoff.ts, as the sim world's kubelet) for as long as the process that made the
+ * lab runs (`ambient-lab up` exits: its failed pods stay Pending). Sandbox operations on one pod
+ * (create, retry, teardown) run one after another, in call order. Reboot: see rebootNode().
  */
 import { MeshCa } from '../../impl/linux/mesh-ca.js';
 import * as fs from 'node:fs';
@@ -36,6 +39,7 @@ import { execIn } from './ip.js';
 import { setprivArgs } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
 import { PROXY_NODE_FLAGS } from '../../impl/linux/node-flags.js';
+import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 
 export type LabComponent = 'agent' | 'proxy';
 export type LabProfile = 'upstream' | 'strict';
@@ -75,6 +79,10 @@ export interface LabPodState {
   readonly udpPorts: readonly number[];
   started: boolean;
   error: string | undefined;
+  /** Sandbox attempts that failed since the last one that worked (the kubelet's backoff step). */
+  sandboxFailures?: number;
+  /** Sandbox attempts made, ever (settle waits for a retry after the last change it saw). */
+  sandboxAttempts?: number;
 }
 
 export interface LabState {
@@ -247,6 +255,7 @@ export interface LabOptions {
 
 export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
 
+
 /** One line an app wrote on its report channel (world-pod-app.ts). */
 export interface AppRecord {
   readonly ev: 'ready' | 'accept' | 'datagram';
@@ -268,6 +277,12 @@ export class NetnsLab {
   readonly api: WorldApi;
   /** Report channels of the apps this process started, by process identity (appKey). */
   private readonly appChannels = new Map<string, AppChannel>();
+  /** Per pod key: the tail of its sandbox operations (they run one after another). */
+  private readonly sandboxOps = new Map<string, Promise<void>>();
+  /** Per pod key: the kubelet's pending sandbox retry. */
+  private readonly sandboxRetries = new Map<string, NodeJS.Timeout>();
+  /** Sandbox retries that failed for the harness's own reasons (not a refused ADD): settle throws them. */
+  readonly kubeletErrors: string[] = [];
 
   private constructor(readonly state: LabState, private readonly cluster: NetnsCluster | undefined) {
     this.api = new WorldApi(state.apiSocket, state.controlSocket);
@@ -434,8 +449,51 @@ export class NetnsLab {
     return this.cluster;
   }
 
-  /** Sandbox: netns + CNI ADD (lo, then eth0 with our plugin) + app; status written. */
-  async runSandbox(p: LabPodState): Promise<void> {
+  /** Run `op` on pod `p` after every sandbox operation already queued for it. */
+  private serial(p: LabPodState, op: () => Promise<void>): Promise<void> {
+    const key = `${p.namespace}/${p.name}`;
+    const run = (this.sandboxOps.get(key) ?? Promise.resolve()).then(op);
+    // The queue goes on after a failed operation; the caller gets its failure.
+    const tail = run.then(() => undefined, () => undefined);
+    this.sandboxOps.set(key, tail);
+    void tail.then(() => { if (this.sandboxOps.get(key) === tail) this.sandboxOps.delete(key); });
+    return run;
+  }
+
+  private cancelRetry(p: LabPodState): void {
+    const key = `${p.namespace}/${p.name}`;
+    const t = this.sandboxRetries.get(key);
+    if (t !== undefined) clearTimeout(t);
+    this.sandboxRetries.delete(key);
+  }
+
+  /** After a refused ADD: try the sandbox again after the kubelet's backoff (see the file comment). */
+  private scheduleRetry(p: LabPodState): void {
+    this.cancelRetry(p);
+    const key = `${p.namespace}/${p.name}`;
+    const failures = p.sandboxFailures ?? 1;
+    const delay = sandboxRetryDelayMs(failures);
+    const timer = setTimeout(() => {
+      this.sandboxRetries.delete(key);
+      this.serial(p, async () => {
+        // Deleted, torn down for a reboot, or started meanwhile: nothing to retry.
+        if (this.state.pods[key] !== p || p.started || p.short !== undefined) return;
+        await this.sandboxOnce(p);
+      }).catch((e: unknown) => {
+        this.kubeletErrors.push(`the kubelet's sandbox retry of ${key} failed: ${e instanceof Error ? e.message : String(e)}`);
+      });
+    }, delay);
+    // Like the lab's processes, a pending retry does not keep this process alive (`ambient-lab up` exits).
+    timer.unref();
+    this.sandboxRetries.set(key, timer);
+  }
+
+  /** Sandbox: netns + CNI ADD (lo, then eth0 with our plugin) + app; status written; retried while the ADD is refused. */
+  runSandbox(p: LabPodState): Promise<void> {
+    return this.serial(p, () => this.sandboxOnce(p));
+  }
+
+  private async sandboxOnce(p: LabPodState): Promise<void> {
     if (p.hostNetwork) {
       p.netns = this.node(p.node).netns;
       p.ips = [this.node(p.node).address];
@@ -461,19 +519,27 @@ export class NetnsLab {
     try {
       for (const n of nets) results.push(await n.chain.add(att(n.ifname)));
     } catch (e) {
+      // DEL of a half-made attachment may fail (a plugin that refused the ADD may refuse its DEL
+      // too); the netns goes anyway, and with it everything DEL would have removed in it. Removing
+      // the netns must work: a failure there is a leak, reported.
       for (const n of [...nets].reverse()) await n.chain.del(att(n.ifname)).catch(() => undefined);
-      await cluster.removePod(short).catch(() => undefined);
+      await cluster.removePod(short);
       p.short = undefined;
       p.netns = undefined;
       p.started = false;
       p.error = e instanceof Error ? e.message : String(e);
+      p.sandboxAttempts = (p.sandboxAttempts ?? 0) + 1;
+      p.sandboxFailures = (p.sandboxFailures ?? 0) + 1;
       this.save();
       await this.writeStatus(p);
+      this.scheduleRetry(p);
       return;
     }
     const last = results[results.length - 1];
     p.ips = (last?.ips ?? []).map((ip) => cidrAddress(ip.address)).filter((a) => a !== '127.0.0.1' && a !== '::1');
     p.error = undefined;
+    p.sandboxAttempts = (p.sandboxAttempts ?? 0) + 1;
+    p.sandboxFailures = 0;
     await this.startApp(p);
     p.started = true;
     this.save();
@@ -552,8 +618,16 @@ export class NetnsLab {
     await this.api.patch('Pod', p.name, p.namespace, { status }, true).catch(unless(404));
   }
 
-  /** Stop the app, CNI DEL in reverse, remove the netns. */
-  async teardownSandbox(p: LabPodState, opts: { cniDel: boolean } = { cniDel: true }): Promise<void> {
+  /** Stop the app, CNI DEL in reverse, remove the netns; a pending retry is dropped. */
+  teardownSandbox(p: LabPodState, opts: { cniDel: boolean } = { cniDel: true }): Promise<void> {
+    this.cancelRetry(p);
+    return this.serial(p, async () => {
+      this.cancelRetry(p); // a retry that fired while earlier operations ran
+      await this.teardownOnce(p, opts);
+    });
+  }
+
+  private async teardownOnce(p: LabPodState, opts: { cniDel: boolean }): Promise<void> {
     await stopPid(p.app);
     if (p.app) this.appChannels.delete(appKey(p.app));
     p.app = undefined;
@@ -636,6 +710,10 @@ export class NetnsLab {
   /** Stop every process (by pid), remove every namespace; verify nothing is left. */
   async destroy(): Promise<void> {
     const errors: string[] = [];
+    // No sandbox operation may run while (or after) the cluster goes.
+    for (const t of this.sandboxRetries.values()) clearTimeout(t);
+    this.sandboxRetries.clear();
+    await Promise.all([...this.sandboxOps.values()]);
     for (const p of Object.values(this.state.pods)) await stopPid(p.app).catch((e: unknown) => errors.push(String(e)));
     for (const p of Object.values(this.state.components)) await stopPid(p).catch((e: unknown) => errors.push(String(e)));
     await stopPid(this.state.api).catch((e: unknown) => errors.push(String(e)));

@@ -5,7 +5,9 @@
  * AND every running agent has finished a whole repair pass begun after the last change this
  * observation saw (the repair loop is how the agent finds drift nobody reports to it: flushed
  * rules, a lost netns, an annotation someone rewrote) AND every pod key the agent is retrying
- * has been retried, and failed again, since that change (a retry may be the one that succeeds).
+ * has been retried, and failed again, since that change (a retry may be the one that succeeds)
+ * AND, likewise, every pod whose sandbox failed (a refused CNI ADD) has had its sandbox retried by
+ * the kubelet since that change.
  *
  * Pending, per round:
  *   - caches: a running agent's informers do not hold the API's current resourceVersion of every
@@ -81,6 +83,8 @@ interface Round {
   readonly unreadable: string[];
   /** Per node with a running agent: repair passes begun/finished and retrying keys' failure counts. */
   readonly agents: Map<string, { repairs: { started: number; completed: number }; retrying: Map<string, number> }>;
+  /** Per pod whose sandbox failed: the sandbox attempts the kubelet has made. */
+  readonly sandboxes: Map<string, number>;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -121,6 +125,9 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
   const pending: string[] = [];
   const unreadable: string[] = [];
   const agents: Round['agents'] = new Map();
+  const sandboxes: Round['sandboxes'] = new Map();
+  // A kubelet retry that failed for the harness's own reasons: the world cannot be trusted.
+  if (lab.kubeletErrors.length > 0) throw new Error(lab.kubeletErrors.join('; '));
   // A failing API read is a harness error: it propagates.
   const [apiPods, apiNamespaces, apiPolicies] = await Promise.all([lab.api.list('Pod'), lab.api.list('Namespace'), lab.api.list('AuthorizationPolicy')]);
   const podVersions = versionsOf(apiPods, true);
@@ -170,8 +177,14 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
   }
   // Addresses in the lab's record and the API.
   for (const p of Object.values(lab.state.pods)) {
-    if (!p.started || p.hostNetwork) continue;
     const key = `${p.namespace}/${p.name}`;
+    // A sandbox that failed (CNI ADD refused, the app did not start) is not pending by itself:
+    // a pod the plugin fails closed stays so. Its reason goes into the digest and the report.
+    if (!p.started && p.error !== undefined) {
+      digest.push([key, 'sandbox failed', p.error]);
+      sandboxes.set(key, p.sandboxAttempts ?? 0);
+    }
+    if (!p.started || p.hostNetwork) continue;
     const want = [...(p.ips.some((ip) => !ip.includes(':')) ? [] : ['IPv4']), ...(ipv6 && !p.ips.some((ip) => ip.includes(':')) ? ['IPv6'] : [])];
     if (want.length > 0) pending.push(`pod ${key} has no ${want.join(' or ')} address (CNI result: [${p.ips.join(', ')}])`);
     const api = apiPods.find((x) => x.metadata?.namespace === p.namespace && x.metadata?.name === p.name);
@@ -214,7 +227,7 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
       kernel.push([key, addrs.map((a) => `${a.local}${a.tentative ? '?' : ''}`).sort(), facts]);
     }
   }
-  return { digest: JSON.stringify([digest, kernel]), pending, unreadable, agents };
+  return { digest: JSON.stringify([digest, kernel]), pending, unreadable, agents, sandboxes };
 }
 
 /** The last few warnings each component logged: what a report of non-convergence needs to be read. */
@@ -241,11 +254,11 @@ export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Prom
   const start = Date.now();
   let rounds = 0;
   /** The last change seen, and each agent's repair passes begun and retry counts at that moment. */
-  let mark: { digest: string; agents: Round['agents'] } | undefined;
+  let mark: { digest: string; agents: Round['agents']; sandboxes: Round['sandboxes'] } | undefined;
   for (;;) {
     const o = await observe(lab, opts.ipv6);
     rounds++;
-    if (mark === undefined || mark.digest !== o.digest) mark = { digest: o.digest, agents: o.agents };
+    if (mark === undefined || mark.digest !== o.digest) mark = { digest: o.digest, agents: o.agents, sandboxes: o.sandboxes };
     const waiting = [...o.pending, ...o.unreadable];
     for (const [node, a] of o.agents) {
       const then = mark.agents.get(node);
@@ -255,12 +268,16 @@ export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Prom
         if (failures <= (then?.retrying.get(key) ?? failures)) waiting.push(`agent on ${node}: ${key} has not been retried since the last change`);
       }
     }
+    for (const [key, attempts] of o.sandboxes) {
+      if (attempts <= (mark.sandboxes.get(key) ?? attempts)) waiting.push(`pod ${key}: the kubelet has not retried its failed sandbox since the last change`);
+    }
     if (waiting.length === 0) return { converged: true, rounds, waitedMs: Date.now() - start, pending: [] };
     if (Date.now() - start >= opts.boundMs) {
       if (o.unreadable.length > 0) {
         throw new Error(`settle: the netns world cannot read its own state after ${opts.boundMs} ms: ${o.unreadable.join('; ')} — see the component logs under ${lab.state.runDir}`);
       }
-      return { converged: false, rounds, waitedMs: Date.now() - start, pending: [...waiting, ...recentWarnings(lab)] };
+      const failedSandboxes = Object.values(lab.state.pods).filter((p) => !p.started && p.error !== undefined).map((p) => `pod ${p.namespace}/${p.name} has no sandbox: ${p.error}`);
+      return { converged: false, rounds, waitedMs: Date.now() - start, pending: [...waiting, ...failedSandboxes, ...recentWarnings(lab)] };
     }
     await sleep(opts.pollMs);
   }
