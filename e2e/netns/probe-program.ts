@@ -132,6 +132,13 @@ function connectTcp(r: ConnectRequest, raw: RawSocket): Promise<ConnectOutcome> 
         // A runner that never releases must not leak the socket.
         setTimeout(() => { if (held.get(r.tag) === sock) { held.delete(r.tag); sock.destroy(); } }, 5_000).unref();
       } else {
+        // The end of the connection, as this client saw it, is what the world waits on: whoever
+        // took the connection (an app, a proxy) wrote its report before its answer or close.
+        let reply = '';
+        let peerEnded = false;
+        sock.on('data', (d: Buffer) => { if (reply.length < 256) reply += d.toString('utf8'); });
+        sock.on('end', () => { peerEnded = true; });
+        sock.once('close', () => send({ ev: 'closed', tag: r.tag, reply: reply.slice(0, 256), peerEnded }));
         sock.end(r.tag + '\n');
         setTimeout(() => sock.destroy(), 1_000).unref();
       }

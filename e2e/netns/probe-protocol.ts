@@ -129,7 +129,19 @@ export interface DatagramEvent {
   readonly tag: string;
 }
 
-export type ProbeEvent = AcceptEvent | DatagramEvent | { readonly ev: 'tag'; readonly listener: string; readonly peer: string; readonly tag: string };
+/**
+ * A TCP connection made by a connect request (without holdData) has closed: what the peer sent
+ * (at most 256 characters; a pod app answers `ok <namespace>/<name>`) and whether the peer ended
+ * it (FIN) — false when the client gave up after its 1 s hold (reset, or a peer still open).
+ */
+export interface ClosedEvent {
+  readonly ev: 'closed';
+  readonly tag: string;
+  readonly reply: string;
+  readonly peerEnded: boolean;
+}
+
+export type ProbeEvent = AcceptEvent | DatagramEvent | ClosedEvent | { readonly ev: 'tag'; readonly listener: string; readonly peer: string; readonly tag: string };
 
 /** `addr:port` as the simulator prints it (`[v6]:port`); v4-mapped v6 addresses stay as the kernel reports them. */
 export function formatEndpoint(address: string, port: number): string {

@@ -17,13 +17,17 @@
  *
  * Kubelet approximations: the harness is the kubelet — it creates the Pod object, runs the
  * sandbox (netns + CNI ADD), starts the app and writes status (phase, podIPs). A pod whose CNI
- * ADD fails stays Pending with its sandbox removed (no retry loop). Reboot: see rebootNode().
+ * ADD fails stays Pending with its sandbox removed, and the kubelet tries again with a backoff
+ * (scenarios/worlds/kubelet-backoff.ts, as the sim world's kubelet) for as long as the process that made the
+ * lab runs (`ambient-lab up` exits: its failed pods stay Pending). Sandbox operations on one pod
+ * (create, retry, teardown) run one after another, in call order. Reboot: see rebootNode().
  */
 import { DEPLOYMENT_ENROLLMENT_SETTINGS } from '../../impl/node-agent/enrollment.js';
 import { MeshCa } from '../../impl/linux/mesh-ca.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { k8sCniArgs, cidrAddress, type CniConfList, type CniResult } from '../../impl/api/cni.js';
 import type { KubeObjectOf } from '../../impl/host/kube.js';
@@ -36,6 +40,7 @@ import { execIn } from './ip.js';
 import { setprivArgs } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
 import { PROXY_NODE_FLAGS } from '../../impl/linux/node-flags.js';
+import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 
 export type LabComponent = 'agent' | 'proxy';
 export type LabProfile = 'upstream' | 'strict';
@@ -43,10 +48,17 @@ export type LabProfile = 'upstream' | 'strict';
 export const API_PORT = 6443;
 export const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
 
-/** A process the lab started: the pid and a string its cmdline must contain (pid-reuse guard). */
+/**
+ * A process the lab started. Its identity is the pid plus the kernel's start time of that pid
+ * (field 22 of /proc/PID/stat, clock ticks since boot), read right after spawn: a pid the kernel
+ * recycles gets a new start time, and every proxy of the cluster shares a command line, so the
+ * command line cannot tell them apart. `marker` (the program) is for messages, and the only check
+ * for state files written before start times were recorded.
+ */
 export interface LabPid {
   readonly pid: number;
   readonly marker: string;
+  readonly startTime?: string;
 }
 
 export interface LabPodState {
@@ -70,6 +82,10 @@ export interface LabPodState {
   readonly sysctls?: Readonly<Record<string, string>>;
   started: boolean;
   error: string | undefined;
+  /** Sandbox attempts that failed since the last one that worked (the kubelet's backoff step). */
+  sandboxFailures?: number;
+  /** Sandbox attempts made, ever (settle waits for a retry after the last change it saw). */
+  sandboxAttempts?: number;
 }
 
 export interface LabState {
@@ -127,29 +143,56 @@ export function builtProgram(rel: string): string {
 
 const children = new Map<number, ChildProcess>();
 
-/** Start `argv` in `netns` (as uid/caps when given), detached, output appended to `logFile`. */
-export function spawnInNetns(netns: string, argv: readonly string[], opts: { uid?: number; caps?: readonly string[]; env?: Record<string, string>; logFile: string }): LabPid {
+/** Field 22 of /proc/PID/stat (start time, clock ticks after boot) and whether it is a zombie; undefined when there is no such pid. */
+export function procStart(pid: number): { startTime: string; zombie: boolean } | undefined {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const startTime = rest[22 - 3];
+  if (startTime === undefined) throw new Error(`/proc/${pid}/stat has no field 22 (start time): ${JSON.stringify(stat.slice(0, 200))}`);
+  return { startTime, zombie: rest[0] === 'Z' };
+}
+
+/**
+ * Start `argv` in `netns` (as uid/caps when given), detached, output appended to `logFile`. With
+ * `channel`, the child also gets fd 3: one end of a socket pair whose other end only this
+ * process holds (returned as `channel`) — what the child writes there is attributable to it
+ * alone (see NetnsLab.startApp).
+ */
+export function spawnInNetns(netns: string, argv: readonly string[], opts: { uid?: number; caps?: readonly string[]; env?: Record<string, string>; logFile: string; channel?: boolean }): LabPid & { channel?: Readable } {
   if (!/^al-[a-z0-9-]+$/.test(netns)) throw new Error(`refusing to start a process in netns ${JSON.stringify(netns)}: not one of ours`);
   const out = fs.openSync(opts.logFile, 'a', 0o644);
   const priv = setprivArgs({ ...(opts.uid !== undefined ? { uid: opts.uid } : {}), ...(opts.caps !== undefined ? { caps: opts.caps } : {}) });
   const child = spawn('ip', ['netns', 'exec', netns, ...priv, ...argv], {
-    detached: true, stdio: ['ignore', out, out], env: { ...process.env, ...(opts.env ?? {}) },
+    detached: true, stdio: opts.channel ? ['ignore', out, out, 'pipe'] : ['ignore', out, out], env: { ...process.env, ...(opts.env ?? {}) },
   });
   fs.closeSync(out);
   if (child.pid === undefined) throw new Error(`could not start ${argv.join(' ')} in ${netns}`);
+  // The pid exists from fork on and keeps its start time through `ip netns exec` and setpriv's execs.
+  const started = procStart(child.pid);
+  if (!started) throw new Error(`${argv.join(' ')} in ${netns} (pid ${child.pid}) exited at once; see ${opts.logFile}`);
   child.on('error', () => undefined);
   children.set(child.pid, child);
   child.on('exit', () => children.delete(child.pid!));
   child.unref();
+  const channel = opts.channel ? (child.stdio[3] as Readable & { unref?: () => void }) : undefined;
+  // Like the child itself, its channel must not keep this process alive (`ambient-lab up` exits).
+  channel?.unref?.();
   // setpriv and `ip netns exec` exec in place: the pid is the program's own.
-  return { pid: child.pid, marker: argv[1] ?? argv[0]! };
+  return { pid: child.pid, marker: argv[1] ?? argv[0]!, startTime: started.startTime, ...(channel ? { channel } : {}) };
 }
 
-/** Is this pid still the process we started (alive, not a zombie, cmdline has the marker)? */
+/** Is this pid still the process we started (alive, not a zombie, the same start time)? */
 export function isOurs(p: LabPid): boolean {
   try {
-    const stat = fs.readFileSync(`/proc/${p.pid}/stat`, 'utf8');
-    if (/\) Z /.test(stat)) return false;
+    const now = procStart(p.pid);
+    if (!now || now.zombie) return false;
+    if (p.startTime !== undefined) return now.startTime === p.startTime;
     return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').includes(p.marker);
   } catch {
     return false;
@@ -219,8 +262,34 @@ export interface LabOptions {
 
 export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
 
+
+/** One line an app wrote on its report channel (world-pod-app.ts). */
+export interface AppRecord {
+  readonly ev: 'ready' | 'accept' | 'datagram';
+  readonly port?: number;
+  readonly peer?: string;
+  readonly local?: string;
+  readonly tag?: string;
+}
+
+interface AppChannel {
+  lines: string[];
+  partial: string;
+  closed: boolean;
+}
+
+const appKey = (p: LabPid): string => `${p.pid}@${p.startTime ?? p.marker}`;
+
 export class NetnsLab {
   readonly api: WorldApi;
+  /** Report channels of the apps this process started, by process identity (appKey). */
+  private readonly appChannels = new Map<string, AppChannel>();
+  /** Per pod key: the tail of its sandbox operations (they run one after another). */
+  private readonly sandboxOps = new Map<string, Promise<void>>();
+  /** Per pod key: the kubelet's pending sandbox retry. */
+  private readonly sandboxRetries = new Map<string, NodeJS.Timeout>();
+  /** Sandbox retries that failed for the harness's own reasons (not a refused ADD): settle throws them. */
+  readonly kubeletErrors: string[] = [];
 
   private constructor(readonly state: LabState, private readonly cluster: NetnsCluster | undefined) {
     this.api = new WorldApi(state.apiSocket, state.controlSocket);
@@ -245,7 +314,7 @@ export class NetnsLab {
     let lab: NetnsLab | undefined;
     try {
       fs.mkdirSync(runDir, { recursive: true, mode: 0o755 });
-      fs.chmodSync(runDir, 0o755); // pod apps (non-root) append to their report files here
+      fs.chmodSync(runDir, 0o755); // readable by the components; nothing here is writable by a pod
       const state: LabState = {
         version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile, ipv6: opts.ipv6 ?? false, dnsCapture: opts.dnsCapture ?? false,
         ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
@@ -390,8 +459,51 @@ export class NetnsLab {
     return this.cluster;
   }
 
-  /** Sandbox: netns + CNI ADD (lo, then eth0 with our plugin) + app; status written. */
-  async runSandbox(p: LabPodState): Promise<void> {
+  /** Run `op` on pod `p` after every sandbox operation already queued for it. */
+  private serial(p: LabPodState, op: () => Promise<void>): Promise<void> {
+    const key = `${p.namespace}/${p.name}`;
+    const run = (this.sandboxOps.get(key) ?? Promise.resolve()).then(op);
+    // The queue goes on after a failed operation; the caller gets its failure.
+    const tail = run.then(() => undefined, () => undefined);
+    this.sandboxOps.set(key, tail);
+    void tail.then(() => { if (this.sandboxOps.get(key) === tail) this.sandboxOps.delete(key); });
+    return run;
+  }
+
+  private cancelRetry(p: LabPodState): void {
+    const key = `${p.namespace}/${p.name}`;
+    const t = this.sandboxRetries.get(key);
+    if (t !== undefined) clearTimeout(t);
+    this.sandboxRetries.delete(key);
+  }
+
+  /** After a refused ADD: try the sandbox again after the kubelet's backoff (see the file comment). */
+  private scheduleRetry(p: LabPodState): void {
+    this.cancelRetry(p);
+    const key = `${p.namespace}/${p.name}`;
+    const failures = p.sandboxFailures ?? 1;
+    const delay = sandboxRetryDelayMs(failures);
+    const timer = setTimeout(() => {
+      this.sandboxRetries.delete(key);
+      this.serial(p, async () => {
+        // Deleted, torn down for a reboot, or started meanwhile: nothing to retry.
+        if (this.state.pods[key] !== p || p.started || p.short !== undefined) return;
+        await this.sandboxOnce(p);
+      }).catch((e: unknown) => {
+        this.kubeletErrors.push(`the kubelet's sandbox retry of ${key} failed: ${e instanceof Error ? e.message : String(e)}`);
+      });
+    }, delay);
+    // Like the lab's processes, a pending retry does not keep this process alive (`ambient-lab up` exits).
+    timer.unref();
+    this.sandboxRetries.set(key, timer);
+  }
+
+  /** Sandbox: netns + CNI ADD (lo, then eth0 with our plugin) + app; status written; retried while the ADD is refused. */
+  runSandbox(p: LabPodState): Promise<void> {
+    return this.serial(p, () => this.sandboxOnce(p));
+  }
+
+  private async sandboxOnce(p: LabPodState): Promise<void> {
     if (p.hostNetwork) {
       p.netns = this.node(p.node).netns;
       p.ips = [this.node(p.node).address];
@@ -421,41 +533,93 @@ export class NetnsLab {
     try {
       for (const n of nets) results.push(await n.chain.add(att(n.ifname)));
     } catch (e) {
+      // DEL of a half-made attachment may fail (a plugin that refused the ADD may refuse its DEL
+      // too); the netns goes anyway, and with it everything DEL would have removed in it. Removing
+      // the netns must work: a failure there is a leak, reported.
       for (const n of [...nets].reverse()) await n.chain.del(att(n.ifname)).catch(() => undefined);
-      await cluster.removePod(short).catch(() => undefined);
+      await cluster.removePod(short);
       p.short = undefined;
       p.netns = undefined;
       p.started = false;
       p.error = e instanceof Error ? e.message : String(e);
+      p.sandboxAttempts = (p.sandboxAttempts ?? 0) + 1;
+      p.sandboxFailures = (p.sandboxFailures ?? 0) + 1;
       this.save();
       await this.writeStatus(p);
+      this.scheduleRetry(p);
       return;
     }
     const last = results[results.length - 1];
     p.ips = (last?.ips ?? []).map((ip) => cidrAddress(ip.address)).filter((a) => a !== '127.0.0.1' && a !== '::1');
     p.error = undefined;
+    p.sandboxAttempts = (p.sandboxAttempts ?? 0) + 1;
+    p.sandboxFailures = 0;
     await this.startApp(p);
     p.started = true;
     this.save();
     await this.writeStatus(p);
   }
 
+  /**
+   * Start the pod's app. What it reports (accepts, datagrams, readiness) reaches the harness on
+   * fd 3, a socket pair only this process and that app hold — never a file: a report file other
+   * pods can reach lets one pod forge another's "seen source" (report files used to be mode 0666).
+   * A socket cannot be opened through /proc/PID/fd, so another process gets at the app's end only
+   * with ptrace rights over the app (ptrace, pidfd_getfd), which a process of the same uid has
+   * unless the app is non-dumpable. So a non-root app starts as root holding only CAP_SETUID and
+   * CAP_SETGID and drops to its uid itself (world-pod-app --drop-to): a credential change after
+   * exec leaves a process non-dumpable (fs.suid_dumpable 0), and without capabilities it ends as
+   * the pod spec says (effectiveAppCaps: none). Residual: a uid-0 app keeps its dumpable state (it
+   * would need a capability set change Node cannot make), so another uid-0 pod with at least its
+   * capabilities could still reach its channel through ptrace — no threat model's action does.
+   */
   private async startApp(p: LabPodState): Promise<void> {
-    const report = this.reportFile(p);
-    fs.mkdirSync(path.dirname(report), { recursive: true, mode: 0o755 });
-    fs.writeFileSync(report, '', { mode: 0o666 });
-    fs.chmodSync(report, 0o666);
-    const argv = [process.execPath, builtProgram('e2e/netns/world-pod-app.js'), '--pod', `${p.namespace}/${p.name}`, '--report', report,
-      '--tcp', p.tcpPorts.join(','), '--udp', p.udpPorts.join(',')];
-    p.app = spawnInNetns(p.netns!, argv, { uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()), env: { [POD_UID_ENV]: p.uid }, logFile: `${report}.log` });
+    const log = this.appLogFile(p);
+    fs.mkdirSync(path.dirname(log), { recursive: true, mode: 0o755 });
+    const selfDrop = p.appUid !== 0;
+    const argv = [process.execPath, builtProgram('e2e/netns/world-pod-app.js'), '--pod', `${p.namespace}/${p.name}`, '--report-fd', '3',
+      '--tcp', p.tcpPorts.join(','), '--udp', p.udpPorts.join(','), ...(selfDrop ? ['--drop-to', `${p.appUid}:${p.appUid}`] : [])];
+    const { channel, ...pid } = spawnInNetns(p.netns!, argv, {
+      ...(selfDrop ? { caps: ['setuid', 'setgid'] } : { uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()) }),
+      env: { [POD_UID_ENV]: p.uid }, logFile: log, channel: true,
+    });
+    p.app = pid;
+    const rec: AppChannel = { lines: [], partial: '', closed: false };
+    this.appChannels.set(appKey(pid), rec);
+    channel!.setEncoding('utf8');
+    channel!.on('data', (d: string) => {
+      const parts = (rec.partial + d).split('\n');
+      rec.partial = parts.pop() ?? '';
+      rec.lines.push(...parts.filter((l) => l !== ''));
+    });
+    channel!.on('close', () => { rec.closed = true; });
+    channel!.on('error', () => { rec.closed = true; });
     await waitFor(`the app of ${p.namespace}/${p.name} did not start listening`, 10_000, async () => {
-      if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(`${report}.log`, 'utf8').slice(-500)}`);
-      return fs.readFileSync(report, 'utf8').includes('"ready"') ? true : undefined;
+      if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
+      return rec.lines.some((l) => l.includes('"ready"')) ? true : undefined;
     });
   }
 
-  reportFile(p: LabPodState): string {
-    return path.join(this.state.runDir, 'pods', `${p.namespace}.${p.name}.${p.uid}.jsonl`);
+  /**
+   * What the pod's running app reported on its channel (see startApp), in order. Throws when this
+   * process did not start that app (a lab attached from its state file holds no channels).
+   */
+  appRecords(p: LabPodState): AppRecord[] {
+    if (!p.app) return [];
+    const rec = this.appChannels.get(appKey(p.app));
+    if (!rec) throw new Error(`the reports of ${p.namespace}/${p.name}'s app (pid ${p.app.pid}) go to the process that started it, not to this one (lab attached from ${this.state.runDir})`);
+    return rec.lines.map((l) => {
+      try {
+        return JSON.parse(l) as AppRecord;
+      } catch {
+        throw new Error(`the app of ${p.namespace}/${p.name} (pid ${p.app?.pid}) wrote a line that is not JSON on its report channel: ${JSON.stringify(l.slice(0, 200))}`);
+      }
+    });
+  }
+
+  /** The app's stdout and stderr (root-owned; the app writes through the fd it inherits). */
+  appLogFile(p: LabPodState): string {
+    return path.join(this.state.runDir, 'pods', `${p.namespace}.${p.name}.${p.uid}.log`);
   }
 
   private async writeStatus(p: LabPodState): Promise<void> {
@@ -468,9 +632,18 @@ export class NetnsLab {
     await this.api.patch('Pod', p.name, p.namespace, { status }, true).catch(unless(404));
   }
 
-  /** Stop the app, CNI DEL in reverse, remove the netns. */
-  async teardownSandbox(p: LabPodState, opts: { cniDel: boolean } = { cniDel: true }): Promise<void> {
+  /** Stop the app, CNI DEL in reverse, remove the netns; a pending retry is dropped. */
+  teardownSandbox(p: LabPodState, opts: { cniDel: boolean } = { cniDel: true }): Promise<void> {
+    this.cancelRetry(p);
+    return this.serial(p, async () => {
+      this.cancelRetry(p); // a retry that fired while earlier operations ran
+      await this.teardownOnce(p, opts);
+    });
+  }
+
+  private async teardownOnce(p: LabPodState, opts: { cniDel: boolean }): Promise<void> {
     await stopPid(p.app);
+    if (p.app) this.appChannels.delete(appKey(p.app));
     p.app = undefined;
     p.started = false;
     if (!p.hostNetwork && p.short !== undefined) {
@@ -552,6 +725,10 @@ export class NetnsLab {
   /** Stop every process (by pid), remove every namespace; verify nothing is left. */
   async destroy(): Promise<void> {
     const errors: string[] = [];
+    // No sandbox operation may run while (or after) the cluster goes.
+    for (const t of this.sandboxRetries.values()) clearTimeout(t);
+    this.sandboxRetries.clear();
+    await Promise.all([...this.sandboxOps.values()]);
     for (const p of Object.values(this.state.pods)) await stopPid(p.app).catch((e: unknown) => errors.push(String(e)));
     for (const p of Object.values(this.state.components)) await stopPid(p).catch((e: unknown) => errors.push(String(e)));
     await stopPid(this.state.api).catch((e: unknown) => errors.push(String(e)));

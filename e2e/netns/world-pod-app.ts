@@ -1,14 +1,19 @@
 /**
  * The application container of a netns-world pod: listens on the pod's TCP ports (0.0.0.0 and,
- * when the pod has IPv6, ::) and UDP ports, and appends one JSON line per accepted connection or
- * datagram to a report file: {"ev":"accept","port","peer","local","tag"}. The tag is the first
+ * when the pod has IPv6, ::) and UDP ports, and writes one JSON line per accepted connection or
+ * datagram to its report fd: {"ev":"accept","port","peer","local","tag"}. The tag is the first
  * line the client sent (the world's probes send a unique tag). A client that sends an HTTP
  * request gets a small HTTP answer, anything else gets `ok <pod>` — so a user of `ambient-lab
- * exec` can try it with curl or `node -e`. Runs detached (no pipes to the harness) as the pod's
- * uid and capabilities; the runtime sets AMBIENT_LAB_POD_UID in its environment (see
+ * exec` can try it with curl or `node -e`. The report fd is a socket pair to the harness that
+ * started it (NetnsLab.startApp), so its records are attributable to it alone; once that harness
+ * has exited (`ambient-lab up`), reports are dropped and the app keeps serving. Runs detached as
+ * the pod's uid and capabilities — a non-root app is started as root with only CAP_SETUID and
+ * CAP_SETGID and drops to its uid itself (--drop-to UID:GID) before it listens, which leaves it
+ * non-dumpable (startApp says why); the runtime sets AMBIENT_LAB_POD_UID in its environment (see
  * impl/linux/netns-finder-proc.ts).
  *
- *   node world-pod-app.js --pod ns/name --report FILE [--tcp 80,8080] [--udp 53]
+ *   node world-pod-app.js --pod ns/name --report-fd 3 [--drop-to 1000:1000] [--tcp 80,8080] [--udp 53]
+ *   node world-pod-app.js --pod ns/name --report FILE [--tcp 80,8080] [--udp 53]     (the kind world: /dev/stdout)
  */
 import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
@@ -31,8 +36,33 @@ function endpoint(address: string | undefined, port: number | undefined): string
 }
 
 const pod = arg('pod');
-const report = fs.openSync(arg('report'), 'a', 0o644);
-const write = (o: Record<string, unknown>): void => { fs.writeSync(report, `${JSON.stringify(o)}\n`); };
+// The netns world passes a socket pair as fd 3 (--report-fd); the kind world's container writes
+// to /dev/stdout (--report), which its runtime keeps per container (kubectl logs).
+const reportFd = arg('report-fd', '');
+const report = reportFd !== '' ? Number(reportFd) : fs.openSync(arg('report'), 'a', 0o644);
+let reportLost = false;
+const write = (o: Record<string, unknown>): void => {
+  if (reportLost) return;
+  try {
+    // Written before the client gets its answer: when the client sees the reply, the record is sent.
+    fs.writeSync(report, `${JSON.stringify(o)}\n`);
+  } catch (e) {
+    // EPIPE: the harness that started this app has gone (ambient-lab up); keep serving.
+    reportLost = true;
+    process.stderr.write(`world-pod-app ${pod}: report fd ${report}: ${e instanceof Error ? e.message : String(e)}; reports are dropped from now on\n`);
+  }
+};
+
+/** Drop from root to uid:gid (and with it every capability); see the file comment. */
+function dropTo(spec: string): void {
+  const m = /^(\d+):(\d+)$/.exec(spec);
+  if (!m) throw new Error(`world-pod-app: --drop-to ${JSON.stringify(spec)}: expected UID:GID`);
+  const { setgroups, setgid, setuid } = process;
+  if (!setgroups || !setgid || !setuid) throw new Error('world-pod-app: --drop-to needs a POSIX platform (process.setuid)');
+  setgroups([]);
+  setgid(Number(m[2]));
+  setuid(Number(m[1]));
+}
 
 function serveTcp(port: number, host: string): Promise<void> {
   const server = net.createServer((sock) => {
@@ -83,6 +113,8 @@ function serveUdp(port: number, family: 4 | 6): Promise<void> {
 }
 
 async function main(): Promise<void> {
+  const drop = arg('drop-to', '');
+  if (drop !== '') dropTo(drop);
   for (const p of ports(arg('tcp', ''))) {
     await serveTcp(p, '0.0.0.0');
     await serveTcp(p, '::');

@@ -35,15 +35,56 @@ import { CommandError, ipIn } from './ip.js';
 import { observe, observeIn, observeInOutput, parseConntrackList } from './observe.js';
 import { missingTools, missingToolsReason } from './required-tools.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
-import { flushTablesThrough, rawSendThrough, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
+import { flushTablesThrough, rawSendThrough, type ClosedEvent, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
 import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
+import { settleNetnsWorld, type SettleResult } from './world-settle.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
 
-/** settle(): quiet window (> the agent's 2 s repair interval), the same while the agent has queued work (> its 5 s backoff cap), and the bound on the whole wait. */
-const SETTLE_QUIET_MS = 2500;
-const SETTLE_BUSY_QUIET_MS = 6000;
-const SETTLE_MAX_MS = 30_000;
+/**
+ * settle(): the bound on waiting for convergence (world-settle.ts says what it means when hit:
+ * a convergence finding, not a harness error) — longer than the proxy's 15 s ZDS reconnect
+ * backoff plus the agent's 5 s retry cap and 2 s repair interval, with room for a loaded
+ * machine — and the pause between observation rounds.
+ */
+const SETTLE_BOUND_MS = 60_000;
+const SETTLE_POLL_MS = 200;
+/**
+ * connect(): bounds on waiting for an attempt's records (see awaitAttempt). A TCP attempt waits
+ * on observed state and reaches its bound only when something is broken (the note says what); a
+ * datagram's non-delivery is only visible as the absence of a report, so its bound decides it.
+ */
+const ATTEMPT_BOUND_MS = 10_000;
+const DATAGRAM_BOUND_MS = 2_000;
+const ATTEMPT_POLL_MS = 20;
+/** Connection log events after which a proxy leg writes nothing more. */
+const FINAL_EVENTS: ReadonlySet<string> = new Set(['closed', 'closed-by-policy', 'denied', 'failed']);
+
+/**
+ * Proxy legs of one connection without their final record: the legs from `client`, the legs
+ * their forwarded upstream tuples opened, and the legs whose upstream reached an app (`peers`).
+ */
+function openLegs(recs: readonly { node: string; r: ConnectionLogRecord }[], client: string, peers: readonly string[]): string[] {
+  const tuples = new Set([client]);
+  for (const { r } of recs) if (r.upstream && peers.includes(tupleText(r.upstream.src))) tuples.add(tupleText(r.downstream.src));
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const { r } of recs) {
+      if (tuples.has(tupleText(r.downstream.src)) && r.upstream && !tuples.has(tupleText(r.upstream.src))) {
+        tuples.add(tupleText(r.upstream.src));
+        grew = true;
+      }
+    }
+  }
+  const legs = new Map<string, boolean>();
+  for (const { node, r } of recs) {
+    if (!tuples.has(tupleText(r.downstream.src))) continue;
+    const k = `${node} ${r.direction} from ${tupleText(r.downstream.src)}`;
+    legs.set(k, (legs.get(k) ?? false) || FINAL_EVENTS.has(r.event));
+  }
+  return [...legs].filter(([, done]) => !done).map(([k]) => `proxy leg ${k} has no final record yet`);
+}
+
 /** How long a running agent or proxy may take to answer /status (a busy or restarting process) before that is a harness error. */
 const STATUS_ANSWER_MS = 30_000;
 
@@ -66,7 +107,7 @@ export class NetnsWorld implements World {
   readonly nodes: readonly string[];
   private readonly probes = new ProbePool();
   /** Listeners the pods' apps opened through appExec, by probe listener name. */
-  private readonly appListeners = new Map<string, { pod: PodRef; port: number; netns: string }>();
+  private readonly appListeners = new Map<string, { pod: PodRef; port: number; netns: string; owner: ProbeOwner }>();
   private rr = 0;
   private readonly lifecycles = new ComponentLifecycles();
 
@@ -210,26 +251,9 @@ export class NetnsWorld implements World {
   private deliveries(tag: string, events: ProbeEvent[]): { pod: PodRef; port: number; peer: string }[] {
     const out: { pod: PodRef; port: number; peer: string }[] = [];
     for (const p of Object.values(this.lab.state.pods)) {
-      const file = this.lab.reportFile(p);
-      let text: string;
-      try {
-        text = fs.readFileSync(file, 'utf8');
-      } catch (e) {
-        // No report file is a real state only for a pod whose app never started (its sandbox
-        // failed or is not made yet): nothing can have been delivered to it.
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT' && p.app === undefined && !p.started) continue;
-        throw new Error(`reading the delivery reports of pod ${p.namespace}/${p.name} (${file}) failed: ${e instanceof Error ? e.message : String(e)}; the lab writes it when the app starts`, { cause: e });
-      }
-      // Only whole lines: the app may be appending the last one right now (read at the next poll).
-      for (const line of text.slice(0, text.lastIndexOf('\n') + 1).split('\n')) {
-        if (!line.includes(tag)) continue;
-        let e: { port: number; peer: string; tag?: string };
-        try {
-          e = JSON.parse(line) as { port: number; peer: string; tag?: string };
-        } catch (err) {
-          throw new Error(`pod ${p.namespace}/${p.name}'s report ${file} has a line that is not JSON (${err instanceof Error ? err.message : String(err)}): ${line.slice(0, 200)}`, { cause: err });
-        }
-        if (e.tag === tag) out.push({ pod: { namespace: p.namespace, name: p.name }, port: e.port, peer: e.peer });
+      // Each app's own channel (NetnsLab.startApp): a pod cannot write another pod's records.
+      for (const e of this.lab.appRecords(p)) {
+        if ((e.ev === 'accept' || e.ev === 'datagram') && e.tag === tag && e.port !== undefined && e.peer !== undefined) out.push({ pod: { namespace: p.namespace, name: p.name }, port: e.port, peer: e.peer });
       }
     }
     events.push(...this.probes.events.drain());
@@ -277,21 +301,9 @@ export class NetnsWorld implements World {
       })) as ConnectOutcome;
     }
     const client = ep(srcIp, sourcePort);
-    // Give the proxies and apps a bounded moment to log what this attempt caused (a raw TCP SYN
-    // never completes a handshake, so nothing is logged for it: its answer says what listened).
-    let dels = this.deliveries(tag, events);
-    let recs = this.newRecords(offsets);
+    // A raw TCP SYN never completes a handshake, so nothing is logged for it: its answer says what listened.
     const mayDeliver = out.result === 'established' || (out.result === 'sent' && !(opts.raw && proto === 'tcp'));
-    for (let t = 0; t < 1000 && mayDeliver; t += 50) {
-      await sleep(50);
-      dels = this.deliveries(tag, events);
-      recs = this.newRecords(offsets);
-      if (dels.length > 0) {
-        await sleep(100); // the proxy's record of the same connection may trail the app's
-        recs = this.newRecords(offsets);
-        break;
-      }
-    }
+    const { dels, recs, note: waitNote } = await this.awaitAttempt(tag, client, out.result === 'established' && !opts.raw, mayDeliver, offsets, events);
     const mine = recs.filter((x) => tupleText(x.r.downstream.src) === client
       || dels.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.peer));
     const proxyLog: ProxyLogEntry[] = mine.map(({ node, r }) => {
@@ -350,8 +362,52 @@ export class NetnsWorld implements World {
     return {
       outcome, ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
       acceptedBy, ...(acceptedIn ? { acceptedIn } : {}), deliveries, proxyLog,
-      trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.call ?? ''} ${out.code}` : ''}${droppedAtOutput ? ' (dropped by netfilter on the sender\'s output path)' : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}`,
+      trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.call ?? ''} ${out.code}` : ''}${droppedAtOutput ? ' (dropped by netfilter on the sender\'s output path)' : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}${waitNote}`,
     };
+  }
+
+  /**
+   * After an attempt, wait until what it caused is on record — decided on observed state. For a
+   * TCP connection: the client saw it close (the probe's 'closed' event); every proxy leg of it
+   * (the records from the client's tuple, each forwarded leg's upstream tuple, and the leg that
+   * reached a reporting app) has its final record (closed, closed-by-policy, denied, failed); the
+   * app that answered `ok <namespace>/<name>` has reported the tag; and each probe holding an
+   * appExec listener has passed its events on (a request round trip: its events precede the
+   * reply). A proxy writes its records before it relays or closes, and an app reports before it
+   * answers, so once the client has seen the close they are written or on their way. A datagram
+   * has no close: its delivery report ends the wait, and without one the bound decides
+   * not-delivered — as the sim's dropped packet. When a bound is hit, the note says what was missing.
+   */
+  private async awaitAttempt(tag: string, client: string, tcp: boolean, mayDeliver: boolean, offsets: Map<string, number>, events: ProbeEvent[]): Promise<{ dels: { pod: PodRef; port: number; peer: string }[]; recs: { node: string; r: ConnectionLogRecord }[]; note: string }> {
+    const start = Date.now();
+    let synced = false;
+    for (;;) {
+      const dels = this.deliveries(tag, events);
+      const recs = this.newRecords(offsets);
+      if (!mayDeliver) return { dels, recs, note: '' };
+      const missing: string[] = [];
+      if (tcp) {
+        const closed = events.find((e): e is ClosedEvent => e.ev === 'closed' && e.tag === tag);
+        if (!closed) missing.push('the client has not seen the connection close');
+        const answered = closed && /^ok (\S+\/\S+)\n/.exec(closed.reply)?.[1];
+        if (answered && !dels.some((d) => podKey(d.pod) === answered)) missing.push(`${answered} answered but its report of the tag has not arrived`);
+        missing.push(...openLegs(recs, client, dels.map((d) => d.peer)));
+        if (closed && missing.length === 0 && !synced) {
+          // Events of appExec listeners' probes that took part arrive on those probes' own pipes.
+          for (const o of new Map([...this.appListeners.values()].map((l) => [`${l.netns}|${l.owner.uid}`, l])).values()) {
+            await (await this.probes.get(o.netns, o.owner)).request({ op: 'release', tag: '(flush events)' });
+          }
+          synced = true;
+          continue;
+        }
+        if (missing.length === 0) return { dels, recs, note: '' };
+        if (Date.now() - start >= ATTEMPT_BOUND_MS) return { dels, recs, note: `; observation incomplete after ${ATTEMPT_BOUND_MS} ms: ${missing.join('; ')}` };
+      } else {
+        if (dels.length > 0) return { dels, recs, note: '' };
+        if (Date.now() - start >= DATAGRAM_BOUND_MS) return { dels, recs, note: `; no delivery report within ${DATAGRAM_BOUND_MS} ms: taken as not delivered` };
+      }
+      await sleep(ATTEMPT_POLL_MS);
+    }
   }
 
   /** The device and next-hop MAC a frame to `dst` leaves `netns` by (route lookup, then whose interface holds the next hop). */
@@ -417,7 +473,8 @@ export class NetnsWorld implements World {
   async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
     const p = this.lab.state.pods[podKey(pod)];
     if (!p?.started || !p.netns || p.hostNetwork) return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: the pod has no running app in its own netns` };
-    const probe = await this.probes.get(p.netns, { uid: p.appUid, gid: p.appUid, caps: effectiveAppCaps(p) });
+    const owner: ProbeOwner = { uid: p.appUid, gid: p.appUid, caps: effectiveAppCaps(p) };
+    const probe = await this.probes.get(p.netns, owner);
     if (action.kind === 'iptables-flush') {
       return flushTablesThrough(probe, p.ips.some((ip) => ip.includes(':')),
         `uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}`);
@@ -429,7 +486,7 @@ export class NetnsWorld implements World {
       const code = e instanceof ProbeError ? e.code : 'failed';
       return { ok: false, error: `bind(${action.port}): ${code} — ${e instanceof Error ? e.message : String(e)}` };
     }
-    this.appListeners.set(name, { pod: { namespace: pod.namespace, name: pod.name }, port: action.port, netns: p.netns });
+    this.appListeners.set(name, { pod: { namespace: pod.namespace, name: pod.name }, port: action.port, netns: p.netns, owner });
     return { ok: true };
   }
 
@@ -445,39 +502,16 @@ export class NetnsWorld implements World {
     for (const [k, l] of [...this.appListeners]) if (l.netns === netns) this.appListeners.delete(k);
   }
 
-  /**
-   * Quiet = the observation (pods, and each agent's view of its mesh pods) unchanged for longer
-   * than one agent repair pass (the lab runs the agent with --repair-interval-ms 2000); longer
-   * still — past the agent's retry backoff cap (5 s) — while an agent with a connected proxy has
-   * a mesh pod not yet acked or not yet annotated enabled: that work is queued, so the state is
-   * not the settled one (e.g. the annotation after the proxy came back). Bounded.
-   */
-  async settle(): Promise<void> {
-    let last = '';
-    let quietSince = Date.now();
-    const deadline = Date.now() + SETTLE_MAX_MS;
-    while (Date.now() < deadline) {
-      const agents = await this.agentViews();
-      const now = JSON.stringify([await this.pods(), agents.map((a) => a.pods)]);
-      const busy = agents.some((a) => a.proxyConnected && a.pods.some((p) => !p.acked || p.annotated !== 'enabled'));
-      if (now !== last) {
-        last = now;
-        quietSince = Date.now();
-      } else if (Date.now() - quietSince >= (busy ? SETTLE_BUSY_QUIET_MS : SETTLE_QUIET_MS)) return;
-      await sleep(250);
-    }
-  }
+  /** How the last settle() ended: converged, or what was still pending at the bound. */
+  lastSettle: SettleResult | undefined;
 
-  /** What each running agent says about its mesh pods (its /status). */
-  private async agentViews(): Promise<{ proxyConnected: boolean; pods: { uid: string; acked: boolean; annotated: string | undefined }[] }[]> {
-    const out: { proxyConnected: boolean; pods: { uid: string; acked: boolean; annotated: string | undefined }[] }[] = [];
-    for (const n of this.nodes) {
-      const st = await this.liveStatus('agent', n);
-      if (!st) continue; // not running: it has no view
-      const pods = ((st['pods'] as { uid: string; acked: boolean; annotated?: string }[] | undefined) ?? []).map((p) => ({ uid: p.uid, acked: p.acked, annotated: p.annotated }));
-      out.push({ proxyConnected: st['proxyConnected'] === true, pods });
+  /** Wait on observed state (world-settle.ts): converged, or the bound reached and reported. */
+  async settle(): Promise<void> {
+    this.lastSettle = await settleNetnsWorld(this.lab, { ipv6: this.lab.state.ipv6 === true, boundMs: SETTLE_BOUND_MS, pollMs: SETTLE_POLL_MS });
+    if (!this.lastSettle.converged) {
+      // Not an error: the properties judge the state the world is in. Said once, for whoever reads the run's output.
+      process.stderr.write(`[netns world] settle: not converged after ${this.lastSettle.waitedMs} ms (${this.lastSettle.rounds} rounds); still pending: ${this.lastSettle.pending.join('; ')}\n`);
     }
-    return out;
   }
 
   /**

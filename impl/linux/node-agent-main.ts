@@ -45,7 +45,7 @@ runComponent('ambient-lab-agent', async () => {
     live: () => agent.health().live,
     ready: () => agent.health(),
     metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
-    status: () => ({ component: 'agent', node: config.nodeName, pid: process.pid, health: agent.health(), proxyConnected: agent.proxyConnected(), pods: agent.meshPods() }),
+    status: () => ({ component: 'agent', node: config.nodeName, pid: process.pid, health: agent.health(), proxyConnected: agent.proxyConnected(), pods: agent.meshPods(), ...agent.progress() }),
   };
   const health = await serveHealth(s.healthHost, s.healthPort, healthSource);
   // The same endpoints on a Unix socket, for a harness outside the node's network namespace.

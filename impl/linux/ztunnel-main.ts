@@ -122,6 +122,9 @@ runComponent('ambient-lab-proxy', async () => {
       // identity (dev:inode of the netns received over ZDS) lets a harness outside this process tell
       // which sandbox is served without reading /proc/<pid>/fd (closed to others: the binary has file caps)
       pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({ uid, netns: ztunnel.proxy.pod(uid)?.netns, identity: ztunnel.proxy.pod(uid)?.handle.identity })),
+      // resourceVersions in its caches (undefined before their first sync): a harness compares
+      // them with the API to know this proxy has seen every pod and policy change
+      caches: { pods: workloadWatcher.versions(), policies: policyWatcher.versions() },
     }),
   };
   const health = await serveHealth(healthHost, healthPort, healthSource);

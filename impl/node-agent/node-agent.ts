@@ -135,6 +135,8 @@ export class NodeAgent {
   private started = false;
   private readonly warned = new Set<string>();
   private stopped = false;
+  /** Repair passes begun and finished (status: a harness waits for a whole pass after a change). */
+  private readonly repairPasses = { started: 0, completed: 0 };
   /** The probe-set sync in progress (one at a time). */
   private probeSync: Promise<void> | undefined;
   private readonly m;
@@ -256,6 +258,27 @@ export class NodeAgent {
 
   proxyConnected(): boolean {
     return this.zds.connected();
+  }
+
+  /**
+   * For `status` and a harness deciding the agent has settled on observed state, not on a quiet
+   * period: its work queue (runs in progress, keys waiting for a retry with their failure counts),
+   * its repair passes begun and finished, and the resourceVersion of every object its informers
+   * hold (pods of this node by namespace/name, namespaces by name) — compared with the API, this
+   * says whether the agent has seen every change yet.
+   */
+  progress(): {
+    queue: { inFlight: number; retrying: { key: string; failures: number }[] };
+    repairs: { started: number; completed: number };
+    caches: { pods: Record<string, string>; namespaces: Record<string, string> } | undefined;
+  } {
+    const versions = (objs: readonly { metadata?: { namespace?: string; name?: string; resourceVersion?: string } }[]): Record<string, string> =>
+      Object.fromEntries(objs.map((o) => [o.metadata?.namespace ? `${o.metadata.namespace}/${o.metadata.name ?? ''}` : o.metadata?.name ?? '', o.metadata?.resourceVersion ?? '']));
+    return {
+      queue: this.queue.state(),
+      repairs: { ...this.repairPasses },
+      caches: this.started && this.podInformer && this.nsInformer ? { pods: versions(this.podInformer.list()), namespaces: versions(this.nsInformer.list()) } : undefined,
+    };
   }
 
   // ------------------------------------------------------------------ host side
@@ -666,6 +689,15 @@ export class NodeAgent {
 
   /** Verify every mesh pod still has its namespace, its rules and its proxy; queue what drifted. */
   async repair(): Promise<void> {
+    this.repairPasses.started++;
+    try {
+      await this.repairPass();
+    } finally {
+      this.repairPasses.completed++;
+    }
+  }
+
+  private async repairPass(): Promise<void> {
     for (const p of [...this.mesh.values()]) {
       try {
         if (p.netns === undefined || !(await this.deps.finder.exists(p.netns))) {

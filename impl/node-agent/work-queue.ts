@@ -76,6 +76,16 @@ export class WorkQueue {
     }
   }
 
+  /**
+   * What is queued, for a harness deciding whether the agent has settled: runs in progress, and
+   * each key waiting for a retry with its consecutive failures so far (it grows by one per failed
+   * attempt, so an observer can tell that an attempt ran, and failed again, after some moment).
+   */
+  state(): { inFlight: number; retrying: { key: string; failures: number }[] } {
+    const retrying = [...this.slots.entries()].filter(([, s]) => s.timer !== undefined).map(([key, s]) => ({ key, failures: s.failures }));
+    return { inFlight: this.inFlight, retrying };
+  }
+
   /** Keys waiting for a retry. */
   pending(): string[] {
     return [...this.slots.entries()].filter(([, s]) => s.timer !== undefined).map(([k]) => k);

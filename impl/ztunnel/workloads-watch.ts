@@ -32,6 +32,9 @@ export class WorkloadWatcher {
     const { index } = opts;
     const informer = opts.kube.informer('Pod');
     let started = false;
+    this.versions = (): Record<string, string> | undefined => (started
+      ? Object.fromEntries(informer.list().map((o) => [`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`, o.metadata?.resourceVersion ?? '']))
+      : undefined);
     informer.on('add', (p) => { if (started) index.upsertPod(p); });
     informer.on('update', (p) => { if (started) index.upsertPod(p); });
     informer.on('delete', (p) => { if (started) index.deletePod(p); });
@@ -48,6 +51,12 @@ export class WorkloadWatcher {
       },
     });
   }
+
+  /**
+   * The resourceVersion of every object the cache holds, by namespace/name (undefined before the
+   * first sync): compared with the API, it tells a harness whether this proxy has seen every change.
+   */
+  readonly versions: () => Record<string, string> | undefined;
 
   start(): void {
     this.runner.start();

@@ -54,6 +54,7 @@ import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor,
 import { toProxyLogEntry } from './sim/proxy-log.js';
 import { QuietLogger } from './sim/quiet-logger.js';
 import { ComponentLifecycles } from './component-lifecycles.js';
+import { KUBELET_SANDBOX_BACKOFF } from './kubelet-backoff.js';
 
 type Pod = KubeObjectOf<'Pod'>;
 
@@ -72,10 +73,8 @@ export interface SimWorldExtras {
 const FINGERPRINT_KINDS = ['Namespace', 'Pod', 'ServiceAccount', 'Node', 'CustomResourceDefinition', 'AuthorizationPolicy'] as const satisfies readonly KubeKind[];
 /** rebootNode: virtual time the kubelet runs (and tries the pods' sandboxes) before the agent and proxy are back. */
 const REBOOT_DAEMONSETS_AFTER_MS = 2000;
-/** Kubelet sandbox retry backoff: short, and below the quiet window, so settle sees retries. */
-const KUBELET_BACKOFF = { initialMs: 1000, maxMs: 4000 } as const;
 /** settle(): quiet = no observable change over this much virtual time (> backoff, > repair period). */
-const QUIET_MS = Math.max(KUBELET_BACKOFF.maxMs, REPAIR_INTERVAL_MS) + 1000;
+const QUIET_MS = Math.max(KUBELET_SANDBOX_BACKOFF.maxMs, REPAIR_INTERVAL_MS) + 1000;
 const SETTLE_MAX_STEPS = 20;
 /** Virtual time an attempt runs after its first hop so proxies finish their upstream legs. */
 const ATTEMPT_MS = PROXY_CONNECT_TIMEOUT_MS + 100;
@@ -123,7 +122,7 @@ export class SimMeshWorld implements World {
     if (options.meshV6 === true && !options.ipv6) throw new Error('sim world: meshV6 needs ipv6 (a mesh cannot capture IPv6 in a single-stack v4 cluster); set ipv6: true or drop meshV6');
     this.sim = new SimWorld({
       seed: options.seed, nodes: options.nodes, ipv6: options.ipv6, kernelVersion: options.kernelVersion,
-      trace: extras.trace ?? false, backoff: KUBELET_BACKOFF,
+      trace: extras.trace ?? false, backoff: KUBELET_SANDBOX_BACKOFF,
     });
     this.nodes = this.sim.nodes.map((n) => n.name);
     this.recorder = new ConnectRecorder(this.sim.kernel);

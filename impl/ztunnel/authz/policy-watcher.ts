@@ -38,6 +38,11 @@ export class AuthorizationPolicyWatcher {
     const { store } = opts;
     const informer = opts.kube.informer('AuthorizationPolicy');
     let started = false;
+    /** The CRD is absent: synced, with no policies. */
+    let absent = false;
+    this.versions = (): Record<string, string> | undefined => (started
+      ? Object.fromEntries(informer.list().map((o) => [`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`, o.metadata?.resourceVersion ?? '']))
+      : absent ? {} : undefined);
     informer.on('add', (o) => { if (started) store.upsert(o); });
     informer.on('update', (o) => { if (started) store.upsert(o); });
     informer.on('delete', (o) => {
@@ -52,15 +57,23 @@ export class AuthorizationPolicyWatcher {
       onStarted: () => {
         store.replaceAll(informer.list());
         started = true;
+        absent = false;
         store.markSynced();
       },
       onNotFound: () => {
         store.replaceAll([]);
         started = false;
+        absent = true;
         store.markSynced();
       },
     });
   }
+
+  /**
+   * The resourceVersion of every object the cache holds, by namespace/name (undefined before the
+   * first sync): compared with the API, it tells a harness whether this proxy has seen every change.
+   */
+  readonly versions: () => Record<string, string> | undefined;
 
   start(): void {
     this.runner.start();

@@ -113,7 +113,7 @@ test('pods(): iptables-save failing, or a proxy that runs but does not answer /s
   }
 });
 
-test('connect(): an unreadable delivery report or a missing connection log is an error — not "no delivery" or "no proxy"', async () => {
+test('connect(): a missing or unreadable connection log is an error — not "no proxy"', async () => {
   await withNetnsWorld({ nodes: 1 }, async (w) => {
     await meshPod(w);
     const attempt = (): ReturnType<NetnsWorld['connect']> => w.connect({ kind: 'outside' }, { kind: 'pod', pod: a, port: 8080 }, { proto: 'tcp' });
@@ -122,17 +122,6 @@ test('connect(): an unreadable delivery report or a missing connection log is an
     expect(ok.outcome).toBe('established');
     expect(ok.acceptedBy).toBe('proxy-inbound');
     expect(ok.deliveries).toEqual([expect.objectContaining({ pod: a, port: 8080, viaProxy: true })]);
-
-    // the app's report file cannot be read (a directory where the file was)
-    const report = w.lab.reportFile(w.lab.state.pods['mesh/a']!);
-    fs.renameSync(report, `${report}.aside`);
-    fs.mkdirSync(report);
-    try {
-      await expect(attempt()).rejects.toThrow(/reading the delivery reports of pod mesh\/a \(.*\) failed: EISDIR/);
-    } finally {
-      fs.rmdirSync(report);
-      fs.renameSync(`${report}.aside`, report);
-    }
 
     // the proxy's connection log is gone
     const log = path.join(w.lab.nodeDir('node-0'), 'connections.jsonl');
