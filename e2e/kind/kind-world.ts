@@ -188,12 +188,10 @@ export class KindWorld implements World {
     const meta = policy['metadata'] as { name: string; namespace: string };
     const target = { group: 'security.istio.io', version: 'v1', namespace: meta.namespace, plural: 'authorizationpolicies' };
     const body = { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', ...policy };
-    try {
-      const cur = await this.custom.getNamespacedCustomObject({ ...target, name: meta.name }) as { metadata?: { resourceVersion?: string } };
-      await this.custom.replaceNamespacedCustomObject({ ...target, name: meta.name, body: { ...body, metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } } });
-    } catch {
-      await this.custom.createNamespacedCustomObject({ ...target, body });
-    }
+    // Only "not there" (404) means create; any other failure of the read is the world's, and propagates.
+    const cur = await this.custom.getNamespacedCustomObject({ ...target, name: meta.name }).catch(absentIf404) as { metadata?: { resourceVersion?: string } } | undefined;
+    if (cur) await this.custom.replaceNamespacedCustomObject({ ...target, name: meta.name, body: { ...body, metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } } });
+    else await this.custom.createNamespacedCustomObject({ ...target, body });
   }
 
   async deletePolicy(namespace: string, name: string): Promise<void> {

@@ -32,7 +32,12 @@ export async function removeLeftovers(prefix: string, opts: LeftoverOptions = {}
   const names = (await listNetns()).filter((n) => n.startsWith(prefix));
   const pids: number[] = [];
   for (const name of names) {
-    const out = await run(['ip', 'netns', 'pids', name]).catch(() => '');
+    // A namespace removed since the listing (a run cleaning up its own) has no processes; any other
+    // failure leaves its processes unknown, and a cleanup that cannot see them must say so.
+    const out = await run(['ip', 'netns', 'pids', name]).catch(async (e: unknown) => {
+      if (!(await listNetns()).includes(name)) return '';
+      throw new Error(`cannot list the processes of netns ${name} (ip netns pids): ${e instanceof Error ? e.message : String(e)}`);
+    });
     for (const tok of out.split(/\s+/)) if (/^\d+$/.test(tok)) pids.push(Number(tok));
   }
   if (opts.killProcesses) {

@@ -705,8 +705,8 @@ export class NetnsLab {
    * node's boot scripts recreate), but everything a reboot loses goes: the agent and proxy are
    * stopped, every pod sandbox on the node is removed WITHOUT CNI DEL (the node died; the
    * runtime never ran DEL), the node's CNI result cache and host-local IPAM state are cleared
-   * (they live on tmpfs /run or are reset on a real node), the node netns' host ipsets are
-   * destroyed; then the components start again and every pod gets a new sandbox (new netns and
+   * (they live on tmpfs /run or are reset on a real node), the node netns' iptables rules are
+   * flushed and its ipsets destroyed; then the components start again and every pod gets a new sandbox (new netns and
    * ADD, same pod UID), as the kubelet does after a reboot.
    */
   async rebootNode(node: string): Promise<void> {
@@ -716,7 +716,16 @@ export class NetnsLab {
     const pods = Object.values(this.state.pods).filter((p) => p.node === node);
     for (const p of pods) await this.teardownSandbox(p, { cniDel: false });
     for (const d of ['cni-cache', 'ipam']) fs.rmSync(path.join(this.nodeDir(node), d), { recursive: true, force: true });
-    await execIn(n.netns, ['sh', '-c', 'ipset list -n | while read s; do ipset destroy "$s"; done']).catch(() => undefined);
+    // A reboot loses the node's netfilter state: its iptables rules (all the agent's; the lab adds
+    // none to a node) and then its ipsets, which those rules held in use. Something left behind
+    // would make this reboot something else, so a failure throws.
+    for (const [save, restore] of [['iptables-save', 'iptables-restore'], ['ip6tables-save', 'ip6tables-restore']] as const) {
+      const tables = [...(await execIn(n.netns, [save])).matchAll(/^\*(\S+)$/gm)].map((m) => m[1]!);
+      if (tables.length > 0) await execIn(n.netns, [restore], tables.map((t) => `*${t}\nCOMMIT\n`).join(''));
+    }
+    for (const set of (await execIn(n.netns, ['ipset', 'list', '-n'])).split('\n').map((l) => l.trim()).filter((l) => l !== '')) {
+      await execIn(n.netns, ['ipset', 'destroy', set]);
+    }
     await this.startComponent('agent', node);
     await this.startComponent('proxy', node);
     for (const p of pods) await this.runSandbox(p);

@@ -37,6 +37,7 @@ import { missingTools, missingToolsReason } from './required-tools.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import { flushTablesThrough, rawSendThrough, type ClosedEvent, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
 import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
+import { WorldApiError } from './world-api-client.js';
 import { settleNetnsWorld, type SettleResult } from './world-settle.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
@@ -147,12 +148,13 @@ export class NetnsWorld implements World {
   async applyPolicy(policy: PolicyObject): Promise<void> {
     const meta = policy['metadata'] as { name: string; namespace: string };
     const obj = policy as never;
-    try {
-      const cur = await this.lab.api.get('AuthorizationPolicy', meta.name, meta.namespace);
-      await this.lab.api.replace('AuthorizationPolicy', { ...(obj as object), metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } } as never);
-    } catch {
-      await this.lab.api.create('AuthorizationPolicy', obj);
-    }
+    // Only "not there" (404) means create; any other failure of the read is the world's, and propagates.
+    const cur = await this.lab.api.get('AuthorizationPolicy', meta.name, meta.namespace).catch((e: unknown) => {
+      if (e instanceof WorldApiError && e.code === 404) return undefined;
+      throw e;
+    });
+    if (cur) await this.lab.api.replace('AuthorizationPolicy', { ...(obj as object), metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } } as never);
+    else await this.lab.api.create('AuthorizationPolicy', obj);
   }
 
   async deletePolicy(namespace: string, name: string): Promise<void> {

@@ -24,7 +24,7 @@ import { AmbientCniPlugin } from '../../impl/cni-plugin/cni-plugin.js';
 import { MemoryConnectionLogSink } from '../../impl/ztunnel/connection-log.js';
 import { markValue } from '../../impl/api/marks.js';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
-import type { KubeApi, KubeKind, KubeObjectOf, Wire } from '../../impl/host/kube.js';
+import { KubeApiError, type KubeApi, type KubeKind, type KubeObjectOf, type Wire } from '../../impl/host/kube.js';
 import { ZdsClient, type ZdsWorkloadHandler } from '../../impl/ztunnel/zds-client.js';
 import type { SocketFailure } from '../../impl/host/sockets.js';
 import type { V1Container, V1Probe } from '@kubernetes/client-node';
@@ -74,6 +74,12 @@ const FINGERPRINT_KINDS = ['Namespace', 'Pod', 'ServiceAccount', 'Node', 'Custom
 /** rebootNode: virtual time the kubelet runs (and tries the pods' sandboxes) before the agent and proxy are back. */
 const REBOOT_DAEMONSETS_AFTER_MS = 2000;
 /** settle(): quiet = no observable change over this much virtual time (> backoff, > repair period). */
+/** A read that found nothing (404) is an answer; any other API failure is not, and propagates. */
+function absentOn404(e: unknown): undefined {
+  if (e instanceof KubeApiError && e.code === 404) return undefined;
+  throw e;
+}
+
 const QUIET_MS = Math.max(KUBELET_SANDBOX_BACKOFF.maxMs, REPAIR_INTERVAL_MS) + 1000;
 const SETTLE_MAX_STEPS = 20;
 /** Virtual time an attempt runs after its first hop so proxies finish their upstream legs. */
@@ -235,7 +241,7 @@ export class SimMeshWorld implements World {
       throw new Error('applyPolicy: the policy needs metadata.name and metadata.namespace (strings)');
     }
     const obj = { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', ...structuredClone(policy) } as unknown as KubeObjectOf<'AuthorizationPolicy'>;
-    const old = await this.sim.api.get('AuthorizationPolicy', name, namespace).catch(() => undefined);
+    const old = await this.sim.api.get('AuthorizationPolicy', name, namespace).catch(absentOn404);
     if (old) {
       await this.sim.api.update('AuthorizationPolicy', { ...obj, metadata: { ...obj.metadata, resourceVersion: old.metadata?.resourceVersion } });
     } else {
@@ -542,7 +548,7 @@ export class SimMeshWorld implements World {
         ips: [n.address.ipv4, ...(n.address.ipv6 ? [n.address.ipv6] : [])],
       };
     }
-    const pod = await this.sim.api.get('Pod', from.pod.name, from.pod.namespace).catch(() => undefined);
+    const pod = await this.sim.api.get('Pod', from.pod.name, from.pod.namespace).catch(absentOn404);
     if (!pod) return `pod ${podKey(from.pod)} does not exist`;
     const { rec } = this.podRecord(pod);
     const c = rec?.containers.find((x) => x.ref.container === APP_CONTAINER && x.running);
@@ -552,7 +558,7 @@ export class SimMeshWorld implements World {
 
   private async destinationOf(to: Destination, family: Family): Promise<{ ip: string; port: number } | string> {
     if (to.kind === 'ip') return { ip: to.ip, port: to.port };
-    const pod = await this.sim.api.get('Pod', to.pod.name, to.pod.namespace).catch(() => undefined);
+    const pod = await this.sim.api.get('Pod', to.pod.name, to.pod.namespace).catch(absentOn404);
     if (!pod) return `destination pod ${podKey(to.pod)} does not exist`;
     const ip = (pod.status?.podIPs ?? []).map((x) => x.ip).find((x): x is string => typeof x === 'string' && parseIp(x).family === family);
     if (!ip) return `destination pod ${podKey(to.pod)} has no IPv${family} address (yet)`;
