@@ -237,6 +237,14 @@ export class KindWorld implements World {
     });
   }
 
+  /** Each node's InternalIP addresses (World.nodeAddresses), as the API reports them now. */
+  async nodeAddresses(): Promise<Readonly<Record<string, readonly string[]>>> {
+    await this.loadNodeAddresses();
+    const out: Record<string, readonly string[]> = {};
+    for (const [node, ip] of this.nodeIps) out[node] = [ip, ...(this.nodeIps6.has(node) ? [this.nodeIps6.get(node)!] : [])];
+    return out;
+  }
+
   async dropWatches(): Promise<void> {
     await this.cli.restartApiServer();
   }

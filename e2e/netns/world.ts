@@ -184,6 +184,16 @@ export class NetnsWorld implements World {
     });
   }
 
+  /** Each node's own addresses on the fabric (World.nodeAddresses); IPv6 in a dual-stack world. */
+  async nodeAddresses(): Promise<Readonly<Record<string, readonly string[]>>> {
+    const out: Record<string, readonly string[]> = {};
+    for (const n of this.lab.state.nodes) {
+      const a = nodeAddress(n.index);
+      out[n.name] = [a.ipv4, ...(this.lab.state.ipv6 === true ? [a.ipv6] : [])];
+    }
+    return out;
+  }
+
   async dropWatches(): Promise<void> {
     await this.lab.api.dropWatches();
   }
