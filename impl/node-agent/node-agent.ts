@@ -20,6 +20,7 @@ import type { NetnsId, PodUid } from '../api/ids.js';
 import { netnsId, podUid } from '../api/ids.js';
 import { podIps } from '../api/pod-ips.js';
 import { port } from '../api/ports.js';
+import type { Profile } from '../api/profile.js';
 import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations, parsePodRedirectionAnnotationsUpstream } from '../api/annotations.js';
 import type { PluginEvent, PluginEventReply } from '../api/plugin-event.js';
 import { PLUGIN_EVENT_MAX_BYTES } from '../api/plugin-event.js';
@@ -49,7 +50,7 @@ type Namespace = KubeObjectOf<'Namespace'>;
 
 export interface NodeAgentConfig {
   readonly nodeName: string;
-  readonly profile: 'upstream' | 'strict';
+  readonly profile: Profile;
   readonly ipv6: boolean;
   readonly dnsCapture: boolean;
   readonly enrollment: EnrollmentConfig;

@@ -20,6 +20,7 @@ import type { SimKernel } from '../../../sim/kernel/kernel.js';
 import { simNetnsName, simNetnsPath } from '../../../sim/kernel/netns.js';
 import type { NetnsFinder } from '../../../impl/host/netns-finder.js';
 import type { NetnsId } from '../../../impl/api/ids.js';
+import type { Profile } from '../../../impl/api/profile.js';
 import { credentials, type Credentials } from '../../../sim/kernel/process.js';
 import { SimNetnsRules } from '../../../sim/kernel/netns-rules-adapter.js';
 import { SimHostIpSets, SimNetnsFinder } from '../../../sim/kernel/host-adapters.js';
@@ -64,7 +65,7 @@ export interface StackShared {
   readonly zds: SimZdsNetwork;
   readonly hbone: SimHbone;
   readonly log: Logger;
-  readonly profile: 'upstream' | 'strict';
+  readonly profile: Profile;
   readonly ipv6: boolean;
   readonly dnsCapture: boolean;
   readonly planTransform: ((plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan) | undefined;

@@ -3,6 +3,7 @@
  * the in-memory API, our CNI plugin (exec protocol) for sandbox ADDs, the agent with the sim
  * port adapters, and a ZDS client standing in for the proxy (acks, or nacks on demand).
  */
+import type { Profile } from '../../../../impl/api/profile.js';
 import { SimKernel } from '../../../../sim/kernel/kernel.js';
 import { simNetnsName, simNetnsPath } from '../../../../sim/kernel/netns.js';
 import { SimNetnsRules } from '../../../../sim/kernel/netns-rules-adapter.js';
@@ -76,7 +77,7 @@ export class AgentWorld {
   /** The host probe sets as the agent reaches them (adds of failIpsetAdds fail). */
   readonly ipsets: HostIpSets = new FailingIpSets(new SimHostIpSets(this.kernel, HOST_NS), this.failIpsetAdds);
 
-  constructor(readonly profile: 'upstream' | 'strict' = 'upstream', private readonly overrides: Partial<NodeAgentConfig> = {}) {
+  constructor(readonly profile: Profile = 'upstream', private readonly overrides: Partial<NodeAgentConfig> = {}) {
     const k = this.kernel;
     k.addNetns(HOST_NS);
     k.setLink(HOST_NS, 'lo', true);
