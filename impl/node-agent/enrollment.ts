@@ -10,7 +10,7 @@
  */
 import { DATAPLANE_MODE } from '../api/labels.js';
 import { SIDECAR_STATUS } from '../api/annotations.js';
-import { selectorMatches, validateSelector, type LabelSelector, type Labels } from './label-selector.js';
+import { selectorMatches, validateSelector, type LabelSelector, type Labels } from '../api/label-selector.js';
 
 export interface EnablementSelector {
   readonly podSelector?: LabelSelector;

@@ -35,7 +35,7 @@ import type { IpFamily, NetnsRules, RedirectionPlan } from '../host/netns-rules.
 import type { PluginEventServer, PluginEventTransport } from '../host/plugin-events.js';
 import type { ZdsTransport } from '../host/zds-transport.js';
 import { decideEnrollment, isTerminalPhase, type EnrollmentConfig } from './enrollment.js';
-import { selectorMatches } from './label-selector.js';
+import { selectorMatches } from '../api/label-selector.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
 import { drift, leftovers, universe } from './plan-drift.js';
 import type { Cidr } from './rule-ir.js';

@@ -6,7 +6,7 @@ import { test, expect } from '@playwright/test';
 import {
   DEFAULT_ENROLLMENT_CONFIG, decideEnrollment, validateEnrollmentConfig, type PodFacts,
 } from '../../../impl/node-agent/enrollment.js';
-import { SelectorError, selectorMatches } from '../../../impl/node-agent/label-selector.js';
+import { SelectorError, selectorMatches } from '../../../impl/api/label-selector.js';
 
 const M = 'istio.io/dataplane-mode';
 const pod = (over: Partial<PodFacts> = {}): PodFacts => ({
