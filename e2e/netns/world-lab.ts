@@ -22,7 +22,7 @@
  * lab runs (`ambient-lab up` exits: its failed pods stay Pending). Sandbox operations on one pod
  * (create, retry, teardown) run one after another, in call order. Reboot: see rebootNode().
  */
-import { DEPLOYMENT_ENROLLMENT_SETTINGS } from '../../impl/node-agent/enrollment.js';
+import { DEPLOYMENT_ENROLLMENT_SETTINGS } from '../../impl/api/enrollment-config.js';
 import { MeshCa } from '../../impl/linux/mesh-ca.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';

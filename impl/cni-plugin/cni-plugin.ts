@@ -18,9 +18,8 @@ import type { Clock } from '../host/clock.js';
 import type { KubeApi } from '../host/kube.js';
 import { PluginEventTransportError, type PluginEventTransport } from '../host/plugin-events.js';
 import type { Logger } from '../host/log.js';
-import {
-  DEFAULT_ENROLLMENT_CONFIG, decideEnrollment, validateEnrollmentConfig, type EnablementSelector, type EnrollmentConfig,
-} from '../node-agent/enrollment.js';
+import { decideEnrollment } from '../api/enrollment.js';
+import { DEFAULT_ENROLLMENT_CONFIG, validateEnrollmentConfig, type EnablementSelector, type EnrollmentConfig } from '../api/enrollment-config.js';
 import { isKubeApiError } from '../host/kube.js';
 
 export const PLUGIN_TYPE = 'ambient-lab-cni';

@@ -8,7 +8,7 @@ import { netnsId, podUid } from '../../../impl/api/ids.js';
 import type { RedirectionPlan } from '../../../impl/host/netns-rules.js';
 import type { Logger } from '../../../impl/host/log.js';
 import { NodeAgent, type NodeAgentConfig } from '../../../impl/node-agent/node-agent.js';
-import { DEFAULT_ENROLLMENT_CONFIG } from '../../../impl/node-agent/enrollment.js';
+import { DEFAULT_ENROLLMENT_CONFIG } from '../../../impl/api/enrollment-config.js';
 import { Ztunnel } from '../../../impl/ztunnel/ztunnel.js';
 import { WorkloadIndex } from '../../../impl/ztunnel/workloads.js';
 import { WorkloadWatcher } from '../../../impl/ztunnel/workloads-watch.js';

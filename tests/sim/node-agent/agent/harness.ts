@@ -18,7 +18,7 @@ import { SimZdsNetwork } from '../../../../sim/zds/sim-zds-network.js';
 import { MemoryLogger } from '../../../../sim/log/memory-logger.js';
 import { MemoryMetrics } from '../../../../sim/metrics/memory-metrics.js';
 import { NodeAgent, type NodeAgentConfig } from '../../../../impl/node-agent/node-agent.js';
-import { DEFAULT_ENROLLMENT_CONFIG } from '../../../../impl/node-agent/enrollment.js';
+import { DEFAULT_ENROLLMENT_CONFIG } from '../../../../impl/api/enrollment-config.js';
 import { AmbientCniPlugin } from '../../../../impl/cni-plugin/cni-plugin.js';
 import { ZdsClient } from '../../../../impl/ztunnel/zds-client.js';
 import { cniEnv, k8sCniArgs, type CniExecOutput } from '../../../../impl/api/cni.js';
