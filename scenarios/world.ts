@@ -9,9 +9,11 @@
  * from pods, hosts and outside with an attacker's options; let the cluster settle; and observe
  * who accepted what, what the proxies logged, and what the mesh state is.
  */
+import type { Profile } from '../impl/api/profile.js';
 
 export type WorldKind = 'sim' | 'netns' | 'kind';
-export type Profile = 'upstream' | 'strict';
+/** The rule profile names (impl/api/profile.ts), re-exported for code written against the World. */
+export type { Profile };
 /** Capabilities the threat models grant an app (everything else is dropped). */
 export type AppCapability = 'NET_ADMIN' | 'NET_RAW';
 

@@ -12,6 +12,18 @@
  *
  * Globals are recognised with the type checker, so a local variable or an imported port that
  * happens to be called `setTimeout` is not a violation, and `clock.now()` is fine.
+ *
+ * The layering inside `impl/` and around it (rule `layer-import`, type-only imports included):
+ *
+ * - the shared vocabulary `impl/api/` imports only `impl/api/`;
+ * - a port (`impl/host/`) never imports a component (`impl/node-agent`, `impl/cni-plugin`,
+ *   `impl/ztunnel`) or the Linux adapters (`impl/linux`);
+ * - components never import each other: what two of them share lives in `impl/api/`;
+ * - `sim/` never imports `impl/linux/` (the sim is a world of its own; pure shared code belongs
+ *   in `impl/api/`).
+ *
+ * Violations not yet moved are listed in LAYER_EXCEPTIONS, each with its reason, so the list can
+ * only shrink; an exception that no longer matches anything is itself reported.
  */
 import * as path from 'node:path';
 import * as fs from 'node:fs';
@@ -21,12 +33,27 @@ export interface PortsViolation {
   readonly file: string; // relative to the checked root
   readonly line: number;
   readonly column: number;
-  readonly rule: 'foreign-import' | 'forbidden-module' | 'forbidden-global';
+  readonly rule: 'foreign-import' | 'forbidden-module' | 'forbidden-global' | 'layer-import' | 'stale-exception';
   readonly message: string;
 }
 
 /** Directories under impl/ that are allowed to reach the world directly. */
 const ADAPTER_DIRS = ['impl/host', 'impl/linux'];
+
+/** The components of impl/: each may import impl/api, impl/host and itself, never another one. */
+const COMPONENT_DIRS = ['impl/node-agent', 'impl/cni-plugin', 'impl/ztunnel'];
+
+/**
+ * Known layering violations not moved yet (issue #24), as `from` file → `to` file, both relative
+ * to the root with `.ts`. Each needs a reason; remove the entry when the import is gone.
+ */
+export interface LayerException {
+  readonly from: string;
+  readonly to: string;
+  readonly why: string;
+}
+
+export const LAYER_EXCEPTIONS: readonly LayerException[] = [];
 
 /** Node built-ins that do I/O, time or process control (matched with and without `node:`). */
 const FORBIDDEN_MODULES = new Set([
@@ -46,7 +73,119 @@ const FORBIDDEN_GLOBALS = new Set([
   'performance', 'process', 'require', 'fetch', 'WebSocket', 'XMLHttpRequest', 'crypto',
 ]);
 
-export function checkPorts(root: string): PortsViolation[] {
+export function checkPorts(root: string, exceptions: readonly LayerException[] = LAYER_EXCEPTIONS): PortsViolation[] {
+  const layer = new LayerCheck(root, exceptions);
+  const violations = [...checkImpl(root, layer), ...checkSim(root, layer)];
+  violations.push(...layer.staleExceptions());
+  return violations;
+}
+
+/** The layering rules above, with their exceptions; `used` records which exceptions matched. */
+class LayerCheck {
+  private readonly used = new Set<string>();
+  constructor(private readonly root: string, private readonly exceptions: readonly LayerException[]) {}
+
+  /** Why `fromRel` may not import `toRel` (both root-relative, `/`-separated), or undefined. */
+  violation(fromRel: string, toRel: string): string | undefined {
+    const why = layerRule(fromRel, toRel);
+    if (why === undefined) return undefined;
+    const target = withTs(toRel);
+    const exception = this.exceptions.find((e) => e.from === fromRel && e.to === target);
+    if (exception) {
+      this.used.add(`${exception.from} -> ${exception.to}`);
+      return undefined;
+    }
+    return why;
+  }
+
+  /** Exceptions whose import is gone (only when their file is in the checked tree). */
+  staleExceptions(): PortsViolation[] {
+    return this.exceptions
+      .filter((e) => !this.used.has(`${e.from} -> ${e.to}`) && fs.existsSync(path.join(this.root, e.from)))
+      .map((e) => ({
+        file: e.from, line: 1, column: 1, rule: 'stale-exception' as const,
+        message: `the layering exception ${e.from} -> ${e.to} no longer occurs; remove it from LAYER_EXCEPTIONS`,
+      }));
+  }
+}
+
+function under(rel: string, dir: string): boolean {
+  return rel.startsWith(dir + '/');
+}
+
+function withTs(rel: string): string {
+  return rel.replace(/\.(m|c)?js$/, '.$1ts');
+}
+
+function layerRule(fromRel: string, toRel: string): string | undefined {
+  if (under(fromRel, 'impl/api') && under(toRel, 'impl') && !under(toRel, 'impl/api')) {
+    return `impl/api is shared vocabulary and imports only impl/api ('${toRel}')`;
+  }
+  if (under(fromRel, 'impl/host') && [...COMPONENT_DIRS, 'impl/linux'].some((d) => under(toRel, d))) {
+    return `a port (impl/host) may not import a component or an adapter ('${toRel}'); move the shared piece into impl/api`;
+  }
+  const fromComponent = COMPONENT_DIRS.find((d) => under(fromRel, d));
+  const toComponent = COMPONENT_DIRS.find((d) => under(toRel, d));
+  if (fromComponent && toComponent && fromComponent !== toComponent) {
+    return `components never import each other: ${fromComponent} imports ${toComponent} ('${toRel}'); move the shared piece into impl/api`;
+  }
+  if (under(fromRel, 'sim') && under(toRel, 'impl/linux')) {
+    return `sim/ may not import impl/linux ('${toRel}'); move pure shared code into impl/api`;
+  }
+  return undefined;
+}
+
+/** The module specifiers of a file: imports, re-exports, import-equals, import() calls and types. */
+function moduleSpecifiers(sf: ts.SourceFile): Array<{ node: ts.Node; spec: string }> {
+  const out: Array<{ node: ts.Node; spec: string }> = [];
+  const visit = (node: ts.Node): void => {
+    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node))
+      && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+      out.push({ node, spec: node.moduleSpecifier.text });
+    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)
+      && ts.isStringLiteral(node.moduleReference.expression)) {
+      out.push({ node, spec: node.moduleReference.expression.text });
+    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
+      const arg = node.arguments[0];
+      if (arg && ts.isStringLiteralLike(arg)) out.push({ node, spec: arg.text });
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+      out.push({ node, spec: node.argument.literal.text });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return out;
+}
+
+/** Layering of every relative import in one parsed file. */
+function checkLayering(root: string, file: string, sf: ts.SourceFile, layer: LayerCheck): PortsViolation[] {
+  const rel = toRel(root, file);
+  const out: PortsViolation[] = [];
+  for (const { node, spec } of moduleSpecifiers(sf)) {
+    if (!spec.startsWith('.')) continue;
+    const why = layer.violation(rel, toRel(root, path.resolve(path.dirname(file), spec)));
+    if (why === undefined) continue;
+    const { line, character } = sf.getLineAndCharacterOfPosition(node.getStart(sf));
+    out.push({ file: rel, line: line + 1, column: character + 1, rule: 'layer-import', message: why });
+  }
+  return out;
+}
+
+function toRel(root: string, file: string): string {
+  return path.relative(root, file).split(path.sep).join('/');
+}
+
+/** sim/ is only checked for its imports (it is a world: it may touch anything else). */
+function checkSim(root: string, layer: LayerCheck): PortsViolation[] {
+  const out: PortsViolation[] = [];
+  for (const file of listTsFiles(path.join(root, 'sim'))) {
+    const sf = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
+    out.push(...checkLayering(root, file, sf, layer));
+  }
+  return out;
+}
+
+function checkImpl(root: string, layer: LayerCheck): PortsViolation[] {
   const implDir = path.join(root, 'impl');
   const files = listTsFiles(implDir);
   if (files.length === 0) return [];
@@ -67,7 +206,8 @@ export function checkPorts(root: string): PortsViolation[] {
   for (const file of files) {
     const sf = program.getSourceFile(file);
     if (!sf) continue;
-    const rel = path.relative(root, file).split(path.sep).join('/');
+    violations.push(...checkLayering(root, file, sf, layer));
+    const rel = toRel(root, file);
     const isAdapter = ADAPTER_DIRS.some((d) => rel.startsWith(d + '/'));
     const report = (node: ts.Node, rule: PortsViolation['rule'], message: string): void => {
       const { line, character } = sf.getLineAndCharacterOfPosition(node.getStart(sf));

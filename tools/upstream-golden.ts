@@ -21,7 +21,7 @@ import { NetnsRun } from '../e2e/netns/netns-run.js';
 import { run } from '../e2e/netns/ip.js';
 import { BYPASS_INBOUND_CAPTURE, DNS_CAPTURE, REROUTE_VIRTUAL_INTERFACES, parsePodRedirectionAnnotations } from '../impl/api/annotations.js';
 import type { IpFamily, RestoreText } from '../impl/host/netns-rules.js';
-import { normaliseSave, parseSave } from '../impl/linux/netns-rules-restore.js';
+import { normaliseSave, parseSave } from '../impl/api/netns-rules-restore.js';
 import { buildHostProbeRules, renderHostProbePlan, renderIpsetRestore } from '../impl/node-agent/host-probe-rules.js';
 import { buildInpodPlan, inpodCommonOptions } from '../impl/node-agent/rule-builder.js';
 import { cidr } from '../impl/node-agent/rule-ir.js';

@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
 import { NetnsLab } from '../../e2e/netns/world-lab.js';
+import type { Profile } from '../../impl/api/profile.js';
 import { DEFAULT_LAB, labDir, requireRootAndTools } from './lab-common.js';
 import { EXIT_CODES_HELP, HarnessError, UsageError, parseIntFlag } from '../errors.js';
 
@@ -31,7 +32,7 @@ export const upCommand: CliCommand = {
         const nodes = parseIntFlag('--nodes', opts.nodes, 1, 16);
         const pods = parseIntFlag('--pods', opts.pods, 0, 50);
         if (opts.profile !== 'upstream' && opts.profile !== 'strict') throw new UsageError(`--profile ${JSON.stringify(opts.profile)}: unknown profile; accepted: upstream, strict`);
-        const profile: 'upstream' | 'strict' = opts.profile;
+        const profile: Profile = opts.profile;
         const dir = labDir(opts.name);
         requireRootAndTools('up');
         if (fs.existsSync(path.join(dir, 'state.json'))) throw new HarnessError(`lab ${opts.name} is already up (${dir}); run \`ambient-lab down --name ${opts.name}\` first`);

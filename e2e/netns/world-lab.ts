@@ -22,7 +22,7 @@
  * lab runs (`ambient-lab up` exits: its failed pods stay Pending). Sandbox operations on one pod
  * (create, retry, teardown) run one after another, in call order. Reboot: see rebootNode().
  */
-import { DEPLOYMENT_ENROLLMENT_SETTINGS } from '../../impl/node-agent/enrollment.js';
+import { DEPLOYMENT_ENROLLMENT_SETTINGS } from '../../impl/api/enrollment-config.js';
 import { MeshCa } from '../../impl/linux/mesh-ca.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -40,10 +40,10 @@ import { execIn } from './ip.js';
 import { setprivArgs } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
 import { PROXY_NODE_FLAGS } from '../../impl/linux/node-flags.js';
+import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 
 export type LabComponent = 'agent' | 'proxy';
-export type LabProfile = 'upstream' | 'strict';
 
 export const API_PORT = 6443;
 export const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
@@ -93,7 +93,7 @@ export interface LabState {
   readonly name: string;
   readonly prefix: string;
   readonly runDir: string;
-  readonly profile: LabProfile;
+  readonly profile: Profile;
   /** Dual-stack pods (a v6 range from fd00:10:244:<i>::/64) and v6 capture (agent and proxy --ipv6). Absent in older state files: false. */
   readonly ipv6?: boolean;
   /** The agent captures pod DNS (UDP/TCP 53 to the proxy's 15053; --dns-capture). Absent in older state files: false. */
@@ -246,7 +246,7 @@ function unless(...codes: number[]): (e: unknown) => void {
 
 export interface LabOptions {
   readonly nodes: number;
-  readonly profile: LabProfile;
+  readonly profile: Profile;
   /** Dual-stack pods and v6 capture (default false: IPv4 only). */
   readonly ipv6?: boolean;
   /** DNS capture by the agent's rules (default false). */

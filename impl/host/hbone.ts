@@ -10,7 +10,7 @@
  * TcpConnection, sim ones included) and a sim stand-in that carries identities in a framed
  * header (sim/hbone/sim-hbone.ts).
  */
-import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
+import type { PeerIdentity } from '../api/identity.js';
 import type { SocketAddress, SocketOutcome, TcpConnection } from './sockets.js';
 
 /** A bidirectional byte stream: a TCP connection, or one CONNECT stream inside a tunnel. */

@@ -1,12 +1,12 @@
 /**
  * The enrollment settings the node agent and the CNI installer read from the same flags (or
  * AMBIENT_LAB_* variables), with the same defaults, so the agent and the plugin the installer
- * configures decide enrollment alike (impl/node-agent/enrollment.ts, EnrollmentSettings):
+ * configures decide enrollment alike (impl/api/enrollment-config.ts, EnrollmentSettings):
  *   --exclude-namespaces a,b     (default kube-system; as upstream's excludeNamespaces: items trimmed, empty ones dropped)
  *   --system-namespace NS        (default ambient-lab-system; the DaemonSets pass their own namespace)
  *   --own-pod-prefixes p,q       (default ambient-lab-agent-,ambient-lab-proxy-: the mesh's own pods there)
  */
-import { DEPLOYMENT_ENROLLMENT_SETTINGS, type EnrollmentSettings } from '../node-agent/enrollment.js';
+import { DEPLOYMENT_ENROLLMENT_SETTINGS, type EnrollmentSettings } from '../api/enrollment-config.js';
 import { ConfigError, type ComponentFlags } from './component-main.js';
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;

@@ -13,7 +13,7 @@ import type {
   ByteStream, HboneConnectRequest, HboneFailure, HboneInboundStream, HboneOutcome, HboneServeOptions, HboneTransport,
 } from '../host/hbone.js';
 import type { ReadResult, Relay, RelayResult, SocketOutcome, TcpConnection } from '../host/sockets.js';
-import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
+import type { PeerIdentity } from '../api/identity.js';
 import { WRITE_BUFFER } from './byte-stream-duplex.js';
 import { TlsHbone } from './hbone-tls.js';
 import { loadHboneAddon, type NativeTlsContext, type NativeTunnel, type TunnelEvent } from './hbone-native-addon.js';

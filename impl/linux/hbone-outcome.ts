@@ -6,7 +6,7 @@
  */
 import type { HboneConnectRequest, HboneFailure, HboneFailureKind, HboneOutcome } from '../host/hbone.js';
 import type { TcpConnection } from '../host/sockets.js';
-import { spiffeId, type PeerIdentity } from '../ztunnel/authz/authorizer.js';
+import { spiffeId, type PeerIdentity } from '../api/identity.js';
 import type { CertificateSource, IssuedCertificate } from './mesh-ca.js';
 
 export function fail(kind: HboneFailureKind, message: string, status?: number): HboneFailure {

@@ -17,7 +17,7 @@ import type {
   ByteStream, HboneConnectRequest, HboneFailure, HboneOutcome, HboneServeOptions, HboneTransport,
 } from '../host/hbone.js';
 import type { SocketOutcome, TcpConnection } from '../host/sockets.js';
-import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
+import type { PeerIdentity } from '../api/identity.js';
 import { ByteStreamDuplex, duplexByteStream } from './byte-stream-duplex.js';
 import { authorityText, certificateOrFail, checkClientIdentity, fail, checkServerIdentity } from './hbone-outcome.js';
 import { identityFromSan, type CertificateSource, type IssuedCertificate } from './mesh-ca.js';

@@ -9,8 +9,8 @@ import * as x509 from '@peculiar/x509';
 import { webcrypto } from 'node:crypto';
 
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
-import type { PeerIdentity } from '../ztunnel/authz/authorizer.js';
-import { spiffeId } from '../ztunnel/authz/authorizer.js';
+import type { PeerIdentity } from '../api/identity.js';
+import { spiffeId } from '../api/identity.js';
 
 // Node's webcrypto is the standard Crypto; the library's parameter type names the DOM one.
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);

@@ -5,9 +5,9 @@
  * namespace to have a name.
  *
  * Decisions (see the port for the contract):
- * - iptables: one composed `--noflush` transaction per family (netns-rules-restore.ts), checked
- *   first with `--test` for both families, so a text the tools reject changes nothing; a
- *   kernel-side rejection after that is undone by restoring the saved tables.
+ * - iptables: one composed `--noflush` transaction per family (impl/api/netns-rules-restore.ts),
+ *   checked first with `--test` for both families, so a text the tools reject changes nothing;
+ *   a kernel-side rejection after that is undone by restoring the saved tables.
  * - ip rule / ip route: added only when not already present exactly; EEXIST from `ip rule add` is
  *   "already there" (as upstream); remove deletes only what read() shows, and ENOENT/ESRCH from a
  *   concurrent remover are "already gone".
@@ -20,7 +20,7 @@ import type { AppliedState, IpFamily, LocalRoute, NetnsRules, PolicyRule, Redire
 import {
   applyTransaction, normaliseSave, parsePlanText, parseSave, PlanTextError, removeTransaction, rollbackText,
   type PlanTable, type SavedTable,
-} from './netns-rules-restore.js';
+} from '../api/netns-rules-restore.js';
 
 /** A failure while applying, removing or reading rules in one namespace. */
 export class NetnsRulesError extends Error {

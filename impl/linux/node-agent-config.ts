@@ -27,7 +27,7 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import { netnsId } from '../api/ids.js';
 import type { IpFamily } from '../host/netns-rules.js';
-import { enrollmentConfigOf } from '../node-agent/enrollment.js';
+import { enrollmentConfigOf } from '../api/enrollment-config.js';
 import type { NodeAgentConfig } from '../node-agent/node-agent.js';
 import { DEFAULT_PROBE_SNAT } from '../node-agent/rule-builder.js';
 import { address, cidr, type Cidr } from '../node-agent/rule-ir.js';

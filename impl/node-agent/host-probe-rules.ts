@@ -9,7 +9,7 @@
  */
 import type { PodUid } from '../api/ids.js';
 import type { IpFamily, RedirectionPlan } from '../host/netns-rules.js';
-import type { ProfileName } from './profiles.js';
+import type { Profile } from '../api/profile.js';
 import { renderRestore } from './render-iptables.js';
 import { DEFAULT_PROBE_SNAT } from './rule-builder.js';
 import { address, cidr, ipSetName, ownChain, ruleId, ruleset, type Cidr, type IpSetName, type Match, type Ruleset } from './rule-ir.js';
@@ -38,7 +38,7 @@ export type HostProbeOptions =
   | { readonly profile: 'strict'; readonly ipv6: boolean; readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>; readonly kubeletUid: number };
 
 export interface HostProbeRules {
-  readonly profile: ProfileName;
+  readonly profile: Profile;
   readonly iptables: { readonly ipv4: Ruleset; readonly ipv6?: Ruleset };
   readonly ipsets: readonly IpSetSpec[];
 }

@@ -26,7 +26,7 @@ import type { Clock, TimerHandle } from '../host/clock.js';
 import type { FileSystem, FileWatch } from '../host/files.js';
 import type { Logger } from '../host/log.js';
 import { CniError, type CniPluginConf } from '../api/cni.js';
-import { PLUGIN_TYPE, SUPPORTED_VERSIONS, parsePluginConfig } from '../cni-plugin/cni-plugin.js';
+import { PLUGIN_TYPE, SUPPORTED_VERSIONS, parsePluginConfig } from '../api/cni-plugin-config.js';
 import { choosePrimary, insertChained, isConfFileName, mentionsPlugin, ownConfList, ownSortsFirst, readAsList, removeChained } from './install-conflist.js';
 
 export type InstallMode = 'chained' | 'own-conflist';

@@ -20,6 +20,7 @@ import type { NetnsId, PodUid } from '../api/ids.js';
 import { netnsId, podUid } from '../api/ids.js';
 import { podIps } from '../api/pod-ips.js';
 import { port } from '../api/ports.js';
+import type { Profile } from '../api/profile.js';
 import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations, parsePodRedirectionAnnotationsUpstream } from '../api/annotations.js';
 import type { PluginEvent, PluginEventReply } from '../api/plugin-event.js';
 import { PLUGIN_EVENT_MAX_BYTES } from '../api/plugin-event.js';
@@ -33,8 +34,9 @@ import type { HostIpSets } from '../host/ipsets.js';
 import type { IpFamily, NetnsRules, RedirectionPlan } from '../host/netns-rules.js';
 import type { PluginEventServer, PluginEventTransport } from '../host/plugin-events.js';
 import type { ZdsTransport } from '../host/zds-transport.js';
-import { decideEnrollment, isTerminalPhase, type EnrollmentConfig } from './enrollment.js';
-import { selectorMatches } from './label-selector.js';
+import { decideEnrollment, isTerminalPhase } from '../api/enrollment.js';
+import type { EnrollmentConfig } from '../api/enrollment-config.js';
+import { selectorMatches } from '../api/label-selector.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
 import { drift, leftovers, universe } from './plan-drift.js';
 import type { Cidr } from './rule-ir.js';
@@ -49,7 +51,7 @@ type Namespace = KubeObjectOf<'Namespace'>;
 
 export interface NodeAgentConfig {
   readonly nodeName: string;
-  readonly profile: 'upstream' | 'strict';
+  readonly profile: Profile;
   readonly ipv6: boolean;
   readonly dnsCapture: boolean;
   readonly enrollment: EnrollmentConfig;

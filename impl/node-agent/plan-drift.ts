@@ -13,7 +13,7 @@
  * Pure: reads an AppliedState (the port's read()) and plans, returns plans and text.
  */
 import type { AppliedState, IpFamily, LocalRoute, PolicyRule, RedirectionPlan } from '../host/netns-rules.js';
-import { BUILTIN_CHAINS, parsePlanText, parseSave, TABLES, type Table } from '../linux/netns-rules-restore.js';
+import { BUILTIN_CHAINS, parsePlanText, parseSave, TABLES, type Table } from '../api/netns-rules-restore.js';
 import { buildInpodPlan } from './rule-builder.js';
 
 const FAMILIES: readonly IpFamily[] = ['ipv4', 'ipv6'];

@@ -6,9 +6,6 @@
  */
 import type { Port } from '../api/ports.js';
 
-export type ProfileName = 'upstream' | 'strict';
-export const PROFILES: readonly ProfileName[] = ['upstream', 'strict'];
-
 /** What `strict` needs to know that `upstream` does not ask for. */
 export interface StrictInputs {
   /**

@@ -11,7 +11,8 @@ import type { InterfaceName, PodRedirectionAnnotations } from '../api/annotation
 import { PROXY_MARK, RETURN_MARK, RETURN_ROUTE_TABLE, type Mark } from '../api/marks.js';
 import { DNS_PORT, INBOUND_HBONE_PORT, INBOUND_PLAINTEXT_PORT, OUTBOUND_PORT, port, type Port } from '../api/ports.js';
 import type { IpFamily, LocalRoute, PolicyRule, RedirectionPlan } from '../host/netns-rules.js';
-import type { ProfileName, StrictInputs } from './profiles.js';
+import type { Profile } from '../api/profile.js';
+import type { StrictInputs } from './profiles.js';
 import { renderRestore } from './render-iptables.js';
 import {
   cidr, ownChain, ruleId, ruleset,
@@ -49,7 +50,7 @@ export type InpodOptions =
 
 /** The typed form of a pod's redirection; render with renderInpodPlan. */
 export interface InpodRules {
-  readonly profile: ProfileName;
+  readonly profile: Profile;
   readonly iptables: { readonly ipv4: Ruleset; readonly ipv6?: Ruleset };
   readonly rules: readonly PolicyRule[];
   readonly routes: readonly LocalRoute[];

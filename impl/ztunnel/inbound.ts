@@ -13,7 +13,8 @@
  */
 import type { ByteStream, HboneInboundStream } from '../host/hbone.js';
 import type { IpFamily, SocketAddress, TcpConnection } from '../host/sockets.js';
-import { spiffeId, type AuthzRequest, type PeerIdentity } from './authz/authorizer.js';
+import { type AuthzRequest } from './authz/authorizer.js';
+import { spiffeId, type PeerIdentity } from '../api/identity.js';
 import { canonical, fmt, ILLEGAL_PORTS, record, type PodContext } from './pod-context.js';
 import type { ConnectionDirection, ProxyConnectionRecord } from './proxy-deps.js';
 import { relayConnections } from './relay.js';

@@ -13,7 +13,7 @@
 import { INBOUND_HBONE_PORT } from '../api/ports.js';
 import type { ByteStream } from '../host/hbone.js';
 import type { TcpConnection } from '../host/sockets.js';
-import { spiffeId } from './authz/authorizer.js';
+import { spiffeId } from '../api/identity.js';
 import { canonical, fmt, ILLEGAL_PORTS, isLoopback, record, type PodContext } from './pod-context.js';
 import { relayConnections } from './relay.js';
 

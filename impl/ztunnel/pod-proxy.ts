@@ -14,7 +14,7 @@ import type { TimerHandle } from '../host/clock.js';
 import type { Logger } from '../host/log.js';
 import type { TcpConnection, TcpListener } from '../host/sockets.js';
 import type { ZdsNetnsHandle } from '../host/zds-transport.js';
-import type { PeerIdentity } from './authz/authorizer.js';
+import type { PeerIdentity } from '../api/identity.js';
 import { handleInboundHbone, handleInboundPlaintext } from './inbound.js';
 import { PodDnsServer } from './dns/pod-dns-server.js';
 import { handleOutbound } from './outbound.js';

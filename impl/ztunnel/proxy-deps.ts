@@ -5,7 +5,7 @@
  * views the datapath uses, so a test can hand in a fake.
  */
 import type { PodUid } from '../api/ids.js';
-import type { PeerIdentity } from './authz/authorizer.js';
+import type { PeerIdentity } from '../api/identity.js';
 
 /** A workload as the datapath needs it. */
 export interface ProxyWorkload {

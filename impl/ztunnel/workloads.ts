@@ -25,8 +25,8 @@ import { REDIRECTION_STATUS } from '../api/annotations.js';
 import { podIps } from '../api/pod-ips.js';
 import type { PodUid } from '../api/ids.js';
 import type { KubeObjectOf } from '../host/kube.js';
-import type { PeerIdentity } from './authz/authorizer.js';
-import { spiffeId } from './authz/authorizer.js';
+import type { PeerIdentity } from '../api/identity.js';
+import { spiffeId } from '../api/identity.js';
 import { formatIp, parseIp } from './authz/ip.js';
 
 export type Pod = KubeObjectOf<'Pod'>;

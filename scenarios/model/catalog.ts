@@ -2,13 +2,11 @@
  * The check catalog: the properties of scenarios/properties grouped into matrix rows, the threat
  * models of scenarios/threats, both profiles, and the expected verdicts of scenarios/expected.
  */
-import type { Profile } from '../world.js';
+import { PROFILES, type Profile } from '../../impl/api/profile.js';
 import { CONNECTION_PROPERTIES, PROPERTY_NAMES, STATE_PROPERTIES, type PropertyName } from '../properties/index.js';
 import { THREATS, type ThreatId } from '../threats/threats.js';
 import { expectedCell } from '../expected/table.js';
 import type { CheckCatalog, CheckableProperty, ExpectedVerdict, ThreatSpec } from './contracts.js';
-
-export const PROFILES: readonly Profile[] = ['upstream', 'strict'];
 
 export function checkableProperties(): CheckableProperty[] {
   return PROPERTY_NAMES.map((name) => {

@@ -46,7 +46,7 @@ export const IMPL_MUTANTS: readonly ImplMutant[] = [
   {
     name: 'enrollment-pod-label-ignored', area: 'enrollment',
     doc: 'the first enablement selector (pod label istio.io/dataplane-mode=ambient) is skipped: such a pod in a namespace without the label is never enrolled',
-    file: 'impl/node-agent/enrollment.js',
+    file: 'impl/api/enrollment.js',
     anchor: 'for (const [i, s] of config.selectors.entries()) {',
     replacement: 'for (const [i, s] of config.selectors.slice(1).entries()) {',
   },

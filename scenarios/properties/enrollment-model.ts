@@ -1,6 +1,6 @@
 /**
  * Reference model of who the mesh should enroll (upstream's selectors and exclusions), written from the documented
- * precedence and NOT from impl/node-agent/enrollment.ts, so the convergence oracle is independent
+ * precedence and NOT from impl/api/enrollment.ts, so the convergence oracle is independent
  * of the code under test:
  *
  * 1. never: hostNetwork pods, sidecar-injected pods (sidecar.istio.io/status), excluded

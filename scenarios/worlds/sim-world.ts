@@ -19,7 +19,7 @@
  */
 import type { RedirectionPlan } from '../../impl/host/netns-rules.js';
 import type { NodeAgentConfig } from '../../impl/node-agent/node-agent.js';
-import { PLUGIN_TYPE } from '../../impl/cni-plugin/cni-plugin.js';
+import { PLUGIN_TYPE } from '../../impl/api/cni-plugin-config.js';
 import { AmbientCniPlugin } from '../../impl/cni-plugin/cni-plugin.js';
 import { MemoryConnectionLogSink } from '../../impl/ztunnel/connection-log.js';
 import { markValue } from '../../impl/api/marks.js';

@@ -12,7 +12,7 @@
  *   server -> client  {"status":200}\n        then raw bytes both ways, or a non-200 and close.
  * A server that cannot verify the client certificate closes the connection (TLS alert).
  */
-import type { PeerIdentity } from '../../impl/ztunnel/authz/authorizer.js';
+import type { PeerIdentity } from '../../impl/api/identity.js';
 import type {
   ByteStream, HboneConnectRequest, HboneFailure, HboneFailureKind, HboneInboundStream, HboneOutcome,
   HboneServeOptions, HboneTransport,

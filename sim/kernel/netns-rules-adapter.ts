@@ -1,13 +1,13 @@
 /**
  * The NetnsRules port (impl/host/netns-rules.ts) over the simulated kernel, so the node agent
  * applies redirection in the sim exactly as on Linux: the same plan checks and the same
- * `--noflush` transactions (impl/linux/netns-rules-restore.ts) go into the sim's netfilter, and
+ * `--noflush` transactions (impl/api/netns-rules-restore.ts) go into the sim's netfilter, and
  * ip rules / local routes are added only when absent (EEXIST is "already there", as upstream).
  * A NetnsId here is the sim namespace name. Restores are atomic in the sim, so no rollback.
  */
 import type { NetnsId } from '../../impl/api/ids.js';
 import type { AppliedState, IpFamily, LocalRoute, NetnsRules, PolicyRule, RedirectionPlan } from '../../impl/host/netns-rules.js';
-import { applyTransaction, normaliseSave, parsePlanText, parseSave, removeTransaction } from '../../impl/linux/netns-rules-restore.js';
+import { applyTransaction, normaliseSave, parsePlanText, parseSave, removeTransaction } from '../../impl/api/netns-rules-restore.js';
 import { formatPrefix, parsePrefix } from './ip-address.js';
 import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN } from './route.js';
 import type { SimKernel } from './kernel.js';

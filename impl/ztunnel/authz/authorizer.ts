@@ -4,17 +4,7 @@
  * (this folder) implements AuthorizationPolicy L4 semantics (istio/ztunnel src/rbac.rs and src/state.rs); the listeners
  * (impl/ztunnel/inbound*.ts) call it for 15006 and 15008 and again when policies change.
  */
-
-/** SPIFFE identity of a peer: spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>. */
-export interface PeerIdentity {
-  readonly trustDomain: string;
-  readonly namespace: string;
-  readonly serviceAccount: string;
-}
-
-export function spiffeId(id: PeerIdentity): string {
-  return `spiffe://${id.trustDomain}/ns/${id.namespace}/sa/${id.serviceAccount}`;
-}
+import type { PeerIdentity } from '../../api/identity.js';
 
 /** The destination workload the connection is for (the pod this proxy serves). */
 export interface DestinationWorkload {

@@ -7,7 +7,7 @@
  *   matchMatches(match, facts): boolean
  */
 import type { AuthzRequest } from './authorizer.js';
-import { spiffeId } from './authorizer.js';
+import { spiffeId } from '../../api/identity.js';
 import { cidrContains, parseIp, type Cidr, type IpAddress } from './ip.js';
 import { isEmptyMatch, type Clause, type L4Policy, type L4Rule, type Match, type ServiceAccountMatch, type StringMatch } from './policy.js';
 

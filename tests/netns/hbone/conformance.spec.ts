@@ -22,7 +22,7 @@ import { test, expect } from '@playwright/test';
 import { netnsWorld } from '../../worlds.js';
 import type { ByteStream, HboneConnectRequest, HboneInboundStream, HboneOutcome, HboneTransport } from '../../../impl/host/hbone.js';
 import type { Relay, SocketOutcome, TcpConnection, TcpListener } from '../../../impl/host/sockets.js';
-import { spiffeId, type PeerIdentity } from '../../../impl/ztunnel/authz/authorizer.js';
+import { spiffeId, type PeerIdentity } from '../../../impl/api/identity.js';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
 import { LinuxSockets } from '../../../impl/linux/sockets.js';
 import { relay, relayConnections } from '../../../impl/ztunnel/relay.js';

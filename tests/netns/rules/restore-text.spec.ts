@@ -5,7 +5,7 @@
 import { test, expect } from '@playwright/test';
 import {
   applyTransaction, normaliseSave, parsePlanText, parseSave, removeTransaction, rollbackText,
-} from '../../../impl/linux/netns-rules-restore.js';
+} from '../../../impl/api/netns-rules-restore.js';
 
 const PLAN = '*nat\n:AL_OUT - [0:0]\n-A OUTPUT -j AL_OUT\n-A AL_OUT -p tcp -j REDIRECT --to-ports 15001\nCOMMIT\n';
 

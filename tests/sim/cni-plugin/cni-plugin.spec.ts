@@ -3,7 +3,8 @@
  * ours, the add event for ambient pods, and fail-closed ADD in every failure mode.
  */
 import { test, expect } from '@playwright/test';
-import { AmbientCniPlugin, PLUGIN_TYPE } from '../../../impl/cni-plugin/cni-plugin.js';
+import { AmbientCniPlugin } from '../../../impl/cni-plugin/cni-plugin.js';
+import { PLUGIN_TYPE } from '../../../impl/api/cni-plugin-config.js';
 import { cniEnv, k8sCniArgs, CniErrorCode, type CniExecOutput } from '../../../impl/api/cni.js';
 import type { PluginEvent, PluginEventReply } from '../../../impl/api/plugin-event.js';
 import { ApiStore } from '../../../sim/kube/store.js';

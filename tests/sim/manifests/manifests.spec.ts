@@ -19,8 +19,8 @@ import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/
 import { PROXY_NODE_FLAGS } from '../../../impl/linux/node-flags.js';
 import { agentSettings } from '../../../impl/linux/node-agent-config.js';
 import { installerSettings } from '../../../impl/linux/cni-installer-config.js';
-import { parsePluginConfig } from '../../../impl/cni-plugin/cni-plugin.js';
-import type { EnrollmentConfig } from '../../../impl/node-agent/enrollment.js';
+import { parsePluginConfig } from '../../../impl/api/cni-plugin-config.js';
+import type { EnrollmentConfig } from '../../../impl/api/enrollment-config.js';
 import type { CniNetConf } from '../../../impl/api/cni.js';
 import type { IDaemonSet } from 'kubernetes-models/apps/v1';
 

@@ -3,10 +3,9 @@
  * selectors, each hard exclusion, terminal phases, and custom selectors with every operator.
  */
 import { test, expect } from '@playwright/test';
-import {
-  DEFAULT_ENROLLMENT_CONFIG, decideEnrollment, validateEnrollmentConfig, type PodFacts,
-} from '../../../impl/node-agent/enrollment.js';
-import { SelectorError, selectorMatches } from '../../../impl/node-agent/label-selector.js';
+import { decideEnrollment, type PodFacts } from '../../../impl/api/enrollment.js';
+import { DEFAULT_ENROLLMENT_CONFIG, validateEnrollmentConfig } from '../../../impl/api/enrollment-config.js';
+import { SelectorError, selectorMatches } from '../../../impl/api/label-selector.js';
 
 const M = 'istio.io/dataplane-mode';
 const pod = (over: Partial<PodFacts> = {}): PodFacts => ({

@@ -1,13 +1,14 @@
 /**
  * The ports rule check (tools/ports-check.ts) must pass on the real tree and fail on each kind of
- * planted violation. Violations are planted in a temporary copy of impl/, never in the tree.
+ * planted violation, ports rule and layering alike. Violations are planted in a temporary copy of
+ * impl/ (and a planted file under sim/), never in the tree.
  */
 import { test, expect } from '@playwright/test';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { checkPorts } from '../../../tools/ports-check.js';
+import { checkPorts, LAYER_EXCEPTIONS } from '../../../tools/ports-check.js';
 
 const repo = path.resolve(import.meta.dirname, '..', '..', '..');
 
@@ -56,6 +57,60 @@ for (const [name, source, message] of planted) {
     });
   });
 }
+
+const layering: ReadonlyArray<[string, string, string, RegExp]> = [
+  ['a port imports a component', 'impl/host/planted.ts',
+    `import type { Authorizer } from '../ztunnel/authz/authorizer.js';\nexport type A = Authorizer;\n`, /a port \(impl\/host\) may not import/],
+  ['a port imports a Linux adapter', 'impl/host/planted.ts',
+    `export { NetnsRulesError } from '../linux/netns-rules.js';\n`, /a port \(impl\/host\) may not import/],
+  ['a port imports a component through an import type', 'impl/host/planted.ts',
+    `export type C = import('../node-agent/node-agent.js').NodeAgentConfig;\n`, /a port \(impl\/host\) may not import/],
+  ['the CNI plugin imports the node agent', 'impl/cni-plugin/planted.ts',
+    `import { NodeAgent } from '../node-agent/node-agent.js';\nexport const n = NodeAgent;\n`, /impl\/cni-plugin imports impl\/node-agent/],
+  ['the node agent imports the proxy', 'impl/node-agent/planted.ts',
+    `import type { PodProxy } from '../ztunnel/pod-proxy.js';\nexport type P = PodProxy;\n`, /impl\/node-agent imports impl\/ztunnel/],
+  ['the proxy imports the CNI plugin (nested folder)', 'impl/ztunnel/authz/planted.ts',
+    `export * from '../../cni-plugin/cni-plugin.js';\n`, /impl\/ztunnel imports impl\/cni-plugin/],
+  ['impl/api imports a component', 'impl/api/planted.ts',
+    `export * from '../node-agent/profiles.js';\n`, /impl\/api is shared vocabulary/],
+  ['sim/ imports impl/linux', 'sim/kernel/planted.ts',
+    `import { parseSave } from '../../impl/linux/netns-rules.js';\nexport const p = parseSave;\n`, /sim\/ may not import impl\/linux/],
+];
+
+for (const [name, file, source, message] of layering) {
+  test(`a planted layering violation is caught: ${name}`, () => {
+    withCopy({ [file]: source }, (root) => {
+      const v = checkPorts(root);
+      expect(v.map((x) => [x.file, x.rule])).toContainEqual([file, 'layer-import']);
+      expect(v.map((x) => x.message).join('\n')).toMatch(message);
+    });
+  });
+}
+
+test('what the layering allows: a port or component imports impl/api, a component itself, sim/ impl/api', () => {
+  withCopy({
+    'impl/host/planted.ts': `import type { PeerIdentity } from '../api/identity.js';\nexport type P = PeerIdentity;\n`,
+    'impl/ztunnel/planted.ts': `import type { PeerIdentity } from '../api/identity.js';\nimport type { Authorizer } from './authz/authorizer.js';\nexport type A = [Authorizer, PeerIdentity];\n`,
+    'impl/linux/planted.ts': `export * from '../node-agent/node-agent.js';\n`,
+    'sim/kernel/planted.ts': `export * from '../../impl/api/netns-rules-restore.js';\n`,
+  }, (root) => {
+    expect(checkPorts(root)).toEqual([]);
+  });
+});
+
+test('a listed layering exception allows exactly its import, and a stale one is reported', () => {
+  const from = 'impl/cni-plugin/planted.ts';
+  const exception = { from, to: 'impl/node-agent/node-agent.ts', why: 'planted' };
+  withCopy({ [from]: `import { NodeAgent } from '../node-agent/node-agent.js';\nexport const n = NodeAgent;\n` }, (root) => {
+    expect(checkPorts(root, [exception])).toEqual([]);
+    expect(checkPorts(root, [{ ...exception, to: 'impl/node-agent/profiles.ts' }]).map((v) => v.rule).sort())
+      .toEqual(['layer-import', 'stale-exception']);
+  });
+});
+
+test('every layering exception says why', () => {
+  for (const e of LAYER_EXCEPTIONS) expect(e.why.trim()).not.toBe('');
+});
 
 test('look-alikes that are not the world are allowed', () => {
   const source = [

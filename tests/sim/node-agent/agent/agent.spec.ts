@@ -5,12 +5,13 @@
  */
 import { test, expect } from '@playwright/test';
 import { AgentWorld } from './harness.js';
+import type { Profile } from '../../../../impl/api/profile.js';
 import { simNetnsPath } from '../../../../sim/kernel/netns.js';
 
 const AMBIENT = { 'istio.io/dataplane-mode': 'ambient' };
 const NONE = { 'istio.io/dataplane-mode': 'none' };
 
-async function world(opts: { proxy?: boolean; profile?: 'upstream' | 'strict' } = {}): Promise<AgentWorld> {
+async function world(opts: { proxy?: boolean; profile?: Profile } = {}): Promise<AgentWorld> {
   const w = new AgentWorld(opts.profile);
   await w.namespace('shop', AMBIENT);
   await w.namespace('plain');

@@ -3,6 +3,7 @@
  * the in-memory API, our CNI plugin (exec protocol) for sandbox ADDs, the agent with the sim
  * port adapters, and a ZDS client standing in for the proxy (acks, or nacks on demand).
  */
+import type { Profile } from '../../../../impl/api/profile.js';
 import { SimKernel } from '../../../../sim/kernel/kernel.js';
 import { simNetnsName, simNetnsPath } from '../../../../sim/kernel/netns.js';
 import { SimNetnsRules } from '../../../../sim/kernel/netns-rules-adapter.js';
@@ -17,7 +18,7 @@ import { SimZdsNetwork } from '../../../../sim/zds/sim-zds-network.js';
 import { MemoryLogger } from '../../../../sim/log/memory-logger.js';
 import { MemoryMetrics } from '../../../../sim/metrics/memory-metrics.js';
 import { NodeAgent, type NodeAgentConfig } from '../../../../impl/node-agent/node-agent.js';
-import { DEFAULT_ENROLLMENT_CONFIG } from '../../../../impl/node-agent/enrollment.js';
+import { DEFAULT_ENROLLMENT_CONFIG } from '../../../../impl/api/enrollment-config.js';
 import { AmbientCniPlugin } from '../../../../impl/cni-plugin/cni-plugin.js';
 import { ZdsClient } from '../../../../impl/ztunnel/zds-client.js';
 import { cniEnv, k8sCniArgs, type CniExecOutput } from '../../../../impl/api/cni.js';
@@ -76,7 +77,7 @@ export class AgentWorld {
   /** The host probe sets as the agent reaches them (adds of failIpsetAdds fail). */
   readonly ipsets: HostIpSets = new FailingIpSets(new SimHostIpSets(this.kernel, HOST_NS), this.failIpsetAdds);
 
-  constructor(readonly profile: 'upstream' | 'strict' = 'upstream', private readonly overrides: Partial<NodeAgentConfig> = {}) {
+  constructor(readonly profile: Profile = 'upstream', private readonly overrides: Partial<NodeAgentConfig> = {}) {
     const k = this.kernel;
     k.addNetns(HOST_NS);
     k.setLink(HOST_NS, 'lo', true);

@@ -6,15 +6,15 @@
 import { test, expect } from '@playwright/test';
 import { interfaceName } from '../../../../impl/api/annotations.js';
 import { buildHostProbeRules, type HostProbeRules } from '../../../../impl/node-agent/host-probe-rules.js';
-import type { ProfileName } from '../../../../impl/node-agent/profiles.js';
+import type { Profile } from '../../../../impl/api/profile.js';
 import { buildInpodPlan, type InpodCommonOptions } from '../../../../impl/node-agent/rule-builder.js';
 import { observe } from './observations.js';
 import { KUBELET_UID, inpodOptions } from './variants.js';
 
-function host(profile: ProfileName): HostProbeRules {
+function host(profile: Profile): HostProbeRules {
   return profile === 'strict' ? buildHostProbeRules({ profile, ipv6: true, kubeletUid: KUBELET_UID }) : buildHostProbeRules({ profile, ipv6: true });
 }
-function run(profile: ProfileName, common: Partial<InpodCommonOptions> = {}): Record<string, string> {
+function run(profile: Profile, common: Partial<InpodCommonOptions> = {}): Record<string, string> {
   return observe(buildInpodPlan(inpodOptions(profile, common)), host(profile));
 }
 

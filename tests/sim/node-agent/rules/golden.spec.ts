@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { test, expect } from '@playwright/test';
 import { formatMark } from '../../../../impl/api/marks.js';
 import type { IpFamily, RedirectionPlan } from '../../../../impl/host/netns-rules.js';
-import { parsePlanText } from '../../../../impl/linux/netns-rules-restore.js';
+import { parsePlanText } from '../../../../impl/api/netns-rules-restore.js';
 import { SimKernel } from '../../../../sim/kernel/kernel.js';
 import { buildHostProbeRules, renderIpsetRestore } from '../../../../impl/node-agent/host-probe-rules.js';
 import { FAMILIES, variants } from './variants.js';

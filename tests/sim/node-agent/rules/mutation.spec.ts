@@ -8,13 +8,13 @@
 import { test, expect } from '@playwright/test';
 import { interfaceName } from '../../../../impl/api/annotations.js';
 import { buildHostProbeRules, renderHostProbePlan, type HostProbeRules } from '../../../../impl/node-agent/host-probe-rules.js';
-import type { ProfileName } from '../../../../impl/node-agent/profiles.js';
+import type { Profile } from '../../../../impl/api/profile.js';
 import { buildInpodRules, renderInpodPlan, type InpodRules } from '../../../../impl/node-agent/rule-builder.js';
 import { mutants } from '../../../../impl/node-agent/rule-ir.js';
 import { observe } from './observations.js';
 import { FAMILIES, KUBELET_UID, inpodOptions } from './variants.js';
 
-function host(profile: ProfileName): HostProbeRules {
+function host(profile: Profile): HostProbeRules {
   return profile === 'strict' ? buildHostProbeRules({ profile, ipv6: true, kubeletUid: KUBELET_UID }) : buildHostProbeRules({ profile, ipv6: true });
 }
 

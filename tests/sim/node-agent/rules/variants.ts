@@ -7,7 +7,7 @@ import { interfaceName } from '../../../../impl/api/annotations.js';
 import { port } from '../../../../impl/api/ports.js';
 import type { IpFamily, RedirectionPlan } from '../../../../impl/host/netns-rules.js';
 import { buildHostProbeRules, renderHostProbePlan } from '../../../../impl/node-agent/host-probe-rules.js';
-import type { ProfileName } from '../../../../impl/node-agent/profiles.js';
+import type { Profile } from '../../../../impl/api/profile.js';
 import { buildInpodPlan, type InpodCommonOptions, type InpodOptions } from '../../../../impl/node-agent/rule-builder.js';
 
 /** The proxy's uid in the sim labs (tests/sim/kernel/inpod-fixture.ts uses 1337). */
@@ -15,7 +15,7 @@ export const PROXY_UID = 1337;
 export const PROBE_PORTS = [port(8080)];
 export const KUBELET_UID = 0;
 
-export function inpodOptions(profile: ProfileName, common: Partial<InpodCommonOptions> = {}): InpodOptions {
+export function inpodOptions(profile: Profile, common: Partial<InpodCommonOptions> = {}): InpodOptions {
   const c: InpodCommonOptions = { ipv6: true, dnsCapture: true, ingressMode: false, virtualInterfaces: [], ...common };
   return profile === 'strict' ? { ...c, profile, proxyUid: PROXY_UID, probePorts: PROBE_PORTS } : { ...c, profile };
 }

@@ -1,6 +1,7 @@
 /** Builders for authorization tests: policies as the API serves them, requests, an authorizer. */
 import type { AuthorizationPolicy } from '../../../../impl/host/kube.js';
-import type { AuthzRequest, PeerIdentity } from '../../../../impl/ztunnel/authz/authorizer.js';
+import type { AuthzRequest } from '../../../../impl/ztunnel/authz/authorizer.js';
+import type { PeerIdentity } from '../../../../impl/api/identity.js';
 import { PolicyAuthorizer } from '../../../../impl/ztunnel/authz/engine.js';
 import type { PeerAuthenticationModes } from '../../../../impl/ztunnel/authz/peer-authentication.js';
 import { PolicyStore } from '../../../../impl/ztunnel/authz/policy-store.js';

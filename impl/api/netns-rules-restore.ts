@@ -1,7 +1,9 @@
 /**
- * Pure text work behind the Linux NetnsRules adapter: check a plan's restore text against the
- * port's contract (impl/host/netns-rules.ts), read iptables-save output, and compose the
- * `iptables-restore --noflush` transactions that make apply and remove idempotent.
+ * Pure iptables restore-text code (no I/O), shared by the Linux NetnsRules adapter
+ * (impl/linux/netns-rules.ts), the sim's adapter and the node agent's drift check: check a
+ * plan's restore text against the port's contract (impl/host/netns-rules.ts), read
+ * iptables-save output, and compose the `iptables-restore --noflush` transactions that make
+ * apply and remove idempotent.
  *
  * Why a composed transaction: `--noflush` keeps everything that is not ours, and declaring an own
  * chain (`:NAME - [0:0]`) creates or flushes it, so own chains converge by themselves. Hooks on
