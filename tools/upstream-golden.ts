@@ -207,11 +207,12 @@ async function loadAndSave(netns: string, family: IpFamily, text: RestoreText, i
 
 /**
  * Compare every case on the real kernel (root). Each rule set of each side goes into its own fresh
- * namespace; a tool failing is an error (thrown), never a difference or a pass.
+ * namespace (named with `prefix`, a fresh run prefix by default); a tool failing is an error
+ * (thrown), never a difference or a pass.
  */
-export async function compareAll(cases: readonly GoldenCase[] = CASES, log: (line: string) => void = () => undefined): Promise<SetResult[]> {
+export async function compareAll(cases: readonly GoldenCase[] = CASES, log: (line: string) => void = () => undefined, prefix?: string): Promise<SetResult[]> {
   const out: SetResult[] = [];
-  const netns = new NetnsRun();
+  const netns = new NetnsRun(prefix);
   let failure: unknown;
   try {
     let n = 0;
