@@ -2,9 +2,12 @@
  * Liveness: with an allow-all policy and healthy components, enrolled pods reach each other
  * through the proxies with the right identities; pods outside the mesh are untouched (reach
  * each other directly, no proxy involved). Judged only for plain attempts (TCP, no mark, no raw,
- * no spoofed source) to a port the destination app listens on — attacks are not owed liveness.
+ * no spoofed source) to a port the destination app listens on — attacks are not owed liveness,
+ * nor are pods that reroute their own interfaces (istio.io/reroute-virtual-interfaces).
  */
 import { podKey } from '../world.js';
+
+const VIRTUAL_INTERFACES = 'istio.io/reroute-virtual-interfaces';
 import { sourcePod } from './carve-outs.js';
 import { referenceDecision } from './policy-oracle.js';
 import { findPod, identityOf, isFullyEnrolled, isOutsideMesh } from './subjects.js';
@@ -20,6 +23,10 @@ export function livenessViolations(ctx: ConnectionContext): Violation[] {
   const src = sourcePod(ctx);
   const dst = findPod(ctx, ctx.to.pod);
   if (!src || !dst || podKey(src) === podKey(dst)) return [];
+  // A pod whose own annotation reroutes its interfaces (e.g. eth0 named virtual: upstream then
+  // sends its inbound to the outbound listener, as istio-cni does) broke its own traffic: like an
+  // attack, that is not owed liveness. Capture and authorization still judge it.
+  if ([src, dst].some((p) => ctx.specs[podKey(p)]?.annotations?.[VIRTUAL_INTERFACES] !== undefined)) return [];
   const healthy = [src.node, dst.node].every((n) => ctx.components[n]?.agent !== 'down' && ctx.components[n]?.proxy !== 'down');
   if (!healthy || !ctx.quiescent) return [];
   if (!(ctx.specs[podKey(dst)]?.tcpPorts ?? []).includes(ctx.to.port)) return [];

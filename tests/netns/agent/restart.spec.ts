@@ -27,6 +27,11 @@ test('agent restart keeps the pod enrolled (netns found from /proc); proxy down 
     await w.createPod({ namespace: 'mesh', name: 'b', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
     const a = { namespace: 'mesh', name: 'a' };
     const b = { kind: 'pod' as const, pod: { namespace: 'mesh', name: 'b' }, port: 8080 };
+    // Both sandboxes made before the restart: a sandbox refused at first (a loaded machine) would be
+    // made again by the kubelet's retry, and its netns would then come from that ADD, not from /proc.
+    await w.settle();
+    for (const p of await w.pods()) expect(p, JSON.stringify(w.lastSettle)).toMatchObject({ started: true, redirected: true, served: true });
+    const sandboxes = Object.values(w.lab.state.pods).map((p) => p.netns);
 
     await w.restart('agent', 'node-0');
     // The proxy reconnects to the new agent after its ZDS backoff (up to 15 s, longer on a loaded machine: 30 s was missed once in CI).
@@ -34,6 +39,7 @@ test('agent restart keeps the pod enrolled (netns found from /proc); proxy down 
     await expect.poll(podA, { timeout: 90_000 }).toMatchObject({ acked: true });
     // After a restart the netns comes from the /proc finder: a handle on the agent's own fd.
     expect(await podA()).toMatchObject({ rules: true, netns: expect.stringMatching(/^\/proc\/\d+\/fd\/\d+$/) });
+    expect(Object.values(w.lab.state.pods).map((p) => p.netns), 'no sandbox was made again').toEqual(sandboxes);
     await w.settle();
     for (const p of await w.pods()) expect(p).toMatchObject({ annotation: 'enabled', redirected: true, served: true });
 
