@@ -6,6 +6,7 @@
  */
 import { execa } from 'execa';
 import * as path from 'node:path';
+import { rethrowAfterCleanup } from '../cleanup.js';
 
 export interface KindCliOptions {
   /** Cluster name; must start with `al-` so leftovers are recognisable. */
@@ -255,8 +256,7 @@ export class KindCli {
       if (opts.nodeStop !== false) await this.enableNodeStop();
       await this.waitReady();
     } catch (e) {
-      await this.deleteCluster().catch(() => undefined);
-      throw e;
+      return rethrowAfterCleanup(e, ['delete the kind cluster', () => this.deleteCluster()]);
     }
   }
 }

@@ -62,6 +62,7 @@ import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from
 import { appPod, hostProbePod } from './pod-specs.js';
 import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
 import { flushTablesThrough, rawSendThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
+import { rethrowAfterCleanup } from '../cleanup.js';
 
 // From source or from dist/: fixtures/, ci/ and the manifests are at the repository root.
 const repoRoot = findRepoRoot();
@@ -83,6 +84,16 @@ export function kindComponentEnv(o: Pick<WorldOptions, 'profile' | 'dnsCapture' 
 const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/**
+ * Close every probe (each `kubectl exec` ends when its stdin does), then report the ones that did
+ * not end cleanly: a probe that cannot be stopped is a leak in a shared cluster, not a detail.
+ */
+async function closeProbes(probes: readonly { close(): Promise<void> }[]): Promise<void> {
+  const failed: string[] = [];
+  for (const p of probes) await p.close().catch((e: unknown) => { failed.push(e instanceof Error ? e.message : String(e)); });
+  if (failed.length > 0) throw new Error(`kind world: ${failed.length} app probe(s) did not end cleanly: ${failed.join('; ').slice(0, 2000)}`);
+}
+
 /** A .catch for client-node reads: a 404 (no such object) is `undefined`, a checked absence; anything else is rethrown. */
 function absentIf404(e: unknown): undefined {
   if ((e as { code?: unknown }).code === 404) return undefined;
@@ -408,7 +419,7 @@ export class KindWorld implements World {
     const probe = this.appProbes.get(key);
     this.appProbes.delete(key);
     for (const [name, l] of [...this.appListeners]) if (podKeyOf(l.pod) === key) this.appListeners.delete(name);
-    await probe?.close().catch(() => undefined);
+    if (probe) await closeProbes([probe]);
   }
 
   async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
@@ -528,15 +539,17 @@ export class KindWorld implements World {
    * creates the same names), the components it stopped started again and ready.
    */
   async clear(opts: { readonly attempts?: number; readonly intervalMs?: number } = {}): Promise<void> {
-    for (const probe of this.appProbes.values()) await probe.close().catch(() => undefined);
+    const probes = [...this.appProbes.values()];
     this.appProbes.clear();
     this.appListeners.clear();
+    await closeProbes(probes);
     for (const key of [...this.stopped]) {
       const [component, node] = key.split('|') as [Component, string];
       await this.start(component, node);
     }
     const names = [...this.createdNamespaces];
-    for (const name of names) await this.core.deleteNamespace({ name }).catch(() => undefined);
+    // 404: already gone. Any other failure would only show as a 3-minute wait below: say it now.
+    for (const name of names) await this.core.deleteNamespace({ name }).catch(absentIf404);
     for (let i = 0; ; i++) {
       const left: string[] = [];
       for (const name of names) if (await this.core.readNamespace({ name }).then(() => true, () => false)) left.push(name);
@@ -552,12 +565,17 @@ export class KindWorld implements World {
       await this.release();
       return;
     }
-    for (const probe of this.appProbes.values()) await probe.close().catch(() => undefined);
+    const probes = [...this.appProbes.values()];
     this.appProbes.clear();
+    // The cluster goes whatever the probes did; a probe's failure is still reported.
     try {
-      await this.cli.deleteCluster();
+      await closeProbes(probes);
     } finally {
-      if (this.tmp) await rm(this.tmp, { recursive: true, force: true });
+      try {
+        await this.cli.deleteCluster();
+      } finally {
+        if (this.tmp) await rm(this.tmp, { recursive: true, force: true });
+      }
     }
   }
 }
@@ -586,9 +604,7 @@ export const kindWorldFactory: WorldFactory = {
       await world.prepare();
       return world;
     } catch (e) {
-      await cli.deleteCluster().catch(() => undefined);
-      await rm(tmp, { recursive: true, force: true });
-      throw e;
+      return rethrowAfterCleanup(e, ['delete the kind cluster', () => cli.deleteCluster()], [`remove ${tmp}`, () => rm(tmp, { recursive: true, force: true })]);
     }
   },
 };

@@ -18,6 +18,7 @@ import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js
 import { repoRoot as findRepoRoot } from '../netns/world-lab.js';
 import { KindCli } from './kind-cli.js';
 import { KindWorld, kindComponentEnv, kindConfigFor, kindWorldFactory } from './kind-world.js';
+import { rethrowAfterCleanup } from '../cleanup.js';
 
 // From source or from dist/ (the CLI): fixtures/, ci/ and the manifests are at the repository root.
 const repoRoot = findRepoRoot();
@@ -116,8 +117,7 @@ export class SharedKindCluster implements WorldFactory {
       const nodes = (await kc.makeApiClient(k8s.CoreV1Api).listNode()).items.map((n) => n.metadata!.name!).sort();
       return { cli, kc, nodes, ipv6: options.ipv6, agentEnv: JSON.stringify(env), prepared: false };
     } catch (e) {
-      await cli.deleteCluster().catch(() => undefined);
-      throw e;
+      return rethrowAfterCleanup(e, ['delete the kind cluster', () => cli.deleteCluster()]);
     }
   }
 
@@ -126,7 +126,9 @@ export class SharedKindCluster implements WorldFactory {
     const up = this.up;
     this.up = undefined;
     try {
-      const u = await up?.catch(() => undefined);
+      // A bring-up that failed has removed its own cluster, and its error already reached every
+      // create() that awaited it: there is nothing left to delete.
+      const u = await up?.then((x) => x, () => undefined);
       if (u) await u.cli.deleteCluster();
     } finally {
       if (this.tmp && this.o.workDir === undefined) await rm(this.tmp, { recursive: true, force: true });

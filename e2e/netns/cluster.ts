@@ -22,6 +22,7 @@ import {
 import { execIn, ipIn } from './ip.js';
 import { NetnsRun } from './netns-run.js';
 import { NetnsProcesses, type NetnsProcess, type SpawnOptions } from './processes.js';
+import { rethrowAfterCleanup } from '../cleanup.js';
 
 export interface ClusterOptions {
   /** Number of nodes, 1..MAX_NODES; named node-0, node-1, ... */
@@ -160,8 +161,7 @@ export class NetnsCluster {
     try {
       await this.wirePod(name, opts.ipv6 ?? true);
     } catch (e) {
-      await this.removePod(name).catch(() => undefined);
-      throw e;
+      return rethrowAfterCleanup(e, [`remove pod ${name}`, () => this.removePod(name)]);
     }
     return this.pod(name);
   }
@@ -229,7 +229,13 @@ export class NetnsCluster {
     await this.processes.stopAll(p.netns);
     // Deleting the veth explicitly (rather than waiting for the netns teardown to do it) frees
     // the node-side routes now, not at the kernel's leisure.
-    if (p.hostVeth) await ipIn(this.node(p.node).netns, ['link', 'del', p.hostVeth]).catch(() => undefined);
+    if (p.hostVeth) {
+      const nodeNs = this.node(p.node).netns;
+      await ipIn(nodeNs, ['link', 'del', p.hostVeth]).catch(async (e: unknown) => {
+        // Gone already (its peer's netns went first) is the goal reached; anything else is a leak.
+        if ((await ipIn(nodeNs, ['-o', 'link', 'show'])).split('\n').some((l) => l.includes(` ${p.hostVeth}@`) || l.includes(` ${p.hostVeth}:`))) throw e;
+      });
+    }
     await this.lab.remove(p.netns);
     this.podsByName.delete(name);
   }

@@ -16,6 +16,7 @@ import { cidrAddress, k8sCniArgs, type CniExecOutput, type CniExecRequest, type 
 import { cacheKey, type CachedAttachment, type CniAttachment, type CniChain, type CniPluginExec, type CniResultCache } from '../../sim/cni/chain.js';
 import type { NetnsCluster, PodInfo } from './cluster.js';
 import type { NetnsProcess, SpawnOptions } from './processes.js';
+import { rethrowAfterCleanup } from '../cleanup.js';
 
 /** Debian's containernetworking-plugins directory. */
 export const DEBIAN_CNI_DIR = '/usr/lib/cni';
@@ -146,9 +147,9 @@ export async function startPodWithCni(
   try {
     for (const n of networks) results.push(await n.chain.add(att(n.ifname)));
   } catch (e) {
-    for (const n of [...networks].reverse()) await n.chain.del(att(n.ifname)).catch(() => undefined);
-    await cluster.removePod(name);
-    throw e;
+    // DEL after a failed ADD must succeed (CNI spec); one that fails is a leak, reported with the ADD's error.
+    return rethrowAfterCleanup(e, ...[...networks].reverse().map((n) => [`CNI DEL of ${n.ifname}`, () => n.chain.del(att(n.ifname))] as const),
+      [`remove pod ${name}`, () => cluster.removePod(name)]);
   }
   const last = results[results.length - 1];
   const v4 = last?.ips?.map((ip) => cidrAddress(ip.address)).find((a) => !a.includes(':') && a !== '127.0.0.1');

@@ -17,6 +17,7 @@ import { ipIn } from './ip.js';
 import { NetnsRun } from './netns-run.js';
 import { ProbeError, ProbePool, ROOT_ADMIN, type Probe } from './probe.js';
 import type { AcceptEvent, ConnectOutcome, DatagramEvent, ProbeEvent } from './probe-protocol.js';
+import { rethrowAfterCleanup } from '../cleanup.js';
 
 export interface KernelLabOptions {
   /** Run prefix (`al-...-`); default a fresh one. */
@@ -132,8 +133,7 @@ export class KernelLab {
     try {
       await k.build(topology);
     } catch (e) {
-      await k.dispose().catch(() => undefined);
-      throw e;
+      return rethrowAfterCleanup(e, ['dispose the kernel lab', () => k.dispose()]);
     }
     return k;
   }
@@ -398,8 +398,7 @@ export async function runLabOnKernel(lab: Lab, opts: KernelLabOptions = {}): Pro
     await k.configure(lab);
     results = await k.runAttempts(lab.attempts);
   } catch (e) {
-    await k.dispose().catch(() => undefined);
-    throw e;
+    return rethrowAfterCleanup(e, ['dispose the kernel lab', () => k.dispose()]);
   }
   await k.dispose();
   return results;

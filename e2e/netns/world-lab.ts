@@ -42,6 +42,7 @@ import { WorldApi, WorldApiError } from './world-api-client.js';
 import { PROXY_NODE_FLAGS } from '../../impl/linux/node-flags.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
+import { rethrowAfterCleanup } from '../cleanup.js';
 
 export type LabComponent = 'agent' | 'proxy';
 
@@ -337,9 +338,7 @@ export class NetnsLab {
       for (const n of state.nodes) await lab.startComponent('proxy', n.name);
       return lab;
     } catch (e) {
-      if (lab) await lab.destroy().catch(() => undefined);
-      else await cluster.dispose().catch(() => undefined);
-      throw e;
+      return rethrowAfterCleanup(e, lab ? ['destroy the lab', () => lab!.destroy()] : ['dispose the cluster', () => cluster.dispose()]);
     }
   }
 
@@ -533,11 +532,15 @@ export class NetnsLab {
     try {
       for (const n of nets) results.push(await n.chain.add(att(n.ifname)));
     } catch (e) {
-      // DEL of a half-made attachment may fail (a plugin that refused the ADD may refuse its DEL
-      // too); the netns goes anyway, and with it everything DEL would have removed in it. Removing
-      // the netns must work: a failure there is a leak, reported.
-      for (const n of [...nets].reverse()) await n.chain.del(att(n.ifname)).catch(() => undefined);
-      await cluster.removePod(short);
+      // DEL after a failed ADD (CNI spec): it must succeed even for what ADD never made (our plugin's
+      // DEL does nothing; Debian's tolerate missing state), so a DEL or netns removal that fails
+      // is a leak or a broken plugin — a harness error, not a refused pod.
+      try {
+        for (const n of [...nets].reverse()) await n.chain.del(att(n.ifname));
+        await cluster.removePod(short);
+      } catch (cleanupError) {
+        throw new Error(`pod ${p.namespace}/${p.name}: cleaning up after the failed CNI ADD (${e instanceof Error ? e.message : String(e)}) failed: ${cleanupError instanceof Error ? cleanupError.message : String(cleanupError)}`, { cause: cleanupError });
+      }
       p.short = undefined;
       p.netns = undefined;
       p.started = false;
@@ -650,8 +653,9 @@ export class NetnsLab {
       const cluster = this.clusterOrThrow();
       if (opts.cniDel) {
         const info = cluster.pod(p.short);
+        // DEL must succeed (CNI spec: also for what is already gone); one that fails leaks an IP or a veth.
         for (const n of [...this.chains(p.node)].reverse()) {
-          await n.chain.del({ containerId: p.containerId!, netns: info.netnsPath, ifname: n.ifname, args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!) }).catch(() => undefined);
+          await n.chain.del({ containerId: p.containerId!, netns: info.netnsPath, ifname: n.ifname, args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!) });
         }
       }
       await cluster.removePod(p.short);
