@@ -238,9 +238,10 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<
 // ------------------------------------------------------------------ the lab
 
 /** A .catch handler that accepts only an API answer with one of `codes` (a checked, expected state) and rethrows anything else. */
-function unless(...codes: number[]): (e: unknown) => void {
+/** A .catch that makes the given API status codes (e.g. 404: not there) an undefined answer and rethrows anything else. */
+export function unless(...codes: number[]): (e: unknown) => undefined {
   return (e: unknown) => {
-    if (e instanceof WorldApiError && codes.includes(e.code)) return;
+    if (e instanceof WorldApiError && codes.includes(e.code)) return undefined;
     throw e;
   };
 }

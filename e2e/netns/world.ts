@@ -36,8 +36,7 @@ import { observe, observeIn, observeInOutput, parseConntrackList } from './obser
 import { missingTools, missingToolsReason } from './required-tools.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import { flushTablesThrough, rawSendThrough, type ClosedEvent, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
-import { effectiveAppCaps, NetnsLab, type LabPodState } from './world-lab.js';
-import { WorldApiError } from './world-api-client.js';
+import { effectiveAppCaps, NetnsLab, unless, type LabPodState } from './world-lab.js';
 import { settleNetnsWorld, type SettleResult } from './world-settle.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
@@ -149,10 +148,7 @@ export class NetnsWorld implements World {
     const meta = policy['metadata'] as { name: string; namespace: string };
     const obj = policy as never;
     // Only "not there" (404) means create; any other failure of the read is the world's, and propagates.
-    const cur = await this.lab.api.get('AuthorizationPolicy', meta.name, meta.namespace).catch((e: unknown) => {
-      if (e instanceof WorldApiError && e.code === 404) return undefined;
-      throw e;
-    });
+    const cur = await this.lab.api.get('AuthorizationPolicy', meta.name, meta.namespace).catch(unless(404));
     if (cur) await this.lab.api.replace('AuthorizationPolicy', { ...(obj as object), metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } } as never);
     else await this.lab.api.create('AuthorizationPolicy', obj);
   }

@@ -88,16 +88,23 @@ function leftoverChains(state: AppliedState, plan: RedirectionPlan, family: IpFa
  * NetnsRules.remove (hooks into the chains go with them); undefined when there is nothing.
  */
 export function leftovers(state: AppliedState, plan: RedirectionPlan): RedirectionPlan | undefined {
-  const u = universe();
   const iptables: Partial<Record<IpFamily, string>> = {};
   for (const f of FAMILIES) {
     const chains = leftoverChains(state, plan, f);
     if (chains.size > 0) iptables[f] = declarations(chains);
   }
-  const rules = u.rules.filter((r) => state.rules.some((x) => sameRule(x, r)) && !plan.rules.some((x) => sameRule(x, r)));
-  const routes = u.routes.filter((r) => state.routes.some((x) => sameRoute(x, r)) && !plan.routes.some((x) => sameRoute(x, r)));
+  const { rules, routes } = leftoverRouting(state, plan);
   if (Object.keys(iptables).length === 0 && rules.length === 0 && routes.length === 0) return undefined;
   return { iptables, rules, routes };
+}
+
+/** The universe's ip rules and routes that the namespace holds and the plan does not. */
+function leftoverRouting(state: AppliedState, plan: RedirectionPlan): { rules: PolicyRule[]; routes: LocalRoute[] } {
+  const u = universe();
+  return {
+    rules: u.rules.filter((r) => state.rules.some((x) => sameRule(x, r)) && !plan.rules.some((x) => sameRule(x, r))),
+    routes: u.routes.filter((r) => state.routes.some((x) => sameRoute(x, r)) && !plan.routes.some((x) => sameRoute(x, r))),
+  };
 }
 
 /** `-I CHAIN [n] ...` as iptables-save prints it: `-A CHAIN ...`. */
@@ -147,8 +154,8 @@ export function drift(state: AppliedState, plan: RedirectionPlan): string[] {
   }
   for (const r of plan.rules) if (!state.rules.some((x) => sameRule(x, r))) out.push(`${r.family} ip rule fwmark ${r.fwmark.value}/${r.fwmark.mask} lookup ${r.table} pref ${r.priority} is missing`);
   for (const r of plan.routes) if (!state.routes.some((x) => sameRoute(x, r))) out.push(`${r.family} route local ${r.dst} dev ${r.dev} table ${r.table} is missing`);
-  const extra = leftovers(state, { ...plan, iptables: {} });
-  for (const r of extra?.rules ?? []) out.push(`${r.family} ip rule fwmark ${r.fwmark.value}/${r.fwmark.mask} lookup ${r.table} pref ${r.priority} is not in the plan`);
-  for (const r of extra?.routes ?? []) out.push(`${r.family} route local ${r.dst} dev ${r.dev} table ${r.table} is not in the plan`);
+  const extra = leftoverRouting(state, plan);
+  for (const r of extra.rules) out.push(`${r.family} ip rule fwmark ${r.fwmark.value}/${r.fwmark.mask} lookup ${r.table} pref ${r.priority} is not in the plan`);
+  for (const r of extra.routes) out.push(`${r.family} route local ${r.dst} dev ${r.dev} table ${r.table} is not in the plan`);
   return out;
 }
