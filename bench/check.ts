@@ -15,6 +15,7 @@ import { DEFAULT_MAX_COMMANDS, DEFAULT_NODES, DEFAULT_RUNS } from '../scenarios/
 import { runCell } from '../scenarios/model/run-cell.js';
 import { defaultCatalog } from '../scenarios/model/catalog.js';
 import { loadFactory, type CheckWorldName } from '../scenarios/model/worlds.js';
+import { worldChoice } from '../e2e/world-modules.js';
 
 const GOAL_SECONDS = 60;
 const GOAL_HISTORIES = 10_000;
@@ -46,7 +47,7 @@ async function cellRate(world: CheckWorldName, runs: number): Promise<{ perSecon
   const property = c.properties.find((p) => p.name === 'liveness');
   const threat = c.threats.find((t) => t.id === 'app-nonroot');
   if (!property || !threat) throw new Error('catalog lacks liveness or app-nonroot');
-  const factory = await loadFactory({ world });
+  const factory = await loadFactory(worldChoice(world));
   const t0 = performance.now();
   const r = await runCell({ property, threat, profile: 'strict' }, { factory, runs, seed: 7, maxCommands: 6, nodes: 2, ipv6: false, dnsCapture: false });
   if (r.status === 'error') throw new Error(`${world}: ${r.error}`);

@@ -9,7 +9,7 @@
  */
 import { MeshCa } from '../impl/linux/mesh-ca.js';
 import { TlsHbone } from '../impl/linux/hbone-tls.js';
-import { buildMesh, echoServer, exchange, TRUST_DOMAIN } from '../tests/sim/ztunnel/fixture.js';
+import { buildMesh, echoServer, exchange, TRUST_DOMAIN } from '../sim/proxy-mesh/proxy-mesh.js';
 import type { HboneTransport } from '../impl/host/hbone.js';
 
 async function rate(hbone: HboneTransport | undefined, n: number): Promise<number> {

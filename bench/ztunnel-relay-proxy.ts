@@ -17,7 +17,7 @@ import { LinuxSockets } from '../impl/linux/sockets.js';
 import { NodeProxy } from '../impl/ztunnel/node-proxy.js';
 import { MemoryConnectionLog, type ProxyWorkload } from '../impl/ztunnel/proxy-deps.js';
 import { MemoryLogger } from '../sim/log/memory-logger.js';
-import { FakeAuthorizer, FakeWorkloads } from '../tests/sim/ztunnel/fixture.js';
+import { FakeAuthorizer, FakeWorkloads } from '../sim/proxy-mesh/proxy-mesh.js';
 
 /** What the bench hands the proxy process. */
 export interface RelayProxyConfig {

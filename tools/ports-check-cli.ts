@@ -10,4 +10,4 @@ if (violations.length > 0) {
   console.error(formatViolations(violations));
   process.exit(1);
 }
-console.log(`ports check: impl/ uses the world only through impl/host, and impl/ and sim/ keep the layering (${root})`);
+console.log(`ports check: impl/ uses the world only through impl/host, and impl/, sim/, scenarios/ and bench/ keep the layering (${root})`);

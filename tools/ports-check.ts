@@ -20,7 +20,11 @@
  *   `impl/ztunnel`) or the Linux adapters (`impl/linux`);
  * - components never import each other: what two of them share lives in `impl/api/`;
  * - `sim/` never imports `impl/linux/` (the sim is a world of its own; pure shared code belongs
- *   in `impl/api/`).
+ *   in `impl/api/`);
+ * - `scenarios/` never imports a world implementation, the CLI, a test or a bench (`e2e/`,
+ *   `cli/`, `tests/`, `bench/`): the top passes world factories in (e2e/world-modules.ts);
+ * - `bench/` imports no test fixture (`tests/`): what a bench and a test share lives outside
+ *   `tests/`.
  *
  * Violations not yet moved are listed in LAYER_EXCEPTIONS, each with its reason, so the list can
  * only shrink; an exception that no longer matches anything is itself reported.
@@ -75,7 +79,7 @@ const FORBIDDEN_GLOBALS = new Set([
 
 export function checkPorts(root: string, exceptions: readonly LayerException[] = LAYER_EXCEPTIONS): PortsViolation[] {
   const layer = new LayerCheck(root, exceptions);
-  const violations = [...checkImpl(root, layer), ...checkSim(root, layer)];
+  const violations = [...checkImpl(root, layer), ...IMPORT_CHECKED_DIRS.flatMap((d) => checkImportsOf(root, d, layer))];
   violations.push(...layer.staleExceptions());
   return violations;
 }
@@ -132,6 +136,12 @@ function layerRule(fromRel: string, toRel: string): string | undefined {
   if (under(fromRel, 'sim') && under(toRel, 'impl/linux')) {
     return `sim/ may not import impl/linux ('${toRel}'); move pure shared code into impl/api`;
   }
+  if (under(fromRel, 'scenarios') && ['e2e', 'cli', 'tests', 'bench'].some((d) => under(toRel, d))) {
+    return `scenarios/ may not import '${toRel}': a world implementation, the CLI, tests and benches sit above it; pass what it needs in from the top (e2e/world-modules.ts)`;
+  }
+  if (under(fromRel, 'bench') && under(toRel, 'tests')) {
+    return `bench/ may not import a test fixture ('${toRel}'); move what both use out of tests/`;
+  }
   return undefined;
 }
 
@@ -175,10 +185,12 @@ function toRel(root: string, file: string): string {
   return path.relative(root, file).split(path.sep).join('/');
 }
 
-/** sim/ is only checked for its imports (it is a world: it may touch anything else). */
-function checkSim(root: string, layer: LayerCheck): PortsViolation[] {
+/** Folders outside impl/ checked only for their imports (they may touch the world directly). */
+const IMPORT_CHECKED_DIRS = ['sim', 'scenarios', 'bench'];
+
+function checkImportsOf(root: string, dir: string, layer: LayerCheck): PortsViolation[] {
   const out: PortsViolation[] = [];
-  for (const file of listTsFiles(path.join(root, 'sim'))) {
+  for (const file of listTsFiles(path.join(root, dir))) {
     const sf = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
     out.push(...checkLayering(root, file, sf, layer));
   }

@@ -15,6 +15,7 @@ import { CounterexampleFileError, loadCounterexample, renderCounterexample, type
 import { FAILING, parseShard, planCells, renderMatrix, type MatrixSelection } from '../../scenarios/model/matrix.js';
 import { replayCounterexample } from '../../scenarios/model/replay.js';
 import { CHECK_WORLDS, loadFactory, mutantNames, type CheckWorldName } from '../../scenarios/model/worlds.js';
+import { WORLD_MODULES, worldChoice } from '../../e2e/world-modules.js';
 import type { Profile } from '../../scenarios/world.js';
 
 import { DEFAULT_MAX_COMMANDS, DEFAULT_NODES, DEFAULT_OUT, DEFAULT_RUNS } from '../../scenarios/model/defaults.js';
@@ -278,7 +279,7 @@ export function checkExitCode(r: Pick<CheckReport, 'cells' | 'ok'>): number {
 
 async function replay(p: CheckReplayPlan): Promise<number> {
   const f = p.counterexample;
-  const out = await replayCounterexample(f, { ...(p.world ? { world: p.world } : {}), ...(p.mutant !== undefined ? { mutant: p.mutant } : {}) });
+  const out = await replayCounterexample(f, { modules: WORLD_MODULES, ...(p.world ? { world: p.world } : {}), ...(p.mutant !== undefined ? { mutant: p.mutant } : {}) });
   if (p.json) {
     process.stdout.write(JSON.stringify({ format: REPLAY_REPORT_FORMAT, file: p.file, ...out }, null, 2) + '\n');
   } else {
@@ -326,7 +327,7 @@ export const checkCommand: CliCommand = {
         // A world that cannot run says why once and stops (exit 3), instead of an ERROR in every cell.
         if (plan.world !== 'sim') {
           try {
-            await loadFactory({ world: plan.world });
+            await loadFactory(worldChoice(plan.world));
           } catch (e) {
             throw new HarnessError((e as Error).message, { cause: e });
           }
@@ -334,7 +335,7 @@ export const checkCommand: CliCommand = {
         const seed = plan.seed ?? Math.floor(Math.random() * 0x7fffffff);
         const progress = progressPrinter();
         const report = await runCheck({
-          world: { world: plan.world, ...(plan.mutant !== undefined ? { mutant: plan.mutant } : {}) },
+          world: worldChoice(plan.world, plan.mutant !== undefined ? { mutant: plan.mutant } : {}),
           settings: { nodes: DEFAULT_NODES, ipv6: plan.ipv6, dnsCapture: false, maxCommands: plan.maxCommands },
           runs: plan.runs,
           seed,

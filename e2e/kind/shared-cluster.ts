@@ -136,3 +136,8 @@ export class SharedKindCluster implements WorldFactory {
     }
   }
 }
+
+/** A fresh shared-cluster factory, as check loads it by module (e2e/world-modules.ts). */
+export function createSharedKindCluster(): SharedKindCluster {
+  return new SharedKindCluster();
+}

@@ -618,3 +618,8 @@ export const netnsWorldFactory: WorldFactory = {
     return new NetnsWorld(lab, options);
   },
 };
+
+/** The netns world's factory, as check loads it by module (e2e/world-modules.ts). */
+export function createNetnsWorldFactory(): WorldFactory {
+  return netnsWorldFactory;
+}

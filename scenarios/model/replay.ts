@@ -7,7 +7,7 @@ import { defaultCatalog } from './catalog.js';
 import type { CounterexampleFile } from './counterexample.js';
 import { toFile } from './counterexample.js';
 import { runCell } from './run-cell.js';
-import { loadFactory, type CheckWorldName } from './worlds.js';
+import { loadFactory, type CheckWorldName, type WorldModule } from './worlds.js';
 
 export interface ReplayOutcome {
   /** The same property broke with the same message. */
@@ -21,7 +21,13 @@ export interface ReplayOutcome {
   readonly error?: string;
 }
 
-export async function replayCounterexample(f: CounterexampleFile, opts: { world?: CheckWorldName; mutant?: string } = {}): Promise<ReplayOutcome> {
+/**
+ * `modules` names the real worlds' factory modules (the caller's, e2e/world-modules.ts); a
+ * replay on the sim needs none.
+ */
+export async function replayCounterexample(f: CounterexampleFile, opts: {
+  world?: CheckWorldName; mutant?: string; modules?: Readonly<Partial<Record<CheckWorldName, WorldModule>>>;
+} = {}): Promise<ReplayOutcome> {
   const catalog = defaultCatalog();
   const property = catalog.properties.find((p) => p.name === f.property);
   const threat = catalog.threats.find((t) => t.id === f.threat);
@@ -29,7 +35,8 @@ export async function replayCounterexample(f: CounterexampleFile, opts: { world?
   if (!threat) throw new Error(`counterexample names unknown threat ${JSON.stringify(f.threat)}; known: ${catalog.threats.map((t) => t.id).join(', ')}`);
   const world = opts.world ?? (f.world === 'netns' ? 'netns' : 'sim');
   const mutant = opts.mutant ?? f.mutant;
-  const choice = { world, ...(mutant !== undefined ? { mutant } : {}) };
+  const module = opts.modules?.[world];
+  const choice = { world, ...(mutant !== undefined ? { mutant } : {}), ...(module !== undefined ? { module } : {}) };
   const factory = await loadFactory({ ...choice, trace: true });
   const r = await runCell({ property, threat, profile: f.profile }, {
     factory, runs: 1, seed: f.seed, path: f.path, ...(f.replayPath !== undefined ? { replayPath: f.replayPath } : {}), ...f.settings,

@@ -8,23 +8,37 @@ import type { AppCapability, Profile, WorldFactory, WorldOptions } from '../worl
 export type CheckWorldName = 'sim' | 'netns' | 'kind';
 export const CHECK_WORLDS: readonly CheckWorldName[] = ['sim', 'netns', 'kind'];
 
+/**
+ * Where a real-kernel or cluster world's factory comes from: a module, named by URL so a worker
+ * thread can load it too, and a zero-argument function it exports that returns the factory.
+ * The caller at the top (the CLI, a test, a bench) names it (e2e/world-modules.ts); scenarios
+ * know the worlds only by name and never import a world implementation.
+ */
+export interface WorldModule {
+  readonly url: string;
+  readonly export: string;
+}
+
 export interface WorldChoice {
   readonly world: CheckWorldName;
   /** Packet traces on connect results (the sim records them only when asked; slower). */
   readonly trace?: boolean;
   /** Name of a plan mutant (scenarios/mutation) every agent applies: a positive control. */
   readonly mutant?: string;
+  /** The factory's module, for every world but the in-process sim. */
+  readonly module?: WorldModule;
 }
 
 /** A factory a check run must dispose of at its end (the kind world's shared cluster). */
 interface Disposable {
   dispose(): Promise<void>;
 }
-let kindShared: (WorldFactory & Disposable) | undefined;
+type LoadedFactory = WorldFactory & Partial<Disposable>;
+let kindShared: LoadedFactory | undefined;
 
 /**
- * The kind world for a check run: one shared cluster (e2e/kind/shared-cluster.ts), brought up
- * by the first world and deleted by disposeWorlds(). Tests may install their own (fakes on PATH).
+ * Install the kind world's factory for this thread (one shared cluster, deleted by
+ * disposeWorlds()); tests install their own (fakes on PATH).
  */
 export function setKindFactory(f: (WorldFactory & Disposable) | undefined): void {
   kindShared = f;
@@ -34,7 +48,7 @@ export function setKindFactory(f: (WorldFactory & Disposable) | undefined): void
 export async function disposeWorlds(): Promise<void> {
   const f = kindShared;
   kindShared = undefined;
-  await f?.dispose();
+  await f?.dispose?.();
 }
 
 /** Worlds whose cells must run in this thread, one at a time (they share one cluster). */
@@ -42,32 +56,34 @@ export function runsInProcess(world: CheckWorldName): boolean {
   return world === 'kind';
 }
 
+/** Load the factory a WorldModule names; every failure says which module and what to do. */
+async function importFactory(world: CheckWorldName, m: WorldModule | undefined): Promise<LoadedFactory> {
+  if (m === undefined) throw new Error(`the ${world} world was chosen but no module for its factory was given (WorldChoice.module); the caller names it (e2e/world-modules.ts)`);
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(m.url)) as Record<string, unknown>;
+  } catch (e) {
+    throw new Error(`the ${world} world is not available in this build (${m.url} failed to load: ${e instanceof Error ? e.message : String(e)}); run \`npm run build\` or use --world sim`, { cause: e });
+  }
+  const make = mod[m.export];
+  if (typeof make !== 'function') throw new Error(`${m.url} exports no function ${m.export}; the ${world} world is not ready — use --world sim`);
+  const f = (make as () => LoadedFactory)();
+  if (f.kind !== world) throw new Error(`${m.url} ${m.export}() made a ${f.kind} world factory where ${world} was asked`);
+  return f;
+}
+
 export async function loadFactory(c: WorldChoice): Promise<WorldFactory> {
+  if (c.world !== 'sim' && c.mutant !== undefined) {
+    throw new Error(`--mutant runs on the sim world only (the ${c.world} world has no plan hook); drop --world ${c.world}`);
+  }
   if (c.world === 'kind') {
-    if (c.mutant !== undefined) throw new Error('--mutant runs on the sim world only (the kind world has no plan hook); drop --world kind');
-    if (!kindShared) {
-      let mod: typeof import('../../e2e/kind/shared-cluster.js');
-      try {
-        mod = await import('../../e2e/kind/shared-cluster.js');
-      } catch (e) {
-        throw new Error(`the kind world is not available in this build (e2e/kind/shared-cluster.js failed to load: ${e instanceof Error ? e.message : String(e)}); run \`npm run build\` or use --world sim`, { cause: e });
-      }
-      kindShared = new mod.SharedKindCluster();
-    }
+    kindShared ??= await importFactory('kind', c.module);
     const a = kindShared.available();
     if (!a.ok) throw new Error(`the kind world cannot run here: ${a.reason}`);
     return kindShared;
   }
   if (c.world === 'netns') {
-    if (c.mutant !== undefined) throw new Error('--mutant runs on the sim world only (the netns world has no plan hook); drop --world netns');
-    let mod: { netnsWorldFactory?: WorldFactory };
-    try {
-      mod = await import('../../e2e/netns/world.js') as { netnsWorldFactory?: WorldFactory };
-    } catch (e) {
-      throw new Error(`the netns world is not available in this build (e2e/netns/world.js failed to load: ${e instanceof Error ? e.message : String(e)}); run \`npm run build\` or use --world sim`, { cause: e });
-    }
-    const f = mod.netnsWorldFactory;
-    if (!f) throw new Error('e2e/netns/world.js exports no netnsWorldFactory; the netns world is not ready — use --world sim');
+    const f = await importFactory('netns', c.module);
     const a = f.available();
     if (!a.ok) throw new Error(`the netns world cannot run here: ${a.reason}`);
     return f;

@@ -8,7 +8,7 @@ import { test, expect } from '@playwright/test';
 import type { NetnsId } from '../../../impl/api/ids.js';
 import type { ReadResult, Sockets, TcpConnection } from '../../../impl/host/sockets.js';
 import { netnsWorld } from '../../worlds.js';
-import { withNetnsMesh } from './fixture.js';
+import { withNetnsMesh } from '../../../e2e/netns/proxy-mesh.js';
 
 const w = netnsWorld();
 test.skip(!w.available, w.reason);

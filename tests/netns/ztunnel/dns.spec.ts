@@ -20,7 +20,7 @@ import { frame, FrameReader } from '../../../impl/ztunnel/dns/tcp-framing.js';
 import { NodeProxy } from '../../../impl/ztunnel/node-proxy.js';
 import { withCluster } from '../../../e2e/netns/cluster.js';
 import { MemoryLogger } from '../../../sim/log/memory-logger.js';
-import { FakeAuthorizer, FakeWorkloads, TRUST_DOMAIN } from '../../sim/ztunnel/fixture.js';
+import { FakeAuthorizer, FakeWorkloads, TRUST_DOMAIN } from '../../../sim/proxy-mesh/proxy-mesh.js';
 import { SimHbone, SimMeshCa } from '../../../sim/hbone/sim-hbone.js';
 import { netnsWorld } from '../../worlds.js';
 

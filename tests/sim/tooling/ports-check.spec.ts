@@ -75,6 +75,14 @@ const layering: ReadonlyArray<[string, string, string, RegExp]> = [
     `export * from '../node-agent/profiles.js';\n`, /impl\/api is shared vocabulary/],
   ['sim/ imports impl/linux', 'sim/kernel/planted.ts',
     `import { parseSave } from '../../impl/linux/netns-rules.js';\nexport const p = parseSave;\n`, /sim\/ may not import impl\/linux/],
+  ['scenarios/ imports a world implementation', 'scenarios/model/planted.ts',
+    `import { netnsWorldFactory } from '../../e2e/netns/world.js';\nexport const f = netnsWorldFactory;\n`, /scenarios\/ may not import 'e2e\/netns\/world.js'/],
+  ['scenarios/ loads a world implementation by dynamic import', 'scenarios/model/planted.ts',
+    `export const load = () => import('../../e2e/kind/shared-cluster.js');\n`, /scenarios\/ may not import 'e2e\/kind\/shared-cluster.js'/],
+  ['scenarios/ imports the CLI', 'scenarios/planted.ts',
+    `export * from '../cli/commands/check.js';\n`, /scenarios\/ may not import 'cli\/commands\/check.js'/],
+  ['bench/ imports a test fixture', 'bench/planted.ts',
+    `export * from '../tests/netns/world/fixture.js';\n`, /bench\/ may not import a test fixture/],
 ];
 
 for (const [name, file, source, message] of layering) {
@@ -87,12 +95,14 @@ for (const [name, file, source, message] of layering) {
   });
 }
 
-test('what the layering allows: a port or component imports impl/api, a component itself, sim/ impl/api', () => {
+test('what the layering allows: a port or component imports impl/api, a component itself, sim/ impl/api, scenarios/ sim/, bench/ sim/ and e2e/', () => {
   withCopy({
     'impl/host/planted.ts': `import type { PeerIdentity } from '../api/identity.js';\nexport type P = PeerIdentity;\n`,
     'impl/ztunnel/planted.ts': `import type { PeerIdentity } from '../api/identity.js';\nimport type { Authorizer } from './authz/authorizer.js';\nexport type A = [Authorizer, PeerIdentity];\n`,
     'impl/linux/planted.ts': `export * from '../node-agent/node-agent.js';\n`,
     'sim/kernel/planted.ts': `export * from '../../impl/api/netns-rules-restore.js';\n`,
+    'scenarios/model/planted.ts': `export * from '../../sim/kernel/kernel.js';\n`,
+    'bench/planted.ts': `export * from '../sim/proxy-mesh/proxy-mesh.js';\nexport * from '../e2e/netns/proxy-mesh.js';\n`,
   }, (root) => {
     expect(checkPorts(root)).toEqual([]);
   });

@@ -12,7 +12,7 @@
 import { test, expect } from '@playwright/test';
 import type { Sockets } from '../../../impl/host/sockets.js';
 import { SimHbone, SimMeshCa } from '../../../sim/hbone/sim-hbone.js';
-import { buildMesh, echoServer, exchange, TRUST_DOMAIN, type Mesh } from './fixture.js';
+import { buildMesh, echoServer, exchange, TRUST_DOMAIN, type Mesh } from '../../../sim/proxy-mesh/proxy-mesh.js';
 
 const sa = (serviceAccount: string, trustDomain = TRUST_DOMAIN): { trustDomain: string; namespace: string; serviceAccount: string } => ({ trustDomain, namespace: 'default', serviceAccount });
 

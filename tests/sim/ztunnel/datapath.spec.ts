@@ -4,7 +4,7 @@
  * inbound plaintext from a non-mesh client allowed or denied, and the connection log.
  */
 import { test, expect } from '@playwright/test';
-import { buildMesh, echoServer, exchange } from './fixture.js';
+import { buildMesh, echoServer, exchange } from '../../../sim/proxy-mesh/proxy-mesh.js';
 
 test('same node: a -> b goes through a\'s 15001, HBONE to b\'s 15008, reaches b\'s app from a\'s IP with a\'s identity', async () => {
   const m = await buildMesh();

@@ -7,7 +7,7 @@ import { test, expect } from '@playwright/test';
 import { podUid } from '../../../impl/api/ids.js';
 import type { TcpConnection } from '../../../impl/host/sockets.js';
 import { settle } from '../../../sim/time/settle.js';
-import { buildMesh, echoServer, exchange, handleFor, infoOf, PODS, text, type Mesh } from './fixture.js';
+import { buildMesh, echoServer, exchange, handleFor, infoOf, PODS, text, type Mesh } from '../../../sim/proxy-mesh/proxy-mesh.js';
 
 const B = PODS.find((p) => p.name === 'b')!;
 

@@ -6,7 +6,7 @@
 import { test, expect } from '@playwright/test';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
 import { TlsHbone } from '../../../impl/linux/hbone-tls.js';
-import { buildMesh, echoServer, exchange, TRUST_DOMAIN } from './fixture.js';
+import { buildMesh, echoServer, exchange, TRUST_DOMAIN } from '../../../sim/proxy-mesh/proxy-mesh.js';
 
 test('real TLS HBONE over sim sockets: same node and across nodes, identities from certificates, policy applies', async () => {
   const ca = await MeshCa.create(TRUST_DOMAIN);

@@ -20,7 +20,7 @@ import { formatSockAddr, type SimSocket } from '../../../../sim/kernel/socket.js
 import { proxyAcceptor } from '../../../../scenarios/worlds/sim/attribution.js';
 import { outboundCarveOut } from '../../../../scenarios/properties/carve-outs.js';
 import type { ConnectionContext } from '../../../../scenarios/properties/types.js';
-import { APP, PODS, buildMesh, handleFor, infoOf, type Mesh } from '../fixture.js';
+import { APP, PODS, buildMesh, handleFor, infoOf, type Mesh } from '../../../../sim/proxy-mesh/proxy-mesh.js';
 
 const RESOLVER: SocketAddress = { family: 4, address: '10.244.1.1', port: 53 };
 const EXTERNAL_ANSWER = [203, 0, 113, 7];

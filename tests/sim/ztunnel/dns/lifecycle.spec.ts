@@ -9,7 +9,7 @@ import type { Sockets } from '../../../../impl/host/sockets.js';
 import { RR_TYPE } from '../../../../impl/ztunnel/dns/constants.js';
 import { encodeMessage } from '../../../../impl/ztunnel/dns/message.js';
 import { NodeProxy } from '../../../../impl/ztunnel/node-proxy.js';
-import { APP, PODS, buildMesh, handleFor, infoOf } from '../fixture.js';
+import { APP, PODS, buildMesh, handleFor, infoOf } from '../../../../sim/proxy-mesh/proxy-mesh.js';
 
 const UPSTREAM = [{ family: 4 as const, address: '10.244.1.1', port: 53 }];
 

@@ -2,7 +2,7 @@ import { test, expect } from '@playwright/test';
 import { JsonLinesDnsLog, DnsCounters, MemoryDnsLog } from '../../../../impl/ztunnel/dns/dns-log.js';
 import { firstOf, podIpNames, staticNames } from '../../../../impl/ztunnel/dns/name-source.js';
 import { VirtualClock } from '../../../../sim/time/virtual-clock.js';
-import { FakeWorkloads, PODS, workloadOf } from '../fixture.js';
+import { FakeWorkloads, PODS, workloadOf } from '../../../../sim/proxy-mesh/proxy-mesh.js';
 
 test('pod-IP names: dashed IPv4 and IPv6 in the right namespace under the cluster domain', () => {
   const w = new FakeWorkloads();

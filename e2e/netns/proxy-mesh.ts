@@ -7,18 +7,18 @@
  *   node-0: a 10.244.0.2 (enrolled, sa-a), b 10.244.0.3 (enrolled, sa-b), p 10.244.0.4 (not in the mesh)
  *   node-1: c 10.244.1.2 (enrolled, sa-c)
  */
-import { netnsId, podUid } from '../../../impl/api/ids.js';
-import type { Sockets } from '../../../impl/host/sockets.js';
-import { SystemClock } from '../../../impl/linux/clock.js';
-import { hboneTransport, parseHboneKind, resolveHbone } from '../../../impl/linux/hbone-choice.js';
-import { MeshCa } from '../../../impl/linux/mesh-ca.js';
-import { LinuxNetnsRules } from '../../../impl/linux/netns-rules.js';
-import { LinuxSockets } from '../../../impl/linux/sockets.js';
-import { NodeProxy } from '../../../impl/ztunnel/node-proxy.js';
-import { MemoryConnectionLog } from '../../../impl/ztunnel/proxy-deps.js';
-import { withCluster, type NetnsCluster, type PodInfo } from '../../../e2e/netns/cluster.js';
-import { MemoryLogger } from '../../../sim/log/memory-logger.js';
-import { FakeAuthorizer, FakeWorkloads, INPOD_PLAN, TRUST_DOMAIN } from '../../sim/ztunnel/fixture.js';
+import { netnsId, podUid } from '../../impl/api/ids.js';
+import type { Sockets } from '../../impl/host/sockets.js';
+import { SystemClock } from '../../impl/linux/clock.js';
+import { hboneTransport, parseHboneKind, resolveHbone } from '../../impl/linux/hbone-choice.js';
+import { MeshCa } from '../../impl/linux/mesh-ca.js';
+import { LinuxNetnsRules } from '../../impl/linux/netns-rules.js';
+import { LinuxSockets } from '../../impl/linux/sockets.js';
+import { NodeProxy } from '../../impl/ztunnel/node-proxy.js';
+import { MemoryConnectionLog } from '../../impl/ztunnel/proxy-deps.js';
+import { withCluster, type NetnsCluster, type PodInfo } from './cluster.js';
+import { MemoryLogger } from '../../sim/log/memory-logger.js';
+import { FakeAuthorizer, FakeWorkloads, INPOD_PLAN, TRUST_DOMAIN } from '../../sim/proxy-mesh/proxy-mesh.js';
 
 export interface NetnsMesh {
   readonly c: NetnsCluster;

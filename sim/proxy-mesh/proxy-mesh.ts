@@ -1,4 +1,7 @@
 /**
+ * A standalone two-node mesh for the node proxy's own tests and benches (tests/sim/ztunnel,
+ * bench/ztunnel-*): no agent, no API server; workloads and policy are fakes.
+ *
  * Two nodes in the simulated kernel, each with a bridge and pods, linked node to node; the
  * upstream in-pod plan (rendered by the rule builder, applied through the sim NetnsRules
  * adapter) in every enrolled pod; a node proxy per node over the sim Sockets adapter.
@@ -9,22 +12,22 @@
  *       b 10.244.1.6 enrolled  sa-b
  *       p 10.244.1.7 not in the mesh
  */
-import { netnsId, podUid, type PodUid } from '../../../impl/api/ids.js';
-import type { WorkloadInfo } from '../../../impl/api/zds/messages.js';
-import type { ReadResult, SocketOutcome, Sockets, TcpConnection } from '../../../impl/host/sockets.js';
-import type { ZdsNetnsHandle } from '../../../impl/host/zds-transport.js';
-import type { HboneTransport } from '../../../impl/host/hbone.js';
-import type { AuthzDecision, AuthzRequest, Authorizer } from '../../../impl/ztunnel/authz/authorizer.js';
-import { NodeProxy, type NodeProxyOptions } from '../../../impl/ztunnel/node-proxy.js';
-import { MemoryConnectionLog, type ProxyWorkload, type WorkloadLookup } from '../../../impl/ztunnel/proxy-deps.js';
-import { buildInpodPlan } from '../../../impl/node-agent/rule-builder.js';
-import { SimKernel } from '../../../sim/kernel/kernel.js';
-import { credentials } from '../../../sim/kernel/process.js';
-import { SimNetnsRules } from '../../../sim/kernel/netns-rules-adapter.js';
-import { SimSockets } from '../../../sim/kernel/sockets-adapter.js';
-import { SimHbone, SimMeshCa } from '../../../sim/hbone/sim-hbone.js';
-import { MemoryLogger } from '../../../sim/log/memory-logger.js';
-import { VirtualClock } from '../../../sim/time/virtual-clock.js';
+import { netnsId, podUid, type PodUid } from '../../impl/api/ids.js';
+import type { WorkloadInfo } from '../../impl/api/zds/messages.js';
+import type { ReadResult, SocketOutcome, Sockets, TcpConnection } from '../../impl/host/sockets.js';
+import type { ZdsNetnsHandle } from '../../impl/host/zds-transport.js';
+import type { HboneTransport } from '../../impl/host/hbone.js';
+import type { AuthzDecision, AuthzRequest, Authorizer } from '../../impl/ztunnel/authz/authorizer.js';
+import { NodeProxy, type NodeProxyOptions } from '../../impl/ztunnel/node-proxy.js';
+import { MemoryConnectionLog, type ProxyWorkload, type WorkloadLookup } from '../../impl/ztunnel/proxy-deps.js';
+import { buildInpodPlan } from '../../impl/node-agent/rule-builder.js';
+import { SimKernel } from '../kernel/kernel.js';
+import { credentials } from '../kernel/process.js';
+import { SimNetnsRules } from '../kernel/netns-rules-adapter.js';
+import { SimSockets } from '../kernel/sockets-adapter.js';
+import { SimHbone, SimMeshCa } from '../hbone/sim-hbone.js';
+import { MemoryLogger } from '../log/memory-logger.js';
+import { VirtualClock } from '../time/virtual-clock.js';
 
 export const APP = credentials(1000, 1000);
 export const PROXY_CREDS = credentials(1337, 1337, ['NET_ADMIN', 'NET_RAW']);
