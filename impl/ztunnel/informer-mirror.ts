@@ -11,7 +11,7 @@
  *   no object can exist: the cache becomes empty and synced, and the restarts go on.
  */
 import type { Clock } from '../host/clock.js';
-import type { Informer, ObjectMeta } from '../host/kube.js';
+import type { Informer, KubeApi, ObjectMeta } from '../host/kube.js';
 import type { Logger } from '../host/log.js';
 import { SyncedInformer } from './authz/synced-informer.js';
 
@@ -23,13 +23,18 @@ export interface MirrorSink<T> {
   markSynced(): void;
 }
 
-export interface InformerMirrorOptions {
+/** What a watcher built on the mirror takes, besides its cache. */
+export interface WatcherOptions {
+  readonly kube: KubeApi;
   readonly clock: Clock;
   readonly log: Logger;
-  /** What is watched, for logs: e.g. "Pods". */
-  readonly what: string;
   readonly initialBackoffMs?: number;
   readonly maxBackoffMs?: number;
+}
+
+export interface InformerMirrorOptions extends Omit<WatcherOptions, 'kube'> {
+  /** What is watched, for logs: e.g. "Pods". */
+  readonly what: string;
   readonly emptyWhenNotServed?: boolean;
 }
 

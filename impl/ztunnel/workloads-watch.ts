@@ -10,19 +10,11 @@
  * as unknown and fail closed (issue 7). Errors restart the informer with backoff on the Clock
  * (informer-mirror.ts); the index keeps its last content meanwhile.
  */
-import type { Clock } from '../host/clock.js';
-import type { KubeApi } from '../host/kube.js';
-import type { Logger } from '../host/log.js';
-import { InformerMirror } from './informer-mirror.js';
+import { InformerMirror, type WatcherOptions } from './informer-mirror.js';
 import type { Pod, WorkloadIndex } from './workloads.js';
 
-export interface WorkloadWatcherOptions {
-  readonly kube: KubeApi;
-  readonly clock: Clock;
-  readonly log: Logger;
+export interface WorkloadWatcherOptions extends WatcherOptions {
   readonly index: WorkloadIndex;
-  readonly initialBackoffMs?: number;
-  readonly maxBackoffMs?: number;
 }
 
 export class WorkloadWatcher extends InformerMirror<Pod> {
@@ -33,12 +25,6 @@ export class WorkloadWatcher extends InformerMirror<Pod> {
       remove: (p) => index.deletePod(p),
       replaceAll: (pods) => index.replaceAll(pods),
       markSynced: () => index.markSynced(),
-    }, {
-      clock: opts.clock,
-      log: opts.log,
-      what: 'Pods',
-      initialBackoffMs: opts.initialBackoffMs,
-      maxBackoffMs: opts.maxBackoffMs,
-    });
+    }, { ...opts, what: 'Pods' });
   }
 }

@@ -16,19 +16,12 @@
  *   store becomes empty and synced (default allow, as upstream with no policies), and the
  *   watcher keeps retrying to pick the CRD up when it is installed.
  */
-import type { Clock } from '../../host/clock.js';
-import type { AuthorizationPolicy, KubeApi } from '../../host/kube.js';
-import type { Logger } from '../../host/log.js';
-import { InformerMirror } from '../informer-mirror.js';
+import type { AuthorizationPolicy } from '../../host/kube.js';
+import { InformerMirror, type WatcherOptions } from '../informer-mirror.js';
 import type { PolicyStore } from './policy-store.js';
 
-export interface AuthorizationPolicyWatcherOptions {
-  readonly kube: KubeApi;
-  readonly clock: Clock;
-  readonly log: Logger;
+export interface AuthorizationPolicyWatcherOptions extends WatcherOptions {
   readonly store: PolicyStore;
-  readonly initialBackoffMs?: number;
-  readonly maxBackoffMs?: number;
 }
 
 export class AuthorizationPolicyWatcher extends InformerMirror<AuthorizationPolicy> {
@@ -39,13 +32,6 @@ export class AuthorizationPolicyWatcher extends InformerMirror<AuthorizationPoli
       remove: (o) => store.remove(o.metadata?.namespace ?? '', o.metadata?.name ?? ''),
       replaceAll: (objs) => store.replaceAll(objs),
       markSynced: () => store.markSynced(),
-    }, {
-      clock: opts.clock,
-      log: opts.log,
-      what: 'AuthorizationPolicies',
-      initialBackoffMs: opts.initialBackoffMs,
-      maxBackoffMs: opts.maxBackoffMs,
-      emptyWhenNotServed: true,
-    });
+    }, { ...opts, what: 'AuthorizationPolicies', emptyWhenNotServed: true });
   }
 }
