@@ -34,6 +34,7 @@ import {
   type MergePatch,
   type Selection,
 } from '../host/kube.js';
+import { eventObject } from '../host/kube-event.js';
 
 // The typed clients are generic over their model classes; this adapter passes wire-form JSON
 // through them (the server is the validator), so bodies and answers are handled as `Json`.
@@ -235,20 +236,8 @@ export class ClientNodeKubeApi implements KubeApi {
 
   async createEvent(e: EventInput): Promise<void> {
     const ns = e.involvedObject.namespace ?? 'default';
-    const time = new Date().toISOString();
-    const body: Json = {
-      apiVersion: 'v1',
-      kind: 'Event',
-      metadata: { generateName: `${e.involvedObject.name}.`, namespace: ns },
-      involvedObject: { apiVersion: apiVersionOf(KIND_INFO[e.involvedObject.kind]), ...e.involvedObject },
-      type: e.type,
-      reason: e.reason,
-      message: e.message,
-      source: { component: e.component },
-      firstTimestamp: time,
-      lastTimestamp: time,
-      count: 1,
-    };
+    // Spread: Json's index signature does not accept the closed Event interface as it is.
+    const body: Json = { ...eventObject(e, ns, new Date().toISOString()) };
     await this.call(() => this.ops.Event.create(body, ns));
   }
 }

@@ -15,6 +15,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { netnsId, type NetnsId } from '../api/ids.js';
 import { ZDS_MAX_FRAME_BYTES } from '../api/zds/messages.js';
+import { ReceiveQueue } from '../api/zds/receive-queue.js';
 import type {
   ZdsAddress, ZdsConnection, ZdsListener, ZdsNetnsHandle, ZdsPeerCredentials, ZdsReceived, ZdsTransport,
 } from '../host/zds-transport.js';
@@ -48,9 +49,7 @@ let connSeq = 0;
 class LinuxZdsConnection implements ZdsConnection {
   readonly id: string;
   private readonly watcher: FdWatcher;
-  private readonly inbox: ZdsReceived[] = [];
-  private waiter: ((r: ZdsReceived) => void) | undefined;
-  private ended: ZdsReceived | undefined;
+  private readonly inbox = new ReceiveQueue<ZdsReceived, ZdsReceived>();
   private isClosed = false;
   private sendChain: Promise<void> = Promise.resolve();
   private writable: (() => void) | undefined;
@@ -68,16 +67,13 @@ class LinuxZdsConnection implements ZdsConnection {
   }
 
   receive(): Promise<ZdsReceived> {
-    const next = this.inbox.shift();
-    if (next) return Promise.resolve(next);
-    if (this.ended) return Promise.resolve(this.ended);
-    if (this.waiter) return Promise.reject(new Error(`ZDS ${this.id}: receive() called while another receive() is pending`));
-    return new Promise((resolve) => { this.waiter = resolve; });
+    if (this.inbox.waiting) return Promise.reject(new Error(`ZDS ${this.id}: receive() called while another receive() is pending`));
+    return this.inbox.next();
   }
 
   close(): void {
     // Nobody will read what is queued: release the netns fds it carries.
-    for (const r of this.inbox.splice(0)) if (r.kind === 'frame') r.frame.netns?.close();
+    for (const r of this.inbox.takeAll()) if (r.kind === 'frame') r.frame.netns?.close();
     this.end('closed locally');
   }
 
@@ -138,7 +134,7 @@ class LinuxZdsConnection implements ZdsConnection {
         this.end('peer closed the connection');
         return;
       }
-      this.push(this.frameOf(r.data, r.fds, r.truncated, r.ctruncated, r.otherControl));
+      this.inbox.push(this.frameOf(r.data, r.fds, r.truncated, r.ctruncated, r.otherControl));
     }
   }
 
@@ -164,36 +160,22 @@ class LinuxZdsConnection implements ZdsConnection {
     return { kind: 'frame', frame: { bytes, netns: new LinuxNetnsHandle(fd, `${info.dev}:${info.ino}`) } };
   }
 
-  private push(r: ZdsReceived): void {
-    const w = this.waiter;
-    if (w) {
-      this.waiter = undefined;
-      w(r);
-    } else {
-      this.inbox.push(r);
-    }
-  }
-
   private end(reason: string): void {
     if (this.isClosed) return;
     this.isClosed = true;
     this.watcher.close();
     zdsNative(this.id, (a) => a.close(this.fd));
-    this.ended = { kind: 'closed', reason };
     const w = this.writable;
     this.writable = undefined;
     w?.();
     // Frames already received stay readable (receive() returns them first, then the end).
-    const r = this.waiter;
-    this.waiter = undefined;
-    r?.(this.ended);
+    this.inbox.end({ kind: 'closed', reason });
   }
 }
 
 class LinuxZdsListener implements ZdsListener {
   private readonly watcher: FdWatcher;
-  private readonly backlog: ZdsConnection[] = [];
-  private waiter: ((c: ZdsConnection | undefined) => void) | undefined;
+  private readonly backlog = new ReceiveQueue<ZdsConnection, undefined>();
   private isClosed = false;
 
   constructor(private readonly fd: number, readonly address: ZdsAddress) {
@@ -202,10 +184,7 @@ class LinuxZdsListener implements ZdsListener {
   }
 
   accept(): Promise<ZdsConnection | undefined> {
-    const next = this.backlog.shift();
-    if (next) return Promise.resolve(next);
-    if (this.isClosed) return Promise.resolve(undefined);
-    return new Promise((resolve) => { this.waiter = resolve; });
+    return this.backlog.next();
   }
 
   close(): Promise<void> {
@@ -218,10 +197,8 @@ class LinuxZdsListener implements ZdsListener {
       } catch {
         // already gone
       }
-      for (const c of this.backlog.splice(0)) c.close();
-      const w = this.waiter;
-      this.waiter = undefined;
-      w?.(undefined);
+      for (const c of this.backlog.takeAll()) c.close();
+      this.backlog.end(undefined);
     }
     return Promise.resolve();
   }
@@ -243,14 +220,7 @@ class LinuxZdsListener implements ZdsListener {
         zdsNative(this.address, (a) => a.close(cfd));
         continue;
       }
-      const conn = new LinuxZdsConnection(cfd, this.address, peer);
-      const w = this.waiter;
-      if (w) {
-        this.waiter = undefined;
-        w(conn);
-      } else {
-        this.backlog.push(conn);
-      }
+      this.backlog.push(new LinuxZdsConnection(cfd, this.address, peer));
     }
   }
 }

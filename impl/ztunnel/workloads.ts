@@ -28,6 +28,7 @@ import type { KubeObjectOf } from '../host/kube.js';
 import type { PeerIdentity } from '../api/identity.js';
 import { spiffeId } from '../api/identity.js';
 import { formatIp, parseIp } from './authz/ip.js';
+import { SyncedStore } from './synced-store.js';
 
 export type Pod = KubeObjectOf<'Pod'>;
 
@@ -83,33 +84,18 @@ export function workloadOf(pod: Pod, trustDomain: string): Workload | undefined 
   };
 }
 
-export class WorkloadIndex {
+export class WorkloadIndex extends SyncedStore {
   readonly trustDomain: string;
   private readonly byUidMap = new Map<string, Workload>();
   /** ip → claimant uids, oldest first. */
   private readonly byIpMap = new Map<string, string[]>();
-  private readonly listeners = new Set<() => void>();
-  private gen = 0;
-  private isSynced = false;
 
   constructor(opts: WorkloadIndexOptions) {
+    super();
     if (!/^[A-Za-z0-9][A-Za-z0-9.-]*$/.test(opts.trustDomain)) {
       throw new Error(`invalid trust domain ${JSON.stringify(opts.trustDomain)}: expected a DNS-like name such as "cluster.local"`);
     }
     this.trustDomain = opts.trustDomain;
-  }
-
-  get synced(): boolean {
-    return this.isSynced;
-  }
-
-  get generation(): number {
-    return this.gen;
-  }
-
-  onChange(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
   }
 
   byUid(uid: PodUid | string): Workload | undefined {
@@ -139,12 +125,6 @@ export class WorkloadIndex {
   replaceAll(pods: readonly Pod[]): void {
     for (const uid of [...this.byUidMap.keys()]) this.drop(uid);
     for (const p of pods) this.put(p);
-    this.changed();
-  }
-
-  markSynced(): void {
-    if (this.isSynced) return;
-    this.isSynced = true;
     this.changed();
   }
 
@@ -187,11 +167,5 @@ export class WorkloadIndex {
     this.unindexIps(old);
     this.byUidMap.delete(uid);
     return true;
-  }
-
-  private changed(): void {
-    this.gen++;
-    if (!this.isSynced) return;
-    for (const l of [...this.listeners]) l();
   }
 }

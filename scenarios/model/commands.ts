@@ -7,14 +7,14 @@
  * toString() reports what the command resolved to in its last run (fast-check allows that), so
  * a counterexample reads "CreatePod(ambient-a/p0 on node-1 uid=0 caps=NET_ADMIN)" and not indexes.
  */
-import type fc from 'fast-check';
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import type { AgentAddFault, AppCapability, Component, ConnectOptions, Destination, PolicyObject, Source } from '../world.js';
 import { podKey } from '../world.js';
 import { changePolicies, componentKey, isUp, markRelabelled, markSettled, pickNamespace, pickPod, podList, podsInNamespace, selectedAtCreation, type ClusterModel, type ModelPod } from './model.js';
 import { checkAttempt, checkState, record, type RunContext } from './run-context.js';
+import { ChangeCommand, type ModelCommand } from './change-command.js';
 
-export type ModelCommand = fc.AsyncCommand<ClusterModel, RunContext, false>;
+export type { ModelCommand } from './change-command.js';
 
 /** Values of the dataplane-mode label a history may write (null removes it; 'Ambient' is hostile casing). */
 export type ModeChoice = 'ambient' | 'none' | 'Ambient' | null;
@@ -36,42 +36,37 @@ function nodeAt(model: ClusterModel, index: number): string {
   return n;
 }
 
-export class CreateNamespace implements ModelCommand {
-  constructor(readonly name: string, readonly mode: ModeChoice) {}
+export class CreateNamespace extends ChangeCommand {
+  constructor(readonly name: string, readonly mode: ModeChoice) {
+    super('CreateNamespace', `${name}${mode === null ? '' : ` mode=${mode}`}`);
+  }
   check(m: Readonly<ClusterModel>): boolean {
     return !m.namespaces.has(this.name);
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string> {
     const labels: Record<string, string> = this.mode === null ? {} : { [DATAPLANE_MODE]: this.mode };
     await r.world.createNamespace(this.name, labels);
     m.namespaces.set(this.name, labels);
-    record(r, this.toString(), 'created');
-  }
-  toString(): string {
-    return `CreateNamespace(${this.name}${this.mode === null ? '' : ` mode=${this.mode}`})`;
+    return 'created';
   }
 }
 
-export class LabelNamespace implements ModelCommand {
-  private resolved = '?';
-  constructor(readonly nsIndex: number, readonly mode: ModeChoice) {}
+export class LabelNamespace extends ChangeCommand {
+  constructor(readonly nsIndex: number, readonly mode: ModeChoice) {
+    super('LabelNamespace', `? mode=${String(mode)}`);
+  }
   check(m: Readonly<ClusterModel>): boolean {
     return m.namespaces.size > 0;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string | undefined> {
     const ns = pickNamespace(m, this.nsIndex);
-    if (ns === undefined) return;
-    this.resolved = ns;
+    if (ns === undefined) return undefined;
+    this.resolved = `${ns} mode=${String(this.mode)}`;
     const patch = modeLabels(this.mode);
     await r.world.labelNamespace(ns, patch);
     applyLabels(m.namespaces.get(ns) ?? {}, patch);
     markRelabelled(m, podsInNamespace(m, ns));
-    record(r, this.toString(), 'labelled');
-  }
-  toString(): string {
-    return `LabelNamespace(${this.resolved} mode=${String(this.mode)})`;
+    return 'labelled';
   }
 }
 
@@ -103,16 +98,16 @@ export const APP_PORTS = [8080, 9090] as const;
 /** The UDP port every app listens on (non-TCP bypass classes need a listener). */
 export const APP_UDP_PORT = 5353;
 
-export class CreatePod implements ModelCommand {
-  private resolved = '?';
-  constructor(readonly shape: PodShape) {}
+export class CreatePod extends ChangeCommand {
+  constructor(readonly shape: PodShape) {
+    super('CreatePod');
+  }
   check(m: Readonly<ClusterModel>): boolean {
     return m.namespaces.size > 0;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string | undefined> {
     const ns = pickNamespace(m, this.shape.nsIndex);
-    if (ns === undefined) return;
+    if (ns === undefined) return undefined;
     const name = `p${m.nextPod++}`;
     const uid = m.threat.uids[this.shape.uidIndex % m.threat.uids.length] ?? 1000;
     const caps = this.shape.caps.filter((c) => m.threat.caps.includes(c));
@@ -133,52 +128,43 @@ export class CreatePod implements ModelCommand {
     m.pods.set(podKey({ namespace: ns, name }), {
       ref: { namespace: ns, name }, uid: obs.uid, node: obs.node, labels: { ...labels }, annotations, app, hostNetwork, ips: obs.ips, started: obs.started,
     });
-    record(r, this.toString(), `phase=${obs.phase} started=${obs.started} ips=${obs.ips.join(',')} redirected=${obs.redirected}`);
-  }
-  toString(): string {
-    return `CreatePod(${this.resolved})`;
+    return `phase=${obs.phase} started=${obs.started} ips=${obs.ips.join(',')} redirected=${obs.redirected}`;
   }
 }
 
-export class LabelPod implements ModelCommand {
-  private resolved = '?';
-  constructor(readonly podIndex: number, readonly mode: ModeChoice) {}
+export class LabelPod extends ChangeCommand {
+  constructor(readonly podIndex: number, readonly mode: ModeChoice) {
+    super('LabelPod', `? mode=${String(mode)}`);
+  }
   check(m: Readonly<ClusterModel>): boolean {
     return m.pods.size > 0;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string | undefined> {
     const p = pickPod(m, this.podIndex);
-    if (!p) return;
-    this.resolved = podKey(p.ref);
+    if (!p) return undefined;
+    this.resolved = `${podKey(p.ref)} mode=${String(this.mode)}`;
     const patch = modeLabels(this.mode);
     await r.world.labelPod(p.ref, patch);
     applyLabels(p.labels, patch);
     markRelabelled(m, [podKey(p.ref)]);
-    record(r, this.toString(), 'labelled');
-  }
-  toString(): string {
-    return `LabelPod(${this.resolved} mode=${String(this.mode)})`;
+    return 'labelled';
   }
 }
 
-export class DeletePod implements ModelCommand {
-  private resolved = '?';
-  constructor(readonly podIndex: number) {}
+export class DeletePod extends ChangeCommand {
+  constructor(readonly podIndex: number) {
+    super('DeletePod');
+  }
   check(m: Readonly<ClusterModel>): boolean {
     return m.pods.size > 0;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string | undefined> {
     const p = pickPod(m, this.podIndex);
-    if (!p) return;
+    if (!p) return undefined;
     this.resolved = podKey(p.ref);
     await r.world.deletePod(p.ref);
     m.pods.delete(podKey(p.ref));
-    record(r, this.toString(), 'deleted');
-  }
-  toString(): string {
-    return `DeletePod(${this.resolved})`;
+    return 'deleted';
   }
 }
 
@@ -220,104 +206,91 @@ export function policyObject(m: Readonly<ClusterModel>, ns: string, shape: Polic
   };
 }
 
-export class ApplyPolicy implements ModelCommand {
-  private resolved = '?';
-  constructor(readonly shape: PolicyShape) {}
+export class ApplyPolicy extends ChangeCommand {
+  constructor(readonly shape: PolicyShape) {
+    super('ApplyPolicy');
+  }
   check(m: Readonly<ClusterModel>): boolean {
     return m.namespaces.size > 0;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string | undefined> {
     const ns = pickNamespace(m, this.shape.nsIndex);
-    if (ns === undefined) return;
+    if (ns === undefined) return undefined;
     const obj = policyObject(m, ns, this.shape);
     this.resolved = `${ns}/${this.shape.name} ${this.shape.action}${this.shape.selector ? ` selector=${JSON.stringify(this.shape.selector)}` : ''} ${JSON.stringify((obj['spec'] as { rules: unknown }).rules)}`;
     await r.world.applyPolicy(obj);
     changePolicies(m, () => m.policies.set(`${ns}/${this.shape.name}`, obj));
-    record(r, this.toString(), 'applied');
-  }
-  toString(): string {
-    return `ApplyPolicy(${this.resolved})`;
+    return 'applied';
   }
 }
 
-export class DeletePolicy implements ModelCommand {
-  private resolved = '?';
-  constructor(readonly index: number) {}
+export class DeletePolicy extends ChangeCommand {
+  constructor(readonly index: number) {
+    super('DeletePolicy');
+  }
   check(m: Readonly<ClusterModel>): boolean {
     return m.policies.size > 0;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string | undefined> {
     const keys = [...m.policies.keys()].sort();
     const key = keys[this.index % keys.length];
-    if (key === undefined) return;
+    if (key === undefined) return undefined;
     this.resolved = key;
     const [ns, name] = key.split('/') as [string, string];
     await r.world.deletePolicy(ns, name);
     changePolicies(m, () => m.policies.delete(key));
-    record(r, this.toString(), 'deleted');
-  }
-  toString(): string {
-    return `DeletePolicy(${this.resolved})`;
+    return 'deleted';
   }
 }
 
 export type ComponentOp = 'stop' | 'start' | 'restart';
 
-export class ComponentCommand implements ModelCommand {
-  private resolved = '?';
-  constructor(readonly op: ComponentOp, readonly component: Component, readonly nodeIndex: number) {}
+export class ComponentCommand extends ChangeCommand {
+  constructor(readonly op: ComponentOp, readonly component: Component, readonly nodeIndex: number) {
+    super(`${op[0]?.toUpperCase()}${op.slice(1)}`, `${component} on ?`);
+  }
   check(m: Readonly<ClusterModel>): boolean {
     const down = m.down.has(componentKey(this.component, nodeAt(m as ClusterModel, this.nodeIndex)));
     return this.op === 'start' ? down : this.op === 'stop' ? !down : true;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string> {
     const node = nodeAt(m, this.nodeIndex);
-    this.resolved = node;
+    this.resolved = `${this.component} on ${node}`;
     await r.world[this.op](this.component, node);
     if (this.op === 'stop') m.down.add(componentKey(this.component, node));
     else m.down.delete(componentKey(this.component, node));
-    record(r, this.toString(), 'done');
-  }
-  toString(): string {
-    return `${this.op[0]?.toUpperCase()}${this.op.slice(1)}(${this.component} on ${this.resolved})`;
+    return 'done';
   }
 }
 
-export class RebootNode implements ModelCommand {
-  private resolved = '?';
-  constructor(readonly nodeIndex: number) {}
+export class RebootNode extends ChangeCommand {
+  constructor(readonly nodeIndex: number) {
+    super('RebootNode');
+  }
   check(): boolean {
     return true;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(m: ClusterModel, r: RunContext): Promise<string> {
     const node = nodeAt(m, this.nodeIndex);
     this.resolved = node;
     await r.world.rebootNode(node);
     // A reboot brings the node's components back up (they are DaemonSets).
     m.down.delete(componentKey('agent', node));
     m.down.delete(componentKey('proxy', node));
-    record(r, this.toString(), 'rebooted');
-  }
-  toString(): string {
-    return `RebootNode(${this.resolved})`;
+    return 'rebooted';
   }
 }
 
-export class DropWatches implements ModelCommand {
+export class DropWatches extends ChangeCommand {
+  constructor() {
+    super('DropWatches', '');
+  }
   check(): boolean {
     return true;
   }
-  async run(m: ClusterModel, r: RunContext): Promise<void> {
-    m.quiescent = false;
+  protected async change(_m: ClusterModel, r: RunContext): Promise<string> {
     await r.world.dropWatches();
-    record(r, this.toString(), 'dropped');
-  }
-  toString(): string {
-    return 'DropWatches()';
+    return 'dropped';
   }
 }
 

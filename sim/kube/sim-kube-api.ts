@@ -4,7 +4,7 @@
  * KubeApiError on failure.
  */
 import type { Clock } from '../../impl/host/clock.js';
-import { KIND_INFO, apiVersionOf } from '../../impl/host/kube.js';
+import { eventObject } from '../../impl/host/kube-event.js';
 import type {
   EventInput,
   Informer,
@@ -66,21 +66,4 @@ export class SimKubeApi implements KubeApi {
     const ns = e.involvedObject.namespace ?? 'default';
     this.store.create('Event', eventObject(e, ns, this.store.nowTimestamp()));
   }
-}
-
-/** The core/v1 Event both adapters write for an EventInput. */
-export function eventObject(e: EventInput, namespace: string, time: string): KubeObjectOf<'Event'> {
-  return {
-    apiVersion: 'v1',
-    kind: 'Event',
-    metadata: { generateName: `${e.involvedObject.name}.`, namespace },
-    involvedObject: { apiVersion: apiVersionOf(KIND_INFO[e.involvedObject.kind]), ...e.involvedObject },
-    type: e.type,
-    reason: e.reason,
-    message: e.message,
-    source: { component: e.component },
-    firstTimestamp: time,
-    lastTimestamp: time,
-    count: 1,
-  };
 }

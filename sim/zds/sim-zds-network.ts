@@ -14,6 +14,7 @@ import type { Clock } from '../../impl/host/clock.js';
 import type {
   ZdsAddress, ZdsConnection, ZdsListener, ZdsNetnsHandle, ZdsPeerCredentials, ZdsReceived, ZdsTransport,
 } from '../../impl/host/zds-transport.js';
+import { ReceiveQueue } from '../../impl/api/zds/receive-queue.js';
 
 /** Which way a frame travels: from the client (proxy) or from the server (agent). */
 export type ZdsDirection = 'client-to-server' | 'server-to-client';
@@ -36,9 +37,7 @@ class SimNetnsHandle implements ZdsNetnsHandle {
 
 class SimEnd implements ZdsConnection {
   peerEnd: SimEnd | undefined;
-  private readonly inbox: ZdsReceived[] = [];
-  private waiter: ((r: ZdsReceived) => void) | undefined;
-  private closedReason: string | undefined;
+  private readonly inbox = new ReceiveQueue<ZdsReceived, ZdsReceived>();
   private isClosed = false;
 
   constructor(
@@ -68,11 +67,8 @@ class SimEnd implements ZdsConnection {
   }
 
   receive(): Promise<ZdsReceived> {
-    const next = this.inbox.shift();
-    if (next) return Promise.resolve(next);
-    if (this.isClosed) return Promise.resolve(this.closedResult());
-    if (this.waiter) return Promise.reject(new Error(`ZDS ${this.id}: receive() called while another receive() is pending`));
-    return new Promise((resolve) => { this.waiter = resolve; });
+    if (this.inbox.waiting) return Promise.reject(new Error(`ZDS ${this.id}: receive() called while another receive() is pending`));
+    return this.inbox.next();
   }
 
   close(): void {
@@ -88,34 +84,19 @@ class SimEnd implements ZdsConnection {
       if (r.kind === 'frame') r.frame.netns?.close(); // the kernel would close an undelivered fd
       return;
     }
-    const w = this.waiter;
-    if (w) {
-      this.waiter = undefined;
-      w(r);
-    } else {
-      this.inbox.push(r);
-    }
+    this.inbox.push(r);
   }
 
   shut(reason: string): void {
     if (this.isClosed) return;
     this.isClosed = true;
-    this.closedReason = reason;
-    for (const r of this.inbox) if (r.kind === 'frame') r.frame.netns?.close();
-    this.inbox.length = 0;
-    const w = this.waiter;
-    this.waiter = undefined;
-    w?.(this.closedResult());
-  }
-
-  private closedResult(): ZdsReceived {
-    return this.closedReason === undefined ? { kind: 'closed' } : { kind: 'closed', reason: this.closedReason };
+    for (const r of this.inbox.takeAll()) if (r.kind === 'frame') r.frame.netns?.close();
+    this.inbox.end({ kind: 'closed', reason });
   }
 }
 
 class SimListener implements ZdsListener {
-  private readonly backlog: SimEnd[] = [];
-  private waiter: ((c: SimEnd | undefined) => void) | undefined;
+  private readonly backlog = new ReceiveQueue<SimEnd, undefined>();
   private isClosed = false;
 
   constructor(private readonly net: SimZdsNetwork, readonly address: ZdsAddress) {}
@@ -125,31 +106,19 @@ class SimListener implements ZdsListener {
   }
 
   enqueue(end: SimEnd): void {
-    const w = this.waiter;
-    if (w) {
-      this.waiter = undefined;
-      w(end);
-    } else {
-      this.backlog.push(end);
-    }
+    this.backlog.push(end);
   }
 
   accept(): Promise<ZdsConnection | undefined> {
-    const next = this.backlog.shift();
-    if (next) return Promise.resolve(next);
-    if (this.isClosed) return Promise.resolve(undefined);
-    return new Promise((resolve) => { this.waiter = resolve; });
+    return this.backlog.next();
   }
 
   close(): Promise<void> {
     if (!this.isClosed) {
       this.isClosed = true;
       this.net.unlisten(this);
-      for (const c of this.backlog) c.close();
-      this.backlog.length = 0;
-      const w = this.waiter;
-      this.waiter = undefined;
-      w?.(undefined);
+      for (const c of this.backlog.takeAll()) c.close();
+      this.backlog.end(undefined);
     }
     return Promise.resolve();
   }

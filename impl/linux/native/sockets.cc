@@ -17,6 +17,7 @@
 
 #include <napi.h>
 
+#include "fd-arg.h"
 #include "syscall-error.h"
 
 #include <arpa/inet.h>
@@ -47,23 +48,10 @@
 
 namespace {
 
+using ambient_native::ArgFd;
 using ambient_native::ErrnoName;
 using ambient_native::Fail;
 using ambient_native::Invalid;
-
-bool ArgFd(const Napi::CallbackInfo& info, size_t i, int* fd) {
-  if (info.Length() <= i || !info[i].IsNumber()) {
-    Invalid(info.Env(), "argument " + std::to_string(i) + " must be a file descriptor (number)");
-    return false;
-  }
-  int64_t v = info[i].As<Napi::Number>().Int64Value();
-  if (v < 0 || v > 0x7fffffff) {
-    Invalid(info.Env(), "file descriptor out of range: " + std::to_string(v));
-    return false;
-  }
-  *fd = static_cast<int>(v);
-  return true;
-}
 
 bool ArgString(const Napi::CallbackInfo& info, size_t i, std::string* out) {
   if (info.Length() <= i || !info[i].IsString()) {

@@ -12,6 +12,7 @@
 
 #include <napi.h>
 
+#include "fd-arg.h"
 #include "syscall-error.h"
 #include <uv.h>
 
@@ -31,23 +32,10 @@
 
 namespace zds {
 
+using ambient_native::ArgFd;
 using ambient_native::ErrnoName;
 using ambient_native::Fail;
 using ambient_native::Invalid;
-
-bool ArgFd(const Napi::CallbackInfo& info, size_t i, int* fd) {
-  if (info.Length() <= i || !info[i].IsNumber()) {
-    Invalid(info.Env(), "argument " + std::to_string(i) + " must be a file descriptor (number)");
-    return false;
-  }
-  int64_t v = info[i].As<Napi::Number>().Int64Value();
-  if (v < 0 || v > 0x7fffffff) {
-    Invalid(info.Env(), "file descriptor out of range: " + std::to_string(v));
-    return false;
-  }
-  *fd = static_cast<int>(v);
-  return true;
-}
 
 bool UnixAddress(Napi::Env env, const Napi::Value& v, sockaddr_un* sa, socklen_t* len) {
   if (!v.IsString()) {

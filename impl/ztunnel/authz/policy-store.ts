@@ -13,44 +13,30 @@
  *   translation(key), generation, synced, onChange(listener)
  *
  * onChange listeners run after every change once synced (and once at markSynced); changes
- * before the first sync are silent because nothing is decided before it.
+ * before the first sync are silent because nothing is decided before it (SyncedStore).
  */
 import type { AuthorizationPolicy } from '../../host/kube.js';
 import type { Logger } from '../../host/log.js';
 import { policyKey, type L4Policy } from './policy.js';
 import { DEFAULT_ROOT_NAMESPACE, translatePolicy, type Translation } from './translate.js';
+import { SyncedStore } from '../synced-store.js';
 
 export interface PolicyStoreOptions {
   readonly rootNamespace?: string;
   readonly log?: Logger;
 }
 
-export class PolicyStore {
+export class PolicyStore extends SyncedStore {
   readonly rootNamespace: string;
   private readonly log: Logger | undefined;
   private readonly translations = new Map<string, Translation>();
   /** namespace → key → enforceable policy (accepted or invalid stand-in). */
   private readonly byNamespace = new Map<string, Map<string, L4Policy>>();
-  private readonly listeners = new Set<() => void>();
-  private gen = 0;
-  private isSynced = false;
 
   constructor(opts: PolicyStoreOptions = {}) {
+    super();
     this.rootNamespace = opts.rootNamespace ?? DEFAULT_ROOT_NAMESPACE;
     this.log = opts.log;
-  }
-
-  get synced(): boolean {
-    return this.isSynced;
-  }
-
-  get generation(): number {
-    return this.gen;
-  }
-
-  onChange(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
   }
 
   translation(key: string): Translation | undefined {
@@ -81,12 +67,6 @@ export class PolicyStore {
   replaceAll(objs: readonly AuthorizationPolicy[]): void {
     for (const key of [...this.translations.keys()]) this.drop(key);
     for (const o of objs) this.put(o);
-    this.changed();
-  }
-
-  markSynced(): void {
-    if (this.isSynced) return;
-    this.isSynced = true;
     this.changed();
   }
 
@@ -122,11 +102,5 @@ export class PolicyStore {
       if (m?.size === 0) this.byNamespace.delete(t.policy.namespace);
     }
     return true;
-  }
-
-  private changed(): void {
-    this.gen++;
-    if (!this.isSynced) return;
-    for (const l of [...this.listeners]) l();
   }
 }

@@ -16,70 +16,22 @@
  *   store becomes empty and synced (default allow, as upstream with no policies), and the
  *   watcher keeps retrying to pick the CRD up when it is installed.
  */
-import type { Clock } from '../../host/clock.js';
-import type { AuthorizationPolicy, KubeApi } from '../../host/kube.js';
-import type { Logger } from '../../host/log.js';
+import type { AuthorizationPolicy } from '../../host/kube.js';
+import { InformerMirror, type WatcherOptions } from '../informer-mirror.js';
 import type { PolicyStore } from './policy-store.js';
-import { SyncedInformer } from './synced-informer.js';
 
-export interface AuthorizationPolicyWatcherOptions {
-  readonly kube: KubeApi;
-  readonly clock: Clock;
-  readonly log: Logger;
+export interface AuthorizationPolicyWatcherOptions extends WatcherOptions {
   readonly store: PolicyStore;
-  readonly initialBackoffMs?: number;
-  readonly maxBackoffMs?: number;
 }
 
-export class AuthorizationPolicyWatcher {
-  private readonly runner: SyncedInformer<AuthorizationPolicy>;
-
+export class AuthorizationPolicyWatcher extends InformerMirror<AuthorizationPolicy> {
   constructor(opts: AuthorizationPolicyWatcherOptions) {
     const { store } = opts;
-    const informer = opts.kube.informer('AuthorizationPolicy');
-    let started = false;
-    /** The CRD is absent: synced, with no policies. */
-    let absent = false;
-    this.versions = (): Record<string, string> | undefined => (started
-      ? Object.fromEntries(informer.list().map((o) => [`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`, o.metadata?.resourceVersion ?? '']))
-      : absent ? {} : undefined);
-    informer.on('add', (o) => { if (started) store.upsert(o); });
-    informer.on('update', (o) => { if (started) store.upsert(o); });
-    informer.on('delete', (o) => {
-      if (started) store.remove(o.metadata?.namespace ?? '', o.metadata?.name ?? '');
-    });
-    this.runner = new SyncedInformer(informer, {
-      clock: opts.clock,
-      log: opts.log,
-      what: 'AuthorizationPolicies',
-      initialBackoffMs: opts.initialBackoffMs,
-      maxBackoffMs: opts.maxBackoffMs,
-      onStarted: () => {
-        store.replaceAll(informer.list());
-        started = true;
-        absent = false;
-        store.markSynced();
-      },
-      onNotFound: () => {
-        store.replaceAll([]);
-        started = false;
-        absent = true;
-        store.markSynced();
-      },
-    });
-  }
-
-  /**
-   * The resourceVersion of every object the cache holds, by namespace/name (undefined before the
-   * first sync): compared with the API, it tells a harness whether this proxy has seen every change.
-   */
-  readonly versions: () => Record<string, string> | undefined;
-
-  start(): void {
-    this.runner.start();
-  }
-
-  stop(): void {
-    this.runner.stop();
+    super(opts.kube.informer('AuthorizationPolicy'), {
+      upsert: (o) => store.upsert(o),
+      remove: (o) => store.remove(o.metadata?.namespace ?? '', o.metadata?.name ?? ''),
+      replaceAll: (objs) => store.replaceAll(objs),
+      markSynced: () => store.markSynced(),
+    }, { ...opts, what: 'AuthorizationPolicies', emptyWhenNotServed: true });
   }
 }

@@ -11,7 +11,7 @@
  * onStarted runs after EVERY successful (re)start, so the owner can rebuild its view from
  * informer.list() — the only way to stay right across a relist after an outage.
  * onNotFound runs when an error is a 404 (the kind is not served, e.g. a CRD is not installed).
- * Used by the policy watcher and the workload watcher (impl/ztunnel/workloads-watch.ts).
+ * Used by impl/ztunnel/informer-mirror.ts, which feeds the policy store and the workload index.
  */
 import type { Clock, TimerHandle } from '../../host/clock.js';
 import { isKubeApiError, type Informer } from '../../host/kube.js';
