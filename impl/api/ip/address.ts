@@ -131,6 +131,7 @@ function parseV6(text: string): bigint | undefined {
  * cleared when full (a cluster simulation may name many addresses).
  */
 const PARSED = new Map<string, IpAddress>();
+/** The bound of this cache and of prefix.ts's. */
 export const PARSED_MAX = 4096;
 
 /** An IPv4 or IPv6 address, or undefined when `text` is not one (no exception: API input). */
