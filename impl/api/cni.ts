@@ -8,6 +8,8 @@
  * parsed JSON and either return typed values or throw a CniError whose code is the one the spec
  * assigns to that failure (4 bad environment, 6 undecodable, 7 invalid configuration, ...).
  */
+import { isIpAddress } from './ip/address.js';
+import { isCidr } from './ip/prefix.js';
 
 /** Spec versions a configuration or result may carry. */
 export const CNI_SPEC_VERSIONS = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
@@ -187,76 +189,6 @@ export function compareVersions(a: string, b: string): number {
     if (d !== 0) return d;
   }
   return 0;
-}
-
-/** Dotted quad, each part 0-255 without leading zeros. */
-const V4 = /^(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$/;
-
-function isV4(s: string): boolean {
-  return V4.test(s);
-}
-
-function isHexDigit(c: number): boolean {
-  return (c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
-}
-
-/**
- * Groups of 1-4 hex digits separated by ':', at most one '::' standing for one or more zero
- * groups, optionally ending in a dotted quad that counts as two groups. A scan rather than
- * splits and regexes: results are validated on every CNI call, so this is on the runtime's path.
- */
-function isV6(s: string): boolean {
-  const n = s.length;
-  if (n === 0) return false;
-  let i = 0;
-  let groups = 0;
-  let elided = false;
-  if (s.charCodeAt(0) === 58 /* : */) {
-    if (s.charCodeAt(1) !== 58) return false;
-    elided = true;
-    i = 2;
-    if (i === n) return true;
-  }
-  for (;;) {
-    const start = i;
-    while (i < n && isHexDigit(s.charCodeAt(i))) i++;
-    if (i < n && s.charCodeAt(i) === 46 /* . */) {
-      if (!isV4(s.slice(start))) return false; // the embedded IPv4 tail ends the address
-      groups += 2;
-      break;
-    }
-    if (i - start < 1 || i - start > 4) return false;
-    groups++;
-    if (i === n) break;
-    if (s.charCodeAt(i) !== 58) return false;
-    i++;
-    if (i < n && s.charCodeAt(i) === 58) {
-      if (elided) return false;
-      elided = true;
-      i++;
-      if (i === n) break;
-    } else if (i === n) {
-      return false;
-    }
-  }
-  return elided ? groups < 8 : groups === 8;
-}
-
-/** An IPv4 or IPv6 address in text form. */
-export function isIpAddress(s: unknown): s is string {
-  return typeof s === 'string' && (isV4(s) || isV6(s));
-}
-
-/** ADDRESS/LEN with LEN in range for the family. */
-export function isCidr(s: unknown): s is string {
-  if (typeof s !== 'string') return false;
-  const i = s.lastIndexOf('/');
-  if (i < 0) return false;
-  const addr = s.slice(0, i);
-  const len = s.slice(i + 1);
-  if (!/^(0|[1-9][0-9]{0,2})$/.test(len)) return false;
-  if (isV4(addr)) return Number(len) <= 32;
-  return isV6(addr) && Number(len) <= 128;
 }
 
 function fail(code: number, msg: string, details?: string): never {

@@ -5,7 +5,7 @@
  * `status.podIP` is still enrolled. Values that are not IP addresses are dropped: they come from
  * the API and must not reach ipset or rule text.
  */
-import { isIpAddress } from './cni.js';
+import { isIpAddress } from './ip/address.js';
 
 export interface PodStatusAddresses {
   readonly status?: {

@@ -21,7 +21,7 @@
  * 0..65535; addresses parse.
  */
 import type { Clock } from '../host/clock.js';
-import { parseIp } from './authz/ip.js';
+import { isIpAddress } from '../api/ip/address.js';
 import type { ConnectionDirection, ConnectionEvent, ProxyConnectionLog, ProxyConnectionRecord } from './proxy-deps.js';
 
 export const CONNECTION_LOG_VERSION = 1;
@@ -91,7 +91,7 @@ export function validateRecord(x: unknown, where = 'connection log record'): Con
   if (typeof x['pod'] !== 'string' || x['pod'] === '') fail('pod', 'expected a non-empty string');
   const endpoint = (v: unknown, f: string): void => {
     if (!isObj(v)) return fail(f, 'expected {ip, port}');
-    if (typeof v['ip'] !== 'string' || !parseIp(v['ip'])) fail(`${f}.ip`, `not an IP address: ${JSON.stringify(v['ip'])}`);
+    if (typeof v['ip'] !== 'string' || !isIpAddress(v['ip'])) fail(`${f}.ip`, `not an IP address: ${JSON.stringify(v['ip'])}`);
     const port = v['port'];
     if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535) fail(`${f}.port`, 'expected an integer 0..65535');
   };
@@ -163,7 +163,7 @@ export function parseConnectionLog(text: string): ParsedConnectionLog {
 export function parseEndpoint(s: string): Endpoint {
   const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(s) ?? /^([^:[\]]+):(\d{1,5})$/.exec(s);
   const port = m ? Number(m[2]) : NaN;
-  if (!m || !parseIp(m[1]!) || port > 65535) {
+  if (!m || !isIpAddress(m[1]!) || port > 65535) {
     throw new ConnectionLogError(`not an address:port: ${JSON.stringify(s)} (expected "10.0.0.1:80" or "[fd00::1]:80")`);
   }
   return { ip: m[1]!, port };

@@ -19,7 +19,7 @@
  *   lookup must never resolve to them (ztunnel's network_mode HOST_NETWORK);
  * - IP reuse: when two live pods claim one IP (the old one's delete not yet seen), byIp returns
  *   the most recent claimant; when it goes, the earlier claimant is visible again.
- * IPs are stored canonically (parseIp/formatIp), so "::ffff:10.0.0.1" finds 10.0.0.1.
+ * IPs are stored canonically (IPv4-mapped read as IPv4, then formatIp), so "::ffff:10.0.0.1" finds 10.0.0.1.
  */
 import { REDIRECTION_STATUS } from '../api/annotations.js';
 import { podIps } from '../api/pod-ips.js';
@@ -27,7 +27,7 @@ import type { PodUid } from '../api/ids.js';
 import type { KubeObjectOf } from '../host/kube.js';
 import type { PeerIdentity } from '../api/identity.js';
 import { spiffeId } from '../api/identity.js';
-import { formatIp, parseIp } from './authz/ip.js';
+import { formatIp, tryParseIpUnmapped } from '../api/ip/address.js';
 import { SyncedStore } from './synced-store.js';
 
 export type Pod = KubeObjectOf<'Pod'>;
@@ -54,7 +54,7 @@ export interface WorkloadIndexOptions {
 }
 
 function canonical(ip: string): string | undefined {
-  const p = parseIp(ip);
+  const p = tryParseIpUnmapped(ip);
   return p ? formatIp(p) : undefined;
 }
 

@@ -9,7 +9,7 @@
  * a conntrack tuple (the topology is reused and conntrack is not flushed between cases).
  */
 import fc from 'fast-check';
-import type { Family } from '../../sim/kernel/ip-address.js';
+import type { Family } from '../../impl/api/ip/address.js';
 import type { Capability } from '../../sim/kernel/process.js';
 import type { Lab, LabAttempt, LabNetns, LabSocket } from '../../sim/lab/lab-file.js';
 import { ADDR, fixedTopology, NODES, type FamilyAddresses, type Node } from './topology.js';

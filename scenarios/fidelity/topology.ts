@@ -9,7 +9,7 @@
  * 10.96.0.10 / fd00:96::10 is a "service VIP" nobody owns: the router has no route for it, so
  * it is reachable only through DNAT.
  */
-import type { Family } from '../../sim/kernel/ip-address.js';
+import type { Family } from '../../impl/api/ip/address.js';
 import type { Lab, LabNetns, LabRoute } from '../../sim/lab/lab-file.js';
 
 export type Node = 'client' | 'router' | 'server';

@@ -2,7 +2,7 @@
  * Deliberately wrong netfilter models, plugged into SimKernel through `netfilterFactory`: the
  * differential property's positive controls. Each must make the property fail.
  */
-import type { Family } from '../../sim/kernel/ip-address.js';
+import type { Family } from '../../impl/api/ip/address.js';
 import type { NetfilterEngine } from '../../sim/kernel/netns.js';
 import { Netfilter } from '../../sim/kernel/netfilter/netfilter.js';
 import type { IpSets } from '../../sim/kernel/netfilter/ipset.js';

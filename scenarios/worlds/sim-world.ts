@@ -35,7 +35,7 @@ import { SimSockets, simConnectionOf } from '../../sim/kernel/sockets-adapter.js
 import { credentials, mayAdminNetwork, type Credentials } from '../../sim/kernel/process.js';
 import { SimErrnoError } from '../../sim/kernel/errors.js';
 import { fibLookup, isLocalAddress } from '../../sim/kernel/fib.js';
-import { formatIp, parseIp, type Family } from '../../sim/kernel/ip-address.js';
+import { formatIp, parseIp, type Family } from '../../impl/api/ip/address.js';
 import { formatSockAddr, type SimSocket } from '../../sim/kernel/socket.js';
 import { renderTrace, type TraceEvent } from '../../sim/kernel/trace.js';
 import type { ConnectResult as KernelConnect } from '../../sim/kernel/kernel.js';

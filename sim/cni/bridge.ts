@@ -24,7 +24,8 @@ import {
   type CniRoute,
 } from '../../impl/api/cni.js';
 import type { SimKernel } from '../kernel/kernel.js';
-import { parseIp, parsePrefix, type IpPrefix } from '../kernel/ip-address.js';
+import { parseIp } from '../../impl/api/ip/address.js';
+import { parsePrefix, type IpPrefix } from '../../impl/api/ip/prefix.js';
 import type { CniPluginExec } from './chain.js';
 import { skelPlugin, type CniInvocationMode } from './skel.js';
 

@@ -7,7 +7,8 @@
  * /var/lib/cni/networks/<network>), so it survives runtime restarts and node reboots.
  */
 import { CNI_ERR_INTERNAL, CniError, CniErrorCode, type CniDns, type CniEnv, type CniNetConf, type CniPlugin, type CniResult, type CniRoute } from '../../impl/api/cni.js';
-import { formatIp, maskValue, parseIp, parsePrefix, type Family, type IpPrefix } from '../kernel/ip-address.js';
+import { formatIp, parseIp, type Family } from '../../impl/api/ip/address.js';
+import { maskValue, parsePrefix, type IpPrefix } from '../../impl/api/ip/prefix.js';
 import { skelPlugin } from './skel.js';
 
 interface RangeConf {

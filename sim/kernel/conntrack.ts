@@ -6,7 +6,7 @@
  * Entries are created unconfirmed and inserted only when the packet survives to POSTROUTING or
  * INPUT (confirmation), so a dropped first packet leaves nothing behind.
  */
-import { ipKey, type IpAddress } from './ip-address.js';
+import { ipKey, type IpAddress } from '../../impl/api/ip/address.js';
 import type { L4Proto, Packet } from './packet.js';
 import type { ConntrackRef, CtState } from './netfilter/types.js';
 

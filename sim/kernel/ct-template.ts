@@ -17,7 +17,7 @@
  * written to it in raw would persist across packets; the model keeps one template per packet
  * (the generated rulesets never write a ctmark in raw).
  */
-import { anyAddress, type Family, type IpAddress } from './ip-address.js';
+import { anyAddress, type Family, type IpAddress } from '../../impl/api/ip/address.js';
 import type { ConntrackRef } from './netfilter/types.js';
 
 export class CtTemplate implements ConntrackRef {

@@ -13,7 +13,7 @@
  * scrubs skb->mark and the conntrack reference (skb_scrub_packet with xnet); looping through
  * `lo` keeps both, so a looped packet is not re-tracked and nat PREROUTING is not consulted.
  */
-import { formatIp, ipEquals, isLoopback, loopbackAddress, type Family, type IpAddress } from './ip-address.js';
+import { formatIp, ipEquals, isLoopback, loopbackAddress, type Family, type IpAddress } from '../../impl/api/ip/address.js';
 import { fibLookup, masqueradeSource, type RouteDecision } from './fib.js';
 import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
 import type { CtTemplate } from './ct-template.js';

@@ -3,7 +3,7 @@
  * table, the first route found decides (kernel fib_lookup / fib6_lookup). Also source address
  * selection for locally generated packets, and address classification for `-m addrtype`.
  */
-import { isLoopback, isMulticast, isUnspecified, type Family, type IpAddress } from './ip-address.js';
+import { isLoopback, isMulticast, isUnspecified, type Family, type IpAddress } from '../../impl/api/ip/address.js';
 import { ruleMatches, type PolicyRule, type RuleQuery } from './policy-rule.js';
 import { TABLE_LOCAL, type Route } from './route.js';
 import type { Netns } from './netns.js';

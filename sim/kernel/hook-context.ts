@@ -6,7 +6,7 @@
  */
 import { addrType } from './fib.js';
 import { CtTemplate, ctTargetApplies } from './ct-template.js';
-import type { Family, IpAddress } from './ip-address.js';
+import type { Family, IpAddress } from '../../impl/api/ip/address.js';
 import type { Netns } from './netns.js';
 import type { Packet } from './packet.js';
 import type { Trace } from './trace.js';

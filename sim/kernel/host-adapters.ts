@@ -9,7 +9,7 @@ import type { NetnsId } from '../../impl/api/ids.js';
 import { netnsId } from '../../impl/api/ids.js';
 import type { HostIpSets, IpSetSpec } from '../../impl/host/ipsets.js';
 import type { NetnsFinder } from '../../impl/host/netns-finder.js';
-import { formatIp, parseIp } from './ip-address.js';
+import { formatIp, parseIp } from '../../impl/api/ip/address.js';
 import type { SimKernel } from './kernel.js';
 import { simNetnsName, simNetnsPath } from './netns.js';
 

@@ -7,7 +7,8 @@
  * socket/setsockopt/bind/listen/connect/getsockopt) so the same scenario can be replayed on a
  * real kernel and the outcomes compared.
  */
-import { formatIp, isUnspecified, parseIp, parsePrefix, type Family, type IpAddress } from './ip-address.js';
+import { formatIp, isUnspecified, parseIp, type Family, type IpAddress } from '../../impl/api/ip/address.js';
+import { parsePrefix } from '../../impl/api/ip/prefix.js';
 import { Netns, type IpSetRegistry, type NetfilterEngine } from './netns.js';
 import { Datapath, flowHash, type Delivery } from './datapath.js';
 import { SimConfigError, SimErrnoError } from './errors.js';

@@ -2,7 +2,8 @@
  * Network devices: loopback, veth pairs (possibly across namespaces) and bridges. A device
  * belongs to exactly one namespace; a veth knows its peer; a bridge knows its ports.
  */
-import type { Family, IpAddress, IpPrefix } from './ip-address.js';
+import type { Family, IpAddress } from '../../impl/api/ip/address.js';
+import type { IpPrefix } from '../../impl/api/ip/prefix.js';
 
 export type LinkKind = 'loopback' | 'veth' | 'bridge';
 

@@ -12,7 +12,7 @@
  * via lo behaves differently per family (IPv4 marks it RTCF_LOCAL, IPv6 gives it ip6_forward as
  * input) and is not verified on a real kernel yet, so those packets are still routed on arrival.
  */
-import { formatIp, ipEquals, isLoopback, type IpAddress } from './ip-address.js';
+import { formatIp, ipEquals, isLoopback, type IpAddress } from '../../impl/api/ip/address.js';
 import type { RouteDecision } from './fib.js';
 import type { Packet } from './packet.js';
 

@@ -8,7 +8,7 @@
 import type { NetnsId } from '../../impl/api/ids.js';
 import type { AppliedState, IpFamily, LocalRoute, NetnsRules, PolicyRule, RedirectionPlan } from '../../impl/host/netns-rules.js';
 import { applyTransaction, normaliseSave, parsePlanText, parseSave, removeTransaction } from '../../impl/api/netns-rules-restore.js';
-import { formatPrefix, parsePrefix } from './ip-address.js';
+import { formatPrefix, parsePrefix } from '../../impl/api/ip/prefix.js';
 import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN } from './route.js';
 import type { SimKernel } from './kernel.js';
 import { simNetnsName } from './netns.js';

@@ -3,7 +3,8 @@
  * switches, netfilter (separately for IPv4 and IPv6), ipsets, conntrack and sockets. Namespaces
  * share nothing; packets cross between them only over veth pairs (see datapath.ts).
  */
-import { formatIp, formatPrefix, parseIp, parsePrefix, type Family, type IpAddress, type IpPrefix } from './ip-address.js';
+import { formatIp, parseIp, type Family, type IpAddress } from '../../impl/api/ip/address.js';
+import { formatPrefix, parsePrefix, type IpPrefix } from '../../impl/api/ip/prefix.js';
 import { primaryAddress, type Link, type LinkKind } from './link.js';
 import { PolicyRules } from './policy-rule.js';
 import { RouteTables, TABLE_LOCAL, TABLE_MAIN, type Route } from './route.js';

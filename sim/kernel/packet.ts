@@ -3,7 +3,7 @@
  * conntrack and socket lookup read, plus skb->mark. Fields are mutable because NAT and MARK
  * rewrite them in place, as the kernel rewrites the skb.
  */
-import type { Family, IpAddress } from './ip-address.js';
+import type { Family, IpAddress } from '../../impl/api/ip/address.js';
 
 export type L4Proto = 'tcp' | 'udp' | 'icmp';
 

@@ -4,7 +4,8 @@
  * a terminal action. The kernel installs `0: lookup local`, `32766: lookup main` and
  * `32767: lookup default` in every new namespace, for each family.
  */
-import { formatPrefix, prefixContains, type Family, type IpAddress, type IpPrefix } from './ip-address.js';
+import { type Family, type IpAddress } from '../../impl/api/ip/address.js';
+import { formatPrefix, prefixContains, type IpPrefix } from '../../impl/api/ip/prefix.js';
 import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN, tableName } from './route.js';
 
 export type RuleAction = 'lookup' | 'blackhole' | 'unreachable' | 'prohibit';

@@ -2,7 +2,8 @@
  * Routing tables (`ip route`): per namespace, numbered tables (local 255, main 254, default 253
  * and any other id) holding routes; lookup is longest prefix match, then lowest metric.
  */
-import { formatIp, formatPrefix, prefixContains, type Family, type IpAddress, type IpPrefix } from './ip-address.js';
+import { formatIp, type Family, type IpAddress } from '../../impl/api/ip/address.js';
+import { formatPrefix, prefixContains, type IpPrefix } from '../../impl/api/ip/prefix.js';
 
 export const TABLE_LOCAL = 255;
 export const TABLE_MAIN = 254;

@@ -4,7 +4,7 @@
  * incoming segments (established 4-tuple first, then the most specific listener), and the
  * transparent-socket lookup that TPROXY performs.
  */
-import { formatIp, ipEquals, ipKey, isUnspecified, type Family, type IpAddress } from './ip-address.js';
+import { formatIp, ipEquals, ipKey, isUnspecified, type Family, type IpAddress } from '../../impl/api/ip/address.js';
 import { SimErrnoError } from './errors.js';
 import type { Credentials } from './process.js';
 

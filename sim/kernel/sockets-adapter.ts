@@ -39,7 +39,7 @@ import type {
   SocketOutcome, Sockets, TcpConnection, TcpListener, UdpDatagram, UdpSocket,
 } from '../../impl/host/sockets.js';
 import type { Clock } from '../../impl/host/clock.js';
-import { formatIp, ipEquals, isUnspecified, parseIp } from './ip-address.js';
+import { formatIp, ipEquals, isUnspecified, parseIp } from '../../impl/api/ip/address.js';
 import { SimErrnoError } from './errors.js';
 import type { SimKernel } from './kernel.js';
 import type { Credentials } from './process.js';

@@ -27,7 +27,7 @@
  * addresses and ports; sequence numbers are not modelled.
  */
 import { NO_FLAGS, type Packet, type TcpFlags } from './packet.js';
-import type { IpAddress } from './ip-address.js';
+import type { IpAddress } from '../../impl/api/ip/address.js';
 import type { SimSocket } from './socket.js';
 import type { KernelSocketOwner } from './netfilter/types.js';
 

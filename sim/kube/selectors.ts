@@ -1,16 +1,13 @@
 /**
- * Label and field selectors in the API's string syntax, compiled to predicates. Parse errors
- * are 400 BadRequest, as the API server answers.
+ * Label and field selectors in the API's string syntax (the `labelSelector` and `fieldSelector`
+ * query parameters the API server takes), compiled to predicates. Parse errors are 400
+ * BadRequest, as the API server answers. A label selector becomes an impl/api LabelSelector, so
+ * it is matched by the one label matcher the agent's enrollment uses too.
  */
 import { KubeApiError } from '../../impl/host/kube.js';
+import { selectorMatches, type LabelSelector, type LabelSelectorRequirement, type Labels } from '../../impl/api/label-selector.js';
 
-export type Labels = Readonly<Record<string, string>> | undefined;
 export type LabelPredicate = (labels: Labels) => boolean;
-
-type Requirement =
-  | { op: 'eq' | 'ne'; key: string; value: string }
-  | { op: 'in' | 'notin'; key: string; values: readonly string[] }
-  | { op: 'exists' | 'notexists'; key: string };
 
 function badSelector(kind: string, selector: string, why: string): KubeApiError {
   return new KubeApiError(400, 'BadRequest', `unable to parse ${kind} selector "${selector}": ${why}`);
@@ -35,17 +32,18 @@ function splitTerms(s: string): string[] {
 
 const KEY = /^([a-z0-9A-Z]([-a-z0-9A-Z_.]*[a-z0-9A-Z])?\/)?[a-z0-9A-Z]([-a-z0-9A-Z_.]*[a-z0-9A-Z])?$/;
 
-function parseRequirement(term: string, selector: string): Requirement {
+/** One term as a requirement: `k=v` and `k==v` are `k in (v)`, `k!=v` is `k notin (v)`. */
+function parseRequirement(term: string, selector: string): LabelSelectorRequirement {
   let m = /^(\S+)\s+(in|notin)\s*\(([^)]*)\)$/.exec(term);
   if (m) {
     const values = m[3]!.split(',').map((v) => v.trim()).filter((v) => v !== '');
-    return { op: m[2] === 'in' ? 'in' : 'notin', key: checkKey(m[1]!, selector), values };
+    return { key: checkKey(m[1]!, selector), operator: m[2] === 'in' ? 'In' : 'NotIn', values };
   }
   m = /^([^=!\s]+)\s*(==|!=|=)\s*(\S*)$/.exec(term);
-  if (m) return { op: m[2] === '!=' ? 'ne' : 'eq', key: checkKey(m[1]!, selector), value: m[3]! };
+  if (m) return { key: checkKey(m[1]!, selector), operator: m[2] === '!=' ? 'NotIn' : 'In', values: [m[3]!] };
   m = /^!\s*(\S+)$/.exec(term);
-  if (m) return { op: 'notexists', key: checkKey(m[1]!, selector) };
-  if (/^\S+$/.test(term)) return { op: 'exists', key: checkKey(term, selector) };
+  if (m) return { key: checkKey(m[1]!, selector), operator: 'DoesNotExist' };
+  if (/^\S+$/.test(term)) return { key: checkKey(term, selector), operator: 'Exists' };
   throw badSelector('label', selector, `cannot parse term "${term}"`);
 }
 
@@ -56,19 +54,8 @@ function checkKey(key: string, selector: string): string {
 
 export function parseLabelSelector(selector: string | undefined): LabelPredicate {
   if (!selector || selector.trim() === '') return () => true;
-  const reqs = splitTerms(selector).map((t) => parseRequirement(t, selector));
-  return (labels) =>
-    reqs.every((r) => {
-      const v = labels?.[r.key];
-      switch (r.op) {
-        case 'eq': return v === r.value;
-        case 'ne': return v !== r.value;
-        case 'in': return v !== undefined && r.values.includes(v);
-        case 'notin': return v === undefined || !r.values.includes(v);
-        case 'exists': return v !== undefined;
-        case 'notexists': return v === undefined;
-      }
-    });
+  const sel: LabelSelector = { matchExpressions: splitTerms(selector).map((t) => parseRequirement(t, selector)) };
+  return (labels) => selectorMatches(sel, labels);
 }
 
 /** The fields the API server indexes for our kinds. */

@@ -8,7 +8,8 @@
  * e.g. `lab.yaml:12:22 (namespaces[1].links[0].addresses[0]): invalid IP address "10.0.0.300"`.
  */
 import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
-import { parseIp, parsePrefix, type Family } from '../kernel/ip-address.js';
+import { parseIp, type Family } from '../../impl/api/ip/address.js';
+import { parsePrefix } from '../../impl/api/ip/prefix.js';
 import type { Capability } from '../kernel/process.js';
 
 export interface LabLink {

@@ -8,7 +8,7 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import type { SimKernel, ConnectResult, UdpResult } from '../kernel/kernel.js';
 import { credentials, type Capability, type Credentials } from '../kernel/process.js';
 import type { SimSocket } from '../kernel/socket.js';
-import { parseIp, type Family } from '../kernel/ip-address.js';
+import { parseIp, type Family } from '../../impl/api/ip/address.js';
 
 type Pod = Wire<V1Pod>;
 type Container = Wire<V1Container>;

@@ -28,7 +28,7 @@ import { CniChain, CniChainError, type CniInvocation, type CniPluginExec } from 
 import { simNetnsPath } from '../cni/bridge.js';
 import type { SimKernel, ConnectResult } from '../kernel/kernel.js';
 import { credentials } from '../kernel/process.js';
-import { parseIp, type Family } from '../kernel/ip-address.js';
+import { parseIp, type Family } from '../../impl/api/ip/address.js';
 import { SimContainer, containerCredentials, declaredTcpPorts } from './container.js';
 import type { NodeDisk, SandboxRecord } from './runtime-state.js';
 

@@ -8,8 +8,9 @@
  */
 import type { AuthzRequest } from './authorizer.js';
 import { spiffeId } from '../../api/identity.js';
-import { cidrContains, parseIp, type Cidr, type IpAddress } from './ip.js';
-import { isEmptyMatch, type Clause, type L4Policy, type L4Rule, type Match, type ServiceAccountMatch, type StringMatch } from './policy.js';
+import { tryParseIpUnmapped, type IpAddress } from '../../api/ip/address.js';
+import { prefixContains } from '../../api/ip/prefix.js';
+import { isEmptyMatch, type Cidr, type Clause, type L4Policy, type L4Rule, type Match, type ServiceAccountMatch, type StringMatch } from './policy.js';
 
 export interface ConnectionFacts {
   /** The peer's SPIFFE URI, or '' without an identity (plaintext). */
@@ -31,8 +32,8 @@ export function connectionFacts(req: AuthzRequest): ConnectionFacts {
     ns: id?.namespace ?? '',
     sa: id?.serviceAccount ?? '',
     hasIdentity: id !== undefined,
-    srcIp: parseIp(req.srcIp),
-    dstIp: parseIp(req.dstIp),
+    srcIp: tryParseIpUnmapped(req.srcIp),
+    dstIp: tryParseIpUnmapped(req.dstIp),
     dstPort: req.dstPort,
   };
 }
@@ -60,7 +61,7 @@ function serviceAccountMatches(m: ServiceAccountMatch, f: ConnectionFacts): bool
 }
 
 function ipMatches(c: Cidr, ip: IpAddress | undefined): boolean {
-  return ip !== undefined && cidrContains(c, ip);
+  return ip !== undefined && prefixContains(c.prefix, ip);
 }
 
 /** Positive list: empty or some entry matches. Negative list: no entry matches. */

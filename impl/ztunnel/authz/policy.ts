@@ -10,7 +10,14 @@
  *                          so a clause of only empty Matches never matches; [] matches
  *   Match                — AND over six field types, each a positive and a negative list
  */
-import type { Cidr } from './ip.js';
+import type { IpPrefix } from '../../api/ip/prefix.js';
+
+/** An IP block of a policy (translate.ts parseCidr). */
+export interface Cidr {
+  readonly prefix: IpPrefix;
+  /** As written in the policy, for reasons and logs. */
+  readonly text: string;
+}
 
 export type StringMatch =
   | { readonly kind: 'exact'; readonly value: string }

@@ -39,11 +39,13 @@
  *   DENY or unknown action → a DENY with one rule without clauses: it denies every connection.
  */
 import type { AuthorizationPolicy } from '../../host/kube.js';
-import { parseCidr, type Cidr } from './ip.js';
+import { familyBits, tryParseIpUnmapped } from '../../api/ip/address.js';
+import { parsePrefixLength, prefixOf } from '../../api/ip/prefix.js';
 import {
   EMPTY_MATCH,
   isEmptyMatch,
   policyKey,
+  type Cidr,
   type Clause,
   type L4Policy,
   type L4Rule,
@@ -118,6 +120,23 @@ function stringMatch(p: Problems, path: string, v: string): StringMatch {
 
 function stringMatches(p: Problems, path: string, v: unknown): StringMatch[] {
   return stringList(p, path, v).map((s, i) => stringMatch(p, `${path}[${i}]`, s));
+}
+
+/**
+ * A policy IP block: an address (a host block) or `addr/len`, the length in decimal without
+ * leading zeros, host bits cleared (a netip.Prefix containment check ignores them). An
+ * IPv4-mapped address counts as its IPv4 address, as the peers it is matched against do
+ * (match.ts); written dotted (::ffff:a.b.c.d) with a length it is refused, since the length
+ * would have to be shifted and policies never need that.
+ */
+export function parseCidr(text: string): Cidr | undefined {
+  const slash = text.indexOf('/');
+  const addrText = slash < 0 ? text : text.slice(0, slash);
+  if (slash >= 0 && addrText.toLowerCase().startsWith('::ffff:') && addrText.includes('.')) return undefined;
+  const ip = tryParseIpUnmapped(addrText);
+  if (!ip) return undefined;
+  const len = slash < 0 ? familyBits(ip.family) : parsePrefixLength(text.slice(slash + 1), ip.family, true);
+  return len === undefined ? undefined : { prefix: prefixOf(ip, len), text };
 }
 
 function cidrs(p: Problems, path: string, v: unknown): Cidr[] {

@@ -2,7 +2,8 @@
  * ipset(8) model: a registry of named sets per network namespace. Only hash:ip and hash:net,
  * which is what the host-probe rules use. `restore` takes `ipset save` lines.
  */
-import { formatIp, formatPrefix, maskValue, parseIp, parsePrefix, type Family, type IpAddress } from '../ip-address.js';
+import { formatIp, parseIp, type Family, type IpAddress } from '../../../impl/api/ip/address.js';
+import { formatPrefix, maskValue, parsePrefix } from '../../../impl/api/ip/prefix.js';
 import { IpSetError } from './errors.js';
 import { splitWords } from './lexer.js';
 import type { IpSetView } from './types.js';

@@ -3,7 +3,8 @@
  * allows it), validation, iptables-save rendering (option order as iptables 1.8.9 prints it)
  * and compilation into a closure. Anything else is rejected by name in createMatch().
  */
-import { formatPrefix, parsePrefix, type IpPrefix, AddressError } from '../ip-address.js';
+import { AddressError } from '../../../impl/api/ip/address.js';
+import { formatPrefix, parsePrefix, type IpPrefix } from '../../../impl/api/ip/prefix.js';
 import { RuleSyntaxError } from './errors.js';
 import { quoteWord } from './lexer.js';
 import type { MatchInstance, Pred, RuleContext, Take } from './rule.js';

@@ -2,7 +2,7 @@
  * Netfilter of one network namespace for one address family (iptables or ip6tables): the
  * rules loaded by restore(), their iptables-save form, and evaluation of a table at a hook.
  */
-import type { Family } from '../ip-address.js';
+import type { Family } from '../../../impl/api/ip/address.js';
 import { RestoreError } from './errors.js';
 import { runCompiled } from './evaluate.js';
 import type { IpSets } from './ipset.js';

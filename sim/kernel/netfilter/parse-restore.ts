@@ -16,7 +16,7 @@ import { parseRuleSpec } from './parse-rule.js';
 import type { RuleSpec } from './rule.js';
 import { checkTable, emptyTable, TableCheckError, type ChainState, type Policy, type TableState } from './ruleset.js';
 import { TABLE_HOOKS, type TableName } from './types.js';
-import type { Family } from '../ip-address.js';
+import type { Family } from '../../../impl/api/ip/address.js';
 import type { IpSets } from './ipset.js';
 import { cachedRule, rememberRule, ruleKey } from './restore-cache.js';
 

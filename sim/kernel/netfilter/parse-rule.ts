@@ -3,7 +3,7 @@
  * to one rule per address (source-major), as iptables does. Every word must be understood:
  * an unknown option, module or target is an error, never skipped.
  */
-import { formatPrefix, type IpPrefix } from '../ip-address.js';
+import { formatPrefix, type IpPrefix } from '../../../impl/api/ip/prefix.js';
 import { RuleSyntaxError } from './errors.js';
 import { createMatch, parseAddrOrPrefix, PortsMatch } from './matches.js';
 import type { AddrSpec, IfaceSpec, MatchInstance, RuleContext, RuleSpec, TargetInstance } from './rule.js';

@@ -9,7 +9,7 @@
  * works on copies (netfilter.ts) and swaps them in. Texts that use ipsets are not cached: their
  * parse checks the namespace's ipset registry.
  */
-import type { Family } from '../ip-address.js';
+import type { Family } from '../../../impl/api/ip/address.js';
 import type { CompiledTable, TableState } from './ruleset.js';
 import type { RuleSpec } from './rule.js';
 import type { TableName } from './types.js';

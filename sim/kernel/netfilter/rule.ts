@@ -3,7 +3,8 @@
  * parsed once (parse-rule.ts), rendered once to its normalised iptables-save text, and compiled
  * once into closures the evaluator calls per packet.
  */
-import type { Family, IpPrefix } from '../ip-address.js';
+import type { Family } from '../../../impl/api/ip/address.js';
+import type { IpPrefix } from '../../../impl/api/ip/prefix.js';
 import type { EvalContext, Hook, TableName, TableVerdict } from './types.js';
 import type { IpSets } from './ipset.js';
 

@@ -4,7 +4,7 @@
  * (docs/design.md, 'The simulated kernel'): MARK/CONNMARK/LOG/CT/NOTRACK continue; ACCEPT/DROP/REJECT end the
  * table; NAT targets and TPROXY end it with a verdict the datapath carries out.
  */
-import { formatIp, parseIp, AddressError, type Family, type IpAddress } from '../ip-address.js';
+import { formatIp, parseIp, AddressError, type Family, type IpAddress } from '../../../impl/api/ip/address.js';
 import { RuleSyntaxError } from './errors.js';
 import { quoteWord } from './lexer.js';
 import type { CompiledTarget, RuleContext, TargetInstance, Take } from './rule.js';

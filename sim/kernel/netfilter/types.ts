@@ -6,7 +6,7 @@
  * the datapath calls `Netfilter.runTable(table, hook, ctx)` for each table in the kernel's
  * priority order (raw, [conntrack], mangle, nat, filter, security) and acts on the verdict.
  */
-import type { Family, IpAddress } from '../ip-address.js';
+import type { Family, IpAddress } from '../../../impl/api/ip/address.js';
 import type { Packet } from '../packet.js';
 
 export type TableName = 'raw' | 'mangle' | 'nat' | 'filter' | 'security';

@@ -3,7 +3,7 @@
  * leading-0 octal, decimal), marks value[/mask], ports and port ranges, protocols.
  */
 import { RuleSyntaxError } from './errors.js';
-import type { Family } from '../ip-address.js';
+import type { Family } from '../../../impl/api/ip/address.js';
 
 export const U32_MAX = 0xffffffff;
 

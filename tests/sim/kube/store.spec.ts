@@ -55,6 +55,9 @@ test('label selectors: =, ==, !=, in, notin, exists, !key', () => {
   expect(names('tier')).toEqual(['a']);
   expect(names('!tier')).toEqual(['b', 'c']);
   expect(names('app,!tier')).toEqual(['b']);
+  // Only a pod's own labels count: a key named like an Object property is absent from all three.
+  expect(names('constructor')).toEqual([]);
+  expect(names('!toString')).toEqual(['a', 'b', 'c']);
   expect(code(() => names('app in web'))).toBe(400);
 });
 

@@ -7,8 +7,6 @@ import {
   CniError,
   CniErrorCode,
   effectiveVersion,
-  isCidr,
-  isIpAddress,
   parseCniArgs,
   parseCniEnv,
   parseConfList,
@@ -95,13 +93,7 @@ test('results: the 1.0.0 shape is checked field by field (code 6)', () => {
   expect(codeOf(() => parseNetConf('{"cniVersion":"1.0.0","name":"n","type":"x","prevResult":{"cniVersion":"1.0.0","ips":[{"address":"bad"}]}}')).message).toContain('prevResult');
 });
 
-test('addresses and error JSON', () => {
-  for (const ok of ['10.244.0.1', '::', '::1', 'fd00:10:244::1', '1:2:3:4:5:6:7:8', '::ffff:192.0.2.1', '1:2:3:4:5:6:192.0.2.1', 'FD00::A']) expect(isIpAddress(ok)).toBe(true);
-  for (const bad of ['10.244.0', '10.244.0.256', '01.2.3.4', '1:2:3:4:5:6:7:8:9', ':1:2', '1::2::3', 'fd00:g::1', '', ':', '1:2:3:4:5:6:7:', '1:::2',
-    '1::2:3:4:5:6:7:8', '1:2:3:4:5:6:7:192.0.2.1', '192.0.2.1::', '::192.0.2.1:1', '12345::1']) expect(isIpAddress(bad)).toBe(false);
-  expect(isCidr('10.244.0.0/24')).toBe(true);
-  expect(isCidr('10.244.0.0/33')).toBe(false);
-  expect(isCidr('fd00::/129')).toBe(false);
+test('error JSON', () => {
   expect(parseErrorJson('{"code": 999, "msg": "failed to open netns"}')).toEqual({ cniVersion: '', code: 999, msg: 'failed to open netns' });
   expect(parseErrorJson('{"cniVersion":"1.0.0","ips":[]}')).toBeUndefined();
   expect(new CniError(7, 'bad', 'why').toJson('1.0.0')).toEqual({ cniVersion: '1.0.0', code: 7, msg: 'bad', details: 'why' });

@@ -5,7 +5,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { formatSockAddr } from '../../../../sim/kernel/socket.js';
-import { formatIp } from '../../../../sim/kernel/ip-address.js';
+import { formatIp } from '../../../../impl/api/ip/address.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import { ADMIN, client, eventsOf, listenTcp, pair, routed, table } from './world.js';
 

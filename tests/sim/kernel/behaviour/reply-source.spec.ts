@@ -8,7 +8,7 @@
 import { test, expect } from '@playwright/test';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import type { SimKernel } from '../../../../sim/kernel/kernel.js';
-import type { Family } from '../../../../sim/kernel/ip-address.js';
+import type { Family } from '../../../../impl/api/ip/address.js';
 import { ADMIN, client, listenTcp, pair, table } from './world.js';
 
 /** In a, every TCP packet gets mark 0x111, which selects a local default route: a SYN to any address is delivered to a itself. */

@@ -4,7 +4,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { fibLookup } from '../../../../sim/kernel/fib.js';
-import { formatIp, parseIp } from '../../../../sim/kernel/ip-address.js';
+import { formatIp, parseIp } from '../../../../impl/api/ip/address.js';
 import { formatRoute, TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN } from '../../../../sim/kernel/route.js';
 import { formatRule } from '../../../../sim/kernel/policy-rule.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';

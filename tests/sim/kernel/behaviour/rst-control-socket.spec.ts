@@ -8,7 +8,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
-import type { Family } from '../../../../sim/kernel/ip-address.js';
+import type { Family } from '../../../../impl/api/ip/address.js';
 import { client, pair, table } from './world.js';
 
 const target = (family: Family): string => (family === 4 ? '192.0.2.2' : 'fd00::2');

@@ -4,7 +4,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { SimErrnoError } from '../../../../sim/kernel/errors.js';
-import { formatIp } from '../../../../sim/kernel/ip-address.js';
+import { formatIp } from '../../../../impl/api/ip/address.js';
 import { formatSockAddr } from '../../../../sim/kernel/socket.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import type { Credentials } from '../../../../sim/kernel/process.js';

@@ -9,7 +9,7 @@
 import { test, expect } from '@playwright/test';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import type { SimKernel } from '../../../../sim/kernel/kernel.js';
-import type { Family } from '../../../../sim/kernel/ip-address.js';
+import type { Family } from '../../../../impl/api/ip/address.js';
 import { ADMIN, client, eventsOf, listenTcp, pair, table } from './world.js';
 
 /**

@@ -9,7 +9,7 @@
 import { SimKernel } from '../../../../sim/kernel/kernel.js';
 import { credentials, type Credentials } from '../../../../sim/kernel/process.js';
 import type { SimSocket, SockProto } from '../../../../sim/kernel/socket.js';
-import type { Family } from '../../../../sim/kernel/ip-address.js';
+import type { Family } from '../../../../impl/api/ip/address.js';
 import type { TraceEvent } from '../../../../sim/kernel/trace.js';
 
 /** An unprivileged app (no capabilities). */

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { parseIp, type Family, type IpAddress } from '../../../../sim/kernel/ip-address.js';
+import { parseIp, type Family, type IpAddress } from '../../../../impl/api/ip/address.js';
 import type { L4Proto, Packet } from '../../../../sim/kernel/packet.js';
 import type { AddrType, ConntrackRef, EvalContext, Hook, IpSetView } from '../../../../sim/kernel/netfilter/types.js';
 import type { IpSets } from '../../../../sim/kernel/netfilter/ipset.js';

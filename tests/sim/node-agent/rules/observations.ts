@@ -7,7 +7,7 @@
  */
 import type { RedirectionPlan } from '../../../../impl/host/netns-rules.js';
 import type { HostProbeRules } from '../../../../impl/node-agent/host-probe-rules.js';
-import { formatIp } from '../../../../sim/kernel/ip-address.js';
+import { formatIp } from '../../../../impl/api/ip/address.js';
 import type { ConnectResult, UdpResult } from '../../../../sim/kernel/kernel.js';
 import { formatSockAddr } from '../../../../sim/kernel/socket.js';
 import { A4, A6, APP, APP_NET_RAW, B4, B6, HOST_DAEMON, KUBELET, PROXY, PROXY_MARK, buildLab, type Lab } from './lab.js';

@@ -1,7 +1,12 @@
 /**
- * IPv4 and IPv6 addresses and prefixes. One representation for both families (a bigint of 32 or
- * 128 bits) so routing, matching and NAT code is family-agnostic. Text forms follow
- * RFC 4291 §2.2 for parsing and RFC 5952 for the canonical (shortest) v6 output.
+ * IPv4 and IPv6 addresses. One representation for both families (a bigint of 32 or 128 bits) so
+ * routing, matching and NAT code is family-agnostic. Text forms follow RFC 4291 §2.2 for parsing
+ * and RFC 5952 for the canonical (shortest) v6 output; no zone ids (`%eth0`), no leading zeros in
+ * a dotted quad (ambiguous octal in some parsers).
+ *
+ * An IPv4-mapped IPv6 address (::ffff:a.b.c.d) stays IPv6 here, as the kernel sees it on a v6
+ * socket; `unmapV4` gives the IPv4 address for callers that compare peers across families (a
+ * dual-stack listener reports IPv4 peers mapped, and a policy's IPv4 block must still match).
  */
 
 export type Family = 4 | 6;
@@ -9,11 +14,6 @@ export type Family = 4 | 6;
 export interface IpAddress {
   readonly family: Family;
   readonly value: bigint;
-}
-
-export interface IpPrefix {
-  readonly addr: IpAddress; // host bits zero
-  readonly len: number;
 }
 
 export class AddressError extends Error {}
@@ -56,10 +56,11 @@ function parseV4(text: string): bigint | undefined {
 
 /**
  * The groups of one side of `::` (or of the whole text) into `out` from `at`: items of 1-4 hex
- * digits separated by `:`, the last one possibly a dotted quad (two groups). Returns the next
- * index into `out`, or -1 when the text is not that. An empty side has no groups.
+ * digits separated by `:`, the last one possibly a dotted quad (two groups) when `quadLast` —
+ * only the end of the whole address may be one (RFC 4291 §2.2 item 3: the low-order 32 bits).
+ * Returns the next index into `out`, or -1 when the text is not that. An empty side has no groups.
  */
-function v6Groups(text: string, from: number, to: number, out: number[], at: number): number {
+function v6Groups(text: string, from: number, to: number, out: number[], at: number, quadLast: boolean): number {
   if (from === to) return at;
   let i = from;
   for (;;) {
@@ -75,7 +76,7 @@ function v6Groups(text: string, from: number, to: number, out: number[], at: num
       i++;
     }
     if (dot) {
-      if (i !== to) return -1; // a dotted quad only as the last item
+      if (!quadLast || i !== to) return -1;
       const v4 = parseV4(text.slice(start, to));
       if (v4 === undefined || at >= 7) return -1;
       const n = Number(v4);
@@ -109,13 +110,13 @@ function parseV6(text: string): bigint | undefined {
   const g = V6_GROUPS;
   const dbl = text.indexOf('::');
   if (dbl < 0) {
-    if (v6Groups(text, 0, n, g, 0) !== 8) return undefined;
+    if (v6Groups(text, 0, n, g, 0, true) !== 8) return undefined;
   } else {
     // A second `::`, or `:::` (a tail starting with an empty item), is not an address.
     if (text.indexOf('::', dbl + 1) >= 0) return undefined;
-    const h = v6Groups(text, 0, dbl, g, 0);
+    const h = v6Groups(text, 0, dbl, g, 0, false);
     if (h < 0) return undefined;
-    const t = v6Groups(text, dbl + 2, n, V6_TAIL, 0);
+    const t = v6Groups(text, dbl + 2, n, V6_TAIL, 0, true);
     if (t < 0 || h + t > 7) return undefined;
     for (let i = h; i < 8 - t; i++) g[i] = 0;
     for (let i = 0; i < t; i++) g[8 - t + i] = V6_TAIL[i]!;
@@ -130,10 +131,11 @@ function parseV6(text: string): bigint | undefined {
  * cleared when full (a cluster simulation may name many addresses).
  */
 const PARSED = new Map<string, IpAddress>();
-const PARSED_MAX = 4096;
+/** The bound of this cache and of prefix.ts's. */
+export const PARSED_MAX = 4096;
 
-/** Parse an IPv4 or IPv6 address; throws AddressError naming the text on failure. */
-export function parseIp(text: string): IpAddress {
+/** An IPv4 or IPv6 address, or undefined when `text` is not one (no exception: API input). */
+export function tryParseIp(text: string): IpAddress | undefined {
   const hit = PARSED.get(text);
   if (hit) return hit;
   const v4 = parseV4(text);
@@ -141,71 +143,52 @@ export function parseIp(text: string): IpAddress {
   let a: IpAddress;
   if (v4 !== undefined) a = Object.freeze({ family: 4, value: v4 });
   else if (v6 !== undefined) a = Object.freeze({ family: 6, value: v6 });
-  else throw new AddressError(`invalid IP address ${JSON.stringify(text)}`);
+  else return undefined;
   if (PARSED.size >= PARSED_MAX) PARSED.clear();
   PARSED.set(text, a);
   return a;
 }
 
-export function tryParseIp(text: string): IpAddress | undefined {
-  try {
-    return parseIp(text);
-  } catch {
-    return undefined;
-  }
+/** Parse an IPv4 or IPv6 address; throws AddressError naming the text on failure. */
+export function parseIp(text: string): IpAddress {
+  const a = tryParseIp(text);
+  if (!a) throw new AddressError(`invalid IP address ${JSON.stringify(text)}`);
+  return a;
 }
 
-/**
- * Parsed prefixes by text, beside PARSED and for the same reason (every pod address and route
- * arrives as text); `exact` says whether the text had no host bits set, for `strict`.
- */
-const PREFIXES = new Map<string, { readonly prefix: IpPrefix; readonly exact: boolean }>();
-
-/** Parse `addr[/len]`; without a length the prefix is a host route (/32 or /128). */
-export function parsePrefix(text: string, opts: { strict?: boolean } = {}): IpPrefix {
-  let hit = PREFIXES.get(text);
-  if (!hit) {
-    const slash = text.indexOf('/');
-    const addr = parseIp(slash < 0 ? text : text.slice(0, slash));
-    const bits = BITS[addr.family];
-    let len = bits;
-    if (slash >= 0) {
-      const l = text.slice(slash + 1);
-      if (!/^[0-9]{1,3}$/.test(l) || Number(l) > bits) {
-        throw new AddressError(`invalid prefix length in ${JSON.stringify(text)}: expected 0..${bits}`);
-      }
-      len = Number(l);
-    }
-    const masked = maskValue(addr.value, addr.family, len);
-    const prefix: IpPrefix = Object.freeze({ addr: masked === addr.value ? addr : Object.freeze({ family: addr.family, value: masked }), len });
-    hit = { prefix, exact: masked === addr.value };
-    if (PREFIXES.size >= PARSED_MAX) PREFIXES.clear();
-    PREFIXES.set(text, hit);
-  }
-  if (opts.strict && !hit.exact) {
-    throw new AddressError(`prefix ${JSON.stringify(text)} has host bits set`);
-  }
-  return hit.prefix;
+/** An IPv4 or IPv6 address in text form (a validator for configuration and API values). */
+export function isIpAddress(s: unknown): s is string {
+  return typeof s === 'string' && tryParseIp(s) !== undefined;
 }
 
-/** Host-bit counts as bigints, made once (route lookups mask an address per route). */
-const SHIFTS: readonly bigint[] = Array.from({ length: 129 }, (_, i) => BigInt(i));
-
-export function maskValue(value: bigint, family: Family, len: number): bigint {
-  const bits = BITS[family];
-  if (len === 0) return 0n;
-  const hostBits = SHIFTS[bits - len] ?? BigInt(bits - len);
-  return (value >> hostBits) << hostBits;
+/** The IPv4 address an IPv4-mapped IPv6 address (::ffff:0:0/96) stands for; others unchanged. */
+export function unmapV4(a: IpAddress): IpAddress {
+  return a.family === 6 && a.value >> 32n === 0xffffn ? Object.freeze({ family: 4, value: a.value & 0xffffffffn }) : a;
 }
 
-export function prefixContains(p: IpPrefix, a: IpAddress): boolean {
-  return p.addr.family === a.family && maskValue(a.value, a.family, p.len) === p.addr.value;
+/** tryParseIp with an IPv4-mapped address read as its IPv4 address (see unmapV4). */
+export function tryParseIpUnmapped(text: string): IpAddress | undefined {
+  const a = tryParseIp(text);
+  return a && unmapV4(a);
 }
 
 export function ipEquals(a: IpAddress, b: IpAddress): boolean {
   return a.family === b.family && a.value === b.value;
 }
 
+/** The 4 or 16 bytes of an address, network order (as DNS rdata and sockaddrs carry it). */
+export function ipBytes(a: IpAddress): Uint8Array {
+  const n = BITS[a.family] / 8;
+  const out = new Uint8Array(n);
+  let v = a.value;
+  for (let i = n - 1; i >= 0; i--) {
+    out[i] = Number(v & 0xffn);
+    v >>= 8n;
+  }
+  return out;
+}
+
+/** Canonical text: IPv4 dotted; IPv6 lowercase with the longest zero run (RFC 5952) compressed. */
 export function formatIp(a: IpAddress): string {
   if (a.family === 4) {
     const v = Number(a.value);
@@ -226,10 +209,6 @@ export function formatIp(a: IpAddress): string {
   const hex = groups.map((g) => g.toString(16));
   if (bestStart < 0) return hex.join(':');
   return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
-}
-
-export function formatPrefix(p: IpPrefix): string {
-  return `${formatIp(p.addr)}/${p.len}`;
 }
 
 export const ANY4: IpAddress = { family: 4, value: 0n };
