@@ -15,7 +15,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 const upstream = readFileSync(path.join(root, 'fixtures/rules/upstream-inpod-v4.rules'), 'utf8');
 
 /** The upstream in-pod ruleset padded to 40 rules with non-matching rules in the hot chains. */
-export function fortyRuleRuleset(): { text: string; rules: number } {
+function fortyRuleRuleset(): { text: string; rules: number } {
   const base = upstream.split('\n').filter((l) => l.startsWith('-A ')).length;
   const pad: string[] = [];
   for (let i = 0; pad.length < 40 - base; i++) {
@@ -69,13 +69,13 @@ function timeIt(minMs: number, body: () => number): { ops: number; ms: number } 
   return { ops, ms: now - start };
 }
 
-export interface KernelBench {
+interface KernelBench {
   readonly rules: number;
   readonly packetsPerSec: number;
   readonly setupsPerSec: number;
 }
 
-export function runKernelBench(durationMs = 2000): KernelBench {
+function runKernelBench(durationMs = 2000): KernelBench {
   const { text, rules } = fortyRuleRuleset();
   const app = credentials(1000, 1000);
 

@@ -6,7 +6,7 @@ import { Command } from 'commander';
 import { commands } from './commands/index.js';
 import { EXIT_CODES_HELP } from './errors.js';
 
-export function packageVersion(): string {
+function packageVersion(): string {
   // cli/ sits one level under the package root in source and two levels under it in dist/.
   let dir = path.dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 4; i++) {

@@ -132,7 +132,7 @@ export interface CheckProcessResult {
   readonly stdout: string;
 }
 
-export type CheckRunner = (args: readonly string[]) => Promise<CheckProcessResult>;
+type CheckRunner = (args: readonly string[]) => Promise<CheckProcessResult>;
 
 /** bin/ambient-lab.js: two levels above this module in dist/cli/, one above it in cli/ (tests run the sources). */
 const BIN = ((): string => {
@@ -142,7 +142,7 @@ const BIN = ((): string => {
 })();
 
 /** Runs `ambient-lab check ARGS` as its own process; its progress goes to this process's stderr. */
-export const runCheckProcess: CheckRunner = (args) => new Promise((resolve, reject) => {
+const runCheckProcess: CheckRunner = (args) => new Promise((resolve, reject) => {
   const child = spawn(process.execPath, [BIN, 'check', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   let stdout = '';
   child.stdout.setEncoding('utf8');
@@ -152,7 +152,7 @@ export const runCheckProcess: CheckRunner = (args) => new Promise((resolve, reje
 });
 
 /** One differing cell of one seed, with how to re-run it. */
-export interface SoakFinding {
+interface SoakFinding {
   readonly seed: number;
   readonly cell: CellReport;
   /** Re-runs just this cell with the seed's per-cell budget. */
@@ -161,7 +161,7 @@ export interface SoakFinding {
   readonly replay?: string;
 }
 
-export interface SoakResult {
+interface SoakResult {
   readonly exitCode: number;
   readonly findings: readonly SoakFinding[];
   /** Seeds whose check differed from the table (exit 1, no ERROR cell). */

@@ -19,7 +19,7 @@ export function readSchema(n: SchemaName): Record<string, unknown> {
 const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true });
 for (const n of SCHEMAS) ajv.addSchema(readSchema(n));
 
-export function validator(n: SchemaName): ValidateFunction {
+function validator(n: SchemaName): ValidateFunction {
   const v = ajv.getSchema(`https://ambient-lab.example/schemas/${n}.schema.json`);
   if (!v) throw new Error(`schema ${n} did not compile`);
   return v;

@@ -5,7 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { missingTools, missingToolsReason, REQUIRED_TOOLS, requiredPackages } from '../e2e/netns/required-tools.js';
 
-export interface WorldAvailability {
+interface WorldAvailability {
   readonly available: boolean;
   readonly reason: string;
 }

@@ -25,7 +25,7 @@ export interface ExportFinding {
  * Exports reached by name at run time rather than by an import, as `file#name` → who loads it.
  * An entry that no longer names an export is reported, so the list cannot go stale.
  */
-export const RUNTIME_EXPORTS: Readonly<Record<string, string>> = {
+const RUNTIME_EXPORTS: Readonly<Record<string, string>> = {
   'e2e/netns/world.ts#createNetnsWorldFactory': 'e2e/world-modules.ts (check loads the factory by module URL and export name)',
   'e2e/kind/shared-cluster.ts#createSharedKindCluster': 'e2e/world-modules.ts (check loads the factory by module URL and export name)',
 };

@@ -36,7 +36,7 @@ interface CellLine {
   readonly error?: string;
 }
 
-export interface MutantResult {
+interface MutantResult {
   readonly mutant: string;
   readonly area: string;
   readonly doc: string;

@@ -33,7 +33,7 @@ import * as path from 'node:path';
 import * as fs from 'node:fs';
 import ts from 'typescript';
 
-export interface PortsViolation {
+interface PortsViolation {
   readonly file: string; // relative to the checked root
   readonly line: number;
   readonly column: number;
@@ -51,7 +51,7 @@ const COMPONENT_DIRS = ['impl/node-agent', 'impl/cni-plugin', 'impl/ztunnel'];
  * Known layering violations not moved yet (issue #24), as `from` file → `to` file, both relative
  * to the root with `.ts`. Each needs a reason; remove the entry when the import is gone.
  */
-export interface LayerException {
+interface LayerException {
   readonly from: string;
   readonly to: string;
   readonly why: string;

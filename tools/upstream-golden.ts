@@ -169,7 +169,7 @@ export function normalise(save: string): string {
   return out.join('\n') + '\n';
 }
 
-export interface SetResult {
+interface SetResult {
   readonly file: string;
   readonly family: IpFamily;
   readonly upstream: string;

@@ -50,7 +50,7 @@ export interface CheckCliOptions {
  */
 export const KIND_DEFAULTS = { runs: 6, maxCommands: 6, threats: ['app-nonroot'], profiles: ['strict'] } as const;
 
-export interface BudgetChoice {
+interface BudgetChoice {
   readonly runs: number;
   readonly maxCommands: number;
   readonly threats?: readonly string[];
@@ -83,7 +83,7 @@ export function checkBudget(world: CheckWorldName, given: { runs?: string; maxCo
 }
 
 /** A validated `check` run: everything the run needs, nothing left to parse. */
-export interface CheckRunPlan {
+interface CheckRunPlan {
   readonly kind: 'run';
   readonly world: CheckWorldName;
   readonly mutant?: string;
@@ -100,7 +100,7 @@ export interface CheckRunPlan {
 }
 
 /** A validated `check --replay FILE`. */
-export interface CheckReplayPlan {
+interface CheckReplayPlan {
   readonly kind: 'replay';
   readonly file: string;
   readonly counterexample: CounterexampleFile;

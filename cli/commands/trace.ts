@@ -11,7 +11,7 @@ import { LabError, parseLab, type Lab } from '../../sim/lab/lab-file.js';
 import { runLab, type AttemptResult, type LabRun } from '../../sim/lab/run-lab.js';
 import { renderTrace } from '../../sim/kernel/trace.js';
 
-export function formatAttempt(r: AttemptResult, withTrace: boolean): string {
+function formatAttempt(r: AttemptResult, withTrace: boolean): string {
   const lines = [`== ${r.name}: ${r.outcome}`];
   if (r.acceptedBy) lines.push(`   accepted by:     ${r.acceptedBy}`);
   if (r.originalDst) lines.push(`   original dst:    ${r.originalDst}`);

@@ -31,7 +31,7 @@ export function appAccepts(log: string, tag: string): AppAccept[] {
 }
 
 /** A connection-log record as a World ProxyLogEntry. */
-export function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
+function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
   const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
   return {
     node, pod: ns && name ? { namespace: ns, name } : undefined,

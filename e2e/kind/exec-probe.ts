@@ -12,7 +12,7 @@ import { execa, type ResultPromise } from 'execa';
 import { createInterface } from 'node:readline';
 import type { ConnectOutcome, ConnectRequest, ProbeEvent, ProbeReply, ProbeRequest } from '../netns/probe-protocol.js';
 
-export interface ExecProbeOptions {
+interface ExecProbeOptions {
   /** Environment for the launcher (PATH decides which kubectl/docker run). */
   readonly env?: NodeJS.ProcessEnv;
   /** Give up on the launcher after this long (exec set-up + the request). */

@@ -8,7 +8,7 @@ import { execa } from 'execa';
 import * as path from 'node:path';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
-export interface KindCliOptions {
+interface KindCliOptions {
   /** Cluster name; must start with `al-` so leftovers are recognisable. */
   readonly cluster: string;
   readonly repoRoot: string;
@@ -26,22 +26,22 @@ export interface KindCliOptions {
 export const SYSTEM_NAMESPACE = 'ambient-lab-system';
 export const CRD_NAME = 'authorizationpolicies.security.istio.io';
 /** Applied in this order; the CRD file is created only when absent (never overwrites Istio's). */
-export const MANIFESTS = ['00-namespace.yaml', '02-rbac.yaml', '10-agent.yaml', '20-proxy.yaml'] as const;
-export const CRD_MANIFEST = '01-authorizationpolicy-crd.yaml';
+const MANIFESTS = ['00-namespace.yaml', '02-rbac.yaml', '10-agent.yaml', '20-proxy.yaml'] as const;
+const CRD_MANIFEST = '01-authorizationpolicy-crd.yaml';
 /** The namespace of the world's own helper pods (host probes); never part of the mesh. */
 export const E2E_NAMESPACE = 'ambient-lab-e2e';
 /** In the agent image (ci/build.Dockerfile compiles e2e/ too): the probe and the pod app of the netns world. */
 export const PROBE_PROGRAM = '/app/dist/e2e/netns/probe-program.js';
 export const POD_APP = '/app/dist/e2e/netns/world-pod-app.js';
-export type KindComponent = 'agent' | 'proxy';
+type KindComponent = 'agent' | 'proxy';
 /**
  * Node label that takes a component off one node: the world patches each DaemonSet with a
  * required node affinity "label absent" (enableNodeStop), so labelling a node makes the DaemonSet
  * controller delete that node's pod (SIGTERM, grace period) and unlabelling brings it back.
  */
-export const stopLabel = (c: KindComponent): string => `ambient-lab.io/stop-${c}`;
+const stopLabel = (c: KindComponent): string => `ambient-lab.io/stop-${c}`;
 
-export interface CommandResult {
+interface CommandResult {
   readonly exitCode: number;
   readonly stdout: string;
   readonly stderr: string;

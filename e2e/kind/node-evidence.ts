@@ -24,9 +24,6 @@ export interface NodeEvidence {
   readonly noise: readonly string[];
 }
 
-/** The outbound redirection, in either backend's save format (nat REDIRECT or mangle TPROXY). */
-export const REDIRECTION_RULE = /--to-ports 15001\b|--on-port 15001\b/;
-
 /**
  * The node script. Host-network sandboxes have no netns path and are skipped; so is a sandbox
  * that went away between the listing and its inspection (a real race, not a failed read). Both

@@ -13,7 +13,7 @@ import type { Acceptor, Delivery, PodRef } from '../../scenarios/world.js';
 import { ep } from './attribution.js';
 
 /** Where a frame to a destination leaves the source netns. */
-export interface NextHop { readonly dev: string; readonly mac: string }
+interface NextHop { readonly dev: string; readonly mac: string }
 
 const ADDRESS = /^[0-9a-f.:]+$/i;
 

@@ -23,7 +23,7 @@ import { rethrowAfterCleanup } from '../cleanup.js';
 // From source or from dist/ (the CLI): fixtures/, ci/ and the manifests are at the repository root.
 const repoRoot = findRepoRoot();
 
-export interface SharedKindOptions {
+interface SharedKindOptions {
   /** Cluster name (al-...); default from the pid. */
   readonly cluster?: string;
   /** Where the kubeconfig goes (`<workDir>/kubeconfig`); default a fresh temporary directory, removed by dispose(). */
@@ -53,7 +53,7 @@ function agentEnvOf(o: WorldOptions): Record<string, string> {
 }
 
 /** The reasons a world option cannot be staged on kind, as create() errors (the catalog skips on 'unsupported'). */
-export function kindUnsupported(o: WorldOptions): string | undefined {
+function kindUnsupported(o: WorldOptions): string | undefined {
   if (o.meshV6 !== undefined && o.meshV6 !== o.ipv6) return `kind world: meshV6 ${o.meshV6} with ipv6 ${o.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run it on the sim world`;
   return undefined;
 }

@@ -24,21 +24,21 @@ import { NetnsRun } from './netns-run.js';
 import { NetnsProcesses, type NetnsProcess, type SpawnOptions } from './processes.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
-export interface ClusterOptions {
+interface ClusterOptions {
   /** Number of nodes, 1..MAX_NODES; named node-0, node-1, ... */
   readonly nodes: number;
   /** Run prefix (`al-...-`); default a fresh one. Every namespace name starts with it. */
   readonly prefix?: string;
 }
 
-export interface NamespaceInfo {
+interface NamespaceInfo {
   /** Name under /run/netns (use with `ip -n`, `ip netns exec`). */
   readonly netns: string;
   /** Path form, as a NetnsId (`/run/netns/<netns>`). */
   readonly netnsPath: string;
 }
 
-export interface NodeInfo extends NamespaceInfo {
+interface NodeInfo extends NamespaceInfo {
   readonly name: string;
   readonly index: number;
   /** Address on the fabric (eth0). */
@@ -48,7 +48,7 @@ export interface NodeInfo extends NamespaceInfo {
   readonly podGateway: DualStack;
 }
 
-export interface OutsideInfo extends NamespaceInfo {
+interface OutsideInfo extends NamespaceInfo {
   readonly address: DualStack;
 }
 
@@ -61,7 +61,7 @@ export interface PodInfo extends NamespaceInfo {
   readonly hostVeth: string | undefined;
 }
 
-export interface AddPodOptions {
+interface AddPodOptions {
   /** Also give the pod an IPv6 address and default route (default true: the cluster is dual-stack). */
   readonly ipv6?: boolean;
 }

@@ -21,7 +21,7 @@ import { rethrowAfterCleanup } from '../cleanup.js';
 /** Debian's containernetworking-plugins directory. */
 export const DEBIAN_CNI_DIR = '/usr/lib/cni';
 
-export interface NetnsPluginExecOptions {
+interface NetnsPluginExecOptions {
   /** Node netns to run plugins in (its name under /run/netns). */
   readonly netns: string;
   /** Directories searched for plugin binaries, in order (what CNI_PATH lists). */
@@ -123,7 +123,7 @@ export interface PodNetwork {
   readonly ifname: string;
 }
 
-export interface CniPod {
+interface CniPod {
   readonly pod: PodInfo;
   readonly containerId: string;
   readonly results: readonly CniResult[];

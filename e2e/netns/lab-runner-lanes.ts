@@ -7,7 +7,7 @@ import type { AttemptResult } from '../../sim/lab/run-lab.js';
 import { KernelLab, type KernelLabOptions } from './lab-runner.js';
 import { newRunPrefix } from './netns-run.js';
 
-export class KernelLane {
+class KernelLane {
   private constructor(readonly lab: KernelLab) {}
 
   static async create(topology: Lab, opts: KernelLabOptions = {}): Promise<KernelLane> {

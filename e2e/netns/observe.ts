@@ -37,7 +37,7 @@ function toolFailureOf(e: unknown, argv: readonly string[], full: readonly strin
 }
 
 /** One conntrack entry's original and reply tuples (TCP). */
-export interface ConntrackEntry {
+interface ConntrackEntry {
   readonly orig: { readonly src: string; readonly dst: string; readonly sport: number; readonly dport: number };
   readonly reply: { readonly src: string; readonly dst: string; readonly sport: number; readonly dport: number };
 }

@@ -5,7 +5,7 @@
  * the probe's listening sockets see.
  */
 
-export type ProbeProto = 'tcp' | 'udp';
+type ProbeProto = 'tcp' | 'udp';
 
 export interface ListenRequest {
   readonly op: 'listen';
@@ -72,26 +72,26 @@ export interface RawSendOutcome {
 }
 
 /** Write the tag on a connection held by `ConnectRequest.holdData` and close it (value: whether it was held). */
-export interface ReleaseRequest {
+interface ReleaseRequest {
   readonly op: 'release';
   readonly tag: string;
 }
 
 /** Root probes only: run a program (iptables-restore, ip, ipset) inside the probe's namespace. */
-export interface ExecRequest {
+interface ExecRequest {
   readonly op: 'exec';
   readonly argv: readonly string[];
   readonly input: string | undefined;
 }
 
 /** Root probes only: write /proc/sys/<key> (a `net/...` path; per-netns). */
-export interface SysctlRequest {
+interface SysctlRequest {
   readonly op: 'sysctl';
   readonly key: string;
   readonly value: string;
 }
 
-export interface CloseAllRequest {
+interface CloseAllRequest {
   readonly op: 'close-all';
 }
 

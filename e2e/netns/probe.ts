@@ -23,12 +23,12 @@ export interface ProbeOwner {
 /** The owner of configuration probes: root with every capability. */
 export const ROOT_ADMIN = 'root-admin' as const;
 
-export function ownerKey(o: ProbeOwner | typeof ROOT_ADMIN): string {
+function ownerKey(o: ProbeOwner | typeof ROOT_ADMIN): string {
   return o === ROOT_ADMIN ? ROOT_ADMIN : `${o.uid}:${o.gid}:${[...o.caps].sort().join(',')}`;
 }
 
 /** Path of the compiled probe program; throws with what to do when it is missing or stale. */
-export function probeProgramPath(): string {
+function probeProgramPath(): string {
   const here = fileURLToPath(import.meta.url);
   const dir = dirname(here);
   if (here.endsWith('.js')) return join(dir, 'probe-program.js');
@@ -43,7 +43,7 @@ export function probeProgramPath(): string {
 }
 
 /** Every event every probe of a pool reported, in arrival order, with waiting. */
-export class ProbeEvents {
+class ProbeEvents {
   private readonly queue: ProbeEvent[] = [];
   private readonly waiters = new Set<() => void>();
 

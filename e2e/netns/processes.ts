@@ -21,7 +21,7 @@ export interface SpawnOptions {
   readonly env?: Readonly<Record<string, string>>;
 }
 
-export interface ProcessExit {
+interface ProcessExit {
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;
 }

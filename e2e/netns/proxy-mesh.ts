@@ -20,7 +20,7 @@ import { withCluster, type NetnsCluster, type PodInfo } from './cluster.js';
 import { MemoryLogger } from '../../sim/log/memory-logger.js';
 import { FakeAuthorizer, FakeWorkloads, INPOD_PLAN, TRUST_DOMAIN } from '../../sim/proxy-mesh/proxy-mesh.js';
 
-export interface NetnsMesh {
+interface NetnsMesh {
   readonly c: NetnsCluster;
   readonly pods: Record<'a' | 'b' | 'p' | 'c', PodInfo>;
   readonly authz: FakeAuthorizer;
@@ -41,7 +41,7 @@ const SPEC = [
   { name: 'c', node: 'node-1', enrolled: true, sa: 'sa-c' },
 ] as const;
 
-export interface NetnsMeshOptions {
+interface NetnsMeshOptions {
   /**
    * Nodes whose proxy runs in this process (default both). A node left out gets its pods'
    * rules but no proxy: the caller runs one elsewhere (the bench, in a process of its own).

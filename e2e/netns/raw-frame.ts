@@ -4,9 +4,9 @@
  * the few fields of a received frame the probe needs to recognise the answer (SYN-ACK or RST).
  */
 
-export type Mac = string;
+type Mac = string;
 
-export interface RawSegment {
+interface RawSegment {
   readonly proto: 'tcp' | 'udp';
   readonly srcMac: Mac;
   readonly dstMac: Mac;
@@ -20,7 +20,7 @@ export interface RawSegment {
   readonly seq: number;
 }
 
-export interface ParsedFrame {
+interface ParsedFrame {
   readonly family: 4 | 6;
   readonly proto: 'tcp' | 'udp' | 'other';
   readonly src: string;

@@ -6,7 +6,7 @@
  */
 import { run } from './ip.js';
 
-export interface RootSnapshot {
+interface RootSnapshot {
   readonly links: string;
   readonly addresses: string;
   readonly routes: string;

@@ -7,7 +7,7 @@
 import type { NetnsCluster } from './cluster.js';
 import type { NetnsProcess, SpawnOptions } from './processes.js';
 
-export interface Accepted {
+interface Accepted {
   readonly local: string;
   readonly localPort: number;
   readonly remote: string;

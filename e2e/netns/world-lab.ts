@@ -44,10 +44,10 @@ import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
-export type LabComponent = 'agent' | 'proxy';
+type LabComponent = 'agent' | 'proxy';
 
-export const API_PORT = 6443;
-export const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
+const API_PORT = 6443;
+const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
 
 /**
  * A process the lab started. Its identity is the pid plus the kernel's start time of that pid
@@ -136,7 +136,7 @@ export function repoRoot(): string {
 }
 
 /** A compiled program under dist/; throws with what to do when it is missing. */
-export function builtProgram(rel: string): string {
+function builtProgram(rel: string): string {
   const p = path.join(repoRoot(), 'dist', rel);
   if (!fs.existsSync(p)) throw new Error(`${p} is missing: run \`npm run build\` first`);
   return p;
@@ -165,7 +165,7 @@ export function procStart(pid: number): { startTime: string; zombie: boolean } |
  * process holds (returned as `channel`) — what the child writes there is attributable to it
  * alone (see NetnsLab.startApp).
  */
-export function spawnInNetns(netns: string, argv: readonly string[], opts: { uid?: number; caps?: readonly string[]; env?: Record<string, string>; logFile: string; channel?: boolean }): LabPid & { channel?: Readable } {
+function spawnInNetns(netns: string, argv: readonly string[], opts: { uid?: number; caps?: readonly string[]; env?: Record<string, string>; logFile: string; channel?: boolean }): LabPid & { channel?: Readable } {
   if (!/^al-[a-z0-9-]+$/.test(netns)) throw new Error(`refusing to start a process in netns ${JSON.stringify(netns)}: not one of ours`);
   const out = fs.openSync(opts.logFile, 'a', 0o644);
   const priv = setprivArgs({ ...(opts.uid !== undefined ? { uid: opts.uid } : {}), ...(opts.caps !== undefined ? { caps: opts.caps } : {}) });
@@ -203,7 +203,7 @@ export function isOurs(p: LabPid): boolean {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Stop one of our processes by pid: SIGTERM, SIGKILL after `graceMs`; resolves when it is gone. */
-export async function stopPid(p: LabPid | undefined, graceMs = 3000, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+async function stopPid(p: LabPid | undefined, graceMs = 3000, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   if (!p || !isOurs(p)) return;
   const kill = (sig: NodeJS.Signals): void => {
     try {
@@ -246,7 +246,7 @@ export function unless(...codes: number[]): (e: unknown) => undefined {
   };
 }
 
-export interface LabOptions {
+interface LabOptions {
   readonly nodes: number;
   readonly profile: Profile;
   /** Dual-stack pods and v6 capture (default false: IPv4 only). */
@@ -266,7 +266,7 @@ export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
 
 
 /** One line an app wrote on its report channel (world-pod-app.ts). */
-export interface AppRecord {
+interface AppRecord {
   readonly ev: 'ready' | 'accept' | 'datagram';
   readonly port?: number;
   readonly peer?: string;

@@ -39,7 +39,7 @@ import * as fs from 'node:fs';
 import { execIn, ipIn } from './ip.js';
 import { isOurs, type NetnsLab } from './world-lab.js';
 
-export interface SettleOptions {
+interface SettleOptions {
   /** Dual-stack world: v6 addresses, v6 rules and v6 listeners are required too. */
   readonly ipv6: boolean;
   /** After this long without convergence, settle returns the world as it is (see above). */

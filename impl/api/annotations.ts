@@ -23,7 +23,7 @@ export const REDIRECTION_STATUS = 'ambient.istio.io/redirection';
 /** Present on sidecar-injected pods, which ambient never enrolls. */
 export const SIDECAR_STATUS = 'sidecar.istio.io/status';
 
-export type RedirectionStatus = 'pending' | 'enabled';
+type RedirectionStatus = 'pending' | 'enabled';
 
 /** A pod annotation's value was rejected; `annotation` and `value` say which and what. */
 export class AnnotationError extends Error {
@@ -40,7 +40,7 @@ function quote(value: string): string {
 }
 
 /** Exactly "true" or "false"; absent → undefined (the caller's default applies). */
-export function parseBooleanAnnotation(annotation: string, value: string | undefined): boolean | undefined {
+function parseBooleanAnnotation(annotation: string, value: string | undefined): boolean | undefined {
   if (value === undefined) return undefined;
   if (value === 'true') return true;
   if (value === 'false') return false;
@@ -74,10 +74,10 @@ export function interfaceName(name: string): InterfaceName {
 }
 
 /** At most this many virtual interfaces per pod (each costs two rules in the pod's nat table). */
-export const MAX_VIRTUAL_INTERFACES = 16;
+const MAX_VIRTUAL_INTERFACES = 16;
 
 /** `tun0,tun1` → [tun0, tun1]. No spaces, no empty items, no duplicates; absent → []. */
-export function parseVirtualInterfaces(value: string | undefined): InterfaceName[] {
+function parseVirtualInterfaces(value: string | undefined): InterfaceName[] {
   if (value === undefined) return [];
   const fail = (detail: string): never => {
     throw new AnnotationError(REROUTE_VIRTUAL_INTERFACES, value, `${detail}; expected comma-separated interface names without spaces, e.g. "tun0,tun1"`);
@@ -150,7 +150,7 @@ function goTrimSpace(s: string): string {
  * absent), the interface list split on ',' with each item space-trimmed and empty ones dropped.
  * The names are NOT validated here, as upstream; parsePodRedirectionAnnotationsUpstream does that.
  */
-export interface UpstreamPodOverrides {
+interface UpstreamPodOverrides {
   readonly ingressMode: boolean;
   /** undefined = unset (the global setting applies). */
   readonly dnsCapture: boolean | undefined;
@@ -169,7 +169,7 @@ export function upstreamPodOverrides(annotations: Readonly<Record<string, string
 }
 
 /** A value the upstream reading ignored, and why (the agent says so in a Warning Event). */
-export interface IgnoredAnnotationValue {
+interface IgnoredAnnotationValue {
   readonly annotation: string;
   /** The value as shown in messages: JSON-escaped, cut to 80 characters. */
   readonly shown: string;

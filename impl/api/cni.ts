@@ -12,11 +12,10 @@ import { isIpAddress } from './ip/address.js';
 import { isCidr } from './ip/prefix.js';
 
 /** Spec versions a configuration or result may carry. */
-export const CNI_SPEC_VERSIONS = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
-export type CniSpecVersion = (typeof CNI_SPEC_VERSIONS)[number];
+const CNI_SPEC_VERSIONS = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
 
 export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'VERSION' | 'STATUS' | 'GC';
-export const CNI_COMMANDS: readonly CniCommand[] = ['ADD', 'DEL', 'CHECK', 'VERSION', 'STATUS', 'GC'];
+const CNI_COMMANDS: readonly CniCommand[] = ['ADD', 'DEL', 'CHECK', 'VERSION', 'STATUS', 'GC'];
 
 /** Well-known error codes (spec "Error"): 0-99 reserved, 100+ plugin-specific. */
 export const CniErrorCode = {
@@ -31,10 +30,9 @@ export const CniErrorCode = {
   PluginNotAvailable: 50,
   PluginNotAvailableLimited: 51,
 } as const;
-export type CniErrorCodeName = keyof typeof CniErrorCode;
 
 /** The error JSON a plugin prints on stdout when it exits non-zero. */
-export interface CniErrorJson {
+interface CniErrorJson {
   cniVersion: string;
   code: number;
   msg: string;
@@ -57,7 +55,7 @@ export class CniError extends Error {
   }
 }
 
-export interface CniIpam {
+interface CniIpam {
   type: string;
   [key: string]: unknown;
 }
@@ -108,7 +106,7 @@ export interface CniInterface {
   pciID?: string;
 }
 
-export interface CniIpConfig {
+interface CniIpConfig {
   /** CIDR: the address and its prefix length, e.g. 10.244.1.5/24. */
   address: string;
   gateway?: string;
@@ -176,10 +174,6 @@ function isObject(x: unknown): x is Record<string, unknown> {
   return typeof x === 'object' && x !== null && !Array.isArray(x);
 }
 
-export function isSpecVersion(v: unknown): v is CniSpecVersion {
-  return typeof v === 'string' && (CNI_SPEC_VERSIONS as readonly string[]).includes(v);
-}
-
 /** Compare dotted versions: negative when a < b. */
 export function compareVersions(a: string, b: string): number {
   const pa = a.split('.').map(Number);
@@ -202,7 +196,7 @@ function checkVersionField(v: unknown, where: string): string {
 }
 
 /** Validate the name of a network (list): alphanumeric start, then alphanumerics, `_`, `.`, `-`. */
-export function checkNetworkName(name: unknown, where = 'network configuration'): string {
+function checkNetworkName(name: unknown, where = 'network configuration'): string {
   if (typeof name !== 'string' || name === '') fail(CniErrorCode.InvalidNetworkConfig, `${where}: name is required`);
   if (!NAME.test(name)) {
     fail(CniErrorCode.InvalidNetworkConfig, `${where}: invalid name ${JSON.stringify(name)}`, 'must start with a letter or digit, then letters, digits, "_", "." or "-"');

@@ -13,7 +13,7 @@ export interface EnablementSelector {
 }
 
 /** Upstream's defaults (Helm `ambient.enablementSelectors`). */
-export const DEFAULT_ENABLEMENT_SELECTORS: readonly EnablementSelector[] = [
+const DEFAULT_ENABLEMENT_SELECTORS: readonly EnablementSelector[] = [
   { podSelector: { matchLabels: { [DATAPLANE_MODE]: 'ambient' } } },
   {
     podSelector: { matchExpressions: [{ key: DATAPLANE_MODE, operator: 'NotIn', values: ['none'] }] },

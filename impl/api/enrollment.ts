@@ -23,7 +23,7 @@ export interface PodFacts {
   readonly phase: string | undefined;
 }
 
-export type EnrollmentDecision =
+type EnrollmentDecision =
   | { readonly enroll: true; readonly reason: string }
   | { readonly enroll: false; readonly reason: string; readonly hard: boolean };
 

@@ -5,8 +5,6 @@ import type { Brand } from './brand.js';
 export type PodUid = Brand<string, 'PodUid'>;
 /** A network namespace handle as the world names it: a /proc or /run/netns path, or a sim id. */
 export type NetnsId = Brand<string, 'NetnsId'>;
-/** Kubernetes node name. */
-export type NodeName = Brand<string, 'NodeName'>;
 
 const TOKEN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
@@ -22,9 +20,3 @@ export function netnsId(raw: string): NetnsId {
   return raw as NetnsId;
 }
 
-export function nodeName(raw: string): NodeName {
-  if (!/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/.test(raw)) {
-    throw new Error(`invalid node name ${JSON.stringify(raw)}: expected a DNS-1123 subdomain`);
-  }
-  return raw as NodeName;
-}

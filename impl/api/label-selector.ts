@@ -3,7 +3,7 @@
  * empty selector matches everything. Semantics as apimachinery's: `NotIn` and `DoesNotExist`
  * match when the key is absent; `In` and `Exists` need it. Validated once, evaluated often.
  */
-export type SelectorOperator = 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+type SelectorOperator = 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
 
 export interface LabelSelectorRequirement {
   readonly key: string;

@@ -8,9 +8,7 @@
 /** On a pod or a namespace: `ambient` enrolls, `none` opts a pod out. */
 export const DATAPLANE_MODE = 'istio.io/dataplane-mode';
 
-export type DataplaneMode = 'ambient' | 'none';
-
-export type DataplaneModeLabel =
+type DataplaneModeLabel =
   | { readonly kind: 'absent' }
   | { readonly kind: 'ambient' }
   | { readonly kind: 'none' }

@@ -4,7 +4,7 @@
  * validated strictly on receipt: the body comes from another process and reaches rule
  * application and namespace handling.
  */
-export type PluginEventKind = 'add' | 'check';
+type PluginEventKind = 'add' | 'check';
 
 export interface PluginEvent {
   readonly kind: PluginEventKind;

@@ -7,7 +7,7 @@
  */
 import { isIpAddress } from './ip/address.js';
 
-export interface PodStatusAddresses {
+interface PodStatusAddresses {
   readonly status?: {
     readonly podIP?: string | undefined;
     readonly podIPs?: ReadonlyArray<{ readonly ip?: string | undefined }> | undefined;

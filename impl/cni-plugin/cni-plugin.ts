@@ -22,7 +22,7 @@ import { decideEnrollment } from '../api/enrollment.js';
 import { PLUGIN_TYPE, SUPPORTED_VERSIONS, parsePluginConfig, type PluginConfig } from '../api/cni-plugin-config.js';
 import { isKubeApiError } from '../host/kube.js';
 
-export interface CniPluginDeps {
+interface CniPluginDeps {
   /** Open the Kubernetes API (only `get` is used) from the plugin's kubeconfig; may throw. */
   openKube(kubeconfig: string): Pick<KubeApi, 'get'>;
   readonly events: PluginEventTransport;

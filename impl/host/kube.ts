@@ -41,7 +41,7 @@ export interface AuthorizationPolicy {
 }
 
 /** Every kind the port serves, with its object type. */
-export interface KubeObjects {
+interface KubeObjects {
   Namespace: Wire<V1Namespace>;
   Pod: Wire<V1Pod>;
   ServiceAccount: Wire<V1ServiceAccount>;

@@ -39,7 +39,7 @@ export interface ZdsNetnsHandle {
 }
 
 /** One received frame. */
-export interface ZdsFrame {
+interface ZdsFrame {
   readonly bytes: Uint8Array;
   readonly netns?: ZdsNetnsHandle;
 }

@@ -21,7 +21,7 @@ import { enrollmentSettingsFromFlags } from './enrollment-flags.js';
 
 const C = 'ambient-lab-cni-installer';
 
-export interface InstallerSettings {
+interface InstallerSettings {
   readonly command: 'install' | 'uninstall';
   readonly config: CniInstallConfig;
   readonly uninstallOnExit: boolean;

@@ -22,7 +22,7 @@ import { pinoLogger } from './logger-pino.js';
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /** The API server as reachable from the node (the plugin runs in the host netns). */
-export function inClusterServer(env: NodeJS.ProcessEnv): string {
+function inClusterServer(env: NodeJS.ProcessEnv): string {
   const host = env['KUBERNETES_SERVICE_HOST'];
   const port = env['KUBERNETES_SERVICE_PORT'];
   if (!host || !port) throw new ConfigError('KUBERNETES_SERVICE_HOST/PORT are not set: not running in a pod?');

@@ -15,7 +15,7 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export async function main(): Promise<number> {
+async function main(): Promise<number> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
   const stdin = env['CNI_COMMAND'] === 'VERSION' && process.stdin.isTTY ? '' : await readStdin();

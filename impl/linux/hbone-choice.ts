@@ -9,7 +9,7 @@ import { TlsHbone } from './hbone-tls.js';
 import type { CertificateSource } from './mesh-ca.js';
 
 export const HBONE_KINDS = ['auto', 'native', 'tls'] as const;
-export type HboneKind = (typeof HBONE_KINDS)[number];
+type HboneKind = (typeof HBONE_KINDS)[number];
 
 /** The transport `kind` resolves to here, and why native was passed over for auto. Throws for native when it cannot run. */
 export function resolveHbone(kind: HboneKind): { readonly use: 'native' | 'tls'; readonly fallbackReason?: string } {

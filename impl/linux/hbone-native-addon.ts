@@ -54,7 +54,7 @@ interface Addon {
   HboneTunnel: new (fd: number, ctx: NativeTlsContext, server: boolean, onEvent: (...e: TunnelEvent) => void) => NativeTunnel;
 }
 
-export const HBONE_ADDON_FILE = join('build', 'Release', 'ambient_lab_hbone.node');
+const HBONE_ADDON_FILE = join('build', 'Release', 'ambient_lab_hbone.node');
 
 let cached: { addon: Addon } | { reason: string } | undefined;
 

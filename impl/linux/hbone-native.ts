@@ -253,7 +253,7 @@ class TunnelSession {
   }
 }
 
-export interface NativeHboneOptions {
+interface NativeHboneOptions {
   readonly certificates: CertificateSource;
 }
 

@@ -52,7 +52,7 @@ function contextFor(cert: IssuedCertificate, rootPem: string): tls.SecureContext
   return ctx;
 }
 
-export interface TlsHboneOptions {
+interface TlsHboneOptions {
   readonly certificates: CertificateSource;
 }
 

@@ -16,7 +16,7 @@ export interface HealthSource {
   status(): unknown;
 }
 
-export interface HealthServer {
+interface HealthServer {
   /** TCP port, or 0 for a Unix socket. */
   readonly port: number;
   close(): Promise<void>;

@@ -33,7 +33,7 @@ export function iptablesTools(variant: IptablesBackendChoice | 'system'): Iptabl
 }
 
 /** Runs a `-save` tool in the node netns: its stdout, or an error if it cannot run or fails. */
-export type SaveRunner = (tool: string) => Promise<string>;
+type SaveRunner = (tool: string) => Promise<string>;
 
 /** The pure decision, given a runner (tests pass fakes); throws when nothing usable is found. */
 export async function chooseIptablesTools(force: IptablesBackendChoice | undefined, run: SaveRunner): Promise<{ tools: IptablesTools; why: string }> {

@@ -67,7 +67,7 @@ function need(ns: string | undefined, kind: KubeKind): string {
 }
 
 /** Maps a client-node failure to KubeApiError; anything else (network errors) passes through. */
-export function toKubeApiError(err: unknown): unknown {
+function toKubeApiError(err: unknown): unknown {
   if (err instanceof KubeApiError) return err;
   if (err instanceof ApiException) {
     let body: unknown = err.body;
@@ -302,7 +302,7 @@ class ListWatchInformer<T> implements Informer<T> {
 export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
 
 /** Where the components' API credentials come from. */
-export type KubeConfigSource =
+type KubeConfigSource =
   | { readonly kind: 'file'; readonly path: string }
   /** The pod's service account: KUBERNETES_SERVICE_HOST/PORT and the mounted token file, CA and namespace. */
   | { readonly kind: 'in-cluster' };

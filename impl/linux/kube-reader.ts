@@ -10,7 +10,7 @@ import * as https from 'node:https';
 import { parse as parseYaml } from 'yaml';
 import { KubeApiError, type KubeApi, type KubeKind, type KubeObjectOf } from '../host/kube.js';
 
-export type KubeReader = Pick<KubeApi, 'get'>;
+type KubeReader = Pick<KubeApi, 'get'>;
 
 interface Conn {
   readonly server: URL;
@@ -41,7 +41,7 @@ function data(inline: unknown, path: unknown, what: string, file: string): Buffe
   return undefined;
 }
 
-export function readKubeconfig(file: string): Conn {
+function readKubeconfig(file: string): Conn {
   const doc = parseYaml(readFileSync(file, 'utf8')) as Record<string, unknown> | null;
   if (!doc || typeof doc !== 'object') throw new Error(`kubeconfig ${file}: not a YAML mapping`);
   const ctxName = doc['current-context'];

@@ -27,9 +27,9 @@ import type { NetnsFinder } from '../host/netns-finder.js';
 
 export type PodUidSource = 'cgroup' | 'environ';
 
-export const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
+const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
 
-export interface ProcNetnsFinderOptions {
+interface ProcNetnsFinderOptions {
   /** Where pod UIDs are read from; default ['cgroup']. */
   readonly sources?: readonly PodUidSource[];
   /** /proc mount (tests may point elsewhere); default '/proc'. */
@@ -51,7 +51,7 @@ export function podUidFromCgroup(text: string): string | undefined {
 }
 
 /** The marker in one /proc/PID/environ (NUL-separated). */
-export function podUidFromEnviron(raw: string): string | undefined {
+function podUidFromEnviron(raw: string): string | undefined {
   for (const kv of raw.split('\0')) if (kv.startsWith(`${POD_UID_ENV}=`)) return kv.slice(POD_UID_ENV.length + 1);
   return undefined;
 }

@@ -47,7 +47,7 @@ interface RunResult {
   readonly code: number | null;
 }
 
-export interface LinuxNetnsRulesOptions {
+interface LinuxNetnsRulesOptions {
   /** Per-command timeout (default 30 s). */
   readonly timeoutMs?: number;
   /** The iptables variant's save/restore tools (iptables-backend.ts); default the unsuffixed system tools. */

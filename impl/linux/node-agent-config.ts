@@ -39,7 +39,7 @@ import type { LinuxZdsTransportOptions } from './zds-transport.js';
 
 const C = 'ambient-lab-agent';
 
-export interface AgentSettings {
+interface AgentSettings {
   readonly config: NodeAgentConfig;
   readonly kubeconfigFlag: string | undefined;
   readonly podUidSources: readonly PodUidSource[];
@@ -67,7 +67,7 @@ function parseId(flag: string, v: string): number {
  * A probe SNAT address: one unicast address of the family (no prefix, not unspecified, loopback
  * or multicast: each would make the probe carve-out match traffic that is not a probe, or none).
  */
-export function parseProbeSnat(flag: string, family: IpFamily, v: string): Cidr {
+function parseProbeSnat(flag: string, family: IpFamily, v: string): Cidr {
   const ok = family === 'ipv4' ? isIPv4(v) : isIPv6(v) && v === v.toLowerCase();
   if (!ok) throw new ConfigError(`${C}: --${flag} must be one ${family === 'ipv4' ? 'IPv4' : 'IPv6 (lowercase)'} address without a prefix length, got ${JSON.stringify(v)}`);
   const c = cidr(v);

@@ -8,11 +8,11 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export type NativeFamily = 'inet' | 'inet6' | 'packet';
-export type NativeType = 'stream' | 'dgram' | 'raw';
+type NativeFamily = 'inet' | 'inet6' | 'packet';
+type NativeType = 'stream' | 'dgram' | 'raw';
 
 /** Integer socket options the addon knows; the first group is settable, the second read-only. */
-export type SockOptName =
+type SockOptName =
   | 'SO_MARK' | 'SO_REUSEADDR' | 'SO_REUSEPORT' | 'IP_TRANSPARENT' | 'IP_FREEBIND'
   | 'IPV6_TRANSPARENT' | 'IPV6_FREEBIND' | 'IPV6_V6ONLY'
   | 'SO_ERROR' | 'SO_DOMAIN' | 'SO_TYPE';

@@ -389,7 +389,7 @@ function kernelRelay(a: ByteStream, b: ByteStream, pipeBytes: number): Relay | u
   };
 }
 
-export interface LinuxSocketsOptions {
+interface LinuxSocketsOptions {
   /** Relay plain connection pairs with splice(2) in the kernel (default true); false: through the process. */
   readonly kernelRelay?: boolean;
   /**
@@ -402,7 +402,7 @@ export interface LinuxSocketsOptions {
   readonly kernelRelayPipeBytes?: number;
 }
 
-export const DEFAULT_KERNEL_RELAY_PIPE_BYTES = 256 << 10;
+const DEFAULT_KERNEL_RELAY_PIPE_BYTES = 256 << 10;
 
 export class LinuxSockets implements Sockets {
   readonly relayNative?: (a: ByteStream, b: ByteStream) => Relay | undefined;

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ADDON_FILE } from './sockets-native.js';
 
-export interface RecvResult {
+interface RecvResult {
   readonly data: Buffer;
   readonly fds: number[];
   readonly truncated: boolean;
@@ -18,13 +18,13 @@ export interface RecvResult {
   readonly eof: boolean;
 }
 
-export interface PeerCred {
+interface PeerCred {
   readonly pid: number;
   readonly uid: number;
   readonly gid: number;
 }
 
-export interface NsInfo {
+interface NsInfo {
   readonly dev: number;
   readonly ino: number;
   readonly isNetns: boolean;

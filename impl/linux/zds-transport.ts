@@ -253,7 +253,7 @@ export interface LinuxZdsTransportOptions {
 }
 
 /** Validate LinuxZdsTransportOptions up front, so a bad flag fails at start-up, not at listen. */
-export function checkZdsSocketOptions(o: LinuxZdsTransportOptions): void {
+function checkZdsSocketOptions(o: LinuxZdsTransportOptions): void {
   if (o.mode !== undefined && (!Number.isInteger(o.mode) || o.mode < 0 || o.mode > 0o777)) {
     throw new Error(`ZDS socket mode ${o.mode} is not a permission mode (0..0o777, e.g. 0o660)`);
   }

@@ -20,20 +20,20 @@ export const PROBE_SET: Readonly<Record<IpFamily, IpSetName>> = {
 };
 
 /** An ipset the host rules need, as data: `create NAME hash:ip family inet|inet6 comment`. */
-export interface IpSetSpec {
+interface IpSetSpec {
   readonly name: IpSetName;
   readonly type: 'hash:ip';
   readonly family: IpFamily;
 }
 
 /** One member: an enrolled pod's IP, commented with the pod UID (so cleanup can find it). */
-export interface IpSetMember {
+interface IpSetMember {
   readonly set: IpSetName;
   readonly ip: Cidr;
   readonly podUid: PodUid;
 }
 
-export type HostProbeOptions =
+type HostProbeOptions =
   | { readonly profile: 'upstream'; readonly ipv6: boolean; readonly probeSnat?: Readonly<Record<IpFamily, Cidr>> }
   | { readonly profile: 'strict'; readonly ipv6: boolean; readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>; readonly kubeletUid: number };
 

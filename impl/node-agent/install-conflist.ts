@@ -9,7 +9,7 @@
  */
 import { CniError, CniErrorCode, parseConfList, type CniPluginConf } from '../api/cni.js';
 
-export const CONF_EXTENSIONS = ['.conf', '.conflist', '.json'] as const;
+const CONF_EXTENSIONS = ['.conf', '.conflist', '.json'] as const;
 
 type JsonObject = Record<string, unknown>;
 

@@ -29,7 +29,7 @@ import { CniError, type CniPluginConf } from '../api/cni.js';
 import { PLUGIN_TYPE, SUPPORTED_VERSIONS, parsePluginConfig } from '../api/cni-plugin-config.js';
 import { choosePrimary, insertChained, isConfFileName, mentionsPlugin, ownConfList, ownSortsFirst, readAsList, removeChained } from './install-conflist.js';
 
-export type InstallMode = 'chained' | 'own-conflist';
+type InstallMode = 'chained' | 'own-conflist';
 
 /** A file copied onto the node next to the plugin (e.g. the runtime the plugin launcher execs). */
 export interface PayloadFile {
@@ -72,7 +72,7 @@ export interface PluginCredentials {
   readonly token: string;
 }
 
-export interface CniInstallerDeps {
+interface CniInstallerDeps {
   readonly fs: FileSystem;
   readonly clock: Clock;
   readonly log: Logger;
@@ -80,14 +80,14 @@ export interface CniInstallerDeps {
   readonly credentials: () => Promise<PluginCredentials>;
 }
 
-export type InstallState =
+type InstallState =
   | { readonly phase: 'not-started' }
   | { readonly phase: 'waiting-for-primary'; readonly detail: string }
   | { readonly phase: 'installed'; readonly confFile: string }
   | { readonly phase: 'error'; readonly error: string };
 
 /** What one pass changed (for logs and tests). */
-export interface InstallReport {
+interface InstallReport {
   readonly state: InstallState;
   readonly wrote: readonly string[];
   readonly removed: readonly string[];
@@ -99,7 +99,7 @@ const EXEC_MODE = 0o755;
 const CONF_MODE = 0o644;
 
 /** The plugin's kubeconfig: the agent's service account, token inline (the node cannot read the agent's token file). */
-export function pluginKubeconfig(c: PluginCredentials): string {
+function pluginKubeconfig(c: PluginCredentials): string {
   const cluster: Record<string, unknown> = { server: c.server };
   if (c.caPem) cluster['certificate-authority-data'] = Buffer.from(c.caPem, 'utf8').toString('base64');
   const doc = {

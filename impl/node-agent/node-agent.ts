@@ -73,7 +73,7 @@ export interface NodeAgentConfig {
   readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>;
 }
 
-export interface NodeAgentDeps {
+interface NodeAgentDeps {
   readonly kube: KubeApi;
   readonly rules: NetnsRules;
   readonly finder: NetnsFinder;
@@ -107,7 +107,7 @@ interface MeshPod {
   annotated: 'pending' | 'enabled' | undefined;
 }
 
-export interface AgentHealth {
+interface AgentHealth {
   readonly live: boolean;
   readonly ready: boolean;
   readonly detail: string;

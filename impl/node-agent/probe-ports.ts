@@ -7,7 +7,7 @@ import type { KubeObjectOf } from '../host/kube.js';
 
 type Pod = KubeObjectOf<'Pod'>;
 
-export class ProbePortError extends Error {}
+class ProbePortError extends Error {}
 
 export function probePorts(pod: Pod): number[] {
   const out = new Set<number>();

@@ -31,7 +31,7 @@ export interface ProbeSetMember {
   readonly comment: string;
 }
 
-export interface ProbeSetSteps {
+interface ProbeSetSteps {
   readonly remove: readonly ProbeSetMember[];
   readonly add: readonly { readonly ip: string; readonly uid: PodUid }[];
 }

@@ -17,7 +17,7 @@ export interface StrictInputs {
   readonly probePorts: readonly Port[];
 }
 
-export interface StrictChoice {
+interface StrictChoice {
   readonly id: string;
   readonly summary: string;
   readonly rationale: string;
@@ -69,8 +69,3 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
   },
 ];
 
-export function strictChoice(id: string): StrictChoice {
-  const c = STRICT_CHOICES.find((x) => x.id === id);
-  if (!c) throw new Error(`no strict choice ${id}`);
-  return c;
-}

@@ -26,9 +26,9 @@ export const DEFAULT_PROBE_SNAT: Readonly<Record<IpFamily, Cidr>> = {
 };
 
 /** `ip rule` priority of the return-path fwmark rule (upstream). */
-export const RETURN_RULE_PRIORITY = 32764;
+const RETURN_RULE_PRIORITY = 32764;
 /** Conntrack zone that keeps the proxy's DNS flows apart from the app's (upstream). */
-export const DNS_CT_ZONE = 1;
+const DNS_CT_ZONE = 1;
 
 export interface InpodCommonOptions {
   /** Capture IPv6 (upstream `ambient.ipv6`, default true). IPv4 rules are always built. */
@@ -271,7 +271,7 @@ export function buildInpodPlan(o: InpodOptions): RedirectionPlan {
 }
 
 /** Node-wide settings that, with a pod's annotations, decide its options. */
-export interface InpodGlobals {
+interface InpodGlobals {
   readonly ipv6: boolean;
   readonly dnsCapture: boolean;
   readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>;

@@ -77,8 +77,8 @@ export function ipSetName(name: string): IpSetName {
   return name as IpSetName;
 }
 
-export type L4 = 'tcp' | 'udp' | 'icmp' | 'ipv6-icmp';
-export type CtState = 'NEW' | 'ESTABLISHED' | 'RELATED' | 'INVALID' | 'UNTRACKED';
+type L4 = 'tcp' | 'udp' | 'icmp' | 'ipv6-icmp';
+type CtState = 'NEW' | 'ESTABLISHED' | 'RELATED' | 'INVALID' | 'UNTRACKED';
 
 /** A match; `neg` renders `!`. Port matches need a `proto` match of tcp or udp in the same rule. */
 export type Match =
@@ -109,7 +109,7 @@ export type Target =
   | { readonly kind: 'CT-zone'; readonly zone: number };
 
 /** Stable, human-readable id of a rule within a ruleset, e.g. `nat/out/redirect-outbound`. */
-export type RuleId = Brand<string, 'RuleId'>;
+type RuleId = Brand<string, 'RuleId'>;
 
 export interface Rule {
   readonly id: RuleId;
@@ -163,14 +163,14 @@ export function ruleset(family: IpFamily, chains: Ruleset['chains'], rules: read
 // ---------------------------------------------------------------- mutation support
 
 /** The ruleset without one rule (mutation testing: "remove each generated rule"). */
-export function withoutRule(rs: Ruleset, id: RuleId): Ruleset {
+function withoutRule(rs: Ruleset, id: RuleId): Ruleset {
   const rules = rs.rules.filter((r) => r.id !== id);
   if (rules.length === rs.rules.length) throw new Error(`withoutRule: no rule ${id} in the ${rs.family} ruleset`);
   return { ...rs, rules };
 }
 
 /** The ruleset with match `index` of rule `id` dropped (mutation testing: "weaken each match"). */
-export function withoutMatch(rs: Ruleset, id: RuleId, index: number): Ruleset {
+function withoutMatch(rs: Ruleset, id: RuleId, index: number): Ruleset {
   let found = false;
   const rules = rs.rules.map((r) => {
     if (r.id !== id) return r;

@@ -17,7 +17,7 @@ interface Slot {
   timer: TimerHandle | undefined;
 }
 
-export interface WorkQueueOptions {
+interface WorkQueueOptions {
   readonly initialBackoffMs: number;
   readonly maxBackoffMs: number;
   readonly onError: (key: string, err: unknown, willRetry: boolean) => void;

@@ -37,7 +37,7 @@ export interface ZdsSnapshotEntry {
   readonly netns?: NetnsId;
 }
 
-export interface ZdsServerOptions {
+interface ZdsServerOptions {
   readonly transport: ZdsTransport;
   readonly address: ZdsAddress;
   readonly clock: Clock;
@@ -52,14 +52,14 @@ export interface ZdsServerOptions {
   readonly helloTimeoutMs?: number;
 }
 
-export type ZdsSendFailure = 'nack' | 'timeout' | 'no-proxy' | 'closed';
+type ZdsSendFailure = 'nack' | 'timeout' | 'no-proxy' | 'closed';
 
 /**
  * Who sent a request: a caller of addWorkload/delWorkload (which gets the rejection and does its
  * own retrying), or the server itself (snapshot, or resync after falling back to an older
  * connection), whose failures nobody awaits — only the event tells the agent about those.
  */
-export type ZdsRequestOrigin = 'caller' | 'snapshot' | 'resync';
+type ZdsRequestOrigin = 'caller' | 'snapshot' | 'resync';
 
 /** Why an addWorkload/delWorkload did not succeed. */
 export class ZdsSendError extends Error {

@@ -26,16 +26,16 @@ import type { ConnectionDirection, ConnectionEvent, ProxyConnectionLog, ProxyCon
 
 export const CONNECTION_LOG_VERSION = 1;
 
-export type LogEvent = 'accepted' | ConnectionEvent;
-export const LOG_EVENTS: readonly LogEvent[] = ['accepted', 'forwarded', 'denied', 'failed', 'closed', 'closed-by-policy'];
-export const LOG_DIRECTIONS: readonly ConnectionDirection[] = ['outbound', 'inbound-plaintext', 'inbound-hbone'];
+type LogEvent = 'accepted' | ConnectionEvent;
+const LOG_EVENTS: readonly LogEvent[] = ['accepted', 'forwarded', 'denied', 'failed', 'closed', 'closed-by-policy'];
+const LOG_DIRECTIONS: readonly ConnectionDirection[] = ['outbound', 'inbound-plaintext', 'inbound-hbone'];
 
-export interface Endpoint {
+interface Endpoint {
   readonly ip: string;
   readonly port: number;
 }
 
-export interface FourTuple {
+interface FourTuple {
   readonly src: Endpoint;
   readonly dst: Endpoint;
 }
@@ -63,11 +63,11 @@ export interface ConnectionLogRecord {
   readonly bytesReceived?: number;
 }
 
-export interface ConnectionLogSink {
+interface ConnectionLogSink {
   write(record: ConnectionLogRecord): void;
 }
 
-export class ConnectionLogError extends Error {
+class ConnectionLogError extends Error {
   override readonly name = 'ConnectionLogError';
 }
 
@@ -132,7 +132,7 @@ export function formatRecord(r: ConnectionLogRecord): string {
   return `${JSON.stringify(r)}\n`;
 }
 
-export interface ParsedConnectionLog {
+interface ParsedConnectionLog {
   readonly records: ConnectionLogRecord[];
   /** One entry per bad line (1-based line numbers); empty lines are allowed. */
   readonly errors: { readonly line: number; readonly message: string }[];

@@ -103,7 +103,7 @@ export async function handleInboundPlaintext(ctx: PodContext, down: TcpConnectio
 }
 
 /** Parse an `ip:port` or `[v6]:port` authority. */
-export function parseAuthority(a: string): SocketAddress | undefined {
+function parseAuthority(a: string): SocketAddress | undefined {
   const m = /^\[([0-9a-fA-F:.]+)\]:(\d{1,5})$/.exec(a) ?? /^(\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})$/.exec(a);
   if (!m) return undefined;
   const port = Number(m[2]);

@@ -16,7 +16,7 @@ import type { Logger } from '../host/log.js';
 import { SyncedInformer } from './authz/synced-informer.js';
 
 /** What the mirror does to the cache. */
-export interface MirrorSink<T> {
+interface MirrorSink<T> {
   upsert(obj: T): void;
   remove(obj: T): void;
   replaceAll(objs: readonly T[]): void;
@@ -32,7 +32,7 @@ export interface WatcherOptions {
   readonly maxBackoffMs?: number;
 }
 
-export interface InformerMirrorOptions extends Omit<WatcherOptions, 'kube'> {
+interface InformerMirrorOptions extends Omit<WatcherOptions, 'kube'> {
   /** What is watched, for logs: e.g. "Pods". */
   readonly what: string;
   readonly emptyWhenNotServed?: boolean;

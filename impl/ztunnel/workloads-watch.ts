@@ -13,7 +13,7 @@
 import { InformerMirror, type WatcherOptions } from './informer-mirror.js';
 import type { Pod, WorkloadIndex } from './workloads.js';
 
-export interface WorkloadWatcherOptions extends WatcherOptions {
+interface WorkloadWatcherOptions extends WatcherOptions {
   readonly index: WorkloadIndex;
 }
 

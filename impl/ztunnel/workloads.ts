@@ -32,7 +32,7 @@ import { SyncedStore } from './synced-store.js';
 
 export type Pod = KubeObjectOf<'Pod'>;
 
-export interface Workload {
+interface Workload {
   readonly uid: string;
   readonly name: string;
   readonly namespace: string;
@@ -49,7 +49,7 @@ export interface Workload {
   readonly spiffe: string;
 }
 
-export interface WorkloadIndexOptions {
+interface WorkloadIndexOptions {
   readonly trustDomain: string;
 }
 
@@ -64,7 +64,7 @@ function isTerminal(pod: Pod): boolean {
 }
 
 /** The workload a pod stands for, or undefined when it has no uid/name/namespace yet. */
-export function workloadOf(pod: Pod, trustDomain: string): Workload | undefined {
+function workloadOf(pod: Pod, trustDomain: string): Workload | undefined {
   const uid = pod.metadata?.uid;
   const name = pod.metadata?.name;
   const namespace = pod.metadata?.namespace;

@@ -45,7 +45,7 @@ export interface ZdsBackoff {
   readonly jitter: number;
 }
 
-export interface ZdsClientOptions {
+interface ZdsClientOptions {
   readonly transport: ZdsTransport;
   readonly address: ZdsAddress;
   readonly clock: Clock;

@@ -8,7 +8,7 @@ import { NodeProxy, type NodeProxyOptions } from './node-proxy.js';
 import type { DrainMode } from './pod-proxy.js';
 import { ZdsClient, type ZdsBackoff } from './zds-client.js';
 
-export interface ZtunnelOptions extends NodeProxyOptions {
+interface ZtunnelOptions extends NodeProxyOptions {
   readonly zdsTransport: ZdsTransport;
   readonly zdsAddress: ZdsAddress;
   readonly random: Random;

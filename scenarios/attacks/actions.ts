@@ -20,7 +20,7 @@ export interface AttackerAction {
 }
 
 /** The upstream and strict proxy mark (impl/api/marks.ts PROXY_MARK). */
-export const PROXY_MARK_VALUE = 0x539;
+const PROXY_MARK_VALUE = 0x539;
 
 const pod = (p: typeof VICTIM, port: number): Destination => ({ kind: 'pod', pod: p, port });
 

@@ -114,11 +114,11 @@ export async function runCatalogPhases(world: World, state: TopologyState, t: Th
   }
 }
 
-export function rogueZdsActionName(uid: number): string {
+function rogueZdsActionName(uid: number): string {
   return `(rogue-zds phase: ZDS hello as uid ${uid})`;
 }
 
-export interface WorldCreator {
+interface WorldCreator {
   create(options: WorldOptions): Promise<World>;
 }
 

@@ -12,7 +12,7 @@ import type { ThreatId } from '../threats/threats.js';
 import type { BypassClass } from '../expected/table.js';
 import type { CatalogPhase } from './catalog-phases.js';
 
-export interface AttackEntry {
+interface AttackEntry {
   readonly id: string;
   readonly classes: readonly BypassClass[];
   readonly title: string;

@@ -18,7 +18,7 @@ import type { ClusterContext, ComponentStates, MeshSettings, PodFacts } from '..
 import type { ThreatModel } from '../threats/threats.js';
 
 export const MESH_NS = 'mesh';
-export const PLAIN_NS = 'plain';
+const PLAIN_NS = 'plain';
 export const APP_PORT = 8080;
 export const PROBE_PORT = 8081;
 export const UDP_PORT = 9999;

@@ -47,7 +47,7 @@ function row(upstream: ExpectedCell, strict: ExpectedCell): Row {
 }
 
 /** EXPECTED[property][threat][profile]. */
-export const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, Row>>>> = {
+const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, Row>>>> = {
   'outbound-capture': {
     'app-nonroot': row(UDP_OUT, holds(`TCP is redirected to 15001; ${STRICT_UDP}`)),
     'app-root': row(UDP_OUT, holds(`uid 0 without capabilities cannot set SO_MARK or touch rules; ${STRICT_UDP}`)),

@@ -17,18 +17,18 @@ import { explainKnown } from './known-divergences.js';
 import { labToYaml } from './lab-yaml.js';
 
 /** A world that runs a case lab over the fixed topology. */
-export interface CaseRunner {
+interface CaseRunner {
   run(lab: Lab): Promise<AttemptResult[]>;
 }
 
-export type SimOptions = Pick<SimKernelOptions, 'netfilterFactory'>;
+type SimOptions = Pick<SimKernelOptions, 'netfilterFactory'>;
 
 /** Run a lab in the simulator, optionally with a replaced netfilter model (positive controls). */
 export function runSim(lab: Lab, opts: SimOptions = {}): AttemptResult[] {
   return [...runLab(lab, 'case', { trace: false, ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}) }).results];
 }
 
-export interface CaseVerdict {
+interface CaseVerdict {
   readonly lab: Lab;
   readonly sim: AttemptResult[] | undefined;
   readonly kernel: AttemptResult[] | undefined;
@@ -71,7 +71,7 @@ export async function checkLab(lab: Lab, kernel: CaseRunner, sim: SimOptions = {
   return { lab, sim: simResults, kernel: kernelResults, differences, known, simError, kernelError };
 }
 
-export interface DifferentialOptions {
+interface DifferentialOptions {
   readonly runs: number;
   readonly seed: number;
   readonly lanes: readonly CaseRunner[];
@@ -82,7 +82,7 @@ export interface DifferentialOptions {
   readonly maxShrinks?: number;
 }
 
-export interface Counterexample {
+interface Counterexample {
   readonly lane: number;
   readonly seed: number;
   readonly verdict: CaseVerdict;
@@ -90,7 +90,7 @@ export interface Counterexample {
   readonly yaml: string;
 }
 
-export interface DifferentialReport {
+interface DifferentialReport {
   readonly cases: number;
   readonly seeds: readonly number[];
   readonly counterexamples: readonly Counterexample[];
@@ -146,7 +146,7 @@ export async function runDifferential(opts: DifferentialOptions): Promise<Differ
   return { cases, seeds, counterexamples, knownHits, knownByName, bothRejected };
 }
 
-export function describeCounterexample(v: CaseVerdict, seed: number): string {
+function describeCounterexample(v: CaseVerdict, seed: number): string {
   const lines = [`Differential counterexample (fast-check seed ${seed}), shrunk.`, 'sim vs kernel:'];
   for (const d of v.differences) lines.push(`  ${d.attempt} ${d.field}: sim ${d.sim ?? '-'} / kernel ${d.kernel ?? '-'}`);
   if (v.simError) lines.push(`  sim error: ${v.simError.split('\n')[0]}`);

@@ -14,15 +14,15 @@ import type { Capability } from '../../sim/kernel/process.js';
 import type { Lab, LabAttempt, LabNetns, LabSocket } from '../../sim/lab/lab-file.js';
 import { ADDR, fixedTopology, NODES, type FamilyAddresses, type Node } from './topology.js';
 
-export type PortSlot = 'app' | 'in' | 'out' | 'other';
+type PortSlot = 'app' | 'in' | 'out' | 'other';
 const PORT_OFFSET: Readonly<Record<PortSlot, number>> = { app: 0, in: 1, out: 2, other: 3 };
 /** Ports per case; bases cycle through 10000..(10000 + PORT_STRIDE * 5000). */
 export const PORT_STRIDE = 4;
 
 type AddrSlot = keyof Omit<FamilyAddresses, 'plen'> | 'self';
 
-export type Table = 'raw' | 'mangle' | 'nat' | 'filter';
-export interface RuleSpec {
+type Table = 'raw' | 'mangle' | 'nat' | 'filter';
+interface RuleSpec {
   readonly table: Table;
   /** A built-in chain, or `U_<builtin>` (a user chain called only from that built-in chain). */
   readonly chain: string;
@@ -30,12 +30,12 @@ export interface RuleSpec {
   readonly body: string;
 }
 
-export interface Owner { readonly uid: number; readonly caps: readonly Capability[] }
-export const APP: Owner = { uid: 1000, caps: [] };
-export const PROXY: Owner = { uid: 1337, caps: ['NET_ADMIN'] };
-export const ROOTISH: Owner = { uid: 0, caps: ['NET_ADMIN'] };
+interface Owner { readonly uid: number; readonly caps: readonly Capability[] }
+const APP: Owner = { uid: 1000, caps: [] };
+const PROXY: Owner = { uid: 1337, caps: ['NET_ADMIN'] };
+const ROOTISH: Owner = { uid: 0, caps: ['NET_ADMIN'] };
 
-export interface ListenerSpec {
+interface ListenerSpec {
   readonly name: string;
   readonly node: Node;
   readonly proto: 'tcp' | 'udp';
@@ -46,7 +46,7 @@ export interface ListenerSpec {
   readonly transparent: boolean;
 }
 
-export interface AttemptSpec {
+interface AttemptSpec {
   readonly node: Node;
   readonly proto: 'tcp' | 'udp';
   readonly addr: AddrSlot;
@@ -244,7 +244,7 @@ function renderBody(body: string, family: Family, node: Node, base: number): str
 }
 
 /** iptables-restore text for one node: tables with rules, user chains declared and reachable. */
-export function renderRules(rules: readonly RuleSpec[], family: Family, node: Node, base: number): string | undefined {
+function renderRules(rules: readonly RuleSpec[], family: Family, node: Node, base: number): string | undefined {
   const out: string[] = [];
   for (const table of ['raw', 'mangle', 'nat', 'filter'] as const) {
     const mine = rules.filter((r) => r.table === table);

@@ -12,7 +12,7 @@ import { parseLab, type Lab } from '../../sim/lab/lab-file.js';
 import type { AttemptResult } from '../../sim/lab/run-lab.js';
 import type { Difference } from './compare.js';
 
-export interface KnownDivergence {
+interface KnownDivergence {
   readonly name: string;
   /** What differs, and why. */
   readonly description: string;

@@ -8,10 +8,10 @@ import { Netfilter } from '../../sim/kernel/netfilter/netfilter.js';
 import type { IpSets } from '../../sim/kernel/netfilter/ipset.js';
 import type { Hook, TableName } from '../../sim/kernel/netfilter/types.js';
 
-export type NetfilterFactory = (family: Family, ipsets: IpSets) => NetfilterEngine;
+type NetfilterFactory = (family: Family, ipsets: IpSets) => NetfilterEngine;
 
 /** A model whose engine never runs one (table, hook) pair, as if its rules were not there. */
-export function ignoring(table: TableName, hook: Hook): NetfilterFactory {
+function ignoring(table: TableName, hook: Hook): NetfilterFactory {
   return (family, ipsets) => {
     const real = new Netfilter(family, { ipsets });
     return {
@@ -25,8 +25,6 @@ export function ignoring(table: TableName, hook: Hook): NetfilterFactory {
 
 /** REDIRECT/DNAT of arriving connections forgotten: nat PREROUTING never consulted. */
 export const natPreroutingIgnored: NetfilterFactory = ignoring('nat', 'PREROUTING');
-/** Marks set on locally generated packets forgotten: mangle OUTPUT never consulted. */
-export const mangleOutputIgnored: NetfilterFactory = ignoring('mangle', 'OUTPUT');
 
 /**
  * REDIRECT that keeps the original destination address and only changes the port — as if it

@@ -15,14 +15,14 @@ import {
 import type { ThreatSpec } from './contracts.js';
 import { Race, type RaceOp } from './race.js';
 
-export interface GeneratorContext {
+interface GeneratorContext {
   readonly threat: ThreatSpec;
   readonly nodes: number;
   readonly ipv6: boolean;
 }
 
 /** The namespaces histories may create (a small pool, so commands collide on purpose). */
-export const NAMESPACE_POOL = ['ambient-a', 'ambient-b', 'plain'] as const;
+const NAMESPACE_POOL = ['ambient-a', 'ambient-b', 'plain'] as const;
 
 const mode: fc.Arbitrary<ModeChoice> = fc.constantFrom<ModeChoice>('ambient', null, 'none', 'Ambient');
 

@@ -20,7 +20,7 @@ import { disposeWorlds, runsInProcess, unstageableThreat, worldGaps, worldLimits
 
 export const CHECK_REPORT_FORMAT = 'ambient-lab/check@1';
 
-export interface CheckOptions {
+interface CheckOptions {
   readonly world: WorldChoice;
   readonly settings: Settings;
   /** Total model-based histories, spread evenly over the selected cells. */
@@ -85,7 +85,7 @@ export interface CheckReport {
 }
 
 /** Per-cell seed from the run seed and the cell's name: stable under sharding and selection. */
-export function cellSeed(seed: number, c: CellId): number {
+function cellSeed(seed: number, c: CellId): number {
   const h = createHash('sha256').update(`${seed}|${c.property}|${c.threat}|${c.profile}`).digest();
   return h.readUInt32BE(0) & 0x7fffffff;
 }

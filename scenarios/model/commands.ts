@@ -176,7 +176,7 @@ export type RuleShape =
   | { readonly kind: 'ipBlock'; readonly cidr: string }
   | { readonly kind: 'any' };
 
-export interface PolicyShape {
+interface PolicyShape {
   readonly nsIndex: number;
   readonly name: string;
   readonly action: 'ALLOW' | 'DENY';
@@ -185,7 +185,7 @@ export interface PolicyShape {
   readonly selector?: Readonly<Record<string, string>>;
 }
 
-export function policyObject(m: Readonly<ClusterModel>, ns: string, shape: PolicyShape): PolicyObject {
+function policyObject(m: Readonly<ClusterModel>, ns: string, shape: PolicyShape): PolicyObject {
   const rule = shape.rule;
   let rules: unknown[];
   switch (rule.kind) {
@@ -243,7 +243,7 @@ export class DeletePolicy extends ChangeCommand {
   }
 }
 
-export type ComponentOp = 'stop' | 'start' | 'restart';
+type ComponentOp = 'stop' | 'start' | 'restart';
 
 export class ComponentCommand extends ChangeCommand {
   constructor(readonly op: ComponentOp, readonly component: Component, readonly nodeIndex: number) {
@@ -359,7 +359,7 @@ export function describeOptions(o: ConnectOptions): string {
 }
 
 /** The mesh's intent for a pod, as the model knows it (labels written), without the system's say. */
-export function intendedEnrolled(m: Readonly<ClusterModel>, p: ModelPod): boolean {
+function intendedEnrolled(m: Readonly<ClusterModel>, p: ModelPod): boolean {
   const podMode = p.labels[DATAPLANE_MODE];
   if (podMode === 'ambient') return true;
   if (podMode === 'none') return false;
@@ -508,7 +508,7 @@ export class CreatePodAgentFault implements ModelCommand {
 /** One rule of an overlapping ALLOW/DENY pair; `port` and `principal`/`namespace` share the pair's parameters. */
 export type OverlapRuleKind = 'any' | 'port' | 'principal' | 'namespace';
 
-export interface OverlapShape {
+interface OverlapShape {
   /** The target: a started pod (index over started pods); its namespace gets both policies. */
   readonly podIndex: number;
   /** Both policies select the target by its dataplane-mode label (when it has one) instead of the whole namespace. */

@@ -49,7 +49,7 @@ export interface ThreatSpec {
   readonly vantage: 'enrolled-pod' | 'same-node-host' | 'other-node' | 'outside';
 }
 
-export type Verdict = 'holds' | 'bypass';
+type Verdict = 'holds' | 'bypass';
 
 /** The recorded expectation of one matrix cell. */
 export interface ExpectedVerdict {

@@ -4,7 +4,7 @@
  * after a failed JSON.parse a small strict scanner (RFC 8259) finds the first bad character.
  */
 
-export interface JsonSyntaxProblem {
+interface JsonSyntaxProblem {
   /** 0-based offset of the first character that cannot continue a JSON text. */
   readonly offset: number;
   /** 1-based line and column of that offset. */

@@ -13,10 +13,6 @@ export interface CellId {
   readonly profile: Profile;
 }
 
-export function cellName(c: CellId): string {
-  return `${c.property} × ${c.threat} × ${c.profile}`;
-}
-
 export interface MatrixSelection {
   readonly properties?: readonly string[];
   readonly threats?: readonly string[];
@@ -87,7 +83,7 @@ const SHORT: Record<CellStatus, string> = {
   error: 'ERROR',
 };
 
-export interface JudgedCell extends CellId {
+interface JudgedCell extends CellId {
   readonly status: CellStatus;
   readonly runs: number;
   /** Which search found the bypass: model-based histories, the attack catalog, or both. */

@@ -9,7 +9,7 @@ import { toFile } from './counterexample.js';
 import { runCell } from './run-cell.js';
 import { loadFactory, type CheckWorldName, type WorldModule } from './worlds.js';
 
-export interface ReplayOutcome {
+interface ReplayOutcome {
   /** The same property broke with the same message. */
   readonly same: boolean;
   readonly original: string;

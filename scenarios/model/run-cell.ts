@@ -15,7 +15,7 @@ import { PropertyViolationError, checkState, record, type RunContext, type StepR
 import { CreateNamespace, CreatePod, Settle, type ModelCommand } from './commands.js';
 import { Race } from './race.js';
 
-export interface CellRunOptions {
+interface CellRunOptions {
   readonly factory: WorldFactory;
   /** The factory for the one replay of a shrunk counterexample (e.g. with packet traces on). */
   readonly replayFactory?: WorldFactory;
@@ -39,7 +39,7 @@ export interface CellRunOptions {
   readonly reuseWorlds?: boolean;
 }
 
-export interface CellSpec {
+interface CellSpec {
   readonly property: CheckableProperty;
   readonly threat: ThreatSpec;
   readonly profile: Profile;

@@ -41,7 +41,7 @@ export function record(ctx: RunContext, command: string, detail: string): void {
 }
 
 /** The properties' view of the cluster: the observed pods plus what only the model knows. */
-export function clusterContext(ctx: RunContext, model: ModelView, pods: readonly PodObservation[]): ClusterContext {
+function clusterContext(ctx: RunContext, model: ModelView, pods: readonly PodObservation[]): ClusterContext {
   const namespaces: Record<string, Record<string, string>> = {};
   for (const [n, l] of model.namespaces) namespaces[n] = l;
   const specs: Record<string, PodFacts> = {};

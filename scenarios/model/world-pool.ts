@@ -19,7 +19,7 @@ import type { ResetBaseline } from '../worlds/sim-world.js';
 import { cloneModel, type ClusterModel, type ModelView } from './model.js';
 
 /** A world that can be reset to a baseline and compared with it (the sim world). */
-export interface ResettableWorld extends World {
+interface ResettableWorld extends World {
   resetTo(baseline: ResetBaseline): Promise<void>;
   stateDigest(): string;
 }

@@ -119,7 +119,7 @@ export async function mutantNames(profile: Profile, ipv6: boolean): Promise<stri
 }
 
 /** What a world can stage of the World interface and WorldOptions (the rest is reported, never silently passed). */
-export interface WorldLimits {
+interface WorldLimits {
   /** Dual-stack clusters (WorldOptions.ipv6, meshV6). */
   readonly ipv6: boolean;
   /** Raw (AF_PACKET) sources (ConnectOptions.raw). */

@@ -159,7 +159,7 @@ export function applyImplMutant(distRoot: string, m: ImplMutant): void {
   writeFileSync(path, text.replace(m.anchor, () => m.replacement));
 }
 
-export interface MutantTree {
+interface MutantTree {
   /** Root of the copy: holds dist/, package.json and links to node_modules/ and build/. */
   readonly root: string;
   /** The copy's CLI entry point. */

@@ -87,7 +87,7 @@ export function unprotectedFirstHop(ctx: ConnectionContext): string | undefined 
  * inbound authorization, no identity check (e.g. a hijacked 15006 taking a peer's plaintext
  * leg). A world that cannot say which proxy delivered gets no benefit of the doubt.
  */
-export function wrongProxy(d: Delivery, pod: PodObservation): string | undefined {
+function wrongProxy(d: Delivery, pod: PodObservation): string | undefined {
   if (d.proxyNode === undefined) return 'the world did not report which node proxy made the connection (Delivery.proxyNode)';
   if (d.proxyNode !== pod.node) return `the node proxy of ${d.proxyNode} made the connection, not the one of the pod's node ${pod.node}`;
   if (d.proxyFor !== undefined && podKey(d.proxyFor) !== podKey(pod)) return `the proxy made it on behalf of ${podKey(d.proxyFor)} (from that pod's netns), not as ${podKey(pod)}'s inbound`;

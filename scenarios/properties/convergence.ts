@@ -8,7 +8,7 @@ import { podKey, type PodObservation } from '../world.js';
 import { selectionOf } from './enrollment-model.js';
 import { violation, type ClusterContext, type StateProperty, type Violation } from './types.js';
 
-export function convergenceViolations(pods: readonly PodObservation[], ctx: ClusterContext): Violation[] {
+function convergenceViolations(pods: readonly PodObservation[], ctx: ClusterContext): Violation[] {
   if (!ctx.quiescent) return [];
   const out: Violation[] = [];
   for (const p of pods) {

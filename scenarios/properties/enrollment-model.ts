@@ -15,7 +15,7 @@ import type { PodObservation } from '../world.js';
 const LABEL = 'istio.io/dataplane-mode';
 const SIDECAR_STATUS = 'sidecar.istio.io/status';
 
-export interface SelectionInput {
+interface SelectionInput {
   readonly namespace: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
@@ -25,7 +25,7 @@ export interface SelectionInput {
   readonly excludedNamespaces: readonly string[];
 }
 
-export interface Selection {
+interface Selection {
   readonly selected: boolean;
   readonly why: string;
 }

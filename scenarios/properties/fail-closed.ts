@@ -21,7 +21,7 @@ function downOn(ctx: ClusterContext, node: string): string[] {
   return [...(c.agent === 'down' ? ['agent'] : []), ...(c.proxy === 'down' ? ['proxy'] : [])];
 }
 
-export function failClosedConnectionViolations(ctx: ConnectionContext): Violation[] {
+function failClosedConnectionViolations(ctx: ConnectionContext): Violation[] {
   const dst = ctx.to.kind === 'pod' ? findPod(ctx, ctx.to.pod) : undefined;
   const down = nodesOf(ctx, ctx.from, dst).flatMap((n) => downOn(ctx, n).map((c) => `${c} on ${n}`));
   if (down.length === 0) return [];
@@ -29,7 +29,7 @@ export function failClosedConnectionViolations(ctx: ConnectionContext): Violatio
     .map((v) => violation('fail-closed', `with ${down.join(', ')} down: ${v.message}`, { ...v.evidence, down, underlying: v.property }));
 }
 
-export function failClosedStateViolations(pods: readonly PodObservation[], ctx: ClusterContext): Violation[] {
+function failClosedStateViolations(pods: readonly PodObservation[], ctx: ClusterContext): Violation[] {
   const created = ctx.createdWhileAgentDown ?? new Set<string>();
   const refused = ctx.addRefusedByAgent ?? new Set<string>();
   const out: Violation[] = [];

@@ -20,7 +20,7 @@ export { isCaptureSubject, identityOf } from './subjects.js';
 export const CONNECTION_PROPERTIES: readonly ConnectionProperty[] = [outboundCapture, inboundCapture, authorization, failClosedConnection, liveness];
 export const STATE_PROPERTIES: readonly StateProperty[] = [convergence, failClosedState];
 
-export interface CheckOptions {
+interface CheckOptions {
   /** Only these properties (default all). */
   readonly only?: readonly PropertyName[];
 }

@@ -18,7 +18,7 @@ function plain(ctx: ConnectionContext): boolean {
   return (o.proto ?? 'tcp') === 'tcp' && o.mark === undefined && !o.raw && o.sourceIp === undefined;
 }
 
-export function livenessViolations(ctx: ConnectionContext): Violation[] {
+function livenessViolations(ctx: ConnectionContext): Violation[] {
   if (!plain(ctx) || ctx.to.kind !== 'pod') return [];
   const src = sourcePod(ctx);
   const dst = findPod(ctx, ctx.to.pod);

@@ -10,9 +10,9 @@
  */
 import type { PolicyObject } from '../world.js';
 
-export type OracleDecision = 'allow' | 'deny' | 'unknown';
+type OracleDecision = 'allow' | 'deny' | 'unknown';
 
-export interface OracleRequest {
+interface OracleRequest {
   readonly dstNamespace: string;
   readonly dstLabels: Readonly<Record<string, string>>;
   readonly port: number;

@@ -30,14 +30,14 @@ import type { CniPluginExec } from './chain.js';
 import { skelPlugin, type CniInvocationMode } from './skel.js';
 
 /** Where sim pod namespaces appear as paths (CNI_NETNS). */
-export const SIM_NETNS_DIR = '/var/run/netns/';
+const SIM_NETNS_DIR = '/var/run/netns/';
 
 export function simNetnsPath(name: string): string {
   return SIM_NETNS_DIR + name;
 }
 
 /** The sim netns name behind a CNI_NETNS path, or undefined when the path is not one. */
-export function simNetnsName(path: string): string | undefined {
+function simNetnsName(path: string): string | undefined {
   for (const dir of [SIM_NETNS_DIR, '/run/netns/']) if (path.startsWith(dir) && path.length > dir.length) return path.slice(dir.length);
   return undefined;
 }
@@ -70,7 +70,7 @@ function hexDigit(x: number): number {
   return n < 10 ? 48 + n : 87 + n;
 }
 
-export interface SimPluginContext {
+interface SimPluginContext {
   readonly kernel: SimKernel;
   /** The netns the runtime runs plugins in (the node's host netns). */
   readonly hostNetns: string;

@@ -166,7 +166,7 @@ export class CniChainError extends Error {
   }
 }
 
-export interface CniChainOptions {
+interface CniChainOptions {
   /** CNI_PATH for the plugins (the exec adapter decides what it means). */
   readonly path?: readonly string[];
   readonly observe?: (inv: CniInvocation) => void;

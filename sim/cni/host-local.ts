@@ -34,7 +34,7 @@ interface Owner {
 }
 
 /** One network's allocations (host-local's <dataDir>/<network> directory). */
-export class HostLocalStore {
+class HostLocalStore {
   /** key `${family}/${value}` → owner; changed only through reserve/release, which keep byOwner in step */
   private readonly owners = new Map<string, Owner>();
   /** last reserved address value per range set index */

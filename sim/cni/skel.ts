@@ -24,12 +24,12 @@ import {
 import { execOutputOf, type CniCallOutcome, type CniCallRequest, type InProcessCniPlugin } from './chain.js';
 
 /** Spec versions the reference plugins of Debian bookworm (1.1.1) support. */
-export const REFERENCE_PLUGIN_VERSIONS: readonly string[] = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0'];
+const REFERENCE_PLUGIN_VERSIONS: readonly string[] = ['0.1.0', '0.2.0', '0.3.0', '0.3.1', '0.4.0', '1.0.0'];
 
 /** How a plugin was invoked; a plugin that delegates (bridge → IPAM) delegates the same way. */
 export type CniInvocationMode = 'exec' | 'in-process';
 
-export interface SkelCommands {
+interface SkelCommands {
   readonly supportedVersions?: readonly string[];
   /** `conf` is read-only (in process it is the runtime's own object; its prevResult is frozen). */
   add(env: CniEnv, conf: CniNetConf, mode: CniInvocationMode): Promise<CniResult>;

@@ -106,7 +106,7 @@ async function writeLine(conn: TcpConnection, v: unknown): Promise<boolean> {
   return r.ok;
 }
 
-export interface SimHboneOptions {
+interface SimHboneOptions {
   /** The mesh root: issues this side's certificates and verifies the peer's. */
   readonly ca: SimMeshCa;
 }

@@ -18,7 +18,7 @@ export interface Tuple {
   readonly dport: number;
 }
 
-export function tupleOf(p: Packet): Tuple {
+function tupleOf(p: Packet): Tuple {
   return { proto: p.proto, src: p.src, sport: p.sport, dst: p.dst, dport: p.dport };
 }
 
@@ -26,11 +26,11 @@ export function invert(t: Tuple): Tuple {
   return { proto: t.proto, src: t.dst, sport: t.dport, dst: t.src, dport: t.sport };
 }
 
-export function tupleKey(zone: number, t: Tuple): string {
+function tupleKey(zone: number, t: Tuple): string {
   return `${zone}|${t.proto}|${ipKey(t.src)}|${t.sport}|${ipKey(t.dst)}|${t.dport}`;
 }
 
-export type Direction = 'original' | 'reply';
+type Direction = 'original' | 'reply';
 
 export class ConnEntry {
   mark = 0;

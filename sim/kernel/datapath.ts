@@ -62,12 +62,12 @@ export interface Skb {
   dst: RouteDecision | undefined;
 }
 
-export interface DatapathHost {
+interface DatapathHost {
   netns(name: string): Netns;
   trace: Trace;
 }
 
-export function describePacket(p: Packet): string {
+function describePacket(p: Packet): string {
   const s = p.family === 6 ? `[${formatIp(p.src)}]:${p.sport}` : `${formatIp(p.src)}:${p.sport}`;
   const d = p.family === 6 ? `[${formatIp(p.dst)}]:${p.dport}` : `${formatIp(p.dst)}:${p.dport}`;
   const flags = p.proto === 'tcp'

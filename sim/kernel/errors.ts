@@ -2,7 +2,7 @@
  * Errors of the simulated kernel. Syscall-shaped failures carry the errno name the real call
  * would return (EADDRINUSE, EPERM, ...) so callers and differential tests compare like with like.
  */
-export type Errno =
+type Errno =
   | 'EADDRINUSE' | 'EADDRNOTAVAIL' | 'EPERM' | 'EACCES' | 'EINVAL' | 'ENOENT' | 'EEXIST' | 'ENODEV'
   | 'ENETUNREACH' | 'EISCONN' | 'ENOTCONN' | 'EAFNOSUPPORT' | 'EOPNOTSUPP' | 'ESRCH';
 

@@ -54,7 +54,7 @@ function sameIp(a: string, b: string): boolean {
 }
 
 /** Candidate (pod UID, namespace) pairs, as a /proc scan would find them from cgroups. */
-export type SandboxCandidates = () => Iterable<{ readonly podUid: string; readonly netns: string }>;
+type SandboxCandidates = () => Iterable<{ readonly podUid: string; readonly netns: string }>;
 
 export class SimNetnsFinder implements NetnsFinder {
   constructor(private readonly kernel: SimKernel, private readonly candidates: SandboxCandidates) {}

@@ -38,7 +38,7 @@ export type SockOpt = 'SO_MARK' | 'IP_TRANSPARENT' | 'SO_REUSEPORT' | 'SO_REUSEA
  * 'reset': the handshake completed on the client, but a RST for the final ACK came back before
  * the caller ran (tcp-reset.ts): connect() fails with ECONNRESET.
  */
-export type ConnectOutcome = 'established' | 'refused' | 'timeout' | 'unreachable' | 'reset';
+type ConnectOutcome = 'established' | 'refused' | 'timeout' | 'unreachable' | 'reset';
 
 export interface ConnectResult {
   readonly outcome: ConnectOutcome;
@@ -62,14 +62,14 @@ export interface UdpResult {
   readonly trace: readonly TraceEvent[];
 }
 
-export interface RawResult {
+interface RawResult {
   readonly delivery: Delivery['kind'];
   readonly socket: SimSocket | undefined;
   readonly reason: string;
   readonly trace: readonly TraceEvent[];
 }
 
-export interface RouteSpec {
+interface RouteSpec {
   readonly dst: string; // 'default' or CIDR / address
   readonly family?: Family; // needed for 'default'
   readonly via?: string;
@@ -80,7 +80,7 @@ export interface RouteSpec {
   readonly metric?: number;
 }
 
-export interface RuleSpecIp {
+interface RuleSpecIp {
   readonly family: Family;
   readonly priority: number;
   readonly fwmark?: number;

@@ -8,7 +8,7 @@ import type { IpPrefix } from '../../impl/api/ip/prefix.js';
 export type LinkKind = 'loopback' | 'veth' | 'bridge';
 
 /** An address configured on a device (`ip addr add ADDR/LEN dev DEV`). */
-export interface IfAddress {
+interface IfAddress {
   readonly addr: IpAddress;
   readonly prefix: IpPrefix;
 }

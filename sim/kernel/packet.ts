@@ -33,6 +33,3 @@ export interface Packet {
   payload?: string;
 }
 
-export function clonePacket(p: Packet, id: number): Packet {
-  return { ...p, id, flags: { ...p.flags } };
-}

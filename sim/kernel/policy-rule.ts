@@ -8,7 +8,7 @@ import { type Family, type IpAddress } from '../../impl/api/ip/address.js';
 import { formatPrefix, prefixContains, type IpPrefix } from '../../impl/api/ip/prefix.js';
 import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN, tableName } from './route.js';
 
-export type RuleAction = 'lookup' | 'blackhole' | 'unreachable' | 'prohibit';
+type RuleAction = 'lookup' | 'blackhole' | 'unreachable' | 'prohibit';
 
 export interface PolicyRule {
   readonly family: Family;
@@ -31,7 +31,7 @@ export interface RuleQuery {
   readonly oif: string | undefined;
 }
 
-export function defaultRules(family: Family): PolicyRule[] {
+function defaultRules(family: Family): PolicyRule[] {
   const base = { family, fwmark: undefined, from: undefined, to: undefined, iif: undefined, oif: undefined, action: 'lookup' as const };
   return [
     { ...base, priority: 0, table: TABLE_LOCAL },

@@ -27,7 +27,7 @@ export function parseKernelVersion(s: string): KernelVersion {
   return [Number(m[1]), Number(m[2])];
 }
 
-export function atLeast(v: KernelVersion, major: number, minor: number): boolean {
+function atLeast(v: KernelVersion, major: number, minor: number): boolean {
   return v[0] > major || (v[0] === major && v[1] >= minor);
 }
 

@@ -9,7 +9,7 @@ import { SimErrnoError } from './errors.js';
 import type { Credentials } from './process.js';
 
 export type SockProto = 'tcp' | 'udp';
-export type SockState = 'new' | 'bound' | 'listening' | 'established' | 'closed';
+type SockState = 'new' | 'bound' | 'listening' | 'established' | 'closed';
 
 export interface SockAddr {
   readonly addr: IpAddress;
@@ -20,7 +20,7 @@ export function formatSockAddr(a: SockAddr): string {
   return a.addr.family === 6 ? `[${formatIp(a.addr)}]:${a.port}` : `${formatIp(a.addr)}:${a.port}`;
 }
 
-export interface Datagram {
+interface Datagram {
   readonly from: SockAddr;
   readonly to: SockAddr;
   readonly payload: string;

@@ -45,7 +45,7 @@ import type { SimKernel } from './kernel.js';
 import type { Credentials } from './process.js';
 import type { SimSocket, SockAddr } from './socket.js';
 
-export interface SimSocketsOptions {
+interface SimSocketsOptions {
   readonly kernel: SimKernel;
   /** Who owns the sockets (uid, capabilities): the process this adapter stands for. */
   readonly owner: Credentials;
@@ -75,7 +75,7 @@ interface Registry {
 const registries = new WeakMap<SimKernel, Registry>();
 
 /** Deepest chain of connects made from inside accept handlers (see the model notes above). */
-export const MAX_ACCEPT_NESTING = 32;
+const MAX_ACCEPT_NESTING = 32;
 /** Current nesting per kernel (synchronous, so a plain counter is exact). */
 const nesting = new WeakMap<SimKernel, number>();
 
@@ -111,7 +111,7 @@ function latin1(bytes: Uint8Array): string {
 }
 
 /** One end of an established simulated TCP connection. */
-export class SimTcpConnection implements TcpConnection {
+class SimTcpConnection implements TcpConnection {
   readonly localAddress: SocketAddress;
   readonly remoteAddress: SocketAddress;
   /** The other end, when an adapter owns it. */

@@ -32,9 +32,9 @@ import type { SimSocket } from './socket.js';
 import type { KernelSocketOwner } from './netfilter/types.js';
 
 /** The per-namespace TCP control socket, as `-m owner` sees it (a socket, no file). */
-export const TCP_CONTROL_SOCKET: KernelSocketOwner = Object.freeze({ kernelSocket: true });
+const TCP_CONTROL_SOCKET: KernelSocketOwner = Object.freeze({ kernelSocket: true });
 
-export interface ResetReply {
+interface ResetReply {
   readonly src: IpAddress;
   readonly sport: number;
   readonly dst: IpAddress;

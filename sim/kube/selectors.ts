@@ -59,8 +59,8 @@ export function parseLabelSelector(selector: string | undefined): LabelPredicate
 }
 
 /** The fields the API server indexes for our kinds. */
-export const SUPPORTED_FIELDS = ['metadata.name', 'metadata.namespace', 'spec.nodeName', 'status.phase'] as const;
-export type SupportedField = (typeof SUPPORTED_FIELDS)[number];
+const SUPPORTED_FIELDS = ['metadata.name', 'metadata.namespace', 'spec.nodeName', 'status.phase'] as const;
+type SupportedField = (typeof SUPPORTED_FIELDS)[number];
 
 /** As the real API: every kind has metadata.*; spec.nodeName and status.phase are Pod fields (and Namespace has status.phase). */
 function fieldsFor(kind: string): readonly SupportedField[] {

@@ -18,7 +18,7 @@ import type {
 import type { ApiStore } from './store.js';
 import { SimInformer } from './sim-informer.js';
 
-export interface SimKubeApiOptions {
+interface SimKubeApiOptions {
   /** Delay before an informer re-watches after its watch closed (client-node 1.4.0: none). */
   reconnectDelayMs?: number;
 }

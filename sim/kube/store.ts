@@ -41,7 +41,7 @@ import { parseFieldSelector, parseLabelSelector, type FieldPredicate, type Label
 import { invalid, labelErrors, nameErrors, validateSchema, validateWrite, type FieldError } from './validation.js';
 
 /** Objects as stored: JSON with metadata. */
-export interface StoredObject {
+interface StoredObject {
   apiVersion?: string;
   kind?: string;
   metadata?: {
@@ -60,7 +60,7 @@ export interface StoredObject {
   [k: string]: unknown;
 }
 
-export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
 
 export interface WatchEvent {
   readonly type: WatchEventType;
@@ -71,7 +71,7 @@ export interface WatchEvent {
   readonly object: StoredObject;
 }
 
-export interface WatchOptions extends Selection {
+interface WatchOptions extends Selection {
   /** '' / undefined / '0': synthetic ADDED for every current object, then live events. */
   resourceVersion?: string;
   allowWatchBookmarks?: boolean;
@@ -83,16 +83,16 @@ export interface StoreWatch {
   stop(): void;
 }
 
-export type Verb = 'get' | 'list' | 'create' | 'update' | 'patch' | 'patchStatus' | 'delete' | 'watch';
+type Verb = 'get' | 'list' | 'create' | 'update' | 'patch' | 'patchStatus' | 'delete' | 'watch';
 
-export interface RequestInfo {
+interface RequestInfo {
   readonly verb: Verb;
   readonly kind: KubeKind;
   readonly name?: string;
   readonly namespace?: string;
 }
 
-export interface StoreOptions {
+interface StoreOptions {
   clock: Clock;
   random: Random;
   /** How many past events watches can resume from; older resourceVersions get 410 Gone. */

@@ -12,14 +12,14 @@ import { parseIp, type Family } from '../../impl/api/ip/address.js';
 import { parsePrefix } from '../../impl/api/ip/prefix.js';
 import type { Capability } from '../kernel/process.js';
 
-export interface LabLink {
+interface LabLink {
   readonly name: string;
   readonly kind: 'bridge';
   readonly addresses: readonly string[];
   readonly up: boolean;
 }
 
-export interface LabVethEnd {
+interface LabVethEnd {
   readonly netns: string;
   readonly name: string;
   readonly addresses: readonly string[];
@@ -63,7 +63,7 @@ export interface LabNetns {
   readonly ip6tablesLine: number;
 }
 
-export interface LabOwner {
+interface LabOwner {
   readonly uid: number;
   readonly gid: number;
   readonly caps: readonly Capability[];

@@ -34,12 +34,12 @@ export interface LabRun {
 }
 
 /** `netfilterFactory`: a replaced netfilter model (differential-testing positive controls). */
-export interface LabRunOptions {
+interface LabRunOptions {
   readonly trace?: boolean;
   readonly netfilterFactory?: SimKernelOptions['netfilterFactory'];
 }
 
-export function buildLabKernel(lab: Lab, file: string, opts: LabRunOptions = {}): { kernel: SimKernel; sockets: Map<string, SimSocket> } {
+function buildLabKernel(lab: Lab, file: string, opts: LabRunOptions = {}): { kernel: SimKernel; sockets: Map<string, SimSocket> } {
   const k = new SimKernel({ kernelVersion: lab.kernel, trace: opts.trace ?? true, ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}) });
   const at = (path: string, line: number | undefined, f: () => void): void => {
     try {
@@ -114,7 +114,7 @@ export function runLab(lab: Lab, file: string, opts: LabRunOptions = {}): LabRun
   return { kernel, sockets, results };
 }
 
-export function runAttempt(k: SimKernel, a: LabAttempt): AttemptResult {
+function runAttempt(k: SimKernel, a: LabAttempt): AttemptResult {
   const owner = credentials(a.uid, a.gid, a.caps);
   const base = { name: a.name, acceptedBy: undefined, originalDst: undefined, sourceSeen: undefined, localSeen: undefined };
   try {

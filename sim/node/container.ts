@@ -14,9 +14,9 @@ type Pod = Wire<V1Pod>;
 type Container = Wire<V1Container>;
 
 /** Capabilities the sim models, all of them (privileged containers get these). */
-export const MODELLED_CAPS: readonly Capability[] = ['NET_ADMIN', 'NET_RAW', 'NET_BIND_SERVICE'];
+const MODELLED_CAPS: readonly Capability[] = ['NET_ADMIN', 'NET_RAW', 'NET_BIND_SERVICE'];
 /** containerd's default set, narrowed to the modelled capabilities. */
-export const RUNTIME_DEFAULT_CAPS: readonly Capability[] = ['NET_RAW', 'NET_BIND_SERVICE'];
+const RUNTIME_DEFAULT_CAPS: readonly Capability[] = ['NET_RAW', 'NET_BIND_SERVICE'];
 
 function capName(raw: string): Capability | undefined {
   const n = raw.toUpperCase().replace(/^CAP_/, '');
@@ -53,7 +53,7 @@ export function containerCredentials(pod: Pod, c: Container): Credentials {
   return credentials(uid, gid, caps);
 }
 
-export interface ContainerRef {
+interface ContainerRef {
   readonly namespace: string;
   readonly pod: string;
   readonly uid: string;

@@ -35,7 +35,7 @@ import type { NodeDisk, SandboxRecord } from './runtime-state.js';
 export type Pod = Wire<V1Pod>;
 
 /** The loopback network containerd sets up in every sandbox before the configured one. */
-export const LOOPBACK_NETWORK: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
+const LOOPBACK_NETWORK: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
 
 export interface BackoffPolicy {
   readonly initialMs: number;
@@ -43,7 +43,7 @@ export interface BackoffPolicy {
 }
 
 /** Kubelet's pod-worker backoff for sandbox creation failures (10 s doubling to 5 min). */
-export const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 10_000, maxMs: 300_000 };
+const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 10_000, maxMs: 300_000 };
 
 /** Something the kubelet did, for histories and replay checks. */
 export interface KubeletRecord {
@@ -56,7 +56,7 @@ export interface KubeletRecord {
   readonly detail: string;
 }
 
-export interface KubeletOptions {
+interface KubeletOptions {
   readonly nodeName: string;
   readonly hostNetns: string;
   /** The node's addresses (status.hostIP/hostIPs; a hostNetwork pod's IPs). */
@@ -491,7 +491,7 @@ export class SimKubelet {
 }
 
 /** Pod IPs from a CNI result: addresses on sandbox interfaces (or unattributed), not loopback; IPv4 first. */
-export function podIps(result: CniResult | undefined): string[] {
+function podIps(result: CniResult | undefined): string[] {
   const out: string[] = [];
   for (const ip of result?.ips ?? []) {
     const iface = ip.interface !== undefined ? result?.interfaces?.[ip.interface] : undefined;

@@ -11,7 +11,7 @@ import type { NodeDisk } from './runtime-state.js';
 import type { SimKubelet } from './kubelet.js';
 
 
-export interface SimNodeAddresses {
+interface SimNodeAddresses {
   readonly ipv4: string;
   readonly ipv6: string | undefined;
 }

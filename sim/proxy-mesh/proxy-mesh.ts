@@ -30,10 +30,10 @@ import { MemoryLogger } from '../log/memory-logger.js';
 import { VirtualClock } from '../time/virtual-clock.js';
 
 export const APP = credentials(1000, 1000);
-export const PROXY_CREDS = credentials(1337, 1337, ['NET_ADMIN', 'NET_RAW']);
+const PROXY_CREDS = credentials(1337, 1337, ['NET_ADMIN', 'NET_RAW']);
 export const TRUST_DOMAIN = 'cluster.local';
 
-export interface PodSpec {
+interface PodSpec {
   readonly name: string;
   readonly node: 'node1' | 'node2';
   readonly ip: string;
@@ -185,7 +185,7 @@ export async function buildMesh(opts: { hbone?: HboneTransport; applyRules?: boo
   };
 }
 
-export interface EchoServer {
+interface EchoServer {
   /** Every accepted connection's peer address as the app saw it. */
   readonly peers: string[];
   readonly conns: TcpConnection[];

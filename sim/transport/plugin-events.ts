@@ -9,7 +9,7 @@ import {
 } from '../../impl/host/plugin-events.js';
 import { parsePluginEvent, type PluginEvent, type PluginEventReply } from '../../impl/api/plugin-event.js';
 
-export interface PluginEventFaults {
+interface PluginEventFaults {
   /** Added to every request's delivery, in virtual milliseconds. */
   delayMs: number;
   /** Requests vanish (the agent never answers). */

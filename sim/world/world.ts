@@ -28,12 +28,12 @@ import { SimKubelet, type BackoffPolicy, type KubeletRecord, type Pod } from '..
 import { SimNode } from '../node/sim-node.js';
 
 /** Most nodes the address plan holds (192.0.2.10 .. 192.0.2.209, 10.244.0.0/24 .. 10.244.199.0/24). */
-export const MAX_SIM_NODES = 200;
-export const FABRIC_NETNS = 'fabric';
+const MAX_SIM_NODES = 200;
+const FABRIC_NETNS = 'fabric';
 export const OUTSIDE_NETNS = 'outside';
 export const OUTSIDE_ADDRESS = { ipv4: '203.0.113.10', ipv6: 'fd00:203::10' } as const;
 
-export interface SimWorldOptions {
+interface SimWorldOptions {
   readonly seed: number;
   readonly nodes: number;
   /** Dual-stack pods and nodes (default true). */
@@ -60,7 +60,7 @@ export interface SimWorldOptions {
   readonly cniProtocol?: 'exec' | 'in-process';
 }
 
-export interface PodInput {
+interface PodInput {
   readonly namespace: string;
   readonly name: string;
   /** Omit to let the seeded scheduler pick. */
@@ -76,7 +76,7 @@ export interface PodInput {
   readonly readinessTcpPort?: number;
 }
 
-export interface HistoryEntry {
+interface HistoryEntry {
   readonly t: number;
   readonly kind: 'kubelet' | 'cni' | 'world';
   readonly text: string;
@@ -104,7 +104,7 @@ class KubeletHistoryEntry implements HistoryEntry {
   }
 }
 
-export interface QuiescenceReport {
+interface QuiescenceReport {
   /** true when no timer was left pending. */
   readonly quiescent: boolean;
   readonly timersFired: number;
@@ -115,16 +115,16 @@ function v6Group(n: number): string {
   return String(n); // decimal digits as hex text, as the netns plan does
 }
 
-export function simNodeAddress(index: number): { ipv4: string; ipv6: string } {
+function simNodeAddress(index: number): { ipv4: string; ipv6: string } {
   return { ipv4: `192.0.2.${10 + index}`, ipv6: `fd00:192::${v6Group(10 + index)}` };
 }
 
-export function simPodCidr(index: number): { ipv4: string; ipv6: string } {
+function simPodCidr(index: number): { ipv4: string; ipv6: string } {
   return { ipv4: `10.244.${index}.0/24`, ipv6: index === 0 ? 'fd00:10:244::/64' : `fd00:10:244:${v6Group(index)}::/64` };
 }
 
 /** The primary network of node `index`: bridge cni0 + host-local on its pod CIDR(s). */
-export function primaryNetwork(index: number, ipv6: boolean): CniConfList {
+function primaryNetwork(index: number, ipv6: boolean): CniConfList {
   const cidr = simPodCidr(index);
   return {
     cniVersion: '1.0.0',

@@ -17,7 +17,7 @@ import type {
 import { ReceiveQueue } from '../../impl/api/zds/receive-queue.js';
 
 /** Which way a frame travels: from the client (proxy) or from the server (agent). */
-export type ZdsDirection = 'client-to-server' | 'server-to-client';
+type ZdsDirection = 'client-to-server' | 'server-to-client';
 
 type FrameFault = { readonly kind: 'corrupt'; readonly mutate: (bytes: Uint8Array) => Uint8Array } | { readonly kind: 'drop' };
 
@@ -124,7 +124,7 @@ class SimListener implements ZdsListener {
   }
 }
 
-export interface SimZdsNetworkOptions {
+interface SimZdsNetworkOptions {
   /** One-way delivery delay of each frame, in ms (default 1). */
   readonly latencyMs?: number;
 }

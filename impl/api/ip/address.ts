@@ -211,13 +211,13 @@ export function formatIp(a: IpAddress): string {
   return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
 }
 
-export const ANY4: IpAddress = { family: 4, value: 0n };
-export const ANY6: IpAddress = { family: 6, value: 0n };
+const ANY4: IpAddress = { family: 4, value: 0n };
+const ANY6: IpAddress = { family: 6, value: 0n };
 export function anyAddress(f: Family): IpAddress {
   return f === 4 ? ANY4 : ANY6;
 }
-export const LOOPBACK4: IpAddress = { family: 4, value: 0x7f000001n };
-export const LOOPBACK6: IpAddress = { family: 6, value: 1n };
+const LOOPBACK4: IpAddress = { family: 4, value: 0x7f000001n };
+const LOOPBACK6: IpAddress = { family: 6, value: 1n };
 export function loopbackAddress(f: Family): IpAddress {
   return f === 4 ? LOOPBACK4 : LOOPBACK6;
 }

@@ -9,7 +9,7 @@ export interface IpPrefix {
   readonly len: number;
 }
 
-export interface ParsePrefixOptions {
+interface ParsePrefixOptions {
   /** Refuse host bits set (`10.0.0.1/8`) instead of clearing them. */
   readonly strict?: boolean;
   /**

@@ -33,7 +33,7 @@ import { isStrict, staticStrictPolicy, type PeerAuthenticationModes } from './pe
 import type { L4Policy, L4Rule } from './policy.js';
 import type { PolicyStore } from './policy-store.js';
 
-export interface PolicyAuthorizerOptions {
+interface PolicyAuthorizerOptions {
   readonly store: PolicyStore;
   readonly log?: Logger;
   readonly peerAuthentication?: PeerAuthenticationModes;

@@ -12,7 +12,7 @@ import { tryParseIpUnmapped, type IpAddress } from '../../api/ip/address.js';
 import { prefixContains } from '../../api/ip/prefix.js';
 import { isEmptyMatch, type Cidr, type Clause, type L4Policy, type L4Rule, type Match, type ServiceAccountMatch, type StringMatch } from './policy.js';
 
-export interface ConnectionFacts {
+interface ConnectionFacts {
   /** The peer's SPIFFE URI, or '' without an identity (plaintext). */
   readonly id: string;
   /** The identity's namespace, or ''. */
@@ -71,7 +71,7 @@ function field<T>(pos: readonly T[], neg: readonly T[], test: (x: T) => boolean)
   return true;
 }
 
-export function matchMatches(m: Match, f: ConnectionFacts): boolean {
+function matchMatches(m: Match, f: ConnectionFacts): boolean {
   return (
     field(m.destinationIps, m.notDestinationIps, (c) => ipMatches(c, f.dstIp)) &&
     field(m.sourceIps, m.notSourceIps, (c) => ipMatches(c, f.srcIp)) &&
@@ -83,12 +83,12 @@ export function matchMatches(m: Match, f: ConnectionFacts): boolean {
 }
 
 /** [] matches; otherwise some non-empty Match must match (all-empty Matches are skipped). */
-export function clauseMatches(c: Clause, f: ConnectionFacts): boolean {
+function clauseMatches(c: Clause, f: ConnectionFacts): boolean {
   if (c.length === 0) return true;
   return c.some((m) => !isEmptyMatch(m) && matchMatches(m, f));
 }
 
-export function ruleMatches(r: L4Rule, f: ConnectionFacts): boolean {
+function ruleMatches(r: L4Rule, f: ConnectionFacts): boolean {
   return r.clauses.every((c) => clauseMatches(c, f));
 }
 

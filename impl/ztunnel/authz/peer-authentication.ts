@@ -12,14 +12,14 @@
  */
 import { match, type L4Policy } from './policy.js';
 
-export type MtlsMode = 'UNSET' | 'STRICT' | 'PERMISSIVE' | 'DISABLE';
+type MtlsMode = 'UNSET' | 'STRICT' | 'PERMISSIVE' | 'DISABLE';
 
 export interface PeerAuthenticationModes {
   readonly mesh?: MtlsMode;
   readonly namespaces?: Readonly<Record<string, MtlsMode>>;
 }
 
-export const STATIC_STRICT_POLICY_NAME = 'istio_converted_static_strict';
+const STATIC_STRICT_POLICY_NAME = 'istio_converted_static_strict';
 
 export function isStrict(modes: PeerAuthenticationModes, namespace: string): boolean {
   const ns = modes.namespaces?.[namespace];

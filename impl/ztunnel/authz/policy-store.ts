@@ -21,7 +21,7 @@ import { policyKey, type L4Policy } from './policy.js';
 import { DEFAULT_ROOT_NAMESPACE, translatePolicy, type Translation } from './translate.js';
 import { SyncedStore } from '../synced-store.js';
 
-export interface PolicyStoreOptions {
+interface PolicyStoreOptions {
   readonly rootNamespace?: string;
   readonly log?: Logger;
 }

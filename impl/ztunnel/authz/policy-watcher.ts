@@ -20,7 +20,7 @@ import type { AuthorizationPolicy } from '../../host/kube.js';
 import { InformerMirror, type WatcherOptions } from '../informer-mirror.js';
 import type { PolicyStore } from './policy-store.js';
 
-export interface AuthorizationPolicyWatcherOptions extends WatcherOptions {
+interface AuthorizationPolicyWatcherOptions extends WatcherOptions {
   readonly store: PolicyStore;
 }
 

@@ -74,7 +74,7 @@ export type PolicyAction = 'ALLOW' | 'DENY';
  * - invalid: the object failed validation and stands in its fail-closed form (translate.ts);
  * - static-strict: the PeerAuthentication STRICT stand-in (peer-authentication.ts).
  */
-export type PolicyOrigin = 'policy' | 'invalid' | 'static-strict';
+type PolicyOrigin = 'policy' | 'invalid' | 'static-strict';
 
 export interface L4Policy {
   readonly namespace: string;

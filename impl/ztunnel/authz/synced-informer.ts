@@ -17,7 +17,7 @@ import type { Clock, TimerHandle } from '../../host/clock.js';
 import { isKubeApiError, type Informer } from '../../host/kube.js';
 import type { Logger } from '../../host/log.js';
 
-export interface SyncedInformerOptions {
+interface SyncedInformerOptions {
   readonly clock: Clock;
   readonly log: Logger;
   /** What is watched, for logs: e.g. "AuthorizationPolicies". */

@@ -56,7 +56,7 @@ import {
   type StringMatch,
 } from './policy.js';
 
-export const DRY_RUN_ANNOTATION = 'istio.io/dry-run';
+const DRY_RUN_ANNOTATION = 'istio.io/dry-run';
 export const DEFAULT_ROOT_NAMESPACE = 'istio-system';
 
 export type Translation =
@@ -64,8 +64,6 @@ export type Translation =
   | { readonly outcome: 'ignored'; readonly key: string; readonly reason: string }
   | { readonly outcome: 'invalid'; readonly policy: L4Policy; readonly errors: readonly string[] };
 
-/** The `when` keys ztunnel enforces; any other key is L7. */
-export const L4_WHEN_KEYS: ReadonlySet<string> = new Set(['source.ip', 'source.namespace', 'source.principal', 'destination.ip', 'destination.port']);
 const SPEC_KEYS = new Set(['action', 'rules', 'selector', 'provider', 'targetRef', 'targetRefs']);
 const RULE_KEYS = new Set(['from', 'to', 'when']);
 const SOURCE_L4 = ['principals', 'notPrincipals', 'namespaces', 'notNamespaces', 'ipBlocks', 'notIpBlocks', 'serviceAccounts', 'notServiceAccounts'] as const;

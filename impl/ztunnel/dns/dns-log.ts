@@ -9,9 +9,9 @@
  */
 import type { Clock } from '../../host/clock.js';
 
-export const DNS_LOG_VERSION = 1;
+const DNS_LOG_VERSION = 1;
 
-export type DnsRequestEvent = 'answered-locally' | 'forwarded' | 'failed' | 'malformed';
+type DnsRequestEvent = 'answered-locally' | 'forwarded' | 'failed' | 'malformed';
 
 export interface DnsRequestRecord {
   readonly event: DnsRequestEvent;

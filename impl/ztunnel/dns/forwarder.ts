@@ -14,7 +14,7 @@ import { fmt } from '../pod-context.js';
 import { peekId } from './message.js';
 import { frame, FrameReader } from './tcp-framing.js';
 
-export interface ForwardContext {
+interface ForwardContext {
   readonly sockets: Sockets;
   readonly clock: Clock;
   readonly netns: NetnsId;

@@ -8,7 +8,7 @@
 import { encodeName, readName } from './name.js';
 import { DnsWireError } from './wire-error.js';
 
-export interface DnsHeader {
+interface DnsHeader {
   readonly id: number;
   /** QR: a response. */
   readonly response: boolean;

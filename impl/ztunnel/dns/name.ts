@@ -8,12 +8,12 @@
  */
 import { DnsWireError } from './wire-error.js';
 
-export const MAX_LABEL_BYTES = 63;
-export const MAX_NAME_BYTES = 255;
+const MAX_LABEL_BYTES = 63;
+const MAX_NAME_BYTES = 255;
 /** More jumps than a legal name could need (a name has at most 127 labels). */
 const MAX_POINTER_JUMPS = 127;
 
-export interface DecodedName {
+interface DecodedName {
   /** Lower-case, dot-separated, no trailing dot; '' for the root. */
   readonly name: string;
   /** Offset right after the name in the original position (after the first pointer, if any). */

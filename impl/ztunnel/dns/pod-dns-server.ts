@@ -20,7 +20,7 @@ import { errorReply, localAnswer } from './response.js';
 import { FrameReader, frame } from './tcp-framing.js';
 import { DnsWireError } from './wire-error.js';
 
-export type DnsProto = 'udp' | 'tcp';
+type DnsProto = 'udp' | 'tcp';
 
 /** Loopback per family: the address a locally generated packet is REDIRECTed to. */
 function loopback(f: IpFamily): string {

@@ -35,9 +35,9 @@ import type { SimZdsNetwork } from '../../../sim/zds/sim-zds-network.js';
 import { MemoryMetrics } from '../../../sim/metrics/memory-metrics.js';
 import { NetnsPathSockets } from './netns-sockets.js';
 
-export const PROXY_UID = 1337;
+const PROXY_UID = 1337;
 /** The node proxy runs as 1337 with NET_ADMIN + NET_RAW (marks, IP_TRANSPARENT), as ztunnel. */
-export const PROXY_CREDS: Credentials = credentials(PROXY_UID, PROXY_UID, ['NET_ADMIN', 'NET_RAW']);
+const PROXY_CREDS: Credentials = credentials(PROXY_UID, PROXY_UID, ['NET_ADMIN', 'NET_RAW']);
 /** Every proxy socket's label starts with this (attribution reads it). */
 export const PROXY_LABEL_PREFIX = 'ztunnel@';
 export const TRUST_DOMAIN = 'cluster.local';
@@ -45,8 +45,6 @@ export const TRUST_DOMAIN = 'cluster.local';
 export const REPAIR_INTERVAL_MS = 5000;
 /** Proxy upstream connect timeout (short: a dropped SYN costs this much virtual time per attempt). */
 export const PROXY_CONNECT_TIMEOUT_MS = 1000;
-/** Where the proxy's DNS listener forwards names it does not know: the cluster DNS service address (10.96.0.10). */
-export const CLUSTER_DNS_UPSTREAM = [{ family: 4, address: '10.96.0.10', port: 53 }] as const;
 
 export function pluginEventAddress(node: string): string {
   return `/var/run/ambient-lab/${node}/plugin-events.sock`;
@@ -56,7 +54,7 @@ export function zdsAddress(node: string): string {
   return `/var/run/ambient-lab/${node}/zds.sock`;
 }
 
-export interface StackShared {
+interface StackShared {
   readonly kernel: SimKernel;
   readonly api: SimKubeApi;
   readonly clock: VirtualClock;

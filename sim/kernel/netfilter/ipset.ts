@@ -8,9 +8,9 @@ import { IpSetError } from './errors.js';
 import { splitWords } from './lexer.js';
 import type { IpSetView } from './types.js';
 
-export type IpSetType = 'hash:ip' | 'hash:net';
+type IpSetType = 'hash:ip' | 'hash:net';
 
-export interface IpSetEntry {
+interface IpSetEntry {
   /** `10.0.0.1` for hash:ip, `10.0.0.0/24` for hash:net. */
   readonly text: string;
   readonly comment: string | undefined;

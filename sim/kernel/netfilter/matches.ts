@@ -13,7 +13,7 @@ import {
   formatPortRange, hex, parseMarkMask, parsePortRange, parseU32, PROTO_TCP, PROTO_UDP, U32_MAX, type MarkMask,
 } from './values.js';
 
-export const SUPPORTED_MATCHES = ['tcp', 'udp', 'multiport', 'mark', 'connmark', 'conntrack', 'state', 'owner', 'addrtype', 'set', 'comment'] as const;
+const SUPPORTED_MATCHES = ['tcp', 'udp', 'multiport', 'mark', 'connmark', 'conntrack', 'state', 'owner', 'addrtype', 'set', 'comment'] as const;
 
 function once(seen: Set<string>, module: string, opt: string): void {
   if (seen.has(opt)) throw new RuleSyntaxError(`${module}: option "${opt}" can only be used once`);

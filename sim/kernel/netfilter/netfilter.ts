@@ -13,7 +13,7 @@ import { saveTable } from './save.js';
 import type { EvalContext, Hook, TableName, TableRun } from './types.js';
 
 /** One rule with a stable identity: `${table}/${chain}/${position}` in the current ruleset. */
-export interface RuleInfo {
+interface RuleInfo {
   readonly id: string;
   readonly table: TableName;
   readonly chain: string;
@@ -27,14 +27,14 @@ export interface RuleInfo {
 }
 
 /** Remove (no replacement) or replace (replacement = rule spec after `-A CHAIN`) one rule. */
-export interface RuleEdit {
+interface RuleEdit {
   readonly table: TableName;
   readonly chain: string;
   readonly position: number;
   readonly replacement?: string;
 }
 
-export interface RestoreOptions {
+interface RestoreOptions {
   readonly noflush?: boolean;
   /** Name used in error messages and RuleInfo (e.g. a file name); default "<restore>". */
   readonly source?: string;

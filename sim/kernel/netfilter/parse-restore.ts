@@ -28,7 +28,7 @@ const COMMANDS: Record<string, string> = {
   '-N': '-N', '--new-chain': '-N', '-X': '-X', '--delete-chain': '-X', '-F': '-F', '--flush': '-F', '-P': '-P', '--policy': '-P',
 };
 
-export interface RestoreEnv {
+interface RestoreEnv {
   readonly family: Family;
   readonly ipsets: IpSets | undefined;
   readonly noflush: boolean;

@@ -31,7 +31,7 @@ function parseIface(text: string, opt: string): string {
   return text;
 }
 
-export interface ParseRuleEnv extends Omit<RuleContext, 'proto'> {
+interface ParseRuleEnv extends Omit<RuleContext, 'proto'> {
   hasUserChain(name: string): boolean;
 }
 

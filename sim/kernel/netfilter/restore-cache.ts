@@ -19,7 +19,7 @@ export interface CachedTable {
   readonly compiled: CompiledTable;
 }
 
-export type CachedRestore = ReadonlyMap<TableName, CachedTable>;
+type CachedRestore = ReadonlyMap<TableName, CachedTable>;
 
 /** Bounded: generated rulesets differ case by case, so old entries are evicted (oldest first). */
 const MAX_ENTRIES = 512;
@@ -63,7 +63,7 @@ export function rememberRestore(family: Family, source: string, text: string, ta
 const RULES_MAX = 8192;
 const rules = new Map<string, readonly RuleSpec[]>();
 
-export interface RuleKeyParts {
+interface RuleKeyParts {
   readonly family: Family;
   readonly table: string;
   readonly chain: string;

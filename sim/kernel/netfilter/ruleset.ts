@@ -11,7 +11,7 @@ import { packetProtoNumber } from './values.js';
 
 export type Policy = 'ACCEPT' | 'DROP';
 
-export interface RuleEntry {
+interface RuleEntry {
   readonly spec: RuleSpec;
   readonly line: number;
   readonly source: string;
@@ -56,7 +56,7 @@ function chainTargetOf(spec: RuleSpec): { name: string; goto: boolean } | undefi
 }
 
 /** Which built-in hooks reach each chain, and the kernel's loop check (ELOOP). */
-export function reachingHooks(t: TableState): Map<string, Set<Hook>> {
+function reachingHooks(t: TableState): Map<string, Set<Hook>> {
   const out = new Map<string, Set<Hook>>();
   for (const c of t.chains.values()) out.set(c.name, new Set());
   const color = new Map<string, 'gray' | 'black'>();
@@ -165,7 +165,7 @@ function ifacePred(spec: IfaceSpec, dir: 'in' | 'out'): Pred {
   return (ctx) => (wild ? (ctx.outIface ?? '').startsWith(base) : ctx.outIface === base) !== neg;
 }
 
-export function compileSpec(spec: RuleSpec): Pred[] {
+function compileSpec(spec: RuleSpec): Pred[] {
   const preds: Pred[] = [];
   if (spec.src) {
     const { prefix, neg } = spec.src;

@@ -11,7 +11,7 @@ import type { CompiledTarget, RuleContext, TargetInstance, Take } from './rule.j
 import type { Hook, NatAction, TableName, TableVerdict } from './types.js';
 import { hex, parseMarkMask, parsePort, parsePortRange, parseU32, PROTO_TCP, PROTO_UDP, U32_MAX } from './values.js';
 
-export const SUPPORTED_TARGETS = [
+const SUPPORTED_TARGETS = [
   'ACCEPT', 'DROP', 'REJECT', 'RETURN', '<user chain>', 'MARK', 'CONNMARK', 'REDIRECT', 'TPROXY', 'DNAT', 'SNAT', 'MASQUERADE', 'CT', 'NOTRACK', 'LOG',
 ] as const;
 
@@ -83,7 +83,7 @@ class RejectTarget implements TargetInstance {
 // ---------------------------------------------------------------- MARK / CONNMARK
 
 /** xt_MARK / xt_CONNMARK set-xmark: new = (old & ~mask) ^ value. */
-export function xmark(old: number, value: number, mask: number): number {
+function xmark(old: number, value: number, mask: number): number {
   return ((old & ~mask) ^ value) >>> 0;
 }
 
@@ -391,7 +391,7 @@ class LogTarget implements TargetInstance {
 }
 
 /** `-j CHAIN` / `-g CHAIN` to a user chain; existence and loops are checked at commit. */
-export class ChainTarget implements TargetInstance {
+class ChainTarget implements TargetInstance {
   readonly tables = undefined;
   readonly hooks = undefined;
   constructor(readonly name: string, readonly goto: boolean) {}

@@ -120,7 +120,7 @@ export interface TableRun {
 }
 
 /** Owner of a socket opened by a process (it has a file: uid/gid criteria apply). */
-export interface FileSocketOwner {
+interface FileSocketOwner {
   readonly uid: number;
   readonly gid: number;
 }

@@ -59,8 +59,8 @@ export function formatPortRange(r: readonly [number, number], sep = ':'): string
 
 export const PROTO_TCP = 6;
 export const PROTO_UDP = 17;
-export const PROTO_ICMP = 1;
-export const PROTO_ICMPV6 = 58;
+const PROTO_ICMP = 1;
+const PROTO_ICMPV6 = 58;
 
 const PROTO_NAMES: Record<string, number> = {
   tcp: 6, udp: 17, icmp: 1, icmpv6: 58, 'ipv6-icmp': 58, gre: 47, esp: 50, ah: 51, sctp: 132, udplite: 136,

@@ -20,7 +20,7 @@ function inpod(family: 'v4' | 'v6'): string {
   return text.split('\n').filter((l) => !l.startsWith('#') && !/^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) /.test(l)).join('\n');
 }
 
-export const RETURN = mark(0x111, 0xfff);
+const RETURN = mark(0x111, 0xfff);
 
 export const UPSTREAM_INPOD_PLAN: RedirectionPlan = {
   iptables: {

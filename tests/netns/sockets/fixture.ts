@@ -13,7 +13,7 @@ import { ADDON_FILE } from '../../../impl/linux/sockets-native.js';
 export const repo = path.resolve(import.meta.dirname, '..', '..', '..');
 export const addonPath = path.join(repo, ADDON_FILE);
 
-export interface Lab {
+interface Lab {
   readonly run: NetnsRun;
   /** Create a namespace; returns its name and its /run/netns path as a NetnsId. */
   ns(short: string): Promise<{ name: string; id: NetnsId; inode: number }>;
@@ -58,7 +58,7 @@ export function ownNetnsInode(): number {
  * Dropping root for a non-zero uid clears the permitted and effective sets (no keep-caps);
  * capabilities asked for are passed as inheritable + ambient so the exec'd program has them.
  */
-export function asUser(uid: number, caps: readonly string[]): string[] {
+function asUser(uid: number, caps: readonly string[]): string[] {
   const argv = ['setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups'];
   if (caps.length === 0) argv.push('--inh-caps=-all');
   else {

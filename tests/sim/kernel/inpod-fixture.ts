@@ -13,21 +13,21 @@ import { credentials } from '../../../sim/kernel/process.js';
 import type { SimSocket } from '../../../sim/kernel/socket.js';
 
 export const repo = path.resolve(import.meta.dirname, '..', '..', '..');
-export const INPOD_V4 = fs.readFileSync(path.join(repo, 'fixtures/rules/upstream-inpod-v4.rules'), 'utf8');
+const INPOD_V4 = fs.readFileSync(path.join(repo, 'fixtures/rules/upstream-inpod-v4.rules'), 'utf8');
 export const HOSTPROBE_V4 = fs.readFileSync(path.join(repo, 'fixtures/rules/upstream-hostprobe-v4.rules'), 'utf8');
 
 export const APP = credentials(1000, 1000);
 export const PROXY = credentials(1337, 1337, ['NET_ADMIN', 'NET_RAW']);
 export const HOST = credentials(0, 0, ['NET_ADMIN', 'NET_RAW']);
 
-export interface InpodLab {
+interface InpodLab {
   k: SimKernel;
   proxy: { outbound: SimSocket; inbound: SimSocket; hbone: SimSocket };
   appA: SimSocket;
   appB: SimSocket;
 }
 
-export function addPod(k: SimKernel, name: string, ip: string, hostDev: string): void {
+function addPod(k: SimKernel, name: string, ip: string, hostDev: string): void {
   k.addNetns(name);
   k.setLink(name, 'lo', true);
   k.addVeth(name, 'eth0', 'node', hostDev);

@@ -7,7 +7,7 @@ import { test, expect } from '@playwright/test';
 import type { ApiStore } from '../../../sim/kube/store.js';
 import { isKubeApiError, type Informer, type KubeApi, type KubeObjectOf } from '../../../impl/host/kube.js';
 
-export interface ContractWorld {
+interface ContractWorld {
   readonly store: ApiStore;
   readonly api: KubeApi;
   /** Let the world run until `cond` holds (virtual time: fire timers; real: poll). */

@@ -14,12 +14,12 @@ import { SeededRandom } from '../../../sim/time/seeded-random.js';
 import { VirtualClock } from '../../../sim/time/virtual-clock.js';
 
 export const ADDRESS = '/var/run/ztunnel/ztunnel.sock';
-export const PROXY_UID = 1337;
+const PROXY_UID = 1337;
 export const PROXY: ZdsPeerCredentials = { pid: 100, uid: PROXY_UID, gid: 1337 };
 
-export interface LogLine { level: string; msg: string; fields: LogFields }
+interface LogLine { level: string; msg: string; fields: LogFields }
 
-export function memoryLogger(lines: LogLine[], base: LogFields = {}): Logger {
+function memoryLogger(lines: LogLine[], base: LogFields = {}): Logger {
   const at = (level: string) => (msg: string, fields: LogFields = {}): void => { lines.push({ level, msg, fields: { ...base, ...fields } }); };
   return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (f) => memoryLogger(lines, { ...base, ...f }) };
 }
@@ -31,7 +31,7 @@ export function pod(n: number, withNetns = true): ZdsSnapshotEntry {
 }
 
 /** The proxy's side as a recording fake: which pods it serves, in which netns. */
-export class FakeProxy implements ZdsWorkloadHandler {
+class FakeProxy implements ZdsWorkloadHandler {
   readonly served = new Map<PodUid, { info: WorkloadInfo; netns: ZdsNetnsHandle }>();
   readonly calls: string[] = [];
   /** uid -> error text the next onAdd for it fails with. */

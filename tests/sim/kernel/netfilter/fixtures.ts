@@ -11,7 +11,7 @@ import type { AddrType, ConntrackRef, EvalContext, Hook, IpSetView } from '../..
 import type { IpSets } from '../../../../sim/kernel/netfilter/ipset.js';
 
 export const PROBE_V4 = '169.254.7.127';
-export const PROBE_V6 = 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff';
+const PROBE_V6 = 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff';
 /** The upstream in-pod rulesets, from the one copy in fixtures/rules/ (iptables-save form). */
 const RULES = path.resolve(import.meta.dirname, '..', '..', '..', '..', 'fixtures', 'rules');
 export const ISTIO_INPOD_V4 = readFileSync(path.join(RULES, 'upstream-inpod-v4.rules'), 'utf8');
@@ -28,7 +28,7 @@ COMMIT
 `;
 }
 
-export interface PacketInit {
+interface PacketInit {
   readonly proto?: L4Proto;
   readonly src?: string;
   readonly dst?: string;
@@ -47,7 +47,7 @@ export function packet(p: PacketInit = {}): Packet {
   };
 }
 
-export interface FakeCtx extends EvalContext {
+interface FakeCtx extends EvalContext {
   readonly logs: string[];
   notrack: boolean;
   zone: number | undefined;

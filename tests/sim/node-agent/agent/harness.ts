@@ -30,8 +30,8 @@ import type { HostIpSets, IpSetSpec } from '../../../../impl/host/ipsets.js';
 export const NODE = 'node-1';
 export const HOST_NS = 'host-node-1';
 export const AGENT_SOCK = '/var/run/ambient-lab/plugin-events.sock';
-export const ZDS_SOCK = '/var/run/ambient-lab/zds.sock';
-export const PROXY_UID = 1337;
+const ZDS_SOCK = '/var/run/ambient-lab/zds.sock';
+const PROXY_UID = 1337;
 
 type Pod = KubeObjectOf<'Pod'>;
 

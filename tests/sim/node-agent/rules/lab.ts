@@ -74,7 +74,7 @@ function sock(k: SimKernel, ns: string, proto: 'tcp' | 'udp', fam: Fam, port: nu
 const both = (f: (fam: Fam) => SimSocket): Record<Fam, SimSocket> => ({ 4: f(4), 6: f(6) });
 
 /** Apply a plan as the NetnsRules port does: routes, ip rules, then iptables per family. */
-export function applyPlan(k: SimKernel, ns: string, plan: RedirectionPlan): void {
+function applyPlan(k: SimKernel, ns: string, plan: RedirectionPlan): void {
   for (const r of plan.routes) k.addRoute(ns, { dst: r.dst, type: r.type, dev: r.dev, table: r.table });
   for (const r of plan.rules) k.addRule(ns, { family: r.family === 'ipv4' ? 4 : 6, priority: r.priority, fwmark: r.fwmark.value, mask: r.fwmark.mask, table: r.table });
   if (plan.iptables.ipv4 !== undefined) k.iptablesRestore(ns, 4, plan.iptables.ipv4, { noflush: true, source: `${ns} plan v4` });

@@ -14,7 +14,7 @@ import { A4, A6, APP, APP_NET_RAW, B4, B6, HOST_DAEMON, KUBELET, PROXY, PROXY_MA
 
 type Fam = 4 | 6;
 
-export function describeConnect(lab: Lab, r: ConnectResult): string {
+function describeConnect(lab: Lab, r: ConnectResult): string {
   if (r.outcome !== 'established') return r.outcome;
   const l = r.listener!;
   const from = `from=${formatIp(r.server!.remote!.addr)}`;
@@ -22,7 +22,7 @@ export function describeConnect(lab: Lab, r: ConnectResult): string {
   return `${l.label} ${from}`;
 }
 
-export function describeUdp(r: UdpResult): string {
+function describeUdp(r: UdpResult): string {
   if (r.outcome !== 'delivered') return r.outcome === 'dropped' ? 'dropped' : r.outcome;
   return `${r.socket!.label} from=${formatIp(r.from!.addr)}`;
 }
@@ -41,13 +41,13 @@ function udp(lab: Lab, ns: string, who: typeof APP, f: Fam, dst: string, port: n
   return describeUdp(lab.k.sendUdp(s, dst, port, 'q'));
 }
 
-export type Probe = (lab: Lab) => string;
+type Probe = (lab: Lab) => string;
 
 function perFamily(name: string, f: (lab: Lab, fam: Fam) => string): [string, Probe][] {
   return [4, 6].map((fam) => [`${name} v${fam}`, (lab: Lab) => f(lab, fam as Fam)]);
 }
 
-export const PROBES: readonly [string, Probe][] = [
+const PROBES: readonly [string, Probe][] = [
   ...perFamily('app outbound TCP', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, B4, B6), 8080)),
   ...perFamily('inbound TCP', (lab, f) => connect(lab, 'pod-b', APP, f, addr(f, A4, A6), 8080)),
   ...perFamily('inbound HBONE', (lab, f) => connect(lab, 'pod-b', APP, f, addr(f, A4, A6), 15008)),

@@ -11,8 +11,8 @@ import type { Profile } from '../../../../impl/api/profile.js';
 import { buildInpodPlan, type InpodCommonOptions, type InpodOptions } from '../../../../impl/node-agent/rule-builder.js';
 
 /** The proxy's uid in the sim labs (tests/sim/kernel/inpod-fixture.ts uses 1337). */
-export const PROXY_UID = 1337;
-export const PROBE_PORTS = [port(8080)];
+const PROXY_UID = 1337;
+const PROBE_PORTS = [port(8080)];
 export const KUBELET_UID = 0;
 
 export function inpodOptions(profile: Profile, common: Partial<InpodCommonOptions> = {}): InpodOptions {
@@ -20,7 +20,7 @@ export function inpodOptions(profile: Profile, common: Partial<InpodCommonOption
   return profile === 'strict' ? { ...c, profile, proxyUid: PROXY_UID, probePorts: PROBE_PORTS } : { ...c, profile };
 }
 
-export interface Variant {
+interface Variant {
   /** Golden file stem, e.g. `strict/inpod-default`. */
   readonly name: string;
   readonly plan: RedirectionPlan;
