@@ -9,8 +9,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 export interface SpawnOptions {
   /** Run as this uid (default: stay root). */
   readonly uid?: number;
-  /** Run with this gid (default: the uid when a uid is given). Supplementary groups are cleared. */
+  /** Run with this gid (default: the uid when a uid is given). */
   readonly gid?: number;
+  /** Supplementary groups (default: none — cleared whenever a uid or gid is given). */
+  readonly groups?: readonly number[];
   /**
    * Capabilities the program keeps, lower-case without `cap_` (e.g. `['net_admin']`); they become
    * inheritable, ambient and the whole bounding set. Default: all of root's when no uid is given,
@@ -30,15 +32,16 @@ const CAP_NAME = /^[a-z_]{2,32}$/;
 
 /** The argv prefix that drops to `opts`' identity, or `[]` when nothing needs dropping. */
 export function setprivArgs(opts: SpawnOptions): string[] {
-  if (opts.uid === undefined && opts.gid === undefined && opts.caps === undefined) return [];
+  if (opts.uid === undefined && opts.gid === undefined && opts.groups === undefined && opts.caps === undefined) return [];
   const args = ['setpriv'];
-  if (opts.uid !== undefined || opts.gid !== undefined) {
+  if (opts.uid !== undefined || opts.gid !== undefined || opts.groups !== undefined) {
     const uid = opts.uid ?? 0;
     const gid = opts.gid ?? uid;
-    for (const [what, v] of [['uid', uid], ['gid', gid]] as const) {
+    const groups = opts.groups ?? [];
+    for (const [what, v] of [['uid', uid], ['gid', gid], ...groups.map((g) => ['group', g] as const)] as const) {
       if (!Number.isInteger(v) || v < 0 || v > 0xfffffffe) throw new Error(`invalid ${what} ${v}: expected an integer in 0..4294967294`);
     }
-    args.push(`--reuid=${uid}`, `--regid=${gid}`, '--clear-groups');
+    args.push(`--reuid=${uid}`, `--regid=${gid}`, groups.length > 0 ? `--groups=${groups.join(',')}` : '--clear-groups');
   }
   const caps = opts.caps ?? (opts.uid !== undefined && opts.uid !== 0 ? [] : undefined);
   if (caps !== undefined) {

@@ -37,9 +37,9 @@ import { FABRIC_GATEWAY, podCidr } from './addressing.js';
 import { NetnsCluster } from './cluster.js';
 import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
 import { execIn } from './ip.js';
-import { setprivArgs } from './processes.js';
+import { setprivArgs, type SpawnOptions } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
-import { PROXY_NODE_FLAGS } from '../../impl/linux/node-flags.js';
+import { deploymentLaunch } from '../deployment/launch.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
@@ -101,6 +101,8 @@ export interface LabState {
   readonly dnsCapture?: boolean;
   /** The agent and proxy capture IPv6 (--ipv6) whatever the pods' stack; absent: as `ipv6`. */
   readonly captureIpv6?: boolean;
+  /** The manifests the components' launch comes from; absent: this repository's (fixtures/manifests). */
+  readonly manifests?: string;
   readonly nodes: readonly { readonly name: string; readonly netns: string; readonly index: number; readonly address: string }[];
   readonly fabric: string;
   readonly outside: string;
@@ -135,6 +137,17 @@ export function repoRoot(): string {
   throw new Error('cannot find the ambient-lab repository root from e2e/netns/world-lab');
 }
 
+/** The deployment manifests every component launch is derived from (e2e/deployment/launch.ts). */
+const DEPLOYMENT_MANIFESTS = path.join(repoRoot(), 'fixtures', 'manifests');
+
+
+/** Write `text` readable by root and `gid` only (0640): a secret the proxy's group must read. */
+function writeGroupReadable(file: string, text: string, gid: number): void {
+  fs.writeFileSync(file, text, { mode: 0o600 });
+  fs.chownSync(file, 0, gid);
+  fs.chmodSync(file, 0o640);
+}
+
 /** A compiled program under dist/; throws with what to do when it is missing. */
 function builtProgram(rel: string): string {
   const p = path.join(repoRoot(), 'dist', rel);
@@ -165,10 +178,10 @@ export function procStart(pid: number): { startTime: string; zombie: boolean } |
  * process holds (returned as `channel`) — what the child writes there is attributable to it
  * alone (see NetnsLab.startApp).
  */
-function spawnInNetns(netns: string, argv: readonly string[], opts: { uid?: number; caps?: readonly string[]; env?: Record<string, string>; logFile: string; channel?: boolean }): LabPid & { channel?: Readable } {
+function spawnInNetns(netns: string, argv: readonly string[], opts: SpawnOptions & { env?: Record<string, string>; logFile: string; channel?: boolean }): LabPid & { channel?: Readable } {
   if (!/^al-[a-z0-9-]+$/.test(netns)) throw new Error(`refusing to start a process in netns ${JSON.stringify(netns)}: not one of ours`);
   const out = fs.openSync(opts.logFile, 'a', 0o644);
-  const priv = setprivArgs({ ...(opts.uid !== undefined ? { uid: opts.uid } : {}), ...(opts.caps !== undefined ? { caps: opts.caps } : {}) });
+  const priv = setprivArgs(opts);
   const child = spawn('ip', ['netns', 'exec', netns, ...priv, ...argv], {
     detached: true, stdio: opts.channel ? ['ignore', out, out, 'pipe'] : ['ignore', out, out], env: { ...process.env, ...(opts.env ?? {}) },
   });
@@ -257,6 +270,8 @@ interface LabOptions {
   readonly captureIpv6?: boolean;
   /** Run directory parent (default /run/ambient-lab); the run dir is <parent>/<name>. */
   readonly stateRoot?: string;
+  /** Deployment manifests to launch the components from (default: this repository's, fixtures/manifests). */
+  readonly manifests?: string;
   /** Lab name (default: the run prefix without its trailing dash). */
   readonly name?: string;
   readonly prefix?: string;
@@ -320,6 +335,7 @@ export class NetnsLab {
       const state: LabState = {
         version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile, ipv6: opts.ipv6 ?? false, dnsCapture: opts.dnsCapture ?? false,
         ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
+        ...(opts.manifests !== undefined ? { manifests: path.resolve(opts.manifests) } : {}),
         nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
         fabric: cluster.fabric.netns, outside: cluster.outside.netns,
         kubeconfig: path.join(runDir, 'kubeconfig'), apiSocket: path.join(runDir, 'api.sock'), controlSocket: path.join(runDir, 'api-control.sock'),
@@ -329,11 +345,18 @@ export class NetnsLab {
       lab.save();
       // One mesh root for every proxy of the cluster, so HBONE verifies across nodes.
       const root = await (await MeshCa.create('cluster.local')).exportRoot();
+      // The proxy runs as the manifests' uid/gid, not root: what it reads is shared with its
+      // group (never with the pods' uids), and each node's directory is writable by that group
+      // (its status socket and connection log).
+      const gid = lab.proxyGid();
       fs.writeFileSync(path.join(runDir, 'mesh-ca.pem'), root.certPem, { mode: 0o644 });
-      fs.writeFileSync(path.join(runDir, 'mesh-ca.key'), root.keyPem, { mode: 0o600 });
+      writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, gid);
       await lab.startApi();
       for (const n of state.nodes) {
-        fs.mkdirSync(path.join(runDir, n.name), { recursive: true });
+        const dir = path.join(runDir, n.name);
+        fs.mkdirSync(dir, { recursive: true });
+        fs.chownSync(dir, 0, gid);
+        fs.chmodSync(dir, 0o775);
         await lab.startComponent('agent', n.name);
       }
       for (const n of state.nodes) await lab.startComponent('proxy', n.name);
@@ -364,7 +387,7 @@ export class NetnsLab {
     this.state.api = spawnInNetns(this.state.fabric, [process.execPath, builtProgram('e2e/netns/kube-api-process.js'),
       '--listen', `${FABRIC_GATEWAY.ipv4}:${API_PORT}`, '--api-socket', this.state.apiSocket, '--control-socket', this.state.controlSocket], { logFile: log });
     this.save();
-    facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT}`, this.state.kubeconfig);
+    writeGroupReadable(this.state.kubeconfig, facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT}`), this.proxyGid());
     await waitFor('the API process did not come up', 15_000, async () => {
       if (!isOurs(this.state.api!)) throw new Error(`it exited; see ${log}: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
       return (await this.api.list('Namespace').then(() => true, () => undefined));
@@ -372,18 +395,44 @@ export class NetnsLab {
     for (const ns of ['default', 'kube-system', 'istio-system']) await this.api.create('Namespace', { metadata: { name: ns } }).catch(unless(409)); // 409: it exists already
   }
 
-  componentArgs(component: LabComponent, node: string): string[] {
+  /**
+   * How a component starts on `node`: its user, groups, capabilities, Node.js flags, program and
+   * environment come from the deployment manifests (e2e/deployment/launch.ts), so this world runs
+   * what ships; only what the lab must place itself is added as flags (node name, API, sockets,
+   * profile and stack of this run, the shared mesh root). The proxy gets its capabilities as
+   * ambient capabilities where the image gives them as file capabilities (ci/proxy.Dockerfile):
+   * the same effective set for the same uid.
+   */
+  componentLaunch(component: LabComponent, node: string): { argv: string[]; spawn: SpawnOptions; env: Record<string, string> } {
     const dir = this.nodeDir(node);
+    const launch = deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, { nodeName: node })[component];
     const common = ['--node', node, '--kubeconfig', this.state.kubeconfig, '--zds-socket', path.join(dir, 'zds.sock'), '--status-socket', path.join(dir, `${component}-status.sock`),
       // Explicit either way: the components' defaults are upstream's (on), the lab's are off.
       `--ipv6=${(this.state.captureIpv6 ?? this.state.ipv6) === true}`];
+    const program = [process.execPath, ...launch.nodeFlags, path.join(repoRoot(), launch.program)];
+    const spawn: SpawnOptions = { uid: launch.uid, gid: launch.gid, groups: launch.groups, caps: launch.caps };
     if (component === 'agent') {
-      return [process.execPath, path.join(repoRoot(), 'bin', 'ambient-lab-agent.js'), ...common, '--profile', this.state.profile,
-        '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000',
-        `--dns-capture=${this.state.dnsCapture === true}`];
+      return {
+        argv: [...program, ...common, '--profile', this.state.profile,
+          '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000',
+          `--dns-capture=${this.state.dnsCapture === true}`],
+        spawn, env: { ...launch.env },
+      };
     }
-    return [process.execPath, ...PROXY_NODE_FLAGS, path.join(repoRoot(), 'bin', 'ambient-lab-proxy.js'), ...common, '--connection-log', path.join(dir, 'connections.jsonl'),
-      '--ca-cert', path.join(this.state.runDir, 'mesh-ca.pem'), '--ca-key', path.join(this.state.runDir, 'mesh-ca.key')];
+    return {
+      argv: [...program, ...common, '--connection-log', path.join(dir, 'connections.jsonl'),
+        '--ca-cert', path.join(this.state.runDir, 'mesh-ca.pem'), '--ca-key', path.join(this.state.runDir, 'mesh-ca.key'),
+        // The proxy serves DNS exactly when the agent captures it, as the manifests pair them; a
+        // lab without DNS capture turns the manifests' listener off (an empty list).
+        ...(this.state.dnsCapture === true ? [] : ['--dns-upstream=']),
+      ],
+      spawn, env: { ...launch.env },
+    };
+  }
+
+  /** The group the proxy runs as (its manifest's runAsGroup): it may read the lab's shared files. */
+  proxyGid(): number {
+    return deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, { nodeName: this.state.nodes[0]?.name ?? 'node-0' }).proxy.gid;
   }
 
   running(component: LabComponent, node: string): boolean {
@@ -395,7 +444,8 @@ export class NetnsLab {
     const n = this.node(node);
     if (this.running(component, node)) return;
     const log = path.join(this.nodeDir(node), `${component}.log`);
-    const p = spawnInNetns(n.netns, this.componentArgs(component, node), { logFile: log });
+    const { argv, spawn, env } = this.componentLaunch(component, node);
+    const p = spawnInNetns(n.netns, argv, { ...spawn, env, logFile: log });
     this.state.components[`${node}/${component}`] = p;
     this.save();
     await waitFor(`the ${component} on ${node} did not become ready`, 20_000, async () => {

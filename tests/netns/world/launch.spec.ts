@@ -1,0 +1,98 @@
+/**
+ * What ships is what runs, on the real kernel: the lab (netns world, `up`) launches the agent
+ * and the proxy with the users, groups, capabilities and environment of the deployment
+ * manifests (e2e/deployment/launch.ts) — read back from /proc of the running processes — and a
+ * change in a copy of the manifests changes the processes it starts.
+ */
+import { test, expect } from '@playwright/test';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { netnsWorldFactory } from '../../../e2e/netns/world.js';
+import { NetnsLab } from '../../../e2e/netns/world-lab.js';
+
+const avail = netnsWorldFactory.available();
+test.skip(!avail.ok, avail.reason);
+test.setTimeout(180_000);
+
+const MANIFESTS = path.resolve(import.meta.dirname, '..', '..', '..', 'fixtures', 'manifests');
+
+/** Capability bits (linux/capability.h) of the names the manifests use. */
+const CAP_BITS: Record<string, number> = { net_admin: 12, net_raw: 13, sys_ptrace: 19, sys_admin: 21 };
+
+function capMask(names: readonly string[]): bigint {
+  return names.reduce((m, n) => m | (1n << BigInt(CAP_BITS[n]!)), 0n);
+}
+
+/** Uid, gid, supplementary groups, effective capabilities and environment of a running process. */
+function processOf(pid: number): { uid: number; gid: number; groups: number[]; capEff: bigint; env: Record<string, string> } {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string): string => {
+    const m = new RegExp(`^${name}:[ \\t]*(.*)$`, 'm').exec(status);
+    if (!m) throw new Error(`/proc/${pid}/status has no ${name}`);
+    return m[1]!.trim();
+  };
+  const env = Object.fromEntries(fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean).map((kv) => {
+    const i = kv.indexOf('=');
+    return [kv.slice(0, i), kv.slice(i + 1)];
+  }));
+  return {
+    uid: Number(field('Uid').split(/\s+/)[0]), gid: Number(field('Gid').split(/\s+/)[0]),
+    groups: field('Groups') === '' ? [] : field('Groups').split(/\s+/).map(Number),
+    capEff: BigInt(`0x${field('CapEff')}`), env,
+  };
+}
+
+async function withLab(manifests: string | undefined, fn: (lab: NetnsLab) => Promise<void>): Promise<void> {
+  const lab = await NetnsLab.create({ nodes: 1, profile: 'strict', ipv6: false, dnsCapture: false, stateRoot: '/run/ambient-lab/worlds', ...(manifests ? { manifests } : {}) });
+  try {
+    await fn(lab);
+  } finally {
+    await lab.destroy();
+  }
+}
+
+function pidOf(lab: NetnsLab, component: 'agent' | 'proxy'): number {
+  const p = lab.state.components[`node-0/${component}`];
+  if (p === undefined) throw new Error(`the lab has no running ${component}`);
+  return p.pid;
+}
+
+test('the shipped manifests: the proxy runs as 1337:1337 with NET_ADMIN and SYS_ADMIN only; the agent as root in group 1337 with its four, told the proxy uid', async () => {
+  await withLab(undefined, async (lab) => {
+    const proxy = processOf(pidOf(lab, 'proxy'));
+    expect(proxy).toMatchObject({ uid: 1337, gid: 1337, groups: [] });
+    expect(proxy.capEff).toBe(capMask(['net_admin', 'sys_admin']));
+    const agent = processOf(pidOf(lab, 'agent'));
+    expect(agent).toMatchObject({ uid: 0, gid: 0, groups: [1337] });
+    expect(agent.capEff).toBe(capMask(['net_admin', 'net_raw', 'sys_admin', 'sys_ptrace']));
+    expect(agent.env['AMBIENT_LAB_PROXY_UID']).toBe('1337');
+    // Secrets the proxy reads are shared with its group only, never with a pod's uid.
+    const key = fs.statSync(path.join(lab.state.runDir, 'mesh-ca.key'));
+    expect({ gid: key.gid, mode: key.mode & 0o777 }).toEqual({ gid: 1337, mode: 0o640 });
+  });
+});
+
+test('a copy of the manifests with another proxy uid and group: the lab starts the proxy as that, and the agent admits it', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-launch-'));
+  try {
+    for (const f of fs.readdirSync(MANIFESTS)) {
+      const t = fs.readFileSync(path.join(MANIFESTS, f), 'utf8')
+        .replace(/runAsUser: 1337/g, 'runAsUser: 4242').replace(/runAsGroup: 1337/g, 'runAsGroup: 4243')
+        .replace(/supplementalGroups: \[1337\]/g, 'supplementalGroups: [4243]')
+        .replace(/name: AMBIENT_LAB_PROXY_UID\n(\s+)value: "1337"/, 'name: AMBIENT_LAB_PROXY_UID\n$1value: "4242"')
+        .replace(/name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n(\s+)value: "1337"/, 'name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n$1value: "4243"');
+      fs.writeFileSync(path.join(dir, f), t);
+    }
+    // The proxy became ready (NetnsLab.create waits for it): the agent's ZDS peer check admitted uid 4242.
+    await withLab(dir, async (lab) => {
+      expect(processOf(pidOf(lab, 'proxy'))).toMatchObject({ uid: 4242, gid: 4243 });
+      const agent = processOf(pidOf(lab, 'agent'));
+      expect(agent.groups).toEqual([4243]);
+      expect(agent.env['AMBIENT_LAB_PROXY_UID']).toBe('4242');
+      expect(fs.statSync(path.join(lab.nodeDir('node-0'), 'zds.sock')).gid).toBe(4243);
+    });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
