@@ -26,30 +26,57 @@ async function defaultCheck(): Promise<void> {
   const runs = Number(process.env['BENCH_CHECK_RUNS'] ?? DEFAULT_RUNS);
   const load = loadavg()[0] ?? 0;
   const r = await runCheck({
-    world: { world: 'sim' }, settings: { nodes: DEFAULT_NODES, ipv6: true, dnsCapture: false, maxCommands: DEFAULT_MAX_COMMANDS },
-    runs, seed: 1, selection: {}, workers, outDir: undefined, attacks: true,
+    world: { world: 'sim' },
+    settings: { nodes: DEFAULT_NODES, ipv6: true, dnsCapture: false, maxCommands: DEFAULT_MAX_COMMANDS },
+    runs,
+    seed: 1,
+    selection: {},
+    workers,
+    outDir: undefined,
+    attacks: true,
   });
   const t = r.totals;
   const cores = cpus().length;
-  console.log(`default check (sim, ${workers} workers on ${cores} CPUs, load average ${load.toFixed(1)} at start; budget ${runs} histories + ${t.attackRuns} attack-catalog runs, ${t.cells} cells):`);
-  console.log(`  cases (histories)   ${t.histories}          (goal >= ${GOAL_HISTORIES}: ${t.histories >= GOAL_HISTORIES ? 'met' : `NOT met, ${(t.histories / GOAL_HISTORIES * 100).toFixed(0)}%`})`);
-  console.log(`  wall time           ${t.seconds.toFixed(1)} s        (goal <= ${GOAL_SECONDS} s: ${t.seconds <= GOAL_SECONDS ? 'met' : 'NOT met'})`);
-  console.log(`  cases/s             ${t.historiesPerSecond.toFixed(1)}  (wall, incl. attack-catalog time; ${GOAL_HISTORIES} would take ~${(GOAL_HISTORIES / t.historiesPerSecond).toFixed(0)} s)`);
+  console.log(
+    `default check (sim, ${workers} workers on ${cores} CPUs, load average ${load.toFixed(1)} at start; budget ${runs} histories + ${t.attackRuns} attack-catalog runs, ${t.cells} cells):`,
+  );
+  console.log(
+    `  cases (histories)   ${t.histories}          (goal >= ${GOAL_HISTORIES}: ${t.histories >= GOAL_HISTORIES ? 'met' : `NOT met, ${((t.histories / GOAL_HISTORIES) * 100).toFixed(0)}%`})`,
+  );
+  console.log(
+    `  wall time           ${t.seconds.toFixed(1)} s        (goal <= ${GOAL_SECONDS} s: ${t.seconds <= GOAL_SECONDS ? 'met' : 'NOT met'})`,
+  );
+  console.log(
+    `  cases/s             ${t.historiesPerSecond.toFixed(1)}  (wall, incl. attack-catalog time; ${GOAL_HISTORIES} would take ~${(GOAL_HISTORIES / t.historiesPerSecond).toFixed(0)} s)`,
+  );
   // On a shared machine wall time measures the neighbours too; CPU time / cores is what an idle machine would take.
-  console.log(`  CPU time            ${t.cpuSeconds.toFixed(1)} s        (/ ${cores} cores = ~${(t.cpuSeconds / cores).toFixed(1)} s on an idle machine; ${(t.histories / (t.cpuSeconds / cores)).toFixed(0)} cases/s)`);
-  console.log(`  worlds              ${t.worlds.fresh} fresh, ${t.worlds.reused} reused after a verified reset, ${t.worlds.rejected} resets rejected; ${t.worlds.shrinking} shrinking runs`);
+  console.log(
+    `  CPU time            ${t.cpuSeconds.toFixed(1)} s        (/ ${cores} cores = ~${(t.cpuSeconds / cores).toFixed(1)} s on an idle machine; ${(t.histories / (t.cpuSeconds / cores)).toFixed(0)} cases/s)`,
+  );
+  console.log(
+    `  worlds              ${t.worlds.fresh} fresh, ${t.worlds.reused} reused after a verified reset, ${t.worlds.rejected} resets rejected; ${t.worlds.shrinking} shrinking runs`,
+  );
   console.log(`  matches the table   ${r.ok ? 'yes' : `no (${t.mismatches} cells differ)`}`);
-  for (const c of r.cells.filter((x) => FAILING.has(x.status))) console.log(`    ${c.property} × ${c.threat} × ${c.profile}: ${c.status}${c.violation ? ` — ${c.violation}` : ''}${c.error ? ` — ${c.error}` : ''}`);
+  for (const c of r.cells.filter((x) => FAILING.has(x.status)))
+    console.log(
+      `    ${c.property} × ${c.threat} × ${c.profile}: ${c.status}${c.violation ? ` — ${c.violation}` : ''}${c.error ? ` — ${c.error}` : ''}`,
+    );
 }
 
-async function cellRate(world: CheckWorldName, runs: number): Promise<{ perSecond: number; runs: number; seconds: number }> {
+async function cellRate(
+  world: CheckWorldName,
+  runs: number,
+): Promise<{ perSecond: number; runs: number; seconds: number }> {
   const c = defaultCatalog();
   const property = c.properties.find((p) => p.name === 'liveness');
   const threat = c.threats.find((t) => t.id === 'app-nonroot');
   if (!property || !threat) throw new Error('catalog lacks liveness or app-nonroot');
   const factory = await loadFactory(worldChoice(world));
   const t0 = performance.now();
-  const r = await runCell({ property, threat, profile: 'strict' }, { factory, runs, seed: 7, maxCommands: 6, nodes: 2, ipv6: false, dnsCapture: false });
+  const r = await runCell(
+    { property, threat, profile: 'strict' },
+    { factory, runs, seed: 7, maxCommands: 6, nodes: 2, ipv6: false, dnsCapture: false },
+  );
   if (r.status === 'error') throw new Error(`${world}: ${r.error}`);
   const seconds = (performance.now() - t0) / 1000;
   return { perSecond: r.runs / seconds, runs: r.runs, seconds };

@@ -31,7 +31,8 @@ async function createAndRun(nodes: number, podsPerNode: number, ipv6: boolean): 
   const t0 = performance.now();
   const c0 = process.cpuUsage();
   for (let p = 0; p < podsPerNode; p++) {
-    for (const n of world.nodes) await world.createPod({ namespace: 'bench', name: `p-${n.index}-${p}`, nodeName: n.name });
+    for (const n of world.nodes)
+      await world.createPod({ namespace: 'bench', name: `p-${n.index}-${p}`, nodeName: n.name });
   }
   const report = await world.runToQuiescence();
   const seconds = (performance.now() - t0) / 1000;
@@ -53,7 +54,9 @@ function gc(): void {
 function line(what: string, value: number, unit: string, goal: number, better: 'higher' | 'lower'): void {
   const ratio = better === 'higher' ? value / goal : goal / value;
   const ok = better === 'higher' ? value >= goal : value < goal;
-  console.log(`${what.padEnd(44)} ${value.toFixed(0).padStart(10)} ${unit.padEnd(7)} goal ${better === 'higher' ? '>=' : '<'} ${goal} ${unit}  x${ratio.toFixed(2)} ${ok ? 'ok' : 'BELOW GOAL'}`);
+  console.log(
+    `${what.padEnd(44)} ${value.toFixed(0).padStart(10)} ${unit.padEnd(7)} goal ${better === 'higher' ? '>=' : '<'} ${goal} ${unit}  x${ratio.toFixed(2)} ${ok ? 'ok' : 'BELOW GOAL'}`,
+  );
 }
 
 async function main(): Promise<void> {
@@ -68,7 +71,13 @@ async function main(): Promise<void> {
     gc();
     const r = await createAndRun(50, 100, ipv6);
     if (r.running !== r.pods) throw new Error(`bench: ${r.running} of ${r.pods} pods Running`);
-    line(`pods to Running per second (${ipv6 ? 'dual-stack' : 'IPv4'}, 50 nodes)`, r.pods / r.seconds, 'pods/s', 5000, 'higher');
+    line(
+      `pods to Running per second (${ipv6 ? 'dual-stack' : 'IPv4'}, 50 nodes)`,
+      r.pods / r.seconds,
+      'pods/s',
+      5000,
+      'higher',
+    );
     console.log(`  (${(r.pods / r.cpuSeconds).toFixed(0)} pods per CPU-second)`);
   }
 
@@ -79,8 +88,10 @@ async function main(): Promise<void> {
   gc();
   const after = process.memoryUsage();
   const heapMiB = (after.heapUsed - before.heapUsed) / 2 ** 20;
-  console.log(`100 x 110 cluster: ${big.pods} pods Running in ${big.seconds.toFixed(2)} s (${(big.pods / big.seconds).toFixed(0)} pods/s), ` +
-    `${(big.pods / big.cpuSeconds).toFixed(0)} pods per CPU-second, ${big.world.kernel.netnsNames().length} namespaces; rss ${(after.rss / 2 ** 20).toFixed(0)} MiB${(globalThis as { gc?: unknown }).gc ? '' : ' (no --expose-gc: heap figure includes garbage)'}`);
+  console.log(
+    `100 x 110 cluster: ${big.pods} pods Running in ${big.seconds.toFixed(2)} s (${(big.pods / big.seconds).toFixed(0)} pods/s), ` +
+      `${(big.pods / big.cpuSeconds).toFixed(0)} pods per CPU-second, ${big.world.kernel.netnsNames().length} namespaces; rss ${(after.rss / 2 ** 20).toFixed(0)} MiB${(globalThis as { gc?: unknown }).gc ? '' : ' (no --expose-gc: heap figure includes garbage)'}`,
+  );
   line('heap of a 100-node x 110-pod cluster (MiB)', heapMiB, 'MiB', 1024, 'lower');
   // Keep the world alive until measured.
   if (big.world.nodes.length !== 100) throw new Error('unreachable');

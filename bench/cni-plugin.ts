@@ -26,18 +26,38 @@ async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-bench-cni-'));
   const store = new ApiStore({ clock: new SystemClock(), random: new SystemRandom() });
   await store.create('Namespace', { metadata: { name: 'shop', labels: { 'istio.io/dataplane-mode': 'ambient' } } });
-  await store.create('Pod', { metadata: { name: 'web', namespace: 'shop' }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'i' }] } });
+  await store.create('Pod', {
+    metadata: { name: 'web', namespace: 'shop' },
+    spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'i' }] },
+  });
   const facade = await startKubeApiFacade(store);
   const kubeconfig = path.join(dir, 'kubeconfig');
   facadeKubeconfig(facade.url, kubeconfig);
   const sock = path.join(dir, 'run', 'events.sock');
   const transport = new HttpPluginEventTransport();
-  const server = await transport.serve(sock, async () => ({ ok: true, status: 'enabled' }), { maxBodyBytes: 16384, requestTimeoutMs: 5000 });
+  const server = await transport.serve(sock, async () => ({ ok: true, status: 'enabled' }), {
+    maxBodyBytes: 16384,
+    requestTimeoutMs: 5000,
+  });
   const conf = JSON.stringify({
-    cniVersion: '1.0.0', name: 'k8s', type: 'ambient-lab-cni', agentSocket: sock, kubeconfig,
+    cniVersion: '1.0.0',
+    name: 'k8s',
+    type: 'ambient-lab-cni',
+    agentSocket: sock,
+    kubeconfig,
     prevResult: { cniVersion: '1.0.0', ips: [{ address: '10.244.1.5/24' }] },
   });
-  const env = { ...process.env, ...cniEnv({ command: 'ADD', containerId: 'c1', netns: '/var/run/netns/x', ifname: 'eth0', args: k8sCniArgs({ namespace: 'shop', name: 'web', uid: 'u1' }, 'c1'), path: ['/opt/cni/bin'] }) };
+  const env = {
+    ...process.env,
+    ...cniEnv({
+      command: 'ADD',
+      containerId: 'c1',
+      netns: '/var/run/netns/x',
+      ifname: 'eth0',
+      args: k8sCniArgs({ namespace: 'shop', name: 'web', uid: 'u1' }, 'c1'),
+      path: ['/opt/cni/bin'],
+    }),
+  };
   // Spawned asynchronously: this process's event loop serves the API and the agent socket.
   const timeAsync = async (argv: string[], e: NodeJS.ProcessEnv, input: string): Promise<number> => {
     const t0 = performance.now();
@@ -66,7 +86,12 @@ async function main(): Promise<void> {
   console.log(`CNI plugin, median of ${runs} runs (ms)`);
   console.log(`  node -e ""                    ${bare.toFixed(1).padStart(7)}   1.00x`);
   console.log(`  ambient-lab-cni VERSION       ${version.toFixed(1).padStart(7)}   ${(version / bare).toFixed(2)}x`);
-  console.log(`  ambient-lab-cni ADD (ambient) ${add.toFixed(1).padStart(7)}   ${(add / bare).toFixed(2)}x   (API get x2 + agent round trip)`);
+  console.log(
+    `  ambient-lab-cni ADD (ambient) ${add.toFixed(1).padStart(7)}   ${(add / bare).toFixed(2)}x   (API get x2 + agent round trip)`,
+  );
 }
 
-main().catch((e: unknown) => { console.error(e); process.exitCode = 1; });
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exitCode = 1;
+});

@@ -40,9 +40,13 @@ async function main(): Promise<void> {
     return performance.now() - t1;
   });
   console.log(`fidelity bench: ${n} cases (seed ${seed}), ${labs.reduce((a, l) => a + l.attempts.length, 0)} attempts`);
-  console.log(`  sim:    ${simMs.toFixed(1)} ms total, ${(simMs / n).toFixed(3)} ms/case (CPU ${(simCpuMs / n).toFixed(3)} ms/case; warmed up on ${warmup} other cases)`);
+  console.log(
+    `  sim:    ${simMs.toFixed(1)} ms total, ${(simMs / n).toFixed(3)} ms/case (CPU ${(simCpuMs / n).toFixed(3)} ms/case; warmed up on ${warmup} other cases)`,
+  );
   console.log(`  kernel: ${kernelMs.toFixed(0)} ms total, ${(kernelMs / n).toFixed(1)} ms/case`);
-  console.log(`  ratio (kernel/sim): ${(kernelMs / simMs).toFixed(0)}x wall; ${(kernelMs / simCpuMs).toFixed(0)}x against the sim's CPU time`);
+  console.log(
+    `  ratio (kernel/sim): ${(kernelMs / simMs).toFixed(0)}x wall; ${(kernelMs / simCpuMs).toFixed(0)}x against the sim's CPU time`,
+  );
 }
 
 main().catch((e: unknown) => {

@@ -35,7 +35,10 @@ function buildWorld(rules: string): SimKernel {
   k.addBridge('node', 'cni0');
   k.addAddress('node', 'cni0', '10.244.1.1/24');
   k.setLink('node', 'cni0', true);
-  for (const [pod, ip, dev] of [['pod-a', '10.244.1.5', 'veth-a'], ['pod-b', '10.244.1.6', 'veth-b']] as const) {
+  for (const [pod, ip, dev] of [
+    ['pod-a', '10.244.1.5', 'veth-a'],
+    ['pod-b', '10.244.1.6', 'veth-b'],
+  ] as const) {
     k.addNetns(pod);
     k.setLink(pod, 'lo', true);
     k.addVeth(pod, 'eth0', 'node', dev);

@@ -30,5 +30,7 @@ const n = Number(process.env['N'] ?? 300);
 const sim = await rate(undefined, n);
 const tlsRate = await rate(new TlsHbone({ certificates: await MeshCa.create(TRUST_DOMAIN) }), n);
 console.log(`sim HBONE stand-in : ${sim.toFixed(0)} proxied connections/s (${(1000 / sim).toFixed(3)} ms each)`);
-console.log(`real TLS 1.3 + h2  : ${tlsRate.toFixed(0)} proxied connections/s (${(1000 / tlsRate).toFixed(3)} ms each)`);
+console.log(
+  `real TLS 1.3 + h2  : ${tlsRate.toFixed(0)} proxied connections/s (${(1000 / tlsRate).toFixed(3)} ms each)`,
+);
 console.log(`stand-in / real    : ${(sim / tlsRate).toFixed(1)}x`);

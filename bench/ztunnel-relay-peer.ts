@@ -72,46 +72,64 @@ if (mode === 'sink' || mode === 'echo') {
   const samples: number[] = [];
   const req = Buffer.alloc(1024, 1);
   /** One exchange on `s`: resolves with its round-trip time in ms. */
-  const exchange = (s: net.Socket): Promise<number> => new Promise((resolve) => {
-    let got = 0;
-    const onData = (d: Buffer): void => {
-      got += d.length;
-      if (got < req.length) return;
-      s.off('data', onData);
-      resolve(now() - t);
-    };
-    s.on('data', onData);
-    const t = now();
-    s.write(req);
-  });
+  const exchange = (s: net.Socket): Promise<number> =>
+    new Promise((resolve) => {
+      let got = 0;
+      const onData = (d: Buffer): void => {
+        got += d.length;
+        if (got < req.length) return;
+        s.off('data', onData);
+        resolve(now() - t);
+      };
+      s.on('data', onData);
+      const t = now();
+      s.write(req);
+    });
   const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
   void (async () => {
     // Open every connection and make one untimed exchange on each before any timed round, so
     // the rounds measure established paths and no round shares the CPU with a handshake.
-    const socks = await Promise.all(Array.from({ length: conns }, () => new Promise<net.Socket>((resolve, reject) => {
-      const s = net.connect({ host: a1!, port: Number(a2), noDelay: true }, () => exchange(s).then(() => resolve(s)));
-      s.on('error', reject);
-    })));
+    const socks = await Promise.all(
+      Array.from(
+        { length: conns },
+        () =>
+          new Promise<net.Socket>((resolve, reject) => {
+            const s = net.connect({ host: a1!, port: Number(a2), noDelay: true }, () =>
+              exchange(s).then(() => resolve(s)),
+            );
+            s.on('error', reject);
+          }),
+      ),
+    );
     // The first WARMUP rounds of each connection run the same paced code untimed: V8 compiles
     // it (on helper threads that take a CPU from the path under test) during these, not during
     // the timed rounds. Back-to-back exchanges were not enough: the timer path compiled later.
     const warmup = Number(process.env['WARMUP'] ?? 200);
-    await Promise.all(socks.map(async (s) => {
-      const times: number[] = [];
-      const start = now() + Math.random() * interval; // spread the connections over one interval
-      for (let i = 0; i < warmup + rounds; i++) {
-        const wait = start + i * interval - now();
-        if (wait > 0) await sleep(wait);
-        times.push(await exchange(s)); // warm-up rounds too: the same code throughout, no branch that turns later
-      }
-      samples.push(...times.slice(warmup));
-    }));
+    await Promise.all(
+      socks.map(async (s) => {
+        const times: number[] = [];
+        const start = now() + Math.random() * interval; // spread the connections over one interval
+        for (let i = 0; i < warmup + rounds; i++) {
+          const wait = start + i * interval - now();
+          if (wait > 0) await sleep(wait);
+          times.push(await exchange(s)); // warm-up rounds too: the same code throughout, no branch that turns later
+        }
+        samples.push(...times.slice(warmup));
+      }),
+    );
     // Close only when every connection is done: a close makes the proxies log and account for
     // that connection, which must not land in another connection's timed rounds.
     for (const s of socks) s.end();
     samples.sort((x, y) => x - y);
     const q = (p: number): number => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))]!;
-    console.log(JSON.stringify({ p50: q(0.5), p99: q(0.99), n: samples.length, samples: samples.map((x) => Math.round(x * 1000) / 1000) }));
+    console.log(
+      JSON.stringify({
+        p50: q(0.5),
+        p99: q(0.99),
+        n: samples.length,
+        samples: samples.map((x) => Math.round(x * 1000) / 1000),
+      }),
+    );
     process.exit(0);
   })().catch((e: Error) => {
     console.log(JSON.stringify({ error: e.message }));
@@ -121,19 +139,20 @@ if (mode === 'sink' || mode === 'echo') {
   const n = Number(a3);
   const samples: number[] = [];
   const req = Buffer.alloc(1024, 2);
-  const one = (): Promise<void> => new Promise((resolve, reject) => {
-    const t = now();
-    let got = 0;
-    const s = net.connect({ host: a1!, port: Number(a2), noDelay: true }, () => s.write(req));
-    s.on('data', (d: Buffer) => {
-      got += d.length;
-      if (got < req.length) return;
-      samples.push(now() - t);
-      s.destroy();
-      resolve();
+  const one = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const t = now();
+      let got = 0;
+      const s = net.connect({ host: a1!, port: Number(a2), noDelay: true }, () => s.write(req));
+      s.on('data', (d: Buffer) => {
+        got += d.length;
+        if (got < req.length) return;
+        samples.push(now() - t);
+        s.destroy();
+        resolve();
+      });
+      s.on('error', reject);
     });
-    s.on('error', reject);
-  });
   void (async () => {
     for (let i = 0; i < n; i++) await one();
     samples.sort((x, y) => x - y);
@@ -145,6 +164,8 @@ if (mode === 'sink' || mode === 'echo') {
     process.exit(1);
   });
 } else {
-  console.error(`usage: ztunnel-relay-peer sink|echo PORT | source IP PORT BYTES | pingpong IP PORT N C [R] | connects IP PORT N (got ${mode})`);
+  console.error(
+    `usage: ztunnel-relay-peer sink|echo PORT | source IP PORT BYTES | pingpong IP PORT N C [R] | connects IP PORT N (got ${mode})`,
+  );
   process.exit(2);
 }

@@ -44,20 +44,37 @@ const proxy = new NodeProxy({
   sockets: new LinuxSockets({
     kernelRelay: process.env['KERNEL_RELAY'] !== '0',
     ...(process.env['PIPE_BYTES'] ? { kernelRelayPipeBytes: Number(process.env['PIPE_BYTES']) } : {}),
-  }), hbone: hboneTransport(resolveHbone(parseHboneKind(process.env['HBONE'], 'bench proxy')).use, await MeshCa.load(cfg.trustDomain, cfg.root.certPem, cfg.root.keyPem)),
-  authorizer: new FakeAuthorizer(), workloads, clock: new SystemClock(), log: new MemoryLogger(), trustDomain: cfg.trustDomain, connectionLog,
+  }),
+  hbone: hboneTransport(
+    resolveHbone(parseHboneKind(process.env['HBONE'], 'bench proxy')).use,
+    await MeshCa.load(cfg.trustDomain, cfg.root.certPem, cfg.root.keyPem),
+  ),
+  authorizer: new FakeAuthorizer(),
+  workloads,
+  clock: new SystemClock(),
+  log: new MemoryLogger(),
+  trustDomain: cfg.trustDomain,
+  connectionLog,
 });
 for (const p of cfg.pods) {
   const w = workloads.byUid(podUid(p.uid));
   if (!w) throw new Error(`bench proxy config names pod ${p.uid} but no workload with that uid`);
-  await proxy.onAdd(podUid(p.uid), { name: w.name, namespace: w.namespace, serviceAccount: w.serviceAccount }, {
-    netns: netnsId(p.netnsPath), identity: p.netnsPath, close: () => undefined,
-  });
+  await proxy.onAdd(
+    podUid(p.uid),
+    { name: w.name, namespace: w.namespace, serviceAccount: w.serviceAccount },
+    {
+      netns: netnsId(p.netnsPath),
+      identity: p.netnsPath,
+      close: () => undefined,
+    },
+  );
 }
 console.log('ready');
 process.once('SIGTERM', () => {
   const counts: Record<string, number> = {};
-  for (const r of connectionLog.records) counts[`${r.direction}:${r.event}:${r.mode ?? ''}`] = (counts[`${r.direction}:${r.event}:${r.mode ?? ''}`] ?? 0) + 1;
+  for (const r of connectionLog.records)
+    counts[`${r.direction}:${r.event}:${r.mode ?? ''}`] =
+      (counts[`${r.direction}:${r.event}:${r.mode ?? ''}`] ?? 0) + 1;
   console.log(`log ${JSON.stringify(counts)}`);
   void proxy.shutdown('immediate').then(() => process.exit(0));
 });

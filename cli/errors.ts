@@ -40,10 +40,13 @@ export const EXIT_CODES_HELP = [
 /** A comma-separated list of names, each checked against the accepted ones. */
 export function parseNameList(flag: string, text: string, accepted: readonly string[]): string[] {
   const names = text.split(',').map((s) => s.trim());
-  if (names.every((n) => n === '')) throw new UsageError(`${flag} ${JSON.stringify(text)}: empty list; accepted: ${accepted.join(', ')}`);
+  if (names.every((n) => n === ''))
+    throw new UsageError(`${flag} ${JSON.stringify(text)}: empty list; accepted: ${accepted.join(', ')}`);
   const unknown = names.filter((n) => n === '' || !accepted.includes(n));
   if (unknown.length > 0) {
-    throw new UsageError(`${flag} ${JSON.stringify(text)}: unknown ${unknown.map((n) => JSON.stringify(n)).join(', ')}; accepted: ${accepted.join(', ')}`);
+    throw new UsageError(
+      `${flag} ${JSON.stringify(text)}: unknown ${unknown.map((n) => JSON.stringify(n)).join(', ')}; accepted: ${accepted.join(', ')}`,
+    );
   }
   return [...new Set(names)];
 }

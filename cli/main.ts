@@ -9,7 +9,8 @@ try {
 } catch (err) {
   if (err instanceof CommanderError) {
     // Commander printed its own message ("error: unknown option '--x'"); --help and --version end here with 0.
-    if (err.exitCode !== 0 && err.code === 'commander.unknownOption') console.error(optionsHint(program, process.argv.slice(2)));
+    if (err.exitCode !== 0 && err.code === 'commander.unknownOption')
+      console.error(optionsHint(program, process.argv.slice(2)));
     process.exitCode = err.exitCode === 0 ? 0 : EXIT_USAGE;
   } else if (err instanceof UsageError) {
     // A flag's problem gets the pointer to --help; a file's problem stands on its own.

@@ -25,8 +25,8 @@ function packageVersion(): string {
 export function buildProgram(): Command {
   const program = new Command('ambient-lab')
     .description(
-      'Reference ambient-mode (node-proxy) traffic capture for Kubernetes, and the harness that proves it safe:\n'
-      + 'simulated and real-kernel worlds, property checks that search for ways to bypass the node proxy.',
+      'Reference ambient-mode (node-proxy) traffic capture for Kubernetes, and the harness that proves it safe:\n' +
+        'simulated and real-kernel worlds, property checks that search for ways to bypass the node proxy.',
     )
     .version(packageVersion(), '-V, --version', 'print the ambient-lab version')
     .showHelpAfterError('(run with --help for usage)')

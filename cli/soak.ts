@@ -34,7 +34,7 @@ export interface SoakOptions {
 
 /** The `check` options the soak passes through: [commander flags, key, takes a value]. */
 const PASS_THROUGH: ReadonlyArray<readonly [string, keyof CheckCliOptions, string]> = [
-  ['--runs <n>', 'runs', 'total model-based histories per seed (default: the default check\'s budget)'],
+  ['--runs <n>', 'runs', "total model-based histories per seed (default: the default check's budget)"],
   ['--max-commands <n>', 'maxCommands', 'longest history, in commands'],
   ['--workers <n>', 'workers', 'worker threads of each check (default: one per CPU)'],
   ['--threats <list>', 'threats', 'threat models, comma-separated (default: all)'],
@@ -45,9 +45,19 @@ const PASS_THROUGH: ReadonlyArray<readonly [string, keyof CheckCliOptions, strin
   ['--out <dir>', 'out', `where counterexample files are saved (default ${DEFAULT_OUT})`],
 ];
 /** Passed-through switches: [flag, key]. */
-const SWITCHES: ReadonlyArray<readonly [string, keyof CheckCliOptions]> = [['--no-attacks', 'attacks'], ['--no-ipv6', 'ipv6']];
+const SWITCHES: ReadonlyArray<readonly [string, keyof CheckCliOptions]> = [
+  ['--no-attacks', 'attacks'],
+  ['--no-ipv6', 'ipv6'],
+];
 /** What a single cell's re-run must repeat (the selection and --runs are the cell's own). */
-const REPLAY_KEYS: ReadonlySet<keyof CheckCliOptions> = new Set(['maxCommands', 'world', 'mutant', 'attacks', 'ipv6', 'out']);
+const REPLAY_KEYS: ReadonlySet<keyof CheckCliOptions> = new Set([
+  'maxCommands',
+  'world',
+  'mutant',
+  'attacks',
+  'ipv6',
+  'out',
+]);
 
 function longFlag(flags: string): string {
   return flags.split(' ')[0]!;
@@ -56,13 +66,18 @@ function longFlag(flags: string): string {
 function soakProgram(writeErr: (text: string) => void): Command {
   const p = new Command('check:soak')
     .configureOutput({ writeErr })
-    .description('run the default `ambient-lab check` once per seed, one after another, and print every cell that differs from the expected table with its replay command')
+    .description(
+      'run the default `ambient-lab check` once per seed, one after another, and print every cell that differs from the expected table with its replay command',
+    )
     .option('--seeds <n>', 'this many random seeds (each printed before it runs)')
     .option('--seed-list <a,b,c>', 're-run these seeds')
     .exitOverride()
     .showHelpAfterError('(run with --help for usage)')
     .allowExcessArguments(false)
-    .addHelpText('after', '\nExit codes: 0 every seed matched the expected table, 1 a seed differed, 2 usage error (nothing ran), 3 harness error (an ERROR cell, a check that crashed).');
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 every seed matched the expected table, 1 a seed differed, 2 usage error (nothing ran), 3 harness error (an ERROR cell, a check that crashed).',
+    );
   for (const [flags, , help] of PASS_THROUGH) p.option(flags, help);
   p.option('--no-attacks', 'skip the attack catalog');
   p.option('--no-ipv6', 'single-stack worlds');
@@ -74,14 +89,19 @@ function soakProgram(writeErr: (text: string) => void): Command {
  * the check's own planCheck, so a bad --threats stops the soak before its first seed. Throws
  * UsageError (or CommanderError for an unknown flag).
  */
-export async function parseSoakArgs(argv: readonly string[], draw: () => number = () => randomInt(0, 0x7fffffff),
-  writeErr: (text: string) => void = (t) => process.stderr.write(t)): Promise<SoakOptions> {
+export async function parseSoakArgs(
+  argv: readonly string[],
+  draw: () => number = () => randomInt(0, 0x7fffffff),
+  writeErr: (text: string) => void = (t) => process.stderr.write(t),
+): Promise<SoakOptions> {
   const p = soakProgram(writeErr);
   p.parse([...argv], { from: 'user' });
   const o = p.opts<Record<string, string | boolean | undefined>>();
   const given = (k: string): boolean => p.getOptionValueSource(k) === 'cli';
   if (given('seeds') === given('seedList')) {
-    throw new UsageError(`${given('seeds') ? '--seeds with --seed-list' : 'no seeds'}: give exactly one of --seeds N (random seeds) or --seed-list a,b,c (these seeds)`);
+    throw new UsageError(
+      `${given('seeds') ? '--seeds with --seed-list' : 'no seeds'}: give exactly one of --seeds N (random seeds) or --seed-list a,b,c (these seeds)`,
+    );
   }
   let seeds: number[];
   if (given('seeds')) {
@@ -97,7 +117,9 @@ export async function parseSoakArgs(argv: readonly string[], draw: () => number 
       try {
         return parseIntFlag('--seed-list', s, 0);
       } catch {
-        throw new UsageError(`--seed-list ${JSON.stringify(text)}: ${JSON.stringify(s)} is not a seed; accepted: decimal integers >= 0, comma-separated`);
+        throw new UsageError(
+          `--seed-list ${JSON.stringify(text)}: ${JSON.stringify(s)} is not a seed; accepted: decimal integers >= 0, comma-separated`,
+        );
       }
     });
   }
@@ -137,19 +159,23 @@ type CheckRunner = (args: readonly string[]) => Promise<CheckProcessResult>;
 /** bin/ambient-lab.js: two levels above this module in dist/cli/, one above it in cli/ (tests run the sources). */
 const BIN = ((): string => {
   const here = path.dirname(fileURLToPath(import.meta.url));
-  const candidates = [path.resolve(here, '..', '..', 'bin', 'ambient-lab.js'), path.resolve(here, '..', 'bin', 'ambient-lab.js')];
+  const candidates = [
+    path.resolve(here, '..', '..', 'bin', 'ambient-lab.js'),
+    path.resolve(here, '..', 'bin', 'ambient-lab.js'),
+  ];
   return candidates.find((c) => existsSync(c)) ?? candidates[0]!;
 })();
 
 /** Runs `ambient-lab check ARGS` as its own process; its progress goes to this process's stderr. */
-const runCheckProcess: CheckRunner = (args) => new Promise((resolve, reject) => {
-  const child = spawn(process.execPath, [BIN, 'check', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let stdout = '';
-  child.stdout.setEncoding('utf8');
-  child.stdout.on('data', (d: string) => (stdout += d));
-  child.on('error', (e) => reject(new Error(`could not start ${BIN} check: ${e.message}`, { cause: e })));
-  child.on('close', (code) => resolve({ code, stdout }));
-});
+const runCheckProcess: CheckRunner = (args) =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, 'check', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let stdout = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (d: string) => (stdout += d));
+    child.on('error', (e) => reject(new Error(`could not start ${BIN} check: ${e.message}`, { cause: e })));
+    child.on('close', (code) => resolve({ code, stdout }));
+  });
 
 /** One differing cell of one seed, with how to re-run it. */
 interface SoakFinding {
@@ -171,9 +197,27 @@ interface SoakResult {
 }
 
 /** The command that re-runs one cell of a seed: same cell seed, same per-cell budget. */
-export function rerunCommand(seed: number, cell: Pick<CellReport, 'property' | 'threat' | 'profile'>, runsPerCell: number, replayArgs: readonly string[]): string {
-  return shellWords(['ambient-lab', 'check', '--seed', String(seed), '--properties', cell.property, '--threats', cell.threat, '--profiles', cell.profile,
-    '--runs', String(runsPerCell), ...replayArgs]);
+export function rerunCommand(
+  seed: number,
+  cell: Pick<CellReport, 'property' | 'threat' | 'profile'>,
+  runsPerCell: number,
+  replayArgs: readonly string[],
+): string {
+  return shellWords([
+    'ambient-lab',
+    'check',
+    '--seed',
+    String(seed),
+    '--properties',
+    cell.property,
+    '--threats',
+    cell.threat,
+    '--profiles',
+    cell.profile,
+    '--runs',
+    String(runsPerCell),
+    ...replayArgs,
+  ]);
 }
 
 /** Words as a POSIX shell reads them back (single-quoted when they hold anything but safe characters). */
@@ -196,38 +240,51 @@ export async function runSoak(o: SoakOptions, runner: CheckRunner, print: (line:
   const findings: SoakFinding[] = [];
   const differed: number[] = [];
   const harnessErrors: { seed: number; why: string }[] = [];
-  print(`soak: ${o.seeds.length} ${o.random ? 'random ' : ''}seed(s), one check each${o.checkArgs.length ? ` with ${shellWords(o.checkArgs)}` : ' (the default check)'}`);
+  print(
+    `soak: ${o.seeds.length} ${o.random ? 'random ' : ''}seed(s), one check each${o.checkArgs.length ? ` with ${shellWords(o.checkArgs)}` : ' (the default check)'}`,
+  );
   for (const [i, seed] of o.seeds.entries()) {
     const args = ['--seed', String(seed), '--json', ...o.checkArgs];
-    print(`soak: seed ${seed} (${i + 1}/${o.seeds.length}): ambient-lab check ${shellWords(args.filter((a) => a !== '--json'))}`);
+    print(
+      `soak: seed ${seed} (${i + 1}/${o.seeds.length}): ambient-lab check ${shellWords(args.filter((a) => a !== '--json'))}`,
+    );
     const r = await runner(args);
     const report = parseReport(r.stdout);
     if (!report) {
       const why = `check ${r.code === null ? 'was killed by a signal' : `exited ${r.code}`} without a report on stdout`;
       harnessErrors.push({ seed, why });
-      print(`soak: seed ${seed}: HARNESS ERROR: ${why} (re-run: ${shellWords(['ambient-lab', 'check', '--seed', String(seed), ...o.checkArgs])})`);
+      print(
+        `soak: seed ${seed}: HARNESS ERROR: ${why} (re-run: ${shellWords(['ambient-lab', 'check', '--seed', String(seed), ...o.checkArgs])})`,
+      );
       continue;
     }
     const bad = report.cells.filter((c) => FAILING.has(c.status));
     const errors = bad.filter((c) => c.status === 'error');
     for (const cell of bad) {
       const f: SoakFinding = {
-        seed, cell, rerun: rerunCommand(seed, cell, report.budget.runsPerCell, o.replayArgs),
+        seed,
+        cell,
+        rerun: rerunCommand(seed, cell, report.budget.runsPerCell, o.replayArgs),
         ...(cell.counterexampleFile ? { replay: `ambient-lab check --replay ${cell.counterexampleFile}` } : {}),
       };
       findings.push(f);
     }
-    if (errors.length > 0 || r.code === EXIT_HARNESS) harnessErrors.push({ seed, why: `${errors.length} ERROR cell(s)` });
+    if (errors.length > 0 || r.code === EXIT_HARNESS)
+      harnessErrors.push({ seed, why: `${errors.length} ERROR cell(s)` });
     else if (bad.length > 0 || r.code !== EXIT_OK) differed.push(seed);
     const head = `${report.totals.histories} histories over ${report.totals.cells} cells, ${report.totals.cpuSeconds.toFixed(0)} s of CPU`;
     if (bad.length === 0 && r.code === EXIT_OK) {
       print(`soak: seed ${seed}: matches the expected table (${head})`);
       continue;
     }
-    print(`soak: seed ${seed}: ${bad.length} cell(s) differ from the expected table (${head}; check exited ${r.code ?? 'by a signal'})`);
+    print(
+      `soak: seed ${seed}: ${bad.length} cell(s) differ from the expected table (${head}; check exited ${r.code ?? 'by a signal'})`,
+    );
     for (const f of findings.filter((x) => x.seed === seed)) {
       const c = f.cell;
-      print(`  ${c.property} × ${c.threat} × ${c.profile}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}`);
+      print(
+        `  ${c.property} × ${c.threat} × ${c.profile}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}`,
+      );
       if (c.violation) print(`    found: ${c.violation}${c.foundBy ? ` [by ${c.foundBy.join(' + ')}]` : ''}`);
       if (c.error) print(`    error: ${c.error}`);
       print(`    re-run: ${f.rerun}`);
@@ -237,13 +294,19 @@ export async function runSoak(o: SoakOptions, runner: CheckRunner, print: (line:
   const exitCode = harnessErrors.length > 0 ? EXIT_HARNESS : differed.length > 0 ? EXIT_DIFFERS : EXIT_OK;
   const seconds = (performance.now() - t0) / 1000;
   const matched = o.seeds.length - differed.length - harnessErrors.length;
-  print(`soak: ${exitCode === EXIT_OK ? 'PASS' : 'FAIL'}: ${o.seeds.length} seed(s) in ${seconds.toFixed(0)} s: ${matched} matched, ${differed.length} differed`
-    + `${differed.length ? ` (${differed.join(', ')})` : ''}, ${harnessErrors.length} harness error(s)${harnessErrors.length ? ` (${harnessErrors.map((h) => h.seed).join(', ')})` : ''}; ${findings.length} differing cell(s)`);
+  print(
+    `soak: ${exitCode === EXIT_OK ? 'PASS' : 'FAIL'}: ${o.seeds.length} seed(s) in ${seconds.toFixed(0)} s: ${matched} matched, ${differed.length} differed` +
+      `${differed.length ? ` (${differed.join(', ')})` : ''}, ${harnessErrors.length} harness error(s)${harnessErrors.length ? ` (${harnessErrors.map((h) => h.seed).join(', ')})` : ''}; ${findings.length} differing cell(s)`,
+  );
   return { exitCode, findings, differed, harnessErrors };
 }
 
 /** The soak as a program: parse, run, exit code. */
-export async function soakMain(argv: readonly string[], runner: CheckRunner = runCheckProcess, print: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+export async function soakMain(
+  argv: readonly string[],
+  runner: CheckRunner = runCheckProcess,
+  print: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+): Promise<number> {
   let o: SoakOptions;
   try {
     o = await parseSoakArgs(argv);

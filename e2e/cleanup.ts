@@ -3,7 +3,10 @@
  * sees; a cleanup that fails too (a namespace or cluster that could not be removed: a leak) is
  * added to its message instead of being dropped, and the first error stays as `cause`.
  */
-export async function rethrowAfterCleanup(primary: unknown, ...cleanups: ReadonlyArray<readonly [string, () => Promise<unknown>]>): Promise<never> {
+export async function rethrowAfterCleanup(
+  primary: unknown,
+  ...cleanups: ReadonlyArray<readonly [string, () => Promise<unknown>]>
+): Promise<never> {
   const failed: string[] = [];
   for (const [what, run] of cleanups) {
     try {
@@ -14,5 +17,7 @@ export async function rethrowAfterCleanup(primary: unknown, ...cleanups: Readonl
   }
   if (failed.length === 0) throw primary;
   const msg = primary instanceof Error ? primary.message : String(primary);
-  throw new Error(`${msg} — and cleaning up after it failed too (${failed.join('; ')}); remove what is left by hand`, { cause: primary });
+  throw new Error(`${msg} — and cleaning up after it failed too (${failed.join('; ')}); remove what is left by hand`, {
+    cause: primary,
+  });
 }

@@ -14,15 +14,24 @@ export interface CliRun {
   readonly stderr: string;
 }
 
-export function runCli(args: readonly string[], opts: { env?: Readonly<Record<string, string>>; timeoutMs?: number } = {}): Promise<CliRun> {
+export function runCli(
+  args: readonly string[],
+  opts: { env?: Readonly<Record<string, string>>; timeoutMs?: number } = {},
+): Promise<CliRun> {
   return runScript(path.join(REPO, 'bin', 'ambient-lab.js'), args, opts);
 }
 
 /** Run one of the repository's node entry points (e.g. dist/cli/soak-main.js) the same way. */
-export function runScript(script: string, args: readonly string[], opts: { env?: Readonly<Record<string, string>>; timeoutMs?: number } = {}): Promise<CliRun> {
+export function runScript(
+  script: string,
+  args: readonly string[],
+  opts: { env?: Readonly<Record<string, string>>; timeoutMs?: number } = {},
+): Promise<CliRun> {
   return new Promise((resolve, reject) => {
     const c = spawn(process.execPath, [script, ...args], {
-      cwd: REPO, ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}), ...(opts.timeoutMs ? { timeout: opts.timeoutMs } : {}),
+      cwd: REPO,
+      ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}),
+      ...(opts.timeoutMs ? { timeout: opts.timeoutMs } : {}),
     });
     let stdout = '';
     let stderr = '';

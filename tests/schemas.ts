@@ -11,7 +11,10 @@ export const SCHEMAS = ['counterexample', 'check-report', 'replay-report', 'trac
 export type SchemaName = (typeof SCHEMAS)[number];
 
 export function readSchema(n: SchemaName): Record<string, unknown> {
-  return JSON.parse(fs.readFileSync(path.join(REPO, 'docs', 'schemas', `${n}.schema.json`), 'utf8')) as Record<string, unknown>;
+  return JSON.parse(fs.readFileSync(path.join(REPO, 'docs', 'schemas', `${n}.schema.json`), 'utf8')) as Record<
+    string,
+    unknown
+  >;
 }
 
 // strict: unknown keywords and type-less keywords are schema bugs. strictRequired is off: the

@@ -19,9 +19,14 @@ function has(cmd: string, args: readonly string[] = ['--version']): boolean {
   }
 }
 
-export function netnsWorld(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, uid: number | undefined = process.getuid?.()): WorldAvailability {
+export function netnsWorld(
+  env: NodeJS.ProcessEnv = process.env,
+  platform: NodeJS.Platform = process.platform,
+  uid: number | undefined = process.getuid?.(),
+): WorldAvailability {
   if (platform !== 'linux') return { available: false, reason: `netns world needs Linux (this is ${platform})` };
-  if (uid !== 0) return { available: false, reason: 'netns world needs root (network namespaces, iptables); run as root' };
+  if (uid !== 0)
+    return { available: false, reason: 'netns world needs root (network namespaces, iptables); run as root' };
   const missing = missingTools(env['PATH'] ?? '');
   if (missing.length > 0) {
     const reason = `netns world needs tools this machine lacks — ${missingToolsReason(missing)}`;
@@ -30,12 +35,17 @@ export function netnsWorld(env: NodeJS.ProcessEnv = process.env, platform: NodeJ
     if (env['CI']) throw new Error(`CI is set and this is root on Linux, but ${reason}`);
     return { available: false, reason };
   }
-  return { available: true, reason: `root with every required tool (${REQUIRED_TOOLS.length}: ${requiredPackages().join(', ')})` };
+  return {
+    available: true,
+    reason: `root with every required tool (${REQUIRED_TOOLS.length}: ${requiredPackages().join(', ')})`,
+  };
 }
 
 export function kindWorld(): WorldAvailability {
-  if (process.env['KIND'] !== '1') return { available: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' };
+  if (process.env['KIND'] !== '1')
+    return { available: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' };
   if (!has('kind', ['version'])) return { available: false, reason: 'kind world needs the `kind` binary on PATH' };
-  if (!has('docker', ['info'])) return { available: false, reason: 'kind world needs a running Docker engine (`docker info` failed)' };
+  if (!has('docker', ['info']))
+    return { available: false, reason: 'kind world needs a running Docker engine (`docker info` failed)' };
   return { available: true, reason: 'KIND=1 with kind and a Docker engine' };
 }

@@ -15,11 +15,15 @@ const TAG = '[ambient-lab native]';
 const say = (msg) => console.error(`${TAG} ${msg}`);
 
 if (process.platform !== 'linux') {
-  say(`skipped: the socket addon is Linux-only (this is ${process.platform}); the sim world works without it, the netns world needs Linux.`);
+  say(
+    `skipped: the socket addon is Linux-only (this is ${process.platform}); the sim world works without it, the netns world needs Linux.`,
+  );
   process.exit(0);
 }
 if (process.env.AMBIENT_LAB_SKIP_NATIVE === '1') {
-  say('skipped because AMBIENT_LAB_SKIP_NATIVE=1; impl/linux sockets and the netns world will not work until `npm install` builds it.');
+  say(
+    'skipped because AMBIENT_LAB_SKIP_NATIVE=1; impl/linux sockets and the netns world will not work until `npm install` builds it.',
+  );
   process.exit(0);
 }
 
@@ -43,10 +47,22 @@ if (missing.length > 0) {
 
 // npm puts its bundled node-gyp in npm_config_node_gyp for lifecycle scripts; outside npm, use
 // the copy shipped with the npm next to this node.
-const npmBundled = resolve(dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js');
+const npmBundled = resolve(
+  dirname(process.execPath),
+  '..',
+  'lib',
+  'node_modules',
+  'npm',
+  'node_modules',
+  'node-gyp',
+  'bin',
+  'node-gyp.js',
+);
 const gyp = process.env.npm_config_node_gyp || npmBundled;
 if (!existsSync(gyp)) {
-  say(`cannot build the native socket addon: node-gyp not found (looked at ${gyp}); run the build through \`npm install\`.`);
+  say(
+    `cannot build the native socket addon: node-gyp not found (looked at ${gyp}); run the build through \`npm install\`.`,
+  );
   process.exit(1);
 }
 
@@ -59,13 +75,19 @@ if (!process.env.npm_config_nodedir && existsSync(join(prefix, 'include', 'node'
 }
 const r = spawnSync(process.execPath, args, { stdio: 'inherit' });
 if (r.error !== undefined || r.status !== 0) {
-  say(`building the native socket addon failed (node-gyp ${r.error ? r.error.message : `exit ${r.status ?? r.signal}`}); see the compiler output above.`);
-  say('It needs python3, make, a C++17 compiler and the Node.js headers (package nodejs headers, or network access for node-gyp to fetch them).');
+  say(
+    `building the native socket addon failed (node-gyp ${r.error ? r.error.message : `exit ${r.status ?? r.signal}`}); see the compiler output above.`,
+  );
+  say(
+    'It needs python3, make, a C++17 compiler and the Node.js headers (package nodejs headers, or network access for node-gyp to fetch them).',
+  );
   process.exit(1);
 }
 say('built build/Release/ambient_lab_sockets.node and build/Release/ambient_lab_packet.node');
 if (existsSync(join('build', 'Release', 'ambient_lab_hbone.node'))) {
   say('built build/Release/ambient_lab_hbone.node (the native HBONE tunnel)');
 } else {
-  say('not built: the native HBONE tunnel (no /usr/include/nghttp2/nghttp2.h; Debian: apt-get install -y libnghttp2-dev, then npm install again). The proxy uses node:tls + node:http2 without it.');
+  say(
+    'not built: the native HBONE tunnel (no /usr/include/nghttp2/nghttp2.h; Debian: apt-get install -y libnghttp2-dev, then npm install again). The proxy uses node:tls + node:http2 without it.',
+  );
 }

@@ -20,7 +20,9 @@ const root = path.resolve(args.find((a) => !a.startsWith('-')) ?? '.');
 /** Remove each finding's `export ` keyword, last edit first so earlier offsets stay right. */
 function dropExports(found: readonly ExportFinding[]): number {
   const byFile = new Map<string, Array<{ start: number; end: number }>>();
-  for (const f of found) if (f.kind === 'local' && f.exportKeyword) (byFile.get(f.file) ?? byFile.set(f.file, []).get(f.file)!).push(f.exportKeyword);
+  for (const f of found)
+    if (f.kind === 'local' && f.exportKeyword)
+      (byFile.get(f.file) ?? byFile.set(f.file, []).get(f.file)!).push(f.exportKeyword);
   for (const [file, edits] of byFile) {
     const full = path.join(root, file);
     let text = fs.readFileSync(full, 'utf8');
@@ -35,10 +37,15 @@ if (fix && findings.length > 0) {
   console.log(`exports check: dropped \`export\` from ${dropExports(findings)} declaration(s)`);
   ({ findings, stale } = checkExports(root));
 }
-for (const k of stale) console.error(`${k}  listed in RUNTIME_EXPORTS (tools/exports-check.ts) but no such export is left; remove the entry`);
+for (const k of stale)
+  console.error(
+    `${k}  listed in RUNTIME_EXPORTS (tools/exports-check.ts) but no such export is left; remove the entry`,
+  );
 if (findings.length > 0) console.error(formatFindings(findings));
 if (findings.length > 0 || stale.length > 0) {
-  console.error(`exports check: ${findings.length} export(s) to drop or delete, ${stale.length} stale runtime entr(ies) (${root})`);
+  console.error(
+    `exports check: ${findings.length} export(s) to drop or delete, ${stale.length} stale runtime entr(ies) (${root})`,
+  );
   process.exit(1);
 }
 console.log(`exports check: every export is imported by another module (${root})`);

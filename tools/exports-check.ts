@@ -26,11 +26,16 @@ export interface ExportFinding {
  * An entry that no longer names an export is reported, so the list cannot go stale.
  */
 const RUNTIME_EXPORTS: Readonly<Record<string, string>> = {
-  'e2e/netns/world.ts#createNetnsWorldFactory': 'e2e/world-modules.ts (check loads the factory by module URL and export name)',
-  'e2e/kind/shared-cluster.ts#createSharedKindCluster': 'e2e/world-modules.ts (check loads the factory by module URL and export name)',
+  'e2e/netns/world.ts#createNetnsWorldFactory':
+    'e2e/world-modules.ts (check loads the factory by module URL and export name)',
+  'e2e/kind/shared-cluster.ts#createSharedKindCluster':
+    'e2e/world-modules.ts (check loads the factory by module URL and export name)',
 };
 
-export function checkExports(root: string, configFile = path.join(root, 'tsconfig.json')): { findings: ExportFinding[]; stale: string[] } {
+export function checkExports(
+  root: string,
+  configFile = path.join(root, 'tsconfig.json'),
+): { findings: ExportFinding[]; stale: string[] } {
   const program = loadProgram(configFile);
   const checker = program.getTypeChecker();
   const files = program.getSourceFiles().filter((sf) => isProjectFile(root, sf));
@@ -82,21 +87,31 @@ export function checkExports(root: string, configFile = path.join(root, 'tsconfi
         continue;
       }
       const decl = sym.declarations?.find((d) => d.getSourceFile() === sf);
-      if (decl === undefined || (sym.flags & ts.SymbolFlags.Alias)) continue; // re-exports are judged at their source
+      if (decl === undefined || sym.flags & ts.SymbolFlags.Alias) continue; // re-exports are judged at their source
       const local = usedInOwnFile(sf, sym, checker);
       const keyword = exportKeywordOf(decl, sf);
       findings.push({
-        file: rel, line: sf.getLineAndCharacterOfPosition(decl.getStart(sf)).line + 1, name: sym.name, kind: local ? 'local' : 'unused',
+        file: rel,
+        line: sf.getLineAndCharacterOfPosition(decl.getStart(sf)).line + 1,
+        name: sym.name,
+        kind: local ? 'local' : 'unused',
         ...(keyword ? { exportKeyword: keyword } : {}),
       });
     }
   }
-  const stale = Object.keys(RUNTIME_EXPORTS).filter((k) => !runtimeSeen.has(k) && !isUsedElsewhere(k, files, checker, used));
+  const stale = Object.keys(RUNTIME_EXPORTS).filter(
+    (k) => !runtimeSeen.has(k) && !isUsedElsewhere(k, files, checker, used),
+  );
   return { findings, stale };
 }
 
 /** A RUNTIME_EXPORTS entry that an import already covers is not stale, only unneeded there. */
-function isUsedElsewhere(key: string, files: readonly ts.SourceFile[], checker: ts.TypeChecker, used: Set<ts.Symbol>): boolean {
+function isUsedElsewhere(
+  key: string,
+  files: readonly ts.SourceFile[],
+  checker: ts.TypeChecker,
+  used: Set<ts.Symbol>,
+): boolean {
   const [file, name] = key.split('#');
   const sf = files.find((f) => f.fileName.endsWith(`/${file}`));
   const mod = sf && checker.getSymbolAtLocation(sf);
@@ -133,7 +148,10 @@ function usedInOwnFile(sf: ts.SourceFile, sym: ts.Symbol, checker: ts.TypeChecke
     if (found) return;
     if (ts.isIdentifier(node) && node.text === sym.name && !names.has(node)) {
       const s = checker.getSymbolAtLocation(node);
-      if (s === sym || (s !== undefined && (s.flags & ts.SymbolFlags.Alias) === 0 && checker.getExportSymbolOfSymbol(s) === sym)) {
+      if (
+        s === sym ||
+        (s !== undefined && (s.flags & ts.SymbolFlags.Alias) === 0 && checker.getExportSymbolOfSymbol(s) === sym)
+      ) {
         found = true;
         return;
       }
@@ -150,18 +168,27 @@ function isProjectFile(root: string, sf: ts.SourceFile): boolean {
 }
 
 function loadProgram(configFile: string): ts.Program {
-  const parsed = ts.getParsedCommandLineOfConfigFile(configFile, { noEmit: true }, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (d) => {
-      throw new Error(`exports check: cannot read ${configFile}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    configFile,
+    { noEmit: true },
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => {
+        throw new Error(
+          `exports check: cannot read ${configFile}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`,
+        );
+      },
     },
-  });
+  );
   if (parsed === undefined) throw new Error(`exports check: cannot read ${configFile}`);
   return ts.createProgram(parsed.fileNames, parsed.options);
 }
 
 export function formatFindings(findings: readonly ExportFinding[]): string {
   return findings
-    .map((f) => `${f.file}:${f.line}  ${f.name}  ${f.kind === 'local' ? 'exported but used only in its own file; drop `export`' : 'exported and used nowhere; delete it'}`)
+    .map(
+      (f) =>
+        `${f.file}:${f.line}  ${f.name}  ${f.kind === 'local' ? 'exported but used only in its own file; drop `export`' : 'exported and used nowhere; delete it'}`,
+    )
     .join('\n');
 }

@@ -18,7 +18,11 @@ const PLAYWRIGHT = createRequire(import.meta.url).resolve('@playwright/test/cli'
 const RUNS = Number(process.env.LOADED_RUNS ?? 3);
 const HOGS = Number(process.env.LOADED_HOGS ?? 2);
 const HOG_LIMIT_S = Number(process.env.LOADED_HOG_LIMIT_S ?? 3600);
-for (const [name, v] of [['LOADED_RUNS', RUNS], ['LOADED_HOGS', HOGS], ['LOADED_HOG_LIMIT_S', HOG_LIMIT_S]]) {
+for (const [name, v] of [
+  ['LOADED_RUNS', RUNS],
+  ['LOADED_HOGS', HOGS],
+  ['LOADED_HOG_LIMIT_S', HOG_LIMIT_S],
+]) {
   if (!Number.isInteger(v) || v < 1) {
     console.error(`loaded-run: ${name}=${v}: expected a positive integer`);
     process.exit(2);
@@ -65,12 +69,16 @@ for (let i = 0; i < HOGS; i++) {
   started.add(hog.pid);
   hog.on('exit', () => started.delete(hog.pid));
 }
-console.log(`[loaded] ${HOGS} CPU hog(s) spinning (pids ${[...started].join(', ')}, each stops itself after ${HOG_LIMIT_S} s)`);
+console.log(
+  `[loaded] ${HOGS} CPU hog(s) spinning (pids ${[...started].join(', ')}, each stops itself after ${HOG_LIMIT_S} s)`,
+);
 
 function runSuite() {
   return new Promise((resolve) => {
     const t0 = Date.now();
-    const child = spawn(process.execPath, [PLAYWRIGHT, 'test', '--project=netns', 'tests/netns/world'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [PLAYWRIGHT, 'test', '--project=netns', 'tests/netns/world'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     suite = child;
     let tail = '';
     child.stdout.on('data', (d) => {
@@ -79,7 +87,11 @@ function runSuite() {
     });
     child.on('exit', (code, signal) => {
       suite = undefined;
-      const summary = tail.split('\n').map((l) => l.trim()).filter((l) => /^\d+ (passed|failed|skipped|flaky|did not run)/.test(l)).join(', ');
+      const summary = tail
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => /^\d+ (passed|failed|skipped|flaky|did not run)/.test(l))
+        .join(', ');
       resolve({ code: code ?? (signal ? 128 : 1), seconds: (Date.now() - t0) / 1000, summary });
     });
   });
@@ -90,9 +102,13 @@ for (let i = 1; i <= RUNS && !interrupted; i++) {
   console.log(`[loaded] run ${i}/${RUNS} starts ${new Date().toISOString()}`);
   const r = await runSuite();
   results.push(r);
-  console.log(`[loaded] run ${i}/${RUNS}: ${r.code === 0 ? 'PASS' : `FAIL (exit ${r.code})`} in ${r.seconds.toFixed(0)} s — ${r.summary || 'no summary'}`);
+  console.log(
+    `[loaded] run ${i}/${RUNS}: ${r.code === 0 ? 'PASS' : `FAIL (exit ${r.code})`} in ${r.seconds.toFixed(0)} s — ${r.summary || 'no summary'}`,
+  );
 }
 stopAll();
 console.log('[loaded] summary:');
-results.forEach((r, i) => console.log(`[loaded]   run ${i + 1}: ${r.code === 0 ? 'PASS' : 'FAIL'} ${r.seconds.toFixed(0)} s ${r.summary}`));
+results.forEach((r, i) =>
+  console.log(`[loaded]   run ${i + 1}: ${r.code === 0 ? 'PASS' : 'FAIL'} ${r.seconds.toFixed(0)} s ${r.summary}`),
+);
 process.exitCode = !interrupted && results.every((r) => r.code === 0) ? 0 : 1;

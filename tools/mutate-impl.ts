@@ -50,7 +50,9 @@ interface MutantResult {
 const FAILING = new Set(['unexpected bypass', 'bypass not found', 'no expectation', 'error']);
 
 function usage(msg: string): never {
-  process.stderr.write(`mutate:impl: ${msg}\nusage: npm run mutate:impl -- [--runs N] [--seed N] [--mutants a,b] [--workers N] [--json FILE] [--check-args "..."]\nmutants: ${IMPL_MUTANTS.map((m) => m.name).join(', ')}\n`);
+  process.stderr.write(
+    `mutate:impl: ${msg}\nusage: npm run mutate:impl -- [--runs N] [--seed N] [--mutants a,b] [--workers N] [--json FILE] [--check-args "..."]\nmutants: ${IMPL_MUTANTS.map((m) => m.name).join(', ')}\n`,
+  );
   process.exit(2);
 }
 
@@ -61,16 +63,31 @@ function parseArgs(argv: readonly string[]): Args {
     const val = argv[i + 1];
     const num = (): number => {
       const n = Number(val);
-      if (val === undefined || !Number.isInteger(n) || n < 0) usage(`${flag} needs a non-negative integer, got ${JSON.stringify(val)}`);
+      if (val === undefined || !Number.isInteger(n) || n < 0)
+        usage(`${flag} needs a non-negative integer, got ${JSON.stringify(val)}`);
       i++;
       return n;
     };
     switch (flag) {
-      case '--runs': a.runs = num(); break;
-      case '--seed': a.seed = num(); break;
-      case '--workers': a.workers = num(); break;
-      case '--json': if (val === undefined) usage('--json needs a file'); a.json = val; i++; break;
-      case '--check-args': if (val === undefined) usage('--check-args needs a string'); a.checkArgs = val.split(/\s+/).filter(Boolean); i++; break;
+      case '--runs':
+        a.runs = num();
+        break;
+      case '--seed':
+        a.seed = num();
+        break;
+      case '--workers':
+        a.workers = num();
+        break;
+      case '--json':
+        if (val === undefined) usage('--json needs a file');
+        a.json = val;
+        i++;
+        break;
+      case '--check-args':
+        if (val === undefined) usage('--check-args needs a string');
+        a.checkArgs = val.split(/\s+/).filter(Boolean);
+        i++;
+        break;
       case '--mutants': {
         if (val === undefined) usage('--mutants needs a comma-separated list');
         const names = val.split(',').filter(Boolean);
@@ -80,7 +97,8 @@ function parseArgs(argv: readonly string[]): Args {
         i++;
         break;
       }
-      default: usage(`unknown argument ${JSON.stringify(flag)}`);
+      default:
+        usage(`unknown argument ${JSON.stringify(flag)}`);
     }
   }
   return a;
@@ -88,8 +106,18 @@ function parseArgs(argv: readonly string[]): Args {
 
 /** Run check in a tree; the cells it reports (throws with the reason when there is no report). */
 function runCheck(cli: string, cwd: string, args: Args): Promise<CellLine[]> {
-  const argv = [cli, 'check', '--json', '--no-save', '--runs', String(args.runs), '--seed', String(args.seed),
-    ...(args.workers !== undefined ? ['--workers', String(args.workers)] : []), ...args.checkArgs];
+  const argv = [
+    cli,
+    'check',
+    '--json',
+    '--no-save',
+    '--runs',
+    String(args.runs),
+    '--seed',
+    String(args.seed),
+    ...(args.workers !== undefined ? ['--workers', String(args.workers)] : []),
+    ...args.checkArgs,
+  ];
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, argv, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
@@ -105,7 +133,11 @@ function runCheck(cli: string, cwd: string, args: Args): Promise<CellLine[]> {
         resolvePromise(report.cells);
       } catch (e) {
         const tail = Buffer.concat(err).toString('utf8').split('\n').slice(-8).join('\n');
-        reject(new Error(`check in ${cwd} exited ${code} without a JSON report (${(e as Error).message}); its stderr ended:\n${tail}`));
+        reject(
+          new Error(
+            `check in ${cwd} exited ${code} without a JSON report (${(e as Error).message}); its stderr ended:\n${tail}`,
+          ),
+        );
       }
     });
   });
@@ -116,8 +148,12 @@ const cellName = (c: CellLine): string => `${c.property} × ${c.threat} × ${c.p
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const say = (s: string): void => { process.stderr.write(`${s}\n`); };
-  say(`mutate:impl: ${args.mutants.length} mutant(s), check --runs ${args.runs} --seed ${args.seed}${args.checkArgs.length ? ` ${args.checkArgs.join(' ')}` : ''}`);
+  const say = (s: string): void => {
+    process.stderr.write(`${s}\n`);
+  };
+  say(
+    `mutate:impl: ${args.mutants.length} mutant(s), check --runs ${args.runs} --seed ${args.seed}${args.checkArgs.length ? ` ${args.checkArgs.join(' ')}` : ''}`,
+  );
   const base = prepareMutantTree(repoRoot, undefined);
   let baseline: CellLine[];
   try {
@@ -126,7 +162,10 @@ async function main(): Promise<void> {
     base.remove();
   }
   const baseFailing = new Set(baseline.filter((c) => FAILING.has(c.status)).map(cellName));
-  if (baseFailing.size > 0) say(`baseline (unmutated) already fails ${baseFailing.size} cell(s), not counted for any mutant: ${[...baseFailing].join('; ')}`);
+  if (baseFailing.size > 0)
+    say(
+      `baseline (unmutated) already fails ${baseFailing.size} cell(s), not counted for any mutant: ${[...baseFailing].join('; ')}`,
+    );
   const results: MutantResult[] = [];
   let runFailed = false;
   for (const m of args.mutants) {
@@ -137,28 +176,51 @@ async function main(): Promise<void> {
       const cells = await runCheck(tree.cli, tree.root, args);
       const caught = cells.filter((c) => FAILING.has(c.status) && !baseFailing.has(cellName(c)));
       r = {
-        mutant: m.name, area: m.area, doc: m.doc, verdict: caught.length > 0 ? 'killed' : 'survived',
-        cells: caught.map((c) => `${cellName(c)}: ${c.status}${c.violation ? ` — ${c.violation}` : c.error ? ` — ${c.error.split('\n')[0]}` : ''}`),
+        mutant: m.name,
+        area: m.area,
+        doc: m.doc,
+        verdict: caught.length > 0 ? 'killed' : 'survived',
+        cells: caught.map(
+          (c) =>
+            `${cellName(c)}: ${c.status}${c.violation ? ` — ${c.violation}` : c.error ? ` — ${c.error.split('\n')[0]}` : ''}`,
+        ),
         seconds: Number(process.hrtime.bigint() - started) / 1e9,
       };
     } catch (e) {
       runFailed = true;
-      r = { mutant: m.name, area: m.area, doc: m.doc, verdict: 'run failed', cells: [], detail: (e as Error).message, seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+      r = {
+        mutant: m.name,
+        area: m.area,
+        doc: m.doc,
+        verdict: 'run failed',
+        cells: [],
+        detail: (e as Error).message,
+        seconds: Number(process.hrtime.bigint() - started) / 1e9,
+      };
     } finally {
       tree.remove();
     }
     results.push(r);
-    say(`${r.verdict.padEnd(9)} ${m.name} (${r.seconds.toFixed(0)} s)${r.cells.length ? `: ${r.cells.length} cell(s), e.g. ${r.cells[0]}` : r.detail ? `: ${r.detail}` : ''}`);
+    say(
+      `${r.verdict.padEnd(9)} ${m.name} (${r.seconds.toFixed(0)} s)${r.cells.length ? `: ${r.cells.length} cell(s), e.g. ${r.cells[0]}` : r.detail ? `: ${r.detail}` : ''}`,
+    );
   }
   const killed = results.filter((r) => r.verdict === 'killed').length;
-  const lines = [`mutate:impl — check --runs ${args.runs} --seed ${args.seed}: ${killed} of ${results.length} mutants killed`, ''];
+  const lines = [
+    `mutate:impl — check --runs ${args.runs} --seed ${args.seed}: ${killed} of ${results.length} mutants killed`,
+    '',
+  ];
   for (const r of results) {
     lines.push(`${r.verdict.toUpperCase()}  ${r.mutant}  (${r.area}: ${r.doc})`);
     for (const c of r.cells) lines.push(`    ${c}`);
     if (r.detail) lines.push(`    ${r.detail}`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
-  if (args.json) writeFileSync(args.json, JSON.stringify({ runs: args.runs, seed: args.seed, baselineFailing: [...baseFailing], results }, null, 2) + '\n');
+  if (args.json)
+    writeFileSync(
+      args.json,
+      JSON.stringify({ runs: args.runs, seed: args.seed, baselineFailing: [...baseFailing], results }, null, 2) + '\n',
+    );
   process.exit(runFailed ? 3 : killed === results.length ? 0 : 1);
 }
 
@@ -168,4 +230,3 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     process.exit(3);
   });
 }
-

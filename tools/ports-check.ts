@@ -61,20 +61,56 @@ export const LAYER_EXCEPTIONS: readonly LayerException[] = [];
 
 /** Node built-ins that do I/O, time or process control (matched with and without `node:`). */
 const FORBIDDEN_MODULES = new Set([
-  'child_process', 'net', 'dgram', 'fs', 'fs/promises', 'timers', 'timers/promises', 'http', 'https',
-  'http2', 'tls', 'worker_threads', 'cluster', 'process', 'os', 'readline', 'dns', 'dns/promises',
-  'perf_hooks', 'inspector', 'v8', 'vm',
+  'child_process',
+  'net',
+  'dgram',
+  'fs',
+  'fs/promises',
+  'timers',
+  'timers/promises',
+  'http',
+  'https',
+  'http2',
+  'tls',
+  'worker_threads',
+  'cluster',
+  'process',
+  'os',
+  'readline',
+  'dns',
+  'dns/promises',
+  'perf_hooks',
+  'inspector',
+  'v8',
+  'vm',
 ]);
 
 /** Named imports from `crypto` that read randomness. Hashing stays allowed. */
 const FORBIDDEN_CRYPTO_NAMES = new Set([
-  'randomBytes', 'randomUUID', 'randomInt', 'randomFill', 'randomFillSync', 'getRandomValues', 'webcrypto',
+  'randomBytes',
+  'randomUUID',
+  'randomInt',
+  'randomFill',
+  'randomFillSync',
+  'getRandomValues',
+  'webcrypto',
 ]);
 
 /** Globals that are forbidden outright, whatever is done with them. */
 const FORBIDDEN_GLOBALS = new Set([
-  'setTimeout', 'setInterval', 'setImmediate', 'clearTimeout', 'clearInterval', 'clearImmediate',
-  'performance', 'process', 'require', 'fetch', 'WebSocket', 'XMLHttpRequest', 'crypto',
+  'setTimeout',
+  'setInterval',
+  'setImmediate',
+  'clearTimeout',
+  'clearInterval',
+  'clearImmediate',
+  'performance',
+  'process',
+  'require',
+  'fetch',
+  'WebSocket',
+  'XMLHttpRequest',
+  'crypto',
 ]);
 
 export function checkPorts(root: string, exceptions: readonly LayerException[] = LAYER_EXCEPTIONS): PortsViolation[] {
@@ -87,7 +123,10 @@ export function checkPorts(root: string, exceptions: readonly LayerException[] =
 /** The layering rules above, with their exceptions; `used` records which exceptions matched. */
 class LayerCheck {
   private readonly used = new Set<string>();
-  constructor(private readonly root: string, private readonly exceptions: readonly LayerException[]) {}
+  constructor(
+    private readonly root: string,
+    private readonly exceptions: readonly LayerException[],
+  ) {}
 
   /** Why `fromRel` may not import `toRel` (both root-relative, `/`-separated), or undefined. */
   violation(fromRel: string, toRel: string): string | undefined {
@@ -107,7 +146,10 @@ class LayerCheck {
     return this.exceptions
       .filter((e) => !this.used.has(`${e.from} -> ${e.to}`) && fs.existsSync(path.join(this.root, e.from)))
       .map((e) => ({
-        file: e.from, line: 1, column: 1, rule: 'stale-exception' as const,
+        file: e.from,
+        line: 1,
+        column: 1,
+        rule: 'stale-exception' as const,
         message: `the layering exception ${e.from} -> ${e.to} no longer occurs; remove it from LAYER_EXCEPTIONS`,
       }));
   }
@@ -149,16 +191,26 @@ function layerRule(fromRel: string, toRel: string): string | undefined {
 function moduleSpecifiers(sf: ts.SourceFile): Array<{ node: ts.Node; spec: string }> {
   const out: Array<{ node: ts.Node; spec: string }> = [];
   const visit = (node: ts.Node): void => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node))
-      && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+    if (
+      (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
       out.push({ node, spec: node.moduleSpecifier.text });
-    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)
-      && ts.isStringLiteral(node.moduleReference.expression)) {
+    } else if (
+      ts.isImportEqualsDeclaration(node) &&
+      ts.isExternalModuleReference(node.moduleReference) &&
+      ts.isStringLiteral(node.moduleReference.expression)
+    ) {
       out.push({ node, spec: node.moduleReference.expression.text });
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
       const arg = node.arguments[0];
       if (arg && ts.isStringLiteralLike(arg)) out.push({ node, spec: arg.text });
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+    } else if (
+      ts.isImportTypeNode(node) &&
+      ts.isLiteralTypeNode(node.argument) &&
+      ts.isStringLiteral(node.argument.literal)
+    ) {
       out.push({ node, spec: node.argument.literal.text });
     }
     ts.forEachChild(node, visit);
@@ -232,22 +284,31 @@ function checkImpl(root: string, layer: LayerCheck): PortsViolation[] {
         const relTarget = path.relative(implDir, target);
         if (relTarget.startsWith('..') || path.isAbsolute(relTarget)) {
           const top = path.relative(root, target).split(path.sep)[0] ?? spec;
-          report(node, 'foreign-import',
-            `impl/ may not import from ${top}/ ('${spec}'); move the shared piece into impl/api or reach it through a port in impl/host`);
+          report(
+            node,
+            'foreign-import',
+            `impl/ may not import from ${top}/ ('${spec}'); move the shared piece into impl/api or reach it through a port in impl/host`,
+          );
         }
         return;
       }
       if (isAdapter) return;
       const bare = spec.startsWith('node:') ? spec.slice(5) : spec;
       if (FORBIDDEN_MODULES.has(bare)) {
-        report(node, 'forbidden-module',
-          `'${spec}' may only be used in impl/host or impl/linux; use a port from impl/host instead`);
+        report(
+          node,
+          'forbidden-module',
+          `'${spec}' may only be used in impl/host or impl/linux; use a port from impl/host instead`,
+        );
       }
       if (bare === 'crypto') {
         for (const n of importedNames) {
           if (FORBIDDEN_CRYPTO_NAMES.has(n) || n === '*') {
-            report(node, 'forbidden-module',
-              `'${n === '*' ? 'import * from crypto' : n}' reads randomness; take the Random port from impl/host instead`);
+            report(
+              node,
+              'forbidden-module',
+              `'${n === '*' ? 'import * from crypto' : n}' reads randomness; take the Random port from impl/host instead`,
+            );
           }
         }
       }
@@ -258,13 +319,21 @@ function checkImpl(root: string, layer: LayerCheck): PortsViolation[] {
         checkSpecifier(node, node.moduleSpecifier.text, importedNamesOf(node));
       } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
         checkSpecifier(node, node.moduleSpecifier.text, ['*']);
-      } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)
-        && ts.isStringLiteral(node.moduleReference.expression)) {
+      } else if (
+        ts.isImportEqualsDeclaration(node) &&
+        ts.isExternalModuleReference(node.moduleReference) &&
+        ts.isStringLiteral(node.moduleReference.expression)
+      ) {
         checkSpecifier(node, node.moduleReference.expression.text, ['*']);
       } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
         const arg = node.arguments[0];
         if (arg && ts.isStringLiteralLike(arg)) checkSpecifier(node, arg.text, ['*']);
-        else report(node, 'foreign-import', 'dynamic import() with a computed specifier cannot be checked; use a static import');
+        else
+          report(
+            node,
+            'foreign-import',
+            'dynamic import() with a computed specifier cannot be checked; use a static import',
+          );
       } else if (!isAdapter && ts.isIdentifier(node) && isValueReference(node)) {
         const name = node.text;
         if (FORBIDDEN_GLOBALS.has(name) || name === 'Date' || name === 'Math') {
@@ -288,7 +357,11 @@ function checkGlobalUse(
     if (ts.isPropertyAccessExpression(parent) && parent.expression === node && parent.name.text === 'random') {
       report(parent, 'forbidden-global', 'Math.random is forbidden in impl/; take the Random port from impl/host');
     } else if (ts.isElementAccessExpression(parent) && parent.expression === node) {
-      report(parent, 'forbidden-global', 'computed access on Math cannot be checked; use Math.<name> or the Random port');
+      report(
+        parent,
+        'forbidden-global',
+        'computed access on Math cannot be checked; use Math.<name> or the Random port',
+      );
     }
     return;
   }
@@ -304,7 +377,11 @@ function checkGlobalUse(
     }
     return;
   }
-  report(node, 'forbidden-global', `global '${name}' is forbidden in impl/ outside impl/host and impl/linux; use a port from impl/host`);
+  report(
+    node,
+    'forbidden-global',
+    `global '${name}' is forbidden in impl/ outside impl/host and impl/linux; use a port from impl/host`,
+  );
 }
 
 /** True when the identifier is read as a value (not a property name, declaration name or type). */
@@ -314,12 +391,32 @@ function isValueReference(node: ts.Identifier): boolean {
     // `globalThis.setTimeout` and `window.x` still count as the global.
     return ts.isIdentifier(p.expression) && p.expression.text === 'globalThis';
   }
-  if ((ts.isPropertyAssignment(p) || ts.isPropertyDeclaration(p) || ts.isPropertySignature(p)
-    || ts.isMethodDeclaration(p) || ts.isMethodSignature(p) || ts.isGetAccessor(p) || ts.isSetAccessor(p)
-    || ts.isEnumMember(p)) && p.name === node) return false;
-  if ((ts.isVariableDeclaration(p) || ts.isParameter(p) || ts.isFunctionDeclaration(p) || ts.isClassDeclaration(p)
-    || ts.isBindingElement(p) || ts.isImportSpecifier(p) || ts.isImportClause(p) || ts.isNamespaceImport(p)
-    || ts.isTypeAliasDeclaration(p) || ts.isInterfaceDeclaration(p)) && p.name === node) return false;
+  if (
+    (ts.isPropertyAssignment(p) ||
+      ts.isPropertyDeclaration(p) ||
+      ts.isPropertySignature(p) ||
+      ts.isMethodDeclaration(p) ||
+      ts.isMethodSignature(p) ||
+      ts.isGetAccessor(p) ||
+      ts.isSetAccessor(p) ||
+      ts.isEnumMember(p)) &&
+    p.name === node
+  )
+    return false;
+  if (
+    (ts.isVariableDeclaration(p) ||
+      ts.isParameter(p) ||
+      ts.isFunctionDeclaration(p) ||
+      ts.isClassDeclaration(p) ||
+      ts.isBindingElement(p) ||
+      ts.isImportSpecifier(p) ||
+      ts.isImportClause(p) ||
+      ts.isNamespaceImport(p) ||
+      ts.isTypeAliasDeclaration(p) ||
+      ts.isInterfaceDeclaration(p)) &&
+    p.name === node
+  )
+    return false;
   if (ts.isBindingElement(p) && p.propertyName === node) return false;
   if (ts.isImportSpecifier(p) || ts.isExportSpecifier(p)) return false;
   if (ts.isTypeReferenceNode(p) || ts.isQualifiedName(p) || ts.isTypeQueryNode(p)) return false;

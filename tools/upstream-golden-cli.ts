@@ -18,11 +18,16 @@ async function main(): Promise<number> {
     console.log(`\n${r.file} ${r.family}:`);
     for (const d of r.differences) console.log(`  ${d}`);
   }
-  console.log(`\n${results.length} rule set(s) from ${CASES.length} golden file(s): ${results.length - differing.length} identical, ${differing.length} different; ${NOT_EXPRESSIBLE.length} file(s) not expressible`);
+  console.log(
+    `\n${results.length} rule set(s) from ${CASES.length} golden file(s): ${results.length - differing.length} identical, ${differing.length} different; ${NOT_EXPRESSIBLE.length} file(s) not expressible`,
+  );
   return differing.length > 0 ? 1 : 0;
 }
 
-main().then((code) => process.exit(code), (e: unknown) => {
-  console.error(`upstream-golden: ${e instanceof Error ? e.message : String(e)}`);
-  process.exit(3);
-});
+main().then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    console.error(`upstream-golden: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(3);
+  },
+);

@@ -19,7 +19,12 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NetnsRun } from '../e2e/netns/netns-run.js';
 import { run } from '../e2e/netns/ip.js';
-import { BYPASS_INBOUND_CAPTURE, DNS_CAPTURE, REROUTE_VIRTUAL_INTERFACES, parsePodRedirectionAnnotations } from '../impl/api/annotations.js';
+import {
+  BYPASS_INBOUND_CAPTURE,
+  DNS_CAPTURE,
+  REROUTE_VIRTUAL_INTERFACES,
+  parsePodRedirectionAnnotations,
+} from '../impl/api/annotations.js';
 import type { IpFamily, RestoreText } from '../impl/host/netns-rules.js';
 import { normaliseSave, parseSave } from '../impl/api/netns-rules-restore.js';
 import { buildHostProbeRules, renderHostProbePlan, renderIpsetRestore } from '../impl/node-agent/host-probe-rules.js';
@@ -52,23 +57,55 @@ function inpodCases(): GoldenCase[] {
   const base: { name: string; upstream: string; dnsCapture: boolean; annotations: Record<string, string> }[] = [
     { name: 'default', upstream: 'RedirectDNS on, no pod overrides', dnsCapture: true, annotations: {} },
     { name: 'ingress', upstream: 'RedirectDNS off, IngressMode', dnsCapture: false, annotations: INGRESS },
-    { name: 'virtual_interfaces', upstream: 'RedirectDNS off, VirtualInterfaces fake1s0f0, fake1s0f1', dnsCapture: false, annotations: VIFS },
-    { name: 'ingress_and_virtual_interfaces', upstream: 'RedirectDNS off, IngressMode and VirtualInterfaces', dnsCapture: false, annotations: { ...INGRESS, ...VIFS } },
-    { name: 'dns_pod_enabled_and_off_globally', upstream: 'RedirectDNS off, pod DNSProxy enabled', dnsCapture: false, annotations: { [DNS_CAPTURE]: 'true' } },
-    { name: 'dns_pod_disabled_and_on_globally', upstream: 'RedirectDNS on, pod DNSProxy disabled', dnsCapture: true, annotations: { [DNS_CAPTURE]: 'false' } },
+    {
+      name: 'virtual_interfaces',
+      upstream: 'RedirectDNS off, VirtualInterfaces fake1s0f0, fake1s0f1',
+      dnsCapture: false,
+      annotations: VIFS,
+    },
+    {
+      name: 'ingress_and_virtual_interfaces',
+      upstream: 'RedirectDNS off, IngressMode and VirtualInterfaces',
+      dnsCapture: false,
+      annotations: { ...INGRESS, ...VIFS },
+    },
+    {
+      name: 'dns_pod_enabled_and_off_globally',
+      upstream: 'RedirectDNS off, pod DNSProxy enabled',
+      dnsCapture: false,
+      annotations: { [DNS_CAPTURE]: 'true' },
+    },
+    {
+      name: 'dns_pod_disabled_and_on_globally',
+      upstream: 'RedirectDNS on, pod DNSProxy disabled',
+      dnsCapture: true,
+      annotations: { [DNS_CAPTURE]: 'false' },
+    },
   ];
-  return base.flatMap((b) => [false, true].map((ipv6): GoldenCase => ({
-    file: `${b.name}${ipv6 ? '_ipv6' : ''}.golden`, kind: 'inpod', upstream: `${b.upstream}, EnableIPv6 ${ipv6}`,
-    ipv6, dnsCapture: b.dnsCapture, probeSnat: INPOD_SNAT, annotations: b.annotations,
-  })));
+  return base.flatMap((b) =>
+    [false, true].map((ipv6): GoldenCase => ({
+      file: `${b.name}${ipv6 ? '_ipv6' : ''}.golden`,
+      kind: 'inpod',
+      upstream: `${b.upstream}, EnableIPv6 ${ipv6}`,
+      ipv6,
+      dnsCapture: b.dnsCapture,
+      probeSnat: INPOD_SNAT,
+      annotations: b.annotations,
+    })),
+  );
 }
 
 /** Every upstream golden file we compare against. */
 export const CASES: readonly GoldenCase[] = [
   ...inpodCases(),
   ...[false, true].map((ipv6): GoldenCase => ({
-    file: `hostprobe${ipv6 ? '_ipv6' : ''}.golden`, kind: 'hostprobe', upstream: `host probe rules, EnableIPv6 ${ipv6}`,
-    ipv6, dnsCapture: true, probeSnat: HOST_SNAT, annotations: {},
+    file: `hostprobe${ipv6 ? '_ipv6' : ''}.golden`,
+    kind: 'hostprobe',
+    upstream: `host probe rules, EnableIPv6 ${ipv6}`,
+    ipv6,
+    dnsCapture: true,
+    probeSnat: HOST_SNAT,
+    annotations: {},
   })),
 ];
 
@@ -90,7 +127,10 @@ export function goldenDir(): string {
 }
 
 export function goldenFiles(): string[] {
-  return fs.readdirSync(goldenDir()).filter((f) => f.endsWith('.golden')).sort();
+  return fs
+    .readdirSync(goldenDir())
+    .filter((f) => f.endsWith('.golden'))
+    .sort();
 }
 
 /**
@@ -137,7 +177,11 @@ export function parseGolden(file: string, text: string): RestoreText[] {
 }
 
 /** Our rules for a case: restore text per family, and the ipsets the rules need first. */
-export function ourRules(c: GoldenCase): { readonly ipv4: RestoreText; readonly ipv6?: RestoreText; readonly ipsets?: string } {
+export function ourRules(c: GoldenCase): {
+  readonly ipv4: RestoreText;
+  readonly ipv6?: RestoreText;
+  readonly ipsets?: string;
+} {
   const probeSnat = { ipv4: cidr(c.probeSnat.ipv4), ipv6: cidr(c.probeSnat.ipv6) };
   if (c.kind === 'hostprobe') {
     const host = buildHostProbeRules({ profile: 'upstream', ipv6: c.ipv6, probeSnat });
@@ -146,7 +190,10 @@ export function ourRules(c: GoldenCase): { readonly ipv4: RestoreText; readonly 
     return { ipv4: t.ipv4, ...(t.ipv6 !== undefined ? { ipv6: t.ipv6 } : {}), ipsets: renderIpsetRestore(host.ipsets) };
   }
   const pod = parsePodRedirectionAnnotations(c.annotations);
-  const plan = buildInpodPlan({ ...inpodCommonOptions(pod, { ipv6: c.ipv6, dnsCapture: c.dnsCapture, probeSnat }), profile: 'upstream' });
+  const plan = buildInpodPlan({
+    ...inpodCommonOptions(pod, { ipv6: c.ipv6, dnsCapture: c.dnsCapture, probeSnat }),
+    profile: 'upstream',
+  });
   const t = plan.iptables;
   if (t.ipv4 === undefined) throw new Error(`${c.file}: our in-pod plan has no IPv4 rules`);
   return { ipv4: t.ipv4, ...(t.ipv6 !== undefined ? { ipv6: t.ipv6 } : {}) };
@@ -161,7 +208,10 @@ export function normalise(save: string): string {
   const out: string[] = [];
   for (const t of [...parseSave(normaliseSave(save)).values()].sort((a, b) => a.table.localeCompare(b.table))) {
     out.push(`*${t.table}`);
-    const decl = t.text.split('\n').filter((l) => l.startsWith(':')).sort();
+    const decl = t.text
+      .split('\n')
+      .filter((l) => l.startsWith(':'))
+      .sort();
     out.push(...decl);
     for (const chain of [...t.chains].sort()) out.push(...t.rules.filter((r) => r.split(/\s+/)[1] === chain));
     out.push('COMMIT');
@@ -196,10 +246,17 @@ const TOOLS: Readonly<Record<IpFamily, { save: string; restore: string }>> = {
   ipv6: { save: 'ip6tables-save', restore: 'ip6tables-restore' },
 };
 
-async function loadAndSave(netns: string, family: IpFamily, text: RestoreText, ipsets: string | undefined, what: string): Promise<string> {
-  const exec = (argv: string[], input?: string): Promise<string> => run(['ip', 'netns', 'exec', netns, ...argv], input).catch((e: unknown) => {
-    throw new Error(`${what}: ${argv.join(' ')} in ${netns} failed: ${e instanceof Error ? e.message : String(e)}`);
-  });
+async function loadAndSave(
+  netns: string,
+  family: IpFamily,
+  text: RestoreText,
+  ipsets: string | undefined,
+  what: string,
+): Promise<string> {
+  const exec = (argv: string[], input?: string): Promise<string> =>
+    run(['ip', 'netns', 'exec', netns, ...argv], input).catch((e: unknown) => {
+      throw new Error(`${what}: ${argv.join(' ')} in ${netns} failed: ${e instanceof Error ? e.message : String(e)}`);
+    });
   if (ipsets !== undefined) await exec(['ipset', 'restore', '-exist'], ipsets);
   await exec([TOOLS[family].restore, '-w'], text);
   return exec([TOOLS[family].save]);
@@ -210,7 +267,11 @@ async function loadAndSave(netns: string, family: IpFamily, text: RestoreText, i
  * namespace (named with `prefix`, a fresh run prefix by default); a tool failing is an error
  * (thrown), never a difference or a pass.
  */
-export async function compareAll(cases: readonly GoldenCase[] = CASES, log: (line: string) => void = () => undefined, prefix?: string): Promise<SetResult[]> {
+export async function compareAll(
+  cases: readonly GoldenCase[] = CASES,
+  log: (line: string) => void = () => undefined,
+  prefix?: string,
+): Promise<SetResult[]> {
   const out: SetResult[] = [];
   const netns = new NetnsRun(prefix);
   let failure: unknown;
@@ -220,7 +281,8 @@ export async function compareAll(cases: readonly GoldenCase[] = CASES, log: (lin
       const theirs = parseGolden(c.file, fs.readFileSync(path.join(goldenDir(), c.file), 'utf8'));
       const ours = ourRules(c);
       const families: IpFamily[] = c.ipv6 ? ['ipv4', 'ipv6'] : ['ipv4'];
-      if (theirs.length !== families.length) throw new Error(`${c.file}: ${theirs.length} rule set(s) upstream, the mapping expects ${families.length}`);
+      if (theirs.length !== families.length)
+        throw new Error(`${c.file}: ${theirs.length} rule set(s) upstream, the mapping expects ${families.length}`);
       if (!c.ipv6 && ours.ipv6 !== undefined) throw new Error(`${c.file}: IPv6 is off but our plan has IPv6 rules`);
       for (const [i, family] of families.entries()) {
         const mine = ours[family];
@@ -228,12 +290,17 @@ export async function compareAll(cases: readonly GoldenCase[] = CASES, log: (lin
         const u = await netns.create(`g${n}u`);
         const o = await netns.create(`g${n}o`);
         n++;
-        const upstream = normalise(await loadAndSave(u, family, theirs[i]!, ours.ipsets, `${c.file} upstream ${family}`));
+        const upstream = normalise(
+          await loadAndSave(u, family, theirs[i]!, ours.ipsets, `${c.file} upstream ${family}`),
+        );
         const mineSaved = normalise(await loadAndSave(o, family, mine, ours.ipsets, `${c.file} ours ${family}`));
         await netns.remove(u);
         await netns.remove(o);
         const r: SetResult = {
-          file: c.file, family, upstream, ours: mineSaved,
+          file: c.file,
+          family,
+          upstream,
+          ours: mineSaved,
           rules: upstream.split('\n').filter((l) => l.startsWith('-A ')).length,
           differences: differences(upstream, mineSaved),
         };

@@ -8,10 +8,24 @@
 import { availableParallelism } from 'node:os';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
-import { EXIT_CODES_HELP, EXIT_DIFFERS, EXIT_HARNESS, EXIT_OK, HarnessError, UsageError, parseIntFlag, parseNameList } from '../errors.js';
+import {
+  EXIT_CODES_HELP,
+  EXIT_DIFFERS,
+  EXIT_HARNESS,
+  EXIT_OK,
+  HarnessError,
+  UsageError,
+  parseIntFlag,
+  parseNameList,
+} from '../errors.js';
 import { runCheck, type CheckReport, type Progress } from '../../scenarios/model/check.js';
 import { defaultCatalog } from '../../scenarios/model/catalog.js';
-import { CounterexampleFileError, loadCounterexample, renderCounterexample, type CounterexampleFile } from '../../scenarios/model/counterexample.js';
+import {
+  CounterexampleFileError,
+  loadCounterexample,
+  renderCounterexample,
+  type CounterexampleFile,
+} from '../../scenarios/model/counterexample.js';
 import { FAILING, parseShard, planCells, renderMatrix, type MatrixSelection } from '../../scenarios/model/matrix.js';
 import { replayCounterexample } from '../../scenarios/model/replay.js';
 import { CHECK_WORLDS, loadFactory, mutantNames, type CheckWorldName } from '../../scenarios/model/worlds.js';
@@ -58,7 +72,11 @@ interface BudgetChoice {
 }
 
 /** The names `--threats`, `--profiles` and `--properties` accept. */
-export function acceptedNames(): { readonly threats: readonly string[]; readonly profiles: readonly Profile[]; readonly properties: readonly string[] } {
+export function acceptedNames(): {
+  readonly threats: readonly string[];
+  readonly profiles: readonly Profile[];
+  readonly properties: readonly string[];
+} {
   const c = defaultCatalog();
   return { threats: c.threats.map((t) => t.id), profiles: c.profiles, properties: c.properties.map((p) => p.name) };
 }
@@ -68,15 +86,44 @@ export function acceptedNames(): { readonly threats: readonly string[]; readonly
  * is checked here, before any work: a bad one is a UsageError naming the flag, the value and
  * what is accepted.
  */
-export function checkBudget(world: CheckWorldName, given: { runs?: string; maxCommands?: string; threats?: string; profiles?: string; properties?: string; shard?: string }): BudgetChoice {
+export function checkBudget(
+  world: CheckWorldName,
+  given: {
+    runs?: string;
+    maxCommands?: string;
+    threats?: string;
+    profiles?: string;
+    properties?: string;
+    shard?: string;
+  },
+): BudgetChoice {
   const kind = world === 'kind';
   const names = acceptedNames();
-  const narrowed = given.threats !== undefined || given.profiles !== undefined || given.properties !== undefined || given.shard !== undefined;
-  const threats = given.threats !== undefined ? parseNameList('--threats', given.threats, names.threats) : kind && !narrowed ? [...KIND_DEFAULTS.threats] : undefined;
-  const profiles = given.profiles !== undefined ? parseNameList('--profiles', given.profiles, names.profiles) : kind && !narrowed ? [...KIND_DEFAULTS.profiles] : undefined;
+  const narrowed =
+    given.threats !== undefined ||
+    given.profiles !== undefined ||
+    given.properties !== undefined ||
+    given.shard !== undefined;
+  const threats =
+    given.threats !== undefined
+      ? parseNameList('--threats', given.threats, names.threats)
+      : kind && !narrowed
+        ? [...KIND_DEFAULTS.threats]
+        : undefined;
+  const profiles =
+    given.profiles !== undefined
+      ? parseNameList('--profiles', given.profiles, names.profiles)
+      : kind && !narrowed
+        ? [...KIND_DEFAULTS.profiles]
+        : undefined;
   return {
     runs: given.runs !== undefined ? parseIntFlag('--runs', given.runs, 1) : kind ? KIND_DEFAULTS.runs : DEFAULT_RUNS,
-    maxCommands: given.maxCommands !== undefined ? parseIntFlag('--max-commands', given.maxCommands, 1, 1000) : kind ? KIND_DEFAULTS.maxCommands : DEFAULT_MAX_COMMANDS,
+    maxCommands:
+      given.maxCommands !== undefined
+        ? parseIntFlag('--max-commands', given.maxCommands, 1, 1000)
+        : kind
+          ? KIND_DEFAULTS.maxCommands
+          : DEFAULT_MAX_COMMANDS,
     ...(threats ? { threats } : {}),
     ...(profiles ? { profiles } : {}),
   };
@@ -110,13 +157,28 @@ interface CheckReplayPlan {
 }
 
 /** The defaults commander fills in (so a caller without commander can tell a choice from a default). */
-const CHECK_OPTION_DEFAULTS: Partial<CheckCliOptions> = { world: 'sim', out: DEFAULT_OUT, save: true, attacks: true, ipv6: true };
+const CHECK_OPTION_DEFAULTS: Partial<CheckCliOptions> = {
+  world: 'sim',
+  out: DEFAULT_OUT,
+  save: true,
+  attacks: true,
+  ipv6: true,
+};
 
 /** Options that choose or size a run; a replay takes all of them from its file. */
 const RUN_ONLY_OPTIONS: ReadonlyArray<readonly [keyof CheckCliOptions, string]> = [
-  ['runs', '--runs'], ['seed', '--seed'], ['profiles', '--profiles'], ['threats', '--threats'], ['properties', '--properties'],
-  ['shard', '--shard'], ['maxCommands', '--max-commands'], ['workers', '--workers'], ['out', '--out'], ['save', '--no-save'],
-  ['attacks', '--no-attacks'], ['ipv6', '--no-ipv6'],
+  ['runs', '--runs'],
+  ['seed', '--seed'],
+  ['profiles', '--profiles'],
+  ['threats', '--threats'],
+  ['properties', '--properties'],
+  ['shard', '--shard'],
+  ['maxCommands', '--max-commands'],
+  ['workers', '--workers'],
+  ['out', '--out'],
+  ['save', '--no-save'],
+  ['attacks', '--no-attacks'],
+  ['ipv6', '--no-ipv6'],
 ];
 
 /**
@@ -124,19 +186,30 @@ const RUN_ONLY_OPTIONS: ReadonlyArray<readonly [keyof CheckCliOptions, string]> 
  * says whether the user typed the option (commander's option value source), so defaults are
  * not mistaken for choices. Throws UsageError.
  */
-export async function planCheck(opts: CheckCliOptions, given: (key: keyof CheckCliOptions) => boolean = (k) => opts[k] !== undefined && opts[k] !== CHECK_OPTION_DEFAULTS[k]): Promise<CheckRunPlan | CheckReplayPlan> {
-  if (!CHECK_WORLDS.includes(opts.world as CheckWorldName)) throw new UsageError(`--world ${JSON.stringify(opts.world)}: unknown world; accepted: ${CHECK_WORLDS.join(', ')}`);
+export async function planCheck(
+  opts: CheckCliOptions,
+  given: (key: keyof CheckCliOptions) => boolean = (k) => opts[k] !== undefined && opts[k] !== CHECK_OPTION_DEFAULTS[k],
+): Promise<CheckRunPlan | CheckReplayPlan> {
+  if (!CHECK_WORLDS.includes(opts.world as CheckWorldName))
+    throw new UsageError(`--world ${JSON.stringify(opts.world)}: unknown world; accepted: ${CHECK_WORLDS.join(', ')}`);
   const world = opts.world as CheckWorldName;
   if (opts.mutant !== undefined && world !== 'sim') {
-    throw new UsageError(`--mutant ${JSON.stringify(opts.mutant)} with --world ${world}: mutants run on the sim world only (only its agents have the plan hook); drop --world or --mutant`);
+    throw new UsageError(
+      `--mutant ${JSON.stringify(opts.mutant)} with --world ${world}: mutants run on the sim world only (only its agents have the plan hook); drop --world or --mutant`,
+    );
   }
   const json = opts.json === true;
   if (opts.replay !== undefined) {
     const ignored = RUN_ONLY_OPTIONS.filter(([k]) => given(k)).map(([, flag]) => flag);
     if (ignored.length > 0) {
-      throw new UsageError(`--replay ${opts.replay} with ${ignored.join(', ')}: a replay takes its cell, seed and settings from the file; accepted with --replay: --world sim|netns, --mutant, --json`);
+      throw new UsageError(
+        `--replay ${opts.replay} with ${ignored.join(', ')}: a replay takes its cell, seed and settings from the file; accepted with --replay: --world sim|netns, --mutant, --json`,
+      );
     }
-    if (world === 'kind') throw new UsageError('--replay with --world kind: a counterexample replays from its seed in one world, and kind shares one cluster; use --world sim or netns');
+    if (world === 'kind')
+      throw new UsageError(
+        '--replay with --world kind: a counterexample replays from its seed in one world, and kind shares one cluster; use --world sim or netns',
+      );
     let f: CounterexampleFile;
     try {
       f = loadCounterexample(opts.replay);
@@ -145,15 +218,35 @@ export async function planCheck(opts: CheckCliOptions, given: (key: keyof CheckC
       throw e;
     }
     const names = acceptedNames();
-    if (!names.properties.includes(f.property)) throw new UsageError(`--replay ${opts.replay}: the counterexample names property ${JSON.stringify(f.property)}, which this build does not know; known: ${names.properties.join(', ')}`);
-    if (!names.threats.includes(f.threat)) throw new UsageError(`--replay ${opts.replay}: the counterexample names threat ${JSON.stringify(f.threat)}, which this build does not know; known: ${names.threats.join(', ')}`);
+    if (!names.properties.includes(f.property))
+      throw new UsageError(
+        `--replay ${opts.replay}: the counterexample names property ${JSON.stringify(f.property)}, which this build does not know; known: ${names.properties.join(', ')}`,
+      );
+    if (!names.threats.includes(f.threat))
+      throw new UsageError(
+        `--replay ${opts.replay}: the counterexample names threat ${JSON.stringify(f.threat)}, which this build does not know; known: ${names.threats.join(', ')}`,
+      );
     const mutant = opts.mutant ?? f.mutant;
-    if (mutant !== undefined) await checkMutant(mutant, [f.profile], f.settings.ipv6, opts.mutant !== undefined ? '--mutant' : `--replay ${opts.replay}: its mutant`);
-    return { kind: 'replay', file: opts.replay, counterexample: f, ...(world !== 'sim' || given('world') ? { world } : {}), ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}), json };
+    if (mutant !== undefined)
+      await checkMutant(
+        mutant,
+        [f.profile],
+        f.settings.ipv6,
+        opts.mutant !== undefined ? '--mutant' : `--replay ${opts.replay}: its mutant`,
+      );
+    return {
+      kind: 'replay',
+      file: opts.replay,
+      counterexample: f,
+      ...(world !== 'sim' || given('world') ? { world } : {}),
+      ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}),
+      json,
+    };
   }
   const budget = checkBudget(world, opts);
   const names = acceptedNames();
-  const properties = opts.properties !== undefined ? parseNameList('--properties', opts.properties, names.properties) : undefined;
+  const properties =
+    opts.properties !== undefined ? parseNameList('--properties', opts.properties, names.properties) : undefined;
   let shard: MatrixSelection['shard'];
   if (opts.shard !== undefined) {
     try {
@@ -170,17 +263,34 @@ export async function planCheck(opts: CheckCliOptions, given: (key: keyof CheckC
   };
   const cells = planCells(defaultCatalog(), selection);
   if (cells.length === 0) {
-    throw new UsageError(`--shard ${opts.shard ?? ''}: the selection has ${planCells(defaultCatalog(), { ...selection, shard: undefined }).length} cells and this shard gets none; use fewer shards`);
+    throw new UsageError(
+      `--shard ${opts.shard ?? ''}: the selection has ${planCells(defaultCatalog(), { ...selection, shard: undefined }).length} cells and this shard gets none; use fewer shards`,
+    );
   }
   const seed = opts.seed !== undefined ? parseIntFlag('--seed', opts.seed, 0) : undefined;
   const workers = opts.workers !== undefined ? parseIntFlag('--workers', opts.workers, 0, 256) : undefined;
   const ipv6 = opts.ipv6;
   // budget.profiles holds only names parseNameList accepted, i.e. profiles.
-  if (opts.mutant !== undefined) await checkMutant(opts.mutant, (budget.profiles as readonly Profile[] | undefined) ?? names.profiles, ipv6, '--mutant');
+  if (opts.mutant !== undefined)
+    await checkMutant(
+      opts.mutant,
+      (budget.profiles as readonly Profile[] | undefined) ?? names.profiles,
+      ipv6,
+      '--mutant',
+    );
   return {
-    kind: 'run', world, ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}), runs: budget.runs, maxCommands: budget.maxCommands,
-    ...(seed !== undefined ? { seed } : {}), selection, ...(workers !== undefined ? { workers } : {}),
-    outDir: opts.save ? opts.out : undefined, attacks: opts.attacks, ipv6, json,
+    kind: 'run',
+    world,
+    ...(opts.mutant !== undefined ? { mutant: opts.mutant } : {}),
+    runs: budget.runs,
+    maxCommands: budget.maxCommands,
+    ...(seed !== undefined ? { seed } : {}),
+    selection,
+    ...(workers !== undefined ? { workers } : {}),
+    outDir: opts.save ? opts.out : undefined,
+    attacks: opts.attacks,
+    ipv6,
+    json,
   };
 }
 
@@ -189,7 +299,9 @@ async function checkMutant(name: string, profiles: readonly Profile[], ipv6: boo
   for (const profile of profiles) {
     const known = await mutantNames(profile, ipv6);
     if (!known.includes(name)) {
-      throw new UsageError(`${what} ${JSON.stringify(name)}: no such mutant for profile ${profile}${ipv6 ? '' : ' (single-stack)'}; accepted: ${known.map((n) => JSON.stringify(n)).join(', ')}`);
+      throw new UsageError(
+        `${what} ${JSON.stringify(name)}: no such mutant for profile ${profile}${ipv6 ? '' : ' (single-stack)'}; accepted: ${known.map((n) => JSON.stringify(n)).join(', ')}`,
+      );
     }
   }
 }
@@ -208,13 +320,17 @@ function progressPrinter(): { update(p: Progress): void; done(): void } {
         lastDraw = now;
         const width = 30;
         const fill = Math.round(frac * width);
-        process.stderr.write(`\r[${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${String(Math.floor(frac * 100)).padStart(3)}%  ${p.doneRuns}/${p.totalRuns} histories  ${p.doneTasks}/${p.totalTasks} tasks `);
+        process.stderr.write(
+          `\r[${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${String(Math.floor(frac * 100)).padStart(3)}%  ${p.doneRuns}/${p.totalRuns} histories  ${p.doneTasks}/${p.totalTasks} tasks `,
+        );
         return;
       }
       const decile = Math.floor(frac * 10);
       if (decile > lastDecile) {
         lastDecile = decile;
-        process.stderr.write(`check: ${decile * 10}% (${p.doneRuns}/${p.totalRuns} histories, ${p.doneTasks}/${p.totalTasks} tasks)\n`);
+        process.stderr.write(
+          `check: ${decile * 10}% (${p.doneRuns}/${p.totalRuns} histories, ${p.doneTasks}/${p.totalTasks} tasks)\n`,
+        );
       }
     },
     done(): void {
@@ -225,13 +341,19 @@ function progressPrinter(): { update(p: Progress): void; done(): void } {
 
 export function renderReport(r: CheckReport): string {
   const lines: string[] = [];
-  lines.push(`ambient-lab check — world ${r.world}${r.mutant ? ` (positive control: mutant ${r.mutant})` : ''}, seed ${r.seed}${r.shard ? `, shard ${r.shard.index}/${r.shard.count}` : ''}`);
-  lines.push(`${r.totals.histories} model-based histories (budget ${r.budget.runs}, ${r.budget.runsPerCell} per cell, <= ${r.budget.maxCommands} commands each)`
-    + `${r.budget.attacks ? ` + ${r.totals.attackRuns} attack-catalog runs` : ''} over ${r.totals.cells} cells in ${r.totals.seconds.toFixed(1)} s`
-    + ` (${r.totals.historiesPerSecond.toFixed(0)} histories/s, ${r.totals.cpuSeconds.toFixed(1)} s of CPU)`);
+  lines.push(
+    `ambient-lab check — world ${r.world}${r.mutant ? ` (positive control: mutant ${r.mutant})` : ''}, seed ${r.seed}${r.shard ? `, shard ${r.shard.index}/${r.shard.count}` : ''}`,
+  );
+  lines.push(
+    `${r.totals.histories} model-based histories (budget ${r.budget.runs}, ${r.budget.runsPerCell} per cell, <= ${r.budget.maxCommands} commands each)` +
+      `${r.budget.attacks ? ` + ${r.totals.attackRuns} attack-catalog runs` : ''} over ${r.totals.cells} cells in ${r.totals.seconds.toFixed(1)} s` +
+      ` (${r.totals.historiesPerSecond.toFixed(0)} histories/s, ${r.totals.cpuSeconds.toFixed(1)} s of CPU)`,
+  );
   const w = r.totals.worlds;
   if (w.fresh + w.reused > 0) {
-    lines.push(`worlds: ${w.fresh} fresh, ${w.reused} reused after a verified reset (${w.rejected} resets rejected by the digest); ${w.shrinking} shrinking runs (not counted as histories)`);
+    lines.push(
+      `worlds: ${w.fresh} fresh, ${w.reused} reused after a verified reset (${w.rejected} resets rejected by the digest); ${w.shrinking} shrinking runs (not counted as histories)`,
+    );
   }
   lines.push('');
   lines.push(renderMatrix(r.cells));
@@ -245,14 +367,19 @@ export function renderReport(r: CheckReport): string {
     for (const g of r.worldGaps) lines.push(`  ${g}`);
   }
   if (r.catalogSkipped.length > 0) {
-    lines.push('', `Attack-catalog phases this world could not stage (${r.catalogSkipped.length}; their cells were judged without them):`);
+    lines.push(
+      '',
+      `Attack-catalog phases this world could not stage (${r.catalogSkipped.length}; their cells were judged without them):`,
+    );
     for (const s of r.catalogSkipped) lines.push(`  ${s}`);
   }
   const bad = r.cells.filter((c) => FAILING.has(c.status));
   if (bad.length > 0) {
     lines.push('', `DIFFERS FROM THE EXPECTED TABLE (${bad.length} cells):`);
     for (const c of bad) {
-      lines.push(`  ${c.property} × ${c.threat} × ${c.profile}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}${c.expected?.why ? ` (${c.expected.why})` : ''}`);
+      lines.push(
+        `  ${c.property} × ${c.threat} × ${c.profile}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}${c.expected?.why ? ` (${c.expected.why})` : ''}`,
+      );
       if (c.violation) lines.push(`    found: ${c.violation}${c.foundBy ? ` [by ${c.foundBy.join(' + ')}]` : ''}`);
       if (c.error) lines.push(`    error: ${c.error}`);
       if (c.counterexampleFile) lines.push(`    replay: ambient-lab check --replay ${c.counterexampleFile}`);
@@ -267,7 +394,11 @@ export function renderReport(r: CheckReport): string {
       lines.push('');
     }
   }
-  lines.push(r.ok ? 'OK: every cell matches the expected table (scenarios/expected/table.ts).' : `FAIL: ${r.totals.mismatches} cells differ from the expected table (scenarios/expected/table.ts).`);
+  lines.push(
+    r.ok
+      ? 'OK: every cell matches the expected table (scenarios/expected/table.ts).'
+      : `FAIL: ${r.totals.mismatches} cells differ from the expected table (scenarios/expected/table.ts).`,
+  );
   return lines.join('\n');
 }
 
@@ -279,16 +410,22 @@ export function checkExitCode(r: Pick<CheckReport, 'cells' | 'ok'>): number {
 
 async function replay(p: CheckReplayPlan): Promise<number> {
   const f = p.counterexample;
-  const out = await replayCounterexample(f, { modules: WORLD_MODULES, ...(p.world ? { world: p.world } : {}), ...(p.mutant !== undefined ? { mutant: p.mutant } : {}) });
+  const out = await replayCounterexample(f, {
+    modules: WORLD_MODULES,
+    ...(p.world ? { world: p.world } : {}),
+    ...(p.mutant !== undefined ? { mutant: p.mutant } : {}),
+  });
   if (p.json) {
     process.stdout.write(JSON.stringify({ format: REPLAY_REPORT_FORMAT, file: p.file, ...out }, null, 2) + '\n');
   } else {
     if (out.replayed) process.stdout.write(renderCounterexample(out.replayed) + '\n\n');
-    process.stdout.write(out.same
-      ? `REPRODUCED: ${f.property} × ${f.threat} × ${f.profile}: ${out.observed}\n`
-      : out.error !== undefined
-        ? `HARNESS ERROR: the replay of ${p.file} failed: ${out.error}\n`
-        : `NOT REPRODUCED: expected "${out.original}", observed ${out.observed}\n`);
+    process.stdout.write(
+      out.same
+        ? `REPRODUCED: ${f.property} × ${f.threat} × ${f.profile}: ${out.observed}\n`
+        : out.error !== undefined
+          ? `HARNESS ERROR: the replay of ${p.file} failed: ${out.error}\n`
+          : `NOT REPRODUCED: expected "${out.original}", observed ${out.observed}\n`,
+    );
   }
   return out.same ? EXIT_OK : out.error !== undefined ? EXIT_HARNESS : EXIT_DIFFERS;
 }
@@ -300,22 +437,40 @@ export const checkCommand: CliCommand = {
   register(program: Command): void {
     program
       .command('check')
-      .description('search every property × threat × profile for a way around the node proxy (random cluster histories + the attack catalog), compare with the expected table; exit 1 when they differ')
-      .option('--world <world>', 'sim (in-process simulator), netns (real kernel, root) or kind (a kind cluster, KIND=1 and Docker; one cluster per run, small default budget)', 'sim')
-      .option('--runs <n>', `model-based histories in total, spread over the cells (default ${DEFAULT_RUNS}; kind: ${KIND_DEFAULTS.runs})`)
+      .description(
+        'search every property × threat × profile for a way around the node proxy (random cluster histories + the attack catalog), compare with the expected table; exit 1 when they differ',
+      )
+      .option(
+        '--world <world>',
+        'sim (in-process simulator), netns (real kernel, root) or kind (a kind cluster, KIND=1 and Docker; one cluster per run, small default budget)',
+        'sim',
+      )
+      .option(
+        '--runs <n>',
+        `model-based histories in total, spread over the cells (default ${DEFAULT_RUNS}; kind: ${KIND_DEFAULTS.runs})`,
+      )
       .option('--seed <n>', 'seed of the whole run (default: random, printed)')
       .option('--profiles <list>', 'rule profiles, comma-separated (upstream,strict)')
-      .option('--threats <list>', `threat models, comma-separated (see docs/check.md; kind without a selection: ${KIND_DEFAULTS.threats.join(',')} × ${KIND_DEFAULTS.profiles.join(',')})`)
+      .option(
+        '--threats <list>',
+        `threat models, comma-separated (see docs/check.md; kind without a selection: ${KIND_DEFAULTS.threats.join(',')} × ${KIND_DEFAULTS.profiles.join(',')})`,
+      )
       .option('--properties <list>', 'properties, comma-separated')
       .option('--shard <i/n>', 'run only the i-th of n slices of the matrix cells (CI machines)')
-      .option('--max-commands <n>', `longest history, in commands (default ${DEFAULT_MAX_COMMANDS}; kind: ${KIND_DEFAULTS.maxCommands})`)
+      .option(
+        '--max-commands <n>',
+        `longest history, in commands (default ${DEFAULT_MAX_COMMANDS}; kind: ${KIND_DEFAULTS.maxCommands})`,
+      )
       .option('--workers <n>', 'worker threads (default: one per CPU)')
       .option('--out <dir>', 'where counterexample files are saved', DEFAULT_OUT)
       .option('--no-save', 'do not save counterexample files')
       .option('--no-attacks', 'skip the deterministic attack catalog (random histories only)')
       .option('--no-ipv6', 'single-stack worlds')
       .option('--replay <file>', 're-run a saved counterexample and check it reaches the same violation')
-      .option('--mutant <name>', 'positive control: every agent applies this rule-builder mutant (sim only; names in docs/check.md)')
+      .option(
+        '--mutant <name>',
+        'positive control: every agent applies this rule-builder mutant (sim only; names in docs/check.md)',
+      )
       .option('--json', 'print the full report as JSON on stdout')
       .addHelpText('after', `\n${EXIT_CODES_HELP}`)
       .action(async (opts: CheckCliOptions, cmd: Command) => {

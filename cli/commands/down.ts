@@ -19,12 +19,16 @@ export const downCommand: CliCommand = {
         const dir = labDir(opts.name);
         requireRoot('down');
         if (!fs.existsSync(path.join(dir, 'state.json'))) {
-          process.stdout.write(`ambient-lab ${opts.name} is not up (no ${path.join(dir, 'state.json')}); nothing to do\n`);
+          process.stdout.write(
+            `ambient-lab ${opts.name} is not up (no ${path.join(dir, 'state.json')}); nothing to do\n`,
+          );
           return;
         }
         const lab = NetnsLab.attach(dir);
         await lab.destroy();
-        process.stdout.write(`ambient-lab ${opts.name} is down: processes stopped, namespaces ${lab.state.prefix}* removed\n`);
+        process.stdout.write(
+          `ambient-lab ${opts.name} is down: processes stopped, namespaces ${lab.state.prefix}* removed\n`,
+        );
       });
   },
 };

@@ -7,4 +7,11 @@ import { statusCommand } from './status.js';
 import { execCommand } from './exec.js';
 import { downCommand } from './down.js';
 
-export const commands: readonly CliCommand[] = [checkCommand, traceCommand, upCommand, statusCommand, execCommand, downCommand];
+export const commands: readonly CliCommand[] = [
+  checkCommand,
+  traceCommand,
+  upCommand,
+  statusCommand,
+  execCommand,
+  downCommand,
+];

@@ -8,7 +8,9 @@ export const DEFAULT_LAB = 'default';
 
 export function requireRoot(cmd: string): void {
   if (process.getuid?.() !== 0) {
-    throw new HarnessError(`ambient-lab ${cmd} needs root: it creates network namespaces, runs iptables and starts processes as other users. Try: sudo ambient-lab ${cmd} ...`);
+    throw new HarnessError(
+      `ambient-lab ${cmd} needs root: it creates network namespaces, runs iptables and starts processes as other users. Try: sudo ambient-lab ${cmd} ...`,
+    );
   }
 }
 
@@ -20,6 +22,9 @@ export function requireRootAndTools(cmd: string): void {
 
 /** The state directory of lab NAME; a name that could escape it or clash is a usage error. */
 export function labDir(name: string): string {
-  if (!/^[a-z0-9][a-z0-9-]{0,30}$/.test(name)) throw new UsageError(`--name ${JSON.stringify(name)}: invalid lab name; accepted: [a-z0-9][a-z0-9-]*, at most 31 characters`);
+  if (!/^[a-z0-9][a-z0-9-]{0,30}$/.test(name))
+    throw new UsageError(
+      `--name ${JSON.stringify(name)}: invalid lab name; accepted: [a-z0-9][a-z0-9-]*, at most 31 characters`,
+    );
   return path.join(DEFAULT_STATE_ROOT, name);
 }

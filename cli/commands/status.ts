@@ -28,7 +28,12 @@ export const statusCommand: CliCommand = {
         for (const n of lab.state.nodes) {
           const agent = await lab.componentStatus('agent', n.name);
           const proxy = await lab.componentStatus('proxy', n.name);
-          nodes.push({ name: n.name, address: n.address, agent: { running: agent.running, ready: agent.ready, detail: agent.detail }, proxy: { running: proxy.running, ready: proxy.ready, detail: proxy.detail } });
+          nodes.push({
+            name: n.name,
+            address: n.address,
+            agent: { running: agent.running, ready: agent.ready, detail: agent.detail },
+            proxy: { running: proxy.running, ready: proxy.ready, detail: proxy.detail },
+          });
         }
         const pods = [];
         for (const pod of await lab.api.list('Pod')) {
@@ -41,25 +46,41 @@ export const statusCommand: CliCommand = {
           else {
             redirection = await observeIn(st.netns, ['iptables-save']).then(
               (save) => (REDIRECT_RULE.test(save) ? 'enabled' : 'none'),
-              (e: unknown) => `unknown (iptables-save failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)})`,
+              (e: unknown) =>
+                `unknown (iptables-save failed: ${e instanceof Error ? e.message.split('\n')[0] : String(e)})`,
             );
           }
           pods.push({
-            pod: key, node: pod.spec?.nodeName ?? '', phase: pod.status?.phase ?? '', ips: (pod.status?.podIPs ?? []).map((x) => x.ip),
-            annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS] ?? '-', redirection, netns: st?.netns ?? '-',
+            pod: key,
+            node: pod.spec?.nodeName ?? '',
+            phase: pod.status?.phase ?? '',
+            ips: (pod.status?.podIPs ?? []).map((x) => x.ip),
+            annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS] ?? '-',
+            redirection,
+            netns: st?.netns ?? '-',
           });
         }
         if (opts.json) {
-          process.stdout.write(`${JSON.stringify({ name: lab.state.name, prefix: lab.state.prefix, profile: lab.state.profile, nodes, pods }, null, 2)}\n`);
+          process.stdout.write(
+            `${JSON.stringify({ name: lab.state.name, prefix: lab.state.prefix, profile: lab.state.profile, nodes, pods }, null, 2)}\n`,
+          );
           return;
         }
-        const lines = [`ambient-lab ${lab.state.name} (prefix ${lab.state.prefix}, profile ${lab.state.profile})`, '', 'NODE      ADDRESS        AGENT                 PROXY'];
+        const lines = [
+          `ambient-lab ${lab.state.name} (prefix ${lab.state.prefix}, profile ${lab.state.profile})`,
+          '',
+          'NODE      ADDRESS        AGENT                 PROXY',
+        ];
         for (const n of nodes) {
-          const c = (x: { running: boolean; ready: boolean }): string => (!x.running ? 'stopped' : x.ready ? 'ready' : 'not ready');
+          const c = (x: { running: boolean; ready: boolean }): string =>
+            !x.running ? 'stopped' : x.ready ? 'ready' : 'not ready';
           lines.push(`${n.name.padEnd(9)} ${n.address.padEnd(14)} ${c(n.agent).padEnd(21)} ${c(n.proxy)}`);
         }
         lines.push('', 'POD                          NODE      PHASE     IP            ANNOTATION  REDIRECTION');
-        for (const p of pods) lines.push(`${p.pod.padEnd(28)} ${p.node.padEnd(9)} ${p.phase.padEnd(9)} ${(p.ips[0] ?? '-').padEnd(13)} ${p.annotation.padEnd(11)} ${p.redirection}`);
+        for (const p of pods)
+          lines.push(
+            `${p.pod.padEnd(28)} ${p.node.padEnd(9)} ${p.phase.padEnd(9)} ${(p.ips[0] ?? '-').padEnd(13)} ${p.annotation.padEnd(11)} ${p.redirection}`,
+          );
         process.stdout.write(`${lines.join('\n')}\n`);
       });
   },

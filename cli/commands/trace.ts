@@ -35,12 +35,18 @@ function loadAndRun(labfile: string, only: string | undefined): { lab: Lab; run:
     text = readFileSync(labfile, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new UsageError(`cannot read lab file ${labfile}: ${code ?? (e as Error).message}${code === 'ENOENT' ? ' (no such file)' : ''}; see docs/lab-file.md and fixtures/labs/`, { cause: e });
+    throw new UsageError(
+      `cannot read lab file ${labfile}: ${code ?? (e as Error).message}${code === 'ENOENT' ? ' (no such file)' : ''}; see docs/lab-file.md and fixtures/labs/`,
+      { cause: e },
+    );
   }
   try {
     const lab = parseLab(text, labfile);
     const names = lab.attempts.map((a) => a.name);
-    if (only !== undefined && !names.includes(only)) throw new UsageError(`--only ${JSON.stringify(only)}: no attempt of that name in ${labfile}; accepted: ${names.join(', ')}`);
+    if (only !== undefined && !names.includes(only))
+      throw new UsageError(
+        `--only ${JSON.stringify(only)}: no attempt of that name in ${labfile}; accepted: ${names.join(', ')}`,
+      );
     // Errors in rule text, routes and addresses surface while the lab is built, as LabErrors too.
     return { lab, run: runLab(lab, labfile) };
   } catch (e) {
@@ -54,29 +60,43 @@ export const traceCommand: CliCommand = {
   register(program: Command): void {
     program
       .command('trace')
-      .description('run a lab file (YAML: namespaces, links, routes, rules, iptables text, sockets, connection attempts) in the simulated kernel and trace every attempt')
+      .description(
+        'run a lab file (YAML: namespaces, links, routes, rules, iptables text, sockets, connection attempts) in the simulated kernel and trace every attempt',
+      )
       .argument('<labfile>', 'lab file; see docs/lab-file.md and fixtures/labs/')
       .option('--json', 'print machine-readable JSON instead of text')
       .option('--only <name>', 'run all attempts but print only this one')
       .option('--no-packets', 'omit the packet traces from the text output')
-      .option('--kernel', 'also run the lab on the real kernel (root; private namespaces) and print every difference from the simulation')
-      .addHelpText('after', [
-        '',
-        'Exit codes:',
-        '  0  the lab ran (with --kernel: the kernel agreed with the simulation on every attempt)',
-        '  1  with --kernel: the kernel and the simulation differ',
-        '  2  usage error: bad flag, unreadable lab file, or an error in it (with its line and column)',
-        '  3  harness error: --kernel without root, or the kernel lab could not be built',
-      ].join('\n'))
+      .option(
+        '--kernel',
+        'also run the lab on the real kernel (root; private namespaces) and print every difference from the simulation',
+      )
+      .addHelpText(
+        'after',
+        [
+          '',
+          'Exit codes:',
+          '  0  the lab ran (with --kernel: the kernel agreed with the simulation on every attempt)',
+          '  1  with --kernel: the kernel and the simulation differ',
+          '  2  usage error: bad flag, unreadable lab file, or an error in it (with its line and column)',
+          '  3  harness error: --kernel without root, or the kernel lab could not be built',
+        ].join('\n'),
+      )
       .action(async (labfile: string, opts: { json?: boolean; only?: string; packets: boolean; kernel?: boolean }) => {
         const { lab, run } = loadAndRun(labfile, opts.only);
         let results = run.results;
         if (opts.only !== undefined) {
           results = results.filter((r) => r.name === opts.only);
-          if (results.length === 0) throw new UsageError(`--only ${JSON.stringify(opts.only)}: no attempt of that name in ${labfile}; accepted: ${run.results.map((r) => r.name).join(', ')}`);
+          if (results.length === 0)
+            throw new UsageError(
+              `--only ${JSON.stringify(opts.only)}: no attempt of that name in ${labfile}; accepted: ${run.results.map((r) => r.name).join(', ')}`,
+            );
         }
         if (opts.kernel) {
-          if (process.getuid?.() !== 0) throw new HarnessError('trace --kernel runs the lab in real network namespaces and needs root: run it as root, or drop --kernel');
+          if (process.getuid?.() !== 0)
+            throw new HarnessError(
+              'trace --kernel runs the lab in real network namespaces and needs root: run it as root, or drop --kernel',
+            );
           (await import('../../e2e/netns/required-tools.js')).requireTools('trace --kernel');
           // Loaded only when asked: the real-kernel world is not needed for simulation.
           const { runLabOnKernel } = await import('../../e2e/netns/lab-runner.js');
@@ -87,7 +107,21 @@ export const traceCommand: CliCommand = {
           const kr = kernelResults.filter((r) => names.has(r.name));
           const diffs = compareResults(results, kr, udp);
           if (opts.json) {
-            process.stdout.write(JSON.stringify({ format: TRACE_REPORT_FORMAT, lab: labfile, world: 'sim+kernel', kernel: lab.kernel, attempts: results, kernelAttempts: kr, differences: diffs }, null, 2) + '\n');
+            process.stdout.write(
+              JSON.stringify(
+                {
+                  format: TRACE_REPORT_FORMAT,
+                  lab: labfile,
+                  world: 'sim+kernel',
+                  kernel: lab.kernel,
+                  attempts: results,
+                  kernelAttempts: kr,
+                  differences: diffs,
+                },
+                null,
+                2,
+              ) + '\n',
+            );
           } else {
             process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n\n');
             process.stdout.write(formatDifferences(diffs, results, kr) + '\n');
@@ -96,7 +130,13 @@ export const traceCommand: CliCommand = {
           return;
         }
         if (opts.json) {
-          process.stdout.write(JSON.stringify({ format: TRACE_REPORT_FORMAT, lab: labfile, world: 'sim', kernel: lab.kernel, attempts: results }, null, 2) + '\n');
+          process.stdout.write(
+            JSON.stringify(
+              { format: TRACE_REPORT_FORMAT, lab: labfile, world: 'sim', kernel: lab.kernel, attempts: results },
+              null,
+              2,
+            ) + '\n',
+          );
           return;
         }
         process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n');

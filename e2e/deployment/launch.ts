@@ -55,17 +55,25 @@ function isObj(v: unknown): v is Obj {
  */
 export function deploymentLaunch(dir: string, fields: FieldValues): DeploymentLaunch {
   const daemonSets = new Map<string, { file: string; ds: Obj }>();
-  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort()) {
+  for (const file of fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()) {
     const full = path.join(dir, file);
     for (const doc of parseAllDocuments(fs.readFileSync(full, 'utf8'))) {
-      if (doc.errors.length > 0) throw new Error(`deployment launch: ${full} is not valid YAML: ${doc.errors[0]!.message}`);
+      if (doc.errors.length > 0)
+        throw new Error(`deployment launch: ${full} is not valid YAML: ${doc.errors[0]!.message}`);
       const o: unknown = doc.toJS();
-      if (isObj(o) && o['kind'] === 'DaemonSet' && isObj(o['metadata'])) daemonSets.set(String(o['metadata']['name']), { file: full, ds: o });
+      if (isObj(o) && o['kind'] === 'DaemonSet' && isObj(o['metadata']))
+        daemonSets.set(String(o['metadata']['name']), { file: full, ds: o });
     }
   }
   const take = (name: string, container: string): ContainerLaunch => {
     const found = daemonSets.get(name);
-    if (!found) throw new Error(`deployment launch: no DaemonSet ${name} in ${dir}; the manifests are the source of the components' launch`);
+    if (!found)
+      throw new Error(
+        `deployment launch: no DaemonSet ${name} in ${dir}; the manifests are the source of the components' launch`,
+      );
     return containerLaunch(found.file, found.ds, container, fields);
   };
   return { agent: take('ambient-lab-agent', 'agent'), proxy: take('ambient-lab-proxy', 'proxy') };
@@ -84,7 +92,8 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
   const podSc = isObj(podSpec['securityContext']) ? podSpec['securityContext'] : {};
   const sc = isObj(c['securityContext']) ? c['securityContext'] : {};
   const id = (field: string, v: unknown): number => {
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 0xfffffffe) return fail(`${field} must be a numeric id, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 0xfffffffe)
+      return fail(`${field} must be a numeric id, got ${JSON.stringify(v)}`);
     return v;
   };
   // Container settings win over the pod's, as Kubernetes applies them.
@@ -97,30 +106,50 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
   const groups = groupsRaw.map((g: unknown) => id('supplementalGroups[]', g));
   const capsSc = sc['capabilities'];
   if (!isObj(capsSc) || !Array.isArray(capsSc['drop']) || !capsSc['drop'].includes('ALL')) {
-    return fail('capabilities must drop ALL and add back what the container needs (a launch cannot follow a default set)');
+    return fail(
+      'capabilities must drop ALL and add back what the container needs (a launch cannot follow a default set)',
+    );
   }
   const add = capsSc['add'] ?? [];
   if (!Array.isArray(add)) return fail('capabilities.add must be a list');
   const caps = add.map((x: unknown) => {
-    if (typeof x !== 'string' || !/^[A-Z_]+$/.test(x)) return fail(`capabilities.add: ${JSON.stringify(x)} is not a capability name`);
+    if (typeof x !== 'string' || !/^[A-Z_]+$/.test(x))
+      return fail(`capabilities.add: ${JSON.stringify(x)} is not a capability name`);
     return x.replace(/^CAP_/, '').toLowerCase();
   });
   const command = c['command'];
-  if (!Array.isArray(command) || command.length < 2 || !command.every((x: unknown) => typeof x === 'string')) return fail('command must be [node, flags..., /app/<program>]');
+  if (!Array.isArray(command) || command.length < 2 || !command.every((x: unknown) => typeof x === 'string'))
+    return fail('command must be [node, flags..., /app/<program>]');
   const argv = command as string[];
   const program = argv[argv.length - 1]!;
-  if (!program.startsWith(IMAGE_APP_DIR)) return fail(`the program ${JSON.stringify(program)} is not under ${IMAGE_APP_DIR}`);
+  if (!program.startsWith(IMAGE_APP_DIR))
+    return fail(`the program ${JSON.stringify(program)} is not under ${IMAGE_APP_DIR}`);
   const nodeFlags = argv.slice(1, -1);
-  for (const f of nodeFlags) if (!f.startsWith('--')) return fail(`${JSON.stringify(f)} between the node binary and the program is not a Node.js flag`);
-  if (Array.isArray(c['args']) && c['args'].length > 0) return fail('args are not followed yet (settings come from env)');
+  for (const f of nodeFlags)
+    if (!f.startsWith('--'))
+      return fail(`${JSON.stringify(f)} between the node binary and the program is not a Node.js flag`);
+  if (Array.isArray(c['args']) && c['args'].length > 0)
+    return fail('args are not followed yet (settings come from env)');
   const env: Record<string, string> = {};
   for (const e of Array.isArray(c['env']) ? c['env'] : []) {
     if (!isObj(e) || typeof e['name'] !== 'string') return fail('env entries need a name');
     const n = e['name'];
     if (typeof e['value'] === 'string') env[n] = e['value'];
-    else env[n] = fieldValue(pathOf(e, ['valueFrom', 'fieldRef', 'fieldPath']), ds, fields) ?? fail(`env ${n}: only literal values and fieldRef metadata.namespace / spec.nodeName can be followed`);
+    else
+      env[n] =
+        fieldValue(pathOf(e, ['valueFrom', 'fieldRef', 'fieldPath']), ds, fields) ??
+        fail(`env ${n}: only literal values and fieldRef metadata.namespace / spec.nodeName can be followed`);
   }
-  return { source: `${path.basename(file)} ${name}`, uid, gid, groups, caps, nodeFlags, program: program.slice(IMAGE_APP_DIR.length), env };
+  return {
+    source: `${path.basename(file)} ${name}`,
+    uid,
+    gid,
+    groups,
+    caps,
+    nodeFlags,
+    program: program.slice(IMAGE_APP_DIR.length),
+    env,
+  };
 }
 
 function fieldValue(fieldPath: unknown, ds: Obj, fields: FieldValues): string | undefined {

@@ -13,7 +13,12 @@ export const ep = (ip: string, port: number): string => (ip.includes(':') ? `[${
 export const tupleText = (e: { ip: string; port: number }): string => ep(e.ip, e.port);
 
 /** One accept the pod app logged (world-pod-app.ts). */
-export interface AppAccept { readonly ev: 'accept' | 'datagram'; readonly port: number; readonly peer: string; readonly tag?: string }
+export interface AppAccept {
+  readonly ev: 'accept' | 'datagram';
+  readonly port: number;
+  readonly peer: string;
+  readonly tag?: string;
+}
 
 /** The pod app's log lines for `tag` (other lines — node warnings — are skipped). */
 export function appAccepts(log: string, tag: string): AppAccept[] {
@@ -22,7 +27,13 @@ export function appAccepts(log: string, tag: string): AppAccept[] {
     if (!line.includes(tag)) continue;
     try {
       const e = JSON.parse(line) as Partial<AppAccept>;
-      if ((e.ev === 'accept' || e.ev === 'datagram') && e.tag === tag && typeof e.port === 'number' && typeof e.peer === 'string') out.push(e as AppAccept);
+      if (
+        (e.ev === 'accept' || e.ev === 'datagram') &&
+        e.tag === tag &&
+        typeof e.port === 'number' &&
+        typeof e.peer === 'string'
+      )
+        out.push(e as AppAccept);
     } catch {
       // not one of the app's JSON lines
     }
@@ -34,9 +45,14 @@ export function appAccepts(log: string, tag: string): AppAccept[] {
 function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
   const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
   return {
-    node, pod: ns && name ? { namespace: ns, name } : undefined,
+    node,
+    pod: ns && name ? { namespace: ns, name } : undefined,
     event: r.event === 'failed' ? 'error' : r.event === 'closed-by-policy' ? 'denied' : r.event,
-    direction: r.direction, srcIdentity: r.srcIdentity, dstIdentity: r.dstIdentity, allowed: r.decision?.allow, reason: r.decision?.reason ?? r.reason ?? '',
+    direction: r.direction,
+    srcIdentity: r.srcIdentity,
+    dstIdentity: r.dstIdentity,
+    allowed: r.decision?.allow,
+    reason: r.decision?.reason ?? r.reason ?? '',
   };
 }
 
@@ -54,13 +70,23 @@ export function attribute(input: {
   readonly accepts: readonly { readonly pod: PodRef; readonly a: AppAccept }[];
 }): Pick<ConnectResult, 'outcome' | 'error' | 'acceptedBy' | 'acceptedIn' | 'deliveries' | 'proxyLog'> {
   const { outcome: out, client, records, accepts } = input;
-  const isClient = (t: string): boolean => (client.ip !== undefined ? t === ep(client.ip, client.port) : t.endsWith(`:${client.port}`));
-  const mine = records.filter((x) => isClient(tupleText(x.r.downstream.src)) || accepts.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.a.peer));
+  const isClient = (t: string): boolean =>
+    client.ip !== undefined ? t === ep(client.ip, client.port) : t.endsWith(`:${client.port}`);
+  const mine = records.filter(
+    (x) =>
+      isClient(tupleText(x.r.downstream.src)) ||
+      accepts.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.a.peer),
+  );
   const first = mine.find((x) => isClient(tupleText(x.r.downstream.src)));
   let acceptedBy: Acceptor | undefined;
   let acceptedIn: ConnectResult['acceptedIn'];
   if (first) {
-    acceptedBy = first.r.direction === 'outbound' ? 'proxy-outbound' : first.r.direction === 'inbound-hbone' ? 'proxy-hbone' : 'proxy-inbound';
+    acceptedBy =
+      first.r.direction === 'outbound'
+        ? 'proxy-outbound'
+        : first.r.direction === 'inbound-hbone'
+          ? 'proxy-hbone'
+          : 'proxy-inbound';
     const [ns, name] = first.r.pod.split('/');
     acceptedIn = ns && name ? { namespace: ns, name } : { node: first.node };
   } else {
@@ -75,13 +101,36 @@ export function attribute(input: {
     const via = mine.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.a.peer);
     if (!via) return { pod: d.pod, port: d.a.port, peer: d.a.peer, viaProxy: false };
     const [ns, name] = via.r.pod.split('/');
-    return { pod: d.pod, port: d.a.port, peer: d.a.peer, viaProxy: true, proxyNode: via.node, ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}) };
+    return {
+      pod: d.pod,
+      port: d.a.port,
+      peer: d.a.peer,
+      viaProxy: true,
+      proxyNode: via.node,
+      ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
+    };
   });
-  const outcome: ConnectResult['outcome'] = out.result === 'established' ? 'established' : out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered')
-    : out.result === 'timeout' ? 'timeout' : out.code === 'ECONNREFUSED' ? 'refused' : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH' ? 'unreachable' : 'error';
+  const outcome: ConnectResult['outcome'] =
+    out.result === 'established'
+      ? 'established'
+      : out.result === 'sent'
+        ? deliveries.length > 0
+          ? 'delivered'
+          : 'not-delivered'
+        : out.result === 'timeout'
+          ? 'timeout'
+          : out.code === 'ECONNREFUSED'
+            ? 'refused'
+            : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH'
+              ? 'unreachable'
+              : 'error';
   return {
-    outcome, ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
-    acceptedBy, ...(acceptedIn ? { acceptedIn } : {}), deliveries, proxyLog: mine.map(({ node, r }) => toProxyLogEntry(node, r)),
+    outcome,
+    ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
+    acceptedBy,
+    ...(acceptedIn ? { acceptedIn } : {}),
+    deliveries,
+    proxyLog: mine.map(({ node, r }) => toProxyLogEntry(node, r)),
   };
 }
 

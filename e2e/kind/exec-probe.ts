@@ -21,7 +21,10 @@ interface ExecProbeOptions {
 
 /** A request the probe refused; `code` is its errno name (EADDRINUSE, EPERM, EEXEC, ...). */
 export class ExecProbeError extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'ExecProbeError';
   }
@@ -39,10 +42,17 @@ export class ExecProbe {
   /** What the probe's listeners saw (accepts, tags, datagrams), until drained. */
   private events: ProbeEvent[] = [];
 
-  private constructor(private readonly argv: readonly string[], private readonly child: Launched) {
+  private constructor(
+    private readonly argv: readonly string[],
+    private readonly child: Launched,
+  ) {
     let markReady: () => void = () => undefined;
-    this.ready = new Promise((r) => { markReady = r; });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => { this.stderr = (this.stderr + d).slice(-4000); });
+    this.ready = new Promise((r) => {
+      markReady = r;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      this.stderr = (this.stderr + d).slice(-4000);
+    });
     createInterface({ input: child.stdout }).on('line', (line) => {
       let msg: ProbeReply | ProbeEvent;
       try {
@@ -69,8 +79,13 @@ export class ExecProbe {
     const [cmd, ...args] = argv;
     if (!cmd) throw new Error('ExecProbe: empty launcher argv');
     const child = execa(cmd, args, {
-      env: opts.env ?? process.env, extendEnv: opts.env === undefined,
-      stdin: 'pipe', stdout: 'pipe', stderr: 'pipe', reject: false, timeout: opts.timeoutMs ?? 60_000,
+      env: opts.env ?? process.env,
+      extendEnv: opts.env === undefined,
+      stdin: 'pipe',
+      stdout: 'pipe',
+      stderr: 'pipe',
+      reject: false,
+      timeout: opts.timeoutMs ?? 60_000,
     });
     const p = new ExecProbe(argv, child);
     await p.ready;
@@ -98,7 +113,9 @@ export class ExecProbe {
     if (this.exited) return Promise.reject(new Error(this.failure()));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, (r) => (r.ok ? resolve(r.value) : reject(new ExecProbeError(r.code, `${r.code}: ${r.message}`))));
+      this.pending.set(id, (r) =>
+        r.ok ? resolve(r.value) : reject(new ExecProbeError(r.code, `${r.code}: ${r.message}`)),
+      );
       this.child.stdin.write(`${JSON.stringify({ id, ...req })}\n`);
     });
   }

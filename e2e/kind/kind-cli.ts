@@ -51,12 +51,21 @@ export class KindCli {
   readonly images: { readonly build: string; readonly agent: string; readonly proxy: string };
 
   constructor(private readonly o: KindCliOptions) {
-    if (!/^al-[a-z0-9-]+$/.test(o.cluster)) throw new Error(`kind cluster name ${JSON.stringify(o.cluster)} must match al-[a-z0-9-]+ (ours, recognisable)`);
+    if (!/^al-[a-z0-9-]+$/.test(o.cluster))
+      throw new Error(`kind cluster name ${JSON.stringify(o.cluster)} must match al-[a-z0-9-]+ (ours, recognisable)`);
     const tag = o.tag ?? 'dev';
-    this.images = { build: `ambient-lab/build:${tag}`, agent: `ambient-lab/agent:${tag}`, proxy: `ambient-lab/proxy:${tag}` };
+    this.images = {
+      build: `ambient-lab/build:${tag}`,
+      agent: `ambient-lab/agent:${tag}`,
+      proxy: `ambient-lab/proxy:${tag}`,
+    };
   }
 
-  private async run(cmd: string, args: readonly string[], opts: { reject?: boolean; input?: string } = {}): Promise<CommandResult> {
+  private async run(
+    cmd: string,
+    args: readonly string[],
+    opts: { reject?: boolean; input?: string } = {},
+  ): Promise<CommandResult> {
     const r = await execa(cmd, [...args], {
       cwd: this.o.repoRoot,
       env: this.o.env ?? process.env,
@@ -79,8 +88,18 @@ export class KindCli {
   }
 
   async createCluster(): Promise<void> {
-    const args = ['create', 'cluster', '--name', this.o.cluster, '--config', path.join(this.o.repoRoot, this.o.kindConfig ?? 'fixtures/kind/cluster.yaml'),
-      '--kubeconfig', this.o.kubeconfig, '--wait', '180s'];
+    const args = [
+      'create',
+      'cluster',
+      '--name',
+      this.o.cluster,
+      '--config',
+      path.join(this.o.repoRoot, this.o.kindConfig ?? 'fixtures/kind/cluster.yaml'),
+      '--kubeconfig',
+      this.o.kubeconfig,
+      '--wait',
+      '180s',
+    ];
     if (this.o.nodeImage) args.push('--image', this.o.nodeImage);
     await this.run('kind', args);
   }
@@ -88,12 +107,22 @@ export class KindCli {
   async buildImages(): Promise<void> {
     await this.run('docker', ['build', '-f', 'ci/build.Dockerfile', '-t', this.images.build, '.']);
     for (const c of ['agent', 'proxy'] as const) {
-      await this.run('docker', ['build', '-f', `ci/${c}.Dockerfile`, '--build-arg', `BUILD_IMAGE=${this.images.build}`, '-t', this.images[c], '.']);
+      await this.run('docker', [
+        'build',
+        '-f',
+        `ci/${c}.Dockerfile`,
+        '--build-arg',
+        `BUILD_IMAGE=${this.images.build}`,
+        '-t',
+        this.images[c],
+        '.',
+      ]);
     }
   }
 
   async loadImages(): Promise<void> {
-    for (const img of [this.images.agent, this.images.proxy]) await this.run('kind', ['load', 'docker-image', img, '--name', this.o.cluster]);
+    for (const img of [this.images.agent, this.images.proxy])
+      await this.run('kind', ['load', 'docker-image', img, '--name', this.o.cluster]);
   }
 
   /** The CRD only when absent, then the rest; the images are the ones built (the manifests name the :dev tags). */
@@ -112,7 +141,14 @@ export class KindCli {
         ['ambient-lab-agent', ['install-cni', 'agent'], this.images.agent],
         ['ambient-lab-proxy', ['proxy'], this.images.proxy],
       ] as const) {
-        await this.kubectl(['-n', SYSTEM_NAMESPACE, 'set', 'image', `daemonset/${ds}`, ...containers.map((c) => `${c}=${img}`)]);
+        await this.kubectl([
+          '-n',
+          SYSTEM_NAMESPACE,
+          'set',
+          'image',
+          `daemonset/${ds}`,
+          ...containers.map((c) => `${c}=${img}`),
+        ]);
       }
     }
     return { crdCreated };
@@ -135,31 +171,87 @@ export class KindCli {
   /** The node-stop hook (stopLabel) on both DaemonSets; a template change, so before waitReady. */
   async enableNodeStop(): Promise<void> {
     for (const c of ['agent', 'proxy'] as const) {
-      const patch = { spec: { template: { spec: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: {
-        nodeSelectorTerms: [{ matchExpressions: [{ key: stopLabel(c), operator: 'DoesNotExist' }] }],
-      } } } } } } };
-      await this.kubectl(['-n', SYSTEM_NAMESPACE, 'patch', 'daemonset', `ambient-lab-${c}`, '--type', 'merge', '-p', JSON.stringify(patch)]);
+      const patch = {
+        spec: {
+          template: {
+            spec: {
+              affinity: {
+                nodeAffinity: {
+                  requiredDuringSchedulingIgnoredDuringExecution: {
+                    nodeSelectorTerms: [{ matchExpressions: [{ key: stopLabel(c), operator: 'DoesNotExist' }] }],
+                  },
+                },
+              },
+            },
+          },
+        },
+      };
+      await this.kubectl([
+        '-n',
+        SYSTEM_NAMESPACE,
+        'patch',
+        'daemonset',
+        `ambient-lab-${c}`,
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify(patch),
+      ]);
     }
   }
 
   /** Take a component off a node (stopped) or let it back (running); does not wait. */
   async setComponentOnNode(c: KindComponent, node: string, running: boolean): Promise<void> {
-    await this.kubectl(['label', 'node', node, running ? `${stopLabel(c)}-` : `${stopLabel(c)}=true`, ...(running ? [] : ['--overwrite'])]);
+    await this.kubectl([
+      'label',
+      'node',
+      node,
+      running ? `${stopLabel(c)}-` : `${stopLabel(c)}=true`,
+      ...(running ? [] : ['--overwrite']),
+    ]);
   }
 
   /** The component's pods on a node: name, whether every container is ready, whether it is terminating. */
-  async componentPods(c: KindComponent, node: string): Promise<{ name: string; ready: boolean; terminating: boolean }[]> {
-    const r = await this.kubectl(['-n', SYSTEM_NAMESPACE, 'get', 'pods', '-l', `app.kubernetes.io/name=ambient-lab-${c}`, '--field-selector', `spec.nodeName=${node}`,
-      '-o', 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.status.containerStatuses[*].ready}{"|"}{.metadata.deletionTimestamp}{"\\n"}{end}']);
-    return r.stdout.split('\n').filter((l) => l.trim() !== '').map((l) => {
-      const [name = '', ready = '', deleting = ''] = l.split('|');
-      const flags = ready.trim().split(/\s+/).filter((x) => x !== '');
-      return { name, ready: flags.length > 0 && flags.every((x) => x === 'true'), terminating: deleting.trim() !== '' };
-    });
+  async componentPods(
+    c: KindComponent,
+    node: string,
+  ): Promise<{ name: string; ready: boolean; terminating: boolean }[]> {
+    const r = await this.kubectl([
+      '-n',
+      SYSTEM_NAMESPACE,
+      'get',
+      'pods',
+      '-l',
+      `app.kubernetes.io/name=ambient-lab-${c}`,
+      '--field-selector',
+      `spec.nodeName=${node}`,
+      '-o',
+      'jsonpath={range .items[*]}{.metadata.name}{"|"}{.status.containerStatuses[*].ready}{"|"}{.metadata.deletionTimestamp}{"\\n"}{end}',
+    ]);
+    return r.stdout
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => {
+        const [name = '', ready = '', deleting = ''] = l.split('|');
+        const flags = ready
+          .trim()
+          .split(/\s+/)
+          .filter((x) => x !== '');
+        return {
+          name,
+          ready: flags.length > 0 && flags.every((x) => x === 'true'),
+          terminating: deleting.trim() !== '',
+        };
+      });
   }
 
   /** Poll componentPods until `done` holds; the error says what was last seen. */
-  async waitComponent(c: KindComponent, node: string, want: 'gone' | 'ready', opts: { readonly attempts?: number; readonly intervalMs?: number } = {}): Promise<void> {
+  async waitComponent(
+    c: KindComponent,
+    node: string,
+    want: 'gone' | 'ready',
+    opts: { readonly attempts?: number; readonly intervalMs?: number } = {},
+  ): Promise<void> {
     let last: Awaited<ReturnType<KindCli['componentPods']>> = [];
     for (let i = 0; i < (opts.attempts ?? 120); i++) {
       last = await this.componentPods(c, node);
@@ -171,15 +263,46 @@ export class KindCli {
 
   /** argv that runs `command` in a pod's container with stdin attached (the container's uid, capabilities and netns). */
   execArgv(namespace: string, pod: string, container: string, command: readonly string[]): string[] {
-    return ['kubectl', '--kubeconfig', this.o.kubeconfig, '-n', namespace, 'exec', '-i', pod, '-c', container, '--', ...command];
+    return [
+      'kubectl',
+      '--kubeconfig',
+      this.o.kubeconfig,
+      '-n',
+      namespace,
+      'exec',
+      '-i',
+      pod,
+      '-c',
+      container,
+      '--',
+      ...command,
+    ];
   }
 
   /** argv of a throwaway container on the kind network that routes `cidr` via `via` (a node), then runs `command`. */
-  outsideArgv(image: string, route: { readonly cidr: string; readonly via: string }, command: readonly string[]): string[] {
-    if (!/^[0-9a-f.:/]+$/i.test(route.cidr) || !/^[0-9a-f.:]+$/i.test(route.via)) throw new Error(`outside route ${route.cidr} via ${route.via}: not an address`);
+  outsideArgv(
+    image: string,
+    route: { readonly cidr: string; readonly via: string },
+    command: readonly string[],
+  ): string[] {
+    if (!/^[0-9a-f.:/]+$/i.test(route.cidr) || !/^[0-9a-f.:]+$/i.test(route.via))
+      throw new Error(`outside route ${route.cidr} via ${route.via}: not an address`);
     // the shell only adds the route; the command is exec'd with its own argv (quoted)
     const quoted = command.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-    return ['docker', 'run', '--rm', '-i', '--network', 'kind', '--cap-add', 'NET_ADMIN', image, 'sh', '-c', `ip route add ${route.cidr} via ${route.via} && exec ${quoted}`];
+    return [
+      'docker',
+      'run',
+      '--rm',
+      '-i',
+      '--network',
+      'kind',
+      '--cap-add',
+      'NET_ADMIN',
+      image,
+      'sh',
+      '-c',
+      `ip route add ${route.cidr} via ${route.via} && exec ${quoted}`,
+    ];
   }
 
   /** Run a command in a pod's container and return its output (a failure is an exit code, not a throw). */
@@ -189,7 +312,17 @@ export class KindCli {
 
   /** A container's log, optionally only since an RFC 3339 time. */
   async podLog(namespace: string, pod: string, container: string, sinceTime?: string): Promise<string> {
-    return (await this.kubectl(['-n', namespace, 'logs', pod, '-c', container, ...(sinceTime ? [`--since-time=${sinceTime}`] : [])])).stdout;
+    return (
+      await this.kubectl([
+        '-n',
+        namespace,
+        'logs',
+        pod,
+        '-c',
+        container,
+        ...(sinceTime ? [`--since-time=${sinceTime}`] : []),
+      ])
+    ).stdout;
   }
 
   /** Run a shell script on a kind node (the node container). */
@@ -198,12 +331,18 @@ export class KindCli {
   }
 
   /** Reboot a node: restart its container, wait for its kubelet and its Ready condition. */
-  async rebootNode(node: string, opts: { readonly attempts?: number; readonly intervalMs?: number } = {}): Promise<void> {
+  async rebootNode(
+    node: string,
+    opts: { readonly attempts?: number; readonly intervalMs?: number } = {},
+  ): Promise<void> {
     await this.run('docker', ['restart', node]);
     for (let i = 0; ; i++) {
       const r = await this.run('docker', ['exec', node, 'systemctl', 'is-active', 'kubelet'], { reject: false });
       if (r.stdout.trim() === 'active') break;
-      if (i + 1 >= (opts.attempts ?? 120)) throw new Error(`node ${node}: kubelet not active after docker restart (${r.stdout.trim() || r.stderr.trim()})`);
+      if (i + 1 >= (opts.attempts ?? 120))
+        throw new Error(
+          `node ${node}: kubelet not active after docker restart (${r.stdout.trim() || r.stderr.trim()})`,
+        );
       await new Promise((res) => setTimeout(res, opts.intervalMs ?? 1000));
     }
     await this.kubectl(['wait', '--for=condition=Ready', `node/${node}`, '--timeout', '180s']);
@@ -220,7 +359,8 @@ export class KindCli {
     for (let i = 0; ; i++) {
       const r = await this.kubectl(['get', '--raw', '/readyz'], { reject: false });
       if (r.exitCode === 0 && r.stdout.trim() === 'ok') return;
-      if (i + 1 >= (opts.attempts ?? 120)) throw new Error(`kube-apiserver not ready again after the restart: ${r.stderr.trim() || r.stdout.trim()}`);
+      if (i + 1 >= (opts.attempts ?? 120))
+        throw new Error(`kube-apiserver not ready again after the restart: ${r.stderr.trim() || r.stdout.trim()}`);
       await new Promise((res) => setTimeout(res, opts.intervalMs ?? 1000));
     }
   }
@@ -233,8 +373,18 @@ export class KindCli {
 
   /** The proxy's log on one node (its connection log goes to stdout). */
   async proxyLog(node: string): Promise<string> {
-    const pods = await this.kubectl(['-n', SYSTEM_NAMESPACE, 'get', 'pods', '-l', 'app.kubernetes.io/name=ambient-lab-proxy',
-      '--field-selector', `spec.nodeName=${node}`, '-o', 'jsonpath={.items[*].metadata.name}']);
+    const pods = await this.kubectl([
+      '-n',
+      SYSTEM_NAMESPACE,
+      'get',
+      'pods',
+      '-l',
+      'app.kubernetes.io/name=ambient-lab-proxy',
+      '--field-selector',
+      `spec.nodeName=${node}`,
+      '-o',
+      'jsonpath={.items[*].metadata.name}',
+    ]);
     const name = pods.stdout.trim().split(/\s+/)[0];
     if (!name) throw new Error(`no ambient-lab-proxy pod on node ${node}`);
     return (await this.kubectl(['-n', SYSTEM_NAMESPACE, 'logs', name, '-c', 'proxy'])).stdout;
@@ -245,7 +395,14 @@ export class KindCli {
   }
 
   /** Everything up: create, build, load, apply, wait. Deletes the cluster if any step fails. */
-  async up(opts: { readonly build?: boolean; readonly nodeStop?: boolean; readonly agentEnv?: Readonly<Record<string, string>>; readonly proxyEnv?: Readonly<Record<string, string>> } = {}): Promise<void> {
+  async up(
+    opts: {
+      readonly build?: boolean;
+      readonly nodeStop?: boolean;
+      readonly agentEnv?: Readonly<Record<string, string>>;
+      readonly proxyEnv?: Readonly<Record<string, string>>;
+    } = {},
+  ): Promise<void> {
     await this.createCluster();
     try {
       if (opts.build !== false) await this.buildImages();

@@ -47,8 +47,21 @@ import * as k8s from '@kubernetes/client-node';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import { parseConnectionLog, type ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import type {
-  AppAction, AppExecResult, Component, ConnectOptions, ConnectResult, Destination, PodObservation, PodRef, PodSpec, PolicyObject,
-  Source, World, WorldFactory, WorldOptions, ZdsClientAttempt,
+  AppAction,
+  AppExecResult,
+  Component,
+  ConnectOptions,
+  ConnectResult,
+  Destination,
+  PodObservation,
+  PodRef,
+  PodSpec,
+  PolicyObject,
+  Source,
+  World,
+  WorldFactory,
+  WorldOptions,
+  ZdsClientAttempt,
 } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { setprivArgs } from '../netns/processes.js';
@@ -70,16 +83,23 @@ const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch)
 const POD_CIDR = '10.244.0.0/16'; // fixtures/kind/cluster.yaml
 const POD_CIDR6 = 'fd00:10:244::/56'; // fixtures/kind/cluster-dual.yaml
 /** The kind config of a world's options: dual-stack when it asks for IPv6. */
-export const kindConfigFor = (o: Pick<WorldOptions, 'ipv6'>): string => (o.ipv6 ? 'fixtures/kind/cluster-dual.yaml' : 'fixtures/kind/cluster.yaml');
+export const kindConfigFor = (o: Pick<WorldOptions, 'ipv6'>): string =>
+  o.ipv6 ? 'fixtures/kind/cluster-dual.yaml' : 'fixtures/kind/cluster.yaml';
 
 /**
  * The settings the world options give the agent and the proxy, as AMBIENT_LAB_* variables (their
  * flags' environment form). AMBIENT_LAB_IPV6 either way: the manifests turn it on (upstream's
  * default), a single-stack world turns it off.
  */
-export function kindComponentEnv(o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6'>): { agent: Record<string, string>; proxy: Record<string, string> } {
+export function kindComponentEnv(o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6'>): {
+  agent: Record<string, string>;
+  proxy: Record<string, string>;
+} {
   const v6: Record<string, string> = { AMBIENT_LAB_IPV6: String(o.ipv6) };
-  return { agent: { AMBIENT_LAB_PROFILE: o.profile, AMBIENT_LAB_DNS_CAPTURE: String(o.dnsCapture), ...v6 }, proxy: { ...v6 } };
+  return {
+    agent: { AMBIENT_LAB_PROFILE: o.profile, AMBIENT_LAB_DNS_CAPTURE: String(o.dnsCapture), ...v6 },
+    proxy: { ...v6 },
+  };
 }
 const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
@@ -90,8 +110,14 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  */
 async function closeProbes(probes: readonly { close(): Promise<void> }[]): Promise<void> {
   const failed: string[] = [];
-  for (const p of probes) await p.close().catch((e: unknown) => { failed.push(e instanceof Error ? e.message : String(e)); });
-  if (failed.length > 0) throw new Error(`kind world: ${failed.length} app probe(s) did not end cleanly: ${failed.join('; ').slice(0, 2000)}`);
+  for (const p of probes)
+    await p.close().catch((e: unknown) => {
+      failed.push(e instanceof Error ? e.message : String(e));
+    });
+  if (failed.length > 0)
+    throw new Error(
+      `kind world: ${failed.length} app probe(s) did not end cleanly: ${failed.join('; ').slice(0, 2000)}`,
+    );
 }
 
 /** A .catch for client-node reads: a 404 (no such object) is `undefined`, a checked absence; anything else is rethrown. */
@@ -101,7 +127,6 @@ function absentIf404(e: unknown): undefined {
 }
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the other worlds' appExec). */
-
 
 function errorResult(error: string): ConnectResult {
   return { outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [] };
@@ -126,8 +151,15 @@ export class KindWorld implements World {
    * `release`: the world runs on a cluster shared by a whole check run (shared-cluster.ts);
    * close() hands it back (release) instead of deleting the cluster.
    */
-  constructor(readonly options: WorldOptions, readonly nodes: readonly string[], private readonly cli: KindCli, kc: k8s.KubeConfig, private readonly tmp: string | undefined,
-    private readonly env?: NodeJS.ProcessEnv, private readonly release?: () => Promise<void>) {
+  constructor(
+    readonly options: WorldOptions,
+    readonly nodes: readonly string[],
+    private readonly cli: KindCli,
+    kc: k8s.KubeConfig,
+    private readonly tmp: string | undefined,
+    private readonly env?: NodeJS.ProcessEnv,
+    private readonly release?: () => Promise<void>,
+  ) {
     this.core = kc.makeApiClient(k8s.CoreV1Api);
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
     this.image = cli.images.agent;
@@ -151,9 +183,13 @@ export class KindWorld implements World {
 
   /** One host-probe pod per node (waits until they run). */
   async startHostProbes(): Promise<void> {
-    await this.core.createNamespace({ body: { metadata: { name: E2E_NAMESPACE, labels: { 'istio.io/dataplane-mode': 'none' } } } });
-    for (const node of this.nodes) await this.core.createNamespacedPod({ namespace: E2E_NAMESPACE, body: hostProbePod(node, this.image) });
-    for (const node of this.nodes) await this.waitRunning(E2E_NAMESPACE, hostProbePod(node, this.image).metadata!.name!);
+    await this.core.createNamespace({
+      body: { metadata: { name: E2E_NAMESPACE, labels: { 'istio.io/dataplane-mode': 'none' } } },
+    });
+    for (const node of this.nodes)
+      await this.core.createNamespacedPod({ namespace: E2E_NAMESPACE, body: hostProbePod(node, this.image) });
+    for (const node of this.nodes)
+      await this.waitRunning(E2E_NAMESPACE, hostProbePod(node, this.image).metadata!.name!);
   }
 
   private async waitRunning(namespace: string, name: string, attempts = 120): Promise<k8s.V1Pod | undefined> {
@@ -162,7 +198,8 @@ export class KindWorld implements World {
       last = await this.core.readNamespacedPod({ namespace, name }).catch(absentIf404); // 404: not there (yet)
       if (last?.status?.phase === 'Running' || last?.status?.phase === 'Failed') return last;
       const waiting = last?.status?.containerStatuses?.find((c) => c.state?.waiting)?.state?.waiting?.reason;
-      if (waiting === 'ErrImageNeverPull' || waiting === 'InvalidImageName') throw new Error(`pod ${namespace}/${name} cannot start: ${waiting}`);
+      if (waiting === 'ErrImageNeverPull' || waiting === 'InvalidImageName')
+        throw new Error(`pod ${namespace}/${name} cannot start: ${waiting}`);
       await sleep(1000);
     }
     return last;
@@ -187,7 +224,10 @@ export class KindWorld implements World {
   }
 
   async labelPod(pod: PodRef, labels: Readonly<Record<string, string | null>>): Promise<void> {
-    await this.core.patchNamespacedPod({ name: pod.name, namespace: pod.namespace, body: { metadata: { labels } } }, merge);
+    await this.core.patchNamespacedPod(
+      { name: pod.name, namespace: pod.namespace, body: { metadata: { labels } } },
+      merge,
+    );
   }
 
   async deletePod(pod: PodRef): Promise<void> {
@@ -197,16 +237,33 @@ export class KindWorld implements World {
 
   async applyPolicy(policy: PolicyObject): Promise<void> {
     const meta = policy['metadata'] as { name: string; namespace: string };
-    const target = { group: 'security.istio.io', version: 'v1', namespace: meta.namespace, plural: 'authorizationpolicies' };
+    const target = {
+      group: 'security.istio.io',
+      version: 'v1',
+      namespace: meta.namespace,
+      plural: 'authorizationpolicies',
+    };
     const body = { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', ...policy };
     // Only "not there" (404) means create; any other failure of the read is the world's, and propagates.
-    const cur = await this.custom.getNamespacedCustomObject({ ...target, name: meta.name }).catch(absentIf404) as { metadata?: { resourceVersion?: string } } | undefined;
-    if (cur) await this.custom.replaceNamespacedCustomObject({ ...target, name: meta.name, body: { ...body, metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } } });
+    const cur = (await this.custom.getNamespacedCustomObject({ ...target, name: meta.name }).catch(absentIf404)) as
+      { metadata?: { resourceVersion?: string } } | undefined;
+    if (cur)
+      await this.custom.replaceNamespacedCustomObject({
+        ...target,
+        name: meta.name,
+        body: { ...body, metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } },
+      });
     else await this.custom.createNamespacedCustomObject({ ...target, body });
   }
 
   async deletePolicy(namespace: string, name: string): Promise<void> {
-    await this.custom.deleteNamespacedCustomObject({ group: 'security.istio.io', version: 'v1', namespace, plural: 'authorizationpolicies', name });
+    await this.custom.deleteNamespacedCustomObject({
+      group: 'security.istio.io',
+      version: 'v1',
+      namespace,
+      plural: 'authorizationpolicies',
+      name,
+    });
   }
 
   // Lifecycle operations on one component run in call order (see ComponentLifecycles).
@@ -238,7 +295,9 @@ export class KindWorld implements World {
       if (now.some((p) => p.ready && !p.terminating && !before.some((b) => b.name === p.name))) return;
       await sleep(1000);
     }
-    throw new Error(`kind world: ambient-lab-${component} on ${node} did not come back ready after its pod was deleted`);
+    throw new Error(
+      `kind world: ambient-lab-${component} on ${node} did not come back ready after its pod was deleted`,
+    );
   }
 
   rebootNode(node: string): Promise<void> {
@@ -252,7 +311,8 @@ export class KindWorld implements World {
   async nodeAddresses(): Promise<Readonly<Record<string, readonly string[]>>> {
     await this.loadNodeAddresses();
     const out: Record<string, readonly string[]> = {};
-    for (const [node, ip] of this.nodeIps) out[node] = [ip, ...(this.nodeIps6.has(node) ? [this.nodeIps6.get(node)!] : [])];
+    for (const [node, ip] of this.nodeIps)
+      out[node] = [ip, ...(this.nodeIps6.has(node) ? [this.nodeIps6.get(node)!] : [])];
     return out;
   }
 
@@ -264,13 +324,24 @@ export class KindWorld implements World {
    * Where an attempt starts: the probe's launcher argv, the source address, and `hop` — the same
    * place running another command (the next-hop lookup of a raw attempt).
    */
-  private async launcher(from: Source, to: Destination, dstNode: string | undefined, family: 4 | 6): Promise<{ argv: string[]; srcIp: string | undefined; hop: (cmd: readonly string[]) => string[] } | string> {
+  private async launcher(
+    from: Source,
+    to: Destination,
+    dstNode: string | undefined,
+    family: 4 | 6,
+  ): Promise<{ argv: string[]; srcIp: string | undefined; hop: (cmd: readonly string[]) => string[] } | string> {
     const node = 'node' in from ? from.node : undefined;
     if (from.kind === 'pod') {
-      const p = await this.core.readNamespacedPod({ namespace: from.pod.namespace, name: from.pod.name }).catch(absentIf404); // 404: no such pod
+      const p = await this.core
+        .readNamespacedPod({ namespace: from.pod.namespace, name: from.pod.name })
+        .catch(absentIf404); // 404: no such pod
       if (p?.status?.phase !== 'Running') return `source pod ${from.pod.namespace}/${from.pod.name} is not running`;
       const ip = (p.status.podIPs ?? []).map((x) => x.ip).find((x) => (family === 6) === x.includes(':'));
-      return { argv: this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', ['node', PROBE_PROGRAM]), srcIp: ip, hop: (cmd) => this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', cmd) };
+      return {
+        argv: this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', ['node', PROBE_PROGRAM]),
+        srcIp: ip,
+        hop: (cmd) => this.cli.execArgv(from.pod.namespace, from.pod.name, 'app', cmd),
+      };
     }
     if (from.kind === 'host') {
       if (!node || !this.nodeIps.has(node)) return `no node ${String(node)} in this world`;
@@ -278,21 +349,35 @@ export class KindWorld implements World {
       const hostProbe = hostProbePod(node, this.image).metadata!.name!;
       const srcIp = family === 6 ? this.nodeIps6.get(node) : this.nodeIps.get(node);
       if (!srcIp) return `node ${node} has no IPv${family} address (IPv6 needs a world made with ipv6: true)`;
-      return { argv: this.cli.execArgv(E2E_NAMESPACE, hostProbe, 'probe', [...priv, 'node', PROBE_PROGRAM]), srcIp, hop: (cmd) => this.cli.execArgv(E2E_NAMESPACE, hostProbe, 'probe', [...priv, ...cmd]) };
+      return {
+        argv: this.cli.execArgv(E2E_NAMESPACE, hostProbe, 'probe', [...priv, 'node', PROBE_PROGRAM]),
+        srcIp,
+        hop: (cmd) => this.cli.execArgv(E2E_NAMESPACE, hostProbe, 'probe', [...priv, ...cmd]),
+      };
     }
     const via = (family === 6 ? this.nodeIps6 : this.nodeIps).get(dstNode ?? this.nodes[0]!);
-    if (!via) return `outside: no IPv${family} node address to route ${to.kind === 'pod' ? podKeyOf(to.pod) : to.ip} through`;
+    if (!via)
+      return `outside: no IPv${family} node address to route ${to.kind === 'pod' ? podKeyOf(to.pod) : to.ip} through`;
     const route = { cidr: family === 6 ? POD_CIDR6 : POD_CIDR, via };
     // The outside client is root with NET_ADMIN/NET_RAW, as in the netns world (it is not the threat's app).
-    return { argv: this.cli.outsideArgv(this.image, route, ['node', PROBE_PROGRAM]), srcIp: undefined, hop: (cmd) => this.cli.outsideArgv(this.image, route, cmd) };
+    return {
+      argv: this.cli.outsideArgv(this.image, route, ['node', PROBE_PROGRAM]),
+      srcIp: undefined,
+      hop: (cmd) => this.cli.outsideArgv(this.image, route, cmd),
+    };
   }
 
   async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
-    if (opts.raw && from.kind === 'outside') return errorResult('raw (AF_PACKET) attempts from outside are not staged in the kind world (the threat model draws raw sources from pods and hosts)');
+    if (opts.raw && from.kind === 'outside')
+      return errorResult(
+        'raw (AF_PACKET) attempts from outside are not staged in the kind world (the threat model draws raw sources from pods and hosts)',
+      );
     const family: 4 | 6 = opts.family ?? (to.kind === 'ip' && to.ip.includes(':') ? 6 : 4);
     let dstIp: string;
     let dstPods: { ref: PodRef; node: string | undefined }[];
-    const all = (await this.core.listPodForAllNamespaces()).items.filter((p) => !HIDDEN_NAMESPACES.has(p.metadata?.namespace ?? ''));
+    const all = (await this.core.listPodForAllNamespaces()).items.filter(
+      (p) => !HIDDEN_NAMESPACES.has(p.metadata?.namespace ?? ''),
+    );
     if (to.kind === 'pod') {
       const d = all.find((p) => p.metadata?.namespace === to.pod.namespace && p.metadata?.name === to.pod.name);
       dstIp = (d?.status?.podIPs ?? []).map((x) => x.ip).find((x) => (family === 6) === x.includes(':')) ?? '';
@@ -300,7 +385,8 @@ export class KindWorld implements World {
       dstPods = [{ ref: to.pod, node: d?.spec?.nodeName }];
     } else {
       dstIp = to.ip;
-      dstPods = all.filter((p) => !p.spec?.hostNetwork && (p.status?.podIPs ?? []).some((x) => x.ip === to.ip))
+      dstPods = all
+        .filter((p) => !p.spec?.hostNetwork && (p.status?.podIPs ?? []).some((x) => x.ip === to.ip))
         .map((p) => ({ ref: { namespace: p.metadata!.namespace!, name: p.metadata!.name! }, node: p.spec?.nodeName }));
     }
     const launch = await this.launcher(from, to, dstPods[0]?.node, family);
@@ -323,12 +409,27 @@ export class KindWorld implements World {
     try {
       if (hop) {
         ({ out, rawAnswer } = await rawSendThrough(probe, {
-          tag, proto, ifname: hop.dev, dstMac: hop.mac, source: (opts.sourceIp ?? launch.srcIp)!, sourcePort, address: dstIp, port: to.port,
+          tag,
+          proto,
+          ifname: hop.dev,
+          dstMac: hop.mac,
+          source: (opts.sourceIp ?? launch.srcIp)!,
+          sourcePort,
+          address: dstIp,
+          port: to.port,
         }));
       } else {
         out = await probe.connect({
-          op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined,
-          source: opts.sourceIp, sourcePort, timeoutMs: 3000,
+          op: 'connect',
+          tag,
+          proto,
+          address: dstIp,
+          port: to.port,
+          mark: opts.mark,
+          transparent: opts.sourceIp !== undefined,
+          source: opts.sourceIp,
+          sourcePort,
+          timeoutMs: 3000,
         });
       }
     } finally {
@@ -337,7 +438,8 @@ export class KindWorld implements World {
     // The apps and the proxies log asynchronously, and `kubectl logs` trails them: poll until a
     // delivery shows, or the proxy recorded an end for this client (denied/failed), or ~6 s pass.
     const client = { ip: opts.sourceIp ?? launch.srcIp, port: sourcePort };
-    const isClient = (t: string): boolean => (client.ip !== undefined ? t === ep(client.ip, client.port) : t.endsWith(`:${client.port}`));
+    const isClient = (t: string): boolean =>
+      client.ip !== undefined ? t === ep(client.ip, client.port) : t.endsWith(`:${client.port}`);
     let accepts: { pod: PodRef; a: AppAccept }[] = [];
     let records: { node: string; r: ConnectionLogRecord }[] = [];
     const listened: { pod: PodRef; a: AppAccept }[] = []; // drained events: keep them across polls
@@ -353,7 +455,13 @@ export class KindWorld implements World {
       accepts.push(...listened);
       records = await this.proxyRecords(since);
       if (accepts.length > 0 || !reached) break;
-      if (records.some((x) => isClient(tupleText(x.r.downstream.src)) && ['denied', 'failed', 'closed-by-policy'].includes(x.r.event))) break;
+      if (
+        records.some(
+          (x) =>
+            isClient(tupleText(x.r.downstream.src)) && ['denied', 'failed', 'closed-by-policy'].includes(x.r.event),
+        )
+      )
+        break;
       await sleep(300);
     }
     if (accepts.length > 0) {
@@ -366,7 +474,10 @@ export class KindWorld implements World {
       res = await this.rawSynAck(res, client as { ip: string; port: number }, to.port, dstPods[0]);
       rawNote = `; SYN-ACK (${res.acceptedBy ?? '?'})`;
     } else if (opts.raw && rawAnswer !== undefined) rawNote = `; answer ${rawAnswer}`;
-    return { ...res, trace: `probe \`${launch.argv.slice(0, 8).join(' ')} ...\`${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client.ip ?? '?'}:${sourcePort} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}${rawNote}; proxy records ${res.proxyLog.length}; deliveries ${res.deliveries.length}` };
+    return {
+      ...res,
+      trace: `probe \`${launch.argv.slice(0, 8).join(' ')} ...\`${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client.ip ?? '?'}:${sourcePort} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.code}` : ''}${rawNote}; proxy records ${res.proxyLog.length}; deliveries ${res.deliveries.length}`,
+    };
   }
 
   /**
@@ -380,7 +491,10 @@ export class KindWorld implements World {
     } catch (e) {
       const p = await this.core.readNamespacedPod({ namespace: ref.namespace, name: ref.name }).catch(absentIf404);
       if (p?.status?.phase !== 'Running') return '';
-      throw new Error(`kind world: reading the app log of running pod ${podKeyOf(ref)} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      throw new Error(
+        `kind world: reading the app log of running pod ${podKeyOf(ref)} failed: ${e instanceof Error ? e.message : String(e)}`,
+        { cause: e },
+      );
     }
   }
 
@@ -388,8 +502,14 @@ export class KindWorld implements World {
   private async nextHop(argv: readonly string[]): Promise<{ dev: string; mac: string } | string> {
     const [cmd, ...args] = argv;
     if (!cmd) return 'empty next-hop argv';
-    const r = await execa(cmd, args, { env: this.env ?? process.env, extendEnv: this.env === undefined, reject: false, timeout: 60_000 });
-    if (r.exitCode !== 0) return `next-hop lookup \`${argv.slice(0, 8).join(' ')} ...\` exited ${r.exitCode ?? '?'}: ${String(r.stderr).trim() || String(r.stdout).trim()}`;
+    const r = await execa(cmd, args, {
+      env: this.env ?? process.env,
+      extendEnv: this.env === undefined,
+      reject: false,
+      timeout: 60_000,
+    });
+    if (r.exitCode !== 0)
+      return `next-hop lookup \`${argv.slice(0, 8).join(' ')} ...\` exited ${r.exitCode ?? '?'}: ${String(r.stderr).trim() || String(r.stdout).trim()}`;
     return parseNextHop(String(r.stdout));
   }
 
@@ -397,7 +517,12 @@ export class KindWorld implements World {
    * A raw SYN answered with a SYN-ACK: the destination sandbox's conntrack entry (read on its
    * node) says which listener port took it after NAT; no entry means the port aimed at.
    */
-  private async rawSynAck(res: ReturnType<typeof attribute>, client: { ip: string; port: number }, dport: number, dst: { ref: PodRef; node: string | undefined } | undefined): Promise<ReturnType<typeof attribute>> {
+  private async rawSynAck(
+    res: ReturnType<typeof attribute>,
+    client: { ip: string; port: number },
+    dport: number,
+    dst: { ref: PodRef; node: string | undefined } | undefined,
+  ): Promise<ReturnType<typeof attribute>> {
     let port = dport;
     let appPorts: number[] = [];
     if (dst?.node) {
@@ -405,13 +530,24 @@ export class KindWorld implements World {
       const p = await this.core.readNamespacedPod({ namespace: dst.ref.namespace, name: dst.ref.name });
       const uid = p.metadata?.uid;
       if (!uid) throw new Error(`kind world: pod ${podKeyOf(dst.ref)} has no uid in the API; cannot find its sandbox`);
-      appPorts = (p.spec?.containers ?? []).flatMap((c) => (c.ports ?? []).filter((x) => (x.protocol ?? 'TCP') === 'TCP').map((x) => x.containerPort));
+      appPorts = (p.spec?.containers ?? []).flatMap((c) =>
+        (c.ports ?? []).filter((x) => (x.protocol ?? 'TCP') === 'TCP').map((x) => x.containerPort),
+      );
       for (const l of this.appListeners.values()) if (podKeyOf(l.pod) === podKeyOf(dst.ref)) appPorts.push(l.port);
-      port = parseRawPort(await this.cli.onNode(dst.node, rawConntrackScript(uid, client.ip, client.port)), dport,
-        `which listener answered the raw SYN ${ep(client.ip, client.port)} -> ${podKeyOf(dst.ref)}:${dport} (conntrack on node ${dst.node})`);
+      port = parseRawPort(
+        await this.cli.onNode(dst.node, rawConntrackScript(uid, client.ip, client.port)),
+        dport,
+        `which listener answered the raw SYN ${ep(client.ip, client.port)} -> ${podKeyOf(dst.ref)}:${dport} (conntrack on node ${dst.node})`,
+      );
     }
     const who = rawSynAckAcceptor({ port, dst: dst?.ref, appPorts, client });
-    return { ...res, outcome: 'delivered', acceptedBy: who.acceptedBy, ...(who.acceptedIn ? { acceptedIn: who.acceptedIn } : {}), deliveries: who.delivery ? [...res.deliveries, who.delivery] : res.deliveries };
+    return {
+      ...res,
+      outcome: 'delivered',
+      acceptedBy: who.acceptedBy,
+      ...(who.acceptedIn ? { acceptedIn: who.acceptedIn } : {}),
+      deliveries: who.delivery ? [...res.deliveries, who.delivery] : res.deliveries,
+    };
   }
 
   private async forgetAppProbe(pod: PodRef): Promise<void> {
@@ -424,15 +560,22 @@ export class KindWorld implements World {
 
   async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
     const p = await this.core.readNamespacedPod({ namespace: pod.namespace, name: pod.name }).catch(absentIf404); // 404: no such pod
-    if (p?.status?.phase !== 'Running' || p.spec?.hostNetwork) return { ok: false, error: `appExec ${action.kind} in ${podKeyOf(pod)}: the pod has no running app in its own netns` };
+    if (p?.status?.phase !== 'Running' || p.spec?.hostNetwork)
+      return {
+        ok: false,
+        error: `appExec ${action.kind} in ${podKeyOf(pod)}: the pod has no running app in its own netns`,
+      };
     const argv = this.cli.execArgv(pod.namespace, pod.name, 'app', ['node', PROBE_PROGRAM]);
     const envOpt = this.env ? { env: this.env } : {};
     if (action.kind === 'iptables-flush') {
       // a dual-stack pod has v6 rules too (as the netns world flushes both)
       const probe = await ExecProbe.start(argv, envOpt);
       try {
-        return await flushTablesThrough(probe, (p.status.podIPs ?? []).some((x) => x.ip.includes(':')),
-          `uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}`);
+        return await flushTablesThrough(
+          probe,
+          (p.status.podIPs ?? []).some((x) => x.ip.includes(':')),
+          `uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}`,
+        );
       } finally {
         await probe.close();
       }
@@ -445,7 +588,17 @@ export class KindWorld implements World {
     }
     const name = `app ${podKeyOf(pod)} tcp ${action.port} #${this.appListeners.size}`;
     try {
-      await probe.request({ op: 'listen', name, proto: 'tcp', family: 4, address: '0.0.0.0', port: action.port, mark: undefined, transparent: false, reuseport: action.reusePort === true });
+      await probe.request({
+        op: 'listen',
+        name,
+        proto: 'tcp',
+        family: 4,
+        address: '0.0.0.0',
+        port: action.port,
+        mark: undefined,
+        transparent: false,
+        reuseport: action.reusePort === true,
+      });
     } catch (e) {
       const code = e instanceof ExecProbeError ? e.code : 'failed';
       return { ok: false, error: `bind(${action.port}): ${code} — ${e instanceof Error ? e.message : String(e)}` };
@@ -458,8 +611,16 @@ export class KindWorld implements World {
   async zdsClient(node: string, uid: number): Promise<ZdsClientAttempt> {
     if (!this.nodeIps.has(node)) throw new Error(`kind world: no node ${node}`);
     const priv = setprivArgs({ uid, gid: uid, caps: [] });
-    const r = await this.cli.exec(E2E_NAMESPACE, hostProbePod(node, this.image).metadata!.name!, 'probe', [...priv, 'node', '-e', zdsRogueScript(NODE_ZDS_SOCKET)]);
-    if (r.exitCode !== 0) throw new Error(`kind world: the rogue ZDS client on ${node} failed (exit ${r.exitCode}): ${r.stderr.trim() || r.stdout.trim()}`);
+    const r = await this.cli.exec(E2E_NAMESPACE, hostProbePod(node, this.image).metadata!.name!, 'probe', [
+      ...priv,
+      'node',
+      '-e',
+      zdsRogueScript(NODE_ZDS_SOCKET),
+    ]);
+    if (r.exitCode !== 0)
+      throw new Error(
+        `kind world: the rogue ZDS client on ${node} failed (exit ${r.exitCode}): ${r.stderr.trim() || r.stdout.trim()}`,
+      );
     return parseZdsRogueOutput(r.stdout);
   }
 
@@ -470,7 +631,11 @@ export class KindWorld implements World {
       for (const e of probe.drainEvents()) {
         if ((e.ev !== 'tag' && e.ev !== 'datagram') || e.tag !== tag) continue;
         const l = this.appListeners.get(e.listener);
-        if (l) out.push({ pod: l.pod, a: { ev: e.ev === 'datagram' ? 'datagram' : 'accept', port: l.port, peer: e.peer, tag } });
+        if (l)
+          out.push({
+            pod: l.pod,
+            a: { ev: e.ev === 'datagram' ? 'datagram' : 'accept', port: l.port, peer: e.peer, tag },
+          });
       }
     }
     return out;
@@ -500,23 +665,35 @@ export class KindWorld implements World {
   }
 
   async pods(): Promise<readonly PodObservation[]> {
-    const list = (await this.core.listPodForAllNamespaces()).items.filter((p) => !HIDDEN_NAMESPACES.has(p.metadata?.namespace ?? ''));
+    const list = (await this.core.listPodForAllNamespaces()).items.filter(
+      (p) => !HIDDEN_NAMESPACES.has(p.metadata?.namespace ?? ''),
+    );
     const evidence = new Map<string, NodeEvidence>();
-    await Promise.all(this.nodes.map(async (n) => {
-      evidence.set(n, parseNodeEvidence(await this.cli.onNode(n, nodeEvidenceScript(PROXY_STATUS_URL)), n));
-    }));
+    await Promise.all(
+      this.nodes.map(async (n) => {
+        evidence.set(n, parseNodeEvidence(await this.cli.onNode(n, nodeEvidenceScript(PROXY_STATUS_URL)), n));
+      }),
+    );
     for (const n of this.nodes) {
       const ev = evidence.get(n)!;
       // A proxy that did not answer serves nothing only when none is running on the node (stopped,
       // restarting): a ready proxy pod that does not answer is a failed read.
-      if (ev.statusError !== undefined && (await this.cli.componentPods('proxy', n)).some((p) => p.ready && !p.terminating)) {
-        throw new Error(`kind world: the proxy on ${n} is ready but its /status (${PROXY_STATUS_URL}, read on the node) failed: ${ev.statusError}`);
+      if (
+        ev.statusError !== undefined &&
+        (await this.cli.componentPods('proxy', n)).some((p) => p.ready && !p.terminating)
+      ) {
+        throw new Error(
+          `kind world: the proxy on ${n} is ready but its /status (${PROXY_STATUS_URL}, read on the node) failed: ${ev.statusError}`,
+        );
       }
     }
     // A listed pod whose sandbox rules could not be read, and that is not being deleted, has no observation.
     for (const p of list) {
       const why = evidence.get(p.spec?.nodeName ?? '')?.unreadable.get(p.metadata?.uid ?? '');
-      if (why !== undefined && !p.metadata?.deletionTimestamp) throw new Error(`kind world: cannot read the rules of pod ${p.metadata?.namespace}/${p.metadata?.name} on ${p.spec?.nodeName}: ${why}`);
+      if (why !== undefined && !p.metadata?.deletionTimestamp)
+        throw new Error(
+          `kind world: cannot read the rules of pod ${p.metadata?.namespace}/${p.metadata?.name} on ${p.spec?.nodeName}: ${why}`,
+        );
     }
     return list.map((p) => {
       const uid = p.metadata!.uid!;
@@ -524,11 +701,19 @@ export class KindWorld implements World {
       const hostNetwork = p.spec?.hostNetwork === true;
       const side = hostNetwork ? { redirected: false, served: false } : nodeSideOf(uid, evidence.get(node));
       return {
-        namespace: p.metadata!.namespace!, name: p.metadata!.name!, uid, node, labels: p.metadata?.labels ?? {},
+        namespace: p.metadata!.namespace!,
+        name: p.metadata!.name!,
+        uid,
+        node,
+        labels: p.metadata?.labels ?? {},
         phase: p.status?.phase ?? 'Unknown',
-        started: (p.status?.containerStatuses?.length ?? 0) > 0 && (p.status?.containerStatuses?.every((c) => c.state?.running !== undefined) ?? false),
-        hostNetwork, ips: (p.status?.podIPs ?? []).map((x) => x.ip),
-        annotation: p.metadata?.annotations?.[REDIRECTION_STATUS], ...side,
+        started:
+          (p.status?.containerStatuses?.length ?? 0) > 0 &&
+          (p.status?.containerStatuses?.every((c) => c.state?.running !== undefined) ?? false),
+        hostNetwork,
+        ips: (p.status?.podIPs ?? []).map((x) => x.ip),
+        annotation: p.metadata?.annotations?.[REDIRECTION_STATUS],
+        ...side,
       };
     });
   }
@@ -552,9 +737,19 @@ export class KindWorld implements World {
     for (const name of names) await this.core.deleteNamespace({ name }).catch(absentIf404);
     for (let i = 0; ; i++) {
       const left: string[] = [];
-      for (const name of names) if (await this.core.readNamespace({ name }).then(() => true, () => false)) left.push(name);
+      for (const name of names)
+        if (
+          await this.core.readNamespace({ name }).then(
+            () => true,
+            () => false,
+          )
+        )
+          left.push(name);
       if (left.length === 0) break;
-      if (i + 1 >= (opts.attempts ?? 180)) throw new Error(`kind world: namespaces ${left.join(', ')} still exist after deletion; the shared cluster cannot be reused (delete them by hand or let the run recreate the cluster)`);
+      if (i + 1 >= (opts.attempts ?? 180))
+        throw new Error(
+          `kind world: namespaces ${left.join(', ')} still exist after deletion; the shared cluster cannot be reused (delete them by hand or let the run recreate the cluster)`,
+        );
       await sleep(opts.intervalMs ?? 1000);
     }
     this.createdNamespaces.clear();
@@ -586,16 +781,29 @@ function podKeyOf(p: PodRef): string {
 
 export const kindWorldFactory: WorldFactory = {
   kind: 'kind',
-  available: () => (process.env['KIND'] === '1'
-    ? { ok: true, reason: 'KIND=1 (needs kind and a Docker engine)' }
-    : { ok: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' }),
+  available: () =>
+    process.env['KIND'] === '1'
+      ? { ok: true, reason: 'KIND=1 (needs kind and a Docker engine)' }
+      : { ok: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' },
   async create(options: WorldOptions): Promise<World> {
-    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6) throw new Error(`kind world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run it on the sim world`);
+    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6)
+      throw new Error(
+        `kind world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run it on the sim world`,
+      );
     const tmp = await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
     const cluster = `al-${process.pid.toString(36)}-${options.seed.toString(36)}`.slice(0, 30).replace(/-+$/, '');
-    const cli = new KindCli({ cluster, repoRoot, kubeconfig: path.join(tmp, 'kubeconfig'), kindConfig: kindConfigFor(options) });
+    const cli = new KindCli({
+      cluster,
+      repoRoot,
+      kubeconfig: path.join(tmp, 'kubeconfig'),
+      kindConfig: kindConfigFor(options),
+    });
     const env = kindComponentEnv(options);
-    await cli.up({ build: process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1', agentEnv: env.agent, proxyEnv: env.proxy });
+    await cli.up({
+      build: process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1',
+      agentEnv: env.agent,
+      proxyEnv: env.proxy,
+    });
     try {
       const kc = new k8s.KubeConfig();
       kc.loadFromFile(path.join(tmp, 'kubeconfig'));
@@ -604,7 +812,11 @@ export const kindWorldFactory: WorldFactory = {
       await world.prepare();
       return world;
     } catch (e) {
-      return rethrowAfterCleanup(e, ['delete the kind cluster', () => cli.deleteCluster()], [`remove ${tmp}`, () => rm(tmp, { recursive: true, force: true })]);
+      return rethrowAfterCleanup(
+        e,
+        ['delete the kind cluster', () => cli.deleteCluster()],
+        [`remove ${tmp}`, () => rm(tmp, { recursive: true, force: true })],
+      );
     }
   },
 };

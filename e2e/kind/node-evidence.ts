@@ -41,7 +41,7 @@ export function nodeEvidenceScript(proxyStatusUrl: string): string {
     '  set -- $line',
     '  [ -n "$2" ] || continue',
     '  ino=$(stat -L -c %i "$2" 2>/dev/null) || continue',
-    "  if ! rules=$(nsenter --net=\"$2\" sh -c 'ok=1; iptables-nft-save 2>/dev/null && ok=0; iptables-legacy-save 2>/dev/null && ok=0; exit $ok'); then",
+    '  if ! rules=$(nsenter --net="$2" sh -c \'ok=1; iptables-nft-save 2>/dev/null && ok=0; iptables-legacy-save 2>/dev/null && ok=0; exit $ok\'); then',
     '    printf \'al-pod-unreadable %s neither iptables-nft-save nor iptables-legacy-save could read netns %s\\n\' "$1" "$2"',
     '    continue',
     '  fi',
@@ -55,7 +55,9 @@ function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-interface ProxyStatus { readonly pods?: readonly { readonly uid?: unknown; readonly identity?: unknown }[] }
+interface ProxyStatus {
+  readonly pods?: readonly { readonly uid?: unknown; readonly identity?: unknown }[];
+}
 
 /**
  * Parse the node script's output. Output without the status line is not the script's (it did not
@@ -97,7 +99,8 @@ export function parseNodeEvidence(out: string, node = 'the node'): NodeEvidence 
         served = new Map();
         for (const p of st.pods ?? []) {
           // identity is "dev:inode" of the netns the proxy holds
-          if (typeof p.uid === 'string' && typeof p.identity === 'string') served.set(p.uid, p.identity.split(':').at(-1) ?? '');
+          if (typeof p.uid === 'string' && typeof p.identity === 'string')
+            served.set(p.uid, p.identity.split(':').at(-1) ?? '');
         }
       } catch {
         statusError = `the proxy's /status is not JSON: ${body.slice(0, 200)}`;
@@ -106,6 +109,9 @@ export function parseNodeEvidence(out: string, node = 'the node'): NodeEvidence 
     }
     noise.push(line);
   }
-  if (!statusLine) throw new Error(`the node evidence script on ${node} printed no status line (it did not run to completion?); output: ${out.trim().slice(0, 300) || '(nothing)'}`);
+  if (!statusLine)
+    throw new Error(
+      `the node evidence script on ${node} printed no status line (it did not run to completion?); output: ${out.trim().slice(0, 300) || '(nothing)'}`,
+    );
   return { sandboxes, served, statusError, unreadable, noise };
 }

@@ -10,17 +10,33 @@ import { E2E_NAMESPACE, POD_APP } from './kind-cli.js';
 /** The host-probe pod of a node: root in the node netns, with just what setpriv needs to become any source. */
 export function hostProbePod(node: string, image: string): k8s.V1Pod {
   return {
-    metadata: { name: `host-probe-${node}`.slice(0, 63), namespace: E2E_NAMESPACE, labels: { 'app.kubernetes.io/name': 'ambient-lab-host-probe' } },
+    metadata: {
+      name: `host-probe-${node}`.slice(0, 63),
+      namespace: E2E_NAMESPACE,
+      labels: { 'app.kubernetes.io/name': 'ambient-lab-host-probe' },
+    },
     spec: {
-      nodeName: node, hostNetwork: true, terminationGracePeriodSeconds: 1, tolerations: [{ operator: 'Exists' }],
-      containers: [{
-        name: 'probe', image, imagePullPolicy: 'IfNotPresent', command: ['sleep', 'infinity'],
-        // NET_ADMIN/NET_RAW: the most a host source may be given; SETUID/SETGID/SETPCAP: setpriv
-        // switches uid and trims the capability sets to the source's
-        securityContext: { runAsUser: 0, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'SETUID', 'SETGID', 'SETPCAP'] } },
-        // the agent's ZDS socket, for a rogue client on the node (World.zdsClient); file permissions still apply
-        volumeMounts: [{ name: 'zds', mountPath: '/var/run/ambient-lab/zds', readOnly: true }],
-      }],
+      nodeName: node,
+      hostNetwork: true,
+      terminationGracePeriodSeconds: 1,
+      tolerations: [{ operator: 'Exists' }],
+      containers: [
+        {
+          name: 'probe',
+          image,
+          imagePullPolicy: 'IfNotPresent',
+          command: ['sleep', 'infinity'],
+          // NET_ADMIN/NET_RAW: the most a host source may be given; SETUID/SETGID/SETPCAP: setpriv
+          // switches uid and trims the capability sets to the source's
+          securityContext: {
+            runAsUser: 0,
+            allowPrivilegeEscalation: false,
+            capabilities: { drop: ['ALL'], add: ['NET_ADMIN', 'NET_RAW', 'SETUID', 'SETGID', 'SETPCAP'] },
+          },
+          // the agent's ZDS socket, for a rogue client on the node (World.zdsClient); file permissions still apply
+          volumeMounts: [{ name: 'zds', mountPath: '/var/run/ambient-lab/zds', readOnly: true }],
+        },
+      ],
       volumes: [{ name: 'zds', hostPath: { path: '/var/run/ambient-lab/zds', type: 'DirectoryOrCreate' } }],
     },
   };
@@ -31,24 +47,47 @@ export function appPod(spec: PodSpec, image: string): k8s.V1Pod {
   const tcp = spec.app.tcpPorts.join(',');
   const udp = (spec.app.udpPorts ?? []).join(',');
   return {
-    metadata: { name: spec.name, namespace: spec.namespace, labels: { ...spec.labels }, annotations: { ...spec.annotations } },
+    metadata: {
+      name: spec.name,
+      namespace: spec.namespace,
+      labels: { ...spec.labels },
+      annotations: { ...spec.annotations },
+    },
     spec: {
       ...(spec.node ? { nodeName: spec.node } : {}),
       ...(spec.serviceAccount ? { serviceAccountName: spec.serviceAccount } : {}),
       hostNetwork: spec.hostNetwork ?? false,
       terminationGracePeriodSeconds: 1,
-      containers: [{
-        name: 'app',
-        image,
-        imagePullPolicy: 'IfNotPresent',
-        command: ['node', POD_APP, '--pod', `${spec.namespace}/${spec.name}`, '--report', '/dev/stdout', ...(tcp ? ['--tcp', tcp] : []), ...(udp ? ['--udp', udp] : [])],
-        securityContext: { runAsUser: spec.app.uid, runAsGroup: spec.app.uid, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: [...spec.app.caps] } },
-        ports: [
-          ...spec.app.tcpPorts.map((p) => ({ containerPort: p, protocol: 'TCP' })),
-          ...(spec.app.udpPorts ?? []).map((p) => ({ containerPort: p, protocol: 'UDP' })),
-        ],
-        ...(spec.app.probePorts?.length ? { readinessProbe: { tcpSocket: { port: spec.app.probePorts[0]! }, periodSeconds: 2 } } : {}),
-      }],
+      containers: [
+        {
+          name: 'app',
+          image,
+          imagePullPolicy: 'IfNotPresent',
+          command: [
+            'node',
+            POD_APP,
+            '--pod',
+            `${spec.namespace}/${spec.name}`,
+            '--report',
+            '/dev/stdout',
+            ...(tcp ? ['--tcp', tcp] : []),
+            ...(udp ? ['--udp', udp] : []),
+          ],
+          securityContext: {
+            runAsUser: spec.app.uid,
+            runAsGroup: spec.app.uid,
+            allowPrivilegeEscalation: false,
+            capabilities: { drop: ['ALL'], add: [...spec.app.caps] },
+          },
+          ports: [
+            ...spec.app.tcpPorts.map((p) => ({ containerPort: p, protocol: 'TCP' })),
+            ...(spec.app.udpPorts ?? []).map((p) => ({ containerPort: p, protocol: 'UDP' })),
+          ],
+          ...(spec.app.probePorts?.length
+            ? { readinessProbe: { tcpSocket: { port: spec.app.probePorts[0]! }, periodSeconds: 2 } }
+            : {}),
+        },
+      ],
     },
   };
 }

@@ -13,7 +13,10 @@ import type { Acceptor, Delivery, PodRef } from '../../scenarios/world.js';
 import { ep } from './attribution.js';
 
 /** Where a frame to a destination leaves the source netns. */
-interface NextHop { readonly dev: string; readonly mac: string }
+interface NextHop {
+  readonly dev: string;
+  readonly mac: string;
+}
 
 const ADDRESS = /^[0-9a-f.:]+$/i;
 
@@ -31,7 +34,7 @@ export const NEXT_HOP_SCRIPT = [
   "const s = dgram.createSocket(v6 ? 'udp6' : 'udp4');",
   "s.send('al-next-hop', 9, hop, () => setTimeout(() => {",
   '  s.close();',
-  "  let n = [];",
+  '  let n = [];',
   "  try { n = JSON.parse(execFileSync('ip', [...(v6 ? ['-6'] : []), '-j', 'neigh', 'show', hop, 'dev', r.dev], { encoding: 'utf8' })); } catch {}",
   '  const mac = (n.find((x) => x.lladdr) || {}).lladdr;',
   "  out(mac ? { dev: r.dev, mac } : { error: 'no neighbour entry for ' + hop + ' on ' + r.dev });",
@@ -48,7 +51,8 @@ export function parseNextHop(stdout: string): NextHop | string {
   for (const line of stdout.split('\n').reverse()) {
     try {
       const o = JSON.parse(line) as { dev?: unknown; mac?: unknown; error?: unknown };
-      if (typeof o.dev === 'string' && typeof o.mac === 'string' && /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(o.mac)) return { dev: o.dev, mac: o.mac };
+      if (typeof o.dev === 'string' && typeof o.mac === 'string' && /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(o.mac))
+        return { dev: o.dev, mac: o.mac };
       if (typeof o.error === 'string') return o.error;
     } catch {
       // not the script's line
@@ -65,7 +69,8 @@ export function parseNextHop(stdout: string): NextHop | string {
  * conntrack is an error, never "no entry"). No `al-ct-exit` line: the sandbox was not found.
  */
 export function rawConntrackScript(podUid: string, src: string, sport: number): string {
-  if (!/^[0-9a-f-]+$/i.test(podUid) || !ADDRESS.test(src) || !Number.isInteger(sport)) throw new Error(`raw conntrack lookup: bad pod uid / source ${podUid} ${src}:${sport}`);
+  if (!/^[0-9a-f-]+$/i.test(podUid) || !ADDRESS.test(src) || !Number.isInteger(sport))
+    throw new Error(`raw conntrack lookup: bad pod uid / source ${podUid} ${src}:${sport}`);
   const family = src.includes(':') ? 'ipv6' : 'ipv4';
   return [
     'ids=$(crictl pods -q --state ready) || { echo "crictl pods -q --state ready failed (exit $?)" >&2; exit 1; }',
@@ -93,12 +98,24 @@ export function parseRawPort(stdout: string, dport: number, what: string): numbe
   const exit = lines.map((l) => /^al-ct-exit (\d+)$/.exec(l)).find((m) => m !== null);
   const outLines = lines.filter((l) => l.startsWith('al-ct-out ')).map((l) => l.slice('al-ct-out '.length));
   const errLines = lines.filter((l) => l.startsWith('al-ct-err ')).map((l) => l.slice('al-ct-err '.length));
-  if (!exit) throw new Error(`${what}: the destination pod's sandbox was not found on its node (no conntrack answer): ${stdout.trim().slice(0, 200) || '(no output)'}`);
-  if (exit[1] !== '0') throw new Error(`${what}: conntrack exited ${exit[1]} on the node: ${errLines.join(' ').trim() || '(no stderr)'} — the node needs \`conntrack\` (kindest/node ships it; Debian package conntrack)`);
+  if (!exit)
+    throw new Error(
+      `${what}: the destination pod's sandbox was not found on its node (no conntrack answer): ${stdout.trim().slice(0, 200) || '(no output)'}`,
+    );
+  if (exit[1] !== '0')
+    throw new Error(
+      `${what}: conntrack exited ${exit[1]} on the node: ${errLines.join(' ').trim() || '(no stderr)'} — the node needs \`conntrack\` (kindest/node ships it; Debian package conntrack)`,
+    );
   const all = parseConntrackList(outLines.join('\n'), errLines.join('\n'), what);
   const ports = new Set(all.filter((e) => e.orig.dport === dport).map((e) => e.reply.sport));
-  if (all.length > 0 && ports.size === 0) throw new Error(`${what}: conntrack lists this source only towards other ports: ${all.map((e) => e.orig.dport).join(', ')}`);
-  if (ports.size > 1) throw new Error(`${what}: conntrack has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`);
+  if (all.length > 0 && ports.size === 0)
+    throw new Error(
+      `${what}: conntrack lists this source only towards other ports: ${all.map((e) => e.orig.dport).join(', ')}`,
+    );
+  if (ports.size > 1)
+    throw new Error(
+      `${what}: conntrack has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`,
+    );
   return ports.size === 1 ? [...ports][0]! : dport;
 }
 
@@ -111,7 +128,21 @@ export function rawSynAckAcceptor(input: {
 }): { acceptedBy: Acceptor; acceptedIn?: PodRef; delivery?: Delivery } {
   const { port, dst, appPorts, client } = input;
   if (!dst) return { acceptedBy: 'other' };
-  if (appPorts.includes(port)) return { acceptedBy: 'app', acceptedIn: dst, delivery: { pod: dst, port, peer: ep(client.ip, client.port), viaProxy: false } };
-  const proxy: Acceptor | undefined = port === 15001 ? 'proxy-outbound' : port === 15006 ? 'proxy-inbound' : port === 15008 ? 'proxy-hbone' : port === 15053 ? 'proxy-dns' : undefined;
+  if (appPorts.includes(port))
+    return {
+      acceptedBy: 'app',
+      acceptedIn: dst,
+      delivery: { pod: dst, port, peer: ep(client.ip, client.port), viaProxy: false },
+    };
+  const proxy: Acceptor | undefined =
+    port === 15001
+      ? 'proxy-outbound'
+      : port === 15006
+        ? 'proxy-inbound'
+        : port === 15008
+          ? 'proxy-hbone'
+          : port === 15053
+            ? 'proxy-dns'
+            : undefined;
   return { acceptedBy: proxy ?? 'other', acceptedIn: dst };
 }

@@ -54,7 +54,8 @@ function agentEnvOf(o: WorldOptions): Record<string, string> {
 
 /** The reasons a world option cannot be staged on kind, as create() errors (the catalog skips on 'unsupported'). */
 function kindUnsupported(o: WorldOptions): string | undefined {
-  if (o.meshV6 !== undefined && o.meshV6 !== o.ipv6) return `kind world: meshV6 ${o.meshV6} with ipv6 ${o.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run it on the sim world`;
+  if (o.meshV6 !== undefined && o.meshV6 !== o.ipv6)
+    return `kind world: meshV6 ${o.meshV6} with ipv6 ${o.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run it on the sim world`;
   return undefined;
 }
 
@@ -75,11 +76,16 @@ export class SharedKindCluster implements WorldFactory {
   async create(options: WorldOptions): Promise<World> {
     const why = kindUnsupported(options);
     if (why) throw new Error(why);
-    if (this.current) throw new Error('kind world: the shared cluster already has a world; close it first (the check runs kind cells one at a time)');
+    if (this.current)
+      throw new Error(
+        'kind world: the shared cluster already has a world; close it first (the check runs kind cells one at a time)',
+      );
     // A failed bring-up stays failed: every later create() reports it instead of retrying for minutes.
     const u = await (this.up ??= this.bringUp(options));
     if (u.ipv6 !== options.ipv6) {
-      throw new Error(`kind world: ipv6 ${options.ipv6} is unsupported on this run's ${u.ipv6 ? 'dual-stack' : 'single-stack'} shared cluster (the first world chose its stack); run such worlds in a separate check run`);
+      throw new Error(
+        `kind world: ipv6 ${options.ipv6} is unsupported on this run's ${u.ipv6 ? 'dual-stack' : 'single-stack'} shared cluster (the first world chose its stack); run such worlds in a separate check run`,
+      );
     }
     const env = agentEnvOf(options);
     if (JSON.stringify(env) !== u.agentEnv) {
@@ -105,12 +111,22 @@ export class SharedKindCluster implements WorldFactory {
   }
 
   private async bringUp(options: WorldOptions): Promise<Up> {
-    this.tmp = this.o.workDir ?? await mkdtemp(path.join(os.tmpdir(), 'al-kind-'));
+    this.tmp = this.o.workDir ?? (await mkdtemp(path.join(os.tmpdir(), 'al-kind-')));
     const kubeconfig = path.join(this.tmp, 'kubeconfig');
     const cluster = this.o.cluster ?? `al-check-${process.pid.toString(36)}`;
-    const cli = new KindCli({ cluster, repoRoot, kubeconfig, kindConfig: kindConfigFor(options), ...(this.o.env ? { env: this.o.env } : {}) });
+    const cli = new KindCli({
+      cluster,
+      repoRoot,
+      kubeconfig,
+      kindConfig: kindConfigFor(options),
+      ...(this.o.env ? { env: this.o.env } : {}),
+    });
     const env = agentEnvOf(options);
-    await cli.up({ build: this.o.build ?? process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1', agentEnv: env, proxyEnv: kindComponentEnv(options).proxy });
+    await cli.up({
+      build: this.o.build ?? process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1',
+      agentEnv: env,
+      proxyEnv: kindComponentEnv(options).proxy,
+    });
     try {
       const kc = new k8s.KubeConfig();
       kc.loadFromFile(kubeconfig);
@@ -128,7 +144,10 @@ export class SharedKindCluster implements WorldFactory {
     try {
       // A bring-up that failed has removed its own cluster, and its error already reached every
       // create() that awaited it: there is nothing left to delete.
-      const u = await up?.then((x) => x, () => undefined);
+      const u = await up?.then(
+        (x) => x,
+        () => undefined,
+      );
       if (u) await u.cli.deleteCluster();
     } finally {
       if (this.tmp && this.o.workDir === undefined) await rm(this.tmp, { recursive: true, force: true });

@@ -46,7 +46,8 @@ export function parseZdsRogueOutput(stdout: string): ZdsClientAttempt {
   for (const line of stdout.trim().split('\n').reverse()) {
     try {
       const o = JSON.parse(line) as Partial<ZdsClientAttempt>;
-      if (typeof o.accepted === 'boolean' && typeof o.workloads === 'number' && typeof o.detail === 'string') return { accepted: o.accepted, workloads: o.workloads, detail: o.detail };
+      if (typeof o.accepted === 'boolean' && typeof o.workloads === 'number' && typeof o.detail === 'string')
+        return { accepted: o.accepted, workloads: o.workloads, detail: o.detail };
     } catch {
       // not the script's line
     }

@@ -68,7 +68,9 @@ export function podGateway(index: number): DualStack {
 export function podAddress(index: number, slot: number): DualStack {
   checkNode(index);
   if (!Number.isInteger(slot) || slot < FIRST_POD_SLOT || slot > LAST_POD_SLOT) {
-    throw new Error(`pod slot ${slot} on node ${index} is outside the address plan: expected ${FIRST_POD_SLOT}..${LAST_POD_SLOT}`);
+    throw new Error(
+      `pod slot ${slot} on node ${index} is outside the address plan: expected ${FIRST_POD_SLOT}..${LAST_POD_SLOT}`,
+    );
   }
   return { ipv4: `10.244.${index}.${slot}`, ipv6: `${podV6Prefix(index)}${slot}` };
 }

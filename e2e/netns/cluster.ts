@@ -16,8 +16,18 @@
  * addresses it reports with registerPodAddresses().
  */
 import {
-  FABRIC_GATEWAY, FABRIC_PREFIX_LEN, FIRST_POD_SLOT, LAST_POD_SLOT, MAX_NODES, OUTSIDE_ADDRESS, OUTSIDE_GATEWAY,
-  nodeAddress, podAddress, podCidr, podGateway, type DualStack,
+  FABRIC_GATEWAY,
+  FABRIC_PREFIX_LEN,
+  FIRST_POD_SLOT,
+  LAST_POD_SLOT,
+  MAX_NODES,
+  OUTSIDE_ADDRESS,
+  OUTSIDE_GATEWAY,
+  nodeAddress,
+  podAddress,
+  podCidr,
+  podGateway,
+  type DualStack,
 } from './addressing.js';
 import { execIn, ipIn } from './ip.js';
 import { NetnsRun } from './netns-run.js';
@@ -117,7 +127,15 @@ export class NetnsCluster {
         const address = nodeAddress(i);
         await attachToFabric(fabric, ns, `n${i}`, address, FABRIC_GATEWAY);
         await enableForwarding(ns);
-        nodes.push({ name: `node-${i}`, index: i, netns: ns, netnsPath: pathOf(ns), address, podCidr: podCidr(i), podGateway: podGateway(i) });
+        nodes.push({
+          name: `node-${i}`,
+          index: i,
+          netns: ns,
+          netnsPath: pathOf(ns),
+          address,
+          podCidr: podCidr(i),
+          podGateway: podGateway(i),
+        });
       }
       // Pod CIDRs: the fabric router knows every node's, and nodes reach each other directly.
       for (const n of nodes) {
@@ -129,11 +147,19 @@ export class NetnsCluster {
           await ipIn(n.netns, ['-6', 'route', 'add', m.podCidr.ipv6, 'via', m.address.ipv6]);
         }
       }
-      return new NetnsCluster(lab, { netns: fabric, netnsPath: pathOf(fabric) },
-        { netns: outsideNs, netnsPath: pathOf(outsideNs), address: OUTSIDE_ADDRESS }, nodes);
+      return new NetnsCluster(
+        lab,
+        { netns: fabric, netnsPath: pathOf(fabric) },
+        { netns: outsideNs, netnsPath: pathOf(outsideNs), address: OUTSIDE_ADDRESS },
+        nodes,
+      );
     } catch (e) {
       await lab.dispose().catch((d: unknown) => {
-        throw new AggregateError([e, d], `NetnsCluster.create failed (${String(e)}) and cleanup failed too (${String(d)})`, { cause: e });
+        throw new AggregateError(
+          [e, d],
+          `NetnsCluster.create failed (${String(e)}) and cleanup failed too (${String(d)})`,
+          { cause: e },
+        );
       });
       throw e;
     }
@@ -141,7 +167,10 @@ export class NetnsCluster {
 
   node(name: string): NodeInfo {
     const n = this.nodes.find((x) => x.name === name);
-    if (!n) throw new Error(`no node ${JSON.stringify(name)} in cluster ${this.prefix}; nodes are ${this.nodes.map((x) => x.name).join(', ')}`);
+    if (!n)
+      throw new Error(
+        `no node ${JSON.stringify(name)} in cluster ${this.prefix}; nodes are ${this.nodes.map((x) => x.name).join(', ')}`,
+      );
     return n;
   }
 
@@ -173,10 +202,22 @@ export class NetnsCluster {
   async createPodNetns(nodeName: string, name: string): Promise<PodInfo> {
     this.assertLive();
     const node = this.node(nodeName);
-    if (!POD_NAME.test(name)) throw new Error(`invalid pod name ${JSON.stringify(name)}: expected 1-16 characters of [a-z0-9-], alphanumeric at both ends`);
-    if (this.podsByName.has(name)) throw new Error(`pod ${JSON.stringify(name)} already exists in cluster ${this.prefix}`);
+    if (!POD_NAME.test(name))
+      throw new Error(
+        `invalid pod name ${JSON.stringify(name)}: expected 1-16 characters of [a-z0-9-], alphanumeric at both ends`,
+      );
+    if (this.podsByName.has(name))
+      throw new Error(`pod ${JSON.stringify(name)} already exists in cluster ${this.prefix}`);
     const ns = await this.lab.create(`pod-${name}`);
-    this.podsByName.set(name, { name, node: node.name, netns: ns, netnsPath: pathOf(ns), ipv4: undefined, ipv6: undefined, hostVeth: undefined });
+    this.podsByName.set(name, {
+      name,
+      node: node.name,
+      netns: ns,
+      netnsPath: pathOf(ns),
+      ipv4: undefined,
+      ipv6: undefined,
+      hostVeth: undefined,
+    });
     return this.pod(name);
   }
 
@@ -193,7 +234,8 @@ export class NetnsCluster {
     if (!p) throw new Error(`no pod ${JSON.stringify(name)} in cluster ${this.prefix}`);
     const node = this.node(p.node);
     const slot = this.nextSlot.get(node.name) ?? FIRST_POD_SLOT;
-    if (slot > LAST_POD_SLOT) throw new Error(`node ${node.name} has no pod addresses left (slots are never reused within a run)`);
+    if (slot > LAST_POD_SLOT)
+      throw new Error(`node ${node.name} has no pod addresses left (slots are never reused within a run)`);
     // Slots and veth names are never reused in a run, so a late kernel cleanup can't collide.
     this.nextSlot.set(node.name, slot + 1);
     const addr = podAddress(node.index, slot);
@@ -233,7 +275,12 @@ export class NetnsCluster {
       const nodeNs = this.node(p.node).netns;
       await ipIn(nodeNs, ['link', 'del', p.hostVeth]).catch(async (e: unknown) => {
         // Gone already (its peer's netns went first) is the goal reached; anything else is a leak.
-        if ((await ipIn(nodeNs, ['-o', 'link', 'show'])).split('\n').some((l) => l.includes(` ${p.hostVeth}@`) || l.includes(` ${p.hostVeth}:`))) throw e;
+        if (
+          (await ipIn(nodeNs, ['-o', 'link', 'show']))
+            .split('\n')
+            .some((l) => l.includes(` ${p.hostVeth}@`) || l.includes(` ${p.hostVeth}:`))
+        )
+          throw e;
       });
     }
     await this.lab.remove(p.netns);
@@ -273,7 +320,8 @@ export class NetnsCluster {
       errors.push(e instanceof Error ? e.message : String(e));
     }
     this.podsByName.clear();
-    if (errors.length > 0) throw new Error(`dispose of netns cluster ${this.prefix} left things behind: ${errors.join('; ')}`);
+    if (errors.length > 0)
+      throw new Error(`dispose of netns cluster ${this.prefix} left things behind: ${errors.join('; ')}`);
   }
 
   private assertLive(): void {
@@ -283,7 +331,9 @@ export class NetnsCluster {
   private assertOwn(netns: string): void {
     this.assertLive();
     if (!this.lab.names().includes(netns)) {
-      throw new Error(`netns ${JSON.stringify(netns)} does not belong to cluster ${this.prefix}; pass e.g. cluster.node('node-0').netns`);
+      throw new Error(
+        `netns ${JSON.stringify(netns)} does not belong to cluster ${this.prefix}; pass e.g. cluster.node('node-0').netns`,
+      );
     }
   }
 }
@@ -301,7 +351,9 @@ export async function withCluster<T>(opts: ClusterOptions, fn: (c: NetnsCluster)
     try {
       await cluster.dispose();
     } catch (d) {
-      throw new AggregateError([e, d], `test body failed (${String(e)}) and cleanup failed (${String(d)})`, { cause: d });
+      throw new AggregateError([e, d], `test body failed (${String(e)}) and cleanup failed (${String(d)})`, {
+        cause: d,
+      });
     }
     throw e;
   }

@@ -12,8 +12,21 @@
 import { spawn } from 'node:child_process';
 import { access, mkdir, readFile, readdir, rm, writeFile, constants } from 'node:fs/promises';
 import * as path from 'node:path';
-import { cidrAddress, k8sCniArgs, type CniExecOutput, type CniExecRequest, type CniResult } from '../../impl/api/cni.js';
-import { cacheKey, type CachedAttachment, type CniAttachment, type CniChain, type CniPluginExec, type CniResultCache } from '../../sim/cni/chain.js';
+import {
+  cidrAddress,
+  k8sCniArgs,
+  type CniExecOutput,
+  type CniExecRequest,
+  type CniResult,
+} from '../../impl/api/cni.js';
+import {
+  cacheKey,
+  type CachedAttachment,
+  type CniAttachment,
+  type CniChain,
+  type CniPluginExec,
+  type CniResultCache,
+} from '../../sim/cni/chain.js';
 import type { NetnsCluster, PodInfo } from './cluster.js';
 import type { NetnsProcess, SpawnOptions } from './processes.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
@@ -31,7 +44,8 @@ interface NetnsPluginExecOptions {
 
 export class NetnsPluginExec implements CniPluginExec {
   constructor(private readonly o: NetnsPluginExecOptions) {
-    if (!/^al-[a-z0-9-]+$/.test(o.netns)) throw new Error(`NetnsPluginExec: netns ${JSON.stringify(o.netns)} is not one of ours (names start with al-)`);
+    if (!/^al-[a-z0-9-]+$/.test(o.netns))
+      throw new Error(`NetnsPluginExec: netns ${JSON.stringify(o.netns)} is not one of ours (names start with al-)`);
   }
 
   /** The binary for `type` in the first directory that has it, executable. */
@@ -62,8 +76,12 @@ export class NetnsPluginExec implements CniPluginExec {
         child.kill('SIGKILL'); // our own child, by its handle
         reject(new Error(`plugin ${type} (${req.env['CNI_COMMAND']}) did not finish within ${timeoutMs} ms`));
       }, timeoutMs);
-      child.stdout.on('data', (b: Buffer) => { stdout += b.toString(); });
-      child.stderr.on('data', (b: Buffer) => { stderr += b.toString(); });
+      child.stdout.on('data', (b: Buffer) => {
+        stdout += b.toString();
+      });
+      child.stderr.on('data', (b: Buffer) => {
+        stderr += b.toString();
+      });
       child.on('error', (e) => {
         clearTimeout(timer);
         reject(new Error(`could not run plugin ${bin} in ${this.o.netns}: ${e.message}`));
@@ -113,7 +131,9 @@ export class FileResultCache implements CniResultCache {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return []; // nothing cached yet: the directory is made by the first put()
       throw e;
     }
-    return Promise.all(names.map(async (n) => JSON.parse(await readFile(path.join(this.dir, 'results', n), 'utf8')) as CachedAttachment));
+    return Promise.all(
+      names.map(async (n) => JSON.parse(await readFile(path.join(this.dir, 'results', n), 'utf8')) as CachedAttachment),
+    );
   }
 }
 
@@ -138,18 +158,31 @@ interface CniPod {
  * is started.
  */
 export async function startPodWithCni(
-  cluster: NetnsCluster, nodeName: string, name: string, networks: readonly PodNetwork[], argv: readonly string[], spawnOpts: SpawnOptions = {},
+  cluster: NetnsCluster,
+  nodeName: string,
+  name: string,
+  networks: readonly PodNetwork[],
+  argv: readonly string[],
+  spawnOpts: SpawnOptions = {},
 ): Promise<CniPod> {
   const pod = await cluster.createPodNetns(nodeName, name);
   const containerId = `${cluster.prefix}${name}`.replace(/-+$/, '');
-  const att = (ifname: string): CniAttachment => ({ containerId, netns: pod.netnsPath, ifname, args: k8sCniArgs({ namespace: 'default', name, uid: containerId }, containerId) });
+  const att = (ifname: string): CniAttachment => ({
+    containerId,
+    netns: pod.netnsPath,
+    ifname,
+    args: k8sCniArgs({ namespace: 'default', name, uid: containerId }, containerId),
+  });
   const results: CniResult[] = [];
   try {
     for (const n of networks) results.push(await n.chain.add(att(n.ifname)));
   } catch (e) {
     // DEL after a failed ADD must succeed (CNI spec); one that fails is a leak, reported with the ADD's error.
-    return rethrowAfterCleanup(e, ...[...networks].reverse().map((n) => [`CNI DEL of ${n.ifname}`, () => n.chain.del(att(n.ifname))] as const),
-      [`remove pod ${name}`, () => cluster.removePod(name)]);
+    return rethrowAfterCleanup(
+      e,
+      ...[...networks].reverse().map((n) => [`CNI DEL of ${n.ifname}`, () => n.chain.del(att(n.ifname))] as const),
+      [`remove pod ${name}`, () => cluster.removePod(name)],
+    );
   }
   const last = results[results.length - 1];
   const v4 = last?.ips?.map((ip) => cidrAddress(ip.address)).find((a) => !a.includes(':') && a !== '127.0.0.1');
@@ -162,6 +195,7 @@ export async function startPodWithCni(
 /** Stop the pod's processes, DEL every network in reverse with the cached results, remove the netns. */
 export async function stopPodWithCni(cluster: NetnsCluster, p: CniPod, networks: readonly PodNetwork[]): Promise<void> {
   await cluster.processes.stopAll(p.pod.netns);
-  for (const n of [...networks].reverse()) await n.chain.del({ containerId: p.containerId, netns: p.pod.netnsPath, ifname: n.ifname });
+  for (const n of [...networks].reverse())
+    await n.chain.del({ containerId: p.containerId, netns: p.pod.netnsPath, ifname: n.ifname });
   await cluster.removePod(p.pod.name);
 }

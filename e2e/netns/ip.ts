@@ -9,7 +9,11 @@
 import { execFile } from 'node:child_process';
 
 export class CommandError extends Error {
-  constructor(readonly argv: readonly string[], readonly code: number | null, readonly stderr: string) {
+  constructor(
+    readonly argv: readonly string[],
+    readonly code: number | null,
+    readonly stderr: string,
+  ) {
     super(`\`${argv.join(' ')}\` failed (exit ${code ?? 'signal'}): ${stderr.trim() || '(no stderr)'}`);
   }
 }
@@ -19,14 +23,20 @@ export function run(argv: readonly string[], input?: string, timeoutMs = 30_000)
 }
 
 /** run(), with stderr too (some tools print their summary there, e.g. conntrack). */
-export function runOutput(argv: readonly string[], input?: string, timeoutMs = 30_000): Promise<{ stdout: string; stderr: string }> {
+export function runOutput(
+  argv: readonly string[],
+  input?: string,
+  timeoutMs = 30_000,
+): Promise<{ stdout: string; stderr: string }> {
   const [cmd, ...args] = argv;
   if (!cmd) throw new Error('run: empty argv');
   return new Promise((resolve, reject) => {
     const child = execFile(cmd, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       if (err) {
-        const code = typeof (err as NodeJS.ErrnoException & { code?: unknown }).code === 'number'
-          ? (err as unknown as { code: number }).code : null;
+        const code =
+          typeof (err as NodeJS.ErrnoException & { code?: unknown }).code === 'number'
+            ? (err as unknown as { code: number }).code
+            : null;
         reject(new CommandError(argv, code, String(stderr) || err.message));
       } else resolve({ stdout: String(stdout), stderr: String(stderr) });
     });
@@ -46,5 +56,8 @@ export function execIn(ns: string, argv: readonly string[], input?: string, time
 
 export async function listNetns(): Promise<string[]> {
   const out = await run(['ip', 'netns', 'list']);
-  return out.split('\n').map((l) => l.trim().split(/\s+/)[0] ?? '').filter((n) => n.length > 0);
+  return out
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/)[0] ?? '')
+    .filter((n) => n.length > 0);
 }

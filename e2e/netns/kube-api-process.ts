@@ -31,7 +31,10 @@ function relay(target: number): net.Server {
   return net.createServer((c) => {
     const up = net.connect(target, '127.0.0.1');
     c.pipe(up).pipe(c);
-    const end = (): void => { c.destroy(); up.destroy(); };
+    const end = (): void => {
+      c.destroy();
+      up.destroy();
+    };
     c.on('error', end);
     up.on('error', end);
   });
@@ -41,7 +44,10 @@ function listenUnix(server: net.Server, path: string): Promise<void> {
   fs.rmSync(path, { force: true });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(path, () => { fs.chmodSync(path, 0o600); resolve(); });
+    server.listen(path, () => {
+      fs.chmodSync(path, 0o600);
+      resolve();
+    });
   });
 }
 
@@ -49,7 +55,11 @@ async function main(): Promise<void> {
   const [host, portText] = arg('listen').split(':') as [string, string];
   const apiSocket = arg('api-socket');
   const controlSocket = arg('control-socket');
-  const store = new ApiStore({ clock: new SystemClock(), random: new SystemRandom(), epochMs: Date.now() - performance.now() });
+  const store = new ApiStore({
+    clock: new SystemClock(),
+    random: new SystemRandom(),
+    epochMs: Date.now() - performance.now(),
+  });
   const facade = await startKubeApiFacade(store);
   const tcp = relay(facade.port);
   await new Promise<void>((resolve, reject) => {

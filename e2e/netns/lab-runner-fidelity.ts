@@ -21,28 +21,39 @@ function arg(name: string, dflt: number): number {
 
 /** " (name n, name m)" for the known divergences seen, most frequent first; "" when none. */
 function describeKnown(byName: Readonly<Record<string, number>>): string {
-  const parts = Object.entries(byName).sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${n}`);
+  const parts = Object.entries(byName)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, n]) => `${name} ${n}`);
   return parts.length ? ` (${parts.join(', ')})` : '';
 }
 
 async function main(): Promise<void> {
-  if (process.getuid?.() !== 0) throw new Error('the fidelity run needs root (it builds network namespaces and loads iptables rules): run it as root');
+  if (process.getuid?.() !== 0)
+    throw new Error(
+      'the fidelity run needs root (it builds network namespaces and loads iptables rules): run it as root',
+    );
   const runs = arg('runs', 1000);
   const seed = arg('seed', Date.now() % 2 ** 31);
   const lanes = arg('lanes', 2);
   const si = process.argv.indexOf('--save');
-  const saveDir = si >= 0 ? process.argv[si + 1] ?? 'fixtures/fidelity' : 'fixtures/fidelity';
+  const saveDir = si >= 0 ? (process.argv[si + 1] ?? 'fixtures/fidelity') : 'fixtures/fidelity';
   console.log(`fidelity: ${runs} cases, seed ${seed} (lanes use seed+0..${lanes - 1}), ${lanes} lanes`);
   const t0 = Date.now();
   let done = 0;
-  const report = await withKernelLanes(lanes, fixedTopology(), (ls) => runDifferential({
-    runs, seed, lanes: ls,
-    onCase: () => {
-      done++;
-      if (done % 100 === 0) console.log(`  ${done} cases, ${((Date.now() - t0) / 1000).toFixed(0)} s`);
-    },
-  }));
-  console.log(`fidelity: ${report.cases} cases in ${((Date.now() - t0) / 1000).toFixed(1)} s; seeds ${report.seeds.join(', ')}; ${report.knownHits} known-divergence hits${describeKnown(report.knownByName)}; ${report.bothRejected} cases rejected by both`);
+  const report = await withKernelLanes(lanes, fixedTopology(), (ls) =>
+    runDifferential({
+      runs,
+      seed,
+      lanes: ls,
+      onCase: () => {
+        done++;
+        if (done % 100 === 0) console.log(`  ${done} cases, ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+      },
+    }),
+  );
+  console.log(
+    `fidelity: ${report.cases} cases in ${((Date.now() - t0) / 1000).toFixed(1)} s; seeds ${report.seeds.join(', ')}; ${report.knownHits} known-divergence hits${describeKnown(report.knownByName)}; ${report.bothRejected} cases rejected by both`,
+  );
   if (report.counterexamples.length === 0) {
     console.log('fidelity: no differences');
     return;

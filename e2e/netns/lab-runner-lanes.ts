@@ -21,7 +21,12 @@ class KernelLane {
 }
 
 /** Build `n` lanes (each with its own namespaces) and dispose all of them whatever `fn` does. */
-export async function withKernelLanes<T>(n: number, topology: Lab, fn: (lanes: KernelLane[]) => Promise<T>, opts: KernelLabOptions = {}): Promise<T> {
+export async function withKernelLanes<T>(
+  n: number,
+  topology: Lab,
+  fn: (lanes: KernelLane[]) => Promise<T>,
+  opts: KernelLabOptions = {},
+): Promise<T> {
   const lanes: KernelLane[] = [];
   const dispose = async (): Promise<string[]> => {
     const errors: string[] = [];
@@ -30,7 +35,10 @@ export async function withKernelLanes<T>(n: number, topology: Lab, fn: (lanes: K
   };
   let result: T;
   try {
-    for (let i = 0; i < n; i++) lanes.push(await KernelLane.create(topology, { ...opts, prefix: opts.prefix ? `${opts.prefix}${i}-` : newRunPrefix() }));
+    for (let i = 0; i < n; i++)
+      lanes.push(
+        await KernelLane.create(topology, { ...opts, prefix: opts.prefix ? `${opts.prefix}${i}-` : newRunPrefix() }),
+      );
     result = await fn(lanes);
   } catch (e) {
     await dispose();

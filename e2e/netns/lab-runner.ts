@@ -118,11 +118,17 @@ export class KernelLab {
   private readonly topologyRoutes = new Set<string>();
   private readonly topologyRules = new Set<string>();
   /** What the last case added, per lab namespace, so the next case can remove exactly that. */
-  private added = new Map<string, { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }>();
+  private added = new Map<
+    string,
+    { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }
+  >();
   private readonly connectTimeoutMs: number;
   private readonly deliveryWaitMs: number;
 
-  private constructor(readonly run: NetnsRun, opts: KernelLabOptions) {
+  private constructor(
+    readonly run: NetnsRun,
+    opts: KernelLabOptions,
+  ) {
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 300;
     this.deliveryWaitMs = opts.deliveryWaitMs ?? 150;
   }
@@ -140,7 +146,10 @@ export class KernelLab {
 
   real(labNs: string): string {
     const r = this.names.get(labNs);
-    if (!r) throw new Error(`lab namespace ${JSON.stringify(labNs)} is not part of this kernel lab (have: ${[...this.names.keys()].join(', ')})`);
+    if (!r)
+      throw new Error(
+        `lab namespace ${JSON.stringify(labNs)} is not part of this kernel lab (have: ${[...this.names.keys()].join(', ')})`,
+      );
     return r;
   }
 
@@ -169,22 +178,40 @@ export class KernelLab {
       this.names.set(n.name, await this.run.create(short));
     }
     // Settings a fresh simulated namespace has: no rp_filter, no DAD delay, unprivileged low ports.
-    await Promise.all(lab.namespaces.map(async (n) => {
-      for (const [k, v] of [
-        ['net/ipv4/conf/all/rp_filter', '0'], ['net/ipv4/conf/default/rp_filter', '0'],
-        ['net/ipv6/conf/all/accept_dad', '0'], ['net/ipv6/conf/default/accept_dad', '0'],
-        ['net/ipv4/ip_unprivileged_port_start', '0'], ['net/ipv4/ip_local_port_range', '40000 60999'],
-        ['net/ipv4/ip_forward', n.forwarding[4] ? '1' : '0'], ['net/ipv6/conf/all/forwarding', n.forwarding[6] ? '1' : '0'],
-      ] as const) await this.sysctl(n.name, k, v);
-      // Simulated bridges do not call iptables (no br_netfilter); only present if the module is loaded.
-      await this.sysctl(n.name, 'net/bridge/bridge-nf-call-iptables', '0', true);
-      await this.sysctl(n.name, 'net/bridge/bridge-nf-call-ip6tables', '0', true);
-    }));
+    await Promise.all(
+      lab.namespaces.map(async (n) => {
+        for (const [k, v] of [
+          ['net/ipv4/conf/all/rp_filter', '0'],
+          ['net/ipv4/conf/default/rp_filter', '0'],
+          ['net/ipv6/conf/all/accept_dad', '0'],
+          ['net/ipv6/conf/default/accept_dad', '0'],
+          ['net/ipv4/ip_unprivileged_port_start', '0'],
+          ['net/ipv4/ip_local_port_range', '40000 60999'],
+          ['net/ipv4/ip_forward', n.forwarding[4] ? '1' : '0'],
+          ['net/ipv6/conf/all/forwarding', n.forwarding[6] ? '1' : '0'],
+        ] as const)
+          await this.sysctl(n.name, k, v);
+        // Simulated bridges do not call iptables (no br_netfilter); only present if the module is loaded.
+        await this.sysctl(n.name, 'net/bridge/bridge-nf-call-iptables', '0', true);
+        await this.sysctl(n.name, 'net/bridge/bridge-nf-call-ip6tables', '0', true);
+      }),
+    );
     for (const n of lab.namespaces) {
       for (const l of n.links) await ipIn(this.real(n.name), ['link', 'add', l.name, 'type', 'bridge']);
     }
     for (const v of lab.veths) {
-      await ipIn(this.real(v.a.netns), ['link', 'add', v.a.name, 'type', 'veth', 'peer', 'name', v.b.name, 'netns', this.real(v.b.netns)]);
+      await ipIn(this.real(v.a.netns), [
+        'link',
+        'add',
+        v.a.name,
+        'type',
+        'veth',
+        'peer',
+        'name',
+        v.b.name,
+        'netns',
+        this.real(v.b.netns),
+      ]);
     }
     const addr = async (ns: string, dev: string, cidr: string): Promise<void> => {
       await ipIn(this.real(ns), ['addr', 'add', cidr, 'dev', dev, ...(cidr.includes(':') ? ['nodad'] : [])]);
@@ -238,7 +265,10 @@ export class KernelLab {
       for (const n of lab.namespaces) {
         const mine = ends.filter((e) => e.netns === n.name).map((e) => e.name);
         if (mine.length === 0) continue;
-        const links = JSON.parse(await ipIn(this.real(n.name), ['-j', 'link', 'show'])) as { ifname: string; operstate?: string }[];
+        const links = JSON.parse(await ipIn(this.real(n.name), ['-j', 'link', 'show'])) as {
+          ifname: string;
+          operstate?: string;
+        }[];
         for (const name of mine) {
           const l = links.find((x) => x.ifname === name);
           if (l?.operstate !== 'UP') pending.push(`${n.name}/${name} operstate ${l?.operstate ?? 'missing'}`);
@@ -248,7 +278,9 @@ export class KernelLab {
       }
       if (pending.length === 0) return;
       if (Date.now() > deadline) {
-        throw new Error(`kernel lab ${this.run.prefix}: links not ready after ${timeoutMs} ms: ${pending.join('; ')} (check that the veth ends were set up and DAD is off)`);
+        throw new Error(
+          `kernel lab ${this.run.prefix}: links not ready after ${timeoutMs} ms: ${pending.join('; ')} (check that the veth ends were set up and DAD is off)`,
+        );
       }
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -260,27 +292,61 @@ export class KernelLab {
    */
   async configure(lab: Lab): Promise<void> {
     await this.pool.closeListeners();
-    const next = new Map<string, { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }>();
+    const next = new Map<
+      string,
+      { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }
+    >();
     await Promise.all(lab.namespaces.map(async (n) => next.set(n.name, await this.configureNetns(n))));
     // Namespaces the new lab does not mention keep nothing from the previous case.
     for (const [name, prev] of this.added) {
       if (!next.has(name)) {
-        await this.configureNetns({ name, forwarding: { 4: false, 6: false }, links: [], routes: [], rules: [], ipsets: undefined, iptables: undefined, ip6tables: undefined, iptablesLine: 0, ip6tablesLine: 0 }, prev);
+        await this.configureNetns(
+          {
+            name,
+            forwarding: { 4: false, 6: false },
+            links: [],
+            routes: [],
+            rules: [],
+            ipsets: undefined,
+            iptables: undefined,
+            ip6tables: undefined,
+            iptablesLine: 0,
+            ip6tablesLine: 0,
+          },
+          prev,
+        );
       }
     }
     this.added = next;
     for (const s of lab.sockets) {
       const probe = await this.pool.get(this.real(s.netns), s);
       try {
-        await probe.request({ op: 'listen', name: s.name, proto: s.proto, family: s.family, address: s.address, port: s.port, mark: s.mark, transparent: s.transparent, reuseport: s.reuseport });
+        await probe.request({
+          op: 'listen',
+          name: s.name,
+          proto: s.proto,
+          family: s.family,
+          address: s.address,
+          port: s.port,
+          mark: s.mark,
+          transparent: s.transparent,
+          reuseport: s.reuseport,
+        });
       } catch (e) {
-        throw new Error(`socket ${s.name} in ${s.netns} (${s.proto} ${s.address}:${s.port}, uid ${s.uid}): ${(e as Error).message}`, { cause: e });
+        throw new Error(
+          `socket ${s.name} in ${s.netns} (${s.proto} ${s.address}:${s.port}, uid ${s.uid}): ${(e as Error).message}`,
+          { cause: e },
+        );
       }
     }
   }
 
-  private async configureNetns(n: LabNetns, prevOverride?: { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }): Promise<{ routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }> {
-    const prev = prevOverride ?? this.added.get(n.name) ?? { routes: [], rules: [], ipsets: false, iptables: { 4: false, 6: false } };
+  private async configureNetns(
+    n: LabNetns,
+    prevOverride?: { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } },
+  ): Promise<{ routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }> {
+    const prev = prevOverride ??
+      this.added.get(n.name) ?? { routes: [], rules: [], ipsets: false, iptables: { 4: false, 6: false } };
     const ns = this.real(n.name);
     const batch: string[] = [];
     for (const r of prev.rules) batch.push(ruleArgs(r, 'del').join(' '));
@@ -288,7 +354,14 @@ export class KernelLab {
     for (const t of tables) {
       const [fam, table] = t.split(' ');
       if (table === 'main' || table === 'local') {
-        for (const r of prev.routes.filter((x) => String(x.table ?? 'main') === table && `${x.family ?? (x.dst.includes(':') ? 6 : 4)}` === fam)) batch.push(routeArgs(r).join(' ').replace(/ route add /, ' route del '));
+        for (const r of prev.routes.filter(
+          (x) => String(x.table ?? 'main') === table && `${x.family ?? (x.dst.includes(':') ? 6 : 4)}` === fam,
+        ))
+          batch.push(
+            routeArgs(r)
+              .join(' ')
+              .replace(/ route add /, ' route del '),
+          );
       } else batch.push(`-${fam} route flush table ${table}`);
     }
     const routes = n.routes.filter((r) => !this.topologyRoutes.has(`${n.name}|${JSON.stringify(r)}`));
@@ -302,7 +375,10 @@ export class KernelLab {
       try {
         await this.exec(n.name, ['ip', fam, '-batch', '-'], lines.join('\n') + '\n');
       } catch (e) {
-        throw new Error(`routes/rules of ${n.name} (${ns}): ${(e as Error).message}\n  batch:\n    ${lines.join('\n    ')}`, { cause: e });
+        throw new Error(
+          `routes/rules of ${n.name} (${ns}): ${(e as Error).message}\n  batch:\n    ${lines.join('\n    ')}`,
+          { cause: e },
+        );
       }
     }
     const ipsets = n.ipsets !== undefined;
@@ -311,7 +387,8 @@ export class KernelLab {
     for (const fam of [4, 6] as const) {
       const text = fam === 4 ? n.iptables : n.ip6tables;
       if (text === undefined && !prev.iptables[fam] && !(prev.ipsets || ipsets)) continue;
-      if (prev.ipsets || ipsets) await this.exec(n.name, [fam === 4 ? 'iptables-restore' : 'ip6tables-restore'], fullRestoreText(undefined));
+      if (prev.ipsets || ipsets)
+        await this.exec(n.name, [fam === 4 ? 'iptables-restore' : 'ip6tables-restore'], fullRestoreText(undefined));
     }
     if (prev.ipsets) {
       await this.exec(n.name, ['ipset', 'flush']);
@@ -338,41 +415,96 @@ export class KernelLab {
   }
 
   async attempt(a: LabAttempt): Promise<AttemptResult> {
-    const base = { name: a.name, acceptedBy: undefined, originalDst: undefined, sourceSeen: undefined, localSeen: undefined, trace: [] };
-    if (a.raw) return { ...base, outcome: 'error ENOTSUP', reason: 'raw (AF_PACKET) attempts are not implemented by the kernel lab runner' };
+    const base = {
+      name: a.name,
+      acceptedBy: undefined,
+      originalDst: undefined,
+      sourceSeen: undefined,
+      localSeen: undefined,
+      trace: [],
+    };
+    if (a.raw)
+      return {
+        ...base,
+        outcome: 'error ENOTSUP',
+        reason: 'raw (AF_PACKET) attempts are not implemented by the kernel lab runner',
+      };
     const probe = await this.pool.get(this.real(a.netns), a);
     this.pool.events.drain();
     const tag = `${a.name}#${Math.random().toString(36).slice(2, 8)}`;
     const r = (await probe.request({
-      op: 'connect', tag, proto: a.proto, address: a.address, port: a.port, mark: a.mark, transparent: a.transparent,
-      source: a.source, sourcePort: a.sourcePort, timeoutMs: this.connectTimeoutMs, holdData: a.proto === 'tcp',
+      op: 'connect',
+      tag,
+      proto: a.proto,
+      address: a.address,
+      port: a.port,
+      mark: a.mark,
+      transparent: a.transparent,
+      source: a.source,
+      sourcePort: a.sourcePort,
+      timeoutMs: this.connectTimeoutMs,
+      holdData: a.proto === 'tcp',
     })) as ConnectOutcome;
     const why = (o: ConnectOutcome): string => `${o.call ?? 'connect'}: ${o.code ?? ''} ${o.message ?? ''}`.trim();
     if (a.proto === 'tcp') {
-      if (r.result === 'timeout') return { ...base, outcome: 'timeout', reason: `no answer within ${this.connectTimeoutMs} ms` };
+      if (r.result === 'timeout')
+        return { ...base, outcome: 'timeout', reason: `no answer within ${this.connectTimeoutMs} ms` };
       if (r.result === 'error') {
         if (r.call === 'connect' && r.code === 'ECONNREFUSED') return { ...base, outcome: 'refused', reason: why(r) };
-        if (r.call === 'connect' && UNREACHABLE_CONNECT.has(r.code ?? '')) return { ...base, outcome: 'unreachable', reason: why(r) };
+        if (r.call === 'connect' && UNREACHABLE_CONNECT.has(r.code ?? ''))
+          return { ...base, outcome: 'unreachable', reason: why(r) };
         if (r.call === 'connect' && r.code === 'ETIMEDOUT') return { ...base, outcome: 'timeout', reason: why(r) };
         // The final ACK was answered with a RST before connect() returned (sim/kernel/tcp-reset.ts).
         if (r.call === 'connect' && r.code === 'ECONNRESET') return { ...base, outcome: 'reset', reason: why(r) };
         return { ...base, outcome: `error ${r.code}`, reason: why(r) };
       }
       // The client holds its data until the accept has been reported (ConnectRequest.holdData).
-      const acc = await this.pool.events.take((e: ProbeEvent): e is AcceptEvent => e.ev === 'accept', this.deliveryWaitMs);
+      const acc = await this.pool.events.take(
+        (e: ProbeEvent): e is AcceptEvent => e.ev === 'accept',
+        this.deliveryWaitMs,
+      );
       await probe.request({ op: 'release', tag });
-      if (!acc) return { ...base, outcome: 'timeout', reason: `connect completed on the client, but no listener accepted within ${this.deliveryWaitMs} ms (the handshake's last ACK did not arrive)` };
-      return { ...base, outcome: 'established', acceptedBy: acc.listener, originalDst: acc.originalDst, sourceSeen: acc.peer, localSeen: acc.local, reason: `accepted by ${acc.listener}` };
+      if (!acc)
+        return {
+          ...base,
+          outcome: 'timeout',
+          reason: `connect completed on the client, but no listener accepted within ${this.deliveryWaitMs} ms (the handshake's last ACK did not arrive)`,
+        };
+      return {
+        ...base,
+        outcome: 'established',
+        acceptedBy: acc.listener,
+        originalDst: acc.originalDst,
+        sourceSeen: acc.peer,
+        localSeen: acc.local,
+        reason: `accepted by ${acc.listener}`,
+      };
     }
     if (r.result === 'error') {
-      if (r.call === 'send' && r.code === 'EPERM') return { ...base, outcome: 'dropped', reason: `${why(r)} (a netfilter DROP on the sender's output path)` };
+      if (r.call === 'send' && r.code === 'EPERM')
+        return { ...base, outcome: 'dropped', reason: `${why(r)} (a netfilter DROP on the sender's output path)` };
       if (r.call === 'send' && r.code === 'ECONNREFUSED') return { ...base, outcome: 'no-socket', reason: why(r) };
-      if (r.call === 'send' && UNREACHABLE_CONNECT.has(r.code ?? '')) return { ...base, outcome: 'unreachable', reason: why(r) };
+      if (r.call === 'send' && UNREACHABLE_CONNECT.has(r.code ?? ''))
+        return { ...base, outcome: 'unreachable', reason: why(r) };
       return { ...base, outcome: `error ${r.code}`, reason: why(r) };
     }
-    const dg = await this.pool.events.take((e: ProbeEvent): e is DatagramEvent => e.ev === 'datagram' && e.tag === tag, this.deliveryWaitMs);
-    if (!dg) return { ...base, outcome: 'not-delivered', reason: `no lab socket received the datagram within ${this.deliveryWaitMs} ms (no-socket and dropped look alike from user space)` };
-    return { ...base, outcome: 'delivered', acceptedBy: dg.listener, sourceSeen: dg.peer, reason: `received by ${dg.listener}` };
+    const dg = await this.pool.events.take(
+      (e: ProbeEvent): e is DatagramEvent => e.ev === 'datagram' && e.tag === tag,
+      this.deliveryWaitMs,
+    );
+    if (!dg)
+      return {
+        ...base,
+        outcome: 'not-delivered',
+        reason: `no lab socket received the datagram within ${this.deliveryWaitMs} ms (no-socket and dropped look alike from user space)`,
+      };
+    return {
+      ...base,
+      outcome: 'delivered',
+      acceptedBy: dg.listener,
+      sourceSeen: dg.peer,
+      reason: `received by ${dg.listener}`,
+    };
   }
 
   /** Pids of the probe processes this lab started that are still running. */
@@ -391,7 +523,8 @@ export class KernelLab {
 
 /** Run `lab` once on the real kernel (root only); everything is removed afterwards, also on failure. */
 export async function runLabOnKernel(lab: Lab, opts: KernelLabOptions = {}): Promise<AttemptResult[]> {
-  if (process.getuid?.() !== 0) throw new Error('running a lab on the real kernel needs root (network namespaces, iptables): run as root');
+  if (process.getuid?.() !== 0)
+    throw new Error('running a lab on the real kernel needs root (network namespaces, iptables): run as root');
   const k = await KernelLab.create(lab, opts);
   let results: AttemptResult[];
   try {

@@ -24,10 +24,14 @@ export interface LeftoverReport {
 
 export async function removeLeftovers(prefix: string, opts: LeftoverOptions = {}): Promise<LeftoverReport> {
   if (!prefix.startsWith(NETNS_STEM) || !/^[a-z0-9-]+$/.test(prefix)) {
-    throw new Error(`refusing to clean up prefix ${JSON.stringify(prefix)}: only ambient-lab prefixes ('${NETNS_STEM}...') are ours`);
+    throw new Error(
+      `refusing to clean up prefix ${JSON.stringify(prefix)}: only ambient-lab prefixes ('${NETNS_STEM}...') are ours`,
+    );
   }
   if (prefix === NETNS_STEM && !opts.allRuns) {
-    throw new Error(`prefix '${NETNS_STEM}' matches every ambient-lab run, including ones in progress; pass { allRuns: true } if that is meant`);
+    throw new Error(
+      `prefix '${NETNS_STEM}' matches every ambient-lab run, including ones in progress; pass { allRuns: true } if that is meant`,
+    );
   }
   const names = (await listNetns()).filter((n) => n.startsWith(prefix));
   const pids: number[] = [];
@@ -36,7 +40,9 @@ export async function removeLeftovers(prefix: string, opts: LeftoverOptions = {}
     // failure leaves its processes unknown, and a cleanup that cannot see them must say so.
     const out = await run(['ip', 'netns', 'pids', name]).catch(async (e: unknown) => {
       if (!(await listNetns()).includes(name)) return '';
-      throw new Error(`cannot list the processes of netns ${name} (ip netns pids): ${e instanceof Error ? e.message : String(e)}`);
+      throw new Error(
+        `cannot list the processes of netns ${name} (ip netns pids): ${e instanceof Error ? e.message : String(e)}`,
+      );
     });
     for (const tok of out.split(/\s+/)) if (/^\d+$/.test(tok)) pids.push(Number(tok));
   }
@@ -51,11 +57,15 @@ export async function removeLeftovers(prefix: string, opts: LeftoverOptions = {}
   }
   const errors: string[] = [];
   for (const name of names) {
-    await run(['ip', 'netns', 'del', name]).catch((e: unknown) => errors.push(e instanceof Error ? e.message : String(e)));
+    await run(['ip', 'netns', 'del', name]).catch((e: unknown) =>
+      errors.push(e instanceof Error ? e.message : String(e)),
+    );
   }
   const left = (await listNetns()).filter((n) => n.startsWith(prefix));
   if (left.length > 0 || errors.length > 0) {
-    throw new Error(`cleanup of leftovers with prefix ${prefix} incomplete; still present: ${left.join(', ') || '(none)'}; errors: ${errors.join('; ') || '(none)'}`);
+    throw new Error(
+      `cleanup of leftovers with prefix ${prefix} incomplete; still present: ${left.join(', ') || '(none)'}; errors: ${errors.join('; ') || '(none)'}`,
+    );
   }
   return { removed: names, pids };
 }

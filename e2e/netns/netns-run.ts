@@ -19,7 +19,9 @@ export class NetnsRun {
 
   constructor(readonly prefix: string = newRunPrefix()) {
     if (!prefix.startsWith(NETNS_STEM) || !/^[a-z0-9-]+$/.test(prefix) || prefix.length > 20) {
-      throw new Error(`invalid run prefix ${JSON.stringify(prefix)}: expected '${NETNS_STEM}' + [a-z0-9-], at most 20 characters`);
+      throw new Error(
+        `invalid run prefix ${JSON.stringify(prefix)}: expected '${NETNS_STEM}' + [a-z0-9-], at most 20 characters`,
+      );
     }
   }
 
@@ -40,7 +42,10 @@ export class NetnsRun {
    */
   async remove(name: string): Promise<void> {
     const i = this.created.indexOf(name);
-    if (i < 0) throw new Error(`namespace ${JSON.stringify(name)} was not created by netns run ${this.prefix}; refusing to delete it`);
+    if (i < 0)
+      throw new Error(
+        `namespace ${JSON.stringify(name)} was not created by netns run ${this.prefix}; refusing to delete it`,
+      );
     await run(['ip', 'netns', 'del', name]);
     this.created.splice(i, 1);
   }

@@ -27,7 +27,10 @@ function addon(): PacketAddon {
       return cached;
     }
     const up = dirname(dir);
-    if (up === dir) throw new Error(`the AF_PACKET addon (${FILE}) is not built: run \`node tools/build-native.mjs\` (or \`npm install\`) in the ambient-lab package`);
+    if (up === dir)
+      throw new Error(
+        `the AF_PACKET addon (${FILE}) is not built: run \`node tools/build-native.mjs\` (or \`npm install\`) in the ambient-lab package`,
+      );
     dir = up;
   }
 }
@@ -38,8 +41,13 @@ function call<T>(fn: (a: PacketAddon) => T): T {
     return fn(a);
   } catch (e) {
     const err = e as Partial<{ message: string; code: string; errno: number; syscall: string }>;
-    throw new NativeSocketError(err.message ?? String(e), typeof err.code === 'string' ? err.code : 'EINVAL',
-      typeof err.errno === 'number' ? err.errno : 0, typeof err.syscall === 'string' ? err.syscall : 'argument check', '');
+    throw new NativeSocketError(
+      err.message ?? String(e),
+      typeof err.code === 'string' ? err.code : 'EINVAL',
+      typeof err.errno === 'number' ? err.errno : 0,
+      typeof err.syscall === 'string' ? err.syscall : 'argument check',
+      '',
+    );
   }
 }
 

@@ -17,7 +17,14 @@ import { createInterface } from 'node:readline';
 import { fdCalls, NativeSocketError, RawSocket } from '../../impl/linux/sockets-native.js';
 import { packetRecv, packetSend } from './packet-native.js';
 import {
-  formatEndpoint, type ConnectOutcome, type ConnectRequest, type ListenRequest, type ProbeEvent, type ProbeReply, type ProbeRequest, type RawSendOutcome,
+  formatEndpoint,
+  type ConnectOutcome,
+  type ConnectRequest,
+  type ListenRequest,
+  type ProbeEvent,
+  type ProbeReply,
+  type ProbeRequest,
+  type RawSendOutcome,
   type RawSendRequest,
 } from './probe-protocol.js';
 import { buildFrame, ipBytes, parseFrame, TCP_ACK, TCP_RST, TCP_SYN } from './raw-frame.js';
@@ -34,7 +41,11 @@ function send(line: ProbeReply | ProbeEvent): void {
 function errCode(e: unknown): { code: string; call: string; message: string } {
   if (e instanceof NativeSocketError) return { code: e.code, call: e.syscall, message: e.message };
   const err = e as NodeJS.ErrnoException;
-  return { code: typeof err.code === 'string' ? err.code : 'EUNKNOWN', call: err.syscall ?? 'unknown', message: err.message ?? String(e) };
+  return {
+    code: typeof err.code === 'string' ? err.code : 'EUNKNOWN',
+    call: err.syscall ?? 'unknown',
+    message: err.message ?? String(e),
+  };
 }
 
 function familyOf(address: string): 4 | 6 {
@@ -58,7 +69,11 @@ function originalDst(sock: net.Socket): string {
   }
 }
 
-function openConfigured(family: 4 | 6, type: 'stream' | 'dgram', opts: { mark: number | undefined; transparent: boolean; reuseport?: boolean }): RawSocket {
+function openConfigured(
+  family: 4 | 6,
+  type: 'stream' | 'dgram',
+  opts: { mark: number | undefined; transparent: boolean; reuseport?: boolean },
+): RawSocket {
   const raw = RawSocket.open(undefined, family === 4 ? 'inet' : 'inet6', type);
   try {
     if (opts.reuseport) raw.setOption('SO_REUSEPORT', 1);
@@ -72,7 +87,8 @@ function openConfigured(family: 4 | 6, type: 'stream' | 'dgram', opts: { mark: n
 }
 
 async function listen(r: ListenRequest): Promise<void> {
-  if (listeners.has(r.name)) throw Object.assign(new Error(`listener ${r.name} exists`), { code: 'EEXIST', syscall: 'listen' });
+  if (listeners.has(r.name))
+    throw Object.assign(new Error(`listener ${r.name} exists`), { code: 'EEXIST', syscall: 'listen' });
   const raw = openConfigured(r.family, r.proto === 'tcp' ? 'stream' : 'dgram', r);
   try {
     raw.bind(r.address, r.port);
@@ -84,7 +100,14 @@ async function listen(r: ListenRequest): Promise<void> {
   if (r.proto === 'tcp') {
     const server = net.createServer((sock) => {
       const peer = formatEndpoint(sock.remoteAddress ?? '?', sock.remotePort ?? 0);
-      send({ ev: 'accept', listener: r.name, peer, local: formatEndpoint(sock.localAddress ?? '?', sock.localPort ?? 0), originalDst: originalDst(sock), tag: undefined });
+      send({
+        ev: 'accept',
+        listener: r.name,
+        peer,
+        local: formatEndpoint(sock.localAddress ?? '?', sock.localPort ?? 0),
+        originalDst: originalDst(sock),
+        tag: undefined,
+      });
       let data = '';
       sock.setEncoding('utf8');
       sock.on('data', (d: string) => {
@@ -101,7 +124,14 @@ async function listen(r: ListenRequest): Promise<void> {
     listeners.set(r.name, () => server.close());
   } else {
     const s = dgram.createSocket(r.family === 4 ? 'udp4' : 'udp6');
-    s.on('message', (msg, rinfo) => send({ ev: 'datagram', listener: r.name, peer: formatEndpoint(rinfo.address, rinfo.port), tag: msg.toString('utf8') }));
+    s.on('message', (msg, rinfo) =>
+      send({
+        ev: 'datagram',
+        listener: r.name,
+        peer: formatEndpoint(rinfo.address, rinfo.port),
+        tag: msg.toString('utf8'),
+      }),
+    );
     s.on('error', () => undefined);
     await new Promise<void>((resolve) => s.bind({ fd: raw.release() }, resolve));
     listeners.set(r.name, () => s.close());
@@ -130,14 +160,23 @@ function connectTcp(r: ConnectRequest, raw: RawSocket): Promise<ConnectOutcome> 
       if (r.holdData) {
         held.set(r.tag, sock);
         // A runner that never releases must not leak the socket.
-        setTimeout(() => { if (held.get(r.tag) === sock) { held.delete(r.tag); sock.destroy(); } }, 5_000).unref();
+        setTimeout(() => {
+          if (held.get(r.tag) === sock) {
+            held.delete(r.tag);
+            sock.destroy();
+          }
+        }, 5_000).unref();
       } else {
         // The end of the connection, as this client saw it, is what the world waits on: whoever
         // took the connection (an app, a proxy) wrote its report before its answer or close.
         let reply = '';
         let peerEnded = false;
-        sock.on('data', (d: Buffer) => { if (reply.length < 256) reply += d.toString('utf8'); });
-        sock.on('end', () => { peerEnded = true; });
+        sock.on('data', (d: Buffer) => {
+          if (reply.length < 256) reply += d.toString('utf8');
+        });
+        sock.on('end', () => {
+          peerEnded = true;
+        });
         sock.once('close', () => send({ ev: 'closed', tag: r.tag, reply: reply.slice(0, 256), peerEnded }));
         sock.end(r.tag + '\n');
         setTimeout(() => sock.destroy(), 1_000).unref();
@@ -152,7 +191,10 @@ function connectTcp(r: ConnectRequest, raw: RawSocket): Promise<ConnectOutcome> 
 function sendUdp(r: ConnectRequest, raw: RawSocket): Promise<ConnectOutcome> {
   const s = dgram.createSocket(familyOf(r.address) === 4 ? 'udp4' : 'udp6');
   return new Promise((resolve) => {
-    s.on('error', (e) => { s.close(); resolve({ result: 'error', ...errCode(e), call: 'send' }); });
+    s.on('error', (e) => {
+      s.close();
+      resolve({ result: 'error', ...errCode(e), call: 'send' });
+    });
     s.bind({ fd: raw.release() }, () => {
       s.send(r.tag, r.port, r.address, (e) => {
         if (e) resolve({ result: 'error', ...errCode(e), call: 'send' });
@@ -198,11 +240,22 @@ async function rawSend(r: RawSendRequest): Promise<RawSendOutcome> {
     return { result: 'error', ...errCode(e) };
   }
   try {
-    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(r.ifname)) throw Object.assign(new Error(`bad device name ${JSON.stringify(r.ifname)}`), { code: 'EINVAL', syscall: 'raw-send' });
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(r.ifname))
+      throw Object.assign(new Error(`bad device name ${JSON.stringify(r.ifname)}`), {
+        code: 'EINVAL',
+        syscall: 'raw-send',
+      });
     const srcMac = readFileSync(`/sys/class/net/${r.ifname}/address`, 'utf8').trim();
     const frame = buildFrame({
-      proto: r.proto, srcMac, dstMac: r.dstMac, src: r.source, dst: r.address, sport: r.sourcePort, dport: r.port,
-      payload: Buffer.from(r.tag, 'utf8'), seq: randomInt(1, 0x7fffffff),
+      proto: r.proto,
+      srcMac,
+      dstMac: r.dstMac,
+      src: r.source,
+      dst: r.address,
+      sport: r.sourcePort,
+      dport: r.port,
+      payload: Buffer.from(r.tag, 'utf8'),
+      seq: randomInt(1, 0x7fffffff),
     });
     packetSend(sock.fd, r.ifname, frame);
     if (r.proto === 'udp') return { result: 'sent', code: undefined, call: undefined, message: undefined };
@@ -212,8 +265,10 @@ async function rawSend(r: RawSendRequest): Promise<RawSendOutcome> {
     for (let waited = 0; waited < r.timeoutMs; waited += 10) {
       for (let f = packetRecv(sock.fd); f; f = packetRecv(sock.fd)) {
         const p = f.outgoing ? undefined : parseFrame(f.frame);
-        if (!p || p.proto !== 'tcp' || p.sport !== r.port || p.dport !== r.sourcePort || !ipBytes(p.src).equals(peer)) continue;
-        if ((p.flags & (TCP_SYN | TCP_ACK)) === (TCP_SYN | TCP_ACK)) return { result: 'syn-ack', code: undefined, call: undefined, message: undefined };
+        if (!p || p.proto !== 'tcp' || p.sport !== r.port || p.dport !== r.sourcePort || !ipBytes(p.src).equals(peer))
+          continue;
+        if ((p.flags & (TCP_SYN | TCP_ACK)) === (TCP_SYN | TCP_ACK))
+          return { result: 'syn-ack', code: undefined, call: undefined, message: undefined };
         if (p.flags & TCP_RST) return { result: 'rst', code: undefined, call: undefined, message: undefined };
       }
       await sleep(10);
@@ -229,9 +284,18 @@ async function rawSend(r: RawSendRequest): Promise<RawSendOutcome> {
 function execIn(argv: readonly string[], input: string | undefined): Promise<{ stdout: string; stderr: string }> {
   const [cmd, ...args] = argv;
   return new Promise((resolve, reject) => {
-    if (!cmd) { reject(new Error('exec: empty argv')); return; }
+    if (!cmd) {
+      reject(new Error('exec: empty argv'));
+      return;
+    }
     const child = execFile(cmd, args, { timeout: 30_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      if (err) reject(Object.assign(new Error(`\`${argv.join(' ')}\` failed: ${String(stderr).trim() || err.message}`), { code: 'EEXEC', syscall: 'exec' }));
+      if (err)
+        reject(
+          Object.assign(new Error(`\`${argv.join(' ')}\` failed: ${String(stderr).trim() || err.message}`), {
+            code: 'EEXEC',
+            syscall: 'exec',
+          }),
+        );
       else resolve({ stdout: String(stdout), stderr: String(stderr) });
     });
     if (input !== undefined) child.stdin?.end(input);
@@ -240,9 +304,13 @@ function execIn(argv: readonly string[], input: string | undefined): Promise<{ s
 
 async function handle(req: ProbeRequest): Promise<unknown> {
   switch (req.op) {
-    case 'listen': await listen(req); return undefined;
-    case 'connect': return attempt(req);
-    case 'raw-send': return rawSend(req);
+    case 'listen':
+      await listen(req);
+      return undefined;
+    case 'connect':
+      return attempt(req);
+    case 'raw-send':
+      return rawSend(req);
     case 'release': {
       const sock = held.get(req.tag);
       if (!sock) return false;
@@ -251,9 +319,14 @@ async function handle(req: ProbeRequest): Promise<unknown> {
       setTimeout(() => sock.destroy(), 1_000).unref();
       return true;
     }
-    case 'exec': return execIn(req.argv, req.input);
+    case 'exec':
+      return execIn(req.argv, req.input);
     case 'sysctl':
-      if (!/^net\/[A-Za-z0-9_./@-]+$/.test(req.key) || req.key.includes('..')) throw Object.assign(new Error(`sysctl ${req.key}: only net/... paths under /proc/sys`), { code: 'EINVAL', syscall: 'sysctl' });
+      if (!/^net\/[A-Za-z0-9_./@-]+$/.test(req.key) || req.key.includes('..'))
+        throw Object.assign(new Error(`sysctl ${req.key}: only net/... paths under /proc/sys`), {
+          code: 'EINVAL',
+          syscall: 'sysctl',
+        });
       writeFileSync(`/proc/sys/${req.key}`, req.value);
       return undefined;
     case 'close-all':
@@ -274,7 +347,10 @@ rl.on('line', (line) => {
   }
   handle(msg).then(
     (value) => send({ id: msg.id, ok: true, value }),
-    (e: unknown) => { const c = errCode(e); send({ id: msg.id, ok: false, code: c.code, message: `${c.call}: ${c.message}` }); },
+    (e: unknown) => {
+      const c = errCode(e);
+      send({ id: msg.id, ok: false, code: c.code, message: `${c.call}: ${c.message}` });
+    },
   );
 });
 // The runner closes stdin to stop us; stopping by pid (SIGTERM) works too.

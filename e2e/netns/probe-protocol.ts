@@ -95,7 +95,8 @@ interface CloseAllRequest {
   readonly op: 'close-all';
 }
 
-export type ProbeRequest = ListenRequest | ConnectRequest | RawSendRequest | ReleaseRequest | ExecRequest | SysctlRequest | CloseAllRequest;
+export type ProbeRequest =
+  ListenRequest | ConnectRequest | RawSendRequest | ReleaseRequest | ExecRequest | SysctlRequest | CloseAllRequest;
 
 export type ProbeReply =
   | { readonly id: number; readonly ok: true; readonly value?: unknown }
@@ -141,7 +142,11 @@ export interface ClosedEvent {
   readonly peerEnded: boolean;
 }
 
-export type ProbeEvent = AcceptEvent | DatagramEvent | ClosedEvent | { readonly ev: 'tag'; readonly listener: string; readonly peer: string; readonly tag: string };
+export type ProbeEvent =
+  | AcceptEvent
+  | DatagramEvent
+  | ClosedEvent
+  | { readonly ev: 'tag'; readonly listener: string; readonly peer: string; readonly tag: string };
 
 /** `addr:port` as the simulator prints it (`[v6]:port`); v4-mapped v6 addresses stay as the kernel reports them. */
 export function formatEndpoint(address: string, port: number): string {
@@ -158,9 +163,10 @@ export async function rawSendThrough(
   req: Omit<RawSendRequest, 'op' | 'timeoutMs'>,
 ): Promise<{ readonly out: ConnectOutcome; readonly rawAnswer: RawSendOutcome['result'] }> {
   const r = (await probe.request({ op: 'raw-send', ...req, timeoutMs: 1000 })) as RawSendOutcome;
-  const out: ConnectOutcome = r.result === 'error'
-    ? { result: 'error', code: r.code, call: r.call === 'socket' ? 'socket(AF_PACKET)' : r.call, message: r.message }
-    : { result: 'sent', code: undefined, call: undefined, message: undefined };
+  const out: ConnectOutcome =
+    r.result === 'error'
+      ? { result: 'error', code: r.code, call: r.call === 'socket' ? 'socket(AF_PACKET)' : r.call, message: r.message }
+      : { result: 'sent', code: undefined, call: undefined, message: undefined };
   return { out, rawAnswer: r.result };
 }
 

@@ -35,7 +35,8 @@ function probeProgramPath(): string {
   const root = resolve(dir, '..', '..');
   const built = join(root, 'dist', 'e2e', 'netns', 'probe-program.js');
   const src = join(dir, 'probe-program.ts');
-  if (!existsSync(built)) throw new Error(`the probe program is not built (${built} missing): run \`npm run build\` first`);
+  if (!existsSync(built))
+    throw new Error(`the probe program is not built (${built} missing): run \`npm run build\` first`);
   if (existsSync(src) && statSync(src).mtimeMs > statSync(built).mtimeMs + 1000) {
     throw new Error(`the built probe program ${built} is older than ${src}: run \`npm run build\` first`);
   }
@@ -68,16 +69,27 @@ class ProbeEvents {
         resolve(e as T);
         return true;
       };
-      const timer = setTimeout(() => { done(); resolve(undefined); }, ms);
-      const done = (): void => { clearTimeout(timer); this.waiters.delete(onPush); };
-      const onPush = (): void => { check(); };
+      const timer = setTimeout(() => {
+        done();
+        resolve(undefined);
+      }, ms);
+      const done = (): void => {
+        clearTimeout(timer);
+        this.waiters.delete(onPush);
+      };
+      const onPush = (): void => {
+        check();
+      };
       if (!check()) this.waiters.add(onPush);
     });
   }
 }
 
 export class ProbeError extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -92,10 +104,21 @@ export class Probe {
   private readyResolve: (() => void) | undefined;
   readonly ready: Promise<void>;
 
-  private constructor(readonly netns: string, readonly owner: ProbeOwner | typeof ROOT_ADMIN, private readonly child: ChildProcess, events: ProbeEvents) {
-    this.ready = new Promise((r) => { this.readyResolve = r; });
-    child.on('error', (e) => { this.stderr += `spawn error: ${e.message}\n`; });
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => { this.stderr = (this.stderr + d).slice(-4000); });
+  private constructor(
+    readonly netns: string,
+    readonly owner: ProbeOwner | typeof ROOT_ADMIN,
+    private readonly child: ChildProcess,
+    events: ProbeEvents,
+  ) {
+    this.ready = new Promise((r) => {
+      this.readyResolve = r;
+    });
+    child.on('error', (e) => {
+      this.stderr += `spawn error: ${e.message}\n`;
+    });
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+      this.stderr = (this.stderr + d).slice(-4000);
+    });
     const rl = createInterface({ input: child.stdout! });
     rl.on('line', (line) => {
       let msg: ProbeReply | ProbeEvent;
@@ -129,13 +152,19 @@ export class Probe {
 
   /** Start a probe in `netns` as `owner`; resolves once it is ready for requests. */
   static async start(netns: string, owner: ProbeOwner | typeof ROOT_ADMIN, events: ProbeEvents): Promise<Probe> {
-    const priv = owner === ROOT_ADMIN ? [] : setprivArgs({ uid: owner.uid, gid: owner.gid, caps: owner.caps.map((c) => c.toLowerCase()) });
+    const priv =
+      owner === ROOT_ADMIN
+        ? []
+        : setprivArgs({ uid: owner.uid, gid: owner.gid, caps: owner.caps.map((c) => c.toLowerCase()) });
     const argv = ['netns', 'exec', netns, ...priv, process.execPath, probeProgramPath()];
     const child = spawn('ip', argv, { stdio: ['pipe', 'pipe', 'pipe'] });
     if (child.pid === undefined) throw new Error(`could not start the probe in netns ${netns}: is iproute2 installed?`);
     const p = new Probe(netns, owner, child, events);
     await p.ready;
-    if (p.exitedInfo) throw new Error(`probe ${p.describe()} ${p.exitedInfo} before it was ready; stderr: ${p.stderr.trim() || '(none)'}`);
+    if (p.exitedInfo)
+      throw new Error(
+        `probe ${p.describe()} ${p.exitedInfo} before it was ready; stderr: ${p.stderr.trim() || '(none)'}`,
+      );
     return p;
   }
 
@@ -152,7 +181,10 @@ export class Probe {
   }
 
   request(req: ProbeRequest): Promise<unknown> {
-    if (this.exitedInfo) return Promise.reject(new Error(`probe ${this.describe()} ${this.exitedInfo}; stderr: ${this.stderr.trim() || '(none)'}`));
+    if (this.exitedInfo)
+      return Promise.reject(
+        new Error(`probe ${this.describe()} ${this.exitedInfo}; stderr: ${this.stderr.trim() || '(none)'}`),
+      );
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
@@ -215,7 +247,11 @@ export class ProbePool {
 
   /** Ask every probe in `netns` (or all) to close its listeners. */
   async closeListeners(netns?: string): Promise<void> {
-    await Promise.all((await this.all()).filter((p) => p.running && (netns === undefined || p.netns === netns)).map((p) => p.request({ op: 'close-all' })));
+    await Promise.all(
+      (await this.all())
+        .filter((p) => p.running && (netns === undefined || p.netns === netns))
+        .map((p) => p.request({ op: 'close-all' })),
+    );
   }
 
   /** Stop the probes running in `netns` (its pod is going away: their listeners go with it). */
@@ -223,7 +259,10 @@ export class ProbePool {
     for (const [key, p] of [...this.probes]) {
       if (!key.startsWith(`${netns}|`)) continue;
       this.probes.delete(key);
-      await p.then((x) => x.stop(), () => undefined);
+      await p.then(
+        (x) => x.stop(),
+        () => undefined,
+      );
     }
   }
 

@@ -32,21 +32,30 @@ const CAP_NAME = /^[a-z_]{2,32}$/;
 
 /** The argv prefix that drops to `opts`' identity, or `[]` when nothing needs dropping. */
 export function setprivArgs(opts: SpawnOptions): string[] {
-  if (opts.uid === undefined && opts.gid === undefined && opts.groups === undefined && opts.caps === undefined) return [];
+  if (opts.uid === undefined && opts.gid === undefined && opts.groups === undefined && opts.caps === undefined)
+    return [];
   const args = ['setpriv'];
   if (opts.uid !== undefined || opts.gid !== undefined || opts.groups !== undefined) {
     const uid = opts.uid ?? 0;
     const gid = opts.gid ?? uid;
     const groups = opts.groups ?? [];
     for (const [what, v] of [['uid', uid], ['gid', gid], ...groups.map((g) => ['group', g] as const)] as const) {
-      if (!Number.isInteger(v) || v < 0 || v > 0xfffffffe) throw new Error(`invalid ${what} ${v}: expected an integer in 0..4294967294`);
+      if (!Number.isInteger(v) || v < 0 || v > 0xfffffffe)
+        throw new Error(`invalid ${what} ${v}: expected an integer in 0..4294967294`);
     }
-    args.push(`--reuid=${uid}`, `--regid=${gid}`, groups.length > 0 ? `--groups=${groups.join(',')}` : '--clear-groups');
+    args.push(
+      `--reuid=${uid}`,
+      `--regid=${gid}`,
+      groups.length > 0 ? `--groups=${groups.join(',')}` : '--clear-groups',
+    );
   }
   const caps = opts.caps ?? (opts.uid !== undefined && opts.uid !== 0 ? [] : undefined);
   if (caps !== undefined) {
     for (const c of caps) {
-      if (!CAP_NAME.test(c)) throw new Error(`invalid capability name ${JSON.stringify(c)}: expected e.g. 'net_admin' (lower case, no cap_ prefix)`);
+      if (!CAP_NAME.test(c))
+        throw new Error(
+          `invalid capability name ${JSON.stringify(c)}: expected e.g. 'net_admin' (lower case, no cap_ prefix)`,
+        );
     }
     const set = ['-all', ...caps.map((c) => `+${c}`)].join(',');
     // Ambient caps survive the exec of a non-root program; the bounding set caps what root keeps.
@@ -64,12 +73,25 @@ export class NetnsProcess {
   readonly exited: Promise<ProcessExit>;
   private readonly waiters = new Set<() => void>();
 
-  constructor(readonly netns: string, readonly argv: readonly string[], private readonly child: ChildProcess) {
+  constructor(
+    readonly netns: string,
+    readonly argv: readonly string[],
+    private readonly child: ChildProcess,
+  ) {
     // Without a listener a spawn failure (e.g. ENOENT) would crash the test process.
-    child.on('error', (e) => { this.err += `spawn error: ${e.message}\n`; });
-    if (child.pid === undefined) throw new Error(`could not start ${argv.join(' ')} in netns ${netns}: is iproute2 installed?`);
-    child.stdout?.setEncoding('utf8').on('data', (d: string) => { this.out += d; this.wake(); });
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => { this.err += d; this.wake(); });
+    child.on('error', (e) => {
+      this.err += `spawn error: ${e.message}\n`;
+    });
+    if (child.pid === undefined)
+      throw new Error(`could not start ${argv.join(' ')} in netns ${netns}: is iproute2 installed?`);
+    child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+      this.out += d;
+      this.wake();
+    });
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+      this.err += d;
+      this.wake();
+    });
     this.exited = new Promise((resolve) => {
       child.on('exit', (code, signal) => {
         this.exitInfo = { code, signal };
@@ -105,18 +127,33 @@ export class NetnsProcess {
     const matches = (): boolean => (typeof pattern === 'string' ? this.out.includes(pattern) : pattern.test(this.out));
     return new Promise((resolve, reject) => {
       const check = (): void => {
-        if (matches()) { done(); resolve(this.out); return; }
+        if (matches()) {
+          done();
+          resolve(this.out);
+          return;
+        }
         if (this.exitInfo) {
           done();
-          reject(new Error(`${this.describe()} exited (code ${this.exitInfo.code}, signal ${this.exitInfo.signal}) before printing ${String(pattern)}; stdout: ${JSON.stringify(this.out)}; stderr: ${JSON.stringify(this.err)}`));
+          reject(
+            new Error(
+              `${this.describe()} exited (code ${this.exitInfo.code}, signal ${this.exitInfo.signal}) before printing ${String(pattern)}; stdout: ${JSON.stringify(this.out)}; stderr: ${JSON.stringify(this.err)}`,
+            ),
+          );
         }
       };
       const timer = setTimeout(() => {
         done();
-        reject(new Error(`${this.describe()} did not print ${String(pattern)} within ${timeoutMs} ms; stdout: ${JSON.stringify(this.out)}; stderr: ${JSON.stringify(this.err)}`));
+        reject(
+          new Error(
+            `${this.describe()} did not print ${String(pattern)} within ${timeoutMs} ms; stdout: ${JSON.stringify(this.out)}; stderr: ${JSON.stringify(this.err)}`,
+          ),
+        );
       }, timeoutMs);
       timer.unref();
-      const done = (): void => { clearTimeout(timer); this.waiters.delete(check); };
+      const done = (): void => {
+        clearTimeout(timer);
+        this.waiters.delete(check);
+      };
       this.waiters.add(check);
       check();
     });

@@ -59,8 +59,14 @@ export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>, opts: N
     const workloads = new FakeWorkloads();
     for (const s of SPEC) {
       workloads.all.set(`uid-${s.name}`, {
-        uid: `uid-${s.name}`, name: s.name, namespace: 'default', serviceAccount: s.sa, labels: { app: s.name },
-        ips: [pods[s.name].ipv4!], enrolled: s.enrolled, identity: { trustDomain: TRUST_DOMAIN, namespace: 'default', serviceAccount: s.sa },
+        uid: `uid-${s.name}`,
+        name: s.name,
+        namespace: 'default',
+        serviceAccount: s.sa,
+        labels: { app: s.name },
+        ips: [pods[s.name].ipv4!],
+        enrolled: s.enrolled,
+        identity: { trustDomain: TRUST_DOMAIN, namespace: 'default', serviceAccount: s.sa },
       });
     }
     const ca = await MeshCa.create(TRUST_DOMAIN);
@@ -73,19 +79,43 @@ export async function withNetnsMesh<T>(fn: (m: NetnsMesh) => Promise<T>, opts: N
       const connectionLog = new MemoryConnectionLog();
       const proxy = new NodeProxy({
         // As the deployed proxy (--hbone auto): the native tunnel when built; HBONE=tls|native picks one.
-        sockets, hbone: hboneTransport(resolveHbone(parseHboneKind(process.env['HBONE'], 'netns mesh fixture')).use, ca), authorizer: authz, workloads, clock, log: log.child({ node }), trustDomain: TRUST_DOMAIN, connectionLog,
+        sockets,
+        hbone: hboneTransport(resolveHbone(parseHboneKind(process.env['HBONE'], 'netns mesh fixture')).use, ca),
+        authorizer: authz,
+        workloads,
+        clock,
+        log: log.child({ node }),
+        trustDomain: TRUST_DOMAIN,
+        connectionLog,
       });
       for (const s of SPEC) {
         if (s.node !== node || !s.enrolled) continue;
-        await proxy.onAdd(podUid(`uid-${s.name}`), { name: s.name, namespace: 'default', serviceAccount: s.sa }, {
-          netns: netnsId(pods[s.name].netnsPath), identity: pods[s.name].netns, close: () => undefined,
-        });
+        await proxy.onAdd(
+          podUid(`uid-${s.name}`),
+          { name: s.name, namespace: 'default', serviceAccount: s.sa },
+          {
+            netns: netnsId(pods[s.name].netnsPath),
+            identity: pods[s.name].netns,
+            close: () => undefined,
+          },
+        );
       }
       proxies.push(proxy);
       logs.push(connectionLog);
     }
     try {
-      return await fn({ c, pods, authz, workloads, ca, proxies, logs, log, sockets, netnsOf: (p) => netnsId(pods[p].netnsPath) });
+      return await fn({
+        c,
+        pods,
+        authz,
+        workloads,
+        ca,
+        proxies,
+        logs,
+        log,
+        sockets,
+        netnsOf: (p) => netnsId(pods[p].netnsPath),
+      });
     } finally {
       for (const p of proxies) await p.shutdown('immediate');
     }

@@ -37,7 +37,8 @@ export const TCP_ACK = 0x10;
 
 function macBytes(mac: Mac): Buffer {
   const parts = mac.split(':');
-  if (parts.length !== 6 || parts.some((p) => !/^[0-9a-fA-F]{2}$/.test(p))) throw new Error(`raw frame: bad MAC address ${JSON.stringify(mac)}`);
+  if (parts.length !== 6 || parts.some((p) => !/^[0-9a-fA-F]{2}$/.test(p)))
+    throw new Error(`raw frame: bad MAC address ${JSON.stringify(mac)}`);
   return Buffer.from(parts.map((p) => parseInt(p, 16)));
 }
 
@@ -45,7 +46,8 @@ function macBytes(mac: Mac): Buffer {
 export function ipBytes(ip: string): Buffer {
   if (!ip.includes(':')) {
     const o = ip.split('.').map(Number);
-    if (o.length !== 4 || o.some((x) => !Number.isInteger(x) || x < 0 || x > 255)) throw new Error(`raw frame: bad IPv4 address ${JSON.stringify(ip)}`);
+    if (o.length !== 4 || o.some((x) => !Number.isInteger(x) || x < 0 || x > 255))
+      throw new Error(`raw frame: bad IPv4 address ${JSON.stringify(ip)}`);
     return Buffer.from(o);
   }
   const [head, tail, extra] = ip.split('::');
@@ -54,7 +56,8 @@ export function ipBytes(ip: string): Buffer {
   const h = groups(head);
   const t = groups(tail);
   const all = tail === undefined ? h : [...h, ...new Array<number>(8 - h.length - t.length).fill(0), ...t];
-  if (all.length !== 8 || all.some((g) => !Number.isInteger(g) || g < 0 || g > 0xffff)) throw new Error(`raw frame: bad IPv6 address ${JSON.stringify(ip)}`);
+  if (all.length !== 8 || all.some((g) => !Number.isInteger(g) || g < 0 || g > 0xffff))
+    throw new Error(`raw frame: bad IPv6 address ${JSON.stringify(ip)}`);
   const b = Buffer.alloc(16);
   all.forEach((g, i) => b.writeUInt16BE(g, i * 2));
   return b;
@@ -70,7 +73,10 @@ function ipText(b: Buffer): string {
   for (let i = 0; i < 8; i++) {
     let j = i;
     while (j < 8 && g[j] === '0') j++;
-    if (j - i > bestLen) { best = i; bestLen = j - i; }
+    if (j - i > bestLen) {
+      best = i;
+      bestLen = j - i;
+    }
   }
   if (best < 0) return g.join(':');
   return `${g.slice(0, best).join(':')}::${g.slice(best + bestLen).join(':')}`;
@@ -169,8 +175,12 @@ export function parseFrame(f: Buffer): ParsedFrame | undefined {
   const proto = protoNum === 6 ? 'tcp' : protoNum === 17 ? 'udp' : 'other';
   const ports = proto !== 'other' && f.length >= l4 + 4;
   return {
-    family, proto, src: ipText(Buffer.from(src)), dst: ipText(Buffer.from(dst)),
-    sport: ports ? f.readUInt16BE(l4) : 0, dport: ports ? f.readUInt16BE(l4 + 2) : 0,
+    family,
+    proto,
+    src: ipText(Buffer.from(src)),
+    dst: ipText(Buffer.from(dst)),
+    sport: ports ? f.readUInt16BE(l4) : 0,
+    dport: ports ? f.readUInt16BE(l4 + 2) : 0,
     flags: proto === 'tcp' && f.length >= l4 + 14 ? f[l4 + 13]! : 0,
   };
 }

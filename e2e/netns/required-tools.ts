@@ -28,17 +28,21 @@ export const CNI_PLUGIN_DIR = '/usr/lib/cni';
 export const REQUIRED_TOOLS: readonly RequiredTool[] = [
   { name: 'ip', pkg: 'iproute2', usedFor: 'namespaces, links, routes, `ip netns exec` (world, lab runner, CLI)' },
   { name: 'iptables', pkg: 'iptables', usedFor: 'netns tests' },
-  { name: 'iptables-save', pkg: 'iptables', usedFor: 'reading a pod\'s rules (world pods(), status, node agent)' },
+  { name: 'iptables-save', pkg: 'iptables', usedFor: "reading a pod's rules (world pods(), status, node agent)" },
   { name: 'iptables-restore', pkg: 'iptables', usedFor: 'writing rules (node agent, lab runner, appExec flush)' },
   { name: 'ip6tables', pkg: 'iptables', usedFor: 'netns tests' },
   { name: 'ip6tables-save', pkg: 'iptables', usedFor: 'reading v6 rules (node agent, root snapshot)' },
   { name: 'ip6tables-restore', pkg: 'iptables', usedFor: 'writing v6 rules (node agent, lab runner, appExec flush)' },
-  { name: 'ipset', pkg: 'ipset', usedFor: 'the node agent\'s host ipsets, lab files, node reboot' },
+  { name: 'ipset', pkg: 'ipset', usedFor: "the node agent's host ipsets, lab files, node reboot" },
   { name: 'conntrack', pkg: 'conntrack', usedFor: 'which listener answered a raw (AF_PACKET) SYN (world connect)' },
   { name: 'nsenter', pkg: 'util-linux', usedFor: 'the node agent entering pod namespaces' },
   { name: 'setpriv', pkg: 'util-linux', usedFor: 'running pod apps and probes as their uid and capabilities' },
   { name: 'sysctl', pkg: 'procps', usedFor: 'forwarding and unprivileged-port settings in our namespaces' },
-  { name: `${CNI_PLUGIN_DIR}/bridge`, pkg: 'containernetworking-plugins', usedFor: 'pod networking (the primary CNI plugin)' },
+  {
+    name: `${CNI_PLUGIN_DIR}/bridge`,
+    pkg: 'containernetworking-plugins',
+    usedFor: 'pod networking (the primary CNI plugin)',
+  },
   { name: `${CNI_PLUGIN_DIR}/host-local`, pkg: 'containernetworking-plugins', usedFor: 'pod addresses (IPAM)' },
   { name: `${CNI_PLUGIN_DIR}/loopback`, pkg: 'containernetworking-plugins', usedFor: 'pod loopback' },
 ];
@@ -101,7 +105,12 @@ export function packageOfCommand(cmd: string): string | undefined {
  * A failed observation is a harness error, never a verdict (scenarios/model turns it into ERROR).
  */
 export class ToolFailure extends Error {
-  constructor(readonly tool: string, readonly argv: readonly string[], readonly where: string, readonly detail: string) {
+  constructor(
+    readonly tool: string,
+    readonly argv: readonly string[],
+    readonly where: string,
+    readonly detail: string,
+  ) {
     const pkg = packageOfCommand(tool);
     const missing = locateTool(tool) === undefined;
     const fix = missing
@@ -124,7 +133,10 @@ function main(argv: readonly string[]): number {
   }
   if (flag === '--check') {
     const missing = missingTools();
-    for (const t of REQUIRED_TOOLS) process.stdout.write(`${missing.includes(t) ? 'MISSING' : 'ok     '} ${t.name.padEnd(28)} ${t.pkg.padEnd(28)} ${t.usedFor}\n`);
+    for (const t of REQUIRED_TOOLS)
+      process.stdout.write(
+        `${missing.includes(t) ? 'MISSING' : 'ok     '} ${t.name.padEnd(28)} ${t.pkg.padEnd(28)} ${t.usedFor}\n`,
+      );
     if (missing.length > 0) process.stderr.write(`${missingToolsReason(missing)}\n`);
     return missing.length > 0 ? 1 : 0;
   }
@@ -132,4 +144,5 @@ function main(argv: readonly string[]): number {
   return 2;
 }
 
-if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) process.exitCode = main(process.argv.slice(2));
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url))
+  process.exitCode = main(process.argv.slice(2));

@@ -42,7 +42,12 @@ setTimeout(() => { process.stdout.write('ERROR TIMEOUT\\n'); process.exit(1); },
 
 /** Start a listener on host:port in `netns`; resolves once it is listening. It greets with `tag`. */
 export async function startListener(
-  cluster: NetnsCluster, netns: string, host: string, port: number, tag = 'hello', opts: SpawnOptions = {},
+  cluster: NetnsCluster,
+  netns: string,
+  host: string,
+  port: number,
+  tag = 'hello',
+  opts: SpawnOptions = {},
 ): Promise<NetnsProcess> {
   const p = cluster.spawn(netns, [process.execPath, '-e', LISTENER, host, String(port), tag], opts);
   await p.waitForOutput('LISTENING\n');
@@ -51,7 +56,10 @@ export async function startListener(
 
 /** The connections a listener accepted so far, oldest first. */
 export function acceptedBy(listener: NetnsProcess): Accepted[] {
-  return listener.stdout.split('\n').filter((l) => l.startsWith('ACCEPT ')).map((l) => JSON.parse(l.slice(7)) as Accepted);
+  return listener.stdout
+    .split('\n')
+    .filter((l) => l.startsWith('ACCEPT '))
+    .map((l) => JSON.parse(l.slice(7)) as Accepted);
 }
 
 /**
@@ -59,7 +67,12 @@ export function acceptedBy(listener: NetnsProcess): Accepted[] {
  * or `ERROR <code>` (`ERROR TIMEOUT` after `timeoutMs`).
  */
 export async function connectFrom(
-  cluster: NetnsCluster, netns: string, host: string, port: number, timeoutMs = 5_000, opts: SpawnOptions = {},
+  cluster: NetnsCluster,
+  netns: string,
+  host: string,
+  port: number,
+  timeoutMs = 5_000,
+  opts: SpawnOptions = {},
 ): Promise<string> {
   const p = cluster.spawn(netns, [process.execPath, '-e', CLIENT, host, String(port), String(timeoutMs)], opts);
   await p.exited;

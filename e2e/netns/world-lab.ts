@@ -103,7 +103,12 @@ export interface LabState {
   readonly captureIpv6?: boolean;
   /** The manifests the components' launch comes from; absent: this repository's (fixtures/manifests). */
   readonly manifests?: string;
-  readonly nodes: readonly { readonly name: string; readonly netns: string; readonly index: number; readonly address: string }[];
+  readonly nodes: readonly {
+    readonly name: string;
+    readonly netns: string;
+    readonly index: number;
+    readonly address: string;
+  }[];
   readonly fabric: string;
   readonly outside: string;
   readonly kubeconfig: string;
@@ -131,7 +136,8 @@ export function effectiveAppCaps(p: Pick<LabPodState, 'appUid' | 'appCaps'>): re
 export function repoRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 6; i++) {
-    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bin', 'ambient-lab-agent.js'))) return dir;
+    if (fs.existsSync(path.join(dir, 'package.json')) && fs.existsSync(path.join(dir, 'bin', 'ambient-lab-agent.js')))
+      return dir;
     dir = path.dirname(dir);
   }
   throw new Error('cannot find the ambient-lab repository root from e2e/netns/world-lab');
@@ -139,7 +145,6 @@ export function repoRoot(): string {
 
 /** The deployment manifests every component launch is derived from (e2e/deployment/launch.ts). */
 const DEPLOYMENT_MANIFESTS = path.join(repoRoot(), 'fixtures', 'manifests');
-
 
 /** Write `text` readable by root and `gid` only (0640): a secret the proxy's group must read. */
 function writeGroupReadable(file: string, text: string, gid: number): void {
@@ -168,7 +173,8 @@ export function procStart(pid: number): { startTime: string; zombie: boolean } |
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const startTime = rest[22 - 3];
-  if (startTime === undefined) throw new Error(`/proc/${pid}/stat has no field 22 (start time): ${JSON.stringify(stat.slice(0, 200))}`);
+  if (startTime === undefined)
+    throw new Error(`/proc/${pid}/stat has no field 22 (start time): ${JSON.stringify(stat.slice(0, 200))}`);
   return { startTime, zombie: rest[0] === 'Z' };
 }
 
@@ -178,12 +184,19 @@ export function procStart(pid: number): { startTime: string; zombie: boolean } |
  * process holds (returned as `channel`) — what the child writes there is attributable to it
  * alone (see NetnsLab.startApp).
  */
-function spawnInNetns(netns: string, argv: readonly string[], opts: SpawnOptions & { env?: Record<string, string>; logFile: string; channel?: boolean }): LabPid & { channel?: Readable } {
-  if (!/^al-[a-z0-9-]+$/.test(netns)) throw new Error(`refusing to start a process in netns ${JSON.stringify(netns)}: not one of ours`);
+function spawnInNetns(
+  netns: string,
+  argv: readonly string[],
+  opts: SpawnOptions & { env?: Record<string, string>; logFile: string; channel?: boolean },
+): LabPid & { channel?: Readable } {
+  if (!/^al-[a-z0-9-]+$/.test(netns))
+    throw new Error(`refusing to start a process in netns ${JSON.stringify(netns)}: not one of ours`);
   const out = fs.openSync(opts.logFile, 'a', 0o644);
   const priv = setprivArgs(opts);
   const child = spawn('ip', ['netns', 'exec', netns, ...priv, ...argv], {
-    detached: true, stdio: opts.channel ? ['ignore', out, out, 'pipe'] : ['ignore', out, out], env: { ...process.env, ...(opts.env ?? {}) },
+    detached: true,
+    stdio: opts.channel ? ['ignore', out, out, 'pipe'] : ['ignore', out, out],
+    env: { ...process.env, ...(opts.env ?? {}) },
   });
   fs.closeSync(out);
   if (child.pid === undefined) throw new Error(`could not start ${argv.join(' ')} in ${netns}`);
@@ -243,7 +256,10 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<
     } catch (e) {
       last = e;
     }
-    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${last ? `: ${last instanceof Error ? last.message : String(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${what} within ${timeoutMs} ms${last ? `: ${last instanceof Error ? last.message : String(last)}` : ''}`,
+      );
     await sleep(50);
   }
 }
@@ -279,7 +295,6 @@ interface LabOptions {
 
 export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
 
-
 /** One line an app wrote on its report channel (world-pod-app.ts). */
 interface AppRecord {
   readonly ev: 'ready' | 'accept' | 'datagram';
@@ -308,7 +323,10 @@ export class NetnsLab {
   /** Sandbox retries that failed for the harness's own reasons (not a refused ADD): settle throws them. */
   readonly kubeletErrors: string[] = [];
 
-  private constructor(readonly state: LabState, private readonly cluster: NetnsCluster | undefined) {
+  private constructor(
+    readonly state: LabState,
+    private readonly cluster: NetnsCluster | undefined,
+  ) {
     this.api = new WorldApi(state.apiSocket, state.controlSocket);
   }
 
@@ -333,13 +351,25 @@ export class NetnsLab {
       fs.mkdirSync(runDir, { recursive: true, mode: 0o755 });
       fs.chmodSync(runDir, 0o755); // readable by the components; nothing here is writable by a pod
       const state: LabState = {
-        version: 1, name, prefix: cluster.prefix, runDir, profile: opts.profile, ipv6: opts.ipv6 ?? false, dnsCapture: opts.dnsCapture ?? false,
+        version: 1,
+        name,
+        prefix: cluster.prefix,
+        runDir,
+        profile: opts.profile,
+        ipv6: opts.ipv6 ?? false,
+        dnsCapture: opts.dnsCapture ?? false,
         ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
         ...(opts.manifests !== undefined ? { manifests: path.resolve(opts.manifests) } : {}),
         nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
-        fabric: cluster.fabric.netns, outside: cluster.outside.netns,
-        kubeconfig: path.join(runDir, 'kubeconfig'), apiSocket: path.join(runDir, 'api.sock'), controlSocket: path.join(runDir, 'api-control.sock'),
-        api: undefined, components: {}, pods: {}, podSeq: 0,
+        fabric: cluster.fabric.netns,
+        outside: cluster.outside.netns,
+        kubeconfig: path.join(runDir, 'kubeconfig'),
+        apiSocket: path.join(runDir, 'api.sock'),
+        controlSocket: path.join(runDir, 'api-control.sock'),
+        api: undefined,
+        components: {},
+        pods: {},
+        podSeq: 0,
       };
       lab = new NetnsLab(state, cluster);
       lab.save();
@@ -362,7 +392,10 @@ export class NetnsLab {
       for (const n of state.nodes) await lab.startComponent('proxy', n.name);
       return lab;
     } catch (e) {
-      return rethrowAfterCleanup(e, lab ? ['destroy the lab', () => lab!.destroy()] : ['dispose the cluster', () => cluster.dispose()]);
+      return rethrowAfterCleanup(
+        e,
+        lab ? ['destroy the lab', () => lab!.destroy()] : ['dispose the cluster', () => cluster.dispose()],
+      );
     }
   }
 
@@ -378,21 +411,43 @@ export class NetnsLab {
 
   node(name: string): LabState['nodes'][number] {
     const n = this.state.nodes.find((x) => x.name === name);
-    if (!n) throw new Error(`no node ${JSON.stringify(name)}; nodes are ${this.state.nodes.map((x) => x.name).join(', ')}`);
+    if (!n)
+      throw new Error(`no node ${JSON.stringify(name)}; nodes are ${this.state.nodes.map((x) => x.name).join(', ')}`);
     return n;
   }
 
   private async startApi(): Promise<void> {
     const log = path.join(this.state.runDir, 'api.log');
-    this.state.api = spawnInNetns(this.state.fabric, [process.execPath, builtProgram('e2e/netns/kube-api-process.js'),
-      '--listen', `${FABRIC_GATEWAY.ipv4}:${API_PORT}`, '--api-socket', this.state.apiSocket, '--control-socket', this.state.controlSocket], { logFile: log });
+    this.state.api = spawnInNetns(
+      this.state.fabric,
+      [
+        process.execPath,
+        builtProgram('e2e/netns/kube-api-process.js'),
+        '--listen',
+        `${FABRIC_GATEWAY.ipv4}:${API_PORT}`,
+        '--api-socket',
+        this.state.apiSocket,
+        '--control-socket',
+        this.state.controlSocket,
+      ],
+      { logFile: log },
+    );
     this.save();
-    writeGroupReadable(this.state.kubeconfig, facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT}`), this.proxyGid());
+    writeGroupReadable(
+      this.state.kubeconfig,
+      facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT}`),
+      this.proxyGid(),
+    );
     await waitFor('the API process did not come up', 15_000, async () => {
-      if (!isOurs(this.state.api!)) throw new Error(`it exited; see ${log}: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
-      return (await this.api.list('Namespace').then(() => true, () => undefined));
+      if (!isOurs(this.state.api!))
+        throw new Error(`it exited; see ${log}: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
+      return await this.api.list('Namespace').then(
+        () => true,
+        () => undefined,
+      );
     });
-    for (const ns of ['default', 'kube-system', 'istio-system']) await this.api.create('Namespace', { metadata: { name: ns } }).catch(unless(409)); // 409: it exists already
+    for (const ns of ['default', 'kube-system', 'istio-system'])
+      await this.api.create('Namespace', { metadata: { name: ns } }).catch(unless(409)); // 409: it exists already
   }
 
   /**
@@ -403,36 +458,69 @@ export class NetnsLab {
    * ambient capabilities where the image gives them as file capabilities (ci/proxy.Dockerfile):
    * the same effective set for the same uid.
    */
-  componentLaunch(component: LabComponent, node: string): { argv: string[]; spawn: SpawnOptions; env: Record<string, string> } {
+  componentLaunch(
+    component: LabComponent,
+    node: string,
+  ): { argv: string[]; spawn: SpawnOptions; env: Record<string, string> } {
     const dir = this.nodeDir(node);
     const launch = deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, { nodeName: node })[component];
-    const common = ['--node', node, '--kubeconfig', this.state.kubeconfig, '--zds-socket', path.join(dir, 'zds.sock'), '--status-socket', path.join(dir, `${component}-status.sock`),
+    const common = [
+      '--node',
+      node,
+      '--kubeconfig',
+      this.state.kubeconfig,
+      '--zds-socket',
+      path.join(dir, 'zds.sock'),
+      '--status-socket',
+      path.join(dir, `${component}-status.sock`),
       // Explicit either way: the components' defaults are upstream's (on), the lab's are off.
-      `--ipv6=${(this.state.captureIpv6 ?? this.state.ipv6) === true}`];
+      `--ipv6=${(this.state.captureIpv6 ?? this.state.ipv6) === true}`,
+    ];
     const program = [process.execPath, ...launch.nodeFlags, path.join(repoRoot(), launch.program)];
     const spawn: SpawnOptions = { uid: launch.uid, gid: launch.gid, groups: launch.groups, caps: launch.caps };
     if (component === 'agent') {
       return {
-        argv: [...program, ...common, '--profile', this.state.profile,
-          '--plugin-socket', path.join(dir, 'cni', 'agent.sock'), '--pod-uid-sources', 'cgroup,environ', '--repair-interval-ms', '2000',
-          `--dns-capture=${this.state.dnsCapture === true}`],
-        spawn, env: { ...launch.env },
+        argv: [
+          ...program,
+          ...common,
+          '--profile',
+          this.state.profile,
+          '--plugin-socket',
+          path.join(dir, 'cni', 'agent.sock'),
+          '--pod-uid-sources',
+          'cgroup,environ',
+          '--repair-interval-ms',
+          '2000',
+          `--dns-capture=${this.state.dnsCapture === true}`,
+        ],
+        spawn,
+        env: { ...launch.env },
       };
     }
     return {
-      argv: [...program, ...common, '--connection-log', path.join(dir, 'connections.jsonl'),
-        '--ca-cert', path.join(this.state.runDir, 'mesh-ca.pem'), '--ca-key', path.join(this.state.runDir, 'mesh-ca.key'),
+      argv: [
+        ...program,
+        ...common,
+        '--connection-log',
+        path.join(dir, 'connections.jsonl'),
+        '--ca-cert',
+        path.join(this.state.runDir, 'mesh-ca.pem'),
+        '--ca-key',
+        path.join(this.state.runDir, 'mesh-ca.key'),
         // The proxy serves DNS exactly when the agent captures it, as the manifests pair them; a
         // lab without DNS capture turns the manifests' listener off (an empty list).
         ...(this.state.dnsCapture === true ? [] : ['--dns-upstream=']),
       ],
-      spawn, env: { ...launch.env },
+      spawn,
+      env: { ...launch.env },
     };
   }
 
   /** The group the proxy runs as (its manifest's runAsGroup): it may read the lab's shared files. */
   proxyGid(): number {
-    return deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, { nodeName: this.state.nodes[0]?.name ?? 'node-0' }).proxy.gid;
+    return deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, {
+      nodeName: this.state.nodes[0]?.name ?? 'node-0',
+    }).proxy.gid;
   }
 
   running(component: LabComponent, node: string): boolean {
@@ -461,14 +549,24 @@ export class NetnsLab {
   }
 
   /** The component's /readyz and /status over its Unix status socket. */
-  async componentStatus(component: LabComponent, node: string): Promise<{ running: boolean; ready: boolean; detail: string; status: Record<string, unknown> | undefined }> {
+  async componentStatus(
+    component: LabComponent,
+    node: string,
+  ): Promise<{ running: boolean; ready: boolean; detail: string; status: Record<string, unknown> | undefined }> {
     const sock = path.join(this.nodeDir(node), `${component}-status.sock`);
-    if (!this.running(component, node)) return { running: false, ready: false, detail: 'not running', status: undefined };
+    if (!this.running(component, node))
+      return { running: false, ready: false, detail: 'not running', status: undefined };
     const { request } = await import('./world-api-client.js');
     try {
       const status = (await request(sock, 'GET', '/status')) as Record<string, unknown>;
-      const ready = component === 'agent' ? (status['health'] as { ready?: boolean } | undefined)?.ready === true : status['ready'] === true;
-      const detail = component === 'agent' ? String((status['health'] as { detail?: string } | undefined)?.detail ?? '') : `zds ${status['zdsConnected'] ? 'connected' : 'not connected'}, ${(status['pods'] as unknown[]).length} pod(s) served`;
+      const ready =
+        component === 'agent'
+          ? (status['health'] as { ready?: boolean } | undefined)?.ready === true
+          : status['ready'] === true;
+      const detail =
+        component === 'agent'
+          ? String((status['health'] as { detail?: string } | undefined)?.detail ?? '')
+          : `zds ${status['zdsConnected'] ? 'connected' : 'not connected'}, ${(status['pods'] as unknown[]).length} pod(s) served`;
       return { running: true, ready, detail, status };
     } catch (e) {
       return { running: true, ready: false, detail: e instanceof Error ? e.message : String(e), status: undefined };
@@ -491,21 +589,47 @@ export class NetnsLab {
     const opts = { path: [DEBIAN_CNI_DIR, binDir] };
     const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
     const podnet: CniConfList = {
-      cniVersion: '1.0.0', name: 'al-podnet',
+      cniVersion: '1.0.0',
+      name: 'al-podnet',
       plugins: [
-        { type: 'bridge', bridge: 'cni0', isGateway: true, isDefaultGateway: true, ipMasq: false,
-          ipam: { type: 'host-local', dataDir: path.join(dir, 'ipam'),
-            ranges: [[{ subnet: podCidr(n.index).ipv4 }], ...(this.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : [])] } },
+        {
+          type: 'bridge',
+          bridge: 'cni0',
+          isGateway: true,
+          isDefaultGateway: true,
+          ipMasq: false,
+          ipam: {
+            type: 'host-local',
+            dataDir: path.join(dir, 'ipam'),
+            ranges: [
+              [{ subnet: podCidr(n.index).ipv4 }],
+              ...(this.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : []),
+            ],
+          },
+        },
         // The enrollment settings the agent runs with by default (the installer writes the same fields).
-        { type: 'ambient-lab-cni', agentSocket: path.join(dir, 'cni', 'agent.sock'), kubeconfig: this.state.kubeconfig,
-          apiAttempts: 3, apiRetryDelayMs: 200, agentTimeoutMs: 10_000, ...DEPLOYMENT_ENROLLMENT_SETTINGS },
+        {
+          type: 'ambient-lab-cni',
+          agentSocket: path.join(dir, 'cni', 'agent.sock'),
+          kubeconfig: this.state.kubeconfig,
+          apiAttempts: 3,
+          apiRetryDelayMs: 200,
+          agentTimeoutMs: 10_000,
+          ...DEPLOYMENT_ENROLLMENT_SETTINGS,
+        },
       ],
     };
-    return [{ chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' }, { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' }];
+    return [
+      { chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' },
+      { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' },
+    ];
   }
 
   private clusterOrThrow(): NetnsCluster {
-    if (!this.cluster) throw new Error('this lab was attached from its state file; pod sandboxes can only be made by the process that created it');
+    if (!this.cluster)
+      throw new Error(
+        'this lab was attached from its state file; pod sandboxes can only be made by the process that created it',
+      );
     return this.cluster;
   }
 
@@ -514,9 +638,14 @@ export class NetnsLab {
     const key = `${p.namespace}/${p.name}`;
     const run = (this.sandboxOps.get(key) ?? Promise.resolve()).then(op);
     // The queue goes on after a failed operation; the caller gets its failure.
-    const tail = run.then(() => undefined, () => undefined);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
     this.sandboxOps.set(key, tail);
-    void tail.then(() => { if (this.sandboxOps.get(key) === tail) this.sandboxOps.delete(key); });
+    void tail.then(() => {
+      if (this.sandboxOps.get(key) === tail) this.sandboxOps.delete(key);
+    });
     return run;
   }
 
@@ -540,7 +669,9 @@ export class NetnsLab {
         if (this.state.pods[key] !== p || p.started || p.short !== undefined) return;
         await this.sandboxOnce(p);
       }).catch((e: unknown) => {
-        this.kubeletErrors.push(`the kubelet's sandbox retry of ${key} failed: ${e instanceof Error ? e.message : String(e)}`);
+        this.kubeletErrors.push(
+          `the kubelet's sandbox retry of ${key} failed: ${e instanceof Error ? e.message : String(e)}`,
+        );
       });
     }, delay);
     // Like the lab's processes, a pending retry does not keep this process alive (`ambient-lab up` exits).
@@ -571,12 +702,20 @@ export class NetnsLab {
     // so a non-root app can serve e.g. port 53 (the sim's pods can too).
     await execIn(info.netns, ['sysctl', '-q', '-w', 'net.ipv4.ip_unprivileged_port_start=0']);
     for (const [k, v] of Object.entries(p.sysctls ?? {})) {
-      if (!/^net\.[A-Za-z0-9_.]+$/.test(k)) throw new Error(`sandbox sysctl ${JSON.stringify(k)}: only network (net.*) sysctls belong to a pod's namespace`);
+      if (!/^net\.[A-Za-z0-9_.]+$/.test(k))
+        throw new Error(
+          `sandbox sysctl ${JSON.stringify(k)}: only network (net.*) sysctls belong to a pod's namespace`,
+        );
       await execIn(info.netns, ['sysctl', '-q', '-w', `${k}=${v}`]);
     }
     p.containerId = `${this.state.prefix}${short}`;
-    const att = (ifname: string): { containerId: string; netns: string; ifname: string; args: Array<[string, string]> } => ({
-      containerId: p.containerId!, netns: info.netnsPath, ifname, args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!),
+    const att = (
+      ifname: string,
+    ): { containerId: string; netns: string; ifname: string; args: Array<[string, string]> } => ({
+      containerId: p.containerId!,
+      netns: info.netnsPath,
+      ifname,
+      args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!),
     });
     const nets = this.chains(p.node);
     const results: CniResult[] = [];
@@ -590,7 +729,10 @@ export class NetnsLab {
         for (const n of [...nets].reverse()) await n.chain.del(att(n.ifname));
         await cluster.removePod(short);
       } catch (cleanupError) {
-        throw new Error(`pod ${p.namespace}/${p.name}: cleaning up after the failed CNI ADD (${e instanceof Error ? e.message : String(e)}) failed: ${cleanupError instanceof Error ? cleanupError.message : String(cleanupError)}`, { cause: cleanupError });
+        throw new Error(
+          `pod ${p.namespace}/${p.name}: cleaning up after the failed CNI ADD (${e instanceof Error ? e.message : String(e)}) failed: ${cleanupError instanceof Error ? cleanupError.message : String(cleanupError)}`,
+          { cause: cleanupError },
+        );
       }
       p.short = undefined;
       p.netns = undefined;
@@ -631,11 +773,26 @@ export class NetnsLab {
     const log = this.appLogFile(p);
     fs.mkdirSync(path.dirname(log), { recursive: true, mode: 0o755 });
     const selfDrop = p.appUid !== 0;
-    const argv = [process.execPath, builtProgram('e2e/netns/world-pod-app.js'), '--pod', `${p.namespace}/${p.name}`, '--report-fd', '3',
-      '--tcp', p.tcpPorts.join(','), '--udp', p.udpPorts.join(','), ...(selfDrop ? ['--drop-to', `${p.appUid}:${p.appUid}`] : [])];
+    const argv = [
+      process.execPath,
+      builtProgram('e2e/netns/world-pod-app.js'),
+      '--pod',
+      `${p.namespace}/${p.name}`,
+      '--report-fd',
+      '3',
+      '--tcp',
+      p.tcpPorts.join(','),
+      '--udp',
+      p.udpPorts.join(','),
+      ...(selfDrop ? ['--drop-to', `${p.appUid}:${p.appUid}`] : []),
+    ];
     const { channel, ...pid } = spawnInNetns(p.netns!, argv, {
-      ...(selfDrop ? { caps: ['setuid', 'setgid'] } : { uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()) }),
-      env: { [POD_UID_ENV]: p.uid }, logFile: log, channel: true,
+      ...(selfDrop
+        ? { caps: ['setuid', 'setgid'] }
+        : { uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()) }),
+      env: { [POD_UID_ENV]: p.uid },
+      logFile: log,
+      channel: true,
     });
     p.app = pid;
     const rec: AppChannel = { lines: [], partial: '', closed: false };
@@ -646,8 +803,12 @@ export class NetnsLab {
       rec.partial = parts.pop() ?? '';
       rec.lines.push(...parts.filter((l) => l !== ''));
     });
-    channel!.on('close', () => { rec.closed = true; });
-    channel!.on('error', () => { rec.closed = true; });
+    channel!.on('close', () => {
+      rec.closed = true;
+    });
+    channel!.on('error', () => {
+      rec.closed = true;
+    });
     await waitFor(`the app of ${p.namespace}/${p.name} did not start listening`, 10_000, async () => {
       if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
       return rec.lines.some((l) => l.includes('"ready"')) ? true : undefined;
@@ -661,12 +822,17 @@ export class NetnsLab {
   appRecords(p: LabPodState): AppRecord[] {
     if (!p.app) return [];
     const rec = this.appChannels.get(appKey(p.app));
-    if (!rec) throw new Error(`the reports of ${p.namespace}/${p.name}'s app (pid ${p.app.pid}) go to the process that started it, not to this one (lab attached from ${this.state.runDir})`);
+    if (!rec)
+      throw new Error(
+        `the reports of ${p.namespace}/${p.name}'s app (pid ${p.app.pid}) go to the process that started it, not to this one (lab attached from ${this.state.runDir})`,
+      );
     return rec.lines.map((l) => {
       try {
         return JSON.parse(l) as AppRecord;
       } catch {
-        throw new Error(`the app of ${p.namespace}/${p.name} (pid ${p.app?.pid}) wrote a line that is not JSON on its report channel: ${JSON.stringify(l.slice(0, 200))}`);
+        throw new Error(
+          `the app of ${p.namespace}/${p.name} (pid ${p.app?.pid}) wrote a line that is not JSON on its report channel: ${JSON.stringify(l.slice(0, 200))}`,
+        );
       }
     });
   }
@@ -678,9 +844,25 @@ export class NetnsLab {
 
   private async writeStatus(p: LabPodState): Promise<void> {
     const status = p.started
-      ? { phase: 'Running', hostIP: this.node(p.node).address, podIP: p.ips[0], podIPs: p.ips.map((ip) => ({ ip })),
-          conditions: [{ type: 'Ready', status: 'True' }] }
-      : { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'True' }, { type: 'Ready', status: 'False', reason: 'SandboxCreationFailed', message: (p.error ?? '').slice(0, 1000) }] };
+      ? {
+          phase: 'Running',
+          hostIP: this.node(p.node).address,
+          podIP: p.ips[0],
+          podIPs: p.ips.map((ip) => ({ ip })),
+          conditions: [{ type: 'Ready', status: 'True' }],
+        }
+      : {
+          phase: 'Pending',
+          conditions: [
+            { type: 'PodScheduled', status: 'True' },
+            {
+              type: 'Ready',
+              status: 'False',
+              reason: 'SandboxCreationFailed',
+              message: (p.error ?? '').slice(0, 1000),
+            },
+          ],
+        };
     // 404: the pod was deleted meanwhile (a deletion racing its sandbox); any other failure leaves
     // the API's phase and IPs wrong, which every later observation would read.
     await this.api.patch('Pod', p.name, p.namespace, { status }, true).catch(unless(404));
@@ -706,7 +888,12 @@ export class NetnsLab {
         const info = cluster.pod(p.short);
         // DEL must succeed (CNI spec: also for what is already gone); one that fails leaks an IP or a veth.
         for (const n of [...this.chains(p.node)].reverse()) {
-          await n.chain.del({ containerId: p.containerId!, netns: info.netnsPath, ifname: n.ifname, args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!) });
+          await n.chain.del({
+            containerId: p.containerId!,
+            netns: info.netnsPath,
+            ifname: n.ifname,
+            args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!),
+          });
         }
       }
       await cluster.removePod(p.short);
@@ -717,28 +904,64 @@ export class NetnsLab {
   }
 
   async createPod(spec: {
-    namespace: string; name: string; node: string; labels?: Record<string, string>; annotations?: Record<string, string>;
-    serviceAccount?: string; hostNetwork?: boolean; uid: number; caps: readonly string[]; tcpPorts: readonly number[]; udpPorts?: readonly number[]; probePorts?: readonly number[];
+    namespace: string;
+    name: string;
+    node: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    serviceAccount?: string;
+    hostNetwork?: boolean;
+    uid: number;
+    caps: readonly string[];
+    tcpPorts: readonly number[];
+    udpPorts?: readonly number[];
+    probePorts?: readonly number[];
     sysctls?: Readonly<Record<string, string>>;
   }): Promise<LabPodState> {
     this.node(spec.node);
     const pod: KubeObjectOf<'Pod'> = {
-      metadata: { name: spec.name, namespace: spec.namespace, labels: spec.labels ?? {}, annotations: spec.annotations ?? {} },
+      metadata: {
+        name: spec.name,
+        namespace: spec.namespace,
+        labels: spec.labels ?? {},
+        annotations: spec.annotations ?? {},
+      },
       spec: {
-        nodeName: spec.node, hostNetwork: spec.hostNetwork ?? false, serviceAccountName: spec.serviceAccount ?? 'default',
-        containers: [{
-          name: 'app', image: 'ambient-lab/pod-app',
-          securityContext: { runAsUser: spec.uid, capabilities: { drop: ['ALL'], add: [...spec.caps] } },
-          ports: spec.tcpPorts.map((containerPort) => ({ containerPort, protocol: 'TCP' })),
-          ...(spec.probePorts && spec.probePorts.length > 0 ? { readinessProbe: { tcpSocket: { port: spec.probePorts[0]! } } } : {}),
-        }],
+        nodeName: spec.node,
+        hostNetwork: spec.hostNetwork ?? false,
+        serviceAccountName: spec.serviceAccount ?? 'default',
+        containers: [
+          {
+            name: 'app',
+            image: 'ambient-lab/pod-app',
+            securityContext: { runAsUser: spec.uid, capabilities: { drop: ['ALL'], add: [...spec.caps] } },
+            ports: spec.tcpPorts.map((containerPort) => ({ containerPort, protocol: 'TCP' })),
+            ...(spec.probePorts && spec.probePorts.length > 0
+              ? { readinessProbe: { tcpSocket: { port: spec.probePorts[0]! } } }
+              : {}),
+          },
+        ],
       },
     };
     const created = await this.api.create('Pod', pod);
     const p: LabPodState = {
-      namespace: spec.namespace, name: spec.name, uid: created.metadata?.uid ?? '', node: spec.node, hostNetwork: spec.hostNetwork ?? false,
-      short: undefined, netns: undefined, containerId: undefined, ips: [], app: undefined, appUid: spec.uid, appCaps: spec.caps,
-      tcpPorts: spec.tcpPorts, udpPorts: spec.udpPorts ?? [], ...(spec.sysctls ? { sysctls: spec.sysctls } : {}), started: false, error: undefined,
+      namespace: spec.namespace,
+      name: spec.name,
+      uid: created.metadata?.uid ?? '',
+      node: spec.node,
+      hostNetwork: spec.hostNetwork ?? false,
+      short: undefined,
+      netns: undefined,
+      containerId: undefined,
+      ips: [],
+      app: undefined,
+      appUid: spec.uid,
+      appCaps: spec.caps,
+      tcpPorts: spec.tcpPorts,
+      udpPorts: spec.udpPorts ?? [],
+      ...(spec.sysctls ? { sysctls: spec.sysctls } : {}),
+      started: false,
+      error: undefined,
     };
     this.state.pods[`${spec.namespace}/${spec.name}`] = p;
     this.save();
@@ -770,15 +993,22 @@ export class NetnsLab {
     await this.stopComponent('agent', node);
     const pods = Object.values(this.state.pods).filter((p) => p.node === node);
     for (const p of pods) await this.teardownSandbox(p, { cniDel: false });
-    for (const d of ['cni-cache', 'ipam']) fs.rmSync(path.join(this.nodeDir(node), d), { recursive: true, force: true });
+    for (const d of ['cni-cache', 'ipam'])
+      fs.rmSync(path.join(this.nodeDir(node), d), { recursive: true, force: true });
     // A reboot loses the node's netfilter state: its iptables rules (all the agent's; the lab adds
     // none to a node) and then its ipsets, which those rules held in use. Something left behind
     // would make this reboot something else, so a failure throws.
-    for (const [save, restore] of [['iptables-save', 'iptables-restore'], ['ip6tables-save', 'ip6tables-restore']] as const) {
+    for (const [save, restore] of [
+      ['iptables-save', 'iptables-restore'],
+      ['ip6tables-save', 'ip6tables-restore'],
+    ] as const) {
       const tables = [...(await execIn(n.netns, [save])).matchAll(/^\*(\S+)$/gm)].map((m) => m[1]!);
       if (tables.length > 0) await execIn(n.netns, [restore], tables.map((t) => `*${t}\nCOMMIT\n`).join(''));
     }
-    for (const set of (await execIn(n.netns, ['ipset', 'list', '-n'])).split('\n').map((l) => l.trim()).filter((l) => l !== '')) {
+    for (const set of (await execIn(n.netns, ['ipset', 'list', '-n']))
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '')) {
       await execIn(n.netns, ['ipset', 'destroy', set]);
     }
     await this.startComponent('agent', node);
@@ -794,7 +1024,8 @@ export class NetnsLab {
     this.sandboxRetries.clear();
     await Promise.all([...this.sandboxOps.values()]);
     for (const p of Object.values(this.state.pods)) await stopPid(p.app).catch((e: unknown) => errors.push(String(e)));
-    for (const p of Object.values(this.state.components)) await stopPid(p).catch((e: unknown) => errors.push(String(e)));
+    for (const p of Object.values(this.state.components))
+      await stopPid(p).catch((e: unknown) => errors.push(String(e)));
     await stopPid(this.state.api).catch((e: unknown) => errors.push(String(e)));
     if (this.cluster) await this.cluster.dispose().catch((e: unknown) => errors.push(String(e)));
     else {
@@ -805,9 +1036,14 @@ export class NetnsLab {
     const { listNetns } = await import('./ip.js');
     const left = (await listNetns()).filter((x) => x.startsWith(this.state.prefix));
     if (left.length > 0) errors.push(`namespaces left: ${left.join(', ')}`);
-    const alive = [...Object.values(this.state.pods).map((p) => p.app), ...Object.values(this.state.components), this.state.api].filter((p): p is LabPid => p !== undefined && isOurs(p));
+    const alive = [
+      ...Object.values(this.state.pods).map((p) => p.app),
+      ...Object.values(this.state.components),
+      this.state.api,
+    ].filter((p): p is LabPid => p !== undefined && isOurs(p));
     if (alive.length > 0) errors.push(`processes still running: ${alive.map((p) => p.pid).join(', ')}`);
     if (errors.length === 0) fs.rmSync(this.state.runDir, { recursive: true, force: true });
-    if (errors.length > 0) throw new Error(`ambient-lab ${this.state.name}: cleanup left things behind: ${errors.join('; ')}`);
+    if (errors.length > 0)
+      throw new Error(`ambient-lab ${this.state.name}: cleanup left things behind: ${errors.join('; ')}`);
   }
 }

@@ -27,7 +27,10 @@ function arg(name: string, dflt?: string): string {
 }
 
 function ports(text: string): number[] {
-  return text.split(',').filter((s) => s !== '').map(Number);
+  return text
+    .split(',')
+    .filter((s) => s !== '')
+    .map(Number);
 }
 
 function endpoint(address: string | undefined, port: number | undefined): string {
@@ -49,7 +52,9 @@ const write = (o: Record<string, unknown>): void => {
   } catch (e) {
     // EPIPE: the harness that started this app has gone (ambient-lab up); keep serving.
     reportLost = true;
-    process.stderr.write(`world-pod-app ${pod}: report fd ${report}: ${e instanceof Error ? e.message : String(e)}; reports are dropped from now on\n`);
+    process.stderr.write(
+      `world-pod-app ${pod}: report fd ${report}: ${e instanceof Error ? e.message : String(e)}; reports are dropped from now on\n`,
+    );
   }
 };
 
@@ -58,7 +63,8 @@ function dropTo(spec: string): void {
   const m = /^(\d+):(\d+)$/.exec(spec);
   if (!m) throw new Error(`world-pod-app: --drop-to ${JSON.stringify(spec)}: expected UID:GID`);
   const { setgroups, setgid, setuid } = process;
-  if (!setgroups || !setgid || !setuid) throw new Error('world-pod-app: --drop-to needs a POSIX platform (process.setuid)');
+  if (!setgroups || !setgid || !setuid)
+    throw new Error('world-pod-app: --drop-to needs a POSIX platform (process.setuid)');
   setgroups([]);
   setgid(Number(m[2]));
   setuid(Number(m[1]));
@@ -101,7 +107,9 @@ function serveTcp(port: number, host: string): Promise<void> {
 
 function serveUdp(port: number, family: 4 | 6): Promise<void> {
   const s = dgram.createSocket({ type: family === 4 ? 'udp4' : 'udp6', ipv6Only: family === 6 });
-  s.on('message', (msg, r) => write({ ev: 'datagram', port, peer: endpoint(r.address, r.port), tag: msg.toString('utf8') }));
+  s.on('message', (msg, r) =>
+    write({ ev: 'datagram', port, peer: endpoint(r.address, r.port), tag: msg.toString('utf8') }),
+  );
   return new Promise((resolve) => {
     s.once('error', (e) => {
       // A v4-only pod has no ::.

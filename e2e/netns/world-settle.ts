@@ -89,8 +89,16 @@ interface Round {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function versionsOf(objs: readonly { metadata?: { namespace?: string; name?: string; resourceVersion?: string } }[], namespaced: boolean): Record<string, string> {
-  return Object.fromEntries(objs.map((o) => [namespaced ? `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}` : o.metadata?.name ?? '', o.metadata?.resourceVersion ?? '']));
+function versionsOf(
+  objs: readonly { metadata?: { namespace?: string; name?: string; resourceVersion?: string } }[],
+  namespaced: boolean,
+): Record<string, string> {
+  return Object.fromEntries(
+    objs.map((o) => [
+      namespaced ? `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}` : (o.metadata?.name ?? ''),
+      o.metadata?.resourceVersion ?? '',
+    ]),
+  );
 }
 
 /** Keys whose version in `cache` differs from `api` (missing, stale or no longer in the API). */
@@ -110,7 +118,10 @@ function listening(procNetTcp: string, port: number): boolean {
 }
 
 /** /proc/net/tcp{,6} of the pod's netns: through its app's /proc (no process to start) when the app runs. */
-async function procNet(pod: { netns: string; app?: Parameters<typeof isOurs>[0] | undefined }, file: 'tcp' | 'tcp6'): Promise<string> {
+async function procNet(
+  pod: { netns: string; app?: Parameters<typeof isOurs>[0] | undefined },
+  file: 'tcp' | 'tcp6',
+): Promise<string> {
   if (pod.app && isOurs(pod.app)) {
     try {
       return fs.readFileSync(`/proc/${pod.app.pid}/net/${file}`, 'utf8');
@@ -129,7 +140,11 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
   // A kubelet retry that failed for the harness's own reasons: the world cannot be trusted.
   if (lab.kubeletErrors.length > 0) throw new Error(lab.kubeletErrors.join('; '));
   // A failing API read is a harness error: it propagates.
-  const [apiPods, apiNamespaces, apiPolicies] = await Promise.all([lab.api.list('Pod'), lab.api.list('Namespace'), lab.api.list('AuthorizationPolicy')]);
+  const [apiPods, apiNamespaces, apiPolicies] = await Promise.all([
+    lab.api.list('Pod'),
+    lab.api.list('Namespace'),
+    lab.api.list('AuthorizationPolicy'),
+  ]);
   const podVersions = versionsOf(apiPods, true);
   const nsVersions = versionsOf(apiNamespaces, false);
   const policyVersions = versionsOf(apiPolicies, true);
@@ -144,33 +159,70 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
     const proxy = p.status as ProxyStatus | undefined;
     if (a.running && !agent) unreadable.push(`agent on ${n.name}: /status: ${a.detail}`);
     if (p.running && !proxy) unreadable.push(`proxy on ${n.name}: /status: ${p.detail}`);
-    digest.push([n.name, a.running, p.running, agent && (a.status?.['pid'] as number | undefined), proxy && (p.status?.['pid'] as number | undefined),
-      agent && [agent.ready, agent.proxyConnected, agent.pods, agent.queue.retrying.map((r) => r.key).sort(), agent.caches],
-      proxy && [proxy.zdsConnected, proxy.pods.map((x) => x.uid).sort(), proxy.caches]]);
+    digest.push([
+      n.name,
+      a.running,
+      p.running,
+      agent && (a.status?.['pid'] as number | undefined),
+      proxy && (p.status?.['pid'] as number | undefined),
+      agent && [
+        agent.ready,
+        agent.proxyConnected,
+        agent.pods,
+        agent.queue.retrying.map((r) => r.key).sort(),
+        agent.caches,
+      ],
+      proxy && [proxy.zdsConnected, proxy.pods.map((x) => x.uid).sort(), proxy.caches],
+    ]);
     if (agent) {
-      agents.set(n.name, { repairs: agent.repairs, retrying: new Map(agent.queue.retrying.map((r) => [r.key, r.failures])) });
+      agents.set(n.name, {
+        repairs: agent.repairs,
+        retrying: new Map(agent.queue.retrying.map((r) => [r.key, r.failures])),
+      });
       if (!a.ready) pending.push(`agent on ${n.name} is not ready: ${a.detail}`);
-      if (agent.queue.inFlight > 0) pending.push(`agent on ${n.name} has ${agent.queue.inFlight} reconcile(s) in flight`);
-      const nodePods = Object.fromEntries(apiPods.filter((x) => x.spec?.nodeName === n.name).map((x) => [`${x.metadata?.namespace}/${x.metadata?.name}`, x.metadata?.resourceVersion ?? '']));
-      const stale = [...staleKeys(nodePods, agent.caches?.pods), ...staleKeys(nsVersions, agent.caches?.namespaces).map((k) => `namespace ${k}`)];
-      if (stale.length > 0) pending.push(`agent on ${n.name} has not seen the API's current ${[...new Set(stale)].join(', ')}`);
+      if (agent.queue.inFlight > 0)
+        pending.push(`agent on ${n.name} has ${agent.queue.inFlight} reconcile(s) in flight`);
+      const nodePods = Object.fromEntries(
+        apiPods
+          .filter((x) => x.spec?.nodeName === n.name)
+          .map((x) => [`${x.metadata?.namespace}/${x.metadata?.name}`, x.metadata?.resourceVersion ?? '']),
+      );
+      const stale = [
+        ...staleKeys(nodePods, agent.caches?.pods),
+        ...staleKeys(nsVersions, agent.caches?.namespaces).map((k) => `namespace ${k}`),
+      ];
+      if (stale.length > 0)
+        pending.push(`agent on ${n.name} has not seen the API's current ${[...new Set(stale)].join(', ')}`);
       for (const mp of agent.pods) if (mp.rules) rulesClaimed.add(mp.uid);
     }
     if (proxy) {
       for (const sp of proxy.pods) served.add(sp.uid);
-      const stale = [...staleKeys(podVersions, proxy.caches?.pods), ...staleKeys(policyVersions, proxy.caches?.policies).map((k) => `policy ${k}`)];
-      if (stale.length > 0) pending.push(`proxy on ${n.name} has not seen the API's current ${[...new Set(stale)].join(', ')}`);
+      const stale = [
+        ...staleKeys(podVersions, proxy.caches?.pods),
+        ...staleKeys(policyVersions, proxy.caches?.policies).map((k) => `policy ${k}`),
+      ];
+      if (stale.length > 0)
+        pending.push(`proxy on ${n.name} has not seen the API's current ${[...new Set(stale)].join(', ')}`);
     }
     if (agent && proxy) {
       if (!agent.proxyConnected || !proxy.zdsConnected) {
-        pending.push(`proxy and agent on ${n.name} are not connected over ZDS (agent says ${agent.proxyConnected}, proxy says ${proxy.zdsConnected})`);
+        pending.push(
+          `proxy and agent on ${n.name} are not connected over ZDS (agent says ${agent.proxyConnected}, proxy says ${proxy.zdsConnected})`,
+        );
       } else {
-        const acked = agent.pods.filter((x) => x.acked).map((x) => x.uid).sort();
+        const acked = agent.pods
+          .filter((x) => x.acked)
+          .map((x) => x.uid)
+          .sort();
         const serving = proxy.pods.map((x) => x.uid).sort();
         if (acked.join() !== serving.join()) {
-          const detail = agent.pods.map((x) => `${x.uid} rules ${x.rules} acked ${x.acked} ${x.annotated ?? '-'}`).join(', ');
+          const detail = agent.pods
+            .map((x) => `${x.uid} rules ${x.rules} acked ${x.acked} ${x.annotated ?? '-'}`)
+            .join(', ');
           const retrying = agent.queue.retrying.map((r) => `${r.key} x${r.failures}`).join(', ');
-          pending.push(`on ${n.name} the agent counts [${acked.join(', ')}] acked, the proxy serves [${serving.join(', ')}] (agent: ${detail || 'no mesh pods'}; retrying: ${retrying || 'none'})`);
+          pending.push(
+            `on ${n.name} the agent counts [${acked.join(', ')}] acked, the proxy serves [${serving.join(', ')}] (agent: ${detail || 'no mesh pods'}; retrying: ${retrying || 'none'})`,
+          );
         }
       }
     }
@@ -185,12 +237,18 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
       sandboxes.set(key, p.sandboxAttempts ?? 0);
     }
     if (!p.started || p.hostNetwork) continue;
-    const want = [...(p.ips.some((ip) => !ip.includes(':')) ? [] : ['IPv4']), ...(ipv6 && !p.ips.some((ip) => ip.includes(':')) ? ['IPv6'] : [])];
-    if (want.length > 0) pending.push(`pod ${key} has no ${want.join(' or ')} address (CNI result: [${p.ips.join(', ')}])`);
+    const want = [
+      ...(p.ips.some((ip) => !ip.includes(':')) ? [] : ['IPv4']),
+      ...(ipv6 && !p.ips.some((ip) => ip.includes(':')) ? ['IPv6'] : []),
+    ];
+    if (want.length > 0)
+      pending.push(`pod ${key} has no ${want.join(' or ')} address (CNI result: [${p.ips.join(', ')}])`);
     const api = apiPods.find((x) => x.metadata?.namespace === p.namespace && x.metadata?.name === p.name);
     const apiIps = (api?.status?.podIPs ?? []).map((x) => x.ip ?? '');
     if (api?.status?.phase !== 'Running' || apiIps.join() !== p.ips.join()) {
-      pending.push(`pod ${key}: the API says ${api?.status?.phase ?? '(no pod)'} [${apiIps.join(', ')}], the sandbox runs with [${p.ips.join(', ')}]`);
+      pending.push(
+        `pod ${key}: the API says ${api?.status?.phase ?? '(no pod)'} [${apiIps.join(', ')}], the sandbox runs with [${p.ips.join(', ')}]`,
+      );
     }
   }
   const kernel: unknown[] = [];
@@ -200,20 +258,25 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
       if (!p.started || p.hostNetwork || !p.netns) continue;
       const key = `${p.namespace}/${p.name}`;
       // A failing read (tool missing, netns gone under us) is a harness error: it propagates.
-      const links = JSON.parse(await ipIn(p.netns, ['-j', 'addr', 'show', 'dev', 'eth0'])) as { addr_info?: { local?: string; tentative?: boolean; dadfailed?: boolean }[] }[];
+      const links = JSON.parse(await ipIn(p.netns, ['-j', 'addr', 'show', 'dev', 'eth0'])) as {
+        addr_info?: { local?: string; tentative?: boolean; dadfailed?: boolean }[];
+      }[];
       const addrs = links.flatMap((l) => l.addr_info ?? []);
       for (const ip of p.ips) {
         const a = addrs.find((x) => x.local === ip);
         if (!a) pending.push(`pod ${key}: ${ip} is not on its eth0`);
-        else if (a.tentative === true || a.dadfailed === true) pending.push(`pod ${key}: ${ip} is ${a.dadfailed ? 'dadfailed' : 'tentative'} on its eth0`);
+        else if (a.tentative === true || a.dadfailed === true)
+          pending.push(`pod ${key}: ${ip} is ${a.dadfailed ? 'dadfailed' : 'tentative'} on its eth0`);
       }
       const facts: Record<string, boolean> = {};
       if (rulesClaimed.has(p.uid)) {
         facts['v4rules'] = CAPTURE_RULE.test(await execIn(p.netns, ['iptables-save']));
-        if (!facts['v4rules']) pending.push(`pod ${key}: its agent says its rules are applied, iptables-save shows no capture`);
+        if (!facts['v4rules'])
+          pending.push(`pod ${key}: its agent says its rules are applied, iptables-save shows no capture`);
         if (ipv6) {
           facts['v6rules'] = CAPTURE_RULE.test(await execIn(p.netns, ['ip6tables-save']));
-          if (!facts['v6rules']) pending.push(`pod ${key}: its agent says its rules are applied, ip6tables-save shows no capture`);
+          if (!facts['v6rules'])
+            pending.push(`pod ${key}: its agent says its rules are applied, ip6tables-save shows no capture`);
         }
       }
       if (served.has(p.uid)) {
@@ -221,7 +284,10 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
         const tcp6 = ipv6 ? await procNet({ netns: p.netns, app: p.app }, 'tcp6') : '';
         for (const port of PROXY_PORTS) {
           facts[`l${port}`] = listening(tcp, port) && (!ipv6 || listening(tcp6, port));
-          if (!facts[`l${port}`]) pending.push(`pod ${key}: served by its proxy, but no LISTEN socket on ${port}${ipv6 ? ' (v4 and v6)' : ''} in its netns`);
+          if (!facts[`l${port}`])
+            pending.push(
+              `pod ${key}: served by its proxy, but no LISTEN socket on ${port}${ipv6 ? ' (v4 and v6)' : ''} in its netns`,
+            );
         }
       }
       kernel.push([key, addrs.map((a) => `${a.local}${a.tentative ? '?' : ''}`).sort(), facts]);
@@ -241,8 +307,18 @@ function recentWarnings(lab: NetnsLab): string[] {
       } catch {
         continue;
       }
-      const warn = text.split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-3)
-        .map((l) => { try { const o = JSON.parse(l) as { msg?: string; error?: string; pod?: string }; return `${o.msg ?? ''}${o.pod ? ` (${o.pod})` : ''}${o.error ? `: ${o.error}` : ''}`; } catch { return l.slice(0, 300); } });
+      const warn = text
+        .split('\n')
+        .filter((l) => /"level":(40|50|60)/.test(l))
+        .slice(-3)
+        .map((l) => {
+          try {
+            const o = JSON.parse(l) as { msg?: string; error?: string; pod?: string };
+            return `${o.msg ?? ''}${o.pod ? ` (${o.pod})` : ''}${o.error ? `: ${o.error}` : ''}`;
+          } catch {
+            return l.slice(0, 300);
+          }
+        });
       if (warn.length > 0) out.push(`${c} on ${n.name} last warned: ${warn.join(' | ')}`);
     }
   }
@@ -258,26 +334,39 @@ export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Prom
   for (;;) {
     const o = await observe(lab, opts.ipv6);
     rounds++;
-    if (mark === undefined || mark.digest !== o.digest) mark = { digest: o.digest, agents: o.agents, sandboxes: o.sandboxes };
+    if (mark === undefined || mark.digest !== o.digest)
+      mark = { digest: o.digest, agents: o.agents, sandboxes: o.sandboxes };
     const waiting = [...o.pending, ...o.unreadable];
     for (const [node, a] of o.agents) {
       const then = mark.agents.get(node);
       // A pass that began after the change, finished.
-      if (a.repairs.completed <= (then?.repairs.started ?? a.repairs.started)) waiting.push(`agent on ${node}: no repair pass begun since the last change has finished`);
+      if (a.repairs.completed <= (then?.repairs.started ?? a.repairs.started))
+        waiting.push(`agent on ${node}: no repair pass begun since the last change has finished`);
       for (const [key, failures] of a.retrying) {
-        if (failures <= (then?.retrying.get(key) ?? failures)) waiting.push(`agent on ${node}: ${key} has not been retried since the last change`);
+        if (failures <= (then?.retrying.get(key) ?? failures))
+          waiting.push(`agent on ${node}: ${key} has not been retried since the last change`);
       }
     }
     for (const [key, attempts] of o.sandboxes) {
-      if (attempts <= (mark.sandboxes.get(key) ?? attempts)) waiting.push(`pod ${key}: the kubelet has not retried its failed sandbox since the last change`);
+      if (attempts <= (mark.sandboxes.get(key) ?? attempts))
+        waiting.push(`pod ${key}: the kubelet has not retried its failed sandbox since the last change`);
     }
     if (waiting.length === 0) return { converged: true, rounds, waitedMs: Date.now() - start, pending: [] };
     if (Date.now() - start >= opts.boundMs) {
       if (o.unreadable.length > 0) {
-        throw new Error(`settle: the netns world cannot read its own state after ${opts.boundMs} ms: ${o.unreadable.join('; ')} — see the component logs under ${lab.state.runDir}`);
+        throw new Error(
+          `settle: the netns world cannot read its own state after ${opts.boundMs} ms: ${o.unreadable.join('; ')} — see the component logs under ${lab.state.runDir}`,
+        );
       }
-      const failedSandboxes = Object.values(lab.state.pods).filter((p) => !p.started && p.error !== undefined).map((p) => `pod ${p.namespace}/${p.name} has no sandbox: ${p.error}`);
-      return { converged: false, rounds, waitedMs: Date.now() - start, pending: [...waiting, ...failedSandboxes, ...recentWarnings(lab)] };
+      const failedSandboxes = Object.values(lab.state.pods)
+        .filter((p) => !p.started && p.error !== undefined)
+        .map((p) => `pod ${p.namespace}/${p.name} has no sandbox: ${p.error}`);
+      return {
+        converged: false,
+        rounds,
+        waitedMs: Date.now() - start,
+        pending: [...waiting, ...failedSandboxes, ...recentWarnings(lab)],
+      };
     }
     await sleep(opts.pollMs);
   }

@@ -26,8 +26,24 @@ import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import type { ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import { parseConnectionLog } from '../../impl/ztunnel/connection-log.js';
 import {
-  podKey, type Acceptor, type AppAction, type AppExecResult, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
-  type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory, type WorldOptions,
+  podKey,
+  type Acceptor,
+  type AppAction,
+  type AppExecResult,
+  type Component,
+  type ConnectOptions,
+  type ConnectResult,
+  type Delivery,
+  type Destination,
+  type PodObservation,
+  type PodRef,
+  type PodSpec,
+  type PolicyObject,
+  type ProxyLogEntry,
+  type Source,
+  type World,
+  type WorldFactory,
+  type WorldOptions,
 } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
@@ -35,7 +51,14 @@ import { CommandError, ipIn } from './ip.js';
 import { observe, observeIn, observeInOutput, parseConntrackList } from './observe.js';
 import { missingTools, missingToolsReason } from './required-tools.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
-import { flushTablesThrough, rawSendThrough, type ClosedEvent, type ConnectOutcome, type ProbeEvent, type RawSendOutcome } from './probe-protocol.js';
+import {
+  flushTablesThrough,
+  rawSendThrough,
+  type ClosedEvent,
+  type ConnectOutcome,
+  type ProbeEvent,
+  type RawSendOutcome,
+} from './probe-protocol.js';
 import { effectiveAppCaps, NetnsLab, unless, type LabPodState } from './world-lab.js';
 import { settleNetnsWorld, type SettleResult } from './world-settle.js';
 
@@ -64,9 +87,14 @@ const FINAL_EVENTS: ReadonlySet<string> = new Set(['closed', 'closed-by-policy',
  * Proxy legs of one connection without their final record: the legs from `client`, the legs
  * their forwarded upstream tuples opened, and the legs whose upstream reached an app (`peers`).
  */
-function openLegs(recs: readonly { node: string; r: ConnectionLogRecord }[], client: string, peers: readonly string[]): string[] {
+function openLegs(
+  recs: readonly { node: string; r: ConnectionLogRecord }[],
+  client: string,
+  peers: readonly string[],
+): string[] {
   const tuples = new Set([client]);
-  for (const { r } of recs) if (r.upstream && peers.includes(tupleText(r.upstream.src))) tuples.add(tupleText(r.downstream.src));
+  for (const { r } of recs)
+    if (r.upstream && peers.includes(tupleText(r.upstream.src))) tuples.add(tupleText(r.downstream.src));
   for (let grew = true; grew;) {
     grew = false;
     for (const { r } of recs) {
@@ -111,7 +139,10 @@ export class NetnsWorld implements World {
   private rr = 0;
   private readonly lifecycles = new ComponentLifecycles();
 
-  constructor(readonly lab: NetnsLab, readonly options: WorldOptions) {
+  constructor(
+    readonly lab: NetnsLab,
+    readonly options: WorldOptions,
+  ) {
     this.nodes = lab.state.nodes.map((n) => n.name);
   }
 
@@ -126,9 +157,18 @@ export class NetnsWorld implements World {
   async createPod(spec: PodSpec): Promise<PodObservation> {
     const node = spec.node ?? this.nodes[this.rr++ % this.nodes.length]!;
     await this.lab.createPod({
-      namespace: spec.namespace, name: spec.name, node, labels: { ...(spec.labels ?? {}) }, annotations: { ...(spec.annotations ?? {}) },
-      ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}), hostNetwork: spec.hostNetwork ?? false,
-      uid: spec.app.uid, caps: spec.app.caps, tcpPorts: spec.app.tcpPorts, udpPorts: spec.app.udpPorts ?? [], probePorts: spec.app.probePorts ?? [],
+      namespace: spec.namespace,
+      name: spec.name,
+      node,
+      labels: { ...(spec.labels ?? {}) },
+      annotations: { ...(spec.annotations ?? {}) },
+      ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}),
+      hostNetwork: spec.hostNetwork ?? false,
+      uid: spec.app.uid,
+      caps: spec.app.caps,
+      tcpPorts: spec.app.tcpPorts,
+      udpPorts: spec.app.udpPorts ?? [],
+      probePorts: spec.app.probePorts ?? [],
     });
     const obs = (await this.pods()).find((p) => p.namespace === spec.namespace && p.name === spec.name);
     if (!obs) throw new Error(`pod ${spec.namespace}/${spec.name} vanished right after creation`);
@@ -149,7 +189,11 @@ export class NetnsWorld implements World {
     const obj = policy as never;
     // Only "not there" (404) means create; any other failure of the read is the world's, and propagates.
     const cur = await this.lab.api.get('AuthorizationPolicy', meta.name, meta.namespace).catch(unless(404));
-    if (cur) await this.lab.api.replace('AuthorizationPolicy', { ...(obj as object), metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion } } as never);
+    if (cur)
+      await this.lab.api.replace('AuthorizationPolicy', {
+        ...(obj as object),
+        metadata: { ...meta, resourceVersion: cur.metadata?.resourceVersion },
+      } as never);
     else await this.lab.api.create('AuthorizationPolicy', obj);
   }
 
@@ -175,7 +219,8 @@ export class NetnsWorld implements World {
 
   rebootNode(node: string): Promise<void> {
     return this.lifecycles.run(node, ['agent', 'proxy'], async () => {
-      for (const p of Object.values(this.lab.state.pods)) if (p.node === node && !p.hostNetwork) await this.forgetPodNetns(p.netns);
+      for (const p of Object.values(this.lab.state.pods))
+        if (p.node === node && !p.hostNetwork) await this.forgetPodNetns(p.netns);
       await this.lab.rebootNode(node);
     });
   }
@@ -210,7 +255,10 @@ export class NetnsWorld implements World {
     try {
       return fs.readFileSync(f);
     } catch (e) {
-      throw new Error(`reading the connection log of the proxy on ${node} (${f}) failed: ${e instanceof Error ? e.message : String(e)}; the proxy creates it at start — see ${path.join(this.lab.nodeDir(node), 'proxy.log')}`, { cause: e });
+      throw new Error(
+        `reading the connection log of the proxy on ${node} (${f}) failed: ${e instanceof Error ? e.message : String(e)}; the proxy creates it at start — see ${path.join(this.lab.nodeDir(node), 'proxy.log')}`,
+        { cause: e },
+      );
     }
   }
 
@@ -220,7 +268,10 @@ export class NetnsWorld implements World {
       try {
         m.set(n, fs.statSync(this.connectionLogFile(n)).size);
       } catch (e) {
-        throw new Error(`the connection log of the proxy on ${n} (${this.connectionLogFile(n)}) cannot be read: ${e instanceof Error ? e.message : String(e)}; the proxy creates it at start — see ${path.join(this.lab.nodeDir(n), 'proxy.log')}`, { cause: e });
+        throw new Error(
+          `the connection log of the proxy on ${n} (${this.connectionLogFile(n)}) cannot be read: ${e instanceof Error ? e.message : String(e)}; the proxy creates it at start — see ${path.join(this.lab.nodeDir(n), 'proxy.log')}`,
+          { cause: e },
+        );
       }
     }
     return m;
@@ -229,11 +280,18 @@ export class NetnsWorld implements World {
   private newRecords(offsets: Map<string, number>): { node: string; r: ConnectionLogRecord }[] {
     const out: { node: string; r: ConnectionLogRecord }[] = [];
     for (const n of this.nodes) {
-      const text = this.readConnectionLog(n).subarray(offsets.get(n) ?? 0).toString('utf8');
+      const text = this.readConnectionLog(n)
+        .subarray(offsets.get(n) ?? 0)
+        .toString('utf8');
       // Only whole lines: the proxy may be writing the last one right now (it is read at the next poll).
       const parsed = parseConnectionLog(text.slice(0, text.lastIndexOf('\n') + 1));
       if (parsed.errors.length > 0) {
-        throw new Error(`the connection log of the proxy on ${n} (${this.connectionLogFile(n)}) has lines the harness cannot read: ${parsed.errors.slice(0, 3).map((x) => `line ${x.line} after offset ${offsets.get(n) ?? 0}: ${x.message}`).join('; ')}`);
+        throw new Error(
+          `the connection log of the proxy on ${n} (${this.connectionLogFile(n)}) has lines the harness cannot read: ${parsed.errors
+            .slice(0, 3)
+            .map((x) => `line ${x.line} after offset ${offsets.get(n) ?? 0}: ${x.message}`)
+            .join('; ')}`,
+        );
       }
       for (const r of parsed.records) out.push({ node: n, r });
     }
@@ -249,10 +307,18 @@ export class NetnsWorld implements World {
     }
     if (from.kind === 'host') {
       const n = this.lab.node(from.node);
-      return { netns: n.netns, owner: { uid: from.uid, gid: from.uid, caps: from.caps }, ips: [n.address, nodeAddress(n.index).ipv6] };
+      return {
+        netns: n.netns,
+        owner: { uid: from.uid, gid: from.uid, caps: from.caps },
+        ips: [n.address, nodeAddress(n.index).ipv6],
+      };
     }
     // The outside client is root with every capability (it is not the threat's app).
-    return { netns: this.lab.state.outside, owner: { uid: 0, gid: 0, caps: ['NET_ADMIN', 'NET_RAW'] }, ips: [OUTSIDE_ADDRESS.ipv4, OUTSIDE_ADDRESS.ipv6] };
+    return {
+      netns: this.lab.state.outside,
+      owner: { uid: 0, gid: 0, caps: ['NET_ADMIN', 'NET_RAW'] },
+      ips: [OUTSIDE_ADDRESS.ipv4, OUTSIDE_ADDRESS.ipv6],
+    };
   }
 
   /** Deliveries tagged `tag`: the pod apps' reports and the appExec listeners' probe events. */
@@ -261,7 +327,8 @@ export class NetnsWorld implements World {
     for (const p of Object.values(this.lab.state.pods)) {
       // Each app's own channel (NetnsLab.startApp): a pod cannot write another pod's records.
       for (const e of this.lab.appRecords(p)) {
-        if ((e.ev === 'accept' || e.ev === 'datagram') && e.tag === tag && e.port !== undefined && e.peer !== undefined) out.push({ pod: { namespace: p.namespace, name: p.name }, port: e.port, peer: e.peer });
+        if ((e.ev === 'accept' || e.ev === 'datagram') && e.tag === tag && e.port !== undefined && e.peer !== undefined)
+          out.push({ pod: { namespace: p.namespace, name: p.name }, port: e.port, peer: e.peer });
       }
     }
     events.push(...this.probes.events.drain());
@@ -274,7 +341,13 @@ export class NetnsWorld implements World {
   }
 
   async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
-    const none = (error: string): ConnectResult => ({ outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [] });
+    const none = (error: string): ConnectResult => ({
+      outcome: 'error',
+      error,
+      acceptedBy: undefined,
+      deliveries: [],
+      proxyLog: [],
+    });
     const family: 4 | 6 = opts.family ?? (to.kind === 'ip' ? (to.ip.includes(':') ? 6 : 4) : 4);
     const src = this.endpointOf(from);
     if (typeof src === 'string') return none(src);
@@ -282,7 +355,10 @@ export class NetnsWorld implements World {
     if (to.kind === 'pod') {
       const d = this.podState(to.pod);
       dstIp = d.ips.find((ip) => ip.includes(':') === (family === 6)) ?? '';
-      if (!dstIp) return none(`destination pod ${to.pod.namespace}/${to.pod.name} has no IPv${family} address${family === 6 && this.options.ipv6 !== true ? ' (the world was made with ipv6: false)' : ''}`);
+      if (!dstIp)
+        return none(
+          `destination pod ${to.pod.namespace}/${to.pod.name} has no IPv${family} address${family === 6 && this.options.ipv6 !== true ? ' (the world was made with ipv6: false)' : ''}`,
+        );
     } else dstIp = to.ip;
     const srcIp = opts.sourceIp ?? src.ips.find((ip) => ip.includes(':') === (family === 6));
     if (!srcIp) return none(`the source has no IPv${family} address`);
@@ -299,27 +375,54 @@ export class NetnsWorld implements World {
       const hop = await this.nextHop(src.netns, dstIp);
       if (typeof hop === 'string') return none(hop);
       ({ out, rawAnswer } = await rawSendThrough(probe, {
-        tag, proto, ifname: hop.dev, dstMac: hop.mac, source: srcIp, sourcePort, address: dstIp, port: to.port,
+        tag,
+        proto,
+        ifname: hop.dev,
+        dstMac: hop.mac,
+        source: srcIp,
+        sourcePort,
+        address: dstIp,
+        port: to.port,
       }));
     } else {
       out = (await probe.request({
         // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
-        op: 'connect', tag, proto, address: dstIp, port: to.port, mark: opts.mark, transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
-        source: opts.sourceIp, sourcePort, timeoutMs: 3000,
+        op: 'connect',
+        tag,
+        proto,
+        address: dstIp,
+        port: to.port,
+        mark: opts.mark,
+        transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
+        source: opts.sourceIp,
+        sourcePort,
+        timeoutMs: 3000,
       })) as ConnectOutcome;
     }
     const client = ep(srcIp, sourcePort);
     // A raw TCP SYN never completes a handshake, so nothing is logged for it: its answer says what listened.
     const mayDeliver = out.result === 'established' || (out.result === 'sent' && !(opts.raw && proto === 'tcp'));
-    const { dels, recs, note: waitNote } = await this.awaitAttempt(tag, client, out.result === 'established' && !opts.raw, mayDeliver, offsets, events);
-    const mine = recs.filter((x) => tupleText(x.r.downstream.src) === client
-      || dels.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.peer));
+    const {
+      dels,
+      recs,
+      note: waitNote,
+    } = await this.awaitAttempt(tag, client, out.result === 'established' && !opts.raw, mayDeliver, offsets, events);
+    const mine = recs.filter(
+      (x) =>
+        tupleText(x.r.downstream.src) === client ||
+        dels.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.peer),
+    );
     const proxyLog: ProxyLogEntry[] = mine.map(({ node, r }) => {
       const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
       return {
-        node, pod: ns && name ? { namespace: ns, name } : undefined,
+        node,
+        pod: ns && name ? { namespace: ns, name } : undefined,
         event: r.event === 'failed' ? 'error' : r.event === 'closed-by-policy' ? 'denied' : r.event,
-        direction: r.direction, srcIdentity: r.srcIdentity, dstIdentity: r.dstIdentity, allowed: r.decision?.allow, reason: r.decision?.reason ?? r.reason ?? '',
+        direction: r.direction,
+        srcIdentity: r.srcIdentity,
+        dstIdentity: r.dstIdentity,
+        allowed: r.decision?.allow,
+        reason: r.decision?.reason ?? r.reason ?? '',
       };
     });
     const first = mine.find((x) => tupleText(x.r.downstream.src) === client);
@@ -331,12 +434,21 @@ export class NetnsWorld implements World {
       const leg = mine.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer);
       const [ns, name] = leg ? leg.r.pod.split('/') : [];
       return {
-        pod: d.pod, port: d.port, peer: d.peer, viaProxy: leg !== undefined,
-        ...(leg ? { proxyNode: leg.node } : {}), ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
+        pod: d.pod,
+        port: d.port,
+        peer: d.peer,
+        viaProxy: leg !== undefined,
+        ...(leg ? { proxyNode: leg.node } : {}),
+        ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
       };
     });
     if (first) {
-      acceptedBy = first.r.direction === 'outbound' ? 'proxy-outbound' : first.r.direction === 'inbound-hbone' ? 'proxy-hbone' : 'proxy-inbound';
+      acceptedBy =
+        first.r.direction === 'outbound'
+          ? 'proxy-outbound'
+          : first.r.direction === 'inbound-hbone'
+            ? 'proxy-hbone'
+            : 'proxy-inbound';
       const [ns, name] = first.r.pod.split('/');
       acceptedIn = ns && name ? { namespace: ns, name } : { node: first.node };
     } else if (proto === 'udp' && deliveries.length > 0) {
@@ -352,10 +464,28 @@ export class NetnsWorld implements World {
     } else if (out.result === 'established') acceptedBy = 'other';
     // EPERM from connect()/send() is a netfilter DROP on the sender's own output path, not a
     // refused permission: the packet is gone, as a dropped SYN (timeout) or datagram is in the sim.
-    const droppedAtOutput = out.result === 'error' && out.code === 'EPERM' && (out.call === 'connect' || out.call === 'send');
-    let outcome: ConnectResult['outcome'] = out.result === 'established' ? 'established' : out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered')
-      : out.result === 'timeout' ? 'timeout' : droppedAtOutput ? (proto === 'udp' ? 'not-delivered' : 'timeout')
-        : out.code === 'ECONNREFUSED' ? (proto === 'udp' ? 'not-delivered' : 'refused') : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH' ? 'unreachable' : 'error';
+    const droppedAtOutput =
+      out.result === 'error' && out.code === 'EPERM' && (out.call === 'connect' || out.call === 'send');
+    let outcome: ConnectResult['outcome'] =
+      out.result === 'established'
+        ? 'established'
+        : out.result === 'sent'
+          ? deliveries.length > 0
+            ? 'delivered'
+            : 'not-delivered'
+          : out.result === 'timeout'
+            ? 'timeout'
+            : droppedAtOutput
+              ? proto === 'udp'
+                ? 'not-delivered'
+                : 'timeout'
+              : out.code === 'ECONNREFUSED'
+                ? proto === 'udp'
+                  ? 'not-delivered'
+                  : 'refused'
+                : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH'
+                  ? 'unreachable'
+                  : 'error';
     let rawNote = '';
     if (opts.raw && proto === 'tcp' && rawAnswer === 'syn-ack') {
       // The SYN reached a listener. Which one: the destination's conntrack entry says where a
@@ -368,9 +498,13 @@ export class NetnsWorld implements World {
       rawNote = `; SYN-ACK from listener port ${hop.port}`;
     } else if (opts.raw && proto === 'tcp' && rawAnswer !== undefined) rawNote = `; answer ${rawAnswer}`;
     return {
-      outcome, ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
-      acceptedBy, ...(acceptedIn ? { acceptedIn } : {}), deliveries, proxyLog,
-      trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.call ?? ''} ${out.code}` : ''}${droppedAtOutput ? ' (dropped by netfilter on the sender\'s output path)' : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}${waitNote}`,
+      outcome,
+      ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
+      acceptedBy,
+      ...(acceptedIn ? { acceptedIn } : {}),
+      deliveries,
+      proxyLog,
+      trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.call ?? ''} ${out.code}` : ''}${droppedAtOutput ? " (dropped by netfilter on the sender's output path)" : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}${waitNote}`,
     };
   }
 
@@ -386,7 +520,18 @@ export class NetnsWorld implements World {
    * has no close: its delivery report ends the wait, and without one the bound decides
    * not-delivered — as the sim's dropped packet. When a bound is hit, the note says what was missing.
    */
-  private async awaitAttempt(tag: string, client: string, tcp: boolean, mayDeliver: boolean, offsets: Map<string, number>, events: ProbeEvent[]): Promise<{ dels: { pod: PodRef; port: number; peer: string }[]; recs: { node: string; r: ConnectionLogRecord }[]; note: string }> {
+  private async awaitAttempt(
+    tag: string,
+    client: string,
+    tcp: boolean,
+    mayDeliver: boolean,
+    offsets: Map<string, number>,
+    events: ProbeEvent[],
+  ): Promise<{
+    dels: { pod: PodRef; port: number; peer: string }[];
+    recs: { node: string; r: ConnectionLogRecord }[];
+    note: string;
+  }> {
     const start = Date.now();
     let synced = false;
     for (;;) {
@@ -398,21 +543,32 @@ export class NetnsWorld implements World {
         const closed = events.find((e): e is ClosedEvent => e.ev === 'closed' && e.tag === tag);
         if (!closed) missing.push('the client has not seen the connection close');
         const answered = closed && /^ok (\S+\/\S+)\n/.exec(closed.reply)?.[1];
-        if (answered && !dels.some((d) => podKey(d.pod) === answered)) missing.push(`${answered} answered but its report of the tag has not arrived`);
-        missing.push(...openLegs(recs, client, dels.map((d) => d.peer)));
+        if (answered && !dels.some((d) => podKey(d.pod) === answered))
+          missing.push(`${answered} answered but its report of the tag has not arrived`);
+        missing.push(
+          ...openLegs(
+            recs,
+            client,
+            dels.map((d) => d.peer),
+          ),
+        );
         if (closed && missing.length === 0 && !synced) {
           // Events of appExec listeners' probes that took part arrive on those probes' own pipes.
-          for (const o of new Map([...this.appListeners.values()].map((l) => [`${l.netns}|${l.owner.uid}`, l])).values()) {
+          for (const o of new Map(
+            [...this.appListeners.values()].map((l) => [`${l.netns}|${l.owner.uid}`, l]),
+          ).values()) {
             await (await this.probes.get(o.netns, o.owner)).request({ op: 'release', tag: '(flush events)' });
           }
           synced = true;
           continue;
         }
         if (missing.length === 0) return { dels, recs, note: '' };
-        if (Date.now() - start >= ATTEMPT_BOUND_MS) return { dels, recs, note: `; observation incomplete after ${ATTEMPT_BOUND_MS} ms: ${missing.join('; ')}` };
+        if (Date.now() - start >= ATTEMPT_BOUND_MS)
+          return { dels, recs, note: `; observation incomplete after ${ATTEMPT_BOUND_MS} ms: ${missing.join('; ')}` };
       } else {
         if (dels.length > 0) return { dels, recs, note: '' };
-        if (Date.now() - start >= DATAGRAM_BOUND_MS) return { dels, recs, note: `; no delivery report within ${DATAGRAM_BOUND_MS} ms: taken as not delivered` };
+        if (Date.now() - start >= DATAGRAM_BOUND_MS)
+          return { dels, recs, note: `; no delivery report within ${DATAGRAM_BOUND_MS} ms: taken as not delivered` };
       }
       await sleep(ATTEMPT_POLL_MS);
     }
@@ -423,20 +579,37 @@ export class NetnsWorld implements World {
     const v6 = dst.includes(':');
     let route: { dst?: string; gateway?: string; dev?: string } | undefined;
     try {
-      route = (JSON.parse(await ipIn(netns, [...(v6 ? ['-6'] : []), '-j', 'route', 'get', dst])) as { dst?: string; gateway?: string; dev?: string }[])[0];
+      route = (
+        JSON.parse(await ipIn(netns, [...(v6 ? ['-6'] : []), '-j', 'route', 'get', dst])) as {
+          dst?: string;
+          gateway?: string;
+          dev?: string;
+        }[]
+      )[0];
     } catch (e) {
       // The kernel's answer "no route" is the attempt's result; any other failure is the harness's.
-      if (e instanceof CommandError && /unreachable|No route to host/i.test(e.stderr)) return `no route to ${dst} in ${netns}: ${e.stderr.trim()}`;
-      throw new Error(`finding the route to ${dst} in ${netns} failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      if (e instanceof CommandError && /unreachable|No route to host/i.test(e.stderr))
+        return `no route to ${dst} in ${netns}: ${e.stderr.trim()}`;
+      throw new Error(`finding the route to ${dst} in ${netns} failed: ${e instanceof Error ? e.message : String(e)}`, {
+        cause: e,
+      });
     }
     if (!route?.dev) return `no route to ${dst} in ${netns}`;
     const hop = route.gateway ?? dst;
-    const candidates = [...this.lab.state.nodes.map((n) => n.netns), this.lab.state.fabric, this.lab.state.outside,
-      ...Object.values(this.lab.state.pods).map((p) => p.netns).filter((x): x is string => x !== undefined)];
+    const candidates = [
+      ...this.lab.state.nodes.map((n) => n.netns),
+      this.lab.state.fabric,
+      this.lab.state.outside,
+      ...Object.values(this.lab.state.pods)
+        .map((p) => p.netns)
+        .filter((x): x is string => x !== undefined),
+    ];
     for (const ns of new Set(candidates)) {
       // Every candidate is a namespace of this world that exists (state drops a pod's netns when
       // it is removed): a failure to read one is a harness error, not "the hop is elsewhere".
-      const links = JSON.parse(await observe(['ip', '-n', ns, '-j', 'addr', 'show'], `netns ${ns} (finding the next hop towards ${dst})`)) as { ifname: string; address?: string; addr_info?: { local?: string }[] }[];
+      const links = JSON.parse(
+        await observe(['ip', '-n', ns, '-j', 'addr', 'show'], `netns ${ns} (finding the next hop towards ${dst})`),
+      ) as { ifname: string; address?: string; addr_info?: { local?: string }[] }[];
       const l = links.find((x) => x.addr_info?.some((a) => a.local === hop));
       if (l?.address) return { dev: route.dev, mac: l.address };
     }
@@ -444,7 +617,12 @@ export class NetnsWorld implements World {
   }
 
   /** Which socket answered a raw SYN src:sport -> dst:dport with a SYN-ACK (see connect). */
-  private async rawListener(src: string, sport: number, dst: string, dport: number): Promise<{ port: number; acceptedBy: Acceptor; acceptedIn?: PodRef | { node: string }; delivery?: Delivery }> {
+  private async rawListener(
+    src: string,
+    sport: number,
+    dst: string,
+    dport: number,
+  ): Promise<{ port: number; acceptedBy: Acceptor; acceptedIn?: PodRef | { node: string }; delivery?: Delivery }> {
     const pod = Object.values(this.lab.state.pods).find((p) => !p.hostNetwork && p.ips.includes(dst));
     const node = this.lab.state.nodes.find((n) => n.address === dst || nodeAddress(n.index).ipv6 === dst);
     const netns = pod?.netns ?? node?.netns;
@@ -454,21 +632,55 @@ export class NetnsWorld implements World {
       // TPROXY) sent it to. No entry is a real, checked state (conntrack ran, exited 0 and
       // counted 0 entries): nothing tracked, so no NAT, and the port aimed at answered.
       const what = `which listener answered the raw SYN ${ep(src, sport)} -> ${ep(dst, dport)}`;
-      const argv = ['conntrack', '-L', '-f', dst.includes(':') ? 'ipv6' : 'ipv4', '-p', 'tcp', '--orig-src', src, '--orig-port-src', String(sport)];
+      const argv = [
+        'conntrack',
+        '-L',
+        '-f',
+        dst.includes(':') ? 'ipv6' : 'ipv4',
+        '-p',
+        'tcp',
+        '--orig-src',
+        src,
+        '--orig-port-src',
+        String(sport),
+      ];
       const out = await observeInOutput(netns, argv);
       const all = parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
       const entries = all.filter((e) => e.orig.dst === dst && e.orig.dport === dport);
       // Entries of this source that none match: a format this filter misreads, not "no NAT".
-      if (all.length > 0 && entries.length === 0) throw new Error(`${what}: conntrack in ${netns} lists this source only towards other destinations: ${all.map((e) => `${e.orig.dst}:${e.orig.dport}`).join(', ')}`);
+      if (all.length > 0 && entries.length === 0)
+        throw new Error(
+          `${what}: conntrack in ${netns} lists this source only towards other destinations: ${all.map((e) => `${e.orig.dst}:${e.orig.dport}`).join(', ')}`,
+        );
       const ports = new Set(entries.map((e) => e.reply.sport));
-      if (ports.size > 1) throw new Error(`${what}: conntrack in ${netns} has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`);
+      if (ports.size > 1)
+        throw new Error(
+          `${what}: conntrack in ${netns} has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`,
+        );
       if (ports.size === 1) port = [...ports][0]!;
     }
     if (!pod) return { port, acceptedBy: 'other', ...(node ? { acceptedIn: { node: node.name } } : {}) };
     const ref: PodRef = { namespace: pod.namespace, name: pod.name };
-    const appHolds = pod.tcpPorts.includes(port) || [...this.appListeners.values()].some((l) => podKey(l.pod) === podKey(ref) && l.port === port);
-    if (appHolds) return { port, acceptedBy: 'app', acceptedIn: ref, delivery: { pod: ref, port, peer: ep(src, sport), viaProxy: false } };
-    const proxy: Acceptor | undefined = port === 15001 ? 'proxy-outbound' : port === 15006 ? 'proxy-inbound' : port === 15008 ? 'proxy-hbone' : port === 15053 ? 'proxy-dns' : undefined;
+    const appHolds =
+      pod.tcpPorts.includes(port) ||
+      [...this.appListeners.values()].some((l) => podKey(l.pod) === podKey(ref) && l.port === port);
+    if (appHolds)
+      return {
+        port,
+        acceptedBy: 'app',
+        acceptedIn: ref,
+        delivery: { pod: ref, port, peer: ep(src, sport), viaProxy: false },
+      };
+    const proxy: Acceptor | undefined =
+      port === 15001
+        ? 'proxy-outbound'
+        : port === 15006
+          ? 'proxy-inbound'
+          : port === 15008
+            ? 'proxy-hbone'
+            : port === 15053
+              ? 'proxy-dns'
+              : undefined;
     return { port, acceptedBy: proxy ?? 'other', acceptedIn: ref };
   }
 
@@ -480,21 +692,43 @@ export class NetnsWorld implements World {
    */
   async appExec(pod: PodRef, action: AppAction): Promise<AppExecResult> {
     const p = this.lab.state.pods[podKey(pod)];
-    if (!p?.started || !p.netns || p.hostNetwork) return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: the pod has no running app in its own netns` };
+    if (!p?.started || !p.netns || p.hostNetwork)
+      return {
+        ok: false,
+        error: `appExec ${action.kind} in ${podKey(pod)}: the pod has no running app in its own netns`,
+      };
     const owner: ProbeOwner = { uid: p.appUid, gid: p.appUid, caps: effectiveAppCaps(p) };
     const probe = await this.probes.get(p.netns, owner);
     if (action.kind === 'iptables-flush') {
-      return flushTablesThrough(probe, p.ips.some((ip) => ip.includes(':')),
-        `uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}`);
+      return flushTablesThrough(
+        probe,
+        p.ips.some((ip) => ip.includes(':')),
+        `uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}`,
+      );
     }
     const name = `app ${podKey(pod)} tcp ${action.port} #${this.appListeners.size}`;
     try {
-      await probe.request({ op: 'listen', name, proto: 'tcp', family: 4, address: '0.0.0.0', port: action.port, mark: undefined, transparent: false, reuseport: action.reusePort === true });
+      await probe.request({
+        op: 'listen',
+        name,
+        proto: 'tcp',
+        family: 4,
+        address: '0.0.0.0',
+        port: action.port,
+        mark: undefined,
+        transparent: false,
+        reuseport: action.reusePort === true,
+      });
     } catch (e) {
       const code = e instanceof ProbeError ? e.code : 'failed';
       return { ok: false, error: `bind(${action.port}): ${code} — ${e instanceof Error ? e.message : String(e)}` };
     }
-    this.appListeners.set(name, { pod: { namespace: pod.namespace, name: pod.name }, port: action.port, netns: p.netns, owner });
+    this.appListeners.set(name, {
+      pod: { namespace: pod.namespace, name: pod.name },
+      port: action.port,
+      netns: p.netns,
+      owner,
+    });
     return { ok: true };
   }
 
@@ -515,10 +749,16 @@ export class NetnsWorld implements World {
 
   /** Wait on observed state (world-settle.ts): converged, or the bound reached and reported. */
   async settle(): Promise<void> {
-    this.lastSettle = await settleNetnsWorld(this.lab, { ipv6: this.lab.state.ipv6 === true, boundMs: SETTLE_BOUND_MS, pollMs: SETTLE_POLL_MS });
+    this.lastSettle = await settleNetnsWorld(this.lab, {
+      ipv6: this.lab.state.ipv6 === true,
+      boundMs: SETTLE_BOUND_MS,
+      pollMs: SETTLE_POLL_MS,
+    });
     if (!this.lastSettle.converged) {
       // Not an error: the properties judge the state the world is in. Said once, for whoever reads the run's output.
-      process.stderr.write(`[netns world] settle: not converged after ${this.lastSettle.waitedMs} ms (${this.lastSettle.rounds} rounds); still pending: ${this.lastSettle.pending.join('; ')}\n`);
+      process.stderr.write(
+        `[netns world] settle: not converged after ${this.lastSettle.waitedMs} ms (${this.lastSettle.rounds} rounds); still pending: ${this.lastSettle.pending.join('; ')}\n`,
+      );
     }
   }
 
@@ -534,7 +774,9 @@ export class NetnsWorld implements World {
       if (!s.running) return undefined;
       if (s.status) return s.status;
       if (Date.now() > deadline) {
-        throw new Error(`the ${component} on ${node} is running but its /status did not answer within ${STATUS_ANSWER_MS} ms (${s.detail}); see ${path.join(this.lab.nodeDir(node), `${component}.log`)}`);
+        throw new Error(
+          `the ${component} on ${node} is running but its /status did not answer within ${STATUS_ANSWER_MS} ms (${s.detail}); see ${path.join(this.lab.nodeDir(node), `${component}.log`)}`,
+        );
       }
       await sleep(100);
     }
@@ -549,7 +791,10 @@ export class NetnsWorld implements World {
       if (status) {
         const pid = status['pid'];
         const pods = status['pods'];
-        if (typeof pid !== 'number' || !Array.isArray(pods)) throw new Error(`the proxy on ${n} answered /status without a pid and a pods list: ${JSON.stringify(status).slice(0, 300)}`);
+        if (typeof pid !== 'number' || !Array.isArray(pods))
+          throw new Error(
+            `the proxy on ${n} answered /status without a pid and a pods list: ${JSON.stringify(status).slice(0, 300)}`,
+          );
         // The proxy names each netns by its own fd: compare namespace inodes.
         for (const p of pods as { uid: string; netns: string }[]) {
           const fdPath = p.netns.replace('/proc/self/', `/proc/${pid}/`);
@@ -558,7 +803,11 @@ export class NetnsWorld implements World {
           } catch (e) {
             // ENOENT: the proxy closed that fd (or exited) since it answered — it no longer holds
             // that netns, which is the state "not served". Anything else is a failed read.
-            if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`reading the netns the proxy on ${n} serves pod uid ${p.uid} with (${fdPath}) failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+            if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+              throw new Error(
+                `reading the netns the proxy on ${n} serves pod uid ${p.uid} with (${fdPath}) failed: ${e instanceof Error ? e.message : String(e)}`,
+                { cause: e },
+              );
           }
         }
       }
@@ -587,10 +836,17 @@ export class NetnsWorld implements World {
         }
       }
       out.push({
-        namespace: ns, name, uid: pod.metadata?.uid ?? '', node: pod.spec?.nodeName ?? '', labels: pod.metadata?.labels ?? {},
-        phase: pod.status?.phase ?? 'Pending', started: st?.started ?? false, hostNetwork: pod.spec?.hostNetwork === true,
+        namespace: ns,
+        name,
+        uid: pod.metadata?.uid ?? '',
+        node: pod.spec?.nodeName ?? '',
+        labels: pod.metadata?.labels ?? {},
+        phase: pod.status?.phase ?? 'Pending',
+        started: st?.started ?? false,
+        hostNetwork: pod.spec?.hostNetwork === true,
         ips: (pod.status?.podIPs ?? []).map((x) => x.ip ?? '').filter((x) => x !== ''),
-        annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS], redirected,
+        annotation: pod.metadata?.annotations?.[REDIRECTION_STATUS],
+        redirected,
         served: inode !== '' && (served.get(pod.spec?.nodeName ?? '')?.has(`${pod.metadata?.uid}|${inode}`) ?? false),
       });
     }
@@ -607,14 +863,25 @@ export const netnsWorldFactory: WorldFactory = {
   kind: 'netns',
   available() {
     if (process.platform !== 'linux') return { ok: false, reason: 'the netns world needs Linux' };
-    if (process.getuid?.() !== 0) return { ok: false, reason: 'the netns world needs root (network namespaces, iptables)' };
+    if (process.getuid?.() !== 0)
+      return { ok: false, reason: 'the netns world needs root (network namespaces, iptables)' };
     const missing = missingTools();
-    if (missing.length > 0) return { ok: false, reason: `the netns world needs tools this machine lacks — ${missingToolsReason(missing)}` };
+    if (missing.length > 0)
+      return { ok: false, reason: `the netns world needs tools this machine lacks — ${missingToolsReason(missing)}` };
     return { ok: true, reason: '' };
   },
   async create(options: WorldOptions): Promise<World> {
-    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6) throw new Error(`netns world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run that case on the sim world`);
-    const lab = await NetnsLab.create({ nodes: options.nodes, profile: options.profile, ipv6: options.ipv6, dnsCapture: options.dnsCapture, stateRoot: '/run/ambient-lab/worlds' });
+    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6)
+      throw new Error(
+        `netns world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run that case on the sim world`,
+      );
+    const lab = await NetnsLab.create({
+      nodes: options.nodes,
+      profile: options.profile,
+      ipv6: options.ipv6,
+      dnsCapture: options.dnsCapture,
+      stateRoot: '/run/ambient-lab/worlds',
+    });
     return new NetnsWorld(lab, options);
   },
 };

@@ -27,7 +27,11 @@ type RedirectionStatus = 'pending' | 'enabled';
 
 /** A pod annotation's value was rejected; `annotation` and `value` say which and what. */
 export class AnnotationError extends Error {
-  constructor(readonly annotation: string, readonly value: string, detail: string) {
+  constructor(
+    readonly annotation: string,
+    readonly value: string,
+    detail: string,
+  ) {
     super(`invalid value ${quote(value)} for pod annotation ${annotation}: ${detail}`);
     this.name = 'AnnotationError';
   }
@@ -60,10 +64,12 @@ const IFACE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
 /** Why `name` is not an interface name, or undefined when it is one. */
 export function interfaceNameProblem(name: string): string | undefined {
   if (name.length === 0) return 'an interface name is empty';
-  if (name.length > 15) return `interface name ${quote(name)} is ${name.length} characters; the kernel allows at most 15`;
+  if (name.length > 15)
+    return `interface name ${quote(name)} is ${name.length} characters; the kernel allows at most 15`;
   if (IFACE.test(name)) return undefined;
   const bad = [...name].find((c) => !/[A-Za-z0-9_.-]/.test(c));
-  if (bad !== undefined) return `interface name ${quote(name)} contains ${quote(bad)}; allowed are letters, digits, '_', '.' and '-'`;
+  if (bad !== undefined)
+    return `interface name ${quote(name)} contains ${quote(bad)}; allowed are letters, digits, '_', '.' and '-'`;
   return `interface name ${quote(name)} must start with a letter or digit`;
 }
 
@@ -80,11 +86,16 @@ const MAX_VIRTUAL_INTERFACES = 16;
 function parseVirtualInterfaces(value: string | undefined): InterfaceName[] {
   if (value === undefined) return [];
   const fail = (detail: string): never => {
-    throw new AnnotationError(REROUTE_VIRTUAL_INTERFACES, value, `${detail}; expected comma-separated interface names without spaces, e.g. "tun0,tun1"`);
+    throw new AnnotationError(
+      REROUTE_VIRTUAL_INTERFACES,
+      value,
+      `${detail}; expected comma-separated interface names without spaces, e.g. "tun0,tun1"`,
+    );
   };
   if (value.length > MAX_VIRTUAL_INTERFACES * 16) fail(`the value is ${value.length} characters long`);
   const items = value.split(',');
-  if (items.length > MAX_VIRTUAL_INTERFACES) fail(`${items.length} interfaces listed; at most ${MAX_VIRTUAL_INTERFACES} are allowed`);
+  if (items.length > MAX_VIRTUAL_INTERFACES)
+    fail(`${items.length} interfaces listed; at most ${MAX_VIRTUAL_INTERFACES} are allowed`);
   const seen = new Set<string>();
   const out: InterfaceName[] = [];
   for (const item of items) {
@@ -101,7 +112,11 @@ function parseVirtualInterfaces(value: string | undefined): InterfaceName[] {
 export function parseRedirectionStatus(value: string | undefined): RedirectionStatus | undefined {
   if (value === undefined) return undefined;
   if (value === 'pending' || value === 'enabled') return value;
-  throw new AnnotationError(REDIRECTION_STATUS, value, 'expected "pending" or "enabled" (the node agent writes it; users should not)');
+  throw new AnnotationError(
+    REDIRECTION_STATUS,
+    value,
+    'expected "pending" or "enabled" (the node agent writes it; users should not)',
+  );
 }
 
 /** The per-pod rule-shaping annotations, validated together; the first bad one throws (strict). */
@@ -112,7 +127,9 @@ export interface PodRedirectionAnnotations {
   readonly virtualInterfaces: readonly InterfaceName[];
 }
 
-export function parsePodRedirectionAnnotations(annotations: Readonly<Record<string, string>> | undefined): PodRedirectionAnnotations {
+export function parsePodRedirectionAnnotations(
+  annotations: Readonly<Record<string, string>> | undefined,
+): PodRedirectionAnnotations {
   const a = annotations ?? {};
   return {
     bypassInboundCapture: parseBooleanAnnotation(BYPASS_INBOUND_CAPTURE, a[BYPASS_INBOUND_CAPTURE]) ?? false,
@@ -164,7 +181,13 @@ export function upstreamPodOverrides(annotations: Readonly<Record<string, string
   return {
     ingressMode: bool(BYPASS_INBOUND_CAPTURE) ?? false,
     dnsCapture: bool(DNS_CAPTURE),
-    virtualInterfaces: virt === undefined ? [] : virt.split(',').map(goTrimSpace).filter((s) => s !== ''),
+    virtualInterfaces:
+      virt === undefined
+        ? []
+        : virt
+            .split(',')
+            .map(goTrimSpace)
+            .filter((s) => s !== ''),
   };
 }
 
@@ -193,16 +216,28 @@ export function parsePodRedirectionAnnotationsUpstream(annotations: Readonly<Rec
   const ignored: IgnoredAnnotationValue[] = [];
   for (const name of [BYPASS_INBOUND_CAPTURE, DNS_CAPTURE]) {
     const v = a[name];
-    if (v !== undefined && parseGoBool(v) === undefined) ignored.push({ annotation: name, shown: quote(v), why: 'not a boolean (strconv.ParseBool); ignored, as upstream' });
+    if (v !== undefined && parseGoBool(v) === undefined)
+      ignored.push({
+        annotation: name,
+        shown: quote(v),
+        why: 'not a boolean (strconv.ParseBool); ignored, as upstream',
+      });
   }
   const names: InterfaceName[] = [];
   for (const item of o.virtualInterfaces) {
     const p = interfaceNameProblem(item);
     if (p !== undefined) {
-      ignored.push({ annotation: REROUTE_VIRTUAL_INTERFACES, shown: quote(item), why: `${p}; this interface is ignored (its TCP is captured as inbound)` });
+      ignored.push({
+        annotation: REROUTE_VIRTUAL_INTERFACES,
+        shown: quote(item),
+        why: `${p}; this interface is ignored (its TCP is captured as inbound)`,
+      });
     } else if (!names.includes(item as InterfaceName)) {
       names.push(item as InterfaceName);
     }
   }
-  return { annotations: { bypassInboundCapture: o.ingressMode, dnsCapture: o.dnsCapture, virtualInterfaces: names }, ignored };
+  return {
+    annotations: { bypassInboundCapture: o.ingressMode, dnsCapture: o.dnsCapture, virtualInterfaces: names },
+    ignored,
+  };
 }

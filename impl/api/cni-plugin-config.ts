@@ -4,7 +4,12 @@
  * versions it speaks, its own fields in the conflist entry, and their parsing and validation.
  */
 import { CniError, CniErrorCode, type CniNetConf } from './cni.js';
-import { DEFAULT_ENROLLMENT_CONFIG, validateEnrollmentConfig, type EnablementSelector, type EnrollmentConfig } from './enrollment-config.js';
+import {
+  DEFAULT_ENROLLMENT_CONFIG,
+  validateEnrollmentConfig,
+  type EnablementSelector,
+  type EnrollmentConfig,
+} from './enrollment-config.js';
 
 export const PLUGIN_TYPE = 'ambient-lab-cni';
 export const SUPPORTED_VERSIONS = ['0.3.0', '0.3.1', '0.4.0', '1.0.0'] as const;
@@ -31,7 +36,8 @@ function fail(code: number, msg: string, details?: string): never {
 
 function str(v: unknown, key: string, dflt?: string): string {
   if (v === undefined && dflt !== undefined) return dflt;
-  if (typeof v !== 'string' || v === '') fail(CniErrorCode.InvalidNetworkConfig, `${PLUGIN_TYPE}: "${key}" must be a non-empty string`);
+  if (typeof v !== 'string' || v === '')
+    fail(CniErrorCode.InvalidNetworkConfig, `${PLUGIN_TYPE}: "${key}" must be a non-empty string`);
   return v;
 }
 
@@ -53,19 +59,42 @@ function strList(v: unknown, key: string, dflt: readonly string[]): readonly str
 
 /** Read and validate the plugin's fields from its configuration. Throws CniError 7. */
 export function parsePluginConfig(conf: CniNetConf): PluginConfig {
-  const known = new Set(['type', 'name', 'cniVersion', 'prevResult', 'runtimeConfig', 'capabilities', 'args', 'agentSocket', 'kubeconfig',
-    'excludeNamespaces', 'systemNamespace', 'ownPodPrefixes', 'enablementSelectors', 'apiAttempts', 'apiRetryDelayMs', 'agentTimeoutMs', 'logLevel']);
+  const known = new Set([
+    'type',
+    'name',
+    'cniVersion',
+    'prevResult',
+    'runtimeConfig',
+    'capabilities',
+    'args',
+    'agentSocket',
+    'kubeconfig',
+    'excludeNamespaces',
+    'systemNamespace',
+    'ownPodPrefixes',
+    'enablementSelectors',
+    'apiAttempts',
+    'apiRetryDelayMs',
+    'agentTimeoutMs',
+    'logLevel',
+  ]);
   for (const k of Object.keys(conf)) {
-    if (!known.has(k)) fail(CniErrorCode.InvalidNetworkConfig, `${PLUGIN_TYPE}: unknown configuration field ${JSON.stringify(k)}`);
+    if (!known.has(k))
+      fail(CniErrorCode.InvalidNetworkConfig, `${PLUGIN_TYPE}: unknown configuration field ${JSON.stringify(k)}`);
   }
   const enrollment: EnrollmentConfig = {
     selectors: (conf['enablementSelectors'] as EnablementSelector[] | undefined) ?? DEFAULT_ENROLLMENT_CONFIG.selectors,
-    excludeNamespaces: strList(conf['excludeNamespaces'], 'excludeNamespaces', DEFAULT_ENROLLMENT_CONFIG.excludeNamespaces),
+    excludeNamespaces: strList(
+      conf['excludeNamespaces'],
+      'excludeNamespaces',
+      DEFAULT_ENROLLMENT_CONFIG.excludeNamespaces,
+    ),
     systemNamespace: str(conf['systemNamespace'], 'systemNamespace', DEFAULT_ENROLLMENT_CONFIG.systemNamespace),
     ownPodPrefixes: (conf['ownPodPrefixes'] as string[] | undefined) ?? DEFAULT_ENROLLMENT_CONFIG.ownPodPrefixes,
   };
   try {
-    if (!Array.isArray(enrollment.selectors) || !Array.isArray(enrollment.ownPodPrefixes)) throw new Error('enablementSelectors and ownPodPrefixes must be lists');
+    if (!Array.isArray(enrollment.selectors) || !Array.isArray(enrollment.ownPodPrefixes))
+      throw new Error('enablementSelectors and ownPodPrefixes must be lists');
     validateEnrollmentConfig(enrollment);
   } catch (e) {
     fail(CniErrorCode.InvalidNetworkConfig, `${PLUGIN_TYPE}: invalid enrollment configuration`, (e as Error).message);

@@ -190,8 +190,14 @@ function fail(code: number, msg: string, details?: string): never {
 }
 
 function checkVersionField(v: unknown, where: string): string {
-  if (typeof v !== 'string' || v === '') fail(CniErrorCode.InvalidNetworkConfig, `${where}: cniVersion is required`, 'set e.g. "cniVersion": "1.0.0"');
-  if (!/^\d+\.\d+\.\d+$/.test(v)) fail(CniErrorCode.InvalidNetworkConfig, `${where}: invalid cniVersion ${JSON.stringify(v)}`, 'expected MAJOR.MINOR.PATCH, e.g. 1.0.0');
+  if (typeof v !== 'string' || v === '')
+    fail(CniErrorCode.InvalidNetworkConfig, `${where}: cniVersion is required`, 'set e.g. "cniVersion": "1.0.0"');
+  if (!/^\d+\.\d+\.\d+$/.test(v))
+    fail(
+      CniErrorCode.InvalidNetworkConfig,
+      `${where}: invalid cniVersion ${JSON.stringify(v)}`,
+      'expected MAJOR.MINOR.PATCH, e.g. 1.0.0',
+    );
   return v;
 }
 
@@ -199,7 +205,11 @@ function checkVersionField(v: unknown, where: string): string {
 function checkNetworkName(name: unknown, where = 'network configuration'): string {
   if (typeof name !== 'string' || name === '') fail(CniErrorCode.InvalidNetworkConfig, `${where}: name is required`);
   if (!NAME.test(name)) {
-    fail(CniErrorCode.InvalidNetworkConfig, `${where}: invalid name ${JSON.stringify(name)}`, 'must start with a letter or digit, then letters, digits, "_", "." or "-"');
+    fail(
+      CniErrorCode.InvalidNetworkConfig,
+      `${where}: invalid name ${JSON.stringify(name)}`,
+      'must start with a letter or digit, then letters, digits, "_", "." or "-"',
+    );
   }
   return name;
 }
@@ -208,8 +218,18 @@ function checkPluginConf(p: unknown, i: number, listName: string): CniPluginConf
   const where = `network ${listName}: plugins[${i}]`;
   if (!isObject(p)) fail(CniErrorCode.InvalidNetworkConfig, `${where} is not an object`);
   const type = p['type'];
-  if (typeof type !== 'string' || type === '') fail(CniErrorCode.InvalidNetworkConfig, `${where}: type is required`, 'the name of the plugin binary, e.g. "bridge"');
-  if (!PLUGIN_TYPE.test(type)) fail(CniErrorCode.InvalidNetworkConfig, `${where}: invalid type ${JSON.stringify(type)}`, 'a binary name: no "/" or spaces');
+  if (typeof type !== 'string' || type === '')
+    fail(
+      CniErrorCode.InvalidNetworkConfig,
+      `${where}: type is required`,
+      'the name of the plugin binary, e.g. "bridge"',
+    );
+  if (!PLUGIN_TYPE.test(type))
+    fail(
+      CniErrorCode.InvalidNetworkConfig,
+      `${where}: invalid type ${JSON.stringify(type)}`,
+      'a binary name: no "/" or spaces',
+    );
   const caps = p['capabilities'];
   if (caps !== undefined && (!isObject(caps) || !Object.values(caps).every((v) => typeof v === 'boolean'))) {
     fail(CniErrorCode.InvalidNetworkConfig, `${where}: capabilities must map capability names to booleans`);
@@ -231,22 +251,34 @@ export function parseConfList(input: string | unknown): CniConfList {
     try {
       raw = JSON.parse(input);
     } catch (e) {
-      fail(CniErrorCode.DecodeFailure, 'network configuration list is not JSON', e instanceof Error ? e.message : String(e));
+      fail(
+        CniErrorCode.DecodeFailure,
+        'network configuration list is not JSON',
+        e instanceof Error ? e.message : String(e),
+      );
     }
   }
   if (!isObject(raw)) fail(CniErrorCode.InvalidNetworkConfig, 'network configuration list is not a JSON object');
   const name = checkNetworkName(raw['name'], 'network configuration list');
   const cniVersion = checkVersionField(raw['cniVersion'], `network ${name}`);
   const versions = raw['cniVersions'];
-  if (versions !== undefined && (!Array.isArray(versions) || !versions.every((v) => typeof v === 'string' && /^\d+\.\d+\.\d+$/.test(v)))) {
+  if (
+    versions !== undefined &&
+    (!Array.isArray(versions) || !versions.every((v) => typeof v === 'string' && /^\d+\.\d+\.\d+$/.test(v)))
+  ) {
     fail(CniErrorCode.InvalidNetworkConfig, `network ${name}: cniVersions must be a list of versions`);
   }
   for (const k of ['disableCheck', 'disableGC'] as const) {
-    if (raw[k] !== undefined && typeof raw[k] !== 'boolean') fail(CniErrorCode.InvalidNetworkConfig, `network ${name}: ${k} must be a boolean`);
+    if (raw[k] !== undefined && typeof raw[k] !== 'boolean')
+      fail(CniErrorCode.InvalidNetworkConfig, `network ${name}: ${k} must be a boolean`);
   }
   const plugins = raw['plugins'];
   if (!Array.isArray(plugins)) {
-    fail(CniErrorCode.InvalidNetworkConfig, `network ${name}: plugins must be a list`, 'single-plugin configurations (no "plugins") were removed in spec 1.0.0');
+    fail(
+      CniErrorCode.InvalidNetworkConfig,
+      `network ${name}: plugins must be a list`,
+      'single-plugin configurations (no "plugins") were removed in spec 1.0.0',
+    );
   }
   if (plugins.length === 0) fail(CniErrorCode.InvalidNetworkConfig, `network ${name}: plugins is empty`);
   const checked = plugins.map((p, i) => checkPluginConf(p, i, name));
@@ -273,7 +305,8 @@ export function pluginNetConf(
   opts: { prevResult?: CniResult; capabilityArgs?: Readonly<Record<string, unknown>> } = {},
 ): CniNetConf {
   const entry = list.plugins[index];
-  if (!entry) throw new Error(`pluginNetConf: network ${list.name} has no plugin ${index} (it has ${list.plugins.length})`);
+  if (!entry)
+    throw new Error(`pluginNetConf: network ${list.name} has no plugin ${index} (it has ${list.plugins.length})`);
   const { capabilities, ...rest } = entry;
   const conf: CniNetConf = { ...rest, cniVersion: effectiveVersion(list), name: list.name };
   const runtimeConfig: Record<string, unknown> = {};
@@ -297,7 +330,11 @@ export function parseNetConf(stdin: string | unknown): CniNetConf {
     try {
       raw = JSON.parse(stdin);
     } catch (e) {
-      fail(CniErrorCode.DecodeFailure, 'plugin configuration on stdin is not JSON', e instanceof Error ? e.message : String(e));
+      fail(
+        CniErrorCode.DecodeFailure,
+        'plugin configuration on stdin is not JSON',
+        e instanceof Error ? e.message : String(e),
+      );
     }
   }
   if (!isObject(raw)) fail(CniErrorCode.InvalidNetworkConfig, 'plugin configuration on stdin is not a JSON object');
@@ -328,7 +365,8 @@ export function parseResult(input: string | unknown, where = 'result'): CniResul
       if (!isObject(f) || typeof f['name'] !== 'string' || f['name'] === '') bad(`interfaces[${i}].name is required`);
       const o = f as Record<string, unknown>;
       if (o['mac'] !== undefined && typeof o['mac'] !== 'string') bad(`interfaces[${i}].mac must be a string`);
-      if (o['sandbox'] !== undefined && typeof o['sandbox'] !== 'string') bad(`interfaces[${i}].sandbox must be a string`);
+      if (o['sandbox'] !== undefined && typeof o['sandbox'] !== 'string')
+        bad(`interfaces[${i}].sandbox must be a string`);
       if (o['mtu'] !== undefined && !Number.isInteger(o['mtu'])) bad(`interfaces[${i}].mtu must be an integer`);
     });
   }
@@ -337,7 +375,8 @@ export function parseResult(input: string | unknown, where = 'result'): CniResul
   if (ips !== undefined) {
     if (!Array.isArray(ips)) bad('ips must be a list');
     (ips as unknown[]).forEach((ip, i) => {
-      if (!isObject(ip) || !isCidr(ip['address'])) bad(`ips[${i}].address must be an address with prefix length (CIDR)`);
+      if (!isObject(ip) || !isCidr(ip['address']))
+        bad(`ips[${i}].address must be an address with prefix length (CIDR)`);
       const o = ip as Record<string, unknown>;
       if (o['gateway'] !== undefined && !isIpAddress(o['gateway'])) bad(`ips[${i}].gateway is not an IP address`);
       const idx = o['interface'];
@@ -387,7 +426,8 @@ export function parseVersionResult(text: string): CniVersionResult {
   }
   if (!isObject(raw) || typeof raw['cniVersion'] !== 'string') return bad('cniVersion is required');
   const sv = raw['supportedVersions'];
-  if (!Array.isArray(sv) || !sv.every((v) => typeof v === 'string')) return bad('supportedVersions must be a list of strings');
+  if (!Array.isArray(sv) || !sv.every((v) => typeof v === 'string'))
+    return bad('supportedVersions must be a list of strings');
   return { cniVersion: raw['cniVersion'], supportedVersions: sv as string[] };
 }
 
@@ -404,7 +444,11 @@ export function parseCniArgs(text: string): Array<[string, string]> {
     const eq = text.indexOf('=', from);
     if (eq < 0 || eq >= end || eq === from) {
       const kv = text.slice(from, end);
-      fail(CniErrorCode.InvalidEnvironment, `CNI_ARGS: invalid pair ${JSON.stringify(kv)}`, 'expected KEY=VALUE pairs separated by ";"');
+      fail(
+        CniErrorCode.InvalidEnvironment,
+        `CNI_ARGS: invalid pair ${JSON.stringify(kv)}`,
+        'expected KEY=VALUE pairs separated by ";"',
+      );
     }
     out.push([text.slice(from, eq), text.slice(eq + 1, end)]);
     if (semi < 0) return out;
@@ -416,7 +460,10 @@ export function formatCniArgs(args: ReadonlyArray<readonly [string, string]>): s
   let text = '';
   for (let i = 0; i < args.length; i++) {
     const [k, v] = args[i]!;
-    if (k === '' || k.includes('=') || k.includes(';') || v.includes(';')) throw new Error(`CNI_ARGS: cannot encode ${JSON.stringify(k)}=${JSON.stringify(v)} (no "=" or ";" in keys, no ";" in values)`);
+    if (k === '' || k.includes('=') || k.includes(';') || v.includes(';'))
+      throw new Error(
+        `CNI_ARGS: cannot encode ${JSON.stringify(k)}=${JSON.stringify(v)} (no "=" or ";" in keys, no ";" in values)`,
+      );
     text += i === 0 ? `${k}=${v}` : `;${k}=${v}`;
   }
   return text;
@@ -442,23 +489,37 @@ const REQUIRED: Record<CniCommand, readonly string[]> = {
  */
 export function parseCniEnv(env: Readonly<Record<string, string | undefined>>): CniEnv {
   const command = env['CNI_COMMAND'];
-  if (command === undefined || command === '') fail(CniErrorCode.InvalidEnvironment, 'required env variables [CNI_COMMAND] missing');
+  if (command === undefined || command === '')
+    fail(CniErrorCode.InvalidEnvironment, 'required env variables [CNI_COMMAND] missing');
   if (!(CNI_COMMANDS as readonly string[]).includes(command)) {
-    fail(CniErrorCode.InvalidEnvironment, `unknown CNI_COMMAND ${JSON.stringify(command)}`, `expected one of ${CNI_COMMANDS.join(', ')}`);
+    fail(
+      CniErrorCode.InvalidEnvironment,
+      `unknown CNI_COMMAND ${JSON.stringify(command)}`,
+      `expected one of ${CNI_COMMANDS.join(', ')}`,
+    );
   }
   const cmd = command as CniCommand;
   const required = REQUIRED[cmd];
   let complete = true;
   for (const k of required) if (!env[k]) complete = false;
   const missing = complete ? [] : required.filter((k) => !env[k]);
-  if (missing.length > 0) fail(CniErrorCode.InvalidEnvironment, `required env variables [${missing.join(',')}] missing for ${cmd}`);
+  if (missing.length > 0)
+    fail(CniErrorCode.InvalidEnvironment, `required env variables [${missing.join(',')}] missing for ${cmd}`);
   const containerId = env['CNI_CONTAINERID'] || undefined;
   if (containerId !== undefined && !CONTAINER_ID.test(containerId)) {
-    fail(CniErrorCode.InvalidEnvironment, `invalid CNI_CONTAINERID ${JSON.stringify(containerId)}`, 'must start with a letter or digit, then letters, digits, "_", "." or "-"');
+    fail(
+      CniErrorCode.InvalidEnvironment,
+      `invalid CNI_CONTAINERID ${JSON.stringify(containerId)}`,
+      'must start with a letter or digit, then letters, digits, "_", "." or "-"',
+    );
   }
   const ifname = env['CNI_IFNAME'] || undefined;
   if (ifname !== undefined && (ifname.length > 15 || IFNAME_BAD.test(ifname) || ifname === '.' || ifname === '..')) {
-    fail(CniErrorCode.InvalidEnvironment, `invalid CNI_IFNAME ${JSON.stringify(ifname)}`, 'an interface name: 1-15 characters, no "/", ":" or whitespace');
+    fail(
+      CniErrorCode.InvalidEnvironment,
+      `invalid CNI_IFNAME ${JSON.stringify(ifname)}`,
+      'an interface name: 1-15 characters, no "/", ":" or whitespace',
+    );
   }
   return {
     command: cmd,
@@ -496,7 +557,10 @@ export function cniEnv(opts: {
 }
 
 /** The CNI_ARGS a Kubernetes runtime passes (K8S_POD_* keys, as containerd and cri-o do). */
-export function k8sCniArgs(pod: { namespace: string; name: string; uid: string }, sandboxId: string): Array<[string, string]> {
+export function k8sCniArgs(
+  pod: { namespace: string; name: string; uid: string },
+  sandboxId: string,
+): Array<[string, string]> {
   return [
     ['IgnoreUnknown', '1'],
     ['K8S_POD_NAMESPACE', pod.namespace],

@@ -55,7 +55,12 @@ export const DEPLOYMENT_ENROLLMENT_SETTINGS: EnrollmentSettings = {
 
 /** The enrollment config of a deployment's settings, with upstream's enablement selectors. */
 export function enrollmentConfigOf(s: EnrollmentSettings): EnrollmentConfig {
-  return { selectors: DEFAULT_ENABLEMENT_SELECTORS, excludeNamespaces: [...s.excludeNamespaces], systemNamespace: s.systemNamespace, ownPodPrefixes: [...s.ownPodPrefixes] };
+  return {
+    selectors: DEFAULT_ENABLEMENT_SELECTORS,
+    excludeNamespaces: [...s.excludeNamespaces],
+    systemNamespace: s.systemNamespace,
+    ownPodPrefixes: [...s.ownPodPrefixes],
+  };
 }
 
 export function validateEnrollmentConfig(c: EnrollmentConfig): void {

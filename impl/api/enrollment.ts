@@ -36,9 +36,16 @@ export function isTerminalPhase(phase: string | undefined): boolean {
  * callers that cannot read the namespace must not call this (fail closed upstream of here).
  */
 export function decideEnrollment(pod: PodFacts, namespaceLabels: Labels, config: EnrollmentConfig): EnrollmentDecision {
-  if (pod.hostNetwork) return { enroll: false, hard: true, reason: 'hostNetwork pods share the node network namespace and are never enrolled' };
-  if (pod.annotations?.[SIDECAR_STATUS] !== undefined) return { enroll: false, hard: true, reason: `sidecar-injected (${SIDECAR_STATUS} present)` };
-  if (config.excludeNamespaces.includes(pod.namespace)) return { enroll: false, hard: true, reason: `namespace ${pod.namespace} is excluded` };
+  if (pod.hostNetwork)
+    return {
+      enroll: false,
+      hard: true,
+      reason: 'hostNetwork pods share the node network namespace and are never enrolled',
+    };
+  if (pod.annotations?.[SIDECAR_STATUS] !== undefined)
+    return { enroll: false, hard: true, reason: `sidecar-injected (${SIDECAR_STATUS} present)` };
+  if (config.excludeNamespaces.includes(pod.namespace))
+    return { enroll: false, hard: true, reason: `namespace ${pod.namespace} is excluded` };
   if (pod.namespace === config.systemNamespace && config.ownPodPrefixes.some((p) => pod.name.startsWith(p))) {
     return { enroll: false, hard: true, reason: 'a mesh component pod (node agent or proxy) is never enrolled' };
   }

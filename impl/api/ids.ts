@@ -9,14 +9,18 @@ export type NetnsId = Brand<string, 'NetnsId'>;
 const TOKEN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
 export function podUid(raw: string): PodUid {
-  if (!TOKEN.test(raw)) throw new Error(`invalid pod UID ${JSON.stringify(raw)}: expected 1-253 characters of [A-Za-z0-9._-] starting with an alphanumeric`);
+  if (!TOKEN.test(raw))
+    throw new Error(
+      `invalid pod UID ${JSON.stringify(raw)}: expected 1-253 characters of [A-Za-z0-9._-] starting with an alphanumeric`,
+    );
   return raw as PodUid;
 }
 
 export function netnsId(raw: string): NetnsId {
   if (raw.length === 0 || raw.length > 4096 || /[\0\n]/.test(raw)) {
-    throw new Error(`invalid network namespace handle ${JSON.stringify(raw)}: expected a non-empty path or id without NUL or newline`);
+    throw new Error(
+      `invalid network namespace handle ${JSON.stringify(raw)}: expected a non-empty path or id without NUL or newline`,
+    );
   }
   return raw as NetnsId;
 }
-

@@ -20,25 +20,32 @@ export type Labels = Readonly<Record<string, string>> | undefined;
 
 export class SelectorError extends Error {}
 
-const KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const KEY =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
 
 /** Check a selector from configuration; throws SelectorError naming the offending part. */
 export function validateSelector(sel: LabelSelector, where: string): void {
   for (const [k, v] of Object.entries(sel.matchLabels ?? {})) {
     if (!KEY.test(k)) throw new SelectorError(`${where}: invalid label key ${JSON.stringify(k)}`);
-    if (typeof v !== 'string' || !VALUE.test(v)) throw new SelectorError(`${where}: invalid value ${JSON.stringify(v)} for label ${k}`);
+    if (typeof v !== 'string' || !VALUE.test(v))
+      throw new SelectorError(`${where}: invalid value ${JSON.stringify(v)} for label ${k}`);
   }
   (sel.matchExpressions ?? []).forEach((r, i) => {
     const at = `${where}.matchExpressions[${i}]`;
     if (!KEY.test(r.key)) throw new SelectorError(`${at}: invalid label key ${JSON.stringify(r.key)}`);
     if (!['In', 'NotIn', 'Exists', 'DoesNotExist'].includes(r.operator)) {
-      throw new SelectorError(`${at}: unknown operator ${JSON.stringify(r.operator)}; expected In, NotIn, Exists or DoesNotExist`);
+      throw new SelectorError(
+        `${at}: unknown operator ${JSON.stringify(r.operator)}; expected In, NotIn, Exists or DoesNotExist`,
+      );
     }
     const needsValues = r.operator === 'In' || r.operator === 'NotIn';
-    if (needsValues && (!r.values || r.values.length === 0)) throw new SelectorError(`${at}: operator ${r.operator} needs a non-empty values list`);
-    if (!needsValues && r.values && r.values.length > 0) throw new SelectorError(`${at}: operator ${r.operator} takes no values`);
-    for (const v of r.values ?? []) if (!VALUE.test(v)) throw new SelectorError(`${at}: invalid value ${JSON.stringify(v)}`);
+    if (needsValues && (!r.values || r.values.length === 0))
+      throw new SelectorError(`${at}: operator ${r.operator} needs a non-empty values list`);
+    if (!needsValues && r.values && r.values.length > 0)
+      throw new SelectorError(`${at}: operator ${r.operator} takes no values`);
+    for (const v of r.values ?? [])
+      if (!VALUE.test(v)) throw new SelectorError(`${at}: invalid value ${JSON.stringify(v)}`);
   });
 }
 
@@ -50,10 +57,18 @@ export function selectorMatches(sel: LabelSelector | undefined, labels: Labels):
     const has = Object.prototype.hasOwnProperty.call(l, r.key);
     const val = l[r.key];
     switch (r.operator) {
-      case 'In': if (!has || !r.values!.includes(val!)) return false; break;
-      case 'NotIn': if (has && r.values!.includes(val!)) return false; break;
-      case 'Exists': if (!has) return false; break;
-      case 'DoesNotExist': if (has) return false; break;
+      case 'In':
+        if (!has || !r.values!.includes(val!)) return false;
+        break;
+      case 'NotIn':
+        if (has && r.values!.includes(val!)) return false;
+        break;
+      case 'Exists':
+        if (!has) return false;
+        break;
+      case 'DoesNotExist':
+        if (has) return false;
+        break;
     }
   }
   return true;

@@ -34,7 +34,10 @@ export interface PlanTable {
 
 /** The restore text violates the port's contract; `line` is 1-based in the plan text. */
 export class PlanTextError extends Error {
-  constructor(readonly line: number, readonly detail: string) {
+  constructor(
+    readonly line: number,
+    readonly detail: string,
+  ) {
     super(`line ${line}: ${detail}`);
   }
 }
@@ -67,15 +70,21 @@ export function parsePlanText(text: string): PlanTable[] {
     const line = raw.trim();
     if (line === '' || line.startsWith('#')) return;
     if (line.startsWith('*')) {
-      if (cur) throw new PlanTextError(n, `table *${line.slice(1)} starts before *${cur.table} (line ${cur.start}) was closed with COMMIT`);
+      if (cur)
+        throw new PlanTextError(
+          n,
+          `table *${line.slice(1)} starts before *${cur.table} (line ${cur.start}) was closed with COMMIT`,
+        );
       const t = line.slice(1);
       if (!isTable(t)) throw new PlanTextError(n, `unknown table *${t}; expected one of ${TABLES.join(', ')}`);
-      if (seenTables.has(t)) throw new PlanTextError(n, `table *${t} appears twice; put all its chains and rules in one block`);
+      if (seenTables.has(t))
+        throw new PlanTextError(n, `table *${t} appears twice; put all its chains and rules in one block`);
       seenTables.add(t);
       cur = { table: t, ownChains: [], lines: [], start: n };
       return;
     }
-    if (!cur) throw new PlanTextError(n, `${JSON.stringify(line)} is outside a table block; start one with *nat, *mangle, ...`);
+    if (!cur)
+      throw new PlanTextError(n, `${JSON.stringify(line)} is outside a table block; start one with *nat, *mangle, ...`);
     if (line === 'COMMIT') {
       out.push({ table: cur.table, ownChains: cur.ownChains, lines: cur.lines });
       cur = undefined;
@@ -85,20 +94,30 @@ export function parsePlanText(text: string): PlanTable[] {
       const [name, policy] = line.slice(1).split(/\s+/);
       if (!name || !CHAIN_NAME.test(name)) throw new PlanTextError(n, `invalid chain name in ${JSON.stringify(line)}`);
       if (BUILTIN_CHAINS[cur.table].includes(name)) {
-        throw new PlanTextError(n, `built-in chain ${name} is declared; a plan may not set built-in policies, only hook into them with -A/-I ${name} -j <own chain>`);
+        throw new PlanTextError(
+          n,
+          `built-in chain ${name} is declared; a plan may not set built-in policies, only hook into them with -A/-I ${name} -j <own chain>`,
+        );
       }
-      if (policy !== '-') throw new PlanTextError(n, `user chain ${name} must be declared with policy '-' (":${name} - [0:0]")`);
+      if (policy !== '-')
+        throw new PlanTextError(n, `user chain ${name} must be declared with policy '-' (":${name} - [0:0]")`);
       if (cur.ownChains.includes(name)) throw new PlanTextError(n, `chain ${name} declared twice in *${cur.table}`);
       cur.ownChains.push(name);
       return;
     }
     const { op, chain, target } = ruleShape(line);
     if (op !== '-A' && op !== '-I') {
-      throw new PlanTextError(n, `only -A and -I rule lines are allowed in a plan (got ${JSON.stringify(op)}); deletions and flushes are the adapter's job`);
+      throw new PlanTextError(
+        n,
+        `only -A and -I rule lines are allowed in a plan (got ${JSON.stringify(op)}); deletions and flushes are the adapter's job`,
+      );
     }
     if (BUILTIN_CHAINS[cur.table].includes(chain)) {
       if (!target || !cur.ownChains.includes(target)) {
-        throw new PlanTextError(n, `rule on built-in chain ${chain} must jump to a chain this plan declares (got ${target ? `-j ${target}` : 'no -j'}); declare it with :NAME - [0:0] before use`);
+        throw new PlanTextError(
+          n,
+          `rule on built-in chain ${chain} must jump to a chain this plan declares (got ${target ? `-j ${target}` : 'no -j'}); declare it with :NAME - [0:0] before use`,
+        );
       }
     } else if (!cur.ownChains.includes(chain)) {
       throw new PlanTextError(n, `chain ${chain} is neither built-in in *${cur.table} nor declared by this plan`);
@@ -131,7 +150,12 @@ export function parseSave(text: string): Map<string, SavedTable> {
     if (!cur) continue;
     cur.text.push(line);
     if (line === 'COMMIT') {
-      tables.set(cur.table, { table: cur.table, chains: cur.chains, rules: cur.rules, text: cur.text.join('\n') + '\n' });
+      tables.set(cur.table, {
+        table: cur.table,
+        chains: cur.chains,
+        rules: cur.rules,
+        text: cur.text.join('\n') + '\n',
+      });
       cur = undefined;
     } else if (line.startsWith(':')) {
       cur.chains.push(line.slice(1).split(/\s+/)[0] ?? '');
@@ -148,11 +172,18 @@ export function parseSave(text: string): Map<string, SavedTable> {
  * configurations print equally.
  */
 export function normaliseSave(text: string): string {
-  const zeroed = text.split('\n').filter((l) => !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]/g, '[0:0]')).join('\n');
+  const zeroed = text
+    .split('\n')
+    .filter((l) => !l.startsWith('#'))
+    .map((l) => l.replace(/\[\d+:\d+\]/g, '[0:0]'))
+    .join('\n');
   return [...parseSave(zeroed).values()]
     .filter((t) => {
       const builtins: readonly string[] = isTable(t.table) ? BUILTIN_CHAINS[t.table] : [];
-      const allAccept = t.text.split('\n').filter((l) => l.startsWith(':')).every((l) => / ACCEPT /.test(l));
+      const allAccept = t.text
+        .split('\n')
+        .filter((l) => l.startsWith(':'))
+        .every((l) => / ACCEPT /.test(l));
       return t.rules.length > 0 || !allAccept || t.chains.some((c) => !builtins.includes(c));
     })
     .map((t) => t.text)

@@ -39,24 +39,31 @@ const IPV6 = /^[0-9a-fA-F:.]{2,45}$/;
 function field(o: Record<string, unknown>, key: string, re: RegExp, what: string): string {
   const v = o[key];
   if (typeof v !== 'string') throw new PluginEventError(`plugin event: ${key} must be a string (${what})`);
-  if (!re.test(v)) throw new PluginEventError(`plugin event: invalid ${key} ${JSON.stringify(v.slice(0, 80))}: expected ${what}`);
+  if (!re.test(v))
+    throw new PluginEventError(`plugin event: invalid ${key} ${JSON.stringify(v.slice(0, 80))}: expected ${what}`);
   return v;
 }
 
 /** Parse and validate a plugin event body; throws PluginEventError saying what is wrong. */
 export function parsePluginEvent(body: string): PluginEvent {
-  if (body.length > PLUGIN_EVENT_MAX_BYTES) throw new PluginEventError(`plugin event: body of ${body.length} bytes exceeds the ${PLUGIN_EVENT_MAX_BYTES}-byte limit`);
+  if (body.length > PLUGIN_EVENT_MAX_BYTES)
+    throw new PluginEventError(
+      `plugin event: body of ${body.length} bytes exceeds the ${PLUGIN_EVENT_MAX_BYTES}-byte limit`,
+    );
   let raw: unknown;
   try {
     raw = JSON.parse(body);
   } catch (e) {
     throw new PluginEventError(`plugin event: body is not JSON (${(e as Error).message})`);
   }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new PluginEventError('plugin event: body must be a JSON object');
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new PluginEventError('plugin event: body must be a JSON object');
   const o = raw as Record<string, unknown>;
   const known = ['kind', 'netns', 'podName', 'podNamespace', 'podUid', 'containerId', 'ips'];
-  for (const k of Object.keys(o)) if (!known.includes(k)) throw new PluginEventError(`plugin event: unknown field ${JSON.stringify(k.slice(0, 40))}`);
-  if (o['kind'] !== 'add' && o['kind'] !== 'check') throw new PluginEventError('plugin event: kind must be "add" or "check"');
+  for (const k of Object.keys(o))
+    if (!known.includes(k)) throw new PluginEventError(`plugin event: unknown field ${JSON.stringify(k.slice(0, 40))}`);
+  if (o['kind'] !== 'add' && o['kind'] !== 'check')
+    throw new PluginEventError('plugin event: kind must be "add" or "check"');
   const netns = field(o, 'netns', NETNS_PATH, 'an absolute path of [A-Za-z0-9_.:/-]');
   if (netns.split('/').includes('..')) throw new PluginEventError('plugin event: netns path must not contain ".."');
   const podName = field(o, 'podName', DNS1123_SUBDOMAIN, 'a DNS-1123 subdomain');
@@ -64,7 +71,8 @@ export function parsePluginEvent(body: string): PluginEvent {
   const podUid = o['podUid'] === undefined ? undefined : field(o, 'podUid', UID, 'a pod UID');
   const containerId = field(o, 'containerId', CONTAINER_ID, 'a container id of [A-Za-z0-9_.-]');
   const ipsRaw = o['ips'];
-  if (!Array.isArray(ipsRaw) || ipsRaw.length > MAX_IPS) throw new PluginEventError(`plugin event: ips must be a list of at most ${MAX_IPS} addresses`);
+  if (!Array.isArray(ipsRaw) || ipsRaw.length > MAX_IPS)
+    throw new PluginEventError(`plugin event: ips must be a list of at most ${MAX_IPS} addresses`);
   const ips = ipsRaw.map((ip, i) => {
     if (typeof ip !== 'string' || !(IPV4.test(ip) || (ip.includes(':') && IPV6.test(ip)))) {
       throw new PluginEventError(`plugin event: ips[${i}] is not an IP address`);
@@ -83,6 +91,7 @@ export function parsePluginEventReply(body: string): PluginEventReply {
   }
   const o = raw as Record<string, unknown>;
   if (o && o['ok'] === true && o['status'] === 'enabled') return { ok: true, status: 'enabled' };
-  if (o && o['ok'] === false && typeof o['error'] === 'string') return { ok: false, error: o['error'].slice(0, 2000), retryable: o['retryable'] === true };
+  if (o && o['ok'] === false && typeof o['error'] === 'string')
+    return { ok: false, error: o['error'].slice(0, 2000), retryable: o['retryable'] === true };
   throw new PluginEventError(`node agent reply has an unexpected shape: ${JSON.stringify(body.slice(0, 120))}`);
 }

@@ -8,10 +8,12 @@
 import { isIpAddress } from './ip/address.js';
 
 interface PodStatusAddresses {
-  readonly status?: {
-    readonly podIP?: string | undefined;
-    readonly podIPs?: ReadonlyArray<{ readonly ip?: string | undefined }> | undefined;
-  } | undefined;
+  readonly status?:
+    | {
+        readonly podIP?: string | undefined;
+        readonly podIPs?: ReadonlyArray<{ readonly ip?: string | undefined }> | undefined;
+      }
+    | undefined;
 }
 
 export function podIps(pod: PodStatusAddresses): string[] {

@@ -10,8 +10,18 @@
  * server is unreachable (bounded retries, then fail — never "assume not ambient").
  */
 import {
-  CniError, CniErrorCode, cidrAddress, execFailure, execSuccess, parseCniEnv, parseNetConf,
-  type CniEnv, type CniExecOutput, type CniExecRequest, type CniNetConf, type CniPlugin,
+  CniError,
+  CniErrorCode,
+  cidrAddress,
+  execFailure,
+  execSuccess,
+  parseCniEnv,
+  parseNetConf,
+  type CniEnv,
+  type CniExecOutput,
+  type CniExecRequest,
+  type CniNetConf,
+  type CniPlugin,
 } from '../api/cni.js';
 import type { PluginEvent } from '../api/plugin-event.js';
 import type { Clock } from '../host/clock.js';
@@ -52,28 +62,50 @@ export class AmbientCniPlugin implements CniPlugin {
       const conf = parseNetConf(req.stdin);
       version = conf.cniVersion;
       if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
-        fail(CniErrorCode.IncompatibleVersion, `${PLUGIN_TYPE} does not support CNI version ${version}`, `supported: ${SUPPORTED_VERSIONS.join(', ')}`);
+        fail(
+          CniErrorCode.IncompatibleVersion,
+          `${PLUGIN_TYPE} does not support CNI version ${version}`,
+          `supported: ${SUPPORTED_VERSIONS.join(', ')}`,
+        );
       }
       const config = parsePluginConfig(conf);
       switch (env.command) {
-        case 'ADD': return await this.add(env, conf, config);
-        case 'CHECK': return await this.check(env, conf, config);
+        case 'ADD':
+          return await this.add(env, conf, config);
+        case 'CHECK':
+          return await this.check(env, conf, config);
         case 'DEL':
           // Teardown is the agent's job (pod delete / terminal phase via its informer); DEL must
           // succeed even when everything is already gone.
           return { exitCode: 0, stdout: '', stderr: '' };
         default:
-          fail(CniErrorCode.InvalidEnvironment, `${PLUGIN_TYPE} does not implement ${env.command}`, `it supports spec versions up to 1.0.0`);
+          fail(
+            CniErrorCode.InvalidEnvironment,
+            `${PLUGIN_TYPE} does not implement ${env.command}`,
+            `it supports spec versions up to 1.0.0`,
+          );
       }
     } catch (e) {
-      const err = e instanceof CniError ? e : new CniError(CniErrorCode.IoFailure, `${PLUGIN_TYPE}: internal error`, e instanceof Error ? e.message : String(e));
+      const err =
+        e instanceof CniError
+          ? e
+          : new CniError(
+              CniErrorCode.IoFailure,
+              `${PLUGIN_TYPE}: internal error`,
+              e instanceof Error ? e.message : String(e),
+            );
       this.deps.log.error('cni command failed', { code: err.code, error: err.msg, details: err.details });
       return execFailure(err, version);
     }
   }
 
   /** Is this sandbox's pod one the agent must handle? Returns the event to send, or undefined. */
-  private async eligibility(env: CniEnv, conf: CniNetConf, config: PluginConfig, kind: PluginEvent['kind']): Promise<PluginEvent | undefined> {
+  private async eligibility(
+    env: CniEnv,
+    conf: CniNetConf,
+    config: PluginConfig,
+    kind: PluginEvent['kind'],
+  ): Promise<PluginEvent | undefined> {
     const podName = cniArg(env, 'K8S_POD_NAME');
     const podNamespace = cniArg(env, 'K8S_POD_NAMESPACE');
     if (!podName || !podNamespace) return undefined; // not a Kubernetes pod sandbox
@@ -81,31 +113,51 @@ export class AmbientCniPlugin implements CniPlugin {
     if (podNamespace === e.systemNamespace && e.ownPodPrefixes.some((p) => podName.startsWith(p))) return undefined;
     if (e.excludeNamespaces.includes(podNamespace)) return undefined;
     if (!conf.prevResult) {
-      fail(CniErrorCode.InvalidNetworkConfig, `${PLUGIN_TYPE} must be chained after a primary plugin`, 'no prevResult in the configuration');
+      fail(
+        CniErrorCode.InvalidNetworkConfig,
+        `${PLUGIN_TYPE} must be chained after a primary plugin`,
+        'no prevResult in the configuration',
+      );
     }
     let kube: Pick<KubeApi, 'get'>;
     try {
       kube = this.deps.openKube(config.kubeconfig);
     } catch (err) {
-      fail(CniErrorCode.TryAgainLater, `${PLUGIN_TYPE}: cannot open the Kubernetes API from ${config.kubeconfig}`, (err as Error).message);
+      fail(
+        CniErrorCode.TryAgainLater,
+        `${PLUGIN_TYPE}: cannot open the Kubernetes API from ${config.kubeconfig}`,
+        (err as Error).message,
+      );
     }
     let lastError = '';
     for (let attempt = 1; attempt <= config.apiAttempts; attempt++) {
       try {
         const pod = await kube.get('Pod', podName, podNamespace);
         const ns = await kube.get('Namespace', podNamespace);
-        const decision = decideEnrollment({
-          name: podName,
-          namespace: podNamespace,
-          labels: pod.metadata?.labels,
-          annotations: pod.metadata?.annotations,
-          hostNetwork: pod.spec?.hostNetwork === true,
-          phase: pod.status?.phase,
-        }, ns.metadata?.labels ?? {}, e);
-        this.deps.log.info('enrollment decision', { pod: `${podNamespace}/${podName}`, enroll: decision.enroll, reason: decision.reason });
+        const decision = decideEnrollment(
+          {
+            name: podName,
+            namespace: podNamespace,
+            labels: pod.metadata?.labels,
+            annotations: pod.metadata?.annotations,
+            hostNetwork: pod.spec?.hostNetwork === true,
+            phase: pod.status?.phase,
+          },
+          ns.metadata?.labels ?? {},
+          e,
+        );
+        this.deps.log.info('enrollment decision', {
+          pod: `${podNamespace}/${podName}`,
+          enroll: decision.enroll,
+          reason: decision.reason,
+        });
         if (!decision.enroll) return undefined;
         const ips = (conf.prevResult.ips ?? []).map((ip) => cidrAddress(ip.address));
-        if (ips.length === 0) fail(CniErrorCode.InvalidNetworkConfig, `${PLUGIN_TYPE}: the primary plugin's result has no IP addresses for ${podNamespace}/${podName}`);
+        if (ips.length === 0)
+          fail(
+            CniErrorCode.InvalidNetworkConfig,
+            `${PLUGIN_TYPE}: the primary plugin's result has no IP addresses for ${podNamespace}/${podName}`,
+          );
         return {
           kind,
           netns: env.netns ?? fail(CniErrorCode.InvalidEnvironment, 'CNI_NETNS is required'),
@@ -126,8 +178,11 @@ export class AmbientCniPlugin implements CniPlugin {
       }
     }
     // Never "assume not ambient": an unknown answer must not start the pod unprotected.
-    return fail(CniErrorCode.TryAgainLater, `${PLUGIN_TYPE}: cannot decide whether ${podNamespace}/${podName} belongs in the mesh`,
-      `the Kubernetes API failed ${config.apiAttempts} time(s); last error: ${lastError}`);
+    return fail(
+      CniErrorCode.TryAgainLater,
+      `${PLUGIN_TYPE}: cannot decide whether ${podNamespace}/${podName} belongs in the mesh`,
+      `the Kubernetes API failed ${config.apiAttempts} time(s); last error: ${lastError}`,
+    );
   }
 
   private async askAgent(event: PluginEvent, config: PluginConfig): Promise<void> {
@@ -138,7 +193,12 @@ export class AmbientCniPlugin implements CniPlugin {
       const why = err instanceof PluginEventTransportError ? `${err.reason}: ${err.message}` : (err as Error).message;
       fail(CniErrorCode.TryAgainLater, `${PLUGIN_TYPE}: cannot reach the node agent at ${config.agentSocket}`, why);
     }
-    if (!reply.ok) fail(CniErrorCode.TryAgainLater, `${PLUGIN_TYPE}: the node agent could not enroll ${event.podNamespace}/${event.podName}`, reply.error);
+    if (!reply.ok)
+      fail(
+        CniErrorCode.TryAgainLater,
+        `${PLUGIN_TYPE}: the node agent could not enroll ${event.podNamespace}/${event.podName}`,
+        reply.error,
+      );
   }
 
   private async add(env: CniEnv, conf: CniNetConf, config: PluginConfig): Promise<CniExecOutput> {

@@ -66,18 +66,40 @@ export interface KindInfo {
 }
 
 export const KIND_INFO: Readonly<Record<KubeKind, KindInfo>> = {
-  Namespace: { kind: 'Namespace', group: '', version: 'v1', plural: 'namespaces', namespaced: false, statusSubresource: true },
+  Namespace: {
+    kind: 'Namespace',
+    group: '',
+    version: 'v1',
+    plural: 'namespaces',
+    namespaced: false,
+    statusSubresource: true,
+  },
   Pod: { kind: 'Pod', group: '', version: 'v1', plural: 'pods', namespaced: true, statusSubresource: true },
-  ServiceAccount: { kind: 'ServiceAccount', group: '', version: 'v1', plural: 'serviceaccounts', namespaced: true, statusSubresource: false },
+  ServiceAccount: {
+    kind: 'ServiceAccount',
+    group: '',
+    version: 'v1',
+    plural: 'serviceaccounts',
+    namespaced: true,
+    statusSubresource: false,
+  },
   Node: { kind: 'Node', group: '', version: 'v1', plural: 'nodes', namespaced: false, statusSubresource: true },
   Event: { kind: 'Event', group: '', version: 'v1', plural: 'events', namespaced: true, statusSubresource: false },
   CustomResourceDefinition: {
-    kind: 'CustomResourceDefinition', group: 'apiextensions.k8s.io', version: 'v1', plural: 'customresourcedefinitions',
-    namespaced: false, statusSubresource: true,
+    kind: 'CustomResourceDefinition',
+    group: 'apiextensions.k8s.io',
+    version: 'v1',
+    plural: 'customresourcedefinitions',
+    namespaced: false,
+    statusSubresource: true,
   },
   AuthorizationPolicy: {
-    kind: 'AuthorizationPolicy', group: 'security.istio.io', version: 'v1', plural: 'authorizationpolicies',
-    namespaced: true, statusSubresource: true,
+    kind: 'AuthorizationPolicy',
+    group: 'security.istio.io',
+    version: 'v1',
+    plural: 'authorizationpolicies',
+    namespaced: true,
+    statusSubresource: true,
   },
 };
 
@@ -183,9 +205,19 @@ export interface KubeApi {
   /** PUT: with metadata.resourceVersion set, 409 Conflict unless it is the current one. */
   update<K extends KubeKind>(kind: K, obj: KubeObjectOf<K>): Promise<KubeObjectOf<K>>;
   /** Merge patch of the object; .status is ignored for kinds with a status subresource. */
-  patchMerge<K extends KubeKind>(kind: K, name: string, namespace: string | undefined, patch: MergePatch): Promise<KubeObjectOf<K>>;
+  patchMerge<K extends KubeKind>(
+    kind: K,
+    name: string,
+    namespace: string | undefined,
+    patch: MergePatch,
+  ): Promise<KubeObjectOf<K>>;
   /** Merge patch of the status subresource: only .status changes. */
-  patchStatus<K extends KubeKind>(kind: K, name: string, namespace: string | undefined, patch: MergePatch): Promise<KubeObjectOf<K>>;
+  patchStatus<K extends KubeKind>(
+    kind: K,
+    name: string,
+    namespace: string | undefined,
+    patch: MergePatch,
+  ): Promise<KubeObjectOf<K>>;
   delete(kind: KubeKind, name: string, namespace?: string): Promise<void>;
   /** Records a core/v1 Event about an object (best effort: callers usually log and ignore failures). */
   createEvent(event: EventInput): Promise<void>;

@@ -21,7 +21,10 @@ export type PluginEventHandler = (event: PluginEvent) => Promise<PluginEventRepl
 
 /** Failure to talk to the agent at all (as opposed to the agent answering with an error). */
 export class PluginEventTransportError extends Error {
-  constructor(readonly reason: 'unavailable' | 'timeout' | 'protocol', message: string) {
+  constructor(
+    readonly reason: 'unavailable' | 'timeout' | 'protocol',
+    message: string,
+  ) {
     super(message);
   }
 }

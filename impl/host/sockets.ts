@@ -87,8 +87,7 @@ export interface ConnectTcpOptions extends SocketOptionsBase {
 
 /** One read from a connection: bytes, or the end of the stream (clean, or with a failure). */
 export type ReadResult =
-  | { readonly done: false; readonly bytes: Uint8Array }
-  | { readonly done: true; readonly failure?: SocketFailure };
+  { readonly done: false; readonly bytes: Uint8Array } | { readonly done: true; readonly failure?: SocketFailure };
 
 export interface TcpConnection {
   readonly localAddress: SocketAddress;

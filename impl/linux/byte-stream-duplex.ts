@@ -76,8 +76,24 @@ export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
   // 'aborted' (rstCode is not set yet at 'end'): a clean end is believed one turn later, so a
   // reset is never passed on as a half-close.
   d.on('end', () => setImmediate(() => push({ done: true })));
-  d.on('aborted', () => push({ done: true, failure: { ok: false, kind: 'reset', errno: 'ECONNRESET', call: 'recv', message: 'HBONE stream reset by the peer' } }));
-  d.on('error', (e: NodeJS.ErrnoException) => push({ done: true, failure: { ok: false, kind: 'reset', errno: e.code ?? 'ECONNRESET', call: 'recv', message: e.message } }));
+  d.on('aborted', () =>
+    push({
+      done: true,
+      failure: {
+        ok: false,
+        kind: 'reset',
+        errno: 'ECONNRESET',
+        call: 'recv',
+        message: 'HBONE stream reset by the peer',
+      },
+    }),
+  );
+  d.on('error', (e: NodeJS.ErrnoException) =>
+    push({
+      done: true,
+      failure: { ok: false, kind: 'reset', errno: e.code ?? 'ECONNRESET', call: 'recv', message: e.message },
+    }),
+  );
   d.on('close', () => push({ done: true }));
   return {
     read: () => {
@@ -88,12 +104,20 @@ export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
         return Promise.resolve(r);
       }
       d.resume();
-      return new Promise((resolve) => { waiter = resolve; });
+      return new Promise((resolve) => {
+        waiter = resolve;
+      });
     },
     // Resolves at once while less than WRITE_BUFFER bytes wait in the stream, else on 'drain'
     // (backpressure without a round trip per chunk); a later failure surfaces as a read failure.
     write: (bytes) => {
-      const closed: SocketOutcome<void> = { ok: false, kind: 'reset', errno: 'EPIPE', call: 'send', message: 'stream already closed' };
+      const closed: SocketOutcome<void> = {
+        ok: false,
+        kind: 'reset',
+        errno: 'EPIPE',
+        call: 'send',
+        message: 'stream already closed',
+      };
       if (d.destroyed || d.writableEnded) return Promise.resolve(closed);
       // As the Linux socket's write: one event-loop turn's writes leave as one batch (HTTP/2
       // DATA frames and TLS records sized by what was written, not by each read).
@@ -106,7 +130,8 @@ export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
         });
       }
       d.write(bytes);
-      if (d.writableLength < WRITE_BUFFER || !d.writableNeedDrain) return Promise.resolve({ ok: true, value: undefined });
+      if (d.writableLength < WRITE_BUFFER || !d.writableNeedDrain)
+        return Promise.resolve({ ok: true, value: undefined });
       return new Promise<SocketOutcome<void>>((resolve) => {
         const done = (): void => {
           d.off('drain', done);
@@ -117,10 +142,11 @@ export function duplexByteStream(d: Duplex, onReset?: () => void): ByteStream {
         d.on('close', done);
       });
     },
-    end: () => new Promise<void>((resolve) => {
-      if (d.writableEnded || d.destroyed) return resolve();
-      d.end(() => resolve());
-    }),
+    end: () =>
+      new Promise<void>((resolve) => {
+        if (d.writableEnded || d.destroyed) return resolve();
+        d.end(() => resolve());
+      }),
     close: () => {
       if (!d.writableEnded) d.end();
     },

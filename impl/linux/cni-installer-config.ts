@@ -31,7 +31,8 @@ interface InstallerSettings {
 function parsePayload(spec: string[]): PayloadFile[] {
   return spec.map((s) => {
     const [from, to] = s.split(':');
-    if (!from || !to || !path.isAbsolute(from) || !path.isAbsolute(to)) throw new ConfigError(`${C}: --payload entries are FROM:TO absolute paths, got ${JSON.stringify(s)}`);
+    if (!from || !to || !path.isAbsolute(from) || !path.isAbsolute(to))
+      throw new ConfigError(`${C}: --payload entries are FROM:TO absolute paths, got ${JSON.stringify(s)}`);
     return { from, to, mode: 0o755 };
   });
 }
@@ -39,7 +40,8 @@ function parsePayload(spec: string[]): PayloadFile[] {
 export function installerSettings(argvIn: readonly string[], env: NodeJS.ProcessEnv): InstallerSettings {
   const argv = [...argvIn];
   const command = argv[0] && !argv[0].startsWith('--') ? argv.shift()! : 'install';
-  if (command !== 'install' && command !== 'uninstall') throw new ConfigError(`${C}: unknown command ${JSON.stringify(command)}: install or uninstall`);
+  if (command !== 'install' && command !== 'uninstall')
+    throw new ConfigError(`${C}: unknown command ${JSON.stringify(command)}: install or uninstall`);
   const f = new ComponentFlags(argv, env, C);
   const kubeconfigFile = f.str('kubeconfig-file', '/var/run/ambient-lab/cni/cni-kubeconfig');
   const enrollment = enrollmentSettingsFromFlags(f, C);

@@ -31,7 +31,19 @@ async function main(): Promise<number> {
   return out.exitCode;
 }
 
-main().then((code) => { process.exitCode = code; }, (e: unknown) => {
-  process.stdout.write(JSON.stringify({ cniVersion: '1.0.0', code: 999, msg: 'ambient-lab-cni crashed', details: e instanceof Error ? e.message : String(e) }));
-  process.exitCode = 1;
-});
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e: unknown) => {
+    process.stdout.write(
+      JSON.stringify({
+        cniVersion: '1.0.0',
+        code: 999,
+        msg: 'ambient-lab-cni crashed',
+        details: e instanceof Error ? e.message : String(e),
+      }),
+    );
+    process.exitCode = 1;
+  },
+);

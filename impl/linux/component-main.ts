@@ -10,10 +10,15 @@ export class ComponentFlags {
   private readonly values = new Map<string, string>();
   private readonly used = new Set<string>();
 
-  constructor(argv: readonly string[], private readonly env: NodeJS.ProcessEnv, private readonly component: string) {
+  constructor(
+    argv: readonly string[],
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly component: string,
+  ) {
     for (let i = 0; i < argv.length; i++) {
       const a = argv[i]!;
-      if (!a.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(a)}: flags are --name=value`);
+      if (!a.startsWith('--'))
+        throw new ConfigError(`unexpected argument ${JSON.stringify(a)}: flags are --name=value`);
       const eq = a.indexOf('=');
       if (eq > 0) this.values.set(a.slice(2, eq), a.slice(eq + 1));
       else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) this.values.set(a.slice(2), argv[++i]!);
@@ -28,7 +33,10 @@ export class ComponentFlags {
 
   str(name: string, dflt?: string): string {
     const v = this.raw(name) ?? dflt;
-    if (v === undefined || v === '') throw new ConfigError(`${this.component}: --${name} is required (or set AMBIENT_LAB_${name.toUpperCase().replace(/-/g, '_')})`);
+    if (v === undefined || v === '')
+      throw new ConfigError(
+        `${this.component}: --${name} is required (or set AMBIENT_LAB_${name.toUpperCase().replace(/-/g, '_')})`,
+      );
     return v;
   }
 
@@ -41,7 +49,10 @@ export class ComponentFlags {
     const v = this.raw(name);
     if (v === undefined) return dflt;
     const n = Number(v);
-    if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${this.component}: --${name} must be an integer in ${min}..${max}, got ${JSON.stringify(v)}`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new ConfigError(
+        `${this.component}: --${name} must be an integer in ${min}..${max}, got ${JSON.stringify(v)}`,
+      );
     return n;
   }
 
@@ -55,19 +66,28 @@ export class ComponentFlags {
 
   oneOf<T extends string>(name: string, options: readonly T[], dflt: T): T {
     const v = this.raw(name) ?? dflt;
-    if (!(options as readonly string[]).includes(v)) throw new ConfigError(`${this.component}: --${name} must be one of ${options.join(', ')}, got ${JSON.stringify(v)}`);
+    if (!(options as readonly string[]).includes(v))
+      throw new ConfigError(
+        `${this.component}: --${name} must be one of ${options.join(', ')}, got ${JSON.stringify(v)}`,
+      );
     return v as T;
   }
 
   list(name: string, dflt: readonly string[]): string[] {
     const v = this.raw(name);
-    return v === undefined ? [...dflt] : v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+    return v === undefined
+      ? [...dflt]
+      : v
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== '');
   }
 
   /** Flags given on the command line that no one read: a typo must not be ignored. */
   assertAllUsed(): void {
     const unknown = [...this.values.keys()].filter((k) => !this.used.has(k));
-    if (unknown.length > 0) throw new ConfigError(`${this.component}: unknown flag(s) ${unknown.map((k) => `--${k}`).join(', ')}`);
+    if (unknown.length > 0)
+      throw new ConfigError(`${this.component}: unknown flag(s) ${unknown.map((k) => `--${k}`).join(', ')}`);
   }
 }
 
@@ -77,22 +97,28 @@ export class ComponentFlags {
  */
 export function runComponent(component: string, start: () => Promise<() => Promise<void>>): void {
   let stopping = false;
-  start().then((stop) => {
-    const onSignal = (sig: NodeJS.Signals): void => {
-      if (stopping) process.exit(1);
-      stopping = true;
-      process.stderr.write(`${component}: ${sig}: shutting down\n`);
-      stop().then(() => process.exit(0), (e: unknown) => {
-        process.stderr.write(`${component}: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
-        process.exit(1);
-      });
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  }, (e: unknown) => {
-    const msg = e instanceof Error ? e.message : String(e);
-    process.stderr.write(`${component}: failed to start: ${msg}\n`);
-    // A bad flag or value is a usage error (exit 2, as the ambient-lab CLI); anything else 1.
-    process.exit(e instanceof ConfigError ? 2 : 1);
-  });
+  start().then(
+    (stop) => {
+      const onSignal = (sig: NodeJS.Signals): void => {
+        if (stopping) process.exit(1);
+        stopping = true;
+        process.stderr.write(`${component}: ${sig}: shutting down\n`);
+        stop().then(
+          () => process.exit(0),
+          (e: unknown) => {
+            process.stderr.write(`${component}: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGTERM', onSignal);
+      process.on('SIGINT', onSignal);
+    },
+    (e: unknown) => {
+      const msg = e instanceof Error ? e.message : String(e);
+      process.stderr.write(`${component}: failed to start: ${msg}\n`);
+      // A bad flag or value is a usage error (exit 2, as the ambient-lab CLI); anything else 1.
+      process.exit(e instanceof ConfigError ? 2 : 1);
+    },
+  );
 }

@@ -16,13 +16,22 @@ export function enrollmentSettingsFromFlags(f: ComponentFlags, component: string
   const d = DEPLOYMENT_ENROLLMENT_SETTINGS;
   const excludeNamespaces = f.list('exclude-namespaces', d.excludeNamespaces);
   for (const ns of excludeNamespaces) {
-    if (!DNS1123_LABEL.test(ns)) throw new ConfigError(`${component}: --exclude-namespaces: ${JSON.stringify(ns)} is not a namespace name (a DNS-1123 label)`);
+    if (!DNS1123_LABEL.test(ns))
+      throw new ConfigError(
+        `${component}: --exclude-namespaces: ${JSON.stringify(ns)} is not a namespace name (a DNS-1123 label)`,
+      );
   }
   const systemNamespace = f.str('system-namespace', d.systemNamespace);
-  if (!DNS1123_LABEL.test(systemNamespace)) throw new ConfigError(`${component}: --system-namespace: ${JSON.stringify(systemNamespace)} is not a namespace name (a DNS-1123 label)`);
+  if (!DNS1123_LABEL.test(systemNamespace))
+    throw new ConfigError(
+      `${component}: --system-namespace: ${JSON.stringify(systemNamespace)} is not a namespace name (a DNS-1123 label)`,
+    );
   const ownPodPrefixes = f.list('own-pod-prefixes', d.ownPodPrefixes);
   for (const p of ownPodPrefixes) {
-    if (!POD_NAME_PREFIX.test(p)) throw new ConfigError(`${component}: --own-pod-prefixes: ${JSON.stringify(p)} is not the start of a pod name ([a-z0-9][-a-z0-9.]*)`);
+    if (!POD_NAME_PREFIX.test(p))
+      throw new ConfigError(
+        `${component}: --own-pod-prefixes: ${JSON.stringify(p)} is not the start of a pod name ([a-z0-9][-a-z0-9.]*)`,
+      );
   }
   return { excludeNamespaces, systemNamespace, ownPodPrefixes };
 }

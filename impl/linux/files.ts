@@ -75,6 +75,11 @@ export class NodeFileSystem implements FileSystem {
       w?.close();
       w = undefined;
     });
-    return { close: () => { w?.close(); w = undefined; } };
+    return {
+      close: () => {
+        w?.close();
+        w = undefined;
+      },
+    };
   }
 }

@@ -51,7 +51,12 @@ export interface NativeTunnel {
 interface Addon {
   TlsContext: new (certPem: string, keyPem: string, rootPem: string, server: boolean) => NativeTlsContext;
   // The addon calls back with a flat argument list; TunnelEvent names each shape.
-  HboneTunnel: new (fd: number, ctx: NativeTlsContext, server: boolean, onEvent: (...e: TunnelEvent) => void) => NativeTunnel;
+  HboneTunnel: new (
+    fd: number,
+    ctx: NativeTlsContext,
+    server: boolean,
+    onEvent: (...e: TunnelEvent) => void,
+  ) => NativeTunnel;
 }
 
 const HBONE_ADDON_FILE = join('build', 'Release', 'ambient_lab_hbone.node');
@@ -77,7 +82,9 @@ export function loadHboneAddon(): { addon: Addon } | { reason: string } {
   if (root === undefined) {
     cached = { reason: 'the native addons are not built: run `npm install` in the ambient-lab package' };
   } else if (!existsSync(file)) {
-    cached = { reason: `${file} is not built: install nghttp2's header (Debian: apt-get install -y libnghttp2-dev) and run npm install again` };
+    cached = {
+      reason: `${file} is not built: install nghttp2's header (Debian: apt-get install -y libnghttp2-dev) and run npm install again`,
+    };
   } else {
     try {
       cached = { addon: createRequire(import.meta.url)(file) as Addon };

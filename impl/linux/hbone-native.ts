@@ -10,7 +10,13 @@
  */
 import { X509Certificate } from 'node:crypto';
 import type {
-  ByteStream, HboneConnectRequest, HboneFailure, HboneInboundStream, HboneOutcome, HboneServeOptions, HboneTransport,
+  ByteStream,
+  HboneConnectRequest,
+  HboneFailure,
+  HboneInboundStream,
+  HboneOutcome,
+  HboneServeOptions,
+  HboneTransport,
 } from '../host/hbone.js';
 import type { ReadResult, Relay, RelayResult, SocketOutcome, TcpConnection } from '../host/sockets.js';
 import type { PeerIdentity } from '../api/identity.js';
@@ -30,7 +36,13 @@ function identityOf(der: Buffer | undefined): PeerIdentity | undefined {
   }
 }
 
-const RESET: SocketOutcome<void> = { ok: false, kind: 'reset', errno: 'ECONNRESET', call: 'send', message: 'HBONE stream reset' };
+const RESET: SocketOutcome<void> = {
+  ok: false,
+  kind: 'reset',
+  errno: 'ECONNRESET',
+  call: 'send',
+  message: 'HBONE stream reset',
+};
 
 /** One CONNECT stream of a native tunnel, as the port's ByteStream (and relayable to an fd). */
 class TunnelStream implements ByteStream, FdRelayable {
@@ -46,7 +58,10 @@ class TunnelStream implements ByteStream, FdRelayable {
   private drains = 0;
   private relayed: ((r: RelayResult) => void) | undefined;
 
-  constructor(private readonly tunnel: NativeTunnel, readonly id: number) {}
+  constructor(
+    private readonly tunnel: NativeTunnel,
+    readonly id: number,
+  ) {}
 
   // ---- events from the tunnel ----
   onData(b: Buffer): void {
@@ -113,7 +128,9 @@ class TunnelStream implements ByteStream, FdRelayable {
       return Promise.resolve(r);
     }
     if (this.waiter) throw new Error(`HBONE stream ${this.id}: read() called again before the previous read resolved`);
-    return new Promise((resolve) => { this.waiter = resolve; });
+    return new Promise((resolve) => {
+      this.waiter = resolve;
+    });
   }
 
   write(bytes: Uint8Array): Promise<SocketOutcome<void>> {
@@ -122,7 +139,9 @@ class TunnelStream implements ByteStream, FdRelayable {
     const queued = this.tunnel.write(this.id, bytes);
     if (queued < 0) return Promise.resolve(RESET);
     if (queued < WRITE_BUFFER || this.drains !== drains) return Promise.resolve({ ok: true, value: undefined });
-    return new Promise((resolve) => this.drainWaiters.push(() => resolve(this.closed ? RESET : { ok: true, value: undefined })));
+    return new Promise((resolve) =>
+      this.drainWaiters.push(() => resolve(this.closed ? RESET : { ok: true, value: undefined })),
+    );
   }
 
   end(): Promise<void> {
@@ -144,7 +163,9 @@ class TunnelStream implements ByteStream, FdRelayable {
   relayToFd(fd: number): Relay | undefined {
     if (this.reading || this.closed) return undefined;
     // Waiting before the call: the relay can end inside it (a reset already received).
-    const done = new Promise<RelayResult>((resolve) => { this.relayed = resolve; });
+    const done = new Promise<RelayResult>((resolve) => {
+      this.relayed = resolve;
+    });
     if (!this.tunnel.relay(this.id, fd)) {
       this.relayed = undefined;
       return undefined;
@@ -172,18 +193,32 @@ class TunnelSession {
   private responseWaiter: ((r: number | HboneFailure) => void) | undefined;
   onRequest: (id: number, method: string, authority: string) => void = () => undefined;
 
-  constructor(ctor: new (fd: number, ctx: NativeTlsContext, server: boolean, onEvent: (...e: TunnelEvent) => void) => NativeTunnel, fd: number, ctx: NativeTlsContext, server: boolean) {
+  constructor(
+    ctor: new (
+      fd: number,
+      ctx: NativeTlsContext,
+      server: boolean,
+      onEvent: (...e: TunnelEvent) => void,
+    ) => NativeTunnel,
+    fd: number,
+    ctx: NativeTlsContext,
+    server: boolean,
+  ) {
     this.tunnel = new ctor(fd, ctx, server, (...e) => this.onEvent(e));
   }
 
   waitHandshake(): Promise<{ der: Buffer | undefined } | HboneFailure> {
     if (this.handshakeResult) return Promise.resolve(this.handshakeResult);
-    return new Promise((resolve) => { this.handshakeWaiter = resolve; });
+    return new Promise((resolve) => {
+      this.handshakeWaiter = resolve;
+    });
   }
 
   waitResponse(): Promise<number | HboneFailure> {
     if (this.responseResult !== undefined) return Promise.resolve(this.responseResult);
-    return new Promise((resolve) => { this.responseWaiter = resolve; });
+    return new Promise((resolve) => {
+      this.responseWaiter = resolve;
+    });
   }
 
   private settleHandshake(r: { der: Buffer | undefined } | HboneFailure): void {
@@ -261,7 +296,10 @@ export class NativeHbone implements HboneTransport {
   private readonly addon;
   private readonly fallback: TlsHbone;
   /** One SSL_CTX per issued certificate and role (parsing PEMs per connection costs more than the rest). */
-  private readonly contexts = new WeakMap<IssuedCertificate, { client?: NativeTlsContext; server?: NativeTlsContext }>();
+  private readonly contexts = new WeakMap<
+    IssuedCertificate,
+    { client?: NativeTlsContext; server?: NativeTlsContext }
+  >();
 
   /** Throws when the addon is not built (see `NativeHbone.available`). */
   constructor(private readonly opts: NativeHboneOptions) {
@@ -292,7 +330,11 @@ export class NativeHbone implements HboneTransport {
    * The tunnel over `conn`'s socket; 'not-native' when it is not an unread socket of the Linux
    * adapter (nothing was taken: the node:tls transport can still use it).
    */
-  private open(conn: TcpConnection, ctx: NativeTlsContext, server: boolean): TunnelSession | 'not-native' | HboneFailure {
+  private open(
+    conn: TcpConnection,
+    ctx: NativeTlsContext,
+    server: boolean,
+  ): TunnelSession | 'not-native' | HboneFailure {
     const sock = takeNativeSocket(conn);
     if (!sock) return 'not-native';
     try {
@@ -311,7 +353,12 @@ export class NativeHbone implements HboneTransport {
    * certificate; 'not-native' when the node:tls transport must take `conn` (nothing was taken);
    * else the failure (a failed handshake's message prefixed with `context`).
    */
-  private async handshake(conn: TcpConnection, local: PeerIdentity, server: boolean, context?: string): Promise<{ t: TunnelSession; der: Buffer | undefined } | 'not-native' | HboneFailure> {
+  private async handshake(
+    conn: TcpConnection,
+    local: PeerIdentity,
+    server: boolean,
+    context?: string,
+  ): Promise<{ t: TunnelSession; der: Buffer | undefined } | 'not-native' | HboneFailure> {
     const cert = await certificateOrFail(this.opts.certificates, local, conn);
     if ('ok' in cert) return cert;
     const t = this.open(conn, this.context(cert, server), server);
@@ -359,11 +406,20 @@ export class NativeHbone implements HboneTransport {
     t.onRequest = (id, method, authority) => {
       let answered = false;
       const s: HboneInboundStream = {
-        peerIdentity: peer, authority, method,
+        peerIdentity: peer,
+        authority,
+        method,
         accept: async (): Promise<SocketOutcome<ByteStream>> => {
           if (answered) throw new Error('HBONE stream answered twice');
           answered = true;
-          if (!t.tunnel.respond(id, 200)) return { ok: false, kind: 'reset', errno: 'ECONNRESET', call: 'send', message: 'HBONE client went away before the 200' };
+          if (!t.tunnel.respond(id, 200))
+            return {
+              ok: false,
+              kind: 'reset',
+              errno: 'ECONNRESET',
+              call: 'send',
+              message: 'HBONE client went away before the 200',
+            };
           return { ok: true, value: t.stream(id) };
         },
         reject: (status) => {

@@ -19,7 +19,11 @@ export function authorityText(a: HboneConnectRequest['authority']): string {
 }
 
 /** The certificate for `local`, or the connection reset and the 'no-certificate' failure. */
-export async function certificateOrFail(certs: CertificateSource, local: PeerIdentity, conn: TcpConnection): Promise<IssuedCertificate | HboneFailure> {
+export async function certificateOrFail(
+  certs: CertificateSource,
+  local: PeerIdentity,
+  conn: TcpConnection,
+): Promise<IssuedCertificate | HboneFailure> {
   const cert = await certs.certificateFor(local);
   if (cert) return cert;
   conn.reset();
@@ -27,13 +31,24 @@ export async function certificateOrFail(certs: CertificateSource, local: PeerIde
 }
 
 /** Client side: the server's certificate must name one of the expected identities (any SPIFFE one when none is expected). */
-export function checkServerIdentity(server: PeerIdentity | undefined, req: HboneConnectRequest, authority: string): HboneOutcome<PeerIdentity> {
-  if (server && (req.expectedPeers.length === 0 || req.expectedPeers.some((e) => spiffeId(e) === spiffeId(server)))) return { ok: true, value: server };
-  return fail('peer-identity', `HBONE to ${authority}: server is ${server ? spiffeId(server) : 'not a SPIFFE identity'}, expected ${req.expectedPeers.map(spiffeId).join(' or ')}`);
+export function checkServerIdentity(
+  server: PeerIdentity | undefined,
+  req: HboneConnectRequest,
+  authority: string,
+): HboneOutcome<PeerIdentity> {
+  if (server && (req.expectedPeers.length === 0 || req.expectedPeers.some((e) => spiffeId(e) === spiffeId(server))))
+    return { ok: true, value: server };
+  return fail(
+    'peer-identity',
+    `HBONE to ${authority}: server is ${server ? spiffeId(server) : 'not a SPIFFE identity'}, expected ${req.expectedPeers.map(spiffeId).join(' or ')}`,
+  );
 }
 
 /** Server side: the client's certificate must be a SPIFFE identity of this mesh's trust domain (authorization decides the rest). */
 export function checkClientIdentity(peer: PeerIdentity | undefined, local: PeerIdentity): HboneOutcome<PeerIdentity> {
   if (peer && peer.trustDomain === local.trustDomain) return { ok: true, value: peer };
-  return fail('handshake', `client certificate ${peer ? `in trust domain ${peer.trustDomain}` : 'without a SPIFFE identity'}; this mesh is ${local.trustDomain}`);
+  return fail(
+    'handshake',
+    `client certificate ${peer ? `in trust domain ${peer.trustDomain}` : 'without a SPIFFE identity'}; this mesh is ${local.trustDomain}`,
+  );
 }

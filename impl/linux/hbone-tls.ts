@@ -14,7 +14,12 @@
 import * as http2 from 'node:http2';
 import * as tls from 'node:tls';
 import type {
-  ByteStream, HboneConnectRequest, HboneFailure, HboneOutcome, HboneServeOptions, HboneTransport,
+  ByteStream,
+  HboneConnectRequest,
+  HboneFailure,
+  HboneOutcome,
+  HboneServeOptions,
+  HboneTransport,
 } from '../host/hbone.js';
 import type { SocketOutcome, TcpConnection } from '../host/sockets.js';
 import type { PeerIdentity } from '../api/identity.js';
@@ -46,7 +51,13 @@ const contexts = new WeakMap<IssuedCertificate, tls.SecureContext>();
 function contextFor(cert: IssuedCertificate, rootPem: string): tls.SecureContext {
   let ctx = contexts.get(cert);
   if (!ctx) {
-    ctx = tls.createSecureContext({ key: cert.keyPem, cert: cert.certPem, ca: rootPem, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' });
+    ctx = tls.createSecureContext({
+      key: cert.keyPem,
+      cert: cert.certPem,
+      ca: rootPem,
+      minVersion: 'TLSv1.3',
+      maxVersion: 'TLSv1.3',
+    });
     contexts.set(cert, ctx);
   }
   return ctx;
@@ -64,16 +75,24 @@ export class TlsHbone implements HboneTransport {
     const cert = await certificateOrFail(this.opts.certificates, req.local, conn);
     if ('ok' in cert) return cert;
     const sock = tls.connect({
-      socket: takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), secureContext: contextFor(cert, this.opts.certificates.rootPem),
-      ALPNProtocols: ['h2'], rejectUnauthorized: true,
+      socket: takeNativeSocket(conn) ?? new ByteStreamDuplex(conn),
+      secureContext: contextFor(cert, this.opts.certificates.rootPem),
+      ALPNProtocols: ['h2'],
+      rejectUnauthorized: true,
       checkServerIdentity: () => undefined, // identity is checked on the SPIFFE SAN below, not a hostname
     });
     const hs = await new Promise<HboneFailure | undefined>((resolve) => {
       sock.once('secureConnect', () => resolve(undefined));
-      sock.once('error', (e) => resolve(fail('handshake', `HBONE to ${authority}: TLS handshake failed: ${e.message}`)));
-      sock.once('close', () => resolve(fail('closed', `HBONE to ${authority}: connection closed during the TLS handshake`)));
+      sock.once('error', (e) =>
+        resolve(fail('handshake', `HBONE to ${authority}: TLS handshake failed: ${e.message}`)),
+      );
+      sock.once('close', () =>
+        resolve(fail('closed', `HBONE to ${authority}: connection closed during the TLS handshake`)),
+      );
       // A half-open socket (allowHalfOpen) reports the peer's FIN only as 'end', never 'close'.
-      sock.once('end', () => resolve(fail('closed', `HBONE to ${authority}: the server closed the connection during the TLS handshake`)));
+      sock.once('end', () =>
+        resolve(fail('closed', `HBONE to ${authority}: the server closed the connection during the TLS handshake`)),
+      );
     });
     if (hs) {
       sock.destroy();
@@ -89,7 +108,10 @@ export class TlsHbone implements HboneTransport {
     const session = http2.connect(`https://${authority}`, { createConnection: () => sock, settings: H2_SETTINGS });
     session.on('error', () => undefined);
     session.on('connect', () => session.setLocalWindowSize(H2_CONN_WINDOW));
-    const headers: http2.OutgoingHttpHeaders = { [HTTP2_HEADER_METHOD]: 'CONNECT', [HTTP2_HEADER_AUTHORITY]: authority };
+    const headers: http2.OutgoingHttpHeaders = {
+      [HTTP2_HEADER_METHOD]: 'CONNECT',
+      [HTTP2_HEADER_AUTHORITY]: authority,
+    };
     if (req.forwardedFor) headers['forwarded'] = `for="${req.forwardedFor}"`;
     const stream = session.request(headers, { endStream: false });
     const status = await new Promise<number | HboneFailure>((resolve) => {
@@ -100,7 +122,9 @@ export class TlsHbone implements HboneTransport {
     if (typeof status !== 'number' || status !== 200) {
       stream.destroy();
       session.destroy();
-      return typeof status === 'number' ? fail('rejected', `HBONE to ${authority}: CONNECT answered ${status}`, status) : status;
+      return typeof status === 'number'
+        ? fail('rejected', `HBONE to ${authority}: CONNECT answered ${status}`, status)
+        : status;
     }
     stream.once('close', () => session.close());
     return { ok: true, value: duplexByteStream(stream, () => stream.close(http2.constants.NGHTTP2_CANCEL)) };
@@ -110,8 +134,11 @@ export class TlsHbone implements HboneTransport {
     const cert = await certificateOrFail(this.opts.certificates, opts.local, conn);
     if ('ok' in cert) return cert;
     const sock = new tls.TLSSocket(takeNativeSocket(conn) ?? new ByteStreamDuplex(conn), {
-      isServer: true, secureContext: contextFor(cert, this.opts.certificates.rootPem),
-      requestCert: true, rejectUnauthorized: true, ALPNProtocols: ['h2'],
+      isServer: true,
+      secureContext: contextFor(cert, this.opts.certificates.rootPem),
+      requestCert: true,
+      rejectUnauthorized: true,
+      ALPNProtocols: ['h2'],
     });
     const hs = await new Promise<HboneFailure | undefined>((resolve) => {
       sock.once('secure', () => resolve(undefined));
@@ -151,7 +178,14 @@ export class TlsHbone implements HboneTransport {
         accept: async (): Promise<SocketOutcome<ByteStream>> => {
           if (answered) throw new Error('HBONE stream answered twice');
           answered = true;
-          if (stream.destroyed) return { ok: false, kind: 'reset', errno: 'ECONNRESET', call: 'send', message: 'HBONE client went away before the 200' };
+          if (stream.destroyed)
+            return {
+              ok: false,
+              kind: 'reset',
+              errno: 'ECONNRESET',
+              call: 'send',
+              message: 'HBONE client went away before the 200',
+            };
           stream.respond({ [HTTP2_HEADER_STATUS]: 200 });
           return { ok: true, value: duplexByteStream(stream, () => stream.close(http2.constants.NGHTTP2_CANCEL)) };
         },

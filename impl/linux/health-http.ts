@@ -33,7 +33,8 @@ export async function serveHealth(host: string, port: number, src: HealthSource)
       try {
         if (req.method !== 'GET') return send(405, 'text/plain', 'GET only\n');
         switch (req.url) {
-          case '/healthz': return src.live() ? send(200, 'text/plain', 'ok\n') : send(503, 'text/plain', 'not live\n');
+          case '/healthz':
+            return src.live() ? send(200, 'text/plain', 'ok\n') : send(503, 'text/plain', 'not live\n');
           case '/readyz': {
             const r = src.ready();
             return send(r.ready ? 200 : 503, 'text/plain', `${r.detail}\n`);
@@ -42,8 +43,10 @@ export async function serveHealth(host: string, port: number, src: HealthSource)
             const m = await src.metrics();
             return send(200, m.contentType, m.text);
           }
-          case '/status': return send(200, 'application/json', JSON.stringify(src.status()));
-          default: return send(404, 'text/plain', 'endpoints: /healthz /readyz /metrics /status\n');
+          case '/status':
+            return send(200, 'application/json', JSON.stringify(src.status()));
+          default:
+            return send(404, 'text/plain', 'endpoints: /healthz /readyz /metrics /status\n');
         }
       } catch (e) {
         send(500, 'text/plain', `${e instanceof Error ? e.message : String(e)}\n`);
@@ -54,11 +57,18 @@ export async function serveHealth(host: string, port: number, src: HealthSource)
     server.once('error', (e) => reject(new Error(`health endpoint: cannot listen on ${host}:${port}: ${e.message}`)));
     if (host.startsWith('/')) {
       fs.rmSync(host, { force: true });
-      server.listen(host, () => { fs.chmodSync(host, 0o600); resolve(); });
+      server.listen(host, () => {
+        fs.chmodSync(host, 0o600);
+        resolve();
+      });
     } else server.listen(port, host, () => resolve());
   });
   return {
     port: host.startsWith('/') ? 0 : (server.address() as AddressInfo).port,
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

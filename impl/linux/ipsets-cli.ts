@@ -15,12 +15,20 @@ function check(what: string, v: string, re: RegExp): void {
 }
 
 export class CliHostIpSets implements HostIpSets {
-  constructor(private readonly bin = 'ipset', private readonly timeoutMs = 10_000) {}
+  constructor(
+    private readonly bin = 'ipset',
+    private readonly timeoutMs = 10_000,
+  ) {}
 
   private run(args: readonly string[]): Promise<string> {
     return new Promise((resolve, reject) => {
       execFile(this.bin, args, { timeout: this.timeoutMs }, (err, stdout, stderr) => {
-        if (err) reject(new Error(`\`ipset ${args.join(' ')}\` failed: ${stderr.trim() || err.message}; is the ipset tool installed and the ip_set module available?`));
+        if (err)
+          reject(
+            new Error(
+              `\`ipset ${args.join(' ')}\` failed: ${stderr.trim() || err.message}; is the ipset tool installed and the ip_set module available?`,
+            ),
+          );
         else resolve(stdout);
       });
     });
@@ -28,7 +36,15 @@ export class CliHostIpSets implements HostIpSets {
 
   async ensure(set: IpSetSpec): Promise<void> {
     check('set name', set.name, SET_NAME);
-    await this.run(['create', set.name, 'hash:ip', 'family', set.family === 'ipv6' ? 'inet6' : 'inet', 'comment', '-exist']);
+    await this.run([
+      'create',
+      set.name,
+      'hash:ip',
+      'family',
+      set.family === 'ipv6' ? 'inet6' : 'inet',
+      'comment',
+      '-exist',
+    ]);
   }
 
   async add(set: string, ip: string, comment: string): Promise<void> {

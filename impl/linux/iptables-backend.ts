@@ -36,7 +36,10 @@ export function iptablesTools(variant: IptablesBackendChoice | 'system'): Iptabl
 type SaveRunner = (tool: string) => Promise<string>;
 
 /** The pure decision, given a runner (tests pass fakes); throws when nothing usable is found. */
-export async function chooseIptablesTools(force: IptablesBackendChoice | undefined, run: SaveRunner): Promise<{ tools: IptablesTools; why: string }> {
+export async function chooseIptablesTools(
+  force: IptablesBackendChoice | undefined,
+  run: SaveRunner,
+): Promise<{ tools: IptablesTools; why: string }> {
   const tryRun = async (tool: string): Promise<{ ok: true; out: string } | { ok: false; error: string }> => {
     try {
       return { ok: true, out: await run(tool) };
@@ -52,23 +55,47 @@ export async function chooseIptablesTools(force: IptablesBackendChoice | undefin
   }
   const errors: string[] = [];
   const legacy = await tryRun(iptablesTools('legacy').ipv4.save);
-  if (legacy.ok && legacy.out.split('\n').length - 1 >= 3) return { tools: iptablesTools('legacy'), why: 'iptables-legacy-save shows rules in the node netns' };
+  if (legacy.ok && legacy.out.split('\n').length - 1 >= 3)
+    return { tools: iptablesTools('legacy'), why: 'iptables-legacy-save shows rules in the node netns' };
   if (!legacy.ok) errors.push(legacy.error);
   const nft = await tryRun(iptablesTools('nft').ipv4.save);
-  if (nft.ok) return { tools: iptablesTools('nft'), why: legacy.ok ? 'no legacy rules in the node netns; iptables-nft works' : 'iptables-legacy unusable; iptables-nft works' };
+  if (nft.ok)
+    return {
+      tools: iptablesTools('nft'),
+      why: legacy.ok
+        ? 'no legacy rules in the node netns; iptables-nft works'
+        : 'iptables-legacy unusable; iptables-nft works',
+    };
   errors.push(nft.error);
   const plain = await tryRun(iptablesTools('system').ipv4.save);
-  if (plain.ok) return { tools: iptablesTools('system'), why: 'neither iptables-legacy nor iptables-nft usable; the system iptables works' };
+  if (plain.ok)
+    return {
+      tools: iptablesTools('system'),
+      why: 'neither iptables-legacy nor iptables-nft usable; the system iptables works',
+    };
   errors.push(plain.error);
   throw new Error(`no usable iptables found in the node netns: ${errors.join('; ')}`);
 }
 
 /** Detect (or check the forced choice) with the real tools, run in the node netns (`nsenter --net=PATH`, as the rules adapter runs them). */
-export function detectIptablesTools(force: IptablesBackendChoice | undefined, nodeNetns: string, timeoutMs = 30_000): Promise<{ tools: IptablesTools; why: string }> {
-  return chooseIptablesTools(force, (tool) => new Promise((resolve, reject) => {
-    execFile('nsenter', [`--net=${nodeNetns}`, tool], { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${tool}: ${String(stderr).trim() || err.message}`));
-      else resolve(String(stdout));
-    });
-  }));
+export function detectIptablesTools(
+  force: IptablesBackendChoice | undefined,
+  nodeNetns: string,
+  timeoutMs = 30_000,
+): Promise<{ tools: IptablesTools; why: string }> {
+  return chooseIptablesTools(
+    force,
+    (tool) =>
+      new Promise((resolve, reject) => {
+        execFile(
+          'nsenter',
+          [`--net=${nodeNetns}`, tool],
+          { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 },
+          (err, stdout, stderr) => {
+            if (err) reject(new Error(`${tool}: ${String(stderr).trim() || err.message}`));
+            else resolve(String(stdout));
+          },
+        );
+      }),
+  );
 }

@@ -79,10 +79,15 @@ function toKubeApiError(err: unknown): unknown {
       }
     }
     const status = (typeof body === 'object' && body !== null ? body : {}) as { reason?: string; message?: string };
-    return new KubeApiError(err.code, status.reason ?? 'Unknown', status.message ?? `HTTP ${err.code}: ${String(body)}`);
+    return new KubeApiError(
+      err.code,
+      status.reason ?? 'Unknown',
+      status.message ?? `HTTP ${err.code}: ${String(body)}`,
+    );
   }
   const code = (err as { statusCode?: unknown; code?: unknown } | null)?.statusCode;
-  if (typeof code === 'number') return new KubeApiError(code, 'Unknown', err instanceof Error ? err.message : `HTTP ${code}`);
+  if (typeof code === 'number')
+    return new KubeApiError(code, 'Unknown', err instanceof Error ? err.message : `HTTP ${code}`);
   return err;
 }
 
@@ -100,7 +105,8 @@ export class ClientNodeKubeApi implements KubeApi {
     const cr = { group: ap.group, version: ap.version, plural: ap.plural };
     this.ops = {
       Namespace: {
-        list: (_ns, labelSelector, fieldSelector) => core.listNamespace({ labelSelector, fieldSelector }).then(wire<ListResult>),
+        list: (_ns, labelSelector, fieldSelector) =>
+          core.listNamespace({ labelSelector, fieldSelector }).then(wire<ListResult>),
         read: (name) => core.readNamespace({ name }).then(wire<Json>),
         create: (body) => core.createNamespace({ body: b(body) }).then(wire<Json>),
         replace: (name, body) => core.replaceNamespace({ name, body: b(body) }).then(wire<Json>),
@@ -109,7 +115,8 @@ export class ClientNodeKubeApi implements KubeApi {
         delete: (name) => core.deleteNamespace({ name }),
       },
       Node: {
-        list: (_ns, labelSelector, fieldSelector) => core.listNode({ labelSelector, fieldSelector }).then(wire<ListResult>),
+        list: (_ns, labelSelector, fieldSelector) =>
+          core.listNode({ labelSelector, fieldSelector }).then(wire<ListResult>),
         read: (name) => core.readNode({ name }).then(wire<Json>),
         create: (body) => core.createNode({ body: b(body) }).then(wire<Json>),
         replace: (name, body) => core.replaceNode({ name, body: b(body) }).then(wire<Json>),
@@ -119,12 +126,18 @@ export class ClientNodeKubeApi implements KubeApi {
       },
       Pod: {
         list: (ns, labelSelector, fieldSelector) =>
-          (ns ? core.listNamespacedPod({ namespace: ns, labelSelector, fieldSelector }) : core.listPodForAllNamespaces({ labelSelector, fieldSelector })).then(wire<ListResult>),
+          (ns
+            ? core.listNamespacedPod({ namespace: ns, labelSelector, fieldSelector })
+            : core.listPodForAllNamespaces({ labelSelector, fieldSelector })
+          ).then(wire<ListResult>),
         read: (name, ns) => core.readNamespacedPod({ name, namespace: need(ns, 'Pod') }).then(wire<Json>),
         create: (body, ns) => core.createNamespacedPod({ namespace: need(ns, 'Pod'), body: b(body) }).then(wire<Json>),
-        replace: (name, body, ns) => core.replaceNamespacedPod({ name, namespace: need(ns, 'Pod'), body: b(body) }).then(wire<Json>),
-        patch: (name, body, ns) => core.patchNamespacedPod({ name, namespace: need(ns, 'Pod'), body }, merge).then(wire<Json>),
-        patchStatus: (name, body, ns) => core.patchNamespacedPodStatus({ name, namespace: need(ns, 'Pod'), body }, merge).then(wire<Json>),
+        replace: (name, body, ns) =>
+          core.replaceNamespacedPod({ name, namespace: need(ns, 'Pod'), body: b(body) }).then(wire<Json>),
+        patch: (name, body, ns) =>
+          core.patchNamespacedPod({ name, namespace: need(ns, 'Pod'), body }, merge).then(wire<Json>),
+        patchStatus: (name, body, ns) =>
+          core.patchNamespacedPodStatus({ name, namespace: need(ns, 'Pod'), body }, merge).then(wire<Json>),
         delete: (name, ns) => core.deleteNamespacedPod({ name, namespace: need(ns, 'Pod') }),
       },
       ServiceAccount: {
@@ -133,25 +146,43 @@ export class ClientNodeKubeApi implements KubeApi {
             ? core.listNamespacedServiceAccount({ namespace: ns, labelSelector, fieldSelector })
             : core.listServiceAccountForAllNamespaces({ labelSelector, fieldSelector })
           ).then(wire<ListResult>),
-        read: (name, ns) => core.readNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount') }).then(wire<Json>),
-        create: (body, ns) => core.createNamespacedServiceAccount({ namespace: need(ns, 'ServiceAccount'), body: b(body) }).then(wire<Json>),
-        replace: (name, body, ns) => core.replaceNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount'), body: b(body) }).then(wire<Json>),
-        patch: (name, body, ns) => core.patchNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount'), body }, merge).then(wire<Json>),
-        patchStatus: () => Promise.reject(new KubeApiError(404, 'NotFound', 'serviceaccounts has no status subresource')),
+        read: (name, ns) =>
+          core.readNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount') }).then(wire<Json>),
+        create: (body, ns) =>
+          core
+            .createNamespacedServiceAccount({ namespace: need(ns, 'ServiceAccount'), body: b(body) })
+            .then(wire<Json>),
+        replace: (name, body, ns) =>
+          core
+            .replaceNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount'), body: b(body) })
+            .then(wire<Json>),
+        patch: (name, body, ns) =>
+          core
+            .patchNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount'), body }, merge)
+            .then(wire<Json>),
+        patchStatus: () =>
+          Promise.reject(new KubeApiError(404, 'NotFound', 'serviceaccounts has no status subresource')),
         delete: (name, ns) => core.deleteNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount') }),
       },
       Event: {
         list: (ns, labelSelector, fieldSelector) =>
-          (ns ? core.listNamespacedEvent({ namespace: ns, labelSelector, fieldSelector }) : core.listEventForAllNamespaces({ labelSelector, fieldSelector })).then(wire<ListResult>),
+          (ns
+            ? core.listNamespacedEvent({ namespace: ns, labelSelector, fieldSelector })
+            : core.listEventForAllNamespaces({ labelSelector, fieldSelector })
+          ).then(wire<ListResult>),
         read: (name, ns) => core.readNamespacedEvent({ name, namespace: need(ns, 'Event') }).then(wire<Json>),
-        create: (body, ns) => core.createNamespacedEvent({ namespace: need(ns, 'Event'), body: b(body) }).then(wire<Json>),
-        replace: (name, body, ns) => core.replaceNamespacedEvent({ name, namespace: need(ns, 'Event'), body: b(body) }).then(wire<Json>),
-        patch: (name, body, ns) => core.patchNamespacedEvent({ name, namespace: need(ns, 'Event'), body }, merge).then(wire<Json>),
+        create: (body, ns) =>
+          core.createNamespacedEvent({ namespace: need(ns, 'Event'), body: b(body) }).then(wire<Json>),
+        replace: (name, body, ns) =>
+          core.replaceNamespacedEvent({ name, namespace: need(ns, 'Event'), body: b(body) }).then(wire<Json>),
+        patch: (name, body, ns) =>
+          core.patchNamespacedEvent({ name, namespace: need(ns, 'Event'), body }, merge).then(wire<Json>),
         patchStatus: () => Promise.reject(new KubeApiError(404, 'NotFound', 'events has no status subresource')),
         delete: (name, ns) => core.deleteNamespacedEvent({ name, namespace: need(ns, 'Event') }),
       },
       CustomResourceDefinition: {
-        list: (_ns, labelSelector, fieldSelector) => ext.listCustomResourceDefinition({ labelSelector, fieldSelector }).then(wire<ListResult>),
+        list: (_ns, labelSelector, fieldSelector) =>
+          ext.listCustomResourceDefinition({ labelSelector, fieldSelector }).then(wire<ListResult>),
         read: (name) => ext.readCustomResourceDefinition({ name }).then(wire<Json>),
         create: (body) => ext.createCustomResourceDefinition({ body: b(body) }).then(wire<Json>),
         replace: (name, body) => ext.replaceCustomResourceDefinition({ name, body: b(body) }).then(wire<Json>),
@@ -165,13 +196,28 @@ export class ClientNodeKubeApi implements KubeApi {
             ? custom.listNamespacedCustomObject({ ...cr, namespace: ns, labelSelector, fieldSelector })
             : custom.listClusterCustomObject({ ...cr, labelSelector, fieldSelector })
           ).then(wire<ListResult>),
-        read: (name, ns) => custom.getNamespacedCustomObject({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy') }).then(wire<Json>),
-        create: (body, ns) => custom.createNamespacedCustomObject({ ...cr, namespace: need(ns, 'AuthorizationPolicy'), body }).then(wire<Json>),
-        replace: (name, body, ns) => custom.replaceNamespacedCustomObject({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy'), body }).then(wire<Json>),
-        patch: (name, body, ns) => custom.patchNamespacedCustomObject({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy'), body }, merge).then(wire<Json>),
+        read: (name, ns) =>
+          custom
+            .getNamespacedCustomObject({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy') })
+            .then(wire<Json>),
+        create: (body, ns) =>
+          custom
+            .createNamespacedCustomObject({ ...cr, namespace: need(ns, 'AuthorizationPolicy'), body })
+            .then(wire<Json>),
+        replace: (name, body, ns) =>
+          custom
+            .replaceNamespacedCustomObject({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy'), body })
+            .then(wire<Json>),
+        patch: (name, body, ns) =>
+          custom
+            .patchNamespacedCustomObject({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy'), body }, merge)
+            .then(wire<Json>),
         patchStatus: (name, body, ns) =>
-          custom.patchNamespacedCustomObjectStatus({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy'), body }, merge).then(wire<Json>),
-        delete: (name, ns) => custom.deleteNamespacedCustomObject({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy') }),
+          custom
+            .patchNamespacedCustomObjectStatus({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy'), body }, merge)
+            .then(wire<Json>),
+        delete: (name, ns) =>
+          custom.deleteNamespacedCustomObject({ ...cr, name, namespace: need(ns, 'AuthorizationPolicy') }),
       },
     };
   }
@@ -195,7 +241,14 @@ export class ClientNodeKubeApi implements KubeApi {
       const l = await this.call(() => ops.list(ns, selection.labelSelector, selection.fieldSelector));
       return { metadata: l.metadata, items: l.items as KubernetesObject[] };
     };
-    const lw = new ListWatch<KubernetesObject>(path, new Watch(this.kc), listFn, false, selection.labelSelector, selection.fieldSelector);
+    const lw = new ListWatch<KubernetesObject>(
+      path,
+      new Watch(this.kc),
+      listFn,
+      false,
+      selection.labelSelector,
+      selection.fieldSelector,
+    );
     return new ListWatchInformer<KubeObjectOf<K>>(lw);
   }
 
@@ -222,11 +275,21 @@ export class ClientNodeKubeApi implements KubeApi {
     return (await this.call(() => this.ops[kind].replace(name, body, obj.metadata?.namespace))) as KubeObjectOf<K>;
   }
 
-  async patchMerge<K extends KubeKind>(kind: K, name: string, namespace: string | undefined, patch: MergePatch): Promise<KubeObjectOf<K>> {
+  async patchMerge<K extends KubeKind>(
+    kind: K,
+    name: string,
+    namespace: string | undefined,
+    patch: MergePatch,
+  ): Promise<KubeObjectOf<K>> {
     return (await this.call(() => this.ops[kind].patch(name, patch, namespace))) as KubeObjectOf<K>;
   }
 
-  async patchStatus<K extends KubeKind>(kind: K, name: string, namespace: string | undefined, patch: MergePatch): Promise<KubeObjectOf<K>> {
+  async patchStatus<K extends KubeKind>(
+    kind: K,
+    name: string,
+    namespace: string | undefined,
+    patch: MergePatch,
+  ): Promise<KubeObjectOf<K>> {
     return (await this.call(() => this.ops[kind].patchStatus(name, patch, namespace))) as KubeObjectOf<K>;
   }
 
@@ -313,17 +376,24 @@ type KubeConfigSource =
  * variables are set. Never client-node's silent last resort (http://localhost:8080): a component
  * with no credentials must say so at start-up.
  */
-export function kubeConfigSource(path: string | undefined, env: Readonly<Record<string, string | undefined>>, exists: (file: string) => boolean): KubeConfigSource {
+export function kubeConfigSource(
+  path: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+  exists: (file: string) => boolean,
+): KubeConfigSource {
   if (path) return { kind: 'file', path };
   const fromEnv = env['KUBECONFIG']?.split(':').find((p) => p !== '');
   if (fromEnv) return { kind: 'file', path: fromEnv };
-  if (env['KUBERNETES_SERVICE_HOST'] && env['KUBERNETES_SERVICE_PORT'] && exists(SERVICE_ACCOUNT_TOKEN)) return { kind: 'in-cluster' };
+  if (env['KUBERNETES_SERVICE_HOST'] && env['KUBERNETES_SERVICE_PORT'] && exists(SERVICE_ACCOUNT_TOKEN))
+    return { kind: 'in-cluster' };
   const missing = [
     ...(env['KUBERNETES_SERVICE_HOST'] ? [] : ['KUBERNETES_SERVICE_HOST']),
     ...(env['KUBERNETES_SERVICE_PORT'] ? [] : ['KUBERNETES_SERVICE_PORT']),
     ...(exists(SERVICE_ACCOUNT_TOKEN) ? [] : [SERVICE_ACCOUNT_TOKEN]),
   ];
-  throw new Error(`no Kubernetes API credentials: give --kubeconfig PATH (or AMBIENT_LAB_KUBECONFIG / KUBECONFIG), or run in a pod with its service-account token mounted (in-cluster config is missing ${missing.join(', ')})`);
+  throw new Error(
+    `no Kubernetes API credentials: give --kubeconfig PATH (or AMBIENT_LAB_KUBECONFIG / KUBECONFIG), or run in a pod with its service-account token mounted (in-cluster config is missing ${missing.join(', ')})`,
+  );
 }
 
 /** A KubeConfig for a source (kubeConfigSource); in-cluster follows token rotation (client-node re-reads the token file). */

@@ -35,7 +35,10 @@ function data(inline: unknown, path: unknown, what: string, file: string): Buffe
     try {
       return readFileSync(path);
     } catch (e) {
-      throw new Error(`kubeconfig ${file}: cannot read ${what} ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { cause: e });
+      throw new Error(
+        `kubeconfig ${file}: cannot read ${what} ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+        { cause: e },
+      );
     }
   }
   return undefined;
@@ -46,9 +49,14 @@ function readKubeconfig(file: string): Conn {
   if (!doc || typeof doc !== 'object') throw new Error(`kubeconfig ${file}: not a YAML mapping`);
   const ctxName = doc['current-context'];
   if (typeof ctxName !== 'string') throw new Error(`kubeconfig ${file}: no current-context`);
-  const ctx = pickNamed<{ context?: { cluster?: string; user?: string } }>(doc['contexts'], ctxName, 'context', file).context ?? {};
-  const cluster = pickNamed<{ cluster?: Record<string, unknown> }>(doc['clusters'], ctx.cluster ?? '', 'cluster', file).cluster ?? {};
-  const user = ctx.user ? (pickNamed<{ user?: Record<string, unknown> }>(doc['users'], ctx.user, 'user', file).user ?? {}) : {};
+  const ctx =
+    pickNamed<{ context?: { cluster?: string; user?: string } }>(doc['contexts'], ctxName, 'context', file).context ??
+    {};
+  const cluster =
+    pickNamed<{ cluster?: Record<string, unknown> }>(doc['clusters'], ctx.cluster ?? '', 'cluster', file).cluster ?? {};
+  const user = ctx.user
+    ? (pickNamed<{ user?: Record<string, unknown> }>(doc['users'], ctx.user, 'user', file).user ?? {})
+    : {};
   const server = cluster['server'];
   if (typeof server !== 'string') throw new Error(`kubeconfig ${file}: cluster ${ctx.cluster} has no server`);
   let token = typeof user['token'] === 'string' ? user['token'] : undefined;
@@ -66,7 +74,10 @@ function readKubeconfig(file: string): Conn {
 export class LiteKubeReader implements KubeReader {
   private readonly conn: Conn;
 
-  constructor(kubeconfig: string, private readonly timeoutMs = 5000) {
+  constructor(
+    kubeconfig: string,
+    private readonly timeoutMs = 5000,
+  ) {
     this.conn = readKubeconfig(kubeconfig);
   }
 
@@ -85,26 +96,38 @@ export class LiteKubeReader implements KubeReader {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (c.token) headers['authorization'] = `Bearer ${c.token}`;
     return new Promise((resolve, reject) => {
-      const req = mod.request(url, {
-        method: 'GET', headers, timeout: this.timeoutMs,
-        ...(secure ? { ca: c.ca, cert: c.cert, key: c.key, rejectUnauthorized: !c.insecure } : {}),
-      }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (d: Buffer) => chunks.push(d));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let body: Record<string, unknown> = {};
-          try {
-            body = JSON.parse(text) as Record<string, unknown>;
-          } catch {
-            // non-JSON error bodies are reported by status below
-          }
-          const status = res.statusCode ?? 0;
-          if (status >= 200 && status < 300) resolve(body as KubeObjectOf<K>);
-          else reject(new KubeApiError(status, typeof body['reason'] === 'string' ? body['reason'] : 'Unknown',
-            typeof body['message'] === 'string' ? body['message'] : `GET ${url.pathname}: HTTP ${status}`));
-        });
-      });
+      const req = mod.request(
+        url,
+        {
+          method: 'GET',
+          headers,
+          timeout: this.timeoutMs,
+          ...(secure ? { ca: c.ca, cert: c.cert, key: c.key, rejectUnauthorized: !c.insecure } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (d: Buffer) => chunks.push(d));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let body: Record<string, unknown> = {};
+            try {
+              body = JSON.parse(text) as Record<string, unknown>;
+            } catch {
+              // non-JSON error bodies are reported by status below
+            }
+            const status = res.statusCode ?? 0;
+            if (status >= 200 && status < 300) resolve(body as KubeObjectOf<K>);
+            else
+              reject(
+                new KubeApiError(
+                  status,
+                  typeof body['reason'] === 'string' ? body['reason'] : 'Unknown',
+                  typeof body['message'] === 'string' ? body['message'] : `GET ${url.pathname}: HTTP ${status}`,
+                ),
+              );
+          });
+        },
+      );
       req.on('timeout', () => req.destroy(new Error(`GET ${url.pathname}: no answer within ${this.timeoutMs} ms`)));
       req.on('error', (e) => reject(new KubeApiError(503, 'ServiceUnavailable', `GET ${url.href}: ${e.message}`)));
       req.end();

@@ -17,14 +17,26 @@ export class JsonLineLogger implements Logger {
 
   private log(level: Level, msg: string, fields: LogFields | undefined): void {
     if (LEVELS[level] < LEVELS[this.minLevel]) return;
-    this.write(JSON.stringify({ level: LEVELS[level], time: Date.now(), name: this.name, ...this.base, ...fields, msg }) + '\n');
+    this.write(
+      JSON.stringify({ level: LEVELS[level], time: Date.now(), name: this.name, ...this.base, ...fields, msg }) + '\n',
+    );
   }
 
-  debug(msg: string, fields?: LogFields): void { this.log('debug', msg, fields); }
-  info(msg: string, fields?: LogFields): void { this.log('info', msg, fields); }
-  warn(msg: string, fields?: LogFields): void { this.log('warn', msg, fields); }
-  error(msg: string, fields?: LogFields): void { this.log('error', msg, fields); }
-  child(fields: LogFields): Logger { return new JsonLineLogger(this.name, this.minLevel, { ...this.base, ...fields }, this.write); }
+  debug(msg: string, fields?: LogFields): void {
+    this.log('debug', msg, fields);
+  }
+  info(msg: string, fields?: LogFields): void {
+    this.log('info', msg, fields);
+  }
+  warn(msg: string, fields?: LogFields): void {
+    this.log('warn', msg, fields);
+  }
+  error(msg: string, fields?: LogFields): void {
+    this.log('error', msg, fields);
+  }
+  child(fields: LogFields): Logger {
+    return new JsonLineLogger(this.name, this.minLevel, { ...this.base, ...fields }, this.write);
+  }
 }
 
 export function parseLevel(s: string | undefined, dflt: Level): Level {

@@ -42,13 +42,22 @@ export class MeshCa implements CertificateSource {
   /** Identities this CA refuses (a failing certificate fetch). */
   readonly refuse = new Set<string>();
 
-  private constructor(readonly trustDomain: string, readonly rootPem: string, private readonly keys: CryptoKeyPair, private readonly root: x509.X509Certificate) {}
+  private constructor(
+    readonly trustDomain: string,
+    readonly rootPem: string,
+    private readonly keys: CryptoKeyPair,
+    private readonly root: x509.X509Certificate,
+  ) {}
 
   static async create(trustDomain: string, now = new Date()): Promise<MeshCa> {
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
     const root = await x509.X509CertificateGenerator.createSelfSigned({
-      serialNumber: '01', name: `CN=ambient-lab test root ${trustDomain}, O=${trustDomain}`,
-      notBefore: new Date(now.getTime() - 60_000), notAfter: new Date(now.getTime() + 7 * DAY_MS), keys, signingAlgorithm: ALG,
+      serialNumber: '01',
+      name: `CN=ambient-lab test root ${trustDomain}, O=${trustDomain}`,
+      notBefore: new Date(now.getTime() - 60_000),
+      notAfter: new Date(now.getTime() + 7 * DAY_MS),
+      keys,
+      signingAlgorithm: ALG,
       extensions: [
         new x509.BasicConstraintsExtension(true, 0, true),
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
@@ -97,8 +106,14 @@ export class MeshCa implements CertificateSource {
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
     const now = Date.now();
     const cert = await x509.X509CertificateGenerator.create({
-      serialNumber: (++this.serial).toString(16).padStart(2, '0'), subject: '', issuer: this.root.subject,
-      notBefore: new Date(now - 60_000), notAfter: new Date(now + DAY_MS), publicKey: keys.publicKey, signingKey: this.keys.privateKey, signingAlgorithm: ALG,
+      serialNumber: (++this.serial).toString(16).padStart(2, '0'),
+      subject: '',
+      issuer: this.root.subject,
+      notBefore: new Date(now - 60_000),
+      notAfter: new Date(now + DAY_MS),
+      publicKey: keys.publicKey,
+      signingKey: this.keys.privateKey,
+      signingAlgorithm: ALG,
       extensions: [
         new x509.SubjectAlternativeNameExtension([{ type: 'url', value: spiffeId(id) }], true),
         new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
@@ -114,7 +129,11 @@ export class MeshCa implements CertificateSource {
 /** The SPIFFE identity in a certificate's subjectAltName text ("URI:spiffe://td/ns/x/sa/y"). */
 export function identityFromSan(san: string | undefined): PeerIdentity | undefined {
   if (!san) return undefined;
-  const uris = san.split(',').map((s) => s.trim()).filter((s) => s.startsWith('URI:')).map((s) => s.slice(4));
+  const uris = san
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.startsWith('URI:'))
+    .map((s) => s.slice(4));
   if (uris.length !== 1) return undefined; // SPIFFE: exactly one URI SAN
   const m = /^spiffe:\/\/([^/]+)\/ns\/([^/]+)\/sa\/([^/]+)$/.exec(uris[0]!);
   return m ? { trustDomain: m[1]!, namespace: m[2]!, serviceAccount: m[3]! } : undefined;

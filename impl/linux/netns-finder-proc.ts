@@ -38,7 +38,8 @@ interface ProcNetnsFinderOptions {
   readonly namedNetnsDir?: string;
 }
 
-const CGROUP_POD = /pod([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12})(?:\.slice)?(?:\/|$)/;
+const CGROUP_POD =
+  /pod([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12})(?:\.slice)?(?:\/|$)/;
 
 /** The pod UID in one /proc/PID/cgroup text, per the kubelet's path conventions. */
 export function podUidFromCgroup(text: string): string | undefined {
@@ -89,9 +90,10 @@ export class ProcNetnsFinder implements NetnsFinder {
   private podUidOf(pid: string): string | undefined {
     for (const s of this.sources) {
       try {
-        const uid = s === 'cgroup'
-          ? podUidFromCgroup(fs.readFileSync(`${this.proc}/${pid}/cgroup`, 'utf8'))
-          : podUidFromEnviron(fs.readFileSync(`${this.proc}/${pid}/environ`, 'latin1'));
+        const uid =
+          s === 'cgroup'
+            ? podUidFromCgroup(fs.readFileSync(`${this.proc}/${pid}/cgroup`, 'utf8'))
+            : podUidFromEnviron(fs.readFileSync(`${this.proc}/${pid}/environ`, 'latin1'));
         if (uid !== undefined) return uid;
       } catch {
         // the process ended while we looked, or is not readable: not a candidate
@@ -147,7 +149,8 @@ export class ProcNetnsFinder implements NetnsFinder {
 
   async exists(netns: NetnsId): Promise<boolean> {
     const ownPrefix = `${this.proc}/${process.pid}/fd/`;
-    if (!netns.startsWith(ownPrefix)) return inodeOf(netns) !== undefined && inodeOf(netns) !== inodeOf(`${this.proc}/1/ns/net`);
+    if (!netns.startsWith(ownPrefix))
+      return inodeOf(netns) !== undefined && inodeOf(netns) !== inodeOf(`${this.proc}/1/ns/net`);
     const fd = Number(netns.slice(ownPrefix.length));
     const ino = inodeOf(netns);
     if (ino === undefined || this.held.get(ino) !== fd) return false;

@@ -16,10 +16,24 @@ import { execFile } from 'node:child_process';
 import type { NetnsId } from '../api/ids.js';
 import { mark, formatMark } from '../api/marks.js';
 import { iptablesTools, type IptablesTools } from './iptables-backend.js';
-import type { AppliedState, IpFamily, LocalRoute, NetnsRules, PolicyRule, RedirectionPlan } from '../host/netns-rules.js';
+import type {
+  AppliedState,
+  IpFamily,
+  LocalRoute,
+  NetnsRules,
+  PolicyRule,
+  RedirectionPlan,
+} from '../host/netns-rules.js';
 import {
-  applyTransaction, normaliseSave, parsePlanText, parseSave, PlanTextError, removeTransaction, rollbackText,
-  type PlanTable, type SavedTable,
+  applyTransaction,
+  normaliseSave,
+  parsePlanText,
+  parseSave,
+  PlanTextError,
+  removeTransaction,
+  rollbackText,
+  type PlanTable,
+  type SavedTable,
 } from '../api/netns-rules-restore.js';
 
 /** A failure while applying, removing or reading rules in one namespace. */
@@ -63,8 +77,13 @@ const RESERVED_TABLES = new Set([0, 253, 254, 255]);
 const DEV_NAME = /^[A-Za-z0-9_.@:-]{1,15}$/;
 
 function sameRule(a: PolicyRule, b: PolicyRule): boolean {
-  return a.family === b.family && a.priority === b.priority && a.table === b.table
-    && a.fwmark.value === b.fwmark.value && a.fwmark.mask === b.fwmark.mask;
+  return (
+    a.family === b.family &&
+    a.priority === b.priority &&
+    a.table === b.table &&
+    a.fwmark.value === b.fwmark.value &&
+    a.fwmark.mask === b.fwmark.mask
+  );
 }
 
 function sameRoute(a: LocalRoute, b: LocalRoute): boolean {
@@ -78,7 +97,17 @@ function routeDst(family: IpFamily, dst: string): string {
 }
 
 function ruleArgs(r: PolicyRule): string[] {
-  return [TOOLS[r.family].ipFlag, 'rule', '%OP%', 'fwmark', formatMark(r.fwmark), 'lookup', String(r.table), 'pref', String(r.priority)];
+  return [
+    TOOLS[r.family].ipFlag,
+    'rule',
+    '%OP%',
+    'fwmark',
+    formatMark(r.fwmark),
+    'lookup',
+    String(r.table),
+    'pref',
+    String(r.priority),
+  ];
 }
 
 function routeArgs(r: LocalRoute): string[] {
@@ -108,8 +137,13 @@ export class LinuxNetnsRules implements NetnsRules {
       saved.set(family, s);
       const tx = applyTransaction(tables, s);
       txs.set(family, tx);
-      await this.must(netns, 'apply', [this.ipt[family].restore, '--noflush', '--test', '-w'], tx,
-        'The plan\'s restore text was rejected in a dry run; nothing was changed. Fix the rule text (the line is quoted above).');
+      await this.must(
+        netns,
+        'apply',
+        [this.ipt[family].restore, '--noflush', '--test', '-w'],
+        tx,
+        "The plan's restore text was rejected in a dry run; nothing was changed. Fix the rule text (the line is quoted above).",
+      );
     }
 
     const before = await this.read(netns);
@@ -122,8 +156,13 @@ export class LinuxNetnsRules implements NetnsRules {
     try {
       for (const r of plan.routes) {
         if (before.routes.some((x) => sameRoute(x, r))) continue;
-        await this.must(netns, 'apply', ['ip', ...withOp(routeArgs(r), 'add')], undefined,
-          `Table ${r.table} may already hold a different route for ${r.dst}; the namespace was left as it was.`);
+        await this.must(
+          netns,
+          'apply',
+          ['ip', ...withOp(routeArgs(r), 'add')],
+          undefined,
+          `Table ${r.table} may already hold a different route for ${r.dst}; the namespace was left as it was.`,
+        );
         addedRoutes.push(r);
       }
       for (const r of plan.rules) {
@@ -131,7 +170,13 @@ export class LinuxNetnsRules implements NetnsRules {
         const res = await this.run(netns, ['ip', ...withOp(ruleArgs(r), 'add')]);
         if (res.ok) addedRules.push(r);
         else if (!/File exists/.test(res.stderr)) {
-          throw this.error(netns, 'apply', ['ip', ...withOp(ruleArgs(r), 'add')], res.stderr, 'The namespace was left as it was.');
+          throw this.error(
+            netns,
+            'apply',
+            ['ip', ...withOp(ruleArgs(r), 'add')],
+            res.stderr,
+            'The namespace was left as it was.',
+          );
         }
       }
     } catch (e) {
@@ -147,8 +192,13 @@ export class LinuxNetnsRules implements NetnsRules {
       if (!res.ok) {
         const rollback = await this.rollback(netns, [...done, family], parsed, saved);
         await undoRouting();
-        throw this.error(netns, 'apply', argv, `${res.stderr}${quoteLine(res.stderr, tx)}`,
-          `The kernel rejected the transaction; the namespace was restored to its previous state${rollback}.`);
+        throw this.error(
+          netns,
+          'apply',
+          argv,
+          `${res.stderr}${quoteLine(res.stderr, tx)}`,
+          `The kernel rejected the transaction; the namespace was restored to its previous state${rollback}.`,
+        );
       }
       done.push(family);
     }
@@ -167,8 +217,13 @@ export class LinuxNetnsRules implements NetnsRules {
       const res = await this.run(netns, argv, tx);
       if (!res.ok) {
         const rollback = await this.rollback(netns, [...done, family], parsed, saved);
-        throw this.error(netns, 'remove', argv, `${res.stderr}${quoteLine(res.stderr, tx)}`,
-          `Something else may reference the plan's chains; the namespace was restored to its previous state${rollback}.`);
+        throw this.error(
+          netns,
+          'remove',
+          argv,
+          `${res.stderr}${quoteLine(res.stderr, tx)}`,
+          `Something else may reference the plan's chains; the namespace was restored to its previous state${rollback}.`,
+        );
       }
       done.push(family);
     }
@@ -178,17 +233,20 @@ export class LinuxNetnsRules implements NetnsRules {
     for (const r of plan.rules.filter((x) => now.rules.some((y) => sameRule(x, y)))) {
       const argv = ['ip', ...withOp(ruleArgs(r), 'del')];
       const res = await this.run(netns, argv);
-      if (!res.ok && !gone.test(res.stderr)) throw this.error(netns, 'remove', argv, res.stderr, 'The iptables part was already removed.');
+      if (!res.ok && !gone.test(res.stderr))
+        throw this.error(netns, 'remove', argv, res.stderr, 'The iptables part was already removed.');
     }
     for (const r of plan.routes.filter((x) => now.routes.some((y) => sameRoute(x, y)))) {
       const argv = ['ip', ...withOp(routeArgs(r), 'del')];
       const res = await this.run(netns, argv);
-      if (!res.ok && !gone.test(res.stderr)) throw this.error(netns, 'remove', argv, res.stderr, 'The iptables part and the ip rules were already removed.');
+      if (!res.ok && !gone.test(res.stderr))
+        throw this.error(netns, 'remove', argv, res.stderr, 'The iptables part and the ip rules were already removed.');
     }
   }
 
   async read(netns: NetnsId): Promise<AppliedState> {
-    const save = async (f: IpFamily): Promise<string> => normaliseSave(await this.must(netns, 'read', [this.ipt[f].save]));
+    const save = async (f: IpFamily): Promise<string> =>
+      normaliseSave(await this.must(netns, 'read', [this.ipt[f].save]));
     const rules: PolicyRule[] = [];
     const routes: LocalRoute[] = [];
     for (const family of FAMILIES) {
@@ -199,7 +257,10 @@ export class LinuxNetnsRules implements NetnsRules {
         const mask = typeof r['fwmask'] === 'string' ? Number(r['fwmask']) : 0xffffffff;
         rules.push({ family, priority: Number(r['priority']), fwmark: mark(Number(r['fwmark']), mask), table });
       }
-      for (const r of parseJson(netns, await this.must(netns, 'read', ['ip', '-j', flag, 'route', 'show', 'table', 'all', 'type', 'local']))) {
+      for (const r of parseJson(
+        netns,
+        await this.must(netns, 'read', ['ip', '-j', flag, 'route', 'show', 'table', 'all', 'type', 'local']),
+      )) {
         const table = Number(r['table']);
         if (!Number.isInteger(table) || RESERVED_TABLES.has(table)) continue;
         routes.push({ family, type: 'local', dst: routeDst(family, String(r['dst'])), dev: String(r['dev']), table });
@@ -212,18 +273,30 @@ export class LinuxNetnsRules implements NetnsRules {
     const argv = ['cat', LO_DISABLE_IPV6];
     const res = await this.run(netns, argv);
     if (!res.ok) {
-      throw this.error(netns, 'read', argv, res.stderr,
-        'Without this setting the agent cannot tell whether the v6 return route can exist; a kernel without IPv6 needs IPv6 capture off.');
+      throw this.error(
+        netns,
+        'read',
+        argv,
+        res.stderr,
+        'Without this setting the agent cannot tell whether the v6 return route can exist; a kernel without IPv6 needs IPv6 capture off.',
+      );
     }
     const v = res.stdout.trim();
-    if (v !== '0' && v !== '1') throw this.error(netns, 'read', argv, `unexpected value ${JSON.stringify(v)}`, 'Expected 0 or 1.');
+    if (v !== '0' && v !== '1')
+      throw this.error(netns, 'read', argv, `unexpected value ${JSON.stringify(v)}`, 'Expected 0 or 1.');
     return v === '1';
   }
 
   /** Validate the whole plan without I/O; returns the parsed restore text per family present. */
   private check(netns: string, op: 'apply' | 'remove', plan: RedirectionPlan): Map<IpFamily, PlanTable[]> {
     const bad = (what: string): NetnsRulesError =>
-      new NetnsRulesError(netns, op, 'plan validation', what, 'Nothing was changed; fix the plan (the rule builder renders it).');
+      new NetnsRulesError(
+        netns,
+        op,
+        'plan validation',
+        what,
+        'Nothing was changed; fix the plan (the rule builder renders it).',
+      );
     const parsed = new Map<IpFamily, PlanTable[]>();
     for (const family of FAMILIES) {
       const text = plan.iptables[family];
@@ -237,16 +310,20 @@ export class LinuxNetnsRules implements NetnsRules {
     }
     for (const r of plan.rules) {
       if (!FAMILIES.includes(r.family)) throw bad(`ip rule has unknown family ${String(r.family)}`);
-      if (!Number.isInteger(r.priority) || r.priority < 1 || r.priority > 0xfffffffe) throw bad(`ip rule priority ${r.priority} is not in 1..4294967294`);
+      if (!Number.isInteger(r.priority) || r.priority < 1 || r.priority > 0xfffffffe)
+        throw bad(`ip rule priority ${r.priority} is not in 1..4294967294`);
       if (!Number.isInteger(r.table) || r.table < 1 || r.table > 0xffffffff || RESERVED_TABLES.has(r.table)) {
-        throw bad(`ip rule table ${r.table} is not a private table (1..2^32-1 except 253 default, 254 main, 255 local)`);
+        throw bad(
+          `ip rule table ${r.table} is not a private table (1..2^32-1 except 253 default, 254 main, 255 local)`,
+        );
       }
     }
     for (const r of plan.routes) {
       if (!FAMILIES.includes(r.family)) throw bad(`route has unknown family ${String(r.family)}`);
       if (r.type !== 'local') throw bad(`route type ${String(r.type)} is not supported; only 'local'`);
       const v6 = r.dst.includes(':');
-      if (v6 !== (r.family === 'ipv6') || !/^[0-9a-fA-F.:]+\/\d{1,3}$/.test(r.dst)) throw bad(`route destination ${JSON.stringify(r.dst)} is not an ${r.family} CIDR`);
+      if (v6 !== (r.family === 'ipv6') || !/^[0-9a-fA-F.:]+\/\d{1,3}$/.test(r.dst))
+        throw bad(`route destination ${JSON.stringify(r.dst)} is not an ${r.family} CIDR`);
       if (!DEV_NAME.test(r.dev)) throw bad(`route device ${JSON.stringify(r.dev)} is not an interface name`);
       if (!Number.isInteger(r.table) || r.table < 1 || r.table > 0xffffffff || RESERVED_TABLES.has(r.table)) {
         throw bad(`route table ${r.table} is not a private table (1..2^32-1 except 253, 254, 255)`);
@@ -257,7 +334,10 @@ export class LinuxNetnsRules implements NetnsRules {
 
   /** Restore the plan's tables of `families` from the snapshot; returns '' or a note on failure. */
   private async rollback(
-    netns: NetnsId, families: readonly IpFamily[], parsed: Map<IpFamily, PlanTable[]>, saved: Map<IpFamily, Map<string, SavedTable>>,
+    netns: NetnsId,
+    families: readonly IpFamily[],
+    parsed: Map<IpFamily, PlanTable[]>,
+    saved: Map<IpFamily, Map<string, SavedTable>>,
   ): Promise<string> {
     const notes: string[] = [];
     for (const f of families) {
@@ -265,12 +345,27 @@ export class LinuxNetnsRules implements NetnsRules {
       const res = await this.run(netns, [this.ipt[f].restore, '-w'], rollbackText(tables, saved.get(f) ?? new Map()));
       if (!res.ok) notes.push(`${this.ipt[f].restore} rollback failed too: ${res.stderr.trim()}`);
     }
-    return notes.length > 0 ? ` (EXCEPT: ${notes.join('; ')} — inspect with ${families.map((f) => this.ipt[f].save).join('/')})` : '';
+    return notes.length > 0
+      ? ` (EXCEPT: ${notes.join('; ')} — inspect with ${families.map((f) => this.ipt[f].save).join('/')})`
+      : '';
   }
 
-  private async must(netns: NetnsId, op: Operation, argv: readonly string[], input?: string, hint?: string): Promise<string> {
+  private async must(
+    netns: NetnsId,
+    op: Operation,
+    argv: readonly string[],
+    input?: string,
+    hint?: string,
+  ): Promise<string> {
     const res = await this.run(netns, argv, input);
-    if (!res.ok) throw this.error(netns, op, argv, res.stderr + (input !== undefined ? quoteLine(res.stderr, input) : ''), hint ?? 'Nothing was changed by this step.');
+    if (!res.ok)
+      throw this.error(
+        netns,
+        op,
+        argv,
+        res.stderr + (input !== undefined ? quoteLine(res.stderr, input) : ''),
+        hint ?? 'Nothing was changed by this step.',
+      );
     return res.stdout;
   }
 
@@ -280,11 +375,16 @@ export class LinuxNetnsRules implements NetnsRules {
 
   private run(netns: NetnsId, argv: readonly string[], input?: string): Promise<RunResult> {
     return new Promise((resolve) => {
-      const child = execFile('nsenter', [`--net=${netns}`, ...argv], { timeout: this.timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
-        const why = err && stderr.length === 0 ? err.message : '';
-        resolve({ ok: !err, stdout: String(stdout), stderr: String(stderr) + why, code });
-      });
+      const child = execFile(
+        'nsenter',
+        [`--net=${netns}`, ...argv],
+        { timeout: this.timeoutMs, maxBuffer: 64 * 1024 * 1024 },
+        (err, stdout, stderr) => {
+          const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
+          const why = err && stderr.length === 0 ? err.message : '';
+          resolve({ ok: !err, stdout: String(stdout), stderr: String(stderr) + why, code });
+        },
+      );
       // EPIPE when the tool exits before reading stdin is reported through the exit status.
       child.stdin?.on('error', () => undefined);
       child.stdin?.end(input ?? '');
@@ -305,6 +405,12 @@ function parseJson(netns: string, text: string): Record<string, unknown>[] {
     const v: unknown = JSON.parse(text.trim() === '' ? '[]' : text);
     return Array.isArray(v) ? (v as Record<string, unknown>[]) : [];
   } catch {
-    throw new NetnsRulesError(netns, 'read', '`ip -j`', `unparsable JSON: ${text.slice(0, 200)}`, 'Is iproute2 recent enough for -j (JSON) output?');
+    throw new NetnsRulesError(
+      netns,
+      'read',
+      '`ip -j`',
+      `unparsable JSON: ${text.slice(0, 200)}`,
+      'Is iproute2 recent enough for -j (JSON) output?',
+    );
   }
 }

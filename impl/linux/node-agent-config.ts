@@ -53,13 +53,15 @@ interface AgentSettings {
 }
 
 function parseMode(v: string): number {
-  if (!/^0?[0-7]{3}$/.test(v)) throw new ConfigError(`${C}: --zds-socket-mode must be an octal mode like 0660, got ${JSON.stringify(v)}`);
+  if (!/^0?[0-7]{3}$/.test(v))
+    throw new ConfigError(`${C}: --zds-socket-mode must be an octal mode like 0660, got ${JSON.stringify(v)}`);
   return parseInt(v, 8);
 }
 
 function parseId(flag: string, v: string): number {
   const n = Number(v);
-  if (!/^[0-9]+$/.test(v) || n > 0xfffffffe) throw new ConfigError(`${C}: --${flag} must be a numeric id, got ${JSON.stringify(v)}`);
+  if (!/^[0-9]+$/.test(v) || n > 0xfffffffe)
+    throw new ConfigError(`${C}: --${flag} must be a numeric id, got ${JSON.stringify(v)}`);
   return n;
 }
 
@@ -69,13 +71,24 @@ function parseId(flag: string, v: string): number {
  */
 function parseProbeSnat(flag: string, family: IpFamily, v: string): Cidr {
   const ok = family === 'ipv4' ? isIPv4(v) : isIPv6(v) && v === v.toLowerCase();
-  if (!ok) throw new ConfigError(`${C}: --${flag} must be one ${family === 'ipv4' ? 'IPv4' : 'IPv6 (lowercase)'} address without a prefix length, got ${JSON.stringify(v)}`);
+  if (!ok)
+    throw new ConfigError(
+      `${C}: --${flag} must be one ${family === 'ipv4' ? 'IPv4' : 'IPv6 (lowercase)'} address without a prefix length, got ${JSON.stringify(v)}`,
+    );
   const c = cidr(v);
   const a = address(c);
-  const bad = family === 'ipv4'
-    ? (a === '0.0.0.0' || a.startsWith('127.') || Number(a.split('.')[0]) >= 224 ? 'unspecified, loopback, multicast or reserved' : undefined)
-    : (/^(::|::1)$/.test(a) || /^ff/.test(a) ? 'unspecified, loopback or multicast' : undefined);
-  if (bad) throw new ConfigError(`${C}: --${flag} ${JSON.stringify(v)} is ${bad}; use a link-local or private unicast address (upstream's default is ${address(DEFAULT_PROBE_SNAT[family])})`);
+  const bad =
+    family === 'ipv4'
+      ? a === '0.0.0.0' || a.startsWith('127.') || Number(a.split('.')[0]) >= 224
+        ? 'unspecified, loopback, multicast or reserved'
+        : undefined
+      : /^(::|::1)$/.test(a) || /^ff/.test(a)
+        ? 'unspecified, loopback or multicast'
+        : undefined;
+  if (bad)
+    throw new ConfigError(
+      `${C}: --${flag} ${JSON.stringify(v)} is ${bad}; use a link-local or private unicast address (upstream's default is ${address(DEFAULT_PROBE_SNAT[family])})`,
+    );
   return c;
 }
 
@@ -85,7 +98,9 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
   const kubeconfigFlag = f.optional('kubeconfig');
   const proxyUid = f.int('proxy-uid', 0);
   const sources = f.list('pod-uid-sources', ['cgroup']);
-  for (const s of sources) if (s !== 'cgroup' && s !== 'environ') throw new ConfigError(`${C}: --pod-uid-sources: unknown source ${JSON.stringify(s)} (cgroup, environ)`);
+  for (const s of sources)
+    if (s !== 'cgroup' && s !== 'environ')
+      throw new ConfigError(`${C}: --pod-uid-sources: unknown source ${JSON.stringify(s)} (cgroup, environ)`);
   const snat4 = f.optional('host-probe-snat-ip');
   const snat6 = f.optional('host-probe-snat-ipv6');
   const probeSnat = {
@@ -94,7 +109,9 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
   };
   const force = f.optional('force-iptables-binary');
   if (force !== undefined && !(IPTABLES_BACKEND_CHOICES as readonly string[]).includes(force)) {
-    throw new ConfigError(`${C}: --force-iptables-binary must be one of ${IPTABLES_BACKEND_CHOICES.join(', ')} (or unset to detect), got ${JSON.stringify(force)}`);
+    throw new ConfigError(
+      `${C}: --force-iptables-binary must be one of ${IPTABLES_BACKEND_CHOICES.join(', ')} (or unset to detect), got ${JSON.stringify(force)}`,
+    );
   }
   const allowed = f.list('allowed-proxy-uids', [String(proxyUid)]);
   const config: NodeAgentConfig = {
@@ -117,7 +134,10 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
   const zdsOwner = f.optional('zds-socket-owner');
   const zdsSocket: LinuxZdsTransportOptions = {
     mode: parseMode(f.str('zds-socket-mode', zdsGroup !== undefined ? '0660' : '0600')),
-    owner: { ...(zdsOwner !== undefined ? { uid: parseId('zds-socket-owner', zdsOwner) } : {}), ...(zdsGroup !== undefined ? { gid: parseId('zds-socket-group', zdsGroup) } : {}) },
+    owner: {
+      ...(zdsOwner !== undefined ? { uid: parseId('zds-socket-owner', zdsOwner) } : {}),
+      ...(zdsGroup !== undefined ? { gid: parseId('zds-socket-group', zdsGroup) } : {}),
+    },
   };
   const healthHost = f.str('health-address', '0.0.0.0');
   const healthPort = f.int('health-port', 15021, 0, 65535);
@@ -125,7 +145,14 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
   const logLevel = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
   f.assertAllUsed();
   return {
-    config, kubeconfigFlag, podUidSources: sources as PodUidSource[], zdsSocket, healthHost, healthPort, statusSocket, logLevel,
+    config,
+    kubeconfigFlag,
+    podUidSources: sources as PodUidSource[],
+    zdsSocket,
+    healthHost,
+    healthPort,
+    statusSocket,
+    logLevel,
     forceIptablesBinary: force as IptablesBackendChoice | undefined,
   };
 }

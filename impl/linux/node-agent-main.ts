@@ -45,15 +45,29 @@ runComponent('ambient-lab-agent', async () => {
     live: () => agent.health().live,
     ready: () => agent.health(),
     metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
-    status: () => ({ component: 'agent', node: config.nodeName, pid: process.pid, health: agent.health(), proxyConnected: agent.proxyConnected(), pods: agent.meshPods(), ...agent.progress() }),
+    status: () => ({
+      component: 'agent',
+      node: config.nodeName,
+      pid: process.pid,
+      health: agent.health(),
+      proxyConnected: agent.proxyConnected(),
+      pods: agent.meshPods(),
+      ...agent.progress(),
+    }),
   };
   const health = await serveHealth(s.healthHost, s.healthPort, healthSource);
   // The same endpoints on a Unix socket, for a harness outside the node's network namespace.
   const statusServer = s.statusSocket ? await serveHealth(s.statusSocket, 0, healthSource) : undefined;
   await agent.start();
   log.info('agent ready', {
-    node: config.nodeName, plugin: config.pluginEventAddress, zds: config.zdsAddress, health: `${s.healthHost}:${health.port}`,
-    ipv6: config.ipv6, dnsCapture: config.dnsCapture, systemNamespace: config.enrollment.systemNamespace, excludeNamespaces: config.enrollment.excludeNamespaces.join(','),
+    node: config.nodeName,
+    plugin: config.pluginEventAddress,
+    zds: config.zdsAddress,
+    health: `${s.healthHost}:${health.port}`,
+    ipv6: config.ipv6,
+    dnsCapture: config.dnsCapture,
+    systemNamespace: config.enrollment.systemNamespace,
+    excludeNamespaces: config.enrollment.excludeNamespaces.join(','),
   });
   return async () => {
     await agent.stop();

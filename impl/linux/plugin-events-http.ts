@@ -10,9 +10,19 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 import {
-  PluginEventTransportError, type PluginEventHandler, type PluginEventServeOptions, type PluginEventServer, type PluginEventTransport,
+  PluginEventTransportError,
+  type PluginEventHandler,
+  type PluginEventServeOptions,
+  type PluginEventServer,
+  type PluginEventTransport,
 } from '../host/plugin-events.js';
-import { PluginEventError, parsePluginEvent, parsePluginEventReply, type PluginEvent, type PluginEventReply } from '../api/plugin-event.js';
+import {
+  PluginEventError,
+  parsePluginEvent,
+  parsePluginEventReply,
+  type PluginEvent,
+  type PluginEventReply,
+} from '../api/plugin-event.js';
 
 const PATH = '/v1/events';
 
@@ -53,14 +63,22 @@ export class HttpPluginEventTransport implements PluginEventTransport {
       });
       req.on('end', () => {
         if (tooBig) {
-          reply(413, { ok: false, error: `body of ${size} bytes exceeds the ${opts.maxBodyBytes}-byte limit`, retryable: false });
+          reply(413, {
+            ok: false,
+            error: `body of ${size} bytes exceeds the ${opts.maxBodyBytes}-byte limit`,
+            retryable: false,
+          });
           return;
         }
         let event: PluginEvent;
         try {
           event = parsePluginEvent(Buffer.concat(chunks).toString('utf8'));
         } catch (e) {
-          reply(400, { ok: false, error: e instanceof PluginEventError ? e.message : 'malformed event', retryable: false });
+          reply(400, {
+            ok: false,
+            error: e instanceof PluginEventError ? e.message : 'malformed event',
+            retryable: false,
+          });
           return;
         }
         handler(event).then(
@@ -78,31 +96,43 @@ export class HttpPluginEventTransport implements PluginEventTransport {
     fs.chmodSync(address, 0o600);
     return {
       address,
-      close: () => new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+      close: () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        }),
     };
   }
 
   send(address: string, event: PluginEvent, timeoutMs: number): Promise<PluginEventReply> {
     return new Promise((resolve, reject) => {
       const body = JSON.stringify(event);
-      const req = http.request({
-        socketPath: address, path: PATH, method: 'POST', timeout: timeoutMs,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          clearTimeout(overall);
-          try {
-            resolve(parsePluginEventReply(Buffer.concat(chunks).toString('utf8')));
-          } catch (e) {
-            reject(new PluginEventTransportError('protocol', `HTTP ${res.statusCode} from ${address}: ${(e as Error).message}`));
-          }
-        });
-      });
+      const req = http.request(
+        {
+          socketPath: address,
+          path: PATH,
+          method: 'POST',
+          timeout: timeoutMs,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            clearTimeout(overall);
+            try {
+              resolve(parsePluginEventReply(Buffer.concat(chunks).toString('utf8')));
+            } catch (e) {
+              reject(
+                new PluginEventTransportError(
+                  'protocol',
+                  `HTTP ${res.statusCode} from ${address}: ${(e as Error).message}`,
+                ),
+              );
+            }
+          });
+        },
+      );
       const overall = setTimeout(() => {
         req.destroy();
         reject(new PluginEventTransportError('timeout', `no answer from ${address} within ${timeoutMs} ms`));

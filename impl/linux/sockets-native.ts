@@ -13,9 +13,17 @@ type NativeType = 'stream' | 'dgram' | 'raw';
 
 /** Integer socket options the addon knows; the first group is settable, the second read-only. */
 type SockOptName =
-  | 'SO_MARK' | 'SO_REUSEADDR' | 'SO_REUSEPORT' | 'IP_TRANSPARENT' | 'IP_FREEBIND'
-  | 'IPV6_TRANSPARENT' | 'IPV6_FREEBIND' | 'IPV6_V6ONLY'
-  | 'SO_ERROR' | 'SO_DOMAIN' | 'SO_TYPE';
+  | 'SO_MARK'
+  | 'SO_REUSEADDR'
+  | 'SO_REUSEPORT'
+  | 'IP_TRANSPARENT'
+  | 'IP_FREEBIND'
+  | 'IPV6_TRANSPARENT'
+  | 'IPV6_FREEBIND'
+  | 'IPV6_V6ONLY'
+  | 'SO_ERROR'
+  | 'SO_DOMAIN'
+  | 'SO_TYPE';
 
 export interface NativeAddress {
   readonly family: 'inet' | 'inet6';
@@ -36,7 +44,12 @@ interface Addon {
   socketNetnsInode(fd: number): number;
   close(fd: number): void;
   /** splice-relay.cc: relays two connected TCP fds (it dups them) until both directions end. */
-  SpliceRelay: new (fdA: number, fdB: number, onDone: (aToB: number, bToA: number, ended: 'eof' | 'reset', code: string | undefined) => void, pipeBytes: number) => NativeSpliceRelay;
+  SpliceRelay: new (
+    fdA: number,
+    fdB: number,
+    onDone: (aToB: number, bToA: number, ended: 'eof' | 'reset', code: string | undefined) => void,
+    pipeBytes: number,
+  ) => NativeSpliceRelay;
 }
 
 /** A running kernel relay (splice-relay.cc). No onDone after abort(). */
@@ -78,7 +91,9 @@ function findAddon(): string {
     if (up === dir) break;
     dir = up;
   }
-  throw new Error(`the native socket addon is not built (looked for ${tried.slice(0, 4).join(', ')}${tried.length > 4 ? ', ...' : ''}): run \`npm install\` in the ambient-lab package (needs python3, make and g++)`);
+  throw new Error(
+    `the native socket addon is not built (looked for ${tried.slice(0, 4).join(', ')}${tried.length > 4 ? ', ...' : ''}): run \`npm install\` in the ambient-lab package (needs python3, make and g++)`,
+  );
 }
 
 function addon(): Addon {
@@ -101,8 +116,13 @@ function call<T>(netns: string, fn: (a: Addon) => T): T {
   } catch (e) {
     const err = e as Partial<{ message: string; code: string; errno: number; syscall: string }>;
     const code = typeof err.code === 'string' ? err.code : 'EINVAL';
-    throw new NativeSocketError(`${err.message ?? String(e)} (in ${where(netns)})`, code,
-      typeof err.errno === 'number' ? err.errno : 0, typeof err.syscall === 'string' ? err.syscall : 'argument check', netns);
+    throw new NativeSocketError(
+      `${err.message ?? String(e)} (in ${where(netns)})`,
+      code,
+      typeof err.errno === 'number' ? err.errno : 0,
+      typeof err.syscall === 'string' ? err.syscall : 'argument check',
+      netns,
+    );
   }
 }
 
@@ -113,7 +133,10 @@ function call<T>(netns: string, fn: (a: Addon) => T): T {
 export class RawSocket {
   private closed = false;
 
-  private constructor(readonly fd: number, readonly netns: string) {}
+  private constructor(
+    readonly fd: number,
+    readonly netns: string,
+  ) {}
 
   /**
    * socket(2) inside `netns` (a /run/netns/NAME or /proc/PID/ns/net path; undefined = own
@@ -173,6 +196,11 @@ export const fdCalls = {
   peerAddress: (fd: number, netns: string): NativeAddress => call(netns, (a) => a.peerAddress(fd)),
   getOption: (fd: number, name: SockOptName, netns: string): number => call(netns, (a) => a.getsockopt(fd, name)),
   netnsInode: (fd: number, netns: string): number => call(netns, (a) => a.socketNetnsInode(fd)),
-  spliceRelay: (fdA: number, fdB: number, netns: string, onDone: ConstructorParameters<Addon['SpliceRelay']>[2], pipeBytes: number): NativeSpliceRelay =>
-    call(netns, (a) => new a.SpliceRelay(fdA, fdB, onDone, pipeBytes)),
+  spliceRelay: (
+    fdA: number,
+    fdB: number,
+    netns: string,
+    onDone: ConstructorParameters<Addon['SpliceRelay']>[2],
+    pipeBytes: number,
+  ): NativeSpliceRelay => call(netns, (a) => new a.SpliceRelay(fdA, fdB, onDone, pipeBytes)),
 };

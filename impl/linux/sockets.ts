@@ -17,9 +17,22 @@ import * as net from 'node:net';
 import type { NetnsId } from '../api/ids.js';
 import type { ByteStream } from '../host/hbone.js';
 import type {
-  BindUdpOptions, ConnectTcpOptions, IpFamily, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure,
-  SocketFailureKind, SocketOutcome, Sockets, TcpConnection, TcpListener, UdpDatagram, UdpSocket,
-  Relay, RelayResult,
+  BindUdpOptions,
+  ConnectTcpOptions,
+  IpFamily,
+  ListenTcpOptions,
+  ReadResult,
+  SocketAddress,
+  SocketFailure,
+  SocketFailureKind,
+  SocketOutcome,
+  Sockets,
+  TcpConnection,
+  TcpListener,
+  UdpDatagram,
+  UdpSocket,
+  Relay,
+  RelayResult,
 } from '../host/sockets.js';
 import { WRITE_BUFFER } from './byte-stream-duplex.js';
 import { fdCalls, NativeSocketError, RawSocket, type NativeAddress, type NativeSpliceRelay } from './sockets-native.js';
@@ -43,7 +56,8 @@ const KIND_BY_ERRNO: Readonly<Record<string, SocketFailureKind>> = {
 };
 
 function failure(errno: string, call: string, message: string): SocketFailure {
-  const kind: SocketFailureKind = call.startsWith('open') && errno === 'ENOENT' ? 'no-netns' : KIND_BY_ERRNO[errno] ?? 'other';
+  const kind: SocketFailureKind =
+    call.startsWith('open') && errno === 'ENOENT' ? 'no-netns' : (KIND_BY_ERRNO[errno] ?? 'other');
   return { ok: false, kind, errno, call, message };
 }
 
@@ -73,7 +87,8 @@ function fromNative(a: NativeAddress): SocketAddress {
 }
 
 function fromNode(address: string | undefined, family: string | undefined, port: number | undefined): SocketAddress {
-  if (address === undefined || port === undefined) throw new Error('socket has no address (it is closed or not connected)');
+  if (address === undefined || port === undefined)
+    throw new Error('socket has no address (it is closed or not connected)');
   return { family: family === 'IPv6' ? 6 : 4, address, port };
 }
 
@@ -135,7 +150,14 @@ class LinuxTcpConnection implements TcpConnection {
 
   /** Nothing has been read from or written to the socket, and it is open: it can change owner whole. */
   detachable(): boolean {
-    return !this.reading && !this.corked && !this.detached && !this.finished && !this.sock.destroyed && this.sock.writableLength === 0;
+    return (
+      !this.reading &&
+      !this.corked &&
+      !this.detached &&
+      !this.finished &&
+      !this.sock.destroyed &&
+      this.sock.writableLength === 0
+    );
   }
 
   originalDst(): SocketAddress | undefined {
@@ -147,7 +169,9 @@ class LinuxTcpConnection implements TcpConnection {
   private startReading(): void {
     if (this.reading) return;
     this.reading = true;
-    this.sock.on('data', (chunk: Buffer) => this.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
+    this.sock.on('data', (chunk: Buffer) =>
+      this.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
+    );
     this.sock.resume();
   }
 
@@ -184,7 +208,9 @@ class LinuxTcpConnection implements TcpConnection {
     }
     if (this.finished) return Promise.resolve({ done: true, ...this.finished });
     if (this.waiter) throw new Error(`connection ${this.label}: read() called again before the previous read resolved`);
-    return new Promise((resolve) => { this.waiter = resolve; });
+    return new Promise((resolve) => {
+      this.waiter = resolve;
+    });
   }
 
   /**
@@ -196,7 +222,9 @@ class LinuxTcpConnection implements TcpConnection {
     const sock = this.sock;
     if (sock.destroyed || sock.writableEnded) {
       const f = this.finished?.failure;
-      return Promise.resolve(f ?? failure('EPIPE', 'send', `write on connection ${this.label}: the connection is already closed`));
+      return Promise.resolve(
+        f ?? failure('EPIPE', 'send', `write on connection ${this.label}: the connection is already closed`),
+      );
     }
     // Writes made in one event-loop turn leave in one writev. Over HBONE the relay is handed
     // HTTP/2 data in pieces cut at TLS record and frame boundaries (16 KiB down to 9 bytes),
@@ -211,13 +239,19 @@ class LinuxTcpConnection implements TcpConnection {
       });
     }
     sock.write(bytes);
-    if (sock.writableLength < WRITE_BUFFER || !sock.writableNeedDrain) return Promise.resolve({ ok: true, value: undefined });
+    if (sock.writableLength < WRITE_BUFFER || !sock.writableNeedDrain)
+      return Promise.resolve({ ok: true, value: undefined });
     return new Promise((resolve) => {
       const done = (): void => {
         sock.off('drain', done);
         sock.off('close', done);
         const f = this.finished?.failure;
-        resolve(sock.destroyed ? f ?? failure('EPIPE', 'send', `write on connection ${this.label}: the connection closed with data unsent`) : { ok: true, value: undefined });
+        resolve(
+          sock.destroyed
+            ? (f ??
+                failure('EPIPE', 'send', `write on connection ${this.label}: the connection closed with data unsent`))
+            : { ok: true, value: undefined },
+        );
       };
       sock.on('drain', done);
       sock.on('close', done);
@@ -257,7 +291,10 @@ export function socketFd(sock: net.Socket): number | undefined {
 }
 
 class LinuxTcpListener implements TcpListener {
-  constructor(private readonly server: net.Server, readonly address: SocketAddress) {}
+  constructor(
+    private readonly server: net.Server,
+    readonly address: SocketAddress,
+  ) {}
 
   close(): Promise<void> {
     return new Promise((resolve) => this.server.close(() => resolve()));
@@ -267,7 +304,10 @@ class LinuxTcpListener implements TcpListener {
 /** Read SO_ORIGINAL_DST of an accepted socket now, while its fd is certainly open. */
 function readOriginalDst(sock: net.Socket, netns: string): { value: SocketAddress | undefined } | { error: Error } {
   const fd = fdOf(sock);
-  if (fd === undefined) return { error: new Error(`original destination unavailable: the accepted socket has no fd (in ${netns || 'own netns'})`) };
+  if (fd === undefined)
+    return {
+      error: new Error(`original destination unavailable: the accepted socket has no fd (in ${netns || 'own netns'})`),
+    };
   try {
     return { value: fromNative(fdCalls.originalDst(fd, netns)) };
   } catch (e) {
@@ -279,14 +319,21 @@ function readOriginalDst(sock: net.Socket, netns: string): { value: SocketAddres
 class LinuxUdpSocket implements UdpSocket {
   private closed = false;
 
-  constructor(private readonly sock: dgram.Socket, readonly address: SocketAddress, private readonly where: string) {}
+  constructor(
+    private readonly sock: dgram.Socket,
+    readonly address: SocketAddress,
+    private readonly where: string,
+  ) {}
 
   send(to: SocketAddress, bytes: Uint8Array): Promise<SocketOutcome<void>> {
     const what = `send udp ${bytes.byteLength} bytes to ${to.address} port ${to.port} from ${this.where}`;
-    if (to.family !== this.address.family) throw new Error(`${what}: destination is IPv${to.family} but the socket family is IPv${this.address.family}`);
+    if (to.family !== this.address.family)
+      throw new Error(`${what}: destination is IPv${to.family} but the socket family is IPv${this.address.family}`);
     if (this.closed) return Promise.resolve(failure('EBADF', 'sendto', `${what}: the socket is closed`));
     return new Promise((resolve) => {
-      this.sock.send(bytes, to.port, to.address, (e) => resolve(e ? toFailure(e, what) : { ok: true, value: undefined }));
+      this.sock.send(bytes, to.port, to.address, (e) =>
+        resolve(e ? toFailure(e, what) : { ok: true, value: undefined }),
+      );
     });
   }
 
@@ -302,8 +349,11 @@ class LinuxUdpSocket implements UdpSocket {
  * mark, transparent), bind, `afterBind` (listen); the fd is closed again on any failure.
  */
 function openBound(
-  opts: BindUdpOptions | ListenTcpOptions, type: 'dgram' | 'stream', what: string,
-  beforeBind?: (raw: RawSocket) => void, afterBind?: (raw: RawSocket) => void,
+  opts: BindUdpOptions | ListenTcpOptions,
+  type: 'dgram' | 'stream',
+  what: string,
+  beforeBind?: (raw: RawSocket) => void,
+  afterBind?: (raw: RawSocket) => void,
 ): { raw: RawSocket; bound: SocketAddress } | SocketFailure {
   let raw: RawSocket;
   try {
@@ -370,7 +420,9 @@ function kernelRelay(a: ByteStream, b: ByteStream, pipeBytes: number): Relay | u
   const fb = fdOf(b.sock);
   if (fa === undefined || fb === undefined) return undefined;
   let settle: (r: RelayResult) => void = () => undefined;
-  const done = new Promise<RelayResult>((resolve) => { settle = resolve; });
+  const done = new Promise<RelayResult>((resolve) => {
+    settle = resolve;
+  });
   let native: NativeSpliceRelay;
   try {
     native = fdCalls.spliceRelay(fa, fb, '', (aToB, bToA, ended) => settle({ aToB, bToA, ended }), pipeBytes);
@@ -410,7 +462,9 @@ export class LinuxSockets implements Sockets {
   constructor(opts: LinuxSocketsOptions = {}) {
     const pipeBytes = opts.kernelRelayPipeBytes ?? DEFAULT_KERNEL_RELAY_PIPE_BYTES;
     if (!Number.isInteger(pipeBytes) || pipeBytes < 4096 || pipeBytes > 1 << 20) {
-      throw new RangeError(`LinuxSockets: kernelRelayPipeBytes must be an integer from 4096 to 1048576 (got ${pipeBytes})`);
+      throw new RangeError(
+        `LinuxSockets: kernelRelayPipeBytes must be an integer from 4096 to 1048576 (got ${pipeBytes})`,
+      );
     }
     const kernel = opts.kernelRelay ?? true;
     this.relayNative = (a, b) => nativeRelay(a, b, pipeBytes, kernel);
@@ -424,7 +478,10 @@ export class LinuxSockets implements Sockets {
     const where = `${bound.address}:${bound.port} (${describeNetns(opts.netns)})`;
     const sock = dgram.createSocket({ type: opts.family === 4 ? 'udp4' : 'udp6' });
     sock.on('message', (msg, rinfo) => {
-      onDatagram({ from: { family: rinfo.family === 'IPv6' ? 6 : 4, address: rinfo.address, port: rinfo.port }, bytes: new Uint8Array(msg.buffer, msg.byteOffset, msg.byteLength) });
+      onDatagram({
+        from: { family: rinfo.family === 'IPv6' ? 6 : 4, address: rinfo.address, port: rinfo.port },
+        bytes: new Uint8Array(msg.buffer, msg.byteOffset, msg.byteLength),
+      });
     });
     return new Promise((resolve) => {
       const onError = (e: Error): void => {
@@ -442,11 +499,20 @@ export class LinuxSockets implements Sockets {
     });
   }
 
-  async listenTcp(opts: ListenTcpOptions, onConnection: (conn: TcpConnection) => void): Promise<SocketOutcome<TcpListener>> {
+  async listenTcp(
+    opts: ListenTcpOptions,
+    onConnection: (conn: TcpConnection) => void,
+  ): Promise<SocketOutcome<TcpListener>> {
     const what = `listen tcp ${opts.address} port ${opts.port} in ${describeNetns(opts.netns)}`;
     // Node (libuv) and tokio both set SO_REUSEADDR on listeners; it only lets a new listener
     // bind over TIME_WAIT leftovers, never share a port with another listener.
-    const b = openBound(opts, 'stream', what, (raw) => raw.setOption('SO_REUSEADDR', 1), (raw) => raw.listen(opts.backlog ?? DEFAULT_BACKLOG));
+    const b = openBound(
+      opts,
+      'stream',
+      what,
+      (raw) => raw.setOption('SO_REUSEADDR', 1),
+      (raw) => raw.listen(opts.backlog ?? DEFAULT_BACKLOG),
+    );
     if ('ok' in b) return b;
     const { raw, bound } = b;
     const netnsLabel = opts.netns ?? '';
@@ -475,7 +541,8 @@ export class LinuxSockets implements Sockets {
 
   async connectTcp(opts: ConnectTcpOptions): Promise<SocketOutcome<TcpConnection>> {
     const what = `connect tcp to ${opts.dst.address} port ${opts.dst.port} in ${describeNetns(opts.netns)}`;
-    if (opts.dst.family !== opts.family) throw new Error(`${what}: destination is IPv${opts.dst.family} but the socket family is IPv${opts.family}`);
+    if (opts.dst.family !== opts.family)
+      throw new Error(`${what}: destination is IPv${opts.dst.family} but the socket family is IPv${opts.family}`);
     let raw: RawSocket;
     try {
       raw = RawSocket.open(opts.netns, nativeFamily(opts.family), 'stream');

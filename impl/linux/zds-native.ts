@@ -52,7 +52,11 @@ interface ZdsAddon {
 }
 
 export class ZdsNativeError extends Error {
-  constructor(message: string, readonly code: string, readonly syscall: string) {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly syscall: string,
+  ) {
     super(message);
     this.name = 'ZdsNativeError';
   }
@@ -68,7 +72,9 @@ function load(): ZdsAddon {
     if (existsSync(candidate)) {
       const addon = createRequire(import.meta.url)(candidate) as Partial<ZdsAddon>;
       if (typeof addon.seqpacketSocket !== 'function') {
-        throw new Error(`the native addon at ${candidate} predates the ZDS calls: run \`npm install\` (or node tools/build-native.mjs) to rebuild it`);
+        throw new Error(
+          `the native addon at ${candidate} predates the ZDS calls: run \`npm install\` (or node tools/build-native.mjs) to rebuild it`,
+        );
       }
       cached = addon as ZdsAddon;
       return cached;
@@ -77,7 +83,9 @@ function load(): ZdsAddon {
     if (up === dir) break;
     dir = up;
   }
-  throw new Error('the native socket addon is not built: run `npm install` in the ambient-lab package (needs python3, make and g++)');
+  throw new Error(
+    'the native socket addon is not built: run `npm install` in the ambient-lab package (needs python3, make and g++)',
+  );
 }
 
 /** Run an addon call, re-throwing its error with `where` (a socket path or connection id). */
@@ -87,6 +95,10 @@ export function zdsNative<T>(where: string, fn: (a: ZdsAddon) => T): T {
     return fn(a);
   } catch (e) {
     const err = e as Partial<{ message: string; code: string; syscall: string }>;
-    throw new ZdsNativeError(`${err.message ?? String(e)} (ZDS socket ${where})`, typeof err.code === 'string' ? err.code : 'EINVAL', typeof err.syscall === 'string' ? err.syscall : 'argument check');
+    throw new ZdsNativeError(
+      `${err.message ?? String(e)} (ZDS socket ${where})`,
+      typeof err.code === 'string' ? err.code : 'EINVAL',
+      typeof err.syscall === 'string' ? err.syscall : 'argument check',
+    );
   }
 }

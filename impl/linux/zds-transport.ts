@@ -17,13 +17,22 @@ import { netnsId, type NetnsId } from '../api/ids.js';
 import { ZDS_MAX_FRAME_BYTES } from '../api/zds/messages.js';
 import { ReceiveQueue } from '../api/zds/receive-queue.js';
 import type {
-  ZdsAddress, ZdsConnection, ZdsListener, ZdsNetnsHandle, ZdsPeerCredentials, ZdsReceived, ZdsTransport,
+  ZdsAddress,
+  ZdsConnection,
+  ZdsListener,
+  ZdsNetnsHandle,
+  ZdsPeerCredentials,
+  ZdsReceived,
+  ZdsTransport,
 } from '../host/zds-transport.js';
 import { ZdsNativeError, zdsNative, type FdWatcher } from './zds-native.js';
 
 class LinuxNetnsHandle implements ZdsNetnsHandle {
   private closed = false;
-  constructor(private readonly fd: number, readonly identity: string) {}
+  constructor(
+    private readonly fd: number,
+    readonly identity: string,
+  ) {}
   get netns(): NetnsId {
     return netnsId(`/proc/self/fd/${this.fd}`);
   }
@@ -54,9 +63,16 @@ class LinuxZdsConnection implements ZdsConnection {
   private sendChain: Promise<void> = Promise.resolve();
   private writable: (() => void) | undefined;
 
-  constructor(private readonly fd: number, address: string, readonly peer?: ZdsPeerCredentials) {
+  constructor(
+    private readonly fd: number,
+    address: string,
+    readonly peer?: ZdsPeerCredentials,
+  ) {
     this.id = `${address}#${++connSeq}${peer ? `(pid ${peer.pid} uid ${peer.uid})` : ''}`;
-    this.watcher = zdsNative(this.id, (a) => new a.FdWatcher(fd, (status, readable, writable) => this.onEvent(status, readable, writable)));
+    this.watcher = zdsNative(
+      this.id,
+      (a) => new a.FdWatcher(fd, (status, readable, writable) => this.onEvent(status, readable, writable)),
+    );
     this.watcher.start(true, false);
   }
 
@@ -67,7 +83,8 @@ class LinuxZdsConnection implements ZdsConnection {
   }
 
   receive(): Promise<ZdsReceived> {
-    if (this.inbox.waiting) return Promise.reject(new Error(`ZDS ${this.id}: receive() called while another receive() is pending`));
+    if (this.inbox.waiting)
+      return Promise.reject(new Error(`ZDS ${this.id}: receive() called while another receive() is pending`));
     return this.inbox.next();
   }
 
@@ -84,7 +101,10 @@ class LinuxZdsConnection implements ZdsConnection {
       try {
         passFd = fs.openSync(netns, fs.constants.O_RDONLY);
       } catch (e) {
-        throw new Error(`ZDS ${this.id}: cannot open network namespace ${netns} to pass it: ${(e as Error).message}; is the pod sandbox gone?`, { cause: e });
+        throw new Error(
+          `ZDS ${this.id}: cannot open network namespace ${netns} to pass it: ${(e as Error).message}; is the pod sandbox gone?`,
+          { cause: e },
+        );
       }
     }
     try {
@@ -138,7 +158,13 @@ class LinuxZdsConnection implements ZdsConnection {
     }
   }
 
-  private frameOf(data: Buffer, fds: number[], truncated: boolean, ctruncated: boolean, otherControl: boolean): ZdsReceived {
+  private frameOf(
+    data: Buffer,
+    fds: number[],
+    truncated: boolean,
+    ctruncated: boolean,
+    otherControl: boolean,
+  ): ZdsReceived {
     const bad = (reason: string): ZdsReceived => {
       closeFds(fds);
       return { kind: 'bad-frame', reason };
@@ -178,7 +204,10 @@ class LinuxZdsListener implements ZdsListener {
   private readonly backlog = new ReceiveQueue<ZdsConnection, undefined>();
   private isClosed = false;
 
-  constructor(private readonly fd: number, readonly address: ZdsAddress) {
+  constructor(
+    private readonly fd: number,
+    readonly address: ZdsAddress,
+  ) {
     this.watcher = zdsNative(address, (a) => new a.FdWatcher(fd, (status) => this.onReadable(status)));
     this.watcher.start(true, false);
   }
@@ -257,8 +286,12 @@ function checkZdsSocketOptions(o: LinuxZdsTransportOptions): void {
   if (o.mode !== undefined && (!Number.isInteger(o.mode) || o.mode < 0 || o.mode > 0o777)) {
     throw new Error(`ZDS socket mode ${o.mode} is not a permission mode (0..0o777, e.g. 0o660)`);
   }
-  for (const [what, v] of [['uid', o.owner?.uid], ['gid', o.owner?.gid]] as const) {
-    if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 0xfffffffe)) throw new Error(`ZDS socket owner ${what} ${v} is not a valid id (0..4294967294)`);
+  for (const [what, v] of [
+    ['uid', o.owner?.uid],
+    ['gid', o.owner?.gid],
+  ] as const) {
+    if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 0xfffffffe))
+      throw new Error(`ZDS socket owner ${what} ${v} is not a valid id (0..4294967294)`);
   }
 }
 
@@ -275,8 +308,11 @@ export class LinuxZdsTransport implements ZdsTransport {
         fs.chownSync(address, uid ?? -1, gid ?? -1);
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code ?? 'error';
-        throw new Error(`ZDS listen on ${address}: chown to ${uid ?? '(unchanged)'}:${gid ?? '(unchanged)'} failed (${code}); `
-          + 'run the agent in that group (e.g. supplementalGroups) or give it CAP_CHOWN', { cause: e });
+        throw new Error(
+          `ZDS listen on ${address}: chown to ${uid ?? '(unchanged)'}:${gid ?? '(unchanged)'} failed (${code}); ` +
+            'run the agent in that group (e.g. supplementalGroups) or give it CAP_CHOWN',
+          { cause: e },
+        );
       }
     }
     fs.chmodSync(address, this.opts.mode ?? 0o660);
@@ -285,8 +321,12 @@ export class LinuxZdsTransport implements ZdsTransport {
   listen(address: ZdsAddress): Promise<ZdsListener> {
     try {
       if (fs.existsSync(address)) {
-        if (!fs.statSync(address).isSocket()) throw new Error(`ZDS listen on ${address}: the path exists and is not a socket; remove it or pick another path`);
-        if (alive(address)) throw new Error(`ZDS listen on ${address}: address already in use (another node agent is accepting there)`);
+        if (!fs.statSync(address).isSocket())
+          throw new Error(
+            `ZDS listen on ${address}: the path exists and is not a socket; remove it or pick another path`,
+          );
+        if (alive(address))
+          throw new Error(`ZDS listen on ${address}: address already in use (another node agent is accepting there)`);
         fs.unlinkSync(address); // a stale socket from a previous run
       }
       // The directory may be new (a fresh node's hostPath); 0755 so a proxy of another uid can
@@ -314,7 +354,10 @@ export class LinuxZdsTransport implements ZdsTransport {
         zdsNative(address, (a) => a.unixConnect(fd, address));
       } catch (e) {
         zdsNative(address, (a) => a.close(fd));
-        const hint = e instanceof ZdsNativeError && (e.code === 'ENOENT' || e.code === 'ECONNREFUSED') ? '; is the node agent running?' : '';
+        const hint =
+          e instanceof ZdsNativeError && (e.code === 'ENOENT' || e.code === 'ECONNREFUSED')
+            ? '; is the node agent running?'
+            : '';
         throw new Error(`ZDS connect to ${address}: ${(e as Error).message}${hint}`, { cause: e });
       }
       return Promise.resolve(new LinuxZdsConnection(fd, address));

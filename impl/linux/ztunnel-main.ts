@@ -45,7 +45,6 @@ import { LinuxSockets } from './sockets.js';
 import { SystemRandom } from './random.js';
 import { LinuxZdsTransport } from './zds-transport.js';
 
-
 runComponent('ambient-lab-proxy', async () => {
   const f = new ComponentFlags(process.argv.slice(2), process.env, 'ambient-lab-proxy');
   const nodeName = f.str('node');
@@ -61,10 +60,17 @@ runComponent('ambient-lab-proxy', async () => {
   const caCert = f.optional('ca-cert');
   const caKey = f.optional('ca-key');
   const hboneKind = f.oneOf('hbone', HBONE_KINDS, 'auto');
-  const dnsUpstream = parseDnsUpstream(f.list('dns-upstream', []).flatMap((e) => (e === 'resolv.conf' ? resolvConfNameservers(fs.readFileSync('/etc/resolv.conf', 'utf8')) : [e])));
+  const dnsUpstream = parseDnsUpstream(
+    f
+      .list('dns-upstream', [])
+      .flatMap((e) => (e === 'resolv.conf' ? resolvConfNameservers(fs.readFileSync('/etc/resolv.conf', 'utf8')) : [e])),
+  );
   const dnsLogPath = f.optional('dns-log');
   f.assertAllUsed();
-  if ((caCert === undefined) !== (caKey === undefined)) throw new Error('--ca-cert and --ca-key go together: give both (a shared mesh root) or neither (a root of this process only)');
+  if ((caCert === undefined) !== (caKey === undefined))
+    throw new Error(
+      '--ca-cert and --ca-key go together: give both (a shared mesh root) or neither (a root of this process only)',
+    );
 
   const log = pinoLogger({ name: 'ambient-lab-proxy', level }).child({ node: nodeName });
   const clock = new SystemClock();
@@ -74,11 +80,13 @@ runComponent('ambient-lab-proxy', async () => {
   const workloadWatcher = new WorkloadWatcher({ kube, clock, log, index });
   const policyWatcher = new AuthorizationPolicyWatcher({ kube, clock, log, store });
   // One root per cluster: proxies on different nodes must verify each other's certificates.
-  const ca = caCert !== undefined && caKey !== undefined
-    ? await MeshCa.load(trustDomain, fs.readFileSync(caCert, 'utf8'), fs.readFileSync(caKey, 'utf8'))
-    : await MeshCa.create(trustDomain);
+  const ca =
+    caCert !== undefined && caKey !== undefined
+      ? await MeshCa.load(trustDomain, fs.readFileSync(caCert, 'utf8'), fs.readFileSync(caKey, 'utf8'))
+      : await MeshCa.create(trustDomain);
   const hbone = resolveHbone(hboneKind);
-  if (hbone.fallbackReason) log.warn('native HBONE tunnel unavailable; using node:tls + node:http2', { reason: hbone.fallbackReason });
+  if (hbone.fallbackReason)
+    log.warn('native HBONE tunnel unavailable; using node:tls + node:http2', { reason: hbone.fallbackReason });
   log.info('HBONE transport', { transport: hbone.use });
   const logFd = logPath ? fs.openSync(logPath, 'a', 0o600) : 1;
   const metrics = new PromMetrics();
@@ -89,7 +97,12 @@ runComponent('ambient-lab-proxy', async () => {
   const dnsRequests = metrics.counter('ambient_lab_proxy_dns_requests_total', 'DNS requests on 15053', ['event']);
   const dnsLogFd = dnsLogPath ? fs.openSync(dnsLogPath, 'a', 0o600) : 1;
   const dnsLines = new JsonLinesDnsLog(clock, (line) => fs.writeSync(dnsLogFd, line));
-  const dnsLog: DnsRequestLog = { record: (r) => { dnsRequests.inc({ event: r.event }); dnsLines.record(r); } };
+  const dnsLog: DnsRequestLog = {
+    record: (r) => {
+      dnsRequests.inc({ event: r.event });
+      dnsLines.record(r);
+    },
+  };
   const ztunnel = new Ztunnel({
     sockets: new LinuxSockets(),
     hbone: hboneTransport(hbone.use, ca),
@@ -115,13 +128,24 @@ runComponent('ambient-lab-proxy', async () => {
   });
   const healthSource: HealthSource = {
     live: () => true,
-    ready: () => ({ ready: ztunnel.ready(), detail: `zds ${ztunnel.zds.connected() ? 'connected' : 'not connected'}, ${ztunnel.proxy.servedPods().length} pod(s) served` }),
+    ready: () => ({
+      ready: ztunnel.ready(),
+      detail: `zds ${ztunnel.zds.connected() ? 'connected' : 'not connected'}, ${ztunnel.proxy.servedPods().length} pod(s) served`,
+    }),
     metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
     status: () => ({
-      component: 'proxy', node: nodeName, pid: process.pid, ready: ztunnel.ready(), zdsConnected: ztunnel.zds.connected(),
+      component: 'proxy',
+      node: nodeName,
+      pid: process.pid,
+      ready: ztunnel.ready(),
+      zdsConnected: ztunnel.zds.connected(),
       // identity (dev:inode of the netns received over ZDS) lets a harness outside this process tell
       // which sandbox is served without reading /proc/<pid>/fd (closed to others: the binary has file caps)
-      pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({ uid, netns: ztunnel.proxy.pod(uid)?.netns, identity: ztunnel.proxy.pod(uid)?.handle.identity })),
+      pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({
+        uid,
+        netns: ztunnel.proxy.pod(uid)?.netns,
+        identity: ztunnel.proxy.pod(uid)?.handle.identity,
+      })),
       // resourceVersions in its caches (undefined before their first sync): a harness compares
       // them with the API to know this proxy has seen every pod and policy change
       caches: { pods: workloadWatcher.versions(), policies: policyWatcher.versions() },
@@ -133,7 +157,12 @@ runComponent('ambient-lab-proxy', async () => {
   workloadWatcher.start();
   policyWatcher.start();
   ztunnel.start();
-  log.info('proxy started', { zds: zdsAddress, dns: dnsUpstream.length > 0 ? dnsUpstream.map((u) => `${u.address}:${u.port}`) : 'off', health: `${healthHost}:${health.port}`, connectionLog: logPath ?? 'stdout' });
+  log.info('proxy started', {
+    zds: zdsAddress,
+    dns: dnsUpstream.length > 0 ? dnsUpstream.map((u) => `${u.address}:${u.port}`) : 'off',
+    health: `${healthHost}:${health.port}`,
+    connectionLog: logPath ?? 'stdout',
+  });
   return async () => {
     await ztunnel.stop('graceful', 1000);
     workloadWatcher.stop();

@@ -12,7 +12,18 @@ import type { IpFamily, RedirectionPlan } from '../host/netns-rules.js';
 import type { Profile } from '../api/profile.js';
 import { renderRestore } from './render-iptables.js';
 import { DEFAULT_PROBE_SNAT } from './rule-builder.js';
-import { address, cidr, ipSetName, ownChain, ruleId, ruleset, type Cidr, type IpSetName, type Match, type Ruleset } from './rule-ir.js';
+import {
+  address,
+  cidr,
+  ipSetName,
+  ownChain,
+  ruleId,
+  ruleset,
+  type Cidr,
+  type IpSetName,
+  type Match,
+  type Ruleset,
+} from './rule-ir.js';
 
 export const PROBE_SET: Readonly<Record<IpFamily, IpSetName>> = {
   ipv4: ipSetName('istio-inpod-probes-v4'),
@@ -35,7 +46,12 @@ interface IpSetMember {
 
 type HostProbeOptions =
   | { readonly profile: 'upstream'; readonly ipv6: boolean; readonly probeSnat?: Readonly<Record<IpFamily, Cidr>> }
-  | { readonly profile: 'strict'; readonly ipv6: boolean; readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>; readonly kubeletUid: number };
+  | {
+      readonly profile: 'strict';
+      readonly ipv6: boolean;
+      readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>;
+      readonly kubeletUid: number;
+    };
 
 export interface HostProbeRules {
   readonly profile: Profile;
@@ -50,22 +66,38 @@ function familyRules(family: IpFamily, o: HostProbeOptions): Ruleset {
   if (snat.family !== family) throw new Error(`probe SNAT address ${snat.text} is not ${family}`);
   let owner: Match;
   if (o.profile === 'strict') {
-    if (!Number.isInteger(o.kubeletUid) || o.kubeletUid < 0 || o.kubeletUid > 0xfffffffe) throw new Error(`strict host probe: kubeletUid ${o.kubeletUid} is not a valid uid`);
+    if (!Number.isInteger(o.kubeletUid) || o.kubeletUid < 0 || o.kubeletUid > 0xfffffffe)
+      throw new Error(`strict host probe: kubeletUid ${o.kubeletUid} is not a valid uid`);
     owner = { kind: 'owner', uid: o.kubeletUid };
   } else {
     owner = { kind: 'owner', socketExists: true };
   }
-  return ruleset(family, [{ table: 'nat', name: POSTRT }], [
-    { id: ruleId('nat/postrouting/hook-istio_postrt'), table: 'nat', chain: 'POSTROUTING', position: 'insert-first', matches: [], target: { kind: 'jump', chain: POSTRT } },
-    {
-      id: ruleId('nat/postrt/probe-snat'), table: 'nat', chain: POSTRT, position: 'append',
-      matches: [owner, { kind: 'proto', proto: 'tcp' }, { kind: 'set', set: PROBE_SET[family], dir: 'dst' }],
-      target: { kind: 'SNAT', toSource: snat },
-      security: o.profile === 'strict'
-        ? 'only kubelet-owned host sockets get the probe address, and with it the in-pod probe carve-out'
-        : 'every host socket gets the probe address, and with it the in-pod probe carve-out (upstream)',
-    },
-  ]);
+  return ruleset(
+    family,
+    [{ table: 'nat', name: POSTRT }],
+    [
+      {
+        id: ruleId('nat/postrouting/hook-istio_postrt'),
+        table: 'nat',
+        chain: 'POSTROUTING',
+        position: 'insert-first',
+        matches: [],
+        target: { kind: 'jump', chain: POSTRT },
+      },
+      {
+        id: ruleId('nat/postrt/probe-snat'),
+        table: 'nat',
+        chain: POSTRT,
+        position: 'append',
+        matches: [owner, { kind: 'proto', proto: 'tcp' }, { kind: 'set', set: PROBE_SET[family], dir: 'dst' }],
+        target: { kind: 'SNAT', toSource: snat },
+        security:
+          o.profile === 'strict'
+            ? 'only kubelet-owned host sockets get the probe address, and with it the in-pod probe carve-out'
+            : 'every host socket gets the probe address, and with it the in-pod probe carve-out (upstream)',
+      },
+    ],
+  );
 }
 
 export function buildHostProbeRules(o: HostProbeOptions): HostProbeRules {
@@ -77,7 +109,10 @@ export function buildHostProbeRules(o: HostProbeOptions): HostProbeRules {
 }
 
 /** The node-netns plan (iptables only: the host part has no ip rules or routes). */
-export function renderHostProbePlan(ir: HostProbeRules, title = `ambient-lab host probe SNAT, profile ${ir.profile}`): RedirectionPlan {
+export function renderHostProbePlan(
+  ir: HostProbeRules,
+  title = `ambient-lab host probe SNAT, profile ${ir.profile}`,
+): RedirectionPlan {
   return {
     iptables: {
       ipv4: renderRestore(ir.iptables.ipv4, `${title}, ipv4`),
@@ -93,7 +128,8 @@ export function probeSetMembers(podUid: PodUid, ips: readonly string[]): IpSetMe
   return ips.map((text) => {
     const ip = cidr(text);
     const full = ip.family === 'ipv4' ? 32 : 128;
-    if (!ip.text.endsWith(`/${full}`)) throw new Error(`pod ${podUid}: probe set member ${text} must be a single address, not a prefix`);
+    if (!ip.text.endsWith(`/${full}`))
+      throw new Error(`pod ${podUid}: probe set member ${text} must be a single address, not a prefix`);
     return { set: PROBE_SET[ip.family], ip, podUid };
   });
 }
@@ -103,11 +139,14 @@ export function probeSetMembers(podUid: PodUid, ips: readonly string[]): IpSetMe
  * add the members. Pod UIDs are validated tokens (ids.ts), so the quoted comment is safe.
  */
 export function renderIpsetRestore(sets: readonly IpSetSpec[], members: readonly IpSetMember[] = []): string {
-  const lines = sets.map((s) => `create ${s.name} ${s.type} family ${s.family === 'ipv4' ? 'inet' : 'inet6'} comment -exist`);
+  const lines = sets.map(
+    (s) => `create ${s.name} ${s.type} family ${s.family === 'ipv4' ? 'inet' : 'inet6'} comment -exist`,
+  );
   for (const m of members) {
     const spec = sets.find((s) => s.name === m.set);
     if (!spec) throw new Error(`ipset member ${address(m.ip)} names set ${m.set}, which is not in the plan`);
-    if (spec.family !== m.ip.family) throw new Error(`ipset member ${address(m.ip)} is not ${spec.family} like set ${m.set}`);
+    if (spec.family !== m.ip.family)
+      throw new Error(`ipset member ${address(m.ip)} is not ${spec.family} like set ${m.set}`);
     lines.push(`add ${m.set} ${address(m.ip)} comment "${m.podUid}" -exist`);
   }
   return `${lines.join('\n')}\n`;

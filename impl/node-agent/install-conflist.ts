@@ -40,7 +40,8 @@ function parseObject(text: string, file: string): JsonObject {
   } catch (e) {
     throw new CniError(CniErrorCode.DecodeFailure, `CNI config ${file} is not valid JSON`, (e as Error).message);
   }
-  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new CniError(CniErrorCode.InvalidNetworkConfig, `CNI config ${file} is not a JSON object`);
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc))
+    throw new CniError(CniErrorCode.InvalidNetworkConfig, `CNI config ${file} is not a JSON object`);
   return doc as JsonObject;
 }
 
@@ -93,8 +94,11 @@ function holdsExactly(doc: JsonObject, entry: CniPluginConf): boolean {
 export function insertChained(text: string, file: string, entry: CniPluginConf): string | undefined {
   const { doc, wrapped } = readAsList(text, file);
   if (wrapped) {
-    throw new CniError(CniErrorCode.InvalidNetworkConfig, `CNI config ${file} is a single-plugin config, which cannot chain another plugin`,
-      'use a .conflist primary, or install in own-conflist mode');
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `CNI config ${file} is a single-plugin config, which cannot chain another plugin`,
+      'use a .conflist primary, or install in own-conflist mode',
+    );
   }
   if (holdsExactly(doc, entry)) return undefined;
   const plugins = pluginsOf(doc).filter((p) => p['type'] !== entry.type);
@@ -105,7 +109,9 @@ export function insertChained(text: string, file: string, entry: CniPluginConf):
 export function removeChained(text: string, file: string, type: string): string | undefined {
   const doc = parseObject(text, file);
   if (!Array.isArray(doc['plugins'])) return undefined;
-  const plugins = (doc['plugins'] as unknown[]).filter((p) => !(p && typeof p === 'object' && (p as JsonObject)['type'] === type));
+  const plugins = (doc['plugins'] as unknown[]).filter(
+    (p) => !(p && typeof p === 'object' && (p as JsonObject)['type'] === type),
+  );
   if (plugins.length === (doc['plugins'] as unknown[]).length) return undefined;
   return serialize({ ...doc, plugins });
 }
@@ -116,7 +122,9 @@ export function mentionsPlugin(text: string, type: string): boolean {
     const doc = JSON.parse(text) as unknown;
     if (!doc || typeof doc !== 'object') return false;
     const plugins = (doc as JsonObject)['plugins'];
-    return Array.isArray(plugins) && plugins.some((p) => p && typeof p === 'object' && (p as JsonObject)['type'] === type);
+    return (
+      Array.isArray(plugins) && plugins.some((p) => p && typeof p === 'object' && (p as JsonObject)['type'] === type)
+    );
   } catch {
     return false;
   }

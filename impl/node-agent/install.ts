@@ -27,7 +27,16 @@ import type { FileSystem, FileWatch } from '../host/files.js';
 import type { Logger } from '../host/log.js';
 import { CniError, type CniPluginConf } from '../api/cni.js';
 import { PLUGIN_TYPE, SUPPORTED_VERSIONS, parsePluginConfig } from '../api/cni-plugin-config.js';
-import { choosePrimary, insertChained, isConfFileName, mentionsPlugin, ownConfList, ownSortsFirst, readAsList, removeChained } from './install-conflist.js';
+import {
+  choosePrimary,
+  insertChained,
+  isConfFileName,
+  mentionsPlugin,
+  ownConfList,
+  ownSortsFirst,
+  readAsList,
+  removeChained,
+} from './install-conflist.js';
 
 type InstallMode = 'chained' | 'own-conflist';
 
@@ -115,13 +124,16 @@ function pluginKubeconfig(c: PluginCredentials): string {
 
 /** The validated plugin entry. Throws an Error naming the bad field. */
 export function pluginEntry(fields: Readonly<Record<string, unknown>>): CniPluginConf {
-  if ('type' in fields) throw new Error('CNI installer: pluginFields must not set "type" (it is always ambient-lab-cni)');
+  if ('type' in fields)
+    throw new Error('CNI installer: pluginFields must not set "type" (it is always ambient-lab-cni)');
   const entry: CniPluginConf = { type: PLUGIN_TYPE, ...fields };
   try {
     parsePluginConfig({ ...entry, cniVersion: '1.0.0', name: 'validate' });
   } catch (e) {
     const msg = e instanceof CniError ? `${e.msg}${e.details ? `: ${e.details}` : ''}` : (e as Error).message;
-    throw new Error(`CNI installer: the plugin configuration is invalid (${msg}); fix the agent's CNI settings`, { cause: e });
+    throw new Error(`CNI installer: the plugin configuration is invalid (${msg}); fix the agent's CNI settings`, {
+      cause: e,
+    });
   }
   return entry;
 }
@@ -141,10 +153,15 @@ export class CniInstaller {
   private stopped = true;
   private lastState: InstallState = { phase: 'not-started' };
 
-  constructor(private readonly config: CniInstallConfig, private readonly deps: CniInstallerDeps) {
+  constructor(
+    private readonly config: CniInstallConfig,
+    private readonly deps: CniInstallerDeps,
+  ) {
     this.entry = pluginEntry(config.pluginFields);
     if (config.mode === 'own-conflist' && !isConfFileName(config.ownConfListName)) {
-      throw new Error(`CNI installer: own conflist name ${JSON.stringify(config.ownConfListName)} must end in .conflist and not start with a dot`);
+      throw new Error(
+        `CNI installer: own conflist name ${JSON.stringify(config.ownConfListName)} must end in .conflist and not start with a dot`,
+      );
     }
   }
 
@@ -224,8 +241,10 @@ export class CniInstaller {
     } catch (e) {
       state = { phase: 'error', error: (e as Error).message };
     }
-    if (state.phase === 'error') this.deps.log.error('cni install failed', { error: state.error, confDir: this.config.cniConfDir });
-    else if (wrote.length || removed.length || state.phase !== this.lastState.phase) this.deps.log.info('cni install pass', { state: state.phase, wrote, removed });
+    if (state.phase === 'error')
+      this.deps.log.error('cni install failed', { error: state.error, confDir: this.config.cniConfDir });
+    else if (wrote.length || removed.length || state.phase !== this.lastState.phase)
+      this.deps.log.info('cni install pass', { state: state.phase, wrote, removed });
     this.lastState = state;
     return { state, wrote, removed };
   }
@@ -262,15 +281,21 @@ export class CniInstaller {
         // The primary vanished: our copy would now be the only network config; remove it rather than run a stale primary.
         if (await fs.remove(path.posix.join(c.cniConfDir, own))) removed.push(own);
       }
-      return { phase: 'waiting-for-primary', detail: `no CNI config in ${c.cniConfDir} yet (the primary CNI writes one when it starts)` };
+      return {
+        phase: 'waiting-for-primary',
+        detail: `no CNI config in ${c.cniConfDir} yet (the primary CNI writes one when it starts)`,
+      };
     }
     const primaryPath = path.posix.join(c.cniConfDir, primary);
     const primaryText = await fs.readText(primaryPath);
-    if (primaryText === undefined) return { phase: 'waiting-for-primary', detail: `${primary} disappeared while reading it` };
+    if (primaryText === undefined)
+      return { phase: 'waiting-for-primary', detail: `${primary} disappeared while reading it` };
     const version = readAsList(primaryText, primary).doc['cniVersion'];
     if (!(SUPPORTED_VERSIONS as readonly unknown[]).includes(version)) {
       // Chaining into a list our plugin would reject would block every pod on the node.
-      throw new Error(`the primary CNI config ${primary} has cniVersion ${String(version)}, which ${PLUGIN_TYPE} does not support (${SUPPORTED_VERSIONS.join(', ')}); not installing`);
+      throw new Error(
+        `the primary CNI config ${primary} has cniVersion ${String(version)}, which ${PLUGIN_TYPE} does not support (${SUPPORTED_VERSIONS.join(', ')}); not installing`,
+      );
     }
     // Strip our entry from every other conf file: exactly one place names us.
     for (const n of names) {
@@ -280,7 +305,8 @@ export class CniInstaller {
         continue;
       }
       const text = await fs.readText(path.posix.join(c.cniConfDir, n));
-      const stripped = text === undefined || !mentionsPlugin(text, PLUGIN_TYPE) ? undefined : removeChained(text, n, PLUGIN_TYPE);
+      const stripped =
+        text === undefined || !mentionsPlugin(text, PLUGIN_TYPE) ? undefined : removeChained(text, n, PLUGIN_TYPE);
       if (stripped !== undefined) {
         await fs.writeAtomic(path.posix.join(c.cniConfDir, n), stripped, CONF_MODE);
         wrote.push(n);
@@ -288,7 +314,9 @@ export class CniInstaller {
     }
     if (own) {
       if (!ownSortsFirst(own, primary)) {
-        throw new Error(`own conflist ${own} sorts after the primary ${primary}, so the runtime would ignore it; choose a name that sorts first (e.g. 00-ambient-lab.conflist)`);
+        throw new Error(
+          `own conflist ${own} sorts after the primary ${primary}, so the runtime would ignore it; choose a name that sorts first (e.g. 00-ambient-lab.conflist)`,
+        );
       }
       // The primary must not name us too (a switch from chained mode).
       const stripped = removeChained(primaryText, primary, PLUGIN_TYPE);

@@ -21,7 +21,12 @@ import { netnsId, podUid } from '../api/ids.js';
 import { podIps } from '../api/pod-ips.js';
 import { port } from '../api/ports.js';
 import type { Profile } from '../api/profile.js';
-import { AnnotationError, REDIRECTION_STATUS, parsePodRedirectionAnnotations, parsePodRedirectionAnnotationsUpstream } from '../api/annotations.js';
+import {
+  AnnotationError,
+  REDIRECTION_STATUS,
+  parsePodRedirectionAnnotations,
+  parsePodRedirectionAnnotationsUpstream,
+} from '../api/annotations.js';
 import type { PluginEvent, PluginEventReply } from '../api/plugin-event.js';
 import { PLUGIN_EVENT_MAX_BYTES } from '../api/plugin-event.js';
 import type { Clock, TimerHandle } from '../host/clock.js';
@@ -87,7 +92,10 @@ interface NodeAgentDeps {
    * Optional rewrite of each in-pod plan before it is applied (and remembered as the plan the
    * repair loop verifies). Identity by default; mutation testing weakens the rules through it.
    */
-  readonly planTransform?: (plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan;
+  readonly planTransform?: (
+    plan: RedirectionPlan,
+    pod: { readonly namespace: string; readonly name: string },
+  ) => RedirectionPlan;
 }
 
 /** What the agent holds for a pod it has (or is putting) in the mesh. */
@@ -143,10 +151,14 @@ export class NodeAgent {
   private probeSync: Promise<void> | undefined;
   private readonly m;
 
-  constructor(private readonly config: NodeAgentConfig, private readonly deps: NodeAgentDeps) {
+  constructor(
+    private readonly config: NodeAgentConfig,
+    private readonly deps: NodeAgentDeps,
+  ) {
     this.log = deps.log.child({ component: 'node-agent', node: config.nodeName });
     this.queue = new WorkQueue(deps.clock, (key) => this.reconcile(key), {
-      initialBackoffMs: 5, maxBackoffMs: 5000,
+      initialBackoffMs: 5,
+      maxBackoffMs: 5000,
       onError: (key, err, retry) => {
         this.m.reconcileErrors.inc({ retry: String(retry) });
         this.log.warn('reconcile failed', { pod: key, error: (err as Error).message, retry });
@@ -154,8 +166,12 @@ export class NodeAgent {
       },
     });
     this.zds = new ZdsServer({
-      transport: deps.zdsTransport, address: config.zdsAddress, clock: deps.clock, log: deps.log,
-      allowedUids: config.allowedProxyUids, snapshot: () => this.snapshot(),
+      transport: deps.zdsTransport,
+      address: config.zdsAddress,
+      clock: deps.clock,
+      log: deps.log,
+      allowedUids: config.allowedProxyUids,
+      snapshot: () => this.snapshot(),
       ...(config.zdsAckTimeoutMs !== undefined ? { ackTimeoutMs: config.zdsAckTimeoutMs } : {}),
     });
     this.zds.on((e) => {
@@ -174,14 +190,22 @@ export class NodeAgent {
         }
       } else if (e.type === 'connected' || e.type === 'snapshot-sent') {
         this.log.info(`proxy ${e.type}`, { connection: e.connection });
-        for (const p of this.mesh.values()) if (!p.proxyAcked || p.annotated !== 'enabled') this.queue.enqueue(this.keyOf(p));
+        for (const p of this.mesh.values())
+          if (!p.proxyAcked || p.annotated !== 'enabled') this.queue.enqueue(this.keyOf(p));
       }
     });
     this.m = {
-      reconcileErrors: deps.metrics.counter('ambient_lab_agent_reconcile_errors_total', 'Failed reconciliations', ['retry']),
-      pluginRequests: deps.metrics.counter('ambient_lab_agent_plugin_requests_total', 'CNI plugin events by result', ['kind', 'result']),
+      reconcileErrors: deps.metrics.counter('ambient_lab_agent_reconcile_errors_total', 'Failed reconciliations', [
+        'retry',
+      ]),
+      pluginRequests: deps.metrics.counter('ambient_lab_agent_plugin_requests_total', 'CNI plugin events by result', [
+        'kind',
+        'result',
+      ]),
       enrolled: deps.metrics.gauge('ambient_lab_agent_enrolled_pods', 'Pods with redirection enabled'),
-      repairs: deps.metrics.counter('ambient_lab_agent_repairs_total', 'Drift found and fixed by the repair loop', ['what']),
+      repairs: deps.metrics.counter('ambient_lab_agent_repairs_total', 'Drift found and fixed by the repair loop', [
+        'what',
+      ]),
     };
   }
 
@@ -192,7 +216,9 @@ export class NodeAgent {
     await this.installHostRules();
     this.nsInformer = this.deps.kube.informer('Namespace');
     this.podInformer = this.deps.kube.informer('Pod', { fieldSelector: `spec.nodeName=${this.config.nodeName}` });
-    const onPod = (p: Pod): void => { if (this.started) this.queue.enqueue(this.keyOfPod(p)); };
+    const onPod = (p: Pod): void => {
+      if (this.started) this.queue.enqueue(this.keyOfPod(p));
+    };
     this.podInformer.on('add', onPod);
     this.podInformer.on('update', onPod);
     this.podInformer.on('delete', (p: Pod) => {
@@ -211,21 +237,30 @@ export class NodeAgent {
       inf.on('error', (err: unknown) => {
         // client-node semantics: an informer stops on error; restart it after a pause.
         this.log.warn('informer error; restarting', { error: err instanceof Error ? err.message : String(err) });
-        this.deps.clock.setTimer(1000, () => { if (!this.stopped) void inf.start(); });
+        this.deps.clock.setTimer(1000, () => {
+          if (!this.stopped) void inf.start();
+        });
       });
     }
     await this.nsInformer.start();
     await this.podInformer.start();
     await this.rebuild();
     await this.zds.start();
-    this.pluginServer = await this.deps.pluginEvents.serve(this.config.pluginEventAddress, (e) => this.onPluginEvent(e), {
-      maxBodyBytes: PLUGIN_EVENT_MAX_BYTES, requestTimeoutMs: 5000,
-    });
+    this.pluginServer = await this.deps.pluginEvents.serve(
+      this.config.pluginEventAddress,
+      (e) => this.onPluginEvent(e),
+      {
+        maxBodyBytes: PLUGIN_EVENT_MAX_BYTES,
+        requestTimeoutMs: 5000,
+      },
+    );
     this.started = true;
     for (const p of this.podInformer.list()) this.queue.enqueue(this.keyOfPod(p));
     // Members of pods deleted, or re-addressed, while no agent ran (reboot, restart) go now.
     await this.syncProbeSets().catch((err: unknown) => {
-      this.log.warn('host probe ipset sync at start-up failed; the repair loop retries', { error: (err as Error).message });
+      this.log.warn('host probe ipset sync at start-up failed; the repair loop retries', {
+        error: (err as Error).message,
+      });
     });
     this.scheduleRepair();
     this.log.info('node agent started', { pods: this.mesh.size });
@@ -254,8 +289,24 @@ export class NodeAgent {
   }
 
   /** For tests and `status`: what the agent believes about each mesh pod. */
-  meshPods(): readonly { uid: string; namespace: string; name: string; netns: string | undefined; rules: boolean; acked: boolean; annotated: string | undefined }[] {
-    return [...this.mesh.values()].map((p) => ({ uid: p.uid, namespace: p.namespace, name: p.name, netns: p.netns, rules: p.rulesApplied, acked: p.proxyAcked, annotated: p.annotated }));
+  meshPods(): readonly {
+    uid: string;
+    namespace: string;
+    name: string;
+    netns: string | undefined;
+    rules: boolean;
+    acked: boolean;
+    annotated: string | undefined;
+  }[] {
+    return [...this.mesh.values()].map((p) => ({
+      uid: p.uid,
+      namespace: p.namespace,
+      name: p.name,
+      netns: p.netns,
+      rules: p.rulesApplied,
+      acked: p.proxyAcked,
+      annotated: p.annotated,
+    }));
   }
 
   proxyConnected(): boolean {
@@ -274,12 +325,22 @@ export class NodeAgent {
     repairs: { started: number; completed: number };
     caches: { pods: Record<string, string>; namespaces: Record<string, string> } | undefined;
   } {
-    const versions = (objs: readonly { metadata?: { namespace?: string; name?: string; resourceVersion?: string } }[]): Record<string, string> =>
-      Object.fromEntries(objs.map((o) => [o.metadata?.namespace ? `${o.metadata.namespace}/${o.metadata.name ?? ''}` : o.metadata?.name ?? '', o.metadata?.resourceVersion ?? '']));
+    const versions = (
+      objs: readonly { metadata?: { namespace?: string; name?: string; resourceVersion?: string } }[],
+    ): Record<string, string> =>
+      Object.fromEntries(
+        objs.map((o) => [
+          o.metadata?.namespace ? `${o.metadata.namespace}/${o.metadata.name ?? ''}` : (o.metadata?.name ?? ''),
+          o.metadata?.resourceVersion ?? '',
+        ]),
+      );
     return {
       queue: this.queue.state(),
       repairs: { ...this.repairPasses },
-      caches: this.started && this.podInformer && this.nsInformer ? { pods: versions(this.podInformer.list()), namespaces: versions(this.nsInformer.list()) } : undefined,
+      caches:
+        this.started && this.podInformer && this.nsInformer
+          ? { pods: versions(this.podInformer.list()), namespaces: versions(this.nsInformer.list()) }
+          : undefined,
     };
   }
 
@@ -287,9 +348,15 @@ export class NodeAgent {
 
   private async installHostRules(): Promise<void> {
     const snat = this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {};
-    const ir = this.config.profile === 'strict'
-      ? buildHostProbeRules({ profile: 'strict', ipv6: this.config.ipv6, kubeletUid: this.config.kubeletUid, ...snat })
-      : buildHostProbeRules({ profile: 'upstream', ipv6: this.config.ipv6, ...snat });
+    const ir =
+      this.config.profile === 'strict'
+        ? buildHostProbeRules({
+            profile: 'strict',
+            ipv6: this.config.ipv6,
+            kubeletUid: this.config.kubeletUid,
+            ...snat,
+          })
+        : buildHostProbeRules({ profile: 'upstream', ipv6: this.config.ipv6, ...snat });
     for (const s of ir.ipsets) await this.deps.ipsets.ensure({ name: s.name, family: s.family });
     await this.deps.rules.apply(this.config.hostNetns, renderHostProbePlan(ir));
   }
@@ -300,7 +367,10 @@ export class NodeAgent {
     try {
       if (e.kind === 'check') {
         const p = [...this.mesh.values()].find((x) => x.namespace === e.podNamespace && x.name === e.podName);
-        if (!p || !p.rulesApplied || !p.proxyAcked) throw new Error(`pod ${e.podNamespace}/${e.podName} is not fully enrolled (rules ${p?.rulesApplied ?? false}, proxy ack ${p?.proxyAcked ?? false})`);
+        if (!p || !p.rulesApplied || !p.proxyAcked)
+          throw new Error(
+            `pod ${e.podNamespace}/${e.podName} is not fully enrolled (rules ${p?.rulesApplied ?? false}, proxy ack ${p?.proxyAcked ?? false})`,
+          );
         const state = await this.deps.rules.read(p.netns!);
         if (!this.planPresent(p.plan!, state.iptables.ipv4)) throw new Error(`redirection rules missing in ${p.netns}`);
         this.m.pluginRequests.inc({ kind: 'check', result: 'ok' });
@@ -308,7 +378,9 @@ export class NodeAgent {
       }
       const pod = await this.podFromCache(e.podNamespace, e.podName);
       if (e.podUid !== undefined && pod.metadata?.uid !== e.podUid) {
-        throw new RetryableError(`pod ${e.podNamespace}/${e.podName} has uid ${pod.metadata?.uid}, the sandbox is for ${e.podUid}; the agent's view is stale`);
+        throw new RetryableError(
+          `pod ${e.podNamespace}/${e.podName} has uid ${pod.metadata?.uid}, the sandbox is for ${e.podUid}; the agent's view is stale`,
+        );
       }
       await this.enroll(pod, e.ips, netnsId(e.netns));
       this.m.pluginRequests.inc({ kind: 'add', result: 'ok' });
@@ -318,8 +390,17 @@ export class NodeAgent {
       const msg = err instanceof Error ? err.message : String(err);
       this.log.warn('plugin event failed', { pod: `${e.podNamespace}/${e.podName}`, kind: e.kind, error: msg });
       const pod = this.podInformer?.get(e.podName, e.podNamespace);
-      if (pod && e.kind === 'add') void this.warn(pod, 'MeshEnrollmentFailed', `sandbox not admitted to the mesh (the pod will not start until this succeeds): ${msg}`);
-      return { ok: false, error: msg, retryable: !(err instanceof NotEligible || err instanceof AnnotationError || err instanceof RulesApplyError) };
+      if (pod && e.kind === 'add')
+        void this.warn(
+          pod,
+          'MeshEnrollmentFailed',
+          `sandbox not admitted to the mesh (the pod will not start until this succeeds): ${msg}`,
+        );
+      return {
+        ok: false,
+        error: msg,
+        retryable: !(err instanceof NotEligible || err instanceof AnnotationError || err instanceof RulesApplyError),
+      };
     }
   }
 
@@ -351,10 +432,18 @@ export class NodeAgent {
   private decide(pod: Pod): { enroll: boolean; reason: string; nsKnown: boolean } {
     const namespace = pod.metadata?.namespace ?? '';
     const labels = this.nsLabels(namespace);
-    const d = decideEnrollment({
-      name: pod.metadata?.name ?? '', namespace, labels: pod.metadata?.labels, annotations: pod.metadata?.annotations,
-      hostNetwork: pod.spec?.hostNetwork === true, phase: pod.status?.phase,
-    }, labels ?? {}, this.config.enrollment);
+    const d = decideEnrollment(
+      {
+        name: pod.metadata?.name ?? '',
+        namespace,
+        labels: pod.metadata?.labels,
+        annotations: pod.metadata?.annotations,
+        hostNetwork: pod.spec?.hostNetwork === true,
+        phase: pod.status?.phase,
+      },
+      labels ?? {},
+      this.config.enrollment,
+    );
     return { ...d, nsKnown: labels !== undefined };
   }
 
@@ -388,7 +477,7 @@ export class NodeAgent {
     if (current?.rulesApplied && current.proxyAcked && current.annotated === 'enabled') return;
     if (ips.length === 0 && !current) return; // no sandbox networking yet: the CNI ADD will come
     // The API's pod IPs are authoritative here (a new sandbox after a reboot has new ones).
-    await this.enroll(pod, ips.length > 0 ? ips : current?.ips ?? [], current?.netns, 'running');
+    await this.enroll(pod, ips.length > 0 ? ips : (current?.ips ?? []), current?.netns, 'running');
   }
 
   /** Steps 1-4 above; throws RetryableError when the proxy has not acknowledged yet. */
@@ -401,10 +490,18 @@ export class NodeAgent {
    * unprotected, so its invalid annotations are ignored — full capture, the safe default — and a
    * Warning Event says so.
    */
-  private async enroll(pod: Pod, ips: readonly string[], knownNetns: NetnsId | undefined, stage: 'sandbox' | 'running' = 'sandbox'): Promise<void> {
+  private async enroll(
+    pod: Pod,
+    ips: readonly string[],
+    knownNetns: NetnsId | undefined,
+    stage: 'sandbox' | 'running' = 'sandbox',
+  ): Promise<void> {
     const uid = podUid(pod.metadata?.uid ?? '');
     const d = this.decide(pod);
-    if (!d.enroll) throw new NotEligible(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not eligible for the mesh: ${d.reason}`);
+    if (!d.enroll)
+      throw new NotEligible(
+        `pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not eligible for the mesh: ${d.reason}`,
+      );
     // Validate annotations before anything: a hostile value must never reach rule text.
     let ann;
     if (this.config.profile === 'upstream') {
@@ -425,14 +522,26 @@ export class NodeAgent {
       } catch (err) {
         if (!(err instanceof AnnotationError) || stage === 'sandbox') throw err;
         ann = parsePodRedirectionAnnotations({});
-        await this.warn(pod, 'InvalidMeshAnnotation', `${err.message}; the pod is captured with default settings until the annotation is fixed`);
+        await this.warn(
+          pod,
+          'InvalidMeshAnnotation',
+          `${err.message}; the pod is captured with default settings until the annotation is fixed`,
+        );
       }
     }
     let p = this.mesh.get(uid);
     if (!p) {
       p = {
-        uid, name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? '', serviceAccount: pod.spec?.serviceAccountName ?? 'default',
-        ips: [...ips], netns: knownNetns, plan: undefined, rulesApplied: false, proxyAcked: false, annotated: undefined,
+        uid,
+        name: pod.metadata?.name ?? '',
+        namespace: pod.metadata?.namespace ?? '',
+        serviceAccount: pod.spec?.serviceAccountName ?? 'default',
+        ips: [...ips],
+        netns: knownNetns,
+        plan: undefined,
+        rulesApplied: false,
+        proxyAcked: false,
+        annotated: undefined,
       };
       this.mesh.set(uid, p);
     }
@@ -443,22 +552,39 @@ export class NodeAgent {
       p.proxyAcked = false;
     }
     if (p.ips.join() !== ips.join()) {
-      for (const ip of p.ips) if (!ips.includes(ip)) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
+      for (const ip of p.ips)
+        if (!ips.includes(ip))
+          await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
       p.ips = [...ips];
     }
     if (p.netns === undefined || !(await this.deps.finder.exists(p.netns))) {
       p.netns = await this.deps.finder.find(uid, p.ips);
       p.rulesApplied = false;
       p.proxyAcked = false;
-      if (p.netns === undefined) throw new RetryableError(`no network namespace found for pod ${p.namespace}/${p.name} (uid ${uid})`);
+      if (p.netns === undefined)
+        throw new RetryableError(`no network namespace found for pod ${p.namespace}/${p.name} (uid ${uid})`);
     }
     // The plan depends on the pod's namespace as well as its annotations: with IPv6 disabled on its
     // lo the v6 return route cannot exist, and adding it failed every ADD (upstream skips it too).
     const loIpv6Disabled = this.config.ipv6 ? await this.deps.rules.loopbackIpv6Disabled(p.netns) : false;
-    const common = inpodCommonOptions(ann, { ipv6: this.config.ipv6, dnsCapture: this.config.dnsCapture, ...(this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {}) }, loIpv6Disabled);
-    const built = this.config.profile === 'strict'
-      ? buildInpodPlan({ ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) })
-      : buildInpodPlan({ ...common, profile: 'upstream' });
+    const common = inpodCommonOptions(
+      ann,
+      {
+        ipv6: this.config.ipv6,
+        dnsCapture: this.config.dnsCapture,
+        ...(this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {}),
+      },
+      loIpv6Disabled,
+    );
+    const built =
+      this.config.profile === 'strict'
+        ? buildInpodPlan({
+            ...common,
+            profile: 'strict',
+            proxyUid: this.config.proxyUid,
+            probePorts: probePorts(pod).map(port),
+          })
+        : buildInpodPlan({ ...common, profile: 'upstream' });
     const plan = this.deps.planTransform
       ? this.deps.planTransform(built, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' })
       : built;
@@ -466,14 +592,20 @@ export class NodeAgent {
       try {
         await this.applyExactly(p.netns, plan);
       } catch (err) {
-        throw new RulesApplyError(`cannot apply the redirection rules of pod ${p.namespace}/${p.name} in ${p.netns}: ${err instanceof Error ? err.message : String(err)}`);
+        throw new RulesApplyError(
+          `cannot apply the redirection rules of pod ${p.namespace}/${p.name} in ${p.netns}: ${err instanceof Error ? err.message : String(err)}`,
+        );
       }
       p.plan = plan;
       p.rulesApplied = true;
     }
     if (!p.proxyAcked) {
       try {
-        await this.zds.addWorkload(uid, { name: p.name, namespace: p.namespace, serviceAccount: p.serviceAccount }, p.netns);
+        await this.zds.addWorkload(
+          uid,
+          { name: p.name, namespace: p.namespace, serviceAccount: p.serviceAccount },
+          p.netns,
+        );
         p.proxyAcked = true;
       } catch (err) {
         if (p.annotated !== 'pending') {
@@ -484,7 +616,8 @@ export class NodeAgent {
         throw new RetryableError(`the node proxy has not taken pod ${p.namespace}/${p.name}: ${why}`);
       }
     }
-    for (const ip of this.probeIps(p.ips)) await this.deps.ipsets.add(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
+    for (const ip of this.probeIps(p.ips))
+      await this.deps.ipsets.add(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
     if (p.annotated !== 'enabled') {
       await this.annotate(pod, 'enabled');
       p.annotated = 'enabled';
@@ -512,7 +645,9 @@ export class NodeAgent {
       await this.unenroll(p, opts);
     } catch (err) {
       if (err instanceof RetryableError) throw err;
-      throw new RetryableError(`removing pod ${p.namespace}/${p.name} from the mesh failed: ${err instanceof Error ? err.message : String(err)}`);
+      throw new RetryableError(
+        `removing pod ${p.namespace}/${p.name} from the mesh failed: ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
   }
 
@@ -528,26 +663,39 @@ export class NodeAgent {
     const uid = podUid(pod.metadata?.uid ?? '');
     const ann = pod.metadata?.annotations?.[REDIRECTION_STATUS];
     const labels = this.nsLabels(pod.metadata?.namespace ?? '') ?? {};
-    const selected = this.config.enrollment.selectors.some((s) => selectorMatches(s.podSelector, pod.metadata?.labels) && selectorMatches(s.namespaceSelector, labels));
+    const selected = this.config.enrollment.selectors.some(
+      (s) => selectorMatches(s.podSelector, pod.metadata?.labels) && selectorMatches(s.namespaceSelector, labels),
+    );
     if (ann !== 'enabled' && ann !== 'pending' && !selected) return;
     try {
-      for (const ip of this.probeIps(podIps(pod))) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
+      for (const ip of this.probeIps(podIps(pod)))
+        await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, uid);
     } catch (err) {
-      throw new RetryableError(`removing deleted pod ${pod.metadata?.namespace}/${pod.metadata?.name} from the host probe sets failed: ${(err as Error).message}`);
+      throw new RetryableError(
+        `removing deleted pod ${pod.metadata?.namespace}/${pod.metadata?.name} from the host probe sets failed: ${(err as Error).message}`,
+      );
     }
     if (this.zds.connected()) {
       try {
         await this.zds.delWorkload(uid);
       } catch (err) {
         // As in unenroll(): the proxy drops it at its next snapshot anyway.
-        this.log.warn('proxy did not acknowledge removal', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, error: (err as Error).message });
+        this.log.warn('proxy did not acknowledge removal', {
+          pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`,
+          error: (err as Error).message,
+        });
       }
     }
-    this.log.info('deleted pod removed from the mesh (not held by this agent)', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, annotation: ann ?? '(none)', selected });
+    this.log.info('deleted pod removed from the mesh (not held by this agent)', {
+      pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`,
+      annotation: ann ?? '(none)',
+      selected,
+    });
   }
 
   private async unenroll(p: MeshPod, opts: { podGone: boolean }): Promise<void> {
-    for (const ip of this.probeIps(p.ips)) await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, p.uid);
+    for (const ip of this.probeIps(p.ips))
+      await this.deps.ipsets.remove(ip.includes(':') ? PROBE_SET.ipv6 : PROBE_SET.ipv4, ip, p.uid);
     // After an agent restart the applied plan is unknown (rulesApplied false, no plan) though the
     // rules are still in the netns; remove with a plan naming every chain this profile can own.
     if (p.netns && (await this.deps.finder.exists(p.netns))) {
@@ -558,7 +706,10 @@ export class NodeAgent {
       await this.zds.delWorkload(p.uid);
     } catch (err) {
       // The proxy will not have it after its next snapshot either; log and go on.
-      this.log.warn('proxy did not acknowledge removal', { pod: `${p.namespace}/${p.name}`, error: (err as Error).message });
+      this.log.warn('proxy did not acknowledge removal', {
+        pod: `${p.namespace}/${p.name}`,
+        error: (err as Error).message,
+      });
     }
     this.mesh.delete(p.uid);
     if (!opts.podGone) {
@@ -589,8 +740,16 @@ export class NodeAgent {
     this.log.warn(message, { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, reason });
     try {
       await this.deps.kube.createEvent({
-        involvedObject: { kind: 'Pod', name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? '', uid: pod.metadata?.uid ?? '' },
-        type: 'Warning', reason, message: message.slice(0, 1024), component: 'ambient-lab-node-agent',
+        involvedObject: {
+          kind: 'Pod',
+          name: pod.metadata?.name ?? '',
+          namespace: pod.metadata?.namespace ?? '',
+          uid: pod.metadata?.uid ?? '',
+        },
+        type: 'Warning',
+        reason,
+        message: message.slice(0, 1024),
+        component: 'ambient-lab-node-agent',
       });
     } catch (err) {
       this.log.warn('cannot write an Event', { error: (err as Error).message });
@@ -610,7 +769,9 @@ export class NodeAgent {
     const onApi = raw === 'enabled' || raw === 'pending' ? raw : undefined;
     if (p.annotated === onApi && raw === onApi) return false;
     this.log.info('status annotation differs from what the agent wrote; rewriting it', {
-      pod: `${p.namespace}/${p.name}`, wrote: p.annotated ?? '(none)', onApi: raw ?? '(absent)',
+      pod: `${p.namespace}/${p.name}`,
+      wrote: p.annotated ?? '(none)',
+      onApi: raw ?? '(absent)',
     });
     p.annotated = onApi;
     return true;
@@ -620,10 +781,14 @@ export class NodeAgent {
     const name = pod.metadata?.name ?? '';
     const namespace = pod.metadata?.namespace ?? '';
     try {
-      await this.deps.kube.patchStatus('Pod', name, namespace, { metadata: { annotations: { [REDIRECTION_STATUS]: value ?? null } } });
+      await this.deps.kube.patchStatus('Pod', name, namespace, {
+        metadata: { annotations: { [REDIRECTION_STATUS]: value ?? null } },
+      });
     } catch (err) {
       if (isKubeApiError(err, 404)) return; // pod gone: nothing left to annotate
-      throw new RetryableError(`cannot write ${REDIRECTION_STATUS}=${value ?? '(removed)'} on ${namespace}/${name}: ${(err as Error).message}`);
+      throw new RetryableError(
+        `cannot write ${REDIRECTION_STATUS}=${value ?? '(removed)'} on ${namespace}/${name}: ${(err as Error).message}`,
+      );
     }
   }
 
@@ -647,8 +812,13 @@ export class NodeAgent {
     if (left === undefined) return;
     await this.deps.rules.remove(netns, left);
     this.log.info('removed redirection the current plan does not contain', {
-      netns, chains: Object.values(left.iptables).join('').split('\n').filter((l) => l.startsWith(':')).length,
-      ipRules: left.rules.length, routes: left.routes.length,
+      netns,
+      chains: Object.values(left.iptables)
+        .join('')
+        .split('\n')
+        .filter((l) => l.startsWith(':')).length,
+      ipRules: left.rules.length,
+      routes: left.routes.length,
     });
   }
 
@@ -664,8 +834,16 @@ export class NodeAgent {
       const ips = podIps(pod);
       const netns = ips.length > 0 ? await this.deps.finder.find(uid, ips) : undefined;
       this.mesh.set(uid, {
-        uid, name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? '', serviceAccount: pod.spec?.serviceAccountName ?? 'default',
-        ips, netns, plan: undefined, rulesApplied: false, proxyAcked: false, annotated: ann,
+        uid,
+        name: pod.metadata?.name ?? '',
+        namespace: pod.metadata?.namespace ?? '',
+        serviceAccount: pod.spec?.serviceAccountName ?? 'default',
+        ips,
+        netns,
+        plan: undefined,
+        rulesApplied: false,
+        proxyAcked: false,
+        annotated: ann,
       });
       // Rules and proxy state are re-asserted by the queue once started.
     }
@@ -675,7 +853,11 @@ export class NodeAgent {
     const out: ZdsSnapshotEntry[] = [];
     for (const p of this.mesh.values()) {
       if (!p.rulesApplied || p.netns === undefined) continue;
-      out.push({ uid: p.uid, info: { name: p.name, namespace: p.namespace, serviceAccount: p.serviceAccount }, netns: p.netns });
+      out.push({
+        uid: p.uid,
+        info: { name: p.name, namespace: p.namespace, serviceAccount: p.serviceAccount },
+        netns: p.netns,
+      });
       // The snapshot carries the pod; its ack arrives with the snapshot's.
       p.proxyAcked = true;
     }
@@ -712,7 +894,10 @@ export class NodeAgent {
           const diff = drift(await this.deps.rules.read(p.netns), p.plan);
           if (diff.length > 0) {
             this.m.repairs.inc({ what: 'rules' });
-            this.log.info('redirection differs from the plan; re-applying', { pod: `${p.namespace}/${p.name}`, differences: diff.slice(0, 5).join('; ') });
+            this.log.info('redirection differs from the plan; re-applying', {
+              pod: `${p.namespace}/${p.name}`,
+              differences: diff.slice(0, 5).join('; '),
+            });
             p.rulesApplied = false;
           }
         }
@@ -743,25 +928,32 @@ export class NodeAgent {
   private syncProbeSets(): Promise<void> {
     // One at a time; a pass asked for during one runs after it (it may see newer state).
     const run = async (): Promise<void> => {
-      for (const family of this.config.ipv6 ? (['ipv4', 'ipv6'] as const) : (['ipv4'] as const)) await this.syncProbeSet(family);
+      for (const family of this.config.ipv6 ? (['ipv4', 'ipv6'] as const) : (['ipv4'] as const))
+        await this.syncProbeSet(family);
     };
     const next = (this.probeSync ?? Promise.resolve()).then(run, run);
     this.probeSync = next;
-    return next.finally(() => { if (this.probeSync === next) this.probeSync = undefined; });
+    return next.finally(() => {
+      if (this.probeSync === next) this.probeSync = undefined;
+    });
   }
 
   private async syncProbeSet(family: 'ipv4' | 'ipv6'): Promise<void> {
     const set = PROBE_SET[family];
-    const claims = (): ProbeSetClaim[] => [...this.mesh.values()].map((p) => ({
-      uid: p.uid,
-      ips: this.probeIps(p.ips).filter((ip) => ip.includes(':') === (family === 'ipv6')),
-      required: p.rulesApplied && p.proxyAcked && p.netns !== undefined,
-    }));
+    const claims = (): ProbeSetClaim[] =>
+      [...this.mesh.values()].map((p) => ({
+        uid: p.uid,
+        ips: this.probeIps(p.ips).filter((ip) => ip.includes(':') === (family === 'ipv6')),
+        required: p.rulesApplied && p.proxyAcked && p.netns !== undefined,
+      }));
     let members: readonly ProbeSetMember[];
     try {
       members = await this.deps.ipsets.list(set);
     } catch (err) {
-      this.log.warn('cannot list a host probe ipset; the next repair pass retries', { set, error: (err as Error).message });
+      this.log.warn('cannot list a host probe ipset; the next repair pass retries', {
+        set,
+        error: (err as Error).message,
+      });
       return;
     }
     const steps = probeSetSteps(members, claims());
@@ -769,9 +961,15 @@ export class NodeAgent {
     // claims incomplete: its members would look stale and be pruned, taking the probe carve-out
     // from a pod that is still enrolled. As upstream, add what is known but prune nothing until
     // every mesh pod has its addresses (istio/istio SyncHostIPSetsSkipsPruneIfSnapshotIncomplete).
-    const addressless = [...this.mesh.values()].filter((p) => p.ips.length === 0).map((p) => `${p.namespace}/${p.name}`);
+    const addressless = [...this.mesh.values()]
+      .filter((p) => p.ips.length === 0)
+      .map((p) => `${p.namespace}/${p.name}`);
     if (addressless.length > 0 && steps.remove.length > 0) {
-      this.log.info('host probe ipset prune skipped: some mesh pods have no known address yet', { set, pods: addressless.join(', '), members: steps.remove.length });
+      this.log.info('host probe ipset prune skipped: some mesh pods have no known address yet', {
+        set,
+        pods: addressless.join(', '),
+        members: steps.remove.length,
+      });
     }
     // Each step is re-checked against the mesh as it is now: enrollment may have run meanwhile.
     for (const m of addressless.length > 0 ? [] : steps.remove) {
@@ -788,7 +986,12 @@ export class NodeAgent {
       } catch (err) {
         // One member that cannot be added must not cost every other pod its carve-out; the next
         // repair pass tries it again (upstream: SyncHostIPSetsIgnoresPodIPAddErrorAndContinues).
-        this.log.warn('cannot add a host probe ipset member; the next repair pass retries', { set, ip: a.ip, pod: `${p.namespace}/${p.name}`, error: (err as Error).message });
+        this.log.warn('cannot add a host probe ipset member; the next repair pass retries', {
+          set,
+          ip: a.ip,
+          pod: `${p.namespace}/${p.name}`,
+          error: (err as Error).message,
+        });
         continue;
       }
       this.m.repairs.inc({ what: 'probe-set' });
@@ -801,6 +1004,9 @@ export class NodeAgent {
     const text = plan.iptables.ipv4;
     if (text === undefined) return true;
     const have = new Set(saved.split('\n').map((l) => l.trim()));
-    return text.split('\n').filter((l) => l.startsWith('-A ') || l.startsWith('-I ')).every((l) => have.has(l.replace(/^-I (\S+)( \d+)?/, '-A $1').trim()));
+    return text
+      .split('\n')
+      .filter((l) => l.startsWith('-A ') || l.startsWith('-I '))
+      .every((l) => have.has(l.replace(/^-I (\S+)( \d+)?/, '-A $1').trim()));
   }
 }

@@ -27,7 +27,13 @@ function ownChains(text: string | undefined): Map<Table, Set<string>> {
 }
 
 function sameRule(a: PolicyRule, b: PolicyRule): boolean {
-  return a.family === b.family && a.priority === b.priority && a.table === b.table && a.fwmark.value === b.fwmark.value && a.fwmark.mask === b.fwmark.mask;
+  return (
+    a.family === b.family &&
+    a.priority === b.priority &&
+    a.table === b.table &&
+    a.fwmark.value === b.fwmark.value &&
+    a.fwmark.mask === b.fwmark.mask
+  );
 }
 
 function sameRoute(a: LocalRoute, b: LocalRoute): boolean {
@@ -51,7 +57,9 @@ export function universe(): RedirectionPlan {
   const text: Partial<Record<IpFamily, string>> = {};
   for (const f of FAMILIES) {
     const chains = new Map<Table, Set<string>>();
-    for (const p of plans) for (const [t, cs] of ownChains(p.iptables[f])) for (const c of cs) (chains.get(t) ?? chains.set(t, new Set()).get(t)!).add(c);
+    for (const p of plans)
+      for (const [t, cs] of ownChains(p.iptables[f]))
+        for (const c of cs) (chains.get(t) ?? chains.set(t, new Set()).get(t)!).add(c);
     text[f] = declarations(chains);
   }
   const rules: PolicyRule[] = [];
@@ -67,7 +75,8 @@ export function universe(): RedirectionPlan {
 /** Restore text that only declares chains: enough for NetnsRules.remove to take them away. */
 function declarations(chains: ReadonlyMap<Table, ReadonlySet<string>>): string {
   return TABLES.filter((t) => (chains.get(t)?.size ?? 0) > 0)
-    .map((t) => `*${t}\n${[...chains.get(t)!].map((c) => `:${c} - [0:0]\n`).join('')}COMMIT\n`).join('');
+    .map((t) => `*${t}\n${[...chains.get(t)!].map((c) => `:${c} - [0:0]\n`).join('')}COMMIT\n`)
+    .join('');
 }
 
 /** Chains of `family` in the universe that the namespace holds and the plan does not declare. */
@@ -103,7 +112,9 @@ function leftoverRouting(state: AppliedState, plan: RedirectionPlan): { rules: P
   const u = universe();
   return {
     rules: u.rules.filter((r) => state.rules.some((x) => sameRule(x, r)) && !plan.rules.some((x) => sameRule(x, r))),
-    routes: u.routes.filter((r) => state.routes.some((x) => sameRoute(x, r)) && !plan.routes.some((x) => sameRoute(x, r))),
+    routes: u.routes.filter(
+      (r) => state.routes.some((x) => sameRoute(x, r)) && !plan.routes.some((x) => sameRoute(x, r)),
+    ),
   };
 }
 
@@ -142,20 +153,34 @@ export function drift(state: AppliedState, plan: RedirectionPlan): string[] {
           }
           const have = s.rules.filter((r) => chainOf(r) === c);
           const exp = want.filter((r) => chainOf(r) === c);
-          if (have.join('\n') !== exp.join('\n')) out.push(`${f} ${t.table}: chain ${c} holds [${have.join(' | ')}], the plan [${exp.join(' | ')}]`);
+          if (have.join('\n') !== exp.join('\n'))
+            out.push(`${f} ${t.table}: chain ${c} holds [${have.join(' | ')}], the plan [${exp.join(' | ')}]`);
         }
-        const isHook = (r: string): boolean => BUILTIN_CHAINS[t.table].includes(chainOf(r)) && t.ownChains.includes(jumpTarget(r) ?? '');
+        const isHook = (r: string): boolean =>
+          BUILTIN_CHAINS[t.table].includes(chainOf(r)) && t.ownChains.includes(jumpTarget(r) ?? '');
         const haveHooks = (s?.rules ?? []).filter(isHook).sort();
         const expHooks = want.filter(isHook).sort();
-        if (haveHooks.join('\n') !== expHooks.join('\n')) out.push(`${f} ${t.table}: hooks [${haveHooks.join(' | ')}], the plan [${expHooks.join(' | ')}]`);
+        if (haveHooks.join('\n') !== expHooks.join('\n'))
+          out.push(`${f} ${t.table}: hooks [${haveHooks.join(' | ')}], the plan [${expHooks.join(' | ')}]`);
       }
     }
-    for (const [t, cs] of leftoverChains(state, plan, f)) out.push(`${f} ${t}: chain(s) ${[...cs].join(', ')} are not in the plan`);
+    for (const [t, cs] of leftoverChains(state, plan, f))
+      out.push(`${f} ${t}: chain(s) ${[...cs].join(', ')} are not in the plan`);
   }
-  for (const r of plan.rules) if (!state.rules.some((x) => sameRule(x, r))) out.push(`${r.family} ip rule fwmark ${r.fwmark.value}/${r.fwmark.mask} lookup ${r.table} pref ${r.priority} is missing`);
-  for (const r of plan.routes) if (!state.routes.some((x) => sameRoute(x, r))) out.push(`${r.family} route local ${r.dst} dev ${r.dev} table ${r.table} is missing`);
+  for (const r of plan.rules)
+    if (!state.rules.some((x) => sameRule(x, r)))
+      out.push(
+        `${r.family} ip rule fwmark ${r.fwmark.value}/${r.fwmark.mask} lookup ${r.table} pref ${r.priority} is missing`,
+      );
+  for (const r of plan.routes)
+    if (!state.routes.some((x) => sameRoute(x, r)))
+      out.push(`${r.family} route local ${r.dst} dev ${r.dev} table ${r.table} is missing`);
   const extra = leftoverRouting(state, plan);
-  for (const r of extra.rules) out.push(`${r.family} ip rule fwmark ${r.fwmark.value}/${r.fwmark.mask} lookup ${r.table} pref ${r.priority} is not in the plan`);
-  for (const r of extra.routes) out.push(`${r.family} route local ${r.dst} dev ${r.dev} table ${r.table} is not in the plan`);
+  for (const r of extra.rules)
+    out.push(
+      `${r.family} ip rule fwmark ${r.fwmark.value}/${r.fwmark.mask} lookup ${r.table} pref ${r.priority} is not in the plan`,
+    );
+  for (const r of extra.routes)
+    out.push(`${r.family} route local ${r.dst} dev ${r.dev} table ${r.table} is not in the plan`);
   return out;
 }

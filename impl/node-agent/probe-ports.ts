@@ -24,7 +24,9 @@ export function probePorts(pod: Pod): number[] {
       else if (typeof raw === 'string' && /^[0-9]+$/.test(raw)) port = Number(raw);
       else if (typeof raw === 'string') port = named.get(raw);
       if (port === undefined || !Number.isInteger(port) || port < 1 || port > 65535) {
-        throw new ProbePortError(`pod ${where}: container ${c.name} has a probe on port ${JSON.stringify(raw)} that does not resolve to a TCP port`);
+        throw new ProbePortError(
+          `pod ${where}: container ${c.name} has a probe on port ${JSON.stringify(raw)} that does not resolve to a TCP port`,
+        );
       }
       out.add(port);
     }

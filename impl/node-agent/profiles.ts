@@ -27,45 +27,56 @@ interface StrictChoice {
 export const STRICT_CHOICES: readonly StrictChoice[] = [
   {
     id: 'probe-ports',
-    summary: 'The probe carve-out (source = probe SNAT address) accepts only the pod\'s declared probe ports; with none declared there is no carve-out.',
-    rationale: 'Upstream accepts all TCP from 169.254.7.127 on any port, so any host socket or hostNetwork pod (all are SNATed) reaches every port of the app without policy (finding-k, docs/bypass-classes.md).',
+    summary:
+      "The probe carve-out (source = probe SNAT address) accepts only the pod's declared probe ports; with none declared there is no carve-out.",
+    rationale:
+      'Upstream accepts all TCP from 169.254.7.127 on any port, so any host socket or hostNetwork pod (all are SNATed) reaches every port of the app without policy (finding-k, docs/bypass-classes.md).',
     cost: 'The builder must be given the probe ports; a probe port added to the pod spec needs a rule refresh; non-probe host traffic is now policed like any inbound traffic.',
   },
   {
     id: 'proxy-uid',
-    summary: 'Capture is skipped only for packets carrying the proxy mark from sockets owned by the proxy uid (nat OUTPUT `-m mark --mark 0x539/0xfff -m owner --uid-owner P -j ACCEPT`), not for the mark alone.',
-    rationale: 'An app with CAP_NET_RAW (default in containerd; enough for SO_MARK since Linux 5.17) or CAP_NET_ADMIN can set mark 0x539 and skip the outbound and DNS redirects (finding-j, B4).',
+    summary:
+      'Capture is skipped only for packets carrying the proxy mark from sockets owned by the proxy uid (nat OUTPUT `-m mark --mark 0x539/0xfff -m owner --uid-owner P -j ACCEPT`), not for the mark alone.',
+    rationale:
+      'An app with CAP_NET_RAW (default in containerd; enough for SO_MARK since Linux 5.17) or CAP_NET_ADMIN can set mark 0x539 and skip the outbound and DNS redirects (finding-j, B4).',
     cost: 'The proxy uid is configuration; an app running as the proxy uid is still exempt (B1), so the proxy uid should be one no app uses.',
   },
   {
     id: 'drop-spoofed-mark',
     summary: 'filter OUTPUT drops packets that carry the proxy mark from a full socket not owned by the proxy uid.',
-    rationale: 'Defence in depth behind proxy-uid: a spoofed mark also steers routing and conntrack zones and exempts non-TCP from the egress policy; dropping it closes every mark-based path at once.',
-    cost: 'Apps that legitimately set mark 0x539/0xfff bits break. Packets without a full socket (TIME_WAIT ACKs, kernel RSTs) are not matched, so the proxy\'s own connections close normally.',
+    rationale:
+      'Defence in depth behind proxy-uid: a spoofed mark also steers routing and conntrack zones and exempts non-TCP from the egress policy; dropping it closes every mark-based path at once.',
+    cost: "Apps that legitimately set mark 0x539/0xfff bits break. Packets without a full socket (TIME_WAIT ACKs, kernel RSTs) are not matched, so the proxy's own connections close normally.",
   },
   {
     id: 'no-probe-destination-exemption',
-    summary: 'Upstream\'s nat OUTPUT `-d <probe address> -p tcp -j ACCEPT` is left out.',
-    rationale: 'nat OUTPUT sees only new connections, so the rule never serves probe replies; it only lets the app open uncaptured connections to that address.',
+    summary: "Upstream's nat OUTPUT `-d <probe address> -p tcp -j ACCEPT` is left out.",
+    rationale:
+      'nat OUTPUT sees only new connections, so the rule never serves probe replies; it only lets the app open uncaptured connections to that address.',
     cost: 'None known: app connections to the probe address go to the proxy like any other.',
   },
   {
     id: 'non-tcp-fail-closed',
-    summary: 'filter drops non-TCP traffic the proxy cannot carry: outbound UDP and other protocols not to loopback (DNS is redirected first when captured, and allowed to port 53 when not), and inbound non-TCP that is not loopback or a reply to an allowed flow. ICMP/ICMPv6 stay allowed.',
-    rationale: 'Upstream lets all UDP, SCTP etc. bypass the proxy in both directions (finding-i, B8): no identity, no authorization. The proxy cannot carry them, so failing closed is the only way to keep the capture properties true.',
+    summary:
+      'filter drops non-TCP traffic the proxy cannot carry: outbound UDP and other protocols not to loopback (DNS is redirected first when captured, and allowed to port 53 when not), and inbound non-TCP that is not loopback or a reply to an allowed flow. ICMP/ICMPv6 stay allowed.',
+    rationale:
+      'Upstream lets all UDP, SCTP etc. bypass the proxy in both directions (finding-i, B8): no identity, no authorization. The proxy cannot carry them, so failing closed is the only way to keep the capture properties true.',
     cost: 'Apps that use UDP (QUIC/HTTP3, NTP, statsd, WebRTC, non-53 DNS) break in strict pods; ICMP remains a low-bandwidth side channel (echo payloads); DNS over UDP/TCP 53 still leaves uncaptured when DNS capture is off.',
   },
   {
     id: 'ipv6-always',
-    summary: 'The v6 ruleset is always installed: the capture rules when IPv6 is enabled and loopback has IPv6, otherwise a v6 block (drop everything but loopback).',
-    rationale: 'Upstream installs no v6 rules when IPv6 is disabled (or tolerates missing ip6tables), so a pod that still has v6 connectivity bypasses capture over v6 (finding-h, B7).',
+    summary:
+      'The v6 ruleset is always installed: the capture rules when IPv6 is enabled and loopback has IPv6, otherwise a v6 block (drop everything but loopback).',
+    rationale:
+      'Upstream installs no v6 rules when IPv6 is disabled (or tolerates missing ip6tables), so a pod that still has v6 connectivity bypasses capture over v6 (finding-h, B7).',
     cost: 'Pods in clusters with IPv6 disabled in the mesh get no IPv6 at all, even where the network offers it.',
   },
   {
     id: 'host-probe-kubelet-uid',
-    summary: 'The host probe SNAT matches sockets owned by the kubelet uid (`-m owner --uid-owner K`) instead of any socket (`--socket-exists`).',
-    rationale: 'With `--socket-exists` every host process and every hostNetwork pod is SNATed to the probe address and so inherits the probe carve-out (finding-k).',
+    summary:
+      'The host probe SNAT matches sockets owned by the kubelet uid (`-m owner --uid-owner K`) instead of any socket (`--socket-exists`).',
+    rationale:
+      'With `--socket-exists` every host process and every hostNetwork pod is SNATed to the probe address and so inherits the probe carve-out (finding-k).',
     cost: 'kubelet usually runs as uid 0, so this narrows to root-owned host sockets; non-root hostNetwork pods are now policed. The in-pod probe-ports limit is what really bounds the carve-out.',
   },
 ];
-

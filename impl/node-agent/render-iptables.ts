@@ -25,11 +25,16 @@ function hex(n: number): string {
 
 function renderMatch(m: Match, rule: Rule): string {
   switch (m.kind) {
-    case 'src': return `${neg(m.neg)}-s ${m.cidr.text}`;
-    case 'dst': return `${neg(m.neg)}-d ${m.cidr.text}`;
-    case 'in': return `${neg(m.neg)}-i ${m.iface}`;
-    case 'out': return `${neg(m.neg)}-o ${m.iface}`;
-    case 'proto': return `${neg(m.neg)}-p ${m.proto}`;
+    case 'src':
+      return `${neg(m.neg)}-s ${m.cidr.text}`;
+    case 'dst':
+      return `${neg(m.neg)}-d ${m.cidr.text}`;
+    case 'in':
+      return `${neg(m.neg)}-i ${m.iface}`;
+    case 'out':
+      return `${neg(m.neg)}-o ${m.iface}`;
+    case 'proto':
+      return `${neg(m.neg)}-p ${m.proto}`;
     case 'l4': {
       const p = rule.matches.find((x) => x.kind === 'proto');
       if (!p || p.kind !== 'proto' || p.neg || (p.proto !== 'tcp' && p.proto !== 'udp')) {
@@ -41,21 +46,26 @@ function renderMatch(m: Match, rule: Rule): string {
       return parts.join(' ');
     }
     case 'multiport':
-      if (m.dports.length < 1 || m.dports.length > 15) throw new Error(`rule ${rule.id}: multiport takes 1-15 ports, got ${m.dports.length}`);
+      if (m.dports.length < 1 || m.dports.length > 15)
+        throw new Error(`rule ${rule.id}: multiport takes 1-15 ports, got ${m.dports.length}`);
       return `-m multiport --dports ${m.dports.join(',')}`;
-    case 'mark': return `-m mark ${neg(m.neg)}--mark ${formatMark(m.mark)}`;
-    case 'connmark': return `-m connmark ${neg(m.neg)}--mark ${formatMark(m.mark)}`;
+    case 'mark':
+      return `-m mark ${neg(m.neg)}--mark ${formatMark(m.mark)}`;
+    case 'connmark':
+      return `-m connmark ${neg(m.neg)}--mark ${formatMark(m.mark)}`;
     case 'owner': {
       const parts = ['-m owner'];
       if (m.socketExists) parts.push('--socket-exists');
       if (m.uid !== undefined) {
-        if (!Number.isInteger(m.uid) || m.uid < 0 || m.uid > 0xfffffffe) throw new Error(`rule ${rule.id}: uid ${m.uid} is not a valid uid`);
+        if (!Number.isInteger(m.uid) || m.uid < 0 || m.uid > 0xfffffffe)
+          throw new Error(`rule ${rule.id}: uid ${m.uid} is not a valid uid`);
         parts.push(`${neg(m.negUid)}--uid-owner ${m.uid}`);
       }
       if (parts.length === 1) throw new Error(`rule ${rule.id}: an owner match needs --socket-exists or --uid-owner`);
       return parts.join(' ');
     }
-    case 'set': return `-m set --match-set ${m.set} ${m.dir}`;
+    case 'set':
+      return `-m set --match-set ${m.set} ${m.dir}`;
     case 'ctstate':
       if (m.states.length === 0) throw new Error(`rule ${rule.id}: --ctstate needs at least one state`);
       // iptables-save prints states in a fixed order; render the same so plans compare to saves.
@@ -65,14 +75,23 @@ function renderMatch(m: Match, rule: Rule): string {
 
 function renderTarget(t: Target): string {
   switch (t.kind) {
-    case 'ACCEPT': case 'DROP': case 'RETURN': return `-j ${t.kind}`;
-    case 'jump': return `-j ${t.chain}`;
-    case 'REDIRECT': return `-j REDIRECT --to-ports ${t.toPort}`;
-    case 'SNAT': return `-j SNAT --to-source ${address(t.toSource)}`;
-    case 'CONNMARK-set': return `-j CONNMARK --set-xmark ${formatMark(t.mark)}`;
-    case 'CONNMARK-restore': return `-j CONNMARK --restore-mark --nfmask ${hex(t.nfmask)} --ctmask ${hex(t.ctmask)}`;
+    case 'ACCEPT':
+    case 'DROP':
+    case 'RETURN':
+      return `-j ${t.kind}`;
+    case 'jump':
+      return `-j ${t.chain}`;
+    case 'REDIRECT':
+      return `-j REDIRECT --to-ports ${t.toPort}`;
+    case 'SNAT':
+      return `-j SNAT --to-source ${address(t.toSource)}`;
+    case 'CONNMARK-set':
+      return `-j CONNMARK --set-xmark ${formatMark(t.mark)}`;
+    case 'CONNMARK-restore':
+      return `-j CONNMARK --restore-mark --nfmask ${hex(t.nfmask)} --ctmask ${hex(t.ctmask)}`;
     case 'CT-zone':
-      if (!Number.isInteger(t.zone) || t.zone < 0 || t.zone > 65535) throw new Error(`CT --zone ${t.zone}: expected 0..65535`);
+      if (!Number.isInteger(t.zone) || t.zone < 0 || t.zone > 65535)
+        throw new Error(`CT --zone ${t.zone}: expected 0..65535`);
       return `-j CT --zone ${t.zone}`;
   }
 }
@@ -82,7 +101,8 @@ const GENERIC_ORDER: Partial<Record<Match['kind'], number>> = { src: 0, dst: 1, 
 
 /** One rule as a restore line (`-A CHAIN ...` or `-I CHAIN 1 ...`). */
 export function renderRule(rule: Rule): string {
-  const generic = rule.matches.filter((m) => GENERIC_ORDER[m.kind] !== undefined)
+  const generic = rule.matches
+    .filter((m) => GENERIC_ORDER[m.kind] !== undefined)
     .sort((a, b) => (GENERIC_ORDER[a.kind] ?? 0) - (GENERIC_ORDER[b.kind] ?? 0));
   const kinds = new Set<string>();
   for (const m of generic) {
@@ -91,7 +111,12 @@ export function renderRule(rule: Rule): string {
   }
   const others = rule.matches.filter((m) => GENERIC_ORDER[m.kind] === undefined);
   const head = rule.position === 'insert-first' ? `-I ${rule.chain} 1` : `-A ${rule.chain}`;
-  return [head, ...generic.map((m) => renderMatch(m, rule)), ...others.map((m) => renderMatch(m, rule)), renderTarget(rule.target)].join(' ');
+  return [
+    head,
+    ...generic.map((m) => renderMatch(m, rule)),
+    ...others.map((m) => renderMatch(m, rule)),
+    renderTarget(rule.target),
+  ].join(' ');
 }
 
 /**
@@ -112,7 +137,8 @@ export function renderRestore(rs: Ruleset, title?: string): RestoreText {
     const rules = rs.rules.filter((r) => r.table === table);
     // Hooks first so every own chain is reachable as soon as its rules exist in the dump.
     for (const r of [...rules.filter((r) => isBuiltin(r.chain)), ...rules.filter((r) => !isBuiltin(r.chain))]) {
-      if (r.security !== undefined && /[\n\r]/.test(r.security)) throw new Error(`rule ${r.id}: the security reason must be one line`);
+      if (r.security !== undefined && /[\n\r]/.test(r.security))
+        throw new Error(`rule ${r.id}: the security reason must be one line`);
       out.push(`# ${r.id}${r.security !== undefined ? ` [security] ${r.security}` : ''}`);
       out.push(renderRule(r));
     }

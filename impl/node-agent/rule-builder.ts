@@ -15,8 +15,18 @@ import type { Profile } from '../api/profile.js';
 import type { StrictInputs } from './profiles.js';
 import { renderRestore } from './render-iptables.js';
 import {
-  cidr, ownChain, ruleId, ruleset,
-  type BuiltinChain, type Cidr, type Match, type OwnChain, type Rule, type Ruleset, type Table, type Target,
+  cidr,
+  ownChain,
+  ruleId,
+  ruleset,
+  type BuiltinChain,
+  type Cidr,
+  type Match,
+  type OwnChain,
+  type Rule,
+  type Ruleset,
+  type Table,
+  type Target,
 } from './rule-ir.js';
 
 /** Upstream's default probe SNAT addresses (env HOST_PROBE_SNAT_IP / _IPV6 override them). */
@@ -74,9 +84,24 @@ const redirect = (p: Port): Target => ({ kind: 'REDIRECT', toPort: p });
 /** Accumulates rules; `id` is `<table>/<chain short>/<name>`. */
 class Rules {
   readonly list: Rule[] = [];
-  add(table: Table, chain: BuiltinChain | OwnChain, name: string, matches: Match[], target: Target, security?: string): void {
+  add(
+    table: Table,
+    chain: BuiltinChain | OwnChain,
+    name: string,
+    matches: Match[],
+    target: Target,
+    security?: string,
+  ): void {
     const short = chain === PRERT ? 'prert' : chain === OUTPUT ? 'out' : chain === INPUT ? 'in' : chain.toLowerCase();
-    this.list.push({ id: ruleId(`${table}/${short}/${name}`), table, chain, position: 'append', matches, target, ...(security !== undefined ? { security } : {}) });
+    this.list.push({
+      id: ruleId(`${table}/${short}/${name}`),
+      table,
+      chain,
+      position: 'append',
+      matches,
+      target,
+      ...(security !== undefined ? { security } : {}),
+    });
   }
   hook(table: Table, builtin: BuiltinChain, chain: OwnChain): void {
     this.add(table, builtin, `hook-${chain.toLowerCase()}`, [], { kind: 'jump', chain });
@@ -111,68 +136,149 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
   const r = new Rules();
   const chains: { table: Table; name: OwnChain }[] = [];
   // Strict: only the proxy uid's marked sockets are the proxy; upstream: the mark alone.
-  const proxyOwned = (): Match[] => (o.profile === 'strict' ? [markIs(PROXY_MARK), { kind: 'owner', uid: o.proxyUid }] : [markIs(PROXY_MARK)]);
+  const proxyOwned = (): Match[] =>
+    o.profile === 'strict' ? [markIs(PROXY_MARK), { kind: 'owner', uid: o.proxyUid }] : [markIs(PROXY_MARK)];
   const notProxy = (): Match[] => (strict ? [] : [markIs(PROXY_MARK, true)]);
 
   // ---- mangle: return path for proxy-originated inbound connections.
   chains.push({ table: 'mangle', name: PRERT }, { table: 'mangle', name: OUTPUT });
   r.hook('mangle', 'PREROUTING', PRERT);
   r.hook('mangle', 'OUTPUT', OUTPUT);
-  r.add('mangle', PRERT, 'connmark-proxy-conn', [markIs(PROXY_MARK)], { kind: 'CONNMARK-set', mark: RETURN_MARK },
-    'replies to the proxy\'s spoofed-source connections to the app must route back to the proxy via lo');
-  r.add('mangle', OUTPUT, 'restore-return-mark', [{ kind: 'connmark', mark: RETURN_MARK }], { kind: 'CONNMARK-restore', nfmask: ALL_BITS, ctmask: ALL_BITS },
-    'gives app replies the fwmark that selects the table-100 return route');
+  r.add(
+    'mangle',
+    PRERT,
+    'connmark-proxy-conn',
+    [markIs(PROXY_MARK)],
+    { kind: 'CONNMARK-set', mark: RETURN_MARK },
+    "replies to the proxy's spoofed-source connections to the app must route back to the proxy via lo",
+  );
+  r.add(
+    'mangle',
+    OUTPUT,
+    'restore-return-mark',
+    [{ kind: 'connmark', mark: RETURN_MARK }],
+    { kind: 'CONNMARK-restore', nfmask: ALL_BITS, ctmask: ALL_BITS },
+    'gives app replies the fwmark that selects the table-100 return route',
+  );
 
   // ---- nat: the captures.
   chains.push({ table: 'nat', name: PRERT }, { table: 'nat', name: OUTPUT });
   r.hook('nat', 'PREROUTING', PRERT);
   r.hook('nat', 'OUTPUT', OUTPUT);
   for (const ifc of o.virtualInterfaces) {
-    r.add('nat', PRERT, `vif-${ifc}-redirect`, [{ kind: 'in', iface: ifc }, tcp], redirect(OUTBOUND_PORT),
-      `TCP arriving on virtual interface ${ifc} is the pod's outbound traffic and must reach the outbound listener`);
+    r.add(
+      'nat',
+      PRERT,
+      `vif-${ifc}-redirect`,
+      [{ kind: 'in', iface: ifc }, tcp],
+      redirect(OUTBOUND_PORT),
+      `TCP arriving on virtual interface ${ifc} is the pod's outbound traffic and must reach the outbound listener`,
+    );
     r.add('nat', PRERT, `vif-${ifc}-return`, [{ kind: 'in', iface: ifc }, tcp], RETURN);
   }
   if (!o.ingressMode) {
     if (o.profile === 'strict') {
       chunks(o.probePorts, 15).forEach((ports, i) => {
-        r.add('nat', PRERT, `probe-accept${i === 0 ? '' : `-${i}`}`, [{ kind: 'src', cidr: probe }, tcp, { kind: 'multiport', dports: ports }], ACCEPT,
-          'kubelet probes (SNATed on the node) reach the declared probe ports uncaptured; anything wider skips inbound policy');
+        r.add(
+          'nat',
+          PRERT,
+          `probe-accept${i === 0 ? '' : `-${i}`}`,
+          [{ kind: 'src', cidr: probe }, tcp, { kind: 'multiport', dports: ports }],
+          ACCEPT,
+          'kubelet probes (SNATed on the node) reach the declared probe ports uncaptured; anything wider skips inbound policy',
+        );
       });
     } else {
-      r.add('nat', PRERT, 'probe-accept', [{ kind: 'src', cidr: probe }, tcp, l4()], ACCEPT,
-        'kubelet probes (SNATed on the node) reach the app uncaptured; any port (upstream)');
+      r.add(
+        'nat',
+        PRERT,
+        'probe-accept',
+        [{ kind: 'src', cidr: probe }, tcp, l4()],
+        ACCEPT,
+        'kubelet probes (SNATed on the node) reach the app uncaptured; any port (upstream)',
+      );
     }
     // The mark test here keeps the proxy's own connections to the app (looped through lo, marks
     // never cross the wire) out of the inbound redirect; in strict, app sockets carrying a
     // spoofed mark are dropped in filter OUTPUT before they loop back.
-    r.add('nat', PRERT, 'redirect-inbound', [{ kind: 'dst', cidr: lo, neg: true }, tcp, l4({ dport: INBOUND_HBONE_PORT, negDport: true }), markIs(PROXY_MARK, true)], redirect(INBOUND_PLAINTEXT_PORT),
-      'inbound TCP other than HBONE must be policed by the proxy inbound listener');
+    r.add(
+      'nat',
+      PRERT,
+      'redirect-inbound',
+      [
+        { kind: 'dst', cidr: lo, neg: true },
+        tcp,
+        l4({ dport: INBOUND_HBONE_PORT, negDport: true }),
+        markIs(PROXY_MARK, true),
+      ],
+      redirect(INBOUND_PLAINTEXT_PORT),
+      'inbound TCP other than HBONE must be policed by the proxy inbound listener',
+    );
   }
   if (strict) {
     r.add('nat', OUTPUT, 'proxy-exempt', proxyOwned(), ACCEPT);
   } else {
-    r.add('nat', OUTPUT, 'probe-reply-accept', [{ kind: 'dst', cidr: probe }, tcp, l4()], ACCEPT,
-      'app connections to the probe address are not captured (upstream)');
+    r.add(
+      'nat',
+      OUTPUT,
+      'probe-reply-accept',
+      [{ kind: 'dst', cidr: probe }, tcp, l4()],
+      ACCEPT,
+      'app connections to the probe address are not captured (upstream)',
+    );
   }
   if (o.dnsCapture) {
-    r.add('nat', OUTPUT, 'dns-udp', [{ kind: 'out', iface: 'lo', neg: true }, udp, ...notProxy(), l4({ dport: port(53) })], redirect(DNS_PORT),
-      'app DNS over UDP goes to the proxy DNS listener');
-    r.add('nat', OUTPUT, 'dns-tcp', [{ kind: 'dst', cidr: lo, neg: true }, tcp, l4({ dport: port(53) }), ...notProxy()], redirect(DNS_PORT),
-      'app DNS over TCP goes to the proxy DNS listener');
+    r.add(
+      'nat',
+      OUTPUT,
+      'dns-udp',
+      [{ kind: 'out', iface: 'lo', neg: true }, udp, ...notProxy(), l4({ dport: port(53) })],
+      redirect(DNS_PORT),
+      'app DNS over UDP goes to the proxy DNS listener',
+    );
+    r.add(
+      'nat',
+      OUTPUT,
+      'dns-tcp',
+      [{ kind: 'dst', cidr: lo, neg: true }, tcp, l4({ dport: port(53) }), ...notProxy()],
+      redirect(DNS_PORT),
+      'app DNS over TCP goes to the proxy DNS listener',
+    );
   }
   r.add('nat', OUTPUT, 'return-mark-accept', [tcp, markIs(RETURN_MARK)], ACCEPT);
-  r.add('nat', OUTPUT, 'loopback-own-ip', [{ kind: 'dst', cidr: lo, neg: true }, { kind: 'out', iface: 'lo' }], ACCEPT,
-    'carve-out: traffic out lo to a non-loopback address (the pod\'s own IP) is not captured');
-  r.add('nat', OUTPUT, 'redirect-outbound', [{ kind: 'dst', cidr: lo, neg: true }, tcp, ...notProxy()], redirect(OUTBOUND_PORT),
-    'outbound TCP from the app must reach the proxy outbound listener');
+  r.add(
+    'nat',
+    OUTPUT,
+    'loopback-own-ip',
+    [
+      { kind: 'dst', cidr: lo, neg: true },
+      { kind: 'out', iface: 'lo' },
+    ],
+    ACCEPT,
+    "carve-out: traffic out lo to a non-loopback address (the pod's own IP) is not captured",
+  );
+  r.add(
+    'nat',
+    OUTPUT,
+    'redirect-outbound',
+    [{ kind: 'dst', cidr: lo, neg: true }, tcp, ...notProxy()],
+    redirect(OUTBOUND_PORT),
+    'outbound TCP from the app must reach the proxy outbound listener',
+  );
 
   // ---- raw: conntrack zone for the proxy's DNS flows.
   if (o.dnsCapture) {
     chains.push({ table: 'raw', name: PRERT }, { table: 'raw', name: OUTPUT });
     r.hook('raw', 'PREROUTING', PRERT);
     r.hook('raw', 'OUTPUT', OUTPUT);
-    r.add('raw', OUTPUT, 'dns-zone-out', [udp, markIs(PROXY_MARK), l4({ dport: port(53) })], { kind: 'CT-zone', zone: DNS_CT_ZONE });
-    r.add('raw', PRERT, 'dns-zone-in', [udp, markIs(PROXY_MARK, true), l4({ sport: port(53) })], { kind: 'CT-zone', zone: DNS_CT_ZONE });
+    r.add('raw', OUTPUT, 'dns-zone-out', [udp, markIs(PROXY_MARK), l4({ dport: port(53) })], {
+      kind: 'CT-zone',
+      zone: DNS_CT_ZONE,
+    });
+    r.add('raw', PRERT, 'dns-zone-in', [udp, markIs(PROXY_MARK, true), l4({ sport: port(53) })], {
+      kind: 'CT-zone',
+      zone: DNS_CT_ZONE,
+    });
   }
 
   // ---- filter (strict): spoofed proxy marks and non-TCP fail closed.
@@ -181,8 +287,14 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     chains.push({ table: 'filter', name: INPUT }, { table: 'filter', name: OUTPUT });
     r.hook('filter', 'INPUT', INPUT);
     r.hook('filter', 'OUTPUT', OUTPUT);
-    r.add('filter', OUTPUT, 'drop-spoofed-proxy-mark', [markIs(PROXY_MARK), { kind: 'owner', socketExists: true, uid: o.proxyUid, negUid: true }], DROP,
-      'a non-proxy socket carrying the proxy mark would skip capture; drop it');
+    r.add(
+      'filter',
+      OUTPUT,
+      'drop-spoofed-proxy-mark',
+      [markIs(PROXY_MARK), { kind: 'owner', socketExists: true, uid: o.proxyUid, negUid: true }],
+      DROP,
+      'a non-proxy socket carrying the proxy mark would skip capture; drop it',
+    );
     r.add('filter', OUTPUT, 'proxy', proxyOwned(), RETURN);
     r.add('filter', OUTPUT, 'loopback', [{ kind: 'out', iface: 'lo' }], RETURN);
     r.add('filter', OUTPUT, 'tcp', [tcp], RETURN);
@@ -190,18 +302,44 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     if (o.dnsCapture) {
       // Not `-o lo`: every LOCAL_OUT table matches -o against the route chosen before the nat
       // OUTPUT REDIRECT (one nf_hook call), so redirected DNS still reads `-o eth0` here.
-      r.add('filter', OUTPUT, 'dns-redirected', [udp, { kind: 'dst', cidr: lo }, l4({ dport: DNS_PORT })], RETURN,
-        'app DNS redirected by nat OUTPUT to the proxy DNS listener on loopback');
+      r.add(
+        'filter',
+        OUTPUT,
+        'dns-redirected',
+        [udp, { kind: 'dst', cidr: lo }, l4({ dport: DNS_PORT })],
+        RETURN,
+        'app DNS redirected by nat OUTPUT to the proxy DNS listener on loopback',
+      );
     } else {
       r.add('filter', OUTPUT, 'dns-uncaptured', [udp, l4({ dport: port(53) })], RETURN);
     }
-    r.add('filter', OUTPUT, 'drop-uncaptured', [], DROP, 'non-TCP traffic the proxy cannot carry must not leave uncaptured');
+    r.add(
+      'filter',
+      OUTPUT,
+      'drop-uncaptured',
+      [],
+      DROP,
+      'non-TCP traffic the proxy cannot carry must not leave uncaptured',
+    );
     r.add('filter', INPUT, 'loopback', [{ kind: 'in', iface: 'lo' }], RETURN);
     r.add('filter', INPUT, 'tcp', [tcp], RETURN);
     r.add('filter', INPUT, 'icmp', [icmp], RETURN);
-    r.add('filter', INPUT, 'replies', [{ kind: 'ctstate', states: ['ESTABLISHED', 'RELATED'] }], RETURN,
-      'only replies to flows the output policy let out may enter as non-TCP');
-    r.add('filter', INPUT, 'drop-uncaptured', [], DROP, 'non-TCP traffic the proxy cannot police must not reach the app');
+    r.add(
+      'filter',
+      INPUT,
+      'replies',
+      [{ kind: 'ctstate', states: ['ESTABLISHED', 'RELATED'] }],
+      RETURN,
+      'only replies to flows the output policy let out may enter as non-TCP',
+    );
+    r.add(
+      'filter',
+      INPUT,
+      'drop-uncaptured',
+      [],
+      DROP,
+      'non-TCP traffic the proxy cannot police must not reach the app',
+    );
   }
   return ruleset(family, chains, r.list);
 }
@@ -215,7 +353,14 @@ function ipv6BlockRuleset(): Ruleset {
   r.add('filter', INPUT, 'drop-all', [], DROP, 'IPv6 is not captured in this pod, so it must not flow at all');
   r.add('filter', OUTPUT, 'loopback', [{ kind: 'out', iface: 'lo' }], RETURN);
   r.add('filter', OUTPUT, 'drop-all', [], DROP, 'IPv6 is not captured in this pod, so it must not flow at all');
-  return ruleset('ipv6', [{ table: 'filter', name: INPUT }, { table: 'filter', name: OUTPUT }], r.list);
+  return ruleset(
+    'ipv6',
+    [
+      { table: 'filter', name: INPUT },
+      { table: 'filter', name: OUTPUT },
+    ],
+    r.list,
+  );
 }
 
 function returnRule(family: IpFamily): PolicyRule {
@@ -255,7 +400,10 @@ export function buildInpodRules(o: InpodOptions): InpodRules {
 }
 
 /** Render the IR to the plan the NetnsRules port applies. */
-export function renderInpodPlan(ir: InpodRules, title = `ambient-lab in-pod redirection, profile ${ir.profile}`): RedirectionPlan {
+export function renderInpodPlan(
+  ir: InpodRules,
+  title = `ambient-lab in-pod redirection, profile ${ir.profile}`,
+): RedirectionPlan {
   return {
     iptables: {
       ipv4: renderRestore(ir.iptables.ipv4, `${title}, ipv4`),
@@ -278,7 +426,11 @@ interface InpodGlobals {
 }
 
 /** Combine validated pod annotations with the node settings (the pod's DNS annotation wins). */
-export function inpodCommonOptions(pod: PodRedirectionAnnotations, g: InpodGlobals, loIpv6Disabled = false): InpodCommonOptions {
+export function inpodCommonOptions(
+  pod: PodRedirectionAnnotations,
+  g: InpodGlobals,
+  loIpv6Disabled = false,
+): InpodCommonOptions {
   return {
     ipv6: g.ipv6,
     loIpv6Disabled,

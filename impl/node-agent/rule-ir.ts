@@ -26,7 +26,9 @@ export type OwnChain = Brand<string, 'OwnChain'>;
 export function ownChain(name: string): OwnChain {
   // iptables allows up to 28 characters; built-in names would make the chain a hook.
   if (!/^[A-Z][A-Z0-9_]{0,27}$/.test(name) || BUILTINS.includes(name)) {
-    throw new Error(`invalid own chain name ${JSON.stringify(name)}: expected 1-28 characters of [A-Z0-9_] starting with a letter, not a built-in chain`);
+    throw new Error(
+      `invalid own chain name ${JSON.stringify(name)}: expected 1-28 characters of [A-Z0-9_] starting with a letter, not a built-in chain`,
+    );
   }
   return name as OwnChain;
 }
@@ -60,7 +62,9 @@ export function cidr(text: string): Cidr {
   const max = family === 'ipv4' ? 32 : 128;
   const n = len === undefined ? max : /^\d{1,3}$/.test(len) ? Number(len) : NaN;
   if (!family || extra !== undefined || !(n >= 0 && n <= max)) {
-    throw new Error(`invalid address ${JSON.stringify(text)}: expected an IPv4 or lowercase IPv6 address with an optional /prefix-length`);
+    throw new Error(
+      `invalid address ${JSON.stringify(text)}: expected an IPv4 or lowercase IPv6 address with an optional /prefix-length`,
+    );
   }
   return { family, text: `${addr}/${n}` };
 }
@@ -73,7 +77,10 @@ export function address(c: Cidr): string {
 export type IpSetName = Brand<string, 'IpSetName'>;
 
 export function ipSetName(name: string): IpSetName {
-  if (!/^[a-z][a-z0-9_-]{0,30}$/.test(name)) throw new Error(`invalid ipset name ${JSON.stringify(name)}: expected 1-31 characters of [a-z0-9_-] starting with a letter`);
+  if (!/^[a-z][a-z0-9_-]{0,30}$/.test(name))
+    throw new Error(
+      `invalid ipset name ${JSON.stringify(name)}: expected 1-31 characters of [a-z0-9_-] starting with a letter`,
+    );
   return name as IpSetName;
 }
 
@@ -135,7 +142,8 @@ export interface Ruleset {
 }
 
 export function ruleId(id: string): RuleId {
-  if (!/^[a-z0-9][a-z0-9/._:-]{0,127}$/.test(id)) throw new Error(`invalid rule id ${JSON.stringify(id)}: expected [a-z0-9/._:-]`);
+  if (!/^[a-z0-9][a-z0-9/._:-]{0,127}$/.test(id))
+    throw new Error(`invalid rule id ${JSON.stringify(id)}: expected [a-z0-9/._:-]`);
   return id as RuleId;
 }
 
@@ -143,19 +151,26 @@ export function ruleId(id: string): RuleId {
 export function ruleset(family: IpFamily, chains: Ruleset['chains'], rules: readonly Rule[]): Ruleset {
   const ids = new Set<string>();
   const declared = new Set(chains.map((c) => `${c.table}/${c.name}`));
-  if (declared.size !== chains.length) throw new Error(`ruleset ${family}: an own chain is declared twice in one table`);
+  if (declared.size !== chains.length)
+    throw new Error(`ruleset ${family}: an own chain is declared twice in one table`);
   for (const r of rules) {
     if (ids.has(r.id)) throw new Error(`ruleset ${family}: rule id ${r.id} is used twice`);
     ids.add(r.id);
-    if (!isBuiltin(r.chain) && !declared.has(`${r.table}/${r.chain}`)) throw new Error(`rule ${r.id}: chain ${r.table}/${r.chain} is not declared`);
-    if (isBuiltin(r.chain) && r.target.kind !== 'jump') throw new Error(`rule ${r.id}: a rule on built-in chain ${r.chain} must jump to an own chain (NetnsRules contract)`);
-    if (r.target.kind === 'jump' && !declared.has(`${r.table}/${r.target.chain}`)) throw new Error(`rule ${r.id}: jump target ${r.table}/${r.target.chain} is not declared`);
+    if (!isBuiltin(r.chain) && !declared.has(`${r.table}/${r.chain}`))
+      throw new Error(`rule ${r.id}: chain ${r.table}/${r.chain} is not declared`);
+    if (isBuiltin(r.chain) && r.target.kind !== 'jump')
+      throw new Error(
+        `rule ${r.id}: a rule on built-in chain ${r.chain} must jump to an own chain (NetnsRules contract)`,
+      );
+    if (r.target.kind === 'jump' && !declared.has(`${r.table}/${r.target.chain}`))
+      throw new Error(`rule ${r.id}: jump target ${r.table}/${r.target.chain} is not declared`);
     for (const m of r.matches) {
       if ((m.kind === 'src' || m.kind === 'dst') && m.cidr.family !== family) {
         throw new Error(`rule ${r.id}: ${m.kind} ${m.cidr.text} is not ${family}`);
       }
     }
-    if (r.target.kind === 'SNAT' && r.target.toSource.family !== family) throw new Error(`rule ${r.id}: SNAT to ${r.target.toSource.text} is not ${family}`);
+    if (r.target.kind === 'SNAT' && r.target.toSource.family !== family)
+      throw new Error(`rule ${r.id}: SNAT to ${r.target.toSource.text} is not ${family}`);
   }
   return { family, chains, rules };
 }
@@ -174,7 +189,8 @@ function withoutMatch(rs: Ruleset, id: RuleId, index: number): Ruleset {
   let found = false;
   const rules = rs.rules.map((r) => {
     if (r.id !== id) return r;
-    if (index < 0 || index >= r.matches.length) throw new Error(`withoutMatch: rule ${id} has ${r.matches.length} matches; no index ${index}`);
+    if (index < 0 || index >= r.matches.length)
+      throw new Error(`withoutMatch: rule ${id} has ${r.matches.length} matches; no index ${index}`);
     found = true;
     return { ...r, matches: r.matches.filter((_, i) => i !== index) };
   });
@@ -205,7 +221,11 @@ export function mutants(rs: Ruleset, opts: { onlySecurityRelevant?: boolean } = 
       // REDIRECT and port matches need `-p tcp|udp`; without it the kernel would refuse the text.
       // An `-m tcp` without ports matches whatever `-p tcp` matched: dropping it changes nothing.
       if (m.kind === 'l4' && m.dport === undefined && m.sport === undefined) return;
-      if (m.kind === 'proto' && (r.target.kind === 'REDIRECT' || r.matches.some((x) => x.kind === 'l4' || x.kind === 'multiport'))) return;
+      if (
+        m.kind === 'proto' &&
+        (r.target.kind === 'REDIRECT' || r.matches.some((x) => x.kind === 'l4' || x.kind === 'multiport'))
+      )
+        return;
       out.push({ name: `weaken ${r.id} match ${i} (${m.kind})`, rule: r, ruleset: withoutMatch(rs, r.id, i) });
     });
   }

@@ -29,7 +29,11 @@ export class WorkQueue {
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
 
-  constructor(private readonly clock: Clock, private readonly work: (key: string) => Promise<void>, private readonly opts: WorkQueueOptions) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly work: (key: string) => Promise<void>,
+    private readonly opts: WorkQueueOptions,
+  ) {}
 
   enqueue(key: string): void {
     if (this.stopped) return;
@@ -69,7 +73,10 @@ export class WorkQueue {
       s.running = false;
       this.inFlight--;
       if (s.again && !this.stopped) {
-        if (s.timer) { s.timer.cancel(); s.timer = undefined; }
+        if (s.timer) {
+          s.timer.cancel();
+          s.timer = undefined;
+        }
         void this.run(key, s);
       } else if (!s.timer) this.slots.delete(key);
       if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
@@ -82,7 +89,9 @@ export class WorkQueue {
    * attempt, so an observer can tell that an attempt ran, and failed again, after some moment).
    */
   state(): { inFlight: number; retrying: { key: string; failures: number }[] } {
-    const retrying = [...this.slots.entries()].filter(([, s]) => s.timer !== undefined).map(([key, s]) => ({ key, failures: s.failures }));
+    const retrying = [...this.slots.entries()]
+      .filter(([, s]) => s.timer !== undefined)
+      .map(([key, s]) => ({ key, failures: s.failures }));
     return { inFlight: this.inFlight, retrying };
   }
 

@@ -28,7 +28,13 @@ import { decodeHello, decodeResponse, encodeRequest } from '../api/zds/codec.js'
 import type { WorkloadInfo, WorkloadRequest } from '../api/zds/messages.js';
 import type { Clock, TimerHandle } from '../host/clock.js';
 import type { Logger } from '../host/log.js';
-import type { ZdsAddress, ZdsConnection, ZdsListener, ZdsPeerCredentials, ZdsTransport } from '../host/zds-transport.js';
+import type {
+  ZdsAddress,
+  ZdsConnection,
+  ZdsListener,
+  ZdsPeerCredentials,
+  ZdsTransport,
+} from '../host/zds-transport.js';
 
 /** A pod as the snapshot reports it. Without a netns handle it is sent as Keep. */
 export interface ZdsSnapshotEntry {
@@ -76,10 +82,27 @@ export class ZdsSendError extends Error {
 }
 
 export type ZdsServerEvent =
-  | { readonly type: 'rejected'; readonly connection: string; readonly peer?: ZdsPeerCredentials; readonly reason: string }
-  | { readonly type: 'connected'; readonly connection: string; readonly peer: ZdsPeerCredentials; readonly version: number }
+  | {
+      readonly type: 'rejected';
+      readonly connection: string;
+      readonly peer?: ZdsPeerCredentials;
+      readonly reason: string;
+    }
+  | {
+      readonly type: 'connected';
+      readonly connection: string;
+      readonly peer: ZdsPeerCredentials;
+      readonly version: number;
+    }
   | { readonly type: 'snapshot-sent'; readonly connection: string; readonly workloads: number; readonly nacks: number }
-  | { readonly type: 'nack'; readonly connection: string; readonly request: WorkloadRequest['kind']; readonly uid?: PodUid; readonly error: string; readonly origin: ZdsRequestOrigin }
+  | {
+      readonly type: 'nack';
+      readonly connection: string;
+      readonly request: WorkloadRequest['kind'];
+      readonly uid?: PodUid;
+      readonly error: string;
+      readonly origin: ZdsRequestOrigin;
+    }
   | { readonly type: 'protocol-error'; readonly connection: string; readonly error: string }
   | { readonly type: 'disconnected'; readonly connection: string; readonly reason: string };
 
@@ -92,7 +115,8 @@ interface Op {
 }
 
 const uidOf = (req: WorkloadRequest): PodUid | undefined => (req.kind === 'snapshot-sent' ? undefined : req.uid);
-const describe = (req: WorkloadRequest): string => (req.kind === 'snapshot-sent' ? 'SnapshotSent' : `${req.kind} ${req.uid}`);
+const describe = (req: WorkloadRequest): string =>
+  req.kind === 'snapshot-sent' ? 'SnapshotSent' : `${req.kind} ${req.uid}`;
 
 type ConnState = 'hello' | 'snapshot' | 'ready' | 'closed';
 
@@ -108,7 +132,10 @@ class ProxyConnection {
     private readonly server: ZdsServer,
     readonly conn: ZdsConnection,
     readonly peer: ZdsPeerCredentials,
-    private readonly opts: Required<Pick<ZdsServerOptions, 'ackTimeoutMs' | 'helloTimeoutMs'>> & { clock: Clock; log: Logger },
+    private readonly opts: Required<Pick<ZdsServerOptions, 'ackTimeoutMs' | 'helloTimeoutMs'>> & {
+      clock: Clock;
+      log: Logger;
+    },
   ) {}
 
   get id(): string {
@@ -125,7 +152,9 @@ class ProxyConnection {
   /** Queue a request; the promise settles with its ack. */
   request(req: WorkloadRequest, netns?: NetnsId, origin: ZdsRequestOrigin = 'caller'): Promise<void> {
     if (this.state === 'closed') {
-      return Promise.reject(new ZdsSendError('closed', `ZDS ${describe(req)}: proxy connection ${this.id} is closed`, uidOf(req)));
+      return Promise.reject(
+        new ZdsSendError('closed', `ZDS ${describe(req)}: proxy connection ${this.id} is closed`, uidOf(req)),
+      );
     }
     return new Promise((resolve, reject) => {
       this.queue.push({ req, ...(netns === undefined ? {} : { netns }), origin, resolve, reject });
@@ -138,7 +167,14 @@ class ProxyConnection {
     this.state = 'closed';
     this.helloTimer?.cancel();
     this.conn.close();
-    const fail = (op: Op): void => op.reject(new ZdsSendError('closed', `ZDS ${describe(op.req)}: proxy connection ${this.id} closed before the ack (${reason})`, uidOf(op.req)));
+    const fail = (op: Op): void =>
+      op.reject(
+        new ZdsSendError(
+          'closed',
+          `ZDS ${describe(op.req)}: proxy connection ${this.id} closed before the ack (${reason})`,
+          uidOf(op.req),
+        ),
+      );
     if (this.inFlight) {
       this.inFlight.timer.cancel();
       fail(this.inFlight.op);
@@ -158,20 +194,34 @@ class ProxyConnection {
     } catch (e) {
       this.sending = false;
       const msg = (e as Error).message;
-      op.reject(new ZdsSendError('closed', `ZDS ${describe(op.req)}: sending to proxy connection ${this.id} failed: ${msg}`, uidOf(op.req)));
+      op.reject(
+        new ZdsSendError(
+          'closed',
+          `ZDS ${describe(op.req)}: sending to proxy connection ${this.id} failed: ${msg}`,
+          uidOf(op.req),
+        ),
+      );
       this.close(`send failed: ${msg}`);
       return;
     }
     this.sending = false;
     // close() may have run while the send was pending.
     if ((this.state as ConnState) === 'closed') {
-      op.reject(new ZdsSendError('closed', `ZDS ${describe(op.req)}: proxy connection ${this.id} closed`, uidOf(op.req)));
+      op.reject(
+        new ZdsSendError('closed', `ZDS ${describe(op.req)}: proxy connection ${this.id} closed`, uidOf(op.req)),
+      );
       return;
     }
     const timer = this.opts.clock.setTimer(this.opts.ackTimeoutMs, () => {
       if (this.inFlight?.op !== op) return;
       this.inFlight = undefined;
-      op.reject(new ZdsSendError('timeout', `ZDS ${describe(op.req)}: no ack from proxy connection ${this.id} within ${this.opts.ackTimeoutMs} ms; closing it so the proxy reconnects and resyncs`, uidOf(op.req)));
+      op.reject(
+        new ZdsSendError(
+          'timeout',
+          `ZDS ${describe(op.req)}: no ack from proxy connection ${this.id} within ${this.opts.ackTimeoutMs} ms; closing it so the proxy reconnects and resyncs`,
+          uidOf(op.req),
+        ),
+      );
       this.close('ack timeout');
     });
     this.inFlight = { op, timer };
@@ -218,14 +268,26 @@ class ProxyConnection {
   private onResponse(bytes: Uint8Array): void {
     const res = decodeResponse(bytes);
     const f = this.inFlight;
-    if (!f) throw new Error(`unsolicited ack${res.error ? ` (error ${JSON.stringify(res.error)})` : ''}: no request is waiting for one`);
+    if (!f)
+      throw new Error(
+        `unsolicited ack${res.error ? ` (error ${JSON.stringify(res.error)})` : ''}: no request is waiting for one`,
+      );
     this.inFlight = undefined;
     f.timer.cancel();
     if (res.error === '') f.op.resolve();
     else {
       const uid = uidOf(f.op.req);
-      this.server.emit({ type: 'nack', connection: this.id, request: f.op.req.kind, ...(uid ? { uid } : {}), error: res.error, origin: f.op.origin });
-      f.op.reject(new ZdsSendError('nack', `ZDS ${describe(f.op.req)}: the proxy refused it: ${res.error}`, uid, res.error));
+      this.server.emit({
+        type: 'nack',
+        connection: this.id,
+        request: f.op.req.kind,
+        ...(uid ? { uid } : {}),
+        error: res.error,
+        origin: f.op.origin,
+      });
+      f.op.reject(
+        new ZdsSendError('nack', `ZDS ${describe(f.op.req)}: the proxy refused it: ${res.error}`, uid, res.error),
+      );
     }
     void this.pump();
   }
@@ -248,7 +310,9 @@ export class ZdsServer {
 
   constructor(private readonly opts: ZdsServerOptions) {
     if (opts.allowedUids.length === 0) {
-      throw new Error('ZdsServer: allowedUids is empty, so no proxy could ever connect; list the uid the node proxy runs as');
+      throw new Error(
+        'ZdsServer: allowedUids is empty, so no proxy could ever connect; list the uid the node proxy runs as',
+      );
     }
     this.log = opts.log.child({ component: 'zds-server', address: opts.address });
   }
@@ -290,7 +354,14 @@ export class ZdsServer {
    */
   addWorkload(uid: PodUid, info: WorkloadInfo, netns: NetnsId): Promise<void> {
     const c = this.active();
-    if (!c) return Promise.reject(new ZdsSendError('no-proxy', `ZDS add ${uid}: no node proxy is connected to ${this.opts.address}; the pod cannot be captured yet`, uid));
+    if (!c)
+      return Promise.reject(
+        new ZdsSendError(
+          'no-proxy',
+          `ZDS add ${uid}: no node proxy is connected to ${this.opts.address}; the pod cannot be captured yet`,
+          uid,
+        ),
+      );
     return c.request({ kind: 'add', uid, info }, netns);
   }
 
@@ -303,7 +374,11 @@ export class ZdsServer {
     for (const c of this.live) {
       if (c === active) continue;
       c.request({ kind: 'del', uid }).catch((e: unknown) => {
-        this.log.warn('ZDS del to an older proxy connection failed', { connection: c.id, uid, error: (e as Error).message });
+        this.log.warn('ZDS del to an older proxy connection failed', {
+          connection: c.id,
+          uid,
+          error: (e as Error).message,
+        });
       });
     }
     return active ? active.request({ kind: 'del', uid }) : Promise.resolve();
@@ -382,25 +457,33 @@ export class ZdsServer {
     const entries = this.opts.snapshot();
     let nacks = 0;
     for (const e of entries) {
-      const req: WorkloadRequest = e.netns === undefined ? { kind: 'keep', uid: e.uid } : { kind: 'add', uid: e.uid, info: e.info };
+      const req: WorkloadRequest =
+        e.netns === undefined ? { kind: 'keep', uid: e.uid } : { kind: 'add', uid: e.uid, info: e.info };
       c.request(req, e.netns, 'snapshot').catch((err: unknown) => {
         if (err instanceof ZdsSendError && err.reason === 'nack') nacks++;
-        else this.log.warn('ZDS snapshot request failed', { connection: c.id, uid: e.uid, error: (err as Error).message });
+        else
+          this.log.warn('ZDS snapshot request failed', { connection: c.id, uid: e.uid, error: (err as Error).message });
       });
     }
-    c.request({ kind: 'snapshot-sent' }, undefined, 'snapshot').then(() => {
-      if (c.state === 'closed') return;
-      c.state = 'ready';
-      this.emit({ type: 'snapshot-sent', connection: c.id, workloads: entries.length, nacks });
-    }, (err: unknown) => {
-      this.log.warn('ZDS snapshot did not complete', { connection: c.id, error: (err as Error).message });
-    });
+    c.request({ kind: 'snapshot-sent' }, undefined, 'snapshot').then(
+      () => {
+        if (c.state === 'closed') return;
+        c.state = 'ready';
+        this.emit({ type: 'snapshot-sent', connection: c.id, workloads: entries.length, nacks });
+      },
+      (err: unknown) => {
+        this.log.warn('ZDS snapshot did not complete', { connection: c.id, error: (err as Error).message });
+      },
+    );
   }
 
   /** An older connection became active again: re-send every pod it may have missed. */
   private resync(c: ProxyConnection): void {
     const entries = this.opts.snapshot().filter((e) => e.netns !== undefined);
-    this.log.info('falling back to an older proxy connection; re-sending adds', { connection: c.id, workloads: entries.length });
+    this.log.info('falling back to an older proxy connection; re-sending adds', {
+      connection: c.id,
+      workloads: entries.length,
+    });
     for (const e of entries) {
       c.request({ kind: 'add', uid: e.uid, info: e.info }, e.netns, 'resync').catch((err: unknown) => {
         this.log.warn('ZDS resync add failed', { connection: c.id, uid: e.uid, error: (err as Error).message });

@@ -74,7 +74,23 @@ class ConnectionLogError extends Error {
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-const KEYS = new Set(['v', 'time', 'event', 'direction', 'pod', 'downstream', 'target', 'upstream', 'srcIdentity', 'dstIdentity', 'mode', 'decision', 'reason', 'bytesSent', 'bytesReceived']);
+const KEYS = new Set([
+  'v',
+  'time',
+  'event',
+  'direction',
+  'pod',
+  'downstream',
+  'target',
+  'upstream',
+  'srcIdentity',
+  'dstIdentity',
+  'mode',
+  'decision',
+  'reason',
+  'bytesSent',
+  'bytesReceived',
+]);
 const SPIFFE = /^spiffe:\/\/[^/\s]+\/ns\/[^/\s]+\/sa\/[^/\s]+$/;
 
 export function validateRecord(x: unknown, where = 'connection log record'): ConnectionLogRecord {
@@ -85,15 +101,19 @@ export function validateRecord(x: unknown, where = 'connection log record'): Con
   for (const k of Object.keys(x)) if (!KEYS.has(k)) fail(k, 'unknown field');
   if (x['v'] !== CONNECTION_LOG_VERSION) fail('v', `expected ${CONNECTION_LOG_VERSION}, got ${JSON.stringify(x['v'])}`);
   const time = x['time'];
-  if (typeof time !== 'number' || !Number.isFinite(time) || time < 0) fail('time', 'expected a non-negative number (Clock ms)');
+  if (typeof time !== 'number' || !Number.isFinite(time) || time < 0)
+    fail('time', 'expected a non-negative number (Clock ms)');
   if (!LOG_EVENTS.includes(x['event'] as LogEvent)) fail('event', `expected one of ${LOG_EVENTS.join(', ')}`);
-  if (!LOG_DIRECTIONS.includes(x['direction'] as ConnectionDirection)) fail('direction', `expected one of ${LOG_DIRECTIONS.join(', ')}`);
+  if (!LOG_DIRECTIONS.includes(x['direction'] as ConnectionDirection))
+    fail('direction', `expected one of ${LOG_DIRECTIONS.join(', ')}`);
   if (typeof x['pod'] !== 'string' || x['pod'] === '') fail('pod', 'expected a non-empty string');
   const endpoint = (v: unknown, f: string): void => {
     if (!isObj(v)) return fail(f, 'expected {ip, port}');
-    if (typeof v['ip'] !== 'string' || !isIpAddress(v['ip'])) fail(`${f}.ip`, `not an IP address: ${JSON.stringify(v['ip'])}`);
+    if (typeof v['ip'] !== 'string' || !isIpAddress(v['ip']))
+      fail(`${f}.ip`, `not an IP address: ${JSON.stringify(v['ip'])}`);
     const port = v['port'];
-    if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535) fail(`${f}.port`, 'expected an integer 0..65535');
+    if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535)
+      fail(`${f}.port`, 'expected an integer 0..65535');
   };
   const tuple = (v: unknown, f: string): void => {
     if (!isObj(v)) return fail(f, 'expected {src, dst}');
@@ -105,15 +125,19 @@ export function validateRecord(x: unknown, where = 'connection log record'): Con
   if (x['upstream'] !== undefined) tuple(x['upstream'], 'upstream');
   for (const f of ['srcIdentity', 'dstIdentity']) {
     const v = x[f];
-    if (v !== undefined && (typeof v !== 'string' || !SPIFFE.test(v))) fail(f, `expected spiffe://<trust-domain>/ns/<ns>/sa/<sa>, got ${JSON.stringify(v)}`);
+    if (v !== undefined && (typeof v !== 'string' || !SPIFFE.test(v)))
+      fail(f, `expected spiffe://<trust-domain>/ns/<ns>/sa/<sa>, got ${JSON.stringify(v)}`);
   }
-  if (x['mode'] !== undefined && !['hbone', 'passthrough', 'plaintext'].includes(x['mode'] as string)) fail('mode', 'expected hbone, passthrough or plaintext');
+  if (x['mode'] !== undefined && !['hbone', 'passthrough', 'plaintext'].includes(x['mode'] as string))
+    fail('mode', 'expected hbone, passthrough or plaintext');
   const d = x['decision'];
-  if (d !== undefined && (!isObj(d) || typeof d['allow'] !== 'boolean' || typeof d['reason'] !== 'string')) fail('decision', 'expected {allow: boolean, reason: string}');
+  if (d !== undefined && (!isObj(d) || typeof d['allow'] !== 'boolean' || typeof d['reason'] !== 'string'))
+    fail('decision', 'expected {allow: boolean, reason: string}');
   if (x['reason'] !== undefined && typeof x['reason'] !== 'string') fail('reason', 'expected a string');
   for (const f of ['bytesSent', 'bytesReceived']) {
     const v = x[f];
-    if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) fail(f, 'expected a non-negative integer');
+    if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0))
+      fail(f, 'expected a non-negative integer');
   }
   const event = x['event'] as LogEvent;
   if (event === 'forwarded' && x['upstream'] === undefined) fail('upstream', "required for a 'forwarded' record");
@@ -121,9 +145,11 @@ export function validateRecord(x: unknown, where = 'connection log record'): Con
     fail('srcIdentity', "required for a 'forwarded' inbound-hbone record (HBONE always has a peer identity)");
   }
   const allow = isObj(d) ? d['allow'] : undefined;
-  if ((event === 'denied' || event === 'closed-by-policy') && allow === true) fail('decision', `a '${event}' record cannot carry decision.allow === true`);
+  if ((event === 'denied' || event === 'closed-by-policy') && allow === true)
+    fail('decision', `a '${event}' record cannot carry decision.allow === true`);
   if (event === 'closed-by-policy' && d === undefined) fail('decision', "required for a 'closed-by-policy' record");
-  if (event === 'forwarded' && allow === false) fail('decision', "a 'forwarded' record cannot carry decision.allow === false");
+  if (event === 'forwarded' && allow === false)
+    fail('decision', "a 'forwarded' record cannot carry decision.allow === false");
   return x as unknown as ConnectionLogRecord;
 }
 
@@ -164,7 +190,9 @@ export function parseEndpoint(s: string): Endpoint {
   const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(s) ?? /^([^:[\]]+):(\d{1,5})$/.exec(s);
   const port = m ? Number(m[2]) : NaN;
   if (!m || !isIpAddress(m[1]!) || port > 65535) {
-    throw new ConnectionLogError(`not an address:port: ${JSON.stringify(s)} (expected "10.0.0.1:80" or "[fd00::1]:80")`);
+    throw new ConnectionLogError(
+      `not an address:port: ${JSON.stringify(s)} (expected "10.0.0.1:80" or "[fd00::1]:80")`,
+    );
   }
   return { ip: m[1]!, port };
 }
@@ -185,7 +213,10 @@ export class LineConnectionLog implements ProxyConnectionLog {
 
   record(r: ProxyConnectionRecord): void {
     try {
-      const tuple = (t: { src: string; dst: string }): FourTuple => ({ src: parseEndpoint(t.src), dst: parseEndpoint(t.dst) });
+      const tuple = (t: { src: string; dst: string }): FourTuple => ({
+        src: parseEndpoint(t.src),
+        dst: parseEndpoint(t.dst),
+      });
       let target: Endpoint | undefined;
       try {
         target = parseEndpoint(r.target);
@@ -209,7 +240,11 @@ export class LineConnectionLog implements ProxyConnectionLog {
         ...(r.mode ? { mode: r.mode } : {}),
         ...(denied ? { decision: { allow: false, reason: r.reason ?? '' } } : {}),
         ...(allowed ? { decision: { allow: true, reason: r.reason! } } : {}),
-        ...(r.reason !== undefined ? { reason: target ? r.reason : `${r.reason} (target ${r.target})` } : target ? {} : { reason: `target ${r.target}` }),
+        ...(r.reason !== undefined
+          ? { reason: target ? r.reason : `${r.reason} (target ${r.target})` }
+          : target
+            ? {}
+            : { reason: `target ${r.target}` }),
         ...(r.bytesSent !== undefined ? { bytesSent: r.bytesSent } : {}),
         ...(r.bytesReceived !== undefined ? { bytesReceived: r.bytesReceived } : {}),
       };

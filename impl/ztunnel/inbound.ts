@@ -24,13 +24,23 @@ type Base = Pick<ProxyConnectionRecord, 'direction' | 'downstream' | 'target'>;
 function deny(ctx: PodContext, base: Base, reason: string, extra: Partial<ProxyConnectionRecord> = {}): void {
   ctx.deps.metrics.denied(base.direction, reason);
   record(ctx, { ...base, ...extra, event: 'denied', reason });
-  ctx.log.info('inbound connection denied', { direction: base.direction, target: base.target, src: base.downstream.src, reason });
+  ctx.log.info('inbound connection denied', {
+    direction: base.direction,
+    target: base.target,
+    src: base.downstream.src,
+    reason,
+  });
 }
 
 /** Authorize, connect to the app, relay; returns an HTTP-ish status for HBONE. */
 async function deliver(
-  ctx: PodContext, base: Base, client: SocketAddress, target: SocketAddress, identity: PeerIdentity | undefined,
-  openDownstream: () => Promise<ByteStream | undefined>, refuse: (status: number, reason: string) => void,
+  ctx: PodContext,
+  base: Base,
+  client: SocketAddress,
+  target: SocketAddress,
+  identity: PeerIdentity | undefined,
+  openDownstream: () => Promise<ByteStream | undefined>,
+  refuse: (status: number, reason: string) => void,
 ): Promise<void> {
   const { deps } = ctx;
   const self = ctx.ownWorkload();
@@ -40,18 +50,29 @@ async function deliver(
     return deny(ctx, base, 'unknown local workload: the pod is not in the workload index (fail closed)', ids);
   }
   const req: AuthzRequest = {
-    srcIp: client.address, srcIdentity: identity,
+    srcIp: client.address,
+    srcIdentity: identity,
     dst: { name: self.name, namespace: self.namespace, serviceAccount: self.serviceAccount, labels: self.labels },
-    dstIp: target.address, dstPort: target.port,
+    dstIp: target.address,
+    dstPort: target.port,
   };
   const decision = deps.authorizer.evaluate(req);
-  for (const d of decision.dryRun) ctx.log.info('dry-run policy would decide differently', { policy: d.policy, wouldAllow: d.wouldAllow, target: base.target });
+  for (const d of decision.dryRun)
+    ctx.log.info('dry-run policy would decide differently', {
+      policy: d.policy,
+      wouldAllow: d.wouldAllow,
+      target: base.target,
+    });
   if (!decision.allow) {
     refuse(401, 'denied by policy');
     return deny(ctx, base, `policy: ${decision.reason}`, ids);
   }
   const up = await deps.sockets.connectTcp({
-    netns: ctx.netns, family: target.family, dst: target, mark: deps.mark, timeoutMs: deps.connectTimeoutMs,
+    netns: ctx.netns,
+    family: target.family,
+    dst: target,
+    mark: deps.mark,
+    timeoutMs: deps.connectTimeoutMs,
     ...(deps.transparent ? { transparent: true, src: { address: client.address } } : {}),
   });
   if (!up.ok) {
@@ -69,8 +90,13 @@ async function deliver(
   }
   const upstream = { src: fmt(app.localAddress), dst: fmt(app.remoteAddress) };
   const rec = record(ctx, {
-    ...base, ...ids, event: 'forwarded', mode: identity ? 'hbone' : 'plaintext', upstream,
-    dstIdentity: spiffeId(ctx.ownIdentity()!), reason: decision.reason,
+    ...base,
+    ...ids,
+    event: 'forwarded',
+    mode: identity ? 'hbone' : 'plaintext',
+    upstream,
+    dstIdentity: spiffeId(ctx.ownIdentity()!),
+    reason: decision.reason,
   });
   const r = relayConnections(deps.sockets, down, app);
   const tracked = { relay: r, authz: req, record: rec };
@@ -78,13 +104,26 @@ async function deliver(
   const res = await r.done;
   ctx.untrack(tracked);
   deps.metrics.connectionClosed(base.direction, res.bToA, res.aToB);
-  record(ctx, { ...base, ...ids, event: 'closed', mode: rec.mode!, upstream, reason: res.ended, bytesSent: res.bToA, bytesReceived: res.aToB });
+  record(ctx, {
+    ...base,
+    ...ids,
+    event: 'closed',
+    mode: rec.mode!,
+    upstream,
+    reason: res.ended,
+    bytesSent: res.bToA,
+    bytesReceived: res.aToB,
+  });
 }
 
 export async function handleInboundPlaintext(ctx: PodContext, down: TcpConnection): Promise<void> {
   const direction: ConnectionDirection = 'inbound-plaintext';
   const target = canonical(down.originalDst() ?? down.localAddress);
-  const base: Base = { direction, downstream: { src: fmt(down.remoteAddress), dst: fmt(down.localAddress) }, target: fmt(target) };
+  const base: Base = {
+    direction,
+    downstream: { src: fmt(down.remoteAddress), dst: fmt(down.localAddress) },
+    target: fmt(target),
+  };
   ctx.deps.metrics.connectionOpened(direction);
   if (ctx.stopping) {
     down.reset();
@@ -99,7 +138,15 @@ export async function handleInboundPlaintext(ctx: PodContext, down: TcpConnectio
     down.reset();
     return deny(ctx, base, `original destination ${target.address} is not this pod (${self.ips.join(', ')})`);
   }
-  await deliver(ctx, base, canonical(down.remoteAddress), target, undefined, async () => down, () => down.reset());
+  await deliver(
+    ctx,
+    base,
+    canonical(down.remoteAddress),
+    target,
+    undefined,
+    async () => down,
+    () => down.reset(),
+  );
 }
 
 /** Parse an `ip:port` or `[v6]:port` authority. */
@@ -119,7 +166,11 @@ export async function handleInboundHbone(ctx: PodContext, conn: TcpConnection): 
   const identity = ctx.ownIdentity();
   if (ctx.stopping || !identity || !ctx.ownWorkload()) {
     conn.reset();
-    return deny(ctx, { direction, downstream, target: fmt(conn.localAddress) }, ctx.stopping ? 'pod proxy is shutting down' : 'unknown local workload: no certificate to present (fail closed)');
+    return deny(
+      ctx,
+      { direction, downstream, target: fmt(conn.localAddress) },
+      ctx.stopping ? 'pod proxy is shutting down' : 'unknown local workload: no certificate to present (fail closed)',
+    );
   }
   const arrivedOn = canonical(conn.localAddress).address;
   const streams: Promise<void>[] = [];
@@ -135,7 +186,11 @@ export async function handleInboundHbone(ctx: PodContext, conn: TcpConnection): 
 }
 
 async function onStream(ctx: PodContext, conn: TcpConnection, arrivedOn: string, s: HboneInboundStream): Promise<void> {
-  const base: Base = { direction: 'inbound-hbone', downstream: { src: fmt(conn.remoteAddress), dst: fmt(conn.localAddress) }, target: s.authority };
+  const base: Base = {
+    direction: 'inbound-hbone',
+    downstream: { src: fmt(conn.remoteAddress), dst: fmt(conn.localAddress) },
+    target: s.authority,
+  };
   const ids = { srcIdentity: spiffeId(s.peerIdentity) };
   if (s.method !== 'CONNECT') {
     s.reject(400, 'method must be CONNECT');
@@ -154,8 +209,16 @@ async function onStream(ctx: PodContext, conn: TcpConnection, arrivedOn: string,
     s.reject(400, 'self-call');
     return deny(ctx, base, 'self-call: CONNECT target is a proxy port', ids);
   }
-  await deliver(ctx, base, canonical(conn.remoteAddress), target, s.peerIdentity, async () => {
-    const a = await s.accept();
-    return a.ok ? a.value : undefined;
-  }, (status, reason) => s.reject(status, reason));
+  await deliver(
+    ctx,
+    base,
+    canonical(conn.remoteAddress),
+    target,
+    s.peerIdentity,
+    async () => {
+      const a = await s.accept();
+      return a.ok ? a.value : undefined;
+    },
+    (status, reason) => s.reject(status, reason),
+  );
 }

@@ -45,12 +45,28 @@ export class InformerMirror<T extends { metadata?: ObjectMeta }> {
     let started = false;
     /** The kind is not served: synced, with no objects. */
     let absent = false;
-    this.versions = (): Record<string, string> | undefined => (started
-      ? Object.fromEntries(informer.list().map((o) => [`${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`, o.metadata?.resourceVersion ?? '']))
-      : absent ? {} : undefined);
-    informer.on('add', (o) => { if (started) sink.upsert(o); });
-    informer.on('update', (o) => { if (started) sink.upsert(o); });
-    informer.on('delete', (o) => { if (started) sink.remove(o); });
+    this.versions = (): Record<string, string> | undefined =>
+      started
+        ? Object.fromEntries(
+            informer
+              .list()
+              .map((o) => [
+                `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`,
+                o.metadata?.resourceVersion ?? '',
+              ]),
+          )
+        : absent
+          ? {}
+          : undefined;
+    informer.on('add', (o) => {
+      if (started) sink.upsert(o);
+    });
+    informer.on('update', (o) => {
+      if (started) sink.upsert(o);
+    });
+    informer.on('delete', (o) => {
+      if (started) sink.remove(o);
+    });
     this.runner = new SyncedInformer(informer, {
       clock: opts.clock,
       log: opts.log,
@@ -63,14 +79,16 @@ export class InformerMirror<T extends { metadata?: ObjectMeta }> {
         absent = false;
         sink.markSynced();
       },
-      ...(opts.emptyWhenNotServed ? {
-        onNotFound: () => {
-          sink.replaceAll([]);
-          started = false;
-          absent = true;
-          sink.markSynced();
-        },
-      } : {}),
+      ...(opts.emptyWhenNotServed
+        ? {
+            onNotFound: () => {
+              sink.replaceAll([]);
+              started = false;
+              absent = true;
+              sink.markSynced();
+            },
+          }
+        : {}),
     });
   }
 

@@ -24,7 +24,13 @@ import { MemoryDnsLog } from './dns/dns-log.js';
 import { firstOf, podIpNames } from './dns/name-source.js';
 import type { ProxyDeps } from './pod-context.js';
 import { PodProxy, type DrainMode } from './pod-proxy.js';
-import { CountingMetrics, MemoryConnectionLog, type ProxyConnectionLog, type ProxyMetrics, type WorkloadLookup } from './proxy-deps.js';
+import {
+  CountingMetrics,
+  MemoryConnectionLog,
+  type ProxyConnectionLog,
+  type ProxyMetrics,
+  type WorkloadLookup,
+} from './proxy-deps.js';
 import type { ZdsWorkloadHandler } from './zds-client.js';
 
 export interface NodeProxyOptions {
@@ -69,10 +75,19 @@ export class NodeProxy implements ZdsWorkloadHandler {
     this.metrics = opts.metrics ?? new CountingMetrics();
     this.log = opts.log.child({ component: 'node-proxy' });
     this.deps = {
-      sockets: opts.sockets, hbone: opts.hbone, authorizer: opts.authorizer, workloads: opts.workloads,
-      clock: opts.clock, log: this.log, connectionLog: this.connectionLog, metrics: this.metrics,
-      trustDomain: opts.trustDomain ?? 'cluster.local', mark: opts.mark ?? PROXY_MARK.value,
-      transparent: opts.transparent ?? true, reusePort: opts.reusePort ?? true, families: opts.families ?? [4],
+      sockets: opts.sockets,
+      hbone: opts.hbone,
+      authorizer: opts.authorizer,
+      workloads: opts.workloads,
+      clock: opts.clock,
+      log: this.log,
+      connectionLog: this.connectionLog,
+      metrics: this.metrics,
+      trustDomain: opts.trustDomain ?? 'cluster.local',
+      mark: opts.mark ?? PROXY_MARK.value,
+      transparent: opts.transparent ?? true,
+      reusePort: opts.reusePort ?? true,
+      families: opts.families ?? [4],
       connectTimeoutMs: opts.connectTimeoutMs ?? 10_000,
       ...(opts.dns ? { dns: this.dnsConfig(opts.dns) } : {}),
     };
@@ -80,9 +95,17 @@ export class NodeProxy implements ZdsWorkloadHandler {
   }
 
   private dnsConfig(d: DnsProxyOptions): NonNullable<ProxyDeps['dns']> {
-    if (!this.opts.sockets.bindUdp) throw new Error('node proxy: the DNS option needs UDP, but the Sockets adapter has no bindUdp; pass a UDP-capable adapter or drop the DNS option');
+    if (!this.opts.sockets.bindUdp)
+      throw new Error(
+        'node proxy: the DNS option needs UDP, but the Sockets adapter has no bindUdp; pass a UDP-capable adapter or drop the DNS option',
+      );
     const own = podIpNames(this.opts.workloads, d.clusterDomain ?? 'cluster.local');
-    return { upstream: d.upstream, names: d.names ? firstOf(own, d.names) : own, log: d.log ?? new MemoryDnsLog(), forwardTimeoutMs: d.forwardTimeoutMs ?? 5000 };
+    return {
+      upstream: d.upstream,
+      names: d.names ? firstOf(own, d.names) : own,
+      log: d.log ?? new MemoryDnsLog(),
+      forwardTimeoutMs: d.forwardTimeoutMs ?? 5000,
+    };
   }
 
   /** Pods with listeners open. */
@@ -123,7 +146,8 @@ export class NodeProxy implements ZdsWorkloadHandler {
   }
 
   async onKeep(uid: PodUid): Promise<void> {
-    if (!this.pods.has(uid)) this.log.warn('keep for a pod this proxy does not serve (it has no netns for it)', { uid });
+    if (!this.pods.has(uid))
+      this.log.warn('keep for a pod this proxy does not serve (it has no netns for it)', { uid });
   }
 
   async onDel(uid: PodUid): Promise<void> {

@@ -20,7 +20,11 @@ import { relayConnections } from './relay.js';
 export async function handleOutbound(ctx: PodContext, down: TcpConnection): Promise<void> {
   const { deps } = ctx;
   const dst = canonical(down.originalDst() ?? down.localAddress);
-  const base = { direction: 'outbound' as const, downstream: { src: fmt(down.remoteAddress), dst: fmt(down.localAddress) }, target: fmt(dst) };
+  const base = {
+    direction: 'outbound' as const,
+    downstream: { src: fmt(down.remoteAddress), dst: fmt(down.localAddress) },
+    target: fmt(dst),
+  };
   deps.metrics.connectionOpened('outbound');
   const deny = (reason: string): void => {
     deps.metrics.denied('outbound', reason);
@@ -29,19 +33,31 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
     down.reset();
   };
   if (ctx.stopping) return deny('pod proxy is shutting down');
-  if (isLoopback(dst.address) && ILLEGAL_PORTS.has(dst.port)) return deny('self-call: loopback destination on a proxy port');
+  if (isLoopback(dst.address) && ILLEGAL_PORTS.has(dst.port))
+    return deny('self-call: loopback destination on a proxy port');
   const self = ctx.ownWorkload();
   const srcIdentity = ctx.ownIdentity();
-  if (!self || !srcIdentity) return deny('unknown source workload: the pod is not in the workload index (or does not match its ZDS info)');
+  if (!self || !srcIdentity)
+    return deny('unknown source workload: the pod is not in the workload index (or does not match its ZDS info)');
 
   const dstWl = deps.workloads.byIp(dst.address);
   const hbone = dstWl !== undefined && dstWl.enrolled;
   const nextHop = hbone ? { family: dst.family, address: dst.address, port: INBOUND_HBONE_PORT as number } : dst;
   const up = await deps.sockets.connectTcp({
-    netns: ctx.netns, family: nextHop.family, dst: nextHop, mark: deps.mark, timeoutMs: deps.connectTimeoutMs,
+    netns: ctx.netns,
+    family: nextHop.family,
+    dst: nextHop,
+    mark: deps.mark,
+    timeoutMs: deps.connectTimeoutMs,
   });
   if (!up.ok) {
-    record(ctx, { ...base, event: 'failed', mode: hbone ? 'hbone' : 'passthrough', srcIdentity: spiffeId(srcIdentity), reason: `connect ${fmt(nextHop)}: ${up.kind} (${up.message})` });
+    record(ctx, {
+      ...base,
+      event: 'failed',
+      mode: hbone ? 'hbone' : 'passthrough',
+      srcIdentity: spiffeId(srcIdentity),
+      reason: `connect ${fmt(nextHop)}: ${up.kind} (${up.message})`,
+    });
     deps.metrics.denied('outbound', `upstream-${up.kind}`);
     down.reset();
     return;
@@ -51,10 +67,21 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
   let stream: ByteStream = upConn;
   if (hbone) {
     const t = await deps.hbone.connect(upConn, {
-      local: srcIdentity, expectedPeers: [dstWl.identity], authority: dst, forwardedFor: down.remoteAddress.address,
+      local: srcIdentity,
+      expectedPeers: [dstWl.identity],
+      authority: dst,
+      forwardedFor: down.remoteAddress.address,
     });
     if (!t.ok) {
-      record(ctx, { ...base, event: 'failed', mode: 'hbone', upstream, srcIdentity: spiffeId(srcIdentity), dstIdentity: spiffeId(dstWl.identity), reason: `HBONE ${t.kind}${t.status ? ` ${t.status}` : ''}: ${t.message}` });
+      record(ctx, {
+        ...base,
+        event: 'failed',
+        mode: 'hbone',
+        upstream,
+        srcIdentity: spiffeId(srcIdentity),
+        dstIdentity: spiffeId(dstWl.identity),
+        reason: `HBONE ${t.kind}${t.status ? ` ${t.status}` : ''}: ${t.message}`,
+      });
       deps.metrics.denied('outbound', `hbone-${t.kind}`);
       upConn.close();
       down.reset();
@@ -63,7 +90,11 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
     stream = t.value;
   }
   const rec = record(ctx, {
-    ...base, event: 'forwarded', mode: hbone ? 'hbone' : 'passthrough', upstream, srcIdentity: spiffeId(srcIdentity),
+    ...base,
+    event: 'forwarded',
+    mode: hbone ? 'hbone' : 'passthrough',
+    upstream,
+    srcIdentity: spiffeId(srcIdentity),
     ...(hbone ? { dstIdentity: spiffeId(dstWl.identity) } : {}),
   });
   const r = relayConnections(deps.sockets, down, stream);
@@ -72,5 +103,14 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
   const res = await r.done;
   ctx.untrack(tracked);
   deps.metrics.connectionClosed('outbound', res.aToB, res.bToA);
-  record(ctx, { ...base, event: 'closed', mode: rec.mode!, upstream, srcIdentity: rec.srcIdentity!, reason: res.ended, bytesSent: res.aToB, bytesReceived: res.bToA });
+  record(ctx, {
+    ...base,
+    event: 'closed',
+    mode: rec.mode!,
+    upstream,
+    srcIdentity: rec.srcIdentity!,
+    reason: res.ended,
+    bytesSent: res.aToB,
+    bytesReceived: res.bToA,
+  });
 }

@@ -14,7 +14,13 @@ import type { IpFamily, SocketAddress, Sockets } from '../host/sockets.js';
 import type { AuthzRequest, Authorizer } from './authz/authorizer.js';
 import type { PeerIdentity } from '../api/identity.js';
 import type { DnsProxyConfig } from './dns/dns-config.js';
-import type { ProxyConnectionLog, ProxyConnectionRecord, ProxyMetrics, ProxyWorkload, WorkloadLookup } from './proxy-deps.js';
+import type {
+  ProxyConnectionLog,
+  ProxyConnectionRecord,
+  ProxyMetrics,
+  ProxyWorkload,
+  WorkloadLookup,
+} from './proxy-deps.js';
 import type { Relay } from './relay.js';
 
 export interface ProxyDeps {

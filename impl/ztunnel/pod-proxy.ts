@@ -23,7 +23,11 @@ import type { ProxyWorkload } from './proxy-deps.js';
 
 export type DrainMode = 'immediate' | 'graceful';
 
-const HANDLERS: readonly { readonly port: number; readonly name: string; readonly handle: (ctx: PodContext, c: TcpConnection) => Promise<void> }[] = [
+const HANDLERS: readonly {
+  readonly port: number;
+  readonly name: string;
+  readonly handle: (ctx: PodContext, c: TcpConnection) => Promise<void>;
+}[] = [
   { port: OUTBOUND_PORT, name: 'outbound', handle: handleOutbound },
   { port: INBOUND_PLAINTEXT_PORT, name: 'inbound-plaintext', handle: handleInboundPlaintext },
   { port: INBOUND_HBONE_PORT, name: 'inbound-hbone', handle: handleInboundHbone },
@@ -57,13 +61,21 @@ export class PodProxy implements PodContext {
   ownWorkload(): ProxyWorkload | undefined {
     const w = this.deps.workloads.byUid(this.uid);
     // As upstream (WorkloadInfo::matches): name, namespace and service account must agree.
-    if (!w || w.name !== this.info.name || w.namespace !== this.info.namespace || w.serviceAccount !== this.info.serviceAccount) return undefined;
+    if (
+      !w ||
+      w.name !== this.info.name ||
+      w.namespace !== this.info.namespace ||
+      w.serviceAccount !== this.info.serviceAccount
+    )
+      return undefined;
     return w;
   }
 
   ownIdentity(): PeerIdentity | undefined {
     const w = this.ownWorkload();
-    return w ? { trustDomain: this.deps.trustDomain, namespace: w.namespace, serviceAccount: w.serviceAccount } : undefined;
+    return w
+      ? { trustDomain: this.deps.trustDomain, namespace: w.namespace, serviceAccount: w.serviceAccount }
+      : undefined;
   }
 
   track(c: TrackedConnection): void {
@@ -83,14 +95,24 @@ export class PodProxy implements PodContext {
     const { deps } = this;
     for (const family of deps.families) {
       for (const h of HANDLERS) {
-        const res = await deps.sockets.listenTcp({
-          netns: this.netns, family, address: family === 4 ? '0.0.0.0' : '::', port: h.port,
-          mark: deps.mark, reusePort: deps.reusePort, ...(deps.transparent ? { transparent: true } : {}),
-          ...(family === 6 ? { v6Only: true } : {}),
-        }, (conn) => this.accepted(h.name, h.handle, conn));
+        const res = await deps.sockets.listenTcp(
+          {
+            netns: this.netns,
+            family,
+            address: family === 4 ? '0.0.0.0' : '::',
+            port: h.port,
+            mark: deps.mark,
+            reusePort: deps.reusePort,
+            ...(deps.transparent ? { transparent: true } : {}),
+            ...(family === 6 ? { v6Only: true } : {}),
+          },
+          (conn) => this.accepted(h.name, h.handle, conn),
+        );
         if (!res.ok) {
           await this.closeListeners();
-          throw new Error(`pod ${this.info.namespace}/${this.info.name}: cannot open the ${h.name} listener on port ${h.port} (IPv${family}) in ${this.netns}: ${res.kind} ${res.errno} (${res.message}); is another proxy without SO_REUSEPORT holding it?`);
+          throw new Error(
+            `pod ${this.info.namespace}/${this.info.name}: cannot open the ${h.name} listener on port ${h.port} (IPv${family}) in ${this.netns}: ${res.kind} ${res.errno} (${res.message}); is another proxy without SO_REUSEPORT holding it?`,
+          );
         }
         this.listeners.push(res.value);
       }
@@ -105,10 +127,18 @@ export class PodProxy implements PodContext {
       }
       this.dnsServer = dns;
     }
-    this.log.info('pod proxy listening', { netns: this.netns, ports: [...HANDLERS.map((h) => h.port), ...(this.dnsServer ? [DNS_PORT] : [])], families: deps.families });
+    this.log.info('pod proxy listening', {
+      netns: this.netns,
+      ports: [...HANDLERS.map((h) => h.port), ...(this.dnsServer ? [DNS_PORT] : [])],
+      families: deps.families,
+    });
   }
 
-  private accepted(name: string, handle: (ctx: PodContext, c: TcpConnection) => Promise<void>, conn: TcpConnection): void {
+  private accepted(
+    name: string,
+    handle: (ctx: PodContext, c: TcpConnection) => Promise<void>,
+    conn: TcpConnection,
+  ): void {
     const p = handle(this, conn).catch((e: unknown) => {
       this.log.error('connection handler failed', { listener: name, error: (e as Error).message });
       conn.reset();
@@ -122,11 +152,17 @@ export class PodProxy implements PodContext {
     const self = this.ownWorkload();
     for (const c of [...this.live]) {
       if (!c.authz) continue;
-      const d = self ? this.deps.authorizer.evaluate(c.authz) : { allow: false, reason: 'local workload no longer known' };
+      const d = self
+        ? this.deps.authorizer.evaluate(c.authz)
+        : { allow: false, reason: 'local workload no longer known' };
       if (d.allow) continue;
       this.live.delete(c);
       record(this, { ...c.record, event: 'closed-by-policy', reason: d.reason });
-      this.log.info('live connection closed: policy now denies it', { target: c.record.target, src: c.record.downstream.src, reason: d.reason });
+      this.log.info('live connection closed: policy now denies it', {
+        target: c.record.target,
+        src: c.record.downstream.src,
+        reason: d.reason,
+      });
       c.relay.abort();
     }
   }
@@ -142,7 +178,10 @@ export class PodProxy implements PodContext {
     if (mode === 'graceful' && this.live.size > 0 && drainMs > 0) {
       await new Promise<void>((resolve) => {
         const timer: TimerHandle = this.deps.clock.setTimer(drainMs, () => {
-          if (this.live.size > 0) this.log.warn('drain duration expired with pending connections, forcefully shutting down', { connections: this.live.size });
+          if (this.live.size > 0)
+            this.log.warn('drain duration expired with pending connections, forcefully shutting down', {
+              connections: this.live.size,
+            });
           resolve();
         });
         const check = (): void => {

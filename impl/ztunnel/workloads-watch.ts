@@ -20,11 +20,15 @@ interface WorkloadWatcherOptions extends WatcherOptions {
 export class WorkloadWatcher extends InformerMirror<Pod> {
   constructor(opts: WorkloadWatcherOptions) {
     const { index } = opts;
-    super(opts.kube.informer('Pod'), {
-      upsert: (p) => index.upsertPod(p),
-      remove: (p) => index.deletePod(p),
-      replaceAll: (pods) => index.replaceAll(pods),
-      markSynced: () => index.markSynced(),
-    }, { ...opts, what: 'Pods' });
+    super(
+      opts.kube.informer('Pod'),
+      {
+        upsert: (p) => index.upsertPod(p),
+        remove: (p) => index.deletePod(p),
+        replaceAll: (pods) => index.replaceAll(pods),
+        markSynced: () => index.markSynced(),
+      },
+      { ...opts, what: 'Pods' },
+    );
   }
 }

@@ -70,10 +70,19 @@ function workloadOf(pod: Pod, trustDomain: string): Workload | undefined {
   const namespace = pod.metadata?.namespace;
   if (!uid || !name || !namespace) return undefined;
   const serviceAccount = pod.spec?.serviceAccountName || pod.spec?.serviceAccount || 'default';
-  const ips = [...new Set(podIps(pod).map(canonical).filter((x): x is string => x !== undefined))];
+  const ips = [
+    ...new Set(
+      podIps(pod)
+        .map(canonical)
+        .filter((x): x is string => x !== undefined),
+    ),
+  ];
   const identity: PeerIdentity = { trustDomain, namespace, serviceAccount };
   return {
-    uid, name, namespace, serviceAccount,
+    uid,
+    name,
+    namespace,
+    serviceAccount,
     labels: { ...(pod.metadata?.labels ?? {}) },
     node: pod.spec?.nodeName || undefined,
     ips,
@@ -93,7 +102,9 @@ export class WorkloadIndex extends SyncedStore {
   constructor(opts: WorkloadIndexOptions) {
     super();
     if (!/^[A-Za-z0-9][A-Za-z0-9.-]*$/.test(opts.trustDomain)) {
-      throw new Error(`invalid trust domain ${JSON.stringify(opts.trustDomain)}: expected a DNS-like name such as "cluster.local"`);
+      throw new Error(
+        `invalid trust domain ${JSON.stringify(opts.trustDomain)}: expected a DNS-like name such as "cluster.local"`,
+      );
     }
     this.trustDomain = opts.trustDomain;
   }

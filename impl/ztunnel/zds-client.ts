@@ -59,7 +59,13 @@ export type ZdsClientEvent =
   | { readonly type: 'connected'; readonly connection: string }
   | { readonly type: 'connect-failed'; readonly error: string; readonly retryInMs: number }
   | { readonly type: 'ready'; readonly connection: string; readonly workloads: number }
-  | { readonly type: 'nack'; readonly connection: string; readonly request: WorkloadRequest['kind'] | 'undecodable'; readonly uid?: PodUid; readonly error: string }
+  | {
+      readonly type: 'nack';
+      readonly connection: string;
+      readonly request: WorkloadRequest['kind'] | 'undecodable';
+      readonly uid?: PodUid;
+      readonly error: string;
+    }
   | { readonly type: 'protocol-error'; readonly connection: string; readonly error: string }
   | { readonly type: 'disconnected'; readonly connection: string; readonly reason: string; readonly retryInMs: number };
 

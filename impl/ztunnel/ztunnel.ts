@@ -22,8 +22,13 @@ export class Ztunnel {
   constructor(opts: ZtunnelOptions) {
     this.proxy = new NodeProxy(opts);
     this.zds = new ZdsClient({
-      transport: opts.zdsTransport, address: opts.zdsAddress, clock: opts.clock, random: opts.random, log: opts.log,
-      handler: this.proxy, ...(opts.zdsBackoff ? { backoff: opts.zdsBackoff } : {}),
+      transport: opts.zdsTransport,
+      address: opts.zdsAddress,
+      clock: opts.clock,
+      random: opts.random,
+      log: opts.log,
+      handler: this.proxy,
+      ...(opts.zdsBackoff ? { backoff: opts.zdsBackoff } : {}),
     });
   }
 

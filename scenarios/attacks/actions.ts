@@ -4,7 +4,21 @@
  */
 import type { Acceptor, ConnectOptions, Destination, Source, World } from '../world.js';
 import { canSetMark, type ThreatModel } from '../threats/threats.js';
-import { APP_PORT, ATTACKER, CLIENT, DNS_PORT, FRIEND, HOSTILE_PODS, HOSTPOD, PROBE_PORT, REMOTE, SINK, UDP_PORT, UDP_PROXY_DNS_PORT, VICTIM } from './topology.js';
+import {
+  APP_PORT,
+  ATTACKER,
+  CLIENT,
+  DNS_PORT,
+  FRIEND,
+  HOSTILE_PODS,
+  HOSTPOD,
+  PROBE_PORT,
+  REMOTE,
+  SINK,
+  UDP_PORT,
+  UDP_PROXY_DNS_PORT,
+  VICTIM,
+} from './topology.js';
 
 export interface AttackerAction {
   readonly name: string;
@@ -16,7 +30,11 @@ export interface AttackerAction {
    * first hop it must reach. Without it a rule that breaks the carve-out (kubelet probes, a pod
    * calling itself) would only make things fail, which no capture property notices.
    */
-  readonly expect?: { readonly acceptedBy: Acceptor; readonly carveOut: string; /** The destination app must also get it. */ readonly delivered?: boolean };
+  readonly expect?: {
+    readonly acceptedBy: Acceptor;
+    readonly carveOut: string;
+    /** The destination app must also get it. */ readonly delivered?: boolean;
+  };
 }
 
 /** The upstream and strict proxy mark (impl/api/marks.ts PROXY_MARK). */
@@ -42,15 +60,41 @@ export function attackerActions(t: ThreatModel, world: Pick<World, 'nodes'>): At
       out.push({ name: 'attacker udp → sink', from, to: pod(SINK, UDP_PORT), opts: { proto: 'udp', payload: 'x' } });
       // Try the mark whatever the threat: without the permission it must fail with EPERM.
       out.push({ name: 'attacker tcp+mark → sink', from, to: pod(SINK, APP_PORT), opts: { mark: PROXY_MARK_VALUE } });
-      out.push({ name: 'attacker tcp+mark → victim', from, to: pod(VICTIM, APP_PORT), opts: { mark: PROXY_MARK_VALUE } });
-      if (canSetMark(t)) out.push({ name: 'attacker udp+mark → sink', from, to: pod(SINK, UDP_PORT), opts: { proto: 'udp', mark: PROXY_MARK_VALUE, payload: 'x' } });
+      out.push({
+        name: 'attacker tcp+mark → victim',
+        from,
+        to: pod(VICTIM, APP_PORT),
+        opts: { mark: PROXY_MARK_VALUE },
+      });
+      if (canSetMark(t))
+        out.push({
+          name: 'attacker udp+mark → sink',
+          from,
+          to: pod(SINK, UDP_PORT),
+          opts: { proto: 'udp', mark: PROXY_MARK_VALUE, payload: 'x' },
+        });
       if (t.caps.includes('NET_RAW')) {
-        out.push({ name: 'attacker raw udp → sink', from, to: pod(SINK, UDP_PORT), opts: { proto: 'udp', raw: true, payload: 'x' } });
+        out.push({
+          name: 'attacker raw udp → sink',
+          from,
+          to: pod(SINK, UDP_PORT),
+          opts: { proto: 'udp', raw: true, payload: 'x' },
+        });
         out.push({ name: 'attacker raw tcp → sink', from, to: pod(SINK, APP_PORT), opts: { raw: true } });
-        out.push({ name: 'attacker raw udp → victim', from, to: pod(VICTIM, UDP_PORT), opts: { proto: 'udp', raw: true, payload: 'x' } });
+        out.push({
+          name: 'attacker raw udp → victim',
+          from,
+          to: pod(VICTIM, UDP_PORT),
+          opts: { proto: 'udp', raw: true, payload: 'x' },
+        });
       }
       // Inbound to the attacker's own pod, from a mesh peer (shows what the attacker did to its own capture).
-      out.push({ name: 'friend tcp → attacker', from: { kind: 'pod', pod: FRIEND }, to: pod(ATTACKER, APP_PORT), opts: {} });
+      out.push({
+        name: 'friend tcp → attacker',
+        from: { kind: 'pod', pod: FRIEND },
+        to: pod(ATTACKER, APP_PORT),
+        opts: {},
+      });
       break;
     }
     case 'same-node-host':
@@ -59,7 +103,12 @@ export function attackerActions(t: ThreatModel, world: Pick<World, 'nodes'>): At
       break;
     case 'other-node':
       targets({ kind: 'pod', pod: CLIENT }, 'other-node pod');
-      out.push({ name: 'other-node host tcp → victim', from: { kind: 'host', node: n1, uid: 1000, caps: [] }, to: pod(VICTIM, APP_PORT), opts: {} });
+      out.push({
+        name: 'other-node host tcp → victim',
+        from: { kind: 'host', node: n1, uid: 1000, caps: [] },
+        to: pod(VICTIM, APP_PORT),
+        opts: {},
+      });
       break;
     case 'outside':
       targets({ kind: 'outside' }, 'outside');
@@ -72,18 +121,42 @@ export function attackerActions(t: ThreatModel, world: Pick<World, 'nodes'>): At
 export function livenessActions(nodes: readonly string[] = []): AttackerAction[] {
   const n0 = nodes[0];
   return [
-    ...(n0 !== undefined ? [{
-      name: 'kubelet probe → victim probe port', from: { kind: 'host', node: n0, uid: 0, caps: [] } as Source, to: pod(VICTIM, PROBE_PORT), opts: {},
-      expect: { acceptedBy: 'app' as const, carveOut: 'kubelet probes reach the app directly (probe-accept; the victim\'s policy would deny them at the proxy)' },
-    }] : []),
+    ...(n0 !== undefined
+      ? [
+          {
+            name: 'kubelet probe → victim probe port',
+            from: { kind: 'host', node: n0, uid: 0, caps: [] } as Source,
+            to: pod(VICTIM, PROBE_PORT),
+            opts: {},
+            expect: {
+              acceptedBy: 'app' as const,
+              carveOut:
+                "kubelet probes reach the app directly (probe-accept; the victim's policy would deny them at the proxy)",
+            },
+          },
+        ]
+      : []),
     // The destination proxy's own leg to an app port that happens to be 53 must not be taken for DNS.
     {
-      name: 'client tcp → remote dns port', from: { kind: 'pod', pod: CLIENT }, to: pod(REMOTE, DNS_PORT), opts: {},
-      expect: { acceptedBy: 'proxy-inbound', delivered: true, carveOut: 'the proxy\'s marked leg to an app on port 53 is not DNS (the dns-tcp redirect exempts the proxy mark)' },
+      name: 'client tcp → remote dns port',
+      from: { kind: 'pod', pod: CLIENT },
+      to: pod(REMOTE, DNS_PORT),
+      opts: {},
+      expect: {
+        acceptedBy: 'proxy-inbound',
+        delivered: true,
+        carveOut:
+          "the proxy's marked leg to an app on port 53 is not DNS (the dns-tcp redirect exempts the proxy mark)",
+      },
     },
     { name: 'friend tcp → victim (allowed)', from: { kind: 'pod', pod: FRIEND }, to: pod(VICTIM, APP_PORT), opts: {} },
     { name: 'friend tcp → remote', from: { kind: 'pod', pod: FRIEND }, to: pod(REMOTE, APP_PORT), opts: {} },
-    { name: 'client tcp → sink (both outside the mesh)', from: { kind: 'pod', pod: CLIENT }, to: pod(SINK, APP_PORT), opts: {} },
+    {
+      name: 'client tcp → sink (both outside the mesh)',
+      from: { kind: 'pod', pod: CLIENT },
+      to: pod(SINK, APP_PORT),
+      opts: {},
+    },
   ];
 }
 
@@ -96,9 +169,19 @@ export function flushActions(): AttackerAction[] {
   return [
     { name: 'flushed attacker tcp → sink', from, to: pod(SINK, APP_PORT), opts: {} },
     { name: 'flushed attacker tcp → victim', from, to: pod(VICTIM, APP_PORT), opts: {} },
-    { name: 'friend tcp → flushed attacker', from: { kind: 'pod', pod: FRIEND }, to: pod(ATTACKER, APP_PORT), opts: {} },
+    {
+      name: 'friend tcp → flushed attacker',
+      from: { kind: 'pod', pod: FRIEND },
+      to: pod(ATTACKER, APP_PORT),
+      opts: {},
+    },
     // A peer outside the mesh sends plaintext: only the (flushed) inbound redirect sent it to 15006.
-    { name: 'client tcp → flushed attacker', from: { kind: 'pod', pod: CLIENT }, to: pod(ATTACKER, APP_PORT), opts: {} },
+    {
+      name: 'client tcp → flushed attacker',
+      from: { kind: 'pod', pod: CLIENT },
+      to: pod(ATTACKER, APP_PORT),
+      opts: {},
+    },
   ];
 }
 
@@ -109,8 +192,18 @@ export function flushActions(): AttackerAction[] {
  */
 export function hijackActions(): AttackerAction[] {
   return [
-    { name: 'friend tcp → hijacking attacker', from: { kind: 'pod', pod: FRIEND }, to: pod(ATTACKER, APP_PORT), opts: {} },
-    { name: 'client tcp → hijacking attacker', from: { kind: 'pod', pod: CLIENT }, to: pod(ATTACKER, APP_PORT), opts: {} },
+    {
+      name: 'friend tcp → hijacking attacker',
+      from: { kind: 'pod', pod: FRIEND },
+      to: pod(ATTACKER, APP_PORT),
+      opts: {},
+    },
+    {
+      name: 'client tcp → hijacking attacker',
+      from: { kind: 'pod', pod: CLIENT },
+      to: pod(ATTACKER, APP_PORT),
+      opts: {},
+    },
   ];
 }
 
@@ -118,7 +211,9 @@ export function hijackActions(): AttackerAction[] {
 export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): string[] {
   const inPod = t.vantage === 'enrolled-pod' ? [...carveOutActions(), ...flushActions(), ...hijackActions()] : [];
   const catalog = [...meshV6OffActions(t), ...rebootActions(), ...hostileAnnotationActions()];
-  return [...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t), ...catalog].map((a) => a.name);
+  return [...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t), ...catalog].map(
+    (a) => a.name,
+  );
 }
 
 /**
@@ -128,8 +223,18 @@ export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): str
 export function meshV6OffActions(t: ThreatModel): AttackerAction[] {
   // A datagram in needs no reply: it shows the inbound v6 rule alone (a TCP handshake also needs the way out).
   const peer: AttackerAction[] = [
-    { name: 'client tcp6 → victim', from: { kind: 'pod', pod: CLIENT }, to: pod(VICTIM, APP_PORT), opts: { family: 6 } },
-    { name: 'client udp6 → victim', from: { kind: 'pod', pod: CLIENT }, to: pod(VICTIM, UDP_PORT), opts: { family: 6, proto: 'udp', payload: 'x' } },
+    {
+      name: 'client tcp6 → victim',
+      from: { kind: 'pod', pod: CLIENT },
+      to: pod(VICTIM, APP_PORT),
+      opts: { family: 6 },
+    },
+    {
+      name: 'client udp6 → victim',
+      from: { kind: 'pod', pod: CLIENT },
+      to: pod(VICTIM, UDP_PORT),
+      opts: { family: 6, proto: 'udp', payload: 'x' },
+    },
   ];
   return [...ipv6Actions(t), ...peer].map((a) => ({ ...a, name: `v4-only mesh: ${a.name}` }));
 }
@@ -137,9 +242,19 @@ export function meshV6OffActions(t: ThreatModel): AttackerAction[] {
 /** Catalog phase reboot (reboot-stuck): right after the victim's node rebooted, before the cluster settles. */
 export function rebootActions(): AttackerAction[] {
   return [
-    { name: 'after reboot: client tcp → victim', from: { kind: 'pod', pod: CLIENT }, to: pod(VICTIM, APP_PORT), opts: {} },
+    {
+      name: 'after reboot: client tcp → victim',
+      from: { kind: 'pod', pod: CLIENT },
+      to: pod(VICTIM, APP_PORT),
+      opts: {},
+    },
     { name: 'after reboot: outside tcp → victim', from: { kind: 'outside' }, to: pod(VICTIM, APP_PORT), opts: {} },
-    { name: 'after reboot: friend tcp → victim', from: { kind: 'pod', pod: FRIEND }, to: pod(VICTIM, APP_PORT), opts: {} },
+    {
+      name: 'after reboot: friend tcp → victim',
+      from: { kind: 'pod', pod: FRIEND },
+      to: pod(VICTIM, APP_PORT),
+      opts: {},
+    },
   ];
 }
 
@@ -162,19 +277,43 @@ export function carveOutActions(): AttackerAction[] {
   return [
     { name: 'attacker dns udp → sink', from, to: pod(SINK, DNS_PORT), opts: { proto: 'udp', payload: 'dns?' } },
     { name: 'attacker dns tcp → sink', from, to: pod(SINK, DNS_PORT), opts: {} },
-    { name: 'attacker udp → sink:15053', from, to: pod(SINK, UDP_PROXY_DNS_PORT), opts: { proto: 'udp', payload: 'x' } },
-    { name: 'attacker tcp → own pod ip', from, to: pod(ATTACKER, APP_PORT), opts: {}, expect: { acceptedBy: 'app', carveOut: self } },
-    { name: 'attacker tcp → loopback', from, to: { kind: 'ip', ip: '127.0.0.1', port: APP_PORT }, opts: {}, expect: { acceptedBy: 'app', carveOut: self } },
+    {
+      name: 'attacker udp → sink:15053',
+      from,
+      to: pod(SINK, UDP_PROXY_DNS_PORT),
+      opts: { proto: 'udp', payload: 'x' },
+    },
+    {
+      name: 'attacker tcp → own pod ip',
+      from,
+      to: pod(ATTACKER, APP_PORT),
+      opts: {},
+      expect: { acceptedBy: 'app', carveOut: self },
+    },
+    {
+      name: 'attacker tcp → loopback',
+      from,
+      to: { kind: 'ip', ip: '127.0.0.1', port: APP_PORT },
+      opts: {},
+      expect: { acceptedBy: 'app', carveOut: self },
+    },
   ];
 }
 
 /** IPv6 attempts (worlds with dual-stack pods only): out of the attacker's pod, and in from outside. */
 export function ipv6Actions(t: ThreatModel): AttackerAction[] {
-  const out: AttackerAction[] = [{ name: 'outside tcp6 → victim', from: { kind: 'outside' }, to: pod(VICTIM, APP_PORT), opts: { family: 6 } }];
+  const out: AttackerAction[] = [
+    { name: 'outside tcp6 → victim', from: { kind: 'outside' }, to: pod(VICTIM, APP_PORT), opts: { family: 6 } },
+  ];
   if (t.vantage === 'enrolled-pod') {
     const from: Source = { kind: 'pod', pod: ATTACKER };
     out.push({ name: 'attacker tcp6 → sink', from, to: pod(SINK, APP_PORT), opts: { family: 6 } });
-    out.push({ name: 'attacker udp6 → sink', from, to: pod(SINK, UDP_PORT), opts: { family: 6, proto: 'udp', payload: 'x' } });
+    out.push({
+      name: 'attacker udp6 → sink',
+      from,
+      to: pod(SINK, UDP_PORT),
+      opts: { family: 6, proto: 'udp', payload: 'x' },
+    });
   }
   return out;
 }

@@ -23,7 +23,13 @@ import { checkState } from '../properties/index.js';
 import { violation, type Violation } from '../properties/types.js';
 import type { ThreatId, ThreatModel } from '../threats/threats.js';
 import { ATTACKS } from './catalog.js';
-import { hostileAnnotationActions, livenessActions, meshV6OffActions, rebootActions, type AttackerAction } from './actions.js';
+import {
+  hostileAnnotationActions,
+  livenessActions,
+  meshV6OffActions,
+  rebootActions,
+  type AttackerAction,
+} from './actions.js';
 import { API_LATE, APP_PORT, buildTopology, HOSTILE_PODS, type TopologyState } from './topology.js';
 
 export const CATALOG_PHASES = ['cni-api-error', 'reboot', 'hostile-annotations', 'rogue-zds', 'mesh-v6-off'] as const;
@@ -31,39 +37,70 @@ export type CatalogPhase = (typeof CATALOG_PHASES)[number];
 
 /** The catalog phases to run for a threat: those of the catalog entries that name it. */
 export function catalogPhasesFor(threat: ThreatId): CatalogPhase[] {
-  return CATALOG_PHASES.filter((p) => ATTACKS.some((a) => a.runBy.kind === 'matrix' && a.runBy.phase === p && a.runBy.threat === threat));
+  return CATALOG_PHASES.filter((p) =>
+    ATTACKS.some((a) => a.runBy.kind === 'matrix' && a.runBy.phase === p && a.runBy.threat === threat),
+  );
 }
 
 /** What a phase reports into (the matrix's sink and log). */
 export interface PhaseSink {
   /** Judge attempts with every connection property, labelled with the phase. */
-  run(world: World, state: TopologyState, actions: readonly AttackerAction[], phase: CatalogPhase, quiescent: boolean): Promise<void>;
+  run(
+    world: World,
+    state: TopologyState,
+    actions: readonly AttackerAction[],
+    phase: CatalogPhase,
+    quiescent: boolean,
+  ): Promise<void>;
   push(v: Violation, phase: CatalogPhase, action?: string): void;
   log(line: string): void;
 }
 
-async function judgeState(world: World, state: TopologyState, phase: CatalogPhase, sink: PhaseSink, quiescent: boolean, extraFailClosed: readonly string[] = []): Promise<void> {
+async function judgeState(
+  world: World,
+  state: TopologyState,
+  phase: CatalogPhase,
+  sink: PhaseSink,
+  quiescent: boolean,
+  extraFailClosed: readonly string[] = [],
+): Promise<void> {
   const ctx = await state.context(world, quiescent);
   const created = new Set([...(ctx.createdWhileAgentDown ?? []), ...extraFailClosed]);
   for (const v of checkState(await world.pods(), { ...ctx, createdWhileAgentDown: created })) sink.push(v, phase);
 }
 
 /** The in-world phases, on the standard topology (the caller runs mesh-v6-off in its own world). */
-export async function runCatalogPhases(world: World, state: TopologyState, t: ThreatModel, sink: PhaseSink): Promise<void> {
+export async function runCatalogPhases(
+  world: World,
+  state: TopologyState,
+  t: ThreatModel,
+  sink: PhaseSink,
+): Promise<void> {
   const phases = catalogPhasesFor(t.id);
   const n0 = world.nodes[0]!;
   for (const phase of phases) {
     switch (phase) {
       case 'cni-api-error': {
-        if (!world.cniApiFault) { sink.log('cni-api-error: skipped (the World has no cniApiFault)'); break; }
+        if (!world.cniApiFault) {
+          sink.log('cni-api-error: skipped (the World has no cniApiFault)');
+          break;
+        }
         await world.cniApiFault(n0, true);
-        const obs = await state.createPod(world, { ...API_LATE, node: n0, labels: { app: 'api-late' }, app: { uid: 1000, caps: [], tcpPorts: [APP_PORT] } }, { meshDown: true });
-        sink.log(`cni-api-error: ${API_LATE.namespace}/${API_LATE.name} created while the CNI plugin on ${n0} cannot reach the API: started ${obs.started}, redirected ${obs.redirected}`);
+        const obs = await state.createPod(
+          world,
+          { ...API_LATE, node: n0, labels: { app: 'api-late' }, app: { uid: 1000, caps: [], tcpPorts: [APP_PORT] } },
+          { meshDown: true },
+        );
+        sink.log(
+          `cni-api-error: ${API_LATE.namespace}/${API_LATE.name} created while the CNI plugin on ${n0} cannot reach the API: started ${obs.started}, redirected ${obs.redirected}`,
+        );
         await judgeState(world, state, phase, sink, false);
         await world.cniApiFault(n0, false);
         await world.settle();
         const healed = (await world.pods()).find((p) => p.uid === obs.uid);
-        sink.log(`cni-api-error: API restored: started ${healed?.started ?? false}, redirected ${healed?.redirected ?? false}, served ${healed?.served ?? false}`);
+        sink.log(
+          `cni-api-error: API restored: started ${healed?.started ?? false}, redirected ${healed?.redirected ?? false}, served ${healed?.served ?? false}`,
+        );
         await judgeState(world, state, phase, sink, true);
         break;
       }
@@ -71,21 +108,33 @@ export async function runCatalogPhases(world: World, state: TopologyState, t: Th
         const onNode = (await world.pods()).filter((p) => p.node === n0 && !p.hostNetwork).map((p) => p.uid);
         await world.rebootNode(n0);
         const after = (await world.pods()).filter((p) => onNode.includes(p.uid));
-        sink.log(`reboot: right after rebooting ${n0}: ${after.filter((p) => p.started).length}/${after.length} pods running (${after.filter((p) => p.started && p.redirected).length} redirected), ${after.filter((p) => !p.started).length} waiting for their sandbox`);
+        sink.log(
+          `reboot: right after rebooting ${n0}: ${after.filter((p) => p.started).length}/${after.length} pods running (${after.filter((p) => p.started && p.redirected).length} redirected), ${after.filter((p) => !p.started).length} waiting for their sandbox`,
+        );
         // Not settled: the sandboxes came back around the agent's restart. Any selected pod of the
         // node running without redirection now is the reboot-stuck bypass (upstream #60882).
         await judgeState(world, state, phase, sink, false, onNode);
         await sink.run(world, state, rebootActions(), phase, false);
         await world.settle();
         const settled = (await world.pods()).filter((p) => onNode.includes(p.uid));
-        sink.log(`reboot: settled: ${settled.filter((p) => p.started && p.redirected && p.served).length}/${settled.length} pods running, redirected and served`);
+        sink.log(
+          `reboot: settled: ${settled.filter((p) => p.started && p.redirected && p.served).length}/${settled.length} pods running, redirected and served`,
+        );
         await judgeState(world, state, phase, sink, true);
         break;
       }
       case 'hostile-annotations': {
         for (const h of HOSTILE_PODS) {
-          const obs = await state.createPod(world, { ...h.pod, node: n0, labels: { app: h.pod.name }, annotations: h.annotations, app: { uid: t.uids[0] ?? 1000, caps: [...t.caps], tcpPorts: [APP_PORT] } });
-          sink.log(`hostile-annotations: ${h.pod.name}: started ${obs.started}, redirected ${obs.redirected}, served ${obs.served}, annotation ${obs.annotation ?? '(none)'}`);
+          const obs = await state.createPod(world, {
+            ...h.pod,
+            node: n0,
+            labels: { app: h.pod.name },
+            annotations: h.annotations,
+            app: { uid: t.uids[0] ?? 1000, caps: [...t.caps], tcpPorts: [APP_PORT] },
+          });
+          sink.log(
+            `hostile-annotations: ${h.pod.name}: started ${obs.started}, redirected ${obs.redirected}, served ${obs.served}, annotation ${obs.annotation ?? '(none)'}`,
+          );
         }
         await world.settle();
         await judgeState(world, state, phase, sink, true);
@@ -95,17 +144,34 @@ export async function runCatalogPhases(world: World, state: TopologyState, t: Th
         break;
       }
       case 'rogue-zds': {
-        if (!world.zdsClient) { sink.log('rogue-zds: skipped (the World has no zdsClient)'); break; }
+        if (!world.zdsClient) {
+          sink.log('rogue-zds: skipped (the World has no zdsClient)');
+          break;
+        }
         const uid = t.uids[0] ?? 0;
         const r = await world.zdsClient(n0, uid);
         sink.log(`rogue-zds: ZDS hello as uid ${uid} on ${n0}: ${r.detail}`);
         if (r.accepted) {
-          sink.push(violation('inbound-capture', `a non-proxy process (uid ${uid}) on ${n0} was accepted on the node agent's ZDS socket as the node proxy: it receives pod netns handles (${r.workloads} so far) and can take over their data path (finding m)`, { attempt: r }), phase, rogueZdsActionName(uid));
+          sink.push(
+            violation(
+              'inbound-capture',
+              `a non-proxy process (uid ${uid}) on ${n0} was accepted on the node agent's ZDS socket as the node proxy: it receives pod netns handles (${r.workloads} so far) and can take over their data path (finding m)`,
+              { attempt: r },
+            ),
+            phase,
+            rogueZdsActionName(uid),
+          );
         }
         await world.settle();
         // The real proxy must still serve every pod, and mesh traffic must still flow.
         await judgeState(world, state, phase, sink, true);
-        await sink.run(world, state, livenessActions(world.nodes).filter((a) => a.expect === undefined), phase, true);
+        await sink.run(
+          world,
+          state,
+          livenessActions(world.nodes).filter((a) => a.expect === undefined),
+          phase,
+          true,
+        );
         break;
       }
       case 'mesh-v6-off':
@@ -126,14 +192,32 @@ interface WorldCreator {
  * mesh-v6-off: a fresh dual-stack world whose mesh installs only v4 rules, the standard
  * topology, the IPv6 attempts. A world that cannot build it says 'unsupported': logged, skipped.
  */
-export async function runMeshV6Off(factory: WorldCreator, profile: Profile, t: ThreatModel, seed: number, mesh: Parameters<typeof buildTopology>[2], sink: PhaseSink): Promise<void> {
+export async function runMeshV6Off(
+  factory: WorldCreator,
+  profile: Profile,
+  t: ThreatModel,
+  seed: number,
+  mesh: Parameters<typeof buildTopology>[2],
+  sink: PhaseSink,
+): Promise<void> {
   if (!catalogPhasesFor(t.id).includes('mesh-v6-off')) return;
   let world: World;
   try {
-    world = await factory.create({ nodes: 2, profile, kernelVersion: t.kernelVersion, ipv6: true, meshV6: false, dnsCapture: true, seed });
+    world = await factory.create({
+      nodes: 2,
+      profile,
+      kernelVersion: t.kernelVersion,
+      ipv6: true,
+      meshV6: false,
+      dnsCapture: true,
+      seed,
+    });
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
-    if (/unsupported/i.test(msg)) { sink.log(`mesh-v6-off: skipped (${msg})`); return; }
+    if (/unsupported/i.test(msg)) {
+      sink.log(`mesh-v6-off: skipped (${msg})`);
+      return;
+    }
     throw e;
   }
   try {

@@ -19,72 +19,322 @@ interface AttackEntry {
   readonly setup: string;
   readonly attack: string;
   readonly observation: string;
-  readonly expected: Readonly<Record<Profile, { readonly verdict: 'holds' | 'bypass'; readonly property?: PropertyName; readonly why: string }>>;
+  readonly expected: Readonly<
+    Record<Profile, { readonly verdict: 'holds' | 'bypass'; readonly property?: PropertyName; readonly why: string }>
+  >;
   readonly runBy:
     /** `phase`: the catalog phase (catalog-phases.ts) that stages it; absent = the standard phases. */
-    | { readonly kind: 'matrix'; readonly threat: ThreatId; readonly actions: readonly string[]; readonly phase?: CatalogPhase }
+    | {
+        readonly kind: 'matrix';
+        readonly threat: ThreatId;
+        readonly actions: readonly string[];
+        readonly phase?: CatalogPhase;
+      }
     | { readonly kind: 'not-expressible'; readonly reason: string };
 }
 
 export const ATTACKS: readonly AttackEntry[] = [
-  { id: 'mark-spoofing', classes: ['B4', 'finding-j'], title: 'SO_MARK 0x539 on app sockets (NET_RAW, kernel >= 5.17)',
-    setup: 'root app with NET_RAW in an enrolled pod, kernel 6.1', attack: 'TCP and UDP with mark 0x539 to a pod outside the mesh and to the victim', observation: 'first hop is the sink app, not 15001',
-    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'the mark alone exempts from the 15001/15053 redirects' }, strict: { verdict: 'holds', why: 'proxy-uid + drop-spoofed-mark: the marked packet is dropped' } },
-    runBy: { kind: 'matrix', threat: 'app-net-raw-6.1', actions: ['attacker tcp+mark → sink', 'attacker udp+mark → sink', 'attacker tcp+mark → victim'] } },
-  { id: 'mark-spoofing-old-kernel', classes: ['B4'], title: 'SO_MARK with NET_RAW on kernel 5.15',
-    setup: 'root app with NET_RAW, kernel 5.15', attack: 'TCP with mark 0x539', observation: 'setsockopt(SO_MARK) fails with EPERM',
-    expected: { upstream: { verdict: 'holds', why: 'NET_RAW is not enough for SO_MARK before 5.17 (the UDP bypass of this threat is B8, separate)' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'matrix', threat: 'app-net-raw-5.15', actions: ['attacker tcp+mark → sink'] } },
-  { id: 'af-packet', classes: ['B4'], title: 'AF_PACKET frames out of eth0',
-    setup: 'root app with NET_RAW', attack: 'raw UDP datagram / TCP SYN to the sink and the victim', observation: 'the sink app receives the datagram; the victim redirects/drops',
-    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'AF_PACKET skips the pod netns netfilter' }, strict: { verdict: 'bypass', property: 'outbound-capture', why: 'residual: no in-pod rule can see AF_PACKET; the destination side still polices (strict victim holds)' } },
-    runBy: { kind: 'matrix', threat: 'app-net-raw-6.1', actions: ['attacker raw udp → sink', 'attacker raw tcp → sink', 'attacker raw udp → victim'] } },
-  { id: 'net-admin-flush', classes: ['B3'], title: 'NET_ADMIN flushes the pod netns rules',
-    setup: 'root app with NET_ADMIN (threats without it get EPERM and nothing changes)', attack: 'World.appExec iptables-flush (iptables-restore of empty tables) in its own pod netns, repeated right before each attempt; then TCP out to the sink and the victim, plaintext TCP in from a pod outside the mesh, a mesh peer in over HBONE; the same again with its node proxy down',
-    observation: 'outbound first hop is the sink app / the victim\'s 15006, not the attacker\'s 15001; inbound plaintext reaches the app directly (HBONE from a mesh peer still goes through 15008). After the flushing stops, the settled state shows the agent\'s repair pass restored the rules (convergence holds). So the check measures "bypass for as long as the app keeps flushing, bounded per flush by the next repair pass" — the repair shortens, never prevents it',
-    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'rules live in the pod netns the app administers (B3)' }, strict: { verdict: 'bypass', property: 'outbound-capture', why: 'residual (B3): no in-pod rule survives its own netns admin; only admission policy (no NET_ADMIN) prevents it; the repair loop bounds each window' } },
-    runBy: { kind: 'matrix', threat: 'app-net-admin', actions: ['flushed attacker tcp → sink', 'flushed attacker tcp → victim', 'client tcp → flushed attacker', 'friend tcp → flushed attacker'] } },
-  { id: 'non-tcp', classes: ['B8', 'finding-j'], title: 'UDP in and out of an enrolled pod',
-    setup: 'any app', attack: 'UDP to the sink (out) and to the victim (in)', observation: 'delivered to the app without the proxy',
-    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'only TCP and DNS are redirected' }, strict: { verdict: 'holds', why: 'non-tcp-fail-closed drops them' } },
-    runBy: { kind: 'matrix', threat: 'app-nonroot', actions: ['attacker udp → sink', 'attacker udp → victim'] } },
-  { id: 'probe-carve-out-host-process', classes: ['B12', 'finding-k'], title: 'a non-root host process or hostNetwork pod uses the probe SNAT',
-    setup: 'host process uid 1000 / hostNetwork pod on the victim node', attack: 'TCP to the victim app port and probe port', observation: 'app accepts from 169.254.7.127 without the proxy',
-    expected: { upstream: { verdict: 'bypass', property: 'inbound-capture', why: '--socket-exists SNAT + accept on any port' }, strict: { verdict: 'holds', why: 'kubelet-uid SNAT + declared probe ports only' } },
-    runBy: { kind: 'matrix', threat: 'host-process', actions: ['host(uid 1000) tcp → victim', 'hostNetwork pod tcp → victim'] } },
-  { id: 'ipv6-without-v6-rules', classes: ['B7', 'finding-h'], title: 'IPv6 traffic when the mesh does not capture v6',
-    setup: 'a dual-stack cluster whose mesh installs only v4 rules (WorldOptions ipv6 true, meshV6 false: upstream `ambient.ipv6: false`); a fresh world with the standard topology', attack: 'TCP and UDP over v6 from the attacker pod to the sink; TCP over v6 into the victim from outside and from a pod outside the mesh, UDP over v6 into the victim',
-    observation: 'upstream: the v6 packets meet no rule — the sink app and the victim app accept them directly. strict: the ipv6-always block ruleset drops them (the attempt fails)',
-    expected: { upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'with v6 capture off no v6 rule is installed, so v6 leaves and enters the pod uncaptured (finding-h, B7)' }, strict: { verdict: 'holds', why: 'ipv6-always: with v6 capture off the agent installs a v6 block ruleset in dual-stack pods' } },
-    runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'mesh-v6-off', actions: ['v4-only mesh: attacker tcp6 → sink', 'v4-only mesh: attacker udp6 → sink', 'v4-only mesh: outside tcp6 → victim', 'v4-only mesh: client tcp6 → victim', 'v4-only mesh: client udp6 → victim'] } },
-  { id: 'port-hijack-restart', classes: ['finding-l'], title: 'app binds 15001/15006 in its own netns while its node proxy is stopped',
-    setup: 'non-root app without capabilities (app-nonroot); root with SO_REUSEPORT (app-root and the root capability threats)', attack: 'stop the node proxy, World.appExec listen 15001 and 15006 (reusePort when root), start the proxy, settle; then plaintext TCP in from a pod outside the mesh and a mesh peer over HBONE',
-    observation: 'the restarted proxy gets EADDRINUSE (the sim proxy runs as uid 1337, so a root app\'s reuseport socket keeps it out too); inbound to the pod lands on the app\'s 15006 socket: no proxy inspects or authorizes it. The app\'s own outbound then lands on its own 15001 — it talks to itself, nothing leaves, not judged. A hijack while the proxy is UP fails with EADDRINUSE; a hijack before enrollment (pod labelled into the mesh while its app holds 15006) gives rules without listeners, annotation pending, inbound to the app — both in tests/sim/worlds/app-exec.spec.ts, not in the matrix. The mesh peer\'s leg (friend) is made by the peer\'s own node proxy and lands on the hijacked 15006: inbound-capture flags it as the wrong proxy (only the destination\'s own node proxy counts), authorization as unauthorized',
-    expected: { upstream: { verdict: 'bypass', property: 'inbound-capture', why: 'nothing reserves the proxy ports in the pod netns (upstream PR #49078 open)' }, strict: { verdict: 'bypass', property: 'inbound-capture', why: 'not addressed by the strict rules either; harms only the hijacking pod\'s own inbound policy' } },
-    runBy: { kind: 'matrix', threat: 'app-nonroot', actions: ['client tcp → hijacking attacker', 'friend tcp → hijacking attacker'] } },
-  { id: 'start-before-rules', classes: ['B5', 'finding-a'], title: 'an ambient pod starts before the mesh on its node is ready',
-    setup: 'agent stopped on node-0', attack: 'create an ambient pod there', observation: 'pod running without redirection',
-    expected: { upstream: { verdict: 'holds', why: 'our CNI plugin is chained and fails the ADD without the agent (fail closed); the upstream race needs the plugin not installed at all' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'matrix', threat: 'app-nonroot', actions: ['(agent-down phase: pod mesh/late)'] } },
-  { id: 'reboot-stuck', classes: ['finding-b', 'B14'], title: 'node reboot leaves ambient pods running without rules',
-    setup: 'the standard topology, healthy', attack: 'World.rebootNode on the victim\'s node: every process dies; the kubelet re-creates the sandboxes (new netns) while the node agent is not running yet, then agent and proxy start again',
-    observation: 'right after the reboot (not settled) no selected pod of the node runs without redirection (fail-closed: its sandbox ADD fails until the agent is back), traffic to the victim is captured or fails; once settled every pod is redirected, served and truthfully annotated (convergence)',
-    expected: { upstream: { verdict: 'holds', property: 'convergence', why: 'our plugin is chained and fails the ADD while the agent is down, and the agent re-enrolls on the new sandbox ADD and repairs by netns (upstream issue #60882 is the bypass)' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'reboot', actions: ['after reboot: client tcp → victim', 'after reboot: outside tcp → victim', 'after reboot: friend tcp → victim'] } },
-  { id: 'api-error-at-add', classes: ['finding-c'], title: 'the CNI plugin cannot reach the API during ADD',
-    setup: 'World.cniApiFault: every API call of the CNI plugin on the victim\'s node fails', attack: 'create an ambient pod there; then restore the API',
-    observation: 'while the API is unreachable the pod does not start (the plugin retries, then fails the ADD; the kubelet retries the sandbox); once the API is back it starts redirected and served',
-    expected: { upstream: { verdict: 'holds', property: 'fail-closed', why: 'our CNI plugin has one behaviour in both profiles: bounded retries, then fail the ADD (as upstream with enableAmbientDetectionRetry; upstream\'s default treats the error as not ambient — finding c — which the profiles do not reproduce: they select rule sets, not plugin behaviour)' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'cni-api-error', actions: ['(cni-api-error phase: pod mesh/api-late)'] } },
-  { id: 'hostile-annotations', classes: ['finding-n', 'B2'], title: 'hostile values in the rule-shaping annotations',
-    setup: 'ambient pods (the threat\'s app) whose annotations carry rule text (newlines, -j ACCEPT, *filter), a 200 kB value, exclusion annotations with bad ports the mesh does not honour (excludeInboundPorts "8080,-1,99999", excludeOutboundIPRanges 0.0.0.0/0), and a forged ambient.istio.io/redirection: enabled',
+  {
+    id: 'mark-spoofing',
+    classes: ['B4', 'finding-j'],
+    title: 'SO_MARK 0x539 on app sockets (NET_RAW, kernel >= 5.17)',
+    setup: 'root app with NET_RAW in an enrolled pod, kernel 6.1',
+    attack: 'TCP and UDP with mark 0x539 to a pod outside the mesh and to the victim',
+    observation: 'first hop is the sink app, not 15001',
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'outbound-capture',
+        why: 'the mark alone exempts from the 15001/15053 redirects',
+      },
+      strict: { verdict: 'holds', why: 'proxy-uid + drop-spoofed-mark: the marked packet is dropped' },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-net-raw-6.1',
+      actions: ['attacker tcp+mark → sink', 'attacker udp+mark → sink', 'attacker tcp+mark → victim'],
+    },
+  },
+  {
+    id: 'mark-spoofing-old-kernel',
+    classes: ['B4'],
+    title: 'SO_MARK with NET_RAW on kernel 5.15',
+    setup: 'root app with NET_RAW, kernel 5.15',
+    attack: 'TCP with mark 0x539',
+    observation: 'setsockopt(SO_MARK) fails with EPERM',
+    expected: {
+      upstream: {
+        verdict: 'holds',
+        why: 'NET_RAW is not enough for SO_MARK before 5.17 (the UDP bypass of this threat is B8, separate)',
+      },
+      strict: { verdict: 'holds', why: 'as upstream' },
+    },
+    runBy: { kind: 'matrix', threat: 'app-net-raw-5.15', actions: ['attacker tcp+mark → sink'] },
+  },
+  {
+    id: 'af-packet',
+    classes: ['B4'],
+    title: 'AF_PACKET frames out of eth0',
+    setup: 'root app with NET_RAW',
+    attack: 'raw UDP datagram / TCP SYN to the sink and the victim',
+    observation: 'the sink app receives the datagram; the victim redirects/drops',
+    expected: {
+      upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'AF_PACKET skips the pod netns netfilter' },
+      strict: {
+        verdict: 'bypass',
+        property: 'outbound-capture',
+        why: 'residual: no in-pod rule can see AF_PACKET; the destination side still polices (strict victim holds)',
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-net-raw-6.1',
+      actions: ['attacker raw udp → sink', 'attacker raw tcp → sink', 'attacker raw udp → victim'],
+    },
+  },
+  {
+    id: 'net-admin-flush',
+    classes: ['B3'],
+    title: 'NET_ADMIN flushes the pod netns rules',
+    setup: 'root app with NET_ADMIN (threats without it get EPERM and nothing changes)',
+    attack:
+      'World.appExec iptables-flush (iptables-restore of empty tables) in its own pod netns, repeated right before each attempt; then TCP out to the sink and the victim, plaintext TCP in from a pod outside the mesh, a mesh peer in over HBONE; the same again with its node proxy down',
+    observation:
+      "outbound first hop is the sink app / the victim's 15006, not the attacker's 15001; inbound plaintext reaches the app directly (HBONE from a mesh peer still goes through 15008). After the flushing stops, the settled state shows the agent's repair pass restored the rules (convergence holds). So the check measures \"bypass for as long as the app keeps flushing, bounded per flush by the next repair pass\" — the repair shortens, never prevents it",
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'outbound-capture',
+        why: 'rules live in the pod netns the app administers (B3)',
+      },
+      strict: {
+        verdict: 'bypass',
+        property: 'outbound-capture',
+        why: 'residual (B3): no in-pod rule survives its own netns admin; only admission policy (no NET_ADMIN) prevents it; the repair loop bounds each window',
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-net-admin',
+      actions: [
+        'flushed attacker tcp → sink',
+        'flushed attacker tcp → victim',
+        'client tcp → flushed attacker',
+        'friend tcp → flushed attacker',
+      ],
+    },
+  },
+  {
+    id: 'non-tcp',
+    classes: ['B8', 'finding-j'],
+    title: 'UDP in and out of an enrolled pod',
+    setup: 'any app',
+    attack: 'UDP to the sink (out) and to the victim (in)',
+    observation: 'delivered to the app without the proxy',
+    expected: {
+      upstream: { verdict: 'bypass', property: 'outbound-capture', why: 'only TCP and DNS are redirected' },
+      strict: { verdict: 'holds', why: 'non-tcp-fail-closed drops them' },
+    },
+    runBy: { kind: 'matrix', threat: 'app-nonroot', actions: ['attacker udp → sink', 'attacker udp → victim'] },
+  },
+  {
+    id: 'probe-carve-out-host-process',
+    classes: ['B12', 'finding-k'],
+    title: 'a non-root host process or hostNetwork pod uses the probe SNAT',
+    setup: 'host process uid 1000 / hostNetwork pod on the victim node',
+    attack: 'TCP to the victim app port and probe port',
+    observation: 'app accepts from 169.254.7.127 without the proxy',
+    expected: {
+      upstream: { verdict: 'bypass', property: 'inbound-capture', why: '--socket-exists SNAT + accept on any port' },
+      strict: { verdict: 'holds', why: 'kubelet-uid SNAT + declared probe ports only' },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'host-process',
+      actions: ['host(uid 1000) tcp → victim', 'hostNetwork pod tcp → victim'],
+    },
+  },
+  {
+    id: 'ipv6-without-v6-rules',
+    classes: ['B7', 'finding-h'],
+    title: 'IPv6 traffic when the mesh does not capture v6',
+    setup:
+      'a dual-stack cluster whose mesh installs only v4 rules (WorldOptions ipv6 true, meshV6 false: upstream `ambient.ipv6: false`); a fresh world with the standard topology',
+    attack:
+      'TCP and UDP over v6 from the attacker pod to the sink; TCP over v6 into the victim from outside and from a pod outside the mesh, UDP over v6 into the victim',
+    observation:
+      'upstream: the v6 packets meet no rule — the sink app and the victim app accept them directly. strict: the ipv6-always block ruleset drops them (the attempt fails)',
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'outbound-capture',
+        why: 'with v6 capture off no v6 rule is installed, so v6 leaves and enters the pod uncaptured (finding-h, B7)',
+      },
+      strict: {
+        verdict: 'holds',
+        why: 'ipv6-always: with v6 capture off the agent installs a v6 block ruleset in dual-stack pods',
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      phase: 'mesh-v6-off',
+      actions: [
+        'v4-only mesh: attacker tcp6 → sink',
+        'v4-only mesh: attacker udp6 → sink',
+        'v4-only mesh: outside tcp6 → victim',
+        'v4-only mesh: client tcp6 → victim',
+        'v4-only mesh: client udp6 → victim',
+      ],
+    },
+  },
+  {
+    id: 'port-hijack-restart',
+    classes: ['finding-l'],
+    title: 'app binds 15001/15006 in its own netns while its node proxy is stopped',
+    setup:
+      'non-root app without capabilities (app-nonroot); root with SO_REUSEPORT (app-root and the root capability threats)',
+    attack:
+      'stop the node proxy, World.appExec listen 15001 and 15006 (reusePort when root), start the proxy, settle; then plaintext TCP in from a pod outside the mesh and a mesh peer over HBONE',
+    observation:
+      "the restarted proxy gets EADDRINUSE (the sim proxy runs as uid 1337, so a root app's reuseport socket keeps it out too); inbound to the pod lands on the app's 15006 socket: no proxy inspects or authorizes it. The app's own outbound then lands on its own 15001 — it talks to itself, nothing leaves, not judged. A hijack while the proxy is UP fails with EADDRINUSE; a hijack before enrollment (pod labelled into the mesh while its app holds 15006) gives rules without listeners, annotation pending, inbound to the app — both in tests/sim/worlds/app-exec.spec.ts, not in the matrix. The mesh peer's leg (friend) is made by the peer's own node proxy and lands on the hijacked 15006: inbound-capture flags it as the wrong proxy (only the destination's own node proxy counts), authorization as unauthorized",
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'inbound-capture',
+        why: 'nothing reserves the proxy ports in the pod netns (upstream PR #49078 open)',
+      },
+      strict: {
+        verdict: 'bypass',
+        property: 'inbound-capture',
+        why: "not addressed by the strict rules either; harms only the hijacking pod's own inbound policy",
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      actions: ['client tcp → hijacking attacker', 'friend tcp → hijacking attacker'],
+    },
+  },
+  {
+    id: 'start-before-rules',
+    classes: ['B5', 'finding-a'],
+    title: 'an ambient pod starts before the mesh on its node is ready',
+    setup: 'agent stopped on node-0',
+    attack: 'create an ambient pod there',
+    observation: 'pod running without redirection',
+    expected: {
+      upstream: {
+        verdict: 'holds',
+        why: 'our CNI plugin is chained and fails the ADD without the agent (fail closed); the upstream race needs the plugin not installed at all',
+      },
+      strict: { verdict: 'holds', why: 'as upstream' },
+    },
+    runBy: { kind: 'matrix', threat: 'app-nonroot', actions: ['(agent-down phase: pod mesh/late)'] },
+  },
+  {
+    id: 'reboot-stuck',
+    classes: ['finding-b', 'B14'],
+    title: 'node reboot leaves ambient pods running without rules',
+    setup: 'the standard topology, healthy',
+    attack:
+      "World.rebootNode on the victim's node: every process dies; the kubelet re-creates the sandboxes (new netns) while the node agent is not running yet, then agent and proxy start again",
+    observation:
+      'right after the reboot (not settled) no selected pod of the node runs without redirection (fail-closed: its sandbox ADD fails until the agent is back), traffic to the victim is captured or fails; once settled every pod is redirected, served and truthfully annotated (convergence)',
+    expected: {
+      upstream: {
+        verdict: 'holds',
+        property: 'convergence',
+        why: 'our plugin is chained and fails the ADD while the agent is down, and the agent re-enrolls on the new sandbox ADD and repairs by netns (upstream issue #60882 is the bypass)',
+      },
+      strict: { verdict: 'holds', why: 'as upstream' },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      phase: 'reboot',
+      actions: [
+        'after reboot: client tcp → victim',
+        'after reboot: outside tcp → victim',
+        'after reboot: friend tcp → victim',
+      ],
+    },
+  },
+  {
+    id: 'api-error-at-add',
+    classes: ['finding-c'],
+    title: 'the CNI plugin cannot reach the API during ADD',
+    setup: "World.cniApiFault: every API call of the CNI plugin on the victim's node fails",
+    attack: 'create an ambient pod there; then restore the API',
+    observation:
+      'while the API is unreachable the pod does not start (the plugin retries, then fails the ADD; the kubelet retries the sandbox); once the API is back it starts redirected and served',
+    expected: {
+      upstream: {
+        verdict: 'holds',
+        property: 'fail-closed',
+        why: "our CNI plugin has one behaviour in both profiles: bounded retries, then fail the ADD (as upstream with enableAmbientDetectionRetry; upstream's default treats the error as not ambient — finding c — which the profiles do not reproduce: they select rule sets, not plugin behaviour)",
+      },
+      strict: { verdict: 'holds', why: 'as upstream' },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      phase: 'cni-api-error',
+      actions: ['(cni-api-error phase: pod mesh/api-late)'],
+    },
+  },
+  {
+    id: 'hostile-annotations',
+    classes: ['finding-n', 'B2'],
+    title: 'hostile values in the rule-shaping annotations',
+    setup:
+      'ambient pods (the threat\'s app) whose annotations carry rule text (newlines, -j ACCEPT, *filter), a 200 kB value, exclusion annotations with bad ports the mesh does not honour (excludeInboundPorts "8080,-1,99999", excludeOutboundIPRanges 0.0.0.0/0), and a forged ambient.istio.io/redirection: enabled',
     attack: 'create the pods; then TCP out of each to the sink and plaintext TCP into each from a pod outside the mesh',
-    observation: 'strict: an invalid value is refused at the sandbox ADD (AnnotationError; the pod does not start, a Warning Event says why) — for a pod already running the agent captures it with defaults instead; upstream: a value upstream cannot parse is ignored as upstream does (the pod starts captured; hostile-huge keeps its valid eth0 as a virtual interface), a Warning Event names it; under both, nothing reaches rule text (tests/sim/scenarios/catalog-phases.spec.ts reads iptables-save of every netns); the exclusion annotations change nothing (captured both ways); the forged status does not skip enrollment (redirected, served, traffic through the pod\'s node proxy)',
-    expected: { upstream: { verdict: 'holds', why: 'annotations are read as upstream reads them and every interface name is validated before rule building; exclusion annotations are not honoured by the ambient rules' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'matrix', threat: 'app-nonroot', phase: 'hostile-annotations', actions: ['hostile-inject tcp → sink', 'client tcp → hostile-inject', 'hostile-huge tcp → sink', 'client tcp → hostile-huge', 'hostile-exclude tcp → sink', 'client tcp → hostile-exclude', 'hostile-status tcp → sink', 'client tcp → hostile-status'] } },
-  { id: 'rogue-zds-client', classes: ['finding-m'], title: 'a non-proxy process connects to the agent\'s ZDS socket',
-    setup: 'root on the victim\'s node (host-root), not the proxy uid', attack: 'World.zdsClient: connect to the ZDS socket and say hello as the proxy would',
-    observation: 'the agent rejects it by peer uid before sending anything (no pod netns handle leaves); the real proxy keeps serving every pod and mesh traffic flows. Being accepted would be reported as an inbound-capture violation',
-    expected: { upstream: { verdict: 'holds', why: 'our agent checks the peer credentials (allowedProxyUids) — upstream accepts any client (finding m); the profiles select rule sets, the check is in both' }, strict: { verdict: 'holds', why: 'as upstream' } },
-    runBy: { kind: 'matrix', threat: 'host-root', phase: 'rogue-zds', actions: ['(rogue-zds phase: ZDS hello as uid 0)'] } },
+    observation:
+      "strict: an invalid value is refused at the sandbox ADD (AnnotationError; the pod does not start, a Warning Event says why) — for a pod already running the agent captures it with defaults instead; upstream: a value upstream cannot parse is ignored as upstream does (the pod starts captured; hostile-huge keeps its valid eth0 as a virtual interface), a Warning Event names it; under both, nothing reaches rule text (tests/sim/scenarios/catalog-phases.spec.ts reads iptables-save of every netns); the exclusion annotations change nothing (captured both ways); the forged status does not skip enrollment (redirected, served, traffic through the pod's node proxy)",
+    expected: {
+      upstream: {
+        verdict: 'holds',
+        why: 'annotations are read as upstream reads them and every interface name is validated before rule building; exclusion annotations are not honoured by the ambient rules',
+      },
+      strict: { verdict: 'holds', why: 'as upstream' },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      phase: 'hostile-annotations',
+      actions: [
+        'hostile-inject tcp → sink',
+        'client tcp → hostile-inject',
+        'hostile-huge tcp → sink',
+        'client tcp → hostile-huge',
+        'hostile-exclude tcp → sink',
+        'client tcp → hostile-exclude',
+        'hostile-status tcp → sink',
+        'client tcp → hostile-status',
+      ],
+    },
+  },
+  {
+    id: 'rogue-zds-client',
+    classes: ['finding-m'],
+    title: "a non-proxy process connects to the agent's ZDS socket",
+    setup: "root on the victim's node (host-root), not the proxy uid",
+    attack: 'World.zdsClient: connect to the ZDS socket and say hello as the proxy would',
+    observation:
+      'the agent rejects it by peer uid before sending anything (no pod netns handle leaves); the real proxy keeps serving every pod and mesh traffic flows. Being accepted would be reported as an inbound-capture violation',
+    expected: {
+      upstream: {
+        verdict: 'holds',
+        why: 'our agent checks the peer credentials (allowedProxyUids) — upstream accepts any client (finding m); the profiles select rule sets, the check is in both',
+      },
+      strict: { verdict: 'holds', why: 'as upstream' },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'host-root',
+      phase: 'rogue-zds',
+      actions: ['(rogue-zds phase: ZDS hello as uid 0)'],
+    },
+  },
 ];

@@ -9,10 +9,25 @@
  */
 import type { Profile, World, WorldOptions } from '../world.js';
 import { checkConnection, checkState } from '../properties/index.js';
-import { PROPERTY_NAMES, violation, type MeshSettings, type PropertyName, type Violation } from '../properties/types.js';
+import {
+  PROPERTY_NAMES,
+  violation,
+  type MeshSettings,
+  type PropertyName,
+  type Violation,
+} from '../properties/types.js';
 import { THREATS, type ThreatId, type ThreatModel } from '../threats/threats.js';
 import { expectedCell, type ExpectedCell } from '../expected/table.js';
-import { attackerActions, carveOutActions, flushActions, HIJACK_PORTS, hijackActions, ipv6Actions, livenessActions, type AttackerAction } from './actions.js';
+import {
+  attackerActions,
+  carveOutActions,
+  flushActions,
+  HIJACK_PORTS,
+  hijackActions,
+  ipv6Actions,
+  livenessActions,
+  type AttackerAction,
+} from './actions.js';
 import { ATTACKER, buildTopology, MESH_NS, type TopologyState } from './topology.js';
 import { runCatalogPhases, runMeshV6Off, type CatalogPhase, type PhaseSink } from './catalog-phases.js';
 
@@ -66,16 +81,42 @@ export interface MatrixResult {
 }
 
 /** Run every action and judge it; `phase` labels where it came from. */
-async function runActions(world: World, state: TopologyState, actions: readonly AttackerAction[], phase: Phase, sink: FoundViolation[], quiescent = phase === 'healthy'): Promise<void> {
+async function runActions(
+  world: World,
+  state: TopologyState,
+  actions: readonly AttackerAction[],
+  phase: Phase,
+  sink: FoundViolation[],
+  quiescent = phase === 'healthy',
+): Promise<void> {
   for (const a of actions) {
     const result = await world.connect(a.from, a.to, a.opts);
     const ctx = { ...(await state.context(world, quiescent)), from: a.from, to: a.to, opts: a.opts, result };
     for (const v of checkConnection(ctx)) sink.push({ violation: v, action: a.name, phase });
     // A documented carve-out must work where the cluster is healthy: judged as liveness.
     const healthy = Object.values(ctx.components).every((c) => c.agent === 'up' && c.proxy === 'up');
-    const reached = a.to.kind !== 'pod' || result.deliveries.some((d) => a.to.kind === 'pod' && d.pod.name === a.to.pod.name && d.pod.namespace === a.to.pod.namespace);
-    if (a.expect && phase === 'healthy' && healthy && (result.acceptedBy !== a.expect.acceptedBy || (a.expect.delivered === true && !reached))) {
-      const v = violation('liveness', `${a.name}: first hop ${result.acceptedBy ?? 'none'} (${result.outcome})${a.expect.delivered && !reached ? ', not delivered' : ''}, want ${a.expect.acceptedBy}${a.expect.delivered ? ' and delivery' : ''} — ${a.expect.carveOut}`, { from: a.from, to: a.to, outcome: result.outcome, acceptedBy: result.acceptedBy, acceptedIn: result.acceptedIn });
+    const reached =
+      a.to.kind !== 'pod' ||
+      result.deliveries.some(
+        (d) => a.to.kind === 'pod' && d.pod.name === a.to.pod.name && d.pod.namespace === a.to.pod.namespace,
+      );
+    if (
+      a.expect &&
+      phase === 'healthy' &&
+      healthy &&
+      (result.acceptedBy !== a.expect.acceptedBy || (a.expect.delivered === true && !reached))
+    ) {
+      const v = violation(
+        'liveness',
+        `${a.name}: first hop ${result.acceptedBy ?? 'none'} (${result.outcome})${a.expect.delivered && !reached ? ', not delivered' : ''}, want ${a.expect.acceptedBy}${a.expect.delivered ? ' and delivery' : ''} — ${a.expect.carveOut}`,
+        {
+          from: a.from,
+          to: a.to,
+          outcome: result.outcome,
+          acceptedBy: result.acceptedBy,
+          acceptedIn: result.acceptedIn,
+        },
+      );
       sink.push({ violation: v, action: a.name, phase });
     }
   }
@@ -101,7 +142,12 @@ export interface ThreatRun {
   readonly catalogLog: readonly string[];
 }
 
-export async function runThreat(factory: WorldMaker, profile: Profile, t: ThreatModel, o: ThreatRunOptions = {}): Promise<FoundViolation[]> {
+export async function runThreat(
+  factory: WorldMaker,
+  profile: Profile,
+  t: ThreatModel,
+  o: ThreatRunOptions = {},
+): Promise<FoundViolation[]> {
   return (await runThreatDetailed(factory, profile, t, o)).found;
 }
 
@@ -115,11 +161,17 @@ export async function runThreat(factory: WorldMaker, profile: Profile, t: Threat
  *    SO_REUSEPORT when root), the proxy starts again; then a peer connects in and the app out.
  *    Runs last: the pod stays hijacked.
  */
-async function runAppExecPhases(world: World, state: TopologyState, t: ThreatModel, sink: FoundViolation[], log: string[]): Promise<void> {
+async function runAppExecPhases(
+  world: World,
+  state: TopologyState,
+  t: ThreatModel,
+  sink: FoundViolation[],
+  log: string[],
+): Promise<void> {
   if (t.vantage !== 'enrolled-pod' || !world.appExec) return;
   const n0 = world.nodes[0]!;
   const flush = await world.appExec(ATTACKER, { kind: 'iptables-flush' });
-  log.push(`iptables-flush: ${flush.ok ? 'ok' : flush.error ?? 'failed'}`);
+  log.push(`iptables-flush: ${flush.ok ? 'ok' : (flush.error ?? 'failed')}`);
   if (flush.ok) {
     // The attacker flushes again right before each attempt: the agent's repair pass (every
     // REPAIR_INTERVAL of the world) would otherwise close the window between two attempts, and
@@ -138,13 +190,14 @@ async function runAppExecPhases(world: World, state: TopologyState, t: ThreatMod
     await state.setComponent(world, 'proxy', n0, 'up');
     // No further flush: the settled state must show the agent's repair (convergence).
     await world.settle();
-    for (const v of checkState(await world.pods(), await state.context(world, true))) sink.push({ violation: v, phase: 'settled' });
+    for (const v of checkState(await world.pods(), await state.context(world, true)))
+      sink.push({ violation: v, phase: 'settled' });
   }
   await state.setComponent(world, 'proxy', n0, 'down');
   let bound = 0;
   for (const port of HIJACK_PORTS) {
     const r = await world.appExec(ATTACKER, { kind: 'listen', port, reusePort: t.uids[0] === 0 });
-    log.push(`listen ${port}${t.uids[0] === 0 ? ' SO_REUSEPORT' : ''}: ${r.ok ? 'ok' : r.error ?? 'failed'}`);
+    log.push(`listen ${port}${t.uids[0] === 0 ? ' SO_REUSEPORT' : ''}: ${r.ok ? 'ok' : (r.error ?? 'failed')}`);
     if (r.ok) bound++;
   }
   await state.setComponent(world, 'proxy', n0, 'up');
@@ -152,17 +205,33 @@ async function runAppExecPhases(world: World, state: TopologyState, t: ThreatMod
   if (bound > 0) await runActions(world, state, hijackActions(), 'port-hijack', sink);
 }
 
-export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t: ThreatModel, o: ThreatRunOptions = {}): Promise<ThreatRun> {
+export async function runThreatDetailed(
+  factory: WorldMaker,
+  profile: Profile,
+  t: ThreatModel,
+  o: ThreatRunOptions = {},
+): Promise<ThreatRun> {
   const mesh: MeshSettings = { profile, dnsCapture: true, kubeletUid: 0 };
-  const world = await factory.create({ nodes: 2, profile, kernelVersion: t.kernelVersion, ipv6: o.ipv6 ?? false, dnsCapture: true, seed: o.seed ?? 1 });
+  const world = await factory.create({
+    nodes: 2,
+    profile,
+    kernelVersion: t.kernelVersion,
+    ipv6: o.ipv6 ?? false,
+    dnsCapture: true,
+    seed: o.seed ?? 1,
+  });
   const found: FoundViolation[] = [];
   const appExecLog: string[] = [];
   const catalogLog: string[] = [];
   const appExec = typeof world.appExec === 'function';
   const sink: PhaseSink = {
     run: (w, st, actions, phase, quiescent) => runActions(w, st, actions, phase, found, quiescent),
-    push: (v, phase, action) => { found.push({ violation: v, phase, ...(action !== undefined ? { action } : {}) }); },
-    log: (line) => { catalogLog.push(line); },
+    push: (v, phase, action) => {
+      found.push({ violation: v, phase, ...(action !== undefined ? { action } : {}) });
+    },
+    log: (line) => {
+      catalogLog.push(line);
+    },
   };
   try {
     const state = await buildTopology(world, t, mesh);
@@ -170,9 +239,16 @@ export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t
     const actions = attackerActions(t, world);
     const carveOuts = t.vantage === 'enrolled-pod' ? carveOutActions() : [];
     const v6 = world.options.ipv6 ? ipv6Actions(t) : [];
-    await runActions(world, state, [...actions, ...carveOuts, ...v6, ...livenessActions(world.nodes)], 'healthy', found);
+    await runActions(
+      world,
+      state,
+      [...actions, ...carveOuts, ...v6, ...livenessActions(world.nodes)],
+      'healthy',
+      found,
+    );
     await world.settle();
-    for (const v of checkState(await world.pods(), await state.context(world, true))) found.push({ violation: v, phase: 'settled' });
+    for (const v of checkState(await world.pods(), await state.context(world, true)))
+      found.push({ violation: v, phase: 'settled' });
     // Fail closed: the proxy of the victim's (and the in-pod attacker's) node down.
     await state.setComponent(world, 'proxy', n0, 'down');
     await runActions(world, state, actions, 'proxy-down', found);
@@ -180,12 +256,19 @@ export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t
     await world.settle();
     // Fail closed: the agent down; a new ambient pod must not start unredirected.
     await state.setComponent(world, 'agent', n0, 'down');
-    await state.createPod(world, { namespace: MESH_NS, name: 'late', node: n0, app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+    await state.createPod(world, {
+      namespace: MESH_NS,
+      name: 'late',
+      node: n0,
+      app: { uid: 1000, caps: [], tcpPorts: [8080] },
+    });
     await runActions(world, state, actions, 'agent-down', found);
-    for (const v of checkState(await world.pods(), await state.context(world, false))) found.push({ violation: v, phase: 'agent-down' });
+    for (const v of checkState(await world.pods(), await state.context(world, false)))
+      found.push({ violation: v, phase: 'agent-down' });
     await state.setComponent(world, 'agent', n0, 'up');
     await world.settle();
-    for (const v of checkState(await world.pods(), await state.context(world, true))) found.push({ violation: v, phase: 'settled' });
+    for (const v of checkState(await world.pods(), await state.context(world, true)))
+      found.push({ violation: v, phase: 'settled' });
     if (o.catalogPhases ?? true) await runCatalogPhases(world, state, t, sink);
     if (o.appExecPhases ?? true) await runAppExecPhases(world, state, t, found, appExecLog);
   } finally {
@@ -199,11 +282,18 @@ export async function runThreatDetailed(factory: WorldMaker, profile: Profile, t
  * Only the mesh-v6-off catalog phase of a threat (its own world): what the mutation runner uses
  * to observe the v6 rules of a v4-only mesh (strict's block ruleset).
  */
-export async function meshV6OffFindings(factory: WorldMaker, profile: Profile, t: ThreatModel, seed = 1): Promise<FoundViolation[]> {
+export async function meshV6OffFindings(
+  factory: WorldMaker,
+  profile: Profile,
+  t: ThreatModel,
+  seed = 1,
+): Promise<FoundViolation[]> {
   const found: FoundViolation[] = [];
   const sink: PhaseSink = {
     run: (w, st, actions, phase, quiescent) => runActions(w, st, actions, phase, found, quiescent),
-    push: (v, phase, action) => { found.push({ violation: v, phase, ...(action !== undefined ? { action } : {}) }); },
+    push: (v, phase, action) => {
+      found.push({ violation: v, phase, ...(action !== undefined ? { action } : {}) });
+    },
     log: () => undefined,
   };
   await runMeshV6Off(factory, profile, t, seed, { profile, dnsCapture: true, kubeletUid: 0 }, sink);
@@ -218,16 +308,33 @@ function capabilityNote(cell: ExpectedCell, world: { appExec?: unknown } | undef
   return undefined;
 }
 
-export function judgeCell(property: PropertyName, threat: ThreatId, profile: Profile, found: readonly FoundViolation[], worldProbe?: { appExec?: unknown }): MatrixCell {
+export function judgeCell(
+  property: PropertyName,
+  threat: ThreatId,
+  profile: Profile,
+  found: readonly FoundViolation[],
+  worldProbe?: { appExec?: unknown },
+): MatrixCell {
   const expected = expectedCell(property, threat, profile);
   const violations = found.filter((f) => f.violation.property === property);
   const observed = violations.length > 0 ? 'bypass' : 'holds';
-  let status: CellStatus = observed === expected.verdict ? 'as-expected' : observed === 'bypass' ? 'unexpected-bypass' : 'missed-bypass';
+  let status: CellStatus =
+    observed === expected.verdict ? 'as-expected' : observed === 'bypass' ? 'unexpected-bypass' : 'missed-bypass';
   const note = status === 'missed-bypass' ? capabilityNote(expected, worldProbe) : undefined;
   if (note) status = 'not-evaluated';
   const firstPerAction = new Map<string, FoundViolation>();
-  for (const v of violations) if (!firstPerAction.has(`${v.phase}:${v.action}`)) firstPerAction.set(`${v.phase}:${v.action}`, v);
-  return { property, threat, profile, expected, observed, status, violations: [...firstPerAction.values()].slice(0, 8), ...(note ? { note } : {}) };
+  for (const v of violations)
+    if (!firstPerAction.has(`${v.phase}:${v.action}`)) firstPerAction.set(`${v.phase}:${v.action}`, v);
+  return {
+    property,
+    threat,
+    profile,
+    expected,
+    observed,
+    status,
+    violations: [...firstPerAction.values()].slice(0, 8),
+    ...(note ? { note } : {}),
+  };
 }
 
 export async function runMatrix(o: MatrixOptions): Promise<MatrixResult> {
@@ -238,7 +345,10 @@ export async function runMatrix(o: MatrixOptions): Promise<MatrixResult> {
   let done = 0;
   for (const profile of profiles) {
     for (const t of threats) {
-      const run = await runThreatDetailed(o.factory, profile, t, { ...(o.seed !== undefined ? { seed: o.seed } : {}), ...(o.ipv6 !== undefined ? { ipv6: o.ipv6 } : {}) });
+      const run = await runThreatDetailed(o.factory, profile, t, {
+        ...(o.seed !== undefined ? { seed: o.seed } : {}),
+        ...(o.ipv6 !== undefined ? { ipv6: o.ipv6 } : {}),
+      });
       const probe = run.appExec ? { appExec: true } : {};
       for (const p of PROPERTY_NAMES) cells.push(judgeCell(p, t.id, profile, run.found, probe));
       o.onProgress?.(++done, total, `${profile} × ${t.id}`);

@@ -46,27 +46,41 @@ export const HOSTPOD: PodRef = { namespace: PLAIN_NS, name: 'hostpod' };
  * upstream (as upstream: the pod starts captured); an annotation the mesh does not read must
  * change nothing (the pod is captured); none may reach rule text.
  */
-export const HOSTILE_PODS: readonly { readonly pod: PodRef; readonly annotations: Readonly<Record<string, string>> }[] = [
-  { pod: { namespace: MESH_NS, name: 'hostile-inject' }, annotations: {
-    'istio.io/reroute-virtual-interfaces': 'eth0\n-I ISTIO_OUTPUT 1 -j ACCEPT',
-    'ambient.istio.io/bypass-inbound-capture': 'true -j ACCEPT',
-    'ambient.istio.io/dns-capture': 'false\n*filter\n-F\nCOMMIT',
-  } },
-  { pod: { namespace: MESH_NS, name: 'hostile-huge' }, annotations: { 'istio.io/reroute-virtual-interfaces': `eth0,${'x'.repeat(200_000)}` } },
-  // Valid for the ambient rules (they read none of these): the pod starts, and must be captured as if they were absent.
-  { pod: { namespace: MESH_NS, name: 'hostile-exclude' }, annotations: {
-    'traffic.sidecar.istio.io/excludeInboundPorts': '8080,-1,99999,0x1f90',
-    'traffic.sidecar.istio.io/excludeOutboundPorts': '*',
-    'traffic.sidecar.istio.io/excludeOutboundIPRanges': '0.0.0.0/0',
-  } },
-  { pod: { namespace: MESH_NS, name: 'hostile-status' }, annotations: { 'ambient.istio.io/redirection': 'enabled' } },
-];
+export const HOSTILE_PODS: readonly { readonly pod: PodRef; readonly annotations: Readonly<Record<string, string>> }[] =
+  [
+    {
+      pod: { namespace: MESH_NS, name: 'hostile-inject' },
+      annotations: {
+        'istio.io/reroute-virtual-interfaces': 'eth0\n-I ISTIO_OUTPUT 1 -j ACCEPT',
+        'ambient.istio.io/bypass-inbound-capture': 'true -j ACCEPT',
+        'ambient.istio.io/dns-capture': 'false\n*filter\n-F\nCOMMIT',
+      },
+    },
+    {
+      pod: { namespace: MESH_NS, name: 'hostile-huge' },
+      annotations: { 'istio.io/reroute-virtual-interfaces': `eth0,${'x'.repeat(200_000)}` },
+    },
+    // Valid for the ambient rules (they read none of these): the pod starts, and must be captured as if they were absent.
+    {
+      pod: { namespace: MESH_NS, name: 'hostile-exclude' },
+      annotations: {
+        'traffic.sidecar.istio.io/excludeInboundPorts': '8080,-1,99999,0x1f90',
+        'traffic.sidecar.istio.io/excludeOutboundPorts': '*',
+        'traffic.sidecar.istio.io/excludeOutboundIPRanges': '0.0.0.0/0',
+      },
+    },
+    { pod: { namespace: MESH_NS, name: 'hostile-status' }, annotations: { 'ambient.istio.io/redirection': 'enabled' } },
+  ];
 /** Catalog phase api-error-at-add: the ambient pod created while the CNI plugin cannot reach the API. */
 export const API_LATE: PodRef = { namespace: MESH_NS, name: 'api-late' };
 
 export const VICTIM_POLICY: PolicyObject = {
   metadata: { namespace: MESH_NS, name: 'victim-only-friend' },
-  spec: { selector: { matchLabels: { app: 'victim' } }, action: 'ALLOW', rules: [{ from: [{ source: { principals: ['cluster.local/ns/mesh/sa/friend'] } }] }] },
+  spec: {
+    selector: { matchLabels: { app: 'victim' } },
+    action: 'ALLOW',
+    rules: [{ from: [{ source: { principals: ['cluster.local/ns/mesh/sa/friend'] } }] }],
+  },
 };
 
 /** Cluster facts the caller tracks; becomes a ClusterContext with fresh pod observations. */
@@ -77,7 +91,10 @@ export class TopologyState {
   readonly policies: PolicyObject[] = [];
   readonly createdWhileAgentDown = new Set<string>();
 
-  constructor(readonly mesh: MeshSettings, nodes: readonly string[]) {
+  constructor(
+    readonly mesh: MeshSettings,
+    nodes: readonly string[],
+  ) {
     for (const n of nodes) this.components[n] = { agent: 'up', proxy: 'up' };
   }
 
@@ -89,8 +106,11 @@ export class TopologyState {
   /** `meshDown`: enrollment cannot happen on its node right now (e.g. the CNI plugin is cut off from the API) — fail closed applies as for an agent down. */
   async createPod(world: World, spec: PodSpec, o: { readonly meshDown?: boolean } = {}): Promise<PodObservation> {
     this.specs[podKey(spec)] = {
-      uid: spec.app.uid, tcpPorts: spec.app.tcpPorts, ...(spec.app.probePorts ? { probePorts: spec.app.probePorts } : {}),
-      ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}), ...(spec.annotations ? { annotations: spec.annotations } : {}),
+      uid: spec.app.uid,
+      tcpPorts: spec.app.tcpPorts,
+      ...(spec.app.probePorts ? { probePorts: spec.app.probePorts } : {}),
+      ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}),
+      ...(spec.annotations ? { annotations: spec.annotations } : {}),
     };
     const down = o.meshDown === true || (spec.node !== undefined && this.components[spec.node]?.agent === 'down');
     const obs = await world.createPod(spec);
@@ -116,8 +136,13 @@ export class TopologyState {
 
   async context(world: World, quiescent: boolean): Promise<ClusterContext> {
     return {
-      mesh: this.mesh, pods: await world.pods(), namespaces: this.namespaces, specs: this.specs,
-      components: structuredClone(this.components) as ComponentStates, policies: [...this.policies], quiescent,
+      mesh: this.mesh,
+      pods: await world.pods(),
+      namespaces: this.namespaces,
+      specs: this.specs,
+      components: structuredClone(this.components) as ComponentStates,
+      policies: [...this.policies],
+      quiescent,
       createdWhileAgentDown: this.createdWhileAgentDown,
     };
   }
@@ -130,17 +155,45 @@ export async function buildTopology(world: World, t: ThreatModel, mesh: MeshSett
   await s.createNamespace(world, MESH_NS, { 'istio.io/dataplane-mode': 'ambient' });
   await s.createNamespace(world, PLAIN_NS, {});
   await s.applyPolicy(world, VICTIM_POLICY);
-  const app = (uid = 1000) => ({ uid, caps: [], tcpPorts: [APP_PORT, PROBE_PORT], udpPorts: [UDP_PORT], probePorts: [PROBE_PORT] });
+  const app = (uid = 1000) => ({
+    uid,
+    caps: [],
+    tcpPorts: [APP_PORT, PROBE_PORT],
+    udpPorts: [UDP_PORT],
+    probePorts: [PROBE_PORT],
+  });
   await s.createPod(world, { ...VICTIM, node: n0, labels: { app: 'victim' }, app: app() });
-  await s.createPod(world, { ...REMOTE, node: n1, labels: { app: 'remote' }, app: { ...app(), tcpPorts: [APP_PORT, PROBE_PORT, DNS_PORT] } });
+  await s.createPod(world, {
+    ...REMOTE,
+    node: n1,
+    labels: { app: 'remote' },
+    app: { ...app(), tcpPorts: [APP_PORT, PROBE_PORT, DNS_PORT] },
+  });
   await s.createPod(world, { ...FRIEND, node: n1, labels: { app: 'friend' }, serviceAccount: 'friend', app: app() });
-  await s.createPod(world, { ...SINK, node: n1, labels: { app: 'sink' }, app: { uid: 1000, caps: [], tcpPorts: [APP_PORT, DNS_PORT], udpPorts: [UDP_PORT, DNS_PORT, UDP_PROXY_DNS_PORT] } });
+  await s.createPod(world, {
+    ...SINK,
+    node: n1,
+    labels: { app: 'sink' },
+    app: { uid: 1000, caps: [], tcpPorts: [APP_PORT, DNS_PORT], udpPorts: [UDP_PORT, DNS_PORT, UDP_PROXY_DNS_PORT] },
+  });
   await s.createPod(world, { ...CLIENT, node: n1, labels: { app: 'client' }, app: app() });
   if (t.vantage === 'enrolled-pod') {
-    await s.createPod(world, { ...ATTACKER, node: n0, labels: { app: 'attacker' }, serviceAccount: 'attacker', app: { uid: t.uids[0]!, caps: t.caps, tcpPorts: [APP_PORT], udpPorts: [UDP_PORT] } });
+    await s.createPod(world, {
+      ...ATTACKER,
+      node: n0,
+      labels: { app: 'attacker' },
+      serviceAccount: 'attacker',
+      app: { uid: t.uids[0]!, caps: t.caps, tcpPorts: [APP_PORT], udpPorts: [UDP_PORT] },
+    });
   }
   if (t.vantage === 'same-node-host') {
-    await s.createPod(world, { ...HOSTPOD, node: n0, hostNetwork: true, labels: { app: 'hostpod' }, app: { uid: t.uids[0]!, caps: [], tcpPorts: [] } });
+    await s.createPod(world, {
+      ...HOSTPOD,
+      node: n0,
+      hostNetwork: true,
+      labels: { app: 'hostpod' },
+      app: { uid: t.uids[0]!, caps: [], tcpPorts: [] },
+    });
   }
   await world.settle();
   return s;

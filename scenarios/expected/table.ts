@@ -18,27 +18,56 @@ import type { Profile } from '../world.js';
 import { PROPERTY_NAMES, type PropertyName } from '../properties/types.js';
 import { THREATS, type ThreatId } from '../threats/threats.js';
 
-export type BypassClass = 'B1' | 'B2' | 'B3' | 'B4' | 'B5' | 'B7' | 'B8' | 'B11' | 'B12' | 'B14' | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n'}`;
+export type BypassClass =
+  | 'B1'
+  | 'B2'
+  | 'B3'
+  | 'B4'
+  | 'B5'
+  | 'B7'
+  | 'B8'
+  | 'B11'
+  | 'B12'
+  | 'B14'
+  | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n'}`;
 
 export type ExpectedCell =
   | { readonly verdict: 'holds'; readonly why: string }
   | {
-    readonly verdict: 'bypass';
-    readonly classes: readonly BypassClass[];
-    readonly why: string;
-    /** The attack needs a World capability that may be missing (then the cell is reported as not evaluated). */
-    readonly requires?: 'appExec';
-  };
+      readonly verdict: 'bypass';
+      readonly classes: readonly BypassClass[];
+      readonly why: string;
+      /** The attack needs a World capability that may be missing (then the cell is reported as not evaluated). */
+      readonly requires?: 'appExec';
+    };
 
 type Row = Readonly<Record<Profile, ExpectedCell>>;
 
 const holds = (why: string): ExpectedCell => ({ verdict: 'holds', why });
-const bypass = (classes: BypassClass[], why: string, requires?: 'appExec'): ExpectedCell => ({ verdict: 'bypass', classes, why, ...(requires ? { requires } : {}) });
+const bypass = (classes: BypassClass[], why: string, requires?: 'appExec'): ExpectedCell => ({
+  verdict: 'bypass',
+  classes,
+  why,
+  ...(requires ? { requires } : {}),
+});
 
-const UDP_OUT = bypass(['B8'], 'upstream redirects only TCP (+DNS): app UDP to a non-53 port leaves uncaptured (finding-i)');
-const UDP_IN = bypass(['B8'], 'upstream lets non-TCP into the pod untouched: UDP reaches the app without the proxy (finding-i)');
-const RAW = bypass(['B4'], 'AF_PACKET frames skip the IP-layer netfilter hooks of the pod netns; no in-pod rule can see them (B4) — strict residual');
-const FLUSH = bypass(['B3'], 'NET_ADMIN in the pod netns flushes the redirection rules (B3); strict cannot prevent it in-pod — residual', 'appExec');
+const UDP_OUT = bypass(
+  ['B8'],
+  'upstream redirects only TCP (+DNS): app UDP to a non-53 port leaves uncaptured (finding-i)',
+);
+const UDP_IN = bypass(
+  ['B8'],
+  'upstream lets non-TCP into the pod untouched: UDP reaches the app without the proxy (finding-i)',
+);
+const RAW = bypass(
+  ['B4'],
+  'AF_PACKET frames skip the IP-layer netfilter hooks of the pod netns; no in-pod rule can see them (B4) — strict residual',
+);
+const FLUSH = bypass(
+  ['B3'],
+  'NET_ADMIN in the pod netns flushes the redirection rules (B3); strict cannot prevent it in-pod — residual',
+  'appExec',
+);
 const STRICT_UDP = 'strict drops non-TCP both ways (non-tcp-fail-closed)';
 const VACUOUS_OUT = 'vacuous: the attacker sends from no enrolled pod';
 
@@ -52,25 +81,63 @@ const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, Row>>>> 
     'app-nonroot': row(UDP_OUT, holds(`TCP is redirected to 15001; ${STRICT_UDP}`)),
     'app-root': row(UDP_OUT, holds(`uid 0 without capabilities cannot set SO_MARK or touch rules; ${STRICT_UDP}`)),
     'app-net-raw-5.15': row(bypass(['B4', 'B8'], 'AF_PACKET and UDP skip capture (SO_MARK is EPERM before 5.17)'), RAW),
-    'app-net-raw-6.1': row(bypass(['B4', 'B8', 'finding-j'], 'SO_MARK 0x539 (NET_RAW is enough since 5.17) skips the 15001 redirect; AF_PACKET and UDP too'), RAW),
-    'app-net-admin': row(bypass(['B3', 'finding-j', 'B8'], 'SO_MARK 0x539 skips the redirect; flushing the rules skips everything'), FLUSH),
-    'app-proxy-uid-net-raw': row(UDP_OUT, holds('the proxy uid alone is not enough: the mark needs a capability, and a non-root container has no effective capabilities (k8s#56374). Residual B1 (proxy uid + file capability CAP_NET_RAW) is not modelled by the sim')),
+    'app-net-raw-6.1': row(
+      bypass(
+        ['B4', 'B8', 'finding-j'],
+        'SO_MARK 0x539 (NET_RAW is enough since 5.17) skips the 15001 redirect; AF_PACKET and UDP too',
+      ),
+      RAW,
+    ),
+    'app-net-admin': row(
+      bypass(['B3', 'finding-j', 'B8'], 'SO_MARK 0x539 skips the redirect; flushing the rules skips everything'),
+      FLUSH,
+    ),
+    'app-proxy-uid-net-raw': row(
+      UDP_OUT,
+      holds(
+        'the proxy uid alone is not enough: the mark needs a capability, and a non-root container has no effective capabilities (k8s#56374). Residual B1 (proxy uid + file capability CAP_NET_RAW) is not modelled by the sim',
+      ),
+    ),
     'host-process': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
     'host-root': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
     'other-node': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
-    'outside': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
+    outside: row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
   },
   'inbound-capture': {
     'app-nonroot': row(UDP_IN, holds(`TCP is redirected to 15006 at the victim; ${STRICT_UDP}`)),
     'app-root': row(UDP_IN, holds(`as non-root; ${STRICT_UDP}`)),
-    'app-net-raw-5.15': row(UDP_IN, holds(`raw frames arrive through the victim's PREROUTING like any packet and are redirected; ${STRICT_UDP}`)),
-    'app-net-raw-6.1': row(UDP_IN, holds(`marks do not cross the wire, so a spoofed mark does not skip the victim's inbound redirect (finding-j); ${STRICT_UDP}`)),
-    'app-net-admin': row(bypass(['B3', 'B8'], 'the app flushes its own pod\'s inbound redirect, exposing itself; UDP too', 'appExec'), FLUSH),
+    'app-net-raw-5.15': row(
+      UDP_IN,
+      holds(`raw frames arrive through the victim's PREROUTING like any packet and are redirected; ${STRICT_UDP}`),
+    ),
+    'app-net-raw-6.1': row(
+      UDP_IN,
+      holds(
+        `marks do not cross the wire, so a spoofed mark does not skip the victim's inbound redirect (finding-j); ${STRICT_UDP}`,
+      ),
+    ),
+    'app-net-admin': row(
+      bypass(['B3', 'B8'], "the app flushes its own pod's inbound redirect, exposing itself; UDP too", 'appExec'),
+      FLUSH,
+    ),
     'app-proxy-uid-net-raw': row(UDP_IN, holds(`as NET_RAW; ${STRICT_UDP}`)),
-    'host-process': row(bypass(['B12', 'finding-k', 'B8'], 'upstream SNATs every host socket (--socket-exists) to 169.254.7.127 and accepts it on any port'), holds('strict SNATs only the kubelet uid and accepts only declared probe ports (probe-ports, host-probe-kubelet-uid)')),
-    'host-root': row(bypass(['B8'], 'TCP from the kubelet uid is the documented probe carve-out; host UDP reaches the app'), holds(`root to an undeclared port is policed; root to a declared probe port is the carve-out (residual: indistinguishable from the kubelet); ${STRICT_UDP}`)),
+    'host-process': row(
+      bypass(
+        ['B12', 'finding-k', 'B8'],
+        'upstream SNATs every host socket (--socket-exists) to 169.254.7.127 and accepts it on any port',
+      ),
+      holds(
+        'strict SNATs only the kubelet uid and accepts only declared probe ports (probe-ports, host-probe-kubelet-uid)',
+      ),
+    ),
+    'host-root': row(
+      bypass(['B8'], 'TCP from the kubelet uid is the documented probe carve-out; host UDP reaches the app'),
+      holds(
+        `root to an undeclared port is policed; root to a declared probe port is the carve-out (residual: indistinguishable from the kubelet); ${STRICT_UDP}`,
+      ),
+    ),
     'other-node': row(UDP_IN, holds(`cross-node TCP is redirected to 15006; ${STRICT_UDP}`)),
-    'outside': row(UDP_IN, holds(`routed TCP is redirected to 15006; ${STRICT_UDP}`)),
+    outside: row(UDP_IN, holds(`routed TCP is redirected to 15006; ${STRICT_UDP}`)),
   },
   authorization: {} as Record<ThreatId, Row>,
   'fail-closed': {} as Record<ThreatId, Row>,
@@ -86,8 +153,14 @@ for (const t of THREATS) {
   const inbound = EXPECTED['inbound-capture'][t.id];
   const outbound = EXPECTED['outbound-capture'][t.id];
   mutable.authorization[t.id] = {
-    upstream: inbound.upstream.verdict === 'bypass' ? { ...inbound.upstream, why: `unauthorized delivery: ${inbound.upstream.why}` } : holds('the destination proxy enforces the policy in force'),
-    strict: inbound.strict.verdict === 'bypass' ? { ...inbound.strict, why: `unauthorized delivery: ${inbound.strict.why}` } : holds('the destination proxy enforces the policy in force'),
+    upstream:
+      inbound.upstream.verdict === 'bypass'
+        ? { ...inbound.upstream, why: `unauthorized delivery: ${inbound.upstream.why}` }
+        : holds('the destination proxy enforces the policy in force'),
+    strict:
+      inbound.strict.verdict === 'bypass'
+        ? { ...inbound.strict, why: `unauthorized delivery: ${inbound.strict.why}` }
+        : holds('the destination proxy enforces the policy in force'),
   };
   // Fail closed: the same attacks with the proxy (and then the agent) of the attacker's and the
   // victim's node down. Rules stay in place (findings d and e, docs/bypass-classes.md), so TCP fails; whatever bypassed the
@@ -97,14 +170,19 @@ for (const t of THREATS) {
     const i = inbound[p];
     if (o.verdict === 'bypass') return { ...o, why: `with the proxy down: ${o.why}` };
     if (i.verdict === 'bypass') return { ...i, why: `with the proxy down: ${i.why}` };
-    return holds('rules stay while the proxy or agent is down: redirected TCP is refused; new ambient pods wait for the agent');
+    return holds(
+      'rules stay while the proxy or agent is down: redirected TCP is refused; new ambient pods wait for the agent',
+    );
   };
   mutable['fail-closed'][t.id] = { upstream: failClosed('upstream'), strict: failClosed('strict') };
   mutable.convergence[t.id] = row(
-    holds('attacker actions do not change labels; the agent\'s repair loop restores tampered rules before quiescence'),
-    holds('attacker actions do not change labels; the agent\'s repair loop restores tampered rules before quiescence'),
+    holds("attacker actions do not change labels; the agent's repair loop restores tampered rules before quiescence"),
+    holds("attacker actions do not change labels; the agent's repair loop restores tampered rules before quiescence"),
   );
-  mutable.liveness[t.id] = row(holds('plain TCP between enrolled pods under allow-all is carried with identities'), holds('plain TCP between enrolled pods under allow-all is carried with identities; strict only drops non-TCP'));
+  mutable.liveness[t.id] = row(
+    holds('plain TCP between enrolled pods under allow-all is carried with identities'),
+    holds('plain TCP between enrolled pods under allow-all is carried with identities; strict only drops non-TCP'),
+  );
 }
 
 // Port hijack (docs/bypass-classes.md#finding-l), measured in the matrix's port-hijack phase: the node proxy of the
@@ -116,7 +194,8 @@ for (const t of THREATS) {
 // open), so both expect it. It harms only the hijacking pod's own inbound policy; the victim's
 // capture is untouched. Applied after the derivations above on purpose: the hijack happens with
 // every component up, so it says nothing about fail closed.
-const HIJACK_WHY = 'port hijack: with its node proxy stopped the app binds 15006/15001 in its own netns (no capability needed), the restarted proxy gets EADDRINUSE, and inbound plaintext to the pod reaches the app\'s 15006 socket without the proxy or any authorization (finding l; nothing reserves the ports in either profile)';
+const HIJACK_WHY =
+  "port hijack: with its node proxy stopped the app binds 15006/15001 in its own netns (no capability needed), the restarted proxy gets EADDRINUSE, and inbound plaintext to the pod reaches the app's 15006 socket without the proxy or any authorization (finding l; nothing reserves the ports in either profile)";
 for (const t of THREATS) {
   if (t.vantage !== 'enrolled-pod') continue;
   for (const prop of ['inbound-capture', 'authorization'] as const) {
@@ -124,9 +203,14 @@ for (const t of THREATS) {
       const c = mutable[prop][t.id][prof];
       mutable[prop][t.id] = {
         ...mutable[prop][t.id],
-        [prof]: c.verdict === 'bypass'
-          ? { ...c, classes: [...new Set<BypassClass>([...c.classes, 'finding-l'])], why: `${c.why}; and ${HIJACK_WHY}` }
-          : bypass(['finding-l'], HIJACK_WHY, 'appExec'),
+        [prof]:
+          c.verdict === 'bypass'
+            ? {
+                ...c,
+                classes: [...new Set<BypassClass>([...c.classes, 'finding-l'])],
+                why: `${c.why}; and ${HIJACK_WHY}`,
+              }
+            : bypass(['finding-l'], HIJACK_WHY, 'appExec'),
       };
     }
   }
@@ -140,16 +224,28 @@ for (const t of THREATS) {
 // other catalog phases — reboot-stuck, api-error-at-add, hostile-annotations (app-nonroot) and
 // rogue-zds-client (host-root) — are expected to hold in both profiles, so they add nothing here:
 // anything they find is an unexpected bypass.
-const V6_OFF_WHY = 'with a v4-only mesh in a dual-stack cluster (meshV6 off, upstream `ambient.ipv6: false`) no v6 rule exists, so v6 leaves and enters the pod uncaptured (B7, finding-h)';
+const V6_OFF_WHY =
+  'with a v4-only mesh in a dual-stack cluster (meshV6 off, upstream `ambient.ipv6: false`) no v6 rule exists, so v6 leaves and enters the pod uncaptured (B7, finding-h)';
 for (const prop of ['outbound-capture', 'inbound-capture', 'authorization'] as const) {
   const c = mutable[prop]['app-nonroot'].upstream;
-  if (c.verdict !== 'bypass') throw new Error(`expected table: ${prop} × app-nonroot × upstream should already be a bypass before the v6 note`);
-  mutable[prop]['app-nonroot'] = { ...mutable[prop]['app-nonroot'], upstream: { ...c, classes: [...new Set<BypassClass>([...c.classes, 'B7', 'finding-h'])], why: `${c.why}; and ${V6_OFF_WHY}` } };
+  if (c.verdict !== 'bypass')
+    throw new Error(`expected table: ${prop} × app-nonroot × upstream should already be a bypass before the v6 note`);
+  mutable[prop]['app-nonroot'] = {
+    ...mutable[prop]['app-nonroot'],
+    upstream: {
+      ...c,
+      classes: [...new Set<BypassClass>([...c.classes, 'B7', 'finding-h'])],
+      why: `${c.why}; and ${V6_OFF_WHY}`,
+    },
+  };
 }
 
 export function expectedCell(property: PropertyName, threat: ThreatId, profile: Profile): ExpectedCell {
   const cell = EXPECTED[property]?.[threat]?.[profile];
-  if (!cell) throw new Error(`expected table has no cell for ${property} × ${threat} × ${profile}; add it to scenarios/expected/table.ts`);
+  if (!cell)
+    throw new Error(
+      `expected table has no cell for ${property} × ${threat} × ${profile}; add it to scenarios/expected/table.ts`,
+    );
   return cell;
 }
 
@@ -162,7 +258,8 @@ export function validateExpectedTable(): string[] {
         const c = EXPECTED[p]?.[t.id]?.[prof];
         if (!c) errors.push(`missing ${p} × ${t.id} × ${prof}`);
         else if (c.why.trim() === '') errors.push(`${p} × ${t.id} × ${prof}: empty why`);
-        else if (c.verdict === 'bypass' && c.classes.length === 0) errors.push(`${p} × ${t.id} × ${prof}: bypass without a class`);
+        else if (c.verdict === 'bypass' && c.classes.length === 0)
+          errors.push(`${p} × ${t.id} × ${prof}: bypass without a class`);
       }
     }
   }

@@ -40,7 +40,11 @@ export function observable(r: AttemptResult, udp: boolean): Record<ComparedField
 }
 
 /** Every difference, attempt by attempt and field by field; `udpAttempts` names the UDP ones. */
-export function compareResults(sim: readonly AttemptResult[], kernel: readonly AttemptResult[], udpAttempts: ReadonlySet<string> = new Set()): Difference[] {
+export function compareResults(
+  sim: readonly AttemptResult[],
+  kernel: readonly AttemptResult[],
+  udpAttempts: ReadonlySet<string> = new Set(),
+): Difference[] {
   const out: Difference[] = [];
   const byName = new Map(kernel.map((k) => [k.name, k]));
   for (const s of sim) {
@@ -59,7 +63,11 @@ export function compareResults(sim: readonly AttemptResult[], kernel: readonly A
   return out;
 }
 
-export function formatDifferences(diffs: readonly Difference[], sim: readonly AttemptResult[], kernel: readonly AttemptResult[]): string {
+export function formatDifferences(
+  diffs: readonly Difference[],
+  sim: readonly AttemptResult[],
+  kernel: readonly AttemptResult[],
+): string {
   if (diffs.length === 0) return 'no differences between the simulation and the real kernel';
   const lines: string[] = [`${diffs.length} difference(s) between the simulation and the real kernel:`];
   const names = [...new Set(diffs.map((d) => d.attempt))];

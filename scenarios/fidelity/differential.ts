@@ -25,7 +25,12 @@ type SimOptions = Pick<SimKernelOptions, 'netfilterFactory'>;
 
 /** Run a lab in the simulator, optionally with a replaced netfilter model (positive controls). */
 export function runSim(lab: Lab, opts: SimOptions = {}): AttemptResult[] {
-  return [...runLab(lab, 'case', { trace: false, ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}) }).results];
+  return [
+    ...runLab(lab, 'case', {
+      trace: false,
+      ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}),
+    }).results,
+  ];
 }
 
 interface CaseVerdict {
@@ -66,7 +71,12 @@ export async function checkLab(lab: Lab, kernel: CaseRunner, sim: SimOptions = {
       else differences.push(d);
     }
   } else if (simResults || kernelResults) {
-    differences.push({ attempt: '(setup)', field: 'outcome', sim: simError ?? 'accepted', kernel: kernelError ?? 'accepted' });
+    differences.push({
+      attempt: '(setup)',
+      field: 'outcome',
+      sim: simError ?? 'accepted',
+      kernel: kernelError ?? 'accepted',
+    });
   }
   return { lab, sim: simResults, kernel: kernelResults, differences, known, simError, kernelError };
 }
@@ -115,40 +125,52 @@ export async function runDifferential(opts: DifferentialOptions): Promise<Differ
   const counterexamples: Counterexample[] = [];
   const per = Math.ceil(opts.runs / opts.lanes.length);
   const seeds = opts.lanes.map((_, i) => (opts.seed + i) | 0);
-  await Promise.all(opts.lanes.map(async (lane, i) => {
-    let last: { verdict: CaseVerdict; spec: CaseSpec } | undefined;
-    let shrinking = false;
-    const result = await fc.check(fc.asyncProperty(caseArb(), async (spec) => {
-      const lab = renderCase(spec, nextPortBase());
-      const v = await checkLab(lab, lane, opts.sim);
-      if (!shrinking) {
-        cases++;
-        knownHits += v.known.length;
-        for (const k of v.known) knownByName[k.divergence] = (knownByName[k.divergence] ?? 0) + 1;
-        if (v.simError && v.kernelError) bothRejected++;
-        opts.onCase?.(v, i);
+  await Promise.all(
+    opts.lanes.map(async (lane, i) => {
+      let last: { verdict: CaseVerdict; spec: CaseSpec } | undefined;
+      let shrinking = false;
+      const result = await fc.check(
+        fc.asyncProperty(caseArb(), async (spec) => {
+          const lab = renderCase(spec, nextPortBase());
+          const v = await checkLab(lab, lane, opts.sim);
+          if (!shrinking) {
+            cases++;
+            knownHits += v.known.length;
+            for (const k of v.known) knownByName[k.divergence] = (knownByName[k.divergence] ?? 0) + 1;
+            if (v.simError && v.kernelError) bothRejected++;
+            opts.onCase?.(v, i);
+          }
+          if (v.differences.length > 0) {
+            shrinking = true;
+            last = { verdict: v, spec };
+            return false;
+          }
+          return true;
+        }),
+        { numRuns: per, seed: seeds[i]!, endOnFailure: false, ...(opts.maxShrinks !== undefined ? {} : {}) },
+      );
+      if (result.failed && last) {
+        // fast-check's last failing run is the shrunk counterexample; re-check it for the report.
+        const spec = result.counterexample?.[0] ?? last.spec;
+        const verdict = await checkLab(renderCase(spec, nextPortBase()), lane, opts.sim);
+        const v = verdict.differences.length > 0 ? verdict : last.verdict;
+        counterexamples.push({
+          lane: i,
+          seed: seeds[i]!,
+          verdict: v,
+          spec,
+          yaml: labToYaml(v.lab, describeCounterexample(v, seeds[i]!)),
+        });
       }
-      if (v.differences.length > 0) {
-        shrinking = true;
-        last = { verdict: v, spec };
-        return false;
-      }
-      return true;
-    }), { numRuns: per, seed: seeds[i]!, endOnFailure: false, ...(opts.maxShrinks !== undefined ? { } : {}) });
-    if (result.failed && last) {
-      // fast-check's last failing run is the shrunk counterexample; re-check it for the report.
-      const spec = result.counterexample?.[0] ?? last.spec;
-      const verdict = await checkLab(renderCase(spec, nextPortBase()), lane, opts.sim);
-      const v = verdict.differences.length > 0 ? verdict : last.verdict;
-      counterexamples.push({ lane: i, seed: seeds[i]!, verdict: v, spec, yaml: labToYaml(v.lab, describeCounterexample(v, seeds[i]!)) });
-    }
-  }));
+    }),
+  );
   return { cases, seeds, counterexamples, knownHits, knownByName, bothRejected };
 }
 
 function describeCounterexample(v: CaseVerdict, seed: number): string {
   const lines = [`Differential counterexample (fast-check seed ${seed}), shrunk.`, 'sim vs kernel:'];
-  for (const d of v.differences) lines.push(`  ${d.attempt} ${d.field}: sim ${d.sim ?? '-'} / kernel ${d.kernel ?? '-'}`);
+  for (const d of v.differences)
+    lines.push(`  ${d.attempt} ${d.field}: sim ${d.sim ?? '-'} / kernel ${d.kernel ?? '-'}`);
   if (v.simError) lines.push(`  sim error: ${v.simError.split('\n')[0]}`);
   if (v.kernelError) lines.push(`  kernel error: ${v.kernelError.split('\n')[0]}`);
   lines.push('Replay: ambient-lab trace THIS_FILE --kernel');

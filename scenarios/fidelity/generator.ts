@@ -30,7 +30,10 @@ interface RuleSpec {
   readonly body: string;
 }
 
-interface Owner { readonly uid: number; readonly caps: readonly Capability[] }
+interface Owner {
+  readonly uid: number;
+  readonly caps: readonly Capability[];
+}
 const APP: Owner = { uid: 1000, caps: [] };
 const PROXY: Owner = { uid: 1337, caps: ['NET_ADMIN'] };
 const ROOTISH: Owner = { uid: 0, caps: ['NET_ADMIN'] };
@@ -79,38 +82,99 @@ const MARKS = ['0x539/0xfff', '0x111/0xfff', '0x539', '0x1/0x1'];
 function matchArb(chain: string, proto: 'tcp' | 'udp' | undefined): fc.Arbitrary<string> {
   const hook = builtinOf(chain);
   const parts: fc.Arbitrary<string>[] = [
-    fc.constantFrom('-d {A:server}', '! -d {A:loopback}', '-d {A:vip}', '-s {A:client}', '-d {A:server2}', '-s {A:server}'),
-    fc.constantFrom(...MARKS.map((m) => `-m mark --mark ${m}`), ...MARKS.slice(0, 2).map((m) => `-m mark ! --mark ${m}`)),
+    fc.constantFrom(
+      '-d {A:server}',
+      '! -d {A:loopback}',
+      '-d {A:vip}',
+      '-s {A:client}',
+      '-d {A:server2}',
+      '-s {A:server}',
+    ),
+    fc.constantFrom(
+      ...MARKS.map((m) => `-m mark --mark ${m}`),
+      ...MARKS.slice(0, 2).map((m) => `-m mark ! --mark ${m}`),
+    ),
     fc.constantFrom('-m connmark --mark 0x111/0xfff', '-m connmark ! --mark 0x111/0xfff'),
-    fc.constantFrom('-m conntrack --ctstate NEW', '-m conntrack --ctstate RELATED,ESTABLISHED', '-m conntrack --ctstate DNAT', '-m state --state ESTABLISHED', '-m conntrack --ctstate INVALID,UNTRACKED'),
+    fc.constantFrom(
+      '-m conntrack --ctstate NEW',
+      '-m conntrack --ctstate RELATED,ESTABLISHED',
+      '-m conntrack --ctstate DNAT',
+      '-m state --state ESTABLISHED',
+      '-m conntrack --ctstate INVALID,UNTRACKED',
+    ),
     fc.constantFrom('-m addrtype --dst-type LOCAL', '-m addrtype ! --dst-type LOCAL'),
   ];
-  if (proto) parts.push(fc.constantFrom('--dport {P:app}', '! --dport {P:in}', '--dport {P:other}', '--dport {P:in}', '--sport {P:app}'));
-  if (hook === 'PREROUTING' || hook === 'INPUT' || hook === 'FORWARD') parts.push(fc.constantFrom('-i lo', '! -i lo', '-i eth0', '-i eth-c'));
-  if (hook === 'OUTPUT' || hook === 'POSTROUTING' || hook === 'FORWARD') parts.push(fc.constantFrom('-o lo', '! -o lo', '-o eth-s'));
-  if ((hook === 'OUTPUT' || hook === 'POSTROUTING') && !chain.startsWith('U_')) parts.push(fc.constantFrom('-m owner --uid-owner 1337', '-m owner ! --uid-owner 1337', '-m owner --uid-owner 1000', '-m owner --socket-exists'));
-  return fc.subarray(parts.map((_, i) => i), { maxLength: 2 }).chain((idx) =>
-    idx.length === 0 ? fc.constant('') : fc.tuple(...idx.map((i) => parts[i]!)).map((xs) => xs.join(' ')),
-  ).map((m) => {
-    // --dport/--sport after -m matches still need `-p` first: put the proto in front.
-    const p = proto ? `-p ${proto} ` : '';
-    return (p + m).trim();
-  });
+  if (proto)
+    parts.push(
+      fc.constantFrom('--dport {P:app}', '! --dport {P:in}', '--dport {P:other}', '--dport {P:in}', '--sport {P:app}'),
+    );
+  if (hook === 'PREROUTING' || hook === 'INPUT' || hook === 'FORWARD')
+    parts.push(fc.constantFrom('-i lo', '! -i lo', '-i eth0', '-i eth-c'));
+  if (hook === 'OUTPUT' || hook === 'POSTROUTING' || hook === 'FORWARD')
+    parts.push(fc.constantFrom('-o lo', '! -o lo', '-o eth-s'));
+  if ((hook === 'OUTPUT' || hook === 'POSTROUTING') && !chain.startsWith('U_'))
+    parts.push(
+      fc.constantFrom(
+        '-m owner --uid-owner 1337',
+        '-m owner ! --uid-owner 1337',
+        '-m owner --uid-owner 1000',
+        '-m owner --socket-exists',
+      ),
+    );
+  return fc
+    .subarray(
+      parts.map((_, i) => i),
+      { maxLength: 2 },
+    )
+    .chain((idx) =>
+      idx.length === 0 ? fc.constant('') : fc.tuple(...idx.map((i) => parts[i]!)).map((xs) => xs.join(' ')),
+    )
+    .map((m) => {
+      // --dport/--sport after -m matches still need `-p` first: put the proto in front.
+      const p = proto ? `-p ${proto} ` : '';
+      return (p + m).trim();
+    });
 }
 
-function targetArb(table: Table, chain: string, proto: 'tcp' | 'udp' | undefined, userChains: boolean): fc.Arbitrary<string> {
+function targetArb(
+  table: Table,
+  chain: string,
+  proto: 'tcp' | 'udp' | undefined,
+  userChains: boolean,
+): fc.Arbitrary<string> {
   const hook = builtinOf(chain);
   const t: string[] = ['ACCEPT'];
   if (chain.startsWith('U_')) t.push('RETURN');
   else if (userChains) t.push('JUMP', 'GOTO');
   switch (table) {
-    case 'raw': t.push('CT --zone 1', 'CT --notrack', 'DROP'); break;
+    case 'raw':
+      t.push('CT --zone 1', 'CT --notrack', 'DROP');
+      break;
     case 'mangle':
-      t.push('MARK --set-xmark 0x539/0xfff', 'MARK --set-xmark 0x111/0xfff', 'CONNMARK --set-xmark 0x111/0xfff', 'CONNMARK --save-mark --nfmask 0xfff --ctmask 0xfff', 'CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff', 'DROP');
-      if (hook === 'PREROUTING' && proto === 'tcp' && !chain.startsWith('U_')) t.push('TPROXY --on-port {P:in} --tproxy-mark 0x111/0xfff', 'TPROXY --on-port {P:in} --tproxy-mark 0x111/0xfff', 'TPROXY --on-port {P:other} --tproxy-mark 0x111/0xfff');
+      t.push(
+        'MARK --set-xmark 0x539/0xfff',
+        'MARK --set-xmark 0x111/0xfff',
+        'CONNMARK --set-xmark 0x111/0xfff',
+        'CONNMARK --save-mark --nfmask 0xfff --ctmask 0xfff',
+        'CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff',
+        'DROP',
+      );
+      if (hook === 'PREROUTING' && proto === 'tcp' && !chain.startsWith('U_'))
+        t.push(
+          'TPROXY --on-port {P:in} --tproxy-mark 0x111/0xfff',
+          'TPROXY --on-port {P:in} --tproxy-mark 0x111/0xfff',
+          'TPROXY --on-port {P:other} --tproxy-mark 0x111/0xfff',
+        );
       break;
     case 'nat':
-      if ((hook === 'PREROUTING' || hook === 'OUTPUT') && proto) t.push('REDIRECT --to-ports {P:in}', 'REDIRECT --to-ports {P:out}', 'REDIRECT --to-ports {P:in}', 'DNAT --to-destination {D:server:app}', 'DNAT --to-destination {D:server2:in}');
+      if ((hook === 'PREROUTING' || hook === 'OUTPUT') && proto)
+        t.push(
+          'REDIRECT --to-ports {P:in}',
+          'REDIRECT --to-ports {P:out}',
+          'REDIRECT --to-ports {P:in}',
+          'DNAT --to-destination {D:server:app}',
+          'DNAT --to-destination {D:server2:in}',
+        );
       if (hook === 'PREROUTING' || hook === 'OUTPUT') t.push('DNAT --to-destination {A:server}');
       if (hook === 'POSTROUTING') t.push('MASQUERADE', 'MASQUERADE', 'SNAT --to-source {A:self}');
       if (hook === 'INPUT') t.push('SNAT --to-source {A:self}');
@@ -127,13 +191,17 @@ function targetArb(table: Table, chain: string, proto: 'tcp' | 'udp' | undefined
 function ruleArb(userChains: boolean): fc.Arbitrary<RuleSpec> {
   return fc.constantFrom<Table>('nat', 'nat', 'mangle', 'mangle', 'filter', 'raw').chain((table) =>
     fc.constantFrom(...BUILTINS[table]).chain((builtin) =>
-      fc.tuple(fc.boolean(), fc.constantFrom<'tcp' | 'udp' | undefined>('tcp', 'tcp', 'udp', undefined)).chain(([inUser, proto]) => {
-        const chain = userChains && inUser ? `U_${builtin}` : builtin;
-        return fc.tuple(matchArb(chain, proto), targetArb(table, chain, proto, userChains)).map(([m, tgt]) => {
-          const body = `${m} ${tgt}`.trim();
-          return { table, chain, body };
-        });
-      })));
+      fc
+        .tuple(fc.boolean(), fc.constantFrom<'tcp' | 'udp' | undefined>('tcp', 'tcp', 'udp', undefined))
+        .chain(([inUser, proto]) => {
+          const chain = userChains && inUser ? `U_${builtin}` : builtin;
+          return fc.tuple(matchArb(chain, proto), targetArb(table, chain, proto, userChains)).map(([m, tgt]) => {
+            const body = `${m} ${tgt}`.trim();
+            return { table, chain, body };
+          });
+        }),
+    ),
+  );
 }
 
 /** Mesh motifs: the shapes istio-cni-like rulesets are made of. */
@@ -141,88 +209,228 @@ type Motif = { readonly node: Node; readonly rules: readonly RuleSpec[]; readonl
 
 function motifArb(): fc.Arbitrary<Motif> {
   return fc.oneof<fc.Arbitrary<Motif>[]>(
-    fc.constant({ node: 'server' as Node, rules: [{ table: 'nat' as Table, chain: 'PREROUTING', body: '-p tcp ! --dport {P:in} -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports {P:in}' }] }),
-    fc.constant({ node: 'client' as Node, rules: [{ table: 'nat' as Table, chain: 'OUTPUT', body: '-p tcp ! -d {A:loopback} -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports {P:out}' }] }),
-    fc.constant({ node: 'client' as Node, rules: [{ table: 'nat' as Table, chain: 'OUTPUT', body: '-p tcp -m owner ! --uid-owner 1337 ! -d {A:loopback} -j REDIRECT --to-ports {P:out}' }] }),
-    fc.constant({ node: 'server' as Node, tproxy: true, rules: [
-      { table: 'mangle' as Table, chain: 'PREROUTING', body: '-m mark --mark 0x539/0xfff -j CONNMARK --set-xmark 0x111/0xfff' },
-      { table: 'mangle' as Table, chain: 'PREROUTING', body: '-p tcp -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT' },
-      { table: 'mangle' as Table, chain: 'PREROUTING', body: '-p tcp ! -d {A:loopback} -m mark ! --mark 0x539/0xfff -j TPROXY --on-port {P:in} --tproxy-mark 0x111/0xfff' },
-      { table: 'mangle' as Table, chain: 'OUTPUT', body: '-m connmark --mark 0x111/0xfff -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff' },
-    ] }),
-    fc.constantFrom<Node>('client', 'router').map((node) => ({ node, rules: [{ table: 'nat' as Table, chain: node === 'client' ? 'OUTPUT' : 'PREROUTING', body: '-p tcp -d {A:vip} -j DNAT --to-destination {D:server:app}' }] })),
-    fc.constant({ node: 'router' as Node, rules: [{ table: 'nat' as Table, chain: 'POSTROUTING', body: '-o eth-s -j MASQUERADE' }] }),
-    fc.constant({ node: 'server' as Node, rules: [
-      { table: 'filter' as Table, chain: 'INPUT', body: '-p tcp -m conntrack --ctstate NEW -m mark ! --mark 0x111/0xfff --dport {P:app} -j DROP' },
-    ] }),
-    fc.constantFrom<Node>('server', 'client').map((node) => ({ node, rules: [
-      { table: 'raw' as Table, chain: 'OUTPUT', body: '-p tcp -m mark --mark 0x539/0xfff -j CT --zone 1' },
-      { table: 'raw' as Table, chain: 'PREROUTING', body: '-p tcp -d {A:server} -j CT --zone 1' },
-    ] })),
+    fc.constant({
+      node: 'server' as Node,
+      rules: [
+        {
+          table: 'nat' as Table,
+          chain: 'PREROUTING',
+          body: '-p tcp ! --dport {P:in} -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports {P:in}',
+        },
+      ],
+    }),
+    fc.constant({
+      node: 'client' as Node,
+      rules: [
+        {
+          table: 'nat' as Table,
+          chain: 'OUTPUT',
+          body: '-p tcp ! -d {A:loopback} -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports {P:out}',
+        },
+      ],
+    }),
+    fc.constant({
+      node: 'client' as Node,
+      rules: [
+        {
+          table: 'nat' as Table,
+          chain: 'OUTPUT',
+          body: '-p tcp -m owner ! --uid-owner 1337 ! -d {A:loopback} -j REDIRECT --to-ports {P:out}',
+        },
+      ],
+    }),
+    fc.constant({
+      node: 'server' as Node,
+      tproxy: true,
+      rules: [
+        {
+          table: 'mangle' as Table,
+          chain: 'PREROUTING',
+          body: '-m mark --mark 0x539/0xfff -j CONNMARK --set-xmark 0x111/0xfff',
+        },
+        {
+          table: 'mangle' as Table,
+          chain: 'PREROUTING',
+          body: '-p tcp -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+        },
+        {
+          table: 'mangle' as Table,
+          chain: 'PREROUTING',
+          body: '-p tcp ! -d {A:loopback} -m mark ! --mark 0x539/0xfff -j TPROXY --on-port {P:in} --tproxy-mark 0x111/0xfff',
+        },
+        {
+          table: 'mangle' as Table,
+          chain: 'OUTPUT',
+          body: '-m connmark --mark 0x111/0xfff -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff',
+        },
+      ],
+    }),
+    fc.constantFrom<Node>('client', 'router').map((node) => ({
+      node,
+      rules: [
+        {
+          table: 'nat' as Table,
+          chain: node === 'client' ? 'OUTPUT' : 'PREROUTING',
+          body: '-p tcp -d {A:vip} -j DNAT --to-destination {D:server:app}',
+        },
+      ],
+    })),
+    fc.constant({
+      node: 'router' as Node,
+      rules: [{ table: 'nat' as Table, chain: 'POSTROUTING', body: '-o eth-s -j MASQUERADE' }],
+    }),
+    fc.constant({
+      node: 'server' as Node,
+      rules: [
+        {
+          table: 'filter' as Table,
+          chain: 'INPUT',
+          body: '-p tcp -m conntrack --ctstate NEW -m mark ! --mark 0x111/0xfff --dport {P:app} -j DROP',
+        },
+      ],
+    }),
+    fc.constantFrom<Node>('server', 'client').map((node) => ({
+      node,
+      rules: [
+        { table: 'raw' as Table, chain: 'OUTPUT', body: '-p tcp -m mark --mark 0x539/0xfff -j CT --zone 1' },
+        { table: 'raw' as Table, chain: 'PREROUTING', body: '-p tcp -d {A:server} -j CT --zone 1' },
+      ],
+    })),
   );
 }
 
 function listenerArb(family: Family): fc.Arbitrary<ListenerSpec[]> {
   void family;
-  return fc.record({
-    app: fc.constantFrom<AddrSlot>('any', 'any', 'server'),
-    inTransparent: fc.boolean(),
-    inMark: fc.boolean(),
-    out: fc.boolean(),
-    udp: fc.boolean(),
-    other: fc.boolean(),
-  }).map((o) => {
-    const l: ListenerSpec[] = [
-      { name: 'app', node: 'server', proto: 'tcp', addr: o.app, port: 'app', owner: APP, mark: undefined, transparent: false },
-      { name: 'proxy-in', node: 'server', proto: 'tcp', addr: 'any', port: 'in', owner: PROXY, mark: o.inMark ? 0x539 : undefined, transparent: o.inTransparent },
-    ];
-    if (o.out) l.push({ name: 'proxy-out', node: 'client', proto: 'tcp', addr: 'any', port: 'out', owner: PROXY, mark: 0x539, transparent: false });
-    if (o.udp) l.push({ name: 'udp-app', node: 'server', proto: 'udp', addr: 'any', port: 'app', owner: APP, mark: undefined, transparent: false });
-    if (o.other) l.push({ name: 'client-app', node: 'client', proto: 'tcp', addr: 'any', port: 'app', owner: APP, mark: undefined, transparent: false });
-    return l;
-  });
+  return fc
+    .record({
+      app: fc.constantFrom<AddrSlot>('any', 'any', 'server'),
+      inTransparent: fc.boolean(),
+      inMark: fc.boolean(),
+      out: fc.boolean(),
+      udp: fc.boolean(),
+      other: fc.boolean(),
+    })
+    .map((o) => {
+      const l: ListenerSpec[] = [
+        {
+          name: 'app',
+          node: 'server',
+          proto: 'tcp',
+          addr: o.app,
+          port: 'app',
+          owner: APP,
+          mark: undefined,
+          transparent: false,
+        },
+        {
+          name: 'proxy-in',
+          node: 'server',
+          proto: 'tcp',
+          addr: 'any',
+          port: 'in',
+          owner: PROXY,
+          mark: o.inMark ? 0x539 : undefined,
+          transparent: o.inTransparent,
+        },
+      ];
+      if (o.out)
+        l.push({
+          name: 'proxy-out',
+          node: 'client',
+          proto: 'tcp',
+          addr: 'any',
+          port: 'out',
+          owner: PROXY,
+          mark: 0x539,
+          transparent: false,
+        });
+      if (o.udp)
+        l.push({
+          name: 'udp-app',
+          node: 'server',
+          proto: 'udp',
+          addr: 'any',
+          port: 'app',
+          owner: APP,
+          mark: undefined,
+          transparent: false,
+        });
+      if (o.other)
+        l.push({
+          name: 'client-app',
+          node: 'client',
+          proto: 'tcp',
+          addr: 'any',
+          port: 'app',
+          owner: APP,
+          mark: undefined,
+          transparent: false,
+        });
+      return l;
+    });
 }
 
 const attemptArb: fc.Arbitrary<AttemptSpec> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({
-    node: fc.constant<Node>('client'), proto: fc.constantFrom<'tcp' | 'udp'>('tcp', 'tcp', 'tcp', 'udp'),
-    addr: fc.constantFrom<AddrSlot>('server', 'server', 'vip', 'server2', 'client', 'loopback'),
-    port: fc.constantFrom<PortSlot>('app', 'app', 'in', 'other', 'out'),
-    owner: fc.constantFrom(APP, APP, PROXY, ROOTISH), mark: fc.constantFrom<number | undefined>(undefined, undefined, 0x539, 0x111),
-    source: fc.constant<AddrSlot | undefined>(undefined),
-  }) },
-  { weight: 2, arbitrary: fc.record({
-    node: fc.constant<Node>('server'), proto: fc.constantFrom<'tcp' | 'udp'>('tcp', 'tcp', 'udp'),
-    addr: fc.constantFrom<AddrSlot>('server', 'loopback', 'server2', 'client'),
-    port: fc.constantFrom<PortSlot>('app', 'in'),
-    owner: fc.constantFrom(APP, PROXY), mark: fc.constantFrom<number | undefined>(undefined, 0x539),
-    source: fc.constantFrom<AddrSlot | undefined>(undefined, undefined, undefined, 'client'),
-  }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      node: fc.constant<Node>('client'),
+      proto: fc.constantFrom<'tcp' | 'udp'>('tcp', 'tcp', 'tcp', 'udp'),
+      addr: fc.constantFrom<AddrSlot>('server', 'server', 'vip', 'server2', 'client', 'loopback'),
+      port: fc.constantFrom<PortSlot>('app', 'app', 'in', 'other', 'out'),
+      owner: fc.constantFrom(APP, APP, PROXY, ROOTISH),
+      mark: fc.constantFrom<number | undefined>(undefined, undefined, 0x539, 0x111),
+      source: fc.constant<AddrSlot | undefined>(undefined),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      node: fc.constant<Node>('server'),
+      proto: fc.constantFrom<'tcp' | 'udp'>('tcp', 'tcp', 'udp'),
+      addr: fc.constantFrom<AddrSlot>('server', 'loopback', 'server2', 'client'),
+      port: fc.constantFrom<PortSlot>('app', 'in'),
+      owner: fc.constantFrom(APP, PROXY),
+      mark: fc.constantFrom<number | undefined>(undefined, 0x539),
+      source: fc.constantFrom<AddrSlot | undefined>(undefined, undefined, undefined, 'client'),
+    }),
+  },
 );
 
 export function caseArb(): fc.Arbitrary<CaseSpec> {
-  return fc.record({
-    family: fc.constantFrom<Family>(4, 4, 6),
-    userChains: fc.boolean(),
-    motifs: fc.array(motifArb(), { maxLength: 3 }),
-    extra: fc.array(fc.tuple(fc.constantFrom<Node>('client', 'router', 'server', 'server'), fc.boolean()), { maxLength: 4 }),
-    tproxy: fc.record({ client: fc.boolean(), router: fc.constant(false), server: fc.boolean() }),
-    seeds: fc.array(ruleArb(true), { maxLength: 4 }),
-    seedsFlat: fc.array(ruleArb(false), { maxLength: 4 }),
-  }).chain((c) => fc.record({
-    listeners: listenerArb(c.family),
-    attempts: fc.array(attemptArb, { minLength: 1, maxLength: 3 }),
-  }).map(({ listeners, attempts }) => {
-    const rules: Record<Node, RuleSpec[]> = { client: [], router: [], server: [] };
-    const tproxyRouting: Record<Node, boolean> = { ...c.tproxy };
-    for (const m of c.motifs) {
-      rules[m.node].push(...m.rules);
-      if (m.tproxy) tproxyRouting[m.node] = true;
-    }
-    const pool = c.userChains ? c.seeds : c.seedsFlat;
-    c.extra.forEach(([node], i) => { const r = pool[i]; if (r) rules[node].push(r); });
-    return { family: c.family, rules, tproxyRouting, listeners, attempts } satisfies CaseSpec;
-  }));
+  return fc
+    .record({
+      family: fc.constantFrom<Family>(4, 4, 6),
+      userChains: fc.boolean(),
+      motifs: fc.array(motifArb(), { maxLength: 3 }),
+      extra: fc.array(fc.tuple(fc.constantFrom<Node>('client', 'router', 'server', 'server'), fc.boolean()), {
+        maxLength: 4,
+      }),
+      tproxy: fc.record({ client: fc.boolean(), router: fc.constant(false), server: fc.boolean() }),
+      seeds: fc.array(ruleArb(true), { maxLength: 4 }),
+      seedsFlat: fc.array(ruleArb(false), { maxLength: 4 }),
+    })
+    .chain((c) =>
+      fc
+        .record({
+          listeners: listenerArb(c.family),
+          attempts: fc.array(attemptArb, { minLength: 1, maxLength: 3 }),
+        })
+        .map(({ listeners, attempts }) => {
+          const rules: Record<Node, RuleSpec[]> = { client: [], router: [], server: [] };
+          const tproxyRouting: Record<Node, boolean> = { ...c.tproxy };
+          for (const m of c.motifs) {
+            rules[m.node].push(...m.rules);
+            if (m.tproxy) tproxyRouting[m.node] = true;
+          }
+          const pool = c.userChains ? c.seeds : c.seedsFlat;
+          c.extra.forEach(([node], i) => {
+            const r = pool[i];
+            if (r) rules[node].push(r);
+          });
+          return { family: c.family, rules, tproxyRouting, listeners, attempts } satisfies CaseSpec;
+        }),
+    );
 }
 
 // ---------------------------------------------------------------- rendering
@@ -287,21 +495,70 @@ export function renderCase(spec: CaseSpec, base: number): Lab {
     const tp = spec.tproxyRouting[node];
     return {
       ...n,
-      routes: tp ? [...n.routes, { dst: fam === 4 ? '0.0.0.0/0' : '::/0', family: fam, via: undefined, dev: 'lo', table: 100, type: 'local' as const, src: undefined, metric: undefined }] : n.routes,
-      rules: tp ? [{ family: fam, priority: 32764, fwmark: { value: 0x111, mask: 0xfff }, from: undefined, to: undefined, iif: undefined, oif: undefined, table: 100, action: 'lookup' as const }] : [],
+      routes: tp
+        ? [
+            ...n.routes,
+            {
+              dst: fam === 4 ? '0.0.0.0/0' : '::/0',
+              family: fam,
+              via: undefined,
+              dev: 'lo',
+              table: 100,
+              type: 'local' as const,
+              src: undefined,
+              metric: undefined,
+            },
+          ]
+        : n.routes,
+      rules: tp
+        ? [
+            {
+              family: fam,
+              priority: 32764,
+              fwmark: { value: 0x111, mask: 0xfff },
+              from: undefined,
+              to: undefined,
+              iif: undefined,
+              oif: undefined,
+              table: 100,
+              action: 'lookup' as const,
+            },
+          ]
+        : [],
       // Every namespace tracks connections in both families, as in the model (known-divergences.ts).
       iptables: withConntrackOn(fam === 4 ? text : undefined),
       ip6tables: withConntrackOn(fam === 6 ? text : undefined),
     };
   });
   const sockets: LabSocket[] = spec.listeners.map((l) => ({
-    name: l.name, netns: l.node, proto: l.proto, family: fam, address: addrOf(fam, l.node, l.addr), port: base + PORT_OFFSET[l.port],
-    uid: l.owner.uid, gid: l.owner.uid, caps: l.owner.caps, mark: l.mark, transparent: l.transparent, reuseport: false,
+    name: l.name,
+    netns: l.node,
+    proto: l.proto,
+    family: fam,
+    address: addrOf(fam, l.node, l.addr),
+    port: base + PORT_OFFSET[l.port],
+    uid: l.owner.uid,
+    gid: l.owner.uid,
+    caps: l.owner.caps,
+    mark: l.mark,
+    transparent: l.transparent,
+    reuseport: false,
   }));
   const attempts: LabAttempt[] = spec.attempts.map((a, i) => ({
-    name: `a${i}-${a.node}-${a.proto}-${a.addr}-${a.port}`, netns: a.node, proto: a.proto, address: addrOf(fam, a.node, a.addr), port: base + PORT_OFFSET[a.port],
-    uid: a.owner.uid, gid: a.owner.uid, caps: a.owner.caps, mark: a.mark, source: a.source ? addrOf(fam, a.node, a.source) : undefined, sourcePort: undefined,
-    transparent: a.source !== undefined && a.owner.caps.includes('NET_ADMIN'), payload: 'hello', raw: undefined,
+    name: `a${i}-${a.node}-${a.proto}-${a.addr}-${a.port}`,
+    netns: a.node,
+    proto: a.proto,
+    address: addrOf(fam, a.node, a.addr),
+    port: base + PORT_OFFSET[a.port],
+    uid: a.owner.uid,
+    gid: a.owner.uid,
+    caps: a.owner.caps,
+    mark: a.mark,
+    source: a.source ? addrOf(fam, a.node, a.source) : undefined,
+    sourcePort: undefined,
+    transparent: a.source !== undefined && a.owner.caps.includes('NET_ADMIN'),
+    payload: 'hello',
+    raw: undefined,
   }));
   return { kernel: topo.kernel, namespaces, veths: topo.veths, sockets, attempts };
 }

@@ -21,7 +21,12 @@ interface KnownDivergence {
   /** The differences the lab shows: attempt, field, sim value, kernel value. */
   readonly expected: readonly Difference[];
   /** Does this divergence explain difference `d` of a generated case? */
-  readonly explains: (lab: Lab, d: Difference, sim: readonly AttemptResult[], kernel: readonly AttemptResult[]) => boolean;
+  readonly explains: (
+    lab: Lab,
+    d: Difference,
+    sim: readonly AttemptResult[],
+    kernel: readonly AttemptResult[],
+  ) => boolean;
 }
 
 const TWO_NS = (serverIptables: string | undefined): string => `
@@ -31,7 +36,14 @@ namespaces:
     routes: [{ dst: default, via: 10.244.1.1 }]
   - name: server
     routes: [{ dst: default, via: 10.244.1.2 }]
-${serverIptables ? `    iptables: |\n${serverIptables.split('\n').map((l) => `      ${l}`).join('\n')}` : ''}
+${
+  serverIptables
+    ? `    iptables: |\n${serverIptables
+        .split('\n')
+        .map((l) => `      ${l}`)
+        .join('\n')}`
+    : ''
+}
 veths:
   - a: { netns: client, name: eth0, addresses: [10.244.1.2/24] }
     b: { netns: server, name: eth0, addresses: [10.244.1.1/24] }
@@ -54,7 +66,12 @@ function mayDropNeighbourDiscovery(lab: Lab): boolean {
     for (const raw of (n.ip6tables ?? '').split('\n')) {
       const line = raw.trim();
       if (line.startsWith('*')) table = line.slice(1);
-      if (table === 'nat' || !/^-[AI] (INPUT|OUTPUT|PREROUTING|POSTROUTING)\b/.test(line) || !/-j (DROP|REJECT)\b/.test(line)) continue;
+      if (
+        table === 'nat' ||
+        !/^-[AI] (INPUT|OUTPUT|PREROUTING|POSTROUTING)\b/.test(line) ||
+        !/-j (DROP|REJECT)\b/.test(line)
+      )
+        continue;
       const proto = /(!\s+)?-p\s+(\S+)/.exec(line);
       if (!proto || (!proto[1] && /^(ipv6-icmp|icmpv6|icmp6|58)$/.test(proto[2] ?? ''))) return true;
     }
@@ -75,16 +92,19 @@ export const KNOWN_DIVERGENCES: readonly KnownDivergence[] = [
       'so generated cases do not meet this.)',
     lab: () => parseLab(TWO_NS(undefined), 'known-divergence conntrack-only-when-needed'),
     expected: [{ attempt: 'plain', field: 'originalDst', sim: '10.244.1.1:18080', kernel: '(ENOENT)' }],
-    explains: (_lab, d) => d.field === 'originalDst' && d.kernel === '(ENOENT)' && d.sim !== undefined && !d.sim.startsWith('('),
+    explains: (_lab, d) =>
+      d.field === 'originalDst' && d.kernel === '(ENOENT)' && d.sim !== undefined && !d.sim.startsWith('('),
   },
   {
     name: 'no-icmp-for-unroutable-forward',
     description:
       'A forwarding namespace (ip_forward on) that has no route for a received packet answers with an ' +
-      'ICMP destination-unreachable (ip_error); the TCP client\'s connect() then fails with ' +
+      "ICMP destination-unreachable (ip_error); the TCP client's connect() then fails with " +
       'ENETUNREACH/EHOSTUNREACH: outcome `unreachable`. The model drops the packet silently (it has no ' +
       'ICMP errors, docs/lab-file.md), so the client sees `timeout`.',
-    lab: () => parseLab(`
+    lab: () =>
+      parseLab(
+        `
 version: 1
 namespaces:
   - name: client
@@ -96,16 +116,21 @@ veths:
     b: { netns: router, name: eth-c, addresses: [10.244.1.1/24] }
 attempts:
   - { name: to-nowhere, netns: client, address: 10.96.0.10, port: 18080, uid: 1000 }
-`, 'known-divergence no-icmp-for-unroutable-forward'),
+`,
+        'known-divergence no-icmp-for-unroutable-forward',
+      ),
     expected: [{ attempt: 'to-nowhere', field: 'outcome', sim: 'timeout', kernel: 'unreachable' }],
-    explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'timeout' && d.kernel === 'unreachable'
-      && /no route for received packet/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+    explains: (_lab, d, sim) =>
+      d.field === 'outcome' &&
+      d.sim === 'timeout' &&
+      d.kernel === 'unreachable' &&
+      /no route for received packet/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
   },
   {
     name: 'reject-tcp-reset-rst-not-simulated',
     description:
       'A SYN hit by `REJECT --reject-with tcp-reset`: the model reports `refused` at once. Linux ' +
-      '(nf_send_reset) sends a real RST, with the rejected packet\'s unconfirmed conntrack entry ' +
+      "(nf_send_reset) sends a real RST, with the rejected packet's unconfirmed conntrack entry " +
       'attached as RELATED, through OUTPUT/POSTROUTING of the rejecting namespace and the path back ' +
       '(over lo, PREROUTING and INPUT again for a connection to itself), where rules can drop it — ' +
       'here the same `filter INPUT -s <own address> -j REJECT` drops the RST, so connect() times ' +
@@ -113,8 +138,11 @@ attempts:
       'lookup: the entry was never confirmed). Found by the differential property (seed 20260103).',
     lab: () => parseLab(readFileSync(REJECT_RST_FIXTURE, 'utf8'), REJECT_RST_FIXTURE),
     expected: [{ attempt: 'a0-server-tcp-server-app', field: 'outcome', sim: 'refused', kernel: 'timeout' }],
-    explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'refused' && d.kernel === 'timeout'
-      && /^SYN rejected in \S+ \(tcp-reset\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+    explains: (_lab, d, sim) =>
+      d.field === 'outcome' &&
+      d.sim === 'refused' &&
+      d.kernel === 'timeout' &&
+      /^SYN rejected in \S+ \(tcp-reset\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
   },
   {
     name: 'reject-icmp-error-not-simulated',
@@ -123,28 +151,33 @@ attempts:
       'model reports `refused` at once. Linux (nf_send_unreach -> icmp_send) sends a real ICMP error, ' +
       'RELATED to the rejected connection, which leaves through OUTPUT/POSTROUTING of the rejecting ' +
       'namespace and travels back to the client, where rules can drop it; TCP turns it into ' +
-      'ECONNREFUSED only if it arrives. Here the client\'s own `filter OUTPUT -j REJECT` rejects the SYN ' +
+      "ECONNREFUSED only if it arrives. Here the client's own `filter OUTPUT -j REJECT` rejects the SYN " +
       'and then drops the ICMP error too (REJECT never answers an ICMP error, it drops it), so ' +
       'connect() times out (checked by hand: with `-I OUTPUT -p icmp -j ACCEPT` it is refused). ' +
       'Modelling it needs ICMP error packets on the output path, as for the tcp-reset RST above. ' +
       'Found by the differential property (lane seed 11, FIDELITY_SEED=8 and 9).',
     lab: () => parseLab(readFileSync(REJECT_ICMP_FIXTURE, 'utf8'), REJECT_ICMP_FIXTURE),
     expected: [{ attempt: 'a0-client-tcp-server-app', field: 'outcome', sim: 'refused', kernel: 'timeout' }],
-    explains: (_lab, d, sim) => d.field === 'outcome' && d.sim === 'refused' && d.kernel === 'timeout'
-      && /^SYN rejected in \S+ \(icmp6?-port-unreachable\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+    explains: (_lab, d, sim) =>
+      d.field === 'outcome' &&
+      d.sim === 'refused' &&
+      d.kernel === 'timeout' &&
+      /^SYN rejected in \S+ \(icmp6?-port-unreachable\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
   },
   {
     name: 'ipv6-neighbour-discovery-not-simulated',
     description:
-      'IPv6 neighbour discovery (NS/NA, ICMPv6) goes through ip6tables: an NA answering a router\'s ' +
-      'solicitation is addressed to one of the router\'s own addresses, so a rule such as `filter INPUT ' +
+      "IPv6 neighbour discovery (NS/NA, ICMPv6) goes through ip6tables: an NA answering a router's " +
+      "solicitation is addressed to one of the router's own addresses, so a rule such as `filter INPUT " +
       '-m addrtype --dst-type LOCAL -j REJECT` there drops it, the router never resolves the next hop ' +
       'and forwarded packets are lost: connect() times out (checked on Linux 6.1: with `-I INPUT -p ' +
       'ipv6-icmp -j ACCEPT` first the same lab is refused). The model has no link layer resolution ' +
       '(no ND, no ARP), so the packet is forwarded. Found by the differential property (seed 20261203, ' +
       'fixtures/fidelity/v6-nd-rejected-seed-20261203.yaml). `explains` needs an IPv6 attempt that ' +
       'times out on Linux only, in a lab with a DROP/REJECT rule that ND traverses.',
-    lab: () => parseLab(`
+    lab: () =>
+      parseLab(
+        `
 version: 1
 namespaces:
   - name: client
@@ -164,7 +197,9 @@ veths:
     b: { netns: router, name: eth-s, addresses: ["fd00:2::1/64"] }
 attempts:
   - { name: through-router, netns: client, address: "fd00:2::2", port: 18080, uid: 1000 }
-`, 'known-divergence ipv6-neighbour-discovery-not-simulated'),
+`,
+        'known-divergence ipv6-neighbour-discovery-not-simulated',
+      ),
     expected: [{ attempt: 'through-router', field: 'outcome', sim: 'refused', kernel: 'timeout' }],
     explains: (lab, d, sim, kernel) => {
       const attempt = lab.attempts.find((a) => a.name === d.attempt);
@@ -183,7 +218,9 @@ attempts:
       'The model delivers the same connection to the same socket but reports the plain IPv4 ' +
       'addresses. Only the form differs (the proxy canonicalises both: impl/ztunnel); the ' +
       'differential generator binds each listener to one family, so generated cases do not meet it.',
-    lab: () => parseLab(`
+    lab: () =>
+      parseLab(
+        `
 version: 1
 namespaces:
   - name: client
@@ -201,19 +238,29 @@ sockets:
   - { name: app, netns: server, family: 6, address: "::", port: 18080, uid: 1000 }
 attempts:
   - { name: v4-to-dual-stack, netns: client, address: 10.244.1.1, port: 18080, uid: 1000 }
-`, 'known-divergence v4-mapped-addresses-on-dual-stack-sockets'),
+`,
+        'known-divergence v4-mapped-addresses-on-dual-stack-sockets',
+      ),
     expected: [
       { attempt: 'v4-to-dual-stack', field: 'sourceSeen', sim: '10.244.1.2', kernel: '::ffff:10.244.1.2' },
       { attempt: 'v4-to-dual-stack', field: 'localSeen', sim: '10.244.1.1:18080', kernel: '[::ffff:10.244.1.1]:18080' },
     ],
-    explains: (_lab, d) => (d.field === 'sourceSeen' && d.sim !== undefined && d.kernel === `::ffff:${d.sim}`) ||
-      (d.field === 'localSeen' && d.sim !== undefined && /^\d+\.\d+\.\d+\.\d+:\d+$/.test(d.sim) &&
+    explains: (_lab, d) =>
+      (d.field === 'sourceSeen' && d.sim !== undefined && d.kernel === `::ffff:${d.sim}`) ||
+      (d.field === 'localSeen' &&
+        d.sim !== undefined &&
+        /^\d+\.\d+\.\d+\.\d+:\d+$/.test(d.sim) &&
         d.kernel === `[::ffff:${d.sim.slice(0, d.sim.lastIndexOf(':'))}]${d.sim.slice(d.sim.lastIndexOf(':'))}`),
   },
 ];
 
 /** Is difference `d` of `lab` one of the known divergences? */
-export function explainKnown(lab: Lab, d: Difference, sim: readonly AttemptResult[], kernel: readonly AttemptResult[]): string | undefined {
+export function explainKnown(
+  lab: Lab,
+  d: Difference,
+  sim: readonly AttemptResult[],
+  kernel: readonly AttemptResult[],
+): string | undefined {
   // The conntrack divergence cannot occur in generated cases (every namespace has a nat table),
   // so it is not used to excuse them; the entry documents the one-shot lab runner's behaviour.
   for (const k of KNOWN_DIVERGENCES) {

@@ -40,7 +40,10 @@ export const redirectKeepsAddress: NetfilterFactory = (family, ipsets) => {
       const run = real.runTable(t, h, ctx, opts);
       const v = run.verdict;
       if (v.kind !== 'nat' || v.action.kind !== 'redirect') return run;
-      return { ...run, verdict: { kind: 'nat', action: v.action.ports ? { kind: 'dnat', ports: v.action.ports } : { kind: 'dnat' } } };
+      return {
+        ...run,
+        verdict: { kind: 'nat', action: v.action.ports ? { kind: 'dnat', ports: v.action.ports } : { kind: 'dnat' } },
+      };
     },
     hasRules: (t, h) => real.hasRules(t, h),
     restore: (text, opts) => real.restore(text, opts),

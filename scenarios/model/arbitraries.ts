@@ -8,9 +8,32 @@ import { INBOUND_HBONE_PORT, INBOUND_PLAINTEXT_PORT, OUTBOUND_PORT, DNS_PORT } f
 import { PROXY_MARK, RETURN_MARK } from '../../impl/api/marks.js';
 import { AGENT_ADD_FAULTS, type AppCapability } from '../world.js';
 import {
-  APP_PORTS, APP_UDP_PORT, ApplyPolicy, ComponentCommand, Connect, CreateNamespace, CreatePod, CreatePodAgentFault, DeletePod, DeletePolicy, DropWatches,
-  HOST_APP_PORT, HOSTILE_ANNOTATIONS, LabelNamespace, LabelPod, PolicyOverlap, RebootNode, Settle,
-  type AttackShape, type DestinationShape, type ModeChoice, type ModelCommand, type OverlapRuleKind, type PodShape, type RuleShape, type SourceShape,
+  APP_PORTS,
+  APP_UDP_PORT,
+  ApplyPolicy,
+  ComponentCommand,
+  Connect,
+  CreateNamespace,
+  CreatePod,
+  CreatePodAgentFault,
+  DeletePod,
+  DeletePolicy,
+  DropWatches,
+  HOST_APP_PORT,
+  HOSTILE_ANNOTATIONS,
+  LabelNamespace,
+  LabelPod,
+  PolicyOverlap,
+  RebootNode,
+  Settle,
+  type AttackShape,
+  type DestinationShape,
+  type ModeChoice,
+  type ModelCommand,
+  type OverlapRuleKind,
+  type PodShape,
+  type RuleShape,
+  type SourceShape,
 } from './commands.js';
 import type { ThreatSpec } from './contracts.js';
 import { Race, type RaceOp } from './race.js';
@@ -27,7 +50,16 @@ const NAMESPACE_POOL = ['ambient-a', 'ambient-b', 'plain'] as const;
 const mode: fc.Arbitrary<ModeChoice> = fc.constantFrom<ModeChoice>('ambient', null, 'none', 'Ambient');
 
 /** Ports a connection targets: the apps', the proxy's own, and one nobody listens on. */
-const PORTS = [...APP_PORTS, APP_UDP_PORT, Number(OUTBOUND_PORT), Number(INBOUND_PLAINTEXT_PORT), Number(INBOUND_HBONE_PORT), Number(DNS_PORT), 15020, 7777];
+const PORTS = [
+  ...APP_PORTS,
+  APP_UDP_PORT,
+  Number(OUTBOUND_PORT),
+  Number(INBOUND_PLAINTEXT_PORT),
+  Number(INBOUND_HBONE_PORT),
+  Number(DNS_PORT),
+  15020,
+  7777,
+];
 
 function podShape(ctx: GeneratorContext): fc.Arbitrary<PodShape> {
   const caps = ctx.threat.caps.length === 0 ? fc.constant<AppCapability[]>([]) : fc.subarray([...ctx.threat.caps]);
@@ -35,7 +67,10 @@ function podShape(ctx: GeneratorContext): fc.Arbitrary<PodShape> {
     nsIndex: fc.nat(5),
     nodeIndex: fc.option(fc.nat(ctx.nodes - 1), { nil: undefined }),
     mode,
-    hostile: fc.oneof({ weight: 3, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.subarray(Object.keys(HOSTILE_ANNOTATIONS), { maxLength: 2 }) }),
+    hostile: fc.oneof(
+      { weight: 3, arbitrary: fc.constant([]) },
+      { weight: 1, arbitrary: fc.subarray(Object.keys(HOSTILE_ANNOTATIONS), { maxLength: 2 }) },
+    ),
     uidIndex: fc.nat(ctx.threat.uids.length - 1),
     caps,
     hostNetwork: ctx.threat.hostAttacker ? fc.boolean() : fc.constant(false),
@@ -48,7 +83,10 @@ function rule(): fc.Arbitrary<RuleShape> {
     fc.record({ kind: fc.constant('namespace' as const), nsIndex: fc.nat(5) }),
     fc.record({ kind: fc.constant('principal' as const), nsIndex: fc.nat(5) }),
     fc.record({ kind: fc.constant('port' as const), port: fc.constantFrom(...APP_PORTS) }),
-    fc.record({ kind: fc.constant('ipBlock' as const), cidr: fc.constantFrom('10.244.0.0/16', '192.0.2.0/24', '203.0.113.0/24', 'fd00::/8') }),
+    fc.record({
+      kind: fc.constant('ipBlock' as const),
+      cidr: fc.constantFrom('10.244.0.0/16', '192.0.2.0/24', '203.0.113.0/24', 'fd00::/8'),
+    }),
   );
 }
 
@@ -59,7 +97,11 @@ function source(ctx: GeneratorContext): fc.Arbitrary<SourceShape> {
     case 'other-node':
       return fc.record({ kind: fc.constant('pod' as const), index: fc.nat(20) });
     case 'same-node-host':
-      return fc.record({ kind: fc.constant('host' as const), nodeIndex: fc.nat(ctx.nodes - 1), uidIndex: fc.nat(ctx.threat.uids.length - 1) });
+      return fc.record({
+        kind: fc.constant('host' as const),
+        nodeIndex: fc.nat(ctx.nodes - 1),
+        uidIndex: fc.nat(ctx.threat.uids.length - 1),
+      });
     case 'outside':
       return fc.constant<SourceShape>({ kind: 'outside' });
   }
@@ -69,10 +111,28 @@ function destination(ctx: GeneratorContext): fc.Arbitrary<DestinationShape> {
   const port = fc.constantFrom(...PORTS);
   return fc.oneof(
     { weight: 6, arbitrary: fc.record({ kind: fc.constant('pod' as const), index: fc.nat(20), port }) },
-    { weight: 2, arbitrary: fc.record({ kind: fc.constant('pod-ip' as const), index: fc.nat(20), ipIndex: fc.nat(1), port }) },
-    { weight: 1, arbitrary: fc.record({ kind: fc.constant('ip' as const), ip: fc.constantFrom('203.0.113.10', '192.0.2.10', '10.96.0.10'), port }) },
+    {
+      weight: 2,
+      arbitrary: fc.record({ kind: fc.constant('pod-ip' as const), index: fc.nat(20), ipIndex: fc.nat(1), port }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('ip' as const),
+        ip: fc.constantFrom('203.0.113.10', '192.0.2.10', '10.96.0.10'),
+        port,
+      }),
+    },
     // The nodes' own addresses: host sockets and hostNetwork apps (HOST_APP_PORT), or the proxy and app ports nobody serves there.
-    { weight: 1, arbitrary: fc.record({ kind: fc.constant('node' as const), nodeIndex: fc.nat(ctx.nodes - 1), ipIndex: fc.nat(1), port: fc.constantFrom(HOST_APP_PORT, HOST_APP_PORT, ...PORTS) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('node' as const),
+        nodeIndex: fc.nat(ctx.nodes - 1),
+        ipIndex: fc.nat(1),
+        port: fc.constantFrom(HOST_APP_PORT, HOST_APP_PORT, ...PORTS),
+      }),
+    },
   );
 }
 
@@ -80,11 +140,18 @@ const OVERLAP_RULES: readonly OverlapRuleKind[] = ['any', 'port', 'principal', '
 
 /** An ALLOW and a DENY on one target whose rules share their parameters, so one connection can match both. */
 function overlap(ctx: GeneratorContext): fc.Arbitrary<PolicyOverlap> {
-  return fc.record({
-    podIndex: fc.nat(20), selector: fc.boolean(),
-    allow: fc.constantFrom(...OVERLAP_RULES), deny: fc.constantFrom(...OVERLAP_RULES), denyFirst: fc.boolean(),
-    port: fc.constantFrom(...APP_PORTS), srcNsIndex: fc.nat(5), from: source(ctx),
-  }).map((s) => new PolicyOverlap(s));
+  return fc
+    .record({
+      podIndex: fc.nat(20),
+      selector: fc.boolean(),
+      allow: fc.constantFrom(...OVERLAP_RULES),
+      deny: fc.constantFrom(...OVERLAP_RULES),
+      denyFirst: fc.boolean(),
+      port: fc.constantFrom(...APP_PORTS),
+      srcNsIndex: fc.nat(5),
+      from: source(ctx),
+    })
+    .map((s) => new PolicyOverlap(s));
 }
 
 function attack(ctx: GeneratorContext): fc.Arbitrary<AttackShape> {
@@ -105,8 +172,10 @@ function raceOp(ctx: GeneratorContext): fc.Arbitrary<RaceOp> {
     fc.record({ kind: fc.constant('label-pod' as const), podIndex: fc.nat(20), mode }),
     fc.record({ kind: fc.constant('label-ns' as const), nsIndex: fc.nat(5), mode }),
     fc.record({
-      kind: fc.constant('component' as const), op: fc.constantFrom<'restart' | 'stop' | 'start'>('restart', 'stop', 'start'),
-      component: fc.constantFrom<'agent' | 'proxy'>('agent', 'proxy'), nodeIndex: fc.nat(ctx.nodes - 1),
+      kind: fc.constant('component' as const),
+      op: fc.constantFrom<'restart' | 'stop' | 'start'>('restart', 'stop', 'start'),
+      component: fc.constantFrom<'agent' | 'proxy'>('agent', 'proxy'),
+      nodeIndex: fc.nat(ctx.nodes - 1),
     }),
     fc.record({ kind: fc.constant('delete' as const), podIndex: fc.nat(20) }),
   );
@@ -115,30 +184,57 @@ function raceOp(ctx: GeneratorContext): fc.Arbitrary<RaceOp> {
 /** Every command arbitrary, for fc.commands. */
 export function commandArbitraries(ctx: GeneratorContext): Array<fc.Arbitrary<ModelCommand>> {
   const nodeIndex = fc.nat(ctx.nodes - 1);
-  const weighted = (weight: number, a: fc.Arbitrary<ModelCommand>): Array<fc.Arbitrary<ModelCommand>> => Array<fc.Arbitrary<ModelCommand>>(weight).fill(a);
+  const weighted = (weight: number, a: fc.Arbitrary<ModelCommand>): Array<fc.Arbitrary<ModelCommand>> =>
+    Array<fc.Arbitrary<ModelCommand>>(weight).fill(a);
   return [
-    ...weighted(2, fc.tuple(fc.constantFrom(...NAMESPACE_POOL), mode).map(([n, md]) => new CreateNamespace(n, md))),
+    ...weighted(
+      2,
+      fc.tuple(fc.constantFrom(...NAMESPACE_POOL), mode).map(([n, md]) => new CreateNamespace(n, md)),
+    ),
     fc.tuple(fc.nat(5), mode).map(([i, md]) => new LabelNamespace(i, md)),
-    ...weighted(3, podShape(ctx).map((s) => new CreatePod(s))),
+    ...weighted(
+      3,
+      podShape(ctx).map((s) => new CreatePod(s)),
+    ),
     fc.tuple(fc.nat(20), mode).map(([i, md]) => new LabelPod(i, md)),
     fc.nat(20).map((i) => new DeletePod(i)),
-    fc.record({ nsIndex: fc.nat(5), name: fc.constantFrom('allow', 'deny'), action: fc.constantFrom<'ALLOW' | 'DENY'>('ALLOW', 'DENY'), rule: rule() })
+    fc
+      .record({
+        nsIndex: fc.nat(5),
+        name: fc.constantFrom('allow', 'deny'),
+        action: fc.constantFrom<'ALLOW' | 'DENY'>('ALLOW', 'DENY'),
+        rule: rule(),
+      })
       .map((s) => new ApplyPolicy(s)),
     fc.nat(5).map((i) => new DeletePolicy(i)),
-    fc.tuple(fc.constantFrom<'stop' | 'start' | 'restart'>('stop', 'start', 'restart'), fc.constantFrom<'agent' | 'proxy'>('agent', 'proxy'), nodeIndex)
+    fc
+      .tuple(
+        fc.constantFrom<'stop' | 'start' | 'restart'>('stop', 'start', 'restart'),
+        fc.constantFrom<'agent' | 'proxy'>('agent', 'proxy'),
+        nodeIndex,
+      )
       .map(([op, c, n]) => new ComponentCommand(op, c, n)),
     nodeIndex.map((n) => new RebootNode(n)),
     fc.constant(new DropWatches()),
-    ...weighted(10, fc.tuple(source(ctx), destination(ctx), attack(ctx)).map(([s, d, a]) => new Connect(s, d, a))),
+    ...weighted(
+      10,
+      fc.tuple(source(ctx), destination(ctx), attack(ctx)).map(([s, d, a]) => new Connect(s, d, a)),
+    ),
     // Situations random commands rarely line up (issue 16, "search power"): an ALLOW and a DENY
     // both matching one connection, and an agent that answers a CNI ADD with ok:false.
     ...weighted(2, overlap(ctx)),
     // Mostly ambient pods: for a pod outside the mesh the agent is never asked.
-    fc.tuple(podShape(ctx), fc.constantFrom(...AGENT_ADD_FAULTS), fc.boolean())
+    fc
+      .tuple(podShape(ctx), fc.constantFrom(...AGENT_ADD_FAULTS), fc.boolean())
       .map(([shape, f, ambient]) => new CreatePodAgentFault(ambient ? { ...shape, mode: 'ambient' } : shape, f)),
     ...weighted(2, fc.constant(new Settle())),
     // A creation racing one or two other operations (CNI ADD vs label change, restart mid-enrollment...).
-    fc.tuple(podShape(ctx), fc.array(raceOp(ctx), { minLength: 1, maxLength: 2 }), fc.array(fc.nat(8), { minLength: 3, maxLength: 3 }))
+    fc
+      .tuple(
+        podShape(ctx),
+        fc.array(raceOp(ctx), { minLength: 1, maxLength: 2 }),
+        fc.array(fc.nat(8), { minLength: 3, maxLength: 3 }),
+      )
       .map(([shape, ops, gaps]) => new Race([{ kind: 'create', shape }, ...ops], gaps)),
   ];
 }

@@ -19,8 +19,14 @@ export function checkableProperties(): CheckableProperty[] {
 
 export function defaultCatalog(): CheckCatalog {
   const threats: ThreatSpec[] = THREATS.map((t) => ({
-    id: t.id, title: t.title, uids: t.uids, caps: t.caps, kernelVersion: t.kernelVersion,
-    hostAttacker: t.hostAttacker, outsideAttacker: t.outsideAttacker, vantage: t.vantage,
+    id: t.id,
+    title: t.title,
+    uids: t.uids,
+    caps: t.caps,
+    kernelVersion: t.kernelVersion,
+    hostAttacker: t.hostAttacker,
+    outsideAttacker: t.outsideAttacker,
+    vantage: t.vantage,
   }));
   return {
     properties: checkableProperties(),

@@ -16,7 +16,10 @@ export abstract class ChangeCommand implements ModelCommand {
    * @param resolved what the command stands for: '?' until a run resolves the drawn indexes
    *   against the model, or its own arguments when they need no resolving
    */
-  constructor(private readonly label: string, protected resolved = '?') {}
+  constructor(
+    private readonly label: string,
+    protected resolved = '?',
+  ) {}
 
   abstract check(m: Readonly<ClusterModel>): boolean;
 

@@ -23,7 +23,9 @@ port.on('message', (msg: { task?: Task; stop?: true }) => {
     pending = 0;
   };
   const timer = setInterval(flush, 100);
-  void runTask(task, env, () => { pending++; }).then(
+  void runTask(task, env, () => {
+    pending++;
+  }).then(
     (result) => {
       clearInterval(timer);
       flush();

@@ -14,7 +14,15 @@ import type { Profile } from '../world.js';
 import { defaultCatalog } from './catalog.js';
 import type { ExpectedVerdict } from './contracts.js';
 import type { CounterexampleFile } from './counterexample.js';
-import { FAILING, judge, planCells, runsPerCell, type CellId, type CellStatus, type MatrixSelection } from './matrix.js';
+import {
+  FAILING,
+  judge,
+  planCells,
+  runsPerCell,
+  type CellId,
+  type CellStatus,
+  type MatrixSelection,
+} from './matrix.js';
 import { runTask, type Settings, type Task, type TaskEnv, type TaskResult } from './tasks.js';
 import { disposeWorlds, runsInProcess, unstageableThreat, worldGaps, worldLimits, type WorldChoice } from './worlds.js';
 
@@ -65,7 +73,12 @@ export interface CheckReport {
   readonly world: string;
   readonly mutant?: string;
   readonly seed: number;
-  readonly budget: { readonly runs: number; readonly runsPerCell: number; readonly maxCommands: number; readonly attacks: boolean };
+  readonly budget: {
+    readonly runs: number;
+    readonly runsPerCell: number;
+    readonly maxCommands: number;
+    readonly attacks: boolean;
+  };
   readonly settings: Settings;
   readonly shard?: { readonly index: number; readonly count: number };
   readonly cells: readonly CellReport[];
@@ -75,11 +88,21 @@ export interface CheckReport {
   /** What the whole run left out because the world cannot stage it (e.g. IPv6 on kind). */
   readonly worldGaps?: readonly string[];
   readonly totals: {
-    readonly cells: number; readonly histories: number; readonly attackRuns: number; readonly seconds: number; readonly historiesPerSecond: number; readonly mismatches: number;
+    readonly cells: number;
+    readonly histories: number;
+    readonly attackRuns: number;
+    readonly seconds: number;
+    readonly historiesPerSecond: number;
+    readonly mismatches: number;
     /** CPU time of this process and its worker threads (on a shared machine, wall time says little). */
     readonly cpuSeconds: number;
     /** Worlds of the histories: fresh (boot + prelude), reused after a verified reset, resets rejected. */
-    readonly worlds: { readonly fresh: number; readonly reused: number; readonly rejected: number; readonly shrinking: number };
+    readonly worlds: {
+      readonly fresh: number;
+      readonly reused: number;
+      readonly rejected: number;
+      readonly shrinking: number;
+    };
   };
   readonly ok: boolean;
 }
@@ -95,7 +118,13 @@ function workerUrl(): URL | undefined {
   return import.meta.url.endsWith('.js') ? new URL('./check-worker.js', import.meta.url) : undefined;
 }
 
-async function runQueue(tasks: readonly Task[], env: TaskEnv, workers: number, onRuns: (n: number) => void, onResult: (r: TaskResult) => void): Promise<void> {
+async function runQueue(
+  tasks: readonly Task[],
+  env: TaskEnv,
+  workers: number,
+  onRuns: (n: number) => void,
+  onResult: (r: TaskResult) => void,
+): Promise<void> {
   const url = workerUrl();
   if (workers <= 0 || !url) {
     for (const t of tasks) onResult(await runTask(t, env, () => onRuns(1)));
@@ -105,29 +134,33 @@ async function runQueue(tasks: readonly Task[], env: TaskEnv, workers: number, o
   const n = Math.min(workers, queue.length);
   // One lane per worker. A worker that crashes (an exception escaping the world, outside any
   // awaited promise) fails only its current task, reported as an error, and is replaced.
-  const lane = (): Promise<void> => new Promise<void>((resolve) => {
-    const w = new Worker(url, { workerData: env });
-    let current: Task | undefined;
-    const next = (): void => {
-      current = queue.shift();
-      if (current) w.postMessage({ task: current });
-      else void w.terminate().then(() => resolve());
-    };
-    w.on('message', (m: { runs?: number; result?: TaskResult; failed?: string }) => {
-      if (m.runs) onRuns(m.runs);
-      if (m.result || m.failed !== undefined) {
-        if (m.result) onResult(m.result);
-        else if (current) onResult(crashed(current, m.failed ?? 'unknown failure'));
-        next();
-      }
+  const lane = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const w = new Worker(url, { workerData: env });
+      let current: Task | undefined;
+      const next = (): void => {
+        current = queue.shift();
+        if (current) w.postMessage({ task: current });
+        else void w.terminate().then(() => resolve());
+      };
+      w.on('message', (m: { runs?: number; result?: TaskResult; failed?: string }) => {
+        if (m.runs) onRuns(m.runs);
+        if (m.result || m.failed !== undefined) {
+          if (m.result) onResult(m.result);
+          else if (current) onResult(crashed(current, m.failed ?? 'unknown failure'));
+          next();
+        }
+      });
+      w.on('error', (e) => {
+        if (current) onResult(crashed(current, `worker crashed: ${e.message}`));
+        current = undefined;
+        void w
+          .terminate()
+          .then(() => lane())
+          .then(resolve);
+      });
+      next();
     });
-    w.on('error', (e) => {
-      if (current) onResult(crashed(current, `worker crashed: ${e.message}`));
-      current = undefined;
-      void w.terminate().then(() => lane()).then(resolve);
-    });
-    next();
-  });
   await Promise.all(Array.from({ length: n }, () => lane()));
 }
 
@@ -165,18 +198,35 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const env: TaskEnv = { world: o.world, settings, outDir: o.outDir };
   // Such worlds share one cluster across the run: in this thread, in sequence, disposed at the end.
   const inProcess = runsInProcess(o.world.world);
-  const report = (finished?: string): void => o.onProgress?.({ doneRuns: Math.min(doneRuns, totalRuns), totalRuns, doneTasks, totalTasks: tasks.length, ...(finished ? { finished } : {}) });
-  try {
-    await runQueue(tasks, env, inProcess ? 0 : o.workers, (n) => {
-      doneRuns += n;
-      report();
-    }, (r) => {
-      results.push(r);
-      doneTasks++;
-      // A cell stopped by a counterexample leaves its unused budget: count it as done for the bar.
-      if (r.kind === 'model') doneRuns += Math.max(0, perCell - r.runs);
-      report(r.kind === 'model' ? `${r.property} × ${r.threat} × ${r.profile}: ${r.status}` : `attacks ${r.threat} × ${r.profile}${r.error ? ': error' : ''}`);
+  const report = (finished?: string): void =>
+    o.onProgress?.({
+      doneRuns: Math.min(doneRuns, totalRuns),
+      totalRuns,
+      doneTasks,
+      totalTasks: tasks.length,
+      ...(finished ? { finished } : {}),
     });
+  try {
+    await runQueue(
+      tasks,
+      env,
+      inProcess ? 0 : o.workers,
+      (n) => {
+        doneRuns += n;
+        report();
+      },
+      (r) => {
+        results.push(r);
+        doneTasks++;
+        // A cell stopped by a counterexample leaves its unused budget: count it as done for the bar.
+        if (r.kind === 'model') doneRuns += Math.max(0, perCell - r.runs);
+        report(
+          r.kind === 'model'
+            ? `${r.property} × ${r.threat} × ${r.profile}: ${r.status}`
+            : `attacks ${r.threat} × ${r.profile}${r.error ? ': error' : ''}`,
+        );
+      },
+    );
   } finally {
     if (inProcess) await disposeWorlds();
   }
@@ -193,12 +243,25 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     worlds.shrinking += r.worlds.shrinking;
   }
   for (const c of cells) {
-    const m = results.find((r): r is Extract<TaskResult, { kind: 'model' }> => r.kind === 'model' && r.property === c.property && r.threat === c.threat && r.profile === c.profile);
-    const a = results.find((r): r is Extract<TaskResult, { kind: 'attack' }> => r.kind === 'attack' && r.threat === c.threat && r.profile === c.profile);
+    const m = results.find(
+      (r): r is Extract<TaskResult, { kind: 'model' }> =>
+        r.kind === 'model' && r.property === c.property && r.threat === c.threat && r.profile === c.profile,
+    );
+    const a = results.find(
+      (r): r is Extract<TaskResult, { kind: 'attack' }> =>
+        r.kind === 'attack' && r.threat === c.threat && r.profile === c.profile,
+    );
     const expected = catalog.expected(c.property, c.threat, c.profile);
     const skipped = unstageable.get(c.threat);
     if (skipped !== undefined) {
-      cellReports.push({ ...c, expected, observed: 'not run', status: expected ? 'not evaluated' : 'no expectation', runs: 0, skipped });
+      cellReports.push({
+        ...c,
+        expected,
+        observed: 'not run',
+        status: expected ? 'not evaluated' : 'no expectation',
+        runs: 0,
+        skipped,
+      });
       continue;
     }
     histories += m?.runs ?? 0;
@@ -211,25 +274,51 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     const status = judge(observed, expected);
     if (m?.counterexample) counterexamples.push(m.counterexample);
     cellReports.push({
-      ...c, expected, observed, status, runs: m?.runs ?? 0,
+      ...c,
+      expected,
+      observed,
+      status,
+      runs: m?.runs ?? 0,
       ...(foundBy.length ? { foundBy } : {}),
-      ...(m?.counterexample ? { violation: m.counterexample.violation.message } : attackFindings[0] ? { violation: attackFindings[0] } : {}),
+      ...(m?.counterexample
+        ? { violation: m.counterexample.violation.message }
+        : attackFindings[0]
+          ? { violation: attackFindings[0] }
+          : {}),
       ...(m?.savedAs ? { counterexampleFile: m.savedAs } : {}),
       ...(attackFindings.length ? { attackFindings } : {}),
       ...(error !== undefined ? { error } : {}),
     });
   }
-  const catalogSkipped = results.flatMap((r) => (r.kind === 'attack' ? (r.skipped ?? []).map((line) => `${r.threat} × ${r.profile}: ${line}`) : []));
+  const catalogSkipped = results.flatMap((r) =>
+    r.kind === 'attack' ? (r.skipped ?? []).map((line) => `${r.threat} × ${r.profile}: ${line}`) : [],
+  );
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   const mismatches = cellReports.filter((c) => FAILING.has(c.status)).length;
   return {
-    format: CHECK_REPORT_FORMAT, world: o.world.world, ...(o.world.mutant !== undefined ? { mutant: o.world.mutant } : {}), seed: o.seed,
+    format: CHECK_REPORT_FORMAT,
+    world: o.world.world,
+    ...(o.world.mutant !== undefined ? { mutant: o.world.mutant } : {}),
+    seed: o.seed,
     budget: { runs: o.runs, runsPerCell: perCell, maxCommands: o.settings.maxCommands, attacks: o.attacks },
-    settings, ...(o.selection.shard ? { shard: o.selection.shard } : {}),
-    cells: cellReports, counterexamples, catalogSkipped, worldGaps: worldGaps(o.world.world, settings, o.settings.ipv6),
-    totals: { cells: cells.length, histories, attackRuns: o.attacks ? pairs.size : 0, seconds, historiesPerSecond: histories / Math.max(seconds, 1e-9), mismatches, cpuSeconds, worlds },
+    settings,
+    ...(o.selection.shard ? { shard: o.selection.shard } : {}),
+    cells: cellReports,
+    counterexamples,
+    catalogSkipped,
+    worldGaps: worldGaps(o.world.world, settings, o.settings.ipv6),
+    totals: {
+      cells: cells.length,
+      histories,
+      attackRuns: o.attacks ? pairs.size : 0,
+      seconds,
+      historiesPerSecond: histories / Math.max(seconds, 1e-9),
+      mismatches,
+      cpuSeconds,
+      worlds,
+    },
     ok: mismatches === 0,
   };
 }

@@ -8,9 +8,30 @@
  * a counterexample reads "CreatePod(ambient-a/p0 on node-1 uid=0 caps=NET_ADMIN)" and not indexes.
  */
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
-import type { AgentAddFault, AppCapability, Component, ConnectOptions, Destination, PolicyObject, Source } from '../world.js';
+import type {
+  AgentAddFault,
+  AppCapability,
+  Component,
+  ConnectOptions,
+  Destination,
+  PolicyObject,
+  Source,
+} from '../world.js';
 import { podKey } from '../world.js';
-import { changePolicies, componentKey, isUp, markRelabelled, markSettled, pickNamespace, pickPod, podList, podsInNamespace, selectedAtCreation, type ClusterModel, type ModelPod } from './model.js';
+import {
+  changePolicies,
+  componentKey,
+  isUp,
+  markRelabelled,
+  markSettled,
+  pickNamespace,
+  pickPod,
+  podList,
+  podsInNamespace,
+  selectedAtCreation,
+  type ClusterModel,
+  type ModelPod,
+} from './model.js';
 import { checkAttempt, checkState, record, type RunContext } from './run-context.js';
 import { ChangeCommand, type ModelCommand } from './change-command.js';
 
@@ -37,7 +58,10 @@ function nodeAt(model: ClusterModel, index: number): string {
 }
 
 export class CreateNamespace extends ChangeCommand {
-  constructor(readonly name: string, readonly mode: ModeChoice) {
+  constructor(
+    readonly name: string,
+    readonly mode: ModeChoice,
+  ) {
     super('CreateNamespace', `${name}${mode === null ? '' : ` mode=${mode}`}`);
   }
   check(m: Readonly<ClusterModel>): boolean {
@@ -52,7 +76,10 @@ export class CreateNamespace extends ChangeCommand {
 }
 
 export class LabelNamespace extends ChangeCommand {
-  constructor(readonly nsIndex: number, readonly mode: ModeChoice) {
+  constructor(
+    readonly nsIndex: number,
+    readonly mode: ModeChoice,
+  ) {
     super('LabelNamespace', `? mode=${String(mode)}`);
   }
   check(m: Readonly<ClusterModel>): boolean {
@@ -119,21 +146,41 @@ export class CreatePod extends ChangeCommand {
     // hostNetwork apps share the node's ports: give each its own, as a scheduler honouring hostPorts would.
     const offset = hostNetwork ? 20000 + 10 * m.nextPod : 0;
     const app = { uid, caps, tcpPorts: APP_PORTS.map((p) => p + offset), udpPorts: [APP_UDP_PORT + offset] };
-    this.resolved = `${ns}/${name}${node ? ` on ${node}` : ''} uid=${uid}${caps.length ? ` caps=${caps.join('+')}` : ''}`
-      + `${this.shape.mode === null ? '' : ` mode=${this.shape.mode}`}${hostNetwork ? ' hostNetwork' : ''}`
-      + `${this.shape.hostile.length ? ` hostile=${this.shape.hostile.join('+')}` : ''}`;
+    this.resolved =
+      `${ns}/${name}${node ? ` on ${node}` : ''} uid=${uid}${caps.length ? ` caps=${caps.join('+')}` : ''}` +
+      `${this.shape.mode === null ? '' : ` mode=${this.shape.mode}`}${hostNetwork ? ' hostNetwork' : ''}` +
+      `${this.shape.hostile.length ? ` hostile=${this.shape.hostile.join('+')}` : ''}`;
     const selected = selectedAtCreation(m, { namespace: ns, labels, annotations, hostNetwork });
-    const obs = await r.world.createPod({ namespace: ns, name, ...(node ? { node } : {}), labels, annotations, hostNetwork, app });
+    const obs = await r.world.createPod({
+      namespace: ns,
+      name,
+      ...(node ? { node } : {}),
+      labels,
+      annotations,
+      hostNetwork,
+      app,
+    });
     if (selected && m.down.has(componentKey('agent', obs.node))) m.createdWhileAgentDown.add(obs.uid);
     m.pods.set(podKey({ namespace: ns, name }), {
-      ref: { namespace: ns, name }, uid: obs.uid, node: obs.node, labels: { ...labels }, annotations, app, hostNetwork, ips: obs.ips, started: obs.started,
+      ref: { namespace: ns, name },
+      uid: obs.uid,
+      node: obs.node,
+      labels: { ...labels },
+      annotations,
+      app,
+      hostNetwork,
+      ips: obs.ips,
+      started: obs.started,
     });
     return `phase=${obs.phase} started=${obs.started} ips=${obs.ips.join(',')} redirected=${obs.redirected}`;
   }
 }
 
 export class LabelPod extends ChangeCommand {
-  constructor(readonly podIndex: number, readonly mode: ModeChoice) {
+  constructor(
+    readonly podIndex: number,
+    readonly mode: ModeChoice,
+  ) {
     super('LabelPod', `? mode=${String(mode)}`);
   }
   check(m: Readonly<ClusterModel>): boolean {
@@ -189,20 +236,33 @@ function policyObject(m: Readonly<ClusterModel>, ns: string, shape: PolicyShape)
   const rule = shape.rule;
   let rules: unknown[];
   switch (rule.kind) {
-    case 'any': rules = [{}]; break;
-    case 'namespace': rules = [{ from: [{ source: { namespaces: [pickNamespace(m, rule.nsIndex) ?? ns] } }] }]; break;
+    case 'any':
+      rules = [{}];
+      break;
+    case 'namespace':
+      rules = [{ from: [{ source: { namespaces: [pickNamespace(m, rule.nsIndex) ?? ns] } }] }];
+      break;
     case 'principal': {
       const src = pickNamespace(m, rule.nsIndex) ?? ns;
       rules = [{ from: [{ source: { principals: [`cluster.local/ns/${src}/sa/default`] } }] }];
       break;
     }
-    case 'port': rules = [{ to: [{ operation: { ports: [String(rule.port)] } }] }]; break;
-    case 'ipBlock': rules = [{ from: [{ source: { ipBlocks: [rule.cidr] } }] }]; break;
+    case 'port':
+      rules = [{ to: [{ operation: { ports: [String(rule.port)] } }] }];
+      break;
+    case 'ipBlock':
+      rules = [{ from: [{ source: { ipBlocks: [rule.cidr] } }] }];
+      break;
   }
   return {
-    apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy',
+    apiVersion: 'security.istio.io/v1',
+    kind: 'AuthorizationPolicy',
     metadata: { namespace: ns, name: shape.name },
-    spec: { ...(shape.selector ? { selector: { matchLabels: { ...shape.selector } } } : {}), action: shape.action, rules },
+    spec: {
+      ...(shape.selector ? { selector: { matchLabels: { ...shape.selector } } } : {}),
+      action: shape.action,
+      rules,
+    },
   };
 }
 
@@ -246,7 +306,11 @@ export class DeletePolicy extends ChangeCommand {
 type ComponentOp = 'stop' | 'start' | 'restart';
 
 export class ComponentCommand extends ChangeCommand {
-  constructor(readonly op: ComponentOp, readonly component: Component, readonly nodeIndex: number) {
+  constructor(
+    readonly op: ComponentOp,
+    readonly component: Component,
+    readonly nodeIndex: number,
+  ) {
     super(`${op[0]?.toUpperCase()}${op.slice(1)}`, `${component} on ?`);
   }
   check(m: Readonly<ClusterModel>): boolean {
@@ -373,7 +437,11 @@ function attackerPod(m: Readonly<ClusterModel>, p: ModelPod): boolean {
 
 export class Connect implements ModelCommand {
   private resolved = '?';
-  constructor(readonly from: SourceShape, readonly to: DestinationShape, readonly attack: AttackShape) {}
+  constructor(
+    readonly from: SourceShape,
+    readonly to: DestinationShape,
+    readonly attack: AttackShape,
+  ) {}
   check(m: Readonly<ClusterModel>): boolean {
     if (this.from.kind === 'pod' && !pickPod(m, 0, (p) => p.started && attackerPod(m, p))) return false;
     if (this.from.kind === 'host' && !m.threat.hostAttacker) return false;
@@ -381,7 +449,10 @@ export class Connect implements ModelCommand {
     if ((this.to.kind === 'pod' || this.to.kind === 'pod-ip') && m.pods.size === 0) return false;
     return true;
   }
-  private resolve(m: ClusterModel, nodeIps: Readonly<Record<string, readonly string[]>> | undefined): { from: Source; to: Destination; opts: ConnectOptions } | undefined {
+  private resolve(
+    m: ClusterModel,
+    nodeIps: Readonly<Record<string, readonly string[]>> | undefined,
+  ): { from: Source; to: Destination; opts: ConnectOptions } | undefined {
     let from: Source;
     let fromPod: ModelPod | undefined;
     if (this.from.kind === 'pod') {
@@ -389,7 +460,12 @@ export class Connect implements ModelCommand {
       if (!fromPod) return undefined;
       from = { kind: 'pod', pod: fromPod.ref };
     } else if (this.from.kind === 'host') {
-      from = { kind: 'host', node: nodeAt(m, this.from.nodeIndex), uid: m.threat.uids[this.from.uidIndex % m.threat.uids.length] ?? 0, caps: [...m.threat.caps] };
+      from = {
+        kind: 'host',
+        node: nodeAt(m, this.from.nodeIndex),
+        uid: m.threat.uids[this.from.uidIndex % m.threat.uids.length] ?? 0,
+        caps: [...m.threat.caps],
+      };
     } else {
       from = { kind: 'outside' };
     }
@@ -402,7 +478,7 @@ export class Connect implements ModelCommand {
       const ip = ips[this.to.ipIndex % Math.max(1, ips.length)];
       if (ip === undefined) return undefined;
       const hostApp = podList(m).find((p) => p.hostNetwork && p.node === node && p.started);
-      const port = this.to.port === HOST_APP_PORT ? hostApp?.app.tcpPorts[0] ?? APP_PORTS[0] : this.to.port;
+      const port = this.to.port === HOST_APP_PORT ? (hostApp?.app.tcpPorts[0] ?? APP_PORTS[0]) : this.to.port;
       to = { kind: 'ip', ip, port };
     } else {
       const dst = pickPod(m, this.to.index);
@@ -416,7 +492,7 @@ export class Connect implements ModelCommand {
     }
     // The threat model bounds the attack: options it does not grant are still tried (the kernel
     // must refuse them), except spoofing and raw sockets, which are drawn only when it grants caps.
-    const caps = from.kind === 'pod' ? fromPod?.app.caps ?? [] : from.kind === 'host' ? from.caps : [];
+    const caps = from.kind === 'pod' ? (fromPod?.app.caps ?? []) : from.kind === 'host' ? from.caps : [];
     // An explicit address decides the family; the drawn one applies to pod destinations.
     const family = to.kind === 'ip' ? (to.ip.includes(':') ? 6 : undefined) : this.attack.family;
     const opts: ConnectOptions = {
@@ -448,15 +524,18 @@ export class Connect implements ModelCommand {
     const podsBefore = m.relabelled.size > 0 ? await r.world.pods() : undefined;
     this.resolved = `${describeSource(from)} -> ${describeDestination(to)}${describeOptions(opts) ? ` ${describeOptions(opts)}` : ''}`;
     const result = await r.world.connect(from, to, opts);
-    record(r, this.toString(), `${result.outcome}${result.acceptedBy ? ` by ${result.acceptedBy}` : ''}${result.error ? ` (${result.error})` : ''}`
-      + `${result.deliveries.length ? ` delivered to ${result.deliveries.map((d) => `${podKey(d.pod)}:${d.port}${d.viaProxy ? '' : ' DIRECT'}`).join(', ')}` : ''}`);
+    record(
+      r,
+      this.toString(),
+      `${result.outcome}${result.acceptedBy ? ` by ${result.acceptedBy}` : ''}${result.error ? ` (${result.error})` : ''}` +
+        `${result.deliveries.length ? ` delivered to ${result.deliveries.map((d) => `${podKey(d.pod)}:${d.port}${d.viaProxy ? '' : ' DIRECT'}`).join(', ')}` : ''}`,
+    );
     await checkAttempt(r, m, { from, to, opts, result }, podsBefore);
   }
   toString(): string {
     return `Connect(${this.resolved})`;
   }
 }
-
 
 /**
  * A pod created while the node agent of its node refuses CNI ADDs (World.agentAddFault: its
@@ -468,7 +547,10 @@ export class Connect implements ModelCommand {
 export class CreatePodAgentFault implements ModelCommand {
   private resolved = '?';
   private readonly create: CreatePod;
-  constructor(readonly shape: PodShape, readonly fault: AgentAddFault) {
+  constructor(
+    readonly shape: PodShape,
+    readonly fault: AgentAddFault,
+  ) {
     // The fault is per node, so the pod goes to a named node.
     this.create = new CreatePod({ ...shape, nodeIndex: shape.nodeIndex ?? 0 });
   }
@@ -494,7 +576,8 @@ export class CreatePodAgentFault implements ModelCommand {
       if (pod && isUp(m, 'agent', node)) {
         m.addRefusedByAgent.add(pod.uid);
         // Only this pod's fail-closed facts: earlier pods may be in a relabel window right now.
-        if (r.property.name === 'fail-closed') await checkState(r, m, { createdWhileAgentDown: new Set(), addRefusedByAgent: new Set([pod.uid]) });
+        if (r.property.name === 'fail-closed')
+          await checkState(r, m, { createdWhileAgentDown: new Set(), addRefusedByAgent: new Set([pod.uid]) });
       }
     } finally {
       await world.agentAddFault(node, undefined);
@@ -538,10 +621,14 @@ export class PolicyOverlap implements ModelCommand {
   }
   private rule(kind: OverlapRuleKind): RuleShape {
     switch (kind) {
-      case 'any': return { kind: 'any' };
-      case 'port': return { kind: 'port', port: this.shape.port };
-      case 'principal': return { kind: 'principal', nsIndex: this.shape.srcNsIndex };
-      case 'namespace': return { kind: 'namespace', nsIndex: this.shape.srcNsIndex };
+      case 'any':
+        return { kind: 'any' };
+      case 'port':
+        return { kind: 'port', port: this.shape.port };
+      case 'principal':
+        return { kind: 'principal', nsIndex: this.shape.srcNsIndex };
+      case 'namespace':
+        return { kind: 'namespace', nsIndex: this.shape.srcNsIndex };
     }
   }
   async run(m: ClusterModel, r: RunContext): Promise<void> {
@@ -553,14 +640,26 @@ export class PolicyOverlap implements ModelCommand {
     if (nsIndex < 0) return;
     const mode = target.labels[DATAPLANE_MODE];
     const selector = this.shape.selector && mode !== undefined ? { [DATAPLANE_MODE]: mode } : undefined;
-    const policy = (action: 'ALLOW' | 'DENY'): ApplyPolicy => new ApplyPolicy({
-      nsIndex, name: action === 'ALLOW' ? 'overlap-allow' : 'overlap-deny', action,
-      rule: this.rule(action === 'ALLOW' ? this.shape.allow : this.shape.deny), ...(selector ? { selector } : {}),
-    });
-    const steps: ModelCommand[] = this.shape.denyFirst ? [policy('DENY'), policy('ALLOW')] : [policy('ALLOW'), policy('DENY')];
+    const policy = (action: 'ALLOW' | 'DENY'): ApplyPolicy =>
+      new ApplyPolicy({
+        nsIndex,
+        name: action === 'ALLOW' ? 'overlap-allow' : 'overlap-deny',
+        action,
+        rule: this.rule(action === 'ALLOW' ? this.shape.allow : this.shape.deny),
+        ...(selector ? { selector } : {}),
+      });
+    const steps: ModelCommand[] = this.shape.denyFirst
+      ? [policy('DENY'), policy('ALLOW')]
+      : [policy('ALLOW'), policy('DENY')];
     steps.push(new Settle());
     const podIndex = podList(m).findIndex((p) => podKey(p.ref) === podKey(target.ref));
-    steps.push(new Connect(this.shape.from, { kind: 'pod', index: podIndex, port: this.shape.port }, { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined }));
+    steps.push(
+      new Connect(
+        this.shape.from,
+        { kind: 'pod', index: podIndex, port: this.shape.port },
+        { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined },
+      ),
+    );
     for (const step of steps) {
       if (!step.check(m)) {
         this.parts.push(`${step.toString()} skipped`);

@@ -25,13 +25,22 @@ export interface CounterexampleFile {
   /** The plan mutant the world applied (positive controls), when one did. */
   readonly mutant?: string;
   /** The generator settings the replay must reuse (the arbitraries depend on them). */
-  readonly settings: { readonly nodes: number; readonly ipv6: boolean; readonly dnsCapture: boolean; readonly maxCommands: number };
+  readonly settings: {
+    readonly nodes: number;
+    readonly ipv6: boolean;
+    readonly dnsCapture: boolean;
+    readonly maxCommands: number;
+  };
   readonly seed: number;
   readonly path: string;
   readonly replayPath: string | undefined;
   readonly commands: readonly string[];
   readonly steps: readonly StepRecord[];
-  readonly violation: { readonly property: string; readonly message: string; readonly evidence: Readonly<Record<string, unknown>> };
+  readonly violation: {
+    readonly property: string;
+    readonly message: string;
+    readonly evidence: Readonly<Record<string, unknown>>;
+  };
   /** The attempt that broke the property, without its trace (below, readable). */
   readonly attempt?: Omit<AttemptRecord, 'result'> & { readonly result: Omit<AttemptRecord['result'], 'trace'> };
   /** The violating packets, as the world traced them. */
@@ -55,10 +64,21 @@ export function toFile(
     strippedAttempt = { from: attempt.from, to: attempt.to, opts: attempt.opts, result };
   }
   return {
-    format: COUNTEREXAMPLE_FORMAT, ...cell, world: c.worldKind, ...(mutant !== undefined ? { mutant } : {}), settings,
-    seed: c.seed, path: c.path, replayPath: c.replayPath,
-    commands: c.commands, steps: c.steps,
-    violation: { property: c.found.violation.property, message: c.found.violation.message, evidence: jsonSafe(c.found.violation.evidence) },
+    format: COUNTEREXAMPLE_FORMAT,
+    ...cell,
+    world: c.worldKind,
+    ...(mutant !== undefined ? { mutant } : {}),
+    settings,
+    seed: c.seed,
+    path: c.path,
+    replayPath: c.replayPath,
+    commands: c.commands,
+    steps: c.steps,
+    violation: {
+      property: c.found.violation.property,
+      message: c.found.violation.message,
+      evidence: jsonSafe(c.found.violation.evidence),
+    },
     ...(strippedAttempt ? { attempt: strippedAttempt } : {}),
     ...(attempt?.result.trace ? { trace: attempt.result.trace } : {}),
     schedule: c.schedule,
@@ -91,7 +111,11 @@ export function saveCounterexample(dir: string, file: CounterexampleFile): strin
  * replay needs. The message names the file and the problem; the CLI reports it as a usage error.
  */
 export class CounterexampleFileError extends Error {
-  constructor(readonly file: string, readonly problem: string, options?: ErrorOptions) {
+  constructor(
+    readonly file: string,
+    readonly problem: string,
+    options?: ErrorOptions,
+  ) {
     super(`${file}: ${problem}`, options);
   }
 }
@@ -99,24 +123,41 @@ export class CounterexampleFileError extends Error {
 type Check = (v: unknown) => string | undefined;
 const isString: Check = (v) => (typeof v === 'string' ? undefined : 'a string');
 const isBool: Check = (v) => (typeof v === 'boolean' ? undefined : 'true or false');
-const isInt = (min: number): Check => (v) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= min ? undefined : `an integer >= ${min}`);
-const isStringList: Check = (v) => (Array.isArray(v) && v.every((x) => typeof x === 'string') ? undefined : 'a list of strings');
+const isInt =
+  (min: number): Check =>
+  (v) =>
+    typeof v === 'number' && Number.isSafeInteger(v) && v >= min ? undefined : `an integer >= ${min}`;
+const isStringList: Check = (v) =>
+  Array.isArray(v) && v.every((x) => typeof x === 'string') ? undefined : 'a list of strings';
 const isObject: Check = (v) => (typeof v === 'object' && v !== null && !Array.isArray(v) ? undefined : 'an object');
 
 /** What a replay reads from the file, field by field (the rest is for people reading it). */
 const REQUIRED: ReadonlyArray<readonly [string, Check]> = [
-  ['property', isString], ['threat', isString],
+  ['property', isString],
+  ['threat', isString],
   ['profile', (v) => (v === 'upstream' || v === 'strict' ? undefined : '"upstream" or "strict"')],
-  ['world', isString], ['seed', isInt(0)], ['path', isString],
-  ['settings', isObject], ['settings.nodes', isInt(1)], ['settings.ipv6', isBool], ['settings.dnsCapture', isBool], ['settings.maxCommands', isInt(1)],
-  ['violation', isObject], ['violation.property', isString], ['violation.message', isString],
+  ['world', isString],
+  ['seed', isInt(0)],
+  ['path', isString],
+  ['settings', isObject],
+  ['settings.nodes', isInt(1)],
+  ['settings.ipv6', isBool],
+  ['settings.dnsCapture', isBool],
+  ['settings.maxCommands', isInt(1)],
+  ['violation', isObject],
+  ['violation.property', isString],
+  ['violation.message', isString],
   ['commands', isStringList],
 ];
-const OPTIONAL: ReadonlyArray<readonly [string, Check]> = [['replayPath', isString], ['mutant', isString]];
+const OPTIONAL: ReadonlyArray<readonly [string, Check]> = [
+  ['replayPath', isString],
+  ['mutant', isString],
+];
 
 function at(doc: Record<string, unknown>, dotted: string): unknown {
   let v: unknown = doc;
-  for (const k of dotted.split('.')) v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[k] : undefined;
+  for (const k of dotted.split('.'))
+    v = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)[k] : undefined;
   return v;
 }
 
@@ -128,23 +169,43 @@ export function parseCounterexample(file: string, text: string): CounterexampleF
   } catch (e) {
     const p = findJsonSyntaxError(text);
     const where = p ? `line ${p.line}, column ${p.column}: ${p.problem}` : (e as Error).message;
-    throw new CounterexampleFileError(file, `not valid JSON (${where}); a counterexample file is the JSON \`ambient-lab check\` saves`, { cause: e });
+    throw new CounterexampleFileError(
+      file,
+      `not valid JSON (${where}); a counterexample file is the JSON \`ambient-lab check\` saves`,
+      { cause: e },
+    );
   }
-  if (isObject(doc) !== undefined) throw new CounterexampleFileError(file, `not a counterexample file: the JSON is ${Array.isArray(doc) ? 'an array' : typeof doc}, expected an object with "format": "${COUNTEREXAMPLE_FORMAT}"`);
+  if (isObject(doc) !== undefined)
+    throw new CounterexampleFileError(
+      file,
+      `not a counterexample file: the JSON is ${Array.isArray(doc) ? 'an array' : typeof doc}, expected an object with "format": "${COUNTEREXAMPLE_FORMAT}"`,
+    );
   const o = doc as Record<string, unknown>;
   if (o['format'] !== COUNTEREXAMPLE_FORMAT) {
-    throw new CounterexampleFileError(file, `not a counterexample file: "format" is ${JSON.stringify(o['format'])}, expected "${COUNTEREXAMPLE_FORMAT}"; use a file written by \`ambient-lab check\` (see its counterexampleFile)`);
+    throw new CounterexampleFileError(
+      file,
+      `not a counterexample file: "format" is ${JSON.stringify(o['format'])}, expected "${COUNTEREXAMPLE_FORMAT}"; use a file written by \`ambient-lab check\` (see its counterexampleFile)`,
+    );
   }
   for (const [key, check] of REQUIRED) {
     const v = at(o, key);
-    if (v === undefined) throw new CounterexampleFileError(file, `counterexample lacks "${key}"; it cannot be replayed`);
+    if (v === undefined)
+      throw new CounterexampleFileError(file, `counterexample lacks "${key}"; it cannot be replayed`);
     const want = check(v);
-    if (want !== undefined) throw new CounterexampleFileError(file, `counterexample field "${key}" is ${JSON.stringify(v)}, expected ${want}; it cannot be replayed`);
+    if (want !== undefined)
+      throw new CounterexampleFileError(
+        file,
+        `counterexample field "${key}" is ${JSON.stringify(v)}, expected ${want}; it cannot be replayed`,
+      );
   }
   for (const [key, check] of OPTIONAL) {
     const v = at(o, key);
     const want = v === undefined ? undefined : check(v);
-    if (want !== undefined) throw new CounterexampleFileError(file, `counterexample field "${key}" is ${JSON.stringify(v)}, expected ${want}; it cannot be replayed`);
+    if (want !== undefined)
+      throw new CounterexampleFileError(
+        file,
+        `counterexample field "${key}" is ${JSON.stringify(v)}, expected ${want}; it cannot be replayed`,
+      );
   }
   return o as unknown as CounterexampleFile;
 }
@@ -155,8 +216,19 @@ export function loadCounterexample(file: string): CounterexampleFile {
     text = readFileSync(file, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a directory, not a file' : code === 'EACCES' ? 'permission denied' : String(e);
-    throw new CounterexampleFileError(file, `cannot read counterexample (${code ?? 'error'}: ${why}); counterexamples are saved under ${DEFAULT_OUT}/ by \`ambient-lab check\``, { cause: e });
+    const why =
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EISDIR'
+          ? 'a directory, not a file'
+          : code === 'EACCES'
+            ? 'permission denied'
+            : String(e);
+    throw new CounterexampleFileError(
+      file,
+      `cannot read counterexample (${code ?? 'error'}: ${why}); counterexamples are saved under ${DEFAULT_OUT}/ by \`ambient-lab check\``,
+      { cause: e },
+    );
   }
   return parseCounterexample(file, text);
 }
@@ -171,10 +243,17 @@ export function renderCounterexample(f: CounterexampleFile, savedAs?: string): s
   for (const s of f.steps) lines.push(`     ${String(s.step).padStart(2)}. ${s.command}  →  ${s.detail}`);
   if (f.attempt) {
     const a = f.attempt;
-    const from = a.from.kind === 'pod' ? `${a.from.pod.namespace}/${a.from.pod.name}` : a.from.kind === 'host' ? `host ${a.from.node} uid ${a.from.uid}` : 'outside';
+    const from =
+      a.from.kind === 'pod'
+        ? `${a.from.pod.namespace}/${a.from.pod.name}`
+        : a.from.kind === 'host'
+          ? `host ${a.from.node} uid ${a.from.uid}`
+          : 'outside';
     const to = a.to.kind === 'pod' ? `${a.to.pod.namespace}/${a.to.pod.name}:${a.to.port}` : `${a.to.ip}:${a.to.port}`;
     lines.push(`   violating attempt: ${from} -> ${to} ${describeOptions(a.opts)}`.trimEnd());
-    lines.push(`     outcome ${a.result.outcome}, first hop ${a.result.acceptedBy ?? 'none'}, deliveries: ${a.result.deliveries.map((d) => `${d.pod.namespace}/${d.pod.name}:${d.port} from ${d.peer}${d.viaProxy ? ' via proxy' : ' DIRECT'}`).join('; ') || 'none'}`);
+    lines.push(
+      `     outcome ${a.result.outcome}, first hop ${a.result.acceptedBy ?? 'none'}, deliveries: ${a.result.deliveries.map((d) => `${d.pod.namespace}/${d.pod.name}:${d.port} from ${d.peer}${d.viaProxy ? ' via proxy' : ' DIRECT'}`).join('; ') || 'none'}`,
+    );
   }
   if (f.trace) {
     lines.push('   packet trace:');

@@ -14,7 +14,10 @@ interface JsonSyntaxProblem {
 }
 
 class Stop extends Error {
-  constructor(readonly offset: number, readonly problem: string) {
+  constructor(
+    readonly offset: number,
+    readonly problem: string,
+  ) {
     super(problem);
   }
 }
@@ -25,7 +28,8 @@ export function findJsonSyntaxError(text: string): JsonSyntaxProblem | undefined
   const ws = (): void => {
     while (i < text.length && ' \t\n\r'.includes(text[i]!)) i++;
   };
-  const describe = (): string => (i >= text.length ? 'unexpected end of input' : `unexpected ${JSON.stringify(text[i])}`);
+  const describe = (): string =>
+    i >= text.length ? 'unexpected end of input' : `unexpected ${JSON.stringify(text[i])}`;
   const expect = (what: string): never => {
     throw new Stop(i, `${describe()}, expected ${what}`);
   };
@@ -38,18 +42,26 @@ export function findJsonSyntaxError(text: string): JsonSyntaxProblem | undefined
   const string = (): void => {
     i++; // the opening quote
     for (;;) {
-      if (i >= text.length) expect('a closing \'"\'');
+      if (i >= text.length) expect("a closing '\"'");
       const ch = text[i]!;
       if (ch === '"') {
         i++;
         return;
       }
-      if (ch < ' ') throw new Stop(i, `control character U+${ch.charCodeAt(0).toString(16).padStart(4, '0')} in a string (escape it)`);
+      if (ch < ' ')
+        throw new Stop(
+          i,
+          `control character U+${ch.charCodeAt(0).toString(16).padStart(4, '0')} in a string (escape it)`,
+        );
       if (ch === '\\') {
         i++;
         const e = text[i];
         if (e === 'u') {
-          for (let k = 1; k <= 4; k++) if (!/[0-9a-fA-F]/.test(text[i + k] ?? '')) { i += k; expect('a hex digit of a \\u escape'); }
+          for (let k = 1; k <= 4; k++)
+            if (!/[0-9a-fA-F]/.test(text[i + k] ?? '')) {
+              i += k;
+              expect('a hex digit of a \\u escape');
+            }
           i += 5;
         } else if (e !== undefined && '"\\/bfnrt'.includes(e)) {
           i++;
@@ -85,31 +97,49 @@ export function findJsonSyntaxError(text: string): JsonSyntaxProblem | undefined
     if (ch === '{') {
       i++;
       ws();
-      if (text[i] === '}') { i++; return; }
+      if (text[i] === '}') {
+        i++;
+        return;
+      }
       for (;;) {
         ws();
         if (text[i] !== '"') expect('a double-quoted property name');
         string();
         ws();
-        if (text[i] !== ':') expect('\':\' after a property name');
+        if (text[i] !== ':') expect("':' after a property name");
         i++;
         value(depth + 1);
         ws();
-        if (text[i] === ',') { i++; continue; }
-        if (text[i] === '}') { i++; return; }
-        expect('\',\' or \'}\' after a property value');
+        if (text[i] === ',') {
+          i++;
+          continue;
+        }
+        if (text[i] === '}') {
+          i++;
+          return;
+        }
+        expect("',' or '}' after a property value");
       }
     }
     if (ch === '[') {
       i++;
       ws();
-      if (text[i] === ']') { i++; return; }
+      if (text[i] === ']') {
+        i++;
+        return;
+      }
       for (;;) {
         value(depth + 1);
         ws();
-        if (text[i] === ',') { i++; continue; }
-        if (text[i] === ']') { i++; return; }
-        expect('\',\' or \']\' after an array element');
+        if (text[i] === ',') {
+          i++;
+          continue;
+        }
+        if (text[i] === ']') {
+          i++;
+          return;
+        }
+        expect("',' or ']' after an array element");
       }
     }
     if (ch === '"') return string();

@@ -21,7 +21,11 @@ export interface MatrixSelection {
   readonly shard?: { readonly index: number; readonly count: number };
 }
 
-function pick<T extends string>(kind: string, known: readonly T[], wanted: readonly string[] | undefined): readonly T[] {
+function pick<T extends string>(
+  kind: string,
+  known: readonly T[],
+  wanted: readonly string[] | undefined,
+): readonly T[] {
   if (!wanted || wanted.length === 0) return known;
   for (const w of wanted) {
     if (!known.includes(w as T)) throw new Error(`unknown ${kind} ${JSON.stringify(w)}; known: ${known.join(', ')}`);
@@ -30,11 +34,20 @@ function pick<T extends string>(kind: string, known: readonly T[], wanted: reado
 }
 
 export function planCells(catalog: CheckCatalog, sel: MatrixSelection = {}): CellId[] {
-  const props = pick('property', catalog.properties.map((p) => p.name), sel.properties);
-  const threats = pick('threat', catalog.threats.map((t) => t.id), sel.threats);
+  const props = pick(
+    'property',
+    catalog.properties.map((p) => p.name),
+    sel.properties,
+  );
+  const threats = pick(
+    'threat',
+    catalog.threats.map((t) => t.id),
+    sel.threats,
+  );
   const profiles = pick('profile', catalog.profiles, sel.profiles);
   const all: CellId[] = [];
-  for (const property of props) for (const threat of threats) for (const profile of profiles) all.push({ property, threat, profile });
+  for (const property of props)
+    for (const threat of threats) for (const profile of profiles) all.push({ property, threat, profile });
   if (!sel.shard) return all;
   const { index, count } = sel.shard;
   return all.filter((_, k) => k % count === index - 1);
@@ -44,7 +57,8 @@ export function parseShard(text: string): { index: number; count: number } {
   const m = /^(\d+)\/(\d+)$/.exec(text);
   const index = Number(m?.[1]);
   const count = Number(m?.[2]);
-  if (!m || count < 1 || index < 1 || index > count) throw new Error(`--shard ${JSON.stringify(text)}: expected i/n with 1 <= i <= n, e.g. 2/4`);
+  if (!m || count < 1 || index < 1 || index > count)
+    throw new Error(`--shard ${JSON.stringify(text)}: expected i/n with 1 <= i <= n, e.g. 2/4`);
   return { index, count };
 }
 
@@ -63,7 +77,12 @@ export type CellStatus =
   | 'no expectation' // the table has no cell
   | 'error'; // the harness failed
 
-export const FAILING: ReadonlySet<CellStatus> = new Set<CellStatus>(['unexpected bypass', 'bypass not found', 'no expectation', 'error']);
+export const FAILING: ReadonlySet<CellStatus> = new Set<CellStatus>([
+  'unexpected bypass',
+  'bypass not found',
+  'no expectation',
+  'error',
+]);
 
 export function judge(observed: 'holds' | 'bypass' | 'error', expected: ExpectedVerdict | undefined): CellStatus {
   if (observed === 'error') return 'error';
@@ -110,7 +129,8 @@ export function renderMatrix(cells: readonly JudgedCell[]): string {
   const propW = Math.max(8, ...cells.map((c) => c.property.length));
   const thrW = Math.max(6, ...cells.map((c) => c.threat.length));
   const colW = 20;
-  const head = `${'property'.padEnd(propW)}  ${'threat'.padEnd(thrW)}  ${profiles.map((p) => p.padEnd(colW)).join('')}`.trimEnd();
+  const head =
+    `${'property'.padEnd(propW)}  ${'threat'.padEnd(thrW)}  ${profiles.map((p) => p.padEnd(colW)).join('')}`.trimEnd();
   const lines = [head, '-'.repeat(head.length)];
   let lastProp = '';
   for (const [key, byProfile] of rows) {
@@ -122,8 +142,11 @@ export function renderMatrix(cells: readonly JudgedCell[]): string {
     lines.push(`${(prop === lastProp ? '' : prop).padEnd(propW)}  ${thr.padEnd(thrW)}  ${cols.join('')}`.trimEnd());
     lastProp = prop;
   }
-  lines.push('', 'holds / BYPASS: as the expected table says;  !BYPASS: unexpected bypass;  !holds: expected bypass not found;',
+  lines.push(
+    '',
+    'holds / BYPASS: as the expected table says;  !BYPASS: unexpected bypass;  !holds: expected bypass not found;',
     'n/e: expected bypass needs an attacker action this world does not offer;  (N): histories run;',
-    '[m] found by the model-based histories (shrunk counterexample saved), [a] by the attack catalog.');
+    '[m] found by the model-based histories (shrunk counterexample saved), [a] by the attack catalog.',
+  );
   return lines.join('\n');
 }

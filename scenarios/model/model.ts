@@ -59,7 +59,21 @@ export interface ClusterModel {
 export type ModelView = Readonly<ClusterModel>;
 
 export function emptyModel(nodes: readonly string[], profile: Profile, threat: ThreatSpec): ClusterModel {
-  return { nodes, profile, threat, namespaces: new Map(), pods: new Map(), policies: new Map(), down: new Set(), nextPod: 0, quiescent: true, createdWhileAgentDown: new Set(), addRefusedByAgent: new Set(), relabelled: new Set(), policySets: [] };
+  return {
+    nodes,
+    profile,
+    threat,
+    namespaces: new Map(),
+    pods: new Map(),
+    policies: new Map(),
+    down: new Set(),
+    nextPod: 0,
+    quiescent: true,
+    createdWhileAgentDown: new Set(),
+    addRefusedByAgent: new Set(),
+    relabelled: new Set(),
+    policySets: [],
+  };
 }
 
 /** The cluster settled: enrollment and policy had the chance to complete, the windows close. */
@@ -100,7 +114,11 @@ export function podList(model: ModelView): ModelPod[] {
 }
 
 /** Resolve a drawn index to a pod (undefined when there are none). */
-export function pickPod(model: ModelView, index: number, filter: (p: ModelPod) => boolean = () => true): ModelPod | undefined {
+export function pickPod(
+  model: ModelView,
+  index: number,
+  filter: (p: ModelPod) => boolean = () => true,
+): ModelPod | undefined {
   const list = podList(model).filter(filter);
   return list.length === 0 ? undefined : list[index % list.length];
 }
@@ -132,9 +150,22 @@ export function cloneModel(m: ModelView): ClusterModel {
  * later, cannot be enrolled until the agent returns — that is convergence's business, which
  * skips such nodes, not a fail-closed bypass (a default check found the judge calling it one).
  */
-export function selectedAtCreation(m: Readonly<ClusterModel>, pod: { readonly namespace: string; readonly labels: Readonly<Record<string, string>>; readonly annotations: Readonly<Record<string, string>>; readonly hostNetwork: boolean }): boolean {
+export function selectedAtCreation(
+  m: Readonly<ClusterModel>,
+  pod: {
+    readonly namespace: string;
+    readonly labels: Readonly<Record<string, string>>;
+    readonly annotations: Readonly<Record<string, string>>;
+    readonly hostNetwork: boolean;
+  },
+): boolean {
   return referenceSelects({
-    namespace: pod.namespace, labels: pod.labels, namespaceLabels: m.namespaces.get(pod.namespace), hostNetwork: pod.hostNetwork,
-    phase: 'Pending', annotations: pod.annotations, excludedNamespaces: ['kube-system'],
+    namespace: pod.namespace,
+    labels: pod.labels,
+    namespaceLabels: m.namespaces.get(pod.namespace),
+    hostNetwork: pod.hostNetwork,
+    phase: 'Pending',
+    annotations: pod.annotations,
+    excludedNamespaces: ['kube-system'],
   }).selected;
 }

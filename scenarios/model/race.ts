@@ -23,8 +23,23 @@
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import type { Component } from '../world.js';
 import { podKey } from '../world.js';
-import { HOSTILE_ANNOTATIONS, type ModeChoice, type ModelCommand, type PodShape, APP_PORTS, APP_UDP_PORT } from './commands.js';
-import { componentKey, markRelabelled, pickNamespace, pickPod, podsInNamespace, selectedAtCreation, type ClusterModel } from './model.js';
+import {
+  HOSTILE_ANNOTATIONS,
+  type ModeChoice,
+  type ModelCommand,
+  type PodShape,
+  APP_PORTS,
+  APP_UDP_PORT,
+} from './commands.js';
+import {
+  componentKey,
+  markRelabelled,
+  pickNamespace,
+  pickPod,
+  podsInNamespace,
+  selectedAtCreation,
+  type ClusterModel,
+} from './model.js';
 import { record, type RunContext } from './run-context.js';
 
 export type RaceOp =
@@ -32,7 +47,12 @@ export type RaceOp =
   /** Label the pod this race creates (or, without one, an existing pod). */
   | { readonly kind: 'label-pod'; readonly podIndex: number; readonly mode: ModeChoice }
   | { readonly kind: 'label-ns'; readonly nsIndex: number; readonly mode: ModeChoice }
-  | { readonly kind: 'component'; readonly op: 'restart' | 'stop' | 'start'; readonly component: Component; readonly nodeIndex: number }
+  | {
+      readonly kind: 'component';
+      readonly op: 'restart' | 'stop' | 'start';
+      readonly component: Component;
+      readonly nodeIndex: number;
+    }
   | { readonly kind: 'delete'; readonly podIndex: number };
 
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -57,7 +77,10 @@ interface Issued {
 
 export class Race implements ModelCommand {
   private resolved = '?';
-  constructor(readonly ops: readonly RaceOp[], readonly gaps: readonly number[]) {}
+  constructor(
+    readonly ops: readonly RaceOp[],
+    readonly gaps: readonly number[],
+  ) {}
   check(m: Readonly<ClusterModel>): boolean {
     return m.namespaces.size > 0;
   }
@@ -86,9 +109,20 @@ export class Race implements ModelCommand {
               // leaves it open whether the CNI ADD saw the pod as ambient (see selectedAtCreation).
               const selectedAtIssue = selectedAtCreation(m, { ...ref, labels, annotations, hostNetwork: false });
               const obs = await r.world.createPod({ ...ref, labels, annotations, app });
-              const selected = selectedAtIssue && selectedAtCreation(m, { ...ref, labels, annotations, hostNetwork: false });
+              const selected =
+                selectedAtIssue && selectedAtCreation(m, { ...ref, labels, annotations, hostNetwork: false });
               if (selected && m.down.has(componentKey('agent', obs.node))) m.createdWhileAgentDown.add(obs.uid);
-              m.pods.set(podKey(ref), { ref, uid: obs.uid, node: obs.node, labels: { ...labels }, annotations, app, hostNetwork: false, ips: obs.ips, started: obs.started });
+              m.pods.set(podKey(ref), {
+                ref,
+                uid: obs.uid,
+                node: obs.node,
+                labels: { ...labels },
+                annotations,
+                app,
+                hostNetwork: false,
+                ips: obs.ips,
+                started: obs.started,
+              });
             },
             onSuccess: () => undefined,
           });
@@ -115,7 +149,8 @@ export class Race implements ModelCommand {
               await r.world.labelNamespace(ns, { [DATAPLANE_MODE]: op.mode });
               // The race's own pod races this write only when its creation was issued before the
               // write completed; one created after it is enrolled (or not) at its CNI ADD.
-              racing = created.issuedAt !== undefined && created.ref?.namespace === ns && created.issuedAt < ++created.clock;
+              racing =
+                created.issuedAt !== undefined && created.ref?.namespace === ns && created.issuedAt < ++created.clock;
             },
             onSuccess: () => {
               markRelabelled(m, [...podsInNamespace(m, ns), ...(racing && created.ref ? [podKey(created.ref)] : [])]);
@@ -187,7 +222,11 @@ export class Race implements ModelCommand {
     }
     await Promise.all(running);
     await this.refresh(m, r);
-    record(r, this.toString(), `issued in order: ${order.join(' ; ')} — ${issued.map((op, i) => `${op.label}: ${outcomes[i]}`).join('; ')}`);
+    record(
+      r,
+      this.toString(),
+      `issued in order: ${order.join(' ; ')} — ${issued.map((op, i) => `${op.label}: ${outcomes[i]}`).join('; ')}`,
+    );
   }
 
   /** Who won is the system's business: read the surviving pods' labels back from the world. */
@@ -210,4 +249,3 @@ export class Race implements ModelCommand {
     return `Race(${this.resolved}; gaps=${this.gaps.join(',')})`;
   }
 }
-

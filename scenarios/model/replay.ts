@@ -25,26 +25,56 @@ interface ReplayOutcome {
  * `modules` names the real worlds' factory modules (the caller's, e2e/world-modules.ts); a
  * replay on the sim needs none.
  */
-export async function replayCounterexample(f: CounterexampleFile, opts: {
-  world?: CheckWorldName; mutant?: string; modules?: Readonly<Partial<Record<CheckWorldName, WorldModule>>>;
-} = {}): Promise<ReplayOutcome> {
+export async function replayCounterexample(
+  f: CounterexampleFile,
+  opts: {
+    world?: CheckWorldName;
+    mutant?: string;
+    modules?: Readonly<Partial<Record<CheckWorldName, WorldModule>>>;
+  } = {},
+): Promise<ReplayOutcome> {
   const catalog = defaultCatalog();
   const property = catalog.properties.find((p) => p.name === f.property);
   const threat = catalog.threats.find((t) => t.id === f.threat);
-  if (!property) throw new Error(`counterexample names unknown property ${JSON.stringify(f.property)}; known: ${catalog.properties.map((p) => p.name).join(', ')}`);
-  if (!threat) throw new Error(`counterexample names unknown threat ${JSON.stringify(f.threat)}; known: ${catalog.threats.map((t) => t.id).join(', ')}`);
+  if (!property)
+    throw new Error(
+      `counterexample names unknown property ${JSON.stringify(f.property)}; known: ${catalog.properties.map((p) => p.name).join(', ')}`,
+    );
+  if (!threat)
+    throw new Error(
+      `counterexample names unknown threat ${JSON.stringify(f.threat)}; known: ${catalog.threats.map((t) => t.id).join(', ')}`,
+    );
   const world = opts.world ?? (f.world === 'netns' ? 'netns' : 'sim');
   const mutant = opts.mutant ?? f.mutant;
   const module = opts.modules?.[world];
   const choice = { world, ...(mutant !== undefined ? { mutant } : {}), ...(module !== undefined ? { module } : {}) };
   const factory = await loadFactory({ ...choice, trace: true });
-  const r = await runCell({ property, threat, profile: f.profile }, {
-    factory, runs: 1, seed: f.seed, path: f.path, ...(f.replayPath !== undefined ? { replayPath: f.replayPath } : {}), ...f.settings,
-  });
+  const r = await runCell(
+    { property, threat, profile: f.profile },
+    {
+      factory,
+      runs: 1,
+      seed: f.seed,
+      path: f.path,
+      ...(f.replayPath !== undefined ? { replayPath: f.replayPath } : {}),
+      ...f.settings,
+    },
+  );
   const original = f.violation.message;
   if (r.status === 'holds') return { same: false, original, observed: 'holds (the replay found no violation)' };
   if (r.status === 'error') return { same: false, original, observed: `error: ${r.error}`, error: r.error };
-  const replayed = toFile({ property: f.property, threat: f.threat, profile: f.profile }, f.settings, r.counterexample, '(replay)', mutant);
+  const replayed = toFile(
+    { property: f.property, threat: f.threat, profile: f.profile },
+    f.settings,
+    r.counterexample,
+    '(replay)',
+    mutant,
+  );
   const observed = r.counterexample.found.violation.message;
-  return { same: observed === original && r.counterexample.found.violation.property === f.violation.property, original, observed, replayed };
+  return {
+    same: observed === original && r.counterexample.found.violation.property === f.violation.property,
+    original,
+    observed,
+    replayed,
+  };
 }

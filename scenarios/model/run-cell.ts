@@ -62,7 +62,14 @@ export type CellResult = (
   | { readonly status: 'holds'; readonly runs: number }
   | { readonly status: 'bypass'; readonly runs: number; readonly counterexample: CellCounterexample }
   /** The harness failed (a World call threw): not a verdict, always unexpected. */
-  | { readonly status: 'error'; readonly runs: number; readonly error: string; readonly seed: number; readonly path?: string; readonly replayPath?: string }
+  | {
+      readonly status: 'error';
+      readonly runs: number;
+      readonly error: string;
+      readonly seed: number;
+      readonly path?: string;
+      readonly replayPath?: string;
+    }
 ) & { readonly worlds?: PoolStats };
 
 /**
@@ -72,9 +79,24 @@ export type CellResult = (
  */
 function prelude(): ModelCommand[] {
   const pod = (nsIndex: number, nodeIndex: number): CreatePod =>
-    new CreatePod({ nsIndex, nodeIndex, mode: null, hostile: [], uidIndex: 0, caps: ['NET_ADMIN', 'NET_RAW'], hostNetwork: false });
+    new CreatePod({
+      nsIndex,
+      nodeIndex,
+      mode: null,
+      hostile: [],
+      uidIndex: 0,
+      caps: ['NET_ADMIN', 'NET_RAW'],
+      hostNetwork: false,
+    });
   // Namespaces sort as ambient-a, plain: index 0 and 1.
-  return [new CreateNamespace('ambient-a', 'ambient'), new CreateNamespace('plain', null), pod(0, 0), pod(1, 1), pod(0, 1), new Settle()];
+  return [
+    new CreateNamespace('ambient-a', 'ambient'),
+    new CreateNamespace('plain', null),
+    pod(0, 0),
+    pod(1, 1),
+    pod(0, 1),
+    new Settle(),
+  ];
 }
 
 /**
@@ -100,62 +122,94 @@ interface LastRun {
   commands?: string[];
 }
 
-function buildProperty(spec: CellSpec, o: CellRunOptions, last: LastRun, pool?: WorldPool): fc.IAsyncPropertyWithHooks<[Iterable<ModelCommand>, fc.Scheduler, number]> {
+function buildProperty(
+  spec: CellSpec,
+  o: CellRunOptions,
+  last: LastRun,
+  pool?: WorldPool,
+): fc.IAsyncPropertyWithHooks<[Iterable<ModelCommand>, fc.Scheduler, number]> {
   const arbs = commandArbitraries({ threat: spec.threat, nodes: o.nodes, ipv6: o.ipv6 });
-  const cmds = fc.commands(arbs, { maxCommands: o.maxCommands, ...(o.replayPath !== undefined ? { replayPath: o.replayPath } : {}) });
-  return fc.asyncProperty(cmds, fc.scheduler(), fc.integer({ min: 1, max: 0x7fffffff }), async (commands, scheduler, worldSeed) => {
-    let world: World | undefined;
-    let runCtx: RunContext | undefined;
-    let baseline: Baseline | undefined;
-    let clean = false;
-    try {
-      const reused = pool?.enabled && !racesIn(commands) ? await pool.take() : undefined;
-      world = reused?.world ?? await o.factory.create({
-        nodes: o.nodes, profile: spec.profile, kernelVersion: spec.threat.kernelVersion, ipv6: o.ipv6, dnsCapture: o.dnsCapture, seed: worldSeed,
-      });
-      const w = world;
-      const model: ClusterModel = reused ? restoreModel(reused.baseline, await w.pods()) : emptyModel(w.nodes, spec.profile, spec.threat);
-      const ctx: RunContext = { world: w, property: spec.property, dnsCapture: o.dnsCapture, scheduler, steps: [], attempts: [] };
-      last.ctx = ctx;
-      runCtx = ctx;
-      last.commands = undefined;
-      const executed: ModelCommand[] = [];
-      const start = prelude();
-      try {
-        if (reused) {
-          baseline = reused.baseline;
-          record(ctx, 'Prelude(reused world)', 'reset to the post-prelude state; state digest verified');
-        } else {
-          await fc.asyncModelRun(() => ({ model, real: ctx }), start);
-          if (pool?.enabled && isResettable(w)) baseline = baselineOf(w, model);
-          pool?.countFresh();
-        }
-        const random = (function* () {
-          for (const c of commands) {
-            executed.push(c);
-            yield c;
-          }
-        })();
-        await fc.asyncModelRun(() => ({ model, real: ctx }), random);
-        // Every history ends quiescent: convergence and fail-closed are judged there.
-        await w.settle();
-        markSettled(model);
-        record(ctx, 'Settle(final)', 'quiescent');
-        await checkState(ctx, model);
-        clean = true;
-      } finally {
-        last.commands = [...(reused ? ['Prelude(reused world)'] : start.map((c) => c.toString())), ...executed.map((c) => c.toString())];
-      }
-    } finally {
-      if (clean && pool?.enabled && baseline && world && isResettable(world)) await pool.park(world, baseline);
-      else {
-        // A violation or a harness error leaves a world in a state nobody verified: never reused.
-        if (!clean) pool?.markFailure();
-        await world?.close();
-      }
-      o.onRun?.(runCtx);
-    }
+  const cmds = fc.commands(arbs, {
+    maxCommands: o.maxCommands,
+    ...(o.replayPath !== undefined ? { replayPath: o.replayPath } : {}),
   });
+  return fc.asyncProperty(
+    cmds,
+    fc.scheduler(),
+    fc.integer({ min: 1, max: 0x7fffffff }),
+    async (commands, scheduler, worldSeed) => {
+      let world: World | undefined;
+      let runCtx: RunContext | undefined;
+      let baseline: Baseline | undefined;
+      let clean = false;
+      try {
+        const reused = pool?.enabled && !racesIn(commands) ? await pool.take() : undefined;
+        world =
+          reused?.world ??
+          (await o.factory.create({
+            nodes: o.nodes,
+            profile: spec.profile,
+            kernelVersion: spec.threat.kernelVersion,
+            ipv6: o.ipv6,
+            dnsCapture: o.dnsCapture,
+            seed: worldSeed,
+          }));
+        const w = world;
+        const model: ClusterModel = reused
+          ? restoreModel(reused.baseline, await w.pods())
+          : emptyModel(w.nodes, spec.profile, spec.threat);
+        const ctx: RunContext = {
+          world: w,
+          property: spec.property,
+          dnsCapture: o.dnsCapture,
+          scheduler,
+          steps: [],
+          attempts: [],
+        };
+        last.ctx = ctx;
+        runCtx = ctx;
+        last.commands = undefined;
+        const executed: ModelCommand[] = [];
+        const start = prelude();
+        try {
+          if (reused) {
+            baseline = reused.baseline;
+            record(ctx, 'Prelude(reused world)', 'reset to the post-prelude state; state digest verified');
+          } else {
+            await fc.asyncModelRun(() => ({ model, real: ctx }), start);
+            if (pool?.enabled && isResettable(w)) baseline = baselineOf(w, model);
+            pool?.countFresh();
+          }
+          const random = (function* () {
+            for (const c of commands) {
+              executed.push(c);
+              yield c;
+            }
+          })();
+          await fc.asyncModelRun(() => ({ model, real: ctx }), random);
+          // Every history ends quiescent: convergence and fail-closed are judged there.
+          await w.settle();
+          markSettled(model);
+          record(ctx, 'Settle(final)', 'quiescent');
+          await checkState(ctx, model);
+          clean = true;
+        } finally {
+          last.commands = [
+            ...(reused ? ['Prelude(reused world)'] : start.map((c) => c.toString())),
+            ...executed.map((c) => c.toString()),
+          ];
+        }
+      } finally {
+        if (clean && pool?.enabled && baseline && world && isResettable(world)) await pool.park(world, baseline);
+        else {
+          // A violation or a harness error leaves a world in a state nobody verified: never reused.
+          if (!clean) pool?.markFailure();
+          await world?.close();
+        }
+        o.onRun?.(runCtx);
+      }
+    },
+  );
 }
 
 function replayPathOf(counterexample: unknown): string | undefined {
@@ -167,9 +221,10 @@ export async function runCell(spec: CellSpec, o: CellRunOptions): Promise<CellRe
   const last: LastRun = {};
   const pool = o.reuseWorlds !== false && o.path === undefined ? new WorldPool() : undefined;
   const prop = buildProperty(spec, o, last, pool);
-  const params: fc.Parameters<[Iterable<ModelCommand>, fc.Scheduler, number]> = o.path !== undefined
-    ? { seed: o.seed, path: o.path, endOnFailure: true, numRuns: 1 }
-    : { seed: o.seed, numRuns: o.runs, endOnFailure: false };
+  const params: fc.Parameters<[Iterable<ModelCommand>, fc.Scheduler, number]> =
+    o.path !== undefined
+      ? { seed: o.seed, path: o.path, endOnFailure: true, numRuns: 1 }
+      : { seed: o.seed, numRuns: o.runs, endOnFailure: false };
   let out: fc.RunDetails<[Iterable<ModelCommand>, fc.Scheduler, number]>;
   try {
     out = await fc.check(prop, params);
@@ -187,7 +242,11 @@ export async function runCell(spec: CellSpec, o: CellRunOptions): Promise<CellRe
     const again = await fc.check(buildProperty(spec, o, {}), { seed: o.seed, path: first, endOnFailure: false });
     if (!again.failed) {
       return {
-        status: 'error', runs, seed: o.seed, path: first, ...worlds(),
+        status: 'error',
+        runs,
+        seed: o.seed,
+        path: first,
+        ...worlds(),
         error: `a violation found on a reused world (run ${first}) does not happen on a fresh world: the reset left state its digest does not see (${found.message})`,
       };
     }
@@ -195,34 +254,81 @@ export async function runCell(spec: CellSpec, o: CellRunOptions): Promise<CellRe
   }
   if (found.status === 'bypass') return { status: 'bypass', runs, counterexample: found.counterexample, ...worlds() };
   if (found.status === 'not-reproduced') {
-    return { status: 'error', runs, error: `the shrunk counterexample did not replay on a fresh world (seed ${o.seed}, path ${found.path}): ${found.message}`, seed: o.seed, path: found.path, ...worlds() };
+    return {
+      status: 'error',
+      runs,
+      error: `the shrunk counterexample did not replay on a fresh world (seed ${o.seed}, path ${found.path}): ${found.message}`,
+      seed: o.seed,
+      path: found.path,
+      ...worlds(),
+    };
   }
-  return { status: 'error', runs, error: found.message, seed: o.seed, path: found.path, ...(found.replayPath !== undefined ? { replayPath: found.replayPath } : {}), ...worlds() };
+  return {
+    status: 'error',
+    runs,
+    error: found.message,
+    seed: o.seed,
+    path: found.path,
+    ...(found.replayPath !== undefined ? { replayPath: found.replayPath } : {}),
+    ...worlds(),
+  };
 }
 
 type Replayed =
   | { readonly status: 'bypass'; readonly counterexample: CellCounterexample }
-  | { readonly status: 'not-reproduced' | 'harness-error'; readonly message: string; readonly path: string; readonly replayPath?: string };
+  | {
+      readonly status: 'not-reproduced' | 'harness-error';
+      readonly message: string;
+      readonly path: string;
+      readonly replayPath?: string;
+    };
 
 /** Replay a failed check's shrunk case on a fresh world: its step log, attempts and schedule are the counterexample's. */
-async function replayed(spec: CellSpec, o: CellRunOptions, out: fc.RunDetails<[Iterable<ModelCommand>, fc.Scheduler, number]>): Promise<Replayed> {
+async function replayed(
+  spec: CellSpec,
+  o: CellRunOptions,
+  out: fc.RunDetails<[Iterable<ModelCommand>, fc.Scheduler, number]>,
+): Promise<Replayed> {
   const err = out.errorInstance;
   const path = out.counterexamplePath ?? o.path ?? '';
-  const replayPath = out.counterexample ? replayPathOf(out.counterexample[0]) ?? o.replayPath : o.replayPath;
+  const replayPath = out.counterexample ? (replayPathOf(out.counterexample[0]) ?? o.replayPath) : o.replayPath;
   if (!(err instanceof PropertyViolationError)) {
-    return { status: 'harness-error', message: err instanceof Error ? err.message : String(err), path, ...(replayPath !== undefined ? { replayPath } : {}) };
+    return {
+      status: 'harness-error',
+      message: err instanceof Error ? err.message : String(err),
+      path,
+      ...(replayPath !== undefined ? { replayPath } : {}),
+    };
   }
   const replay: LastRun = {};
-  const again = await fc.check(buildProperty(spec, { ...o, factory: o.replayFactory ?? o.factory, ...(replayPath !== undefined ? { replayPath } : {}) }, replay), {
-    seed: o.seed, path, endOnFailure: true, numRuns: 1,
-  });
+  const again = await fc.check(
+    buildProperty(
+      spec,
+      { ...o, factory: o.replayFactory ?? o.factory, ...(replayPath !== undefined ? { replayPath } : {}) },
+      replay,
+    ),
+    {
+      seed: o.seed,
+      path,
+      endOnFailure: true,
+      numRuns: 1,
+    },
+  );
   const ctx = replay.ctx;
   if (!again.failed || !ctx?.violation) return { status: 'not-reproduced', message: err.message, path };
   return {
     status: 'bypass',
     counterexample: {
-      seed: o.seed, path, replayPath, commands: replay.commands ?? [], steps: ctx.steps, found: ctx.violation,
-      schedule: ctx.scheduler.report().map((r) => `${r.status}: ${r.label}`).join('\n'),
+      seed: o.seed,
+      path,
+      replayPath,
+      commands: replay.commands ?? [],
+      steps: ctx.steps,
+      found: ctx.violation,
+      schedule: ctx.scheduler
+        .report()
+        .map((r) => `${r.status}: ${r.label}`)
+        .join('\n'),
       worldKind: o.factory.kind,
     },
   };

@@ -46,13 +46,23 @@ function clusterContext(ctx: RunContext, model: ModelView, pods: readonly PodObs
   for (const [n, l] of model.namespaces) namespaces[n] = l;
   const specs: Record<string, PodFacts> = {};
   for (const [k, p] of model.pods) {
-    specs[k] = { uid: p.app.uid, annotations: p.annotations, tcpPorts: p.app.tcpPorts, probePorts: p.app.probePorts ?? [], serviceAccount: 'default' };
+    specs[k] = {
+      uid: p.app.uid,
+      annotations: p.annotations,
+      tcpPorts: p.app.tcpPorts,
+      probePorts: p.app.probePorts ?? [],
+      serviceAccount: 'default',
+    };
   }
   const components: Record<string, ComponentStates[string]> = {};
-  for (const n of model.nodes) components[n] = { agent: isUp(model, 'agent', n) ? 'up' : 'down', proxy: isUp(model, 'proxy', n) ? 'up' : 'down' };
+  for (const n of model.nodes)
+    components[n] = { agent: isUp(model, 'agent', n) ? 'up' : 'down', proxy: isUp(model, 'proxy', n) ? 'up' : 'down' };
   return {
     mesh: { profile: model.profile, dnsCapture: ctx.dnsCapture },
-    pods, namespaces, specs, components,
+    pods,
+    namespaces,
+    specs,
+    components,
     policies: [...model.policies.values()],
     quiescent: model.quiescent,
     createdWhileAgentDown: model.createdWhileAgentDown,
@@ -68,7 +78,12 @@ function fail(ctx: RunContext, found: RunViolation): never {
 }
 
 /** Judge one attempt; `podsBefore` is the observation right before it (pending-enrollment carve-out). */
-export async function checkAttempt(ctx: RunContext, model: ModelView, attempt: AttemptRecord, podsBefore?: readonly PodObservation[]): Promise<void> {
+export async function checkAttempt(
+  ctx: RunContext,
+  model: ModelView,
+  attempt: AttemptRecord,
+  podsBefore?: readonly PodObservation[],
+): Promise<void> {
   ctx.attempts.push(attempt);
   const prop = ctx.property.connection;
   if (!prop) return;
@@ -78,7 +93,11 @@ export async function checkAttempt(ctx: RunContext, model: ModelView, attempt: A
 }
 
 /** Judge the observed pods; `override` narrows what the property is told (e.g. one pod's fail-closed facts mid-history). */
-export async function checkState(ctx: RunContext, model: ModelView, override: Partial<ClusterContext> = {}): Promise<void> {
+export async function checkState(
+  ctx: RunContext,
+  model: ModelView,
+  override: Partial<ClusterContext> = {},
+): Promise<void> {
   const prop = ctx.property.state;
   if (!prop) return;
   const pods = await ctx.world.pods();

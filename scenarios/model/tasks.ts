@@ -20,7 +20,14 @@ export interface Settings {
 }
 
 export type Task =
-  | { readonly kind: 'model'; readonly property: PropertyName; readonly threat: string; readonly profile: Profile; readonly runs: number; readonly seed: number }
+  | {
+      readonly kind: 'model';
+      readonly property: PropertyName;
+      readonly threat: string;
+      readonly profile: Profile;
+      readonly runs: number;
+      readonly seed: number;
+    }
   | { readonly kind: 'attack'; readonly threat: string; readonly profile: Profile; readonly seed: number };
 
 export interface TaskEnv {
@@ -32,20 +39,28 @@ export interface TaskEnv {
 
 export type TaskResult =
   | {
-    readonly kind: 'model'; readonly property: PropertyName; readonly threat: string; readonly profile: Profile;
-    readonly status: CellResult['status']; readonly runs: number;
-    readonly counterexample?: CounterexampleFile; readonly savedAs?: string; readonly error?: string;
-    /** How the cell's histories got their worlds (fresh, reused after a verified reset, resets rejected). */
-    readonly worlds?: PoolStats;
-  }
+      readonly kind: 'model';
+      readonly property: PropertyName;
+      readonly threat: string;
+      readonly profile: Profile;
+      readonly status: CellResult['status'];
+      readonly runs: number;
+      readonly counterexample?: CounterexampleFile;
+      readonly savedAs?: string;
+      readonly error?: string;
+      /** How the cell's histories got their worlds (fresh, reused after a verified reset, resets rejected). */
+      readonly worlds?: PoolStats;
+    }
   | {
-    readonly kind: 'attack'; readonly threat: string; readonly profile: Profile;
-    /** Violations per property: the first few, as action @ phase: message. */
-    readonly found: Readonly<Partial<Record<PropertyName, readonly string[]>>>;
-    /** Catalog phases the world could not stage (catalog-phases.ts `catalogLog`), e.g. "rogue-zds: skipped (the World has no zdsClient)". */
-    readonly skipped?: readonly string[];
-    readonly error?: string;
-  };
+      readonly kind: 'attack';
+      readonly threat: string;
+      readonly profile: Profile;
+      /** Violations per property: the first few, as action @ phase: message. */
+      readonly found: Readonly<Partial<Record<PropertyName, readonly string[]>>>;
+      /** Catalog phases the world could not stage (catalog-phases.ts `catalogLog`), e.g. "rogue-zds: skipped (the World has no zdsClient)". */
+      readonly skipped?: readonly string[];
+      readonly error?: string;
+    };
 
 /** The lines of a catalog log that say a phase was skipped (the world lacks what it needs). */
 export function catalogSkips(catalogLog: readonly string[]): string[] {
@@ -59,7 +74,10 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
       const { runThreatDetailed } = await import('../attacks/matrix.js');
       const { threat } = await import('../threats/threats.js');
       const factory = await loadFactory(env.world);
-      const { found, catalogLog } = await runThreatDetailed(factory, t.profile, threat(t.threat), { seed: t.seed, ipv6: env.settings.ipv6 });
+      const { found, catalogLog } = await runThreatDetailed(factory, t.profile, threat(t.threat), {
+        seed: t.seed,
+        ipv6: env.settings.ipv6,
+      });
       const skipped = catalogSkips(catalogLog);
       const byProp: Partial<Record<PropertyName, string[]>> = {};
       for (const f of found) {
@@ -67,9 +85,21 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
         if (list.length < 5) list.push(`${f.action ?? 'state'} @ ${f.phase}: ${f.violation.message}`);
       }
       onRun();
-      return { kind: 'attack', threat: t.threat, profile: t.profile, found: byProp, ...(skipped.length ? { skipped } : {}) };
+      return {
+        kind: 'attack',
+        threat: t.threat,
+        profile: t.profile,
+        found: byProp,
+        ...(skipped.length ? { skipped } : {}),
+      };
     } catch (e) {
-      return { kind: 'attack', threat: t.threat, profile: t.profile, found: {}, error: e instanceof Error ? e.message : String(e) };
+      return {
+        kind: 'attack',
+        threat: t.threat,
+        profile: t.profile,
+        found: {},
+        error: e instanceof Error ? e.message : String(e),
+      };
     }
   }
   const property = catalog.properties.find((p) => p.name === t.property);
@@ -79,16 +109,44 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
   try {
     const factory = await loadFactory(env.world);
     const replayFactory = await loadFactory({ ...env.world, trace: true });
-    const r = await runCell({ property, threat, profile: t.profile }, {
-      factory, replayFactory, runs: t.runs, seed: t.seed, ...env.settings, onRun: () => onRun(),
-    });
+    const r = await runCell(
+      { property, threat, profile: t.profile },
+      {
+        factory,
+        replayFactory,
+        runs: t.runs,
+        seed: t.seed,
+        ...env.settings,
+        onRun: () => onRun(),
+      },
+    );
     const worlds = r.worlds ? { worlds: r.worlds } : {};
     if (r.status === 'holds') return { ...base, status: 'holds', runs: r.runs, ...worlds };
-    if (r.status === 'error') return { ...base, status: 'error', runs: r.runs, error: `${r.error} (seed ${r.seed}${r.path ? `, path ${r.path}` : ''})`, ...worlds };
+    if (r.status === 'error')
+      return {
+        ...base,
+        status: 'error',
+        runs: r.runs,
+        error: `${r.error} (seed ${r.seed}${r.path ? `, path ${r.path}` : ''})`,
+        ...worlds,
+      };
     const name = env.outDir !== undefined ? `${env.outDir}/${fileNameFor(base, t.seed)}` : fileNameFor(base, t.seed);
-    const file = toFile({ property: t.property, threat: t.threat, profile: t.profile }, env.settings, r.counterexample, name, env.world.mutant);
+    const file = toFile(
+      { property: t.property, threat: t.threat, profile: t.profile },
+      env.settings,
+      r.counterexample,
+      name,
+      env.world.mutant,
+    );
     const savedAs = env.outDir !== undefined ? saveCounterexample(env.outDir, file) : undefined;
-    return { ...base, status: 'bypass', runs: r.runs, counterexample: file, ...(savedAs ? { savedAs } : {}), ...worlds };
+    return {
+      ...base,
+      status: 'bypass',
+      runs: r.runs,
+      counterexample: file,
+      ...(savedAs ? { savedAs } : {}),
+      ...worlds,
+    };
   } catch (e) {
     return { ...base, status: 'error', runs: 0, error: e instanceof Error ? e.message : String(e) };
   }

@@ -52,7 +52,13 @@ export function baselineOf(world: ResettableWorld, model: ModelView): Baseline {
   const namespaces: Record<string, Record<string, string>> = {};
   for (const [n, l] of model.namespaces) namespaces[n] = { ...l };
   const pods: PodSpec[] = [...model.pods.values()].map((p) => ({
-    namespace: p.ref.namespace, name: p.ref.name, node: p.node, labels: { ...p.labels }, annotations: { ...p.annotations }, hostNetwork: p.hostNetwork, app: p.app,
+    namespace: p.ref.namespace,
+    name: p.ref.name,
+    node: p.node,
+    labels: { ...p.labels },
+    annotations: { ...p.annotations },
+    hostNetwork: p.hostNetwork,
+    app: p.app,
   }));
   return { digest: world.stateDigest(), spec: { namespaces, pods }, model: cloneModel(model) };
 }
@@ -62,7 +68,10 @@ export function restoreModel(baseline: Baseline, observed: readonly PodObservati
   const m = cloneModel(baseline.model);
   for (const [key, p] of m.pods) {
     const o = observed.find((x) => podKey(x) === key);
-    if (!o) throw new Error(`world pool: pod ${key} of the baseline is missing after a verified reset (the digest should have caught this)`);
+    if (!o)
+      throw new Error(
+        `world pool: pod ${key} of the baseline is missing after a verified reset (the digest should have caught this)`,
+      );
     m.pods.set(key, { ...p, uid: o.uid, node: o.node, ips: o.ips, started: o.started });
   }
   return m;
@@ -112,7 +121,15 @@ export class WorldPool {
       if (!ok && process.env['AMBIENT_LAB_POOL_DEBUG']) {
         const a = new Set(p.baseline.digest.split('\n'));
         const b = new Set(now.split('\n'));
-        console.error(`world pool: reset rejected\n${[...a].filter((x) => !b.has(x)).map((x) => `- ${x}`).join('\n')}\n${[...b].filter((x) => !a.has(x)).map((x) => `+ ${x}`).join('\n')}`);
+        console.error(
+          `world pool: reset rejected\n${[...a]
+            .filter((x) => !b.has(x))
+            .map((x) => `- ${x}`)
+            .join('\n')}\n${[...b]
+            .filter((x) => !a.has(x))
+            .map((x) => `+ ${x}`)
+            .join('\n')}`,
+        );
       }
     } catch {
       ok = false; // a reset that throws is a world we do not trust: drop it, the history gets a fresh one

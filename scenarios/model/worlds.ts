@@ -58,23 +58,33 @@ export function runsInProcess(world: CheckWorldName): boolean {
 
 /** Load the factory a WorldModule names; every failure says which module and what to do. */
 async function importFactory(world: CheckWorldName, m: WorldModule | undefined): Promise<LoadedFactory> {
-  if (m === undefined) throw new Error(`the ${world} world was chosen but no module for its factory was given (WorldChoice.module); the caller names it (e2e/world-modules.ts)`);
+  if (m === undefined)
+    throw new Error(
+      `the ${world} world was chosen but no module for its factory was given (WorldChoice.module); the caller names it (e2e/world-modules.ts)`,
+    );
   let mod: Record<string, unknown>;
   try {
     mod = (await import(m.url)) as Record<string, unknown>;
   } catch (e) {
-    throw new Error(`the ${world} world is not available in this build (${m.url} failed to load: ${e instanceof Error ? e.message : String(e)}); run \`npm run build\` or use --world sim`, { cause: e });
+    throw new Error(
+      `the ${world} world is not available in this build (${m.url} failed to load: ${e instanceof Error ? e.message : String(e)}); run \`npm run build\` or use --world sim`,
+      { cause: e },
+    );
   }
   const make = mod[m.export];
-  if (typeof make !== 'function') throw new Error(`${m.url} exports no function ${m.export}; the ${world} world is not ready — use --world sim`);
+  if (typeof make !== 'function')
+    throw new Error(`${m.url} exports no function ${m.export}; the ${world} world is not ready — use --world sim`);
   const f = (make as () => LoadedFactory)();
-  if (f.kind !== world) throw new Error(`${m.url} ${m.export}() made a ${f.kind} world factory where ${world} was asked`);
+  if (f.kind !== world)
+    throw new Error(`${m.url} ${m.export}() made a ${f.kind} world factory where ${world} was asked`);
   return f;
 }
 
 export async function loadFactory(c: WorldChoice): Promise<WorldFactory> {
   if (c.world !== 'sim' && c.mutant !== undefined) {
-    throw new Error(`--mutant runs on the sim world only (the ${c.world} world has no plan hook); drop --world ${c.world}`);
+    throw new Error(
+      `--mutant runs on the sim world only (the ${c.world} world has no plan hook); drop --world ${c.world}`,
+    );
   }
   if (c.world === 'kind') {
     kindShared ??= await importFactory('kind', c.module);
@@ -90,7 +100,11 @@ export async function loadFactory(c: WorldChoice): Promise<WorldFactory> {
   }
   const { createSimWorld } = await import('../worlds/sim-world.js');
   if (c.mutant === undefined) {
-    return { kind: 'sim', available: () => ({ ok: true, reason: 'in-process' }), create: (o: WorldOptions) => createSimWorld(o, { trace: c.trace ?? false }) };
+    return {
+      kind: 'sim',
+      available: () => ({ ok: true, reason: 'in-process' }),
+      create: (o: WorldOptions) => createSimWorld(o, { trace: c.trace ?? false }),
+    };
   }
   const { planMutants, applyPlanMutant } = await import('../mutation/plan-mutation.js');
   const { topologyInpodOptions } = await import('../mutation/run-mutation.js');
@@ -98,7 +112,10 @@ export async function loadFactory(c: WorldChoice): Promise<WorldFactory> {
   const mutantFor = (profile: Profile, ipv6: boolean): ReturnType<typeof planMutants>[number] => {
     const all = planMutants(topologyInpodOptions(profile, ipv6));
     const m = all.find((x) => x.name === name);
-    if (!m) throw new Error(`unknown mutant ${JSON.stringify(name)} for profile ${profile}; known: ${all.map((x) => x.name).join('; ')}`);
+    if (!m)
+      throw new Error(
+        `unknown mutant ${JSON.stringify(name)} for profile ${profile}; known: ${all.map((x) => x.name).join('; ')}`,
+      );
     return m;
   };
   return {
@@ -150,8 +167,11 @@ function kernelEra(version: string): 'pre-5.17' | '5.17+' | undefined {
  * Why a world cannot stage a threat's cells (they are reported as not run, never as holding),
  * or undefined when it can. `hostKernel` is the release the world's kernel runs (os.release()).
  */
-export function unstageableThreat(world: CheckWorldName, threat: { readonly id: string; readonly kernelVersion: string; readonly caps: readonly AppCapability[] },
-  hostKernel: string = os.release()): string | undefined {
+export function unstageableThreat(
+  world: CheckWorldName,
+  threat: { readonly id: string; readonly kernelVersion: string; readonly caps: readonly AppCapability[] },
+  hostKernel: string = os.release(),
+): string | undefined {
   const l = worldLimits(world);
   if (l.kernel === 'host' && kernelEra(threat.kernelVersion) !== kernelEra(hostKernel)) {
     return `kernelVersion: the threat assumes kernel ${threat.kernelVersion}, the ${world} world runs on the host's kernel ${hostKernel}`;
@@ -166,15 +186,25 @@ export function unstageableThreat(world: CheckWorldName, threat: { readonly id: 
 export function worldGaps(world: CheckWorldName, settings: { readonly ipv6: boolean }, askedIpv6: boolean): string[] {
   const l = worldLimits(world);
   const out: string[] = [];
-  if (!l.ipv6 && askedIpv6 && !settings.ipv6) out.push(`IPv6: not staged (the ${world} world is single-stack); histories and the attack catalog ran IPv4 only`);
-  if (!l.ipv6) out.push(`meshV6 (a dual-stack cluster with a v4-only mesh): not staged; the catalog's mesh-v6-off phase is skipped`);
+  if (!l.ipv6 && askedIpv6 && !settings.ipv6)
+    out.push(`IPv6: not staged (the ${world} world is single-stack); histories and the attack catalog ran IPv4 only`);
+  if (!l.ipv6)
+    out.push(
+      `meshV6 (a dual-stack cluster with a v4-only mesh): not staged; the catalog's mesh-v6-off phase is skipped`,
+    );
   if (world === 'kind') {
-    out.push('meshV6 (a dual-stack cluster with a v4-only mesh): not staged (the agent and proxy follow the cluster\'s stack); the catalog\'s mesh-v6-off phase is skipped');
-    out.push('cniApiFault: not staged (no hook into the plugin\'s API calls); the catalog\'s api-error-at-add phase is skipped');
+    out.push(
+      "meshV6 (a dual-stack cluster with a v4-only mesh): not staged (the agent and proxy follow the cluster's stack); the catalog's mesh-v6-off phase is skipped",
+    );
+    out.push(
+      "cniApiFault: not staged (no hook into the plugin's API calls); the catalog's api-error-at-add phase is skipped",
+    );
   }
   if (world !== 'sim') {
     // Search-power seams only the sim has so far: the histories skip these commands there.
-    out.push(`agentAddFault (the node agent answering a CNI ADD with ok:false): not staged on ${world}; CreatePodAgentFault commands are skipped, so fail-closed is not judged for agent-refused ADDs`);
+    out.push(
+      `agentAddFault (the node agent answering a CNI ADD with ok:false): not staged on ${world}; CreatePodAgentFault commands are skipped, so fail-closed is not judged for agent-refused ADDs`,
+    );
     out.push(`nodeAddresses: not staged on ${world}; connections to node addresses are skipped`);
   }
   return out;

@@ -30,108 +30,133 @@ export interface ImplMutant {
 
 export const IMPL_MUTANTS: readonly ImplMutant[] = [
   {
-    name: 'authz-allow-before-deny', area: 'authorization engine',
+    name: 'authz-allow-before-deny',
+    area: 'authorization engine',
     doc: 'an enforced ALLOW that matches wins before any DENY is looked at (ztunnel evaluates DENY first)',
     file: 'impl/ztunnel/authz/engine.js',
     anchor: 'for (const p of denies.filter((x) => !x.dryRun)) {',
-    replacement: 'for (const p of allows.filter((x) => !x.dryRun)) { if (matchingRule(p, facts)) return this.done(req, { allow: true, reason: \'mutant: allow first\', dryRun }); }\n        for (const p of denies.filter((x) => !x.dryRun)) {',
+    replacement:
+      "for (const p of allows.filter((x) => !x.dryRun)) { if (matchingRule(p, facts)) return this.done(req, { allow: true, reason: 'mutant: allow first', dryRun }); }\n        for (const p of denies.filter((x) => !x.dryRun)) {",
   },
   {
-    name: 'authz-deny-ignored', area: 'authorization engine',
+    name: 'authz-deny-ignored',
+    area: 'authorization engine',
     doc: 'a matching enforced DENY policy does not deny',
     file: 'impl/ztunnel/authz/engine.js',
     anchor: 'if (r)\n                return this.done(req, { allow: false, reason: `explicitly denied by:',
-    replacement: 'if (r && false)\n                return this.done(req, { allow: false, reason: `explicitly denied by:',
+    replacement:
+      'if (r && false)\n                return this.done(req, { allow: false, reason: `explicitly denied by:',
   },
   {
-    name: 'enrollment-pod-label-ignored', area: 'enrollment',
+    name: 'enrollment-pod-label-ignored',
+    area: 'enrollment',
     doc: 'the first enablement selector (pod label istio.io/dataplane-mode=ambient) is skipped: such a pod in a namespace without the label is never enrolled',
     file: 'impl/api/enrollment.js',
     anchor: 'for (const [i, s] of config.selectors.entries()) {',
     replacement: 'for (const [i, s] of config.selectors.slice(1).entries()) {',
   },
   {
-    name: 'plugin-ok-false-succeeds', area: 'CNI plugin fail-closed path',
+    name: 'plugin-ok-false-succeeds',
+    area: 'CNI plugin fail-closed path',
     doc: 'the plugin reports success when the node agent answers ok:false',
     file: 'impl/cni-plugin/cni-plugin.js',
     anchor: 'if (!reply.ok)\n',
     replacement: 'if (!reply.ok && false)\n',
   },
   {
-    name: 'plugin-unreachable-succeeds', area: 'CNI plugin fail-closed path',
+    name: 'plugin-unreachable-succeeds',
+    area: 'CNI plugin fail-closed path',
     doc: 'the plugin reports success when it cannot reach the node agent at all',
     file: 'impl/cni-plugin/cni-plugin.js',
-    anchor: 'fail(CniErrorCode.TryAgainLater, `${PLUGIN_TYPE}: cannot reach the node agent at ${config.agentSocket}`, why);',
+    anchor:
+      'fail(CniErrorCode.TryAgainLater, `${PLUGIN_TYPE}: cannot reach the node agent at ${config.agentSocket}`, why);',
     replacement: 'return;',
   },
   {
-    name: 'zds-any-peer-uid', area: 'ZDS peer check',
+    name: 'zds-any-peer-uid',
+    area: 'ZDS peer check',
     doc: 'the node agent accepts a ZDS client of any uid as its node proxy',
     file: 'impl/node-agent/zds-server.js',
     anchor: 'if (!peer || !this.opts.allowedUids.includes(peer.uid)) {',
     replacement: 'if (!peer) {',
   },
   {
-    name: 'repair-never-repairs-rules', area: 'repair',
+    name: 'repair-never-repairs-rules',
+    area: 'repair',
     doc: 'the repair loop never notices in-pod rules that drifted (flushed, edited)',
     file: 'impl/node-agent/node-agent.js',
     anchor: 'if (diff.length > 0) {',
     replacement: 'if (false) {',
   },
   {
-    name: 'inbound-authz-skipped', area: 'inbound authorization',
+    name: 'inbound-authz-skipped',
+    area: 'inbound authorization',
     doc: 'the destination proxy forwards inbound connections without asking the authorizer',
     file: 'impl/ztunnel/inbound.js',
     anchor: 'const decision = deps.authorizer.evaluate(req);',
-    replacement: 'const decision = { allow: true, reason: \'mutant: not evaluated\', dryRun: [] };',
+    replacement: "const decision = { allow: true, reason: 'mutant: not evaluated', dryRun: [] };",
   },
   {
-    name: 'outbound-original-dst-ignored', area: 'original destination',
+    name: 'outbound-original-dst-ignored',
+    area: 'original destination',
     doc: 'the outbound proxy ignores SO_ORIGINAL_DST and uses the address the client hit (its own 15001)',
     file: 'impl/ztunnel/outbound.js',
     anchor: 'const dst = canonical(down.originalDst() ?? down.localAddress);',
     replacement: 'const dst = canonical(down.localAddress);',
   },
   {
-    name: 'inbound-original-dst-wrong', area: 'original destination',
-    doc: 'the inbound plaintext proxy takes the original destination\'s address but the port the client hit (15006) — the wrong SO_ORIGINAL_DST',
+    name: 'inbound-original-dst-wrong',
+    area: 'original destination',
+    doc: "the inbound plaintext proxy takes the original destination's address but the port the client hit (15006) — the wrong SO_ORIGINAL_DST",
     file: 'impl/ztunnel/inbound.js',
     anchor: 'const target = canonical(down.originalDst() ?? down.localAddress);',
-    replacement: 'const target = canonical({ ...(down.originalDst() ?? down.localAddress), port: down.localAddress.port });',
+    replacement:
+      'const target = canonical({ ...(down.originalDst() ?? down.localAddress), port: down.localAddress.port });',
   },
   {
-    name: 'sim-nat-per-packet', area: 'sim: NAT once',
+    name: 'sim-nat-per-packet',
+    area: 'sim: NAT once',
     doc: 'the simulated kernel runs the nat table for every packet of the original direction, not only the first',
     file: 'sim/kernel/datapath.js',
-    anchor: 'if (!decided && ct.direction === \'original\') {',
-    replacement: 'if (ct.direction === \'original\') {',
+    anchor: "if (!decided && ct.direction === 'original') {",
+    replacement: "if (ct.direction === 'original') {",
   },
   {
-    name: 'sim-redirect-keeps-port', area: 'sim: REDIRECT',
+    name: 'sim-redirect-keeps-port',
+    area: 'sim: REDIRECT',
     doc: 'REDIRECT ignores --to-ports and keeps the destination port (the connection reaches the original port)',
     file: 'sim/kernel/datapath.js',
     anchor: 'const port = pickPort(a.ports, p.dport);',
-    replacement: 'const port = a.kind === \'redirect\' ? p.dport : pickPort(a.ports, p.dport);',
+    replacement: "const port = a.kind === 'redirect' ? p.dport : pickPort(a.ports, p.dport);",
   },
   {
-    name: 'sim-so-mark-unchecked', area: 'sim: SO_MARK permission',
+    name: 'sim-so-mark-unchecked',
+    area: 'sim: SO_MARK permission',
     doc: 'setsockopt(SO_MARK) succeeds without CAP_NET_ADMIN (or CAP_NET_RAW from 5.17)',
     file: 'sim/kernel/kernel.js',
     anchor: 'if (!maySetMark(s.owner, this.version)) {',
     replacement: 'if (false) {',
   },
   {
-    name: 'sim-watch-drops-namespace-update', area: 'sim: watch events',
+    name: 'sim-watch-drops-namespace-update',
+    area: 'sim: watch events',
     doc: 'the API server never delivers a MODIFIED event of a Namespace to its watches (a dropped event; a relist still sees the change)',
     file: 'sim/kube/store.js',
-    anchor: 'if (before && now)\n                this.enqueue(w, { type: \'MODIFIED\', object: ev.object });',
-    replacement: 'if (before && now) {\n                if (ev.kind !== \'Namespace\') this.enqueue(w, { type: \'MODIFIED\', object: ev.object }); }',
+    anchor: "if (before && now)\n                this.enqueue(w, { type: 'MODIFIED', object: ev.object });",
+    replacement:
+      "if (before && now) {\n                if (ev.kind !== 'Namespace') this.enqueue(w, { type: 'MODIFIED', object: ev.object }); }",
   },
 ];
 
 export class MutantAnchorError extends Error {
-  constructor(readonly mutant: string, readonly file: string, readonly count: number) {
-    super(`mutant ${mutant}: its anchor occurs ${count} time(s) in ${file}, not exactly once; the compiled code changed — update the anchor in scenarios/mutation/impl-mutants.ts (and rebuild with npm run build)`);
+  constructor(
+    readonly mutant: string,
+    readonly file: string,
+    readonly count: number,
+  ) {
+    super(
+      `mutant ${mutant}: its anchor occurs ${count} time(s) in ${file}, not exactly once; the compiled code changed — update the anchor in scenarios/mutation/impl-mutants.ts (and rebuild with npm run build)`,
+    );
     this.name = 'MutantAnchorError';
   }
 }
@@ -156,7 +181,10 @@ export function applyImplMutant(distRoot: string, m: ImplMutant): void {
   const text = readFileSync(path, 'utf8');
   const count = occurrences(text, m.anchor);
   if (count !== 1) throw new MutantAnchorError(m.name, path, count);
-  writeFileSync(path, text.replace(m.anchor, () => m.replacement));
+  writeFileSync(
+    path,
+    text.replace(m.anchor, () => m.replacement),
+  );
 }
 
 interface MutantTree {
@@ -174,7 +202,8 @@ interface MutantTree {
  */
 export function prepareMutantTree(repoRoot: string, m: ImplMutant | undefined, parent = tmpdir()): MutantTree {
   const dist = join(repoRoot, 'dist');
-  if (!existsSync(join(dist, 'cli', 'main.js'))) throw new Error(`${dist}/cli/main.js is missing: build first (npm run build)`);
+  if (!existsSync(join(dist, 'cli', 'main.js')))
+    throw new Error(`${dist}/cli/main.js is missing: build first (npm run build)`);
   const root = mkdtempSync(join(parent, `ambient-lab-mutant-${m?.name ?? 'none'}-`));
   try {
     cpSync(dist, join(root, 'dist'), { recursive: true });
@@ -186,5 +215,9 @@ export function prepareMutantTree(repoRoot: string, m: ImplMutant | undefined, p
     rmSync(root, { recursive: true, force: true });
     throw e;
   }
-  return { root, cli: join(root, 'dist', 'cli', 'main.js'), remove: () => rmSync(root, { recursive: true, force: true }) };
+  return {
+    root,
+    cli: join(root, 'dist', 'cli', 'main.js'),
+    remove: () => rmSync(root, { recursive: true, force: true }),
+  };
 }

@@ -33,7 +33,13 @@ export function planMutants(o: InpodOptions): PlanMutant[] {
 function toPlanMutant(family: IpFamily, m: Mutant): PlanMutant {
   const line = renderRule(m.rule);
   const mutated = m.ruleset.rules.find((r) => r.id === m.rule.id);
-  return { name: `${family} ${m.name}`, family, ruleId: m.rule.id, line, replacement: mutated ? renderRule(mutated) : undefined };
+  return {
+    name: `${family} ${m.name}`,
+    family,
+    ruleId: m.rule.id,
+    line,
+    replacement: mutated ? renderRule(mutated) : undefined,
+  };
 }
 
 /** Apply one mutant to a rendered plan (unchanged when it lacks the rule); throws when the rule's text differs from the IR's. */
@@ -44,7 +50,9 @@ export function applyPlanMutant(plan: RedirectionPlan, m: PlanMutant): Redirecti
   const at = lines.findIndex((l) => l === `# ${m.ruleId}` || l.startsWith(`# ${m.ruleId} [security]`));
   if (at < 0) return plan; // this pod's plan has no such rule (e.g. no probe ports declared)
   if (lines[at + 1] !== m.line) {
-    throw new Error(`mutant ${m.name}: rule ${m.ruleId} is not in the plan as rendered from the IR (expected line ${JSON.stringify(m.line)}, found ${JSON.stringify(lines[at + 1])}); build the mutants with the same options as the agent`);
+    throw new Error(
+      `mutant ${m.name}: rule ${m.ruleId} is not in the plan as rendered from the IR (expected line ${JSON.stringify(m.line)}, found ${JSON.stringify(lines[at + 1])}); build the mutants with the same options as the agent`,
+    );
   }
   if (m.replacement === undefined) lines.splice(at, 2);
   else lines[at + 1] = m.replacement;

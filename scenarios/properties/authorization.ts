@@ -18,7 +18,11 @@ function expectedIdentity(ctx: ConnectionContext): string | undefined {
   const src = sourcePod(ctx);
   if (!src || !isCaptureSubject(src, ctx)) return undefined;
   const r = ctx.result;
-  const viaSourceProxy = r.acceptedBy === 'proxy-outbound' && r.acceptedIn !== undefined && 'name' in r.acceptedIn && podKey(r.acceptedIn) === podKey(src);
+  const viaSourceProxy =
+    r.acceptedBy === 'proxy-outbound' &&
+    r.acceptedIn !== undefined &&
+    'name' in r.acceptedIn &&
+    podKey(r.acceptedIn) === podKey(src);
   return viaSourceProxy ? identityOf(src, ctx) : undefined;
 }
 
@@ -27,21 +31,61 @@ export function authorizationViolations(ctx: ConnectionContext): Violation[] {
   const target = destinationPod(ctx);
   if (target && isCaptureSubject(target, ctx) && !inboundCarveOut(ctx, target, ctx.to.port)) {
     const hop = unprotectedFirstHop(ctx);
-    if (hop) out.push(violation('authorization', `${ctx.opts.proto ?? 'tcp'} to ${podKey(target)}:${ctx.to.port} was authorized by nobody: ${hop}`, { from: ctx.from, to: ctx.to, opts: ctx.opts, acceptedBy: ctx.result.acceptedBy, acceptedIn: ctx.result.acceptedIn, proxyLog: ctx.result.proxyLog }));
+    if (hop)
+      out.push(
+        violation(
+          'authorization',
+          `${ctx.opts.proto ?? 'tcp'} to ${podKey(target)}:${ctx.to.port} was authorized by nobody: ${hop}`,
+          {
+            from: ctx.from,
+            to: ctx.to,
+            opts: ctx.opts,
+            acceptedBy: ctx.result.acceptedBy,
+            acceptedIn: ctx.result.acceptedIn,
+            proxyLog: ctx.result.proxyLog,
+          },
+        ),
+      );
   }
   for (const d of ctx.result.deliveries) {
     const pod = findPod(ctx, d.pod);
     if (!pod || !isCaptureSubject(pod, ctx)) continue;
     if (inboundCarveOut(ctx, pod, d.port, d)) continue;
-    const ev = { delivery: d, from: ctx.from, to: ctx.to, opts: ctx.opts, proxyLog: ctx.result.proxyLog, ...(ctx.result.trace ? { trace: ctx.result.trace } : {}) };
+    const ev = {
+      delivery: d,
+      from: ctx.from,
+      to: ctx.to,
+      opts: ctx.opts,
+      proxyLog: ctx.result.proxyLog,
+      ...(ctx.result.trace ? { trace: ctx.result.trace } : {}),
+    };
     if (!d.viaProxy) {
-      out.push(violation('authorization', `app ${podKey(pod)}:${d.port} got a connection from ${d.peer} that no proxy authorized`, ev));
+      out.push(
+        violation(
+          'authorization',
+          `app ${podKey(pod)}:${d.port} got a connection from ${d.peer} that no proxy authorized`,
+          ev,
+        ),
+      );
       continue;
     }
     // Only the pod's own node proxy authorizes its inbound (another node's log says nothing).
-    const allowing = ctx.result.proxyLog.find((e) => e.node === pod.node && e.pod !== undefined && podKey(e.pod) === podKey(pod) && e.direction !== 'outbound' && e.allowed === true);
+    const allowing = ctx.result.proxyLog.find(
+      (e) =>
+        e.node === pod.node &&
+        e.pod !== undefined &&
+        podKey(e.pod) === podKey(pod) &&
+        e.direction !== 'outbound' &&
+        e.allowed === true,
+    );
     if (!allowing) {
-      out.push(violation('authorization', `app ${podKey(pod)}:${d.port} got a proxied connection but its proxy logged no allowing inbound decision`, ev));
+      out.push(
+        violation(
+          'authorization',
+          `app ${podKey(pod)}:${d.port} got a proxied connection but its proxy logged no allowing inbound decision`,
+          ev,
+        ),
+      );
       continue;
     }
     const srcIdentity = expectedIdentity(ctx);
@@ -50,7 +94,13 @@ export function authorizationViolations(ctx: ConnectionContext): Violation[] {
     const request = { dstNamespace: pod.namespace, dstLabels: pod.labels, port: d.port, srcIdentity };
     const oracle = referenceDecision(ctx.policies, request);
     if (oracle === 'deny' && policySetsInForce(ctx).every((set) => referenceDecision(set, request) === 'deny')) {
-      out.push(violation('authorization', `app ${podKey(pod)}:${d.port} got a connection (as ${srcIdentity ?? 'no identity'}) that the policies in force deny`, { ...ev, oracle, srcIdentity }));
+      out.push(
+        violation(
+          'authorization',
+          `app ${podKey(pod)}:${d.port} got a connection (as ${srcIdentity ?? 'no identity'}) that the policies in force deny`,
+          { ...ev, oracle, srcIdentity },
+        ),
+      );
     }
   }
   return out;

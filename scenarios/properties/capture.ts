@@ -19,9 +19,14 @@ const SOURCE_PROXY: readonly Acceptor[] = ['proxy-outbound', 'proxy-dns'];
 
 function summary(ctx: ConnectionContext): Record<string, unknown> {
   return {
-    from: ctx.from, to: ctx.to, opts: ctx.opts,
-    outcome: ctx.result.outcome, acceptedBy: ctx.result.acceptedBy, acceptedIn: ctx.result.acceptedIn,
-    deliveries: ctx.result.deliveries, ...(ctx.result.trace ? { trace: ctx.result.trace } : {}),
+    from: ctx.from,
+    to: ctx.to,
+    opts: ctx.opts,
+    outcome: ctx.result.outcome,
+    acceptedBy: ctx.result.acceptedBy,
+    acceptedIn: ctx.result.acceptedIn,
+    deliveries: ctx.result.deliveries,
+    ...(ctx.result.trace ? { trace: ctx.result.trace } : {}),
   };
 }
 
@@ -33,18 +38,39 @@ export function outboundViolations(ctx: ConnectionContext): Violation[] {
   const out: Violation[] = [];
   const acceptedInSource = r.acceptedIn !== undefined && 'name' in r.acceptedIn && podKey(r.acceptedIn) === podKey(src);
   if (r.acceptedBy !== undefined && !(SOURCE_PROXY.includes(r.acceptedBy) && acceptedInSource)) {
-    out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'} to ${describeDst(ctx)} was first accepted by ${r.acceptedBy}${r.acceptedIn ? ` in ${'name' in r.acceptedIn ? podKey(r.acceptedIn) : r.acceptedIn.node}` : ''}, not by the pod's node proxy`, summary(ctx)));
+    out.push(
+      violation(
+        'outbound-capture',
+        `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'} to ${describeDst(ctx)} was first accepted by ${r.acceptedBy}${r.acceptedIn ? ` in ${'name' in r.acceptedIn ? podKey(r.acceptedIn) : r.acceptedIn.node}` : ''}, not by the pod's node proxy`,
+        summary(ctx),
+      ),
+    );
   }
   // Datagrams and raw frames have no acceptor; any delivery the source proxy did not make is a bypass.
   for (const d of r.deliveries) {
     if (!d.viaProxy && podKey(d.pod) !== podKey(src) && r.acceptedBy === undefined) {
-      out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'}${ctx.opts.raw ? ' (raw)' : ''} reached app ${podKey(d.pod)}:${d.port} without the node proxy`, summary(ctx)));
+      out.push(
+        violation(
+          'outbound-capture',
+          `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'}${ctx.opts.raw ? ' (raw)' : ''} reached app ${podKey(d.pod)}:${d.port} without the node proxy`,
+          summary(ctx),
+        ),
+      );
     }
   }
   // An established connection has a first hop; one the world did not see is no evidence of
   // capture (even when a proxy made some delivery later), so it is judged as uncaptured.
-  if (r.acceptedBy === undefined && (r.outcome === 'established' || (r.outcome === 'delivered' && r.deliveries.length === 0))) {
-    out.push(violation('outbound-capture', `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'} to ${describeDst(ctx)} was ${r.outcome} outside the mesh (no proxy accepted it; the world saw no first hop)`, summary(ctx)));
+  if (
+    r.acceptedBy === undefined &&
+    (r.outcome === 'established' || (r.outcome === 'delivered' && r.deliveries.length === 0))
+  ) {
+    out.push(
+      violation(
+        'outbound-capture',
+        `${podKey(src)}: ${ctx.opts.proto ?? 'tcp'} to ${describeDst(ctx)} was ${r.outcome} outside the mesh (no proxy accepted it; the world saw no first hop)`,
+        summary(ctx),
+      ),
+    );
   }
   return out;
 }
@@ -88,9 +114,12 @@ export function unprotectedFirstHop(ctx: ConnectionContext): string | undefined 
  * leg). A world that cannot say which proxy delivered gets no benefit of the doubt.
  */
 function wrongProxy(d: Delivery, pod: PodObservation): string | undefined {
-  if (d.proxyNode === undefined) return 'the world did not report which node proxy made the connection (Delivery.proxyNode)';
-  if (d.proxyNode !== pod.node) return `the node proxy of ${d.proxyNode} made the connection, not the one of the pod's node ${pod.node}`;
-  if (d.proxyFor !== undefined && podKey(d.proxyFor) !== podKey(pod)) return `the proxy made it on behalf of ${podKey(d.proxyFor)} (from that pod's netns), not as ${podKey(pod)}'s inbound`;
+  if (d.proxyNode === undefined)
+    return 'the world did not report which node proxy made the connection (Delivery.proxyNode)';
+  if (d.proxyNode !== pod.node)
+    return `the node proxy of ${d.proxyNode} made the connection, not the one of the pod's node ${pod.node}`;
+  if (d.proxyFor !== undefined && podKey(d.proxyFor) !== podKey(pod))
+    return `the proxy made it on behalf of ${podKey(d.proxyFor)} (from that pod's netns), not as ${podKey(pod)}'s inbound`;
   return undefined;
 }
 
@@ -99,7 +128,14 @@ export function inboundViolations(ctx: ConnectionContext): Violation[] {
   const target = destinationPod(ctx);
   if (target && isCaptureSubject(target, ctx) && !inboundCarveOut(ctx, target, ctx.to.port)) {
     const hop = unprotectedFirstHop(ctx);
-    if (hop) out.push(violation('inbound-capture', `${ctx.opts.proto ?? 'tcp'} to ${podKey(target)}:${ctx.to.port}: ${hop}`, summary(ctx)));
+    if (hop)
+      out.push(
+        violation(
+          'inbound-capture',
+          `${ctx.opts.proto ?? 'tcp'} to ${podKey(target)}:${ctx.to.port}: ${hop}`,
+          summary(ctx),
+        ),
+      );
   }
   for (const d of ctx.result.deliveries) {
     const pod = findPod(ctx, d.pod);
@@ -107,11 +143,24 @@ export function inboundViolations(ctx: ConnectionContext): Violation[] {
     if (inboundCarveOut(ctx, pod, d.port, d)) continue;
     const proto = ctx.opts.proto ?? 'tcp';
     if (!d.viaProxy) {
-      out.push(violation('inbound-capture', `app ${podKey(pod)}:${d.port} accepted ${proto} from ${d.peer} without its node proxy`, { delivery: d, ...summary(ctx) }));
+      out.push(
+        violation(
+          'inbound-capture',
+          `app ${podKey(pod)}:${d.port} accepted ${proto} from ${d.peer} without its node proxy`,
+          { delivery: d, ...summary(ctx) },
+        ),
+      );
       continue;
     }
     const wrong = wrongProxy(d, pod);
-    if (wrong) out.push(violation('inbound-capture', `app ${podKey(pod)}:${d.port} accepted ${proto} from ${d.peer} through the wrong proxy: ${wrong}`, { delivery: d, ...summary(ctx) }));
+    if (wrong)
+      out.push(
+        violation(
+          'inbound-capture',
+          `app ${podKey(pod)}:${d.port} accepted ${proto} from ${d.peer} through the wrong proxy: ${wrong}`,
+          { delivery: d, ...summary(ctx) },
+        ),
+      );
   }
   return out;
 }
@@ -122,12 +171,12 @@ function describeDst(ctx: ConnectionContext): string {
 
 export const outboundCapture: ConnectionProperty = {
   name: 'outbound-capture',
-  doc: 'every TCP connection, UDP datagram or raw frame an app in an enrolled pod sends is accepted by that pod\'s node proxy or fails (carve-outs: loopback, own pod IP, DNS to the proxy DNS port, a pod pending enrollment)',
+  doc: "every TCP connection, UDP datagram or raw frame an app in an enrolled pod sends is accepted by that pod's node proxy or fails (carve-outs: loopback, own pod IP, DNS to the proxy DNS port, a pod pending enrollment)",
   check: outboundViolations,
 };
 
 export const inboundCapture: ConnectionProperty = {
   name: 'inbound-capture',
-  doc: 'every connection or datagram delivered to an app in an enrolled pod came through that pod\'s own node proxy — not another node\'s proxy, not a proxy acting for another pod (carve-outs: the pod itself, kubelet probes as the profile documents them, an ingress-mode pod\'s TCP that skipped its proxy, a pod pending enrollment)',
+  doc: "every connection or datagram delivered to an app in an enrolled pod came through that pod's own node proxy — not another node's proxy, not a proxy acting for another pod (carve-outs: the pod itself, kubelet probes as the profile documents them, an ingress-mode pod's TCP that skipped its proxy, a pod pending enrollment)",
   check: inboundViolations,
 };

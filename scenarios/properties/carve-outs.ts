@@ -42,11 +42,12 @@ export function isLoopbackIp(ip: string): boolean {
 
 export const PENDING_ENROLLMENT: CarveOut = {
   name: 'pending-enrollment',
-  doc: 'a running pod becomes selected by a label write (its own, or its namespace\'s) and the node agent enrolls it only after its informer sees the change (upstream istio-cni\'s informer works the same way: a pod or namespace Update enqueues the pod, then AddPodToMesh; upstream inherent). '
-    + 'Until then the pod is outside the mesh, exactly as it was a moment before the label. Narrow on purpose: only a pod whose labels or whose namespace\'s labels were written since the last settle (while it existed: a pod created into a selected namespace is enrolled at CNI ADD, before it starts, and gets no window — unless a Race issued its creation before the namespace write completed), '
-    + 'only while the cluster has not settled since, and only when the world observed it NOT redirected right before the attempt (ConnectionContext.podsBefore). '
-    + 'The window must close: after a settle the carve-out is gone, capture applies to every selected pod (subjects.ts) and convergence requires it redirected and served. '
-    + 'Chosen over an expected-table entry: a table entry would mark whole cells as bypass and hide any other bypass in them; the attacker cannot write labels, so this is not an attack',
+  doc:
+    "a running pod becomes selected by a label write (its own, or its namespace's) and the node agent enrolls it only after its informer sees the change (upstream istio-cni's informer works the same way: a pod or namespace Update enqueues the pod, then AddPodToMesh; upstream inherent). " +
+    "Until then the pod is outside the mesh, exactly as it was a moment before the label. Narrow on purpose: only a pod whose labels or whose namespace's labels were written since the last settle (while it existed: a pod created into a selected namespace is enrolled at CNI ADD, before it starts, and gets no window — unless a Race issued its creation before the namespace write completed), " +
+    'only while the cluster has not settled since, and only when the world observed it NOT redirected right before the attempt (ConnectionContext.podsBefore). ' +
+    'The window must close: after a settle the carve-out is gone, capture applies to every selected pod (subjects.ts) and convergence requires it redirected and served. ' +
+    'Chosen over an expected-table entry: a table entry would mark whole cells as bypass and hide any other bypass in them; the attacker cannot write labels, so this is not an attack',
 };
 
 /** The pod's observation right before the attempt, when the caller recorded one. */
@@ -63,9 +64,18 @@ export function pendingEnrollment(ctx: ConnectionContext, pod: PodObservation): 
 
 // ---------------------------------------------------------------- outbound
 
-export const LOOPBACK: CarveOut = { name: 'loopback', doc: 'connections to 127.0.0.0/8 or ::1 never leave the pod (upstream\'s redirects carry `! -d 127.0.0.1`; B11)' };
-export const OWN_POD_IP: CarveOut = { name: 'own-pod-ip', doc: 'a pod calling its own IP goes out lo and is not captured (upstream TestPodIP; rule nat/out/loopback-own-ip)' };
-export const DNS_TO_PROXY: CarveOut = { name: 'dns-to-proxy-dns-port', doc: 'with DNS capture on, app DNS (UDP/TCP 53) is answered by the proxy DNS listener (15053), not the outbound listener' };
+export const LOOPBACK: CarveOut = {
+  name: 'loopback',
+  doc: "connections to 127.0.0.0/8 or ::1 never leave the pod (upstream's redirects carry `! -d 127.0.0.1`; B11)",
+};
+export const OWN_POD_IP: CarveOut = {
+  name: 'own-pod-ip',
+  doc: 'a pod calling its own IP goes out lo and is not captured (upstream TestPodIP; rule nat/out/loopback-own-ip)',
+};
+export const DNS_TO_PROXY: CarveOut = {
+  name: 'dns-to-proxy-dns-port',
+  doc: 'with DNS capture on, app DNS (UDP/TCP 53) is answered by the proxy DNS listener (15053), not the outbound listener',
+};
 
 /** Outbound traffic that may skip the proxy's outbound listener, or undefined. */
 export function outboundCarveOut(ctx: ConnectionContext): CarveOut | undefined {
@@ -80,24 +90,28 @@ export function outboundCarveOut(ctx: ConnectionContext): CarveOut | undefined {
 
 // ---------------------------------------------------------------- inbound
 
-export const SELF: CarveOut = { name: 'self', doc: 'the pod reaching itself (loopback or own IP) is not inbound traffic from anyone else' };
+export const SELF: CarveOut = {
+  name: 'self',
+  doc: 'the pod reaching itself (loopback or own IP) is not inbound traffic from anyone else',
+};
 export const PROBE_FROM_NODE_UPSTREAM: CarveOut = {
   name: 'probe-from-node (upstream)',
-  doc: 'kubelet probes: TCP from a host socket owned by the kubelet uid on the pod\'s own node, any port (upstream accepts the probe SNAT source on every port). Other host processes and hostNetwork pods are SNATed too (--socket-exists, finding-k) but are NOT carved out: the table records that as bypass B12',
+  doc: "kubelet probes: TCP from a host socket owned by the kubelet uid on the pod's own node, any port (upstream accepts the probe SNAT source on every port). Other host processes and hostNetwork pods are SNATed too (--socket-exists, finding-k) but are NOT carved out: the table records that as bypass B12",
 };
 export const PROBE_FROM_KUBELET_STRICT: CarveOut = {
   name: 'probe-from-kubelet (strict)',
-  doc: 'strict exempts only the kubelet uid on the pod\'s own node, and only to the pod\'s declared probe ports (profiles.ts probe-ports, host-probe-kubelet-uid). A root host process is indistinguishable from the kubelet by uid: a documented residual',
+  doc: "strict exempts only the kubelet uid on the pod's own node, and only to the pod's declared probe ports (profiles.ts probe-ports, host-probe-kubelet-uid). A root host process is indistinguishable from the kubelet by uid: a documented residual",
 };
 
 export const INGRESS_MODE: CarveOut = {
   name: 'ingress-mode',
-  doc: 'the pod\'s owner opted out of inbound capture with `ambient.istio.io/bypass-inbound-capture: "true"` (ingress mode, for gateways, as upstream — the probe-accept and REDIRECT-to-15006 rules are dropped by design; outbound is still captured). '
-    + 'Only TCP (strict still drops non-TCP both ways in ingress mode), and only deliveries that did not pass the pod\'s own node proxy: inbound HBONE still goes through the proxy, and what the proxy delivers must still be authorized. '
-    + 'Recognised from the pod spec as the profile reads it (docs/design.md, "Pod annotations"). strict: the value exactly "true", `ambient.istio.io/dns-capture` absent or exactly "true"/"false" '
-    + '(an invalid annotation set is refused or ignored — full capture — so the carve-out must not follow it); upstream: any true of Go\'s strconv.ParseBool ("1", "t", "True", ...), whatever the DNS annotation holds (upstream ignores what it cannot parse). '
-    + 'Under both, no `istio.io/reroute-virtual-interfaces` (a virtual-interface list with ingress mode is judged as fully captured, conservatively). '
-    + 'Outbound capture, convergence and liveness are unchanged for the pod',
+  doc:
+    'the pod\'s owner opted out of inbound capture with `ambient.istio.io/bypass-inbound-capture: "true"` (ingress mode, for gateways, as upstream — the probe-accept and REDIRECT-to-15006 rules are dropped by design; outbound is still captured). ' +
+    "Only TCP (strict still drops non-TCP both ways in ingress mode), and only deliveries that did not pass the pod's own node proxy: inbound HBONE still goes through the proxy, and what the proxy delivers must still be authorized. " +
+    'Recognised from the pod spec as the profile reads it (docs/design.md, "Pod annotations"). strict: the value exactly "true", `ambient.istio.io/dns-capture` absent or exactly "true"/"false" ' +
+    '(an invalid annotation set is refused or ignored — full capture — so the carve-out must not follow it); upstream: any true of Go\'s strconv.ParseBool ("1", "t", "True", ...), whatever the DNS annotation holds (upstream ignores what it cannot parse). ' +
+    'Under both, no `istio.io/reroute-virtual-interfaces` (a virtual-interface list with ingress mode is judged as fully captured, conservatively). ' +
+    'Outbound capture, convergence and liveness are unchanged for the pod',
 };
 
 const BYPASS_INBOUND = 'ambient.istio.io/bypass-inbound-capture';
@@ -129,7 +143,12 @@ function viaOwnProxy(d: Delivery, pod: PodObservation): boolean {
  * the address it arrives from, so a host process using the probe SNAT is judged as itself.
  * `delivery` is the delivery being judged (ingress mode exempts only those that skipped the proxy).
  */
-export function inboundCarveOut(ctx: ConnectionContext, pod: PodObservation, port: number, delivery?: Delivery): CarveOut | undefined {
+export function inboundCarveOut(
+  ctx: ConnectionContext,
+  pod: PodObservation,
+  port: number,
+  delivery?: Delivery,
+): CarveOut | undefined {
   const src = sourcePod(ctx);
   if (src && podKey(src) === podKey(pod)) return SELF;
   const pending = pendingEnrollment(ctx, pod);
@@ -150,9 +169,10 @@ export function inboundCarveOut(ctx: ConnectionContext, pod: PodObservation, por
 
 export const POLICY_PROPAGATION: CarveOut = {
   name: 'policy-propagation',
-  doc: 'after an AuthorizationPolicy is applied or deleted, the node proxies enforce it once they receive it (upstream ztunnel receives Authorization resources over delta xDS, eventually consistent; upstream inherent). '
-    + 'Until the next settle a delivery is judged against every policy set in force since the last settle (ClusterContext.policySetsSinceSettle), and is a violation only when the reference oracle denies it under all of them. '
-    + 'After a settle only the current set counts. A proxy that allows what the settled set and every later one deny (e.g. a restarted proxy serving before it loaded the policies) is still caught',
+  doc:
+    'after an AuthorizationPolicy is applied or deleted, the node proxies enforce it once they receive it (upstream ztunnel receives Authorization resources over delta xDS, eventually consistent; upstream inherent). ' +
+    'Until the next settle a delivery is judged against every policy set in force since the last settle (ClusterContext.policySetsSinceSettle), and is a violation only when the reference oracle denies it under all of them. ' +
+    'After a settle only the current set counts. A proxy that allows what the settled set and every later one deny (e.g. a restarted proxy serving before it loaded the policies) is still caught',
 };
 
 /** The policy sets a delivery may legitimately have been judged under (POLICY_PROPAGATION's doc). */
@@ -162,4 +182,14 @@ export function policySetsInForce(ctx: ClusterContext): readonly (readonly Polic
   return [...since, ctx.policies];
 }
 
-export const ALL_CARVE_OUTS: readonly CarveOut[] = [LOOPBACK, OWN_POD_IP, DNS_TO_PROXY, SELF, PROBE_FROM_NODE_UPSTREAM, PROBE_FROM_KUBELET_STRICT, PENDING_ENROLLMENT, INGRESS_MODE, POLICY_PROPAGATION];
+export const ALL_CARVE_OUTS: readonly CarveOut[] = [
+  LOOPBACK,
+  OWN_POD_IP,
+  DNS_TO_PROXY,
+  SELF,
+  PROBE_FROM_NODE_UPSTREAM,
+  PROBE_FROM_KUBELET_STRICT,
+  PENDING_ENROLLMENT,
+  INGRESS_MODE,
+  POLICY_PROPAGATION,
+];

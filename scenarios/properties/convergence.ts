@@ -17,13 +17,39 @@ function convergenceViolations(pods: readonly PodObservation[], ctx: ClusterCont
     if (!p.started) continue;
     const sel = selectionOf(p, ctx);
     const ev = { pod: p, selection: sel };
-    if (sel.selected && !p.redirected) out.push(violation('convergence', `${podKey(p)} should be enrolled (${sel.why}) but its netns has no redirection`, ev));
-    if (sel.selected && !p.served) out.push(violation('convergence', `${podKey(p)} should be enrolled (${sel.why}) but the node proxy does not serve it`, ev));
-    if (!sel.selected && p.redirected) out.push(violation('convergence', `${podKey(p)} carries redirection but should not be enrolled (${sel.why})`, ev));
+    if (sel.selected && !p.redirected)
+      out.push(
+        violation('convergence', `${podKey(p)} should be enrolled (${sel.why}) but its netns has no redirection`, ev),
+      );
+    if (sel.selected && !p.served)
+      out.push(
+        violation(
+          'convergence',
+          `${podKey(p)} should be enrolled (${sel.why}) but the node proxy does not serve it`,
+          ev,
+        ),
+      );
+    if (!sel.selected && p.redirected)
+      out.push(
+        violation('convergence', `${podKey(p)} carries redirection but should not be enrolled (${sel.why})`, ev),
+      );
     const truth = p.redirected && p.served;
-    if (p.annotation === 'enabled' && !truth) out.push(violation('convergence', `${podKey(p)} is annotated enabled but is ${p.redirected ? '' : 'not redirected '}${p.served ? '' : 'not served'}`.trim(), ev));
-    if (p.annotation !== 'enabled' && truth && sel.selected) out.push(violation('convergence', `${podKey(p)} is enrolled but its annotation says ${p.annotation ?? '(absent)'}`, ev));
-    if (p.annotation !== undefined && !sel.selected) out.push(violation('convergence', `${podKey(p)} is not selected (${sel.why}) but still annotated ${p.annotation}`, ev));
+    if (p.annotation === 'enabled' && !truth)
+      out.push(
+        violation(
+          'convergence',
+          `${podKey(p)} is annotated enabled but is ${p.redirected ? '' : 'not redirected '}${p.served ? '' : 'not served'}`.trim(),
+          ev,
+        ),
+      );
+    if (p.annotation !== 'enabled' && truth && sel.selected)
+      out.push(
+        violation('convergence', `${podKey(p)} is enrolled but its annotation says ${p.annotation ?? '(absent)'}`, ev),
+      );
+    if (p.annotation !== undefined && !sel.selected)
+      out.push(
+        violation('convergence', `${podKey(p)} is not selected (${sel.why}) but still annotated ${p.annotation}`, ev),
+      );
   }
   return out;
 }

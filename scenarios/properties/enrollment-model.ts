@@ -32,8 +32,10 @@ interface Selection {
 
 export function referenceSelects(p: SelectionInput): Selection {
   if (p.hostNetwork) return { selected: false, why: 'hostNetwork pods are never enrolled' };
-  if (p.annotations?.[SIDECAR_STATUS] !== undefined) return { selected: false, why: 'sidecar-injected pods are never enrolled' };
-  if (p.excludedNamespaces.includes(p.namespace)) return { selected: false, why: `namespace ${p.namespace} is excluded` };
+  if (p.annotations?.[SIDECAR_STATUS] !== undefined)
+    return { selected: false, why: 'sidecar-injected pods are never enrolled' };
+  if (p.excludedNamespaces.includes(p.namespace))
+    return { selected: false, why: `namespace ${p.namespace} is excluded` };
   if (p.phase === 'Succeeded' || p.phase === 'Failed') return { selected: false, why: `terminal phase ${p.phase}` };
   const podMode = p.labels[LABEL];
   if (podMode === 'ambient') return { selected: true, why: 'pod label ambient' };
@@ -42,11 +44,14 @@ export function referenceSelects(p: SelectionInput): Selection {
   return { selected: false, why: 'neither the pod nor its namespace asks for ambient' };
 }
 
-export function selectionOf(pod: PodObservation, ctx: {
-  readonly namespaces: Readonly<Record<string, Readonly<Record<string, string>>>>;
-  readonly specs: Readonly<Record<string, { readonly annotations?: Readonly<Record<string, string>> }>>;
-  readonly mesh: { readonly excludedNamespaces?: readonly string[] };
-}): Selection {
+export function selectionOf(
+  pod: PodObservation,
+  ctx: {
+    readonly namespaces: Readonly<Record<string, Readonly<Record<string, string>>>>;
+    readonly specs: Readonly<Record<string, { readonly annotations?: Readonly<Record<string, string>> }>>;
+    readonly mesh: { readonly excludedNamespaces?: readonly string[] };
+  },
+): Selection {
   const annotations = ctx.specs[`${pod.namespace}/${pod.name}`]?.annotations;
   return referenceSelects({
     namespace: pod.namespace,

@@ -13,7 +13,14 @@ import { authorizationViolations } from './authorization.js';
 import { inboundViolations, outboundViolations } from './capture.js';
 import { selectionOf } from './enrollment-model.js';
 import { findPod, nodesOf } from './subjects.js';
-import { violation, type ClusterContext, type ConnectionContext, type ConnectionProperty, type StateProperty, type Violation } from './types.js';
+import {
+  violation,
+  type ClusterContext,
+  type ConnectionContext,
+  type ConnectionProperty,
+  type StateProperty,
+  type Violation,
+} from './types.js';
 
 function downOn(ctx: ClusterContext, node: string): string[] {
   const c = ctx.components[node];
@@ -25,8 +32,13 @@ function failClosedConnectionViolations(ctx: ConnectionContext): Violation[] {
   const dst = ctx.to.kind === 'pod' ? findPod(ctx, ctx.to.pod) : undefined;
   const down = nodesOf(ctx, ctx.from, dst).flatMap((n) => downOn(ctx, n).map((c) => `${c} on ${n}`));
   if (down.length === 0) return [];
-  return [...outboundViolations(ctx), ...inboundViolations(ctx), ...authorizationViolations(ctx)]
-    .map((v) => violation('fail-closed', `with ${down.join(', ')} down: ${v.message}`, { ...v.evidence, down, underlying: v.property }));
+  return [...outboundViolations(ctx), ...inboundViolations(ctx), ...authorizationViolations(ctx)].map((v) =>
+    violation('fail-closed', `with ${down.join(', ')} down: ${v.message}`, {
+      ...v.evidence,
+      down,
+      underlying: v.property,
+    }),
+  );
 }
 
 function failClosedStateViolations(pods: readonly PodObservation[], ctx: ClusterContext): Violation[] {
@@ -37,8 +49,12 @@ function failClosedStateViolations(pods: readonly PodObservation[], ctx: Cluster
     if (!(created.has(p.uid) || refused.has(p.uid)) || !p.started || p.redirected) continue;
     const sel = selectionOf(p, ctx);
     if (!sel.selected) continue;
-    const why = created.has(p.uid) ? `was created while the mesh on ${p.node} was down` : `had its CNI ADD refused by the node agent on ${p.node} (ok:false)`;
-    out.push(violation('fail-closed', `${podKey(p)} (${sel.why}) ${why} and is running without redirection`, { pod: p }));
+    const why = created.has(p.uid)
+      ? `was created while the mesh on ${p.node} was down`
+      : `had its CNI ADD refused by the node agent on ${p.node} (ok:false)`;
+    out.push(
+      violation('fail-closed', `${podKey(p)} (${sel.why}) ${why} and is running without redirection`, { pod: p }),
+    );
   }
   return out;
 }

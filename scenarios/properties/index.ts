@@ -9,7 +9,14 @@ import { inboundCapture, outboundCapture } from './capture.js';
 import { convergence } from './convergence.js';
 import { failClosedConnection, failClosedState } from './fail-closed.js';
 import { liveness } from './liveness.js';
-import type { ClusterContext, ConnectionContext, ConnectionProperty, PropertyName, StateProperty, Violation } from './types.js';
+import type {
+  ClusterContext,
+  ConnectionContext,
+  ConnectionProperty,
+  PropertyName,
+  StateProperty,
+  Violation,
+} from './types.js';
 
 export * from './types.js';
 export * from './carve-outs.js';
@@ -17,7 +24,13 @@ export { referenceSelects, selectionOf } from './enrollment-model.js';
 export { referenceDecision } from './policy-oracle.js';
 export { isCaptureSubject, identityOf } from './subjects.js';
 
-export const CONNECTION_PROPERTIES: readonly ConnectionProperty[] = [outboundCapture, inboundCapture, authorization, failClosedConnection, liveness];
+export const CONNECTION_PROPERTIES: readonly ConnectionProperty[] = [
+  outboundCapture,
+  inboundCapture,
+  authorization,
+  failClosedConnection,
+  liveness,
+];
 export const STATE_PROPERTIES: readonly StateProperty[] = [convergence, failClosedState];
 
 interface CheckOptions {

@@ -23,7 +23,8 @@ interface OracleRequest {
 
 type Obj = Readonly<Record<string, unknown>>;
 const isObj = (x: unknown): x is Obj => typeof x === 'object' && x !== null && !Array.isArray(x);
-const strs = (x: unknown): string[] | undefined => (Array.isArray(x) && x.every((s) => typeof s === 'string') ? (x as string[]) : undefined);
+const strs = (x: unknown): string[] | undefined =>
+  Array.isArray(x) && x.every((s) => typeof s === 'string') ? (x as string[]) : undefined;
 
 function globMatch(pattern: string, value: string): boolean {
   if (pattern === '*') return true;
@@ -52,11 +53,16 @@ function matchList(values: unknown, subject: string | undefined, neg: boolean): 
 
 function matchSource(src: unknown, r: OracleRequest): boolean {
   if (!isObj(src)) throw new Unknown();
-  for (const k of Object.keys(src)) if (!['principals', 'notPrincipals', 'namespaces', 'notNamespaces'].includes(k)) throw new Unknown();
+  for (const k of Object.keys(src))
+    if (!['principals', 'notPrincipals', 'namespaces', 'notNamespaces'].includes(k)) throw new Unknown();
   const principal = principalOf(r.srcIdentity);
   const ns = namespaceOf(r.srcIdentity);
-  return matchList(src['principals'], principal, false) && matchList(src['notPrincipals'], principal, true)
-    && matchList(src['namespaces'], ns, false) && matchList(src['notNamespaces'], ns, true);
+  return (
+    matchList(src['principals'], principal, false) &&
+    matchList(src['notPrincipals'], principal, true) &&
+    matchList(src['namespaces'], ns, false) &&
+    matchList(src['notNamespaces'], ns, true)
+  );
 }
 
 function matchOperation(op: unknown, r: OracleRequest): boolean {

@@ -7,10 +7,27 @@
  * - a state check reads the observed pods after the cluster settled.
  * Both return violations (empty = the property held on this evidence).
  */
-import type { ConnectOptions, ConnectResult, Destination, PodObservation, PodRef, PolicyObject, Profile, Source } from '../world.js';
+import type {
+  ConnectOptions,
+  ConnectResult,
+  Destination,
+  PodObservation,
+  PodRef,
+  PolicyObject,
+  Profile,
+  Source,
+} from '../world.js';
 
-export type PropertyName = 'outbound-capture' | 'inbound-capture' | 'authorization' | 'convergence' | 'fail-closed' | 'liveness';
-export const PROPERTY_NAMES: readonly PropertyName[] = ['outbound-capture', 'inbound-capture', 'authorization', 'convergence', 'fail-closed', 'liveness'];
+export type PropertyName =
+  'outbound-capture' | 'inbound-capture' | 'authorization' | 'convergence' | 'fail-closed' | 'liveness';
+export const PROPERTY_NAMES: readonly PropertyName[] = [
+  'outbound-capture',
+  'inbound-capture',
+  'authorization',
+  'convergence',
+  'fail-closed',
+  'liveness',
+];
 
 export interface Violation {
   readonly property: PropertyName;
@@ -22,7 +39,9 @@ export interface Violation {
 
 export type ComponentStatus = 'up' | 'down';
 /** Per node: is the node agent / node proxy running (as the caller commanded it). */
-export type ComponentStates = Readonly<Record<string, { readonly agent: ComponentStatus; readonly proxy: ComponentStatus }>>;
+export type ComponentStates = Readonly<
+  Record<string, { readonly agent: ComponentStatus; readonly proxy: ComponentStatus }>
+>;
 
 /** Mesh settings the properties need to interpret an observation. */
 export interface MeshSettings {
@@ -108,7 +127,11 @@ export interface StateProperty {
   check(pods: readonly PodObservation[], ctx: ClusterContext): Violation[];
 }
 
-export function violation(property: PropertyName, message: string, evidence: Readonly<Record<string, unknown>>): Violation {
+export function violation(
+  property: PropertyName,
+  message: string,
+  evidence: Readonly<Record<string, unknown>>,
+): Violation {
   return { property, message, evidence };
 }
 

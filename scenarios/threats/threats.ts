@@ -13,8 +13,16 @@
 import type { AppCapability } from '../world.js';
 
 export type ThreatId =
-  | 'app-nonroot' | 'app-root' | 'app-net-raw-5.15' | 'app-net-raw-6.1' | 'app-net-admin' | 'app-proxy-uid-net-raw'
-  | 'host-process' | 'host-root' | 'other-node' | 'outside';
+  | 'app-nonroot'
+  | 'app-root'
+  | 'app-net-raw-5.15'
+  | 'app-net-raw-6.1'
+  | 'app-net-admin'
+  | 'app-proxy-uid-net-raw'
+  | 'host-process'
+  | 'host-root'
+  | 'other-node'
+  | 'outside';
 
 /** Where the attacker sits. */
 export type Vantage = 'enrolled-pod' | 'same-node-host' | 'other-node' | 'outside';
@@ -43,26 +51,109 @@ export const KUBELET_UID = 0;
 const base = { hostAttacker: false, outsideAttacker: false } as const;
 
 export const THREATS: readonly ThreatModel[] = [
-  { ...base, id: 'app-nonroot', title: 'app, non-root, no capabilities', vantage: 'enrolled-pod', uids: [1000], caps: [], kernelVersion: '6.1',
-    may: 'open TCP/UDP sockets of any port and family, bind any source the pod owns' },
-  { ...base, id: 'app-root', title: 'app as uid 0, no capabilities', vantage: 'enrolled-pod', uids: [0], caps: [], kernelVersion: '6.1',
-    may: 'as non-root, plus bind low ports and share SO_REUSEPORT groups with other uid-0 sockets in its netns' },
-  { ...base, id: 'app-net-raw-5.15', title: 'app as root with NET_RAW, kernel 5.15', vantage: 'enrolled-pod', uids: [0], caps: ['NET_RAW'], kernelVersion: '5.15',
-    may: 'AF_PACKET frames out of eth0; SO_MARK fails with EPERM (< 5.17)' },
-  { ...base, id: 'app-net-raw-6.1', title: 'app as root with NET_RAW, kernel 6.1', vantage: 'enrolled-pod', uids: [0], caps: ['NET_RAW'], kernelVersion: '6.1',
-    may: 'AF_PACKET frames; SO_MARK with any value (>= 5.17, kernel commit 079925cce1d0)' },
-  { ...base, id: 'app-net-admin', title: 'app as root with NET_ADMIN', vantage: 'enrolled-pod', uids: [0], caps: ['NET_ADMIN'], kernelVersion: '6.1',
-    may: 'SO_MARK, IP_TRANSPARENT, and rewrite or flush the netfilter rules of its own pod netns' },
-  { ...base, id: 'app-proxy-uid-net-raw', title: 'app running as the proxy uid with NET_RAW, kernel 6.1', vantage: 'enrolled-pod', uids: [PROXY_UID], caps: ['NET_RAW'], kernelVersion: '6.1',
-    may: 'run as the uid the strict profile trusts (B1); the added NET_RAW is not effective for a non-root uid (Kubernetes sets no ambient capabilities, kubernetes/kubernetes#56374; the sim container model follows it), so it can neither mark nor open AF_PACKET' },
-  { ...base, id: 'host-process', title: 'non-root host process or hostNetwork pod on the victim\'s node', vantage: 'same-node-host', uids: [1000], caps: [], kernelVersion: '6.1', hostAttacker: true,
-    may: 'TCP/UDP from the node netns to pods on that node' },
-  { ...base, id: 'host-root', title: 'root host process (kubelet uid) on the victim\'s node', vantage: 'same-node-host', uids: [KUBELET_UID], caps: [], kernelVersion: '6.1', hostAttacker: true,
-    may: 'TCP/UDP from the node netns as the kubelet\'s uid, to any port' },
-  { ...base, id: 'other-node', title: 'unenrolled pod on another node', vantage: 'other-node', uids: [1000], caps: [], kernelVersion: '6.1',
-    may: 'TCP/UDP across nodes to the victim\'s pod IP' },
-  { ...base, id: 'outside', title: 'client outside the cluster', vantage: 'outside', uids: [1000], caps: [], kernelVersion: '6.1', outsideAttacker: true,
-    may: 'TCP/UDP to pod IPs routed through the node' },
+  {
+    ...base,
+    id: 'app-nonroot',
+    title: 'app, non-root, no capabilities',
+    vantage: 'enrolled-pod',
+    uids: [1000],
+    caps: [],
+    kernelVersion: '6.1',
+    may: 'open TCP/UDP sockets of any port and family, bind any source the pod owns',
+  },
+  {
+    ...base,
+    id: 'app-root',
+    title: 'app as uid 0, no capabilities',
+    vantage: 'enrolled-pod',
+    uids: [0],
+    caps: [],
+    kernelVersion: '6.1',
+    may: 'as non-root, plus bind low ports and share SO_REUSEPORT groups with other uid-0 sockets in its netns',
+  },
+  {
+    ...base,
+    id: 'app-net-raw-5.15',
+    title: 'app as root with NET_RAW, kernel 5.15',
+    vantage: 'enrolled-pod',
+    uids: [0],
+    caps: ['NET_RAW'],
+    kernelVersion: '5.15',
+    may: 'AF_PACKET frames out of eth0; SO_MARK fails with EPERM (< 5.17)',
+  },
+  {
+    ...base,
+    id: 'app-net-raw-6.1',
+    title: 'app as root with NET_RAW, kernel 6.1',
+    vantage: 'enrolled-pod',
+    uids: [0],
+    caps: ['NET_RAW'],
+    kernelVersion: '6.1',
+    may: 'AF_PACKET frames; SO_MARK with any value (>= 5.17, kernel commit 079925cce1d0)',
+  },
+  {
+    ...base,
+    id: 'app-net-admin',
+    title: 'app as root with NET_ADMIN',
+    vantage: 'enrolled-pod',
+    uids: [0],
+    caps: ['NET_ADMIN'],
+    kernelVersion: '6.1',
+    may: 'SO_MARK, IP_TRANSPARENT, and rewrite or flush the netfilter rules of its own pod netns',
+  },
+  {
+    ...base,
+    id: 'app-proxy-uid-net-raw',
+    title: 'app running as the proxy uid with NET_RAW, kernel 6.1',
+    vantage: 'enrolled-pod',
+    uids: [PROXY_UID],
+    caps: ['NET_RAW'],
+    kernelVersion: '6.1',
+    may: 'run as the uid the strict profile trusts (B1); the added NET_RAW is not effective for a non-root uid (Kubernetes sets no ambient capabilities, kubernetes/kubernetes#56374; the sim container model follows it), so it can neither mark nor open AF_PACKET',
+  },
+  {
+    ...base,
+    id: 'host-process',
+    title: "non-root host process or hostNetwork pod on the victim's node",
+    vantage: 'same-node-host',
+    uids: [1000],
+    caps: [],
+    kernelVersion: '6.1',
+    hostAttacker: true,
+    may: 'TCP/UDP from the node netns to pods on that node',
+  },
+  {
+    ...base,
+    id: 'host-root',
+    title: "root host process (kubelet uid) on the victim's node",
+    vantage: 'same-node-host',
+    uids: [KUBELET_UID],
+    caps: [],
+    kernelVersion: '6.1',
+    hostAttacker: true,
+    may: "TCP/UDP from the node netns as the kubelet's uid, to any port",
+  },
+  {
+    ...base,
+    id: 'other-node',
+    title: 'unenrolled pod on another node',
+    vantage: 'other-node',
+    uids: [1000],
+    caps: [],
+    kernelVersion: '6.1',
+    may: "TCP/UDP across nodes to the victim's pod IP",
+  },
+  {
+    ...base,
+    id: 'outside',
+    title: 'client outside the cluster',
+    vantage: 'outside',
+    uids: [1000],
+    caps: [],
+    kernelVersion: '6.1',
+    outsideAttacker: true,
+    may: 'TCP/UDP to pod IPs routed through the node',
+  },
 ];
 
 export function threat(id: string): ThreatModel {

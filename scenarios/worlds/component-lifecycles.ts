@@ -22,7 +22,10 @@ export class ComponentLifecycles {
     const result = before.then(op);
     // The next operation waits for this one to end, whether it succeeded or failed: a failed
     // stop is reported to its caller, and must not wedge the queue for the rest of the history.
-    const done = result.then(() => undefined, () => undefined);
+    const done = result.then(
+      () => undefined,
+      () => undefined,
+    );
     for (const k of keys) this.tails.set(k, done);
     return result;
   }

@@ -45,12 +45,44 @@ import { runFor, settle as drive } from '../../sim/time/settle.js';
 import { SimPluginEventTransport } from '../../sim/transport/plugin-events.js';
 import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
 import {
-  podKey, type Acceptor, type AppAction, type AppExecResult, type AppSpec, type Component, type ConnectOptions, type ConnectResult, type Delivery, type Destination,
-  type PodObservation, type PodRef, type PodSpec, type PolicyObject, type ProxyLogEntry, type Source, type World, type WorldFactory,
-  type WorldOptions, type ZdsClientAttempt, type AgentAddFault,
+  podKey,
+  type Acceptor,
+  type AppAction,
+  type AppExecResult,
+  type AppSpec,
+  type Component,
+  type ConnectOptions,
+  type ConnectResult,
+  type Delivery,
+  type Destination,
+  type PodObservation,
+  type PodRef,
+  type PodSpec,
+  type PolicyObject,
+  type ProxyLogEntry,
+  type Source,
+  type World,
+  type WorldFactory,
+  type WorldOptions,
+  type ZdsClientAttempt,
+  type AgentAddFault,
 } from '../world.js';
-import { NodeStack, PROXY_CONNECT_TIMEOUT_MS, REPAIR_INTERVAL_MS, TRUST_DOMAIN, pluginEventAddress, zdsAddress } from './sim/node-stack.js';
-import { ConnectRecorder, appPodOf, isProbeSocket, isProxySocket, proxyAcceptor, proxyNodeOf } from './sim/attribution.js';
+import {
+  NodeStack,
+  PROXY_CONNECT_TIMEOUT_MS,
+  REPAIR_INTERVAL_MS,
+  TRUST_DOMAIN,
+  pluginEventAddress,
+  zdsAddress,
+} from './sim/node-stack.js';
+import {
+  ConnectRecorder,
+  appPodOf,
+  isProbeSocket,
+  isProxySocket,
+  proxyAcceptor,
+  proxyNodeOf,
+} from './sim/attribution.js';
 import { toProxyLogEntry } from './sim/proxy-log.js';
 import { QuietLogger } from './sim/quiet-logger.js';
 import { ComponentLifecycles } from './component-lifecycles.js';
@@ -62,7 +94,10 @@ export interface SimWorldExtras {
   /** Record packet traces and attach them to connect results (slower; default false). */
   readonly trace?: boolean;
   /** Rewrite each in-pod plan the agents apply (mutation testing; see NodeAgentDeps.planTransform). */
-  readonly mutatePlan?: (plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan;
+  readonly mutatePlan?: (
+    plan: RedirectionPlan,
+    pod: { readonly namespace: string; readonly name: string },
+  ) => RedirectionPlan;
   /** Keep debug and info log entries too (default: warnings and errors only, for speed). */
   readonly verboseLog?: boolean;
   /** Override fields of every node agent's configuration. */
@@ -70,7 +105,14 @@ export interface SimWorldExtras {
 }
 
 /** API kinds whose writes settle() waits out (every kind but Event; see fingerprint()). */
-const FINGERPRINT_KINDS = ['Namespace', 'Pod', 'ServiceAccount', 'Node', 'CustomResourceDefinition', 'AuthorizationPolicy'] as const satisfies readonly KubeKind[];
+const FINGERPRINT_KINDS = [
+  'Namespace',
+  'Pod',
+  'ServiceAccount',
+  'Node',
+  'CustomResourceDefinition',
+  'AuthorizationPolicy',
+] as const satisfies readonly KubeKind[];
 /** rebootNode: virtual time the kubelet runs (and tries the pods' sandboxes) before the agent and proxy are back. */
 const REBOOT_DAEMONSETS_AFTER_MS = 2000;
 /** settle(): quiet = no observable change over this much virtual time (> backoff, > repair period). */
@@ -91,7 +133,10 @@ const APP_CONTAINER = 'app';
 const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
 
 /** What one attempt kind reports before deliveries and the proxy log are added. */
-type AttemptResult = Omit<ConnectResult, 'deliveries' | 'proxyLog'> & { readonly extraDeliveries?: Delivery[]; readonly traceEvents?: readonly TraceEvent[] };
+type AttemptResult = Omit<ConnectResult, 'deliveries' | 'proxyLog'> & {
+  readonly extraDeliveries?: Delivery[];
+  readonly traceEvents?: readonly TraceEvent[];
+};
 
 interface Endpoint {
   readonly netns: string;
@@ -119,16 +164,29 @@ export class SimMeshWorld implements World {
   /** Nodes whose CNI plugin cannot reach the API (cniApiFault). */
   private readonly apiCutOff = new Set<string>();
   /** agentAddFault per node: the fault, and for netns-missing the netns that existed when it began (the rest are hidden). */
-  private readonly agentFaults = new Map<string, { readonly fault: AgentAddFault; readonly visible: ReadonlySet<string> }>();
+  private readonly agentFaults = new Map<
+    string,
+    { readonly fault: AgentAddFault; readonly visible: ReadonlySet<string> }
+  >();
   private nextRoguePid = 9000;
   private readonly lifecycles = new ComponentLifecycles();
 
-  constructor(readonly options: WorldOptions, private readonly extras: SimWorldExtras = {}) {
+  constructor(
+    readonly options: WorldOptions,
+    private readonly extras: SimWorldExtras = {},
+  ) {
     this.log = new QuietLogger([], { verbose: extras.verboseLog ?? false, limit: 2000 });
-    if (options.meshV6 === true && !options.ipv6) throw new Error('sim world: meshV6 needs ipv6 (a mesh cannot capture IPv6 in a single-stack v4 cluster); set ipv6: true or drop meshV6');
+    if (options.meshV6 === true && !options.ipv6)
+      throw new Error(
+        'sim world: meshV6 needs ipv6 (a mesh cannot capture IPv6 in a single-stack v4 cluster); set ipv6: true or drop meshV6',
+      );
     this.sim = new SimWorld({
-      seed: options.seed, nodes: options.nodes, ipv6: options.ipv6, kernelVersion: options.kernelVersion,
-      trace: extras.trace ?? false, backoff: KUBELET_SANDBOX_BACKOFF,
+      seed: options.seed,
+      nodes: options.nodes,
+      ipv6: options.ipv6,
+      kernelVersion: options.kernelVersion,
+      trace: extras.trace ?? false,
+      backoff: KUBELET_SANDBOX_BACKOFF,
     });
     this.nodes = this.sim.nodes.map((n) => n.name);
     this.recorder = new ConnectRecorder(this.sim.kernel);
@@ -136,11 +194,20 @@ export class SimMeshWorld implements World {
     this.zdsNet = new SimZdsNetwork(clock);
     const events = new SimPluginEventTransport(clock);
     const shared = {
-      kernel: this.sim.kernel, api: this.sim.api, clock, random: new SeededRandom(options.seed * 7 + 5), events,
-      zds: this.zdsNet, hbone: new SimHbone({ ca: new SimMeshCa(TRUST_DOMAIN) }), log: this.log,
+      kernel: this.sim.kernel,
+      api: this.sim.api,
+      clock,
+      random: new SeededRandom(options.seed * 7 + 5),
+      events,
+      zds: this.zdsNet,
+      hbone: new SimHbone({ ca: new SimMeshCa(TRUST_DOMAIN) }),
+      log: this.log,
       // The mesh's v6 switch (agent rules, proxy listeners); the cluster's stack is options.ipv6.
-      profile: options.profile, ipv6: options.meshV6 ?? options.ipv6, dnsCapture: options.dnsCapture,
-      planTransform: extras.mutatePlan, agentConfig: extras.agentConfig,
+      profile: options.profile,
+      ipv6: options.meshV6 ?? options.ipv6,
+      dnsCapture: options.dnsCapture,
+      planTransform: extras.mutatePlan,
+      agentConfig: extras.agentConfig,
       hiddenNetns: (node: string, netns: string): boolean => {
         const f = this.agentFaults.get(node);
         return f?.fault === 'netns-missing' && !f.visible.has(netns);
@@ -150,15 +217,29 @@ export class SimMeshWorld implements World {
     events.faults.rewrite = (address, event) => {
       const node = this.nodes.find((n) => pluginEventAddress(n) === address);
       const f = node === undefined ? undefined : this.agentFaults.get(node);
-      return f?.fault === 'stale-pod' && event.kind === 'add' ? { ...event, podUid: `${event.podUid ?? 'unknown'}-stale` } : event;
+      return f?.fault === 'stale-pod' && event.kind === 'add'
+        ? { ...event, podUid: `${event.podUid ?? 'unknown'}-stale` }
+        : event;
     };
     this.stacks = this.sim.nodes.map((n) => new NodeStack(shared, n, new MemoryConnectionLogSink()));
     for (const n of this.sim.nodes) {
-      const plugin = new AmbientCniPlugin({ openKube: () => this.pluginApi(n.name), events, clock, log: this.log.child({ component: 'cni', node: n.name }) });
-      n.chainPlugin({
-        type: PLUGIN_TYPE, agentSocket: pluginEventAddress(n.name), kubeconfig: '/etc/cni/net.d/ambient-lab-kubeconfig',
-        apiAttempts: 2, apiRetryDelayMs: 100, agentTimeoutMs: 5000,
-      }, plugin);
+      const plugin = new AmbientCniPlugin({
+        openKube: () => this.pluginApi(n.name),
+        events,
+        clock,
+        log: this.log.child({ component: 'cni', node: n.name }),
+      });
+      n.chainPlugin(
+        {
+          type: PLUGIN_TYPE,
+          agentSocket: pluginEventAddress(n.name),
+          kubeconfig: '/etc/cni/net.d/ambient-lab-kubeconfig',
+          apiAttempts: 2,
+          apiRetryDelayMs: 100,
+          agentTimeoutMs: 5000,
+        },
+        plugin,
+      );
     }
   }
 
@@ -197,7 +278,8 @@ export class SimMeshWorld implements World {
     // its TCP ports itself (openAppListeners), so a conflict is a failed listen (EADDRINUSE,
     // logged), as for a real app that cannot bind, instead of an exception out of the kubelet.
     const main: Wire<V1Container> = {
-      name: APP_CONTAINER, image: 'sim/app',
+      name: APP_CONTAINER,
+      image: 'sim/app',
       ...(spec.hostNetwork ? {} : { ports: app.tcpPorts.map((p) => ({ containerPort: p })) }),
       securityContext: { runAsUser: app.uid, runAsGroup: app.uid, capabilities: { drop: ['ALL'], add: [...app.caps] } },
       ...(probes[0] !== undefined ? { readinessProbe: probe(probes[0]) } : {}),
@@ -206,11 +288,15 @@ export class SimMeshWorld implements World {
     };
     // More probe ports than one container has probe kinds: declared on extra (socket-less) containers.
     const extra: Array<Wire<V1Container>> = probes.slice(3).map((p, i) => ({
-      name: `probe-${i}`, image: 'sim/probe', securityContext: { runAsUser: app.uid, capabilities: { drop: ['ALL'] } }, livenessProbe: probe(p),
+      name: `probe-${i}`,
+      image: 'sim/probe',
+      securityContext: { runAsUser: app.uid, capabilities: { drop: ['ALL'] } },
+      livenessProbe: probe(p),
     }));
     this.apps.set(podKey(spec), app);
     await this.sim.createPod({
-      namespace: spec.namespace, name: spec.name,
+      namespace: spec.namespace,
+      name: spec.name,
       ...(spec.node !== undefined ? { nodeName: spec.node } : {}),
       ...(spec.labels ? { labels: { ...spec.labels } } : {}),
       ...(spec.annotations ? { annotations: { ...spec.annotations } } : {}),
@@ -240,10 +326,17 @@ export class SimMeshWorld implements World {
     if (typeof name !== 'string' || typeof namespace !== 'string') {
       throw new Error('applyPolicy: the policy needs metadata.name and metadata.namespace (strings)');
     }
-    const obj = { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', ...structuredClone(policy) } as unknown as KubeObjectOf<'AuthorizationPolicy'>;
+    const obj = {
+      apiVersion: 'security.istio.io/v1',
+      kind: 'AuthorizationPolicy',
+      ...structuredClone(policy),
+    } as unknown as KubeObjectOf<'AuthorizationPolicy'>;
     const old = await this.sim.api.get('AuthorizationPolicy', name, namespace).catch(absentOn404);
     if (old) {
-      await this.sim.api.update('AuthorizationPolicy', { ...obj, metadata: { ...obj.metadata, resourceVersion: old.metadata?.resourceVersion } });
+      await this.sim.api.update('AuthorizationPolicy', {
+        ...obj,
+        metadata: { ...obj.metadata, resourceVersion: old.metadata?.resourceVersion },
+      });
     } else {
       await this.sim.api.create('AuthorizationPolicy', obj);
     }
@@ -313,9 +406,14 @@ export class SimMeshWorld implements World {
 
   /** The API as the CNI plugin on `node` reaches it: refused while cniApiFault holds for the node. */
   private pluginApi(node: string): Pick<KubeApi, 'get'> {
-    const get: KubeApi['get'] = (kind, name, namespace) => this.apiCutOff.has(node)
-      ? Promise.reject(new Error(`GET ${kind} ${namespace ?? ''}/${name}: connect ECONNREFUSED (sim fault: the API server is unreachable from the CNI plugin on ${node})`))
-      : this.sim.api.get(kind, name, namespace);
+    const get: KubeApi['get'] = (kind, name, namespace) =>
+      this.apiCutOff.has(node)
+        ? Promise.reject(
+            new Error(
+              `GET ${kind} ${namespace ?? ''}/${name}: connect ECONNREFUSED (sim fault: the API server is unreachable from the CNI plugin on ${node})`,
+            ),
+          )
+        : this.sim.api.get(kind, name, namespace);
     return { get };
   }
 
@@ -346,21 +444,30 @@ export class SimMeshWorld implements World {
     this.stack(node);
     let workloads = 0;
     const handler: ZdsWorkloadHandler = {
-      onAdd: (_uid, _info, netns) => { workloads++; netns.close(); return Promise.resolve(); },
+      onAdd: (_uid, _info, netns) => {
+        workloads++;
+        netns.close();
+        return Promise.resolve();
+      },
       onKeep: () => Promise.resolve(),
       onDel: () => Promise.resolve(),
       onSnapshotSent: () => Promise.resolve(),
     };
     const pid = this.nextRoguePid++;
     const client = new ZdsClient({
-      transport: this.zdsNet.endpoint({ pid, uid, gid: uid }), address: zdsAddress(node), clock: this.sim.clock,
-      random: new SeededRandom(this.options.seed * 11 + pid), log: this.log.child({ component: 'zds-client', node, uid }), handler,
+      transport: this.zdsNet.endpoint({ pid, uid, gid: uid }),
+      address: zdsAddress(node),
+      clock: this.sim.clock,
+      random: new SeededRandom(this.options.seed * 11 + pid),
+      log: this.log.child({ component: 'zds-client', node, uid }),
+      handler,
     });
     const seen: string[] = [];
     let ready = false;
     client.on((e) => {
       if (e.type === 'ready') ready = true;
-      if (seen.length < 3 && (e.type === 'disconnected' || e.type === 'connect-failed' || e.type === 'protocol-error')) seen.push(`${e.type}: ${'reason' in e ? e.reason : e.error}`);
+      if (seen.length < 3 && (e.type === 'disconnected' || e.type === 'connect-failed' || e.type === 'protocol-error'))
+        seen.push(`${e.type}: ${'reason' in e ? e.reason : e.error}`);
     });
     client.start();
     await runFor(this.sim.clock, 500);
@@ -368,8 +475,11 @@ export class SimMeshWorld implements World {
     await runFor(this.sim.clock, 100);
     const accepted = ready || workloads > 0;
     return {
-      accepted, workloads,
-      detail: accepted ? `accepted as the node proxy on ${node}: ready ${ready}, ${workloads} pod netns handle(s) received` : `not accepted on ${node}: ${seen.join('; ') || 'no answer'}`,
+      accepted,
+      workloads,
+      detail: accepted
+        ? `accepted as the node proxy on ${node}: ready ${ready}, ${workloads} pod netns handle(s) received`
+        : `not accepted on ${node}: ${seen.join('; ') || 'no answer'}`,
     };
   }
 
@@ -407,12 +517,15 @@ export class SimMeshWorld implements World {
   private fingerprint(): string {
     const parts: string[] = [];
     for (const kind of FINGERPRINT_KINDS) {
-      for (const o of this.sim.store.listShared(kind).items) parts.push(`${o.metadata?.uid ?? ''}@${o.metadata?.resourceVersion ?? ''}`);
+      for (const o of this.sim.store.listShared(kind).items)
+        parts.push(`${o.metadata?.uid ?? ''}@${o.metadata?.resourceVersion ?? ''}`);
     }
     for (const s of this.stacks) {
-      for (const r of s.node.disk.sandboxes.values()) parts.push(`${r.podUid}:${r.netns}:${r.ready}:${r.containers.length}`);
+      for (const r of s.node.disk.sandboxes.values())
+        parts.push(`${r.podUid}:${r.netns}:${r.ready}:${r.containers.length}`);
       for (const uid of s.servedPods()) parts.push(`served ${uid}:${s.servedNetns(uid)}`);
-      for (const m of s.agent?.meshPods() ?? []) parts.push(`mesh ${m.uid}:${m.netns}:${m.rules}:${m.acked}:${m.annotated}`);
+      for (const m of s.agent?.meshPods() ?? [])
+        parts.push(`mesh ${m.uid}:${m.netns}:${m.rules}:${m.acked}:${m.annotated}`);
     }
     return parts.join('|');
   }
@@ -445,7 +558,12 @@ export class SimMeshWorld implements World {
             if (!(e instanceof SimErrnoError)) throw e;
             const what = `${rec.namespace}/${rec.name} ${proto} ${f === 6 ? '[::]' : '0.0.0.0'}:${port}: ${e.errno}`;
             this.failedListens.push(what);
-            this.log.warn('app listener failed', { pod: `${rec.namespace}/${rec.name}`, proto, port, error: e.message });
+            this.log.warn('app listener failed', {
+              pod: `${rec.namespace}/${rec.name}`,
+              proto,
+              port,
+              error: e.message,
+            });
           }
         };
         for (const port of tcp) for (const f of families) open('tcp', port, f);
@@ -468,12 +586,17 @@ export class SimMeshWorld implements World {
       const uid = p.metadata?.uid ?? '';
       const { node, rec } = this.podRecord(p);
       const hostNetwork = p.spec?.hostNetwork === true;
-      const netns = rec && !hostNetwork && rec.netns !== '' && this.sim.kernel.hasNetns(rec.netns) ? rec.netns : undefined;
+      const netns =
+        rec && !hostNetwork && rec.netns !== '' && this.sim.kernel.hasNetns(rec.netns) ? rec.netns : undefined;
       const stack = node ? this.stack(node.name) : undefined;
       const servedNetns = stack?.servedNetns(uid);
       out.push({
-        namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '', uid, node: node?.name ?? '',
-        labels: { ...(p.metadata?.labels ?? {}) }, phase: p.status?.phase ?? 'Pending',
+        namespace: p.metadata?.namespace ?? '',
+        name: p.metadata?.name ?? '',
+        uid,
+        node: node?.name ?? '',
+        labels: { ...(p.metadata?.labels ?? {}) },
+        phase: p.status?.phase ?? 'Pending',
         started: rec !== undefined && rec.ready && rec.containers.some((c) => c.running),
         hostNetwork,
         ips: (p.status?.podIPs ?? []).map((x) => x.ip).filter((x): x is string => typeof x === 'string'),
@@ -496,7 +619,8 @@ export class SimMeshWorld implements World {
   /** The pod whose sandbox netns is `netns`, if any. */
   private podOfNetns(netns: string): PodRef | undefined {
     for (const s of this.stacks) {
-      for (const r of s.node.disk.sandboxes.values()) if (r.netns === netns && netns !== '') return { namespace: r.namespace, name: r.name };
+      for (const r of s.node.disk.sandboxes.values())
+        if (r.netns === netns && netns !== '') return { namespace: r.namespace, name: r.name };
     }
     return undefined;
   }
@@ -525,8 +649,12 @@ export class SimMeshWorld implements World {
       const proxyFor = viaProxy ? this.podOfNetns(h.client.netns) : undefined;
       const proxyNode = viaProxy ? proxyNodeOf(h.client) : undefined;
       deliveries.push({
-        pod, port: h.server.local?.port ?? 0, peer: h.server.remote ? formatSockAddr(h.server.remote) : '?', viaProxy,
-        ...(proxyNode !== undefined ? { proxyNode } : {}), ...(proxyFor ? { proxyFor } : {}),
+        pod,
+        port: h.server.local?.port ?? 0,
+        peer: h.server.remote ? formatSockAddr(h.server.remote) : '?',
+        viaProxy,
+        ...(proxyNode !== undefined ? { proxyNode } : {}),
+        ...(proxyFor ? { proxyFor } : {}),
       });
     }
     return { deliveries, servers };
@@ -537,14 +665,18 @@ export class SimMeshWorld implements World {
   private async endpointOf(from: Source): Promise<Endpoint | string> {
     if (from.kind === 'outside') {
       return {
-        netns: OUTSIDE_NETNS, creds: credentials(0, 0, ['NET_ADMIN', 'NET_RAW']), label: 'outside',
+        netns: OUTSIDE_NETNS,
+        creds: credentials(0, 0, ['NET_ADMIN', 'NET_RAW']),
+        label: 'outside',
         ips: this.options.ipv6 ? [OUTSIDE_ADDRESS.ipv4, OUTSIDE_ADDRESS.ipv6] : [OUTSIDE_ADDRESS.ipv4],
       };
     }
     if (from.kind === 'host') {
       const n = this.stack(from.node).node;
       return {
-        netns: n.hostNetns, creds: credentials(from.uid, from.uid, from.caps), label: `host@${n.name} uid ${from.uid}`,
+        netns: n.hostNetns,
+        creds: credentials(from.uid, from.uid, from.caps),
+        label: `host@${n.name} uid ${from.uid}`,
         ips: [n.address.ipv4, ...(n.address.ipv6 ? [n.address.ipv6] : [])],
       };
     }
@@ -553,33 +685,58 @@ export class SimMeshWorld implements World {
     const { rec } = this.podRecord(pod);
     const c = rec?.containers.find((x) => x.ref.container === APP_CONTAINER && x.running);
     if (!rec || !c) return `pod ${podKey(from.pod)} has no running app container`;
-    return { netns: c.netns, creds: c.creds, label: `${from.pod.namespace}/${from.pod.name}/${APP_CONTAINER}`, ips: rec.ips };
+    return {
+      netns: c.netns,
+      creds: c.creds,
+      label: `${from.pod.namespace}/${from.pod.name}/${APP_CONTAINER}`,
+      ips: rec.ips,
+    };
   }
 
   private async destinationOf(to: Destination, family: Family): Promise<{ ip: string; port: number } | string> {
     if (to.kind === 'ip') return { ip: to.ip, port: to.port };
     const pod = await this.sim.api.get('Pod', to.pod.name, to.pod.namespace).catch(absentOn404);
     if (!pod) return `destination pod ${podKey(to.pod)} does not exist`;
-    const ip = (pod.status?.podIPs ?? []).map((x) => x.ip).find((x): x is string => typeof x === 'string' && parseIp(x).family === family);
+    const ip = (pod.status?.podIPs ?? [])
+      .map((x) => x.ip)
+      .find((x): x is string => typeof x === 'string' && parseIp(x).family === family);
     if (!ip) return `destination pod ${podKey(to.pod)} has no IPv${family} address (yet)`;
     return { ip, port: to.port };
   }
 
   async connect(from: Source, to: Destination, opts: ConnectOptions = {}): Promise<ConnectResult> {
-    const none = (error: string): ConnectResult => ({ outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [] });
+    const none = (error: string): ConnectResult => ({
+      outcome: 'error',
+      error,
+      acceptedBy: undefined,
+      deliveries: [],
+      proxyLog: [],
+    });
     // Address families are checked here, as the socket calls would: a v6 socket (or crafted v6
     // frame) cannot carry a v4 address, nor the reverse. The kernel model below assumes they agree.
-    const familyOf = (ip: string): Family | undefined => { try { return parseIp(ip).family; } catch { return undefined; } };
+    const familyOf = (ip: string): Family | undefined => {
+      try {
+        return parseIp(ip).family;
+      } catch {
+        return undefined;
+      }
+    };
     const dstFamily = to.kind === 'ip' ? familyOf(to.ip) : undefined;
-    if (to.kind === 'ip' && dstFamily === undefined) return none(`connect: EINVAL — ${JSON.stringify(to.ip)} is not an IP address`);
+    if (to.kind === 'ip' && dstFamily === undefined)
+      return none(`connect: EINVAL — ${JSON.stringify(to.ip)} is not an IP address`);
     const family: Family = opts.family ?? dstFamily ?? 4;
     if (dstFamily !== undefined && dstFamily !== family) {
-      return none(`${opts.raw ? 'sendto(AF_PACKET)' : 'connect'}: EAFNOSUPPORT — an IPv${family} ${opts.raw ? 'frame' : 'socket'} cannot go to the IPv${dstFamily} address ${to.kind === 'ip' ? to.ip : ''}`);
+      return none(
+        `${opts.raw ? 'sendto(AF_PACKET)' : 'connect'}: EAFNOSUPPORT — an IPv${family} ${opts.raw ? 'frame' : 'socket'} cannot go to the IPv${dstFamily} address ${to.kind === 'ip' ? to.ip : ''}`,
+      );
     }
     if (opts.sourceIp !== undefined) {
       const sf = familyOf(opts.sourceIp);
       if (sf === undefined) return none(`bind: EINVAL — source ${JSON.stringify(opts.sourceIp)} is not an IP address`);
-      if (sf !== family) return none(`bind: EAFNOSUPPORT — an IPv${family} ${opts.raw ? 'frame' : 'socket'} cannot use the IPv${sf} source ${opts.sourceIp}`);
+      if (sf !== family)
+        return none(
+          `bind: EAFNOSUPPORT — an IPv${family} ${opts.raw ? 'frame' : 'socket'} cannot use the IPv${sf} source ${opts.sourceIp}`,
+        );
     }
     const src = await this.endpointOf(from);
     if (typeof src === 'string') return none(src);
@@ -604,14 +761,18 @@ export class SimMeshWorld implements World {
       for (const s of servers) {
         if (s.state !== 'closed' && this.sim.kernel.hasNetns(s.netns)) this.sim.kernel.close(s);
       }
-      for (const h of handshakes) if (h.server && servers.includes(h.server)) simConnectionOf(this.sim.kernel, h.client)?.deliver({ done: true });
+      for (const h of handshakes)
+        if (h.server && servers.includes(h.server)) simConnectionOf(this.sim.kernel, h.client)?.deliver({ done: true });
       await runFor(this.sim.clock, 0);
     }
     const traced = this.extras.trace
       ? [
-        ...(partial.traceEvents ? [renderTrace(partial.traceEvents)] : []),
-        ...handshakes.map((h, i) => `--- handshake ${i + 1}: ${h.client.describe()} -> ${h.outcome}${h.listener ? ` (${h.listener.describe()})` : ''}\n${renderTrace(h.trace)}`),
-      ].join('\n')
+          ...(partial.traceEvents ? [renderTrace(partial.traceEvents)] : []),
+          ...handshakes.map(
+            (h, i) =>
+              `--- handshake ${i + 1}: ${h.client.describe()} -> ${h.outcome}${h.listener ? ` (${h.listener.describe()})` : ''}\n${renderTrace(h.trace)}`,
+          ),
+        ].join('\n')
       : undefined;
     const { extraDeliveries, traceEvents, ...rest } = partial;
     void traceEvents; // rendered above
@@ -634,7 +795,11 @@ export class SimMeshWorld implements World {
     if (typeof ep === 'string') return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: ${ep}` };
     const k = this.sim.kernel;
     if (action.kind === 'iptables-flush') {
-      if (!mayAdminNetwork(ep.creds)) return { ok: false, error: `iptables-restore: EPERM (uid ${ep.creds.uid} has no effective NET_ADMIN in ${podKey(pod)})` };
+      if (!mayAdminNetwork(ep.creds))
+        return {
+          ok: false,
+          error: `iptables-restore: EPERM (uid ${ep.creds.uid} has no effective NET_ADMIN in ${podKey(pod)})`,
+        };
       const families: Family[] = ep.ips.some((ip) => parseIp(ip).family === 6) ? [4, 6] : [4];
       for (const f of families) k.iptablesRestore(ep.netns, f, EMPTY_TABLES, { source: `app ${ep.label}` });
       await runFor(this.sim.clock, 0);
@@ -647,28 +812,49 @@ export class SimMeshWorld implements World {
       k.listen(sock);
     } catch (e) {
       k.close(sock);
-      if (e instanceof SimErrnoError) return { ok: false, error: `${e.call}(${action.port}): ${e.errno} — ${e.message}` };
+      if (e instanceof SimErrnoError)
+        return { ok: false, error: `${e.call}(${action.port}): ${e.errno} — ${e.message}` };
       throw e;
     }
     return { ok: true };
   }
 
-  private async connectTcp(src: Endpoint, dst: { ip: string; port: number }, family: Family, opts: ConnectOptions): Promise<AttemptResult> {
+  private async connectTcp(
+    src: Endpoint,
+    dst: { ip: string; port: number },
+    family: Family,
+    opts: ConnectOptions,
+  ): Promise<AttemptResult> {
     const k = this.sim.kernel;
-    const sockets = new SimSockets({ kernel: k, owner: src.creds, defaultNetns: src.netns, label: src.label, clock: this.sim.clock });
+    const sockets = new SimSockets({
+      kernel: k,
+      owner: src.creds,
+      defaultNetns: src.netns,
+      label: src.label,
+      clock: this.sim.clock,
+    });
     const transparent = opts.sourceIp !== undefined && !isLocalAddress(k.netns(src.netns), parseIp(opts.sourceIp));
     const pending = sockets.connectTcp({
-      family, dst: { family, address: dst.ip, port: dst.port }, timeoutMs: CLIENT_TIMEOUT_MS,
+      family,
+      dst: { family, address: dst.ip, port: dst.port },
+      timeoutMs: CLIENT_TIMEOUT_MS,
       ...(opts.mark !== undefined ? { mark: markValue(opts.mark) } : {}),
       ...(transparent ? { transparent: true } : {}),
       ...(opts.sourceIp !== undefined ? { src: { address: opts.sourceIp } } : {}),
     });
     const first = this.recorder.current()[0]; // connect() handshakes synchronously inside connectTcp
     const res = await drive(this.sim.clock, pending);
-    const hop = first?.outcome === 'established' && first.listener ? this.classify(first.listener) : { acceptedBy: undefined, acceptedIn: undefined };
+    const hop =
+      first?.outcome === 'established' && first.listener
+        ? this.classify(first.listener)
+        : { acceptedBy: undefined, acceptedIn: undefined };
     if (!res.ok) {
       await runFor(this.sim.clock, ATTEMPT_MS);
-      return { outcome: failureOutcome(res), ...(isSyscallError(res) ? { error: `${res.call}: ${res.errno}` } : {}), ...hopFields(hop) };
+      return {
+        outcome: failureOutcome(res),
+        ...(isSyscallError(res) ? { error: `${res.call}: ${res.errno}` } : {}),
+        ...hopFields(hop),
+      };
     }
     const conn = res.value;
     await conn.write(Buffer.from(opts.payload ?? 'hello'));
@@ -678,7 +864,12 @@ export class SimMeshWorld implements World {
     return { outcome: 'established', ...hopFields(hop) };
   }
 
-  private async sendUdp(src: Endpoint, dst: { ip: string; port: number }, family: Family, opts: ConnectOptions): Promise<AttemptResult> {
+  private async sendUdp(
+    src: Endpoint,
+    dst: { ip: string; port: number },
+    family: Family,
+    opts: ConnectOptions,
+  ): Promise<AttemptResult> {
     const k = this.sim.kernel;
     const s = k.socket(src.netns, 'udp', family, src.creds, src.label);
     try {
@@ -689,52 +880,119 @@ export class SimMeshWorld implements World {
       }
     } catch (e) {
       k.close(s);
-      if (e instanceof SimErrnoError) return { outcome: 'error', error: `${e.call}: ${e.errno}`, acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
+      if (e instanceof SimErrnoError)
+        return {
+          outcome: 'error',
+          error: `${e.call}: ${e.errno}`,
+          acceptedBy: undefined,
+          extraDeliveries: [],
+          traceEvents: [],
+        };
       throw e;
     }
     const r = k.sendUdp(s, dst.ip, dst.port, opts.payload ?? 'hello');
     k.close(s);
     const extraDeliveries: Delivery[] = [];
-    let hop: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined } = { acceptedBy: undefined, acceptedIn: undefined };
+    let hop: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined } = {
+      acceptedBy: undefined,
+      acceptedIn: undefined,
+    };
     if (r.outcome === 'delivered' && r.socket) {
       hop = this.classify(r.socket);
       r.socket.inbox.length = 0;
       const app = appPodOf(r.socket, this.knownPod);
-      if (app) extraDeliveries.push({ pod: app, port: r.to?.port ?? dst.port, peer: r.from ? formatSockAddr(r.from) : '?', viaProxy: isProxySocket(s) });
+      if (app)
+        extraDeliveries.push({
+          pod: app,
+          port: r.to?.port ?? dst.port,
+          peer: r.from ? formatSockAddr(r.from) : '?',
+          viaProxy: isProxySocket(s),
+        });
     }
     await runFor(this.sim.clock, 0);
-    return { outcome: r.outcome === 'delivered' ? 'delivered' : 'not-delivered', ...hopFields(hop), extraDeliveries, traceEvents: r.trace };
+    return {
+      outcome: r.outcome === 'delivered' ? 'delivered' : 'not-delivered',
+      ...hopFields(hop),
+      extraDeliveries,
+      traceEvents: r.trace,
+    };
   }
 
-  private async sendRaw(src: Endpoint, dst: { ip: string; port: number }, family: Family, opts: ConnectOptions): Promise<AttemptResult> {
+  private async sendRaw(
+    src: Endpoint,
+    dst: { ip: string; port: number },
+    family: Family,
+    opts: ConnectOptions,
+  ): Promise<AttemptResult> {
     const k = this.sim.kernel;
     const ns = k.netns(src.netns);
     const srcIp = opts.sourceIp ?? src.ips.find((ip) => parseIp(ip).family === family);
-    if (!srcIp) return { outcome: 'error', error: `no IPv${family} source address for a raw packet`, acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
+    if (!srcIp)
+      return {
+        outcome: 'error',
+        error: `no IPv${family} source address for a raw packet`,
+        acceptedBy: undefined,
+        extraDeliveries: [],
+        traceEvents: [],
+      };
     // AF_PACKET skips routing, but the crafted frame still needs the right device and next hop.
-    const route = fibLookup(ns, { family, src: undefined, dst: parseIp(dst.ip), mark: 0, iif: undefined, oif: undefined });
-    if (route.kind !== 'unicast') return { outcome: 'not-delivered', acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
-    const proto = (opts.proto ?? 'tcp') === 'udp' ? 'udp' as const : 'tcp' as const;
+    const route = fibLookup(ns, {
+      family,
+      src: undefined,
+      dst: parseIp(dst.ip),
+      mark: 0,
+      iif: undefined,
+      oif: undefined,
+    });
+    if (route.kind !== 'unicast')
+      return { outcome: 'not-delivered', acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
+    const proto = (opts.proto ?? 'tcp') === 'udp' ? ('udp' as const) : ('tcp' as const);
     let r;
     try {
       r = k.sendRaw(src.netns, src.creds, route.dev, {
-        proto, src: srcIp, sport: this.nextRawPort++, dst: dst.ip, dport: dst.port,
-        ...(proto === 'tcp' ? { flags: { syn: true } } : {}), nextHop: formatIp(route.nextHop),
+        proto,
+        src: srcIp,
+        sport: this.nextRawPort++,
+        dst: dst.ip,
+        dport: dst.port,
+        ...(proto === 'tcp' ? { flags: { syn: true } } : {}),
+        nextHop: formatIp(route.nextHop),
       });
     } catch (e) {
-      if (e instanceof SimErrnoError) return { outcome: 'error', error: `${e.call}: ${e.errno}`, acceptedBy: undefined, extraDeliveries: [], traceEvents: [] };
+      if (e instanceof SimErrnoError)
+        return {
+          outcome: 'error',
+          error: `${e.call}: ${e.errno}`,
+          acceptedBy: undefined,
+          extraDeliveries: [],
+          traceEvents: [],
+        };
       throw e;
     }
     const extraDeliveries: Delivery[] = [];
-    let hop: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined } = { acceptedBy: undefined, acceptedIn: undefined };
+    let hop: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined } = {
+      acceptedBy: undefined,
+      acceptedIn: undefined,
+    };
     if (r.delivery === 'delivered' && r.socket) {
       hop = this.classify(r.socket.acceptedFrom ?? r.socket);
       if (proto === 'udp') r.socket.inbox.length = 0;
       const app = appPodOf(r.socket, this.knownPod);
-      if (app) extraDeliveries.push({ pod: app, port: dst.port, peer: `${family === 6 ? `[${srcIp}]` : srcIp}:${this.nextRawPort - 1}`, viaProxy: false });
+      if (app)
+        extraDeliveries.push({
+          pod: app,
+          port: dst.port,
+          peer: `${family === 6 ? `[${srcIp}]` : srcIp}:${this.nextRawPort - 1}`,
+          viaProxy: false,
+        });
     }
     await runFor(this.sim.clock, 0);
-    return { outcome: r.delivery === 'delivered' ? 'delivered' : 'not-delivered', ...hopFields(hop), extraDeliveries, traceEvents: r.trace };
+    return {
+      outcome: r.delivery === 'delivered' ? 'delivered' : 'not-delivered',
+      ...hopFields(hop),
+      extraDeliveries,
+      traceEvents: r.trace,
+    };
   }
 
   // ------------------------------------------------------------------ reuse between histories
@@ -785,7 +1043,8 @@ export class SimMeshWorld implements World {
       if (patch) await this.labelNamespace(name, patch);
     }
     for (const [name, labels] of Object.entries(baseline.namespaces)) {
-      if (!this.sim.store.list('Namespace').items.some((n) => n.metadata?.name === name)) await this.createNamespace(name, labels);
+      if (!this.sim.store.list('Namespace').items.some((n) => n.metadata?.name === name))
+        await this.createNamespace(name, labels);
     }
     await this.settle();
     for (const spec of baseline.pods) if (!present.has(podKey(spec))) await this.createPod(spec);
@@ -806,40 +1065,71 @@ export class SimMeshWorld implements World {
     // One block per object; blocks are sorted after renaming, so creation order does not count.
     const blocks: string[] = [];
     const rename = new Map<string, string>();
-    for (const n of this.sim.store.list('Namespace').items) blocks.push(`ns ${n.metadata?.name ?? ''} ${sortedJson(n.metadata?.labels ?? {})}`);
+    for (const n of this.sim.store.list('Namespace').items)
+      blocks.push(`ns ${n.metadata?.name ?? ''} ${sortedJson(n.metadata?.labels ?? {})}`);
     for (const p of this.sim.store.list('Pod').items) {
       const key = podKeyOf(p);
       rename.set(p.metadata?.uid ?? '', `<uid ${key}>`);
-      (p.status?.podIPs ?? []).forEach((x, i) => { if (x.ip) rename.set(x.ip, `<ip ${key}#${i}>`); });
-      blocks.push(`pod ${key} node=${p.spec?.nodeName ?? ''} phase=${p.status?.phase ?? ''} hostNetwork=${String(p.spec?.hostNetwork === true)}`
-        + ` labels=${sortedJson(p.metadata?.labels ?? {})} annotations=${sortedJson(p.metadata?.annotations ?? {})}`
-        + ` ips=${(p.status?.podIPs ?? []).length} conditions=${(p.status?.conditions ?? []).map((c) => `${c.type}=${c.status}`).join(',')}`);
+      (p.status?.podIPs ?? []).forEach((x, i) => {
+        if (x.ip) rename.set(x.ip, `<ip ${key}#${i}>`);
+      });
+      blocks.push(
+        `pod ${key} node=${p.spec?.nodeName ?? ''} phase=${p.status?.phase ?? ''} hostNetwork=${String(p.spec?.hostNetwork === true)}` +
+          ` labels=${sortedJson(p.metadata?.labels ?? {})} annotations=${sortedJson(p.metadata?.annotations ?? {})}` +
+          ` ips=${(p.status?.podIPs ?? []).length} conditions=${(p.status?.conditions ?? []).map((c) => `${c.type}=${c.status}`).join(',')}`,
+      );
     }
-    blocks.push(`policies ${this.sim.store.list('AuthorizationPolicy').items.length} serviceaccounts ${this.sim.store.list('ServiceAccount').items.length}`);
+    blocks.push(
+      `policies ${this.sim.store.list('AuthorizationPolicy').items.length} serviceaccounts ${this.sim.store.list('ServiceAccount').items.length}`,
+    );
     for (const s of this.stacks) {
       for (const r of s.node.disk.sandboxes.values()) {
         if (r.netns !== '') rename.set(r.netns, `<netns ${r.namespace}/${r.name}>`);
-        blocks.push(`sandbox ${s.name} ${r.namespace}/${r.name} ready=${String(r.ready)} hostNetwork=${String(r.hostNetwork)} ips=${r.ips.length}`
-          + ` containers=${r.containers.map((c) => `${c.ref.container}:${String(c.running)}`).join(',')} networks=${r.networks.join(',')}`);
+        blocks.push(
+          `sandbox ${s.name} ${r.namespace}/${r.name} ready=${String(r.ready)} hostNetwork=${String(r.hostNetwork)} ips=${r.ips.length}` +
+            ` containers=${r.containers.map((c) => `${c.ref.container}:${String(c.running)}`).join(',')} networks=${r.networks.join(',')}`,
+        );
       }
       blocks.push(`components ${s.name} agent=${s.agent ? 'up' : 'down'} proxy=${s.proxyRunning ? 'up' : 'down'}`);
-      for (const m of s.agent?.meshPods() ?? []) blocks.push(`mesh ${s.name} ${m.namespace}/${m.name} uid=${m.uid} netns=${m.netns ?? ''} rules=${String(m.rules)} acked=${String(m.acked)} annotated=${m.annotated ?? ''}`);
+      for (const m of s.agent?.meshPods() ?? [])
+        blocks.push(
+          `mesh ${s.name} ${m.namespace}/${m.name} uid=${m.uid} netns=${m.netns ?? ''} rules=${String(m.rules)} acked=${String(m.acked)} annotated=${m.annotated ?? ''}`,
+        );
       for (const uid of s.servedPods()) blocks.push(`served ${s.name} ${uid} ${s.servedNetns(uid) ?? ''}`);
     }
     for (const name of k.netnsNames()) {
       const ns = k.netns(name);
-      const socks = ns.sockets.all()
-        .map((x) => `  sock ${x.proto}/${x.family} ${x.state} ${x.state === 'listening' || x.proto === 'udp' ? String(x.local?.port ?? '') : '*'} ${x.label.replace(/#\d+$/, '')}`).sort();
+      const socks = ns.sockets
+        .all()
+        .map(
+          (x) =>
+            `  sock ${x.proto}/${x.family} ${x.state} ${x.state === 'listening' || x.proto === 'udp' ? String(x.local?.port ?? '') : '*'} ${x.label.replace(/#\d+$/, '')}`,
+        )
+        .sort();
       const rules = ([4, 6] as const).map((f) => k.iptablesSave(name, f).replace(/\[\d+:\d+\]/g, ''));
-      blocks.push([`netns ${name} conntrack=${ns.conntrack.entries().length}`, ...socks, ...rules, k.ipsetsOf(name).save()].join('\n'));
+      blocks.push(
+        [`netns ${name} conntrack=${ns.conntrack.entries().length}`, ...socks, ...rules, k.ipsetsOf(name).save()].join(
+          '\n',
+        ),
+      );
     }
-    blocks.push(`timers ${this.sim.clock.pending()} cni-api-cut-off ${[...this.apiCutOff].sort().join(',')} agent-add-faults ${[...this.agentFaults].map(([n, f]) => `${n}=${f.fault}`).sort().join(',')}`);
+    blocks.push(
+      `timers ${this.sim.clock.pending()} cni-api-cut-off ${[...this.apiCutOff].sort().join(',')} agent-add-faults ${[
+        ...this.agentFaults,
+      ]
+        .map(([n, f]) => `${n}=${f.fault}`)
+        .sort()
+        .join(',')}`,
+    );
     // One pass; longest alternative first, so a name that prefixes another (10.244.0.5 /
     // 10.244.0.50, ...-sb1 / ...-sb10) is not split.
     const names = [...rename.keys()].filter((f) => f !== '').sort((a, b) => b.length - a.length);
     if (names.length === 0) return blocks.sort().join('\n');
     const re = new RegExp(names.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
-    return blocks.map((b) => b.replace(re, (m) => rename.get(m) ?? m)).sort().join('\n');
+    return blocks
+      .map((b) => b.replace(re, (m) => rename.get(m) ?? m))
+      .sort()
+      .join('\n');
   }
 
   async close(): Promise<void> {
@@ -862,11 +1152,18 @@ function podKeyOf(p: Pod): string {
 }
 
 function sortedJson(o: Readonly<Record<string, string>>): string {
-  return JSON.stringify(Object.keys(o).sort().map((k) => [k, o[k]]));
+  return JSON.stringify(
+    Object.keys(o)
+      .sort()
+      .map((k) => [k, o[k]]),
+  );
 }
 
 /** The merge patch that turns `have` into `want` (null deletes), or undefined when equal. */
-function labelPatch(have: Readonly<Record<string, string>>, want: Readonly<Record<string, string>>): Record<string, string | null> | undefined {
+function labelPatch(
+  have: Readonly<Record<string, string>>,
+  want: Readonly<Record<string, string>>,
+): Record<string, string | null> | undefined {
   const patch: Record<string, string | null> = {};
   for (const k of Object.keys(have)) if (!(k in want)) patch[k] = null;
   for (const [k, v] of Object.entries(want)) if (have[k] !== v) patch[k] = v;
@@ -878,15 +1175,23 @@ function sameShape(p: Pod, spec: PodSpec): boolean {
   const annotations = { ...(p.metadata?.annotations ?? {}) };
   delete annotations[REDIRECTION_STATUS];
   const main = p.spec?.containers?.[0];
-  return (spec.node === undefined || p.spec?.nodeName === spec.node)
-    && (p.spec?.hostNetwork === true) === (spec.hostNetwork === true)
-    && sortedJson(annotations) === sortedJson(spec.annotations ?? {})
-    && main?.securityContext?.runAsUser === spec.app.uid
-    && sortedJson(Object.fromEntries((main?.securityContext?.capabilities?.add ?? []).map((c) => [c, '']))) === sortedJson(Object.fromEntries(spec.app.caps.map((c) => [c, ''])));
+  return (
+    (spec.node === undefined || p.spec?.nodeName === spec.node) &&
+    (p.spec?.hostNetwork === true) === (spec.hostNetwork === true) &&
+    sortedJson(annotations) === sortedJson(spec.annotations ?? {}) &&
+    main?.securityContext?.runAsUser === spec.app.uid &&
+    sortedJson(Object.fromEntries((main?.securityContext?.capabilities?.add ?? []).map((c) => [c, '']))) ===
+      sortedJson(Object.fromEntries(spec.app.caps.map((c) => [c, ''])))
+  );
 }
 
-function hopFields(h: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined }): { acceptedBy: Acceptor | undefined; acceptedIn?: PodRef | { node: string } } {
-  return h.acceptedIn !== undefined ? { acceptedBy: h.acceptedBy, acceptedIn: h.acceptedIn } : { acceptedBy: h.acceptedBy };
+function hopFields(h: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined }): {
+  acceptedBy: Acceptor | undefined;
+  acceptedIn?: PodRef | { node: string };
+} {
+  return h.acceptedIn !== undefined
+    ? { acceptedBy: h.acceptedBy, acceptedIn: h.acceptedIn }
+    : { acceptedBy: h.acceptedBy };
 }
 
 /** A failure before the handshake (setsockopt, bind) is a syscall error, not a network outcome. */
@@ -897,10 +1202,14 @@ function isSyscallError(f: SocketFailure): boolean {
 function failureOutcome(f: SocketFailure): ConnectResult['outcome'] {
   if (isSyscallError(f)) return 'error';
   switch (f.kind) {
-    case 'refused': return 'refused';
-    case 'timeout': return 'timeout';
-    case 'unreachable': return 'unreachable';
-    default: return 'error';
+    case 'refused':
+      return 'refused';
+    case 'timeout':
+      return 'timeout';
+    case 'unreachable':
+      return 'unreachable';
+    default:
+      return 'error';
   }
 }
 

@@ -38,7 +38,8 @@ export function simNetnsPath(name: string): string {
 
 /** The sim netns name behind a CNI_NETNS path, or undefined when the path is not one. */
 function simNetnsName(path: string): string | undefined {
-  for (const dir of [SIM_NETNS_DIR, '/run/netns/']) if (path.startsWith(dir) && path.length > dir.length) return path.slice(dir.length);
+  for (const dir of [SIM_NETNS_DIR, '/run/netns/'])
+    if (path.startsWith(dir) && path.length > dir.length) return path.slice(dir.length);
   return undefined;
 }
 
@@ -58,9 +59,23 @@ export function simMac(seed: string): string {
   // One flat string from char codes: no byte array or per-byte strings (three MACs per pod ADD),
   // and not a tree of concatenations, which the cached result would keep alive.
   return String.fromCharCode(
-    48, 97, 58, // "0a:"
-    hexDigit(a >>> 28), hexDigit(a >>> 24), 58, hexDigit(a >>> 20), hexDigit(a >>> 16), 58,
-    hexDigit(a >>> 12), hexDigit(a >>> 8), 58, hexDigit(a >>> 4), hexDigit(a), 58, hexDigit(b >>> 4), hexDigit(b),
+    48,
+    97,
+    58, // "0a:"
+    hexDigit(a >>> 28),
+    hexDigit(a >>> 24),
+    58,
+    hexDigit(a >>> 20),
+    hexDigit(a >>> 16),
+    58,
+    hexDigit(a >>> 12),
+    hexDigit(a >>> 8),
+    58,
+    hexDigit(a >>> 4),
+    hexDigit(a),
+    58,
+    hexDigit(b >>> 4),
+    hexDigit(b),
   );
 }
 
@@ -88,20 +103,41 @@ function requireNetns(kernel: SimKernel, env: CniEnv): string {
   const path = env.netns!;
   const name = simNetnsName(path);
   if (name === undefined || !kernel.hasNetns(name)) {
-    throw new CniError(CNI_ERR_INTERNAL, `failed to open netns ${JSON.stringify(path)}: failed to Statfs ${JSON.stringify(path)}: no such file or directory`);
+    throw new CniError(
+      CNI_ERR_INTERNAL,
+      `failed to open netns ${JSON.stringify(path)}: failed to Statfs ${JSON.stringify(path)}: no such file or directory`,
+    );
   }
   return name;
 }
 
 /** Run the IPAM plugin the way this plugin was run (in process only when invoked in process). */
-async function delegate(ctx: SimPluginContext, mode: CniInvocationMode, type: string, command: 'ADD' | 'DEL' | 'CHECK', env: CniEnv, conf: CniNetConf): Promise<CniResult | undefined> {
-  const denv = cniEnv(env.netns
-    ? { command, containerId: env.containerId!, netns: env.netns, ifname: env.ifname!, args: env.args, path: env.path }
-    : { command, containerId: env.containerId!, ifname: env.ifname!, args: env.args, path: env.path });
+async function delegate(
+  ctx: SimPluginContext,
+  mode: CniInvocationMode,
+  type: string,
+  command: 'ADD' | 'DEL' | 'CHECK',
+  env: CniEnv,
+  conf: CniNetConf,
+): Promise<CniResult | undefined> {
+  const denv = cniEnv(
+    env.netns
+      ? {
+          command,
+          containerId: env.containerId!,
+          netns: env.netns,
+          ifname: env.ifname!,
+          args: env.args,
+          path: env.path,
+        }
+      : { command, containerId: env.containerId!, ifname: env.ifname!, args: env.args, path: env.path },
+  );
   if (mode === 'in-process' && ctx.delegate.call) {
     const o = await ctx.delegate.call(type, { env: denv, conf });
-    if (o.kind === 'value') return command === 'ADD' ? parseResult(o.value, `result of delegated plugin ${type}`) : undefined;
-    if (o.kind === 'empty') return command === 'ADD' ? parseResult('', `result of delegated plugin ${type}`) : undefined;
+    if (o.kind === 'value')
+      return command === 'ADD' ? parseResult(o.value, `result of delegated plugin ${type}`) : undefined;
+    if (o.kind === 'empty')
+      return command === 'ADD' ? parseResult('', `result of delegated plugin ${type}`) : undefined;
     return decodeDelegated(type, command, o.output);
   }
   return decodeDelegated(type, command, await ctx.delegate.exec(type, { env: denv, stdin: JSON.stringify(conf) }));
@@ -139,16 +175,19 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
       const ifname = env.ifname!;
       const k = ctx.kernel;
       const host = k.netns(ctx.hostNetns);
-      if (k.netns(podNs).links.has(ifname)) throw new CniError(CNI_ERR_INTERNAL, `container veth name provided (${ifname}) already exists`);
+      if (k.netns(podNs).links.has(ifname))
+        throw new CniError(CNI_ERR_INTERNAL, `container veth name provided (${ifname}) already exists`);
       if (!host.links.has(br)) k.addBridge(ctx.hostNetns, br);
-      else if (host.link(br).kind !== 'bridge') throw new CniError(CNI_ERR_INTERNAL, `${br} already exists in the host netns but is not a bridge`);
+      else if (host.link(br).kind !== 'bridge')
+        throw new CniError(CNI_ERR_INTERNAL, `${br} already exists in the host netns but is not a bridge`);
       // LinkSetUp of a bridge already up changes nothing (no route is re-added): skipped.
       if (!host.link(br).up) k.setLink(ctx.hostNetns, br, true);
 
       const ipamResult = (await delegate(ctx, mode, conf.ipam.type, 'ADD', env, conf))!;
       const hostVeth = hostVethName(ctx, env.containerId!, ifname);
       try {
-        if (!ipamResult.ips || ipamResult.ips.length === 0) throw new CniError(CNI_ERR_INTERNAL, 'IPAM plugin returned missing IP config');
+        if (!ipamResult.ips || ipamResult.ips.length === 0)
+          throw new CniError(CNI_ERR_INTERNAL, 'IPAM plugin returned missing IP config');
         k.addVeth(podNs, ifname, ctx.hostNetns, hostVeth);
         k.setMaster(ctx.hostNetns, hostVeth, br);
         k.setLink(ctx.hostNetns, hostVeth, true);
@@ -220,8 +259,10 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
       const host = ctx.kernel.netns(ctx.hostNetns);
       if (!host.links.has(br)) throw new CniError(CNI_ERR_INTERNAL, `bridge ${br} is missing in the host netns`);
       const dev = podNs.links.get(env.ifname!);
-      if (!dev || dev.kind !== 'veth' || !dev.peer) throw new CniError(CNI_ERR_INTERNAL, `container interface ${env.ifname} is missing or not a veth`);
-      if (dev.peer.master?.name !== br) throw new CniError(CNI_ERR_INTERNAL, `host end ${dev.peer.name} of ${env.ifname} is not attached to ${br}`);
+      if (!dev || dev.kind !== 'veth' || !dev.peer)
+        throw new CniError(CNI_ERR_INTERNAL, `container interface ${env.ifname} is missing or not a veth`);
+      if (dev.peer.master?.name !== br)
+        throw new CniError(CNI_ERR_INTERNAL, `host end ${dev.peer.name} of ${env.ifname} is not attached to ${br}`);
       const prev = conf.prevResult;
       if (!prev) throw new CniError(CNI_ERR_INTERNAL, 'CHECK needs prevResult');
       for (const ip of prev.ips ?? []) {
@@ -229,7 +270,10 @@ export function bridgePlugin(ctx: SimPluginContext): CniPlugin {
         if (iface && iface.sandbox === undefined) continue; // a host-side address
         const a = parseIp(cidrAddress(ip.address));
         if (!dev.addresses.some((x) => x.addr.family === a.family && x.addr.value === a.value)) {
-          throw new CniError(CNI_ERR_INTERNAL, `address ${ip.address} from the result is not on ${env.ifname} in ${env.netns}`);
+          throw new CniError(
+            CNI_ERR_INTERNAL,
+            `address ${ip.address} from the result is not on ${env.ifname} in ${env.netns}`,
+          );
         }
       }
       if (conf.ipam) await delegate(ctx, mode, conf.ipam.type, 'CHECK', env, conf);
@@ -247,7 +291,10 @@ export function loopbackPlugin(ctx: Pick<SimPluginContext, 'kernel'>): CniPlugin
       return {
         cniVersion: conf.cniVersion,
         interfaces: [{ name: 'lo', mac: '00:00:00:00:00:00', sandbox: env.netns! }],
-        ips: [{ address: '127.0.0.1/8', interface: 0 }, { address: '::1/128', interface: 0 }],
+        ips: [
+          { address: '127.0.0.1/8', interface: 0 },
+          { address: '::1/128', interface: 0 },
+        ],
       };
     },
     async del(env): Promise<void> {

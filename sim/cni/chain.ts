@@ -72,9 +72,12 @@ export interface InProcessCniPlugin extends CniPlugin {
 /** The exec output an outcome stands for (what the plugin would have printed). */
 export function execOutputOf(o: CniCallOutcome): CniExecOutput {
   switch (o.kind) {
-    case 'value': return execSuccess(o.value);
-    case 'empty': return { exitCode: 0, stdout: '', stderr: '' };
-    case 'output': return o.output;
+    case 'value':
+      return execSuccess(o.value);
+    case 'empty':
+      return { exitCode: 0, stdout: '', stderr: '' };
+    case 'output':
+      return o.output;
   }
 }
 
@@ -162,7 +165,9 @@ export class CniChainError extends Error {
     readonly msg: string,
     readonly details: string | undefined,
   ) {
-    super(`plugin type="${pluginType}" name="${network}" failed (${command.toLowerCase()}): ${details ? `${msg}: ${details}` : msg}${code !== CNI_ERR_INTERNAL ? ` (CNI error code ${code})` : ''}`);
+    super(
+      `plugin type="${pluginType}" name="${network}" failed (${command.toLowerCase()}): ${details ? `${msg}: ${details}` : msg}${code !== CNI_ERR_INTERNAL ? ` (CNI error code ${code})` : ''}`,
+    );
   }
 }
 
@@ -192,16 +197,26 @@ export class CniChain {
 
   /** ADD the attachment; resolves with the final result (also cached). */
   async add(att: CniAttachment): Promise<CniResult> {
-    if (!att.netns) throw new Error(`CNI ADD for ${att.containerId} on network ${this.network}: a netns path is required`);
+    if (!att.netns)
+      throw new Error(`CNI ADD for ${att.containerId} on network ${this.network}: a netns path is required`);
     let prev: CniResult | undefined;
     for (let i = 0; i < this.list.plugins.length; i++) {
       const out = await this.invoke('ADD', i, att, prev);
       // A value is copied (it may share objects with the plugin's configuration) and frozen (the next
       // plugin and the cache share it), which is what decoding fresh text gives the exec path.
-      prev = out.kind === 'value' ? deepFreeze(jsonClone(this.decodeResult(i, 'ADD', out.value))) : this.decodeResult(i, 'ADD', out.kind === 'output' ? out.output.stdout : '');
+      prev =
+        out.kind === 'value'
+          ? deepFreeze(jsonClone(this.decodeResult(i, 'ADD', out.value)))
+          : this.decodeResult(i, 'ADD', out.kind === 'output' ? out.output.stdout : '');
     }
     const result = prev ?? { cniVersion: this.version };
-    await this.cache.put({ network: this.network, containerId: att.containerId, ifname: att.ifname, netns: att.netns, result });
+    await this.cache.put({
+      network: this.network,
+      containerId: att.containerId,
+      ifname: att.ifname,
+      netns: att.netns,
+      result,
+    });
     return result;
   }
 
@@ -220,13 +235,27 @@ export class CniChain {
   async check(att: CniAttachment): Promise<void> {
     if (this.list.disableCheck) return;
     if (compareVersions(this.version, '0.4.0') < 0) {
-      throw new CniChainError(this.network, 'CHECK', this.list.plugins[0]!.type, 0, CniErrorCode.IncompatibleVersion,
-        `CHECK needs cniVersion 0.4.0 or later`, `network ${this.network} is ${this.version}`);
+      throw new CniChainError(
+        this.network,
+        'CHECK',
+        this.list.plugins[0]!.type,
+        0,
+        CniErrorCode.IncompatibleVersion,
+        `CHECK needs cniVersion 0.4.0 or later`,
+        `network ${this.network} is ${this.version}`,
+      );
     }
     const cached = await this.cache.get(this.network, att.containerId, att.ifname);
     if (!cached) {
-      throw new CniChainError(this.network, 'CHECK', this.list.plugins[0]!.type, 0, CniErrorCode.UnknownContainer,
-        `no cached result for ${att.containerId}/${att.ifname}`, 'CHECK is only valid after a successful ADD and before DEL');
+      throw new CniChainError(
+        this.network,
+        'CHECK',
+        this.list.plugins[0]!.type,
+        0,
+        CniErrorCode.UnknownContainer,
+        `no cached result for ${att.containerId}/${att.ifname}`,
+        'CHECK is only valid after a successful ADD and before DEL',
+      );
     }
     for (let i = 0; i < this.list.plugins.length; i++) await this.invoke('CHECK', i, att, cached.result);
   }
@@ -250,7 +279,12 @@ export class CniChain {
     return this.cache.get(this.network, att.containerId, att.ifname);
   }
 
-  private async invoke(command: CniCommand, index: number, att: CniAttachment | undefined, prev: CniResult | undefined): Promise<CniCallOutcome> {
+  private async invoke(
+    command: CniCommand,
+    index: number,
+    att: CniAttachment | undefined,
+    prev: CniResult | undefined,
+  ): Promise<CniCallOutcome> {
     const plugin = this.list.plugins[index]!;
     const conf = att?.capabilityArgs
       ? pluginNetConf(this.list, index, { ...(prev ? { prevResult: prev } : {}), capabilityArgs: att.capabilityArgs })
@@ -270,21 +304,56 @@ export class CniChain {
     const stdin = direct && !this.opts.observe ? '' : JSON.stringify(conf);
     let outcome: CniCallOutcome;
     try {
-      outcome = direct ? await direct(plugin.type, { env, conf }) : { kind: 'output', output: await this.plugins.exec(plugin.type, { env, stdin }) };
+      outcome = direct
+        ? await direct(plugin.type, { env, conf })
+        : { kind: 'output', output: await this.plugins.exec(plugin.type, { env, stdin }) };
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
-      this.opts.observe?.({ network: this.network, command, index, type: plugin.type, containerId: att?.containerId, stdin, output: undefined, failure: msg });
-      throw new CniChainError(this.network, command, plugin.type, index, CNI_ERR_INTERNAL, `failed to run plugin ${plugin.type}`, msg);
+      this.opts.observe?.({
+        network: this.network,
+        command,
+        index,
+        type: plugin.type,
+        containerId: att?.containerId,
+        stdin,
+        output: undefined,
+        failure: msg,
+      });
+      throw new CniChainError(
+        this.network,
+        command,
+        plugin.type,
+        index,
+        CNI_ERR_INTERNAL,
+        `failed to run plugin ${plugin.type}`,
+        msg,
+      );
     }
-    this.opts.observe?.({ network: this.network, command, index, type: plugin.type, containerId: att?.containerId, stdin, output: execOutputOf(outcome), failure: undefined });
+    this.opts.observe?.({
+      network: this.network,
+      command,
+      index,
+      type: plugin.type,
+      containerId: att?.containerId,
+      stdin,
+      output: execOutputOf(outcome),
+      failure: undefined,
+    });
     if (outcome.kind !== 'output') return outcome;
     const output = outcome.output;
     if (output.exitCode !== 0) {
       const ej = parseErrorJson(output.stdout);
       if (ej) throw new CniChainError(this.network, command, plugin.type, index, ej.code, ej.msg, ej.details);
       const text = (output.stdout.trim() || output.stderr.trim()).slice(0, 500);
-      throw new CniChainError(this.network, command, plugin.type, index, CNI_ERR_INTERNAL,
-        `exited with code ${output.exitCode} without error JSON`, text || 'no output');
+      throw new CniChainError(
+        this.network,
+        command,
+        plugin.type,
+        index,
+        CNI_ERR_INTERNAL,
+        `exited with code ${output.exitCode} without error JSON`,
+        text || 'no output',
+      );
     }
     return outcome;
   }

@@ -6,7 +6,17 @@
  * State lives in an IpamDisk, which belongs to the node (host-local keeps files under
  * /var/lib/cni/networks/<network>), so it survives runtime restarts and node reboots.
  */
-import { CNI_ERR_INTERNAL, CniError, CniErrorCode, type CniDns, type CniEnv, type CniNetConf, type CniPlugin, type CniResult, type CniRoute } from '../../impl/api/cni.js';
+import {
+  CNI_ERR_INTERNAL,
+  CniError,
+  CniErrorCode,
+  type CniDns,
+  type CniEnv,
+  type CniNetConf,
+  type CniPlugin,
+  type CniResult,
+  type CniRoute,
+} from '../../impl/api/cni.js';
 import { formatIp, parseIp, type Family } from '../../impl/api/ip/address.js';
 import { maskValue, parsePrefix, type IpPrefix } from '../../impl/api/ip/prefix.js';
 import { skelPlugin } from './skel.js';
@@ -109,7 +119,11 @@ function parseRange(r: unknown, where: string): Range {
   try {
     subnet = parsePrefix(rc.subnet);
   } catch (e) {
-    throw new CniError(CniErrorCode.InvalidNetworkConfig, `${where}: invalid subnet ${JSON.stringify(rc.subnet)}`, String(e));
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `${where}: invalid subnet ${JSON.stringify(rc.subnet)}`,
+      String(e),
+    );
   }
   const f = subnet.addr.family;
   const bits = f === 4 ? 32 : 128;
@@ -119,14 +133,22 @@ function parseRange(r: unknown, where: string): Range {
   const addr = (t: string | undefined, d: bigint): bigint => {
     if (t === undefined) return d;
     const a = parseIp(t);
-    if (a.family !== f || maskValue(a.value, f, subnet.len) !== net) throw new CniError(CniErrorCode.InvalidNetworkConfig, `${where}: ${t} is not in ${rc.subnet}`);
+    if (a.family !== f || maskValue(a.value, f, subnet.len) !== net)
+      throw new CniError(CniErrorCode.InvalidNetworkConfig, `${where}: ${t} is not in ${rc.subnet}`);
     return a.value;
   };
   const gateway = addr(rc.gateway, net + 1n);
   const start = addr(rc.rangeStart, net + 1n);
   const end = addr(rc.rangeEnd, f === 4 ? last - 1n : last);
   if (end < start) throw new CniError(CniErrorCode.InvalidNetworkConfig, `${where}: rangeEnd is before rangeStart`);
-  return { subnet, start, end, gateway, gatewayText: formatIp({ family: f, value: gateway }), text: `${formatIp({ family: f, value: start })}-${formatIp({ family: f, value: end })}` };
+  return {
+    subnet,
+    start,
+    end,
+    gateway,
+    gatewayText: formatIp({ family: f, value: gateway }),
+    text: `${formatIp({ family: f, value: start })}-${formatIp({ family: f, value: end })}`,
+  };
 }
 
 /**
@@ -138,7 +160,14 @@ const parsedRanges = new Map<string, Range[][]>();
 
 function rangeSets(conf: CniNetConf): Range[][] {
   const ipam = conf.ipam ?? { type: 'host-local' };
-  const key = JSON.stringify([conf.name, ipam['ranges'], ipam['subnet'], ipam['rangeStart'], ipam['rangeEnd'], ipam['gateway']]);
+  const key = JSON.stringify([
+    conf.name,
+    ipam['ranges'],
+    ipam['subnet'],
+    ipam['rangeStart'],
+    ipam['rangeEnd'],
+    ipam['gateway'],
+  ]);
   let sets = parsedRanges.get(key);
   if (!sets) {
     sets = parseRangeSets(conf, ipam);
@@ -152,7 +181,11 @@ function parseRangeSets(conf: CniNetConf, ipam: NonNullable<CniNetConf['ipam']>)
   const where = `network ${conf.name}: ipam`;
   if (Array.isArray(ipam['ranges'])) {
     return (ipam['ranges'] as unknown[]).map((set, i) => {
-      if (!Array.isArray(set) || set.length === 0) throw new CniError(CniErrorCode.InvalidNetworkConfig, `${where}.ranges[${i}] must be a non-empty list of ranges`);
+      if (!Array.isArray(set) || set.length === 0)
+        throw new CniError(
+          CniErrorCode.InvalidNetworkConfig,
+          `${where}.ranges[${i}] must be a non-empty list of ranges`,
+        );
       return set.map((r, j) => parseRange(r, `${where}.ranges[${i}][${j}]`));
     });
   }
@@ -160,7 +193,12 @@ function parseRangeSets(conf: CniNetConf, ipam: NonNullable<CniNetConf['ipam']>)
   throw new CniError(CniErrorCode.InvalidNetworkConfig, `${where}: no "ranges" or "subnet" configured`);
 }
 
-function allocate(store: HostLocalStore, setIndex: number, set: Range[], owner: Owner): { range: Range; value: bigint } {
+function allocate(
+  store: HostLocalStore,
+  setIndex: number,
+  set: Range[],
+  owner: Owner,
+): { range: Range; value: bigint } {
   // Candidates in order: every range of the set, start..end; begin after the last reservation.
   const last = store.lastReserved.get(setIndex);
   let ri = 0;
@@ -192,14 +230,24 @@ function allocate(store: HostLocalStore, setIndex: number, set: Range[], owner: 
       v = set[ri]!.start;
     }
   }
-  throw new CniError(CNI_ERR_INTERNAL, `failed to allocate for range ${setIndex}`, `no IP addresses available in range set: ${set.map((r) => r.text).join(',')}`);
+  throw new CniError(
+    CNI_ERR_INTERNAL,
+    `failed to allocate for range ${setIndex}`,
+    `no IP addresses available in range set: ${set.map((r) => r.text).join(',')}`,
+  );
 }
 
 function routesOf(conf: CniNetConf): CniRoute[] {
   const r = conf.ipam?.['routes'];
   if (r === undefined) return [];
-  if (!Array.isArray(r) || !r.every((x) => typeof x === 'object' && x !== null && typeof (x as CniRoute).dst === 'string')) {
-    throw new CniError(CniErrorCode.InvalidNetworkConfig, `network ${conf.name}: ipam.routes must be a list of {dst, gw?}`);
+  if (
+    !Array.isArray(r) ||
+    !r.every((x) => typeof x === 'object' && x !== null && typeof (x as CniRoute).dst === 'string')
+  ) {
+    throw new CniError(
+      CniErrorCode.InvalidNetworkConfig,
+      `network ${conf.name}: ipam.routes must be a list of {dst, gw?}`,
+    );
   }
   return r as CniRoute[];
 }
@@ -227,7 +275,11 @@ export function hostLocalPlugin(disk: IpamDisk): CniPlugin {
       const store = disk.store(conf.name);
       const o = owner(env);
       if (store.holdsAny(o.containerId, o.ifname)) {
-        throw new CniError(CNI_ERR_INTERNAL, `failed to allocate for ${o.containerId}/${o.ifname}`, 'it already holds addresses on this network (duplicate allocation is not allowed; DEL first)');
+        throw new CniError(
+          CNI_ERR_INTERNAL,
+          `failed to allocate for ${o.containerId}/${o.ifname}`,
+          'it already holds addresses on this network (duplicate allocation is not allowed; DEL first)',
+        );
       }
       const ips = [];
       try {
@@ -251,7 +303,8 @@ export function hostLocalPlugin(disk: IpamDisk): CniPlugin {
     async check(env, conf): Promise<void> {
       const store = disk.store(conf.name);
       const held = store.ownedBy(env.containerId!, env.ifname!);
-      if (held.length === 0) throw new CniError(CNI_ERR_INTERNAL, `host-local: failed to find address for ${env.containerId}/${env.ifname}`);
+      if (held.length === 0)
+        throw new CniError(CNI_ERR_INTERNAL, `host-local: failed to find address for ${env.containerId}/${env.ifname}`);
     },
   });
 }

@@ -3,7 +3,14 @@
  * these; tests and scenarios register extra plugins (our own CNI plugin, a failing fake) next to
  * the sim primary plugins.
  */
-import { CNI_ERR_INTERNAL, CniError, type CniExecOutput, type CniExecRequest, type CniPlugin, type CniResult } from '../../impl/api/cni.js';
+import {
+  CNI_ERR_INTERNAL,
+  CniError,
+  type CniExecOutput,
+  type CniExecRequest,
+  type CniPlugin,
+  type CniResult,
+} from '../../impl/api/cni.js';
 import type { SimKernel } from '../kernel/kernel.js';
 import type { CniCallOutcome, CniCallRequest, CniPluginExec, InProcessCniPlugin } from './chain.js';
 import { bridgePlugin, loopbackPlugin } from './bridge.js';
@@ -43,7 +50,10 @@ export class InProcessPlugins implements CniPluginExec {
 
   private find(type: string, env: CniExecRequest['env']): CniPlugin | InProcessCniPlugin {
     const p = this.plugins.get(type);
-    if (!p) throw new Error(`failed to find plugin "${type}" in path [${env['CNI_PATH'] ?? ''}] (registered: ${this.types().join(', ') || 'none'})`);
+    if (!p)
+      throw new Error(
+        `failed to find plugin "${type}" in path [${env['CNI_PATH'] ?? ''}] (registered: ${this.types().join(', ') || 'none'})`,
+      );
     return p;
   }
 }
@@ -77,7 +87,8 @@ export class FakeChainedPlugin implements InProcessCniPlugin {
     this.inner = skelPlugin({
       async add(_env, conf): Promise<CniResult> {
         step('ADD');
-        if (!conf.prevResult) throw new CniError(CNI_ERR_INTERNAL, 'must be called as a chained plugin (no prevResult)');
+        if (!conf.prevResult)
+          throw new CniError(CNI_ERR_INTERNAL, 'must be called as a chained plugin (no prevResult)');
         return conf.prevResult;
       },
       async del(): Promise<void> {
@@ -97,4 +108,3 @@ export class FakeChainedPlugin implements InProcessCniPlugin {
     return this.inner.call(req);
   }
 }
-

@@ -39,19 +39,31 @@ interface SkelCommands {
 
 export function skelPlugin(cmds: SkelCommands): InProcessCniPlugin {
   const supported = cmds.supportedVersions ?? REFERENCE_PLUGIN_VERSIONS;
-  const dispatch = async (rawEnv: CniExecRequest['env'], stdin: string | unknown, mode: CniInvocationMode): Promise<CniCallOutcome> => {
+  const dispatch = async (
+    rawEnv: CniExecRequest['env'],
+    stdin: string | unknown,
+    mode: CniInvocationMode,
+  ): Promise<CniCallOutcome> => {
     let version = supported[supported.length - 1] ?? '1.0.0';
     try {
       const env = parseCniEnv(rawEnv);
-      if (env.command === 'VERSION') return { kind: 'value', value: { cniVersion: version, supportedVersions: [...supported] } };
+      if (env.command === 'VERSION')
+        return { kind: 'value', value: { cniVersion: version, supportedVersions: [...supported] } };
       if (env.command === 'STATUS' || env.command === 'GC') {
-        throw new CniError(CniErrorCode.InvalidEnvironment, `unknown CNI_COMMAND: ${env.command}`, `this plugin implements spec ${supported.join(', ')}`);
+        throw new CniError(
+          CniErrorCode.InvalidEnvironment,
+          `unknown CNI_COMMAND: ${env.command}`,
+          `this plugin implements spec ${supported.join(', ')}`,
+        );
       }
       const conf = parseNetConf(stdin);
       version = conf.cniVersion;
       if (!supported.includes(conf.cniVersion)) {
-        throw new CniError(CniErrorCode.IncompatibleVersion, 'incompatible CNI versions',
-          `config is "${conf.cniVersion}", plugin supports [${supported.map((v) => `"${v}"`).join(' ')}]`);
+        throw new CniError(
+          CniErrorCode.IncompatibleVersion,
+          'incompatible CNI versions',
+          `config is "${conf.cniVersion}", plugin supports [${supported.map((v) => `"${v}"`).join(' ')}]`,
+        );
       }
       switch (env.command) {
         case 'ADD':
@@ -64,7 +76,8 @@ export function skelPlugin(cmds: SkelCommands): InProcessCniPlugin {
           return { kind: 'empty' };
       }
     } catch (e) {
-      const err = e instanceof CniError ? e : new CniError(CNI_ERR_INTERNAL, e instanceof Error ? e.message : String(e));
+      const err =
+        e instanceof CniError ? e : new CniError(CNI_ERR_INTERNAL, e instanceof Error ? e.message : String(e));
       return { kind: 'output', output: execFailure(err, version) };
     }
   };

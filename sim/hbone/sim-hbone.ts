@@ -14,8 +14,14 @@
  */
 import type { PeerIdentity } from '../../impl/api/identity.js';
 import type {
-  ByteStream, HboneConnectRequest, HboneFailure, HboneFailureKind, HboneInboundStream, HboneOutcome,
-  HboneServeOptions, HboneTransport,
+  ByteStream,
+  HboneConnectRequest,
+  HboneFailure,
+  HboneFailureKind,
+  HboneInboundStream,
+  HboneOutcome,
+  HboneServeOptions,
+  HboneTransport,
 } from '../../impl/host/hbone.js';
 import type { ReadResult, SocketOutcome, TcpConnection } from '../../impl/host/sockets.js';
 
@@ -30,7 +36,10 @@ export class SimMeshCa {
   /** Identities this CA refuses to issue (a certificate fetch that fails). */
   readonly refuse = new Set<string>();
 
-  constructor(readonly trustDomain: string, readonly name = `sim-ca-${trustDomain}`) {}
+  constructor(
+    readonly trustDomain: string,
+    readonly name = `sim-ca-${trustDomain}`,
+  ) {}
 
   /** A certificate token for `id`, or undefined when the CA refuses (or the trust domain differs). */
   issue(id: PeerIdentity): string | undefined {
@@ -82,7 +91,8 @@ class LineReader {
 
   /** The connection as a byte stream, starting with any bytes read past the last line. */
   stream(): ByteStream {
-    let pending: ReadResult | undefined = this.buf.length > 0 ? { done: false, bytes: new Uint8Array(this.buf) } : this.ended;
+    let pending: ReadResult | undefined =
+      this.buf.length > 0 ? { done: false, bytes: new Uint8Array(this.buf) } : this.ended;
     const conn = this.conn;
     return {
       read: () => {
@@ -128,7 +138,10 @@ export class SimHbone implements HboneTransport {
     const hello = await reader.line();
     if (!hello) {
       conn.close();
-      return fail('handshake', `HBONE to ${authority}: the server closed the connection during the handshake (certificate rejected?)`);
+      return fail(
+        'handshake',
+        `HBONE to ${authority}: the server closed the connection during the handshake (certificate rejected?)`,
+      );
     }
     const server = this.opts.ca.verify(hello['cert']);
     if (!server) {
@@ -137,7 +150,10 @@ export class SimHbone implements HboneTransport {
     }
     if (req.expectedPeers.length > 0 && !req.expectedPeers.some((e) => spiffe(e) === spiffe(server))) {
       conn.reset();
-      return fail('peer-identity', `HBONE to ${authority}: server is ${spiffe(server)}, expected ${req.expectedPeers.map(spiffe).join(' or ')}`);
+      return fail(
+        'peer-identity',
+        `HBONE to ${authority}: server is ${spiffe(server)}, expected ${req.expectedPeers.map(spiffe).join(' or ')}`,
+      );
     }
     const resp = await reader.line();
     const status = typeof resp?.['status'] === 'number' ? resp['status'] : undefined;
@@ -145,7 +161,11 @@ export class SimHbone implements HboneTransport {
       conn.close();
       return status === undefined
         ? fail('protocol', `HBONE to ${authority}: no CONNECT response`)
-        : fail('rejected', `HBONE to ${authority}: CONNECT answered ${status} ${String(resp?.['reason'] ?? '')}`, status);
+        : fail(
+            'rejected',
+            `HBONE to ${authority}: CONNECT answered ${status} ${String(resp?.['reason'] ?? '')}`,
+            status,
+          );
     }
     return { ok: true, value: reader.stream() };
   }
@@ -161,7 +181,10 @@ export class SimHbone implements HboneTransport {
     const peer = hello ? this.opts.ca.verify(hello['cert']) : undefined;
     if (!hello || !peer || peer.trustDomain !== opts.local.trustDomain) {
       conn.reset();
-      return fail('handshake', hello ? 'client certificate not issued by the mesh root, or another trust domain' : 'not an HBONE client');
+      return fail(
+        'handshake',
+        hello ? 'client certificate not issued by the mesh root, or another trust domain' : 'not an HBONE client',
+      );
     }
     if (!(await writeLine(conn, { cert }))) return fail('closed', 'the client went away during the handshake');
     let answered = false;
@@ -173,7 +196,14 @@ export class SimHbone implements HboneTransport {
         if (answered) throw new Error('HBONE stream answered twice');
         answered = true;
         const ok = await writeLine(conn, { status: 200 });
-        if (!ok) return { ok: false, kind: 'reset', errno: 'ECONNRESET', call: 'send', message: 'HBONE client went away before the 200' };
+        if (!ok)
+          return {
+            ok: false,
+            kind: 'reset',
+            errno: 'ECONNRESET',
+            call: 'send',
+            message: 'HBONE client went away before the 200',
+          };
         return { ok: true, value: reader.stream() };
       },
       reject: (status, reason) => {

@@ -48,21 +48,48 @@ export class ConnEntry {
   dnat = false;
   snat = false;
 
-  constructor(readonly id: number, readonly zone: number, readonly orig: Tuple, public reply: Tuple) {}
+  constructor(
+    readonly id: number,
+    readonly zone: number,
+    readonly orig: Tuple,
+    public reply: Tuple,
+  ) {}
 }
 
 /** The conntrack reference a packet carries through one namespace (skb->_nfct). */
 export class PacketCt implements ConntrackRef {
-  constructor(readonly entry: ConnEntry, readonly direction: Direction, readonly state: CtState) {}
-  get mark(): number { return this.entry.mark; }
-  set mark(v: number) { this.entry.mark = v >>> 0; }
-  get zone(): number { return this.entry.zone; }
-  get origSrc(): IpAddress { return this.entry.orig.src; }
-  get origDst(): IpAddress { return this.entry.orig.dst; }
-  get origSport(): number { return this.entry.orig.sport; }
-  get origDport(): number { return this.entry.orig.dport; }
-  get snat(): boolean { return this.entry.snat; }
-  get dnat(): boolean { return this.entry.dnat; }
+  constructor(
+    readonly entry: ConnEntry,
+    readonly direction: Direction,
+    readonly state: CtState,
+  ) {}
+  get mark(): number {
+    return this.entry.mark;
+  }
+  set mark(v: number) {
+    this.entry.mark = v >>> 0;
+  }
+  get zone(): number {
+    return this.entry.zone;
+  }
+  get origSrc(): IpAddress {
+    return this.entry.orig.src;
+  }
+  get origDst(): IpAddress {
+    return this.entry.orig.dst;
+  }
+  get origSport(): number {
+    return this.entry.orig.sport;
+  }
+  get origDport(): number {
+    return this.entry.orig.dport;
+  }
+  get snat(): boolean {
+    return this.entry.snat;
+  }
+  get dnat(): boolean {
+    return this.entry.dnat;
+  }
 }
 
 export class ConntrackTable {

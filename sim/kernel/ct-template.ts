@@ -31,13 +31,20 @@ export class CtTemplate implements ConntrackRef {
   readonly snat = false;
   readonly dnat = false;
 
-  constructor(readonly zone: number, family: Family) {
+  constructor(
+    readonly zone: number,
+    family: Family,
+  ) {
     this.origSrc = anyAddress(family);
     this.origDst = anyAddress(family);
   }
 }
 
 /** What skb->_nfct holds, as far as xt_ct_target cares: may a CT rule still attach something? */
-export function ctTargetApplies(skb: { readonly ct: unknown; readonly untracked: boolean; readonly template: CtTemplate | undefined }): boolean {
+export function ctTargetApplies(skb: {
+  readonly ct: unknown;
+  readonly untracked: boolean;
+  readonly template: CtTemplate | undefined;
+}): boolean {
   return skb.ct === undefined && !skb.untracked && skb.template === undefined;
 }

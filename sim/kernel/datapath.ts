@@ -13,7 +13,14 @@
  * scrubs skb->mark and the conntrack reference (skb_scrub_packet with xnet); looping through
  * `lo` keeps both, so a looped packet is not re-tracked and nat PREROUTING is not consulted.
  */
-import { formatIp, ipEquals, isLoopback, loopbackAddress, type Family, type IpAddress } from '../../impl/api/ip/address.js';
+import {
+  formatIp,
+  ipEquals,
+  isLoopback,
+  loopbackAddress,
+  type Family,
+  type IpAddress,
+} from '../../impl/api/ip/address.js';
 import { fibLookup, masqueradeSource, type RouteDecision } from './fib.js';
 import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
 import type { CtTemplate } from './ct-template.js';
@@ -24,7 +31,14 @@ import { formatSockAddr, type SimSocket } from './socket.js';
 import { Trace, verdictText } from './trace.js';
 import type { Netns } from './netns.js';
 import type { Packet } from './packet.js';
-import type { Hook, KernelSocketOwner, NatAction, SocketOwnerView, TableName, TableVerdict } from './netfilter/types.js';
+import type {
+  Hook,
+  KernelSocketOwner,
+  NatAction,
+  SocketOwnerView,
+  TableName,
+  TableVerdict,
+} from './netfilter/types.js';
 import type { Link } from './link.js';
 
 /** What became of a packet. */
@@ -70,9 +84,10 @@ interface DatapathHost {
 function describePacket(p: Packet): string {
   const s = p.family === 6 ? `[${formatIp(p.src)}]:${p.sport}` : `${formatIp(p.src)}:${p.sport}`;
   const d = p.family === 6 ? `[${formatIp(p.dst)}]:${p.dport}` : `${formatIp(p.dst)}:${p.dport}`;
-  const flags = p.proto === 'tcp'
-    ? ` [${[p.flags.syn && 'SYN', p.flags.ack && 'ACK', p.flags.fin && 'FIN', p.flags.rst && 'RST'].filter(Boolean).join(',')}]`
-    : '';
+  const flags =
+    p.proto === 'tcp'
+      ? ` [${[p.flags.syn && 'SYN', p.flags.ack && 'ACK', p.flags.fin && 'FIN', p.flags.rst && 'RST'].filter(Boolean).join(',')}]`
+      : '';
   return `${p.proto} ${s} -> ${d}${flags} mark 0x${p.mark.toString(16)}`;
 }
 
@@ -98,14 +113,31 @@ export class Datapath {
    * but no owner), e.g. the TCP control socket of IPv4 resets (tcp-reset.ts).
    */
   output(ns: Netns, pkt: Packet, sock: SimSocket | undefined, kernelSender?: KernelSocketOwner): Delivery {
-    if (this.trace.enabled) this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `send${sock ? ` from ${sock.describe()}` : ''}` });
+    if (this.trace.enabled)
+      this.trace.add({
+        kind: 'packet',
+        ns: ns.name,
+        packet: describePacket(pkt),
+        note: `send${sock ? ` from ${sock.describe()}` : ''}`,
+      });
     let route = this.route(ns, pkt, undefined);
     if (route.kind !== 'local' && route.kind !== 'unicast') {
       return { kind: 'unroutable', ns, reason: `no route to ${formatIp(pkt.dst)} (${route.kind})` };
     }
     const martian = this.loopbackSourceOut(ns, pkt, route);
     if (martian) return { kind: 'unroutable', ns, reason: martian };
-    const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock, assigned: undefined, nextHop: route.nextHop, hops: 0, dst: undefined };
+    const skb: Skb = {
+      pkt,
+      ct: undefined,
+      untracked: false,
+      template: undefined,
+      zone: 0,
+      sock,
+      assigned: undefined,
+      nextHop: route.nextHop,
+      hops: 0,
+      dst: undefined,
+    };
     const owner: SocketOwnerView | undefined = sock ? { uid: sock.owner.uid, gid: sock.owner.gid } : kernelSender;
     // Every LOCAL_OUT table runs in one nf_hook call (__ip_local_out) whose state->out is the
     // device of the route taken before the hook: a re-route by mangle or nat OUTPUT changes where
@@ -123,7 +155,8 @@ export class Datapath {
     if (pkt.mark !== before.mark || !ipEquals(pkt.dst, before.dst) || !ipEquals(pkt.src, before.src)) {
       // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
       route = this.route(ns, pkt, undefined, 'mangle OUTPUT changed the packet: re-route');
-      if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${route.kind}`, rerouted: true };
+      if (route.kind !== 'local' && route.kind !== 'unicast')
+        return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${route.kind}`, rerouted: true };
       const m = this.loopbackSourceOut(ns, pkt, route);
       if (m) return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${m}`, rerouted: true };
       skb.nextHop = route.nextHop;
@@ -134,7 +167,8 @@ export class Datapath {
     if (natV) return natV;
     if (!ipEquals(pkt.dst, dstBefore)) {
       route = this.route(ns, pkt, undefined, 'destination NAT in OUTPUT: re-route');
-      if (route.kind !== 'local' && route.kind !== 'unicast') return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${route.kind}`, rerouted: true };
+      if (route.kind !== 'local' && route.kind !== 'unicast')
+        return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${route.kind}`, rerouted: true };
       const m = this.loopbackSourceOut(ns, pkt, route);
       if (m) return { kind: 'unroutable', ns, reason: `re-route after nat OUTPUT: ${m}`, rerouted: true };
       skb.nextHop = route.nextHop;
@@ -169,9 +203,18 @@ export class Datapath {
     let invalid = false;
     let v = this.runTable(ns, skb, 'raw', 'PREROUTING', dev.name, undefined, undefined);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'raw PREROUTING');
-    if (!looped) invalid = this.track(ns, skb); // an untracked packet is traced as UNTRACKED
+    if (!looped)
+      invalid = this.track(ns, skb); // an untracked packet is traced as UNTRACKED
     // A looped packet keeps its conntrack reference; an untracked one (raw NOTRACK) has none.
-    else if (looped && skb.ct && this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: skb.ct.state, zone: skb.zone, entry: skb.ct.entry.id, direction: `${skb.ct.direction}, carried over lo` });
+    else if (looped && skb.ct && this.trace.enabled)
+      this.trace.add({
+        kind: 'conntrack',
+        ns: ns.name,
+        state: skb.ct.state,
+        zone: skb.zone,
+        entry: skb.ct.entry.id,
+        direction: `${skb.ct.direction}, carried over lo`,
+      });
 
     v = this.runTable(ns, skb, 'mangle', 'PREROUTING', dev.name, undefined, undefined, invalid);
     if (v.kind === 'tproxy') {
@@ -188,7 +231,12 @@ export class Datapath {
     }
     const kept = keptLoopRoute(sentBy, dstAtArrival, pkt.dst);
     if (kept) {
-      if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `kept the output route (looped over lo): ${describeDecision(kept)}` });
+      if (this.trace.enabled)
+        this.trace.add({
+          kind: 'route',
+          ns: ns.name,
+          decision: `kept the output route (looped over lo): ${describeDecision(kept)}`,
+        });
       return this.localIn(ns, dev, skb, invalid);
     }
     if (dev.kind === 'loopback') {
@@ -215,7 +263,13 @@ export class Datapath {
     return this.deliver(ns, skb);
   }
 
-  private forward(ns: Netns, dev: Link, skb: Skb, route: Extract<RouteDecision, { kind: 'unicast' }>, invalid: boolean): Delivery {
+  private forward(
+    ns: Netns,
+    dev: Link,
+    skb: Skb,
+    route: Extract<RouteDecision, { kind: 'unicast' }>,
+    invalid: boolean,
+  ): Delivery {
     for (const table of ['mangle', 'filter', 'security'] as const) {
       const v = this.runTable(ns, skb, table, 'FORWARD', dev.name, route.dev, undefined, invalid);
       if (v.kind !== 'accept') return this.terminal(ns, v, `${table} FORWARD`);
@@ -224,7 +278,14 @@ export class Datapath {
     return this.postrouting(ns, skb, route.dev, undefined, invalid, dev.name);
   }
 
-  private postrouting(ns: Netns, skb: Skb, outDev: string, owner: SocketOwnerView | undefined, invalid: boolean, inDev?: string): Delivery {
+  private postrouting(
+    ns: Netns,
+    skb: Skb,
+    outDev: string,
+    owner: SocketOwnerView | undefined,
+    invalid: boolean,
+    inDev?: string,
+  ): Delivery {
     const v = this.runTable(ns, skb, 'mangle', 'POSTROUTING', inDev, outDev, owner, invalid);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle POSTROUTING');
     const natV = this.natHook(ns, skb, 'POSTROUTING', inDev, outDev, owner, invalid);
@@ -238,7 +299,8 @@ export class Datapath {
   private xmit(ns: Netns, dev: Link, skb: Skb): Delivery {
     if (!dev.up) return this.drop(ns, `output device ${dev.name} is down`);
     if (dev.kind === 'loopback') {
-      if (this.trace.enabled) this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: 'lo', toNs: ns.name, toDev: 'lo', scrubbed: false });
+      if (this.trace.enabled)
+        this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: 'lo', toNs: ns.name, toDev: 'lo', scrubbed: false });
       skb.sock = undefined;
       return this.receive(ns, dev, skb);
     }
@@ -251,7 +313,15 @@ export class Datapath {
     if (!peer) return this.drop(ns, `veth ${dev.name} has no peer`);
     const peerNs = this.host.netns(peer.netns);
     const crossed = peer.netns !== ns.name;
-    if (this.trace.enabled) this.trace.add({ kind: 'xmit', fromNs: ns.name, fromDev: dev.name, toNs: peer.netns, toDev: peer.name, scrubbed: crossed });
+    if (this.trace.enabled)
+      this.trace.add({
+        kind: 'xmit',
+        fromNs: ns.name,
+        fromDev: dev.name,
+        toNs: peer.netns,
+        toDev: peer.name,
+        scrubbed: crossed,
+      });
     if (crossed) {
       // skb_scrub_packet(xnet=true): the mark and the conntrack reference do not survive.
       skb.pkt.mark = 0;
@@ -278,7 +348,12 @@ export class Datapath {
     if (this.ownsAddress(ns, skb.nextHop)) return this.receive(ns, br, skb);
     const out = this.bridgePortFor(br, skb.nextHop, port);
     if (!out) return this.drop(ns, `bridge ${br.name}: no neighbour owns ${formatIp(skb.nextHop)}`);
-    if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `bridge ${br.name}: switched ${port.name} -> ${out.name} (layer 2, no iptables)` });
+    if (this.trace.enabled)
+      this.trace.add({
+        kind: 'route',
+        ns: ns.name,
+        decision: `bridge ${br.name}: switched ${port.name} -> ${out.name} (layer 2, no iptables)`,
+      });
     return this.xmit(ns, out, skb);
   }
 
@@ -286,7 +361,11 @@ export class Datapath {
     for (const p of br.ports ?? []) {
       if (p === except || !p.up || !p.peer) continue;
       const far = this.host.netns(p.peer.netns);
-      if (p.peer.addresses.some((a) => ipEquals(a.addr, nextHop)) || (far.links.get(p.peer.name) && this.ownsAddress(far, nextHop))) return p;
+      if (
+        p.peer.addresses.some((a) => ipEquals(a.addr, nextHop)) ||
+        (far.links.get(p.peer.name) && this.ownsAddress(far, nextHop))
+      )
+        return p;
     }
     return undefined;
   }
@@ -302,17 +381,41 @@ export class Datapath {
   private track(ns: Netns, skb: Skb): boolean {
     skb.template = undefined; // nf_conntrack_in swaps the template for the real entry
     if (skb.untracked) {
-      if (this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'UNTRACKED', zone: skb.zone, entry: undefined, direction: undefined });
+      if (this.trace.enabled)
+        this.trace.add({
+          kind: 'conntrack',
+          ns: ns.name,
+          state: 'UNTRACKED',
+          zone: skb.zone,
+          entry: undefined,
+          direction: undefined,
+        });
       return false;
     }
     const r = ns.conntrack.classify(skb.pkt, skb.zone);
     if (r === 'invalid') {
       skb.ct = undefined;
-      if (this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: 'INVALID', zone: skb.zone, entry: undefined, direction: undefined });
+      if (this.trace.enabled)
+        this.trace.add({
+          kind: 'conntrack',
+          ns: ns.name,
+          state: 'INVALID',
+          zone: skb.zone,
+          entry: undefined,
+          direction: undefined,
+        });
       return true;
     }
     skb.ct = r;
-    if (this.trace.enabled) this.trace.add({ kind: 'conntrack', ns: ns.name, state: r.state, zone: skb.zone, entry: r.entry.id, direction: r.direction });
+    if (this.trace.enabled)
+      this.trace.add({
+        kind: 'conntrack',
+        ns: ns.name,
+        state: r.state,
+        zone: skb.zone,
+        entry: r.entry.id,
+        direction: r.direction,
+      });
     return false;
   }
 
@@ -325,7 +428,15 @@ export class Datapath {
    * the packet from the entry. PREROUTING/OUTPUT do destination NAT, INPUT/POSTROUTING source NAT.
    * Returns a Delivery only when the packet is dropped here.
    */
-  private natHook(ns: Netns, skb: Skb, hook: Hook, inDev: string | undefined, outDev: string | undefined, owner: SocketOwnerView | undefined, invalid: boolean): Delivery | undefined {
+  private natHook(
+    ns: Netns,
+    skb: Skb,
+    hook: Hook,
+    inDev: string | undefined,
+    outDev: string | undefined,
+    owner: SocketOwnerView | undefined,
+    invalid: boolean,
+  ): Delivery | undefined {
     const ct = skb.ct;
     if (!ct || skb.untracked) return undefined; // NAT needs conntrack
     const dstManip = hook === 'PREROUTING' || hook === 'OUTPUT';
@@ -346,12 +457,24 @@ export class Datapath {
     const p = skb.pkt;
     if (dstManip) {
       if (!ipEquals(p.dst, other.src) || p.dport !== other.sport) {
-        if (this.trace.enabled) this.trace.add({ kind: 'nat', ns: ns.name, hook, what: `destination ${formatIp(p.dst)}:${p.dport} -> ${formatIp(other.src)}:${other.sport}` });
+        if (this.trace.enabled)
+          this.trace.add({
+            kind: 'nat',
+            ns: ns.name,
+            hook,
+            what: `destination ${formatIp(p.dst)}:${p.dport} -> ${formatIp(other.src)}:${other.sport}`,
+          });
         p.dst = other.src;
         p.dport = other.sport;
       }
     } else if (!ipEquals(p.src, other.dst) || p.sport !== other.dport) {
-      if (this.trace.enabled) this.trace.add({ kind: 'nat', ns: ns.name, hook, what: `source ${formatIp(p.src)}:${p.sport} -> ${formatIp(other.dst)}:${other.dport}` });
+      if (this.trace.enabled)
+        this.trace.add({
+          kind: 'nat',
+          ns: ns.name,
+          hook,
+          what: `source ${formatIp(p.src)}:${p.sport} -> ${formatIp(other.dst)}:${other.dport}`,
+        });
       p.src = other.dst;
       p.sport = other.dport;
     }
@@ -359,10 +482,19 @@ export class Datapath {
   }
 
   /** Record a NAT binding in the entry's reply tuple; returns an error string to drop. */
-  private bindNat(ns: Netns, skb: Skb, e: ConnEntry, hook: Hook, a: NatAction, inDev: string | undefined, outDev: string | undefined): string | undefined {
+  private bindNat(
+    ns: Netns,
+    skb: Skb,
+    e: ConnEntry,
+    hook: Hook,
+    a: NatAction,
+    inDev: string | undefined,
+    outDev: string | undefined,
+  ): string | undefined {
     const p = skb.pkt;
     const fam = p.family;
-    const pickPort = (range: readonly [number, number] | undefined, current: number): number => (range ? range[0] : current);
+    const pickPort = (range: readonly [number, number] | undefined, current: number): number =>
+      range ? range[0] : current;
     if (a.kind === 'redirect' || a.kind === 'dnat') {
       let addr: IpAddress;
       if (a.kind === 'redirect') {
@@ -389,7 +521,8 @@ export class Datapath {
     // Keep the source port unless the resulting reply tuple is taken (nf_nat_used_tuple).
     const lo = a.ports ? a.ports[0] : 1024;
     const hi = a.ports ? a.ports[1] : 65535;
-    const taken = (prt: number): boolean => ns.conntrack.inUse(e.zone, invert({ ...e.orig, src: addr, sport: prt } as Tuple));
+    const taken = (prt: number): boolean =>
+      ns.conntrack.inUse(e.zone, invert({ ...e.orig, src: addr, sport: prt } as Tuple));
     for (let tries = 0; taken(port) && tries <= hi - lo; tries++) port = port >= hi ? lo : port + 1;
     e.reply = { ...e.reply, dst: addr, dport: port };
     e.snat = true;
@@ -401,7 +534,7 @@ export class Datapath {
     const link = ns.links.get(dev);
     if (!link) return undefined;
     if (fam === 4) return link.addresses.find((a) => a.addr.family === 4)?.addr;
-    const linkLocal = (x: IpAddress): boolean => (x.value >> 118n) === 0x3fan; // fe80::/10
+    const linkLocal = (x: IpAddress): boolean => x.value >> 118n === 0x3fan; // fe80::/10
     return link.addresses.find((a) => a.addr.family === 6 && linkLocal(a.addr) === linkLocal(dst))?.addr;
   }
 
@@ -421,9 +554,11 @@ export class Datapath {
     if (v.mark) {
       const old = p.mark;
       p.mark = ((p.mark & ~v.mark.mask) ^ v.mark.value) >>> 0;
-      if (this.trace.enabled) this.trace.add({ kind: 'mark', ns: ns.name, from: old, to: p.mark, why: 'TPROXY --tproxy-mark' });
+      if (this.trace.enabled)
+        this.trace.add({ kind: 'mark', ns: ns.name, from: old, to: p.mark, why: 'TPROXY --tproxy-mark' });
     }
-    if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `TPROXY assigned ${sock.describe()}` });
+    if (this.trace.enabled)
+      this.trace.add({ kind: 'route', ns: ns.name, decision: `TPROXY assigned ${sock.describe()}` });
     return undefined;
   }
 
@@ -443,10 +578,16 @@ export class Datapath {
       sock = ns.sockets.findListener(proto, p.dst, p.dport, flowHash(p));
     }
     if (!sock) {
-      if (this.trace.enabled) this.trace.add({ kind: 'drop', ns: ns.name, reason: `no socket for ${proto} ${formatIp(p.dst)}:${p.dport}` });
+      if (this.trace.enabled)
+        this.trace.add({ kind: 'drop', ns: ns.name, reason: `no socket for ${proto} ${formatIp(p.dst)}:${p.dport}` });
       return { kind: 'no-socket', ns, packet: p };
     }
-    if (this.trace.enabled) this.trace.add({ kind: 'deliver', ns: ns.name, socket: `${sock.describe()}${sock.remote ? ` peer ${formatSockAddr(sock.remote)}` : ''}` });
+    if (this.trace.enabled)
+      this.trace.add({
+        kind: 'deliver',
+        ns: ns.name,
+        socket: `${sock.describe()}${sock.remote ? ` peer ${formatSockAddr(sock.remote)}` : ''}`,
+      });
     return { kind: 'delivered', ns, socket: sock, packet: p };
   }
 
@@ -454,8 +595,16 @@ export class Datapath {
 
   /** Trace events format addresses and rule text; with tracing off they are skipped, not built. */
   private route(ns: Netns, pkt: Packet, iif: string | undefined, why?: string): RouteDecision {
-    const d = fibLookup(ns, { family: pkt.family, src: iif === undefined ? undefined : pkt.src, dst: pkt.dst, mark: pkt.mark, iif, oif: undefined });
-    if (this.trace.enabled) this.trace.add({ kind: 'route', ns: ns.name, decision: `${why ? `${why}: ` : ''}${describeDecision(d)}` });
+    const d = fibLookup(ns, {
+      family: pkt.family,
+      src: iif === undefined ? undefined : pkt.src,
+      dst: pkt.dst,
+      mark: pkt.mark,
+      iif,
+      oif: undefined,
+    });
+    if (this.trace.enabled)
+      this.trace.add({ kind: 'route', ns: ns.name, decision: `${why ? `${why}: ` : ''}${describeDecision(d)}` });
     return d;
   }
 
@@ -471,14 +620,25 @@ export class Datapath {
     return `loopback source ${formatIp(pkt.src)} may not leave by ${route.dev} (route to ${formatIp(pkt.dst)}: EINVAL)`;
   }
 
-  private runTable(ns: Netns, skb: Skb, table: TableName, hook: Hook, inIface: string | undefined, outIface: string | undefined, owner: SocketOwnerView | undefined, invalid = false): TableVerdict {
+  private runTable(
+    ns: Netns,
+    skb: Skb,
+    table: TableName,
+    hook: Hook,
+    inIface: string | undefined,
+    outIface: string | undefined,
+    owner: SocketOwnerView | undefined,
+    invalid = false,
+  ): TableVerdict {
     const nf = ns.netfilter[skb.pkt.family];
     if (!nf.hasRules(table, hook)) return ACCEPT;
     const markBefore = skb.pkt.mark;
     const ctx = new HookContext(ns, skb, this.trace, describePacket, hook, inIface, outIface, owner, invalid);
     const run = nf.runTable(table, hook, ctx, { trace: this.trace.enabled });
-    if (this.trace.enabled) this.trace.add({ kind: 'table', ns: ns.name, hook, table, steps: run.steps, verdict: verdictText(run.verdict) });
-    if (this.trace.enabled && skb.pkt.mark !== markBefore) this.trace.add({ kind: 'mark', ns: ns.name, from: markBefore, to: skb.pkt.mark, why: `${table} ${hook}` });
+    if (this.trace.enabled)
+      this.trace.add({ kind: 'table', ns: ns.name, hook, table, steps: run.steps, verdict: verdictText(run.verdict) });
+    if (this.trace.enabled && skb.pkt.mark !== markBefore)
+      this.trace.add({ kind: 'mark', ns: ns.name, from: markBefore, to: skb.pkt.mark, why: `${table} ${hook}` });
     return run.verdict;
   }
 
@@ -498,8 +658,25 @@ export class Datapath {
 
   /** Hand a packet to a device from outside the stack (AF_PACKET): no netfilter, no routing here. */
   injectRaw(ns: Netns, dev: Link, pkt: Packet, nextHop: IpAddress): Delivery {
-    if (this.trace.enabled) this.trace.add({ kind: 'packet', ns: ns.name, packet: describePacket(pkt), note: `AF_PACKET send on ${dev.name} (skips this namespace's netfilter)` });
-    const skb: Skb = { pkt, ct: undefined, untracked: false, template: undefined, zone: 0, sock: undefined, assigned: undefined, nextHop, hops: 0, dst: undefined };
+    if (this.trace.enabled)
+      this.trace.add({
+        kind: 'packet',
+        ns: ns.name,
+        packet: describePacket(pkt),
+        note: `AF_PACKET send on ${dev.name} (skips this namespace's netfilter)`,
+      });
+    const skb: Skb = {
+      pkt,
+      ct: undefined,
+      untracked: false,
+      template: undefined,
+      zone: 0,
+      sock: undefined,
+      assigned: undefined,
+      nextHop,
+      hops: 0,
+      dst: undefined,
+    };
     return this.xmit(ns, dev, skb);
   }
 }

@@ -3,11 +3,27 @@
  * would return (EADDRINUSE, EPERM, ...) so callers and differential tests compare like with like.
  */
 type Errno =
-  | 'EADDRINUSE' | 'EADDRNOTAVAIL' | 'EPERM' | 'EACCES' | 'EINVAL' | 'ENOENT' | 'EEXIST' | 'ENODEV'
-  | 'ENETUNREACH' | 'EISCONN' | 'ENOTCONN' | 'EAFNOSUPPORT' | 'EOPNOTSUPP' | 'ESRCH';
+  | 'EADDRINUSE'
+  | 'EADDRNOTAVAIL'
+  | 'EPERM'
+  | 'EACCES'
+  | 'EINVAL'
+  | 'ENOENT'
+  | 'EEXIST'
+  | 'ENODEV'
+  | 'ENETUNREACH'
+  | 'EISCONN'
+  | 'ENOTCONN'
+  | 'EAFNOSUPPORT'
+  | 'EOPNOTSUPP'
+  | 'ESRCH';
 
 export class SimErrnoError extends Error {
-  constructor(readonly errno: Errno, readonly call: string, detail: string) {
+  constructor(
+    readonly errno: Errno,
+    readonly call: string,
+    detail: string,
+  ) {
     super(`${call}: ${errno}: ${detail}`);
   }
 }

@@ -11,22 +11,26 @@ import type { AddrType } from './netfilter/types.js';
 
 export type RouteDecision =
   | {
-    readonly kind: 'local';
-    readonly route: Route;
-    readonly rule: PolicyRule;
-    readonly dev: string;
-    readonly nextHop: IpAddress;
-  }
+      readonly kind: 'local';
+      readonly route: Route;
+      readonly rule: PolicyRule;
+      readonly dev: string;
+      readonly nextHop: IpAddress;
+    }
   | {
-    readonly kind: 'unicast';
-    readonly route: Route;
-    readonly rule: PolicyRule;
-    /** Device the packet leaves by (for 'local': lo, as the kernel delivers via loopback). */
-    readonly dev: string;
-    /** Neighbour to hand the packet to: the gateway, or the destination itself when on-link. */
-    readonly nextHop: IpAddress;
-  }
-  | { readonly kind: 'blackhole' | 'unreachable' | 'prohibit'; readonly route: Route | undefined; readonly rule: PolicyRule | undefined };
+      readonly kind: 'unicast';
+      readonly route: Route;
+      readonly rule: PolicyRule;
+      /** Device the packet leaves by (for 'local': lo, as the kernel delivers via loopback). */
+      readonly dev: string;
+      /** Neighbour to hand the packet to: the gateway, or the destination itself when on-link. */
+      readonly nextHop: IpAddress;
+    }
+  | {
+      readonly kind: 'blackhole' | 'unreachable' | 'prohibit';
+      readonly route: Route | undefined;
+      readonly rule: PolicyRule | undefined;
+    };
 
 export function fibLookup(ns: Netns, q: RuleQuery): RouteDecision {
   const isUp = (dev: string): boolean => ns.links.get(dev)?.up ?? false;
@@ -83,7 +87,7 @@ export function selectSource(ns: Netns, d: RouteDecision, dst: IpAddress): IpAdd
  * the address's prefix length. Ties keep the first address found (devices in creation order).
  */
 function selectV6SourceAnyDevice(ns: Netns, dst: IpAddress): IpAddress | undefined {
-  const scope = (a: IpAddress): number => (isLoopback(a) ? 1 : (a.value >> 118n) === 0x3fan ? 2 : 14);
+  const scope = (a: IpAddress): number => (isLoopback(a) ? 1 : a.value >> 118n === 0x3fan ? 2 : 14);
   const common = (a: IpAddress): number => {
     let n = 0;
     while (n < 128 && ((a.value >> BigInt(127 - n)) & 1n) === ((dst.value >> BigInt(127 - n)) & 1n)) n++;
@@ -107,22 +111,41 @@ function selectV6SourceAnyDevice(ns: Netns, dst: IpAddress): IpAddress | undefin
  * such address of any device (lo, then the others); none → the kernel drops. IPv6
  * (nf_nat_masquerade_ipv6 → ipv6_dev_get_saddr): ordinary source selection for the destination.
  */
-export function masqueradeSource(ns: Netns, outDev: string | undefined, nextHop: IpAddress, dst: IpAddress): IpAddress | undefined {
+export function masqueradeSource(
+  ns: Netns,
+  outDev: string | undefined,
+  nextHop: IpAddress,
+  dst: IpAddress,
+): IpAddress | undefined {
   const dev = outDev ? ns.links.get(outDev) : undefined;
   if (dst.family === 6) {
     if (isLoopback(dst) || isLocalAddress(ns, dst)) return dst;
     return dev?.addresses.find((a) => a.addr.family === 6)?.addr ?? selectV6SourceAnyDevice(ns, dst);
   }
-  const primaries = (l: { addresses: readonly { addr: IpAddress; prefix: { addr: IpAddress; len: number } }[] }): IpAddress[] =>
-    l.addresses.filter((a, i) => a.addr.family === 4 && !isLoopback(a.addr)
-      && !l.addresses.slice(0, i).some((q) => q.addr.family === 4 && q.prefix.len === a.prefix.len && q.prefix.addr.value === a.prefix.addr.value))
+  const primaries = (l: {
+    addresses: readonly { addr: IpAddress; prefix: { addr: IpAddress; len: number } }[];
+  }): IpAddress[] =>
+    l.addresses
+      .filter(
+        (a, i) =>
+          a.addr.family === 4 &&
+          !isLoopback(a.addr) &&
+          !l.addresses
+            .slice(0, i)
+            .some(
+              (q) =>
+                q.addr.family === 4 && q.prefix.len === a.prefix.len && q.prefix.addr.value === a.prefix.addr.value,
+            ),
+      )
       .map((a) => a.addr);
   if (dev) {
     const own = dev.addresses.filter((a) => primaries(dev).includes(a.addr));
     const chosen = own.find((a) => a.prefix.len > 0 && sameSubnet(a.prefix, nextHop)) ?? own[0];
     if (chosen) return chosen.addr;
   }
-  const all = [...ns.links.values()].sort((a, b) => (a.kind === 'loopback' ? -1 : b.kind === 'loopback' ? 1 : a.index - b.index));
+  const all = [...ns.links.values()].sort((a, b) =>
+    a.kind === 'loopback' ? -1 : b.kind === 'loopback' ? 1 : a.index - b.index,
+  );
   for (const l of all) {
     const a = primaries(l)[0];
     if (a) return a;
@@ -134,7 +157,7 @@ function sameSubnet(p: { addr: IpAddress; len: number }, a: IpAddress): boolean 
   const bits = a.family === 4 ? 32 : 128;
   if (p.addr.family !== a.family) return false;
   const shift = BigInt(bits - p.len);
-  return (a.value >> shift) === (p.addr.value >> shift);
+  return a.value >> shift === p.addr.value >> shift;
 }
 
 /** Is the address configured locally (a `local` route in the local table)? */
@@ -150,9 +173,17 @@ export function addrType(ns: Netns, addr: IpAddress, family: Family, iface?: str
   if (iface !== undefined) {
     const link = ns.links.get(iface);
     if (link?.addresses.some((a) => a.addr.family === family && a.addr.value === addr.value)) return 'LOCAL';
-    if (family === 4 && link?.addresses.some((a) => a.addr.family === 4 && a.prefix.len < 31
-      && (addr.value | ((1n << BigInt(32 - a.prefix.len)) - 1n)) === addr.value
-      && sameSubnet(a.prefix, addr))) return 'BROADCAST';
+    if (
+      family === 4 &&
+      link?.addresses.some(
+        (a) =>
+          a.addr.family === 4 &&
+          a.prefix.len < 31 &&
+          (addr.value | ((1n << BigInt(32 - a.prefix.len)) - 1n)) === addr.value &&
+          sameSubnet(a.prefix, addr),
+      )
+    )
+      return 'BROADCAST';
     return 'UNICAST';
   }
   if (isLocalAddress(ns, addr)) return 'LOCAL';

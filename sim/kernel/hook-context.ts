@@ -36,7 +36,7 @@ export class HookContext implements EvalContext {
   /** Before conntrack (raw), a CT --zone template stands in for the entry (ct-template.ts). */
   get ct(): ConntrackRef | undefined {
     const s = this.skb;
-    return s.untracked || this.invalid ? undefined : s.ct ?? s.template;
+    return s.untracked || this.invalid ? undefined : (s.ct ?? s.template);
   }
 
   /** Live: a CT --notrack earlier in this raw chain already counts. */
@@ -64,6 +64,7 @@ export class HookContext implements EvalContext {
   }
 
   log(prefix: string): void {
-    if (this.trace.enabled) this.trace.add({ kind: 'log', ns: this.ns.name, prefix, packet: this.describe(this.skb.pkt) });
+    if (this.trace.enabled)
+      this.trace.add({ kind: 'log', ns: this.ns.name, prefix, packet: this.describe(this.skb.pkt) });
   }
 }

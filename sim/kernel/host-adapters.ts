@@ -14,7 +14,10 @@ import type { SimKernel } from './kernel.js';
 import { simNetnsName, simNetnsPath } from './netns.js';
 
 export class SimHostIpSets implements HostIpSets {
-  constructor(private readonly kernel: SimKernel, private readonly hostNetns: string) {}
+  constructor(
+    private readonly kernel: SimKernel,
+    private readonly hostNetns: string,
+  ) {}
 
   private sets() {
     return this.kernel.ipsetsOf(this.hostNetns);
@@ -57,14 +60,19 @@ function sameIp(a: string, b: string): boolean {
 type SandboxCandidates = () => Iterable<{ readonly podUid: string; readonly netns: string }>;
 
 export class SimNetnsFinder implements NetnsFinder {
-  constructor(private readonly kernel: SimKernel, private readonly candidates: SandboxCandidates) {}
+  constructor(
+    private readonly kernel: SimKernel,
+    private readonly candidates: SandboxCandidates,
+  ) {}
 
   async find(podUid: string, ips: readonly string[]): Promise<NetnsId | undefined> {
     for (const c of this.candidates()) {
       const name = simNetnsName(c.netns);
       if (c.podUid !== podUid || !c.netns || !this.kernel.hasNetns(name)) continue;
       const ns = this.kernel.netns(name);
-      const holds = [...ns.links.values()].some((l) => l.addresses.some((a) => ips.some((ip) => sameIp(ip, formatIp(a.addr)))));
+      const holds = [...ns.links.values()].some((l) =>
+        l.addresses.some((a) => ips.some((ip) => sameIp(ip, formatIp(a.addr)))),
+      );
       if (holds) return netnsId(simNetnsPath(name));
     }
     return undefined;

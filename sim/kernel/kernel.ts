@@ -13,7 +13,14 @@ import { Netns, type IpSetRegistry, type NetfilterEngine } from './netns.js';
 import { Datapath, flowHash, type Delivery } from './datapath.js';
 import { SimConfigError, SimErrnoError } from './errors.js';
 import { fibLookup, isLocalAddress, selectSource } from './fib.js';
-import { maySetMark, maySetTransparent, mayOpenRaw, parseKernelVersion, type Credentials, type KernelVersion } from './process.js';
+import {
+  maySetMark,
+  maySetTransparent,
+  mayOpenRaw,
+  parseKernelVersion,
+  type Credentials,
+  type KernelVersion,
+} from './process.js';
 import { parseTableName, TABLE_MAIN, type RouteType } from './route.js';
 import { SimSocket, formatSockAddr, type SockAddr, type SockProto } from './socket.js';
 import { Trace, type TraceEvent } from './trace.js';
@@ -112,7 +119,9 @@ export class SimKernel {
     const currentTrace = (): Trace => this.currentTrace;
     this.datapath = new Datapath({
       netns,
-      get trace() { return currentTrace(); },
+      get trace() {
+        return currentTrace();
+      },
     });
   }
 
@@ -123,17 +132,25 @@ export class SimKernel {
   // ------------------------------------------------------------ namespaces and devices
 
   addNetns(name: string): Netns {
-    if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(name)) throw new SimConfigError(`invalid namespace name ${JSON.stringify(name)}: 1-64 characters of [A-Za-z0-9_.:-]`);
+    if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(name))
+      throw new SimConfigError(`invalid namespace name ${JSON.stringify(name)}: 1-64 characters of [A-Za-z0-9_.:-]`);
     if (this.namespaces.has(name)) throw new SimConfigError(`network namespace ${name} already exists`);
     const ipsets = new IpSets();
-    const ns = new Netns(name, { 4: this.makeNetfilter(4, ipsets), 6: this.makeNetfilter(6, ipsets) }, ipsets as IpSetRegistry);
+    const ns = new Netns(
+      name,
+      { 4: this.makeNetfilter(4, ipsets), 6: this.makeNetfilter(6, ipsets) },
+      ipsets as IpSetRegistry,
+    );
     this.namespaces.set(name, ns);
     return ns;
   }
 
   netns(name: string): Netns {
     const ns = this.namespaces.get(name);
-    if (!ns) throw new SimConfigError(`no network namespace ${JSON.stringify(name)} (have: ${[...this.namespaces.keys()].join(', ') || 'none'})`);
+    if (!ns)
+      throw new SimConfigError(
+        `no network namespace ${JSON.stringify(name)} (have: ${[...this.namespaces.keys()].join(', ') || 'none'})`,
+      );
     return ns;
   }
 
@@ -221,7 +238,8 @@ export class SimKernel {
     } else dst = parsePrefix(spec.dst);
     const type = spec.type ?? 'unicast';
     const via = spec.via ? parseIp(spec.via) : undefined;
-    if (via && via.family !== dst.addr.family) throw new SimConfigError(`route ${spec.dst} via ${spec.via}: address families differ`);
+    if (via && via.family !== dst.addr.family)
+      throw new SimConfigError(`route ${spec.dst} via ${spec.via}: address families differ`);
     if ((type === 'unicast' || type === 'local') && !spec.dev) {
       if (!via) throw new SimConfigError(`route ${spec.dst} in ${ns}: a ${type} route needs dev or via`);
     }
@@ -232,17 +250,33 @@ export class SimKernel {
     if (dev === undefined && via) {
       // `ip route add X via G` resolves the device from the route to G.
       const d = fibLookup(n, { family: via.family, src: undefined, dst: via, mark: 0, iif: undefined, oif: undefined });
-      if (d.kind !== 'unicast') throw new SimConfigError(`route ${spec.dst} via ${spec.via} in ${ns}: gateway is not reachable on a link (Nexthop has invalid gateway)`);
+      if (d.kind !== 'unicast')
+        throw new SimConfigError(
+          `route ${spec.dst} via ${spec.via} in ${ns}: gateway is not reachable on a link (Nexthop has invalid gateway)`,
+        );
       dev = d.dev;
     }
-    const table = spec.table === undefined ? TABLE_MAIN : typeof spec.table === 'number' ? spec.table : parseTableName(spec.table);
-    n.routes.add({ family: dst.addr.family, table, type, dst, dev, via, src: spec.src ? parseIp(spec.src) : undefined, metric: spec.metric ?? 0, proto: 'static' });
+    const table =
+      spec.table === undefined ? TABLE_MAIN : typeof spec.table === 'number' ? spec.table : parseTableName(spec.table);
+    n.routes.add({
+      family: dst.addr.family,
+      table,
+      type,
+      dst,
+      dev,
+      via,
+      src: spec.src ? parseIp(spec.src) : undefined,
+      metric: spec.metric ?? 0,
+      proto: 'static',
+    });
   }
 
   addRule(ns: string, spec: RuleSpecIp): void {
     const n = this.netns(ns);
-    if (!Number.isInteger(spec.priority) || spec.priority < 0 || spec.priority > 0xffffffff) throw new SimConfigError(`ip rule priority ${spec.priority} out of range`);
-    const table = spec.table === undefined ? TABLE_MAIN : typeof spec.table === 'number' ? spec.table : parseTableName(spec.table);
+    if (!Number.isInteger(spec.priority) || spec.priority < 0 || spec.priority > 0xffffffff)
+      throw new SimConfigError(`ip rule priority ${spec.priority} out of range`);
+    const table =
+      spec.table === undefined ? TABLE_MAIN : typeof spec.table === 'number' ? spec.table : parseTableName(spec.table);
     const mask = spec.mask ?? 0xffffffff;
     n.rules.add({
       family: spec.family,
@@ -291,12 +325,21 @@ export class SimKernel {
     switch (opt) {
       case 'SO_MARK':
         if (!maySetMark(s.owner, this.version)) {
-          throw new SimErrnoError('EPERM', 'setsockopt(SO_MARK)', `uid ${s.owner.uid} lacks CAP_NET_ADMIN${this.version[0] > 5 || (this.version[0] === 5 && this.version[1] >= 17) ? ' (or CAP_NET_RAW)' : ` (CAP_NET_RAW suffices only from Linux 5.17; this kernel is ${this.version.join('.')})`}`);
+          throw new SimErrnoError(
+            'EPERM',
+            'setsockopt(SO_MARK)',
+            `uid ${s.owner.uid} lacks CAP_NET_ADMIN${this.version[0] > 5 || (this.version[0] === 5 && this.version[1] >= 17) ? ' (or CAP_NET_RAW)' : ` (CAP_NET_RAW suffices only from Linux 5.17; this kernel is ${this.version.join('.')})`}`,
+          );
         }
         s.mark = typeof value === 'number' ? value >>> 0 : 0;
         return;
       case 'IP_TRANSPARENT':
-        if (on && !maySetTransparent(s.owner)) throw new SimErrnoError('EPERM', 'setsockopt(IP_TRANSPARENT)', `uid ${s.owner.uid} lacks CAP_NET_ADMIN or CAP_NET_RAW`);
+        if (on && !maySetTransparent(s.owner))
+          throw new SimErrnoError(
+            'EPERM',
+            'setsockopt(IP_TRANSPARENT)',
+            `uid ${s.owner.uid} lacks CAP_NET_ADMIN or CAP_NET_RAW`,
+          );
         s.transparent = on;
         return;
       case 'SO_REUSEPORT':
@@ -319,9 +362,14 @@ export class SimKernel {
     if (addr.family !== s.family && !(s.family === 6 && addr.family === 4)) {
       throw new SimErrnoError('EAFNOSUPPORT', 'bind', `IPv${addr.family} address on an IPv${s.family} socket`);
     }
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new SimErrnoError('EINVAL', 'bind', `port ${port} out of range`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw new SimErrnoError('EINVAL', 'bind', `port ${port} out of range`);
     if (!isUnspecified(addr) && !isLocalAddress(n, addr) && !s.transparent) {
-      throw new SimErrnoError('EADDRNOTAVAIL', 'bind', `${formatIp(addr)} is not an address of ${s.netns} (IP_TRANSPARENT would allow it)`);
+      throw new SimErrnoError(
+        'EADDRNOTAVAIL',
+        'bind',
+        `${formatIp(addr)} is not an address of ${s.netns} (IP_TRANSPARENT would allow it)`,
+      );
     }
     const p = port === 0 ? n.sockets.ephemeralPort(s.proto, addr) : port;
     n.sockets.checkBind(s, addr, p);
@@ -346,7 +394,16 @@ export class SimKernel {
   close(s: SimSocket): void {
     const n = this.namespaces.get(s.netns);
     if (n && s.proto === 'tcp' && s.state === 'established' && s.local && s.remote) {
-      const fin = this.packet(s.local.addr.family, 'tcp', s.local.addr, s.local.port, s.remote.addr, s.remote.port, { ...NO_FLAGS, fin: true, ack: true }, s.mark);
+      const fin = this.packet(
+        s.local.addr.family,
+        'tcp',
+        s.local.addr,
+        s.local.port,
+        s.remote.addr,
+        s.remote.port,
+        { ...NO_FLAGS, fin: true, ack: true },
+        s.mark,
+      );
       const saved = this.currentTrace;
       this.currentTrace = new Trace(false);
       try {
@@ -368,10 +425,22 @@ export class SimKernel {
   /** getsockopt(SO_ORIGINAL_DST): the original destination from conntrack (default zone only). */
   originalDst(s: SimSocket): SockAddr {
     const n = this.netns(s.netns);
-    if (!s.local || !s.remote) throw new SimErrnoError('ENOTCONN', 'getsockopt(SO_ORIGINAL_DST)', `${s.describe()} is not connected`);
-    const t: Tuple = { proto: s.proto, src: s.local.addr, sport: s.local.port, dst: s.remote.addr, dport: s.remote.port };
+    if (!s.local || !s.remote)
+      throw new SimErrnoError('ENOTCONN', 'getsockopt(SO_ORIGINAL_DST)', `${s.describe()} is not connected`);
+    const t: Tuple = {
+      proto: s.proto,
+      src: s.local.addr,
+      sport: s.local.port,
+      dst: s.remote.addr,
+      dport: s.remote.port,
+    };
     const hit = n.conntrack.find(0, t);
-    if (!hit) throw new SimErrnoError('ENOENT', 'getsockopt(SO_ORIGINAL_DST)', `no conntrack entry in zone 0 for ${formatSockAddr(s.local)} <-> ${formatSockAddr(s.remote)}`);
+    if (!hit)
+      throw new SimErrnoError(
+        'ENOENT',
+        'getsockopt(SO_ORIGINAL_DST)',
+        `no conntrack entry in zone 0 for ${formatSockAddr(s.local)} <-> ${formatSockAddr(s.remote)}`,
+      );
     return { addr: hit.entry.orig.dst, port: hit.entry.orig.dport };
   }
 
@@ -389,12 +458,14 @@ export class SimKernel {
       return { outcome, client: s, listener: undefined, server: undefined, reason, trace: trace.events };
     };
     if (s.proto !== 'tcp') throw new SimErrnoError('EOPNOTSUPP', 'connect', 'use sendUdp for UDP sockets');
-    if (s.state !== 'new' && s.state !== 'bound') throw new SimErrnoError('EISCONN', 'connect', `${s.describe()} is ${s.state}`);
+    if (s.state !== 'new' && s.state !== 'bound')
+      throw new SimErrnoError('EISCONN', 'connect', `${s.describe()} is ${s.state}`);
     const n = this.netns(s.netns);
     const dst = typeof dstText === 'string' ? parseIp(dstText) : dstText;
     const fam = dst.family;
     const route = fibLookup(n, { family: fam, src: undefined, dst, mark: s.mark, iif: undefined, oif: undefined });
-    if (route.kind !== 'local' && route.kind !== 'unicast') return fail('unreachable', `connect: ENETUNREACH: no route to ${formatIp(dst)} (${route.kind})`);
+    if (route.kind !== 'local' && route.kind !== 'unicast')
+      return fail('unreachable', `connect: ENETUNREACH: no route to ${formatIp(dst)} (${route.kind})`);
     let src = s.local && !isUnspecified(s.local.addr) ? s.local.addr : selectSource(n, route, dst);
     if (!src) return fail('unreachable', `connect: EADDRNOTAVAIL: no IPv${fam} source address in ${s.netns}`);
     if (src.family !== fam) src = selectSource(n, route, dst) ?? src;
@@ -402,9 +473,14 @@ export class SimKernel {
     // (IP_TRANSPARENT/IP_FREEBIND), else the route lookup fails with ENETUNREACH — e.g. a local
     // route in a policy table for a foreign destination picks the destination as source.
     if (!s.transparent && !isLocalAddress(n, src)) {
-      return fail('unreachable', `connect: ENETUNREACH: source ${formatIp(src)} chosen for ${formatIp(dst)} is not an address of ${s.netns}`);
+      return fail(
+        'unreachable',
+        `connect: ENETUNREACH: source ${formatIp(src)} chosen for ${formatIp(dst)} is not an address of ${s.netns}`,
+      );
     }
-    const sport = s.local?.port || n.sockets.ephemeralPort('tcp', src, (p) => n.conntrack.liveInUse(0, { proto: 'tcp', src, sport: p, dst, dport }));
+    const sport =
+      s.local?.port ||
+      n.sockets.ephemeralPort('tcp', src, (p) => n.conntrack.liveInUse(0, { proto: 'tcp', src, sport: p, dst, dport }));
     const wasBound = s.local !== undefined;
     s.local = { addr: src, port: sport };
     s.remote = { addr: dst, port: dport };
@@ -416,7 +492,10 @@ export class SimKernel {
     const d1 = this.datapath.output(n, syn, s);
     if (d1.kind === 'rejected') return fail('refused', `SYN rejected in ${d1.ns.name} (${d1.with})`);
     if (d1.kind === 'dropped') return fail('timeout', `SYN dropped in ${d1.ns.name}: ${d1.reason}`);
-    if (d1.kind === 'unroutable') return d1.rerouted ? fail('timeout', `SYN dropped in ${d1.ns.name}: ${d1.reason} (a SYN's transmit error does not fail connect)`) : fail('unreachable', `SYN: ${d1.reason}`);
+    if (d1.kind === 'unroutable')
+      return d1.rerouted
+        ? fail('timeout', `SYN dropped in ${d1.ns.name}: ${d1.reason} (a SYN's transmit error does not fail connect)`)
+        : fail('unreachable', `SYN: ${d1.reason}`);
     const rx = d1.kind === 'delivered' ? d1 : undefined;
     if (!rx || rx.socket.state !== 'listening') {
       // No listener: the receiver answers with RST, which must make it back to be seen as refused.
@@ -424,13 +503,24 @@ export class SimKernel {
       if (!at && rx) return fail('timeout', `SYN reached ${rx.socket.describe()}, which is not listening`);
       const d = this.sendReset(at!.ns, at!.packet, undefined);
       const p = at!.packet;
-      if (d.kind === 'delivered' && d.socket === s) return fail('refused', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name} (RST)`);
-      return fail('timeout', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name}, and its RST did not reach the client (${d.kind}${'reason' in d ? `: ${d.reason}` : ''})`);
+      if (d.kind === 'delivered' && d.socket === s)
+        return fail('refused', `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name} (RST)`);
+      return fail(
+        'timeout',
+        `no listener on ${formatIp(p.dst)}:${p.dport} in ${at!.ns.name}, and its RST did not reach the client (${d.kind}${'reason' in d ? `: ${d.reason}` : ''})`,
+      );
     }
     const listener = rx.socket;
     const serverNs = rx.ns;
     const seen = rx.packet;
-    const child = new SimSocket(this.nextSocketId++, serverNs.name, listener.family, 'tcp', listener.owner, listener.label);
+    const child = new SimSocket(
+      this.nextSocketId++,
+      serverNs.name,
+      listener.family,
+      'tcp',
+      listener.owner,
+      listener.label,
+    );
     child.local = { addr: seen.dst, port: seen.dport };
     child.remote = { addr: seen.src, port: seen.sport };
     child.mark = listener.mark;
@@ -446,13 +536,30 @@ export class SimKernel {
     // delivered here by a local route in a policy table. IPv6 (inet6_csk_route_req) does not check.
     if (fam === 4 && !listener.transparent && !isLocalAddress(serverNs, seen.dst)) {
       this.abort(child);
-      return fail('timeout', `SYN-ACK from ${child.describe()} not sent: source ${formatIp(seen.dst)} is not a local address of ${serverNs.name} and ${listener.describe()} is not IP_TRANSPARENT (route lookup: ENETUNREACH)`);
+      return fail(
+        'timeout',
+        `SYN-ACK from ${child.describe()} not sent: source ${formatIp(seen.dst)} is not a local address of ${serverNs.name} and ${listener.describe()} is not IP_TRANSPARENT (route lookup: ENETUNREACH)`,
+      );
     }
-    const synack = this.packet(fam, 'tcp', seen.dst, seen.dport, seen.src, seen.sport, { ...NO_FLAGS, syn: true, ack: true }, child.mark);
+    const synack = this.packet(
+      fam,
+      'tcp',
+      seen.dst,
+      seen.dport,
+      seen.src,
+      seen.sport,
+      { ...NO_FLAGS, syn: true, ack: true },
+      child.mark,
+    );
     const d2 = this.datapath.output(serverNs, synack, child);
     if (d2.kind !== 'delivered' || d2.socket !== s) {
       this.abort(child);
-      const where = d2.kind === 'delivered' ? `reached ${d2.socket.describe()} instead of the client` : d2.kind === 'no-socket' ? `found no socket in ${d2.ns.name}` : `${d2.kind} in ${d2.ns.name}${'reason' in d2 ? `: ${d2.reason}` : ''}`;
+      const where =
+        d2.kind === 'delivered'
+          ? `reached ${d2.socket.describe()} instead of the client`
+          : d2.kind === 'no-socket'
+            ? `found no socket in ${d2.ns.name}`
+            : `${d2.kind} in ${d2.ns.name}${'reason' in d2 ? `: ${d2.reason}` : ''}`;
       return fail('timeout', `SYN-ACK from ${child.describe()} ${where}`);
     }
     const ack = this.packet(fam, 'tcp', src, sport, dst, dport, { ...NO_FLAGS, ack: true }, s.mark);
@@ -461,29 +568,61 @@ export class SimKernel {
       this.abort(child);
       // An ACK that finds no connection where it lands (nothing, or only a listener) is answered
       // with a RST; if that gets back, the client's fresh connection is reset (tcp-reset.ts).
-      const stray = d3.kind === 'no-socket' ? { at: d3, answerer: d3.ns.sockets.findListener('tcp', d3.packet.dst, d3.packet.dport, flowHash(d3.packet)) }
-        : d3.kind === 'delivered' && d3.socket.state === 'listening' ? { at: d3, answerer: d3.socket } : undefined;
+      const stray =
+        d3.kind === 'no-socket'
+          ? { at: d3, answerer: d3.ns.sockets.findListener('tcp', d3.packet.dst, d3.packet.dport, flowHash(d3.packet)) }
+          : d3.kind === 'delivered' && d3.socket.state === 'listening'
+            ? { at: d3, answerer: d3.socket }
+            : undefined;
       if (stray) {
         const d = this.sendReset(stray.at.ns, stray.at.packet, stray.answerer);
         const by = stray.answerer ? stray.answerer.describe() : `${stray.at.ns.name} (no socket)`;
-        if (d.kind === 'delivered' && d.socket === s) return fail('reset', `final ACK found no connection in ${stray.at.ns.name}; the RST from ${by} reset the client (ECONNRESET)`);
-        return fail('timeout', `final ACK found no connection in ${stray.at.ns.name}, and the RST from ${by} did not reach the client (${d.kind} in ${d.ns.name}${'reason' in d ? `: ${d.reason}` : ''})`);
+        if (d.kind === 'delivered' && d.socket === s)
+          return fail(
+            'reset',
+            `final ACK found no connection in ${stray.at.ns.name}; the RST from ${by} reset the client (ECONNRESET)`,
+          );
+        return fail(
+          'timeout',
+          `final ACK found no connection in ${stray.at.ns.name}, and the RST from ${by} did not reach the client (${d.kind} in ${d.ns.name}${'reason' in d ? `: ${d.reason}` : ''})`,
+        );
       }
       return fail('timeout', `final ACK did not reach the accepted socket (${d3.kind} in ${d3.ns.name})`);
     }
     listener.acceptQueue.push(child);
-    return { outcome: 'established', client: s, listener, server: child, reason: `accepted by ${listener.describe()}`, trace: trace.events };
+    return {
+      outcome: 'established',
+      client: s,
+      listener,
+      server: child,
+      reason: `accepted by ${listener.describe()}`,
+      trace: trace.events,
+    };
   }
 
   /** Send one data segment on an established connection; true when the peer socket got it. */
   sendTcp(s: SimSocket, payload: string): { delivered: boolean; trace: readonly TraceEvent[] } {
     const trace = this.beginTrace();
-    if (s.state !== 'established' || !s.local || !s.remote) throw new SimErrnoError('ENOTCONN', 'send', `${s.describe()} is not connected`);
-    const pkt = this.packet(s.local.addr.family, 'tcp', s.local.addr, s.local.port, s.remote.addr, s.remote.port, { ...NO_FLAGS, ack: true }, s.mark);
+    if (s.state !== 'established' || !s.local || !s.remote)
+      throw new SimErrnoError('ENOTCONN', 'send', `${s.describe()} is not connected`);
+    const pkt = this.packet(
+      s.local.addr.family,
+      'tcp',
+      s.local.addr,
+      s.local.port,
+      s.remote.addr,
+      s.remote.port,
+      { ...NO_FLAGS, ack: true },
+      s.mark,
+    );
     pkt.payload = payload;
     const d = this.datapath.output(this.netns(s.netns), pkt, s);
     if (d.kind === 'delivered' && d.socket.state === 'established') {
-      d.socket.inbox.push({ from: { addr: d.packet.src, port: d.packet.sport }, to: { addr: d.packet.dst, port: d.packet.dport }, payload });
+      d.socket.inbox.push({
+        from: { addr: d.packet.src, port: d.packet.sport },
+        to: { addr: d.packet.dst, port: d.packet.dport },
+        payload,
+      });
       return { delivered: true, trace: trace.events };
     }
     return { delivered: false, trace: trace.events };
@@ -496,9 +635,21 @@ export class SimKernel {
     if (s.proto !== 'udp') throw new SimErrnoError('EOPNOTSUPP', 'sendto', 'not a UDP socket');
     const n = this.netns(s.netns);
     const dst = typeof dstText === 'string' ? parseIp(dstText) : dstText;
-    const route = fibLookup(n, { family: dst.family, src: undefined, dst, mark: s.mark, iif: undefined, oif: undefined });
+    const route = fibLookup(n, {
+      family: dst.family,
+      src: undefined,
+      dst,
+      mark: s.mark,
+      iif: undefined,
+      oif: undefined,
+    });
     const res = (outcome: UdpResult['outcome'], reason: string, sock?: SimSocket, p?: Packet): UdpResult => ({
-      outcome, reason, socket: sock, from: p ? { addr: p.src, port: p.sport } : undefined, to: p ? { addr: p.dst, port: p.dport } : undefined, trace: trace.events,
+      outcome,
+      reason,
+      socket: sock,
+      from: p ? { addr: p.src, port: p.sport } : undefined,
+      to: p ? { addr: p.dst, port: p.dport } : undefined,
+      trace: trace.events,
     });
     if (route.kind !== 'local' && route.kind !== 'unicast') return res('unreachable', `no route to ${formatIp(dst)}`);
     if (!s.local) this.bind(s, s.family === 4 ? '0.0.0.0' : '::', 0);
@@ -510,10 +661,20 @@ export class SimKernel {
     pkt.payload = payload;
     const d = this.datapath.output(n, pkt, s);
     if (d.kind === 'delivered') {
-      d.socket.inbox.push({ from: { addr: d.packet.src, port: d.packet.sport }, to: { addr: d.packet.dst, port: d.packet.dport }, payload });
+      d.socket.inbox.push({
+        from: { addr: d.packet.src, port: d.packet.sport },
+        to: { addr: d.packet.dst, port: d.packet.dport },
+        payload,
+      });
       return res('delivered', `received by ${d.socket.describe()}`, d.socket, d.packet);
     }
-    if (d.kind === 'no-socket') return res('no-socket', `no UDP socket on ${formatIp(d.packet.dst)}:${d.packet.dport} in ${d.ns.name}`, undefined, d.packet);
+    if (d.kind === 'no-socket')
+      return res(
+        'no-socket',
+        `no UDP socket on ${formatIp(d.packet.dst)}:${d.packet.dport} in ${d.ns.name}`,
+        undefined,
+        d.packet,
+      );
     return res(d.kind === 'unroutable' ? 'unreachable' : 'dropped', 'reason' in d ? d.reason : d.kind);
   }
 
@@ -523,14 +684,36 @@ export class SimKernel {
    * Send a crafted packet with an AF_PACKET socket out of `dev`: it skips the sender's routing
    * and netfilter entirely (needs CAP_NET_RAW). Reports where the packet ended up.
    */
-  sendRaw(ns: string, owner: Credentials, dev: string, spec: { proto: L4Proto; src: string; sport: number; dst: string; dport: number; flags?: Partial<TcpFlags>; nextHop?: string }): RawResult {
+  sendRaw(
+    ns: string,
+    owner: Credentials,
+    dev: string,
+    spec: {
+      proto: L4Proto;
+      src: string;
+      sport: number;
+      dst: string;
+      dport: number;
+      flags?: Partial<TcpFlags>;
+      nextHop?: string;
+    },
+  ): RawResult {
     const trace = this.beginTrace();
     if (!mayOpenRaw(owner)) throw new SimErrnoError('EPERM', 'socket(AF_PACKET)', `uid ${owner.uid} lacks CAP_NET_RAW`);
     const n = this.netns(ns);
     const src = parseIp(spec.src);
     const dst = parseIp(spec.dst);
     if (src.family !== dst.family) throw new SimConfigError('sendRaw: source and destination families differ');
-    const pkt = this.packet(dst.family, spec.proto, src, spec.sport, dst, spec.dport, { ...NO_FLAGS, ...spec.flags }, 0);
+    const pkt = this.packet(
+      dst.family,
+      spec.proto,
+      src,
+      spec.sport,
+      dst,
+      spec.dport,
+      { ...NO_FLAGS, ...spec.flags },
+      0,
+    );
     const d = this.datapath.injectRaw(n, n.link(dev), pkt, spec.nextHop ? parseIp(spec.nextHop) : dst);
     return {
       delivery: d.kind,
@@ -548,9 +731,18 @@ export class SimKernel {
     // ip_send_unicast_reply: an IPv4 RST from a non-local address needs a transparent answerer
     // (IP_REPLY_ARG_NOSRCCHECK), else its route lookup fails and no RST is sent (tcp-reset.ts).
     if (segment.family === 4 && !answerer?.transparent && !isLocalAddress(ns, r.src)) {
-      return { kind: 'unroutable', ns, reason: `RST not sent: its source ${formatIp(r.src)} is not a local address of ${ns.name} (route lookup: ENETUNREACH)` };
+      return {
+        kind: 'unroutable',
+        ns,
+        reason: `RST not sent: its source ${formatIp(r.src)} is not a local address of ${ns.name} (route lookup: ENETUNREACH)`,
+      };
     }
-    return this.datapath.output(ns, this.packet(segment.family, 'tcp', r.src, r.sport, r.dst, r.dport, r.flags, r.mark), undefined, r.sender);
+    return this.datapath.output(
+      ns,
+      this.packet(segment.family, 'tcp', r.src, r.sport, r.dst, r.dport, r.flags, r.mark),
+      undefined,
+      r.sender,
+    );
   }
 
   private beginTrace(): Trace {
@@ -558,8 +750,16 @@ export class SimKernel {
     return this.currentTrace;
   }
 
-  private packet(family: Family, proto: L4Proto, src: IpAddress, sport: number, dst: IpAddress, dport: number, flags: TcpFlags, mark: number): Packet {
+  private packet(
+    family: Family,
+    proto: L4Proto,
+    src: IpAddress,
+    sport: number,
+    dst: IpAddress,
+    dport: number,
+    flags: TcpFlags,
+    mark: number,
+  ): Packet {
     return { id: this.nextPacketId++, family, proto, src, dst, sport, dport, flags: { ...flags }, mark: mark >>> 0 };
   }
 }
-

@@ -17,7 +17,11 @@ import type { RouteDecision } from './fib.js';
 import type { Packet } from './packet.js';
 
 /** The output route a looped packet keeps, if any; `dstAtArrival` is its destination before nat PREROUTING. */
-export function keptLoopRoute(sent: RouteDecision | undefined, dstAtArrival: IpAddress, dstNow: IpAddress): Extract<RouteDecision, { kind: 'local' }> | undefined {
+export function keptLoopRoute(
+  sent: RouteDecision | undefined,
+  dstAtArrival: IpAddress,
+  dstNow: IpAddress,
+): Extract<RouteDecision, { kind: 'local' }> | undefined {
   if (!sent || sent.kind !== 'local') return undefined;
   return ipEquals(dstAtArrival, dstNow) ? sent : undefined;
 }
@@ -37,6 +41,7 @@ export function keptLoopRoute(sent: RouteDecision | undefined, dstAtArrival: IpA
 export function loopbackMartianOnLo(pkt: Packet): string | undefined {
   if (pkt.family !== 4) return undefined;
   if (isLoopback(pkt.dst)) return `martian destination ${formatIp(pkt.dst)} routed on arrival on lo (route_localnet=0)`;
-  if (isLoopback(pkt.src)) return `martian source ${formatIp(pkt.src)} to ${formatIp(pkt.dst)} routed on arrival on lo (route_localnet=0)`;
+  if (isLoopback(pkt.src))
+    return `martian source ${formatIp(pkt.src)} to ${formatIp(pkt.dst)} routed on arrival on lo (route_localnet=0)`;
   return undefined;
 }

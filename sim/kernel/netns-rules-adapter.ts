@@ -6,8 +6,21 @@
  * A NetnsId here is the sim namespace name. Restores are atomic in the sim, so no rollback.
  */
 import type { NetnsId } from '../../impl/api/ids.js';
-import type { AppliedState, IpFamily, LocalRoute, NetnsRules, PolicyRule, RedirectionPlan } from '../../impl/host/netns-rules.js';
-import { applyTransaction, normaliseSave, parsePlanText, parseSave, removeTransaction } from '../../impl/api/netns-rules-restore.js';
+import type {
+  AppliedState,
+  IpFamily,
+  LocalRoute,
+  NetnsRules,
+  PolicyRule,
+  RedirectionPlan,
+} from '../../impl/host/netns-rules.js';
+import {
+  applyTransaction,
+  normaliseSave,
+  parsePlanText,
+  parseSave,
+  removeTransaction,
+} from '../../impl/api/netns-rules-restore.js';
 import { formatPrefix, parsePrefix } from '../../impl/api/ip/prefix.js';
 import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN } from './route.js';
 import type { SimKernel } from './kernel.js';
@@ -23,7 +36,8 @@ export class SimNetnsRules implements NetnsRules {
 
   private ns(netns: NetnsId): string {
     const name = simNetnsName(netns);
-    if (!this.kernel.hasNetns(name)) throw new Error(`netns rules: network namespace ${netns} does not exist (pod gone or not yet created)`);
+    if (!this.kernel.hasNetns(name))
+      throw new Error(`netns rules: network namespace ${netns} does not exist (pod gone or not yet created)`);
     return name;
   }
 
@@ -56,13 +70,23 @@ export class SimNetnsRules implements NetnsRules {
       throw e;
     }
     for (const r of plan.rules) {
-      if (!this.hasRule(name, r)) this.kernel.addRule(name, { family: fam(r.family), priority: r.priority, fwmark: r.fwmark.value, mask: r.fwmark.mask, table: r.table });
+      if (!this.hasRule(name, r))
+        this.kernel.addRule(name, {
+          family: fam(r.family),
+          priority: r.priority,
+          fwmark: r.fwmark.value,
+          mask: r.fwmark.mask,
+          table: r.table,
+        });
     }
     for (const f of ['ipv4', 'ipv6'] as const) {
       const p = parsed[f];
       if (!p) continue;
       const nf = n.netfilter[fam(f)];
-      nf.restore(applyTransaction(p, parseSave(nf.save())), { noflush: true, source: `netns rules apply (${f}) in ${name}` });
+      nf.restore(applyTransaction(p, parseSave(nf.save())), {
+        noflush: true,
+        source: `netns rules apply (${f}) in ${name}`,
+      });
     }
   }
 
@@ -78,8 +102,14 @@ export class SimNetnsRules implements NetnsRules {
       if (txn) nf.restore(txn, { noflush: true, source: `netns rules remove (${f}) in ${name}` });
     }
     for (const r of plan.rules) {
-      n.rules.remove((x) => x.family === fam(r.family) && x.priority === r.priority && x.table === r.table
-        && x.fwmark?.value === r.fwmark.value && x.fwmark?.mask === r.fwmark.mask);
+      n.rules.remove(
+        (x) =>
+          x.family === fam(r.family) &&
+          x.priority === r.priority &&
+          x.table === r.table &&
+          x.fwmark?.value === r.fwmark.value &&
+          x.fwmark?.mask === r.fwmark.mask,
+      );
     }
     this.removeRoutes(name, plan.routes);
   }
@@ -88,7 +118,15 @@ export class SimNetnsRules implements NetnsRules {
     const n = this.kernel.netns(ns);
     for (const r of routes) {
       const dst = parsePrefix(r.dst);
-      n.routes.remove((x) => x.type === 'local' && x.table === r.table && x.dev === r.dev && x.dst.len === dst.len && x.dst.addr.value === dst.addr.value && x.family === dst.addr.family);
+      n.routes.remove(
+        (x) =>
+          x.type === 'local' &&
+          x.table === r.table &&
+          x.dev === r.dev &&
+          x.dst.len === dst.len &&
+          x.dst.addr.value === dst.addr.value &&
+          x.family === dst.addr.family,
+      );
     }
   }
 
@@ -99,12 +137,24 @@ export class SimNetnsRules implements NetnsRules {
     for (const f of [4, 6] as const) {
       for (const r of n.rules.list(f)) {
         if (!r.fwmark || r.action !== 'lookup' || [TABLE_LOCAL, TABLE_MAIN, TABLE_DEFAULT].includes(r.table)) continue;
-        rules.push({ family: f === 4 ? 'ipv4' : 'ipv6', priority: r.priority, fwmark: { value: r.fwmark.value, mask: r.fwmark.mask } as PolicyRule['fwmark'], table: r.table });
+        rules.push({
+          family: f === 4 ? 'ipv4' : 'ipv6',
+          priority: r.priority,
+          fwmark: { value: r.fwmark.value, mask: r.fwmark.mask } as PolicyRule['fwmark'],
+          table: r.table,
+        });
       }
     }
-    const routes: LocalRoute[] = n.routes.all()
+    const routes: LocalRoute[] = n.routes
+      .all()
       .filter((r) => r.type === 'local' && ![TABLE_LOCAL, TABLE_MAIN, TABLE_DEFAULT].includes(r.table) && r.dev)
-      .map((r) => ({ family: r.family === 4 ? 'ipv4' : 'ipv6', type: 'local', dst: formatPrefix(r.dst), dev: r.dev!, table: r.table }));
+      .map((r) => ({
+        family: r.family === 4 ? 'ipv4' : 'ipv6',
+        type: 'local',
+        dst: formatPrefix(r.dst),
+        dev: r.dev!,
+        table: r.table,
+      }));
     return {
       iptables: { ipv4: normaliseSave(n.netfilter[4].save()), ipv6: normaliseSave(n.netfilter[6].save()) },
       rules,
@@ -118,12 +168,30 @@ export class SimNetnsRules implements NetnsRules {
 
   private hasRoute(ns: string, r: LocalRoute): boolean {
     const dst = parsePrefix(r.dst);
-    return this.kernel.netns(ns).routes.all().some((x) => x.type === 'local' && x.table === r.table && x.dev === r.dev
-      && x.dst.len === dst.len && x.dst.addr.value === dst.addr.value && x.family === dst.addr.family);
+    return this.kernel
+      .netns(ns)
+      .routes.all()
+      .some(
+        (x) =>
+          x.type === 'local' &&
+          x.table === r.table &&
+          x.dev === r.dev &&
+          x.dst.len === dst.len &&
+          x.dst.addr.value === dst.addr.value &&
+          x.family === dst.addr.family,
+      );
   }
 
   private hasRule(ns: string, r: PolicyRule): boolean {
-    return this.kernel.netns(ns).rules.list(fam(r.family)).some((x) => x.priority === r.priority && x.table === r.table
-      && x.fwmark?.value === r.fwmark.value && x.fwmark?.mask === r.fwmark.mask);
+    return this.kernel
+      .netns(ns)
+      .rules.list(fam(r.family))
+      .some(
+        (x) =>
+          x.priority === r.priority &&
+          x.table === r.table &&
+          x.fwmark?.value === r.fwmark.value &&
+          x.fwmark?.mask === r.fwmark.mask,
+      );
   }
 }

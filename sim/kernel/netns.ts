@@ -53,17 +53,30 @@ export class Netns {
 
   addLink(name: string, kind: LinkKind): Link {
     if (!/^[A-Za-z0-9_.@-]{1,15}$/.test(name)) {
-      throw new SimConfigError(`invalid device name ${JSON.stringify(name)} in ${this.name}: 1-15 characters of [A-Za-z0-9_.@-]`);
+      throw new SimConfigError(
+        `invalid device name ${JSON.stringify(name)} in ${this.name}: 1-15 characters of [A-Za-z0-9_.@-]`,
+      );
     }
     if (this.links.has(name)) throw new SimConfigError(`device ${name} already exists in ${this.name}`);
-    const link: Link = { name, index: this.nextIndex++, kind, netns: this.name, up: false, addresses: [], ...(kind === 'bridge' ? { ports: new Set<Link>() } : {}) };
+    const link: Link = {
+      name,
+      index: this.nextIndex++,
+      kind,
+      netns: this.name,
+      up: false,
+      addresses: [],
+      ...(kind === 'bridge' ? { ports: new Set<Link>() } : {}),
+    };
     this.links.set(name, link);
     return link;
   }
 
   link(name: string): Link {
     const l = this.links.get(name);
-    if (!l) throw new SimConfigError(`no device ${JSON.stringify(name)} in ${this.name} (devices: ${[...this.links.keys()].join(', ')})`);
+    if (!l)
+      throw new SimConfigError(
+        `no device ${JSON.stringify(name)} in ${this.name} (devices: ${[...this.links.keys()].join(', ')})`,
+      );
     return l;
   }
 
@@ -84,7 +97,9 @@ export class Netns {
     }
     if (addr.family === 6 && l.ipv6Disabled) {
       // addrconf refuses addresses on a device whose IPv6 is off (`ip` prints "Permission denied").
-      throw new SimConfigError(`address ${formatIp(addr)} on ${dev} in ${this.name}: IPv6 is disabled on the device (EACCES)`);
+      throw new SimConfigError(
+        `address ${formatIp(addr)} on ${dev} in ${this.name}: IPv6 is disabled on the device (EACCES)`,
+      );
     }
     if (addr.family === 4) l.addresses.push({ addr, prefix });
     else {
@@ -92,7 +107,7 @@ export class Netns {
       // front of those of the same scope, so the newest global address comes first. What takes
       // "the first address" of a device (REDIRECT, TPROXY's default --on-ip, source selection
       // ties) takes the newest one; IPv4 keeps its primary first.
-      const scope = (a: IpAddress): number => (a.value === 1n ? 1 : (a.value >> 118n) === 0x3fan ? 2 : 14);
+      const scope = (a: IpAddress): number => (a.value === 1n ? 1 : a.value >> 118n === 0x3fan ? 2 : 14);
       const at = l.addresses.findIndex((a) => a.addr.family === 6 && scope(addr) >= scope(a.addr));
       l.addresses.splice(at < 0 ? l.addresses.length : at, 0, { addr, prefix });
     }
@@ -142,15 +157,47 @@ export class Netns {
       // An IPv4 secondary address (in the subnet of an earlier one on the device) gets its local
       // route with the primary as preferred source (fib_add_ifaddr), so connecting to it from
       // this namespace uses the primary as source. IPv6 has no primaries: source = destination.
-      const primary = a.addr.family === 4
-        ? l.addresses.slice(0, i).find((p) => p.addr.family === 4 && p.prefix.len === a.prefix.len && p.prefix.addr.value === a.prefix.addr.value)
-        : undefined;
-      out.push({ family: a.addr.family, table: TABLE_LOCAL, type: 'local', dst: hostPrefix(a.addr), dev: l.name, via: undefined, src: primary?.addr ?? a.addr, metric: 0, proto: 'kernel' });
+      const primary =
+        a.addr.family === 4
+          ? l.addresses
+              .slice(0, i)
+              .find(
+                (p) =>
+                  p.addr.family === 4 && p.prefix.len === a.prefix.len && p.prefix.addr.value === a.prefix.addr.value,
+              )
+          : undefined;
+      out.push({
+        family: a.addr.family,
+        table: TABLE_LOCAL,
+        type: 'local',
+        dst: hostPrefix(a.addr),
+        dev: l.name,
+        via: undefined,
+        src: primary?.addr ?? a.addr,
+        metric: 0,
+        proto: 'kernel',
+      });
       const full = a.addr.family === 4 ? 32 : 128;
       if (l.up && a.prefix.len < full) {
-        const dup = out.some((r) => r.table === TABLE_MAIN
-          && r.dst.len === a.prefix.len && r.dst.addr.value === a.prefix.addr.value && r.family === a.addr.family);
-        if (!dup) out.push({ family: a.addr.family, table: TABLE_MAIN, type: 'unicast', dst: a.prefix, dev: l.name, via: undefined, src: a.addr, metric: a.addr.family === 6 ? 256 : 0, proto: 'kernel' });
+        const dup = out.some(
+          (r) =>
+            r.table === TABLE_MAIN &&
+            r.dst.len === a.prefix.len &&
+            r.dst.addr.value === a.prefix.addr.value &&
+            r.family === a.addr.family,
+        );
+        if (!dup)
+          out.push({
+            family: a.addr.family,
+            table: TABLE_MAIN,
+            type: 'unicast',
+            dst: a.prefix,
+            dev: l.name,
+            via: undefined,
+            src: a.addr,
+            metric: a.addr.family === 6 ? 256 : 0,
+            proto: 'kernel',
+          });
       }
     }
     return out;
@@ -165,8 +212,19 @@ export class Netns {
     const out: Route[] = [];
     if (!lo.up) return out;
     const addLocal = (dst: IpPrefix, src: IpAddress): void => {
-      if (out.some((r) => r.family === dst.addr.family && r.dst.len === dst.len && r.dst.addr.value === dst.addr.value)) return;
-      out.push({ family: dst.addr.family, table: TABLE_LOCAL, type: 'local', dst, dev: 'lo', via: undefined, src, metric: 0, proto: 'kernel' });
+      if (out.some((r) => r.family === dst.addr.family && r.dst.len === dst.len && r.dst.addr.value === dst.addr.value))
+        return;
+      out.push({
+        family: dst.addr.family,
+        table: TABLE_LOCAL,
+        type: 'local',
+        dst,
+        dev: 'lo',
+        via: undefined,
+        src,
+        metric: 0,
+        proto: 'kernel',
+      });
     };
     for (const a of lo.addresses) {
       if (a.addr.family === 4 && a.prefix.len < 32) addLocal(a.prefix, a.addr);
@@ -185,9 +243,12 @@ export class Netns {
     const lines = [`netns ${this.name}`];
     for (const l of this.links.values()) {
       const extra = l.peer ? ` peer ${l.peer.name}@${l.peer.netns}` : l.master ? ` master ${l.master.name}` : '';
-      lines.push(`  ${l.index}: ${l.name} (${l.kind}) ${l.up ? 'UP' : 'DOWN'}${extra} ${l.addresses.map((a) => `${formatIp(a.addr)}/${a.prefix.len}`).join(' ')}`);
+      lines.push(
+        `  ${l.index}: ${l.name} (${l.kind}) ${l.up ? 'UP' : 'DOWN'}${extra} ${l.addresses.map((a) => `${formatIp(a.addr)}/${a.prefix.len}`).join(' ')}`,
+      );
     }
-    for (const r of this.routes.all()) lines.push(`  route ${formatPrefix(r.dst)} ${r.type} table ${r.table}${r.dev ? ` dev ${r.dev}` : ''}`);
+    for (const r of this.routes.all())
+      lines.push(`  route ${formatPrefix(r.dst)} ${r.type} table ${r.table}${r.dev ? ` dev ${r.dev}` : ''}`);
     return lines.join('\n');
   }
 }

@@ -32,4 +32,3 @@ export interface Packet {
   /** Opaque application payload, for UDP datagrams and probe messages. */
   payload?: string;
 }
-

@@ -32,7 +32,15 @@ export interface RuleQuery {
 }
 
 function defaultRules(family: Family): PolicyRule[] {
-  const base = { family, fwmark: undefined, from: undefined, to: undefined, iif: undefined, oif: undefined, action: 'lookup' as const };
+  const base = {
+    family,
+    fwmark: undefined,
+    from: undefined,
+    to: undefined,
+    iif: undefined,
+    oif: undefined,
+    action: 'lookup' as const,
+  };
   return [
     { ...base, priority: 0, table: TABLE_LOCAL },
     { ...base, priority: 32766, table: TABLE_MAIN },
@@ -45,7 +53,7 @@ const DEFAULT_RULES: readonly PolicyRule[] = Object.freeze([...defaultRules(4), 
 
 export function ruleMatches(r: PolicyRule, q: RuleQuery): boolean {
   if (r.family !== q.family) return false;
-  if (r.fwmark && ((q.mark & r.fwmark.mask) >>> 0) !== r.fwmark.value) return false;
+  if (r.fwmark && (q.mark & r.fwmark.mask) >>> 0 !== r.fwmark.value) return false;
   if (r.from && (!q.src || !prefixContains(r.from, q.src))) return false;
   if (r.to && !prefixContains(r.to, q.dst)) return false;
   // iif "lo" also matches locally generated packets, as in the kernel (fib rules use lo for them).
@@ -72,8 +80,9 @@ export class PolicyRules {
   private byFamily: Record<Family, PolicyRule[]> | undefined;
 
   add(rule: PolicyRule): void {
-    const same = this.rules.find((r) => r.family === rule.family && r.priority === rule.priority
-      && formatRule(r) === formatRule(rule));
+    const same = this.rules.find(
+      (r) => r.family === rule.family && r.priority === rule.priority && formatRule(r) === formatRule(rule),
+    );
     if (same) throw new Error(`ip rule exists: ${formatRule(same)} (RTNETLINK answers: File exists)`);
     let i = this.rules.findIndex((r) => r.priority > rule.priority);
     if (i < 0) i = this.rules.length;

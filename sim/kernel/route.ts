@@ -60,8 +60,14 @@ export class RouteTables {
 
   add(route: Route): void {
     const list = this.tables.get(route.table) ?? [];
-    const dup = list.find((r) => r.family === route.family && r.dst.addr.value === route.dst.addr.value
-      && r.dst.len === route.dst.len && r.metric === route.metric && r.type === route.type);
+    const dup = list.find(
+      (r) =>
+        r.family === route.family &&
+        r.dst.addr.value === route.dst.addr.value &&
+        r.dst.len === route.dst.len &&
+        r.metric === route.metric &&
+        r.type === route.type,
+    );
     if (dup) throw new Error(`route exists: ${formatRoute(dup)} (RTNETLINK answers: File exists)`);
     list.push(route);
     this.tables.set(route.table, list);
@@ -145,7 +151,16 @@ function sameAddr(a: IpAddress | undefined, b: IpAddress | undefined): boolean {
 
 /** Every field equal (addresses by value). */
 function sameRoute(a: Route, b: Route): boolean {
-  return a.family === b.family && a.table === b.table && a.type === b.type && a.dev === b.dev
-    && a.metric === b.metric && a.proto === b.proto && a.dst.len === b.dst.len
-    && sameAddr(a.dst.addr, b.dst.addr) && sameAddr(a.via, b.via) && sameAddr(a.src, b.src);
+  return (
+    a.family === b.family &&
+    a.table === b.table &&
+    a.type === b.type &&
+    a.dev === b.dev &&
+    a.metric === b.metric &&
+    a.proto === b.proto &&
+    a.dst.len === b.dst.len &&
+    sameAddr(a.dst.addr, b.dst.addr) &&
+    sameAddr(a.via, b.via) &&
+    sameAddr(a.src, b.src)
+  );
 }

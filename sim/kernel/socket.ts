@@ -119,7 +119,11 @@ export class SocketTable {
       if (!bindsOverlap(s, addr, o)) continue;
       if (s.reusePort && o.reusePort) {
         if (s.owner.uid === o.owner.uid) continue;
-        throw new SimErrnoError('EADDRINUSE', 'bind', `${formatIp(addr)}:${port} is held by ${o.describe()} with SO_REUSEPORT under uid ${o.owner.uid}; a reuseport group admits only the same effective uid (${s.owner.uid} differs)`);
+        throw new SimErrnoError(
+          'EADDRINUSE',
+          'bind',
+          `${formatIp(addr)}:${port} is held by ${o.describe()} with SO_REUSEPORT under uid ${o.owner.uid}; a reuseport group admits only the same effective uid (${s.owner.uid} differs)`,
+        );
       }
       // SO_REUSEADDR on both: UDP always shares (udp_lib_lport_inuse); TCP only while the other
       // is not listening (inet_csk_bind_conflict).
@@ -140,7 +144,10 @@ export class SocketTable {
       if (avoid?.(p)) continue;
       let taken = false;
       for (const o of this.onPort(proto, p) ?? []) {
-        if (o.state !== 'closed' && (bindCovers(o, addr) || isUnspecified(addr))) { taken = true; break; }
+        if (o.state !== 'closed' && (bindCovers(o, addr) || isUnspecified(addr))) {
+          taken = true;
+          break;
+        }
       }
       if (!taken) {
         this.cursor = p + 1 > 60999 ? lo : p + 1;
@@ -177,16 +184,25 @@ export class SocketTable {
    * scoring), and within an SO_REUSEPORT group one member is chosen by the flow hash.
    * `transparentOnly` is TPROXY's rule: a listener is only eligible if IP_TRANSPARENT is set.
    */
-  findListener(proto: SockProto, addr: IpAddress, port: number, flowHash: number, transparentOnly = false): SimSocket | undefined {
+  findListener(
+    proto: SockProto,
+    addr: IpAddress,
+    port: number,
+    flowHash: number,
+    transparentOnly = false,
+  ): SimSocket | undefined {
     const candidates: SimSocket[] = [];
     let bestScore = -1;
     for (const s of this.onPort(proto, port) ?? []) {
-      const ok = proto === 'tcp' ? s.state === 'listening' : (s.state === 'bound' || s.state === 'established');
+      const ok = proto === 'tcp' ? s.state === 'listening' : s.state === 'bound' || s.state === 'established';
       if (!ok || s.proto !== proto || s.local?.port !== port || !bindCovers(s, addr)) continue;
       if (transparentOnly && !s.transparent) continue;
       if (proto === 'udp' && s.state === 'established') continue; // connected UDP handled by 4-tuple lookup
       const score = (isUnspecified(s.local.addr) ? 0 : 2) + (s.local.addr.family === addr.family ? 1 : 0);
-      if (score > bestScore) { bestScore = score; candidates.length = 0; }
+      if (score > bestScore) {
+        bestScore = score;
+        candidates.length = 0;
+      }
       if (score === bestScore) candidates.push(s);
     }
     if (candidates.length === 0) return undefined;

@@ -35,8 +35,19 @@
  */
 import type { NetnsId } from '../../impl/api/ids.js';
 import type {
-  BindUdpOptions, ConnectTcpOptions, ListenTcpOptions, ReadResult, SocketAddress, SocketFailure, SocketFailureKind,
-  SocketOutcome, Sockets, TcpConnection, TcpListener, UdpDatagram, UdpSocket,
+  BindUdpOptions,
+  ConnectTcpOptions,
+  ListenTcpOptions,
+  ReadResult,
+  SocketAddress,
+  SocketFailure,
+  SocketFailureKind,
+  SocketOutcome,
+  Sockets,
+  TcpConnection,
+  TcpListener,
+  UdpDatagram,
+  UdpSocket,
 } from '../../impl/host/sockets.js';
 import type { Clock } from '../../impl/host/clock.js';
 import { formatIp, ipEquals, isUnspecified, parseIp } from '../../impl/api/ip/address.js';
@@ -98,7 +109,8 @@ function failure(kind: SocketFailureKind, errno: string, call: string, message: 
 }
 
 function fromErrno(e: unknown, what: string): SocketFailure {
-  if (e instanceof SimErrnoError) return failure(KIND_BY_ERRNO[e.errno] ?? 'other', e.errno, e.call, `${what}: ${e.message}`);
+  if (e instanceof SimErrnoError)
+    return failure(KIND_BY_ERRNO[e.errno] ?? 'other', e.errno, e.call, `${what}: ${e.message}`);
   throw e;
 }
 
@@ -154,12 +166,25 @@ class SimTcpConnection implements TcpConnection {
 
   async write(bytes: Uint8Array): Promise<SocketOutcome<void>> {
     const what = `write ${bytes.byteLength} bytes ${this.localAddress.address}:${this.localAddress.port} -> ${this.remoteAddress.address}:${this.remoteAddress.port} in ${this.socket.netns}`;
-    if (this.closed || this.sentEnd) return failure('reset', 'EPIPE', 'send', `${what}: this side already ${this.closed ? 'closed' : 'ended'} the connection`);
-    if (this.socket.state !== 'established') return failure('reset', 'EPIPE', 'send', `${what}: the socket is ${this.socket.state}`);
+    if (this.closed || this.sentEnd)
+      return failure(
+        'reset',
+        'EPIPE',
+        'send',
+        `${what}: this side already ${this.closed ? 'closed' : 'ended'} the connection`,
+      );
+    if (this.socket.state !== 'established')
+      return failure('reset', 'EPIPE', 'send', `${what}: the socket is ${this.socket.state}`);
     if (bytes.byteLength === 0) return { ok: true, value: undefined };
     const payload = latin1(bytes);
     const { delivered } = this.kernel.sendTcp(this.socket, payload);
-    if (!delivered) return failure('reset', 'ECONNRESET', 'send', `${what}: the segment was not delivered (peer gone, or the datapath dropped it)`);
+    if (!delivered)
+      return failure(
+        'reset',
+        'ECONNRESET',
+        'send',
+        `${what}: the segment was not delivered (peer gone, or the datapath dropped it)`,
+      );
     if (this.peerSocket) {
       // The kernel pushed the segment into the peer socket's inbox; hand it to its adapter.
       const peer = this.peer;
@@ -187,7 +212,15 @@ class SimTcpConnection implements TcpConnection {
 
   reset(): void {
     if (this.closed) return;
-    this.peer?.deliver({ done: true, failure: failure('reset', 'ECONNRESET', 'recv', `connection reset by peer ${this.localAddress.address}:${this.localAddress.port} (${this.socket.netns})`) });
+    this.peer?.deliver({
+      done: true,
+      failure: failure(
+        'reset',
+        'ECONNRESET',
+        'recv',
+        `connection reset by peer ${this.localAddress.address}:${this.localAddress.port} (${this.socket.netns})`,
+      ),
+    });
     this.sentEnd = true;
     this.finish();
   }
@@ -225,7 +258,11 @@ class SimTcpConnection implements TcpConnection {
 }
 
 class SimTcpListener implements TcpListener {
-  constructor(private readonly kernel: SimKernel, private readonly socket: SimSocket, readonly address: SocketAddress) {}
+  constructor(
+    private readonly kernel: SimKernel,
+    private readonly socket: SimSocket,
+    readonly address: SocketAddress,
+  ) {}
 
   async close(): Promise<void> {
     if (this.socket.state === 'closed') return;
@@ -235,12 +272,17 @@ class SimTcpListener implements TcpListener {
 }
 
 class SimUdpSocket implements UdpSocket {
-  constructor(private readonly kernel: SimKernel, readonly socket: SimSocket, readonly address: SocketAddress) {}
+  constructor(
+    private readonly kernel: SimKernel,
+    readonly socket: SimSocket,
+    readonly address: SocketAddress,
+  ) {}
 
   async send(to: SocketAddress, bytes: Uint8Array): Promise<SocketOutcome<void>> {
     const what = `send udp ${bytes.byteLength} bytes ${this.address.address}:${this.address.port} -> ${to.address}:${to.port} in ${this.socket.netns}`;
     if (this.socket.state === 'closed') return failure('other', 'EBADF', 'sendto', `${what}: the socket is closed`);
-    if (to.family !== this.address.family) throw new Error(`${what}: destination is IPv${to.family} but the socket family is IPv${this.address.family}`);
+    if (to.family !== this.address.family)
+      throw new Error(`${what}: destination is IPv${to.family} but the socket family is IPv${this.address.family}`);
     const r = this.kernel.sendUdp(this.socket, to.address, to.port, latin1(bytes));
     if (r.outcome === 'unreachable') return failure('unreachable', 'ENETUNREACH', 'sendto', `${what}: ${r.reason}`);
     return { ok: true, value: undefined };
@@ -272,7 +314,10 @@ export class SimSockets implements Sockets {
     if (opts.transparent) this.k.setsockopt(s, 'IP_TRANSPARENT', true);
   }
 
-  async listenTcp(opts: ListenTcpOptions, onConnection: (conn: TcpConnection) => void): Promise<SocketOutcome<TcpListener>> {
+  async listenTcp(
+    opts: ListenTcpOptions,
+    onConnection: (conn: TcpConnection) => void,
+  ): Promise<SocketOutcome<TcpListener>> {
     const ns = this.ns(opts.netns);
     const what = `listen tcp ${opts.address} port ${opts.port} in ${ns}`;
     if (!this.k.hasNetns(ns)) return failure('no-netns', 'ENOENT', 'setns', `${what}: no such network namespace`);
@@ -305,7 +350,10 @@ export class SimSockets implements Sockets {
     // Deliver instead of queueing: the kernel pushes every datagram for this socket here.
     s.inbox.push = (...items): number => {
       for (const item of items) {
-        const d: UdpDatagram = { from: toAddress(item.from), bytes: new Uint8Array(Buffer.from(item.payload, 'latin1')) };
+        const d: UdpDatagram = {
+          from: toAddress(item.from),
+          bytes: new Uint8Array(Buffer.from(item.payload, 'latin1')),
+        };
         queueMicrotask(() => {
           if (s.state !== 'closed') onDatagram(d);
         });
@@ -337,7 +385,19 @@ export class SimSockets implements Sockets {
       const p = cur;
       cur = cur <= lo ? hi : cur - 1;
       if (n.conntrack.liveInUse(0, { proto: 'tcp', src, sport: p, dst, dport: opts.dst.port })) continue;
-      if (n.sockets.all().some((o) => o.state !== 'closed' && o.local?.port === p && o.proto === 'tcp' && !o.acceptedFrom && (isUnspecified(o.local.addr) || ipEquals(o.local.addr, src)))) continue;
+      if (
+        n.sockets
+          .all()
+          .some(
+            (o) =>
+              o.state !== 'closed' &&
+              o.local?.port === p &&
+              o.proto === 'tcp' &&
+              !o.acceptedFrom &&
+              (isUnspecified(o.local.addr) || ipEquals(o.local.addr, src)),
+          )
+      )
+        continue;
       reg.spoofCursor.set(ns, cur);
       return p;
     }
@@ -347,11 +407,17 @@ export class SimSockets implements Sockets {
   async connectTcp(opts: ConnectTcpOptions): Promise<SocketOutcome<TcpConnection>> {
     const ns = this.ns(opts.netns);
     const what = `connect tcp to ${opts.dst.address} port ${opts.dst.port} in ${ns}`;
-    if (opts.dst.family !== opts.family) throw new Error(`${what}: destination is IPv${opts.dst.family} but the socket family is IPv${opts.family}`);
+    if (opts.dst.family !== opts.family)
+      throw new Error(`${what}: destination is IPv${opts.dst.family} but the socket family is IPv${opts.family}`);
     if (!this.k.hasNetns(ns)) return failure('no-netns', 'ENOENT', 'setns', `${what}: no such network namespace`);
     const depth = nesting.get(this.k) ?? 0;
     if (depth >= MAX_ACCEPT_NESTING) {
-      return failure('other', 'ELOOP', 'connect', `${what}: ${depth} connects nested inside accept handlers — a redirect loop (an upstream leg redirected back into a listener of the same chain, e.g. a proxy connection that lost its mark exemption)`);
+      return failure(
+        'other',
+        'ELOOP',
+        'connect',
+        `${what}: ${depth} connects nested inside accept handlers — a redirect loop (an upstream leg redirected back into a listener of the same chain, e.g. a proxy connection that lost its mark exemption)`,
+      );
     }
     const s = this.k.socket(ns, 'tcp', opts.family, this.opts.owner, this.opts.label ?? '');
     try {

@@ -50,5 +50,13 @@ export function resetFor(segment: Packet, answerer: SimSocket | undefined): Rese
   // A RST answering a SYN acknowledges it (RST+ACK); one answering an ACK carries the ACK's
   // number as its sequence and no ACK flag.
   const flags = { ...NO_FLAGS, rst: true, ack: segment.flags.syn };
-  return { src: segment.dst, sport: segment.dport, dst: segment.src, dport: segment.sport, flags, mark: answerer?.mark ?? 0, sender: segment.family === 4 ? TCP_CONTROL_SOCKET : undefined };
+  return {
+    src: segment.dst,
+    sport: segment.dport,
+    dst: segment.src,
+    dport: segment.sport,
+    flags,
+    mark: answerer?.mark ?? 0,
+    sender: segment.family === 4 ? TCP_CONTROL_SOCKET : undefined,
+  };
 }

@@ -20,7 +20,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
-import { KIND_INFO, KubeApiError, apiVersionOf, isKubeApiError, type KindInfo, type KubeKind, type KubeObjectOf, type MergePatch } from '../../impl/host/kube.js';
+import {
+  KIND_INFO,
+  KubeApiError,
+  apiVersionOf,
+  isKubeApiError,
+  type KindInfo,
+  type KubeKind,
+  type KubeObjectOf,
+  type MergePatch,
+} from '../../impl/host/kube.js';
 import { statusObject, type ApiStore, type StoreWatch } from './store.js';
 
 interface Route {
@@ -43,7 +52,10 @@ function groupVersions(): Map<string, KindInfo[]> {
 
 /** Parses `/api/v1/...` or `/apis/g/v/...` into a route, or undefined when it is no resource path. */
 function parseRoute(pathname: string): Route | undefined {
-  const parts = pathname.split('/').filter((p) => p !== '').map(decodeURIComponent);
+  const parts = pathname
+    .split('/')
+    .filter((p) => p !== '')
+    .map(decodeURIComponent);
   let group: string;
   let version: string;
   let rest: string[];
@@ -77,7 +89,9 @@ function send(res: ServerResponse, code: number, body: unknown): void {
 }
 
 function sendError(res: ServerResponse, err: unknown): void {
-  const e = isKubeApiError(err) ? err : new KubeApiError(500, 'InternalError', `sim API facade: ${err instanceof Error ? err.message : String(err)}`);
+  const e = isKubeApiError(err)
+    ? err
+    : new KubeApiError(500, 'InternalError', `sim API facade: ${err instanceof Error ? err.message : String(err)}`);
   send(res, e.code, statusObject(e));
 }
 
@@ -131,7 +145,12 @@ export async function startKubeApiFacade(store: ApiStore, opts: { port?: number 
   };
 }
 
-async function handle(store: ApiStore, req: IncomingMessage, res: ServerResponse, watches: Set<{ watch: StoreWatch; res: ServerResponse }>): Promise<void> {
+async function handle(
+  store: ApiStore,
+  req: IncomingMessage,
+  res: ServerResponse,
+  watches: Set<{ watch: StoreWatch; res: ServerResponse }>,
+): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://127.0.0.1');
   const q = url.searchParams;
   const method = req.method ?? 'GET';
@@ -139,15 +158,29 @@ async function handle(store: ApiStore, req: IncomingMessage, res: ServerResponse
   if (discovery !== undefined && method === 'GET') return send(res, 200, discovery);
   const route = parseRoute(url.pathname);
   if (!route) {
-    throw new KubeApiError(404, 'NotFound', `the server could not find the requested resource (${method} ${url.pathname}); the sim facade serves ${KINDS.map((k) => k.plural).join(', ')}`);
+    throw new KubeApiError(
+      404,
+      'NotFound',
+      `the server could not find the requested resource (${method} ${url.pathname}); the sim facade serves ${KINDS.map((k) => k.plural).join(', ')}`,
+    );
   }
   const { info, namespace, name } = route;
   const kind = info.kind;
   if (name === undefined) {
-    if (method === 'GET' && (q.get('watch') === '1' || q.get('watch') === 'true')) return watch(store, route, q, res, watches);
+    if (method === 'GET' && (q.get('watch') === '1' || q.get('watch') === 'true'))
+      return watch(store, route, q, res, watches);
     if (method === 'GET') {
-      const list = store.list(kind, { namespace, labelSelector: q.get('labelSelector') ?? undefined, fieldSelector: q.get('fieldSelector') ?? undefined });
-      return send(res, 200, { kind: `${kind}List`, apiVersion: apiVersionOf(info), metadata: { resourceVersion: list.resourceVersion }, items: list.items });
+      const list = store.list(kind, {
+        namespace,
+        labelSelector: q.get('labelSelector') ?? undefined,
+        fieldSelector: q.get('fieldSelector') ?? undefined,
+      });
+      return send(res, 200, {
+        kind: `${kind}List`,
+        apiVersion: apiVersionOf(info),
+        metadata: { resourceVersion: list.resourceVersion },
+        items: list.items,
+      });
     }
     if (method === 'POST') {
       const body = (await readJson(req)) as KubeObjectOf<KubeKind>;
@@ -161,7 +194,11 @@ async function handle(store: ApiStore, req: IncomingMessage, res: ServerResponse
     case 'PUT': {
       const body = (await readJson(req)) as KubeObjectOf<KubeKind>;
       if (body.metadata?.name !== undefined && body.metadata.name !== name) {
-        throw new KubeApiError(400, 'BadRequest', `the name of the object (${body.metadata.name}) does not match the name on the URL (${name})`);
+        throw new KubeApiError(
+          400,
+          'BadRequest',
+          `the name of the object (${body.metadata.name}) does not match the name on the URL (${name})`,
+        );
       }
       if (route.status) {
         // PUT /status: only .status of the body counts.
@@ -169,15 +206,31 @@ async function handle(store: ApiStore, req: IncomingMessage, res: ServerResponse
         if (body.metadata?.resourceVersion) patch['metadata'] = { resourceVersion: body.metadata.resourceVersion };
         return send(res, 200, store.patch(kind, name, namespace, patch, 'status'));
       }
-      return send(res, 200, store.update(kind, { ...body, metadata: { ...body.metadata, name, namespace } } as KubeObjectOf<KubeKind>, namespace));
+      return send(
+        res,
+        200,
+        store.update(
+          kind,
+          { ...body, metadata: { ...body.metadata, name, namespace } } as KubeObjectOf<KubeKind>,
+          namespace,
+        ),
+      );
     }
     case 'PATCH': {
       const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
       if (type !== 'application/merge-patch+json' && type !== 'application/strategic-merge-patch+json') {
-        throw new KubeApiError(415, 'UnsupportedMediaType', `the sim facade supports merge patch only (application/merge-patch+json, strategic merge treated as merge); got "${type}"`);
+        throw new KubeApiError(
+          415,
+          'UnsupportedMediaType',
+          `the sim facade supports merge patch only (application/merge-patch+json, strategic merge treated as merge); got "${type}"`,
+        );
       }
       const body = await readJson(req);
-      return send(res, 200, store.patch(kind, name, namespace, body as MergePatch, route.status ? 'status' : undefined));
+      return send(
+        res,
+        200,
+        store.patch(kind, name, namespace, body as MergePatch, route.status ? 'status' : undefined),
+      );
     }
     case 'DELETE': {
       const gone = store.delete(kind, name, namespace);
@@ -188,7 +241,13 @@ async function handle(store: ApiStore, req: IncomingMessage, res: ServerResponse
   }
 }
 
-function watch(store: ApiStore, route: Route, q: URLSearchParams, res: ServerResponse, watches: Set<{ watch: StoreWatch; res: ServerResponse }>): void {
+function watch(
+  store: ApiStore,
+  route: Route,
+  q: URLSearchParams,
+  res: ServerResponse,
+  watches: Set<{ watch: StoreWatch; res: ServerResponse }>,
+): void {
   // The entry exists only once the store accepted the watch; `end` may run before that never.
   const holder: { entry?: { watch: StoreWatch; res: ServerResponse } } = {};
   const end = (): void => {
@@ -213,7 +272,11 @@ function watch(store: ApiStore, route: Route, q: URLSearchParams, res: ServerRes
   const entry = { watch: w, res };
   holder.entry = entry;
   watches.add(entry);
-  res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache' });
+  res.writeHead(200, {
+    'Content-Type': 'application/json',
+    'Transfer-Encoding': 'chunked',
+    'Cache-Control': 'no-cache',
+  });
   res.flushHeaders();
   // A client that goes away stops the store watch. (Not req 'close': that fires once the
   // request body is read, long before the client leaves.)
@@ -226,11 +289,14 @@ function watch(store: ApiStore, route: Route, q: URLSearchParams, res: ServerRes
 function discover(pathname: string): unknown {
   const p = pathname.replace(/\/+$/, '');
   const gvs = groupVersions();
-  if (p === '/version') return { major: '1', minor: '34', gitVersion: 'v1.34.0-ambient-lab-sim', platform: 'linux/amd64' };
+  if (p === '/version')
+    return { major: '1', minor: '34', gitVersion: 'v1.34.0-ambient-lab-sim', platform: 'linux/amd64' };
   if (p === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] };
   if (p === '/apis') {
     const groups = [...new Set(KINDS.filter((k) => k.group !== '').map((k) => k.group))].map((g) => {
-      const versions = [...gvs.keys()].filter((gv) => gv.startsWith(`${g}/`)).map((gv) => ({ groupVersion: gv, version: gv.split('/')[1] }));
+      const versions = [...gvs.keys()]
+        .filter((gv) => gv.startsWith(`${g}/`))
+        .map((gv) => ({ groupVersion: gv, version: gv.split('/')[1] }));
       return { name: g, versions, preferredVersion: versions[0] };
     });
     return { kind: 'APIGroupList', apiVersion: 'v1', groups };
@@ -243,7 +309,18 @@ function discover(pathname: string): unknown {
   const resources = kinds.flatMap((k) => {
     const verbs = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
     const main = { name: k.plural, singularName: k.kind.toLowerCase(), namespaced: k.namespaced, kind: k.kind, verbs };
-    return k.statusSubresource ? [main, { name: `${k.plural}/status`, singularName: '', namespaced: k.namespaced, kind: k.kind, verbs: ['get', 'patch', 'update'] }] : [main];
+    return k.statusSubresource
+      ? [
+          main,
+          {
+            name: `${k.plural}/status`,
+            singularName: '',
+            namespaced: k.namespaced,
+            kind: k.kind,
+            verbs: ['get', 'patch', 'update'],
+          },
+        ]
+      : [main];
   });
   return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: gv, resources };
 }
@@ -259,7 +336,12 @@ export function facadeKubeconfig(url: string, path?: string): string {
     kind: 'Config',
     clusters: [{ name: 'ambient-lab-sim', cluster: { server: url, 'insecure-skip-tls-verify': true } }],
     users: [{ name: 'ambient-lab-sim', user: { token: 'sim' } }],
-    contexts: [{ name: 'ambient-lab-sim', context: { cluster: 'ambient-lab-sim', user: 'ambient-lab-sim', namespace: 'default' } }],
+    contexts: [
+      {
+        name: 'ambient-lab-sim',
+        context: { cluster: 'ambient-lab-sim', user: 'ambient-lab-sim', namespace: 'default' },
+      },
+    ],
     'current-context': 'ambient-lab-sim',
   });
   if (path) writeFileSync(path, text, { mode: 0o600 });

@@ -5,7 +5,12 @@
  * it is matched by the one label matcher the agent's enrollment uses too.
  */
 import { KubeApiError } from '../../impl/host/kube.js';
-import { selectorMatches, type LabelSelector, type LabelSelectorRequirement, type Labels } from '../../impl/api/label-selector.js';
+import {
+  selectorMatches,
+  type LabelSelector,
+  type LabelSelectorRequirement,
+  type Labels,
+} from '../../impl/api/label-selector.js';
 
 export type LabelPredicate = (labels: Labels) => boolean;
 
@@ -36,7 +41,10 @@ const KEY = /^([a-z0-9A-Z]([-a-z0-9A-Z_.]*[a-z0-9A-Z])?\/)?[a-z0-9A-Z]([-a-z0-9A
 function parseRequirement(term: string, selector: string): LabelSelectorRequirement {
   let m = /^(\S+)\s+(in|notin)\s*\(([^)]*)\)$/.exec(term);
   if (m) {
-    const values = m[3]!.split(',').map((v) => v.trim()).filter((v) => v !== '');
+    const values = m[3]!
+      .split(',')
+      .map((v) => v.trim())
+      .filter((v) => v !== '');
     return { key: checkKey(m[1]!, selector), operator: m[2] === 'in' ? 'In' : 'NotIn', values };
   }
   m = /^([^=!\s]+)\s*(==|!=|=)\s*(\S*)$/.exec(term);
@@ -88,7 +96,11 @@ export function parseFieldSelector(selector: string | undefined, kind: string): 
     const field = m[1]!;
     const allowed = fieldsFor(kind);
     if (!(allowed as readonly string[]).includes(field)) {
-      throw new KubeApiError(400, 'BadRequest', `field label not supported: ${field} (kind ${kind}; supported: ${allowed.join(', ')})`);
+      throw new KubeApiError(
+        400,
+        'BadRequest',
+        `field label not supported: ${field} (kind ${kind}; supported: ${allowed.join(', ')})`,
+      );
     }
     // The path is split once here: predicates run for every watcher on every event.
     return { path: field.split('.'), ne: m[2] === '!=', value: m[3]! };

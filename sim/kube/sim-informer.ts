@@ -26,7 +26,11 @@ export class SimInformer<K extends KubeKind> implements Informer<KubeObjectOf<K>
   /** Bumped on every (re)connect and stop, so a late callback of an old watch is ignored. */
   private generation = 0;
   private readonly callbacks: Record<InformerObjectEvent | 'error' | 'connect', AnyCb[]> = {
-    add: [], update: [], delete: [], error: [], connect: [],
+    add: [],
+    update: [],
+    delete: [],
+    error: [],
+    connect: [],
   };
 
   constructor(
@@ -39,7 +43,8 @@ export class SimInformer<K extends KubeKind> implements Informer<KubeObjectOf<K>
 
   on(event: InformerObjectEvent | 'error' | 'connect', cb: AnyCb): void {
     const list = this.callbacks[event];
-    if (!list) throw new Error(`Informer.on: unknown event "${String(event)}" (use add, update, delete, error or connect)`);
+    if (!list)
+      throw new Error(`Informer.on: unknown event "${String(event)}" (use add, update, delete, error or connect)`);
     list.push(cb);
   }
 
@@ -98,8 +103,12 @@ export class SimInformer<K extends KubeKind> implements Informer<KubeObjectOf<K>
       this.watch = this.store.watch(
         this.kind,
         { ...this.selection, resourceVersion: this.rv, allowWatchBookmarks: true },
-        (ev) => { if (gen === this.generation) this.onEvent(ev); },
-        () => { if (gen === this.generation) this.onClosed(); },
+        (ev) => {
+          if (gen === this.generation) this.onEvent(ev);
+        },
+        () => {
+          if (gen === this.generation) this.onClosed();
+        },
       );
     } catch (err) {
       if (isKubeApiError(err, 410)) {
@@ -164,7 +173,10 @@ export class SimInformer<K extends KubeKind> implements Informer<KubeObjectOf<K>
     if (!found) {
       m.set(name, obj);
       this.emit('add', obj);
-    } else if (found.metadata?.resourceVersion === undefined || found.metadata.resourceVersion !== obj.metadata?.resourceVersion) {
+    } else if (
+      found.metadata?.resourceVersion === undefined ||
+      found.metadata.resourceVersion !== obj.metadata?.resourceVersion
+    ) {
       m.set(name, obj);
       this.emit('update', obj);
     }

@@ -50,11 +50,21 @@ export class SimKubeApi implements KubeApi {
     return this.store.update(kind, obj);
   }
 
-  async patchMerge<K extends KubeKind>(kind: K, name: string, namespace: string | undefined, patch: MergePatch): Promise<KubeObjectOf<K>> {
+  async patchMerge<K extends KubeKind>(
+    kind: K,
+    name: string,
+    namespace: string | undefined,
+    patch: MergePatch,
+  ): Promise<KubeObjectOf<K>> {
     return this.store.patch(kind, name, namespace, patch);
   }
 
-  async patchStatus<K extends KubeKind>(kind: K, name: string, namespace: string | undefined, patch: MergePatch): Promise<KubeObjectOf<K>> {
+  async patchStatus<K extends KubeKind>(
+    kind: K,
+    name: string,
+    namespace: string | undefined,
+    patch: MergePatch,
+  ): Promise<KubeObjectOf<K>> {
     return this.store.patch(kind, name, namespace, patch, 'status');
   }
 

@@ -137,8 +137,16 @@ interface FailRule {
 const DEFAULT_EPOCH_MS = Date.UTC(2025, 0, 1);
 
 const STATUS_REASONS: Record<number, string> = {
-  400: 'BadRequest', 403: 'Forbidden', 404: 'NotFound', 409: 'Conflict', 410: 'Expired',
-  422: 'Invalid', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable', 504: 'Timeout',
+  400: 'BadRequest',
+  403: 'Forbidden',
+  404: 'NotFound',
+  409: 'Conflict',
+  410: 'Expired',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
 };
 
 function keyOf(kind: KubeKind, namespace: string | undefined, name: string): string {
@@ -146,7 +154,15 @@ function keyOf(kind: KubeKind, namespace: string | undefined, name: string): str
 }
 
 export function statusObject(err: KubeApiError): StoredObject {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: err.message, reason: err.reason, code: err.code };
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: err.message,
+    reason: err.reason,
+    code: err.code,
+  };
 }
 
 export class ApiStore {
@@ -232,7 +248,14 @@ export class ApiStore {
     for (const w of this.watchers.values()) {
       if (!w.bookmarks) continue;
       const info = KIND_INFO[w.kind];
-      this.enqueue(w, { type: 'BOOKMARK', object: deepFreeze({ kind: info.kind, apiVersion: apiVersionOf(info), metadata: { resourceVersion: String(this.rv) } }) });
+      this.enqueue(w, {
+        type: 'BOOKMARK',
+        object: deepFreeze({
+          kind: info.kind,
+          apiVersion: apiVersionOf(info),
+          metadata: { resourceVersion: String(this.rv) },
+        }),
+      });
     }
   }
 
@@ -260,7 +283,11 @@ export class ApiStore {
     return this.listItems(kind, sel, (o) => o);
   }
 
-  private listItems<K extends KubeKind>(kind: K, sel: Selection, copy: (o: StoredObject) => StoredObject): KubeList<KubeObjectOf<K>> {
+  private listItems<K extends KubeKind>(
+    kind: K,
+    sel: Selection,
+    copy: (o: StoredObject) => StoredObject,
+  ): KubeList<KubeObjectOf<K>> {
     const ns = KIND_INFO[kind].namespaced ? sel.namespace : undefined;
     this.checkFaults({ verb: 'list', kind, namespace: ns });
     const labels = parseLabelSelector(sel.labelSelector);
@@ -292,11 +319,19 @@ export class ApiStore {
     if (info.namespaced) {
       if (!ns) throw invalid(kind, meta.name ?? '', [{ field: 'metadata.namespace', message: 'Required value' }]);
       if (meta.namespace !== undefined && meta.namespace !== ns) {
-        throw new KubeApiError(400, 'BadRequest', `the namespace of the provided object (${meta.namespace}) does not match the namespace sent on the request (${ns})`);
+        throw new KubeApiError(
+          400,
+          'BadRequest',
+          `the namespace of the provided object (${meta.namespace}) does not match the namespace sent on the request (${ns})`,
+        );
       }
       meta.namespace = ns;
       if (!this.objects.has(keyOf('Namespace', undefined, ns))) {
-        throw new KubeApiError(404, 'NotFound', `namespaces "${ns}" not found (create the Namespace before ${kind} ${meta.name ?? ''})`);
+        throw new KubeApiError(
+          404,
+          'NotFound',
+          `namespaces "${ns}" not found (create the Namespace before ${kind} ${meta.name ?? ''})`,
+        );
       }
     } else if (meta.namespace) {
       delete meta.namespace; // cluster-scoped: the API server clears it
@@ -337,11 +372,21 @@ export class ApiStore {
   }
 
   /** JSON merge patch of the object (status ignored for kinds with a status subresource) or of /status. */
-  patch<K extends KubeKind>(kind: K, name: string, namespace: string | undefined, patch: MergePatch, subresource?: 'status'): KubeObjectOf<K> {
+  patch<K extends KubeKind>(
+    kind: K,
+    name: string,
+    namespace: string | undefined,
+    patch: MergePatch,
+    subresource?: 'status',
+  ): KubeObjectOf<K> {
     const ns = this.scope(kind, namespace, 'patch');
     this.checkFaults({ verb: subresource === 'status' ? 'patchStatus' : 'patch', kind, name, namespace: ns });
     if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
-      throw new KubeApiError(400, 'BadRequest', `merge patch for ${kind} "${name}" must be a JSON object, got ${JSON.stringify(patch)}`);
+      throw new KubeApiError(
+        400,
+        'BadRequest',
+        `merge patch for ${kind} "${name}" must be a JSON object, got ${JSON.stringify(patch)}`,
+      );
     }
     const old = this.mustFind(kind, ns, name);
     const rvPre = (patch['metadata'] as StoredObject['metadata'] | undefined)?.resourceVersion;
@@ -419,7 +464,11 @@ export class ApiStore {
       const rv = Number(from);
       if (!Number.isInteger(rv) || rv < 0) {
         this.removeWatcher(w);
-        throw new KubeApiError(400, 'BadRequest', `invalid resourceVersion "${from}" for watch of ${kind}: expected a non-negative integer`);
+        throw new KubeApiError(
+          400,
+          'BadRequest',
+          `invalid resourceVersion "${from}" for watch of ${kind}: expected a non-negative integer`,
+        );
       }
       if (rv < this.compactedRv) {
         const gone = new KubeApiError(410, 'Expired', `too old resource version: ${rv} (${this.compactedRv})`);
@@ -436,13 +485,19 @@ export class ApiStore {
 
   private scope(kind: KubeKind, namespace: string | undefined, verb: string): string | undefined {
     if (!KIND_INFO[kind].namespaced) return undefined;
-    if (!namespace) throw new KubeApiError(400, 'BadRequest', `${verb} ${kind}: a namespace is required for namespaced kind ${kind}`);
+    if (!namespace)
+      throw new KubeApiError(400, 'BadRequest', `${verb} ${kind}: a namespace is required for namespaced kind ${kind}`);
     return namespace;
   }
 
   private mustFind(kind: KubeKind, ns: string | undefined, name: string): StoredObject {
     const obj = this.objects.get(keyOf(kind, ns, name));
-    if (!obj) throw new KubeApiError(404, 'NotFound', `${KIND_INFO[kind].plural} "${name}" not found${ns ? ` in namespace "${ns}"` : ''}`);
+    if (!obj)
+      throw new KubeApiError(
+        404,
+        'NotFound',
+        `${KIND_INFO[kind].plural} "${name}" not found${ns ? ` in namespace "${ns}"` : ''}`,
+      );
     return obj;
   }
 
@@ -457,7 +512,11 @@ export class ApiStore {
   private checkTypeMeta(kind: KubeKind, obj: StoredObject): void {
     const want = apiVersionOf(KIND_INFO[kind]);
     if ((obj.kind !== undefined && obj.kind !== kind) || (obj.apiVersion !== undefined && obj.apiVersion !== want)) {
-      throw new KubeApiError(400, 'BadRequest', `object is ${obj.apiVersion}/${obj.kind}, but the request is for ${want}/${kind}`);
+      throw new KubeApiError(
+        400,
+        'BadRequest',
+        `object is ${obj.apiVersion}/${obj.kind}, but the request is for ${want}/${kind}`,
+      );
     }
   }
 
@@ -473,10 +532,16 @@ export class ApiStore {
 
   private initStatus(kind: KubeKind, obj: StoredObject): void {
     switch (kind) {
-      case 'Pod': obj.status = { phase: 'Pending' }; break;
-      case 'Namespace': obj.status = { phase: 'Active' }; break;
-      case 'Node': break; // the kubelet registers its Node with status
-      default: if (KIND_INFO[kind].statusSubresource) delete obj.status;
+      case 'Pod':
+        obj.status = { phase: 'Pending' };
+        break;
+      case 'Namespace':
+        obj.status = { phase: 'Active' };
+        break;
+      case 'Node':
+        break; // the kubelet registers its Node with status
+      default:
+        if (KIND_INFO[kind].statusSubresource) delete obj.status;
     }
   }
 
@@ -488,7 +553,9 @@ export class ApiStore {
     // Identity and server-owned metadata cannot change.
     for (const k of ['name', 'namespace', 'uid', 'creationTimestamp'] as const) {
       if (meta[k] !== undefined && meta[k] !== oldMeta[k]) {
-        throw invalid(kind, name, [{ field: `metadata.${k}`, message: `Invalid value: ${JSON.stringify(meta[k])}: field is immutable` }]);
+        throw invalid(kind, name, [
+          { field: `metadata.${k}`, message: `Invalid value: ${JSON.stringify(meta[k])}: field is immutable` },
+        ]);
       }
       if (oldMeta[k] !== undefined) meta[k] = oldMeta[k];
     }
@@ -653,9 +720,18 @@ function podSpecUpdateErrors(oldSpec: unknown, newSpec: unknown): FieldError[] {
   const strip = (spec: unknown): unknown => {
     if (typeof spec !== 'object' || spec === null) return spec;
     const s = { ...spec } as { containers?: unknown };
-    if (Array.isArray(s.containers)) s.containers = s.containers.map((c: unknown) => (typeof c === 'object' && c !== null ? { ...c, image: undefined } : c));
+    if (Array.isArray(s.containers))
+      s.containers = s.containers.map((c: unknown) =>
+        typeof c === 'object' && c !== null ? { ...c, image: undefined } : c,
+      );
     return s;
   };
   if (jsonEqual(strip(oldSpec), strip(newSpec))) return [];
-  return [{ field: 'spec', message: 'Forbidden: pod updates may not change fields other than spec.containers[*].image (set spec.nodeName when creating the Pod)' }];
+  return [
+    {
+      field: 'spec',
+      message:
+        'Forbidden: pod updates may not change fields other than spec.containers[*].image (set spec.nodeName when creating the Pod)',
+    },
+  ];
 }

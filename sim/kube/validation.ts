@@ -54,11 +54,13 @@ export function invalid(kind: string, name: string, errors: readonly FieldError[
 
 /** "/spec/containers/0/name" → "spec.containers[0].name" (the API server's field path style). */
 function fieldPath(instancePath: string): string {
-  return instancePath
-    .split('/')
-    .filter((p) => p !== '')
-    .map((p, i) => (/^\d+$/.test(p) ? `[${p}]` : i === 0 ? p : `.${p}`))
-    .join('') || '<root>';
+  return (
+    instancePath
+      .split('/')
+      .filter((p) => p !== '')
+      .map((p, i) => (/^\d+$/.test(p) ? `[${p}]` : i === 0 ? p : `.${p}`))
+      .join('') || '<root>'
+  );
 }
 
 interface AjvError {
@@ -96,8 +98,12 @@ export function validateSchema(kind: KubeKind, name: string, obj: unknown): void
       kind,
       name,
       errs.map((x) => {
-        const missing = typeof x.params?.['missingProperty'] === 'string' ? `.${String(x.params['missingProperty'])}` : '';
-        return { field: fieldPath(x.instancePath ?? '') + missing, message: missing ? 'Required value' : (x.message ?? 'invalid') };
+        const missing =
+          typeof x.params?.['missingProperty'] === 'string' ? `.${String(x.params['missingProperty'])}` : '';
+        return {
+          field: fieldPath(x.instancePath ?? '') + missing,
+          message: missing ? 'Required value' : (x.message ?? 'invalid'),
+        };
       }),
     );
   }
@@ -126,13 +132,24 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
  * unchanged when every value is the old one but resourceVersion (a string the store sets).
  * Anything else, and any failure, goes to validateSchema, which decides and reports.
  */
-export function validateWrite(kind: KubeKind, name: string, next: Record<string, unknown>, old: Record<string, unknown>): void {
+export function validateWrite(
+  kind: KubeKind,
+  name: string,
+  next: Record<string, unknown>,
+  old: Record<string, unknown>,
+): void {
   if (kind === 'Pod' && next['apiVersion'] === old['apiVersion'] && next['kind'] === old['kind']) {
     let ok = true;
     for (const key of Object.keys(next)) {
       const v = next[key];
       if (v === old[key] || key === 'apiVersion' || key === 'kind') continue;
-      if (key === 'metadata' && isPlainObject(v) && isPlainObject(old[key]) && sameButVersion(v, old[key] as Record<string, unknown>)) continue;
+      if (
+        key === 'metadata' &&
+        isPlainObject(v) &&
+        isPlainObject(old[key]) &&
+        sameButVersion(v, old[key] as Record<string, unknown>)
+      )
+        continue;
       const Model = POD_FIELD_MODELS[key];
       if (v === null || v === undefined) continue; // both are accepted for spec and status by the Pod schema
       if (!Model || !isPlainObject(v) || !passes(Model, v)) {
@@ -146,7 +163,8 @@ export function validateWrite(kind: KubeKind, name: string, next: Record<string,
 }
 
 function sameButVersion(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
-  for (const k of Object.keys(a)) if (a[k] !== b[k] && !(k === 'resourceVersion' && typeof a[k] === 'string')) return false;
+  for (const k of Object.keys(a))
+    if (a[k] !== b[k] && !(k === 'resourceVersion' && typeof a[k] === 'string')) return false;
   for (const k of Object.keys(b)) if (!(k in a) && b[k] !== undefined) return false;
   return true;
 }
@@ -160,10 +178,12 @@ export function nameErrors(kind: KubeKind, name: string): FieldError[] {
   const label = kind === 'Namespace';
   const ok = label ? DNS1123_LABEL.test(name) && name.length <= 63 : DNS1123_SUBDOMAIN.test(name) && name.length <= 253;
   if (ok) return [];
-  return [{
-    field: 'metadata.name',
-    message: `Invalid value: "${name}": a lowercase RFC 1123 ${label ? 'label (max 63 characters)' : 'subdomain (max 253 characters)'} must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`,
-  }];
+  return [
+    {
+      field: 'metadata.name',
+      message: `Invalid value: "${name}": a lowercase RFC 1123 ${label ? 'label (max 63 characters)' : 'subdomain (max 253 characters)'} must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`,
+    },
+  ];
 }
 
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
@@ -172,7 +192,10 @@ export function labelErrors(labels: Record<string, unknown> | undefined): FieldE
   const out: FieldError[] = [];
   for (const [k, v] of Object.entries(labels ?? {})) {
     if (typeof v !== 'string' || v.length > 63 || !LABEL_VALUE.test(v)) {
-      out.push({ field: `metadata.labels.${k}`, message: `Invalid value: ${JSON.stringify(v)}: a valid label must be 63 characters or less, alphanumeric, '-', '_' or '.'` });
+      out.push({
+        field: `metadata.labels.${k}`,
+        message: `Invalid value: ${JSON.stringify(v)}: a valid label must be 63 characters or less, alphanumeric, '-', '_' or '.'`,
+      });
     }
   }
   return out;

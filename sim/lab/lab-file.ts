@@ -106,7 +106,13 @@ export interface Lab {
 
 /** A problem in a lab file, as `FILE:LINE[:COLUMN] (PATH): DETAIL` (1-based line and column). */
 export class LabError extends Error {
-  constructor(readonly file: string, readonly line: number | undefined, readonly path: string, detail: string, readonly column?: number) {
+  constructor(
+    readonly file: string,
+    readonly line: number | undefined,
+    readonly path: string,
+    detail: string,
+    readonly column?: number,
+  ) {
     super(`${file}${line ? `:${line}${column ? `:${column}` : ''}` : ''}${path ? ` (${path})` : ''}: ${detail}`);
   }
 }
@@ -130,7 +136,11 @@ export function parseLab(text: string, file = 'lab.yaml'): Lab {
 }
 
 class LabParser {
-  constructor(private readonly doc: Document, private readonly lc: LineCounter, private readonly file: string) {}
+  constructor(
+    private readonly doc: Document,
+    private readonly lc: LineCounter,
+    private readonly file: string,
+  ) {}
 
   private fail(path: Path, detail: string): never {
     const node = path.length === 0 ? this.doc.contents : this.doc.getIn(path, true);
@@ -151,9 +161,11 @@ class LabParser {
   }
 
   private obj(v: unknown, path: Path, keys: readonly string[]): Record<string, unknown> {
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) this.fail(path, `expected a mapping with keys ${keys.join(', ')}`);
+    if (typeof v !== 'object' || v === null || Array.isArray(v))
+      this.fail(path, `expected a mapping with keys ${keys.join(', ')}`);
     const o = v as Record<string, unknown>;
-    for (const k of Object.keys(o)) if (!keys.includes(k)) this.fail([...path, k], `unknown key '${k}'; expected one of ${keys.join(', ')}`);
+    for (const k of Object.keys(o))
+      if (!keys.includes(k)) this.fail([...path, k], `unknown key '${k}'; expected one of ${keys.join(', ')}`);
     return o;
   }
 
@@ -178,7 +190,8 @@ class LabParser {
     let n: number | undefined;
     if (typeof v === 'number') n = v;
     else if (typeof v === 'string' && /^(0x[0-9a-fA-F]+|[0-9]+)$/.test(v)) n = Number(v);
-    if (n === undefined || !Number.isInteger(n) || n < min || n > max) this.fail(path, `expected ${what} (integer ${min}..${max}, decimal or 0x hex)`);
+    if (n === undefined || !Number.isInteger(n) || n < min || n > max)
+      this.fail(path, `expected ${what} (integer ${min}..${max}, decimal or 0x hex)`);
     return n;
   }
 
@@ -190,20 +203,33 @@ class LabParser {
 
   private addr(v: unknown, path: Path): string {
     const s = this.str(v, path, undefined, 'an IP address');
-    try { parseIp(s); } catch (e) { this.fail(path, (e as Error).message); }
+    try {
+      parseIp(s);
+    } catch (e) {
+      this.fail(path, (e as Error).message);
+    }
     return s;
   }
 
   private cidr(v: unknown, path: Path): string {
     const s = this.str(v, path, undefined, 'an address with prefix length, e.g. 10.244.1.5/24');
     if (!s.includes('/')) this.fail(path, `address ${JSON.stringify(s)} needs a prefix length, e.g. ${s}/24`);
-    try { parsePrefix(s); } catch (e) { this.fail(path, (e as Error).message); }
+    try {
+      parsePrefix(s);
+    } catch (e) {
+      this.fail(path, (e as Error).message);
+    }
     return s;
   }
 
   private markSpec(v: unknown, path: Path): { value: number; mask: number } {
     if (typeof v === 'number') return { value: this.int(v, path, 0, 0xffffffff, 'a mark'), mask: 0xffffffff };
-    const s = this.str(v, path, /^(0x[0-9a-fA-F]{1,8}|[0-9]+)(\/(0x[0-9a-fA-F]{1,8}|[0-9]+))?$/, 'a mark VALUE[/MASK], e.g. 0x111/0xfff');
+    const s = this.str(
+      v,
+      path,
+      /^(0x[0-9a-fA-F]{1,8}|[0-9]+)(\/(0x[0-9a-fA-F]{1,8}|[0-9]+))?$/,
+      'a mark VALUE[/MASK], e.g. 0x111/0xfff',
+    );
     const [val, mask] = s.split('/');
     return { value: Number(val), mask: mask === undefined ? 0xffffffff : Number(mask) };
   }
@@ -218,20 +244,28 @@ class LabParser {
     return this.list(v, path).map((c, i) => {
       const s = this.str(c, [...path, i], undefined, 'a capability');
       const norm = s.replace(/^CAP_/, '') as Capability;
-      if (!CAPS.includes(norm)) this.fail([...path, i], `unknown capability ${JSON.stringify(s)}; supported: ${CAPS.join(', ')}`);
+      if (!CAPS.includes(norm))
+        this.fail([...path, i], `unknown capability ${JSON.stringify(s)}; supported: ${CAPS.join(', ')}`);
       return norm;
     });
   }
 
   private owner(o: Record<string, unknown>, path: Path): LabOwner {
     const uid = o['uid'] === undefined ? 0 : this.int(o['uid'], [...path, 'uid'], 0, 0xfffffffe, 'a uid');
-    return { uid, gid: o['gid'] === undefined ? uid : this.int(o['gid'], [...path, 'gid'], 0, 0xfffffffe, 'a gid'), caps: this.caps(o['caps'], [...path, 'caps']) };
+    return {
+      uid,
+      gid: o['gid'] === undefined ? uid : this.int(o['gid'], [...path, 'gid'], 0, 0xfffffffe, 'a gid'),
+      caps: this.caps(o['caps'], [...path, 'caps']),
+    };
   }
 
   lab(): Lab {
     const root = this.obj(this.doc.toJS(), [], ['version', 'kernel', 'namespaces', 'veths', 'sockets', 'attempts']);
     if (root['version'] !== 1) this.fail(['version'], 'expected `version: 1`');
-    const kernel = root['kernel'] === undefined ? '6.1' : this.str(root['kernel'], ['kernel'], /^\d+\.\d+(\.\d+)?$/, 'a kernel version like 6.1');
+    const kernel =
+      root['kernel'] === undefined
+        ? '6.1'
+        : this.str(root['kernel'], ['kernel'], /^\d+\.\d+(\.\d+)?$/, 'a kernel version like 6.1');
     const namespaces = this.list(root['namespaces'], ['namespaces']).map((n, i) => this.netns(n, ['namespaces', i]));
     const names = new Set<string>();
     namespaces.forEach((n, i) => {
@@ -258,7 +292,20 @@ class LabParser {
     });
     const sockets = this.list(root['sockets'], ['sockets']).map((s, i) => {
       const p: Path = ['sockets', i];
-      const o = this.obj(s, p, ['name', 'netns', 'proto', 'family', 'address', 'port', 'uid', 'gid', 'caps', 'mark', 'transparent', 'reuseport']);
+      const o = this.obj(s, p, [
+        'name',
+        'netns',
+        'proto',
+        'family',
+        'address',
+        'port',
+        'uid',
+        'gid',
+        'caps',
+        'mark',
+        'transparent',
+        'reuseport',
+      ]);
       const address = o['address'] === undefined ? undefined : this.addr(o['address'], [...p, 'address']);
       const family = this.family(o['family'], [...p, 'family'], address ? parseIp(address).family : 4)!;
       return {
@@ -281,11 +328,29 @@ class LabParser {
     });
     const attempts = this.list(root['attempts'], ['attempts']).map((a, i) => {
       const p: Path = ['attempts', i];
-      const o = this.obj(a, p, ['name', 'netns', 'proto', 'address', 'port', 'uid', 'gid', 'caps', 'mark', 'source', 'source_port', 'transparent', 'payload', 'raw']);
+      const o = this.obj(a, p, [
+        'name',
+        'netns',
+        'proto',
+        'address',
+        'port',
+        'uid',
+        'gid',
+        'caps',
+        'mark',
+        'source',
+        'source_port',
+        'transparent',
+        'payload',
+        'raw',
+      ]);
       let raw: LabAttempt['raw'];
       if (o['raw'] !== undefined) {
         const r = this.obj(o['raw'], [...p, 'raw'], ['dev', 'next_hop']);
-        raw = { dev: this.str(r['dev'], [...p, 'raw', 'dev'], DEV, 'a device name'), nextHop: r['next_hop'] === undefined ? undefined : this.addr(r['next_hop'], [...p, 'raw', 'next_hop']) };
+        raw = {
+          dev: this.str(r['dev'], [...p, 'raw', 'dev'], DEV, 'a device name'),
+          nextHop: r['next_hop'] === undefined ? undefined : this.addr(r['next_hop'], [...p, 'raw', 'next_hop']),
+        };
       }
       const source = o['source'] === undefined ? undefined : this.addr(o['source'], [...p, 'source']);
       if (raw && !source) this.fail([...p, 'source'], 'a raw (AF_PACKET) attempt needs an explicit source address');
@@ -298,7 +363,10 @@ class LabParser {
         ...this.owner(o, p),
         mark: o['mark'] === undefined ? undefined : this.int(o['mark'], [...p, 'mark'], 0, 0xffffffff, 'a mark'),
         source,
-        sourcePort: o['source_port'] === undefined ? undefined : this.int(o['source_port'], [...p, 'source_port'], 1, 65535, 'a port'),
+        sourcePort:
+          o['source_port'] === undefined
+            ? undefined
+            : this.int(o['source_port'], [...p, 'source_port'], 1, 65535, 'a port'),
         transparent: this.bool(o['transparent'], [...p, 'transparent'], false),
         payload: o['payload'] === undefined ? 'hello' : this.str(o['payload'], [...p, 'payload']),
         raw,
@@ -315,11 +383,16 @@ class LabParser {
 
   private netns(v: unknown, path: Path): LabNetns {
     const o = this.obj(v, path, ['name', 'forwarding', 'links', 'routes', 'rules', 'ipsets', 'iptables', 'ip6tables']);
-    const fwd = o['forwarding'] === undefined ? {} : this.obj(o['forwarding'], [...path, 'forwarding'], ['ipv4', 'ipv6']);
+    const fwd =
+      o['forwarding'] === undefined ? {} : this.obj(o['forwarding'], [...path, 'forwarding'], ['ipv4', 'ipv6']);
     const links = this.list(o['links'], [...path, 'links']).map((l, i) => {
       const p = [...path, 'links', i];
       const x = this.obj(l, p, ['name', 'kind', 'addresses', 'up']);
-      if (x['kind'] !== 'bridge') this.fail([...p, 'kind'], 'only `kind: bridge` is declared here; veth pairs go under `veths`, lo always exists');
+      if (x['kind'] !== 'bridge')
+        this.fail(
+          [...p, 'kind'],
+          'only `kind: bridge` is declared here; veth pairs go under `veths`, lo always exists',
+        );
       return {
         name: this.str(x['name'], [...p, 'name'], DEV, 'a device name (1-15 characters)'),
         kind: 'bridge' as const,
@@ -331,24 +404,61 @@ class LabParser {
       const p = [...path, 'routes', i];
       const x = this.obj(r, p, ['dst', 'family', 'via', 'dev', 'table', 'type', 'src', 'metric']);
       const dst = this.str(x['dst'], [...p, 'dst'], undefined, "'default' or an address/prefix");
-      if (dst !== 'default') { try { parsePrefix(dst); } catch (e) { this.fail([...p, 'dst'], (e as Error).message); } }
+      if (dst !== 'default') {
+        try {
+          parsePrefix(dst);
+        } catch (e) {
+          this.fail([...p, 'dst'], (e as Error).message);
+        }
+      }
       const via = x['via'] === undefined ? undefined : this.addr(x['via'], [...p, 'via']);
-      const type = x['type'] === undefined ? 'unicast' : this.str(x['type'], [...p, 'type'], /^(unicast|local|blackhole|unreachable|prohibit)$/, 'unicast, local, blackhole, unreachable or prohibit');
+      const type =
+        x['type'] === undefined
+          ? 'unicast'
+          : this.str(
+              x['type'],
+              [...p, 'type'],
+              /^(unicast|local|blackhole|unreachable|prohibit)$/,
+              'unicast, local, blackhole, unreachable or prohibit',
+            );
       return {
         dst,
-        family: this.family(x['family'], [...p, 'family'], dst === 'default' ? (via ? parseIp(via).family : undefined) : parsePrefix(dst).addr.family),
+        family: this.family(
+          x['family'],
+          [...p, 'family'],
+          dst === 'default' ? (via ? parseIp(via).family : undefined) : parsePrefix(dst).addr.family,
+        ),
         via,
         dev: this.optStr(x['dev'], [...p, 'dev'], DEV, 'a device name'),
-        table: x['table'] === undefined ? undefined : typeof x['table'] === 'number' ? x['table'] : this.str(x['table'], [...p, 'table'], /^(local|main|default|[0-9]+)$/, 'a table: local, main, default or a number'),
+        table:
+          x['table'] === undefined
+            ? undefined
+            : typeof x['table'] === 'number'
+              ? x['table']
+              : this.str(
+                  x['table'],
+                  [...p, 'table'],
+                  /^(local|main|default|[0-9]+)$/,
+                  'a table: local, main, default or a number',
+                ),
         type: type as LabRoute['type'],
         src: x['src'] === undefined ? undefined : this.addr(x['src'], [...p, 'src']),
-        metric: x['metric'] === undefined ? undefined : this.int(x['metric'], [...p, 'metric'], 0, 0xffffffff, 'a metric'),
+        metric:
+          x['metric'] === undefined ? undefined : this.int(x['metric'], [...p, 'metric'], 0, 0xffffffff, 'a metric'),
       };
     });
     const rules = this.list(o['rules'], [...path, 'rules']).map((r, i) => {
       const p = [...path, 'rules', i];
       const x = this.obj(r, p, ['family', 'priority', 'fwmark', 'from', 'to', 'iif', 'oif', 'table', 'action']);
-      const action = x['action'] === undefined ? 'lookup' : this.str(x['action'], [...p, 'action'], /^(lookup|blackhole|unreachable|prohibit)$/, 'lookup, blackhole, unreachable or prohibit');
+      const action =
+        x['action'] === undefined
+          ? 'lookup'
+          : this.str(
+              x['action'],
+              [...p, 'action'],
+              /^(lookup|blackhole|unreachable|prohibit)$/,
+              'lookup, blackhole, unreachable or prohibit',
+            );
       return {
         family: this.family(x['family'], [...p, 'family'], 4)!,
         priority: this.int(x['priority'], [...p, 'priority'], 0, 0xffffffff, 'a rule priority'),
@@ -357,13 +467,21 @@ class LabParser {
         to: x['to'] === undefined ? undefined : this.str(x['to'], [...p, 'to']),
         iif: this.optStr(x['iif'], [...p, 'iif'], DEV, 'a device name'),
         oif: this.optStr(x['oif'], [...p, 'oif'], DEV, 'a device name'),
-        table: x['table'] === undefined ? undefined : typeof x['table'] === 'number' ? x['table'] : this.str(x['table'], [...p, 'table'], /^(local|main|default|[0-9]+)$/, 'a table'),
+        table:
+          x['table'] === undefined
+            ? undefined
+            : typeof x['table'] === 'number'
+              ? x['table']
+              : this.str(x['table'], [...p, 'table'], /^(local|main|default|[0-9]+)$/, 'a table'),
         action: action as LabRule['action'],
       };
     });
     return {
       name: this.str(o['name'], [...path, 'name'], NAME, 'a namespace name (1-64 characters of [A-Za-z0-9_.:-])'),
-      forwarding: { 4: this.bool(fwd['ipv4'], [...path, 'forwarding', 'ipv4'], false), 6: this.bool(fwd['ipv6'], [...path, 'forwarding', 'ipv6'], false) },
+      forwarding: {
+        4: this.bool(fwd['ipv4'], [...path, 'forwarding', 'ipv4'], false),
+        6: this.bool(fwd['ipv6'], [...path, 'forwarding', 'ipv6'], false),
+      },
       links,
       routes,
       rules,

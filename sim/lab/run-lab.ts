@@ -39,13 +39,26 @@ interface LabRunOptions {
   readonly netfilterFactory?: SimKernelOptions['netfilterFactory'];
 }
 
-function buildLabKernel(lab: Lab, file: string, opts: LabRunOptions = {}): { kernel: SimKernel; sockets: Map<string, SimSocket> } {
-  const k = new SimKernel({ kernelVersion: lab.kernel, trace: opts.trace ?? true, ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}) });
+function buildLabKernel(
+  lab: Lab,
+  file: string,
+  opts: LabRunOptions = {},
+): { kernel: SimKernel; sockets: Map<string, SimSocket> } {
+  const k = new SimKernel({
+    kernelVersion: lab.kernel,
+    trace: opts.trace ?? true,
+    ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}),
+  });
   const at = (path: string, line: number | undefined, f: () => void): void => {
     try {
       f();
     } catch (e) {
-      if (e instanceof SimConfigError || e instanceof SimErrnoError || e instanceof IpSetError || (e instanceof Error && !(e instanceof RestoreError))) {
+      if (
+        e instanceof SimConfigError ||
+        e instanceof SimErrnoError ||
+        e instanceof IpSetError ||
+        (e instanceof Error && !(e instanceof RestoreError))
+      ) {
         throw new LabError(file, line, path, e.message);
       }
       throw e;
@@ -59,52 +72,82 @@ function buildLabKernel(lab: Lab, file: string, opts: LabRunOptions = {}): { ker
       k.setForwarding(n.name, 4, n.forwarding[4]);
       k.setForwarding(n.name, 6, n.forwarding[6]);
     });
-    n.links.forEach((l, j) => at(`${p}.links[${j}]`, undefined, () => {
-      k.addBridge(n.name, l.name);
-      for (const a of l.addresses) k.addAddress(n.name, l.name, a);
-      k.setLink(n.name, l.name, l.up);
-    }));
+    n.links.forEach((l, j) =>
+      at(`${p}.links[${j}]`, undefined, () => {
+        k.addBridge(n.name, l.name);
+        for (const a of l.addresses) k.addAddress(n.name, l.name, a);
+        k.setLink(n.name, l.name, l.up);
+      }),
+    );
   });
-  lab.veths.forEach((v, i) => at(`veths[${i}]`, undefined, () => {
-    k.addVeth(v.a.netns, v.a.name, v.b.netns, v.b.name);
-    for (const end of [v.a, v.b]) {
-      if (end.master) k.setMaster(end.netns, end.name, end.master);
-      for (const a of end.addresses) k.addAddress(end.netns, end.name, a);
-      k.setLink(end.netns, end.name, true);
-    }
-  }));
+  lab.veths.forEach((v, i) =>
+    at(`veths[${i}]`, undefined, () => {
+      k.addVeth(v.a.netns, v.a.name, v.b.netns, v.b.name);
+      for (const end of [v.a, v.b]) {
+        if (end.master) k.setMaster(end.netns, end.name, end.master);
+        for (const a of end.addresses) k.addAddress(end.netns, end.name, a);
+        k.setLink(end.netns, end.name, true);
+      }
+    }),
+  );
   lab.namespaces.forEach((n, i) => {
     const p = `namespaces[${i}]`;
-    n.routes.forEach((r, j) => at(`${p}.routes[${j}]`, undefined, () => k.addRoute(n.name, {
-      dst: r.dst, ...(r.family ? { family: r.family } : {}), ...(r.via ? { via: r.via } : {}), ...(r.dev ? { dev: r.dev } : {}),
-      ...(r.table !== undefined ? { table: r.table } : {}), type: r.type, ...(r.src ? { src: r.src } : {}), ...(r.metric !== undefined ? { metric: r.metric } : {}),
-    })));
-    n.rules.forEach((r, j) => at(`${p}.rules[${j}]`, undefined, () => k.addRule(n.name, {
-      family: r.family, priority: r.priority, ...(r.fwmark ? { fwmark: r.fwmark.value, mask: r.fwmark.mask } : {}),
-      ...(r.from ? { from: r.from } : {}), ...(r.to ? { to: r.to } : {}), ...(r.iif ? { iif: r.iif } : {}), ...(r.oif ? { oif: r.oif } : {}),
-      ...(r.table !== undefined ? { table: r.table } : {}), action: r.action,
-    })));
+    n.routes.forEach((r, j) =>
+      at(`${p}.routes[${j}]`, undefined, () =>
+        k.addRoute(n.name, {
+          dst: r.dst,
+          ...(r.family ? { family: r.family } : {}),
+          ...(r.via ? { via: r.via } : {}),
+          ...(r.dev ? { dev: r.dev } : {}),
+          ...(r.table !== undefined ? { table: r.table } : {}),
+          type: r.type,
+          ...(r.src ? { src: r.src } : {}),
+          ...(r.metric !== undefined ? { metric: r.metric } : {}),
+        }),
+      ),
+    );
+    n.rules.forEach((r, j) =>
+      at(`${p}.rules[${j}]`, undefined, () =>
+        k.addRule(n.name, {
+          family: r.family,
+          priority: r.priority,
+          ...(r.fwmark ? { fwmark: r.fwmark.value, mask: r.fwmark.mask } : {}),
+          ...(r.from ? { from: r.from } : {}),
+          ...(r.to ? { to: r.to } : {}),
+          ...(r.iif ? { iif: r.iif } : {}),
+          ...(r.oif ? { oif: r.oif } : {}),
+          ...(r.table !== undefined ? { table: r.table } : {}),
+          action: r.action,
+        }),
+      ),
+    );
     if (n.ipsets) at(`${p}.ipsets`, undefined, () => k.ipsetRestore(n.name, n.ipsets!));
-    for (const [fam, text, line, key] of [[4, n.iptables, n.iptablesLine, 'iptables'], [6, n.ip6tables, n.ip6tablesLine, 'ip6tables']] as const) {
+    for (const [fam, text, line, key] of [
+      [4, n.iptables, n.iptablesLine, 'iptables'],
+      [6, n.ip6tables, n.ip6tablesLine, 'ip6tables'],
+    ] as const) {
       if (!text) continue;
       try {
         k.iptablesRestore(n.name, fam, text, { source: `${file} ${key} of ${n.name}` });
       } catch (e) {
-        if (e instanceof RestoreError) throw new LabError(file, line + e.line, `${p}.${key}`, `${e.problem}\n  in line: ${e.lineText}`);
+        if (e instanceof RestoreError)
+          throw new LabError(file, line + e.line, `${p}.${key}`, `${e.problem}\n  in line: ${e.lineText}`);
         throw new LabError(file, line, `${p}.${key}`, (e as Error).message);
       }
     }
   });
   const sockets = new Map<string, SimSocket>();
-  lab.sockets.forEach((s, i) => at(`sockets[${i}]`, undefined, () => {
-    const sock = k.socket(s.netns, s.proto, s.family, credentials(s.uid, s.gid, s.caps), s.name);
-    if (s.mark !== undefined) k.setsockopt(sock, 'SO_MARK', s.mark);
-    if (s.transparent) k.setsockopt(sock, 'IP_TRANSPARENT', true);
-    if (s.reuseport) k.setsockopt(sock, 'SO_REUSEPORT', true);
-    k.bind(sock, s.address, s.port);
-    if (s.proto === 'tcp') k.listen(sock);
-    sockets.set(s.name, sock);
-  }));
+  lab.sockets.forEach((s, i) =>
+    at(`sockets[${i}]`, undefined, () => {
+      const sock = k.socket(s.netns, s.proto, s.family, credentials(s.uid, s.gid, s.caps), s.name);
+      if (s.mark !== undefined) k.setsockopt(sock, 'SO_MARK', s.mark);
+      if (s.transparent) k.setsockopt(sock, 'IP_TRANSPARENT', true);
+      if (s.reuseport) k.setsockopt(sock, 'SO_REUSEPORT', true);
+      k.bind(sock, s.address, s.port);
+      if (s.proto === 'tcp') k.listen(sock);
+      sockets.set(s.name, sock);
+    }),
+  );
   return { kernel: k, sockets };
 }
 
@@ -116,12 +159,23 @@ export function runLab(lab: Lab, file: string, opts: LabRunOptions = {}): LabRun
 
 function runAttempt(k: SimKernel, a: LabAttempt): AttemptResult {
   const owner = credentials(a.uid, a.gid, a.caps);
-  const base = { name: a.name, acceptedBy: undefined, originalDst: undefined, sourceSeen: undefined, localSeen: undefined };
+  const base = {
+    name: a.name,
+    acceptedBy: undefined,
+    originalDst: undefined,
+    sourceSeen: undefined,
+    localSeen: undefined,
+  };
   try {
     if (a.raw) {
       const r = k.sendRaw(a.netns, owner, a.raw.dev, {
-        proto: a.proto, src: a.source!, sport: a.sourcePort ?? 40000, dst: a.address, dport: a.port,
-        flags: a.proto === 'tcp' ? { syn: true } : {}, ...(a.raw.nextHop ? { nextHop: a.raw.nextHop } : {}),
+        proto: a.proto,
+        src: a.source!,
+        sport: a.sourcePort ?? 40000,
+        dst: a.address,
+        dport: a.port,
+        flags: a.proto === 'tcp' ? { syn: true } : {},
+        ...(a.raw.nextHop ? { nextHop: a.raw.nextHop } : {}),
       });
       return { ...base, outcome: r.delivery, acceptedBy: r.socket?.label, reason: r.reason, trace: r.trace };
     }
@@ -129,13 +183,19 @@ function runAttempt(k: SimKernel, a: LabAttempt): AttemptResult {
     const s = k.socket(a.netns, a.proto, family, owner, a.name);
     if (a.mark !== undefined) k.setsockopt(s, 'SO_MARK', a.mark);
     if (a.transparent) k.setsockopt(s, 'IP_TRANSPARENT', true);
-    if (a.source !== undefined || a.sourcePort !== undefined) k.bind(s, a.source ?? (family === 4 ? '0.0.0.0' : '::'), a.sourcePort ?? 0);
+    if (a.source !== undefined || a.sourcePort !== undefined)
+      k.bind(s, a.source ?? (family === 4 ? '0.0.0.0' : '::'), a.sourcePort ?? 0);
     if (a.proto === 'udp') {
       const r = k.sendUdp(s, a.address, a.port, a.payload);
       k.close(s);
       return {
-        ...base, outcome: r.outcome, acceptedBy: r.socket?.label, reason: r.reason, trace: r.trace,
-        sourceSeen: r.from ? formatSockAddr(r.from) : undefined, localSeen: r.to ? formatSockAddr(r.to) : undefined,
+        ...base,
+        outcome: r.outcome,
+        acceptedBy: r.socket?.label,
+        reason: r.reason,
+        trace: r.trace,
+        sourceSeen: r.from ? formatSockAddr(r.from) : undefined,
+        localSeen: r.to ? formatSockAddr(r.to) : undefined,
       };
     }
     const r = k.connect(s, a.address, a.port);

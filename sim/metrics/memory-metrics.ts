@@ -14,12 +14,21 @@ export class MemoryMetrics implements Metrics {
 
   counter(name: string): Counter {
     const s = this.series(name);
-    return { inc: (labels, by = 1) => { const k = key(labels); s.set(k, (s.get(k) ?? 0) + by); } };
+    return {
+      inc: (labels, by = 1) => {
+        const k = key(labels);
+        s.set(k, (s.get(k) ?? 0) + by);
+      },
+    };
   }
 
   gauge(name: string): Gauge {
     const s = this.series(name);
-    return { set: (v, labels) => { s.set(key(labels), v); } };
+    return {
+      set: (v, labels) => {
+        s.set(key(labels), v);
+      },
+    };
   }
 
   /** Value of a series (0 when never touched). */

@@ -80,7 +80,13 @@ export class SimContainer {
 
   socket(proto: 'tcp' | 'udp', family: Family): SimSocket {
     if (this.stopped) throw new Error(`container ${this.describe()} is stopped`);
-    const s = this.kernel.socket(this.netns, proto, family, this.creds, `${this.ref.namespace}/${this.ref.pod}/${this.ref.container}`);
+    const s = this.kernel.socket(
+      this.netns,
+      proto,
+      family,
+      this.creds,
+      `${this.ref.namespace}/${this.ref.pod}/${this.ref.container}`,
+    );
     this.sockets.push(s);
     return s;
   }

@@ -50,8 +50,18 @@ export interface KubeletRecord {
   readonly t: number;
   readonly node: string;
   readonly what:
-    | 'sandbox-create' | 'cni-add-ok' | 'cni-add-failed' | 'cni-del' | 'cni-del-failed' | 'containers-started'
-    | 'status-running' | 'backoff' | 'teardown' | 'sandbox-dead' | 'adopted' | 'probe';
+    | 'sandbox-create'
+    | 'cni-add-ok'
+    | 'cni-add-failed'
+    | 'cni-del'
+    | 'cni-del-failed'
+    | 'containers-started'
+    | 'status-running'
+    | 'backoff'
+    | 'teardown'
+    | 'sandbox-dead'
+    | 'adopted'
+    | 'probe';
   readonly pod: string;
   readonly detail: string;
 }
@@ -132,7 +142,10 @@ export class SimKubelet {
     inf.on('delete', this.onDelete);
     inf.on('error', () => {
       // The informer stopped (list/watch failure): restart it after a second, as a real kubelet's reflector does.
-      if (gen === this.generation) this.o.clock.setTimer(1000, () => { if (gen === this.generation) void inf.start(); });
+      if (gen === this.generation)
+        this.o.clock.setTimer(1000, () => {
+          if (gen === this.generation) void inf.start();
+        });
     });
     await inf.start();
     if (gen !== this.generation) return;
@@ -178,13 +191,22 @@ export class SimKubelet {
   container(podUid: string, name?: string): SimContainer {
     const rec = this.o.disk.sandboxes.get(podUid);
     const c = rec?.containers.find((x) => name === undefined || x.ref.container === name);
-    if (!rec || !c) throw new Error(`node ${this.o.nodeName}: no running container ${name ?? '(any)'} for pod uid ${podUid} (sandbox ${rec ? (rec.ready ? 'ready' : 'not ready') : 'absent'})`);
+    if (!rec || !c)
+      throw new Error(
+        `node ${this.o.nodeName}: no running container ${name ?? '(any)'} for pod uid ${podUid} (sandbox ${rec ? (rec.ready ? 'ready' : 'not ready') : 'absent'})`,
+      );
     return c;
   }
 
   /** A TCP connect from the node's host netns (what a kubelet probe does). */
   probeTcp(ip: string, port: number): ConnectResult {
-    const s = this.o.kernel.socket(this.o.hostNetns, 'tcp', parseIp(ip).family, credentials(0, 0, ['NET_ADMIN', 'NET_RAW', 'NET_BIND_SERVICE']), `kubelet probe ${this.o.nodeName}`);
+    const s = this.o.kernel.socket(
+      this.o.hostNetns,
+      'tcp',
+      parseIp(ip).family,
+      credentials(0, 0, ['NET_ADMIN', 'NET_RAW', 'NET_BIND_SERVICE']),
+      `kubelet probe ${this.o.nodeName}`,
+    );
     const r = this.o.kernel.connect(s, ip, port);
     if (r.outcome === 'established') {
       this.o.kernel.close(s);
@@ -196,7 +218,8 @@ export class SimKubelet {
   /** CHECK a pod's sandbox networks against their cached results (throws CniChainError). */
   async checkSandbox(podUid: string): Promise<void> {
     const rec = this.o.disk.sandboxes.get(podUid);
-    if (!rec || rec.hostNetwork) throw new Error(`node ${this.o.nodeName}: pod uid ${podUid} has no sandbox netns to CHECK`);
+    if (!rec || rec.hostNetwork)
+      throw new Error(`node ${this.o.nodeName}: pod uid ${podUid} has no sandbox netns to CHECK`);
     const pod = this.work.get(podUid)?.pod ?? { metadata: { uid: podUid, name: rec.name, namespace: rec.namespace } };
     for (const [chain, ifname] of this.chains()) await chain.check(this.attachment(pod, rec, ifname));
   }
@@ -212,22 +235,34 @@ export class SimKubelet {
     // The configuration list is read at every operation; its chain is rebuilt only when it changed.
     const list = this.o.network();
     if (this.chainsFor?.list !== list) {
-      const opts = { path: ['/opt/cni/bin'], ...(this.o.observeCni ? { observe: this.o.observeCni } : {}), inProcess: this.o.cniInProcess ?? false };
+      const opts = {
+        path: ['/opt/cni/bin'],
+        ...(this.o.observeCni ? { observe: this.o.observeCni } : {}),
+        inProcess: this.o.cniInProcess ?? false,
+      };
       const out: Array<[CniChain, string]> = [];
-      if (this.o.loopback ?? true) out.push([new CniChain(LOOPBACK_NETWORK, this.o.plugins, this.o.disk.cniCache, opts), 'lo']);
+      if (this.o.loopback ?? true)
+        out.push([new CniChain(LOOPBACK_NETWORK, this.o.plugins, this.o.disk.cniCache, opts), 'lo']);
       out.push([new CniChain(list, this.o.plugins, this.o.disk.cniCache, opts), IFNAME]);
       this.chainsFor = { list, chains: out };
     }
     return this.chainsFor.chains;
   }
 
-  private attachment(pod: Pod, rec: SandboxRecord, ifname: string): { containerId: string; netns: string | undefined; ifname: string; args: Array<[string, string]> } {
+  private attachment(
+    pod: Pod,
+    rec: SandboxRecord,
+    ifname: string,
+  ): { containerId: string; netns: string | undefined; ifname: string; args: Array<[string, string]> } {
     const m = pod.metadata ?? {};
     return {
       containerId: rec.sandboxId,
       netns: rec.netns && this.o.kernel.hasNetns(rec.netns) ? rec.netnsPath : undefined,
       ifname,
-      args: k8sCniArgs({ namespace: m.namespace ?? rec.namespace, name: m.name ?? rec.name, uid: rec.podUid }, rec.sandboxId),
+      args: k8sCniArgs(
+        { namespace: m.namespace ?? rec.namespace, name: m.name ?? rec.name, uid: rec.podUid },
+        rec.sandboxId,
+      ),
     };
   }
 
@@ -238,8 +273,17 @@ export class SimKubelet {
   private newWork(pod: Pod): PodWork {
     const uid = pod.metadata?.uid ?? '';
     const w: PodWork = {
-      pod, uid, key: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`, deleted: false, busy: false, dirty: false,
-      attempts: 0, backoffUntil: 0, timer: undefined, probeTimer: undefined, ready: undefined,
+      pod,
+      uid,
+      key: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
+      deleted: false,
+      busy: false,
+      dirty: false,
+      attempts: 0,
+      backoffUntil: 0,
+      timer: undefined,
+      probeTimer: undefined,
+      ready: undefined,
     };
     this.work.set(uid, w);
     return w;
@@ -351,8 +395,17 @@ export class SimKubelet {
     const hostNetwork = pod.spec?.hostNetwork === true;
     const netns = hostNetwork ? '' : `cni-${sandboxId}`;
     const rec: SandboxRecord = {
-      podUid: w.uid, namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', sandboxId, netns,
-      netnsPath: netns ? simNetnsPath(netns) : '', hostNetwork, networks: [], ready: false, ips: [], containers: [],
+      podUid: w.uid,
+      namespace: pod.metadata?.namespace ?? '',
+      name: pod.metadata?.name ?? '',
+      sandboxId,
+      netns,
+      netnsPath: netns ? simNetnsPath(netns) : '',
+      hostNetwork,
+      networks: [],
+      ready: false,
+      ips: [],
+      containers: [],
     };
     disk.sandboxes.set(w.uid, rec);
     this.rec('sandbox-create', w, sandboxId);
@@ -374,8 +427,12 @@ export class SimKubelet {
         // Spec: a failed ADD is still followed by DEL; then the sandbox goes.
         await this.teardown(w, rec);
         if (this.o.events ?? true) {
-          await this.event(w, 'Warning', 'FailedCreatePodSandBox',
-            `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "${sandboxId}": ${msg}`);
+          await this.event(
+            w,
+            'Warning',
+            'FailedCreatePodSandBox',
+            `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "${sandboxId}": ${msg}`,
+          );
         }
         this.backoff(w, 'add');
         return;
@@ -395,8 +452,13 @@ export class SimKubelet {
     const families = [...new Set(ips.map((ip) => parseIp(ip).family))] as Family[];
     const m = pod.metadata ?? {};
     return (pod.spec?.containers ?? []).map((c) => {
-      const ct = new SimContainer(this.o.kernel, { namespace: m.namespace ?? '', pod: m.name ?? '', uid: m.uid ?? '', container: c.name },
-        netns, containerCredentials(pod, c), declaredTcpPorts(c));
+      const ct = new SimContainer(
+        this.o.kernel,
+        { namespace: m.namespace ?? '', pod: m.name ?? '', uid: m.uid ?? '', container: c.name },
+        netns,
+        containerCredentials(pod, c),
+        declaredTcpPorts(c),
+      );
       ct.start(families.length ? families : [4]);
       return ct;
     });
@@ -407,7 +469,9 @@ export class SimKubelet {
     for (const c of rec.containers) c.stop();
     rec.containers = [];
     if (!rec.hostNetwork) {
-      const chains = this.chains().filter(([c]) => rec.networks.includes(c.network)).reverse();
+      const chains = this.chains()
+        .filter(([c]) => rec.networks.includes(c.network))
+        .reverse();
       for (const [chain, ifname] of chains) {
         try {
           await chain.del(this.attachment(w.pod, rec, ifname));
@@ -439,7 +503,8 @@ export class SimKubelet {
     const probe = readinessProbe(w.pod);
     w.ready = probe ? false : true;
     this.rec('status-running', w, rec.ips.join(','));
-    if (this.o.events ?? true) await this.patchStatus(w, runningStatus(w.pod, rec, this.o.hostIPs, w.ready, this.timestamp()));
+    if (this.o.events ?? true)
+      await this.patchStatus(w, runningStatus(w.pod, rec, this.o.hostIPs, w.ready, this.timestamp()));
     if (probe) this.scheduleProbe(w, probe.initialDelayMs);
   }
 
@@ -479,10 +544,15 @@ export class SimKubelet {
 
   private async event(w: PodWork, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
     const m = w.pod.metadata ?? {};
-    await this.o.api.createEvent({
-      involvedObject: { kind: 'Pod', name: m.name ?? '', namespace: m.namespace ?? '', uid: w.uid },
-      type, reason, message, component: 'kubelet',
-    }).catch(() => undefined); // events are best effort
+    await this.o.api
+      .createEvent({
+        involvedObject: { kind: 'Pod', name: m.name ?? '', namespace: m.namespace ?? '', uid: w.uid },
+        type,
+        reason,
+        message,
+        component: 'kubelet',
+      })
+      .catch(() => undefined); // events are best effort
   }
 
   private timestamp(): string {
@@ -532,7 +602,13 @@ function conditions(ready: boolean, t: string): Array<Record<string, string>> {
   ];
 }
 
-function runningStatus(pod: Pod, rec: SandboxRecord, hostIPs: readonly string[], ready: boolean, t: string): MergePatch {
+function runningStatus(
+  pod: Pod,
+  rec: SandboxRecord,
+  hostIPs: readonly string[],
+  ready: boolean,
+  t: string,
+): MergePatch {
   return {
     status: {
       phase: 'Running',
@@ -543,8 +619,14 @@ function runningStatus(pod: Pod, rec: SandboxRecord, hostIPs: readonly string[],
       startTime: t,
       conditions: conditions(ready, t),
       containerStatuses: (pod.spec?.containers ?? []).map((c) => ({
-        name: c.name, image: c.image ?? '', imageID: '', ready, restartCount: 0, started: true,
-        containerID: `sim://${rec.sandboxId}/${c.name}`, state: { running: { startedAt: t } },
+        name: c.name,
+        image: c.image ?? '',
+        imageID: '',
+        ready,
+        restartCount: 0,
+        started: true,
+        containerID: `sim://${rec.sandboxId}/${c.name}`,
+        state: { running: { startedAt: t } },
       })),
     },
   };

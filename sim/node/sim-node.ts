@@ -10,7 +10,6 @@ import type { InProcessPlugins } from '../cni/plugins.js';
 import type { NodeDisk } from './runtime-state.js';
 import type { SimKubelet } from './kubelet.js';
 
-
 interface SimNodeAddresses {
   readonly ipv4: string;
   readonly ipv6: string | undefined;
@@ -50,7 +49,10 @@ export class SimNode {
    */
   chainPlugin(conf: CniPluginConf, impl: CniPlugin): void {
     this.plugins.register(conf.type, impl);
-    this.list = { ...this.list, plugins: [...this.list.plugins.filter((p) => p.type !== conf.type), structuredClone(conf)] };
+    this.list = {
+      ...this.list,
+      plugins: [...this.list.plugins.filter((p) => p.type !== conf.type), structuredClone(conf)],
+    };
   }
 
   /** Remove a chained plugin from the list (the implementation stays registered for DELs). */
@@ -86,7 +88,10 @@ export class SimNode {
       // Only the tables in use get flushed, so the set of loaded tables stays what the agent's own
       // writes load again (the sim cannot unload a table; Linux would start with none loaded).
       const loaded = [...this.kernel.iptablesSave(this.hostNetns, family).matchAll(/^\*(\w+)$/gm)].map((m) => m[1]);
-      if (loaded.length > 0) this.kernel.iptablesRestore(this.hostNetns, family, loaded.map((t) => `*${t}\nCOMMIT\n`).join(''), { source: `reboot of ${this.name}` });
+      if (loaded.length > 0)
+        this.kernel.iptablesRestore(this.hostNetns, family, loaded.map((t) => `*${t}\nCOMMIT\n`).join(''), {
+          source: `reboot of ${this.name}`,
+        });
     }
     const sets = this.kernel.ipsetsOf(this.hostNetns);
     for (const name of sets.names()) sets.destroy(name);

@@ -86,8 +86,14 @@ export class FakeWorkloads implements WorkloadLookup {
 
 export function workloadOf(p: PodSpec): ProxyWorkload {
   return {
-    uid: `uid-${p.name}`, name: p.name, namespace: 'default', serviceAccount: p.sa, labels: { app: p.name },
-    ips: [p.ip], enrolled: p.enrolled, identity: { trustDomain: TRUST_DOMAIN, namespace: 'default', serviceAccount: p.sa },
+    uid: `uid-${p.name}`,
+    name: p.name,
+    namespace: 'default',
+    serviceAccount: p.sa,
+    labels: { app: p.name },
+    ips: [p.ip],
+    enrolled: p.enrolled,
+    identity: { trustDomain: TRUST_DOMAIN, namespace: 'default', serviceAccount: p.sa },
   };
 }
 
@@ -96,11 +102,24 @@ export function infoOf(p: PodSpec): WorkloadInfo {
 }
 
 export function handleFor(pod: string, identity = pod): ZdsNetnsHandle & { closed: boolean } {
-  const h = { netns: netnsId(pod), identity, closed: false, close(): void { h.closed = true; } };
+  const h = {
+    netns: netnsId(pod),
+    identity,
+    closed: false,
+    close(): void {
+      h.closed = true;
+    },
+  };
   return h;
 }
 
-export const INPOD_PLAN = buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: false, ingressMode: false, virtualInterfaces: [] });
+export const INPOD_PLAN = buildInpodPlan({
+  profile: 'upstream',
+  ipv6: false,
+  dnsCapture: false,
+  ingressMode: false,
+  virtualInterfaces: [],
+});
 
 function addPod(k: SimKernel, p: PodSpec, hostDev: string, gw: string): void {
   k.addNetns(p.name);
@@ -134,7 +153,10 @@ export async function buildMesh(opts: { hbone?: HboneTransport; applyRules?: boo
   const k = new SimKernel({ kernelVersion: '6.1' });
   const clock = new VirtualClock();
   const log = new MemoryLogger();
-  for (const [node, subnet, uplink] of [['node1', '10.244.1', '192.0.2.1/24'], ['node2', '10.244.2', '192.0.2.2/24']] as const) {
+  for (const [node, subnet, uplink] of [
+    ['node1', '10.244.1', '192.0.2.1/24'],
+    ['node2', '10.244.2', '192.0.2.2/24'],
+  ] as const) {
     k.addNetns(node);
     k.setLink(node, 'lo', true);
     k.addBridge(node, 'cni0');
@@ -161,27 +183,44 @@ export async function buildMesh(opts: { hbone?: HboneTransport; applyRules?: boo
   for (const p of PODS) workloads.all.set(`uid-${p.name}`, workloadOf(p));
   const ca = new SimMeshCa(TRUST_DOMAIN);
   const hbone = opts.hbone ?? new SimHbone({ ca });
-  const newProxy = (node: 'node1' | 'node2', over: Partial<NodeProxyOptions> = {}): { proxy: NodeProxy; log: MemoryConnectionLog } => {
+  const newProxy = (
+    node: 'node1' | 'node2',
+    over: Partial<NodeProxyOptions> = {},
+  ): { proxy: NodeProxy; log: MemoryConnectionLog } => {
     const connectionLog = new MemoryConnectionLog();
     const proxy = new NodeProxy({
       sockets: new SimSockets({ kernel: k, owner: PROXY_CREDS, defaultNetns: node, label: `ztunnel@${node}`, clock }),
-      hbone, authorizer: authz, workloads, clock, log: log.child({ node }), trustDomain: TRUST_DOMAIN, connectionLog, ...over,
+      hbone,
+      authorizer: authz,
+      workloads,
+      clock,
+      log: log.child({ node }),
+      trustDomain: TRUST_DOMAIN,
+      connectionLog,
+      ...over,
     });
     return { proxy, log: connectionLog };
   };
   const addPods = async (proxy: NodeProxy, node: 'node1' | 'node2'): Promise<void> => {
-    for (const p of PODS) if (p.node === node && p.enrolled) await proxy.onAdd(podUid(`uid-${p.name}`), infoOf(p), handleFor(p.name));
+    for (const p of PODS)
+      if (p.node === node && p.enrolled) await proxy.onAdd(podUid(`uid-${p.name}`), infoOf(p), handleFor(p.name));
   };
   const n1 = newProxy('node1');
   const n2 = newProxy('node2');
   await addPods(n1.proxy, 'node1');
   await addPods(n2.proxy, 'node2');
   return {
-    k, clock, log, authz, workloads, ca,
+    k,
+    clock,
+    log,
+    authz,
+    workloads,
+    ca,
     proxies: { node1: n1.proxy, node2: n2.proxy },
     logs: { node1: n1.log, node2: n2.log },
     app: (pod) => new SimSockets({ kernel: k, owner: APP, defaultNetns: pod, label: `app-${pod}`, clock }),
-    newProxy, addPods,
+    newProxy,
+    addPods,
   };
 }
 
@@ -202,7 +241,10 @@ export async function echoServer(s: Sockets, port = 8080): Promise<EchoServer> {
     void (async () => {
       for (;;) {
         const r = await c.read();
-        if (r.done) { c.close(); return; }
+        if (r.done) {
+          c.close();
+          return;
+        }
         const w = await c.write(r.bytes);
         if (!w.ok) return;
       }
@@ -212,10 +254,16 @@ export async function echoServer(s: Sockets, port = 8080): Promise<EchoServer> {
   return { peers, conns, close: () => l.value.close() };
 }
 
-const text = (r: ReadResult): string => (r.done ? `<done${r.failure ? `:${r.failure.kind}` : ''}>` : Buffer.from(r.bytes).toString('utf8'));
+const text = (r: ReadResult): string =>
+  r.done ? `<done${r.failure ? `:${r.failure.kind}` : ''}>` : Buffer.from(r.bytes).toString('utf8');
 
 /** Connect from `s` to ip:port, send `msg`, read one reply chunk. */
-export async function exchange(s: Sockets, ip: string, port: number, msg = 'hello'): Promise<{ connect: SocketOutcome<TcpConnection>; reply?: string }> {
+export async function exchange(
+  s: Sockets,
+  ip: string,
+  port: number,
+  msg = 'hello',
+): Promise<{ connect: SocketOutcome<TcpConnection>; reply?: string }> {
   const c = await s.connectTcp({ family: 4, dst: { family: 4, address: ip, port } });
   if (!c.ok) return { connect: c };
   const w = await c.value.write(Buffer.from(msg));

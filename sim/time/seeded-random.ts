@@ -55,7 +55,8 @@ export class SeededRandom implements Random {
   }
 
   int(min: number, max: number): number {
-    if (!Number.isInteger(min) || !Number.isInteger(max) || max < min) throw new Error(`SeededRandom.int: invalid range [${min}, ${max}]`);
+    if (!Number.isInteger(min) || !Number.isInteger(max) || max < min)
+      throw new Error(`SeededRandom.int: invalid range [${min}, ${max}]`);
     return min + Math.floor(this.next() * (max - min + 1));
   }
 }

@@ -12,15 +12,28 @@ export async function settle<T>(clock: VirtualClock, p: Promise<T>, maxTimers = 
   let value: T | undefined;
   let error: unknown;
   let failed = false;
-  p.then((v) => { done = true; value = v; }, (e: unknown) => { done = true; failed = true; error = e; });
+  p.then(
+    (v) => {
+      done = true;
+      value = v;
+    },
+    (e: unknown) => {
+      done = true;
+      failed = true;
+      error = e;
+    },
+  );
   for (let fired = 0; ; fired++) {
     for (let i = 0; i < 3 && !done; i++) await tick();
     if (done) break;
-    if (fired >= maxTimers) throw new Error(`settle: promise still pending after ${maxTimers} timers (virtual time ${clock.now()} ms)`);
+    if (fired >= maxTimers)
+      throw new Error(`settle: promise still pending after ${maxTimers} timers (virtual time ${clock.now()} ms)`);
     if (!clock.fireNext()) {
       await tick();
       if (done) break;
-      throw new Error(`settle: deadlock — the promise is pending and no timer is left (virtual time ${clock.now()} ms)`);
+      throw new Error(
+        `settle: deadlock — the promise is pending and no timer is left (virtual time ${clock.now()} ms)`,
+      );
     }
   }
   if (failed) throw error;

@@ -25,7 +25,11 @@ export class VirtualClock implements Clock {
     if (!Number.isFinite(ms) || ms < 0) throw new Error(`VirtualClock.setTimer: invalid delay ${ms}`);
     const timer: Timer = { due: this.t + ms, seq: this.seq++, fn, cancelled: false };
     this.push(timer);
-    return { cancel: () => { timer.cancelled = true; } };
+    return {
+      cancel: () => {
+        timer.cancelled = true;
+      },
+    };
   }
 
   sleep(ms: number): Promise<void> {

@@ -5,7 +5,11 @@
  */
 import type { Clock } from '../../impl/host/clock.js';
 import {
-  PluginEventTransportError, type PluginEventHandler, type PluginEventServeOptions, type PluginEventServer, type PluginEventTransport,
+  PluginEventTransportError,
+  type PluginEventHandler,
+  type PluginEventServeOptions,
+  type PluginEventServer,
+  type PluginEventTransport,
 } from '../../impl/host/plugin-events.js';
 import { parsePluginEvent, type PluginEvent, type PluginEventReply } from '../../impl/api/plugin-event.js';
 
@@ -50,7 +54,11 @@ export class SimPluginEventTransport implements PluginEventTransport {
           f();
         }
       };
-      const timer = this.clock.setTimer(timeoutMs, () => finish(() => reject(new PluginEventTransportError('timeout', `no answer from ${address} within ${timeoutMs} ms`))));
+      const timer = this.clock.setTimer(timeoutMs, () =>
+        finish(() =>
+          reject(new PluginEventTransportError('timeout', `no answer from ${address} within ${timeoutMs} ms`)),
+        ),
+      );
       const server = this.servers.get(address);
       if (!server) {
         finish(() => reject(new PluginEventTransportError('unavailable', `nothing listens on ${address}`)));
@@ -63,7 +71,8 @@ export class SimPluginEventTransport implements PluginEventTransport {
         if (done) return;
         let parsed: PluginEvent;
         try {
-          if (body.length > server.opts.maxBodyBytes) throw new Error(`body of ${body.length} bytes exceeds ${server.opts.maxBodyBytes}`);
+          if (body.length > server.opts.maxBodyBytes)
+            throw new Error(`body of ${body.length} bytes exceeds ${server.opts.maxBodyBytes}`);
           parsed = parsePluginEvent(body);
         } catch (e) {
           finish(() => resolve({ ok: false, error: (e as Error).message, retryable: false }));
@@ -72,7 +81,8 @@ export class SimPluginEventTransport implements PluginEventTransport {
         this.delivered.push(parsed);
         server.handler(parsed).then(
           (reply) => finish(() => resolve(reply)),
-          (e: unknown) => finish(() => resolve({ ok: false, error: e instanceof Error ? e.message : String(e), retryable: true })),
+          (e: unknown) =>
+            finish(() => resolve({ ok: false, error: e instanceof Error ? e.message : String(e), retryable: true })),
         );
       });
     });

@@ -120,7 +120,10 @@ function simNodeAddress(index: number): { ipv4: string; ipv6: string } {
 }
 
 function simPodCidr(index: number): { ipv4: string; ipv6: string } {
-  return { ipv4: `10.244.${index}.0/24`, ipv6: index === 0 ? 'fd00:10:244::/64' : `fd00:10:244:${v6Group(index)}::/64` };
+  return {
+    ipv4: `10.244.${index}.0/24`,
+    ipv6: index === 0 ? 'fd00:10:244::/64' : `fd00:10:244:${v6Group(index)}::/64`,
+  };
 }
 
 /** The primary network of node `index`: bridge cni0 + host-local on its pod CIDR(s). */
@@ -129,10 +132,15 @@ function primaryNetwork(index: number, ipv6: boolean): CniConfList {
   return {
     cniVersion: '1.0.0',
     name: 'sim-pod-network',
-    plugins: [{
-      type: 'bridge', bridge: 'cni0', isGateway: true, isDefaultGateway: true,
-      ipam: { type: 'host-local', ranges: [[{ subnet: cidr.ipv4 }], ...(ipv6 ? [[{ subnet: cidr.ipv6 }]] : [])] },
-    }],
+    plugins: [
+      {
+        type: 'bridge',
+        bridge: 'cni0',
+        isGateway: true,
+        isDefaultGateway: true,
+        ipam: { type: 'host-local', ranges: [[{ subnet: cidr.ipv4 }], ...(ipv6 ? [[{ subnet: cidr.ipv6 }]] : [])] },
+      },
+    ],
   };
 }
 
@@ -149,12 +157,20 @@ export class SimWorld {
 
   constructor(readonly options: SimWorldOptions) {
     const n = options.nodes;
-    if (!Number.isInteger(n) || n < 1 || n > MAX_SIM_NODES) throw new Error(`SimWorld: nodes must be an integer in 1..${MAX_SIM_NODES}, got ${n}`);
+    if (!Number.isInteger(n) || n < 1 || n > MAX_SIM_NODES)
+      throw new Error(`SimWorld: nodes must be an integer in 1..${MAX_SIM_NODES}, got ${n}`);
     const ipv6 = options.ipv6 ?? true;
     this.schedRandom = new SeededRandom(options.seed * 3 + 1);
     this.jitterRandom = new SeededRandom(options.seed * 3 + 2);
-    this.kernel = new SimKernel({ ...(options.kernelVersion ? { kernelVersion: options.kernelVersion } : {}), trace: options.trace ?? true });
-    this.store = new ApiStore({ clock: this.clock, random: new SeededRandom(options.seed), ...(options.eventWindow ? { eventWindow: options.eventWindow } : {}) });
+    this.kernel = new SimKernel({
+      ...(options.kernelVersion ? { kernelVersion: options.kernelVersion } : {}),
+      trace: options.trace ?? true,
+    });
+    this.store = new ApiStore({
+      clock: this.clock,
+      random: new SeededRandom(options.seed),
+      ...(options.eventWindow ? { eventWindow: options.eventWindow } : {}),
+    });
     this.api = new SimKubeApi(this.store, this.clock);
     this.buildFabric(ipv6);
     const nodes: SimNode[] = [];
@@ -184,7 +200,14 @@ export class SimWorld {
       k.setForwarding(FABRIC_NETNS, 6, true);
     }
     k.addNetns(OUTSIDE_NETNS);
-    this.attach(OUTSIDE_NETNS, 'out', OUTSIDE_ADDRESS.ipv4, ipv6 ? OUTSIDE_ADDRESS.ipv6 : undefined, '203.0.113.1', 'fd00:203::1');
+    this.attach(
+      OUTSIDE_NETNS,
+      'out',
+      OUTSIDE_ADDRESS.ipv4,
+      ipv6 ? OUTSIDE_ADDRESS.ipv6 : undefined,
+      '203.0.113.1',
+      'fd00:203::1',
+    );
   }
 
   /** A veth from `ns` (eth0) to the fabric bridge, an address and a default route via `gw`. */
@@ -218,7 +241,17 @@ export class SimWorld {
     const disk = new NodeDisk();
     const plugins = simPrimaryPlugins({ kernel: this.kernel, hostNetns: name, ipam: disk.ipam });
     const address = { ipv4: addr.ipv4, ipv6: ipv6 ? addr.ipv6 : undefined };
-    const node = new SimNode(name, i, name, address, { ipv4: cidr.ipv4, ipv6: ipv6 ? cidr.ipv6 : undefined }, this.kernel, disk, plugins, primaryNetwork(i, ipv6));
+    const node = new SimNode(
+      name,
+      i,
+      name,
+      address,
+      { ipv4: cidr.ipv4, ipv6: ipv6 ? cidr.ipv6 : undefined },
+      this.kernel,
+      disk,
+      plugins,
+      primaryNetwork(i, ipv6),
+    );
     const jitter = this.options.jitterMs ?? 0;
     const recordCni = this.options.recordCni ?? false;
     node.kubelet = new SimKubelet({
@@ -237,19 +270,26 @@ export class SimWorld {
       events: this.options.kubeletEvents ?? true,
       cniInProcess: (this.options.cniProtocol ?? 'in-process') === 'in-process',
       record: (r: KubeletRecord) => this.history.push(new KubeletHistoryEntry(r)),
-      ...(recordCni ? {
-        observeCni: (inv: CniInvocation) => this.history.push({
-          t: this.clock.now(), kind: 'cni',
-          text: `${inv.network} ${inv.command} #${inv.index} ${inv.type} ${inv.containerId ?? ''} exit=${inv.output?.exitCode ?? 'none'}`,
-        }),
-      } : {}),
+      ...(recordCni
+        ? {
+            observeCni: (inv: CniInvocation) =>
+              this.history.push({
+                t: this.clock.now(),
+                kind: 'cni',
+                text: `${inv.network} ${inv.command} #${inv.index} ${inv.type} ${inv.containerId ?? ''} exit=${inv.output?.exitCode ?? 'none'}`,
+              }),
+          }
+        : {}),
     });
     return node;
   }
 
   node(name: string): SimNode {
     const n = this.nodes.find((x) => x.name === name);
-    if (!n) throw new Error(`SimWorld: no node ${JSON.stringify(name)}; nodes are ${this.nodes.map((x) => x.name).join(', ')}`);
+    if (!n)
+      throw new Error(
+        `SimWorld: no node ${JSON.stringify(name)}; nodes are ${this.nodes.map((x) => x.name).join(', ')}`,
+      );
     return n;
   }
 
@@ -266,12 +306,18 @@ export class SimWorld {
     this.started = true;
     for (const n of this.nodes) {
       await this.api.create('Node', {
-        apiVersion: 'v1', kind: 'Node',
+        apiVersion: 'v1',
+        kind: 'Node',
         metadata: { name: n.name, labels: { 'kubernetes.io/hostname': n.name } },
         spec: { podCIDR: n.podCidr.ipv4, podCIDRs: [n.podCidr.ipv4, ...(n.podCidr.ipv6 ? [n.podCidr.ipv6] : [])] },
       });
       await this.api.patchStatus('Node', n.name, undefined, {
-        status: { addresses: [{ type: 'InternalIP', address: n.address.ipv4 }, ...(n.address.ipv6 ? [{ type: 'InternalIP', address: n.address.ipv6 }] : [])] },
+        status: {
+          addresses: [
+            { type: 'InternalIP', address: n.address.ipv4 },
+            ...(n.address.ipv6 ? [{ type: 'InternalIP', address: n.address.ipv6 }] : []),
+          ],
+        },
       });
     }
     for (const n of this.nodes) await n.kubelet!.start();
@@ -282,7 +328,10 @@ export class SimWorld {
     this.history.push({ t: this.clock.now(), kind: 'world', text });
   }
 
-  async createNamespace(name: string, meta: { labels?: Record<string, string>; annotations?: Record<string, string> } = {}): Promise<KubeObjectOf<'Namespace'>> {
+  async createNamespace(
+    name: string,
+    meta: { labels?: Record<string, string>; annotations?: Record<string, string> } = {},
+  ): Promise<KubeObjectOf<'Namespace'>> {
     this.log(`create namespace ${name}`);
     return this.api.create('Namespace', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...meta } });
   }
@@ -290,17 +339,26 @@ export class SimWorld {
   /** Create a pod (bound to `nodeName`, or to a node the seeded scheduler picks). */
   async createPod(p: PodInput): Promise<Pod> {
     const nodeName = p.nodeName ?? this.nodes[this.schedRandom.int(0, this.nodes.length - 1)]!.name;
-    const containers: Array<Wire<V1Container>> = jsonClone(p.containers ?? [{ name: 'app', image: 'sim/app', ports: [{ containerPort: 8080 }] }]);
+    const containers: Array<Wire<V1Container>> = jsonClone(
+      p.containers ?? [{ name: 'app', image: 'sim/app', ports: [{ containerPort: 8080 }] }],
+    );
     if (p.readinessTcpPort !== undefined && containers[0]) {
       const probe: Wire<V1Probe> = { tcpSocket: { port: p.readinessTcpPort }, periodSeconds: 10 };
       containers[0].readinessProbe = probe;
     }
     this.log(`create pod ${p.namespace}/${p.name} on ${nodeName}`);
     return this.api.create('Pod', {
-      apiVersion: 'v1', kind: 'Pod',
-      metadata: { name: p.name, namespace: p.namespace, ...(p.labels ? { labels: p.labels } : {}), ...(p.annotations ? { annotations: p.annotations } : {}) },
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: p.name,
+        namespace: p.namespace,
+        ...(p.labels ? { labels: p.labels } : {}),
+        ...(p.annotations ? { annotations: p.annotations } : {}),
+      },
       spec: {
-        nodeName, containers,
+        nodeName,
+        containers,
         ...(p.hostNetwork ? { hostNetwork: true } : {}),
         ...(p.serviceAccountName ? { serviceAccountName: p.serviceAccountName } : {}),
         ...(p.securityContext ? { securityContext: p.securityContext } : {}),
@@ -363,8 +421,13 @@ export class SimWorld {
       if (pod?.status?.phase === 'Running') return pod;
       const due = this.clock.nextDue();
       if (due === undefined || due > until) {
-        const events = this.store.list('Event', { namespace }).items.filter((e) => e.involvedObject?.name === name).map((e) => `${e.reason}: ${e.message}`);
-        throw new Error(`pod ${namespace}/${name} is not Running after ${maxMs} ms of virtual time (phase ${pod?.status?.phase ?? 'absent'}; events: ${events.join(' | ') || 'none'})`);
+        const events = this.store
+          .list('Event', { namespace })
+          .items.filter((e) => e.involvedObject?.name === name)
+          .map((e) => `${e.reason}: ${e.message}`);
+        throw new Error(
+          `pod ${namespace}/${name} is not Running after ${maxMs} ms of virtual time (phase ${pod?.status?.phase ?? 'absent'}; events: ${events.join(' | ') || 'none'})`,
+        );
       }
       this.clock.fireNext();
     }

@@ -12,19 +12,29 @@
 import type { NetnsId } from '../../impl/api/ids.js';
 import type { Clock } from '../../impl/host/clock.js';
 import type {
-  ZdsAddress, ZdsConnection, ZdsListener, ZdsNetnsHandle, ZdsPeerCredentials, ZdsReceived, ZdsTransport,
+  ZdsAddress,
+  ZdsConnection,
+  ZdsListener,
+  ZdsNetnsHandle,
+  ZdsPeerCredentials,
+  ZdsReceived,
+  ZdsTransport,
 } from '../../impl/host/zds-transport.js';
 import { ReceiveQueue } from '../../impl/api/zds/receive-queue.js';
 
 /** Which way a frame travels: from the client (proxy) or from the server (agent). */
 type ZdsDirection = 'client-to-server' | 'server-to-client';
 
-type FrameFault = { readonly kind: 'corrupt'; readonly mutate: (bytes: Uint8Array) => Uint8Array } | { readonly kind: 'drop' };
+type FrameFault =
+  { readonly kind: 'corrupt'; readonly mutate: (bytes: Uint8Array) => Uint8Array } | { readonly kind: 'drop' };
 
 /** A netns handle in the sim: the id itself; closing it is recorded so tests can check ownership. */
 class SimNetnsHandle implements ZdsNetnsHandle {
   closed = false;
-  constructor(readonly netns: NetnsId, private readonly onClose: () => void) {}
+  constructor(
+    readonly netns: NetnsId,
+    private readonly onClose: () => void,
+  ) {}
   get identity(): string {
     return this.netns;
   }
@@ -67,7 +77,8 @@ class SimEnd implements ZdsConnection {
   }
 
   receive(): Promise<ZdsReceived> {
-    if (this.inbox.waiting) return Promise.reject(new Error(`ZDS ${this.id}: receive() called while another receive() is pending`));
+    if (this.inbox.waiting)
+      return Promise.reject(new Error(`ZDS ${this.id}: receive() called while another receive() is pending`));
     return this.inbox.next();
   }
 
@@ -99,7 +110,10 @@ class SimListener implements ZdsListener {
   private readonly backlog = new ReceiveQueue<SimEnd, undefined>();
   private isClosed = false;
 
-  constructor(private readonly net: SimZdsNetwork, readonly address: ZdsAddress) {}
+  constructor(
+    private readonly net: SimZdsNetwork,
+    readonly address: ZdsAddress,
+  ) {}
 
   get closed(): boolean {
     return this.isClosed;
@@ -139,7 +153,10 @@ export class SimZdsNetwork {
   /** Netns handles handed out and not yet closed (ownership check for tests). */
   openHandles = 0;
 
-  constructor(private readonly clock: Clock, opts: SimZdsNetworkOptions = {}) {
+  constructor(
+    private readonly clock: Clock,
+    opts: SimZdsNetworkOptions = {},
+  ) {
     this.latency = opts.latencyMs ?? 1;
   }
 
@@ -193,7 +210,9 @@ export class SimZdsNetwork {
 
   newHandle(netns: NetnsId): ZdsNetnsHandle {
     this.openHandles++;
-    return new SimNetnsHandle(netns, () => { this.openHandles--; });
+    return new SimNetnsHandle(netns, () => {
+      this.openHandles--;
+    });
   }
 
   unlisten(l: SimListener): void {
@@ -202,7 +221,9 @@ export class SimZdsNetwork {
 
   private listen(address: ZdsAddress): Promise<ZdsListener> {
     if (this.listeners.has(address)) {
-      return Promise.reject(new Error(`ZDS listen on ${address}: address already in use (EADDRINUSE); is another node agent running?`));
+      return Promise.reject(
+        new Error(`ZDS listen on ${address}: address already in use (EADDRINUSE); is another node agent running?`),
+      );
     }
     const l = new SimListener(this, address);
     this.listeners.set(address, l);
@@ -211,10 +232,18 @@ export class SimZdsNetwork {
 
   private connect(address: ZdsAddress, creds: ZdsPeerCredentials): Promise<ZdsConnection> {
     const l = this.listeners.get(address);
-    if (!l) return Promise.reject(new Error(`ZDS connect to ${address}: nothing listens there (ECONNREFUSED); is the node agent running?`));
+    if (!l)
+      return Promise.reject(
+        new Error(`ZDS connect to ${address}: nothing listens there (ECONNREFUSED); is the node agent running?`),
+      );
     const n = ++this.seq;
     const client = new SimEnd(this, `sim-zds#${n}/client`, 'client-to-server');
-    const server = new SimEnd(this, `sim-zds#${n}/server(pid ${creds.pid} uid ${creds.uid})`, 'server-to-client', creds);
+    const server = new SimEnd(
+      this,
+      `sim-zds#${n}/server(pid ${creds.pid} uid ${creds.uid})`,
+      'server-to-client',
+      creds,
+    );
     client.peerEnd = server;
     server.peerEnd = client;
     this.ends.push(client, server);

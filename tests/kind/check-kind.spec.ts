@@ -20,11 +20,16 @@ test.setTimeout(50 * 60_000);
 
 test('check --world kind runs the app-nonroot × strict cells on one kind cluster, agrees with the expected table, and deletes the cluster', async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-check-kind-'));
-  const r = await runCli(['check', '--world', 'kind', '--runs', '3', '--seed', '9', '--out', out, '--json'], { env: { KIND: '1' } });
+  const r = await runCli(['check', '--world', 'kind', '--runs', '3', '--seed', '9', '--out', out, '--json'], {
+    env: { KIND: '1' },
+  });
   fs.rmSync(out, { recursive: true, force: true });
   const tail = `${r.stderr.slice(-3000)}\n${r.stdout.slice(-3000)}`;
   const report = JSON.parse(r.stdout) as {
-    world: string; ok: boolean; worldGaps: string[]; settings: { ipv6: boolean };
+    world: string;
+    ok: boolean;
+    worldGaps: string[];
+    settings: { ipv6: boolean };
     cells: { threat: string; profile: string; status: string; runs: number }[];
   };
   expect(report.world).toBe('kind');
@@ -41,5 +46,8 @@ test('check --world kind runs the app-nonroot × strict cells on one kind cluste
   expect(report.ok, tail).toBe(true);
   expect(r.code, tail).toBe(0);
   const { stdout: clusters } = await execa('kind', ['get', 'clusters']);
-  expect(clusters.split('\n').filter((n) => n.startsWith('al-check-')), 'the run deletes its cluster').toEqual([]);
+  expect(
+    clusters.split('\n').filter((n) => n.startsWith('al-check-')),
+    'the run deletes its cluster',
+  ).toEqual([]);
 });

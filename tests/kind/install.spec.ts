@@ -13,7 +13,14 @@ const w = kindWorld();
 test.skip(!w.available, w.reason);
 
 test('installed on every node: kindnet conflist chains ambient-lab-cni; ambient pods are enrolled, others untouched', async () => {
-  const world = await kindWorldFactory.create({ nodes: 2, profile: 'upstream', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 1 });
+  const world = await kindWorldFactory.create({
+    nodes: 2,
+    profile: 'upstream',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 1,
+  });
   try {
     for (const node of world.nodes) {
       const { stdout } = await execa('docker', ['exec', node, 'cat', '/etc/cni/net.d/10-kindnet.conflist']);
@@ -27,7 +34,9 @@ test('installed on every node: kindnet conflist chains ambient-lab-cni; ambient 
     const b = await world.createPod({ namespace: 'plain', name: 'b', app });
     expect(a.started).toBe(true);
     expect(b.started).toBe(true);
-    await expect.poll(async () => (await world.pods()).find((p) => p.name === 'a')?.annotation, { timeout: 60_000 }).toBe('enabled');
+    await expect
+      .poll(async () => (await world.pods()).find((p) => p.name === 'a')?.annotation, { timeout: 60_000 })
+      .toBe('enabled');
     expect((await world.pods()).find((p) => p.name === 'b')?.annotation).toBeUndefined();
   } finally {
     await world.close();

@@ -20,7 +20,9 @@ test('a kind cluster comes up with a Ready node and is deleted afterwards', asyn
     const core = kc.makeApiClient(k8s.CoreV1Api);
     const nodes = await core.listNode();
     expect(nodes.items.length).toBeGreaterThan(0);
-    const ready = nodes.items.every((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    const ready = nodes.items.every((n) =>
+      n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    );
     expect(ready).toBe(true);
   } finally {
     await execa('kind', ['delete', 'cluster', '--name', name]);

@@ -14,7 +14,14 @@ const w = kindWorld();
 test.skip(!w.available, w.reason);
 
 test('mesh traffic goes through the proxy; fail closed with the proxy stopped; recovers on start; plain pods untouched', async () => {
-  const world = await kindWorldFactory.create({ nodes: 2, profile: 'upstream', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 2 });
+  const world = await kindWorldFactory.create({
+    nodes: 2,
+    profile: 'upstream',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 2,
+  });
   try {
     const [n1, n2] = world.nodes;
     await world.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
@@ -23,14 +30,25 @@ test('mesh traffic goes through the proxy; fail closed with the proxy stopped; r
     await world.createPod({ namespace: 'mesh', name: 'a', node: n1!, app });
     await world.createPod({ namespace: 'mesh', name: 'b', node: n2!, app });
     await world.createPod({ namespace: 'plain', name: 'p', node: n1!, app });
-    await expect.poll(async () => (await world.pods()).filter((p) => p.namespace === 'mesh').map((p) => [p.redirected, p.served]), { timeout: 90_000 })
-      .toEqual([[true, true], [true, true]]);
+    await expect
+      .poll(
+        async () => (await world.pods()).filter((p) => p.namespace === 'mesh').map((p) => [p.redirected, p.served]),
+        { timeout: 90_000 },
+      )
+      .toEqual([
+        [true, true],
+        [true, true],
+      ]);
     expect((await world.pods()).find((p) => p.name === 'p')).toMatchObject({ redirected: false, served: false });
 
     const a = { kind: 'pod', pod: { namespace: 'mesh', name: 'a' } } as const;
     const toB = { kind: 'pod', pod: { namespace: 'mesh', name: 'b' }, port: 8080 } as const;
     const ok = await world.connect(a, toB);
-    expect(ok).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-outbound', acceptedIn: { namespace: 'mesh', name: 'a' } });
+    expect(ok).toMatchObject({
+      outcome: 'established',
+      acceptedBy: 'proxy-outbound',
+      acceptedIn: { namespace: 'mesh', name: 'a' },
+    });
     expect(ok.deliveries).toEqual([expect.objectContaining({ pod: { namespace: 'mesh', name: 'b' }, viaProxy: true })]);
 
     await world.stop('proxy', n1!);

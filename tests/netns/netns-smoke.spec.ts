@@ -25,20 +25,37 @@ test('a veth pair between two private namespaces carries TCP, and cleanup leaves
     await ipIn(b, ['link', 'set', 'veth-b', 'up']);
 
     // A REDIRECT in b's nat table: a connection to port 80 must land on the listener at 8080.
-    await execIn(b, ['iptables-restore'], '*nat\n-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 8080\nCOMMIT\n');
-    const server = execIn(b, [process.execPath, '-e', `
+    await execIn(
+      b,
+      ['iptables-restore'],
+      '*nat\n-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 8080\nCOMMIT\n',
+    );
+    const server = execIn(
+      b,
+      [
+        process.execPath,
+        '-e',
+        `
       const net = require('node:net');
       const s = net.createServer((c) => { c.end('hello from ' + c.localAddress + ':' + c.localPort + '\\n'); s.close(); });
       s.listen(8080, '10.244.250.2', () => console.error('ready'));
       setTimeout(() => process.exit(2), 20000).unref();
-    `], undefined, 25_000);
+    `,
+      ],
+      undefined,
+      25_000,
+    );
     let reply = '';
     for (let i = 0; i < 50 && reply === ''; i++) {
-      reply = await execIn(a, [process.execPath, '-e', `
+      reply = await execIn(a, [
+        process.execPath,
+        '-e',
+        `
         const c = require('node:net').connect(80, '10.244.250.2');
         let d = ''; c.on('data', (x) => d += x); c.on('end', () => { process.stdout.write(d); });
         c.on('error', () => process.exit(0));
-      `]);
+      `,
+      ]);
       if (reply === '') await new Promise((r) => setTimeout(r, 100));
     }
     expect(reply.trim()).toBe('hello from 10.244.250.2:8080');

@@ -121,8 +121,12 @@ function parseV6(text: string): bigint | undefined {
     for (let i = h; i < 8 - t; i++) g[i] = 0;
     for (let i = 0; i < t; i++) g[8 - t + i] = V6_TAIL[i]!;
   }
-  return (BigInt(g[0]! * 65536 + g[1]!) << 96n) | (BigInt(g[2]! * 65536 + g[3]!) << 64n)
-    | (BigInt(g[4]! * 65536 + g[5]!) << 32n) | BigInt(g[6]! * 65536 + g[7]!);
+  return (
+    (BigInt(g[0]! * 65536 + g[1]!) << 96n) |
+    (BigInt(g[2]! * 65536 + g[3]!) << 64n) |
+    (BigInt(g[4]! * 65536 + g[5]!) << 32n) |
+    BigInt(g[6]! * 65536 + g[7]!)
+  );
 }
 
 /**
@@ -200,10 +204,16 @@ export function formatIp(a: IpAddress): string {
   let bestStart = -1;
   let bestLen = 1;
   for (let i = 0; i < 8;) {
-    if (groups[i] !== 0) { i++; continue; }
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
     let j = i;
     while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) { bestStart = i; bestLen = j - i; }
+    if (j - i > bestLen) {
+      bestStart = i;
+      bestLen = j - i;
+    }
     i = j;
   }
   const hex = groups.map((g) => g.toString(16));
@@ -228,12 +238,12 @@ export function isUnspecified(a: IpAddress): boolean {
 
 /** 127.0.0.0/8 or ::1. */
 export function isLoopback(a: IpAddress): boolean {
-  return a.family === 4 ? (a.value >> 24n) === 127n : a.value === 1n;
+  return a.family === 4 ? a.value >> 24n === 127n : a.value === 1n;
 }
 
 /** 224.0.0.0/4 or ff00::/8. */
 export function isMulticast(a: IpAddress): boolean {
-  return a.family === 4 ? (a.value >> 28n) === 0xen : (a.value >> 120n) === 0xffn;
+  return a.family === 4 ? a.value >> 28n === 0xen : a.value >> 120n === 0xffn;
 }
 
 /** Map key for an address (family-qualified, cheap to compare). */

@@ -32,7 +32,10 @@ export function maskValue(value: bigint, family: Family, len: number): bigint {
 /** The prefix of `len` bits around `addr` (host bits cleared); `len` must be in range. */
 export function prefixOf(addr: IpAddress, len: number): IpPrefix {
   const masked = maskValue(addr.value, addr.family, len);
-  return Object.freeze({ addr: masked === addr.value ? addr : Object.freeze({ family: addr.family, value: masked }), len });
+  return Object.freeze({
+    addr: masked === addr.value ? addr : Object.freeze({ family: addr.family, value: masked }),
+    len,
+  });
 }
 
 const LENGTH = /^[0-9]{1,3}$/;
@@ -73,7 +76,8 @@ function read(text: string): Parsed | string {
   if (slash >= 0) {
     const l = text.slice(slash + 1);
     const n = parsePrefixLength(l, addr.family, false);
-    if (n === undefined) return `invalid prefix length in ${JSON.stringify(text)}: expected 0..${familyBits(addr.family)}`;
+    if (n === undefined)
+      return `invalid prefix length in ${JSON.stringify(text)}: expected 0..${familyBits(addr.family)}`;
     len = n;
     padded = l.length > 1 && l.charCodeAt(0) === 48;
   }

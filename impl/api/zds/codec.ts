@@ -18,17 +18,32 @@
 import protobuf from 'protobufjs';
 import { podUid, type PodUid } from '../ids.js';
 import {
-  ZDS_MAX_FRAME_BYTES, ZDS_VERSION,
-  type WorkloadInfo, type WorkloadRequest, type WorkloadResponse, type ZdsHello,
+  ZDS_MAX_FRAME_BYTES,
+  ZDS_VERSION,
+  type WorkloadInfo,
+  type WorkloadRequest,
+  type WorkloadResponse,
+  type ZdsHello,
 } from './messages.js';
 import { ZDS_PACKAGE, ZDS_SCHEMA } from './schema.js';
 
 export type ZdsCodecErrorReason =
-  | 'oversized' | 'empty' | 'truncated' | 'wire-type' | 'invalid-tag' | 'invalid-utf8'
-  | 'no-payload' | 'ambiguous-payload' | 'missing-field' | 'invalid-field';
+  | 'oversized'
+  | 'empty'
+  | 'truncated'
+  | 'wire-type'
+  | 'invalid-tag'
+  | 'invalid-utf8'
+  | 'no-payload'
+  | 'ambiguous-payload'
+  | 'missing-field'
+  | 'invalid-field';
 
 export class ZdsCodecError extends Error {
-  constructor(readonly reason: ZdsCodecErrorReason, message: string) {
+  constructor(
+    readonly reason: ZdsCodecErrorReason,
+    message: string,
+  ) {
     super(message);
     this.name = 'ZdsCodecError';
   }
@@ -51,7 +66,10 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 function finish(type: protobuf.Type, obj: Record<string, unknown>, what: string): Uint8Array {
   const bytes = type.encode(type.fromObject(obj)).finish();
   if (bytes.length > ZDS_MAX_FRAME_BYTES) {
-    throw new ZdsCodecError('oversized', `encoding ${what}: ${bytes.length} bytes exceed the ZDS frame limit of ${ZDS_MAX_FRAME_BYTES}; shorten the names in it`);
+    throw new ZdsCodecError(
+      'oversized',
+      `encoding ${what}: ${bytes.length} bytes exceed the ZDS frame limit of ${ZDS_MAX_FRAME_BYTES}; shorten the names in it`,
+    );
   }
   return bytes;
 }
@@ -70,8 +88,16 @@ export function encodeHello(hello: ZdsHello): Uint8Array {
 export function encodeRequest(req: WorkloadRequest): Uint8Array {
   switch (req.kind) {
     case 'add': {
-      const info = strings({ name: req.info.name, namespace: req.info.namespace, service_account: req.info.serviceAccount });
-      return finish(T.request, { add: { ...strings({ uid: req.uid }), workload_info: info } }, `AddWorkload ${req.uid}`);
+      const info = strings({
+        name: req.info.name,
+        namespace: req.info.namespace,
+        service_account: req.info.serviceAccount,
+      });
+      return finish(
+        T.request,
+        { add: { ...strings({ uid: req.uid }), workload_info: info } },
+        `AddWorkload ${req.uid}`,
+      );
     }
     case 'keep':
       return finish(T.request, { keep: strings({ uid: req.uid }) }, `KeepWorkload ${req.uid}`);
@@ -114,9 +140,16 @@ function scan(type: protobuf.Type, bytes: Uint8Array, where: string): Scan {
       const tag = r.uint32();
       const id = tag >>> 3;
       const wt = tag & 7;
-      if (id === 0) throw new ZdsCodecError('invalid-tag', `${where}: field number 0 at byte ${r.pos - 1} (not a valid protobuf tag)`);
+      if (id === 0)
+        throw new ZdsCodecError(
+          'invalid-tag',
+          `${where}: field number 0 at byte ${r.pos - 1} (not a valid protobuf tag)`,
+        );
       if (wt === WIRE.startGroup || wt === WIRE.endGroup || wt === 6 || wt === 7) {
-        throw new ZdsCodecError('wire-type', `${where}: field ${id} has wire type ${wt} (groups and reserved wire types are not used by ZDS)`);
+        throw new ZdsCodecError(
+          'wire-type',
+          `${where}: field ${id} has wire type ${wt} (groups and reserved wire types are not used by ZDS)`,
+        );
       }
       const field = type.fieldsById[id];
       if (!field) {
@@ -126,7 +159,10 @@ function scan(type: protobuf.Type, bytes: Uint8Array, where: string): Scan {
       }
       const want = expectedWireType(field);
       if (wt !== want) {
-        throw new ZdsCodecError('wire-type', `${where}: field ${id} (${field.name}) has wire type ${wt}, expected ${want}; the peer speaks a different schema`);
+        throw new ZdsCodecError(
+          'wire-type',
+          `${where}: field ${id} (${field.name}) has wire type ${wt}, expected ${want}; the peer speaks a different schema`,
+        );
       }
       known.push(id);
       if (want === WIRE.varint) {
@@ -135,7 +171,10 @@ function scan(type: protobuf.Type, bytes: Uint8Array, where: string): Scan {
       }
       const len = r.uint32();
       if (r.pos + len > r.len) {
-        throw new ZdsCodecError('truncated', `${where}: field ${id} (${field.name}) declares ${len} bytes but only ${r.len - r.pos} remain`);
+        throw new ZdsCodecError(
+          'truncated',
+          `${where}: field ${id} (${field.name}) declares ${len} bytes but only ${r.len - r.pos} remain`,
+        );
       }
       const sub = bytes.subarray(r.pos, r.pos + len);
       r.pos += len;
@@ -159,7 +198,10 @@ function scan(type: protobuf.Type, bytes: Uint8Array, where: string): Scan {
 
 function checkFrame(bytes: Uint8Array, what: string): void {
   if (bytes.length > ZDS_MAX_FRAME_BYTES) {
-    throw new ZdsCodecError('oversized', `${what}: frame of ${bytes.length} bytes exceeds the ZDS limit of ${ZDS_MAX_FRAME_BYTES}`);
+    throw new ZdsCodecError(
+      'oversized',
+      `${what}: frame of ${bytes.length} bytes exceeds the ZDS limit of ${ZDS_MAX_FRAME_BYTES}`,
+    );
   }
 }
 
@@ -168,11 +210,20 @@ function scanOneof(type: protobuf.Type, bytes: Uint8Array, what: string): void {
   checkFrame(bytes, what);
   const s = scan(type, bytes, what);
   if (s.known.length === 0) {
-    const extra = s.unknown.length > 0 ? ` (it has unknown field(s) ${[...new Set(s.unknown)].join(', ')}: a payload case this version does not know)` : '';
-    throw new ZdsCodecError(bytes.length === 0 ? 'empty' : 'no-payload', `${what}: no payload${extra}; expected one of ${type.oneofsArray[0]?.oneof.join(', ')}`);
+    const extra =
+      s.unknown.length > 0
+        ? ` (it has unknown field(s) ${[...new Set(s.unknown)].join(', ')}: a payload case this version does not know)`
+        : '';
+    throw new ZdsCodecError(
+      bytes.length === 0 ? 'empty' : 'no-payload',
+      `${what}: no payload${extra}; expected one of ${type.oneofsArray[0]?.oneof.join(', ')}`,
+    );
   }
   if (s.known.length > 1) {
-    throw new ZdsCodecError('ambiguous-payload', `${what}: ${s.known.length} payload fields (${s.known.join(', ')}) in one frame; exactly one is allowed`);
+    throw new ZdsCodecError(
+      'ambiguous-payload',
+      `${what}: ${s.known.length} payload fields (${s.known.join(', ')}) in one frame; exactly one is allowed`,
+    );
   }
 }
 
@@ -210,9 +261,16 @@ export function decodeRequest(bytes: Uint8Array): WorkloadRequest {
     const uid = uidOf(add['uid'], 'AddWorkload');
     const wi = add['workload_info'] as Decoded | undefined | null;
     if (wi === undefined || wi === null) {
-      throw new ZdsCodecError('missing-field', `AddWorkload ${uid}: workload_info is missing (required by the protocol)`);
+      throw new ZdsCodecError(
+        'missing-field',
+        `AddWorkload ${uid}: workload_info is missing (required by the protocol)`,
+      );
     }
-    const info: WorkloadInfo = { name: str(wi['name']), namespace: str(wi['namespace']), serviceAccount: str(wi['service_account']) };
+    const info: WorkloadInfo = {
+      name: str(wi['name']),
+      namespace: str(wi['namespace']),
+      serviceAccount: str(wi['service_account']),
+    };
     return { kind: 'add', uid, info };
   }
   if (m['keep'] !== undefined && m['keep'] !== null) {

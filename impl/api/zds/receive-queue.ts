@@ -31,7 +31,9 @@ export class ReceiveQueue<T extends object, End> {
     const item = this.items.shift();
     if (item !== undefined) return Promise.resolve(item);
     if (this.ended) return Promise.resolve(this.ended.value);
-    return new Promise((resolve) => { this.waiter = resolve; });
+    return new Promise((resolve) => {
+      this.waiter = resolve;
+    });
   }
 
   /** Later calls are ignored: the first end is the one readers see. */

@@ -41,7 +41,10 @@ interface PolicyAuthorizerOptions {
 
 export const NOT_SYNCED_REASON = 'authorization policies are not synced from the API yet: failing closed';
 
-function labelsSelect(matchLabels: Readonly<Record<string, string>>, labels: Readonly<Record<string, string>>): boolean {
+function labelsSelect(
+  matchLabels: Readonly<Record<string, string>>,
+  labels: Readonly<Record<string, string>>,
+): boolean {
   return Object.entries(matchLabels).every(([k, v]) => labels[k] === v);
 }
 
@@ -86,10 +89,14 @@ export class PolicyAuthorizer implements Authorizer {
     const root = this.store.rootNamespace;
     const out = this.store.candidates(dst.namespace).filter((p) => {
       switch (p.scope.kind) {
-        case 'global': return p.namespace === root;
-        case 'namespace': return p.namespace === dst.namespace;
+        case 'global':
+          return p.namespace === root;
+        case 'namespace':
+          return p.namespace === dst.namespace;
         case 'selector':
-          return (p.namespace === dst.namespace || p.namespace === root) && labelsSelect(p.scope.matchLabels, dst.labels);
+          return (
+            (p.namespace === dst.namespace || p.namespace === root) && labelsSelect(p.scope.matchLabels, dst.labels)
+          );
       }
     });
     if (isStrict(this.modes, dst.namespace)) out.push(this.strictPolicy);
@@ -126,7 +133,8 @@ export class PolicyAuthorizer implements Authorizer {
       for (const p of dryAllows) dryRun.push({ policy: p.key, wouldAllow: false });
     }
 
-    if (enforcedAllows.length === 0) return this.done(req, { allow: true, reason: 'no ALLOW policy applies: allowed by default', dryRun });
+    if (enforcedAllows.length === 0)
+      return this.done(req, { allow: true, reason: 'no ALLOW policy applies: allowed by default', dryRun });
     for (const p of enforcedAllows) {
       const r = matchingRule(p, facts);
       if (r) return this.done(req, { allow: true, reason: `allowed by: ${describe(p, r)}`, dryRun });
@@ -141,7 +149,11 @@ export class PolicyAuthorizer implements Authorizer {
   private done(req: AuthzRequest, d: AuthzDecision): AuthzDecision {
     if (d.dryRun.length > 0 && this.log) {
       this.log.info('dry-run authorization policies evaluated (not enforced)', {
-        dst: `${req.dst.namespace}/${req.dst.name}`, srcIp: req.srcIp, dstPort: req.dstPort, decision: d.allow, dryRun: d.dryRun,
+        dst: `${req.dst.namespace}/${req.dst.name}`,
+        srcIp: req.srcIp,
+        dstPort: req.dstPort,
+        decision: d.allow,
+        dryRun: d.dryRun,
       });
     }
     return d;

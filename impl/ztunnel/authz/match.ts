@@ -10,7 +10,16 @@ import type { AuthzRequest } from './authorizer.js';
 import { spiffeId } from '../../api/identity.js';
 import { tryParseIpUnmapped, type IpAddress } from '../../api/ip/address.js';
 import { prefixContains } from '../../api/ip/prefix.js';
-import { isEmptyMatch, type Cidr, type Clause, type L4Policy, type L4Rule, type Match, type ServiceAccountMatch, type StringMatch } from './policy.js';
+import {
+  isEmptyMatch,
+  type Cidr,
+  type Clause,
+  type L4Policy,
+  type L4Rule,
+  type Match,
+  type ServiceAccountMatch,
+  type StringMatch,
+} from './policy.js';
 
 interface ConnectionFacts {
   /** The peer's SPIFFE URI, or '' without an identity (plaintext). */
@@ -40,10 +49,14 @@ export function connectionFacts(req: AuthzRequest): ConnectionFacts {
 
 function stringMatches(m: StringMatch, value: string): boolean {
   switch (m.kind) {
-    case 'exact': return value === m.value;
-    case 'prefix': return value.startsWith(m.value);
-    case 'suffix': return value.endsWith(m.value);
-    case 'presence': return value !== '';
+    case 'exact':
+      return value === m.value;
+    case 'prefix':
+      return value.startsWith(m.value);
+    case 'suffix':
+      return value.endsWith(m.value);
+    case 'presence':
+      return value !== '';
   }
 }
 

@@ -81,7 +81,9 @@ export class PolicyStore extends SyncedStore {
     }
     if (t.outcome === 'invalid') {
       this.log?.warn('invalid authorization policy: enforcing its fail-closed form', {
-        policy: key, action: t.policy.action, errors: t.errors,
+        policy: key,
+        action: t.policy.action,
+        errors: t.errors,
       });
     } else if (t.warnings.length > 0) {
       this.log?.warn('authorization policy partly unenforceable at L4', { policy: key, warnings: t.warnings });

@@ -27,11 +27,15 @@ interface AuthorizationPolicyWatcherOptions extends WatcherOptions {
 export class AuthorizationPolicyWatcher extends InformerMirror<AuthorizationPolicy> {
   constructor(opts: AuthorizationPolicyWatcherOptions) {
     const { store } = opts;
-    super(opts.kube.informer('AuthorizationPolicy'), {
-      upsert: (o) => store.upsert(o),
-      remove: (o) => store.remove(o.metadata?.namespace ?? '', o.metadata?.name ?? ''),
-      replaceAll: (objs) => store.replaceAll(objs),
-      markSynced: () => store.markSynced(),
-    }, { ...opts, what: 'AuthorizationPolicies', emptyWhenNotServed: true });
+    super(
+      opts.kube.informer('AuthorizationPolicy'),
+      {
+        upsert: (o) => store.upsert(o),
+        remove: (o) => store.remove(o.metadata?.namespace ?? '', o.metadata?.name ?? ''),
+        replaceAll: (objs) => store.replaceAll(objs),
+        markSynced: () => store.markSynced(),
+      },
+      { ...opts, what: 'AuthorizationPolicies', emptyWhenNotServed: true },
+    );
   }
 }

@@ -90,9 +90,18 @@ export interface L4Policy {
 }
 
 export const EMPTY_MATCH: Match = Object.freeze({
-  namespaces: [], notNamespaces: [], serviceAccounts: [], notServiceAccounts: [],
-  principals: [], notPrincipals: [], sourceIps: [], notSourceIps: [],
-  destinationIps: [], notDestinationIps: [], destinationPorts: [], notDestinationPorts: [],
+  namespaces: [],
+  notNamespaces: [],
+  serviceAccounts: [],
+  notServiceAccounts: [],
+  principals: [],
+  notPrincipals: [],
+  sourceIps: [],
+  notSourceIps: [],
+  destinationIps: [],
+  notDestinationIps: [],
+  destinationPorts: [],
+  notDestinationPorts: [],
 });
 
 export function match(fields: Partial<Match>): Match {

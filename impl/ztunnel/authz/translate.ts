@@ -66,7 +66,16 @@ export type Translation =
 
 const SPEC_KEYS = new Set(['action', 'rules', 'selector', 'provider', 'targetRef', 'targetRefs']);
 const RULE_KEYS = new Set(['from', 'to', 'when']);
-const SOURCE_L4 = ['principals', 'notPrincipals', 'namespaces', 'notNamespaces', 'ipBlocks', 'notIpBlocks', 'serviceAccounts', 'notServiceAccounts'] as const;
+const SOURCE_L4 = [
+  'principals',
+  'notPrincipals',
+  'namespaces',
+  'notNamespaces',
+  'ipBlocks',
+  'notIpBlocks',
+  'serviceAccounts',
+  'notServiceAccounts',
+] as const;
 const SOURCE_L7 = ['requestPrincipals', 'notRequestPrincipals', 'remoteIpBlocks', 'notRemoteIpBlocks'] as const;
 const OPERATION_L4 = ['ports', 'notPorts'] as const;
 const OPERATION_L7 = ['hosts', 'notHosts', 'methods', 'notMethods', 'paths', 'notPaths'] as const;
@@ -162,10 +171,17 @@ function serviceAccounts(p: Problems, path: string, v: unknown, policyNamespace:
     const parts = s.split('/');
     const ok = parts.length <= 2 && parts.every((x) => x !== '') && !s.includes('*');
     if (!ok) {
-      p.add(`${path}[${i}]`, `${show(s)} is not a service account: expected "name" or "namespace/name", without wildcards`);
+      p.add(
+        `${path}[${i}]`,
+        `${show(s)} is not a service account: expected "name" or "namespace/name", without wildcards`,
+      );
       return;
     }
-    out.push(parts.length === 2 ? { namespace: parts[0]!, serviceAccount: parts[1]! } : { namespace: policyNamespace, serviceAccount: s });
+    out.push(
+      parts.length === 2
+        ? { namespace: parts[0]!, serviceAccount: parts[1]! }
+        : { namespace: policyNamespace, serviceAccount: s },
+    );
   });
   return out;
 }
@@ -206,9 +222,16 @@ function translateRule(p: Problems, path: string, rule: unknown, policyNamespace
     p.unknownKeys(opPath, op, new Set([...OPERATION_L4, ...OPERATION_L7]));
     let set = 0;
     for (const k of OPERATION_L7) {
-      if (stringList(p, `${opPath}.${k}`, op[k]).length > 0) { l7.push(k); set++; }
+      if (stringList(p, `${opPath}.${k}`, op[k]).length > 0) {
+        l7.push(k);
+        set++;
+      }
     }
-    const m: Match = { ...EMPTY_MATCH, destinationPorts: ports(p, `${opPath}.ports`, op['ports']), notDestinationPorts: ports(p, `${opPath}.notPorts`, op['notPorts']) };
+    const m: Match = {
+      ...EMPTY_MATCH,
+      destinationPorts: ports(p, `${opPath}.ports`, op['ports']),
+      notDestinationPorts: ports(p, `${opPath}.notPorts`, op['notPorts']),
+    };
     if (!isEmptyMatch(m)) set++;
     if (set === 0) p.add(opPath, 'must set at least one field (an empty operation matches nothing upstream)');
     toMatches.push(m);
@@ -225,7 +248,10 @@ function translateRule(p: Problems, path: string, rule: unknown, policyNamespace
     p.unknownKeys(sp, src, new Set([...SOURCE_L4, ...SOURCE_L7]));
     let set = 0;
     for (const k of SOURCE_L7) {
-      if (stringList(p, `${sp}.${k}`, src[k]).length > 0) { l7.push(k); set++; }
+      if (stringList(p, `${sp}.${k}`, src[k]).length > 0) {
+        l7.push(k);
+        set++;
+      }
     }
     const m: Match = {
       ...EMPTY_MATCH,
@@ -247,7 +273,8 @@ function translateRule(p: Problems, path: string, rule: unknown, policyNamespace
   if (fromMatches.length > 0) clauses.push(fromMatches);
 
   const when = rule['when'];
-  if (when !== undefined && when !== null && !Array.isArray(when)) p.add(`${path}.when`, `expected a list, got ${show(when)}`);
+  if (when !== undefined && when !== null && !Array.isArray(when))
+    p.add(`${path}.when`, `expected a list, got ${show(when)}`);
   (Array.isArray(when) ? when : []).forEach((cond: unknown, i: number) => {
     const cp = `${path}.when[${i}]`;
     if (!isObject(cond)) return p.add(cp, `expected {key, values, notValues}, got ${show(cond)}`);
@@ -261,12 +288,23 @@ function translateRule(p: Problems, path: string, rule: unknown, policyNamespace
     const vp = `${cp}.values`;
     const np = `${cp}.notValues`;
     switch (key) {
-      case 'source.ip': m = { ...m, sourceIps: cidrs(p, vp, values), notSourceIps: cidrs(p, np, notValues) }; break;
-      case 'destination.ip': m = { ...m, destinationIps: cidrs(p, vp, values), notDestinationIps: cidrs(p, np, notValues) }; break;
-      case 'destination.port': m = { ...m, destinationPorts: ports(p, vp, values), notDestinationPorts: ports(p, np, notValues) }; break;
-      case 'source.namespace': m = { ...m, namespaces: stringMatches(p, vp, values), notNamespaces: stringMatches(p, np, notValues) }; break;
-      case 'source.principal': m = { ...m, principals: stringMatches(p, vp, values), notPrincipals: stringMatches(p, np, notValues) }; break;
-      default: l7.push(`when ${key}`); // unsupported key: an empty Match, as upstream
+      case 'source.ip':
+        m = { ...m, sourceIps: cidrs(p, vp, values), notSourceIps: cidrs(p, np, notValues) };
+        break;
+      case 'destination.ip':
+        m = { ...m, destinationIps: cidrs(p, vp, values), notDestinationIps: cidrs(p, np, notValues) };
+        break;
+      case 'destination.port':
+        m = { ...m, destinationPorts: ports(p, vp, values), notDestinationPorts: ports(p, np, notValues) };
+        break;
+      case 'source.namespace':
+        m = { ...m, namespaces: stringMatches(p, vp, values), notNamespaces: stringMatches(p, np, notValues) };
+        break;
+      case 'source.principal':
+        m = { ...m, principals: stringMatches(p, vp, values), notPrincipals: stringMatches(p, np, notValues) };
+        break;
+      default:
+        l7.push(`when ${key}`); // unsupported key: an empty Match, as upstream
     }
     clauses.push([m]);
   });
@@ -295,7 +333,10 @@ function scopeOf(p: Problems, spec: Json, namespace: string, rootNamespace: stri
   return { kind: 'selector', matchLabels: labels };
 }
 
-export function translatePolicy(obj: AuthorizationPolicy | unknown, rootNamespace: string = DEFAULT_ROOT_NAMESPACE): Translation {
+export function translatePolicy(
+  obj: AuthorizationPolicy | unknown,
+  rootNamespace: string = DEFAULT_ROOT_NAMESPACE,
+): Translation {
   const p = new Problems();
   const o: Json = isObject(obj) ? obj : {};
   if (!isObject(obj)) p.add('<root>', `expected an AuthorizationPolicy object, got ${show(obj)}`);
@@ -322,8 +363,15 @@ export function translatePolicy(obj: AuthorizationPolicy | unknown, rootNamespac
   if (!isObject(specRaw)) p.add('spec', `expected an object, got ${show(specRaw)}`);
 
   const targetRefs = spec['targetRefs'];
-  if ((spec['targetRef'] !== undefined && spec['targetRef'] !== null) || (Array.isArray(targetRefs) && targetRefs.length > 0)) {
-    return { outcome: 'ignored', key, reason: 'the policy has targetRef/targetRefs: waypoints enforce it, not the node proxy' };
+  if (
+    (spec['targetRef'] !== undefined && spec['targetRef'] !== null) ||
+    (Array.isArray(targetRefs) && targetRefs.length > 0)
+  ) {
+    return {
+      outcome: 'ignored',
+      key,
+      reason: 'the policy has targetRef/targetRefs: waypoints enforce it, not the node proxy',
+    };
   }
   const rawAction = spec['action'] ?? 'ALLOW';
   if (rawAction === 'AUDIT' || rawAction === 'CUSTOM') {
@@ -334,7 +382,8 @@ export function translatePolicy(obj: AuthorizationPolicy | unknown, rootNamespac
   let action: PolicyAction = 'DENY';
   if (rawAction === 'ALLOW' || rawAction === 'DENY') action = rawAction;
   else p.add('spec.action', `${show(rawAction)}: expected ALLOW, DENY, AUDIT or CUSTOM`);
-  if (spec['provider'] !== undefined && spec['provider'] !== null) p.add('spec.provider', 'only allowed with action CUSTOM');
+  if (spec['provider'] !== undefined && spec['provider'] !== null)
+    p.add('spec.provider', 'only allowed with action CUSTOM');
   if (spec['targetRefs'] !== undefined && spec['targetRefs'] !== null && !Array.isArray(spec['targetRefs'])) {
     p.add('spec.targetRefs', `expected a list, got ${show(spec['targetRefs'])}`);
   }
@@ -342,7 +391,8 @@ export function translatePolicy(obj: AuthorizationPolicy | unknown, rootNamespac
   const scope = nsKnown ? scopeOf(p, spec, namespace, rootNamespace) : { kind: 'global' as const };
 
   const rulesRaw = spec['rules'];
-  if (rulesRaw !== undefined && rulesRaw !== null && !Array.isArray(rulesRaw)) p.add('spec.rules', `expected a list, got ${show(rulesRaw)}`);
+  if (rulesRaw !== undefined && rulesRaw !== null && !Array.isArray(rulesRaw))
+    p.add('spec.rules', `expected a list, got ${show(rulesRaw)}`);
   const rules: L4Rule[] = [];
   const warnings: string[] = [];
   (Array.isArray(rulesRaw) ? rulesRaw : []).forEach((r: unknown, i: number) => {
@@ -353,7 +403,9 @@ export function translatePolicy(obj: AuthorizationPolicy | unknown, rootNamespac
     }
     const found = [...new Set(l7)].join(', ');
     if (action === 'ALLOW') {
-      warnings.push(`rules[${i}] dropped: ztunnel does not support HTTP attributes (${found}); an ALLOW rule with them never matches`);
+      warnings.push(
+        `rules[${i}] dropped: ztunnel does not support HTTP attributes (${found}); an ALLOW rule with them never matches`,
+      );
       return;
     }
     const dead = clauses.some((c) => c.length > 0 && c.every(isEmptyMatch));
@@ -367,11 +419,20 @@ export function translatePolicy(obj: AuthorizationPolicy | unknown, rootNamespac
 
   if (p.errors.length > 0) {
     const failClosed: L4Policy = {
-      namespace, name, key, scope, action,
+      namespace,
+      name,
+      key,
+      scope,
+      action,
       rules: action === 'ALLOW' ? [] : [{ index: -1, clauses: [] }],
-      dryRun, origin: 'invalid',
+      dryRun,
+      origin: 'invalid',
     };
     return { outcome: 'invalid', policy: failClosed, errors: p.errors };
   }
-  return { outcome: 'accepted', policy: { namespace, name, key, scope, action, rules, dryRun, origin: 'policy' }, warnings };
+  return {
+    outcome: 'accepted',
+    policy: { namespace, name, key, scope, action, rules, dryRun, origin: 'policy' },
+    warnings,
+  };
 }

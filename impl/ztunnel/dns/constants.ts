@@ -3,7 +3,19 @@
  * values the proxy reads or writes are named; anything else is carried as a plain number.
  */
 
-export const RR_TYPE = { A: 1, NS: 2, CNAME: 5, SOA: 6, PTR: 12, MX: 15, TXT: 16, AAAA: 28, SRV: 33, OPT: 41, ANY: 255 } as const;
+export const RR_TYPE = {
+  A: 1,
+  NS: 2,
+  CNAME: 5,
+  SOA: 6,
+  PTR: 12,
+  MX: 15,
+  TXT: 16,
+  AAAA: 28,
+  SRV: 33,
+  OPT: 41,
+  ANY: 255,
+} as const;
 
 export const RR_CLASS_IN = 1;
 

@@ -43,7 +43,10 @@ export class MemoryDnsLog implements DnsRequestLog {
 
 /** JSON lines: {"v":1,"time":…,"kind":"dns","event":…,…}. */
 export class JsonLinesDnsLog implements DnsRequestLog {
-  constructor(private readonly clock: Clock, private readonly writeLine: (line: string) => void) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly writeLine: (line: string) => void,
+  ) {}
   record(r: DnsRequestRecord): void {
     this.writeLine(`${JSON.stringify({ v: DNS_LOG_VERSION, time: this.clock.now(), kind: 'dns', ...r })}\n`);
   }

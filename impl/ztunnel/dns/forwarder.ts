@@ -22,23 +22,44 @@ interface ForwardContext {
   readonly timeoutMs: number;
 }
 
-export type ForwardResult = { readonly ok: true; readonly reply: Uint8Array } | { readonly ok: false; readonly reason: string };
+export type ForwardResult =
+  { readonly ok: true; readonly reply: Uint8Array } | { readonly ok: false; readonly reason: string };
 
-export async function forwardUdp(ctx: ForwardContext, upstream: SocketAddress, query: Uint8Array): Promise<ForwardResult> {
+export async function forwardUdp(
+  ctx: ForwardContext,
+  upstream: SocketAddress,
+  query: Uint8Array,
+): Promise<ForwardResult> {
   const bindUdp = ctx.sockets.bindUdp?.bind(ctx.sockets);
   if (!bindUdp) return { ok: false, reason: 'the Sockets adapter has no UDP' };
   const id = peekId(query);
   let settle: (r: ForwardResult) => void = () => undefined;
   const done = new Promise<ForwardResult>((resolve) => (settle = resolve));
-  const sock = await bindUdp({ netns: ctx.netns, family: upstream.family, address: upstream.family === 4 ? '0.0.0.0' : '::', port: 0, mark: ctx.mark }, (d) => {
-    if (d.from.address !== upstream.address || d.from.port !== upstream.port || peekId(d.bytes) !== id) return;
-    settle({ ok: true, reply: d.bytes });
-  });
-  if (!sock.ok) return { ok: false, reason: `cannot open a UDP socket in ${ctx.netns}: ${sock.kind} ${sock.errno} (${sock.message})` };
-  const timer = ctx.clock.setTimer(ctx.timeoutMs, () => settle({ ok: false, reason: `no reply from ${fmt(upstream)} within ${ctx.timeoutMs} ms` }));
+  const sock = await bindUdp(
+    {
+      netns: ctx.netns,
+      family: upstream.family,
+      address: upstream.family === 4 ? '0.0.0.0' : '::',
+      port: 0,
+      mark: ctx.mark,
+    },
+    (d) => {
+      if (d.from.address !== upstream.address || d.from.port !== upstream.port || peekId(d.bytes) !== id) return;
+      settle({ ok: true, reply: d.bytes });
+    },
+  );
+  if (!sock.ok)
+    return {
+      ok: false,
+      reason: `cannot open a UDP socket in ${ctx.netns}: ${sock.kind} ${sock.errno} (${sock.message})`,
+    };
+  const timer = ctx.clock.setTimer(ctx.timeoutMs, () =>
+    settle({ ok: false, reason: `no reply from ${fmt(upstream)} within ${ctx.timeoutMs} ms` }),
+  );
   try {
     const sent = await sock.value.send(upstream, query);
-    if (!sent.ok) return { ok: false, reason: `send to ${fmt(upstream)} failed: ${sent.kind} ${sent.errno} (${sent.message})` };
+    if (!sent.ok)
+      return { ok: false, reason: `send to ${fmt(upstream)} failed: ${sent.kind} ${sent.errno} (${sent.message})` };
     return await done;
   } finally {
     timer.cancel();
@@ -46,8 +67,18 @@ export async function forwardUdp(ctx: ForwardContext, upstream: SocketAddress, q
   }
 }
 
-export async function forwardTcp(ctx: ForwardContext, upstream: SocketAddress, query: Uint8Array): Promise<ForwardResult> {
-  const c = await ctx.sockets.connectTcp({ netns: ctx.netns, family: upstream.family, dst: upstream, mark: ctx.mark, timeoutMs: ctx.timeoutMs });
+export async function forwardTcp(
+  ctx: ForwardContext,
+  upstream: SocketAddress,
+  query: Uint8Array,
+): Promise<ForwardResult> {
+  const c = await ctx.sockets.connectTcp({
+    netns: ctx.netns,
+    family: upstream.family,
+    dst: upstream,
+    mark: ctx.mark,
+    timeoutMs: ctx.timeoutMs,
+  });
   if (!c.ok) return { ok: false, reason: `connect to ${fmt(upstream)} failed: ${c.kind} ${c.errno} (${c.message})` };
   const conn = c.value;
   let timedOut = false;
@@ -61,7 +92,13 @@ export async function forwardTcp(ctx: ForwardContext, upstream: SocketAddress, q
     const reader = new FrameReader();
     for (;;) {
       const r = await conn.read();
-      if (r.done) return { ok: false, reason: timedOut ? `no reply from ${fmt(upstream)} within ${ctx.timeoutMs} ms` : `${fmt(upstream)} closed the connection before replying${r.failure ? ` (${r.failure.kind})` : ''}` };
+      if (r.done)
+        return {
+          ok: false,
+          reason: timedOut
+            ? `no reply from ${fmt(upstream)} within ${ctx.timeoutMs} ms`
+            : `${fmt(upstream)} closed the connection before replying${r.failure ? ` (${r.failure.kind})` : ''}`,
+        };
       const frames = reader.push(r.bytes);
       if (frames.length > 0) return { ok: true, reply: frames[0]! };
     }

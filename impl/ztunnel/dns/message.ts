@@ -60,7 +60,8 @@ export function peekId(buf: Uint8Array): number | undefined {
 }
 
 export function decodeMessage(buf: Uint8Array): DnsMessage {
-  if (buf.length < HEADER_BYTES) throw new DnsWireError(`${buf.length} bytes is shorter than the ${HEADER_BYTES}-byte header`, 0);
+  if (buf.length < HEADER_BYTES)
+    throw new DnsWireError(`${buf.length} bytes is shorter than the ${HEADER_BYTES}-byte header`, 0);
   const flags = u16(buf, 2, 'flags');
   const header: DnsHeader = {
     id: u16(buf, 0, 'id'),
@@ -72,12 +73,21 @@ export function decodeMessage(buf: Uint8Array): DnsMessage {
     recursionAvailable: (flags & 0x0080) !== 0,
     rcode: flags & 0xf,
   };
-  const counts = [u16(buf, 4, 'qdcount'), u16(buf, 6, 'ancount'), u16(buf, 8, 'nscount'), u16(buf, 10, 'arcount')] as const;
+  const counts = [
+    u16(buf, 4, 'qdcount'),
+    u16(buf, 6, 'ancount'),
+    u16(buf, 8, 'nscount'),
+    u16(buf, 10, 'arcount'),
+  ] as const;
   let pos = HEADER_BYTES;
   const questions: DnsQuestion[] = [];
   for (let i = 0; i < counts[0]; i++) {
     const n = readName(buf, pos);
-    questions.push({ name: n.name, type: u16(buf, n.next, 'question type'), class: u16(buf, n.next + 2, 'question class') });
+    questions.push({
+      name: n.name,
+      type: u16(buf, n.next, 'question type'),
+      class: u16(buf, n.next + 2, 'question class'),
+    });
     pos = n.next + 4;
   }
   const section = (count: number): DnsRecord[] => {
@@ -89,7 +99,8 @@ export function decodeMessage(buf: Uint8Array): DnsMessage {
       const ttl = u32(buf, n.next + 4, 'record ttl');
       const len = u16(buf, n.next + 8, 'rdlength');
       const start = n.next + 10;
-      if (start + len > buf.length) throw new DnsWireError(`rdata of ${len} bytes runs past the end of the message`, start);
+      if (start + len > buf.length)
+        throw new DnsWireError(`rdata of ${len} bytes runs past the end of the message`, start);
       out.push({ name: n.name, type, class: cls, ttl, data: buf.slice(start, start + len) });
       pos = start + len;
     }
@@ -105,8 +116,14 @@ export function decodeMessage(buf: Uint8Array): DnsMessage {
 export function encodeMessage(m: DnsMessage): Uint8Array {
   const parts: Uint8Array[] = [];
   const h = m.header;
-  const flags = (h.response ? 0x8000 : 0) | ((h.opcode & 0xf) << 11) | (h.authoritative ? 0x0400 : 0) | (h.truncated ? 0x0200 : 0)
-    | (h.recursionDesired ? 0x0100 : 0) | (h.recursionAvailable ? 0x0080 : 0) | (h.rcode & 0xf);
+  const flags =
+    (h.response ? 0x8000 : 0) |
+    ((h.opcode & 0xf) << 11) |
+    (h.authoritative ? 0x0400 : 0) |
+    (h.truncated ? 0x0200 : 0) |
+    (h.recursionDesired ? 0x0100 : 0) |
+    (h.recursionAvailable ? 0x0080 : 0) |
+    (h.rcode & 0xf);
   const head = new Uint8Array(HEADER_BYTES);
   const put16 = (b: Uint8Array, at: number, v: number): void => {
     b[at] = (v >> 8) & 0xff;
@@ -127,7 +144,8 @@ export function encodeMessage(m: DnsMessage): Uint8Array {
     parts.push(t);
   }
   for (const r of [...m.answers, ...m.authority, ...m.additional]) {
-    if (r.data.length > 0xffff) throw new Error(`cannot encode DNS record ${r.name}: rdata of ${r.data.length} bytes exceeds 65535`);
+    if (r.data.length > 0xffff)
+      throw new Error(`cannot encode DNS record ${r.name}: rdata of ${r.data.length} bytes exceeds 65535`);
     parts.push(encodeName(r.name));
     const t = new Uint8Array(10);
     put16(t, 0, r.type);

@@ -28,7 +28,10 @@ export function podIpNames(workloads: WorkloadLookup, clusterDomain: string): Dn
       const parts = name.slice(0, -suffix.length).split('.');
       if (parts.length !== 2) return undefined;
       const [dashed, namespace] = parts as [string, string];
-      const ip = dashed.includes('-') && /^[0-9-]+$/.test(dashed) && dashed.split('-').length === 4 ? dashed.replaceAll('-', '.') : dashed.replaceAll('-', ':');
+      const ip =
+        dashed.includes('-') && /^[0-9-]+$/.test(dashed) && dashed.split('-').length === 4
+          ? dashed.replaceAll('-', '.')
+          : dashed.replaceAll('-', ':');
       const w = workloads.byIp(ip);
       if (!w || w.namespace !== namespace) return undefined;
       return familyOf(ip) === family ? [ip] : [];

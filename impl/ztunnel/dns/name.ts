@@ -35,7 +35,11 @@ export function readName(buf: Uint8Array, offset: number): DecodedName {
     if (tag === 0xc0) {
       if (pos + 1 >= buf.length) throw new DnsWireError('compression pointer cut short', pos);
       const target = ((len & 0x3f) << 8) | buf[pos + 1]!;
-      if (target >= runStart) throw new DnsWireError(`compression pointer to ${target} does not point before ${runStart} (a loop or forward reference)`, pos);
+      if (target >= runStart)
+        throw new DnsWireError(
+          `compression pointer to ${target} does not point before ${runStart} (a loop or forward reference)`,
+          pos,
+        );
       if (++jumps > MAX_POINTER_JUMPS) throw new DnsWireError('too many compression pointers', pos);
       if (next === undefined) next = pos + 2;
       pos = target;
@@ -67,7 +71,8 @@ export function encodeName(name: string): Uint8Array {
   const labels = trimmed === '' ? [] : trimmed.split('.');
   const out: number[] = [];
   for (const l of labels) {
-    if (l.length === 0 || l.length > MAX_LABEL_BYTES) throw new Error(`cannot encode DNS name "${name}": label "${l}" must be 1..${MAX_LABEL_BYTES} bytes`);
+    if (l.length === 0 || l.length > MAX_LABEL_BYTES)
+      throw new Error(`cannot encode DNS name "${name}": label "${l}" must be 1..${MAX_LABEL_BYTES} bytes`);
     out.push(l.length);
     for (let i = 0; i < l.length; i++) {
       const c = l.charCodeAt(i);
@@ -76,6 +81,7 @@ export function encodeName(name: string): Uint8Array {
     }
   }
   out.push(0);
-  if (out.length > MAX_NAME_BYTES) throw new Error(`cannot encode DNS name "${name}": longer than ${MAX_NAME_BYTES} bytes on the wire`);
+  if (out.length > MAX_NAME_BYTES)
+    throw new Error(`cannot encode DNS name "${name}": longer than ${MAX_NAME_BYTES} bytes on the wire`);
   return Uint8Array.from(out);
 }

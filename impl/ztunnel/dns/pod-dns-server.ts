@@ -32,16 +32,29 @@ export class PodDnsServer {
   private readonly tcp: TcpListener[] = [];
   private readonly conns = new Set<TcpConnection>();
 
-  constructor(private readonly ctx: PodContext, private readonly cfg: DnsProxyConfig) {}
+  constructor(
+    private readonly ctx: PodContext,
+    private readonly cfg: DnsProxyConfig,
+  ) {}
 
   /** Open the listeners; on failure close what was opened and throw (the pod's Add is nacked). */
   async start(): Promise<void> {
     const { deps } = this.ctx;
     const bindUdp = deps.sockets.bindUdp?.bind(deps.sockets);
     try {
-      if (!bindUdp) throw new Error('the Sockets adapter has no UDP (bindUdp); run without the DNS option or use an adapter that has it');
+      if (!bindUdp)
+        throw new Error(
+          'the Sockets adapter has no UDP (bindUdp); run without the DNS option or use an adapter that has it',
+        );
       for (const family of deps.families) {
-        const base = { netns: this.ctx.netns, family, address: loopback(family), port: DNS_PORT, mark: deps.mark, reusePort: deps.reusePort };
+        const base = {
+          netns: this.ctx.netns,
+          family,
+          address: loopback(family),
+          port: DNS_PORT,
+          mark: deps.mark,
+          reusePort: deps.reusePort,
+        };
         const bound: { sock?: UdpSocket } = {}; // set once bound; a datagram cannot arrive before bind returns
         const u = await bindUdp(base, (d) => {
           if (bound.sock) void this.onDatagram(bound.sock, d.from, d.bytes);
@@ -49,13 +62,18 @@ export class PodDnsServer {
         if (!u.ok) throw new Error(`UDP ${loopback(family)}:${DNS_PORT}: ${u.kind} ${u.errno} (${u.message})`);
         bound.sock = u.value;
         this.udp.push(u.value);
-        const t = await deps.sockets.listenTcp({ ...base, ...(family === 6 ? { v6Only: true } : {}) }, (c) => this.onConnection(c));
+        const t = await deps.sockets.listenTcp({ ...base, ...(family === 6 ? { v6Only: true } : {}) }, (c) =>
+          this.onConnection(c),
+        );
         if (!t.ok) throw new Error(`TCP ${loopback(family)}:${DNS_PORT}: ${t.kind} ${t.errno} (${t.message})`);
         this.tcp.push(t.value);
       }
     } catch (e) {
       await this.stop();
-      throw new Error(`pod ${this.ctx.info.namespace}/${this.ctx.info.name}: cannot open the DNS listener in ${this.ctx.netns}: ${(e as Error).message}`, { cause: e });
+      throw new Error(
+        `pod ${this.ctx.info.namespace}/${this.ctx.info.name}: cannot open the DNS listener in ${this.ctx.netns}: ${(e as Error).message}`,
+        { cause: e },
+      );
     }
   }
 
@@ -92,9 +110,16 @@ export class PodDnsServer {
             if (reply && !(await c.write(frame(reply))).ok) return;
           }
         }
-        if (reader.pending() > 0) this.ctx.log.info('DNS over TCP: connection ended inside a frame', { client: fmt(c.remoteAddress), bytes: reader.pending() });
+        if (reader.pending() > 0)
+          this.ctx.log.info('DNS over TCP: connection ended inside a frame', {
+            client: fmt(c.remoteAddress),
+            bytes: reader.pending(),
+          });
       } catch (e) {
-        this.ctx.log.error('DNS over TCP handler failed', { client: fmt(c.remoteAddress), error: (e as Error).message });
+        this.ctx.log.error('DNS over TCP handler failed', {
+          client: fmt(c.remoteAddress),
+          error: (e as Error).message,
+        });
       } finally {
         this.conns.delete(c);
         c.close();
@@ -132,7 +157,8 @@ export class PodDnsServer {
       return encodeMessage(errorReply(query.header.id, rcode, query));
     };
     if (query.header.opcode !== OPCODE_QUERY) return error(RCODE.NOTIMP, `opcode ${query.header.opcode} is not QUERY`);
-    if (!q || query.questions.length !== 1) return error(RCODE.FORMERR, `${query.questions.length} questions; exactly one is supported`);
+    if (!q || query.questions.length !== 1)
+      return error(RCODE.FORMERR, `${query.questions.length} questions; exactly one is supported`);
     if (q.class === RR_CLASS_IN && (q.type === RR_TYPE.A || q.type === RR_TYPE.AAAA)) {
       const ips = this.cfg.names.lookup(q.name, q.type === RR_TYPE.A ? 4 : 6);
       if (ips) {
@@ -144,20 +170,43 @@ export class PodDnsServer {
     return this.forward(proto, bytes, query, question!, log);
   }
 
-  private async forward(proto: DnsProto, bytes: Uint8Array, query: DnsMessage, question: { name: string; type: string }, log: (r: Omit<DnsRequestRecord, 'pod' | 'proto' | 'client'>) => void): Promise<Uint8Array> {
+  private async forward(
+    proto: DnsProto,
+    bytes: Uint8Array,
+    query: DnsMessage,
+    question: { name: string; type: string },
+    log: (r: Omit<DnsRequestRecord, 'pod' | 'proto' | 'client'>) => void,
+  ): Promise<Uint8Array> {
     const { deps } = this.ctx;
-    const fctx = { sockets: deps.sockets, clock: deps.clock, netns: this.ctx.netns, mark: deps.mark, timeoutMs: this.cfg.forwardTimeoutMs };
+    const fctx = {
+      sockets: deps.sockets,
+      clock: deps.clock,
+      netns: this.ctx.netns,
+      mark: deps.mark,
+      timeoutMs: this.cfg.forwardTimeoutMs,
+    };
     const reasons: string[] = [];
     for (const up of this.cfg.upstream) {
       const r: ForwardResult = proto === 'udp' ? await forwardUdp(fctx, up, bytes) : await forwardTcp(fctx, up, bytes);
       if (r.ok) {
-        log({ event: 'forwarded', question, upstream: fmt(up), ...(r.reply.length >= 4 ? { rcode: r.reply[3]! & 0xf } : {}) });
+        log({
+          event: 'forwarded',
+          question,
+          upstream: fmt(up),
+          ...(r.reply.length >= 4 ? { rcode: r.reply[3]! & 0xf } : {}),
+        });
         return r.reply;
       }
       reasons.push(r.reason);
     }
     const reason = reasons.length > 0 ? reasons.join('; ') : 'no upstream resolver configured';
-    log({ event: 'failed', question, rcode: RCODE.SERVFAIL, ...(this.cfg.upstream[0] ? { upstream: fmt(this.cfg.upstream[0]) } : {}), reason });
+    log({
+      event: 'failed',
+      question,
+      rcode: RCODE.SERVFAIL,
+      ...(this.cfg.upstream[0] ? { upstream: fmt(this.cfg.upstream[0]) } : {}),
+      reason,
+    });
     this.ctx.log.warn('DNS forward failed', { question: question.name, reason });
     return encodeMessage(errorReply(query.header.id, RCODE.SERVFAIL, query));
   }

@@ -5,7 +5,10 @@
 import { MAX_MESSAGE_BYTES } from './constants.js';
 
 export function frame(message: Uint8Array): Uint8Array {
-  if (message.length > MAX_MESSAGE_BYTES) throw new Error(`cannot frame a DNS message of ${message.length} bytes: the TCP length prefix holds at most ${MAX_MESSAGE_BYTES}`);
+  if (message.length > MAX_MESSAGE_BYTES)
+    throw new Error(
+      `cannot frame a DNS message of ${message.length} bytes: the TCP length prefix holds at most ${MAX_MESSAGE_BYTES}`,
+    );
   const out = new Uint8Array(message.length + 2);
   out[0] = message.length >> 8;
   out[1] = message.length & 0xff;

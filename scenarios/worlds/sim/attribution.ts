@@ -73,10 +73,15 @@ export function appPodOf(s: SimSocket, known: (ref: PodRef) => boolean): PodRef 
 
 export function proxyAcceptor(port: number): Acceptor {
   switch (port) {
-    case OUTBOUND_PORT: return 'proxy-outbound';
-    case INBOUND_PLAINTEXT_PORT: return 'proxy-inbound';
-    case INBOUND_HBONE_PORT: return 'proxy-hbone';
-    case DNS_PORT: return 'proxy-dns';
-    default: return 'other';
+    case OUTBOUND_PORT:
+      return 'proxy-outbound';
+    case INBOUND_PLAINTEXT_PORT:
+      return 'proxy-inbound';
+    case INBOUND_HBONE_PORT:
+      return 'proxy-hbone';
+    case DNS_PORT:
+      return 'proxy-dns';
+    default:
+      return 'other';
   }
 }

@@ -5,7 +5,17 @@
  * it — the proxy code stays unchanged, as it would on Linux where the path is what setns opens.
  */
 import { netnsId, type NetnsId } from '../../../impl/api/ids.js';
-import type { BindUdpOptions, ConnectTcpOptions, ListenTcpOptions, SocketOutcome, Sockets, TcpConnection, TcpListener, UdpDatagram, UdpSocket } from '../../../impl/host/sockets.js';
+import type {
+  BindUdpOptions,
+  ConnectTcpOptions,
+  ListenTcpOptions,
+  SocketOutcome,
+  Sockets,
+  TcpConnection,
+  TcpListener,
+  UdpDatagram,
+  UdpSocket,
+} from '../../../impl/host/sockets.js';
 import { simNetnsName } from '../../../sim/kernel/netns.js';
 
 function byName(netns: NetnsId | undefined): NetnsId | undefined {
@@ -26,7 +36,10 @@ export class NetnsPathSockets implements Sockets {
   }
 
   bindUdp(opts: BindUdpOptions, onDatagram: (d: UdpDatagram) => void): Promise<SocketOutcome<UdpSocket>> {
-    if (!this.inner.bindUdp) throw new Error('NetnsPathSockets: the wrapped Sockets adapter has no UDP (bindUdp); the proxy\'s DNS listener needs it');
+    if (!this.inner.bindUdp)
+      throw new Error(
+        "NetnsPathSockets: the wrapped Sockets adapter has no UDP (bindUdp); the proxy's DNS listener needs it",
+      );
     const netns = byName(opts.netns);
     return this.inner.bindUdp(netns === undefined ? opts : { ...opts, netns }, onDatagram);
   }

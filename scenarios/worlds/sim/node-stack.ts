@@ -66,7 +66,9 @@ interface StackShared {
   readonly profile: Profile;
   readonly ipv6: boolean;
   readonly dnsCapture: boolean;
-  readonly planTransform: ((plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan) | undefined;
+  readonly planTransform:
+    | ((plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan)
+    | undefined;
   readonly agentConfig: Partial<NodeAgentConfig> | undefined;
   /**
    * Netns (sim names) the node agent of `node` must not see (World.agentAddFault
@@ -77,7 +79,10 @@ interface StackShared {
 
 /** The agent's netns finder with some namespaces hidden from it (a netns-missing fault). */
 class HidingNetnsFinder implements NetnsFinder {
-  constructor(private readonly inner: NetnsFinder, private readonly hidden: (netns: string) => boolean) {}
+  constructor(
+    private readonly inner: NetnsFinder,
+    private readonly hidden: (netns: string) => boolean,
+  ) {}
   async find(podUid: string, ips: readonly string[]): Promise<NetnsId | undefined> {
     const found = await this.inner.find(podUid, ips);
     return found !== undefined && this.hidden(simNetnsName(found)) ? undefined : found;
@@ -111,11 +116,21 @@ export class NodeStack {
 
   agentConfig(): NodeAgentConfig {
     return {
-      nodeName: this.node.name, profile: this.s.profile, ipv6: this.s.ipv6, dnsCapture: this.s.dnsCapture,
-      enrollment: DEFAULT_ENROLLMENT_CONFIG, proxyUid: PROXY_UID, kubeletUid: 0, allowedProxyUids: [PROXY_UID],
-      pluginEventAddress: pluginEventAddress(this.node.name), zdsAddress: zdsAddress(this.node.name),
-      hostNetns: netnsId(simNetnsPath(this.node.hostNetns)), repairIntervalMs: REPAIR_INTERVAL_MS, zdsAckTimeoutMs: 2000,
-      trustDomain: TRUST_DOMAIN, ...this.s.agentConfig,
+      nodeName: this.node.name,
+      profile: this.s.profile,
+      ipv6: this.s.ipv6,
+      dnsCapture: this.s.dnsCapture,
+      enrollment: DEFAULT_ENROLLMENT_CONFIG,
+      proxyUid: PROXY_UID,
+      kubeletUid: 0,
+      allowedProxyUids: [PROXY_UID],
+      pluginEventAddress: pluginEventAddress(this.node.name),
+      zdsAddress: zdsAddress(this.node.name),
+      hostNetns: netnsId(simNetnsPath(this.node.hostNetns)),
+      repairIntervalMs: REPAIR_INTERVAL_MS,
+      zdsAckTimeoutMs: 2000,
+      trustDomain: TRUST_DOMAIN,
+      ...this.s.agentConfig,
     };
   }
 
@@ -124,11 +139,15 @@ export class NodeStack {
     if (this.agent) return;
     const { kernel } = this.s;
     const agent = new NodeAgent(this.agentConfig(), {
-      kube: this.s.api, rules: new SimNetnsRules(kernel),
+      kube: this.s.api,
+      rules: new SimNetnsRules(kernel),
       finder: this.finder(),
-      ipsets: new SimHostIpSets(kernel, this.node.hostNetns), pluginEvents: this.s.events,
+      ipsets: new SimHostIpSets(kernel, this.node.hostNetns),
+      pluginEvents: this.s.events,
       zdsTransport: this.s.zds.endpoint({ pid: 100 + this.node.index, uid: 0, gid: 0 }),
-      clock: this.s.clock, log: this.s.log.child({ node: this.node.name }), metrics: new MemoryMetrics(),
+      clock: this.s.clock,
+      log: this.s.log.child({ node: this.node.name }),
+      metrics: new MemoryMetrics(),
       ...(this.s.planTransform ? { planTransform: this.s.planTransform } : {}),
     });
     this.agent = agent;
@@ -137,7 +156,11 @@ export class NodeStack {
 
   private finder(): NetnsFinder {
     const disk = this.node.disk;
-    const base = new SimNetnsFinder(this.s.kernel, () => [...disk.sandboxes.values()].filter((r) => r.netns !== '').map((r) => ({ podUid: r.podUid, netns: simNetnsPath(r.netns) })));
+    const base = new SimNetnsFinder(this.s.kernel, () =>
+      [...disk.sandboxes.values()]
+        .filter((r) => r.netns !== '')
+        .map((r) => ({ podUid: r.podUid, netns: simNetnsPath(r.netns) })),
+    );
     const hidden = this.s.hiddenNetns;
     return hidden ? new HidingNetnsFinder(base, (n) => hidden(this.node.name, n)) : base;
   }
@@ -159,15 +182,29 @@ export class NodeStack {
     const workloads = new WorkloadWatcher({ kube: s.api, clock: s.clock, log, index });
     const policies = new AuthorizationPolicyWatcher({ kube: s.api, clock: s.clock, log, store });
     const sockets = new SimSockets({
-      kernel: s.kernel, owner: PROXY_CREDS, defaultNetns: this.node.hostNetns, label: `${PROXY_LABEL_PREFIX}${this.node.name}#${n}`, clock: s.clock,
+      kernel: s.kernel,
+      owner: PROXY_CREDS,
+      defaultNetns: this.node.hostNetns,
+      label: `${PROXY_LABEL_PREFIX}${this.node.name}#${n}`,
+      clock: s.clock,
     });
     const ztunnel = new Ztunnel({
-      sockets: new NetnsPathSockets(sockets), hbone: s.hbone, authorizer, workloads: index, clock: s.clock, log,
+      sockets: new NetnsPathSockets(sockets),
+      hbone: s.hbone,
+      authorizer,
+      workloads: index,
+      clock: s.clock,
+      log,
       trustDomain: TRUST_DOMAIN,
-      connectionLog: new LineConnectionLog(s.clock, this.sink, (err, r) => log.error('connection log record rejected', { error: err.message, pod: r.pod, event: r.event })),
-      families: s.ipv6 ? [4, 6] : [4], connectTimeoutMs: PROXY_CONNECT_TIMEOUT_MS, drainMs: 1000,
+      connectionLog: new LineConnectionLog(s.clock, this.sink, (err, r) =>
+        log.error('connection log record rejected', { error: err.message, pod: r.pod, event: r.event }),
+      ),
+      families: s.ipv6 ? [4, 6] : [4],
+      connectTimeoutMs: PROXY_CONNECT_TIMEOUT_MS,
+      drainMs: 1000,
       zdsTransport: s.zds.endpoint({ pid: 200 + 1000 * n + this.node.index, uid: PROXY_UID, gid: PROXY_UID }),
-      zdsAddress: zdsAddress(this.node.name), random: s.random,
+      zdsAddress: zdsAddress(this.node.name),
+      random: s.random,
       // No DNS listener (15053) yet, as in the netns and kind worlds: their proxies run without
       // --dns-upstream, and the worlds must agree (tests/netns/world/sim-parity.spec.ts). With DNS
       // capture on, app DNS then fails closed. To turn it on, pass

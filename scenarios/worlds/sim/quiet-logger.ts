@@ -18,9 +18,19 @@ export class QuietLogger implements Logger {
     if (this.entries.length > this.opts.limit) this.entries.splice(0, this.entries.length - this.opts.limit);
   }
 
-  debug(msg: string, fields: LogFields = {}): void { if (this.opts.verbose) this.keep('debug', msg, fields); }
-  info(msg: string, fields: LogFields = {}): void { if (this.opts.verbose) this.keep('info', msg, fields); }
-  warn(msg: string, fields: LogFields = {}): void { this.keep('warn', msg, fields); }
-  error(msg: string, fields: LogFields = {}): void { this.keep('error', msg, fields); }
-  child(fields: LogFields): Logger { return new QuietLogger(this.entries, this.opts, { ...this.base, ...fields }); }
+  debug(msg: string, fields: LogFields = {}): void {
+    if (this.opts.verbose) this.keep('debug', msg, fields);
+  }
+  info(msg: string, fields: LogFields = {}): void {
+    if (this.opts.verbose) this.keep('info', msg, fields);
+  }
+  warn(msg: string, fields: LogFields = {}): void {
+    this.keep('warn', msg, fields);
+  }
+  error(msg: string, fields: LogFields = {}): void {
+    this.keep('error', msg, fields);
+  }
+  child(fields: LogFields): Logger {
+    return new QuietLogger(this.entries, this.opts, { ...this.base, ...fields });
+  }
 }

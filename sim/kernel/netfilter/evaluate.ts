@@ -22,7 +22,15 @@ function ruleStep(r: CompiledRule, effect: string): RuleStep {
 
 function policyRun(table: CompiledTable, chain: CompiledChain, steps: RuleStep[] | undefined): TableRun {
   const verdict = chain.policy === 'ACCEPT' ? ACCEPT : DROP;
-  if (steps) steps.push({ table: table.name, chain: chain.name, position: 0, line: 0, text: `policy ${chain.policy}`, effect: chain.policy });
+  if (steps)
+    steps.push({
+      table: table.name,
+      chain: chain.name,
+      position: 0,
+      line: 0,
+      text: `policy ${chain.policy}`,
+      effect: chain.policy,
+    });
   return { verdict, steps: steps ?? NO_STEPS };
 }
 
@@ -40,7 +48,15 @@ export function runCompiled(table: CompiledTable, ctx: EvalContext, trace: boole
     if (pos >= rules.length) {
       // Fell off the end: built-in → policy; user chain → back to the caller.
       if (stackChains.length === 0) return policyRun(table, base, steps);
-      if (steps) steps.push({ table: table.name, chain: chain.name, position: 0, line: 0, text: `end of chain ${chain.name}`, effect: 'return' });
+      if (steps)
+        steps.push({
+          table: table.name,
+          chain: chain.name,
+          position: 0,
+          line: 0,
+          text: `end of chain ${chain.name}`,
+          effect: 'return',
+        });
       chain = stackChains.pop() as CompiledChain;
       pos = stackPos.pop() as number;
       rules = chain.rules;
@@ -51,7 +67,10 @@ export function runCompiled(table: CompiledTable, ctx: EvalContext, trace: boole
     const preds = r.preds;
     let hit = true;
     for (let i = 0; i < preds.length; i++) {
-      if (!(preds[i] as (c: EvalContext) => boolean)(ctx)) { hit = false; break; }
+      if (!(preds[i] as (c: EvalContext) => boolean)(ctx)) {
+        hit = false;
+        break;
+      }
     }
     if (!hit) continue;
     const t = r.target;

@@ -19,7 +19,12 @@ interface IpSetEntry {
 class IpSet implements IpSetView {
   /** prefix length → network value (as hex key) → entry. For hash:ip only the full length is used. */
   private readonly byLen = new Map<number, Map<bigint, IpSetEntry>>();
-  constructor(readonly name: string, readonly type: IpSetType, readonly family: Family, readonly comments: boolean) {}
+  constructor(
+    readonly name: string,
+    readonly type: IpSetType,
+    readonly family: Family,
+    readonly comments: boolean,
+  ) {}
 
   private parse(text: string): { len: number; value: bigint; canonical: string } {
     try {
@@ -33,20 +38,30 @@ class IpSet implements IpSetView {
       return { len: p.len, value: p.addr.value, canonical: formatPrefix(p) };
     } catch (e) {
       if (e instanceof IpSetError) throw e;
-      throw new IpSetError(`ipset ${this.name} (${this.type}): "${text}" is not a valid ${this.type === 'hash:ip' ? 'address' : 'address or prefix'}`);
+      throw new IpSetError(
+        `ipset ${this.name} (${this.type}): "${text}" is not a valid ${this.type === 'hash:ip' ? 'address' : 'address or prefix'}`,
+      );
     }
   }
 
   private checkFamily(a: IpAddress, text: string): void {
-    if (a.family !== this.family) throw new IpSetError(`ipset ${this.name} is family inet${this.family === 6 ? '6' : ''}; "${text}" is IPv${a.family}`);
+    if (a.family !== this.family)
+      throw new IpSetError(
+        `ipset ${this.name} is family inet${this.family === 6 ? '6' : ''}; "${text}" is IPv${a.family}`,
+      );
   }
 
   add(text: string, comment?: string, opts: { exist?: boolean } = {}): void {
-    if (comment !== undefined && !this.comments) throw new IpSetError(`ipset ${this.name} was created without "comment"; cannot add an entry with a comment`);
+    if (comment !== undefined && !this.comments)
+      throw new IpSetError(`ipset ${this.name} was created without "comment"; cannot add an entry with a comment`);
     const { len, value, canonical } = this.parse(text);
     let m = this.byLen.get(len);
-    if (!m) { m = new Map(); this.byLen.set(len, m); }
-    if (m.has(value) && !opts.exist) throw new IpSetError(`ipset ${this.name}: element ${canonical} is already added (use exist to ignore)`);
+    if (!m) {
+      m = new Map();
+      this.byLen.set(len, m);
+    }
+    if (m.has(value) && !opts.exist)
+      throw new IpSetError(`ipset ${this.name}: element ${canonical} is already added (use exist to ignore)`);
     m.set(value, { text: canonical, comment });
   }
 
@@ -79,8 +94,10 @@ export class IpSets {
   private readonly sets = new Map<string, IpSet>();
 
   create(name: string, type: IpSetType, family: Family, opts: { comment?: boolean; exist?: boolean } = {}): void {
-    if (!/^[A-Za-z0-9_.:-]{1,31}$/.test(name)) throw new IpSetError(`ipset name "${name}" is invalid (1..31 characters of letters, digits, _ . : -)`);
-    if (type !== 'hash:ip' && type !== 'hash:net') throw new IpSetError(`ipset ${name}: type "${String(type)}" is not supported (supported: hash:ip, hash:net)`);
+    if (!/^[A-Za-z0-9_.:-]{1,31}$/.test(name))
+      throw new IpSetError(`ipset name "${name}" is invalid (1..31 characters of letters, digits, _ . : -)`);
+    if (type !== 'hash:ip' && type !== 'hash:net')
+      throw new IpSetError(`ipset ${name}: type "${String(type)}" is not supported (supported: hash:ip, hash:net)`);
     const existing = this.sets.get(name);
     if (existing) {
       if (opts.exist && existing.type === type && existing.family === family) return;
@@ -106,7 +123,11 @@ export class IpSets {
   /** Membership test of an address (for hash:net, any containing prefix). */
   test(name: string, addr: string): boolean {
     let a: IpAddress;
-    try { a = parseIp(addr); } catch { throw new IpSetError(`ipset test ${name}: "${addr}" is not an address`); }
+    try {
+      a = parseIp(addr);
+    } catch {
+      throw new IpSetError(`ipset test ${name}: "${addr}" is not an address`);
+    }
     return this.must(name).has(a);
   }
 
@@ -136,7 +157,8 @@ export class IpSets {
     const out: string[] = [];
     for (const s of this.sets.values()) {
       out.push(`create ${s.name} ${s.type} family inet${s.family === 6 ? '6' : ''}${s.comments ? ' comment' : ''}`);
-      for (const e of s.entries()) out.push(`add ${s.name} ${e.text}${e.comment !== undefined ? ` comment "${e.comment}"` : ''}`);
+      for (const e of s.entries())
+        out.push(`add ${s.name} ${e.text}${e.comment !== undefined ? ` comment "${e.comment}"` : ''}`);
     }
     return out.length ? `${out.join('\n')}\n` : '';
   }
@@ -166,11 +188,19 @@ export class IpSets {
         try {
           const words = splitWords(line);
           let exist = opts.exist ?? false;
-          const filtered = words.filter((w) => { if (w === '-exist' || w === '-!') { exist = true; return false; } return true; });
+          const filtered = words.filter((w) => {
+            if (w === '-exist' || w === '-!') {
+              exist = true;
+              return false;
+            }
+            return true;
+          });
           const [cmd, name, ...rest] = filtered;
           if (!name) throw new IpSetError(`"${cmd ?? ''}" needs a set name`);
           switch (cmd) {
-            case 'create': case '-N': case 'n': {
+            case 'create':
+            case '-N':
+            case 'n': {
               const [type, ...o] = rest;
               let family: Family = 4;
               let comment = false;
@@ -182,14 +212,23 @@ export class IpSets {
                   else if (f === 'inet6') family = 6;
                   else throw new IpSetError(`family "${f ?? ''}" is not inet or inet6`);
                 } else if (w === 'comment') comment = true;
-                else if (w === 'hashsize' || w === 'maxelem' || w === 'bucketsize' || w === 'initval') k++; // sizing only: no behaviour in the model
-                else throw new IpSetError(`create option "${w ?? ''}" is not supported (supported: family, comment, hashsize, maxelem, bucketsize, initval)`);
+                else if (w === 'hashsize' || w === 'maxelem' || w === 'bucketsize' || w === 'initval')
+                  k++; // sizing only: no behaviour in the model
+                else
+                  throw new IpSetError(
+                    `create option "${w ?? ''}" is not supported (supported: family, comment, hashsize, maxelem, bucketsize, initval)`,
+                  );
               }
               this.create(name, type as IpSetType, family, { comment, exist });
               cloned.set(name, this.sets.get(name) as IpSet);
               break;
             }
-            case 'add': case '-A': case 'a': case 'del': case '-D': case 'd': {
+            case 'add':
+            case '-A':
+            case 'a':
+            case 'del':
+            case '-D':
+            case 'd': {
               const [entry, ...o] = rest;
               if (!entry) throw new IpSetError(`${cmd} ${name} needs an entry`);
               let comment: string | undefined;
@@ -202,13 +241,23 @@ export class IpSets {
               else s.del(entry, { exist });
               break;
             }
-            case 'flush': case '-F': writable(name).flush(); break;
-            case 'destroy': case '-X': this.destroy(name); break;
+            case 'flush':
+            case '-F':
+              writable(name).flush();
+              break;
+            case 'destroy':
+            case '-X':
+              this.destroy(name);
+              break;
             default:
-              throw new IpSetError(`command "${cmd ?? ''}" is not supported (supported: create, add, del, flush, destroy)`);
+              throw new IpSetError(
+                `command "${cmd ?? ''}" is not supported (supported: create, add, del, flush, destroy)`,
+              );
           }
         } catch (e) {
-          throw new IpSetError(`ipset restore line ${i + 1}: ${e instanceof Error ? e.message : String(e)}\n  in line: ${lines[i] ?? ''}`);
+          throw new IpSetError(
+            `ipset restore line ${i + 1}: ${e instanceof Error ? e.message : String(e)}\n  in line: ${lines[i] ?? ''}`,
+          );
         }
       }
     } catch (e) {

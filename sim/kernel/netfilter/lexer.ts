@@ -13,18 +13,34 @@ export function splitWords(line: string): string[] {
   for (let i = 0; i < line.length; i++) {
     const c = line[i] as string;
     if (quote) {
-      if (c === quote) { quote = undefined; continue; }
-      if (c === '\\' && quote === '"' && i + 1 < line.length) { cur += line[++i]; continue; }
+      if (c === quote) {
+        quote = undefined;
+        continue;
+      }
+      if (c === '\\' && quote === '"' && i + 1 < line.length) {
+        cur += line[++i];
+        continue;
+      }
       cur += c;
       continue;
     }
     if (c === ' ' || c === '\t' || c === '\r') {
-      if (inWord) { words.push(cur); cur = ''; inWord = false; }
+      if (inWord) {
+        words.push(cur);
+        cur = '';
+        inWord = false;
+      }
       continue;
     }
     inWord = true;
-    if (c === '"' || c === "'") { quote = c; continue; }
-    if (c === '\\' && i + 1 < line.length) { cur += line[++i]; continue; }
+    if (c === '"' || c === "'") {
+      quote = c;
+      continue;
+    }
+    if (c === '\\' && i + 1 < line.length) {
+      cur += line[++i];
+      continue;
+    }
     cur += c;
   }
   if (quote) throw new RuleSyntaxError(`unterminated ${quote} quote`);

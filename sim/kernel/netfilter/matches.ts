@@ -10,10 +10,30 @@ import { quoteWord } from './lexer.js';
 import type { MatchInstance, Pred, RuleContext, Take } from './rule.js';
 import type { AddrType, CtState, EvalContext, Hook } from './types.js';
 import {
-  formatPortRange, hex, parseMarkMask, parsePortRange, parseU32, PROTO_TCP, PROTO_UDP, U32_MAX, type MarkMask,
+  formatPortRange,
+  hex,
+  parseMarkMask,
+  parsePortRange,
+  parseU32,
+  PROTO_TCP,
+  PROTO_UDP,
+  U32_MAX,
+  type MarkMask,
 } from './values.js';
 
-const SUPPORTED_MATCHES = ['tcp', 'udp', 'multiport', 'mark', 'connmark', 'conntrack', 'state', 'owner', 'addrtype', 'set', 'comment'] as const;
+const SUPPORTED_MATCHES = [
+  'tcp',
+  'udp',
+  'multiport',
+  'mark',
+  'connmark',
+  'conntrack',
+  'state',
+  'owner',
+  'addrtype',
+  'set',
+  'comment',
+] as const;
 
 function once(seen: Set<string>, module: string, opt: string): void {
   if (seen.has(opt)) throw new RuleSyntaxError(`${module}: option "${opt}" can only be used once`);
@@ -23,7 +43,9 @@ function once(seen: Set<string>, module: string, opt: string): void {
 function requireProto(rc: RuleContext, module: string, allowed: readonly number[]): number {
   const p = rc.proto;
   if (!p || p.neg || !allowed.includes(p.num)) {
-    throw new RuleSyntaxError(`${module} match needs \`-p ${allowed.map((n) => (n === PROTO_TCP ? 'tcp' : 'udp')).join("' or `-p ")}' (not negated) before it`);
+    throw new RuleSyntaxError(
+      `${module} match needs \`-p ${allowed.map((n) => (n === PROTO_TCP ? 'tcp' : 'udp')).join("' or `-p ")}' (not negated) before it`,
+    );
   }
   return p.num;
 }
@@ -39,7 +61,8 @@ function parseTcpFlags(text: string): number {
   let bits = 0;
   for (const f of text.split(',')) {
     const b = TCP_FLAG_BITS[f.toUpperCase()];
-    if (b === undefined) throw new RuleSyntaxError(`tcp: unknown TCP flag "${f}" (use FIN,SYN,RST,PSH,ACK,URG, ALL or NONE)`);
+    if (b === undefined)
+      throw new RuleSyntaxError(`tcp: unknown TCP flag "${f}" (use FIN,SYN,RST,PSH,ACK,URG, ALL or NONE)`);
     bits |= b;
   }
   return bits;
@@ -62,11 +85,13 @@ export class PortsMatch implements MatchInstance {
 
   parseOption(opt: string, neg: boolean, take: Take): boolean {
     switch (opt) {
-      case '--sport': case '--source-port':
+      case '--sport':
+      case '--source-port':
         once(this.seen, this.module, '--sport');
         this.sport = { neg, range: parsePortRange(take(), `${this.module} --sport`) };
         return true;
-      case '--dport': case '--destination-port':
+      case '--dport':
+      case '--destination-port':
         once(this.seen, this.module, '--dport');
         this.dport = { neg, range: parsePortRange(take(), `${this.module} --dport`) };
         return true;
@@ -96,7 +121,8 @@ export class PortsMatch implements MatchInstance {
     let s = `-m ${this.module}`;
     if (this.sport) s += `${this.sport.neg ? ' !' : ''} --sport ${formatPortRange(this.sport.range)}`;
     if (this.dport) s += `${this.dport.neg ? ' !' : ''} --dport ${formatPortRange(this.dport.range)}`;
-    if (this.flags) s += `${this.flags.neg ? ' !' : ''} --tcp-flags ${formatTcpFlags(this.flags.mask)} ${formatTcpFlags(this.flags.comp)}`;
+    if (this.flags)
+      s += `${this.flags.neg ? ' !' : ''} --tcp-flags ${formatTcpFlags(this.flags.mask)} ${formatTcpFlags(this.flags.comp)}`;
     return s;
   }
 
@@ -108,8 +134,8 @@ export class PortsMatch implements MatchInstance {
     return (ctx) => {
       const p = ctx.packet;
       if (p.proto !== proto) return false;
-      if (sp && ((p.sport >= sp.range[0] && p.sport <= sp.range[1]) === sp.neg)) return false;
-      if (dp && ((p.dport >= dp.range[0] && p.dport <= dp.range[1]) === dp.neg)) return false;
+      if (sp && (p.sport >= sp.range[0] && p.sport <= sp.range[1]) === sp.neg) return false;
+      if (dp && (p.dport >= dp.range[0] && p.dport <= dp.range[1]) === dp.neg) return false;
       if (fl) {
         const f = p.flags;
         const bits = (f.fin ? 1 : 0) | (f.syn ? 2 : 0) | (f.rst ? 4 : 0) | (f.ack ? 16 : 0);
@@ -131,8 +157,14 @@ class MultiportMatch implements MatchInstance {
   private proto = 0;
 
   parseOption(opt: string, neg: boolean, take: Take): boolean {
-    const which = opt === '--dports' || opt === '--destination-ports' ? 'dports'
-      : opt === '--sports' || opt === '--source-ports' ? 'sports' : opt === '--ports' ? 'ports' : undefined;
+    const which =
+      opt === '--dports' || opt === '--destination-ports'
+        ? 'dports'
+        : opt === '--sports' || opt === '--source-ports'
+          ? 'sports'
+          : opt === '--ports'
+            ? 'ports'
+            : undefined;
     if (!which) return false;
     if (this.which) throw new RuleSyntaxError('multiport: only one of --sports, --dports, --ports per match');
     this.which = which;
@@ -141,11 +173,15 @@ class MultiportMatch implements MatchInstance {
     let count = 0;
     for (const item of text.split(',')) {
       const r = parsePortRange(item, `multiport --${which}`);
-      if (item.includes(':') && r[0] >= r[1]) throw new RuleSyntaxError(`multiport --${which}: invalid port range "${item}"`);
+      if (item.includes(':') && r[0] >= r[1])
+        throw new RuleSyntaxError(`multiport --${which}: invalid port range "${item}"`);
       count += r[0] === r[1] ? 1 : 2;
       this.ranges.push(r);
     }
-    if (count > 15) throw new RuleSyntaxError(`multiport --${which}: too many ports in "${text}" (at most 15, a range counts as two)`);
+    if (count > 15)
+      throw new RuleSyntaxError(
+        `multiport --${which}: too many ports in "${text}" (at most 15, a range counts as two)`,
+      );
     return true;
   }
 
@@ -171,7 +207,8 @@ class MultiportMatch implements MatchInstance {
     return (ctx) => {
       const p = ctx.packet;
       if (p.proto !== proto) return false;
-      const hit = which === 'dports' ? inAny(p.dport) : which === 'sports' ? inAny(p.sport) : inAny(p.sport) || inAny(p.dport);
+      const hit =
+        which === 'dports' ? inAny(p.dport) : which === 'sports' ? inAny(p.sport) : inAny(p.sport) || inAny(p.dport);
       return hit !== neg;
     };
   }
@@ -205,9 +242,9 @@ class MarkMatch implements MatchInstance {
   compile(): Pred {
     const { value, mask } = this.mm as MarkMask;
     const neg = this.neg;
-    if (this.module === 'mark') return (ctx) => (((ctx.packet.mark & mask) >>> 0) === value) !== neg;
+    if (this.module === 'mark') return (ctx) => ((ctx.packet.mark & mask) >>> 0 === value) !== neg;
     // No conntrack entry: the kernel's connmark match returns false (also under `!`).
-    return (ctx) => ctx.ct !== undefined && (((ctx.ct.mark & mask) >>> 0) === value) !== neg;
+    return (ctx) => ctx.ct !== undefined && ((ctx.ct.mark & mask) >>> 0 === value) !== neg;
   }
 }
 
@@ -220,7 +257,8 @@ function parseStates(text: string, module: string, allowed: readonly CtStateName
   const out = new Set<CtStateName>();
   for (const s of text.split(',')) {
     const u = s.toUpperCase() as CtStateName;
-    if (!allowed.includes(u)) throw new RuleSyntaxError(`${module}: unknown state "${s}" (supported: ${allowed.join(', ')})`);
+    if (!allowed.includes(u))
+      throw new RuleSyntaxError(`${module}: unknown state "${s}" (supported: ${allowed.join(', ')})`);
     out.add(u);
   }
   return out;
@@ -307,7 +345,10 @@ class StateMatch implements MatchInstance {
   parseOption(opt: string, neg: boolean, take: Take): boolean {
     if (opt !== '--state') return false;
     if (this.state) throw new RuleSyntaxError('state: option "--state" can only be used once');
-    this.state = { neg, states: parseStates(take(), 'state --state', ['INVALID', 'NEW', 'RELATED', 'ESTABLISHED', 'UNTRACKED']) };
+    this.state = {
+      neg,
+      states: parseStates(take(), 'state --state', ['INVALID', 'NEW', 'RELATED', 'ESTABLISHED', 'UNTRACKED']),
+    };
     return true;
   }
 
@@ -330,7 +371,9 @@ class StateMatch implements MatchInstance {
 
 function parseIdRange(text: string, what: string): readonly [number, number] {
   if (!/^[0-9]+(-[0-9]+)?$/.test(text)) {
-    throw new RuleSyntaxError(`${what}: "${text}" is not a numeric id or id range (user/group names are not supported in the model)`);
+    throw new RuleSyntaxError(
+      `${what}: "${text}" is not a numeric id or id range (user/group names are not supported in the model)`,
+    );
   }
   const [a, b] = text.split('-');
   const lo = parseU32(a as string, what);
@@ -368,7 +411,8 @@ class OwnerMatch implements MatchInstance {
   }
 
   finish(): void {
-    if (this.seen.size === 0) throw new RuleSyntaxError('owner match needs --uid-owner, --gid-owner or --socket-exists');
+    if (this.seen.size === 0)
+      throw new RuleSyntaxError('owner match needs --uid-owner, --gid-owner or --socket-exists');
   }
 
   render(): string {
@@ -391,8 +435,8 @@ class OwnerMatch implements MatchInstance {
       if (!s) return noSocketResult;
       if (sock && sock.neg) return false;
       if ('kernelSocket' in s) return noFileResult;
-      if (uid && ((s.uid >= uid.range[0] && s.uid <= uid.range[1]) === uid.neg)) return false;
-      if (gid && ((s.gid >= gid.range[0] && s.gid <= gid.range[1]) === gid.neg)) return false;
+      if (uid && (s.uid >= uid.range[0] && s.uid <= uid.range[1]) === uid.neg) return false;
+      if (gid && (s.gid >= gid.range[0] && s.gid <= gid.range[1]) === gid.neg) return false;
       return true;
     };
   }
@@ -400,7 +444,17 @@ class OwnerMatch implements MatchInstance {
 
 // ---------------------------------------------------------------- addrtype
 
-const ADDR_TYPES: readonly AddrType[] = ['UNSPEC', 'UNICAST', 'LOCAL', 'BROADCAST', 'ANYCAST', 'MULTICAST', 'BLACKHOLE', 'UNREACHABLE', 'PROHIBIT'];
+const ADDR_TYPES: readonly AddrType[] = [
+  'UNSPEC',
+  'UNICAST',
+  'LOCAL',
+  'BROADCAST',
+  'ANYCAST',
+  'MULTICAST',
+  'BLACKHOLE',
+  'UNREACHABLE',
+  'PROHIBIT',
+];
 
 class AddrtypeMatch implements MatchInstance {
   readonly module = 'addrtype';
@@ -418,7 +472,8 @@ class AddrtypeMatch implements MatchInstance {
         const types = new Set<AddrType>();
         for (const t of take().split(',')) {
           const u = t.toUpperCase() as AddrType;
-          if (!ADDR_TYPES.includes(u)) throw new RuleSyntaxError(`addrtype ${opt}: unknown type "${t}" (supported: ${ADDR_TYPES.join(', ')})`);
+          if (!ADDR_TYPES.includes(u))
+            throw new RuleSyntaxError(`addrtype ${opt}: unknown type "${t}" (supported: ${ADDR_TYPES.join(', ')})`);
           types.add(u);
         }
         if (opt === '--src-type') this.src = { neg, types };
@@ -443,7 +498,8 @@ class AddrtypeMatch implements MatchInstance {
   }
 
   render(): string {
-    const f = (x: { neg: boolean; types: Set<AddrType> }, o: string): string => `${x.neg ? ' !' : ''} ${o} ${ADDR_TYPES.filter((t) => x.types.has(t)).join(',')}`;
+    const f = (x: { neg: boolean; types: Set<AddrType> }, o: string): string =>
+      `${x.neg ? ' !' : ''} ${o} ${ADDR_TYPES.filter((t) => x.types.has(t)).join(',')}`;
     let s = '-m addrtype';
     if (this.src) s += f(this.src, '--src-type');
     if (this.dst) s += f(this.dst, '--dst-type');
@@ -477,12 +533,23 @@ class SetMatch implements MatchInstance {
     const name = take();
     const dir = take();
     if (dir !== 'src' && dir !== 'dst') {
-      throw new RuleSyntaxError(`set --match-set ${name}: direction "${dir}" is not supported (the model supports single-dimension src or dst)`);
+      throw new RuleSyntaxError(
+        `set --match-set ${name}: direction "${dir}" is not supported (the model supports single-dimension src or dst)`,
+      );
     }
-    if (!rc.ipsets) throw new RuleSyntaxError(`set --match-set ${name}: this Netfilter has no ipset registry (pass one to its constructor)`);
+    if (!rc.ipsets)
+      throw new RuleSyntaxError(
+        `set --match-set ${name}: this Netfilter has no ipset registry (pass one to its constructor)`,
+      );
     const view = rc.ipsets.get(name);
-    if (!view) throw new RuleSyntaxError(`set --match-set: ipset "${name}" does not exist (create it before loading rules, as the kernel requires)`);
-    if (view.family !== rc.family) throw new RuleSyntaxError(`set --match-set: ipset "${name}" is family inet${view.family === 6 ? '6' : ''}, rules are IPv${rc.family}`);
+    if (!view)
+      throw new RuleSyntaxError(
+        `set --match-set: ipset "${name}" does not exist (create it before loading rules, as the kernel requires)`,
+      );
+    if (view.family !== rc.family)
+      throw new RuleSyntaxError(
+        `set --match-set: ipset "${name}" is family inet${view.family === 6 ? '6' : ''}, rules are IPv${rc.family}`,
+      );
     this.name = name;
     this.dir = dir;
     this.neg = neg;
@@ -546,7 +613,7 @@ export function prefixHas(p: IpPrefix, value: bigint, family: number): boolean {
   if (p.addr.family !== family) return false;
   if (p.len === 0) return true;
   const bits = BigInt((family === 4 ? 32 : 128) - p.len);
-  return (value >> bits) === (p.addr.value >> bits);
+  return value >> bits === p.addr.value >> bits;
 }
 
 /** `addr`, `addr/len` or (v4) `addr/dotted.mask`; host bits are cleared as iptables does. */
@@ -562,8 +629,9 @@ export function parseAddrOrPrefix(text: string, what: string, rc: { readonly fam
       throw new RuleSyntaxError(`${what}: bad mask "${maskText}" in "${text}"`);
     }
     const v = Number(m.addr.value);
-    const len = 32 - Math.log2(((~v) >>> 0) + 1);
-    if (m.addr.family !== 4 || !Number.isInteger(len)) throw new RuleSyntaxError(`${what}: mask "${maskText}" is not contiguous (use a prefix length)`);
+    const len = 32 - Math.log2((~v >>> 0) + 1);
+    if (m.addr.family !== 4 || !Number.isInteger(len))
+      throw new RuleSyntaxError(`${what}: mask "${maskText}" is not contiguous (use a prefix length)`);
     t = `${t.slice(0, slash)}/${len}`;
   }
   let p: IpPrefix;
@@ -574,26 +642,40 @@ export function parseAddrOrPrefix(text: string, what: string, rc: { readonly fam
     throw new RuleSyntaxError(`${what}: ${why} (host names are not supported; give an address or prefix)`);
   }
   if (p.addr.family !== rc.family) {
-    throw new RuleSyntaxError(`${what}: "${text}" is an IPv${p.addr.family} address but this is ${rc.family === 4 ? 'iptables (IPv4)' : 'ip6tables (IPv6)'}`);
+    throw new RuleSyntaxError(
+      `${what}: "${text}" is an IPv${p.addr.family} address but this is ${rc.family === 4 ? 'iptables (IPv4)' : 'ip6tables (IPv6)'}`,
+    );
   }
   return p;
 }
 
 export function createMatch(name: string): MatchInstance {
   switch (name) {
-    case 'tcp': return new PortsMatch('tcp');
-    case 'udp': return new PortsMatch('udp');
-    case 'multiport': return new MultiportMatch();
-    case 'mark': return new MarkMatch('mark');
-    case 'connmark': return new MarkMatch('connmark');
-    case 'conntrack': return new ConntrackMatch();
-    case 'state': return new StateMatch();
-    case 'owner': return new OwnerMatch();
-    case 'addrtype': return new AddrtypeMatch();
-    case 'set': return new SetMatch();
-    case 'comment': return new CommentMatch();
+    case 'tcp':
+      return new PortsMatch('tcp');
+    case 'udp':
+      return new PortsMatch('udp');
+    case 'multiport':
+      return new MultiportMatch();
+    case 'mark':
+      return new MarkMatch('mark');
+    case 'connmark':
+      return new MarkMatch('connmark');
+    case 'conntrack':
+      return new ConntrackMatch();
+    case 'state':
+      return new StateMatch();
+    case 'owner':
+      return new OwnerMatch();
+    case 'addrtype':
+      return new AddrtypeMatch();
+    case 'set':
+      return new SetMatch();
+    case 'comment':
+      return new CommentMatch();
     default:
-      throw new RuleSyntaxError(`match module "${name}" is not supported by the model (supported: ${SUPPORTED_MATCHES.join(', ')})`);
+      throw new RuleSyntaxError(
+        `match module "${name}" is not supported by the model (supported: ${SUPPORTED_MATCHES.join(', ')})`,
+      );
   }
 }
-

@@ -47,7 +47,10 @@ export class Netfilter {
   private loaded = new Set<TableName>();
   private readonly ipsets: IpSets | undefined;
 
-  constructor(readonly family: Family, opts: { readonly ipsets?: IpSets } = {}) {
+  constructor(
+    readonly family: Family,
+    opts: { readonly ipsets?: IpSets } = {},
+  ) {
     this.ipsets = opts.ipsets;
     for (const t of ALL_TABLES) {
       const e = EMPTY.get(t) as CachedTable;
@@ -98,7 +101,9 @@ export class Netfilter {
   /** iptables-save text for one table, or every table a restore has named (fixed order). */
   save(table?: TableName): string {
     if (table) return saveTable(this.must(table));
-    return ALL_TABLES.filter((t) => this.loaded.has(t)).map((t) => saveTable(this.must(t))).join('');
+    return ALL_TABLES.filter((t) => this.loaded.has(t))
+      .map((t) => saveTable(this.must(t)))
+      .join('');
   }
 
   /** Run `table`'s built-in chain for `hook`. trace=false skips RuleStep records (faster). */
@@ -124,7 +129,15 @@ export class Netfilter {
       if (table && t !== table) continue;
       for (const c of this.compiledTable(t).chains.values()) {
         for (const r of c.rules) {
-          out.push({ id: `${t}/${c.name}/${r.position}`, table: t, chain: c.name, position: r.position, line: r.line, source: r.source, text: r.text });
+          out.push({
+            id: `${t}/${c.name}/${r.position}`,
+            table: t,
+            chain: c.name,
+            position: r.position,
+            line: r.line,
+            source: r.source,
+            text: r.text,
+          });
         }
       }
     }
@@ -146,7 +159,10 @@ export class Netfilter {
     const out: string[] = [];
     for (const tn of ALL_TABLES.filter((x) => this.loaded.has(x) || x === edit.table)) {
       const text = saveTable(this.must(tn));
-      if (tn !== edit.table) { out.push(text); continue; }
+      if (tn !== edit.table) {
+        out.push(text);
+        continue;
+      }
       // Find the edited rule by counting occurrences within its chain, so duplicates are safe.
       let seen = 0;
       const lines = text.split('\n').flatMap((l) => {
@@ -192,9 +208,11 @@ export class Netfilter {
 }
 
 /** The state a fresh namespace starts with, per table; shared (never edited in place). */
-const EMPTY: ReadonlyMap<TableName, CachedTable> = new Map(ALL_TABLES.map((t) => {
-  const state = emptyTable(t);
-  return [t, { state, compiled: compileTable(state) }] as const;
-}));
+const EMPTY: ReadonlyMap<TableName, CachedTable> = new Map(
+  ALL_TABLES.map((t) => {
+    const state = emptyTable(t);
+    return [t, { state, compiled: compileTable(state) }] as const;
+  }),
+);
 
 export { RestoreError };

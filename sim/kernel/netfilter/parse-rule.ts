@@ -11,22 +11,41 @@ import { createTarget } from './targets.js';
 import { formatProto, parseProto, PROTO_TCP, PROTO_UDP } from './values.js';
 
 const GENERIC: Record<string, string> = {
-  '-s': '-s', '--source': '-s', '--src': '-s',
-  '-d': '-d', '--destination': '-d', '--dst': '-d',
-  '-i': '-i', '--in-interface': '-i',
-  '-o': '-o', '--out-interface': '-o',
-  '-p': '-p', '--protocol': '-p',
-  '-m': '-m', '--match': '-m',
-  '-j': '-j', '--jump': '-j',
-  '-g': '-g', '--goto': '-g',
+  '-s': '-s',
+  '--source': '-s',
+  '--src': '-s',
+  '-d': '-d',
+  '--destination': '-d',
+  '--dst': '-d',
+  '-i': '-i',
+  '--in-interface': '-i',
+  '-o': '-o',
+  '--out-interface': '-o',
+  '-p': '-p',
+  '--protocol': '-p',
+  '-m': '-m',
+  '--match': '-m',
+  '-j': '-j',
+  '--jump': '-j',
+  '-g': '-g',
+  '--goto': '-g',
 };
 
 /** Options that implicitly load the protocol's module after `-p tcp|udp`, as iptables does. */
-const IMPLICIT_PORT_OPTS = new Set(['--sport', '--source-port', '--dport', '--destination-port', '--tcp-flags', '--syn']);
+const IMPLICIT_PORT_OPTS = new Set([
+  '--sport',
+  '--source-port',
+  '--dport',
+  '--destination-port',
+  '--tcp-flags',
+  '--syn',
+]);
 
 function parseIface(text: string, opt: string): string {
   if (text.length === 0 || text.length > 15 || /[\s/]/.test(text)) {
-    throw new RuleSyntaxError(`${opt}: "${text}" is not a valid interface name (1..15 characters, no "/" or spaces; "+" suffix is a wildcard)`);
+    throw new RuleSyntaxError(
+      `${opt}: "${text}" is not a valid interface name (1..15 characters, no "/" or spaces; "+" suffix is a wildcard)`,
+    );
   }
   return text;
 }
@@ -65,22 +84,33 @@ export function parseRuleSpec(words: readonly string[], env: ParseRuleEnv): Rule
     };
     const generic = GENERIC[opt];
     if (generic) {
-      if (generic !== '-m' && seenGeneric.has(generic)) throw new RuleSyntaxError(`option "${generic}" given more than once`);
+      if (generic !== '-m' && seenGeneric.has(generic))
+        throw new RuleSyntaxError(`option "${generic}" given more than once`);
       seenGeneric.add(generic);
       switch (generic) {
         case '-s':
         case '-d': {
           const text = take();
           const items = text.split(',');
-          if (neg && items.length > 1) throw new RuleSyntaxError(`! ${generic} with several addresses ("${text}") is not allowed (iptables refuses it)`);
+          if (neg && items.length > 1)
+            throw new RuleSyntaxError(
+              `! ${generic} with several addresses ("${text}") is not allowed (iptables refuses it)`,
+            );
           const list = items.map((t) => parseAddrOrPrefix(t, generic, rc));
-          if (generic === '-s') { srcs = list; srcNeg = neg; } else { dsts = list; dstNeg = neg; }
+          if (generic === '-s') {
+            srcs = list;
+            srcNeg = neg;
+          } else {
+            dsts = list;
+            dstNeg = neg;
+          }
           continue;
         }
         case '-i':
         case '-o': {
           const spec = { neg, name: parseIface(take(), generic) };
-          if (generic === '-i') inIface = spec; else outIface = spec;
+          if (generic === '-i') inIface = spec;
+          else outIface = spec;
           continue;
         }
         case '-p':
@@ -90,7 +120,7 @@ export function parseRuleSpec(words: readonly string[], env: ParseRuleEnv): Rule
           if (neg) throw new RuleSyntaxError('"!" cannot negate -m; negate the module\'s option instead');
           const name = take();
           // One tcp/udp instance per rule: `-p tcp --dport 1 -m tcp` extends the implicit one.
-          const existing = (name === 'tcp' || name === 'udp') ? matches.find((m) => m.module === name) : undefined;
+          const existing = name === 'tcp' || name === 'udp' ? matches.find((m) => m.module === name) : undefined;
           if (existing) continue;
           matches.push(createMatch(name));
           continue;
@@ -114,23 +144,38 @@ export function parseRuleSpec(words: readonly string[], env: ParseRuleEnv): Rule
       handled = (matches[k] as MatchInstance).parseOption(opt, neg, take, rc);
     }
     if (handled) continue;
-    if (IMPLICIT_PORT_OPTS.has(opt) && rc.proto && !rc.proto.neg && (rc.proto.num === PROTO_TCP || rc.proto.num === PROTO_UDP)) {
+    if (
+      IMPLICIT_PORT_OPTS.has(opt) &&
+      rc.proto &&
+      !rc.proto.neg &&
+      (rc.proto.num === PROTO_TCP || rc.proto.num === PROTO_UDP)
+    ) {
       const m = new PortsMatch(rc.proto.num === PROTO_TCP ? 'tcp' : 'udp');
-      if (m.parseOption(opt, neg, take)) { matches.push(m); continue; }
+      if (m.parseOption(opt, neg, take)) {
+        matches.push(m);
+        continue;
+      }
     }
-    if (neg && target && target.parseOption(opt, take, rc)) throw new RuleSyntaxError(`target option "${opt}" cannot be negated`);
-    throw new RuleSyntaxError(`unknown option "${opt}"${matches.length ? ` for modules ${matches.map((m) => m.module).join(', ')}` : ' (no match module loaded: did you forget -m or -p?)'}${target ? ` or target ${target.name}` : ''}`);
+    if (neg && target && target.parseOption(opt, take, rc))
+      throw new RuleSyntaxError(`target option "${opt}" cannot be negated`);
+    throw new RuleSyntaxError(
+      `unknown option "${opt}"${matches.length ? ` for modules ${matches.map((m) => m.module).join(', ')}` : ' (no match module loaded: did you forget -m or -p?)'}${target ? ` or target ${target.name}` : ''}`,
+    );
   }
 
   for (const m of matches) m.finish(rc);
   target?.finish(rc);
 
   if (rc.builtinHook) {
-    if (inIface && (rc.builtinHook === 'OUTPUT' || rc.builtinHook === 'POSTROUTING')) throw new RuleSyntaxError(`can't use -i with ${rc.builtinHook}`);
-    if (outIface && (rc.builtinHook === 'PREROUTING' || rc.builtinHook === 'INPUT')) throw new RuleSyntaxError(`can't use -o with ${rc.builtinHook}`);
+    if (inIface && (rc.builtinHook === 'OUTPUT' || rc.builtinHook === 'POSTROUTING'))
+      throw new RuleSyntaxError(`can't use -i with ${rc.builtinHook}`);
+    if (outIface && (rc.builtinHook === 'PREROUTING' || rc.builtinHook === 'INPUT'))
+      throw new RuleSyntaxError(`can't use -o with ${rc.builtinHook}`);
   }
   if (target?.tables && !target.tables.includes(rc.table)) {
-    throw new RuleSyntaxError(`target ${target.name} is not valid in the ${rc.table} table (the kernel allows it only in: ${target.tables.join(', ')})`);
+    throw new RuleSyntaxError(
+      `target ${target.name} is not valid in the ${rc.table} table (the kernel allows it only in: ${target.tables.join(', ')})`,
+    );
   }
 
   const proto = rc.proto && rc.proto.num === 0 && !rc.proto.neg ? undefined : rc.proto;

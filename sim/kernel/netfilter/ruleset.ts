@@ -44,7 +44,10 @@ export function cloneTable(t: TableState): TableState {
 
 /** A commit-time check failed; `line` is the rule (or declaration) to blame. */
 export class TableCheckError extends Error {
-  constructor(readonly line: number, message: string) {
+  constructor(
+    readonly line: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -66,10 +69,17 @@ function reachingHooks(t: TableState): Map<string, Set<Hook>> {
       const tgt = chainTargetOf(r.spec);
       if (!tgt) continue;
       const next = t.chains.get(tgt.name);
-      if (!next) throw new TableCheckError(r.line, `rule jumps to chain "${tgt.name}", which does not exist (any more) in table ${t.name}`);
+      if (!next)
+        throw new TableCheckError(
+          r.line,
+          `rule jumps to chain "${tgt.name}", which does not exist (any more) in table ${t.name}`,
+        );
       const col = color.get(next.name);
       if (col === 'gray') {
-        throw new TableCheckError(r.line, `jump loop: ${[...path, c.name, next.name].join(' -> ')} (the kernel refuses loops with ELOOP)`);
+        throw new TableCheckError(
+          r.line,
+          `jump loop: ${[...path, c.name, next.name].join(' -> ')} (the kernel refuses loops with ELOOP)`,
+        );
       }
       if (col === undefined) visit(next, [...path, c.name]);
     }
@@ -102,7 +112,11 @@ export function checkTable(t: TableState): void {
   for (const c of t.chains.values()) {
     for (const r of c.rules) {
       const tgt = chainTargetOf(r.spec);
-      if (tgt && !t.chains.has(tgt.name)) throw new TableCheckError(r.line, `rule in chain ${c.name} jumps to chain "${tgt.name}", which does not exist in table ${t.name}`);
+      if (tgt && !t.chains.has(tgt.name))
+        throw new TableCheckError(
+          r.line,
+          `rule in chain ${c.name} jumps to chain "${tgt.name}", which does not exist in table ${t.name}`,
+        );
     }
   }
   const hooks = reachingHooks(t);
@@ -118,7 +132,10 @@ export function checkTable(t: TableState): void {
         const bad = [...hs].filter((h) => !l.allowed.includes(h));
         if (bad.length > 0) {
           const via = c.builtin ? '' : ` (chain ${c.name} is reached from ${[...hs].join(', ')})`;
-          throw new TableCheckError(r.line, `${l.what} is used at ${t.name} ${bad.join(', ')}${via}, but the kernel allows it only at ${l.allowed.join(', ')} (EINVAL)`);
+          throw new TableCheckError(
+            r.line,
+            `${l.what} is used at ${t.name} ${bad.join(', ')}${via}, but the kernel allows it only at ${l.allowed.join(', ')} (EINVAL)`,
+          );
         }
       }
     }
@@ -187,18 +204,25 @@ function compileSpec(spec: RuleSpec): Pred[] {
 
 function effectOf(spec: RuleSpec, t: CompiledTarget): string {
   switch (t.k) {
-    case 'none': return 'no target (counted)';
-    case 'jump': return `jump ${t.chain}`;
-    case 'goto': return `goto ${t.chain}`;
-    case 'return': return 'return';
-    default: return (spec.target?.render() ?? '').replace(/^-j /, '');
+    case 'none':
+      return 'no target (counted)';
+    case 'jump':
+      return `jump ${t.chain}`;
+    case 'goto':
+      return `goto ${t.chain}`;
+    case 'return':
+      return 'return';
+    default:
+      return (spec.target?.render() ?? '').replace(/^-j /, '');
   }
 }
 
 /** Built-in chains in hook order, then user chains sorted by name: iptables-save's order. */
 export function chainsInSaveOrder(t: TableState): ChainState[] {
   const builtins = [...t.chains.values()].filter((c) => c.builtin);
-  const users = [...t.chains.values()].filter((c) => !c.builtin).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const users = [...t.chains.values()]
+    .filter((c) => !c.builtin)
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return [...builtins, ...users];
 }
 
@@ -210,8 +234,16 @@ export function compileTable(t: TableState): CompiledTable {
     const rules: CompiledRule[] = c.rules.map((r, i) => {
       const target: CompiledTarget = r.spec.target ? r.spec.target.compile() : { k: 'none' };
       return {
-        table: t.name, chain: c.name, position: i + 1, line: r.line, source: r.source,
-        text: `-A ${c.name} ${r.spec.text}`, preds: compileSpec(r.spec), target, next: undefined, effect: effectOf(r.spec, target),
+        table: t.name,
+        chain: c.name,
+        position: i + 1,
+        line: r.line,
+        source: r.source,
+        text: `-A ${c.name} ${r.spec.text}`,
+        preds: compileSpec(r.spec),
+        target,
+        next: undefined,
+        effect: effectOf(r.spec, target),
       };
     });
     chains.set(c.name, { name: c.name, builtin: c.builtin, policy: c.policy, rules });

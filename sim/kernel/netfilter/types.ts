@@ -24,7 +24,8 @@ export const TABLE_HOOKS: Readonly<Record<TableName, readonly Hook[]>> = {
 export type CtState = 'NEW' | 'ESTABLISHED' | 'RELATED' | 'INVALID' | 'UNTRACKED';
 
 /** addrtype(8) types the model distinguishes. */
-export type AddrType = 'UNSPEC' | 'UNICAST' | 'LOCAL' | 'BROADCAST' | 'ANYCAST' | 'MULTICAST' | 'BLACKHOLE' | 'UNREACHABLE' | 'PROHIBIT';
+export type AddrType =
+  'UNSPEC' | 'UNICAST' | 'LOCAL' | 'BROADCAST' | 'ANYCAST' | 'MULTICAST' | 'BLACKHOLE' | 'UNREACHABLE' | 'PROHIBIT';
 
 /** What the rules can see of, and do to, the packet's conntrack entry. */
 export interface ConntrackRef {
@@ -93,12 +94,12 @@ export type TableVerdict =
   | { readonly kind: 'reject'; readonly with: string }
   | { readonly kind: 'nat'; readonly action: NatAction }
   | {
-    readonly kind: 'tproxy';
-    readonly port: number;
-    readonly addr: IpAddress | undefined;
-    /** --tproxy-mark value/mask, applied to packet.mark by the datapath when a socket is found. */
-    readonly mark: { readonly value: number; readonly mask: number } | undefined;
-  };
+      readonly kind: 'tproxy';
+      readonly port: number;
+      readonly addr: IpAddress | undefined;
+      /** --tproxy-mark value/mask, applied to packet.mark by the datapath when a socket is found. */
+      readonly mark: { readonly value: number; readonly mask: number } | undefined;
+    };
 
 /** One rule-level step, for packet traces. */
 export interface RuleStep {

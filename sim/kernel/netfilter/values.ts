@@ -63,10 +63,29 @@ const PROTO_ICMP = 1;
 const PROTO_ICMPV6 = 58;
 
 const PROTO_NAMES: Record<string, number> = {
-  tcp: 6, udp: 17, icmp: 1, icmpv6: 58, 'ipv6-icmp': 58, gre: 47, esp: 50, ah: 51, sctp: 132, udplite: 136,
+  tcp: 6,
+  udp: 17,
+  icmp: 1,
+  icmpv6: 58,
+  'ipv6-icmp': 58,
+  gre: 47,
+  esp: 50,
+  ah: 51,
+  sctp: 132,
+  udplite: 136,
 };
 /** Names iptables-save prints (from /etc/protocols on Debian). */
-const PROTO_PRINT: Record<number, string> = { 6: 'tcp', 17: 'udp', 1: 'icmp', 58: 'ipv6-icmp', 47: 'gre', 50: 'esp', 51: 'ah', 132: 'sctp', 136: 'udplite' };
+const PROTO_PRINT: Record<number, string> = {
+  6: 'tcp',
+  17: 'udp',
+  1: 'icmp',
+  58: 'ipv6-icmp',
+  47: 'gre',
+  50: 'esp',
+  51: 'ah',
+  132: 'sctp',
+  136: 'udplite',
+};
 
 /** Protocol number; 0 means `all`. */
 export function parseProto(text: string): number {
@@ -75,7 +94,9 @@ export function parseProto(text: string): number {
   const named = PROTO_NAMES[t];
   if (named !== undefined) return named;
   if (/^(0|[1-9][0-9]{0,2})$/.test(t) && Number(t) <= 255) return Number(t);
-  throw new RuleSyntaxError(`unknown protocol "${text}" (supported: tcp, udp, icmp, icmpv6/ipv6-icmp, all, gre, esp, ah, sctp, udplite or a number 0..255)`);
+  throw new RuleSyntaxError(
+    `unknown protocol "${text}" (supported: tcp, udp, icmp, icmpv6/ipv6-icmp, all, gre, esp, ah, sctp, udplite or a number 0..255)`,
+  );
 }
 
 export function formatProto(n: number): string {

@@ -29,18 +29,41 @@ function netnsOf(w: NetnsWorld, key: string): string {
 test('IPv6 capture on (v4-only pods), a sandbox with IPv6 disabled on lo: enrolled, v6 rules and fwmark rule, no v6 local route', async () => {
   // v4-only pods: with a v6 pod address the bridge plugin's IPAM step turns IPv6 on lo back on.
   // IPv6 capture on a v4 cluster is upstream's default, and nodes may disable IPv6 in new namespaces.
-  const lab = await NetnsLab.create({ nodes: 1, profile: 'upstream', ipv6: false, captureIpv6: true, dnsCapture: false, stateRoot: '/run/ambient-lab/worlds' });
-  const w = new NetnsWorld(lab, { nodes: 1, profile: 'upstream', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 1 });
+  const lab = await NetnsLab.create({
+    nodes: 1,
+    profile: 'upstream',
+    ipv6: false,
+    captureIpv6: true,
+    dnsCapture: false,
+    stateRoot: '/run/ambient-lab/worlds',
+  });
+  const w = new NetnsWorld(lab, {
+    nodes: 1,
+    profile: 'upstream',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 1,
+  });
   try {
     await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
-    const p = await w.lab.createPod({ namespace: 'mesh', name: 'a', node: 'node-0', ...app, sysctls: { 'net.ipv6.conf.lo.disable_ipv6': '1' } });
+    const p = await w.lab.createPod({
+      namespace: 'mesh',
+      name: 'a',
+      node: 'node-0',
+      ...app,
+      sysctls: { 'net.ipv6.conf.lo.disable_ipv6': '1' },
+    });
     expect(p.error).toBeUndefined();
     await w.createPod({ namespace: 'mesh', name: 'b', app });
     await w.settle();
-    for (const o of await w.pods()) expect(o, o.name).toMatchObject({ started: true, annotation: 'enabled', redirected: true });
+    for (const o of await w.pods())
+      expect(o, o.name).toMatchObject({ started: true, annotation: 'enabled', redirected: true });
     const a = netnsOf(w, 'mesh/a');
     expect((await execIn(a, ['cat', '/proc/sys/net/ipv6/conf/lo/disable_ipv6'])).trim()).toBe('1');
-    expect(await execIn(a, ['ip6tables-save', '-t', 'nat'])).toContain('-A ISTIO_OUTPUT ! -d ::1/128 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001');
+    expect(await execIn(a, ['ip6tables-save', '-t', 'nat'])).toContain(
+      '-A ISTIO_OUTPUT ! -d ::1/128 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001',
+    );
     expect(await ipIn(a, ['-6', 'rule', 'show'])).toContain('fwmark 0x111/0xfff lookup 100');
     expect(await ipIn(a, ['-6', 'route', 'show', 'table', '100'])).toBe('');
     expect(await ipIn(netnsOf(w, 'mesh/b'), ['-6', 'route', 'show', 'table', '100'])).toContain('local default dev lo');
@@ -50,7 +73,14 @@ test('IPv6 capture on (v4-only pods), a sandbox with IPv6 disabled on lo: enroll
 });
 
 test('agent restart with DNS capture turned off: the running pod loses the raw chains and DNS redirects, as a new pod has none', async () => {
-  const w = (await netnsWorldFactory.create({ nodes: 1, profile: 'upstream', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 1 })) as NetnsWorld;
+  const w = (await netnsWorldFactory.create({
+    nodes: 1,
+    profile: 'upstream',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: true,
+    seed: 1,
+  })) as NetnsWorld;
   try {
     await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
     await w.createPod({ namespace: 'mesh', name: 'a', app });
@@ -62,7 +92,9 @@ test('agent restart with DNS capture turned off: the running pod loses the raw c
     (w.lab.state as { dnsCapture?: boolean }).dnsCapture = false;
     w.lab.save();
     await w.start('agent', 'node-0');
-    await expect.poll(async () => execIn(a, ['iptables-save']), { timeout: 90_000 }).not.toContain('ISTIO_PRERT -p udp');
+    await expect
+      .poll(async () => execIn(a, ['iptables-save']), { timeout: 90_000 })
+      .not.toContain('ISTIO_PRERT -p udp');
     await expect.poll(async () => execIn(a, ['iptables-save']), { timeout: 30_000 }).not.toContain('15053');
     expect(await execIn(a, ['iptables-save', '-t', 'raw'])).not.toContain('ISTIO');
 

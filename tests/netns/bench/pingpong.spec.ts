@@ -49,9 +49,21 @@ test('pingpong reports exactly ROUNDS x C timed rounds after its warm-up, and cl
     try {
       const echo = procs.spawn(name, ['node', '-e', RECORDING_ECHO, String(conns)]);
       await echo.waitForOutput('ready');
-      const pp = procs.spawn(name, ['node', peer, 'pingpong', '127.0.0.1', '9001', String(rounds), String(conns), '50'], { env: { WARMUP: String(warmup) } });
-      const result = JSON.parse(await pp.waitForOutput('}', 60_000)) as { n: number; samples: number[]; p50: number; p99: number };
-      const log = JSON.parse((await echo.waitForOutput('}', 10_000)).trim().split('\n').at(-1)!) as { events: ['data' | 'end', number][]; bytes: number[] };
+      const pp = procs.spawn(
+        name,
+        ['node', peer, 'pingpong', '127.0.0.1', '9001', String(rounds), String(conns), '50'],
+        { env: { WARMUP: String(warmup) } },
+      );
+      const result = JSON.parse(await pp.waitForOutput('}', 60_000)) as {
+        n: number;
+        samples: number[];
+        p50: number;
+        p99: number;
+      };
+      const log = JSON.parse((await echo.waitForOutput('}', 10_000)).trim().split('\n').at(-1)!) as {
+        events: ['data' | 'end', number][];
+        bytes: number[];
+      };
 
       expect(result.n).toBe(rounds * conns);
       expect(result.samples).toHaveLength(rounds * conns);

@@ -12,7 +12,14 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { netnsWorld } from '../../worlds.js';
 import { withCluster, type NetnsCluster } from '../../../e2e/netns/cluster.js';
-import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec, startPodWithCni, stopPodWithCni, type PodNetwork } from '../../../e2e/netns/cni-exec.js';
+import {
+  DEBIAN_CNI_DIR,
+  FileResultCache,
+  NetnsPluginExec,
+  startPodWithCni,
+  stopPodWithCni,
+  type PodNetwork,
+} from '../../../e2e/netns/cni-exec.js';
 import { ipIn } from '../../../e2e/netns/ip.js';
 import { connectFrom, startListener } from '../../../e2e/netns/tcp-probe.js';
 import { CniChain, CniChainError } from '../../../sim/cni/chain.js';
@@ -20,7 +27,10 @@ import type { CniConfList } from '../../../impl/api/cni.js';
 
 const w = netnsWorld();
 test.skip(!w.available, w.reason);
-test.skip(!existsSync(path.join(DEBIAN_CNI_DIR, 'bridge')), `needs containernetworking-plugins in ${DEBIAN_CNI_DIR} (apt-get install -y containernetworking-plugins)`);
+test.skip(
+  !existsSync(path.join(DEBIAN_CNI_DIR, 'bridge')),
+  `needs containernetworking-plugins in ${DEBIAN_CNI_DIR} (apt-get install -y containernetworking-plugins)`,
+);
 
 function primary(nodeIndex: number, dataDir: string, extra: CniConfList['plugins'] = []): CniConfList {
   return {
@@ -28,7 +38,11 @@ function primary(nodeIndex: number, dataDir: string, extra: CniConfList['plugins
     name: 'al-podnet',
     plugins: [
       {
-        type: 'bridge', bridge: 'cni0', isGateway: true, isDefaultGateway: true, ipMasq: false,
+        type: 'bridge',
+        bridge: 'cni0',
+        isGateway: true,
+        isDefaultGateway: true,
+        ipMasq: false,
         ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: `10.244.${nodeIndex}.0/24` }]] },
       },
       ...extra,
@@ -51,11 +65,17 @@ async function withRig(nodes: number, fn: (c: NetnsCluster, r: Rig) => Promise<v
       await fn(c, {
         tmp,
         networks: (node, extra = []) => {
-          const exec = new NetnsPluginExec({ netns: c.nodes[node]!.netns, dirs: [DEBIAN_CNI_DIR, path.join(tmp, 'bin')] });
+          const exec = new NetnsPluginExec({
+            netns: c.nodes[node]!.netns,
+            dirs: [DEBIAN_CNI_DIR, path.join(tmp, 'bin')],
+          });
           const opts = { path: [DEBIAN_CNI_DIR, path.join(tmp, 'bin')] };
           return [
             { chain: new CniChain(LOOPBACK, exec, cache, opts), ifname: 'lo' },
-            { chain: new CniChain(primary(node, path.join(tmp, `ipam-${node}`), extra), exec, cache, opts), ifname: 'eth0' },
+            {
+              chain: new CniChain(primary(node, path.join(tmp, `ipam-${node}`), extra), exec, cache, opts),
+              ifname: 'eth0',
+            },
           ];
         },
       });
@@ -77,7 +97,11 @@ test('ADD on the real plugins wires pods on two nodes that reach each other; CHE
     const iface = res.interfaces?.[res.ips![0]!.interface!];
     expect(iface).toMatchObject({ name: 'eth0', sandbox: a.pod.netnsPath });
     expect(a.results[0]!.interfaces?.[0]?.name).toBe('lo');
-    const addrs = JSON.parse(await ipIn(a.pod.netns, ['-j', 'addr', 'show'])) as Array<{ ifname: string; operstate: string; addr_info: Array<{ local: string }> }>;
+    const addrs = JSON.parse(await ipIn(a.pod.netns, ['-j', 'addr', 'show'])) as Array<{
+      ifname: string;
+      operstate: string;
+      addr_info: Array<{ local: string }>;
+    }>;
     expect(addrs.find((l) => l.ifname === 'eth0')?.addr_info.map((x) => x.local)).toContain('10.244.0.2');
     expect(addrs.find((l) => l.ifname === 'lo')?.addr_info.map((x) => x.local)).toContain('127.0.0.1');
     expect(await ipIn(a.pod.netns, ['route', 'show', 'default'])).toContain('via 10.244.0.1');
@@ -112,7 +136,9 @@ test('CHECK on the real bridge plugin fails when the pod interface was removed b
     const nets = r.networks(0);
     const a = await startPodWithCni(c, 'node-0', 'a', nets, ['sleep', '600']);
     await ipIn(a.pod.netns, ['link', 'del', 'eth0']);
-    const err = await nets[1]!.chain.check({ containerId: a.containerId, netns: a.pod.netnsPath, ifname: 'eth0' }).catch((e: unknown) => e);
+    const err = await nets[1]!.chain
+      .check({ containerId: a.containerId, netns: a.pod.netnsPath, ifname: 'eth0' })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CniChainError);
     expect((err as CniChainError).pluginType).toBe('bridge');
     await stopPodWithCni(c, a, nets); // DEL still succeeds with the interface gone
@@ -141,7 +167,9 @@ test('a failing chained plugin keeps the pod from starting: its error JSON and c
     const err = await startPodWithCni(c, 'node-0', 'mesh', nets, ['sleep', '600']).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CniChainError);
     expect((err as CniChainError).code).toBe(11);
-    expect((err as CniChainError).message).toBe('plugin type="al-fake-agent" name="al-podnet" failed (add): node agent unreachable: dial unix /var/run/al-agent.sock: connection refused (CNI error code 11)');
+    expect((err as CniChainError).message).toBe(
+      'plugin type="al-fake-agent" name="al-podnet" failed (add): node agent unreachable: dial unix /var/run/al-agent.sock: connection refused (CNI error code 11)',
+    );
     expect(c.processes.running()).toEqual([]);
     expect(c.pods()).toEqual([]);
     expect(await c.remaining()).not.toContain(`${c.prefix}pod-mesh`);

@@ -16,16 +16,28 @@ const LANES = 4;
 
 test('the simulated kernel agrees with Linux on >= 1000 generated cases (fixed seed)', async () => {
   test.setTimeout(900_000);
-  console.log(`[fidelity] ${RUNS} cases, seed ${SEED} (lanes ${LANES}: seeds ${SEED}..${SEED + LANES - 1}); replay: FIDELITY_SEED=${SEED}`);
+  console.log(
+    `[fidelity] ${RUNS} cases, seed ${SEED} (lanes ${LANES}: seeds ${SEED}..${SEED + LANES - 1}); replay: FIDELITY_SEED=${SEED}`,
+  );
   const prefix = `al-fid${process.pid.toString(36)}-`;
   let pids: number[] = [];
-  const report = await withKernelLanes(LANES, fixedTopology(), async (lanes) => {
-    const r = await runDifferential({ runs: RUNS, seed: SEED, lanes });
-    pids = (await Promise.all(lanes.map((l) => l.lab.pids()))).flat();
-    return r;
-  }, { prefix });
-  console.log(`[fidelity] ${report.cases} cases, ${report.knownHits} known-divergence hits ${JSON.stringify(report.knownByName)}, ${report.bothRejected} rejected by both`);
-  const shown = report.counterexamples.map((c) => `seed ${c.seed}:\n${formatDifferences(c.verdict.differences, c.verdict.sim ?? [], c.verdict.kernel ?? [])}\n${c.yaml}`);
+  const report = await withKernelLanes(
+    LANES,
+    fixedTopology(),
+    async (lanes) => {
+      const r = await runDifferential({ runs: RUNS, seed: SEED, lanes });
+      pids = (await Promise.all(lanes.map((l) => l.lab.pids()))).flat();
+      return r;
+    },
+    { prefix },
+  );
+  console.log(
+    `[fidelity] ${report.cases} cases, ${report.knownHits} known-divergence hits ${JSON.stringify(report.knownByName)}, ${report.bothRejected} rejected by both`,
+  );
+  const shown = report.counterexamples.map(
+    (c) =>
+      `seed ${c.seed}:\n${formatDifferences(c.verdict.differences, c.verdict.sim ?? [], c.verdict.kernel ?? [])}\n${c.yaml}`,
+  );
   expect(shown).toEqual([]);
   expect(report.cases).toBeGreaterThanOrEqual(RUNS);
   expect(await namespacesWithPrefix(prefix)).toEqual([]);
@@ -35,7 +47,9 @@ test('the simulated kernel agrees with Linux on >= 1000 generated cases (fixed s
 
 test('positive control: the property finds a counterexample against a model that ignores nat PREROUTING', async () => {
   test.setTimeout(300_000);
-  const report = await withKernelLanes(1, fixedTopology(), (lanes) => runDifferential({ runs: 300, seed: SEED, lanes, sim: { netfilterFactory: natPreroutingIgnored } }));
+  const report = await withKernelLanes(1, fixedTopology(), (lanes) =>
+    runDifferential({ runs: 300, seed: SEED, lanes, sim: { netfilterFactory: natPreroutingIgnored } }),
+  );
   expect(report.counterexamples.length).toBe(1);
   const diffs = report.counterexamples[0]!.verdict.differences;
   expect(diffs.length).toBeGreaterThan(0);
@@ -45,7 +59,9 @@ test('positive control: the property finds a counterexample against a model that
 
 test('positive control: the property finds a counterexample against a model whose REDIRECT keeps the original address', async () => {
   test.setTimeout(300_000);
-  const report = await withKernelLanes(1, fixedTopology(), (lanes) => runDifferential({ runs: 300, seed: SEED, lanes, sim: { netfilterFactory: redirectKeepsAddress } }));
+  const report = await withKernelLanes(1, fixedTopology(), (lanes) =>
+    runDifferential({ runs: 300, seed: SEED, lanes, sim: { netfilterFactory: redirectKeepsAddress } }),
+  );
   expect(report.counterexamples.length).toBe(1);
   const c = report.counterexamples[0]!;
   expect(c.verdict.differences.length).toBeGreaterThan(0);

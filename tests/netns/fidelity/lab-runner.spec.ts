@@ -18,8 +18,15 @@ test('the in-pod example lab gives the same results on the kernel as in the sim,
   const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
   const diffs = compareResults(sim, kernel, udp);
   // pod-b has no rules, so Linux does not track its connections (known-divergences.ts).
-  expect(diffs).toEqual([{ attempt: 'proxy-upstream', field: 'originalDst', sim: '10.244.1.6:8080', kernel: '(ENOENT)' }]);
-  expect(kernel.find((r) => r.name === 'app-a-to-pod-b')).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-outbound', originalDst: '10.244.1.6:8080', localSeen: '127.0.0.1:15001' });
+  expect(diffs).toEqual([
+    { attempt: 'proxy-upstream', field: 'originalDst', sim: '10.244.1.6:8080', kernel: '(ENOENT)' },
+  ]);
+  expect(kernel.find((r) => r.name === 'app-a-to-pod-b')).toMatchObject({
+    outcome: 'established',
+    acceptedBy: 'proxy-outbound',
+    originalDst: '10.244.1.6:8080',
+    localSeen: '127.0.0.1:15001',
+  });
   expect(kernel.find((r) => r.name === 'app-mark-spoof')?.outcome).toBe('error EPERM');
 });
 
@@ -31,7 +38,12 @@ test('a kernel lab removes its namespaces and stops its probes, also when a case
   const pids = await k.pids();
   expect(pids.length).toBeGreaterThan(3);
   expect(await namespacesWithPrefix(prefix)).toHaveLength(3);
-  const broken = { ...lab, namespaces: lab.namespaces.map((n) => (n.name === 'pod-b' ? { ...n, iptables: '*nat\n-A OUTPUT -j NO_SUCH_CHAIN\nCOMMIT\n' } : n)) };
+  const broken = {
+    ...lab,
+    namespaces: lab.namespaces.map((n) =>
+      n.name === 'pod-b' ? { ...n, iptables: '*nat\n-A OUTPUT -j NO_SUCH_CHAIN\nCOMMIT\n' } : n,
+    ),
+  };
   await expect(k.configure(broken)).rejects.toThrow(/iptables of pod-b/);
   await k.dispose();
   expect(await namespacesWithPrefix(prefix)).toEqual([]);
@@ -40,16 +52,21 @@ test('a kernel lab removes its namespaces and stops its probes, also when a case
 
 test('fullRestoreText resets undeclared built-in policies and unnamed tables', () => {
   const t = fullRestoreText('*nat\n-A OUTPUT -j ACCEPT\nCOMMIT\n');
-  expect(t).toContain('*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n-A OUTPUT -j ACCEPT\nCOMMIT');
+  expect(t).toContain(
+    '*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n-A OUTPUT -j ACCEPT\nCOMMIT',
+  );
   expect(t).toContain('*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT');
-  expect(fullRestoreText('*filter\n:INPUT DROP [0:0]\nCOMMIT\n')).toContain('*filter\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:INPUT DROP [0:0]\nCOMMIT');
+  expect(fullRestoreText('*filter\n:INPUT DROP [0:0]\nCOMMIT\n')).toContain(
+    '*filter\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:INPUT DROP [0:0]\nCOMMIT',
+  );
 });
 
-test('a fresh kernel lab is ready for its first attempt: IPv6 through a router end whose ifindex equals its peer\'s', async () => {
+test("a fresh kernel lab is ready for its first attempt: IPv6 through a router end whose ifindex equals its peer's", async () => {
   // client eth0 and router eth-c are both index 2 of their namespace, and eth-c is set up second:
   // without waiting for linkwatch, eth-c has no link-local address yet, sends no neighbour
   // solicitation, and the first SYN routed out of it is stuck past the connect timeout.
-  const lab = parseLab(`
+  const lab = parseLab(
+    `
 version: 1
 namespaces:
   - name: client
@@ -67,8 +84,12 @@ sockets:
   - { name: app, netns: client, family: 6, address: "::", port: 18080, uid: 1000 }
 attempts:
   - { name: first, netns: server, address: fd00:1::2, port: 18080, uid: 1000 }
-`, 'fresh-topology');
+`,
+    'fresh-topology',
+  );
   const kernel = await runLabOnKernel(lab);
-  expect(kernel.map((r) => ({ name: r.name, outcome: r.outcome, acceptedBy: r.acceptedBy }))).toEqual([{ name: 'first', outcome: 'established', acceptedBy: 'app' }]);
+  expect(kernel.map((r) => ({ name: r.name, outcome: r.outcome, acceptedBy: r.acceptedBy }))).toEqual([
+    { name: 'first', outcome: 'established', acceptedBy: 'app' },
+  ]);
   expect(kernel[0]?.sourceSeen).toMatch(/^\[fd00:2::2\]:\d+$/);
 });

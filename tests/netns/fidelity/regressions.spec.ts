@@ -11,7 +11,9 @@ const world = netnsWorld();
 test.skip(!world.available, world.reason);
 
 const DIR = 'fixtures/fidelity';
-const files = readdirSync(DIR).filter((f) => f.endsWith('.yaml')).sort();
+const files = readdirSync(DIR)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort();
 
 test('saved differential counterexamples: no difference beyond the documented known divergences', async () => {
   expect(files.length).toBeGreaterThan(0);

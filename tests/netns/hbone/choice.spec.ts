@@ -12,6 +12,12 @@ test('auto picks the native tunnel exactly when its addon loads; tls is always t
   expect(resolveHbone('auto')).toEqual(native.ok ? { use: 'native' } : { use: 'tls', fallbackReason: native.reason });
   if (native.ok) expect(resolveHbone('native')).toEqual({ use: 'native' });
   else expect(() => resolveHbone('native')).toThrow(native.reason);
-  expect([parseHboneKind(undefined, 'x'), parseHboneKind('', 'x'), parseHboneKind('tls', 'x')]).toEqual(['auto', 'auto', 'tls']);
-  expect(() => parseHboneKind('quic', 'HBONE env')).toThrow(/HBONE env: HBONE transport must be one of auto, native, tls \(got "quic"\)/);
+  expect([parseHboneKind(undefined, 'x'), parseHboneKind('', 'x'), parseHboneKind('tls', 'x')]).toEqual([
+    'auto',
+    'auto',
+    'tls',
+  ]);
+  expect(() => parseHboneKind('quic', 'HBONE env')).toThrow(
+    /HBONE env: HBONE transport must be one of auto, native, tls \(got "quic"\)/,
+  );
 });

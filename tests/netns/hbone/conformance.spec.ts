@@ -20,7 +20,13 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { test, expect } from '@playwright/test';
 import { netnsWorld } from '../../worlds.js';
-import type { ByteStream, HboneConnectRequest, HboneInboundStream, HboneOutcome, HboneTransport } from '../../../impl/host/hbone.js';
+import type {
+  ByteStream,
+  HboneConnectRequest,
+  HboneInboundStream,
+  HboneOutcome,
+  HboneTransport,
+} from '../../../impl/host/hbone.js';
 import type { Relay, SocketOutcome, TcpConnection, TcpListener } from '../../../impl/host/sockets.js';
 import { spiffeId, type PeerIdentity } from '../../../impl/api/identity.js';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
@@ -51,7 +57,12 @@ function ok<T>(o: SocketOutcome<T>): T {
 async function guard<T>(p: Promise<T>, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: still pending after ${STEP_MS} ms`)), STEP_MS); })]);
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: still pending after ${STEP_MS} ms`)), STEP_MS);
+      }),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -88,29 +99,40 @@ type End = 'eof' | `failure ${string}`;
 
 /** Read until the end of the stream: the bytes, and how it ended. */
 async function drain(s: ByteStream, what: string): Promise<{ bytes: Buffer; end: End }> {
-  return guard((async () => {
-    const parts: Uint8Array[] = [];
-    for (;;) {
-      const r = await s.read();
-      if (r.done) return { bytes: Buffer.concat(parts), end: r.failure ? `failure ${r.failure.kind} ${r.failure.errno}` as const : 'eof' as const };
-      parts.push(r.bytes);
-    }
-  })(), what);
+  return guard(
+    (async () => {
+      const parts: Uint8Array[] = [];
+      for (;;) {
+        const r = await s.read();
+        if (r.done)
+          return {
+            bytes: Buffer.concat(parts),
+            end: r.failure ? (`failure ${r.failure.kind} ${r.failure.errno}` as const) : ('eof' as const),
+          };
+        parts.push(r.bytes);
+      }
+    })(),
+    what,
+  );
 }
 
 /** Read exactly `n` bytes (a stream may cut them anywhere). */
 async function readExactly(s: ByteStream, n: number, what: string): Promise<string> {
-  return guard((async () => {
-    const parts: Uint8Array[] = [];
-    let got = 0;
-    while (got < n) {
-      const r = await s.read();
-      if (r.done) throw new Error(`${what}: stream ended after ${got} of ${n} bytes (${r.failure ? r.failure.errno : 'eof'})`);
-      parts.push(r.bytes);
-      got += r.bytes.byteLength;
-    }
-    return Buffer.concat(parts).toString();
-  })(), what);
+  return guard(
+    (async () => {
+      const parts: Uint8Array[] = [];
+      let got = 0;
+      while (got < n) {
+        const r = await s.read();
+        if (r.done)
+          throw new Error(`${what}: stream ended after ${got} of ${n} bytes (${r.failure ? r.failure.errno : 'eof'})`);
+        parts.push(r.bytes);
+        got += r.bytes.byteLength;
+      }
+      return Buffer.concat(parts).toString();
+    })(),
+    what,
+  );
 }
 
 /** Write `b` in 256 KiB pieces (several writes, so backpressure is exercised), then half-close. */
@@ -118,7 +140,6 @@ async function sendAll(s: ByteStream, b: Buffer): Promise<void> {
   for (let i = 0; i < b.length; i += 256 << 10) ok(await s.write(b.subarray(i, i + (256 << 10))));
   await s.end();
 }
-
 
 function sha256(b: Uint8Array): string {
   return createHash('sha256').update(b).digest('hex');
@@ -166,7 +187,10 @@ interface Harness {
   /** A plain TCP connection to the HBONE server, returned once the server has called serve() on it. */
   openTcp(): Promise<{ tcp: TcpConnection; served: Promise<HboneOutcome<void>> }>;
   /** openTcp, then `client.connect` with the usual request (overridable). */
-  connect(client?: HboneTransport, req?: Partial<HboneConnectRequest>): Promise<{ outcome: HboneOutcome<ByteStream>; served: Promise<HboneOutcome<void>> }>;
+  connect(
+    client?: HboneTransport,
+    req?: Partial<HboneConnectRequest>,
+  ): Promise<{ outcome: HboneOutcome<ByteStream>; served: Promise<HboneOutcome<void>> }>;
   /** A tunnel that must succeed, with its server-side relay and the app's connection. */
   tunnel(): Promise<Tunnel>;
 }
@@ -191,14 +215,22 @@ async function withHbone(pair: TransportPair, mode: RelayMode, fn: (h: Harness) 
     // Wrapped: a promise resolved with a promise would be flattened into its outcome.
     const served = new Arrivals<{ readonly outcome: Promise<HboneOutcome<void>> }>();
     try {
-      const app = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (c) => {
-        conns.push(c);
-        apps.push(c);
-      }));
+      const app = ok(
+        await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (c) => {
+          conns.push(c);
+          apps.push(c);
+        }),
+      );
       listeners.push(app);
       const appPort = app.address.port;
       const h: Harness = {
-        ca, appPort, client, decide: 'accept', apps, inbound, relays,
+        ca,
+        appPort,
+        client,
+        decide: 'accept',
+        apps,
+        inbound,
+        relays,
         async openTcp() {
           const tcp = ok(await sockets.connectTcp({ netns: ns, family: 4, dst: hboneAddr, timeoutMs: 5000 }));
           conns.push(tcp);
@@ -206,15 +238,25 @@ async function withHbone(pair: TransportPair, mode: RelayMode, fn: (h: Harness) 
         },
         async connect(c = client, req = {}) {
           const { tcp, served: s } = await h.openTcp();
-          const outcome = await guard(c.connect(tcp, {
-            local: CLIENT, expectedPeers: [SERVER], authority: { family: 4, address: '127.0.0.1', port: appPort }, forwardedFor: '127.0.0.1', ...req,
-          }), 'connect()');
+          const outcome = await guard(
+            c.connect(tcp, {
+              local: CLIENT,
+              expectedPeers: [SERVER],
+              authority: { family: 4, address: '127.0.0.1', port: appPort },
+              forwardedFor: '127.0.0.1',
+              ...req,
+            }),
+            'connect()',
+          );
           if (outcome.ok) conns.push(outcome.value);
           return { outcome, served: s };
         },
         async tunnel() {
           const { outcome } = await h.connect();
-          if (!outcome.ok) throw new Error(`tunnel: connect failed: ${outcome.kind}${outcome.status ? ` ${outcome.status}` : ''}: ${outcome.message}`);
+          if (!outcome.ok)
+            throw new Error(
+              `tunnel: connect failed: ${outcome.kind}${outcome.status ? ` ${outcome.status}` : ''}: ${outcome.message}`,
+            );
           return {
             stream: outcome.value,
             inbound: await inbound.next('the server seeing the CONNECT'),
@@ -233,12 +275,16 @@ async function withHbone(pair: TransportPair, mode: RelayMode, fn: (h: Harness) 
           const up = ok(await sockets.connectTcp({ netns: ns, family: 4, dst: app.address, timeoutMs: 5000 }));
           conns.push(up);
           relays.push(mode === 'relayConnections' ? relayConnections(sockets, stream, up) : relay(stream, up));
-        })().catch((e: unknown) => relays.fail(new Error(`server side of the tunnel: ${e instanceof Error ? e.message : String(e)}`)));
+        })().catch((e: unknown) =>
+          relays.fail(new Error(`server side of the tunnel: ${e instanceof Error ? e.message : String(e)}`)),
+        );
       };
-      const hbone = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (c) => {
-        conns.push(c);
-        served.push({ outcome: server.serve(c, { local: SERVER, onStream }) });
-      }));
+      const hbone = ok(
+        await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (c) => {
+          conns.push(c);
+          served.push({ outcome: server.serve(c, { local: SERVER, onStream }) });
+        }),
+      );
       listeners.push(hbone);
       const hboneAddr = hbone.address;
       await fn(h);
@@ -273,9 +319,17 @@ for (const pair of TRANSPORT_PAIRS) {
               sendAll(t.app, down),
             ]);
             expect([atApp.bytes.length, sha256(atApp.bytes), atApp.end]).toEqual([up.length, sha256(up), 'eof']);
-            expect([atClient.bytes.length, sha256(atClient.bytes), atClient.end]).toEqual([down.length, sha256(down), 'eof']);
+            expect([atClient.bytes.length, sha256(atClient.bytes), atClient.end]).toEqual([
+              down.length,
+              sha256(down),
+              'eof',
+            ]);
             // a = the tunnelled stream, b = the connection to the app.
-            expect(await guard(t.relay.done, 'relay end')).toEqual({ aToB: up.length, bToA: down.length, ended: 'eof' });
+            expect(await guard(t.relay.done, 'relay end')).toEqual({
+              aToB: up.length,
+              bToA: down.length,
+              ended: 'eof',
+            });
           });
         });
 
@@ -293,7 +347,11 @@ for (const pair of TRANSPORT_PAIRS) {
             await t.app.end();
             const atClient = await drain(t.stream, 'the client reading the answer');
             expect([sha256(atClient.bytes), atClient.end]).toEqual([sha256(res), 'eof']);
-            expect(await guard(t.relay.done, 'relay end')).toEqual({ aToB: req.length, bToA: res.length, ended: 'eof' });
+            expect(await guard(t.relay.done, 'relay end')).toEqual({
+              aToB: req.length,
+              bToA: res.length,
+              ended: 'eof',
+            });
           });
         });
 
@@ -311,7 +369,11 @@ for (const pair of TRANSPORT_PAIRS) {
             await t.stream.end();
             const atApp = await drain(t.app, 'the app reading the rest');
             expect([sha256(atApp.bytes), atApp.end]).toEqual([sha256(rest), 'eof']);
-            expect(await guard(t.relay.done, 'relay end')).toEqual({ aToB: rest.length, bToA: greeting.length, ended: 'eof' });
+            expect(await guard(t.relay.done, 'relay end')).toEqual({
+              aToB: rest.length,
+              bToA: greeting.length,
+              ended: 'eof',
+            });
           });
         });
 
@@ -336,7 +398,10 @@ for (const pair of TRANSPORT_PAIRS) {
             t.app.reset();
             const atClient = await drain(t.stream, 'the client stream ending');
             // The errno of a tunnelled stream is the transport's own; the port kind is not.
-            expect([atClient.bytes.length, atClient.end.replace(/^(failure reset) .*/, '$1')]).toEqual([0, 'failure reset']);
+            expect([atClient.bytes.length, atClient.end.replace(/^(failure reset) .*/, '$1')]).toEqual([
+              0,
+              'failure reset',
+            ]);
           });
         });
 
@@ -360,7 +425,10 @@ for (const pair of TRANSPORT_PAIRS) {
             expect(await readExactly(t.app, 1, 'the app reading x')).toBe('x');
             t.relay.abort();
             expect((await guard(t.relay.done, 'relay end')).ended).toBe('aborted');
-            expect(await drain(t.app, 'the app connection ending')).toEqual({ bytes: Buffer.alloc(0), end: 'failure reset ECONNRESET' });
+            expect(await drain(t.app, 'the app connection ending')).toEqual({
+              bytes: Buffer.alloc(0),
+              end: 'failure reset ECONNRESET',
+            });
           });
         });
 
@@ -372,7 +440,10 @@ for (const pair of TRANSPORT_PAIRS) {
             expect(await readExactly(t.app, 1, 'the app reading x')).toBe('x');
             t.relay.abort();
             const atClient = await drain(t.stream, 'the client stream ending');
-            expect([atClient.bytes.length, atClient.end.replace(/^(failure reset) .*/, '$1')]).toEqual([0, 'failure reset']);
+            expect([atClient.bytes.length, atClient.end.replace(/^(failure reset) .*/, '$1')]).toEqual([
+              0,
+              'failure reset',
+            ]);
           });
         });
       });
@@ -396,9 +467,15 @@ for (const pair of TRANSPORT_PAIRS) {
       await withHbone(pair, 'relayConnections', async (h) => {
         h.decide = { status: 401, reason: 'denied' };
         const { outcome, served } = await h.connect();
-        expect(outcome.ok ? outcome : { ok: outcome.ok, kind: outcome.kind, status: outcome.status }).toEqual({ ok: false, kind: 'rejected', status: 401 });
+        expect(outcome.ok ? outcome : { ok: outcome.ok, kind: outcome.kind, status: outcome.status }).toEqual({
+          ok: false,
+          kind: 'rejected',
+          status: 401,
+        });
         expect(await guard(served, 'serve()')).toEqual({ ok: true, value: undefined });
-        expect(h.inbound.all).toEqual([{ peerIdentity: CLIENT, method: 'CONNECT', authority: `127.0.0.1:${h.appPort}` }]);
+        expect(h.inbound.all).toEqual([
+          { peerIdentity: CLIENT, method: 'CONNECT', authority: `127.0.0.1:${h.appPort}` },
+        ]);
         expect([h.relays.all.length, h.apps.all.length]).toEqual([0, 0]);
       });
     });
@@ -482,11 +559,21 @@ for (const pair of TRANSPORT_PAIRS) {
           const t = await h.tunnel();
           ok(await t.stream.write(Buffer.from(`ping ${i}`)));
           await t.stream.end();
-          expect(await drain(t.app, `tunnel ${i}: the app reading`)).toEqual({ bytes: Buffer.from(`ping ${i}`), end: 'eof' });
+          expect(await drain(t.app, `tunnel ${i}: the app reading`)).toEqual({
+            bytes: Buffer.from(`ping ${i}`),
+            end: 'eof',
+          });
           ok(await t.app.write(Buffer.from(`pong ${i}`)));
           await t.app.end();
-          expect(await drain(t.stream, `tunnel ${i}: the client reading`)).toEqual({ bytes: Buffer.from(`pong ${i}`), end: 'eof' });
-          expect(await guard(t.relay.done, `tunnel ${i}: relay end`)).toEqual({ aToB: `ping ${i}`.length, bToA: `pong ${i}`.length, ended: 'eof' });
+          expect(await drain(t.stream, `tunnel ${i}: the client reading`)).toEqual({
+            bytes: Buffer.from(`pong ${i}`),
+            end: 'eof',
+          });
+          expect(await guard(t.relay.done, `tunnel ${i}: relay end`)).toEqual({
+            aToB: `ping ${i}`.length,
+            bToA: `pong ${i}`.length,
+            ended: 'eof',
+          });
           // The app's end is the test's to close; the client's and the server's TCP connections
           // belong to the transport after connect()/serve() and must be released by it.
           t.app.close();

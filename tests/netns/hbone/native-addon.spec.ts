@@ -42,7 +42,9 @@ test('a tunnel refuses a closed fd, a non-context, and a request before its hand
   await new Promise<void>((r) => sock.once('connect', r));
   const events: string[] = [];
   const fd = (sock as unknown as { _handle: { fd: number } })._handle.fd; // Node's TCP handle, as the Linux adapter reads it
-  const t = new addon!.HboneTunnel(fd, ctx, false, (...e) => { events.push(e[0]); });
+  const t = new addon!.HboneTunnel(fd, ctx, false, (...e) => {
+    events.push(e[0]);
+  });
   sock.destroy();
   try {
     expect(() => t.request('10.0.0.1:80', '')).toThrow(/only once, after the handshake/);

@@ -41,7 +41,10 @@ export interface TransportPair {
 
 export const TRANSPORT_PAIRS: readonly TransportPair[] = [
   {
-    name: 'tls -> tls', client: (c) => new TlsHbone({ certificates: c }), server: (c) => new TlsHbone({ certificates: c }), available: true,
+    name: 'tls -> tls',
+    client: (c) => new TlsHbone({ certificates: c }),
+    server: (c) => new TlsHbone({ certificates: c }),
+    available: true,
   },
   ...nativePairs(),
 ];

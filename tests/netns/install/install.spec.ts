@@ -18,7 +18,14 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { netnsWorld } from '../../worlds.js';
 import { withCluster, type NetnsCluster } from '../../../e2e/netns/cluster.js';
-import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec, startPodWithCni, stopPodWithCni, type PodNetwork } from '../../../e2e/netns/cni-exec.js';
+import {
+  DEBIAN_CNI_DIR,
+  FileResultCache,
+  NetnsPluginExec,
+  startPodWithCni,
+  stopPodWithCni,
+  type PodNetwork,
+} from '../../../e2e/netns/cni-exec.js';
 import { CniChain, CniChainError } from '../../../sim/cni/chain.js';
 import { MemoryLogger } from '../../../sim/log/memory-logger.js';
 import { parseConfList, type CniConfList } from '../../../impl/api/cni.js';
@@ -29,10 +36,16 @@ import { SystemClock } from '../../../impl/linux/clock.js';
 
 const w = netnsWorld();
 test.skip(!w.available, w.reason);
-test.skip(!existsSync(path.join(DEBIAN_CNI_DIR, 'bridge')), `needs containernetworking-plugins in ${DEBIAN_CNI_DIR} (apt-get install -y containernetworking-plugins)`);
+test.skip(
+  !existsSync(path.join(DEBIAN_CNI_DIR, 'bridge')),
+  `needs containernetworking-plugins in ${DEBIAN_CNI_DIR} (apt-get install -y containernetworking-plugins)`,
+);
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-test.skip(!existsSync(path.join(repo, 'dist/impl/linux/cni-plugin-main.js')), 'needs the compiled plugin: run npm run build');
+test.skip(
+  !existsSync(path.join(repo, 'dist/impl/linux/cni-plugin-main.js')),
+  'needs the compiled plugin: run npm run build',
+);
 
 const LOOPBACK: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
 
@@ -40,10 +53,16 @@ function primaryList(dataDir: string): CniConfList {
   return {
     cniVersion: '1.0.0',
     name: 'al-podnet',
-    plugins: [{
-      type: 'bridge', bridge: 'cni0', isGateway: true, isDefaultGateway: true, ipMasq: false,
-      ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: '10.244.0.0/24' }]] },
-    }],
+    plugins: [
+      {
+        type: 'bridge',
+        bridge: 'cni0',
+        isGateway: true,
+        isDefaultGateway: true,
+        ipMasq: false,
+        ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: '10.244.0.0/24' }]] },
+      },
+    ],
   };
 }
 
@@ -65,7 +84,10 @@ async function withRig(fn: (c: NetnsCluster, r: Rig) => Promise<void>): Promise<
   await Promise.all([mkdir(confDir), mkdir(binDir), mkdir(image)]);
   // The executable the agent's image ships: a launcher that runs the plugin with this Node.js.
   const launcher = path.join(image, 'ambient-lab-cni');
-  await writeFile(launcher, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(path.join(repo, 'bin/ambient-lab-cni.js'))} "$@"\n`);
+  await writeFile(
+    launcher,
+    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(path.join(repo, 'bin/ambient-lab-cni.js'))} "$@"\n`,
+  );
   await chmod(launcher, 0o755);
   const primaryFile = path.join(confDir, '10-al-podnet.conflist');
   await writeFile(primaryFile, `${JSON.stringify(primaryList(path.join(tmp, 'ipam')), null, 2)}\n`);
@@ -77,7 +99,10 @@ async function withRig(fn: (c: NetnsCluster, r: Rig) => Promise<void>): Promise<
       const exec = new NetnsPluginExec({ netns: c.nodes[0]!.netns, dirs: [binDir, DEBIAN_CNI_DIR] });
       const opts = { path: [binDir, DEBIAN_CNI_DIR] };
       await fn(c, {
-        tmp, confDir, binDir, primaryFile,
+        tmp,
+        confDir,
+        binDir,
+        primaryFile,
         installer: (fields = {}) => {
           const config: CniInstallConfig = {
             cniBinDir: binDir,
@@ -98,7 +123,9 @@ async function withRig(fn: (c: NetnsCluster, r: Rig) => Promise<void>): Promise<
             resyncMs: 60_000,
           };
           const inst = new CniInstaller(config, {
-            fs, clock: new SystemClock(), log: new MemoryLogger(),
+            fs,
+            clock: new SystemClock(),
+            log: new MemoryLogger(),
             credentials: async () => ({ server: 'http://127.0.0.1:9', caPem: undefined, token: 'al-test-token' }),
           });
           installers.push(inst);
@@ -121,7 +148,8 @@ async function withRig(fn: (c: NetnsCluster, r: Rig) => Promise<void>): Promise<
   }
 }
 
-const types = async (file: string): Promise<string[]> => parseConfList(await readFile(file, 'utf8')).plugins.map((p) => p.type);
+const types = async (file: string): Promise<string[]> =>
+  parseConfList(await readFile(file, 'utf8')).plugins.map((p) => p.type);
 
 test('installed into a real conf dir, a pod ADD runs through the real primary plugins into our plugin; a primary rewrite is re-inserted by the watch; uninstall restores a working chain', async () => {
   await withRig(async (c, r) => {
@@ -132,7 +160,9 @@ test('installed into a real conf dir, a pod ADD runs through the real primary pl
     expect((await strict.start()).state).toEqual({ phase: 'installed', confFile: '10-al-podnet.conflist' });
     expect(await types(r.primaryFile)).toEqual(['bridge', 'ambient-lab-cni']);
     expect(existsSync(path.join(r.binDir, 'ambient-lab-cni'))).toBe(true);
-    const refused = await startPodWithCni(c, 'node-0', 'a', await r.networks(), ['sleep', '600']).catch((e: unknown) => e);
+    const refused = await startPodWithCni(c, 'node-0', 'a', await r.networks(), ['sleep', '600']).catch(
+      (e: unknown) => e,
+    );
     expect(refused).toBeInstanceOf(CniChainError);
     expect((refused as CniChainError).pluginType).toBe('ambient-lab-cni');
     expect((refused as CniChainError).pluginIndex).toBe(1); // after the bridge, which succeeded

@@ -15,14 +15,26 @@ import type { PluginEvent } from '../../../impl/api/plugin-event.js';
 const w = netnsWorld();
 test.skip(!w.available, w.reason);
 
-const event: PluginEvent = { kind: 'add', netns: '/var/run/netns/cni-1', podName: 'web', podNamespace: 'shop', podUid: 'u-1', containerId: 'c1', ips: ['10.244.1.5'] };
+const event: PluginEvent = {
+  kind: 'add',
+  netns: '/var/run/netns/cni-1',
+  podName: 'web',
+  podNamespace: 'shop',
+  podUid: 'u-1',
+  containerId: 'c1',
+  ips: ['10.244.1.5'],
+};
 const opts = { maxBodyBytes: 4096, requestTimeoutMs: 2000 };
 
 function tmpdir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'al-pe-'));
 }
 
-function rawPost(sock: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+function rawPost(
+  sock: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request({ socketPath: sock, path: '/v1/events', method: 'POST', headers }, (res) => {
       let b = '';
@@ -39,7 +51,14 @@ test('round trip: the handler gets the validated event and the client gets its r
   const sock = path.join(dir, 'events.sock');
   const t = new HttpPluginEventTransport();
   const seen: PluginEvent[] = [];
-  const server = await t.serve(sock, async (e) => { seen.push(e); return { ok: true, status: 'enabled' }; }, opts);
+  const server = await t.serve(
+    sock,
+    async (e) => {
+      seen.push(e);
+      return { ok: true, status: 'enabled' };
+    },
+    opts,
+  );
   try {
     expect(fs.statSync(sock).mode & 0o777).toBe(0o600);
     expect(fs.statSync(dir).mode & 0o777).toBe(0o700);
@@ -54,7 +73,14 @@ test('oversized, malformed and unknown-field bodies are refused with 413/400 and
   const sock = path.join(tmpdir(), 'events.sock');
   const t = new HttpPluginEventTransport();
   let calls = 0;
-  const server = await t.serve(sock, async () => { calls++; return { ok: true, status: 'enabled' }; }, opts);
+  const server = await t.serve(
+    sock,
+    async () => {
+      calls++;
+      return { ok: true, status: 'enabled' };
+    },
+    opts,
+  );
   try {
     expect((await rawPost(sock, 'x'.repeat(5000), { 'content-length': '5000' })).status).toBe(413);
     expect((await rawPost(sock, '{oops')).status).toBe(400);
@@ -73,14 +99,21 @@ test('a handler error becomes a 500 with a retryable reply; a slow agent times t
   const sock = path.join(tmpdir(), 'events.sock');
   const t = new HttpPluginEventTransport();
   let slow = false;
-  const server = await t.serve(sock, async () => {
-    if (slow) await new Promise((r) => setTimeout(r, 1500));
-    throw new Error('no proxy connection');
-  }, opts);
+  const server = await t.serve(
+    sock,
+    async () => {
+      if (slow) await new Promise((r) => setTimeout(r, 1500));
+      throw new Error('no proxy connection');
+    },
+    opts,
+  );
   try {
     expect(await t.send(sock, event, 2000)).toEqual({ ok: false, error: 'no proxy connection', retryable: true });
     slow = true;
-    const err = await t.send(sock, event, 200).then(() => undefined, (e: unknown) => e);
+    const err = await t.send(sock, event, 200).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(PluginEventTransportError);
     expect((err as PluginEventTransportError).reason).toBe('timeout');
   } finally {
@@ -92,7 +125,10 @@ test('no agent: the client fails with "unavailable"; a stale socket file is repl
   const dir = tmpdir();
   const sock = path.join(dir, 'events.sock');
   const t = new HttpPluginEventTransport();
-  const err = await t.send(sock, event, 500).then(() => undefined, (e: unknown) => e);
+  const err = await t.send(sock, event, 500).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect((err as PluginEventTransportError).reason).toBe('unavailable');
   const first = await t.serve(sock, async () => ({ ok: true, status: 'enabled' }), opts);
   await first.close();

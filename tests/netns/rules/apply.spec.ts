@@ -38,7 +38,9 @@ test('apply installs the plan where the kernel tools see it; apply again is a no
     expect(count(save4, SAVED_OUTBOUND_REDIRECT_V4)).toBe(1);
     expect(count(save4, '-A PREROUTING -j ISTIO_PRERT')).toBe(3); // mangle, nat, raw
     expect(save4).toContain('-A ISTIO_PRERT -m mark --mark 0x539/0xfff -j CONNMARK --set-xmark 0x111/0xfff');
-    expect(save6).toContain('-A ISTIO_OUTPUT ! -d ::1/128 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001');
+    expect(save6).toContain(
+      '-A ISTIO_OUTPUT ! -d ::1/128 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001',
+    );
     expect(await ipIn(pod.netns, ['rule', 'show'])).toContain('32764:\tfrom all fwmark 0x111/0xfff lookup 100');
     expect(await ipIn(pod.netns, ['-6', 'rule', 'show'])).toContain('32764:\tfrom all fwmark 0x111/0xfff lookup 100');
     expect(await ipIn(pod.netns, ['route', 'show', 'table', '100'])).toContain('local default dev lo');
@@ -66,7 +68,7 @@ test('apply installs the plan where the kernel tools see it; apply again is a no
   expect(await rootSnapshot()).toEqual(rootBefore);
 });
 
-test('the applied REDIRECT captures the pod\'s outbound TCP on 15001 (v4 and v6); after remove it goes direct again', async () => {
+test("the applied REDIRECT captures the pod's outbound TCP on 15001 (v4 and v6); after remove it goes direct again", async () => {
   await withCluster({ nodes: 2 }, async (c) => {
     const a = await c.addPod('node-0', 'a');
     const b = await c.addPod('node-0', 'b');
@@ -101,10 +103,11 @@ test('the applied REDIRECT captures the pod\'s outbound TCP on 15001 (v4 and v6)
   });
 });
 
-test('rules that are not the plan\'s survive apply, re-apply and remove; a /proc/PID/ns/net handle works like a /run/netns path', async () => {
+test("rules that are not the plan's survive apply, re-apply and remove; a /proc/PID/ns/net handle works like a /run/netns path", async () => {
   await withCluster({ nodes: 1 }, async (c) => {
     const pod = await c.addPod('node-0', 'a');
-    const foreign = '*nat\n:OTHER - [0:0]\n-A OUTPUT -p udp -m udp --dport 9 -j ACCEPT\n-A OUTPUT -j OTHER\n-A OTHER -p tcp -m tcp --dport 7 -j RETURN\nCOMMIT\n';
+    const foreign =
+      '*nat\n:OTHER - [0:0]\n-A OUTPUT -p udp -m udp --dport 9 -j ACCEPT\n-A OUTPUT -j OTHER\n-A OTHER -p tcp -m tcp --dport 7 -j RETURN\nCOMMIT\n';
     await execIn(pod.netns, ['iptables-restore', '--noflush'], foreign);
     await ipIn(pod.netns, ['rule', 'add', 'fwmark', '0x5', 'lookup', '105', 'pref', '32000']);
     // A process inside the pod gives the other handle form.

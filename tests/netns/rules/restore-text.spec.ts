@@ -4,7 +4,12 @@
  */
 import { test, expect } from '@playwright/test';
 import {
-  applyTransaction, normaliseSave, parsePlanText, parseSave, removeTransaction, rollbackText,
+  applyTransaction,
+  normaliseSave,
+  parsePlanText,
+  parseSave,
+  removeTransaction,
+  rollbackText,
 } from '../../../impl/api/netns-rules-restore.js';
 
 const PLAN = '*nat\n:AL_OUT - [0:0]\n-A OUTPUT -j AL_OUT\n-A AL_OUT -p tcp -j REDIRECT --to-ports 15001\nCOMMIT\n';
@@ -28,15 +33,21 @@ COMMIT
 
 test('apply over a state holding the hook twice deletes both copies, keeps foreign rules, and re-adds the plan once', () => {
   const tx = applyTransaction(parsePlanText(PLAN), parseSave(SAVED_TWICE));
-  expect(tx).toBe('*nat\n:AL_OUT - [0:0]\n-D OUTPUT -j AL_OUT\n-D OUTPUT -j AL_OUT\n-A OUTPUT -j AL_OUT\n-A AL_OUT -p tcp -j REDIRECT --to-ports 15001\nCOMMIT\n');
+  expect(tx).toBe(
+    '*nat\n:AL_OUT - [0:0]\n-D OUTPUT -j AL_OUT\n-D OUTPUT -j AL_OUT\n-A OUTPUT -j AL_OUT\n-A AL_OUT -p tcp -j REDIRECT --to-ports 15001\nCOMMIT\n',
+  );
 });
 
 test('apply on a fresh namespace only declares and adds', () => {
-  expect(applyTransaction(parsePlanText(PLAN), parseSave(''))).toBe('*nat\n:AL_OUT - [0:0]\n-A OUTPUT -j AL_OUT\n-A AL_OUT -p tcp -j REDIRECT --to-ports 15001\nCOMMIT\n');
+  expect(applyTransaction(parsePlanText(PLAN), parseSave(''))).toBe(
+    '*nat\n:AL_OUT - [0:0]\n-A OUTPUT -j AL_OUT\n-A AL_OUT -p tcp -j REDIRECT --to-ports 15001\nCOMMIT\n',
+  );
 });
 
 test('remove deletes hooks, flushes before deleting chains, and is nothing when the chains are absent', () => {
-  expect(removeTransaction(parsePlanText(PLAN), parseSave(SAVED_TWICE))).toBe('*nat\n-D OUTPUT -j AL_OUT\n-D OUTPUT -j AL_OUT\n-F AL_OUT\n-X AL_OUT\nCOMMIT\n');
+  expect(removeTransaction(parsePlanText(PLAN), parseSave(SAVED_TWICE))).toBe(
+    '*nat\n-D OUTPUT -j AL_OUT\n-D OUTPUT -j AL_OUT\n-F AL_OUT\n-X AL_OUT\nCOMMIT\n',
+  );
   expect(removeTransaction(parsePlanText(PLAN), parseSave(''))).toBeUndefined();
 });
 
@@ -59,10 +70,16 @@ test('normalised save drops comments, zeroes counters and omits tables that beha
 });
 
 test('plan text outside the contract is refused with its line', () => {
-  expect(() => parsePlanText('*nat\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n')).toThrow(/line 2: built-in chain OUTPUT is declared/);
+  expect(() => parsePlanText('*nat\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n')).toThrow(
+    /line 2: built-in chain OUTPUT is declared/,
+  );
   expect(() => parsePlanText('*nat\n:A - [0:0]\n-D OUTPUT -j A\nCOMMIT\n')).toThrow(/line 3: only -A and -I/);
-  expect(() => parsePlanText('*nat\n:A - [0:0]\n-A B -j RETURN\nCOMMIT\n')).toThrow(/line 3: chain B is neither built-in/);
-  expect(() => parsePlanText('*nat\n:A - [0:0]\n-A OUTPUT -p tcp -j ACCEPT\nCOMMIT\n')).toThrow(/line 3: rule on built-in chain OUTPUT must jump/);
+  expect(() => parsePlanText('*nat\n:A - [0:0]\n-A B -j RETURN\nCOMMIT\n')).toThrow(
+    /line 3: chain B is neither built-in/,
+  );
+  expect(() => parsePlanText('*nat\n:A - [0:0]\n-A OUTPUT -p tcp -j ACCEPT\nCOMMIT\n')).toThrow(
+    /line 3: rule on built-in chain OUTPUT must jump/,
+  );
   expect(() => parsePlanText('*broute\nCOMMIT\n')).toThrow(/line 1: unknown table \*broute/);
   expect(() => parsePlanText('*nat\nCOMMIT\n*nat\nCOMMIT\n')).toThrow(/line 3: table \*nat appears twice/);
   expect(() => parsePlanText('-A OUTPUT -j X\n')).toThrow(/line 1: .* is outside a table block/);

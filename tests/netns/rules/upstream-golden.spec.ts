@@ -19,7 +19,9 @@ test('all 21 rule sets of the 14 upstream golden files are identical to ours onc
   // Its own prefix: other tests running alongside make and remove namespaces of theirs.
   const prefix = newRunPrefix();
   const results = await compareAll(CASES, () => undefined, prefix);
-  const differing = results.filter((r) => r.differences.length > 0).map((r) => `${r.file} ${r.family}:\n  ${r.differences.join('\n  ')}`);
+  const differing = results
+    .filter((r) => r.differences.length > 0)
+    .map((r) => `${r.file} ${r.family}:\n  ${r.differences.join('\n  ')}`);
   expect(differing).toEqual([]);
   expect(results.map((r) => `${r.file} ${r.family}`)).toHaveLength(21);
   expect(results.filter((r) => r.file.startsWith('hostprobe'))).toHaveLength(3);
@@ -34,12 +36,17 @@ test('all 21 rule sets of the 14 upstream golden files are identical to ours onc
 test('control: a wrong mapping differs on the kernel (default.golden with DNS capture off, dns_pod_disabled with IPv6 probe address changed)', async () => {
   const def = CASES.find((c) => c.file === 'default.golden')!;
   const v6 = CASES.find((c) => c.file === 'dns_pod_disabled_and_on_globally_ipv6.golden')!;
-  const results = await compareAll([{ ...def, dnsCapture: false }, { ...v6, probeSnat: { ...v6.probeSnat, ipv6: 'fd00::1' } }]);
+  const results = await compareAll([
+    { ...def, dnsCapture: false },
+    { ...v6, probeSnat: { ...v6.probeSnat, ipv6: 'fd00::1' } },
+  ]);
   expect(results.map((r) => `${r.file} ${r.family} ${r.differences.length > 0 ? 'differs' : 'same'}`)).toEqual([
     'default.golden ipv4 differs',
     'dns_pod_disabled_and_on_globally_ipv6.golden ipv4 same',
     'dns_pod_disabled_and_on_globally_ipv6.golden ipv6 differs',
   ]);
-  expect(results[0]!.differences).toContain('only upstream: -A ISTIO_OUTPUT ! -d 127.0.0.1/32 -p tcp -m tcp --dport 53 -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15053');
+  expect(results[0]!.differences).toContain(
+    'only upstream: -A ISTIO_OUTPUT ! -d 127.0.0.1/32 -p tcp -m tcp --dport 53 -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15053',
+  );
   expect(results[0]!.differences).toContain('only upstream: *raw');
 });

@@ -16,8 +16,14 @@ import type { RedirectionPlan } from '../../../impl/host/netns-rules.js';
  * declarations and the comment lines are dropped.
  */
 function inpod(family: 'v4' | 'v6'): string {
-  const text = readFileSync(path.resolve(import.meta.dirname, '..', '..', '..', 'fixtures', 'rules', `upstream-inpod-${family}.rules`), 'utf8');
-  return text.split('\n').filter((l) => !l.startsWith('#') && !/^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) /.test(l)).join('\n');
+  const text = readFileSync(
+    path.resolve(import.meta.dirname, '..', '..', '..', 'fixtures', 'rules', `upstream-inpod-${family}.rules`),
+    'utf8',
+  );
+  return text
+    .split('\n')
+    .filter((l) => !l.startsWith('#') && !/^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) /.test(l))
+    .join('\n');
 }
 
 const RETURN = mark(0x111, 0xfff);
@@ -38,4 +44,5 @@ export const UPSTREAM_INPOD_PLAN: RedirectionPlan = {
 };
 
 /** How iptables-save prints the outbound capture rule (normalised: `-m tcp` is not added here). */
-export const SAVED_OUTBOUND_REDIRECT_V4 = '-A ISTIO_OUTPUT ! -d 127.0.0.1/32 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001';
+export const SAVED_OUTBOUND_REDIRECT_V4 =
+  '-A ISTIO_OUTPUT ! -d 127.0.0.1/32 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001';

@@ -47,7 +47,9 @@ async function describingListener(opts: Parameters<LinuxSockets['listenTcp']>[0]
   });
 }
 
-async function exchange(opts: Parameters<LinuxSockets['connectTcp']>[0]): Promise<{ conn: TcpConnection; seen: { hello: string; local: unknown; remote: unknown; orig: unknown } }> {
+async function exchange(
+  opts: Parameters<LinuxSockets['connectTcp']>[0],
+): Promise<{ conn: TcpConnection; seen: { hello: string; local: unknown; remote: unknown; orig: unknown } }> {
   const conn = ok(await sockets.connectTcp(opts));
   ok(await conn.write(Buffer.from('hello')));
   const seen = JSON.parse(await readAll(conn)) as { hello: string; local: unknown; remote: unknown; orig: unknown };
@@ -87,11 +89,24 @@ test('an accepted connection reports its pre-REDIRECT destination (IPv4 and IPv6
     await ipIn(a.name, ['addr', 'add', 'fd00::1/64', 'dev', 'd0', 'nodad']);
     await ipIn(a.name, ['link', 'set', 'd0', 'up']);
     await ipIn(a.name, ['link', 'set', 'd1', 'up']);
-    await execIn(a.name, ['iptables-restore'], '*nat\n-A OUTPUT -p tcp -d 10.244.0.0/24 -j REDIRECT --to-ports 15001\nCOMMIT\n');
-    await execIn(a.name, ['ip6tables-restore'], '*nat\n-A OUTPUT -p tcp -d fd00::/64 -j REDIRECT --to-ports 15001\nCOMMIT\n');
-    const l4 = ok(await describingListener({ netns: a.id, family: 4, address: '0.0.0.0', port: 15001, mark: markValue(0x539) }));
+    await execIn(
+      a.name,
+      ['iptables-restore'],
+      '*nat\n-A OUTPUT -p tcp -d 10.244.0.0/24 -j REDIRECT --to-ports 15001\nCOMMIT\n',
+    );
+    await execIn(
+      a.name,
+      ['ip6tables-restore'],
+      '*nat\n-A OUTPUT -p tcp -d fd00::/64 -j REDIRECT --to-ports 15001\nCOMMIT\n',
+    );
+    const l4 = ok(
+      await describingListener({ netns: a.id, family: 4, address: '0.0.0.0', port: 15001, mark: markValue(0x539) }),
+    );
     const l6 = ok(await describingListener({ netns: a.id, family: 6, address: '::', port: 15001, v6Only: true }));
-    for (const [family, dst] of [[4, '10.244.0.42'], [6, 'fd00::42']] as const) {
+    for (const [family, dst] of [
+      [4, '10.244.0.42'],
+      [6, 'fd00::42'],
+    ] as const) {
       for (const port of [80, 8443]) {
         const { conn, seen } = await exchange({ netns: a.id, family, dst: { family, address: dst, port } });
         expect(seen.orig).toEqual({ family, address: dst, port });
@@ -108,41 +123,91 @@ test('failures are typed outcomes: refused, timeout, unreachable, addr-in-use, a
   await withLab(async (lab) => {
     const a = await lab.ns('a');
     const ns = a.id;
-    const refused = await sockets.connectTcp({ netns: ns, family: 4, dst: { family: 4, address: '127.0.0.1', port: 9 } });
+    const refused = await sockets.connectTcp({
+      netns: ns,
+      family: 4,
+      dst: { family: 4, address: '127.0.0.1', port: 9 },
+    });
     expect(refused).toMatchObject({ ok: false, kind: 'refused', errno: 'ECONNREFUSED' });
     if (!refused.ok) expect(refused.message).toContain(ns);
 
     // SYNs dropped on input: nobody answers, the deadline decides.
     await execIn(a.name, ['iptables', '-A', 'INPUT', '-p', 'tcp', '--dport', '7001', '-j', 'DROP']);
-    const silent = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 7001 }, () => undefined));
-    const timedOut = await sockets.connectTcp({ netns: ns, family: 4, dst: { family: 4, address: '127.0.0.1', port: 7001 }, timeoutMs: 300 });
+    const silent = ok(
+      await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 7001 }, () => undefined),
+    );
+    const timedOut = await sockets.connectTcp({
+      netns: ns,
+      family: 4,
+      dst: { family: 4, address: '127.0.0.1', port: 7001 },
+      timeoutMs: 300,
+    });
     expect(timedOut).toMatchObject({ ok: false, kind: 'timeout', errno: 'ETIMEDOUT' });
     await silent.close();
 
     // A DROP on output does not fail a non-blocking connect: the SYN is retransmitted, so the
     // outcome is a timeout as well (not EPERM, which a UDP send would get).
     await execIn(a.name, ['iptables', '-A', 'OUTPUT', '-p', 'tcp', '--dport', '7002', '-j', 'DROP']);
-    const dropped = await sockets.connectTcp({ netns: ns, family: 4, dst: { family: 4, address: '127.0.0.1', port: 7002 }, timeoutMs: 300 });
+    const dropped = await sockets.connectTcp({
+      netns: ns,
+      family: 4,
+      dst: { family: 4, address: '127.0.0.1', port: 7002 },
+      timeoutMs: 300,
+    });
     expect(dropped).toMatchObject({ ok: false, kind: 'timeout', errno: 'ETIMEDOUT' });
 
-    const noRoute = await sockets.connectTcp({ netns: ns, family: 4, dst: { family: 4, address: '198.51.100.1', port: 80 } });
+    const noRoute = await sockets.connectTcp({
+      netns: ns,
+      family: 4,
+      dst: { family: 4, address: '198.51.100.1', port: 80 },
+    });
     expect(noRoute).toMatchObject({ ok: false, kind: 'unreachable', errno: 'ENETUNREACH' });
 
-    const first = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '0.0.0.0', port: 15006 }, () => undefined));
+    const first = ok(
+      await sockets.listenTcp({ netns: ns, family: 4, address: '0.0.0.0', port: 15006 }, () => undefined),
+    );
     const second = await sockets.listenTcp({ netns: ns, family: 4, address: '0.0.0.0', port: 15006 }, () => undefined);
     expect(second).toMatchObject({ ok: false, kind: 'addr-in-use', errno: 'EADDRINUSE', call: 'bind' });
     await first.close();
 
-    const foreign = await sockets.listenTcp({ netns: ns, family: 4, address: '203.0.113.9', port: 15006 }, () => undefined);
+    const foreign = await sockets.listenTcp(
+      { netns: ns, family: 4, address: '203.0.113.9', port: 15006 },
+      () => undefined,
+    );
     expect(foreign).toMatchObject({ ok: false, kind: 'addr-not-available', errno: 'EADDRNOTAVAIL' });
-    const foreignT = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '203.0.113.9', port: 15006, transparent: true }, () => undefined));
+    const foreignT = ok(
+      await sockets.listenTcp(
+        { netns: ns, family: 4, address: '203.0.113.9', port: 15006, transparent: true },
+        () => undefined,
+      ),
+    );
     await foreignT.close();
 
-    const gone = await sockets.connectTcp({ netns: netnsId('/run/netns/al-no-such-netns'), family: 4, dst: { family: 4, address: '127.0.0.1', port: 9 } });
+    const gone = await sockets.connectTcp({
+      netns: netnsId('/run/netns/al-no-such-netns'),
+      family: 4,
+      dst: { family: 4, address: '127.0.0.1', port: 9 },
+    });
     expect(gone).toMatchObject({ ok: false, kind: 'no-netns', errno: 'ENOENT', call: 'open' });
 
     // The mark reaches netfilter: a mark-matching REJECT refuses only the marked connection.
-    await execIn(a.name, ['iptables', '-A', 'OUTPUT', '-p', 'tcp', '--dport', '7003', '-m', 'mark', '--mark', '0x539', '-j', 'REJECT', '--reject-with', 'tcp-reset']);
+    await execIn(a.name, [
+      'iptables',
+      '-A',
+      'OUTPUT',
+      '-p',
+      'tcp',
+      '--dport',
+      '7003',
+      '-m',
+      'mark',
+      '--mark',
+      '0x539',
+      '-j',
+      'REJECT',
+      '--reject-with',
+      'tcp-reset',
+    ]);
     const open = ok(await describingListener({ netns: ns, family: 4, address: '127.0.0.1', port: 7003 }));
     const marked = await sockets.connectTcp({ netns: ns, family: 4, dst: open.address, mark: markValue(0x539) });
     expect(marked).toMatchObject({ ok: false, kind: 'refused' });

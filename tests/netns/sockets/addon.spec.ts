@@ -93,7 +93,23 @@ test('SO_MARK is set and read back, and netfilter sees it: a mark-matching REJEC
   await withLab(async (lab) => {
     const a = await lab.ns('a');
     const { execIn } = await import('../../../e2e/netns/ip.js');
-    await execIn(a.name, ['iptables', '-A', 'OUTPUT', '-p', 'tcp', '--dport', '8080', '-m', 'mark', '--mark', '0x539', '-j', 'REJECT', '--reject-with', 'tcp-reset']);
+    await execIn(a.name, [
+      'iptables',
+      '-A',
+      'OUTPUT',
+      '-p',
+      'tcp',
+      '--dport',
+      '8080',
+      '-m',
+      'mark',
+      '--mark',
+      '0x539',
+      '-j',
+      'REJECT',
+      '--reject-with',
+      'tcp-reset',
+    ]);
     const l = RawSocket.open(a.id, 'inet', 'stream');
     l.bind('127.0.0.1', 8080);
     l.listen(16);
@@ -110,7 +126,10 @@ test('SO_MARK is set and read back, and netfilter sees it: a mark-matching REJEC
         }
         const sock = new net.Socket({ fd: s.release() });
         return new Promise((resolve) => {
-          sock.once('connect', () => { sock.destroy(); resolve('connected'); });
+          sock.once('connect', () => {
+            sock.destroy();
+            resolve('connected');
+          });
           sock.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
           sock.connect(8080, '127.0.0.1');
         });
@@ -132,7 +151,10 @@ test('SO_MARK is set and read back, and netfilter sees it: a mark-matching REJEC
 test('IP_TRANSPARENT / IPV6_TRANSPARENT allow binding an address that is not local; without them bind fails EADDRNOTAVAIL', async () => {
   await withLab(async (lab) => {
     const a = await lab.ns('a');
-    for (const [family, addr, opt] of [['inet', '203.0.113.7', 'IP_TRANSPARENT'], ['inet6', 'fd00::77', 'IPV6_TRANSPARENT']] as const) {
+    for (const [family, addr, opt] of [
+      ['inet', '203.0.113.7', 'IP_TRANSPARENT'],
+      ['inet6', 'fd00::77', 'IPV6_TRANSPARENT'],
+    ] as const) {
       const plain = RawSocket.open(a.id, family, 'stream');
       const err = thrown(() => plain.bind(addr, 15001));
       expect(err.code).toBe('EADDRNOTAVAIL');
@@ -224,26 +246,44 @@ test('getsockname/getpeername and SO_ORIGINAL_DST of an accepted fd after an ipt
     await ipIn(a.name, ['addr', 'add', 'fd00::1/64', 'dev', 'd0', 'nodad']);
     await ipIn(a.name, ['link', 'set', 'd0', 'up']);
     await ipIn(a.name, ['link', 'set', 'd1', 'up']);
-    await execIn(a.name, ['iptables-restore'], '*nat\n-A OUTPUT -p tcp -d 10.244.0.99 --dport 80 -j REDIRECT --to-ports 15001\nCOMMIT\n');
-    await execIn(a.name, ['ip6tables-restore'], '*nat\n-A OUTPUT -p tcp -d fd00::99 --dport 80 -j REDIRECT --to-ports 15001\nCOMMIT\n');
-    for (const [family, any, target, lo] of [['inet', '0.0.0.0', '10.244.0.99', '127.0.0.1'], ['inet6', '::', 'fd00::99', '::1']] as const) {
+    await execIn(
+      a.name,
+      ['iptables-restore'],
+      '*nat\n-A OUTPUT -p tcp -d 10.244.0.99 --dport 80 -j REDIRECT --to-ports 15001\nCOMMIT\n',
+    );
+    await execIn(
+      a.name,
+      ['ip6tables-restore'],
+      '*nat\n-A OUTPUT -p tcp -d fd00::99 --dport 80 -j REDIRECT --to-ports 15001\nCOMMIT\n',
+    );
+    for (const [family, any, target, lo] of [
+      ['inet', '0.0.0.0', '10.244.0.99', '127.0.0.1'],
+      ['inet6', '::', 'fd00::99', '::1'],
+    ] as const) {
       const l = RawSocket.open(a.id, family, 'stream');
       if (family === 'inet6') l.setOption('IPV6_V6ONLY', 1);
       l.bind(any, 15001);
       l.listen(8);
-      const seen = new Promise<{ orig: unknown; local: unknown; peer: unknown; handleFd: boolean }>((resolve, reject) => {
-        const server = net.createServer((c) => {
-          const fd = (c as unknown as { _handle: { fd: number } })._handle.fd;
-          try {
-            resolve({ orig: fdCalls.originalDst(fd, a.id), local: fdCalls.localAddress(fd, a.id), peer: fdCalls.peerAddress(fd, a.id), handleFd: fd > 2 });
-          } catch (e) {
-            reject(e);
-          }
-          c.destroy();
-          server.close();
-        });
-        server.listen({ fd: l.release() });
-      });
+      const seen = new Promise<{ orig: unknown; local: unknown; peer: unknown; handleFd: boolean }>(
+        (resolve, reject) => {
+          const server = net.createServer((c) => {
+            const fd = (c as unknown as { _handle: { fd: number } })._handle.fd;
+            try {
+              resolve({
+                orig: fdCalls.originalDst(fd, a.id),
+                local: fdCalls.localAddress(fd, a.id),
+                peer: fdCalls.peerAddress(fd, a.id),
+                handleFd: fd > 2,
+              });
+            } catch (e) {
+              reject(e);
+            }
+            c.destroy();
+            server.close();
+          });
+          server.listen({ fd: l.release() });
+        },
+      );
       const c = RawSocket.open(a.id, family, 'stream');
       const sock = new net.Socket({ fd: c.release() });
       const clientLocal = await new Promise<{ address: string; port: number }>((resolve, reject) => {

@@ -33,14 +33,19 @@ test('a connection nobody has read is handed whole to node:tls, with bytes that 
     const a = await lab.ns('a');
     const accepted: TcpConnection[] = [];
     let arrived: () => void = () => undefined;
-    const listener = ok(await sockets.listenTcp({ netns: a.id, family: 4, address: '127.0.0.1', port: 0 }, (c) => {
-      accepted.push(c);
-      arrived();
-    }));
-    const acceptedOne = (): Promise<TcpConnection> => once((resolve) => {
-      const n = accepted.length;
-      arrived = () => { if (accepted.length > n) resolve(accepted[accepted.length - 1]!); };
-    });
+    const listener = ok(
+      await sockets.listenTcp({ netns: a.id, family: 4, address: '127.0.0.1', port: 0 }, (c) => {
+        accepted.push(c);
+        arrived();
+      }),
+    );
+    const acceptedOne = (): Promise<TcpConnection> =>
+      once((resolve) => {
+        const n = accepted.length;
+        arrived = () => {
+          if (accepted.length > n) resolve(accepted[accepted.length - 1]!);
+        };
+      });
 
     // TLS: the client's ClientHello is in flight before the server side is handed over.
     const nextServer = acceptedOne();
@@ -48,7 +53,14 @@ test('a connection nobody has read is handed whole to node:tls, with bytes that 
     const clientSock = takeNativeSocket(client);
     expect(clientSock).toBeDefined();
     expect(takeNativeSocket(client)).toBeUndefined(); // handed over once
-    const clientTls = tls.connect({ socket: clientSock!, ca: ca.rootPem, key: cert.keyPem, cert: cert.certPem, checkServerIdentity: () => undefined, minVersion: 'TLSv1.3' });
+    const clientTls = tls.connect({
+      socket: clientSock!,
+      ca: ca.rootPem,
+      key: cert.keyPem,
+      cert: cert.certPem,
+      checkServerIdentity: () => undefined,
+      minVersion: 'TLSv1.3',
+    });
     clientTls.on('error', () => undefined);
     const serverConn = await nextServer;
     clientTls.write('ping'); // sent once the handshake is done
@@ -57,7 +69,15 @@ test('a connection nobody has read is handed whole to node:tls, with bytes that 
     await new Promise((resolve) => setTimeout(resolve, 50));
     const serverSock = takeNativeSocket(serverConn);
     expect(serverSock).toBeDefined();
-    const serverTls = new tls.TLSSocket(serverSock!, { isServer: true, key: cert.keyPem, cert: cert.certPem, ca: ca.rootPem, requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3' });
+    const serverTls = new tls.TLSSocket(serverSock!, {
+      isServer: true,
+      key: cert.keyPem,
+      cert: cert.certPem,
+      ca: ca.rootPem,
+      requestCert: true,
+      rejectUnauthorized: true,
+      minVersion: 'TLSv1.3',
+    });
     const got = once<string>((resolve, reject) => {
       serverTls.once('data', (d: Buffer) => resolve(d.toString()));
       serverTls.once('error', reject);
@@ -89,8 +109,12 @@ test('a peer reset while writes are pipelined surfaces as a failed write and a f
   await withLab(async (lab) => {
     const a = await lab.ns('a');
     let arrived: (c: TcpConnection) => void = () => undefined;
-    const accepted = new Promise<TcpConnection>((resolve) => { arrived = resolve; });
-    const listener = ok(await sockets.listenTcp({ netns: a.id, family: 4, address: '127.0.0.1', port: 0 }, (c) => arrived(c)));
+    const accepted = new Promise<TcpConnection>((resolve) => {
+      arrived = resolve;
+    });
+    const listener = ok(
+      await sockets.listenTcp({ netns: a.id, family: 4, address: '127.0.0.1', port: 0 }, (c) => arrived(c)),
+    );
     const conn = ok(await sockets.connectTcp({ netns: a.id, family: 4, dst: listener.address }));
     const server = await accepted;
     server.reset(); // RST, nothing read

@@ -40,24 +40,42 @@ type Kind = 'kernel' | 'portable';
 
 /** Connect client -> proxy -> server in `ns`; the proxy relays with the given kind of relay. */
 async function pair(ns: NetnsId, kind: Kind, pipeBytes?: number): Promise<Pair> {
-  const sockets = new LinuxSockets({ kernelRelay: kind === 'kernel', ...(pipeBytes !== undefined ? { kernelRelayPipeBytes: pipeBytes } : {}) });
+  const sockets = new LinuxSockets({
+    kernelRelay: kind === 'kernel',
+    ...(pipeBytes !== undefined ? { kernelRelayPipeBytes: pipeBytes } : {}),
+  });
   let serverConn: (c: TcpConnection) => void = () => undefined;
-  const serverSide = new Promise<TcpConnection>((r) => { serverConn = r; });
-  const server = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (c) => serverConn(c)));
+  const serverSide = new Promise<TcpConnection>((r) => {
+    serverConn = r;
+  });
+  const server = ok(
+    await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (c) => serverConn(c)),
+  );
   let started: (x: { relay: Relay; inKernel: boolean }) => void = () => undefined;
-  const relayStarted = new Promise<{ relay: Relay; inKernel: boolean }>((r) => { started = r; });
-  const proxy = ok(await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (down) => {
-    void (async () => {
-      const up = ok(await sockets.connectTcp({ netns: ns, family: 4, dst: server.address, timeoutMs: 5000 }));
-      const k = sockets.relayNative?.(down, up);
-      started({ relay: k ?? relayConnections(sockets, down, up), inKernel: k !== undefined });
-    })();
-  }));
+  const relayStarted = new Promise<{ relay: Relay; inKernel: boolean }>((r) => {
+    started = r;
+  });
+  const proxy = ok(
+    await sockets.listenTcp({ netns: ns, family: 4, address: '127.0.0.1', port: 0 }, (down) => {
+      void (async () => {
+        const up = ok(await sockets.connectTcp({ netns: ns, family: 4, dst: server.address, timeoutMs: 5000 }));
+        const k = sockets.relayNative?.(down, up);
+        started({ relay: k ?? relayConnections(sockets, down, up), inKernel: k !== undefined });
+      })();
+    }),
+  );
   const client = ok(await sockets.connectTcp({ netns: ns, family: 4, dst: proxy.address, timeoutMs: 5000 }));
   const { relay: r, inKernel } = await relayStarted;
   return {
-    client, server: await serverSide, relay: r, inKernel,
-    close: async () => { client.close(); await proxy.close(); await server.close(); },
+    client,
+    server: await serverSide,
+    relay: r,
+    inKernel,
+    close: async () => {
+      client.close();
+      await proxy.close();
+      await server.close();
+    },
   };
 }
 
@@ -75,7 +93,6 @@ function openFds(): number {
   return fs.readdirSync('/proc/self/fd').length;
 }
 
-
 for (const kind of ['kernel', 'portable'] as const) {
   test.describe(`${kind} relay`, () => {
     test('bytes intact both ways, half-close passed on while the other direction flows, counts reported, no fd left', async () => {
@@ -87,7 +104,10 @@ for (const kind of ['kernel', 'portable'] as const) {
         const up = pattern(6 << 20, 1);
         const down = pattern(3 << 20, 2);
         // The client sends everything and half-closes; the server reads to EOF, then answers.
-        const clientSent = (async () => { ok(await p.client.write(up)); await p.client.end(); })();
+        const clientSent = (async () => {
+          ok(await p.client.write(up));
+          await p.client.end();
+        })();
         const atServer = await drain(p.server);
         await clientSent;
         expect(atServer.end).toBe('eof');
@@ -146,7 +166,10 @@ test('the kernel relay with the smallest pipe (one page per splice) still carrie
     const p = await pair(a.id, 'kernel', 4096);
     expect(p.inKernel).toBe(true);
     const up = pattern(1 << 20, 3);
-    const sent = (async () => { ok(await p.client.write(up)); await p.client.end(); })();
+    const sent = (async () => {
+      ok(await p.client.write(up));
+      await p.client.end();
+    })();
     const got = await drain(p.server);
     await sent;
     expect(got.bytes.equals(up)).toBe(true);
@@ -158,7 +181,9 @@ test('the kernel relay with the smallest pipe (one page per splice) still carrie
 });
 
 test('a kernel relay pipe size out of range is refused when the adapter is made', () => {
-  expect(() => new LinuxSockets({ kernelRelayPipeBytes: 100 })).toThrow(/kernelRelayPipeBytes must be an integer from 4096 to 1048576 \(got 100\)/);
+  expect(() => new LinuxSockets({ kernelRelayPipeBytes: 100 })).toThrow(
+    /kernelRelayPipeBytes must be an integer from 4096 to 1048576 \(got 100\)/,
+  );
   expect(() => new LinuxSockets({ kernelRelayPipeBytes: 2 << 20 })).toThrow(/kernelRelayPipeBytes/);
 });
 
@@ -167,11 +192,19 @@ test('the kernel relay declines a connection already read from, or a stream that
     const a = await lab.ns('relay');
     const sockets = new LinuxSockets();
     let serverConn: (c: TcpConnection) => void = () => undefined;
-    const serverSide = new Promise<TcpConnection>((r) => { serverConn = r; });
-    const server = ok(await sockets.listenTcp({ netns: a.id, family: 4, address: '127.0.0.1', port: 0 }, (c) => serverConn(c)));
+    const serverSide = new Promise<TcpConnection>((r) => {
+      serverConn = r;
+    });
+    const server = ok(
+      await sockets.listenTcp({ netns: a.id, family: 4, address: '127.0.0.1', port: 0 }, (c) => serverConn(c)),
+    );
     let downConn: (c: TcpConnection) => void = () => undefined;
-    const downSide = new Promise<TcpConnection>((r) => { downConn = r; });
-    const proxy = ok(await sockets.listenTcp({ netns: a.id, family: 4, address: '127.0.0.1', port: 0 }, (c) => downConn(c)));
+    const downSide = new Promise<TcpConnection>((r) => {
+      downConn = r;
+    });
+    const proxy = ok(
+      await sockets.listenTcp({ netns: a.id, family: 4, address: '127.0.0.1', port: 0 }, (c) => downConn(c)),
+    );
     const client = ok(await sockets.connectTcp({ netns: a.id, family: 4, dst: proxy.address, timeoutMs: 5000 }));
     const down = await downSide;
     ok(await client.write(Buffer.from('peeked')));
@@ -180,7 +213,13 @@ test('the kernel relay declines a connection already read from, or a stream that
     const up = ok(await sockets.connectTcp({ netns: a.id, family: 4, dst: server.address, timeoutMs: 5000 }));
     expect(sockets.relayNative?.(down, up)).toBeUndefined();
     // Nor a stream that is not one of its connections (an HBONE stream, say): the connection is untouched.
-    const other: ByteStream = { read: () => down.read(), write: (b) => down.write(b), end: () => down.end(), close: () => down.close(), reset: () => down.reset() };
+    const other: ByteStream = {
+      read: () => down.read(),
+      write: (b) => down.write(b),
+      end: () => down.end(),
+      close: () => down.close(),
+      reset: () => down.reset(),
+    };
     expect(sockets.relayNative?.(other, up)).toBeUndefined();
     const r = relay(down, up);
     ok(await client.write(Buffer.from('rest')));

@@ -27,7 +27,11 @@ interface Report {
 
 /** In namespace `ns` as uid 1000 with `caps`: try each privileged call once. */
 function probe(ns: string, otherNs: string, caps: readonly string[]): Promise<Report> {
-  return runAddonAs(ns, 1000, caps, `
+  return runAddonAs(
+    ns,
+    1000,
+    caps,
+    `
     const fd = addon.socket(null, 'inet', 'stream');
     const report = {
       uid: process.getuid(),
@@ -37,7 +41,8 @@ function probe(ns: string, otherNs: string, caps: readonly string[]): Promise<Re
       setns: attempt(() => addon.close(addon.socket(${JSON.stringify(otherNs)}, 'inet', 'stream'))),
     };
     console.log(JSON.stringify(report));
-  `) as Promise<Report>;
+  `,
+  ) as Promise<Report>;
 }
 
 test('as uid 1000 without capabilities: SO_MARK and IP_TRANSPARENT fail EPERM, AF_PACKET fails EPERM, setns fails EPERM', async () => {
@@ -66,7 +71,13 @@ test('positive controls: each capability alone unlocks its calls for uid 1000', 
     const a = await lab.ns('a');
     const b = await lab.ns('b');
     const admin = await probe(a.name, b.id, ['net_admin']);
-    expect(admin).toMatchObject({ uid: 1000, mark: { ok: true }, transparent: { ok: true }, packet: { ok: false, code: 'EPERM' }, setns: { ok: false, code: 'EPERM' } });
+    expect(admin).toMatchObject({
+      uid: 1000,
+      mark: { ok: true },
+      transparent: { ok: true },
+      packet: { ok: false, code: 'EPERM' },
+      setns: { ok: false, code: 'EPERM' },
+    });
   });
 });
 
@@ -92,6 +103,11 @@ test('CAP_SYS_ADMIN alone: setns into another namespace works, the socket option
     const a = await lab.ns('a');
     const b = await lab.ns('b');
     const sysAdmin = await probe(a.name, b.id, ['sys_admin']);
-    expect(sysAdmin).toMatchObject({ uid: 1000, mark: { ok: false, code: 'EPERM' }, packet: { ok: false, code: 'EPERM' }, setns: { ok: true } });
+    expect(sysAdmin).toMatchObject({
+      uid: 1000,
+      mark: { ok: false, code: 'EPERM' },
+      packet: { ok: false, code: 'EPERM' },
+      setns: { ok: true },
+    });
   });
 });

@@ -24,7 +24,7 @@ function alive(pid: number): boolean {
   }
 }
 
-test('dispose stops the cluster\'s processes by pid and removes every namespace', async () => {
+test("dispose stops the cluster's processes by pid and removes every namespace", async () => {
   const c = await NetnsCluster.create({ nodes: 2 });
   await c.addPod('node-0', 'a');
   await c.addPod('node-1', 'b');
@@ -41,21 +41,23 @@ test('dispose stops the cluster\'s processes by pid and removes every namespace'
   await expect(c.addPod('node-0', 'z')).rejects.toThrow(/already disposed/);
 });
 
-test('withCluster cleans up when the test body throws, and the body\'s error is what surfaces', async () => {
+test("withCluster cleans up when the test body throws, and the body's error is what surfaces", async () => {
   let prefix = '';
   let listener: NetnsProcess | undefined;
-  await expect(withCluster({ nodes: 2 }, async (c) => {
-    prefix = c.prefix;
-    await c.addPod('node-0', 'a');
-    listener = await startListener(c, c.pod('a').netns, '0.0.0.0', 8080);
-    throw new Error('planted failure in the test body');
-  })).rejects.toThrow('planted failure in the test body');
+  await expect(
+    withCluster({ nodes: 2 }, async (c) => {
+      prefix = c.prefix;
+      await c.addPod('node-0', 'a');
+      listener = await startListener(c, c.pod('a').netns, '0.0.0.0', 8080);
+      throw new Error('planted failure in the test body');
+    }),
+  ).rejects.toThrow('planted failure in the test body');
   expect(prefix).not.toBe('');
   expect((await listNetns()).filter((n) => n.startsWith(prefix))).toEqual([]);
   expect(listener !== undefined && alive(listener.pid)).toBe(false);
 });
 
-test('removeLeftovers removes a crashed run\'s namespaces by prefix and nothing else', async () => {
+test("removeLeftovers removes a crashed run's namespaces by prefix and nothing else", async () => {
   const crashed = new NetnsRun(newRunPrefix());
   const bystander = new NetnsRun(newRunPrefix());
   try {

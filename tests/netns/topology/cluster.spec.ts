@@ -22,7 +22,12 @@ test('2 nodes x 2 pods: addresses follow the plan, TCP v4 and v6 crosses the top
     const e = await c.addPod('node-1', 'e');
     expect([a.ipv4, b.ipv4, d.ipv4, e.ipv4]).toEqual(['10.244.0.2', '10.244.0.3', '10.244.1.2', '10.244.1.3']);
     expect([a.ipv6, d.ipv6]).toEqual(['fd00:10:244::2', 'fd00:10:244:1::2']);
-    for (const ns of [a, b, d, e].map((p) => p.netns).concat(c.nodes.map((n) => n.netns), [c.outside.netns, c.fabric.netns])) {
+    for (const ns of [a, b, d, e]
+      .map((p) => p.netns)
+      .concat(
+        c.nodes.map((n) => n.netns),
+        [c.outside.netns, c.fabric.netns],
+      )) {
       expect(ns.startsWith(c.prefix)).toBe(true);
     }
     // The pod's own view: its /32 on eth0 and a default route via the node gateway.
@@ -36,12 +41,12 @@ test('2 nodes x 2 pods: addresses follow the plan, TCP v4 and v6 crosses the top
     const ld6 = await startListener(c, d.netns, '::', 8086, 'd6');
     const le = await startListener(c, e.netns, '0.0.0.0', 8080, 'e');
 
-    expect(await connectFrom(c, a.netns, b.ipv4!, 8080)).toBe('b 10.244.0.3 8080');       // same node
-    expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('d 10.244.1.2 8080');       // across nodes
-    expect(await connectFrom(c, b.netns, e.ipv4!, 8080)).toBe('e 10.244.1.3 8080');       // across nodes, other pair
+    expect(await connectFrom(c, a.netns, b.ipv4!, 8080)).toBe('b 10.244.0.3 8080'); // same node
+    expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('d 10.244.1.2 8080'); // across nodes
+    expect(await connectFrom(c, b.netns, e.ipv4!, 8080)).toBe('e 10.244.1.3 8080'); // across nodes, other pair
     expect(await connectFrom(c, c.outside.netns, d.ipv4!, 8080)).toBe('d 10.244.1.2 8080'); // outside -> pod
     expect(await connectFrom(c, c.nodes[0]!.netns, d.ipv4!, 8080)).toBe('d 10.244.1.2 8080'); // node -> remote pod
-    expect(await connectFrom(c, a.netns, d.ipv6!, 8086)).toBe('d6 fd00:10:244:1::2 8086');  // v6 across nodes
+    expect(await connectFrom(c, a.netns, d.ipv6!, 8086)).toBe('d6 fd00:10:244:1::2 8086'); // v6 across nodes
     expect(await connectFrom(c, c.outside.netns, d.ipv6!, 8086)).toBe('d6 fd00:10:244:1::2 8086'); // v6 outside -> pod
     // A port nobody listens on is refused, not silently accepted elsewhere.
     expect(await connectFrom(c, a.netns, d.ipv4!, 9999)).toBe('ERROR ECONNREFUSED');
@@ -101,13 +106,21 @@ test('a process spawned as a uid with a capability set runs with exactly that id
     expect(none.stdout).toMatch(/^CapEff:\s+0000000000000000$/m);
 
     // It really is inside the pod netns: it sees the pod's eth0 address.
-    const addrs = c.spawn(p.netns, [process.execPath, '-e', `process.stdout.write(JSON.stringify(require('node:os').networkInterfaces().eth0.map(a=>a.address)))`], { uid: 1000 });
+    const addrs = c.spawn(
+      p.netns,
+      [
+        process.execPath,
+        '-e',
+        `process.stdout.write(JSON.stringify(require('node:os').networkInterfaces().eth0.map(a=>a.address)))`,
+      ],
+      { uid: 1000 },
+    );
     await addrs.exited;
     expect(JSON.parse(addrs.stdout)).toContain('10.244.0.2');
   });
 });
 
-test('spawn refuses namespaces that are not the cluster\'s', async () => {
+test("spawn refuses namespaces that are not the cluster's", async () => {
   await withCluster({ nodes: 1 }, async (c) => {
     expect(() => c.spawn('al-someone-else-node-0', ['true'])).toThrow(/does not belong to cluster/);
   });

@@ -16,10 +16,32 @@ test.setTimeout(900_000); // generous: the suite must pass on a loaded machine (
 
 test('check --world netns runs a cell on the real kernel and agrees with the expected table', async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-check-netns-'));
-  const r = await runCli(['check', '--world', 'netns', '--runs', '2', '--seed', '5', '--threats', 'app-nonroot',
-    '--profiles', 'strict', '--properties', 'outbound-capture', '--no-attacks', '--workers', '1', '--out', out, '--json']);
+  const r = await runCli([
+    'check',
+    '--world',
+    'netns',
+    '--runs',
+    '2',
+    '--seed',
+    '5',
+    '--threats',
+    'app-nonroot',
+    '--profiles',
+    'strict',
+    '--properties',
+    'outbound-capture',
+    '--no-attacks',
+    '--workers',
+    '1',
+    '--out',
+    out,
+    '--json',
+  ]);
   fs.rmSync(out, { recursive: true, force: true });
-  const report = JSON.parse(r.stdout) as { world: string; cells: { status: string; runs: number; observed: string; expected: { verdict: string } }[] };
+  const report = JSON.parse(r.stdout) as {
+    world: string;
+    cells: { status: string; runs: number; observed: string; expected: { verdict: string } }[];
+  };
   expect(report.world).toBe('netns');
   expect(report.cells).toHaveLength(1);
   const cell = report.cells[0]!;
@@ -34,10 +56,31 @@ test('check --world netns runs a cell on the real kernel and agrees with the exp
 
 test('check --world netns with the attack catalog finds the NET_ADMIN flush bypass the table expects (World.appExec on the real kernel)', async () => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-check-netns-'));
-  const r = await runCli(['check', '--world', 'netns', '--runs', '1', '--seed', '5', '--threats', 'app-net-admin',
-    '--profiles', 'strict', '--properties', 'outbound-capture', '--workers', '1', '--out', out, '--no-save', '--json']);
+  const r = await runCli([
+    'check',
+    '--world',
+    'netns',
+    '--runs',
+    '1',
+    '--seed',
+    '5',
+    '--threats',
+    'app-net-admin',
+    '--profiles',
+    'strict',
+    '--properties',
+    'outbound-capture',
+    '--workers',
+    '1',
+    '--out',
+    out,
+    '--no-save',
+    '--json',
+  ]);
   fs.rmSync(out, { recursive: true, force: true });
-  const report = JSON.parse(r.stdout) as { cells: { status: string; observed: string; expected: { verdict: string } }[] };
+  const report = JSON.parse(r.stdout) as {
+    cells: { status: string; observed: string; expected: { verdict: string } }[];
+  };
   expect(report.cells).toHaveLength(1);
   const cell = report.cells[0]!;
   // A positive control: the bypass must be found (not 'not-evaluated' for a missing appExec).

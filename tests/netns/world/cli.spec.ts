@@ -27,10 +27,17 @@ test('up --nodes 2 --pods 2, status, exec, down (twice)', async () => {
     const state = JSON.parse(fs.readFileSync(`/run/ambient-lab/${NAME}/state.json`, 'utf8')) as LabState;
     const st = await cli(['status', '--name', NAME, '--json']);
     expect(st.code).toBe(0);
-    const s = JSON.parse(st.stdout) as { nodes: { agent: { ready: boolean }; proxy: { ready: boolean } }[]; pods: { pod: string; phase: string; annotation: string; redirection: string; ips: string[] }[] };
-    expect(s.nodes.map((n) => [n.agent.ready, n.proxy.ready])).toEqual([[true, true], [true, true]]);
+    const s = JSON.parse(st.stdout) as {
+      nodes: { agent: { ready: boolean }; proxy: { ready: boolean } }[];
+      pods: { pod: string; phase: string; annotation: string; redirection: string; ips: string[] }[];
+    };
+    expect(s.nodes.map((n) => [n.agent.ready, n.proxy.ready])).toEqual([
+      [true, true],
+      [true, true],
+    ]);
     expect(s.pods).toHaveLength(4);
-    for (const p of s.pods) expect(p).toMatchObject({ phase: 'Running', annotation: 'enabled', redirection: 'enabled' });
+    for (const p of s.pods)
+      expect(p).toMatchObject({ phase: 'Running', annotation: 'enabled', redirection: 'enabled' });
     const text = await cli(['status', '--name', NAME]);
     expect(text.stdout).toContain('demo/node-1-app-1');
 
@@ -38,8 +45,16 @@ test('up --nodes 2 --pods 2, status, exec, down (twice)', async () => {
     const id = await cli(['exec', '--name', NAME, 'demo/node-0-app-0', '--', 'id', '-u']);
     expect(id.stdout.trim()).toBe('1000');
     const target = s.pods.find((p) => p.pod === 'demo/node-0-app-1')!.ips[0]!;
-    const conn = await cli(['exec', '--name', NAME, 'demo/node-0-app-0', '--', process.execPath, '-e',
-      `const s=require('net').connect(8080,'${target}');s.on('error',e=>{console.log('ERR',e.code);process.exit(2)});s.on('data',d=>process.stdout.write(d));s.write('hi\\n')`]);
+    const conn = await cli([
+      'exec',
+      '--name',
+      NAME,
+      'demo/node-0-app-0',
+      '--',
+      process.execPath,
+      '-e',
+      `const s=require('net').connect(8080,'${target}');s.on('error',e=>{console.log('ERR',e.code);process.exit(2)});s.on('data',d=>process.stdout.write(d));s.write('hi\\n')`,
+    ]);
     expect(conn.stdout).toBe('ok demo/node-0-app-1\n');
     const log = fs.readFileSync(`/run/ambient-lab/${NAME}/node-0/connections.jsonl`, 'utf8');
     expect(log).toContain('"direction":"outbound"');
@@ -47,7 +62,9 @@ test('up --nodes 2 --pods 2, status, exec, down (twice)', async () => {
     const down = await cli(['down', '--name', NAME]);
     expect(down.code).toBe(0);
     expect((await listNetns()).filter((n) => n.startsWith(state.prefix))).toEqual([]);
-    const pids = [state.api, ...Object.values(state.components), ...Object.values(state.pods).map((p) => p.app)].filter((p) => p !== undefined);
+    const pids = [state.api, ...Object.values(state.components), ...Object.values(state.pods).map((p) => p.app)].filter(
+      (p) => p !== undefined,
+    );
     expect(pids.length).toBe(1 + 4 + 4);
     expect(pids.filter((p) => isOurs(p!))).toEqual([]);
     const again = await cli(['down', '--name', NAME]);

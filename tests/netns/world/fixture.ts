@@ -17,7 +17,13 @@ export const MESH = { 'istio.io/dataplane-mode': 'ambient' } as const;
 
 export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
   const w = (await netnsWorldFactory.create({
-    nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 1, ...opts,
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 1,
+    ...opts,
   })) as NetnsWorld;
   const prefix = w.lab.state.prefix;
   let failed = true;
@@ -27,16 +33,24 @@ export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsW
   } finally {
     // AMBIENT_LAB_KEEP_FAILED=DIR keeps a failed test's run directory (component logs, state) for a post-mortem.
     const keep = process.env['AMBIENT_LAB_KEEP_FAILED'];
-    if (failed && keep) fs.cpSync(w.lab.state.runDir, path.join(keep, path.basename(w.lab.state.runDir)), { recursive: true });
+    if (failed && keep)
+      fs.cpSync(w.lab.state.runDir, path.join(keep, path.basename(w.lab.state.runDir)), { recursive: true });
     const probePids = await w.probePids();
-    const labPids = [w.lab.state.api, ...Object.values(w.lab.state.components), ...Object.values(w.lab.state.pods).map((p) => p.app)];
+    const labPids = [
+      w.lab.state.api,
+      ...Object.values(w.lab.state.components),
+      ...Object.values(w.lab.state.pods).map((p) => p.app),
+    ];
     try {
       await w.close();
     } finally {
       const left = await removeLeftovers(prefix, { killProcesses: true });
       if (!failed) {
         expect(left.removed, 'namespaces left behind by close()').toEqual([]);
-        expect(labPids.filter((p) => p !== undefined && isOurs(p)), 'lab processes still running').toEqual([]);
+        expect(
+          labPids.filter((p) => p !== undefined && isOurs(p)),
+          'lab processes still running',
+        ).toEqual([]);
         expect(probePids.filter(alive), 'probe processes still running').toEqual([]);
       }
     }

@@ -43,7 +43,7 @@ console.log(JSON.stringify({
 }));
 `;
 
-test('a uid-1000 pod cannot write another pod\'s records; a pid with another start time is not the component', async () => {
+test("a uid-1000 pod cannot write another pod's records; a pid with another start time is not the component", async () => {
   await withNetnsWorld({}, async (w) => {
     await w.createNamespace('plain');
     await w.createPod({ ...attacker, node: 'node-0', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
@@ -52,14 +52,47 @@ test('a uid-1000 pod cannot write another pod\'s records; a pid with another sta
     const x = w.lab.state.pods['plain/x']!;
     const v = w.lab.state.pods['plain/v']!;
     // Positive control: a uid-1000 process started the way apps used to be (setpriv, dumpable).
-    const other = spawn('setpriv', ['--reuid=1000', '--regid=1000', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', process.execPath, '-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    const other = spawn(
+      'setpriv',
+      [
+        '--reuid=1000',
+        '--regid=1000',
+        '--clear-groups',
+        '--inh-caps=-all',
+        '--bounding-set=-all',
+        process.execPath,
+        '-e',
+        'setTimeout(() => {}, 60000)',
+      ],
+      { stdio: 'ignore' },
+    );
     try {
       // Until it has exec'd node as uid 1000 (observed, not timed): its fd dir is then its own.
-      while (!fs.readFileSync(`/proc/${other.pid}/cmdline`, 'utf8').includes('setTimeout')) await new Promise((r) => setTimeout(r, 20));
-      const out = await run(['ip', 'netns', 'exec', x.netns!, 'setpriv', '--reuid=1000', '--regid=1000', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all',
-        process.execPath, '-e', ATTACK, String(v.app!.pid), w.lab.state.runDir, w.lab.appLogFile(v), String(other.pid)]);
+      while (!fs.readFileSync(`/proc/${other.pid}/cmdline`, 'utf8').includes('setTimeout'))
+        await new Promise((r) => setTimeout(r, 20));
+      const out = await run([
+        'ip',
+        'netns',
+        'exec',
+        x.netns!,
+        'setpriv',
+        '--reuid=1000',
+        '--regid=1000',
+        '--clear-groups',
+        '--inh-caps=-all',
+        '--bounding-set=-all',
+        process.execPath,
+        '-e',
+        ATTACK,
+        String(v.app!.pid),
+        w.lab.state.runDir,
+        w.lab.appLogFile(v),
+        String(other.pid),
+      ]);
       const r = JSON.parse(out) as Record<string, string>;
-      expect(r['control'], 'the attacker can open a dumpable uid-1000 process\'s fds: the test can see access').toBe('ok');
+      expect(r['control'], "the attacker can open a dumpable uid-1000 process's fds: the test can see access").toBe(
+        'ok',
+      );
       expect(r['reportFd']).not.toBe('ok');
       expect(r['fdDir']).toBe('EACCES');
       expect(r['runDirFile']).not.toBe('ok');

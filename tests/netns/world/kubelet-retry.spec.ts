@@ -24,7 +24,12 @@ test('a pod refused while its agent is down is retried by the kubelet and starts
     await w.createPod({ ...a, node: 'node-0', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
     await w.settle();
     const refused = (await w.pods()).find((p) => p.name === 'a')!;
-    expect(refused, 'fail closed: no sandbox while the agent is down').toMatchObject({ phase: 'Pending', started: false, redirected: false, served: false });
+    expect(refused, 'fail closed: no sandbox while the agent is down').toMatchObject({
+      phase: 'Pending',
+      started: false,
+      redirected: false,
+      served: false,
+    });
     const st = w.lab.state.pods['mesh/a']!;
     expect(st.error, 'the refused ADD is recorded').toBeTruthy();
     // settle() returned only after a retry since the last change: the kubelet kept trying.
@@ -33,7 +38,12 @@ test('a pod refused while its agent is down is retried by the kubelet and starts
     await w.start('agent', 'node-0');
     await w.settle();
     const started = (await w.pods()).find((p) => p.name === 'a')!;
-    expect(started, JSON.stringify(w.lastSettle)).toMatchObject({ phase: 'Running', started: true, redirected: true, served: true });
+    expect(started, JSON.stringify(w.lastSettle)).toMatchObject({
+      phase: 'Running',
+      started: true,
+      redirected: true,
+      served: true,
+    });
     expect(st.sandboxFailures).toBe(0);
   });
 });

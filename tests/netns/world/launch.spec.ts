@@ -25,26 +25,47 @@ function capMask(names: readonly string[]): bigint {
 }
 
 /** Uid, gid, supplementary groups, effective capabilities and environment of a running process. */
-function processOf(pid: number): { uid: number; gid: number; groups: number[]; capEff: bigint; env: Record<string, string> } {
+function processOf(pid: number): {
+  uid: number;
+  gid: number;
+  groups: number[];
+  capEff: bigint;
+  env: Record<string, string>;
+} {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   const field = (name: string): string => {
     const m = new RegExp(`^${name}:[ \\t]*(.*)$`, 'm').exec(status);
     if (!m) throw new Error(`/proc/${pid}/status has no ${name}`);
     return m[1]!.trim();
   };
-  const env = Object.fromEntries(fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean).map((kv) => {
-    const i = kv.indexOf('=');
-    return [kv.slice(0, i), kv.slice(i + 1)];
-  }));
+  const env = Object.fromEntries(
+    fs
+      .readFileSync(`/proc/${pid}/environ`, 'utf8')
+      .split('\0')
+      .filter(Boolean)
+      .map((kv) => {
+        const i = kv.indexOf('=');
+        return [kv.slice(0, i), kv.slice(i + 1)];
+      }),
+  );
   return {
-    uid: Number(field('Uid').split(/\s+/)[0]), gid: Number(field('Gid').split(/\s+/)[0]),
+    uid: Number(field('Uid').split(/\s+/)[0]),
+    gid: Number(field('Gid').split(/\s+/)[0]),
     groups: field('Groups') === '' ? [] : field('Groups').split(/\s+/).map(Number),
-    capEff: BigInt(`0x${field('CapEff')}`), env,
+    capEff: BigInt(`0x${field('CapEff')}`),
+    env,
   };
 }
 
 async function withLab(manifests: string | undefined, fn: (lab: NetnsLab) => Promise<void>): Promise<void> {
-  const lab = await NetnsLab.create({ nodes: 1, profile: 'strict', ipv6: false, dnsCapture: false, stateRoot: '/run/ambient-lab/worlds', ...(manifests ? { manifests } : {}) });
+  const lab = await NetnsLab.create({
+    nodes: 1,
+    profile: 'strict',
+    ipv6: false,
+    dnsCapture: false,
+    stateRoot: '/run/ambient-lab/worlds',
+    ...(manifests ? { manifests } : {}),
+  });
   try {
     await fn(lab);
   } finally {
@@ -77,11 +98,16 @@ test('a copy of the manifests with another proxy uid and group: the lab starts t
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-launch-'));
   try {
     for (const f of fs.readdirSync(MANIFESTS)) {
-      const t = fs.readFileSync(path.join(MANIFESTS, f), 'utf8')
-        .replace(/runAsUser: 1337/g, 'runAsUser: 4242').replace(/runAsGroup: 1337/g, 'runAsGroup: 4243')
+      const t = fs
+        .readFileSync(path.join(MANIFESTS, f), 'utf8')
+        .replace(/runAsUser: 1337/g, 'runAsUser: 4242')
+        .replace(/runAsGroup: 1337/g, 'runAsGroup: 4243')
         .replace(/supplementalGroups: \[1337\]/g, 'supplementalGroups: [4243]')
         .replace(/name: AMBIENT_LAB_PROXY_UID\n(\s+)value: "1337"/, 'name: AMBIENT_LAB_PROXY_UID\n$1value: "4242"')
-        .replace(/name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n(\s+)value: "1337"/, 'name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n$1value: "4243"');
+        .replace(
+          /name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n(\s+)value: "1337"/,
+          'name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n$1value: "4243"',
+        );
       fs.writeFileSync(path.join(dir, f), t);
     }
     // The proxy became ready (NetnsLab.create waits for it): the agent's ZDS peer check admitted uid 4242.

@@ -15,7 +15,7 @@ test.setTimeout(600_000); // generous: the suite must pass on a loaded machine (
 
 const a: PodRef = { namespace: 'mesh', name: 'a' };
 
-test('node addresses are the nodes\' fabric addresses; a mesh pod\'s attempt to one is captured by the proxy', async () => {
+test("node addresses are the nodes' fabric addresses; a mesh pod's attempt to one is captured by the proxy", async () => {
   await withNetnsWorld({}, async (w) => {
     expect(await w.nodeAddresses()).toEqual({ 'node-0': [nodeAddress(0).ipv4], 'node-1': [nodeAddress(1).ipv4] });
     await w.createNamespace('mesh', MESH);

@@ -54,25 +54,32 @@ async function meshPod(w: NetnsWorld): Promise<void> {
 test('raw SYN attribution: conntrack failing, absent, or printing nothing is a harness error naming the tool, the command and the package', async () => {
   const ip = locateTool('ip');
   expect(ip, 'ip on PATH').toBeDefined();
-  const failing = await shims({ conntrack: 'echo "conntrack v1.4.7 (conntrack-tools): Operation failed: invalid parameters" >&2; exit 1' });
+  const failing = await shims({
+    conntrack: 'echo "conntrack v1.4.7 (conntrack-tools): Operation failed: invalid parameters" >&2; exit 1',
+  });
   const silent = await shims({ conntrack: 'exit 0' });
   const ipOnly = await shims({}, { ip: ip! });
   const full = process.env['PATH'] ?? '';
   try {
     await withNetnsWorld({ nodes: 1 }, async (w) => {
       await meshPod(w);
-      const raw = (): ReturnType<NetnsWorld['connect']> => w.connect({ kind: 'outside' }, { kind: 'pod', pod: a, port: 8080 }, { proto: 'tcp', raw: true });
+      const raw = (): ReturnType<NetnsWorld['connect']> =>
+        w.connect({ kind: 'outside' }, { kind: 'pod', pod: a, port: 8080 }, { proto: 'tcp', raw: true });
       // positive control: the real conntrack says the SYN went to the inbound proxy (15006)
       const ok = await raw();
       expect(ok.trace).toContain('SYN-ACK from listener port 15006');
       expect(ok.acceptedBy).toBe('proxy-inbound');
       // the tool fails: never "no entry" (which would attribute port 8080 to the app)
       await withPath(`${failing}:${full}`, async () => {
-        await expect(raw()).rejects.toThrow(/observation failed: `ip netns exec \S+ conntrack -L -f ipv4 -p tcp --orig-src 203\.0\.113\.10 .*exit 1: .*Operation failed.*check that `conntrack` works here \(Debian package conntrack\)/);
+        await expect(raw()).rejects.toThrow(
+          /observation failed: `ip netns exec \S+ conntrack -L -f ipv4 -p tcp --orig-src 203\.0\.113\.10 .*exit 1: .*Operation failed.*check that `conntrack` works here \(Debian package conntrack\)/,
+        );
       });
       // the tool is not installed
       await withPath(ipOnly, async () => {
-        await expect(raw()).rejects.toThrow(/observation failed: `ip netns exec \S+ conntrack -L.*`conntrack` is not installed: apt-get install -y conntrack/);
+        await expect(raw()).rejects.toThrow(
+          /observation failed: `ip netns exec \S+ conntrack -L.*`conntrack` is not installed: apt-get install -y conntrack/,
+        );
       });
       // exit 0 without conntrack's summary: not the tool's "0 entries"
       await withPath(`${silent}:${full}`, async () => {
@@ -96,13 +103,17 @@ test('pods(): iptables-save failing, or a proxy that runs but does not answer /s
       const seen = (await w.pods()).find((p) => p.name === 'a');
       expect(seen).toMatchObject({ redirected: true, served: true });
       await withPath(`${failing}:${full}`, async () => {
-        await expect(w.pods()).rejects.toThrow(/observation failed: `ip netns exec \S+ iptables-save` in netns \S+: exit 1: iptables-save: fake failure/);
+        await expect(w.pods()).rejects.toThrow(
+          /observation failed: `ip netns exec \S+ iptables-save` in netns \S+: exit 1: iptables-save: fake failure/,
+        );
       });
       const proxy = w.lab.state.components['node-0/proxy'];
       expect(proxy, 'the proxy this world started').toBeDefined();
       process.kill(proxy!.pid, 'SIGSTOP'); // our own process, by its pid; continued below
       try {
-        await expect(w.pods()).rejects.toThrow(/the proxy on node-0 is running but its \/status did not answer within \d+ ms/);
+        await expect(w.pods()).rejects.toThrow(
+          /the proxy on node-0 is running but its \/status did not answer within \d+ ms/,
+        );
       } finally {
         process.kill(proxy!.pid, 'SIGCONT');
       }
@@ -116,7 +127,8 @@ test('pods(): iptables-save failing, or a proxy that runs but does not answer /s
 test('connect(): a missing or unreadable connection log is an error — not "no proxy"', async () => {
   await withNetnsWorld({ nodes: 1 }, async (w) => {
     await meshPod(w);
-    const attempt = (): ReturnType<NetnsWorld['connect']> => w.connect({ kind: 'outside' }, { kind: 'pod', pod: a, port: 8080 }, { proto: 'tcp' });
+    const attempt = (): ReturnType<NetnsWorld['connect']> =>
+      w.connect({ kind: 'outside' }, { kind: 'pod', pod: a, port: 8080 }, { proto: 'tcp' });
     // positive control: through the inbound proxy, delivered to the app
     const ok = await attempt();
     expect(ok.outcome).toBe('established');
@@ -127,7 +139,9 @@ test('connect(): a missing or unreadable connection log is an error — not "no 
     const log = path.join(w.lab.nodeDir('node-0'), 'connections.jsonl');
     fs.renameSync(log, `${log}.aside`);
     try {
-      await expect(attempt()).rejects.toThrow(/the connection log of the proxy on node-0 \(.*connections\.jsonl\) cannot be read: ENOENT/);
+      await expect(attempt()).rejects.toThrow(
+        /the connection log of the proxy on node-0 \(.*connections\.jsonl\) cannot be read: ENOENT/,
+      );
     } finally {
       fs.renameSync(`${log}.aside`, log);
     }
@@ -136,7 +150,9 @@ test('connect(): a missing or unreadable connection log is an error — not "no 
     // takes the log offsets synchronously, before its first await)
     const racing = attempt();
     fs.appendFileSync(log, 'garbage that is not JSON\n');
-    await expect(racing).rejects.toThrow(/the connection log of the proxy on node-0 .* has lines the harness cannot read: line 1 after offset \d+: not JSON/);
+    await expect(racing).rejects.toThrow(
+      /the connection log of the proxy on node-0 .* has lines the harness cannot read: line 1 after offset \d+: not JSON/,
+    );
     // afterwards (offsets past the bad lines) the control reads again
     expect((await attempt()).acceptedBy).toBe('proxy-inbound');
   });

@@ -24,7 +24,10 @@ test('after a reboot the pod runs in a new netns, captured and served, and the n
     const before = w.lab.state.pods['mesh/a']!;
     const netnsBefore = before.netns;
     const uidBefore = before.uid;
-    expect((await w.pods()).find((p) => p.name === 'a'), JSON.stringify(w.lastSettle)).toMatchObject({ started: true, redirected: true, served: true });
+    expect(
+      (await w.pods()).find((p) => p.name === 'a'),
+      JSON.stringify(w.lastSettle),
+    ).toMatchObject({ started: true, redirected: true, served: true });
     const nodeNetns = w.lab.state.nodes.find((n) => n.name === 'node-0')!.netns;
     const setsBefore = (await execIn(nodeNetns, ['ipset', 'list', '-n'])).split('\n').filter((l) => l.trim() !== '');
     expect(setsBefore.length, 'the agent keeps its probe set(s) in the node netns').toBeGreaterThan(0);
@@ -34,10 +37,15 @@ test('after a reboot the pod runs in a new netns, captured and served, and the n
     const after = w.lab.state.pods['mesh/a']!;
     expect(after.netns, 'a new sandbox').not.toBe(netnsBefore);
     expect(after.uid).toBe(uidBefore);
-    expect((await w.pods()).find((p) => p.name === 'a'), JSON.stringify(w.lastSettle)).toMatchObject({ started: true, redirected: true, served: true });
+    expect(
+      (await w.pods()).find((p) => p.name === 'a'),
+      JSON.stringify(w.lastSettle),
+    ).toMatchObject({ started: true, redirected: true, served: true });
     const members = await execIn(nodeNetns, ['ipset', 'list']);
     for (const ip of after.ips) expect(members, `probe set holds ${ip} again`).toContain(ip);
     // The reboot flushed the node's rules; the agent put its host probe rules back.
-    expect(await execIn(nodeNetns, ['iptables-save']), 'host probe rules are back').toMatch(/-A ISTIO_POSTRT .*--match-set \S+ dst -j SNAT/);
+    expect(await execIn(nodeNetns, ['iptables-save']), 'host probe rules are back').toMatch(
+      /-A ISTIO_POSTRT .*--match-set \S+ dst -j SNAT/,
+    );
   });
 });

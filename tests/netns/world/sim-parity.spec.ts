@@ -11,7 +11,15 @@
 import { test, expect } from '@playwright/test';
 import { netnsWorld } from '../../worlds.js';
 import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
-import type { ConnectOptions, ConnectResult, Destination, PodRef, Profile, Source, World } from '../../../scenarios/world.js';
+import type {
+  ConnectOptions,
+  ConnectResult,
+  Destination,
+  PodRef,
+  Profile,
+  Source,
+  World,
+} from '../../../scenarios/world.js';
 import { OUTSIDE_ADDRESS } from '../../../e2e/netns/addressing.js';
 import { MESH, withNetnsWorld } from './fixture.js';
 
@@ -27,7 +35,12 @@ const r: PodRef = { namespace: 'plain', name: 'r' };
 const TCP = 8080;
 const UDP = 5353;
 
-interface Case { readonly name: string; readonly from: Source; readonly to: Destination; readonly opts: ConnectOptions }
+interface Case {
+  readonly name: string;
+  readonly from: Source;
+  readonly to: Destination;
+  readonly opts: ConnectOptions;
+}
 
 function cases(): Case[] {
   const out: Case[] = [];
@@ -43,10 +56,26 @@ function cases(): Case[] {
         out.push({ name: `q -> a ${tag}`, from: pod(q), to: { kind: 'pod', pod: a, port }, opts });
         out.push({ name: `r -> q ${tag}`, from: pod(r), to: { kind: 'pod', pod: q, port }, opts });
       }
-      if (proto === 'udp') out.push({ name: `a -> q v${family} udp 53 (DNS)`, from: pod(a), to: { kind: 'pod', pod: q, port: 53 }, opts: { family, proto } });
-      out.push({ name: `outside -> q v${family} ${proto}`, from: { kind: 'outside' }, to: { kind: 'pod', pod: q, port }, opts: { family, proto } });
+      if (proto === 'udp')
+        out.push({
+          name: `a -> q v${family} udp 53 (DNS)`,
+          from: pod(a),
+          to: { kind: 'pod', pod: q, port: 53 },
+          opts: { family, proto },
+        });
+      out.push({
+        name: `outside -> q v${family} ${proto}`,
+        from: { kind: 'outside' },
+        to: { kind: 'pod', pod: q, port },
+        opts: { family, proto },
+      });
       // The outside client may use AF_PACKET too (root with every capability, in both worlds).
-      out.push({ name: `outside -> a v${family} ${proto} AF_PACKET`, from: { kind: 'outside' }, to: { kind: 'pod', pod: a, port }, opts: { family, proto, raw: true } });
+      out.push({
+        name: `outside -> a v${family} ${proto} AF_PACKET`,
+        from: { kind: 'outside' },
+        to: { kind: 'pod', pod: a, port },
+        opts: { family, proto, raw: true },
+      });
     }
   }
   return out;
@@ -64,8 +93,14 @@ async function build(w: World): Promise<void> {
 
 /** What both worlds must agree on (addresses and ports chosen by each world are left out). */
 function shape(c: ConnectResult): string {
-  const ref = (p: PodRef | { node: string } | undefined): string => (p === undefined ? '-' : 'node' in p ? `node ${p.node}` : `${p.namespace}/${p.name}`);
-  const dels = c.deliveries.map((d) => `${ref(d.pod)}:${d.port}${d.viaProxy ? ` via the proxy of ${d.proxyNode ?? '?'} for ${ref(d.proxyFor)}` : ' direct'}`).sort();
+  const ref = (p: PodRef | { node: string } | undefined): string =>
+    p === undefined ? '-' : 'node' in p ? `node ${p.node}` : `${p.namespace}/${p.name}`;
+  const dels = c.deliveries
+    .map(
+      (d) =>
+        `${ref(d.pod)}:${d.port}${d.viaProxy ? ` via the proxy of ${d.proxyNode ?? '?'} for ${ref(d.proxyFor)}` : ' direct'}`,
+    )
+    .sort();
   return `${c.outcome}${c.outcome === 'error' ? ` (${c.error})` : ''} first hop ${c.acceptedBy ?? '-'} in ${ref(c.acceptedIn)}; deliveries [${dels.join(', ')}]`;
 }
 
@@ -77,7 +112,14 @@ async function runAll(w: World): Promise<Map<string, ConnectResult>> {
 
 for (const profile of ['strict', 'upstream'] as Profile[]) {
   test(`${profile}: netns and sim agree on TCP/UDP × v4/v6 × socket/AF_PACKET attempts`, async () => {
-    const sim = await createSimWorld({ nodes: 2, profile, kernelVersion: '6.1', ipv6: true, dnsCapture: true, seed: 3 });
+    const sim = await createSimWorld({
+      nodes: 2,
+      profile,
+      kernelVersion: '6.1',
+      ipv6: true,
+      dnsCapture: true,
+      seed: 3,
+    });
     let expected: Map<string, ConnectResult>;
     try {
       await build(sim);
@@ -91,19 +133,27 @@ for (const profile of ['strict', 'upstream'] as Profile[]) {
       for (const p of pods) {
         // why a pod has no address, when it has none: its phase and the sandbox error the lab recorded
         const why = `${p.name}: phase ${p.phase}, started ${p.started}, sandbox error ${w.lab.state.pods[`${p.namespace}/${p.name}`]?.error ?? '-'}`;
-        expect(p.ips.filter((ip) => !ip.includes(':')), `${p.name} v4 (${why})`).toHaveLength(1);
-        expect(p.ips.filter((ip) => ip.startsWith('fd')), `${p.name} v6 from fd00::/8`).toHaveLength(1);
+        expect(
+          p.ips.filter((ip) => !ip.includes(':')),
+          `${p.name} v4 (${why})`,
+        ).toHaveLength(1);
+        expect(
+          p.ips.filter((ip) => ip.startsWith('fd')),
+          `${p.name} v6 from fd00::/8`,
+        ).toHaveLength(1);
       }
       const got = await runAll(w);
       const diffs: string[] = [];
       for (const [name, sr] of expected) {
         const nr = got.get(name)!;
-        if (shape(sr) !== shape(nr)) diffs.push(`${name}:\n  sim   ${shape(sr)}\n  netns ${shape(nr)}\n  ${nr.trace ?? ''}`);
+        if (shape(sr) !== shape(nr))
+          diffs.push(`${name}:\n  sim   ${shape(sr)}\n  netns ${shape(nr)}\n  ${nr.trace ?? ''}`);
       }
       expect(diffs.join('\n'), 'netns results that differ from the sim').toBe('');
 
       // The details, outright.
-      const ipOf = (ref: PodRef, family: 4 | 6): string => pods.find((p) => p.name === ref.name)!.ips.find((ip) => ip.includes(':') === (family === 6))!;
+      const ipOf = (ref: PodRef, family: 4 | 6): string =>
+        pods.find((p) => p.name === ref.name)!.ips.find((ip) => ip.includes(':') === (family === 6))!;
       for (const family of [4, 6] as const) {
         // Without CAP_NET_RAW (q runs as uid 1000; r has NET_ADMIN only) the packet socket is refused.
         for (const who of ['q -> a', 'r -> q']) {

@@ -28,13 +28,25 @@ test.skip(!fs.existsSync(path.join(repo, 'dist/impl/api/zds/codec.js')), 'needs 
 const run = promisify(execFile);
 const quiet: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 
-async function against(allowedUids: number[]): Promise<{ attempt: ReturnType<typeof parseZdsRogueOutput>; events: ZdsServerEvent[] }> {
+async function against(
+  allowedUids: number[],
+): Promise<{ attempt: ReturnType<typeof parseZdsRogueOutput>; events: ZdsServerEvent[] }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-rogue-'));
   const sock = path.join(dir, 'zds', 'zds.sock');
   const events: ZdsServerEvent[] = [];
   const server = new ZdsServer({
-    transport: new LinuxZdsTransport({ mode: 0o600 }), address: sock, clock: new SystemClock(), log: quiet, allowedUids,
-    snapshot: () => [{ uid: podUid('pod-1'), info: { name: 'a', namespace: 'mesh', serviceAccount: 'default' }, netns: netnsId('/proc/self/ns/net') }],
+    transport: new LinuxZdsTransport({ mode: 0o600 }),
+    address: sock,
+    clock: new SystemClock(),
+    log: quiet,
+    allowedUids,
+    snapshot: () => [
+      {
+        uid: podUid('pod-1'),
+        info: { name: 'a', namespace: 'mesh', serviceAccount: 'default' },
+        netns: netnsId('/proc/self/ns/net'),
+      },
+    ],
   });
   server.on((e) => events.push(e));
   await server.start();

@@ -32,7 +32,12 @@ const run = promisify(execFile);
 const quiet: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 const PROXY = 1337;
 
-interface ClientOutcome { connect: string; eof?: boolean; bytes?: number; pid: number }
+interface ClientOutcome {
+  connect: string;
+  eof?: boolean;
+  bytes?: number;
+  pid: number;
+}
 
 /** Connect as uid/gid (+ supplementary groups, no capabilities), say hello, report what came back. */
 async function clientAs(sock: string, uid: number, gid: number, groups: readonly number[]): Promise<ClientOutcome> {
@@ -52,7 +57,13 @@ async function clientAs(sock: string, uid: number, gid: number, groups: readonly
     };
     poll();
   `;
-  const priv = ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, groups.length ? `--groups=${groups.join(',')}` : '--clear-groups', '--inh-caps=-all'];
+  const priv = [
+    'setpriv',
+    `--reuid=${uid}`,
+    `--regid=${gid}`,
+    groups.length ? `--groups=${groups.join(',')}` : '--clear-groups',
+    '--inh-caps=-all',
+  ];
   const { stdout } = await run(priv[0]!, [...priv.slice(1), process.execPath, '-e', script], { timeout: 15_000 });
   return JSON.parse(stdout.trim()) as ClientOutcome;
 }
@@ -69,14 +80,23 @@ test('group 1337 mode 0660: the proxy uid is served, a uid outside the group can
   const events: ZdsServerEvent[] = [];
   const server = new ZdsServer({
     transport: new LinuxZdsTransport({ owner: { gid: PROXY }, mode: 0o660 }),
-    address: d.sock, clock: new SystemClock(), log: quiet, allowedUids: [PROXY], snapshot: () => [],
+    address: d.sock,
+    clock: new SystemClock(),
+    log: quiet,
+    allowedUids: [PROXY],
+    snapshot: () => [],
   });
   server.on((e) => events.push(e));
   await server.start();
   try {
     expect(fs.statSync(path.dirname(d.sock)).mode & 0o777).toBe(0o755);
     const st = fs.statSync(d.sock);
-    expect({ socket: st.isSocket(), uid: st.uid, gid: st.gid, mode: st.mode & 0o777 }).toEqual({ socket: true, uid: 0, gid: PROXY, mode: 0o660 });
+    expect({ socket: st.isSocket(), uid: st.uid, gid: st.gid, mode: st.mode & 0o777 }).toEqual({
+      socket: true,
+      uid: 0,
+      gid: PROXY,
+      mode: 0o660,
+    });
 
     const outsider = await clientAs(d.sock, 1338, 1338, []);
     expect(outsider.connect).toBe('EACCES');
@@ -84,12 +104,16 @@ test('group 1337 mode 0660: the proxy uid is served, a uid outside the group can
     const member = await clientAs(d.sock, 1338, 1338, [PROXY]);
     expect(member.connect).toBe('ok');
     expect(member.bytes ?? 0).toBe(0); // nothing of the snapshot
-    expect(events.filter((e) => e.type === 'rejected')).toEqual([expect.objectContaining({ peer: expect.objectContaining({ uid: 1338, pid: member.pid }) })]);
+    expect(events.filter((e) => e.type === 'rejected')).toEqual([
+      expect.objectContaining({ peer: expect.objectContaining({ uid: 1338, pid: member.pid }) }),
+    ]);
 
     const proxy = await clientAs(d.sock, PROXY, PROXY, []);
     expect(proxy.connect).toBe('ok');
     expect(proxy.bytes ?? 0).toBeGreaterThan(0); // SnapshotSent arrived
-    expect(events.filter((e) => e.type === 'connected')).toEqual([expect.objectContaining({ peer: expect.objectContaining({ uid: PROXY, pid: proxy.pid }) })]);
+    expect(events.filter((e) => e.type === 'connected')).toEqual([
+      expect.objectContaining({ peer: expect.objectContaining({ uid: PROXY, pid: proxy.pid }) }),
+    ]);
   } finally {
     await server.stop();
     d.dispose();
@@ -112,7 +136,11 @@ test('a non-root agent sets the socket group only as a member of that group (no 
       });
     `;
     const as = async (groups: string): Promise<{ ok: boolean; message?: string; gid?: number }> => {
-      const { stdout } = await run('setpriv', ['--reuid=1000', '--regid=1000', groups, '--inh-caps=-all', process.execPath, '-e', script], { timeout: 15_000 });
+      const { stdout } = await run(
+        'setpriv',
+        ['--reuid=1000', '--regid=1000', groups, '--inh-caps=-all', process.execPath, '-e', script],
+        { timeout: 15_000 },
+      );
       return JSON.parse(stdout.trim()) as { ok: boolean; message?: string };
     };
     const member = await as(`--groups=${PROXY}`);

@@ -35,7 +35,9 @@ function socketDir(): { dir: string; sock: string; dispose(): void } {
 
 async function within<T>(p: Promise<T>, ms = 5000, what = 'operation'): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms); });
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+  });
   try {
     return await Promise.race([p, t]);
   } finally {
@@ -43,7 +45,10 @@ async function within<T>(p: Promise<T>, ms = 5000, what = 'operation'): Promise<
   }
 }
 
-async function pair(transport: LinuxZdsTransport, sock: string): Promise<{ l: ZdsListener; server: ZdsConnection; client: ZdsConnection }> {
+async function pair(
+  transport: LinuxZdsTransport,
+  sock: string,
+): Promise<{ l: ZdsListener; server: ZdsConnection; client: ZdsConnection }> {
   const l = await transport.listen(sock);
   const client = await transport.connect(sock);
   const server = await within(l.accept(), 5000, 'accept');
@@ -95,7 +100,10 @@ test('a netns fd passed with SCM_RIGHTS names that namespace and opens sockets i
     const fdsBefore = openFds();
     try {
       const { l, server, client } = await pair(t, d.sock);
-      await server.send(encodeRequest({ kind: 'add', uid: podUid('p1'), info: { name: 'a', namespace: 'b', serviceAccount: 'c' } }), ns.id);
+      await server.send(
+        encodeRequest({ kind: 'add', uid: podUid('p1'), info: { name: 'a', namespace: 'b', serviceAccount: 'c' } }),
+        ns.id,
+      );
       const f = frameOf(await within(client.receive()));
       const handle = f.netns;
       expect(handle, 'the frame carries a netns handle').toBeDefined();
@@ -129,7 +137,10 @@ test('an attached fd that is not a network namespace is a bad frame, and it is c
     const { l, server, client } = await pair(t, d.sock);
     const before = openFds();
     await server.send(encodeRequest({ kind: 'snapshot-sent' }), netnsId('/dev/null'));
-    expect(await within(client.receive())).toEqual({ kind: 'bad-frame', reason: 'the attached fd is not a network namespace' });
+    expect(await within(client.receive())).toEqual({
+      kind: 'bad-frame',
+      reason: 'the attached fd is not a network namespace',
+    });
     expect(openFds()).toBe(before);
     client.close();
     server.close();
@@ -176,7 +187,11 @@ test('SO_PEERCRED: a client running as uid 1000 is rejected by the server; uid 0
     await server.start();
     try {
       // The rogue: connects, says hello, and reports what it got back (EOF expected, no fd).
-      const out = await runAddonAs(ns.name, 1000, [], `
+      const out = (await runAddonAs(
+        ns.name,
+        1000,
+        [],
+        `
         const fd = addon.seqpacketSocket();
         addon.unixConnect(fd, ${JSON.stringify(d.sock)});
         // The server may already have closed it (EPIPE): that is a rejection too.
@@ -191,7 +206,8 @@ test('SO_PEERCRED: a client running as uid 1000 is rejected by the server; uid 0
           setTimeout(poll, 10);
         };
         poll();
-      `) as { eof?: boolean; bytes?: number; fds?: number; error?: string; pid: number };
+      `,
+      )) as { eof?: boolean; bytes?: number; fds?: number; error?: string; pid: number };
       expect(out.eof === true || out.error === 'ECONNRESET').toBe(true);
       expect(out.fds ?? 0).toBe(0);
       expect(out.bytes ?? 0).toBe(0); // not a single byte of the snapshot
@@ -229,12 +245,22 @@ test('server and client state machines over the real socket: snapshot, add with 
     const served = new Map<string, ZdsNetnsHandle>();
     const socketInodes: number[] = [];
     const server = new ZdsServer({
-      transport: new LinuxZdsTransport(), address: d.sock, clock, log: quiet, allowedUids: [process.getuid?.() ?? 0],
-      snapshot: () => [{ uid: podUid('pod-a'), info: { name: 'a', namespace: 'ns', serviceAccount: 'sa' }, netns: a.id }],
+      transport: new LinuxZdsTransport(),
+      address: d.sock,
+      clock,
+      log: quiet,
+      allowedUids: [process.getuid?.() ?? 0],
+      snapshot: () => [
+        { uid: podUid('pod-a'), info: { name: 'a', namespace: 'ns', serviceAccount: 'sa' }, netns: a.id },
+      ],
     });
     server.on((e) => serverEvents.push(e));
     const client = new ZdsClient({
-      transport: new LinuxZdsTransport(), address: d.sock, clock, random: new SystemRandom(), log: quiet,
+      transport: new LinuxZdsTransport(),
+      address: d.sock,
+      clock,
+      random: new SystemRandom(),
+      log: quiet,
       handler: {
         onAdd: (uid, _info, netns) => {
           if (uid === 'pod-refused') return Promise.reject(new Error('listener bind failed: EADDRINUSE'));
@@ -264,7 +290,12 @@ test('server and client state machines over the real socket: snapshot, add with 
       expect(client.ready()).toBe(true);
       await within(server.addWorkload(podUid('pod-b'), { name: 'b', namespace: 'ns', serviceAccount: 'sa' }, b.id));
       expect(socketInodes).toEqual([a.inode, b.inode]);
-      const nack = await within(server.addWorkload(podUid('pod-refused'), { name: 'r', namespace: 'ns', serviceAccount: 'sa' }, b.id).then(() => undefined, (e: unknown) => e));
+      const nack = await within(
+        server.addWorkload(podUid('pod-refused'), { name: 'r', namespace: 'ns', serviceAccount: 'sa' }, b.id).then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      );
       expect(nack).toBeInstanceOf(ZdsSendError);
       expect((nack as ZdsSendError).reason).toBe('nack');
       expect((nack as ZdsSendError).proxyError).toBe('listener bind failed: EADDRINUSE');
@@ -272,7 +303,8 @@ test('server and client state machines over the real socket: snapshot, add with 
       expect([...served.keys()]).toEqual(['pod-b']);
       await client.stop();
       const until = Date.now() + 5000;
-      while (!serverEvents.some((e) => e.type === 'disconnected') && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+      while (!serverEvents.some((e) => e.type === 'disconnected') && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 10));
       expect(serverEvents.map((e) => e.type)).toEqual(['connected', 'snapshot-sent', 'nack', 'disconnected']);
       expect(serverEvents.at(-1)).toMatchObject({ reason: 'peer closed the connection' });
     } finally {
@@ -285,4 +317,3 @@ test('server and client state machines over the real socket: snapshot, add with 
     expect(openFds()).toBe(fdsBefore);
   });
 });
-

@@ -13,7 +13,8 @@ import { withNetnsMesh } from '../../../e2e/netns/proxy-mesh.js';
 const w = netnsWorld();
 test.skip(!w.available, w.reason);
 
-const text = (r: ReadResult): string => (r.done ? `<done${r.failure ? `:${r.failure.kind}` : ''}>` : Buffer.from(r.bytes).toString('utf8'));
+const text = (r: ReadResult): string =>
+  r.done ? `<done${r.failure ? `:${r.failure.kind}` : ''}>` : Buffer.from(r.bytes).toString('utf8');
 
 async function echo(s: Sockets, netns: NetnsId): Promise<{ peers: string[]; close(): Promise<void> }> {
   const peers: string[] = [];
@@ -22,7 +23,10 @@ async function echo(s: Sockets, netns: NetnsId): Promise<{ peers: string[]; clos
     void (async () => {
       for (;;) {
         const r = await c.read();
-        if (r.done) { c.close(); return; }
+        if (r.done) {
+          c.close();
+          return;
+        }
         if (!(await c.write(r.bytes)).ok) return;
       }
     })();
@@ -58,13 +62,22 @@ test('real kernel: same node and cross node via real TLS HBONE with identities; 
     expect(appB.peers).toEqual([pods.a.ipv4]);
     expect(appC.peers).toEqual([pods.a.ipv4]);
     const outA = m.logs[0]!.records.filter((r) => r.event === 'forwarded' && r.direction === 'outbound');
-    expect(outA.map((r) => `${r.mode} ${r.upstream!.dst}`)).toEqual([`hbone ${pods.b.ipv4}:15008`, `hbone ${pods.c.ipv4}:15008`]);
+    expect(outA.map((r) => `${r.mode} ${r.upstream!.dst}`)).toEqual([
+      `hbone ${pods.b.ipv4}:15008`,
+      `hbone ${pods.c.ipv4}:15008`,
+    ]);
     const inC = m.logs[1]!.records.find((r) => r.event === 'forwarded')!;
-    expect([inC.direction, inC.srcIdentity, inC.dstIdentity]).toEqual(['inbound-hbone', 'spiffe://cluster.local/ns/default/sa/sa-a', 'spiffe://cluster.local/ns/default/sa/sa-c']);
+    expect([inC.direction, inC.srcIdentity, inC.dstIdentity]).toEqual([
+      'inbound-hbone',
+      'spiffe://cluster.local/ns/default/sa/sa-a',
+      'spiffe://cluster.local/ns/default/sa/sa-c',
+    ]);
 
     expect(await exchange(s, m.netnsOf('a'), pods.p.ipv4!, 'plain')).toBe('plain');
     expect(appP.peers).toEqual([pods.a.ipv4]);
-    expect(m.logs[0]!.records.find((r) => r.event === 'forwarded' && r.target === `${pods.p.ipv4}:8080`)!.mode).toBe('passthrough');
+    expect(m.logs[0]!.records.find((r) => r.event === 'forwarded' && r.target === `${pods.p.ipv4}:8080`)!.mode).toBe(
+      'passthrough',
+    );
 
     // Inbound plaintext from p (outside the mesh) to b: allowed (no policy), the app sees p's IP.
     expect(await exchange(s, m.netnsOf('p'), pods.b.ipv4!, 'hi')).toBe('hi');
@@ -79,7 +92,9 @@ test('real kernel: same node and cross node via real TLS HBONE with identities; 
     expect(text(await live.read())).toMatch(/^<done/);
     expect(await exchange(s, m.netnsOf('p'), pods.b.ipv4!, 'again')).toMatch(/^<(done|connect reset)/); // reset by the proxy, before or after connect returned
     expect(appB.peers).toEqual([pods.a.ipv4, pods.p.ipv4, pods.p.ipv4]);
-    expect(m.logs[0]!.records.some((r) => r.event === 'closed-by-policy' && r.direction === 'inbound-plaintext')).toBe(true);
+    expect(m.logs[0]!.records.some((r) => r.event === 'closed-by-policy' && r.direction === 'inbound-plaintext')).toBe(
+      true,
+    );
     // Mesh traffic still allowed by that policy.
     expect(await exchange(s, m.netnsOf('a'), pods.b.ipv4!, 'mesh')).toBe('mesh');
     for (const app of [appB, appC, appP]) await app.close();

@@ -14,7 +14,11 @@ test('an exported mesh root loads elsewhere and signs workload certificates that
   const rootCert = new x509.X509Certificate(root.certPem);
   expect(await cert.verify({ publicKey: rootCert.publicKey, signatureOnly: true })).toBe(true);
   const other = await MeshCa.create('cluster.local');
-  expect(await cert.verify({ publicKey: new x509.X509Certificate(other.rootPem).publicKey, signatureOnly: true })).toBe(false);
+  expect(await cert.verify({ publicKey: new x509.X509Certificate(other.rootPem).publicKey, signatureOnly: true })).toBe(
+    false,
+  );
   await expect(MeshCa.load('cluster.local', 'not pem', root.keyPem)).rejects.toThrow('root certificate is not valid');
-  await expect(MeshCa.load('cluster.local', root.certPem, '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n')).rejects.toThrow('root key is not a PKCS#8');
+  await expect(
+    MeshCa.load('cluster.local', root.certPem, '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n'),
+  ).rejects.toThrow('root key is not a PKCS#8');
 });

@@ -4,7 +4,16 @@
  * parsed once answers later calls the same way.
  */
 import { test, expect } from '@playwright/test';
-import { AddressError, formatIp, ipBytes, isIpAddress, parseIp, tryParseIp, tryParseIpUnmapped, unmapV4 } from '../../../impl/api/ip/address.js';
+import {
+  AddressError,
+  formatIp,
+  ipBytes,
+  isIpAddress,
+  parseIp,
+  tryParseIp,
+  tryParseIpUnmapped,
+  unmapV4,
+} from '../../../impl/api/ip/address.js';
 import { formatPrefix, isCidr, parsePrefix, prefixContains, tryParsePrefix } from '../../../impl/api/ip/prefix.js';
 
 test('parsed prefixes: host bits masked, strict refuses them even when the text was parsed before', () => {
@@ -21,19 +30,51 @@ test('parsed prefixes: host bits masked, strict refuses them even when the text 
 
 test('IPv4 text: the dotted-quad grammar, in and out', () => {
   for (const ok of ['0.0.0.0', '10.244.0.1', '255.255.255.255', '192.0.2.10']) expect(formatIp(parseIp(ok))).toBe(ok);
-  for (const bad of ['256.0.0.1', '01.2.3.4', '1.2.3', '1.2.3.4.', '.1.2.3', '1..2.3', '1.2.3.4 ', '1.2.3.0004', '1.2.3.+4', '']) {
+  for (const bad of [
+    '256.0.0.1',
+    '01.2.3.4',
+    '1.2.3',
+    '1.2.3.4.',
+    '.1.2.3',
+    '1..2.3',
+    '1.2.3.4 ',
+    '1.2.3.0004',
+    '1.2.3.+4',
+    '',
+  ]) {
     expect(() => parseIp(bad), bad).toThrow(AddressError);
   }
 });
 
 test('IPv6 text: groups, one ::, an embedded dotted quad last; canonical output', () => {
   const cases: Array<[string, string]> = [
-    ['::', '::'], ['::1', '::1'], ['1::', '1::'], ['FD00:0:0::5', 'fd00::5'], ['1:2:3:4:5:6:7:8', '1:2:3:4:5:6:7:8'],
-    ['::ffff:192.0.2.1', '::ffff:c000:201'], ['1:2:3:4:5:6:192.0.2.1', '1:2:3:4:5:6:c000:201'], ['1:2:3:4:5:6:7::', '1:2:3:4:5:6:7:0'],
+    ['::', '::'],
+    ['::1', '::1'],
+    ['1::', '1::'],
+    ['FD00:0:0::5', 'fd00::5'],
+    ['1:2:3:4:5:6:7:8', '1:2:3:4:5:6:7:8'],
+    ['::ffff:192.0.2.1', '::ffff:c000:201'],
+    ['1:2:3:4:5:6:192.0.2.1', '1:2:3:4:5:6:c000:201'],
+    ['1:2:3:4:5:6:7::', '1:2:3:4:5:6:7:0'],
   ];
   for (const [text, canonical] of cases) expect(formatIp(parseIp(text)), text).toBe(canonical);
-  for (const bad of [':::', '1:::2', '1::2::3', '12345::', '1:2:3:4:5:6:7:8:9', '1:2:3:4:5:6:7:8::', '::1:2:3:4:5:6:7:8', '1:', ':1', '1::2:',
-    '::1.2.3.4:5', '1:2:3:4:5:6:7:1.2.3.4', '::256.1.1.1', 'fd00::g', 'fd00 ::1']) {
+  for (const bad of [
+    ':::',
+    '1:::2',
+    '1::2::3',
+    '12345::',
+    '1:2:3:4:5:6:7:8:9',
+    '1:2:3:4:5:6:7:8::',
+    '::1:2:3:4:5:6:7:8',
+    '1:',
+    ':1',
+    '1::2:',
+    '::1.2.3.4:5',
+    '1:2:3:4:5:6:7:1.2.3.4',
+    '::256.1.1.1',
+    'fd00::g',
+    'fd00 ::1',
+  ]) {
     expect(() => parseIp(bad), bad).toThrow(AddressError);
   }
 });
@@ -46,13 +87,53 @@ test('a dotted quad only as the last 32 bits of the whole address (RFC 4291 §2.
 });
 
 test('validators for configuration and API values (CNI results, pod IPs, connection logs)', () => {
-  for (const ok of ['10.244.0.1', '::', '::1', 'fd00:10:244::1', '1:2:3:4:5:6:7:8', '::ffff:192.0.2.1', '1:2:3:4:5:6:192.0.2.1', 'FD00::A']) expect(isIpAddress(ok), ok).toBe(true);
-  for (const bad of ['10.244.0', '10.244.0.256', '01.2.3.4', '1:2:3:4:5:6:7:8:9', ':1:2', '1::2::3', 'fd00:g::1', '', ':', '1:2:3:4:5:6:7:', '1:::2',
-    '1::2:3:4:5:6:7:8', '1:2:3:4:5:6:7:192.0.2.1', '192.0.2.1::', '::192.0.2.1:1', '12345::1', 'fd00::1%eth0', ' 10.0.0.1', 7, undefined]) expect(isIpAddress(bad), String(bad)).toBe(false);
+  for (const ok of [
+    '10.244.0.1',
+    '::',
+    '::1',
+    'fd00:10:244::1',
+    '1:2:3:4:5:6:7:8',
+    '::ffff:192.0.2.1',
+    '1:2:3:4:5:6:192.0.2.1',
+    'FD00::A',
+  ])
+    expect(isIpAddress(ok), ok).toBe(true);
+  for (const bad of [
+    '10.244.0',
+    '10.244.0.256',
+    '01.2.3.4',
+    '1:2:3:4:5:6:7:8:9',
+    ':1:2',
+    '1::2::3',
+    'fd00:g::1',
+    '',
+    ':',
+    '1:2:3:4:5:6:7:',
+    '1:::2',
+    '1::2:3:4:5:6:7:8',
+    '1:2:3:4:5:6:7:192.0.2.1',
+    '192.0.2.1::',
+    '::192.0.2.1:1',
+    '12345::1',
+    'fd00::1%eth0',
+    ' 10.0.0.1',
+    7,
+    undefined,
+  ])
+    expect(isIpAddress(bad), String(bad)).toBe(false);
   expect(isCidr('10.244.0.0/24')).toBe(true);
   expect(isCidr('fd00::/0')).toBe(true);
   // A CIDR needs its length, in decimal without leading zeros; tool text (parsePrefix) takes those.
-  for (const bad of ['10.244.0.0/33', 'fd00::/129', '10.244.0.0', '10.244.0.0/', '10.244.0.0/024', '10.244.0.0/24/1', 24]) expect(isCidr(bad), String(bad)).toBe(false);
+  for (const bad of [
+    '10.244.0.0/33',
+    'fd00::/129',
+    '10.244.0.0',
+    '10.244.0.0/',
+    '10.244.0.0/024',
+    '10.244.0.0/24/1',
+    24,
+  ])
+    expect(isCidr(bad), String(bad)).toBe(false);
   expect(formatPrefix(parsePrefix('10.244.0.0/024'))).toBe('10.244.0.0/24');
   expect(tryParsePrefix('10.244.0.0/024', { canonicalLength: true })).toBeUndefined();
   expect(() => parsePrefix('10.244.0.0/024', { canonicalLength: true })).toThrow(/leading zero/);

@@ -30,27 +30,68 @@ function setup(opts: { agent?: (e: PluginEvent) => Promise<PluginEventReply>; ku
   const log = new MemoryLogger();
   const agentCalls: PluginEvent[] = [];
   if (opts.agent !== null) {
-    void events.serve(SOCK, async (e) => {
-      agentCalls.push(e);
-      return opts.agent ? opts.agent(e) : { ok: true, status: 'enabled' };
-    }, { maxBodyBytes: 16384, requestTimeoutMs: 5000 });
+    void events.serve(
+      SOCK,
+      async (e) => {
+        agentCalls.push(e);
+        return opts.agent ? opts.agent(e) : { ok: true, status: 'enabled' };
+      },
+      { maxBodyBytes: 16384, requestTimeoutMs: 5000 },
+    );
   }
   const plugin = new AmbientCniPlugin({
-    openKube: () => { if (opts.kubeBroken) throw new Error('kubeconfig missing'); return kube; },
-    events, clock, log,
+    openKube: () => {
+      if (opts.kubeBroken) throw new Error('kubeconfig missing');
+      return kube;
+    },
+    events,
+    clock,
+    log,
   });
-  const mkNs = (name: string, labels: Record<string, string> = {}) => store.create('Namespace', { metadata: { name, labels } });
+  const mkNs = (name: string, labels: Record<string, string> = {}) =>
+    store.create('Namespace', { metadata: { name, labels } });
   const mkPod = (ns: string, name: string, labels: Record<string, string> = {}, extra: object = {}) =>
-    store.create('Pod', { metadata: { name, namespace: ns, labels }, spec: { nodeName: 'node-1', containers: [{ name: 'c', image: 'app' }], ...extra } });
-  const conf = (over: object = {}) => JSON.stringify({
-    cniVersion: '1.0.0', name: 'k8s-pod-network', type: PLUGIN_TYPE, agentSocket: SOCK, kubeconfig: '/etc/cni/net.d/ambient-lab-kubeconfig',
-    apiAttempts: 3, apiRetryDelayMs: 500, agentTimeoutMs: 2000, prevResult, ...over,
-  });
-  const run = (command: 'ADD' | 'DEL' | 'CHECK' | 'VERSION', ns: string, name: string, stdin = conf(), envOver: Record<string, string> = {}): Promise<CniExecOutput> =>
-    settle(clock, plugin.exec({
-      env: { ...cniEnv({ command, containerId: 'sandbox1', netns: '/var/run/netns/cni-1', ifname: 'eth0', args: k8sCniArgs({ namespace: ns, name, uid: 'uid-1' }, 'sandbox1'), path: ['/opt/cni/bin'] }), ...envOver },
-      stdin,
-    }));
+    store.create('Pod', {
+      metadata: { name, namespace: ns, labels },
+      spec: { nodeName: 'node-1', containers: [{ name: 'c', image: 'app' }], ...extra },
+    });
+  const conf = (over: object = {}) =>
+    JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'k8s-pod-network',
+      type: PLUGIN_TYPE,
+      agentSocket: SOCK,
+      kubeconfig: '/etc/cni/net.d/ambient-lab-kubeconfig',
+      apiAttempts: 3,
+      apiRetryDelayMs: 500,
+      agentTimeoutMs: 2000,
+      prevResult,
+      ...over,
+    });
+  const run = (
+    command: 'ADD' | 'DEL' | 'CHECK' | 'VERSION',
+    ns: string,
+    name: string,
+    stdin = conf(),
+    envOver: Record<string, string> = {},
+  ): Promise<CniExecOutput> =>
+    settle(
+      clock,
+      plugin.exec({
+        env: {
+          ...cniEnv({
+            command,
+            containerId: 'sandbox1',
+            netns: '/var/run/netns/cni-1',
+            ifname: 'eth0',
+            args: k8sCniArgs({ namespace: ns, name, uid: 'uid-1' }, 'sandbox1'),
+            path: ['/opt/cni/bin'],
+          }),
+          ...envOver,
+        },
+        stdin,
+      }),
+    );
   return { clock, store, events, log, agentCalls, mkNs, mkPod, conf, run };
 }
 
@@ -76,12 +117,25 @@ test('ADD for an ambient pod sends the add event with netns and IPs and succeeds
   const out = await w.run('ADD', 'shop', 'web');
   expect(out.exitCode, out.stdout).toBe(0);
   expect(JSON.parse(out.stdout)).toEqual(prevResult);
-  expect(w.agentCalls).toEqual([{ kind: 'add', netns: '/var/run/netns/cni-1', podName: 'web', podNamespace: 'shop', podUid: 'uid-1', containerId: 'sandbox1', ips: ['10.244.1.5'] }]);
+  expect(w.agentCalls).toEqual([
+    {
+      kind: 'add',
+      netns: '/var/run/netns/cni-1',
+      podName: 'web',
+      podNamespace: 'shop',
+      podUid: 'uid-1',
+      containerId: 'sandbox1',
+      ips: ['10.244.1.5'],
+    },
+  ]);
 });
 
 test('fail closed: the agent socket is missing', async () => {
   const w = setup({ agent: undefined });
-  await w.events.serve('/elsewhere.sock', async () => ({ ok: true, status: 'enabled' }), { maxBodyBytes: 1, requestTimeoutMs: 1 });
+  await w.events.serve('/elsewhere.sock', async () => ({ ok: true, status: 'enabled' }), {
+    maxBodyBytes: 1,
+    requestTimeoutMs: 1,
+  });
   w.mkNs('shop', { 'istio.io/dataplane-mode': 'ambient' });
   w.mkPod('shop', 'web');
   const e = errorOf(await w.run('ADD', 'shop', 'web', w.conf({ agentSocket: '/nope.sock' })));
@@ -166,7 +220,12 @@ test('DEL always succeeds with no output, even with nothing to clean up', async 
 
 test('CHECK asks the agent for ambient pods and fails when the agent reports a problem', async () => {
   let healthy = true;
-  const w = setup({ agent: async (e) => (e.kind === 'check' && !healthy ? { ok: false, error: 'rules missing', retryable: false } : { ok: true, status: 'enabled' }) });
+  const w = setup({
+    agent: async (e) =>
+      e.kind === 'check' && !healthy
+        ? { ok: false, error: 'rules missing', retryable: false }
+        : { ok: true, status: 'enabled' },
+  });
   w.mkNs('shop', { 'istio.io/dataplane-mode': 'ambient' });
   w.mkPod('shop', 'web');
   expect((await w.run('CHECK', 'shop', 'web')).exitCode).toBe(0);
@@ -177,15 +236,58 @@ test('CHECK asks the agent for ambient pods and fails when the agent reports a p
 test('VERSION reports the supported spec versions', async () => {
   const w = setup();
   const out = await w.run('VERSION', 'shop', 'web', '{}');
-  expect(JSON.parse(out.stdout)).toEqual({ cniVersion: '1.0.0', supportedVersions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0'] });
+  expect(JSON.parse(out.stdout)).toEqual({
+    cniVersion: '1.0.0',
+    supportedVersions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0'],
+  });
 });
 
 const badInputs: ReadonlyArray<[string, string, Record<string, string>, number, RegExp]> = [
   ['stdin is not JSON', '{not json', {}, CniErrorCode.DecodeFailure, /not JSON/],
-  ['unknown configuration field', JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: PLUGIN_TYPE, agentSocket: SOCK, kubeconfig: 'k', prevResult, bogus: 1 }), {}, CniErrorCode.InvalidNetworkConfig, /unknown configuration field "bogus"/],
-  ['missing agentSocket', JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: PLUGIN_TYPE, kubeconfig: 'k', prevResult }), {}, CniErrorCode.InvalidNetworkConfig, /agentSocket/],
-  ['unsupported version', JSON.stringify({ cniVersion: '0.2.0', name: 'n', type: PLUGIN_TYPE, agentSocket: SOCK, kubeconfig: 'k' }), {}, CniErrorCode.IncompatibleVersion, /does not support CNI version 0.2.0/],
-  ['bad enablement selector', JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: PLUGIN_TYPE, agentSocket: SOCK, kubeconfig: 'k', prevResult, enablementSelectors: [{ podSelector: { matchExpressions: [{ key: 'a', operator: 'Near' }] } }] }), {}, CniErrorCode.InvalidNetworkConfig, /unknown operator/],
+  [
+    'unknown configuration field',
+    JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'n',
+      type: PLUGIN_TYPE,
+      agentSocket: SOCK,
+      kubeconfig: 'k',
+      prevResult,
+      bogus: 1,
+    }),
+    {},
+    CniErrorCode.InvalidNetworkConfig,
+    /unknown configuration field "bogus"/,
+  ],
+  [
+    'missing agentSocket',
+    JSON.stringify({ cniVersion: '1.0.0', name: 'n', type: PLUGIN_TYPE, kubeconfig: 'k', prevResult }),
+    {},
+    CniErrorCode.InvalidNetworkConfig,
+    /agentSocket/,
+  ],
+  [
+    'unsupported version',
+    JSON.stringify({ cniVersion: '0.2.0', name: 'n', type: PLUGIN_TYPE, agentSocket: SOCK, kubeconfig: 'k' }),
+    {},
+    CniErrorCode.IncompatibleVersion,
+    /does not support CNI version 0.2.0/,
+  ],
+  [
+    'bad enablement selector',
+    JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'n',
+      type: PLUGIN_TYPE,
+      agentSocket: SOCK,
+      kubeconfig: 'k',
+      prevResult,
+      enablementSelectors: [{ podSelector: { matchExpressions: [{ key: 'a', operator: 'Near' }] } }],
+    }),
+    {},
+    CniErrorCode.InvalidNetworkConfig,
+    /unknown operator/,
+  ],
   ['CNI_COMMAND missing', '{}', { CNI_COMMAND: '' }, CniErrorCode.InvalidEnvironment, /CNI_COMMAND/],
   ['bad CNI_CONTAINERID', '{}', { CNI_CONTAINERID: '../etc' }, CniErrorCode.InvalidEnvironment, /CNI_CONTAINERID/],
 ];

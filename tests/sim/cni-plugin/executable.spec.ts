@@ -20,7 +20,10 @@ import type { PluginEvent } from '../../../impl/api/plugin-event.js';
 const repo = path.resolve(import.meta.dirname, '..', '..', '..');
 const bin = path.join(repo, 'bin', 'ambient-lab-cni.js');
 
-function runPlugin(env: Record<string, string>, stdin: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runPlugin(
+  env: Record<string, string>,
+  stdin: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const c = spawn(process.execPath, [bin], { env: { PATH: process.env['PATH'] ?? '', ...env } });
     let stdout = '';
@@ -42,8 +45,14 @@ test.beforeAll(async () => {
   store = new ApiStore({ clock: new SystemClock(), random: new SystemRandom() });
   await store.create('Namespace', { metadata: { name: 'shop', labels: { 'istio.io/dataplane-mode': 'ambient' } } });
   await store.create('Namespace', { metadata: { name: 'plain' } });
-  await store.create('Pod', { metadata: { name: 'web', namespace: 'shop' }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'i' }] } });
-  await store.create('Pod', { metadata: { name: 'db', namespace: 'plain' }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'i' }] } });
+  await store.create('Pod', {
+    metadata: { name: 'web', namespace: 'shop' },
+    spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'i' }] },
+  });
+  await store.create('Pod', {
+    metadata: { name: 'db', namespace: 'plain' },
+    spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'i' }] },
+  });
   facade = await startKubeApiFacade(store);
   kubeconfig = path.join(dir, 'kubeconfig');
   facadeKubeconfig(facade.url, kubeconfig);
@@ -55,13 +64,38 @@ test.afterAll(async () => {
 });
 
 const prevResult = { cniVersion: '1.0.0', ips: [{ address: '10.244.1.5/24' }] };
-const conf = (sock: string): string => JSON.stringify({ cniVersion: '1.0.0', name: 'k8s', type: 'ambient-lab-cni', agentSocket: sock, kubeconfig, apiAttempts: 1, agentTimeoutMs: 2000, prevResult });
-const env = (ns: string, name: string): Record<string, string> => cniEnv({ command: 'ADD', containerId: 'c1', netns: '/var/run/netns/cni-1', ifname: 'eth0', args: k8sCniArgs({ namespace: ns, name, uid: 'u1' }, 'c1'), path: ['/opt/cni/bin'] });
+const conf = (sock: string): string =>
+  JSON.stringify({
+    cniVersion: '1.0.0',
+    name: 'k8s',
+    type: 'ambient-lab-cni',
+    agentSocket: sock,
+    kubeconfig,
+    apiAttempts: 1,
+    agentTimeoutMs: 2000,
+    prevResult,
+  });
+const env = (ns: string, name: string): Record<string, string> =>
+  cniEnv({
+    command: 'ADD',
+    containerId: 'c1',
+    netns: '/var/run/netns/cni-1',
+    ifname: 'eth0',
+    args: k8sCniArgs({ namespace: ns, name, uid: 'u1' }, 'c1'),
+    path: ['/opt/cni/bin'],
+  });
 
 test('the executable enrolls an ambient pod through the agent socket and prints prevResult', async () => {
   const sock = path.join(dir, 'ok', 'events.sock');
   const seen: PluginEvent[] = [];
-  const server = await new HttpPluginEventTransport().serve(sock, async (e) => { seen.push(e); return { ok: true, status: 'enabled' }; }, { maxBodyBytes: 16384, requestTimeoutMs: 5000 });
+  const server = await new HttpPluginEventTransport().serve(
+    sock,
+    async (e) => {
+      seen.push(e);
+      return { ok: true, status: 'enabled' };
+    },
+    { maxBodyBytes: 16384, requestTimeoutMs: 5000 },
+  );
   try {
     const r = await runPlugin(env('shop', 'web'), conf(sock));
     expect(r.code, r.stdout + r.stderr).toBe(0);

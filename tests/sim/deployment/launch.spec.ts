@@ -30,8 +30,22 @@ function withEditedCopy(file: string, edit: (text: string) => string, fn: (dir: 
 
 test('the shipped manifests: the proxy as 1337:1337 with NET_ADMIN and SYS_ADMIN, the agent as root in group 1337 with its four', () => {
   const l = deploymentLaunch(MANIFESTS, { nodeName: 'node-7' });
-  expect(l.proxy).toMatchObject({ uid: 1337, gid: 1337, groups: [], caps: ['net_admin', 'sys_admin'], nodeFlags: [...PROXY_NODE_FLAGS], program: 'bin/ambient-lab-proxy.js' });
-  expect(l.agent).toMatchObject({ uid: 0, gid: 0, groups: [1337], caps: ['net_admin', 'net_raw', 'sys_admin', 'sys_ptrace'], nodeFlags: [], program: 'bin/ambient-lab-agent.js' });
+  expect(l.proxy).toMatchObject({
+    uid: 1337,
+    gid: 1337,
+    groups: [],
+    caps: ['net_admin', 'sys_admin'],
+    nodeFlags: [...PROXY_NODE_FLAGS],
+    program: 'bin/ambient-lab-proxy.js',
+  });
+  expect(l.agent).toMatchObject({
+    uid: 0,
+    gid: 0,
+    groups: [1337],
+    caps: ['net_admin', 'net_raw', 'sys_admin', 'sys_ptrace'],
+    nodeFlags: [],
+    program: 'bin/ambient-lab-agent.js',
+  });
   // The agent admits the proxy's uid and gives the ZDS socket the proxy's group: the same ids.
   expect(l.agent.env['AMBIENT_LAB_PROXY_UID']).toBe(String(l.proxy.uid));
   expect(l.agent.env['AMBIENT_LAB_ZDS_SOCKET_GROUP']).toBe(String(l.proxy.gid));
@@ -41,20 +55,52 @@ test('the shipped manifests: the proxy as 1337:1337 with NET_ADMIN and SYS_ADMIN
 });
 
 test('a changed securityContext in a copy changes the launch', () => {
-  withEditedCopy('20-proxy.yaml', (t) => t.replace('runAsUser: 1337', 'runAsUser: 4242').replace('add: [NET_ADMIN, SYS_ADMIN]', 'add: [NET_ADMIN]'), (dir) => {
-    const l = deploymentLaunch(dir, { nodeName: 'n' });
-    expect(l.proxy.uid).toBe(4242);
-    expect(l.proxy.caps).toEqual(['net_admin']);
-  });
+  withEditedCopy(
+    '20-proxy.yaml',
+    (t) => t.replace('runAsUser: 1337', 'runAsUser: 4242').replace('add: [NET_ADMIN, SYS_ADMIN]', 'add: [NET_ADMIN]'),
+    (dir) => {
+      const l = deploymentLaunch(dir, { nodeName: 'n' });
+      expect(l.proxy.uid).toBe(4242);
+      expect(l.proxy.caps).toEqual(['net_admin']);
+    },
+  );
 });
 
 const refused: ReadonlyArray<[string, string, (t: string) => string, RegExp]> = [
-  ['no drop ALL', '20-proxy.yaml', (t) => t.replace('drop: [ALL]', 'drop: [NET_RAW]'), /20-proxy\.yaml: DaemonSet ambient-lab-proxy, container proxy: capabilities must drop ALL/],
-  ['a non-numeric user', '20-proxy.yaml', (t) => t.replace('runAsUser: 1337', 'runAsUser: "1337"'), /runAsUser must be a numeric id, got "1337"/],
-  ['an env value from a secret', '10-agent.yaml', (t) => t.replace('value: kube-system\n            - name: AMBIENT_LAB_SYSTEM_NAMESPACE\n              valueFrom: { fieldRef: { fieldPath: metadata.namespace } }\n            - name: AMBIENT_LAB_OWN_POD_PREFIXES\n              value: ambient-lab-agent-,ambient-lab-proxy-\n            # iptables',
-    'value: kube-system\n            - name: AMBIENT_LAB_SYSTEM_NAMESPACE\n              valueFrom: { secretKeyRef: { name: s, key: k } }\n            - name: AMBIENT_LAB_OWN_POD_PREFIXES\n              value: ambient-lab-agent-,ambient-lab-proxy-\n            # iptables'), /container agent: env AMBIENT_LAB_SYSTEM_NAMESPACE: only literal values and fieldRef/],
-  ['a program outside the image app dir', '20-proxy.yaml', (t) => t.replace('/app/bin/ambient-lab-proxy.js]', '/opt/proxy.js]'), /the program "\/opt\/proxy\.js" is not under \/app\//],
-  ['a missing DaemonSet', '20-proxy.yaml', (t) => t.replace('name: ambient-lab-proxy\n  namespace', 'name: other-proxy\n  namespace'), /no DaemonSet ambient-lab-proxy in /],
+  [
+    'no drop ALL',
+    '20-proxy.yaml',
+    (t) => t.replace('drop: [ALL]', 'drop: [NET_RAW]'),
+    /20-proxy\.yaml: DaemonSet ambient-lab-proxy, container proxy: capabilities must drop ALL/,
+  ],
+  [
+    'a non-numeric user',
+    '20-proxy.yaml',
+    (t) => t.replace('runAsUser: 1337', 'runAsUser: "1337"'),
+    /runAsUser must be a numeric id, got "1337"/,
+  ],
+  [
+    'an env value from a secret',
+    '10-agent.yaml',
+    (t) =>
+      t.replace(
+        'value: kube-system\n            - name: AMBIENT_LAB_SYSTEM_NAMESPACE\n              valueFrom: { fieldRef: { fieldPath: metadata.namespace } }\n            - name: AMBIENT_LAB_OWN_POD_PREFIXES\n              value: ambient-lab-agent-,ambient-lab-proxy-\n            # iptables',
+        'value: kube-system\n            - name: AMBIENT_LAB_SYSTEM_NAMESPACE\n              valueFrom: { secretKeyRef: { name: s, key: k } }\n            - name: AMBIENT_LAB_OWN_POD_PREFIXES\n              value: ambient-lab-agent-,ambient-lab-proxy-\n            # iptables',
+      ),
+    /container agent: env AMBIENT_LAB_SYSTEM_NAMESPACE: only literal values and fieldRef/,
+  ],
+  [
+    'a program outside the image app dir',
+    '20-proxy.yaml',
+    (t) => t.replace('/app/bin/ambient-lab-proxy.js]', '/opt/proxy.js]'),
+    /the program "\/opt\/proxy\.js" is not under \/app\//,
+  ],
+  [
+    'a missing DaemonSet',
+    '20-proxy.yaml',
+    (t) => t.replace('name: ambient-lab-proxy\n  namespace', 'name: other-proxy\n  namespace'),
+    /no DaemonSet ambient-lab-proxy in /,
+  ],
 ];
 
 for (const [name, file, edit, message] of refused) {

@@ -28,8 +28,12 @@ test('generated cases are valid labs the sim accepts, and survive a YAML round t
 });
 
 test('withConntrackOn adds a verdict-neutral conntrack rule to an existing filter table or a new one', () => {
-  expect(withConntrackOn(undefined)).toBe('*filter\n:CT_ON - [0:0]\n-A OUTPUT -m conntrack --ctstate NEW -j CT_ON\nCOMMIT\n');
-  expect(withConntrackOn('*filter\n-A INPUT -j DROP\nCOMMIT\n')).toBe('*filter\n:CT_ON - [0:0]\n-A OUTPUT -m conntrack --ctstate NEW -j CT_ON\n-A INPUT -j DROP\nCOMMIT\n');
+  expect(withConntrackOn(undefined)).toBe(
+    '*filter\n:CT_ON - [0:0]\n-A OUTPUT -m conntrack --ctstate NEW -j CT_ON\nCOMMIT\n',
+  );
+  expect(withConntrackOn('*filter\n-A INPUT -j DROP\nCOMMIT\n')).toBe(
+    '*filter\n:CT_ON - [0:0]\n-A OUTPUT -m conntrack --ctstate NEW -j CT_ON\n-A INPUT -j DROP\nCOMMIT\n',
+  );
 });
 
 test('fixed divergence stays fixed: connecting to an IPv4 secondary address of the own namespace uses the primary as source', () => {

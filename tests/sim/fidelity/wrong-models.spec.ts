@@ -11,7 +11,8 @@ import { compareResults } from '../../../scenarios/fidelity/compare.js';
 import { redirectKeepsAddress } from '../../../scenarios/fidelity/wrong-models.js';
 
 /** An app's outbound connection redirected in nat OUTPUT to a proxy listening on every address. */
-const OUTBOUND_REDIRECT = parseLab(`
+const OUTBOUND_REDIRECT = parseLab(
+  `
 version: 1
 namespaces:
   - name: client
@@ -30,17 +31,26 @@ sockets:
   - { name: remote-15001, netns: server, port: 15001, uid: 1000 }
 attempts:
   - { name: app-out, netns: client, address: 10.244.1.1, port: 8080, uid: 1000 }
-`, 'outbound-redirect');
+`,
+  'outbound-redirect',
+);
 
 test('REDIRECT in nat OUTPUT: the model sends the connection to the local proxy at 127.0.0.1 with the original destination kept in conntrack', () => {
   const [r] = runSim(OUTBOUND_REDIRECT);
-  expect(r).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-out', localSeen: '127.0.0.1:15001', originalDst: '10.244.1.1:8080' });
+  expect(r).toMatchObject({
+    outcome: 'established',
+    acceptedBy: 'proxy-out',
+    localSeen: '127.0.0.1:15001',
+    originalDst: '10.244.1.1:8080',
+  });
 });
 
 test('the wrong model "REDIRECT keeps the address" sends it to the remote host\'s port instead, and the comparison shows it', () => {
   const right = runSim(OUTBOUND_REDIRECT);
   const wrong = runSim(OUTBOUND_REDIRECT, { netfilterFactory: redirectKeepsAddress });
   expect(wrong[0]).toMatchObject({ outcome: 'established', acceptedBy: 'remote-15001', localSeen: '10.244.1.1:15001' });
-  const fields = compareResults(wrong, right).map((d) => d.field).sort();
+  const fields = compareResults(wrong, right)
+    .map((d) => d.field)
+    .sort();
   expect(fields).toEqual(['acceptedBy', 'localSeen', 'originalDst']);
 });

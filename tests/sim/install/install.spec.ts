@@ -7,7 +7,12 @@
 import { test, expect } from '@playwright/test';
 import { VirtualClock } from '../../../sim/time/virtual-clock.js';
 import { MemoryLogger } from '../../../sim/log/memory-logger.js';
-import { CniInstaller, pluginEntry, type CniInstallConfig, type PluginCredentials } from '../../../impl/node-agent/install.js';
+import {
+  CniInstaller,
+  pluginEntry,
+  type CniInstallConfig,
+  type PluginCredentials,
+} from '../../../impl/node-agent/install.js';
 import { parseConfList } from '../../../impl/api/cni.js';
 import { MemoryFileSystem } from './memory-fs.js';
 
@@ -20,7 +25,12 @@ const kindnet = {
   cniVersion: '0.3.1',
   name: 'kindnet',
   plugins: [
-    { type: 'ptp', ipMasq: false, ipam: { type: 'host-local', dataDir: '/run/cni-ipam-state', ranges: [[{ subnet: '10.244.0.0/24' }]] }, mtu: 1500 },
+    {
+      type: 'ptp',
+      ipMasq: false,
+      ipam: { type: 'host-local', dataDir: '/run/cni-ipam-state', ranges: [[{ subnet: '10.244.0.0/24' }]] },
+      mtu: 1500,
+    },
     { type: 'portmap', capabilities: { portMappings: true } },
   ],
   // a field we do not know must survive our edits
@@ -36,7 +46,11 @@ function config(over: Partial<CniInstallConfig> = {}): CniInstallConfig {
     pluginSource: '/app/cni/ambient-lab-cni',
     payload: [{ from: '/app/cni/runtime.mjs', to: '/host/opt/ambient-lab/runtime.mjs', mode: 0o644 }],
     kubeconfigFile: KUBECONFIG,
-    pluginFields: { agentSocket: '/var/run/ambient-lab/pluginevent.sock', kubeconfig: KUBECONFIG, excludeNamespaces: ['kube-system'] },
+    pluginFields: {
+      agentSocket: '/var/run/ambient-lab/pluginevent.sock',
+      kubeconfig: KUBECONFIG,
+      excludeNamespaces: ['kube-system'],
+    },
     resyncMs: 30_000,
     ...over,
   };
@@ -48,9 +62,21 @@ function rig(over: Partial<CniInstallConfig> = {}) {
   fs.put('/app/cni/runtime.mjs', 'console.log(1)\n');
   const clock = new VirtualClock();
   const log = new MemoryLogger();
-  let creds: PluginCredentials = { server: 'https://10.96.0.1:443', caPem: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n', token: 'token-1' };
+  let creds: PluginCredentials = {
+    server: 'https://10.96.0.1:443',
+    caPem: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n',
+    token: 'token-1',
+  };
   const inst = new CniInstaller(config(over), { fs, clock, log, credentials: async () => creds });
-  return { fs, clock, log, inst, setToken: (t: string) => { creds = { ...creds, token: t }; } };
+  return {
+    fs,
+    clock,
+    log,
+    inst,
+    setToken: (t: string) => {
+      creds = { ...creds, token: t };
+    },
+  };
 }
 
 const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -85,9 +111,15 @@ test('the kubeconfig carries the agent service account (server, CA, token) and i
   const r = rig();
   r.fs.put(PRIMARY, JSON.stringify(kindnet));
   await r.inst.start();
-  const kc = JSON.parse(r.fs.text(KUBECONFIG)!) as { clusters: Array<{ cluster: Record<string, string> }>; users: Array<{ user: { token: string } }>; 'current-context': string };
+  const kc = JSON.parse(r.fs.text(KUBECONFIG)!) as {
+    clusters: Array<{ cluster: Record<string, string> }>;
+    users: Array<{ user: { token: string } }>;
+    'current-context': string;
+  };
   expect(kc.clusters[0]!.cluster['server']).toBe('https://10.96.0.1:443');
-  expect(Buffer.from(kc.clusters[0]!.cluster['certificate-authority-data']!, 'base64').toString()).toContain('BEGIN CERTIFICATE');
+  expect(Buffer.from(kc.clusters[0]!.cluster['certificate-authority-data']!, 'base64').toString()).toContain(
+    'BEGIN CERTIFICATE',
+  );
   expect(kc.users[0]!.user.token).toBe('token-1');
   r.fs.ops.length = 0;
   r.setToken('token-2');
@@ -95,7 +127,9 @@ test('the kubeconfig carries the agent service account (server, CA, token) and i
   await flush();
   await r.inst.pass();
   expect(r.fs.ops).toEqual([`write ${KUBECONFIG}`]);
-  expect((JSON.parse(r.fs.text(KUBECONFIG)!) as { users: Array<{ user: { token: string } }> }).users[0]!.user.token).toBe('token-2');
+  expect(
+    (JSON.parse(r.fs.text(KUBECONFIG)!) as { users: Array<{ user: { token: string } }> }).users[0]!.user.token,
+  ).toBe('token-2');
   r.inst.stop();
 });
 
@@ -110,7 +144,16 @@ test('a second pass writes nothing (idempotent), and our own write does not loop
   expect(again.wrote).toEqual([]);
   expect(r.fs.ops).toEqual([]);
   // a restarted agent (new installer) over an installed node also writes nothing
-  const second = new CniInstaller(config(), { fs: r.fs, clock: r.clock, log: r.log, credentials: async () => ({ server: 'https://10.96.0.1:443', caPem: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n', token: 'token-1' }) });
+  const second = new CniInstaller(config(), {
+    fs: r.fs,
+    clock: r.clock,
+    log: r.log,
+    credentials: async () => ({
+      server: 'https://10.96.0.1:443',
+      caPem: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n',
+      token: 'token-1',
+    }),
+  });
   expect((await second.ensure()).wrote).toEqual([]);
   expect(plugins(r.fs.text(PRIMARY)).filter((t) => t === 'ambient-lab-cni')).toHaveLength(1);
   r.inst.stop();
@@ -129,10 +172,17 @@ test('the primary CNI rewriting its file (our entry gone) triggers a re-insert t
 
 test('a stale or duplicated entry of ours is replaced by exactly one current entry at the end', async () => {
   const r = rig();
-  r.fs.put(PRIMARY, JSON.stringify({
-    ...kindnet,
-    plugins: [{ type: 'ambient-lab-cni', agentSocket: '/old.sock', kubeconfig: '/old' }, ...kindnet.plugins, { type: 'ambient-lab-cni', agentSocket: '/old.sock', kubeconfig: '/old' }],
-  }));
+  r.fs.put(
+    PRIMARY,
+    JSON.stringify({
+      ...kindnet,
+      plugins: [
+        { type: 'ambient-lab-cni', agentSocket: '/old.sock', kubeconfig: '/old' },
+        ...kindnet.plugins,
+        { type: 'ambient-lab-cni', agentSocket: '/old.sock', kubeconfig: '/old' },
+      ],
+    }),
+  );
   await r.inst.ensure();
   expect(plugins(r.fs.text(PRIMARY))).toEqual(['ptp', 'portmap', 'ambient-lab-cni']);
   const ours = parseConfList(r.fs.text(PRIMARY)!).plugins[2]!;
@@ -154,7 +204,14 @@ test('no primary config yet: waits, writes no config, and installs when the prim
 
 test('the primary is the first conf file by name; our entry lives only there', async () => {
   const r = rig();
-  r.fs.put(`${CONF}/20-other.conflist`, JSON.stringify({ cniVersion: '1.0.0', name: 'other', plugins: [{ type: 'bridge' }, { type: 'ambient-lab-cni', agentSocket: '/s', kubeconfig: '/k' }] }));
+  r.fs.put(
+    `${CONF}/20-other.conflist`,
+    JSON.stringify({
+      cniVersion: '1.0.0',
+      name: 'other',
+      plugins: [{ type: 'bridge' }, { type: 'ambient-lab-cni', agentSocket: '/s', kubeconfig: '/k' }],
+    }),
+  );
   r.fs.put(PRIMARY, JSON.stringify(kindnet));
   r.fs.put(`${CONF}/.10-kindnet.conflist.abc.tmp`, 'partial'); // a hidden temporary is never a candidate
   r.fs.put(`${CONF}/README`, 'not a config');
@@ -175,7 +232,10 @@ test('own-conflist mode: a copy of the primary list (same network name) plus our
   expect(own.name).toBe('kindnet'); // host-local keys its address store by network name
   expect(own.plugins.map((p) => p.type)).toEqual(['ptp', 'portmap', 'ambient-lab-cni']);
   // the primary changes (new MTU): our copy follows
-  r.fs.put(PRIMARY, JSON.stringify({ ...kindnet, plugins: [{ ...kindnet.plugins[0], mtu: 1400 }, kindnet.plugins[1]] }));
+  r.fs.put(
+    PRIMARY,
+    JSON.stringify({ ...kindnet, plugins: [{ ...kindnet.plugins[0], mtu: 1400 }, kindnet.plugins[1]] }),
+  );
   await r.inst.ensure();
   expect(parseConfList(r.fs.text(`${CONF}/01-ambient-lab.conflist`)!).plugins[0]!['mtu']).toBe(1400);
   // the primary disappears: our copy goes too (it must not outlive the network it copies)
@@ -214,7 +274,11 @@ test('switching modes leaves our entry in exactly one place', async () => {
 
 test('configs that would block every pod are refused: unsupported primary version, single-plugin .conf when chaining, invalid JSON', async () => {
   for (const [name, text, expectMsg] of [
-    ['10-new.conflist', JSON.stringify({ cniVersion: '1.1.0', name: 'n', plugins: [{ type: 'bridge' }] }), 'cniVersion 1.1.0'],
+    [
+      '10-new.conflist',
+      JSON.stringify({ cniVersion: '1.1.0', name: 'n', plugins: [{ type: 'bridge' }] }),
+      'cniVersion 1.1.0',
+    ],
     ['10-single.conf', JSON.stringify({ cniVersion: '0.3.1', name: 'n', type: 'bridge' }), 'single-plugin'],
     ['10-bad.conflist', '{ not json', 'not valid JSON'],
   ] as const) {
@@ -224,17 +288,33 @@ test('configs that would block every pod are refused: unsupported primary versio
     expect(rep.state.phase, name).toBe('error');
     expect(rep.state.phase === 'error' && rep.state.error, name).toContain(expectMsg);
     expect(r.fs.text(`${CONF}/${name}`), name).toBe(text);
-    expect(r.log.entries.some((e) => e.level === 'error' && e.msg === 'cni install failed'), name).toBe(true);
+    expect(
+      r.log.entries.some((e) => e.level === 'error' && e.msg === 'cni install failed'),
+      name,
+    ).toBe(true);
   }
 });
 
 test('a single-plugin .conf primary works in own-conflist mode (wrapped into a list)', async () => {
   const r = rig({ mode: 'own-conflist' });
-  r.fs.put(`${CONF}/10-bridge.conf`, JSON.stringify({ cniVersion: '0.4.0', name: 'br', type: 'bridge', bridge: 'cni0', ipam: { type: 'host-local', subnet: '10.244.1.0/24' } }));
+  r.fs.put(
+    `${CONF}/10-bridge.conf`,
+    JSON.stringify({
+      cniVersion: '0.4.0',
+      name: 'br',
+      type: 'bridge',
+      bridge: 'cni0',
+      ipam: { type: 'host-local', subnet: '10.244.1.0/24' },
+    }),
+  );
   await r.inst.ensure();
   const own = parseConfList(r.fs.text(`${CONF}/01-ambient-lab.conflist`)!);
   expect(own).toMatchObject({ cniVersion: '0.4.0', name: 'br' });
-  expect(own.plugins[0]).toEqual({ type: 'bridge', bridge: 'cni0', ipam: { type: 'host-local', subnet: '10.244.1.0/24' } });
+  expect(own.plugins[0]).toEqual({
+    type: 'bridge',
+    bridge: 'cni0',
+    ipam: { type: 'host-local', subnet: '10.244.1.0/24' },
+  });
   expect(own.plugins[1]!.type).toBe('ambient-lab-cni');
 });
 
@@ -248,10 +328,21 @@ test('a missing executable in the image fails the pass before any config names i
 
 test('invalid plugin fields are rejected when the installer is built, naming the field', () => {
   const fs = new MemoryFileSystem();
-  const deps = { fs, clock: new VirtualClock(), log: new MemoryLogger(), credentials: async () => ({ server: 'https://x', caPem: undefined, token: 't' }) };
-  expect(() => new CniInstaller(config({ pluginFields: { agentSocket: '/s', kubeconfig: '/k', agentTimeoutMs: 5 } }), deps)).toThrow(/agentTimeoutMs/);
-  expect(() => new CniInstaller(config({ pluginFields: { agentSocket: '/s', kubeconfig: '/k', surprise: 1 } }), deps)).toThrow(/surprise/);
-  expect(() => new CniInstaller(config({ pluginFields: { type: 'other', agentSocket: '/s', kubeconfig: '/k' } }), deps)).toThrow(/type/);
+  const deps = {
+    fs,
+    clock: new VirtualClock(),
+    log: new MemoryLogger(),
+    credentials: async () => ({ server: 'https://x', caPem: undefined, token: 't' }),
+  };
+  expect(
+    () => new CniInstaller(config({ pluginFields: { agentSocket: '/s', kubeconfig: '/k', agentTimeoutMs: 5 } }), deps),
+  ).toThrow(/agentTimeoutMs/);
+  expect(
+    () => new CniInstaller(config({ pluginFields: { agentSocket: '/s', kubeconfig: '/k', surprise: 1 } }), deps),
+  ).toThrow(/surprise/);
+  expect(
+    () => new CniInstaller(config({ pluginFields: { type: 'other', agentSocket: '/s', kubeconfig: '/k' } }), deps),
+  ).toThrow(/type/);
 });
 
 test('the binary removed from the node is restored on the periodic resync', async () => {

@@ -44,7 +44,10 @@ export class MemoryFileSystem implements FileSystem {
 
   async writeAtomic(file: string, data: string | Uint8Array, mode: number): Promise<void> {
     if (!this.dirs.has(path.posix.dirname(file))) throw new Error(`cannot write ${file}: ENOENT (no directory)`);
-    this.files.set(file, { data: typeof data === 'string' ? new TextEncoder().encode(data) : new Uint8Array(data), mode });
+    this.files.set(file, {
+      data: typeof data === 'string' ? new TextEncoder().encode(data) : new Uint8Array(data),
+      mode,
+    });
     this.ops.push(`write ${file}`);
     this.notify(file);
   }

@@ -38,7 +38,14 @@ function addPod(k: SimKernel, name: string, ip: string, hostDev: string): void {
   k.addRoute(name, { dst: 'default', family: 4, via: '10.244.1.1' });
 }
 
-export function listen(k: SimKernel, ns: string, port: number, who = APP, label = 'app', opts: { mark?: number; transparent?: boolean; addr?: string } = {}): SimSocket {
+export function listen(
+  k: SimKernel,
+  ns: string,
+  port: number,
+  who = APP,
+  label = 'app',
+  opts: { mark?: number; transparent?: boolean; addr?: string } = {},
+): SimSocket {
   const s = k.socket(ns, 'tcp', 4, who, label);
   if (opts.mark !== undefined) k.setsockopt(s, 'SO_MARK', opts.mark);
   if (opts.transparent) k.setsockopt(s, 'IP_TRANSPARENT', true);

@@ -17,7 +17,13 @@ function listen6(k: SimKernel, ns: string, port: number, who = APP, label = 'app
   return s;
 }
 
-function build(opts: { v6Rules?: boolean } = {}): { k: SimKernel; out: SimSocket; inb: SimSocket; appA: SimSocket; appB: SimSocket } {
+function build(opts: { v6Rules?: boolean } = {}): {
+  k: SimKernel;
+  out: SimSocket;
+  inb: SimSocket;
+  appA: SimSocket;
+  appB: SimSocket;
+} {
   const k = new SimKernel();
   k.addNetns('node');
   k.setLink('node', 'lo', true);
@@ -25,7 +31,10 @@ function build(opts: { v6Rules?: boolean } = {}): { k: SimKernel; out: SimSocket
   k.addAddress('node', 'cni0', 'fd00:10:244:1::1/64');
   k.setLink('node', 'cni0', true);
   k.setForwarding('node', 6, true);
-  for (const [pod, ip, dev] of [['pod-a', 'fd00:10:244:1::5', 'veth-a'], ['pod-b', 'fd00:10:244:1::6', 'veth-b']] as const) {
+  for (const [pod, ip, dev] of [
+    ['pod-a', 'fd00:10:244:1::5', 'veth-a'],
+    ['pod-b', 'fd00:10:244:1::6', 'veth-b'],
+  ] as const) {
     k.addNetns(pod);
     k.setLink(pod, 'lo', true);
     k.addVeth(pod, 'eth0', 'node', dev);

@@ -8,7 +8,12 @@ import { SimKernel } from '../../../sim/kernel/kernel.js';
 import { formatRoute } from '../../../sim/kernel/route.js';
 
 function routesOf(k: SimKernel, ns: string, dev: string): string[] {
-  return k.netns(ns).routes.all().filter((r) => r.dev === dev).map(formatRoute).sort();
+  return k
+    .netns(ns)
+    .routes.all()
+    .filter((r) => r.dev === dev)
+    .map(formatRoute)
+    .sort();
 }
 
 function kernelWithBridge(): SimKernel {

@@ -27,9 +27,16 @@ import { DEFAULT_RUNS } from '../../../scenarios/model/defaults.js';
 import { makeFakes } from './fakes.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const OPTS: WorldOptions = { nodes: 1, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 3 };
+const OPTS: WorldOptions = {
+  nodes: 1,
+  profile: 'strict',
+  kernelVersion: '6.1',
+  ipv6: false,
+  dnsCapture: false,
+  seed: 3,
+};
 
-test('shared cluster: brought up once for many worlds; a world\'s close clears what it did; a new profile is a `set env` + rollout; dispose deletes the cluster once', async () => {
+test("shared cluster: brought up once for many worlds; a world's close clears what it did; a new profile is a `set env` + rollout; dispose deletes the cluster once", async () => {
   const work = mkdtempSync(path.join(os.tmpdir(), 'al-kindshared-'));
   const store = new ApiStore({ clock: new SystemClock(), random: new SeededRandom(1) });
   const facade = await startKubeApiFacade(store);
@@ -43,7 +50,13 @@ test('shared cluster: brought up once for many worlds; a world\'s close clears w
     while (kubelet) {
       for (const p of (await core.listPodForAllNamespaces()).items) {
         if (p.status?.phase === 'Running') continue;
-        await core.replaceNamespacedPodStatus({ namespace: p.metadata!.namespace!, name: p.metadata!.name!, body: { ...p, status: { phase: 'Running', podIPs: [{ ip: '10.244.0.9' }] } } }).catch(() => undefined);
+        await core
+          .replaceNamespacedPodStatus({
+            namespace: p.metadata!.namespace!,
+            name: p.metadata!.name!,
+            body: { ...p, status: { phase: 'Running', podIPs: [{ ip: '10.244.0.9' }] } },
+          })
+          .catch(() => undefined);
       }
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -51,20 +64,56 @@ test('shared cluster: brought up once for many worlds; a world\'s close clears w
   const kubeletDone = runPods();
   try {
     writeFileSync(path.join(work, 'kubeconfig'), facadeKubeconfig(facade.url)); // what `kind create cluster --kubeconfig` writes
-    await core.createNode({ body: { metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '172.18.0.2' }] } } });
+    await core.createNode({
+      body: { metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '172.18.0.2' }] } },
+    });
     const ready = { bin: 'kubectl', has: ['get', 'pods'], stdout: 'ambient-lab-proxy-n1|true|\n' };
     await fakes.setRules([ready]);
-    const shared = new SharedKindCluster({ cluster: 'al-check-t', workDir: work, env: fakes.env, available: () => ({ ok: true, reason: 'fakes' }), clearPolling: { intervalMs: 20 } });
+    const shared = new SharedKindCluster({
+      cluster: 'al-check-t',
+      workDir: work,
+      env: fakes.env,
+      available: () => ({ ok: true, reason: 'fakes' }),
+      clearPolling: { intervalMs: 20 },
+    });
     const KC = path.join(work, 'kubeconfig');
 
     const w1 = await shared.create(OPTS);
     expect(w1.nodes).toEqual(['n1']);
     const up = await fakes.calls();
     expect(up.filter((c) => c[0] === 'kind' && c[1] === 'create')).toEqual([
-      ['kind', 'create', 'cluster', '--name', 'al-check-t', '--config', path.join(repo, 'fixtures/kind/cluster.yaml'), '--kubeconfig', KC, '--wait', '180s'],
+      [
+        'kind',
+        'create',
+        'cluster',
+        '--name',
+        'al-check-t',
+        '--config',
+        path.join(repo, 'fixtures/kind/cluster.yaml'),
+        '--kubeconfig',
+        KC,
+        '--wait',
+        '180s',
+      ],
     ]);
-    expect(up).toContainEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', 'AMBIENT_LAB_PROFILE=strict', 'AMBIENT_LAB_DNS_CAPTURE=false', 'AMBIENT_LAB_IPV6=false']);
-    expect((await core.readNamespacedPod({ namespace: 'ambient-lab-e2e', name: 'host-probe-n1' })).status?.phase).toBe('Running');
+    expect(up).toContainEqual([
+      'kubectl',
+      '--kubeconfig',
+      KC,
+      '-n',
+      'ambient-lab-system',
+      'set',
+      'env',
+      'daemonset/ambient-lab-agent',
+      '-c',
+      'agent',
+      'AMBIENT_LAB_PROFILE=strict',
+      'AMBIENT_LAB_DNS_CAPTURE=false',
+      'AMBIENT_LAB_IPV6=false',
+    ]);
+    expect((await core.readNamespacedPod({ namespace: 'ambient-lab-e2e', name: 'host-probe-n1' })).status?.phase).toBe(
+      'Running',
+    );
     await expect(shared.create(OPTS)).rejects.toThrow(/already has a world/);
 
     // The history changes the cluster: a namespace, a stopped proxy.
@@ -75,28 +124,70 @@ test('shared cluster: brought up once for many worlds; a world\'s close clears w
     const before = (await fakes.calls()).length;
     await w1.close();
     const cleared = (await fakes.calls()).slice(before);
-    expect(cleared).toContainEqual(['kubectl', '--kubeconfig', KC, 'label', 'node', 'n1', 'ambient-lab.io/stop-proxy-']);
+    expect(cleared).toContainEqual([
+      'kubectl',
+      '--kubeconfig',
+      KC,
+      'label',
+      'node',
+      'n1',
+      'ambient-lab.io/stop-proxy-',
+    ]);
     expect(cleared.some((c) => c[0] === 'kind')).toBe(false); // close() hands the cluster back, never deletes it
-    expect(await core.readNamespace({ name: 'ambient-a' }).then(() => 'exists', () => 'gone')).toBe('gone');
+    expect(
+      await core.readNamespace({ name: 'ambient-a' }).then(
+        () => 'exists',
+        () => 'gone',
+      ),
+    ).toBe('gone');
 
     // The next world: same cluster, same host probes; another profile reaches the agent DaemonSet.
     const mark = (await fakes.calls()).length;
     const w2 = await shared.create({ ...OPTS, profile: 'upstream' });
     const second = (await fakes.calls()).slice(mark);
     expect(second.filter((c) => c[0] === 'kind' || c[0] === 'docker')).toEqual([]);
-    expect(second).toContainEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', 'AMBIENT_LAB_PROFILE=upstream', 'AMBIENT_LAB_DNS_CAPTURE=false', 'AMBIENT_LAB_IPV6=false']);
-    expect(second).toContainEqual(['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'rollout', 'status', 'daemonset/ambient-lab-agent', '--timeout', '300s']);
+    expect(second).toContainEqual([
+      'kubectl',
+      '--kubeconfig',
+      KC,
+      '-n',
+      'ambient-lab-system',
+      'set',
+      'env',
+      'daemonset/ambient-lab-agent',
+      '-c',
+      'agent',
+      'AMBIENT_LAB_PROFILE=upstream',
+      'AMBIENT_LAB_DNS_CAPTURE=false',
+      'AMBIENT_LAB_IPV6=false',
+    ]);
+    expect(second).toContainEqual([
+      'kubectl',
+      '--kubeconfig',
+      KC,
+      '-n',
+      'ambient-lab-system',
+      'rollout',
+      'status',
+      'daemonset/ambient-lab-agent',
+      '--timeout',
+      '300s',
+    ]);
     await w2.createNamespace('ambient-a'); // the name the previous world used is free again
     await w2.close();
     expect(shared.created).toBe(2);
 
     // IPv6 and a v4-only mesh are refused with 'unsupported' (the catalog logs such a phase as skipped).
     // (a dual-stack world needs a dual-stack cluster: the first world of the run chose single-stack)
-    await expect(shared.create({ ...OPTS, ipv6: true })).rejects.toThrow(/ipv6 true is unsupported on this run's single-stack shared cluster/);
+    await expect(shared.create({ ...OPTS, ipv6: true })).rejects.toThrow(
+      /ipv6 true is unsupported on this run's single-stack shared cluster/,
+    );
     await expect(shared.create({ ...OPTS, ipv6: true, meshV6: false })).rejects.toThrow(/unsupported/);
 
     await shared.dispose();
-    expect((await fakes.calls()).filter((c) => c[0] === 'kind' && c[1] === 'delete')).toEqual([['kind', 'delete', 'cluster', '--name', 'al-check-t', '--kubeconfig', KC]]);
+    expect((await fakes.calls()).filter((c) => c[0] === 'kind' && c[1] === 'delete')).toEqual([
+      ['kind', 'delete', 'cluster', '--name', 'al-check-t', '--kubeconfig', KC],
+    ]);
   } finally {
     kubelet = false;
     await kubeletDone.catch(() => undefined);
@@ -111,8 +202,15 @@ test('a failed bring-up is reported by every later create, without a second `kin
   const work = mkdtempSync(path.join(os.tmpdir(), 'al-kindshared-'));
   try {
     await fakes.setRules([{ bin: 'docker', has: ['build'], stderr: 'no space left on device', exit: 1 }]);
-    const shared = new SharedKindCluster({ cluster: 'al-check-t', workDir: work, env: fakes.env, available: () => ({ ok: true, reason: 'fakes' }) });
-    await expect(shared.create(OPTS)).rejects.toThrow(/docker build .* failed with exit code 1: no space left on device/);
+    const shared = new SharedKindCluster({
+      cluster: 'al-check-t',
+      workDir: work,
+      env: fakes.env,
+      available: () => ({ ok: true, reason: 'fakes' }),
+    });
+    await expect(shared.create(OPTS)).rejects.toThrow(
+      /docker build .* failed with exit code 1: no space left on device/,
+    );
     await expect(shared.create(OPTS)).rejects.toThrow(/no space left on device/);
     const calls = await fakes.calls();
     expect(calls.filter((c) => c[0] === 'kind' && c[1] === 'create')).toHaveLength(1);
@@ -124,8 +222,14 @@ test('a failed bring-up is reported by every later create, without a second `kin
 });
 
 test('what the kind world cannot stage: the host kernel era; meshV6 and cniApiFault for the whole run (raw sources and IPv6 it stages)', () => {
-  const t = (id: string, kernelVersion: string, caps: ('NET_RAW' | 'NET_ADMIN')[] = []) => ({ id, kernelVersion, caps });
-  expect(unstageableThreat('kind', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.8.0-1021-azure')).toMatch(/kernelVersion: the threat assumes kernel 5\.15.*6\.8\.0/);
+  const t = (id: string, kernelVersion: string, caps: ('NET_RAW' | 'NET_ADMIN')[] = []) => ({
+    id,
+    kernelVersion,
+    caps,
+  });
+  expect(unstageableThreat('kind', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.8.0-1021-azure')).toMatch(
+    /kernelVersion: the threat assumes kernel 5\.15.*6\.8\.0/,
+  );
   expect(unstageableThreat('kind', t('app-nonroot', '6.1'), '5.15.0-100-generic')).toMatch(/kernelVersion/);
   expect(unstageableThreat('kind', t('app-nonroot', '6.1'), '6.8.0')).toBeUndefined();
   expect(unstageableThreat('kind', t('app-net-admin', '6.1', ['NET_ADMIN']), '6.1.0-28-amd64')).toBeUndefined();
@@ -134,7 +238,9 @@ test('what the kind world cannot stage: the host kernel era; meshV6 and cniApiFa
   // the sim follows kernelVersion; the netns world runs on the host's kernel, as kind
   expect(unstageableThreat('sim', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.8.0')).toBeUndefined();
   expect(unstageableThreat('netns', t('app-net-raw-6.1', '6.1', ['NET_RAW']), '6.8.0')).toBeUndefined();
-  expect(unstageableThreat('netns', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.1.0-28-amd64')).toMatch(/kernelVersion: the threat assumes kernel 5\.15, the netns world runs on the host's kernel 6\.1/);
+  expect(unstageableThreat('netns', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.1.0-28-amd64')).toMatch(
+    /kernelVersion: the threat assumes kernel 5\.15, the netns world runs on the host's kernel 6\.1/,
+  );
   const gaps = worldGaps('kind', { ipv6: false }, true);
   expect(gaps.join('\n')).not.toMatch(/IPv6: not staged/); // a dual-stack kind cluster
   expect(gaps.join('\n')).toMatch(/meshV6.*mesh-v6-off phase is skipped/);
@@ -164,11 +270,20 @@ test('check --world kind: unstageable cells are not run and say why (n/e, never 
     const report = await runCheck({
       world: { world: 'kind' },
       settings: { nodes: 2, ipv6: true, dnsCapture: false, maxCommands: 3 },
-      runs: 2, seed: 11, workers: 2, outDir: undefined, attacks: false,
-      selection: { properties: ['outbound-capture'], threats: ['app-nonroot', 'app-net-raw-6.1', 'app-net-raw-5.15'], profiles: ['strict'] },
+      runs: 2,
+      seed: 11,
+      workers: 2,
+      outDir: undefined,
+      attacks: false,
+      selection: {
+        properties: ['outbound-capture'],
+        threats: ['app-nonroot', 'app-net-raw-6.1', 'app-net-raw-5.15'],
+        profiles: ['strict'],
+      },
     });
     const cell = (threat: string) => report.cells.find((c) => c.threat === threat)!;
-    const stageable = unstageableThreat('kind', { id: 'app-nonroot', kernelVersion: '6.1', caps: [] }, kernel) === undefined;
+    const stageable =
+      unstageableThreat('kind', { id: 'app-nonroot', kernelVersion: '6.1', caps: [] }, kernel) === undefined;
     if (stageable) {
       expect(cell('app-nonroot')).toMatchObject({ observed: 'holds', status: 'holds', runs: 1 });
       expect(created.length).toBeGreaterThanOrEqual(1);
@@ -193,9 +308,21 @@ test('check --world kind: unstageable cells are not run and say why (n/e, never 
 });
 
 test('kind budget defaults: a small selection and budget unless given; given options win; other worlds keep theirs', () => {
-  expect(checkBudget('kind', {})).toEqual({ runs: KIND_DEFAULTS.runs, maxCommands: KIND_DEFAULTS.maxCommands, threats: ['app-nonroot'], profiles: ['strict'] });
-  expect(checkBudget('kind', { runs: '40', threats: 'outside' })).toEqual({ runs: 40, maxCommands: KIND_DEFAULTS.maxCommands, threats: ['outside'] });
-  expect(checkBudget('kind', { properties: 'fail-closed' })).toEqual({ runs: KIND_DEFAULTS.runs, maxCommands: KIND_DEFAULTS.maxCommands });
+  expect(checkBudget('kind', {})).toEqual({
+    runs: KIND_DEFAULTS.runs,
+    maxCommands: KIND_DEFAULTS.maxCommands,
+    threats: ['app-nonroot'],
+    profiles: ['strict'],
+  });
+  expect(checkBudget('kind', { runs: '40', threats: 'outside' })).toEqual({
+    runs: 40,
+    maxCommands: KIND_DEFAULTS.maxCommands,
+    threats: ['outside'],
+  });
+  expect(checkBudget('kind', { properties: 'fail-closed' })).toEqual({
+    runs: KIND_DEFAULTS.runs,
+    maxCommands: KIND_DEFAULTS.maxCommands,
+  });
   expect(checkBudget('sim', {})).toEqual({ runs: DEFAULT_RUNS, maxCommands: 12 });
   expect(() => checkBudget('kind', { runs: '0' })).toThrow(/--runs "0": expected a decimal integer >= 1/);
 });

@@ -31,7 +31,10 @@ export interface Fakes {
   dispose(): Promise<void>;
 }
 
-export async function makeFakes(bins: readonly string[], extraPath: readonly string[] = ['/usr/bin', '/bin']): Promise<Fakes> {
+export async function makeFakes(
+  bins: readonly string[],
+  extraPath: readonly string[] = ['/usr/bin', '/bin'],
+): Promise<Fakes> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'al-fakebin-'));
   const log = path.join(dir, 'calls.jsonl');
   const rulesFile = path.join(dir, 'rules.json');
@@ -63,7 +66,11 @@ process.exit(rule.exit || 0);
     dir,
     env: { PATH: [dir, ...extraPath].join(':') },
     setRules: (rules) => writeFile(rulesFile, JSON.stringify(rules)),
-    calls: async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as string[]),
+    calls: async () =>
+      (await readFile(log, 'utf8').catch(() => ''))
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as string[]),
     dispose: () => rm(dir, { recursive: true, force: true }),
   };
 }

@@ -42,7 +42,11 @@ if (name === 'kubectl' && argv.includes('logs')) process.stdout.write('{"event":
     await fn({
       dir,
       env: { PATH: `${dir}:/usr/bin:/bin`, ...extraEnv },
-      calls: async () => (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as string[]),
+      calls: async () =>
+        (await readFile(log, 'utf8').catch(() => ''))
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as string[]),
     });
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -53,38 +57,169 @@ const KC = '/tmp/al-kind-test.kubeconfig';
 
 test('bring-up: create with our config and a private kubeconfig, build from ci/, load, CRD created when absent, manifests applied in order, agent settings and the node-stop hook, rollouts awaited', async () => {
   // `kubectl get crd` fails: the CRD is absent
-  await withFakes(async (f) => {
-    const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env, nodeImage: 'kindest/node:v1.31.0' });
-    await cli.up({ agentEnv: { AMBIENT_LAB_PROFILE: 'strict', AMBIENT_LAB_DNS_CAPTURE: 'false' } });
-    const m = (n: string) => path.join(repo, 'fixtures/manifests', n);
-    const avoid = (c: string) => JSON.stringify({ spec: { template: { spec: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: `ambient-lab.io/stop-${c}`, operator: 'DoesNotExist' }] }] } } } } } } });
-    expect(await f.calls()).toEqual([
-      ['kind', 'create', 'cluster', '--name', 'al-e2e', '--config', path.join(repo, 'fixtures/kind/cluster.yaml'), '--kubeconfig', KC, '--wait', '180s', '--image', 'kindest/node:v1.31.0'],
-      ['docker', 'build', '-f', 'ci/build.Dockerfile', '-t', 'ambient-lab/build:dev', '.'],
-      ['docker', 'build', '-f', 'ci/agent.Dockerfile', '--build-arg', 'BUILD_IMAGE=ambient-lab/build:dev', '-t', 'ambient-lab/agent:dev', '.'],
-      ['docker', 'build', '-f', 'ci/proxy.Dockerfile', '--build-arg', 'BUILD_IMAGE=ambient-lab/build:dev', '-t', 'ambient-lab/proxy:dev', '.'],
-      ['kind', 'load', 'docker-image', 'ambient-lab/agent:dev', '--name', 'al-e2e'],
-      ['kind', 'load', 'docker-image', 'ambient-lab/proxy:dev', '--name', 'al-e2e'],
-      ['kubectl', '--kubeconfig', KC, 'get', 'crd', CRD_NAME, '-o', 'name'],
-      ['kubectl', '--kubeconfig', KC, 'create', '-f', m('01-authorizationpolicy-crd.yaml')],
-      ['kubectl', '--kubeconfig', KC, 'wait', '--for', 'condition=Established', `crd/${CRD_NAME}`, '--timeout', '60s'],
-      ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('00-namespace.yaml')],
-      ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('02-rbac.yaml')],
-      ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('10-agent.yaml')],
-      ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('20-proxy.yaml')],
-      // the world's options reach the agent, and the node-stop hook goes in before the rollout wait
-      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'env', 'daemonset/ambient-lab-agent', '-c', 'agent', 'AMBIENT_LAB_PROFILE=strict', 'AMBIENT_LAB_DNS_CAPTURE=false'],
-      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'patch', 'daemonset', 'ambient-lab-agent', '--type', 'merge', '-p', avoid('agent')],
-      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'patch', 'daemonset', 'ambient-lab-proxy', '--type', 'merge', '-p', avoid('proxy')],
-      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'rollout', 'status', 'daemonset/ambient-lab-agent', '--timeout', '300s'],
-      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'rollout', 'status', 'daemonset/ambient-lab-proxy', '--timeout', '300s'],
-    ]);
-    await cli.deleteCluster();
-    expect((await f.calls()).at(-1)).toEqual(['kind', 'delete', 'cluster', '--name', 'al-e2e', '--kubeconfig', KC]);
-  }, { FAIL_KUBECTL_ON: 'crd' });
+  await withFakes(
+    async (f) => {
+      const cli = new KindCli({
+        cluster: 'al-e2e',
+        repoRoot: repo,
+        kubeconfig: KC,
+        env: f.env,
+        nodeImage: 'kindest/node:v1.31.0',
+      });
+      await cli.up({ agentEnv: { AMBIENT_LAB_PROFILE: 'strict', AMBIENT_LAB_DNS_CAPTURE: 'false' } });
+      const m = (n: string) => path.join(repo, 'fixtures/manifests', n);
+      const avoid = (c: string) =>
+        JSON.stringify({
+          spec: {
+            template: {
+              spec: {
+                affinity: {
+                  nodeAffinity: {
+                    requiredDuringSchedulingIgnoredDuringExecution: {
+                      nodeSelectorTerms: [
+                        { matchExpressions: [{ key: `ambient-lab.io/stop-${c}`, operator: 'DoesNotExist' }] },
+                      ],
+                    },
+                  },
+                },
+              },
+            },
+          },
+        });
+      expect(await f.calls()).toEqual([
+        [
+          'kind',
+          'create',
+          'cluster',
+          '--name',
+          'al-e2e',
+          '--config',
+          path.join(repo, 'fixtures/kind/cluster.yaml'),
+          '--kubeconfig',
+          KC,
+          '--wait',
+          '180s',
+          '--image',
+          'kindest/node:v1.31.0',
+        ],
+        ['docker', 'build', '-f', 'ci/build.Dockerfile', '-t', 'ambient-lab/build:dev', '.'],
+        [
+          'docker',
+          'build',
+          '-f',
+          'ci/agent.Dockerfile',
+          '--build-arg',
+          'BUILD_IMAGE=ambient-lab/build:dev',
+          '-t',
+          'ambient-lab/agent:dev',
+          '.',
+        ],
+        [
+          'docker',
+          'build',
+          '-f',
+          'ci/proxy.Dockerfile',
+          '--build-arg',
+          'BUILD_IMAGE=ambient-lab/build:dev',
+          '-t',
+          'ambient-lab/proxy:dev',
+          '.',
+        ],
+        ['kind', 'load', 'docker-image', 'ambient-lab/agent:dev', '--name', 'al-e2e'],
+        ['kind', 'load', 'docker-image', 'ambient-lab/proxy:dev', '--name', 'al-e2e'],
+        ['kubectl', '--kubeconfig', KC, 'get', 'crd', CRD_NAME, '-o', 'name'],
+        ['kubectl', '--kubeconfig', KC, 'create', '-f', m('01-authorizationpolicy-crd.yaml')],
+        [
+          'kubectl',
+          '--kubeconfig',
+          KC,
+          'wait',
+          '--for',
+          'condition=Established',
+          `crd/${CRD_NAME}`,
+          '--timeout',
+          '60s',
+        ],
+        ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('00-namespace.yaml')],
+        ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('02-rbac.yaml')],
+        ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('10-agent.yaml')],
+        ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('20-proxy.yaml')],
+        // the world's options reach the agent, and the node-stop hook goes in before the rollout wait
+        [
+          'kubectl',
+          '--kubeconfig',
+          KC,
+          '-n',
+          'ambient-lab-system',
+          'set',
+          'env',
+          'daemonset/ambient-lab-agent',
+          '-c',
+          'agent',
+          'AMBIENT_LAB_PROFILE=strict',
+          'AMBIENT_LAB_DNS_CAPTURE=false',
+        ],
+        [
+          'kubectl',
+          '--kubeconfig',
+          KC,
+          '-n',
+          'ambient-lab-system',
+          'patch',
+          'daemonset',
+          'ambient-lab-agent',
+          '--type',
+          'merge',
+          '-p',
+          avoid('agent'),
+        ],
+        [
+          'kubectl',
+          '--kubeconfig',
+          KC,
+          '-n',
+          'ambient-lab-system',
+          'patch',
+          'daemonset',
+          'ambient-lab-proxy',
+          '--type',
+          'merge',
+          '-p',
+          avoid('proxy'),
+        ],
+        [
+          'kubectl',
+          '--kubeconfig',
+          KC,
+          '-n',
+          'ambient-lab-system',
+          'rollout',
+          'status',
+          'daemonset/ambient-lab-agent',
+          '--timeout',
+          '300s',
+        ],
+        [
+          'kubectl',
+          '--kubeconfig',
+          KC,
+          '-n',
+          'ambient-lab-system',
+          'rollout',
+          'status',
+          'daemonset/ambient-lab-proxy',
+          '--timeout',
+          '300s',
+        ],
+      ]);
+      await cli.deleteCluster();
+      expect((await f.calls()).at(-1)).toEqual(['kind', 'delete', 'cluster', '--name', 'al-e2e', '--kubeconfig', KC]);
+    },
+    { FAIL_KUBECTL_ON: 'crd' },
+  );
 });
 
-test('an existing CRD (Istio\'s) is left alone: no create', async () => {
+test("an existing CRD (Istio's) is left alone: no create", async () => {
   await withFakes(async (f) => {
     const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
     expect(await cli.applyManifests()).toEqual({ crdCreated: false });
@@ -94,31 +229,53 @@ test('an existing CRD (Istio\'s) is left alone: no create', async () => {
   });
 });
 
-test('a non-default tag rewrites the DaemonSets\' images after applying', async () => {
+test("a non-default tag rewrites the DaemonSets' images after applying", async () => {
   await withFakes(async (f) => {
     const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env, tag: 'pr-7' });
     await cli.applyManifests();
     const sets = (await f.calls()).filter((c) => c.includes('set'));
     expect(sets).toEqual([
-      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'image', 'daemonset/ambient-lab-agent',
-        'install-cni=ambient-lab/agent:pr-7', 'agent=ambient-lab/agent:pr-7'],
-      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'set', 'image', 'daemonset/ambient-lab-proxy',
-        'proxy=ambient-lab/proxy:pr-7'],
+      [
+        'kubectl',
+        '--kubeconfig',
+        KC,
+        '-n',
+        'ambient-lab-system',
+        'set',
+        'image',
+        'daemonset/ambient-lab-agent',
+        'install-cni=ambient-lab/agent:pr-7',
+        'agent=ambient-lab/agent:pr-7',
+      ],
+      [
+        'kubectl',
+        '--kubeconfig',
+        KC,
+        '-n',
+        'ambient-lab-system',
+        'set',
+        'image',
+        'daemonset/ambient-lab-proxy',
+        'proxy=ambient-lab/proxy:pr-7',
+      ],
     ]);
   });
 });
 
 test('a failed step deletes the cluster and the error names the command', async () => {
-  await withFakes(async (f) => {
-    const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
-    const err = await cli.up().catch((e: unknown) => e as Error);
-    expect(err).toBeInstanceOf(Error);
-    expect((err as Error).message).toContain('docker build -f ci/agent.Dockerfile');
-    expect((err as Error).message).toContain('simulated failure');
-    const calls = await f.calls();
-    expect(calls.at(-1)).toEqual(['kind', 'delete', 'cluster', '--name', 'al-e2e', '--kubeconfig', KC]);
-    expect(calls.some((c) => c[0] === 'kind' && c[1] === 'load')).toBe(false);
-  }, { FAIL_DOCKER_ON: 'ci/agent.Dockerfile' });
+  await withFakes(
+    async (f) => {
+      const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
+      const err = await cli.up().catch((e: unknown) => e as Error);
+      expect(err).toBeInstanceOf(Error);
+      expect((err as Error).message).toContain('docker build -f ci/agent.Dockerfile');
+      expect((err as Error).message).toContain('simulated failure');
+      const calls = await f.calls();
+      expect(calls.at(-1)).toEqual(['kind', 'delete', 'cluster', '--name', 'al-e2e', '--kubeconfig', KC]);
+      expect(calls.some((c) => c[0] === 'kind' && c[1] === 'load')).toBe(false);
+    },
+    { FAIL_DOCKER_ON: 'ci/agent.Dockerfile' },
+  );
 });
 
 test('the proxy log of a node: the proxy pod on that node, its proxy container', async () => {
@@ -126,8 +283,21 @@ test('the proxy log of a node: the proxy pod on that node, its proxy container',
     const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
     expect(await cli.proxyLog('al-e2e-worker')).toBe('{"event":"accepted"}\n');
     expect(await f.calls()).toEqual([
-      ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'get', 'pods', '-l', 'app.kubernetes.io/name=ambient-lab-proxy',
-        '--field-selector', 'spec.nodeName=al-e2e-worker', '-o', 'jsonpath={.items[*].metadata.name}'],
+      [
+        'kubectl',
+        '--kubeconfig',
+        KC,
+        '-n',
+        'ambient-lab-system',
+        'get',
+        'pods',
+        '-l',
+        'app.kubernetes.io/name=ambient-lab-proxy',
+        '--field-selector',
+        'spec.nodeName=al-e2e-worker',
+        '-o',
+        'jsonpath={.items[*].metadata.name}',
+      ],
       ['kubectl', '--kubeconfig', KC, '-n', 'ambient-lab-system', 'logs', 'ambient-lab-proxy-abcde', '-c', 'proxy'],
     ]);
   });

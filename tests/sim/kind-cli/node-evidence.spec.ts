@@ -20,8 +20,17 @@ const URL = 'http://127.0.0.1:15020/status';
 /** nsenter runs its command with FAKE_NETNS naming the namespace; the save tools print that namespace's rules. */
 async function netnsFakes(f: Fakes, rules: Record<string, { nft?: string; legacy?: string }>): Promise<void> {
   await writeFile(path.join(f.dir, 'nsenter'), '#!/bin/sh\nns="${1#--net=}"; shift; FAKE_NETNS="$ns" exec "$@"\n');
-  const save = (backend: 'nft' | 'legacy'): string => ['#!/bin/sh', 'case "$FAKE_NETNS" in',
-    ...Object.entries(rules).map(([ns, r]) => `  ${ns}) printf '%s\\n' ${JSON.stringify(r[backend] ?? '# empty')} ;;`), '  *) echo "no such netns $FAKE_NETNS" >&2; exit 1 ;;', 'esac', ''].join('\n');
+  const save = (backend: 'nft' | 'legacy'): string =>
+    [
+      '#!/bin/sh',
+      'case "$FAKE_NETNS" in',
+      ...Object.entries(rules).map(
+        ([ns, r]) => `  ${ns}) printf '%s\\n' ${JSON.stringify(r[backend] ?? '# empty')} ;;`,
+      ),
+      '  *) echo "no such netns $FAKE_NETNS" >&2; exit 1 ;;',
+      'esac',
+      '',
+    ].join('\n');
   await writeFile(path.join(f.dir, 'iptables-nft-save'), save('nft'));
   await writeFile(path.join(f.dir, 'iptables-legacy-save'), save('legacy'));
   for (const b of ['nsenter', 'iptables-nft-save', 'iptables-legacy-save']) await chmod(path.join(f.dir, b), 0o755);
@@ -39,11 +48,19 @@ test('the node script: ready sandboxes with their netns inode and redirection (e
       { bin: 'stat', has: ['/var/run/netns/cni-a'], stdout: '4026532001\n' },
       { bin: 'stat', has: ['/var/run/netns/cni-b'], stdout: '4026532002\n' },
       { bin: 'stat', has: ['/var/run/netns/cni-c'], stdout: '4026532003\n' },
-      { bin: 'curl', has: [URL], stdout: '{"component":"proxy","pods":[\n{"uid":"uid-a","netns":"/proc/self/fd/21","identity":"4:4026532001"},{"uid":"uid-c","identity":"4:4026539999"}]}' },
+      {
+        bin: 'curl',
+        has: [URL],
+        stdout:
+          '{"component":"proxy","pods":[\n{"uid":"uid-a","netns":"/proc/self/fd/21","identity":"4:4026532001"},{"uid":"uid-c","identity":"4:4026539999"}]}',
+      },
     ]);
     await netnsFakes(f, {
       '/var/run/netns/cni-a': { nft: '-A ISTIO_OUTPUT -p tcp -j REDIRECT --to-ports 15001' },
-      '/var/run/netns/cni-b': { nft: '-A OUTPUT -p tcp --dport 15001 -j ACCEPT', legacy: '-A X -j REDIRECT --to-ports 150010' },
+      '/var/run/netns/cni-b': {
+        nft: '-A OUTPUT -p tcp --dport 15001 -j ACCEPT',
+        legacy: '-A X -j REDIRECT --to-ports 150010',
+      },
       '/var/run/netns/cni-c': { legacy: '-A ISTIO_PRERT -p tcp -j TPROXY --on-port 15001 --on-ip 127.0.0.1' },
     });
     const { stdout } = await run('sh', ['-c', nodeEvidenceScript(URL)], { env: f.env });
@@ -68,7 +85,10 @@ test('the node script checks its reads: crictl failing fails the script; curl fa
   const f = await makeFakes(['crictl', 'stat', 'curl']);
   try {
     await f.setRules([{ bin: 'crictl', has: ['pods', '-q'], stderr: 'connect: connection refused', exit: 1 }]);
-    await expect(run('sh', ['-c', nodeEvidenceScript(URL)], { env: f.env })).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('crictl pods -q --state ready failed (exit 1)') });
+    await expect(run('sh', ['-c', nodeEvidenceScript(URL)], { env: f.env })).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('crictl pods -q --state ready failed (exit 1)'),
+    });
     await f.setRules([
       { bin: 'crictl', has: ['pods', '-q'], stdout: 'sb-a\nsb-z\n' },
       { bin: 'crictl', has: ['inspectp', 'sb-a'], stdout: 'uid-a /var/run/netns/cni-a' },
@@ -83,7 +103,9 @@ test('the node script checks its reads: crictl failing fails the script; curl fa
     expect(ev.statusError).toBe('curl exit 7');
     expect(ev.served).toBeUndefined();
     expect(Object.fromEntries(ev.sandboxes)).toEqual({ 'uid-a': { netnsInode: '4026532001', redirected: true } });
-    expect(ev.unreadable.get('uid-z')).toMatch(/neither iptables-nft-save nor iptables-legacy-save could read netns \/var\/run\/netns\/cni-z/);
+    expect(ev.unreadable.get('uid-z')).toMatch(
+      /neither iptables-nft-save nor iptables-legacy-save could read netns \/var\/run\/netns\/cni-z/,
+    );
     expect(ev.noise).toEqual([]);
   } finally {
     await f.dispose();

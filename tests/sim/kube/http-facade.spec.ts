@@ -40,7 +40,10 @@ test.afterEach(async () => {
 });
 
 const body = (name: string, labels: Record<string, string> = {}): V1Pod => ({
-  apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'default', labels }, spec: { containers: [{ name: 'app', image: 'app:1' }] },
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name, namespace: 'default', labels },
+  spec: { containers: [{ name: 'app', image: 'app:1' }] },
 });
 
 async function status(p: Promise<unknown>): Promise<number | undefined> {
@@ -81,12 +84,19 @@ test('merge patch of an annotation, and of status via /status; strategic merge i
   await core.createNamespacedPod({ namespace: 'default', body: body('a') });
   const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
   const annotated = await core.patchNamespacedPod(
-    { name: 'a', namespace: 'default', body: { metadata: { annotations: { 'ambient.istio.io/redirection': 'enabled' } }, status: { phase: 'Failed' } } },
+    {
+      name: 'a',
+      namespace: 'default',
+      body: { metadata: { annotations: { 'ambient.istio.io/redirection': 'enabled' } }, status: { phase: 'Failed' } },
+    },
     merge,
   );
   expect(annotated.metadata?.annotations).toEqual({ 'ambient.istio.io/redirection': 'enabled' });
   expect(annotated.status?.phase).toBe('Pending'); // .status ignored on the object
-  const running = await core.patchNamespacedPodStatus({ name: 'a', namespace: 'default', body: { status: { phase: 'Running', podIPs: [{ ip: '10.244.1.7' }] } } }, merge);
+  const running = await core.patchNamespacedPodStatus(
+    { name: 'a', namespace: 'default', body: { status: { phase: 'Running', podIPs: [{ ip: '10.244.1.7' }] } } },
+    merge,
+  );
   expect(running.status?.phase).toBe('Running');
   expect(running.status?.podIPs).toEqual([{ ip: '10.244.1.7' }]);
   const smp = await core.patchNamespacedPod(
@@ -94,7 +104,14 @@ test('merge patch of an annotation, and of status via /status; strategic merge i
     setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
   );
   expect(smp.metadata?.annotations ?? {}).toEqual({});
-  expect(await status(core.patchNamespacedPod({ name: 'a', namespace: 'default', body: [{ op: 'add', path: '/x', value: 1 }] }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch)))).toBe(415);
+  expect(
+    await status(
+      core.patchNamespacedPod(
+        { name: 'a', namespace: 'default', body: [{ op: 'add', path: '/x', value: 1 }] },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      ),
+    ),
+  ).toBe(415);
 });
 
 test('404, 409 and 422 surface as client-node ApiException with the Status', async () => {
@@ -103,9 +120,22 @@ test('404, 409 and 422 surface as client-node ApiException with the Status', asy
   await core.createNamespacedPod({ namespace: 'default', body: body('a') });
   expect(await status(core.createNamespacedPod({ namespace: 'default', body: body('a') }))).toBe(409);
   const stale = await core.readNamespacedPod({ name: 'a', namespace: 'default' });
-  await core.patchNamespacedPod({ name: 'a', namespace: 'default', body: { metadata: { labels: { v: '1' } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+  await core.patchNamespacedPod(
+    { name: 'a', namespace: 'default', body: { metadata: { labels: { v: '1' } } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
   expect(await status(core.replaceNamespacedPod({ name: 'a', namespace: 'default', body: stale }))).toBe(409);
-  expect(await status(core.createNamespacedPod({ namespace: 'default', body: { ...body('b'), spec: { containers: [{ name: 'c', securityContext: { runAsUser: 'x' as unknown as number } }] } } }))).toBe(422);
+  expect(
+    await status(
+      core.createNamespacedPod({
+        namespace: 'default',
+        body: {
+          ...body('b'),
+          spec: { containers: [{ name: 'c', securityContext: { runAsUser: 'x' as unknown as number } }] },
+        },
+      }),
+    ),
+  ).toBe(422);
   // The port adapter turns them into KubeApiError with the Status reason and message.
   const api = new ClientNodeKubeApi(kc);
   const err = await api.get('Pod', 'missing', 'default').catch((e: unknown) => e);
@@ -118,7 +148,9 @@ test('404, 409 and 422 surface as client-node ApiException with the Status', asy
 test('makeInformer (client-node ListWatch) lists and watches through the facade', async () => {
   const core = kc.makeApiClient(CoreV1Api);
   await core.createNamespacedPod({ namespace: 'default', body: body('a') });
-  const inf = makeInformer(kc, '/api/v1/namespaces/default/pods', () => core.listNamespacedPod({ namespace: 'default' }));
+  const inf = makeInformer(kc, '/api/v1/namespaces/default/pods', () =>
+    core.listNamespacedPod({ namespace: 'default' }),
+  );
   const seen: string[] = [];
   inf.on('add', (p) => seen.push(`add:${p.metadata?.name}`));
   inf.on('update', (p) => seen.push(`update:${p.metadata?.name}:${p.status?.phase}`));
@@ -126,7 +158,10 @@ test('makeInformer (client-node ListWatch) lists and watches through the facade'
   await inf.start();
   expect(facade.openWatches()).toBe(1);
   await core.createNamespacedPod({ namespace: 'default', body: body('b') });
-  await core.patchNamespacedPodStatus({ name: 'b', namespace: 'default', body: { status: { phase: 'Running' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+  await core.patchNamespacedPodStatus(
+    { name: 'b', namespace: 'default', body: { status: { phase: 'Running' } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
   await core.deleteNamespacedPod({ name: 'a', namespace: 'default' });
   await expect.poll(() => seen.length).toBe(4);
   expect(seen).toEqual(['add:a', 'add:b', 'update:b:Running', 'delete:a']);
@@ -135,22 +170,42 @@ test('makeInformer (client-node ListWatch) lists and watches through the facade'
 
 test('AuthorizationPolicy through CustomObjectsApi; discovery endpoints answer', async () => {
   const custom = kc.makeApiClient(CustomObjectsApi);
-  const created = await custom.createNamespacedCustomObject({
-    group: 'security.istio.io', version: 'v1', namespace: 'default', plural: 'authorizationpolicies',
-    body: { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', metadata: { name: 'deny-all' }, spec: { action: 'DENY', rules: [{}] } },
-  }) as { metadata: { namespace: string } };
+  const created = (await custom.createNamespacedCustomObject({
+    group: 'security.istio.io',
+    version: 'v1',
+    namespace: 'default',
+    plural: 'authorizationpolicies',
+    body: {
+      apiVersion: 'security.istio.io/v1',
+      kind: 'AuthorizationPolicy',
+      metadata: { name: 'deny-all' },
+      spec: { action: 'DENY', rules: [{}] },
+    },
+  })) as { metadata: { namespace: string } };
   expect(created.metadata.namespace).toBe('default');
-  const list = await custom.listClusterCustomObject({ group: 'security.istio.io', version: 'v1', plural: 'authorizationpolicies' }) as { items: unknown[] };
+  const list = (await custom.listClusterCustomObject({
+    group: 'security.istio.io',
+    version: 'v1',
+    plural: 'authorizationpolicies',
+  })) as { items: unknown[] };
   expect(list.items).toHaveLength(1);
-  const disc = await (await fetch(`${facade.url}/apis/security.istio.io/v1`)).json() as { resources: { name: string; namespaced: boolean }[] };
+  const disc = (await (await fetch(`${facade.url}/apis/security.istio.io/v1`)).json()) as {
+    resources: { name: string; namespaced: boolean }[];
+  };
   expect(disc.resources.find((r) => r.name === 'authorizationpolicies')?.namespaced).toBe(true);
-  const groups = await (await fetch(`${facade.url}/apis`)).json() as { groups: { name: string }[] };
+  const groups = (await (await fetch(`${facade.url}/apis`)).json()) as { groups: { name: string }[] };
   expect(groups.groups.map((g) => g.name).sort()).toEqual(['apiextensions.k8s.io', 'security.istio.io']);
 });
 
 test('Events through the port land as core/v1 Events with generated names', async () => {
   const api = new ClientNodeKubeApi(kc);
-  await api.createEvent({ involvedObject: { kind: 'Pod', name: 'a', namespace: 'default', uid: 'u1' }, type: 'Warning', reason: 'FailedCreatePodSandBox', message: 'CNI ADD failed', component: 'kubelet' });
+  await api.createEvent({
+    involvedObject: { kind: 'Pod', name: 'a', namespace: 'default', uid: 'u1' },
+    type: 'Warning',
+    reason: 'FailedCreatePodSandBox',
+    message: 'CNI ADD failed',
+    component: 'kubelet',
+  });
   const evs = store.list('Event', { namespace: 'default' }).items;
   expect(evs).toHaveLength(1);
   expect(evs[0]?.metadata?.name).toMatch(/^a\.[a-z0-9]{5}$/);

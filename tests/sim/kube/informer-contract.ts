@@ -18,7 +18,10 @@ interface ContractWorld {
 type Pod = KubeObjectOf<'Pod'>;
 
 function pod(name: string, labels: Record<string, string> = {}, nodeName?: string): Pod {
-  return { metadata: { name, namespace: 'default', labels }, spec: { nodeName, containers: [{ name: 'app', image: 'app:1' }] } };
+  return {
+    metadata: { name, namespace: 'default', labels },
+    spec: { nodeName, containers: [{ name: 'app', image: 'app:1' }] },
+  };
 }
 
 /** Records an informer's events as strings, ignoring barrier pods. */
@@ -26,14 +29,18 @@ function record(inf: Informer<Pod>): { log: string[]; connects: () => number; er
   const log: string[] = [];
   const errors: unknown[] = [];
   let connects = 0;
-  const push = (verb: string) => (p: Pod): void => {
-    const n = p.metadata?.name ?? '';
-    if (!n.startsWith('zz-barrier')) log.push(`${verb}:${n}`);
-  };
+  const push =
+    (verb: string) =>
+    (p: Pod): void => {
+      const n = p.metadata?.name ?? '';
+      if (!n.startsWith('zz-barrier')) log.push(`${verb}:${n}`);
+    };
   inf.on('add', push('add'));
   inf.on('update', push('update'));
   inf.on('delete', push('delete'));
-  inf.on('connect', () => { connects++; });
+  inf.on('connect', () => {
+    connects++;
+  });
   inf.on('error', (e) => errors.push(e));
   return { log, connects: () => connects, errors };
 }
@@ -63,7 +70,12 @@ export function defineInformerContract(adapter: string, makeWorld: () => Promise
       const inf = w.api.informer('Pod', { namespace: 'default' });
       const r = record(inf);
       await inf.start();
-      expect(inf.list('default').map((p) => p.metadata?.name).sort()).toEqual(['a', 'b']);
+      expect(
+        inf
+          .list('default')
+          .map((p) => p.metadata?.name)
+          .sort(),
+      ).toEqual(['a', 'b']);
       expect(r.log).toEqual(['add:a', 'add:b']);
       w.store.patch('Pod', 'a', 'default', { metadata: { labels: { v: '2' } } });
       w.store.delete('Pod', 'b', 'default');
@@ -174,7 +186,12 @@ export function defineInformerContract(adapter: string, makeWorld: () => Promise
       w.store.patch('Pod', 'a', 'default', { metadata: { labels: { mesh: null } } });
       w.store.patch('Pod', 'c', 'default', { metadata: { labels: { mesh: 'on' } } });
       w.store.create('Pod', pod('zz-barrier-sel', { mesh: 'on' }, 'n1'));
-      await w.until(() => byLabel.get('zz-barrier-sel', 'default') !== undefined && byNode.get('zz-barrier-sel', 'default') !== undefined, 'barrier');
+      await w.until(
+        () =>
+          byLabel.get('zz-barrier-sel', 'default') !== undefined &&
+          byNode.get('zz-barrier-sel', 'default') !== undefined,
+        'barrier',
+      );
       expect(rl.log).toEqual(['add:a', 'add:b', 'delete:a', 'add:c']);
       expect(rn.log).toEqual(['add:a', 'add:c', 'update:a', 'update:c']);
       byLabel.stop();

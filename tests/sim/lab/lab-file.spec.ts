@@ -13,13 +13,25 @@ const example = fs.readFileSync(path.join(repo, 'fixtures/labs/inpod.yaml'), 'ut
 test('the example lab shows capture, carve-outs and the return path', () => {
   const run = runLab(parseLab(example, 'inpod.yaml'), 'inpod.yaml');
   const by = Object.fromEntries(run.results.map((r) => [r.name, r]));
-  expect(by['app-a-to-pod-b']).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-outbound', originalDst: '10.244.1.6:8080' });
-  expect(by['pod-b-to-app-a']).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-inbound', originalDst: '10.244.1.5:8080' });
+  expect(by['app-a-to-pod-b']).toMatchObject({
+    outcome: 'established',
+    acceptedBy: 'proxy-outbound',
+    originalDst: '10.244.1.6:8080',
+  });
+  expect(by['pod-b-to-app-a']).toMatchObject({
+    outcome: 'established',
+    acceptedBy: 'proxy-inbound',
+    originalDst: '10.244.1.5:8080',
+  });
   expect(by['pod-b-to-hbone']).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-hbone' });
   expect(by['kubelet-probe']).toMatchObject({ outcome: 'established', acceptedBy: 'app-a' });
   expect(by['kubelet-probe']!.sourceSeen).toMatch(/^169\.254\.7\.127:/);
   expect(by['proxy-upstream']).toMatchObject({ outcome: 'established', acceptedBy: 'app-b' });
-  expect(by['proxy-to-app-spoofed']).toMatchObject({ outcome: 'established', acceptedBy: 'app-a', sourceSeen: expect.stringMatching(/^10\.244\.1\.6:/) });
+  expect(by['proxy-to-app-spoofed']).toMatchObject({
+    outcome: 'established',
+    acceptedBy: 'app-a',
+    sourceSeen: expect.stringMatching(/^10\.244\.1\.6:/),
+  });
   expect(by['app-mark-spoof']!.outcome).toBe('error EPERM');
   expect(by['app-dns']).toMatchObject({ outcome: 'no-socket', localSeen: '127.0.0.1:15053' });
 });
@@ -32,9 +44,13 @@ test('ambient-lab trace prints outcomes and traces, and --json is machine-readab
   expect(text.stdout).toContain('== app-a-to-pod-b: established');
   expect(text.stdout).toContain('accepted by:     proxy-outbound');
   expect(text.stdout).toMatch(/REDIRECT --to-ports 15001/);
-  const json = spawnSync(process.execPath, [bin, 'trace', lab, '--json', '--only', 'pod-b-to-app-a'], { encoding: 'utf8' });
+  const json = spawnSync(process.execPath, [bin, 'trace', lab, '--json', '--only', 'pod-b-to-app-a'], {
+    encoding: 'utf8',
+  });
   expect(json.status, json.stderr).toBe(0);
-  const doc = JSON.parse(json.stdout) as { attempts: { name: string; acceptedBy: string; trace: { kind: string }[] }[] };
+  const doc = JSON.parse(json.stdout) as {
+    attempts: { name: string; acceptedBy: string; trace: { kind: string }[] }[];
+  };
   expect(doc.attempts).toHaveLength(1);
   expect(doc.attempts[0]!.acceptedBy).toBe('proxy-inbound');
   expect(doc.attempts[0]!.trace.some((e) => e.kind === 'table')).toBe(true);
@@ -57,16 +73,51 @@ const broken: ReadonlyArray<[string, string, RegExp, number | undefined]> = [
   ['YAML syntax', 'version: 1\nnamespaces: [\n', /YAML syntax error/, undefined],
   ['missing version', 'namespaces: []\n', /version: 1/, undefined],
   ['unknown key', minimal('    colour: blue\n'), /unknown key 'colour'/, 4],
-  ['bad address', minimal('    links:\n      - { name: br0, kind: bridge, addresses: [10.0.0.300/24] }\n'), /invalid IP address/, 5],
-  ['address without prefix', minimal('    links:\n      - { name: br0, kind: bridge, addresses: [10.0.0.1] }\n'), /needs a prefix length/, 5],
-  ['unknown namespace', 'version: 1\nnamespaces: []\nsockets:\n  - { name: s, netns: nope, port: 80 }\n', /unknown namespace "nope"/, 4],
+  [
+    'bad address',
+    minimal('    links:\n      - { name: br0, kind: bridge, addresses: [10.0.0.300/24] }\n'),
+    /invalid IP address/,
+    5,
+  ],
+  [
+    'address without prefix',
+    minimal('    links:\n      - { name: br0, kind: bridge, addresses: [10.0.0.1] }\n'),
+    /needs a prefix length/,
+    5,
+  ],
+  [
+    'unknown namespace',
+    'version: 1\nnamespaces: []\nsockets:\n  - { name: s, netns: nope, port: 80 }\n',
+    /unknown namespace "nope"/,
+    4,
+  ],
   ['bad port', minimal('sockets:\n  - { name: s, netns: a, port: 70000 }\n'), /sockets\[0\]\.port/, 5],
-  ['unknown capability', minimal('sockets:\n  - { name: s, netns: a, port: 80, caps: [SYS_ADMIN] }\n'), /unknown capability "SYS_ADMIN"/, 5],
+  [
+    'unknown capability',
+    minimal('sockets:\n  - { name: s, netns: a, port: 80, caps: [SYS_ADMIN] }\n'),
+    /unknown capability "SYS_ADMIN"/,
+    5,
+  ],
   ['bad mark', minimal('    rules:\n      - { priority: 1, fwmark: 0xzz, table: 100 }\n'), /VALUE\[\/MASK\]/, 5],
-  ['unsupported rule text', minimal('    iptables: |\n      *filter\n      -A INPUT -m frobnicate -j DROP\n      COMMIT\n'), /frobnicate/, 6],
+  [
+    'unsupported rule text',
+    minimal('    iptables: |\n      *filter\n      -A INPUT -m frobnicate -j DROP\n      COMMIT\n'),
+    /frobnicate/,
+    6,
+  ],
   ['unknown chain', minimal('    iptables: |\n      *filter\n      -A NOPE -j DROP\n      COMMIT\n'), /NOPE/, 6],
-  ['gateway not on a link', minimal('    routes:\n      - { dst: default, via: 192.0.2.1 }\n'), /gateway is not reachable/, undefined],
-  ['duplicate socket', minimal('sockets:\n  - { name: s, netns: a, port: 80 }\n  - { name: s, netns: a, port: 81 }\n'), /duplicate socket name/, 6],
+  [
+    'gateway not on a link',
+    minimal('    routes:\n      - { dst: default, via: 192.0.2.1 }\n'),
+    /gateway is not reachable/,
+    undefined,
+  ],
+  [
+    'duplicate socket',
+    minimal('sockets:\n  - { name: s, netns: a, port: 80 }\n  - { name: s, netns: a, port: 81 }\n'),
+    /duplicate socket name/,
+    6,
+  ],
 ];
 
 for (const [name, text, message, line] of broken) {
@@ -104,7 +155,9 @@ test('a YAML syntax error names its line and column, in the API and from trace',
     const bin = path.join(repo, 'bin', 'ambient-lab.js');
     const r = spawnSync(process.execPath, [bin, 'trace', file], { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(2);
-    expect(r.stderr).toMatch(new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\d+:\\d+: YAML syntax error: `));
+    expect(r.stderr).toMatch(
+      new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\d+:\\d+: YAML syntax error: `),
+    );
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

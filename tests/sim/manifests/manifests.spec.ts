@@ -26,11 +26,16 @@ import type { IDaemonSet } from 'kubernetes-models/apps/v1';
 
 const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../fixtures/manifests');
 
-type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<string, unknown>;
+type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<
+  string,
+  unknown
+>;
 
 function load(): Array<{ file: string; doc: Doc }> {
   const out: Array<{ file: string; doc: Doc }> = [];
-  for (const f of readdirSync(DIR).filter((n) => n.endsWith('.yaml')).sort()) {
+  for (const f of readdirSync(DIR)
+    .filter((n) => n.endsWith('.yaml'))
+    .sort()) {
     for (const d of parseAllDocuments(readFileSync(path.join(DIR, f), 'utf8'))) {
       if (d.errors.length) throw new Error(`${f}: ${d.errors.map((e) => e.message).join('; ')}`);
       const doc = d.toJS() as Doc | null;
@@ -59,37 +64,70 @@ function validate(doc: Doc): void {
 
 const docs = load();
 const daemonSets = docs.filter((d) => d.doc.kind === 'DaemonSet').map((d) => d.doc as unknown as IDaemonSet);
-const ds = (name: string): IDaemonSet => daemonSets.find((d) => d.metadata?.name === name) ?? (() => { throw new Error(`no DaemonSet ${name}`); })();
+const ds = (name: string): IDaemonSet =>
+  daemonSets.find((d) => d.metadata?.name === name) ??
+  (() => {
+    throw new Error(`no DaemonSet ${name}`);
+  })();
 
 test('every manifest document validates against the Kubernetes schemas (CRD included)', () => {
   expect(docs.map((d) => `${d.doc.kind}/${d.doc.metadata.name}`).sort()).toEqual([
-    'ClusterRole/ambient-lab-agent', 'ClusterRole/ambient-lab-proxy', 'ClusterRoleBinding/ambient-lab-agent', 'ClusterRoleBinding/ambient-lab-proxy',
-    'CustomResourceDefinition/authorizationpolicies.security.istio.io', 'DaemonSet/ambient-lab-agent', 'DaemonSet/ambient-lab-proxy',
-    'Namespace/ambient-lab-system', 'ServiceAccount/ambient-lab-agent', 'ServiceAccount/ambient-lab-proxy',
+    'ClusterRole/ambient-lab-agent',
+    'ClusterRole/ambient-lab-proxy',
+    'ClusterRoleBinding/ambient-lab-agent',
+    'ClusterRoleBinding/ambient-lab-proxy',
+    'CustomResourceDefinition/authorizationpolicies.security.istio.io',
+    'DaemonSet/ambient-lab-agent',
+    'DaemonSet/ambient-lab-proxy',
+    'Namespace/ambient-lab-system',
+    'ServiceAccount/ambient-lab-agent',
+    'ServiceAccount/ambient-lab-proxy',
   ]);
-  for (const { file, doc } of docs) expect(() => validate(doc), `${file} ${doc.kind}/${doc.metadata.name}`).not.toThrow();
+  for (const { file, doc } of docs)
+    expect(() => validate(doc), `${file} ${doc.kind}/${doc.metadata.name}`).not.toThrow();
 });
 
 test('the validator can fail: broken copies of our manifests are rejected', () => {
-  const agent = structuredClone(docs.find((d) => d.doc.kind === 'DaemonSet')!.doc) as unknown as { spec: { template: { spec: { containers: Array<Record<string, unknown>> } } } };
+  const agent = structuredClone(docs.find((d) => d.doc.kind === 'DaemonSet')!.doc) as unknown as {
+    spec: { template: { spec: { containers: Array<Record<string, unknown>> } } };
+  };
   agent.spec.template.spec.containers[1]!['ports'] = [{ containerPort: 'health' }];
   expect(() => validate(agent as unknown as Doc)).toThrow();
-  const noSelector = structuredClone(docs.find((d) => d.doc.kind === 'DaemonSet')!.doc) as Record<string, Record<string, unknown>>;
+  const noSelector = structuredClone(docs.find((d) => d.doc.kind === 'DaemonSet')!.doc) as Record<
+    string,
+    Record<string, unknown>
+  >;
   delete noSelector['spec']!['selector'];
   expect(() => validate(noSelector as unknown as Doc)).toThrow();
-  const crd = structuredClone(docs.find((d) => d.doc.kind === 'CustomResourceDefinition')!.doc) as unknown as { spec: Record<string, unknown> };
+  const crd = structuredClone(docs.find((d) => d.doc.kind === 'CustomResourceDefinition')!.doc) as unknown as {
+    spec: Record<string, unknown>;
+  };
   crd.spec['scope'] = 42;
   expect(() => validate(crd as unknown as Doc)).toThrow();
 });
 
-test('the CRD serves security.istio.io/v1 AuthorizationPolicy, and a policy our scenarios use validates against Istio\'s schema', () => {
-  const crd = docs.find((d) => d.doc.kind === 'CustomResourceDefinition')!.doc as unknown as { spec: { group: string; names: { kind: string; plural: string }; versions: Array<{ name: string; served: boolean; storage: boolean }> } };
+test("the CRD serves security.istio.io/v1 AuthorizationPolicy, and a policy our scenarios use validates against Istio's schema", () => {
+  const crd = docs.find((d) => d.doc.kind === 'CustomResourceDefinition')!.doc as unknown as {
+    spec: {
+      group: string;
+      names: { kind: string; plural: string };
+      versions: Array<{ name: string; served: boolean; storage: boolean }>;
+    };
+  };
   expect(crd.spec.group).toBe('security.istio.io');
   expect(crd.spec.names).toMatchObject({ kind: 'AuthorizationPolicy', plural: 'authorizationpolicies' });
   expect(crd.spec.versions.filter((v) => v.storage).map((v) => v.name)).toEqual(['v1']);
   const policy = new AuthorizationPolicy({
     metadata: { name: 'allow-client', namespace: 'app' },
-    spec: { action: 'ALLOW', rules: [{ from: [{ source: { principals: ['cluster.local/ns/app/sa/client'] } }], to: [{ operation: { ports: ['8080'] } }] }] },
+    spec: {
+      action: 'ALLOW',
+      rules: [
+        {
+          from: [{ source: { principals: ['cluster.local/ns/app/sa/client'] } }],
+          to: [{ operation: { ports: ['8080'] } }],
+        },
+      ],
+    },
   });
   expect(() => policy.validate()).not.toThrow();
 });
@@ -136,47 +174,78 @@ test('DaemonSets: node-critical, tolerate every taint, out of the mesh, their ow
     expect(t.spec!.serviceAccountName, name).toBe(name);
     expect(d.metadata!.namespace).toBe('ambient-lab-system');
     // the selector selects the template
-    for (const [k, v] of Object.entries(d.spec!.selector.matchLabels ?? {})) expect(t.metadata!.labels![k], name).toBe(v);
+    for (const [k, v] of Object.entries(d.spec!.selector.matchLabels ?? {}))
+      expect(t.metadata!.labels![k], name).toBe(v);
   }
-  const ns = docs.find((d) => d.doc.kind === 'Namespace')!.doc as unknown as { metadata: { labels: Record<string, string> } };
+  const ns = docs.find((d) => d.doc.kind === 'Namespace')!.doc as unknown as {
+    metadata: { labels: Record<string, string> };
+  };
   expect(ns.metadata.labels['istio.io/dataplane-mode']).toBe('none');
 });
 
 test('mounts: every volume is used; the agent sees the CNI dirs only in install-cni, the proxy sees no host CNI, netns or /proc paths', () => {
   for (const d of daemonSets) {
     const pod = d.spec!.template.spec!;
-    const used = new Set([...(pod.initContainers ?? []), ...pod.containers].flatMap((c) => (c.volumeMounts ?? []).map((m) => m.name)));
+    const used = new Set(
+      [...(pod.initContainers ?? []), ...pod.containers].flatMap((c) => (c.volumeMounts ?? []).map((m) => m.name)),
+    );
     expect([...used].sort(), d.metadata!.name).toEqual((pod.volumes ?? []).map((v) => v.name).sort());
   }
   const agentPod = ds('ambient-lab-agent').spec!.template.spec!;
-  const hostPaths = (names: readonly string[]) => (agentPod.volumes ?? []).filter((v) => names.includes(v.name)).map((v) => v.hostPath?.path);
+  const hostPaths = (names: readonly string[]) =>
+    (agentPod.volumes ?? []).filter((v) => names.includes(v.name)).map((v) => v.hostPath?.path);
   const mountsOf = (c: string) => agentPod.containers.find((x) => x.name === c)!.volumeMounts!.map((m) => m.name);
-  expect(hostPaths(mountsOf('install-cni'))).toEqual(expect.arrayContaining(['/opt/cni/bin', '/etc/cni/net.d', '/var/run/ambient-lab']));
+  expect(hostPaths(mountsOf('install-cni'))).toEqual(
+    expect.arrayContaining(['/opt/cni/bin', '/etc/cni/net.d', '/var/run/ambient-lab']),
+  );
   expect(mountsOf('agent')).not.toContain('cni-conf');
   expect(mountsOf('agent')).not.toContain('cni-bin');
   const netns = agentPod.containers.find((x) => x.name === 'agent')!.volumeMounts!.find((m) => m.name === 'netns')!;
   expect(netns).toMatchObject({ mountPath: '/var/run/netns', mountPropagation: 'HostToContainer' });
-  const proxyPaths = (ds('ambient-lab-proxy').spec!.template.spec!.volumes ?? []).map((v) => v.hostPath?.path).filter((p) => p !== undefined);
+  const proxyPaths = (ds('ambient-lab-proxy').spec!.template.spec!.volumes ?? [])
+    .map((v) => v.hostPath?.path)
+    .filter((p) => p !== undefined);
   expect(proxyPaths).toEqual(['/var/run/ambient-lab']);
 });
 
 test('RBAC is least privilege: read pods/namespaces, patch only pods/status, create events; the proxy reads pods and policies only', () => {
-  const role = (n: string) => (docs.find((d) => d.doc.kind === 'ClusterRole' && d.doc.metadata.name === n)!.doc as unknown as { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> }).rules;
-  const grants = (n: string) => role(n).flatMap((r) => r.apiGroups.flatMap((g) => r.resources.flatMap((res) => r.verbs.map((v) => `${g || 'core'}/${res}:${v}`)))).sort();
+  const role = (n: string) =>
+    (
+      docs.find((d) => d.doc.kind === 'ClusterRole' && d.doc.metadata.name === n)!.doc as unknown as {
+        rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
+      }
+    ).rules;
+  const grants = (n: string) =>
+    role(n)
+      .flatMap((r) =>
+        r.apiGroups.flatMap((g) => r.resources.flatMap((res) => r.verbs.map((v) => `${g || 'core'}/${res}:${v}`))),
+      )
+      .sort();
   expect(grants('ambient-lab-agent')).toEqual([
-    'core/events:create', 'core/events:patch', 'core/namespaces:get', 'core/namespaces:list', 'core/namespaces:watch',
-    'core/pods/status:patch', 'core/pods:get', 'core/pods:list', 'core/pods:watch',
+    'core/events:create',
+    'core/events:patch',
+    'core/namespaces:get',
+    'core/namespaces:list',
+    'core/namespaces:watch',
+    'core/pods/status:patch',
+    'core/pods:get',
+    'core/pods:list',
+    'core/pods:watch',
   ]);
   expect(grants('ambient-lab-proxy')).toEqual([
-    'core/pods:get', 'core/pods:list', 'core/pods:watch',
-    'security.istio.io/authorizationpolicies:get', 'security.istio.io/authorizationpolicies:list', 'security.istio.io/authorizationpolicies:watch',
+    'core/pods:get',
+    'core/pods:list',
+    'core/pods:watch',
+    'security.istio.io/authorizationpolicies:get',
+    'security.istio.io/authorizationpolicies:list',
+    'security.istio.io/authorizationpolicies:watch',
   ]);
   for (const n of ['ambient-lab-agent', 'ambient-lab-proxy']) {
     for (const r of role(n)) expect(r.verbs.includes('*') || r.resources.includes('*'), n).toBe(false);
   }
 });
 
-test('the processes agree on paths: the installer\'s plugin socket default is the agent\'s; the components use the service account (no kubeconfig)', () => {
+test("the processes agree on paths: the installer's plugin socket default is the agent's; the components use the service account (no kubeconfig)", () => {
   const agent = agentSettings(['--node', 'n1'], {});
   const installer = installerSettings([], {});
   expect(installer.config.pluginFields['agentSocket']).toBe(agent.config.pluginEventAddress);
@@ -185,7 +254,11 @@ test('the processes agree on paths: the installer\'s plugin socket default is th
     // in-cluster config needs the token mounted; no init container writes a kubeconfig any more
     expect(pod.automountServiceAccountToken, d.metadata!.name).not.toBe(false);
     expect(pod.initContainers ?? [], d.metadata!.name).toEqual([]);
-    for (const c of pod.containers) expect(c.env?.find((e) => e.name === 'AMBIENT_LAB_KUBECONFIG'), `${d.metadata!.name}/${c.name}`).toBeUndefined();
+    for (const c of pod.containers)
+      expect(
+        c.env?.find((e) => e.name === 'AMBIENT_LAB_KUBECONFIG'),
+        `${d.metadata!.name}/${c.name}`,
+      ).toBeUndefined();
   }
 });
 
@@ -207,7 +280,8 @@ function containerEnv(dsName: string, container: string): NodeJS.ProcessEnv {
 /** The enrollment config the plugin runs with: what the installer writes, read back the way the plugin reads it. */
 function pluginEnrollment(env: NodeJS.ProcessEnv, argv: readonly string[] = []): EnrollmentConfig {
   const fields = installerSettings(argv, env).config.pluginFields;
-  return parsePluginConfig({ cniVersion: '1.0.0', name: 'k8s', type: 'ambient-lab-cni', ...fields } as CniNetConf).enrollment;
+  return parsePluginConfig({ cniVersion: '1.0.0', name: 'k8s', type: 'ambient-lab-cni', ...fields } as CniNetConf)
+    .enrollment;
 }
 
 test('one configuration: the agent and the plugin its installer configures decide enrollment from the same settings (manifests, defaults, and one flag changed)', () => {
@@ -216,20 +290,35 @@ test('one configuration: the agent and the plugin its installer configures decid
   const fromAgent = agentSettings([], agentEnv).config.enrollment;
   expect(fromAgent).toEqual(pluginEnrollment(installEnv));
   // ... and they are the deployment's own names, not upstream's istio-system ones.
-  expect(fromAgent).toMatchObject({ systemNamespace: 'ambient-lab-system', excludeNamespaces: ['kube-system'], ownPodPrefixes: ['ambient-lab-agent-', 'ambient-lab-proxy-'] });
-  for (const d of daemonSets) expect(fromAgent.ownPodPrefixes.some((p) => `${d.metadata!.name}-x7k2p`.startsWith(p)), d.metadata!.name).toBe(true);
+  expect(fromAgent).toMatchObject({
+    systemNamespace: 'ambient-lab-system',
+    excludeNamespaces: ['kube-system'],
+    ownPodPrefixes: ['ambient-lab-agent-', 'ambient-lab-proxy-'],
+  });
+  for (const d of daemonSets)
+    expect(
+      fromAgent.ownPodPrefixes.some((p) => `${d.metadata!.name}-x7k2p`.startsWith(p)),
+      d.metadata!.name,
+    ).toBe(true);
   // The two containers name the same settings (a setting on one container only is the disagreement this guards).
-  const settingNames = ['AMBIENT_LAB_EXCLUDE_NAMESPACES', 'AMBIENT_LAB_SYSTEM_NAMESPACE', 'AMBIENT_LAB_OWN_POD_PREFIXES'];
+  const settingNames = [
+    'AMBIENT_LAB_EXCLUDE_NAMESPACES',
+    'AMBIENT_LAB_SYSTEM_NAMESPACE',
+    'AMBIENT_LAB_OWN_POD_PREFIXES',
+  ];
   for (const n of settingNames) expect(agentEnv[n], n).toBe(installEnv[n]);
   // Defaults agree with no settings at all.
   expect(agentSettings(['--node', 'n1'], {}).config.enrollment).toEqual(pluginEnrollment({}));
   // The test can fail: a setting changed on one side only makes them disagree.
-  expect(agentSettings([], { ...agentEnv, AMBIENT_LAB_EXCLUDE_NAMESPACES: 'kube-system,legacy' }).config.enrollment).not.toEqual(pluginEnrollment(installEnv));
-  expect(agentSettings(['--exclude-namespaces', ' kube-system , legacy ,'], agentEnv).config.enrollment)
-    .toEqual(pluginEnrollment(installEnv, ['--exclude-namespaces', 'kube-system,legacy']));
+  expect(
+    agentSettings([], { ...agentEnv, AMBIENT_LAB_EXCLUDE_NAMESPACES: 'kube-system,legacy' }).config.enrollment,
+  ).not.toEqual(pluginEnrollment(installEnv));
+  expect(agentSettings(['--exclude-namespaces', ' kube-system , legacy ,'], agentEnv).config.enrollment).toEqual(
+    pluginEnrollment(installEnv, ['--exclude-namespaces', 'kube-system,legacy']),
+  );
 });
 
-test('the agent DaemonSet launches with upstream\'s defaults (IPv6 and DNS capture on), and the proxy serves v6 and DNS to match', () => {
+test("the agent DaemonSet launches with upstream's defaults (IPv6 and DNS capture on), and the proxy serves v6 and DNS to match", () => {
   const agent = agentSettings([], containerEnv('ambient-lab-agent', 'agent')).config;
   expect(agent).toMatchObject({ ipv6: true, dnsCapture: true, profile: 'upstream' });
   // the flags' own defaults are the same (the manifest only says them out loud)
@@ -257,7 +346,12 @@ test('ZDS access: the proxy runs non-root; the agent admits exactly its uid and 
   // the image's file capabilities are exactly the capabilities the DaemonSet adds
   const dockerfile = readFileSync(path.resolve(DIR, '../../ci/proxy.Dockerfile'), 'utf8');
   const setcap = /setcap ([a-z_,]+)\+ep \/app\/node-netcaps/.exec(dockerfile)?.[1];
-  expect(setcap?.split(',').map((c) => c.replace(/^cap_/, '').toUpperCase()).sort()).toEqual([...(proxyPodCaps(proxyPod))].sort());
+  expect(
+    setcap
+      ?.split(',')
+      .map((c) => c.replace(/^cap_/, '').toUpperCase())
+      .sort(),
+  ).toEqual([...proxyPodCaps(proxyPod)].sort());
   expect(/^USER (\d+):(\d+)$/m.exec(dockerfile)?.slice(1).map(Number)).toEqual([proxy.runAsUser, proxy.runAsGroup]);
 });
 
@@ -266,6 +360,8 @@ function proxyPodCaps(pod: NonNullable<IDaemonSet['spec']>['template']['spec']):
 }
 
 test('the proxy DaemonSet starts node with the proxy V8 flags every other launcher uses (impl/linux/node-flags.ts)', () => {
-  const proxy = daemonSets.find((d) => d.metadata!.name === 'ambient-lab-proxy')!.spec!.template.spec!.containers.find((c) => c.name === 'proxy')!;
+  const proxy = daemonSets
+    .find((d) => d.metadata!.name === 'ambient-lab-proxy')!
+    .spec!.template.spec!.containers.find((c) => c.name === 'proxy')!;
   expect(proxy.command).toEqual(['/app/node-netcaps', ...PROXY_NODE_FLAGS, '/app/bin/ambient-lab-proxy.js']);
 });

@@ -11,11 +11,19 @@ import { parse } from 'yaml';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
-interface Step { readonly run?: string; readonly if?: string; readonly name?: string }
-interface Workflow { readonly jobs: Record<string, { readonly steps: readonly Step[] }> }
+interface Step {
+  readonly run?: string;
+  readonly if?: string;
+  readonly name?: string;
+}
+interface Workflow {
+  readonly jobs: Record<string, { readonly steps: readonly Step[] }>;
+}
 
 const workflow = parse(readFileSync(path.join(ROOT, '.github/workflows/ci.yaml'), 'utf8')) as Workflow;
-const projects = [...readFileSync(path.join(ROOT, 'playwright.config.ts'), 'utf8').matchAll(/name: '([a-z-]+)', testDir:/g)].map((m) => m[1]!);
+const projects = [
+  ...readFileSync(path.join(ROOT, 'playwright.config.ts'), 'utf8').matchAll(/name: '([a-z-]+)', testDir:/g),
+].map((m) => m[1]!);
 
 function runs(job: string): string[] {
   return (workflow.jobs[job]?.steps ?? []).flatMap((s) => (s.run ? [s.run] : []));
@@ -28,7 +36,9 @@ test('one copy: the workflow lives under .github/workflows only', () => {
 
 test('every Playwright project is run by a job, and every --project a job names exists', () => {
   expect(projects.length).toBeGreaterThan(0);
-  const named = Object.keys(workflow.jobs).flatMap((j) => runs(j).flatMap((r) => [...r.matchAll(/--project=([a-z-]+)/g)].map((m) => m[1]!)));
+  const named = Object.keys(workflow.jobs).flatMap((j) =>
+    runs(j).flatMap((r) => [...r.matchAll(/--project=([a-z-]+)/g)].map((m) => m[1]!)),
+  );
   for (const p of named) expect(projects, `--project=${p}`).toContain(p);
   for (const p of projects) expect(named, `project ${p}`).toContain(p);
 });

@@ -24,15 +24,33 @@ test('a world without zdsClient skips the rogue-zds phase, and the report lists 
   const run = await runThreatDetailed(withoutHooks, 'strict', threat('host-root'), { seed: 3 });
   const skips = catalogSkips(run.catalogLog);
   expect(skips).toEqual(['rogue-zds: skipped (the World has no zdsClient)']);
-  const full = await runThreatDetailed({ create: (o: WorldOptions) => createSimWorld(o) }, 'strict', threat('host-root'), { seed: 3 });
+  const full = await runThreatDetailed(
+    { create: (o: WorldOptions) => createSimWorld(o) },
+    'strict',
+    threat('host-root'),
+    { seed: 3 },
+  );
   expect(catalogSkips(full.catalogLog)).toEqual([]);
 
   const report: CheckReport = {
-    format: CHECK_REPORT_FORMAT, world: 'sim', seed: 3,
+    format: CHECK_REPORT_FORMAT,
+    world: 'sim',
+    seed: 3,
     budget: { runs: 0, runsPerCell: 0, maxCommands: 12, attacks: true },
     settings: { nodes: 2, ipv6: false, dnsCapture: false, maxCommands: 12 },
-    cells: [], counterexamples: [], catalogSkipped: skips.map((l) => `host-root × strict: ${l}`),
-    totals: { cells: 0, histories: 0, attackRuns: 1, seconds: 1, historiesPerSecond: 0, mismatches: 0, cpuSeconds: 1, worlds: { fresh: 0, reused: 0, rejected: 0, shrinking: 0 } },
+    cells: [],
+    counterexamples: [],
+    catalogSkipped: skips.map((l) => `host-root × strict: ${l}`),
+    totals: {
+      cells: 0,
+      histories: 0,
+      attackRuns: 1,
+      seconds: 1,
+      historiesPerSecond: 0,
+      mismatches: 0,
+      cpuSeconds: 1,
+      worlds: { fresh: 0, reused: 0, rejected: 0, shrinking: 0 },
+    },
     ok: true,
   };
   const text = renderReport(report);

@@ -19,14 +19,45 @@ function cli(args: string[]): { code: number | null; stdout: string; stderr: str
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-interface JsonCell { property: string; threat: string; profile: string; status: string; observed: string; runs: number; expected?: { verdict: string }; counterexampleFile?: string }
-interface JsonReport { format: string; ok: boolean; seed: number; cells: JsonCell[]; counterexamples: Array<{ seed: number; path: string; commands: string[]; violation: { message: string } }>; totals: { histories: number; cells: number; mismatches: number } }
+interface JsonCell {
+  property: string;
+  threat: string;
+  profile: string;
+  status: string;
+  observed: string;
+  runs: number;
+  expected?: { verdict: string };
+  counterexampleFile?: string;
+}
+interface JsonReport {
+  format: string;
+  ok: boolean;
+  seed: number;
+  cells: JsonCell[];
+  counterexamples: Array<{ seed: number; path: string; commands: string[]; violation: { message: string } }>;
+  totals: { histories: number; cells: number; mismatches: number };
+}
 
 test.beforeAll(() => {
-  if (!existsSync(path.join(root, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: run `npm run build` before these tests');
+  if (!existsSync(path.join(root, 'dist', 'cli', 'main.js')))
+    throw new Error('dist/ is missing: run `npm run build` before these tests');
 });
 
-const SMALL = ['--world', 'sim', '--threats', 'app-nonroot', '--profiles', 'strict', '--properties', 'outbound-capture,liveness', '--seed', '5', '--workers', '1', '--no-attacks'];
+const SMALL = [
+  '--world',
+  'sim',
+  '--threats',
+  'app-nonroot',
+  '--profiles',
+  'strict',
+  '--properties',
+  'outbound-capture,liveness',
+  '--seed',
+  '5',
+  '--workers',
+  '1',
+  '--no-attacks',
+];
 
 test('check exits 0 with a complete JSON report when reality matches the expected table', () => {
   const r = cli(['check', ...SMALL, '--runs', '6', '--json', '--no-save']);
@@ -35,7 +66,10 @@ test('check exits 0 with a complete JSON report when reality matches the expecte
   expect(j.format).toBe('ambient-lab/check@1');
   expect(j.ok).toBe(true);
   expect(j.seed).toBe(5);
-  expect(j.cells.map((c) => `${c.property}/${c.threat}/${c.profile}`).sort()).toEqual(['liveness/app-nonroot/strict', 'outbound-capture/app-nonroot/strict']);
+  expect(j.cells.map((c) => `${c.property}/${c.threat}/${c.profile}`).sort()).toEqual([
+    'liveness/app-nonroot/strict',
+    'outbound-capture/app-nonroot/strict',
+  ]);
   for (const c of j.cells) {
     expect(c.status).toBe('holds');
     expect(c.expected?.verdict).toBe('holds');
@@ -47,7 +81,17 @@ test('check exits 0 with a complete JSON report when reality matches the expecte
 test('check exits 1 on a broken rule set, saves the counterexample, and --replay reproduces it', () => {
   const out = mkdtempSync(path.join(tmpdir(), 'al-check-'));
   try {
-    const r = cli(['check', ...SMALL, '--runs', '40', '--json', '--out', out, '--mutant', 'ipv4 remove nat/out/redirect-outbound']);
+    const r = cli([
+      'check',
+      ...SMALL,
+      '--runs',
+      '40',
+      '--json',
+      '--out',
+      out,
+      '--mutant',
+      'ipv4 remove nat/out/redirect-outbound',
+    ]);
     expect(r.code, r.stderr).toBe(1);
     const j = JSON.parse(r.stdout) as JsonReport;
     expect(j.ok).toBe(false);
@@ -58,7 +102,9 @@ test('check exits 1 on a broken rule set, saves the counterexample, and --replay
     expect(existsSync(file)).toBe(true);
     const text = cli(['check', '--replay', file]);
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stdout).toContain(`REPRODUCED: outbound-capture × app-nonroot × strict: ${j.counterexamples[0]?.violation.message}`);
+    expect(text.stdout).toContain(
+      `REPRODUCED: outbound-capture × app-nonroot × strict: ${j.counterexamples[0]?.violation.message}`,
+    );
     expect(text.stdout).toContain('packet trace:');
   } finally {
     rmSync(out, { recursive: true, force: true });
@@ -66,12 +112,35 @@ test('check exits 1 on a broken rule set, saves the counterexample, and --replay
 });
 
 test('shards partition the matrix cells', () => {
-  const args = ['check', '--threats', 'app-nonroot,outside', '--profiles', 'upstream,strict', '--properties', 'convergence', '--runs', '4', '--seed', '1', '--workers', '1', '--no-attacks', '--json', '--no-save'];
-  const cells = (shard: string) => (JSON.parse(cli([...args, '--shard', shard]).stdout) as JsonReport).cells.map((c) => `${c.threat}/${c.profile}`);
+  const args = [
+    'check',
+    '--threats',
+    'app-nonroot,outside',
+    '--profiles',
+    'upstream,strict',
+    '--properties',
+    'convergence',
+    '--runs',
+    '4',
+    '--seed',
+    '1',
+    '--workers',
+    '1',
+    '--no-attacks',
+    '--json',
+    '--no-save',
+  ];
+  const cells = (shard: string) =>
+    (JSON.parse(cli([...args, '--shard', shard]).stdout) as JsonReport).cells.map((c) => `${c.threat}/${c.profile}`);
   const a = cells('1/2');
   const b = cells('2/2');
   expect(a).toHaveLength(2);
   expect(b).toHaveLength(2);
-  expect([...a, ...b].sort()).toEqual(['app-nonroot/strict', 'app-nonroot/upstream', 'outside/strict', 'outside/upstream']);
+  expect([...a, ...b].sort()).toEqual([
+    'app-nonroot/strict',
+    'app-nonroot/upstream',
+    'outside/strict',
+    'outside/upstream',
+  ]);
   expect(cli([...args, '--shard', '3/2']).stderr).toContain('--shard "3/2": expected i/n');
 });

@@ -5,7 +5,15 @@
 import { test, expect } from '@playwright/test';
 import fc from 'fast-check';
 import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
-import { ComponentCommand, Connect, CreateNamespace, CreatePod, LabelPod, Settle, type ModelCommand } from '../../../scenarios/model/commands.js';
+import {
+  ComponentCommand,
+  Connect,
+  CreateNamespace,
+  CreatePod,
+  LabelPod,
+  Settle,
+  type ModelCommand,
+} from '../../../scenarios/model/commands.js';
 import { Race } from '../../../scenarios/model/race.js';
 import { emptyModel } from '../../../scenarios/model/model.js';
 import { checkableProperties } from '../../../scenarios/model/catalog.js';
@@ -13,11 +21,27 @@ import type { RunContext } from '../../../scenarios/model/run-context.js';
 import type { ThreatSpec } from '../../../scenarios/model/contracts.js';
 import { podKey } from '../../../scenarios/world.js';
 
-const THREAT: ThreatSpec = { id: 'app-nonroot', title: 't', uids: [1000], caps: [], kernelVersion: '6.1', hostAttacker: false, outsideAttacker: false, vantage: 'enrolled-pod' };
+const THREAT: ThreatSpec = {
+  id: 'app-nonroot',
+  title: 't',
+  uids: [1000],
+  caps: [],
+  kernelVersion: '6.1',
+  hostAttacker: false,
+  outsideAttacker: false,
+  vantage: 'enrolled-pod',
+};
 const MODE = 'istio.io/dataplane-mode';
 
 async function setup(scheduler: fc.Scheduler) {
-  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 11 });
+  const world = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 11,
+  });
   const property = checkableProperties().find((p) => p.name === 'liveness');
   if (!property) throw new Error('no liveness property');
   const model = emptyModel(world.nodes, 'strict', THREAT);
@@ -32,9 +56,16 @@ test('commands act on the sim world and the model follows what the world shows',
   const [scheduler] = fc.sample(fc.scheduler(), { seed: 1, numRuns: 1 });
   const { world, model, real } = await setup(scheduler!);
   const cmds: ModelCommand[] = [
-    new CreateNamespace('ambient-a', 'ambient'), new CreateNamespace('plain', null),
-    pod(0, 0), pod(1, 1), new Settle(),
-    new Connect({ kind: 'pod', index: 0 }, { kind: 'pod', index: 1, port: 8080 }, { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined }),
+    new CreateNamespace('ambient-a', 'ambient'),
+    new CreateNamespace('plain', null),
+    pod(0, 0),
+    pod(1, 1),
+    new Settle(),
+    new Connect(
+      { kind: 'pod', index: 0 },
+      { kind: 'pod', index: 1, port: 8080 },
+      { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined },
+    ),
     new LabelPod(1, 'ambient'),
     new ComponentCommand('stop', 'proxy', 0),
     new Settle(),
@@ -55,16 +86,38 @@ test('commands act on the sim world and the model follows what the world shows',
   await world.close();
 });
 
-for (const order of [[1, 2], [2, 1]] as const) {
+for (const order of [
+  [1, 2],
+  [2, 1],
+] as const) {
   test(`a race issues its operations in the scheduler's order (${order.join(',')}) and the model reads the winner back`, async () => {
     const scheduler = fc.schedulerFor([...order]);
     const { world, model, real } = await setup(scheduler);
-    await fc.asyncModelRun(() => ({ model, real }), [
-      new CreateNamespace('ambient-a', 'ambient'),
-      new Race([{ kind: 'create', shape: { nsIndex: 0, nodeIndex: 0, mode: 'ambient', hostile: [], uidIndex: 0, caps: [], hostNetwork: false } },
-        { kind: 'label-pod', podIndex: 0, mode: 'none' }], [0, 0, 0]),
-      new Settle(),
-    ]);
+    await fc.asyncModelRun(
+      () => ({ model, real }),
+      [
+        new CreateNamespace('ambient-a', 'ambient'),
+        new Race(
+          [
+            {
+              kind: 'create',
+              shape: {
+                nsIndex: 0,
+                nodeIndex: 0,
+                mode: 'ambient',
+                hostile: [],
+                uidIndex: 0,
+                caps: [],
+                hostNetwork: false,
+              },
+            },
+            { kind: 'label-pod', podIndex: 0, mode: 'none' },
+          ],
+          [0, 0, 0],
+        ),
+        new Settle(),
+      ],
+    );
     const step = real.steps.find((s) => s.command.startsWith('Race('));
     const first = order[0] === 1 ? 'create ambient-a/p0' : 'label ambient-a/p0';
     expect(step?.detail).toMatch(new RegExp(`^issued in order: ${first}`));

@@ -31,7 +31,11 @@ test('a broken rule set yields a shrunk counterexample that is saved and replays
   try {
     const world = { world: 'sim' as const, mutant: MUTANT };
     const r = await runCell(cell(), {
-      factory: await loadFactory(world), replayFactory: await loadFactory({ ...world, trace: true }), runs: 40, seed: 4242, ...settings,
+      factory: await loadFactory(world),
+      replayFactory: await loadFactory({ ...world, trace: true }),
+      runs: 40,
+      seed: 4242,
+      ...settings,
     });
     expect(r.status).toBe('bypass');
     if (r.status !== 'bypass') return;
@@ -41,7 +45,13 @@ test('a broken rule set yields a shrunk counterexample that is saved and replays
     expect(cx.commands.length).toBeLessThanOrEqual(8);
     expect(cx.commands.at(-1)).toMatch(/^Connect\(ambient-a\//);
     expect(cx.found.attempt?.result.trace ?? '').toContain('OUTPUT');
-    const file = toFile({ property: 'outbound-capture', threat: 'app-nonroot', profile: 'strict' }, settings, cx, 'x.json', MUTANT);
+    const file = toFile(
+      { property: 'outbound-capture', threat: 'app-nonroot', profile: 'strict' },
+      settings,
+      cx,
+      'x.json',
+      MUTANT,
+    );
     const saved = saveCounterexample(dir, file);
     const loaded = loadCounterexample(saved);
     expect(loaded.replayPath).toBe(cx.replayPath);

@@ -34,9 +34,23 @@ test('the budget is spread over the cells and the full matrix covers every prope
 
 test('the summary table marks differences and which search found a bypass', () => {
   const text = renderMatrix([
-    { property: 'convergence', threat: 'host-root', profile: 'upstream', status: 'unexpected bypass', runs: 3, foundBy: ['model'] },
+    {
+      property: 'convergence',
+      threat: 'host-root',
+      profile: 'upstream',
+      status: 'unexpected bypass',
+      runs: 3,
+      foundBy: ['model'],
+    },
     { property: 'convergence', threat: 'host-root', profile: 'strict', status: 'holds', runs: 7 },
-    { property: 'inbound-capture', threat: 'outside', profile: 'upstream', status: 'bypass found', runs: 1, foundBy: ['model', 'attacks'] },
+    {
+      property: 'inbound-capture',
+      threat: 'outside',
+      profile: 'upstream',
+      status: 'bypass found',
+      runs: 1,
+      foundBy: ['model', 'attacks'],
+    },
   ]);
   const lines = text.split('\n');
   expect(lines[0]).toMatch(/^property\s+threat\s+upstream\s+strict$/);

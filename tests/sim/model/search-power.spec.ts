@@ -8,7 +8,16 @@
 import { test, expect } from '@playwright/test';
 import fc from 'fast-check';
 import { createSimWorld, type SimMeshWorld } from '../../../scenarios/worlds/sim-world.js';
-import { Connect, CreateNamespace, CreatePod, CreatePodAgentFault, PolicyOverlap, Settle, HOST_APP_PORT, type ModelCommand } from '../../../scenarios/model/commands.js';
+import {
+  Connect,
+  CreateNamespace,
+  CreatePod,
+  CreatePodAgentFault,
+  PolicyOverlap,
+  Settle,
+  HOST_APP_PORT,
+  type ModelCommand,
+} from '../../../scenarios/model/commands.js';
 import { emptyModel } from '../../../scenarios/model/model.js';
 import { checkableProperties } from '../../../scenarios/model/catalog.js';
 import type { RunContext } from '../../../scenarios/model/run-context.js';
@@ -16,11 +25,36 @@ import type { ThreatSpec } from '../../../scenarios/model/contracts.js';
 import type { AgentAddFault } from '../../../scenarios/world.js';
 import type { PropertyName } from '../../../scenarios/properties/index.js';
 
-const APP_THREAT: ThreatSpec = { id: 'app-nonroot', title: 't', uids: [1000], caps: [], kernelVersion: '6.1', hostAttacker: false, outsideAttacker: false, vantage: 'enrolled-pod' };
-const OUTSIDE_THREAT: ThreatSpec = { id: 'outside', title: 't', uids: [1000], caps: [], kernelVersion: '6.1', hostAttacker: false, outsideAttacker: true, vantage: 'outside' };
+const APP_THREAT: ThreatSpec = {
+  id: 'app-nonroot',
+  title: 't',
+  uids: [1000],
+  caps: [],
+  kernelVersion: '6.1',
+  hostAttacker: false,
+  outsideAttacker: false,
+  vantage: 'enrolled-pod',
+};
+const OUTSIDE_THREAT: ThreatSpec = {
+  id: 'outside',
+  title: 't',
+  uids: [1000],
+  caps: [],
+  kernelVersion: '6.1',
+  hostAttacker: false,
+  outsideAttacker: true,
+  vantage: 'outside',
+};
 
 async function setup(property: PropertyName, threat: ThreatSpec) {
-  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 5 }) as SimMeshWorld;
+  const world = (await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 5,
+  })) as SimMeshWorld;
   const prop = checkableProperties().find((p) => p.name === property);
   if (!prop) throw new Error(`no ${property} property`);
   const [scheduler] = fc.sample(fc.scheduler(), { seed: 1, numRuns: 1 });
@@ -29,7 +63,15 @@ async function setup(property: PropertyName, threat: ThreatSpec) {
   return { world, model, real };
 }
 
-const ambientPod = { nsIndex: 0, nodeIndex: 1, mode: 'ambient' as const, hostile: [], uidIndex: 0, caps: [], hostNetwork: false };
+const ambientPod = {
+  nsIndex: 0,
+  nodeIndex: 1,
+  mode: 'ambient' as const,
+  hostile: [],
+  uidIndex: 0,
+  caps: [],
+  hostNetwork: false,
+};
 
 for (const fault of ['netns-missing', 'stale-pod'] as const satisfies readonly AgentAddFault[]) {
   test(`agent fault ${fault}: the ADD is refused, the pod does not start while it holds, and starts redirected after`, async () => {
@@ -41,7 +83,9 @@ for (const fault of ['netns-missing', 'stale-pod'] as const satisfies readonly A
     expect(model.addRefusedByAgent.has(p.uid)).toBe(true);
     const refusals = world.log.entries.filter((e) => e.msg === 'plugin event failed');
     expect(refusals.length).toBeGreaterThan(0);
-    expect(JSON.stringify(refusals[0])).toMatch(fault === 'netns-missing' ? /no network namespace found/ : /view is stale/);
+    expect(JSON.stringify(refusals[0])).toMatch(
+      fault === 'netns-missing' ? /no network namespace found/ : /view is stale/,
+    );
     const steps = real.steps.map((s) => s.command);
     expect(steps[1]).toBe(`CreatePodAgentFault(${fault} on node-1)`);
     expect(steps[2]).toMatch(/^CreatePod\(ambient-a\/p0 on node-1 /);
@@ -55,7 +99,10 @@ for (const fault of ['netns-missing', 'stale-pod'] as const satisfies readonly A
 
 test('agent fault: a pod outside the mesh is not affected (the agent is never asked) and is recorded but not judged (not selected)', async () => {
   const { world, model, real } = await setup('fail-closed', APP_THREAT);
-  await fc.asyncModelRun(() => ({ model, real }), [new CreateNamespace('plain', null), new CreatePodAgentFault({ ...ambientPod, mode: null }, 'netns-missing')]);
+  await fc.asyncModelRun(
+    () => ({ model, real }),
+    [new CreateNamespace('plain', null), new CreatePodAgentFault({ ...ambientPod, mode: null }, 'netns-missing')],
+  );
   const p = [...model.pods.values()][0]!;
   expect(p.started).toBe(true);
   expect(model.addRefusedByAgent.has(p.uid)).toBe(true); // recorded; the judge skips it because it is not selected
@@ -64,13 +111,28 @@ test('agent fault: a pod outside the mesh is not affected (the agent is never as
 
 test('overlapping ALLOW and DENY on one target: both applied, settled, and the probe connection is denied by the DENY', async () => {
   const { world, model, real } = await setup('authorization', OUTSIDE_THREAT);
-  const setupCmds: ModelCommand[] = [new CreateNamespace('ambient-a', 'ambient'), new CreatePod({ ...ambientPod, mode: null }), new Settle()];
-  const probe = new PolicyOverlap({ podIndex: 0, selector: false, allow: 'any', deny: 'port', denyFirst: false, port: 8080, srcNsIndex: 0, from: { kind: 'outside' } });
+  const setupCmds: ModelCommand[] = [
+    new CreateNamespace('ambient-a', 'ambient'),
+    new CreatePod({ ...ambientPod, mode: null }),
+    new Settle(),
+  ];
+  const probe = new PolicyOverlap({
+    podIndex: 0,
+    selector: false,
+    allow: 'any',
+    deny: 'port',
+    denyFirst: false,
+    port: 8080,
+    srcNsIndex: 0,
+    from: { kind: 'outside' },
+  });
   await fc.asyncModelRun(() => ({ model, real }), [...setupCmds, probe]);
   expect([...model.policies.keys()].sort()).toEqual(['ambient-a/overlap-allow', 'ambient-a/overlap-deny']);
   expect(model.quiescent).toBe(true);
   const text = probe.toString();
-  expect(text).toMatch(/ApplyPolicy\(ambient-a\/overlap-allow ALLOW .*ApplyPolicy\(ambient-a\/overlap-deny DENY .*Settle\(\); Connect\(outside -> ambient-a\/p0:8080\)/);
+  expect(text).toMatch(
+    /ApplyPolicy\(ambient-a\/overlap-allow ALLOW .*ApplyPolicy\(ambient-a\/overlap-deny DENY .*Settle\(\); Connect\(outside -> ambient-a\/p0:8080\)/,
+  );
   const attempt = real.attempts.at(-1)!;
   expect(attempt.result.deliveries).toEqual([]);
   expect(attempt.result.proxyLog.some((e) => e.allowed === false && /explicitly denied/.test(e.reason))).toBe(true);
@@ -79,19 +141,41 @@ test('overlapping ALLOW and DENY on one target: both applied, settled, and the p
 
 test('overlap with a selector: both policies select the target by its label', async () => {
   const { world, model, real } = await setup('authorization', OUTSIDE_THREAT);
-  const probe = new PolicyOverlap({ podIndex: 0, selector: true, allow: 'port', deny: 'any', denyFirst: true, port: 9090, srcNsIndex: 0, from: { kind: 'outside' } });
-  await fc.asyncModelRun(() => ({ model, real }), [new CreateNamespace('plain', null), new CreatePod({ ...ambientPod }), new Settle(), probe]);
-  for (const p of model.policies.values()) expect((p['spec'] as { selector?: unknown }).selector).toEqual({ matchLabels: { 'istio.io/dataplane-mode': 'ambient' } });
+  const probe = new PolicyOverlap({
+    podIndex: 0,
+    selector: true,
+    allow: 'port',
+    deny: 'any',
+    denyFirst: true,
+    port: 9090,
+    srcNsIndex: 0,
+    from: { kind: 'outside' },
+  });
+  await fc.asyncModelRun(
+    () => ({ model, real }),
+    [new CreateNamespace('plain', null), new CreatePod({ ...ambientPod }), new Settle(), probe],
+  );
+  for (const p of model.policies.values())
+    expect((p['spec'] as { selector?: unknown }).selector).toEqual({
+      matchLabels: { 'istio.io/dataplane-mode': 'ambient' },
+    });
   expect(real.attempts.at(-1)!.result.deliveries).toEqual([]);
   await world.close();
 });
 
-test('node addresses: a connection to a node address goes to that node\'s own address', async () => {
+test("node addresses: a connection to a node address goes to that node's own address", async () => {
   const { world, model, real } = await setup('outbound-capture', APP_THREAT);
   const addrs = await world.nodeAddresses();
   expect(Object.keys(addrs).sort()).toEqual([...world.nodes].sort());
-  const connect = new Connect({ kind: 'pod', index: 0 }, { kind: 'node', nodeIndex: 1, ipIndex: 0, port: HOST_APP_PORT }, { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined });
-  await fc.asyncModelRun(() => ({ model, real }), [new CreateNamespace('ambient-a', 'ambient'), new CreatePod({ ...ambientPod, mode: null }), new Settle(), connect]);
+  const connect = new Connect(
+    { kind: 'pod', index: 0 },
+    { kind: 'node', nodeIndex: 1, ipIndex: 0, port: HOST_APP_PORT },
+    { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined },
+  );
+  await fc.asyncModelRun(
+    () => ({ model, real }),
+    [new CreateNamespace('ambient-a', 'ambient'), new CreatePod({ ...ambientPod, mode: null }), new Settle(), connect],
+  );
   const attempt = real.attempts.at(-1)!;
   expect(attempt.to).toEqual({ kind: 'ip', ip: addrs['node-1']![0], port: 8080 });
   // From an enrolled pod the proxy takes it first (then nothing listens on the node).

@@ -17,7 +17,14 @@ const app = { uid: 0, caps: ['NET_ADMIN', 'NET_RAW'] as const, tcpPorts: [8080, 
 
 /** The check's prelude, by hand: an ambient and a plain namespace, three pods over two nodes. */
 async function preludeWorld(): Promise<{ world: SimMeshWorld; baseline: ResetBaseline; digest: string }> {
-  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: true, dnsCapture: false, seed: 11 });
+  const world = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: true,
+    dnsCapture: false,
+    seed: 11,
+  });
   const [n0, n1] = world.nodes as [string, string];
   const namespaces = { 'ambient-a': { [MODE]: 'ambient' }, plain: {} };
   const pods: PodSpec[] = [
@@ -42,7 +49,10 @@ test('a reset undoes a history (labels, pods, namespaces, policies, stopped comp
     await world.createPod({ namespace: 'ambient-b', name: 'p3', app: { ...app, caps: [] } });
     await world.labelPod(p0, { [MODE]: 'none' });
     await world.labelNamespace('plain', { [MODE]: 'ambient' });
-    await world.applyPolicy({ metadata: { namespace: 'ambient-a', name: 'deny' }, spec: { action: 'DENY', rules: [{}] } });
+    await world.applyPolicy({
+      metadata: { namespace: 'ambient-a', name: 'deny' },
+      spec: { action: 'DENY', rules: [{}] },
+    });
     await world.deletePod(p1);
     await world.stop('proxy', n1);
     await world.stop('agent', n0);
@@ -57,7 +67,11 @@ test('a reset undoes a history (labels, pods, namespaces, policies, stopped comp
     expect(r.outcome).toBe('established');
     expect(r.deliveries.map((d) => [d.pod.name, d.viaProxy])).toEqual([['p0', true]]);
     const pods = await world.pods();
-    expect(pods.map((p) => `${p.namespace}/${p.name}:${String(p.redirected)}`).sort()).toEqual(['ambient-a/p0:true', 'ambient-a/p2:true', 'plain/p1:false']);
+    expect(pods.map((p) => `${p.namespace}/${p.name}:${String(p.redirected)}`).sort()).toEqual([
+      'ambient-a/p0:true',
+      'ambient-a/p2:true',
+      'plain/p1:false',
+    ]);
   } finally {
     await world.close();
   }
@@ -86,7 +100,15 @@ test('a cell with world reuse reaches the same verdict as with a fresh world per
   const threat = c.threats.find((t) => t.id === 'app-nonroot');
   if (!property || !threat) throw new Error('catalog lacks outbound-capture or app-nonroot');
   expect(c.expected('outbound-capture', 'app-nonroot', 'strict')?.verdict).toBe('holds');
-  const o = { factory: await loadFactory({ world: 'sim' }), runs: 30, seed: 99, nodes: 2, ipv6: true, dnsCapture: false, maxCommands: 8 };
+  const o = {
+    factory: await loadFactory({ world: 'sim' }),
+    runs: 30,
+    seed: 99,
+    nodes: 2,
+    ipv6: true,
+    dnsCapture: false,
+    maxCommands: 8,
+  };
   const reused = await runCell({ property, threat, profile: 'strict' }, o);
   const fresh = await runCell({ property, threat, profile: 'strict' }, { ...o, reuseWorlds: false });
   expect(fresh.status).toBe('holds');
@@ -108,7 +130,7 @@ test('a violation that only a reused world shows (a reset that leaks, a digest t
   const leaky: WorldFactory = {
     ...base,
     create: async (opts) => {
-      const w = await base.create(opts) as SimMeshWorld;
+      const w = (await base.create(opts)) as SimMeshWorld;
       return new Proxy(w, {
         get(target, key) {
           if (key === 'stateDigest') return () => 'blind';
@@ -124,7 +146,10 @@ test('a violation that only a reused world shows (a reset that leaks, a digest t
       });
     },
   };
-  const r = await runCell({ property, threat, profile: 'strict' }, { factory: leaky, runs: 25, seed: 5, nodes: 2, ipv6: false, dnsCapture: false, maxCommands: 8 });
+  const r = await runCell(
+    { property, threat, profile: 'strict' },
+    { factory: leaky, runs: 25, seed: 5, nodes: 2, ipv6: false, dnsCapture: false, maxCommands: 8 },
+  );
   expect(r.status).toBe('error');
   if (r.status !== 'error') return;
   expect(r.error).toContain('does not happen on a fresh world');

@@ -5,11 +5,27 @@
  * changes exactly its file in a private copy, and the original dist/ is never written.
  */
 import { test, expect } from '@playwright/test';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { IMPL_MUTANTS, MutantAnchorError, anchorCount, applyImplMutant, prepareMutantTree, type ImplMutant } from '../../../scenarios/mutation/impl-mutants.js';
+import {
+  IMPL_MUTANTS,
+  MutantAnchorError,
+  anchorCount,
+  applyImplMutant,
+  prepareMutantTree,
+  type ImplMutant,
+} from '../../../scenarios/mutation/impl-mutants.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const DIST = join(REPO, 'dist');
@@ -18,12 +34,24 @@ test('every mutant anchor occurs exactly once in the current build', () => {
   for (const m of IMPL_MUTANTS) expect(anchorCount(DIST, m), `${m.name} in ${m.file}`).toBe(1);
 });
 
-test('mutant names are unique and cover the issue\'s areas', () => {
+test("mutant names are unique and cover the issue's areas", () => {
   const names = IMPL_MUTANTS.map((m) => m.name);
   expect(new Set(names).size).toBe(names.length);
   const areas = new Set(IMPL_MUTANTS.map((m) => m.area));
-  for (const a of ['authorization engine', 'enrollment', 'CNI plugin fail-closed path', 'ZDS peer check', 'repair', 'inbound authorization', 'original destination',
-    'sim: NAT once', 'sim: REDIRECT', 'sim: SO_MARK permission', 'sim: watch events']) expect(areas.has(a), a).toBe(true);
+  for (const a of [
+    'authorization engine',
+    'enrollment',
+    'CNI plugin fail-closed path',
+    'ZDS peer check',
+    'repair',
+    'inbound authorization',
+    'original destination',
+    'sim: NAT once',
+    'sim: REDIRECT',
+    'sim: SO_MARK permission',
+    'sim: watch events',
+  ])
+    expect(areas.has(a), a).toBe(true);
 });
 
 test('a missing or repeated anchor is an error that names the mutant and the file', () => {
@@ -31,7 +59,14 @@ test('a missing or repeated anchor is an error that names the mutant and the fil
   try {
     mkdirSync(join(dir, 'x'));
     writeFileSync(join(dir, 'x', 'f.js'), 'const a = 1;\nconst a = 1;\n');
-    const missing: ImplMutant = { name: 'm-missing', area: 't', doc: 't', file: 'x/f.js', anchor: 'const b = 2;', replacement: '' };
+    const missing: ImplMutant = {
+      name: 'm-missing',
+      area: 't',
+      doc: 't',
+      file: 'x/f.js',
+      anchor: 'const b = 2;',
+      replacement: '',
+    };
     const twice: ImplMutant = { ...missing, name: 'm-twice', anchor: 'const a = 1;' };
     const nofile: ImplMutant = { ...missing, name: 'm-nofile', file: 'x/none.js' };
     expect(() => applyImplMutant(dir, missing)).toThrow(MutantAnchorError);
@@ -45,7 +80,7 @@ test('a missing or repeated anchor is an error that names the mutant and the fil
   }
 });
 
-test('a prepared tree differs from dist/ in exactly the mutant\'s file, and dist/ is untouched', () => {
+test("a prepared tree differs from dist/ in exactly the mutant's file, and dist/ is untouched", () => {
   const m = IMPL_MUTANTS.find((x) => x.name === 'authz-allow-before-deny')!;
   const original = readFileSync(join(DIST, m.file), 'utf8');
   const other = readFileSync(join(DIST, 'impl/cni-plugin/cni-plugin.js'), 'utf8');

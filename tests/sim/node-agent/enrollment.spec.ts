@@ -9,7 +9,13 @@ import { SelectorError, selectorMatches } from '../../../impl/api/label-selector
 
 const M = 'istio.io/dataplane-mode';
 const pod = (over: Partial<PodFacts> = {}): PodFacts => ({
-  name: 'web-1', namespace: 'shop', labels: {}, annotations: {}, hostNetwork: false, phase: 'Running', ...over,
+  name: 'web-1',
+  namespace: 'shop',
+  labels: {},
+  annotations: {},
+  hostNetwork: false,
+  phase: 'Running',
+  ...over,
 });
 
 const table: ReadonlyArray<[string, PodFacts, Record<string, string> | undefined, boolean]> = [
@@ -17,16 +23,41 @@ const table: ReadonlyArray<[string, PodFacts, Record<string, string> | undefined
   ['namespace ambient: enrolled', pod(), { [M]: 'ambient' }, true],
   ['namespace ambient, pod none: pod opts out', pod({ labels: { [M]: 'none' } }), { [M]: 'ambient' }, false],
   ['pod ambient in an unlabelled namespace: pod opts in', pod({ labels: { [M]: 'ambient' } }), {}, true],
-  ['pod ambient in a namespace labelled none: pod label still wins', pod({ labels: { [M]: 'ambient' } }), { [M]: 'none' }, true],
-  ['namespace ambient, pod with another value: enrolled (NotIn none)', pod({ labels: { [M]: 'sidecar' } }), { [M]: 'ambient' }, true],
+  [
+    'pod ambient in a namespace labelled none: pod label still wins',
+    pod({ labels: { [M]: 'ambient' } }),
+    { [M]: 'none' },
+    true,
+  ],
+  [
+    'namespace ambient, pod with another value: enrolled (NotIn none)',
+    pod({ labels: { [M]: 'sidecar' } }),
+    { [M]: 'ambient' },
+    true,
+  ],
   ['namespace with another value: not enrolled', pod(), { [M]: 'Ambient' }, false],
   ['hostNetwork pod in an ambient namespace: never', pod({ hostNetwork: true }), { [M]: 'ambient' }, false],
   ['hostNetwork pod labelled ambient: never', pod({ hostNetwork: true, labels: { [M]: 'ambient' } }), {}, false],
   ['sidecar-injected pod: never', pod({ annotations: { 'sidecar.istio.io/status': '{}' } }), { [M]: 'ambient' }, false],
-  ['excluded namespace kube-system, pod labelled ambient: never', pod({ namespace: 'kube-system', labels: { [M]: 'ambient' } }), { [M]: 'ambient' }, false],
-  ['the node agent own pod: never', pod({ namespace: 'istio-system', name: 'istio-cni-node-abcde', labels: { [M]: 'ambient' } }), { [M]: 'ambient' }, false],
+  [
+    'excluded namespace kube-system, pod labelled ambient: never',
+    pod({ namespace: 'kube-system', labels: { [M]: 'ambient' } }),
+    { [M]: 'ambient' },
+    false,
+  ],
+  [
+    'the node agent own pod: never',
+    pod({ namespace: 'istio-system', name: 'istio-cni-node-abcde', labels: { [M]: 'ambient' } }),
+    { [M]: 'ambient' },
+    false,
+  ],
   ['the proxy own pod: never', pod({ namespace: 'istio-system', name: 'ztunnel-xyz' }), { [M]: 'ambient' }, false],
-  ['a user pod in the system namespace with an own-looking name elsewhere: enrolled', pod({ namespace: 'shop', name: 'ztunnel-lookalike' }), { [M]: 'ambient' }, true],
+  [
+    'a user pod in the system namespace with an own-looking name elsewhere: enrolled',
+    pod({ namespace: 'shop', name: 'ztunnel-lookalike' }),
+    { [M]: 'ambient' },
+    true,
+  ],
   ['a Succeeded (Job) pod: removed', pod({ phase: 'Succeeded' }), { [M]: 'ambient' }, false],
   ['a Failed pod: removed', pod({ phase: 'Failed' }), { [M]: 'ambient' }, false],
   ['a Pending pod in an ambient namespace: enrolled', pod({ phase: 'Pending' }), { [M]: 'ambient' }, true],
@@ -49,12 +80,16 @@ test('hard exclusions are reported as hard, selector misses are not', () => {
 
 test('label selector operators follow apimachinery: NotIn and DoesNotExist match an absent key', () => {
   expect(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'NotIn', values: ['x'] }] }, {})).toBe(true);
-  expect(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'NotIn', values: ['x'] }] }, { a: 'x' })).toBe(false);
+  expect(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'NotIn', values: ['x'] }] }, { a: 'x' })).toBe(
+    false,
+  );
   expect(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'In', values: ['x'] }] }, {})).toBe(false);
   expect(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'Exists' }] }, { a: '' })).toBe(true);
   expect(selectorMatches({ matchExpressions: [{ key: 'a', operator: 'DoesNotExist' }] }, { a: '' })).toBe(false);
   expect(selectorMatches({}, { a: 'b' })).toBe(true);
-  expect(selectorMatches({ matchLabels: { a: 'b' }, matchExpressions: [{ key: 'c', operator: 'Exists' }] }, { a: 'b' })).toBe(false);
+  expect(
+    selectorMatches({ matchLabels: { a: 'b' }, matchExpressions: [{ key: 'c', operator: 'Exists' }] }, { a: 'b' }),
+  ).toBe(false);
 });
 
 test('custom selectors are validated with the offending place named', () => {
@@ -68,8 +103,12 @@ test('custom selectors are validated with the offending place named', () => {
     throw new Error('expected a SelectorError');
   };
   expect(bad([{ podSelector: { matchLabels: { 'bad key!': 'x' } } }])).toContain('enablementSelectors[0].podSelector');
-  expect(bad([{ podSelector: { matchExpressions: [{ key: 'a', operator: 'Near', values: ['x'] }] } }])).toContain('unknown operator "Near"');
-  expect(bad([{ namespaceSelector: { matchExpressions: [{ key: 'a', operator: 'In' }] } }])).toContain('needs a non-empty values list');
+  expect(bad([{ podSelector: { matchExpressions: [{ key: 'a', operator: 'Near', values: ['x'] }] } }])).toContain(
+    'unknown operator "Near"',
+  );
+  expect(bad([{ namespaceSelector: { matchExpressions: [{ key: 'a', operator: 'In' }] } }])).toContain(
+    'needs a non-empty values list',
+  );
   expect(bad([{}, { podSelector: { matchLabels: { a: 'value with space' } } }])).toContain('enablementSelectors[1]');
   expect(() => validateEnrollmentConfig(DEFAULT_ENROLLMENT_CONFIG)).not.toThrow();
 });

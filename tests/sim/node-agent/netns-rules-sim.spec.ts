@@ -9,8 +9,15 @@ import { netnsId } from '../../../impl/api/ids.js';
 import { formatSockAddr } from '../../../sim/kernel/socket.js';
 import { APP, buildInpodLab } from '../kernel/inpod-fixture.js';
 
-const plan = buildInpodPlan({ profile: 'upstream', ipv6: true, dnsCapture: true, ingressMode: false, virtualInterfaces: [] });
-const EMPTY_RULES = '*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n';
+const plan = buildInpodPlan({
+  profile: 'upstream',
+  ipv6: true,
+  dnsCapture: true,
+  ingressMode: false,
+  virtualInterfaces: [],
+});
+const EMPTY_RULES =
+  '*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n';
 
 function lab() {
   // The fixture installs the upstream fixture rules; start from a pod with no rules instead.
@@ -27,7 +34,10 @@ test('apply installs rules, ip rules and routes that capture outbound TCP; apply
     { family: 'ipv4', priority: 32764, fwmark: { value: 0x111, mask: 0xfff }, table: 100 },
     { family: 'ipv6', priority: 32764, fwmark: { value: 0x111, mask: 0xfff }, table: 100 },
   ]);
-  expect(once.routes.map((r) => `${r.family} ${r.dst} ${r.dev} ${r.table}`)).toEqual(['ipv4 0.0.0.0/0 lo 100', 'ipv6 ::/0 lo 100']);
+  expect(once.routes.map((r) => `${r.family} ${r.dst} ${r.dev} ${r.table}`)).toEqual([
+    'ipv4 0.0.0.0/0 lo 100',
+    'ipv6 ::/0 lo 100',
+  ]);
   expect(once.iptables.ipv4).toContain('-j REDIRECT --to-ports 15001');
   expect(once).not.toEqual(before);
   await rules.apply(pod, plan);
@@ -54,8 +64,15 @@ test('a malformed plan is refused with a clear error and changes nothing; a miss
   const { rules, pod } = lab();
   await rules.apply(pod, plan);
   const good = await rules.read(pod);
-  await expect(rules.apply(pod, { ...plan, iptables: { ipv4: '*nat\n-A OUTPUT -j REDIRECT --to-ports 1\nCOMMIT\n' } })).rejects.toThrow(/line 2/);
-  await expect(rules.apply(pod, { ...plan, iptables: { ipv4: '*nat\n:OWN - [0:0]\n-A OWN -m frobnicate -j ACCEPT\n-A OUTPUT -j OWN\nCOMMIT\n' } })).rejects.toThrow(/frobnicate/);
+  await expect(
+    rules.apply(pod, { ...plan, iptables: { ipv4: '*nat\n-A OUTPUT -j REDIRECT --to-ports 1\nCOMMIT\n' } }),
+  ).rejects.toThrow(/line 2/);
+  await expect(
+    rules.apply(pod, {
+      ...plan,
+      iptables: { ipv4: '*nat\n:OWN - [0:0]\n-A OWN -m frobnicate -j ACCEPT\n-A OUTPUT -j OWN\nCOMMIT\n' },
+    }),
+  ).rejects.toThrow(/frobnicate/);
   expect(await rules.read(pod)).toEqual(good);
   await expect(rules.apply(netnsId('pod-gone'), plan)).rejects.toThrow('network namespace pod-gone does not exist');
 });

@@ -13,7 +13,12 @@ function referenceParse(text: string): Array<[string, string]> {
   if (text === '') return [];
   return text.split(';').map((kv) => {
     const i = kv.indexOf('=');
-    if (i <= 0) throw new CniError(4, `CNI_ARGS: invalid pair ${JSON.stringify(kv)}`, 'expected KEY=VALUE pairs separated by ";"');
+    if (i <= 0)
+      throw new CniError(
+        4,
+        `CNI_ARGS: invalid pair ${JSON.stringify(kv)}`,
+        'expected KEY=VALUE pairs separated by ";"',
+      );
     return [kv.slice(0, i), kv.slice(i + 1)];
   });
 }
@@ -21,7 +26,10 @@ function referenceParse(text: string): Array<[string, string]> {
 /** The former formatCniArgs. */
 function referenceFormat(args: ReadonlyArray<readonly [string, string]>): string {
   for (const [k, v] of args) {
-    if (k === '' || /[=;]/.test(k) || v.includes(';')) throw new Error(`CNI_ARGS: cannot encode ${JSON.stringify(k)}=${JSON.stringify(v)} (no "=" or ";" in keys, no ";" in values)`);
+    if (k === '' || /[=;]/.test(k) || v.includes(';'))
+      throw new Error(
+        `CNI_ARGS: cannot encode ${JSON.stringify(k)}=${JSON.stringify(v)} (no "=" or ";" in keys, no ";" in values)`,
+      );
   }
   return args.map(([k, v]) => `${k}=${v}`).join(';');
 }
@@ -36,7 +44,24 @@ function outcome(f: () => unknown): Outcome {
   }
 }
 
-const EDGE_TEXTS = ['', ';', '=', '==', 'a', 'a=', '=a', 'a=b', 'a=b;', ';a=b', 'a=b;;c=d', 'a=b=c', 'a=b;c', 'a=;b=', 'K8S_POD_NAME=x;IgnoreUnknown=1', 'a==b;c=d=e'];
+const EDGE_TEXTS = [
+  '',
+  ';',
+  '=',
+  '==',
+  'a',
+  'a=',
+  '=a',
+  'a=b',
+  'a=b;',
+  ';a=b',
+  'a=b;;c=d',
+  'a=b=c',
+  'a=b;c',
+  'a=;b=',
+  'K8S_POD_NAME=x;IgnoreUnknown=1',
+  'a==b;c=d=e',
+];
 
 function randomText(r: SeededRandom): string {
   const alphabet = 'ab=;=;x';
@@ -53,7 +78,10 @@ test('parseCniArgs accepts and rejects what the split-based definition did, with
   let accepted = 0;
   for (const t of texts) {
     const want = outcome(() => referenceParse(t));
-    expect(outcome(() => parseCniArgs(t)), `CNI_ARGS ${JSON.stringify(t)}`).toEqual(want);
+    expect(
+      outcome(() => parseCniArgs(t)),
+      `CNI_ARGS ${JSON.stringify(t)}`,
+    ).toEqual(want);
     if ('ok' in want) accepted++;
   }
   // Both verdicts occur often enough for the comparison to mean something.
@@ -63,7 +91,24 @@ test('parseCniArgs accepts and rejects what the split-based definition did, with
 
 test('formatCniArgs encodes and refuses what the regex-based definition did', () => {
   const r = new SeededRandom(7);
-  const cases: Array<Array<[string, string]>> = [[], [['a', 'b']], [['', 'b']], [['a=', 'b']], [['a;', 'b']], [['a', 'b;']], [['a', 'b=c']], [['a', '']], [['a', 'b'], ['c', 'd']], [['a', 'b'], ['c;', 'd']]];
+  const cases: Array<Array<[string, string]>> = [
+    [],
+    [['a', 'b']],
+    [['', 'b']],
+    [['a=', 'b']],
+    [['a;', 'b']],
+    [['a', 'b;']],
+    [['a', 'b=c']],
+    [['a', '']],
+    [
+      ['a', 'b'],
+      ['c', 'd'],
+    ],
+    [
+      ['a', 'b'],
+      ['c;', 'd'],
+    ],
+  ];
   for (let i = 0; i < 2000; i++) {
     const pairs: Array<[string, string]> = [];
     for (let j = r.int(0, 3); j > 0; j--) pairs.push([randomText(r).slice(0, 3), randomText(r).slice(0, 3)]);
@@ -72,7 +117,10 @@ test('formatCniArgs encodes and refuses what the regex-based definition did', ()
   let refused = 0;
   for (const c of cases) {
     const want = outcome(() => referenceFormat(c));
-    expect(outcome(() => formatCniArgs(c)), JSON.stringify(c)).toEqual(want);
+    expect(
+      outcome(() => formatCniArgs(c)),
+      JSON.stringify(c),
+    ).toEqual(want);
     if (!('ok' in want)) refused++;
     else expect(parseCniArgs(want.ok as string)).toEqual(c); // what is encoded decodes to the pairs
   }

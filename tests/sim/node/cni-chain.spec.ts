@@ -4,7 +4,13 @@
  * cached result, CHECK, VERSION, error JSON and codes, deterministic IPAM with release.
  */
 import { test, expect } from '@playwright/test';
-import { CniError, CniErrorCode, type CniConfList, type CniExecOutput, type CniExecRequest } from '../../../impl/api/cni.js';
+import {
+  CniError,
+  CniErrorCode,
+  type CniConfList,
+  type CniExecOutput,
+  type CniExecRequest,
+} from '../../../impl/api/cni.js';
 import { SimKernel } from '../../../sim/kernel/kernel.js';
 import { credentials } from '../../../sim/kernel/process.js';
 import { CniChain, CniChainError, MemoryResultCache, type CniInvocation } from '../../../sim/cni/chain.js';
@@ -16,7 +22,13 @@ const NET: CniConfList = {
   cniVersion: '1.0.0',
   name: 'podnet',
   plugins: [
-    { type: 'bridge', bridge: 'cni0', isGateway: true, isDefaultGateway: true, ipam: { type: 'host-local', ranges: [[{ subnet: '10.244.0.0/24' }], [{ subnet: 'fd00:10:244::/64' }]] } },
+    {
+      type: 'bridge',
+      bridge: 'cni0',
+      isGateway: true,
+      isDefaultGateway: true,
+      ipam: { type: 'host-local', ranges: [[{ subnet: '10.244.0.0/24' }], [{ subnet: 'fd00:10:244::/64' }]] },
+    },
     { type: 'chained' },
   ],
 };
@@ -45,8 +57,18 @@ function rig(mode: Mode): Rig {
   const cache = new MemoryResultCache();
   const calls: CniInvocation[] = [];
   return {
-    kernel, ipam, plugins, cache, calls, chained,
-    chain: (list = NET) => new CniChain(list, plugins, cache, { path: ['/opt/cni/bin'], observe: (c) => calls.push(c), inProcess: mode === 'in-process' }),
+    kernel,
+    ipam,
+    plugins,
+    cache,
+    calls,
+    chained,
+    chain: (list = NET) =>
+      new CniChain(list, plugins, cache, {
+        path: ['/opt/cni/bin'],
+        observe: (c) => calls.push(c),
+        inProcess: mode === 'in-process',
+      }),
     pod: (name) => {
       kernel.addNetns(`cni-${name}`);
       return { containerId: `sb-${name}`, netns: simNetnsPath(`cni-${name}`), ifname: 'eth0' };
@@ -80,7 +102,12 @@ for (const mode of ['exec', 'in-process'] as const) {
     k.listen(node);
     const c = k.connect(k.socket('cni-a', 'tcp', 4, credentials(1000, 1000)), '10.244.0.1', 9000);
     expect(c.outcome).toBe('established');
-    expect(k.netns('host').link('cni0').addresses.map((a) => a.prefix.len)).toEqual([24, 64]);
+    expect(
+      k
+        .netns('host')
+        .link('cni0')
+        .addresses.map((a) => a.prefix.len),
+    ).toEqual([24, 64]);
   });
 
   test(`${mode}: host-local allocates deterministically after the last reservation and releases on DEL; DEL repeats and survives a missing netns`, async () => {
@@ -123,7 +150,10 @@ for (const mode of ['exec', 'in-process'] as const) {
     await r.chain().check(att);
     expect(r.chained.calls.CHECK).toBe(1);
     r.kernel.removeLink(r.kernel.netns('cni-a'), 'eth0');
-    const err = await r.chain().check(att).catch((e: unknown) => e);
+    const err = await r
+      .chain()
+      .check(att)
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CniChainError);
     expect((err as CniChainError).pluginType).toBe('bridge');
     expect((err as CniChainError).message).toContain('eth0 is missing');
@@ -138,7 +168,10 @@ for (const mode of ['exec', 'in-process'] as const) {
     expect(versions[0]!.supportedVersions).toContain('1.0.0');
     expect(versions[0]!.supportedVersions).not.toContain('1.1.0');
     const att = r.pod('a');
-    const err = await r.chain({ ...NET, cniVersion: '1.1.0' }).add(att).catch((e: unknown) => e) as CniChainError;
+    const err = (await r
+      .chain({ ...NET, cniVersion: '1.1.0' })
+      .add(att)
+      .catch((e: unknown) => e)) as CniChainError;
     expect(err.code).toBe(CniErrorCode.IncompatibleVersion);
     expect(err.message).toContain('plugin type="bridge" name="podnet" failed (add): incompatible CNI versions');
     expect(r.ipam.allocatedCount('podnet')).toBe(0);
@@ -146,9 +179,19 @@ for (const mode of ['exec', 'in-process'] as const) {
 
   test(`${mode}: a failing chained plugin stops ADD with its error code and message; nothing is cached; the runtime DEL cleans up`, async () => {
     const r = rig(mode);
-    r.chained.fail = (cmd) => (cmd === 'ADD' ? new CniError(CniErrorCode.TryAgainLater, 'node agent unreachable', 'dial unix /var/run/agent.sock: connection refused') : undefined);
+    r.chained.fail = (cmd) =>
+      cmd === 'ADD'
+        ? new CniError(
+            CniErrorCode.TryAgainLater,
+            'node agent unreachable',
+            'dial unix /var/run/agent.sock: connection refused',
+          )
+        : undefined;
     const att = r.pod('a');
-    const err = await r.chain().add(att).catch((e: unknown) => e) as CniChainError;
+    const err = (await r
+      .chain()
+      .add(att)
+      .catch((e: unknown) => e)) as CniChainError;
     expect(err).toBeInstanceOf(CniChainError);
     expect([err.code, err.pluginType, err.pluginIndex, err.command]).toEqual([11, 'chained', 1, 'ADD']);
     expect(err.message).toContain('node agent unreachable: dial unix');
@@ -161,13 +204,30 @@ for (const mode of ['exec', 'in-process'] as const) {
 
   test(`${mode}: a plugin that exits non-zero without error JSON, a missing plugin, and a malformed result are reported, not swallowed`, async () => {
     const r = rig(mode);
-    r.plugins.register('chained', { exec: async (): Promise<CniExecOutput> => ({ exitCode: 2, stdout: '', stderr: 'panic: oops' }) });
-    const e1 = await r.chain().add(r.pod('a')).catch((e: unknown) => e) as CniChainError;
+    r.plugins.register('chained', {
+      exec: async (): Promise<CniExecOutput> => ({ exitCode: 2, stdout: '', stderr: 'panic: oops' }),
+    });
+    const e1 = (await r
+      .chain()
+      .add(r.pod('a'))
+      .catch((e: unknown) => e)) as CniChainError;
     expect(e1.message).toContain('exited with code 2 without error JSON: panic: oops');
-    const missing = await r.chain({ ...NET, plugins: [{ type: 'nope' }] }).add(r.pod('b')).catch((e: unknown) => e) as CniChainError;
+    const missing = (await r
+      .chain({ ...NET, plugins: [{ type: 'nope' }] })
+      .add(r.pod('b'))
+      .catch((e: unknown) => e)) as CniChainError;
     expect(missing.message).toContain('failed to find plugin "nope"');
-    r.plugins.register('chained', { exec: async (req: CniExecRequest): Promise<CniExecOutput> => ({ exitCode: 0, stdout: JSON.stringify({ cniVersion: '1.0.0', ips: [{ address: req.env['CNI_IFNAME'] ?? '' }] }), stderr: '' }) });
-    const bad = await r.chain().add(r.pod('c')).catch((e: unknown) => e) as CniChainError;
+    r.plugins.register('chained', {
+      exec: async (req: CniExecRequest): Promise<CniExecOutput> => ({
+        exitCode: 0,
+        stdout: JSON.stringify({ cniVersion: '1.0.0', ips: [{ address: req.env['CNI_IFNAME'] ?? '' }] }),
+        stderr: '',
+      }),
+    });
+    const bad = (await r
+      .chain()
+      .add(r.pod('c'))
+      .catch((e: unknown) => e)) as CniChainError;
     expect(bad.code).toBe(CniErrorCode.DecodeFailure);
     expect(bad.message).toContain('ips[0].address');
   });
@@ -175,7 +235,12 @@ for (const mode of ['exec', 'in-process'] as const) {
   test(`${mode}: the loopback plugin brings lo up on ADD and down on DEL`, async () => {
     const r = rig(mode);
     const att = { ...r.pod('a'), ifname: 'lo' };
-    const lo = new CniChain({ cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] }, r.plugins, r.cache, { path: ['/x'], inProcess: mode === 'in-process' });
+    const lo = new CniChain(
+      { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] },
+      r.plugins,
+      r.cache,
+      { path: ['/x'], inProcess: mode === 'in-process' },
+    );
     expect(r.kernel.netns('cni-a').link('lo').up).toBe(false);
     const res = await lo.add(att);
     expect(res.interfaces?.[0]?.name).toBe('lo');
@@ -197,7 +262,12 @@ test('in process and through exec, the same ADD/CHECK/DEL gives the same plugin 
     await r.chain().del(a);
     runs.push({
       results: JSON.stringify(results),
-      calls: r.calls.map((c) => ({ what: `${c.command} ${c.type} ${c.containerId}`, stdin: c.stdin, stdout: c.output?.stdout, exit: c.output?.exitCode })),
+      calls: r.calls.map((c) => ({
+        what: `${c.command} ${c.type} ${c.containerId}`,
+        stdin: c.stdin,
+        stdout: c.output?.stdout,
+        exit: c.output?.exitCode,
+      })),
       allocated: r.ipam.allocatedCount('podnet'),
       links: [...r.kernel.netns('host').links.keys()].sort(),
     });
@@ -213,18 +283,28 @@ test('in process: results are shared frozen copies; a plugin without an in-proce
   r.plugins.register('chained', {
     exec: async (req: CniExecRequest): Promise<CniExecOutput> => {
       seen.push(req.stdin);
-      return { exitCode: 0, stdout: JSON.stringify((JSON.parse(req.stdin) as { prevResult: unknown }).prevResult), stderr: '' };
+      return {
+        exitCode: 0,
+        stdout: JSON.stringify((JSON.parse(req.stdin) as { prevResult: unknown }).prevResult),
+        stderr: '',
+      };
     },
   });
   const att = r.pod('a');
   const result = await r.chain().add(att);
   expect(seen).toHaveLength(1);
-  expect(JSON.parse(seen[0]!)).toMatchObject({ type: 'chained', name: 'podnet', prevResult: { ips: [{ address: '10.244.0.2/24' }, { address: 'fd00:10:244::2/64' }] } });
+  expect(JSON.parse(seen[0]!)).toMatchObject({
+    type: 'chained',
+    name: 'podnet',
+    prevResult: { ips: [{ address: '10.244.0.2/24' }, { address: 'fd00:10:244::2/64' }] },
+  });
   // A result taken as a value (the bridge's, alone in its list) is frozen: the cache and chained plugins share it.
   const r2 = rig('in-process');
   const frozen = await r2.chain({ ...NET, plugins: [NET.plugins[0]!] }).add(r2.pod('y'));
   expect(Object.isFrozen(frozen) && Object.isFrozen(frozen.ips?.[0])).toBe(true);
-  expect(() => { (frozen.ips as unknown[]).push({}); }).toThrow(TypeError);
+  expect(() => {
+    (frozen.ips as unknown[]).push({});
+  }).toThrow(TypeError);
   // The list the plugins were configured from was not frozen along the way.
   expect(Object.isFrozen(NET.plugins[0]!.ipam)).toBe(false);
   expect(result.ips?.[0]?.address).toBe('10.244.0.2/24');

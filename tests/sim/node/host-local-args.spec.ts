@@ -7,7 +7,12 @@ import { test, expect } from '@playwright/test';
 import { cniEnv, k8sCniArgs, parseErrorJson, parseResult } from '../../../impl/api/cni.js';
 import { IpamDisk, hostLocalPlugin } from '../../../sim/cni/host-local.js';
 
-const conf = JSON.stringify({ cniVersion: '1.0.0', name: 'podnet', type: 'host-local', ipam: { type: 'host-local', ranges: [[{ subnet: '10.244.3.0/24' }]] } });
+const conf = JSON.stringify({
+  cniVersion: '1.0.0',
+  name: 'podnet',
+  type: 'host-local',
+  ipam: { type: 'host-local', ranges: [[{ subnet: '10.244.3.0/24' }]] },
+});
 
 function env(command: 'ADD' | 'DEL', args: Array<[string, string]>, id = 'c1'): Record<string, string> {
   return cniEnv({ command, containerId: id, netns: '/var/run/netns/x', ifname: 'eth0', args, path: ['/opt/cni/bin'] });

@@ -29,9 +29,13 @@ test('a pod bound to a node gets a sandbox from that node only, CNI before conta
   const sb = w.node('node-1').kubelet!.sandbox(uid)!;
   expect(w.kernel.hasNetns(sb.netns)).toBe(true);
   // Order: loopback ADD, primary ADD, then containers.
-  const kinds = w.history.filter((h) => h.text.includes(sb.sandboxId) || h.text.includes('app/web')).map((h) => h.text.split(' ').slice(0, 4).join(' '));
+  const kinds = w.history
+    .filter((h) => h.text.includes(sb.sandboxId) || h.text.includes('app/web'))
+    .map((h) => h.text.split(' ').slice(0, 4).join(' '));
   expect(kinds.indexOf('cni-loopback ADD #0 loopback')).toBeLessThan(kinds.indexOf('sim-pod-network ADD #0 bridge'));
-  expect(kinds.findIndex((k) => k.includes('containers-started'))).toBeGreaterThan(kinds.indexOf('sim-pod-network ADD #0 bridge'));
+  expect(kinds.findIndex((k) => k.includes('containers-started'))).toBeGreaterThan(
+    kinds.indexOf('sim-pod-network ADD #0 bridge'),
+  );
   // The app listens on its declared port in the pod netns, reachable from the other node's pods.
   const client = await w.createPod({ namespace: 'app', name: 'client', nodeName: 'node-0' });
   await w.waitForRunning('app', 'client');
@@ -44,9 +48,16 @@ test('a pod bound to a node gets a sandbox from that node only, CNI before conta
 test('containers run with the securityContext identity: uid, gid, capabilities added and dropped; non-root gets none', async () => {
   const w = await world();
   await w.createPod({
-    namespace: 'app', name: 'ids', nodeName: 'node-0', securityContext: { runAsUser: 1337, runAsGroup: 1337 },
+    namespace: 'app',
+    name: 'ids',
+    nodeName: 'node-0',
+    securityContext: { runAsUser: 1337, runAsGroup: 1337 },
     containers: [
-      { name: 'root-admin', image: 'x', securityContext: { runAsUser: 0, capabilities: { add: ['NET_ADMIN'], drop: ['NET_RAW'] } } },
+      {
+        name: 'root-admin',
+        image: 'x',
+        securityContext: { runAsUser: 0, capabilities: { add: ['NET_ADMIN'], drop: ['NET_RAW'] } },
+      },
       { name: 'dropped', image: 'x', securityContext: { runAsUser: 0, capabilities: { drop: ['ALL'] } } },
       { name: 'app', image: 'x', securityContext: { capabilities: { add: ['NET_ADMIN'] } } },
     ],
@@ -69,7 +80,8 @@ test('readiness probes are TCP connects from the node netns: Ready follows wheth
   const w = await world();
   await w.createPod({ namespace: 'app', name: 'probed', nodeName: 'node-0', readinessTcpPort: 9090 }); // the app listens on 8080 only
   const pod = await w.waitForRunning('app', 'probed');
-  const ready = async (): Promise<string | undefined> => (await w.getPod('app', 'probed')).status?.conditions?.find((c) => c.type === 'Ready')?.status;
+  const ready = async (): Promise<string | undefined> =>
+    (await w.getPod('app', 'probed')).status?.conditions?.find((c) => c.type === 'Ready')?.status;
   await w.runFor(1000);
   expect(await ready()).toBe('False');
   const kl = w.node('node-0').kubelet!;
@@ -112,7 +124,11 @@ test('deleting a pod stops its containers, runs DEL (reverse order) and removes 
 test('a failing chained plugin keeps the pod Pending with FailedCreatePodSandBox, DEL follows each failed ADD, retries back off, and the pod starts once the plugin recovers', async () => {
   const w = await world({ backoff: { initialMs: 10_000, maxMs: 40_000 } });
   const node = w.node('node-0');
-  const agent = new FakeChainedPlugin((cmd) => (cmd === 'ADD' ? new CniError(CniErrorCode.TryAgainLater, 'failed to contact node agent', 'connection refused') : undefined));
+  const agent = new FakeChainedPlugin((cmd) =>
+    cmd === 'ADD'
+      ? new CniError(CniErrorCode.TryAgainLater, 'failed to contact node agent', 'connection refused')
+      : undefined,
+  );
   node.chainPlugin({ type: 'ambient-fake' }, agent);
   const pod = await w.createPod({ namespace: 'app', name: 'mesh', nodeName: 'node-0' });
   const uid = pod.metadata!.uid!;
@@ -129,7 +145,9 @@ test('a failing chained plugin keeps the pod Pending with FailedCreatePodSandBox
   expect(events.length).toBe(4);
   expect(events[0]!.reason).toBe('FailedCreatePodSandBox');
   expect(events[0]!.type).toBe('Warning');
-  expect(events[0]!.message).toContain('plugin type="ambient-fake" name="sim-pod-network" failed (add): failed to contact node agent: connection refused (CNI error code 11)');
+  expect(events[0]!.message).toContain(
+    'plugin type="ambient-fake" name="sim-pod-network" failed (add): failed to contact node agent: connection refused (CNI error code 11)',
+  );
   agent.fail = undefined;
   const running = await w.waitForRunning('app', 'mesh');
   expect(running.status?.podIP).toMatch(/^10\.244\.0\./);

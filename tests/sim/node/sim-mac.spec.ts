@@ -9,7 +9,9 @@ import { fnv1a, simMac } from '../../../sim/cni/bridge.js';
 function reference(seed: string): string {
   const a = fnv1a(seed);
   const b = fnv1a(`${seed}#`);
-  return [0x0a, (a >>> 24) & 0xff, (a >>> 16) & 0xff, (a >>> 8) & 0xff, a & 0xff, b & 0xff].map((x) => x.toString(16).padStart(2, '0')).join(':');
+  return [0x0a, (a >>> 24) & 0xff, (a >>> 16) & 0xff, (a >>> 8) & 0xff, a & 0xff, b & 0xff]
+    .map((x) => x.toString(16).padStart(2, '0'))
+    .join(':');
 }
 
 test('simMac matches the byte-list definition', () => {

@@ -10,13 +10,29 @@ import type { ClusterContext } from '../../../scenarios/properties/types.js';
 import type { PodObservation } from '../../../scenarios/world.js';
 
 const pod = (o: Partial<PodObservation>): PodObservation => ({
-  namespace: 'ambient-a', name: 'p3', uid: 'u3', node: 'node-0', labels: {}, phase: 'Running', started: true, hostNetwork: false,
-  ips: ['10.244.0.3'], annotation: undefined, redirected: false, served: false, ...o,
+  namespace: 'ambient-a',
+  name: 'p3',
+  uid: 'u3',
+  node: 'node-0',
+  labels: {},
+  phase: 'Running',
+  started: true,
+  hostNetwork: false,
+  ips: ['10.244.0.3'],
+  annotation: undefined,
+  redirected: false,
+  served: false,
+  ...o,
 });
 
 const ctx = (agent: 'up' | 'down', quiescent = true): ClusterContext => ({
-  mesh: { profile: 'strict', dnsCapture: false }, pods: [], namespaces: { 'ambient-a': { 'istio.io/dataplane-mode': 'ambient' } },
-  specs: {}, components: { 'node-0': { agent, proxy: 'up' } }, policies: [], quiescent,
+  mesh: { profile: 'strict', dnsCapture: false },
+  pods: [],
+  namespaces: { 'ambient-a': { 'istio.io/dataplane-mode': 'ambient' } },
+  specs: {},
+  components: { 'node-0': { agent, proxy: 'up' } },
+  policies: [],
+  quiescent,
 });
 
 test('a pod that opted out (mode none) with a spoofed enabled annotation is not protected, agent up or down', () => {
@@ -30,7 +46,9 @@ test('a selected pod annotated enabled is protected even while its agent is down
 });
 
 test('redirection in the netns protects a pod whatever its labels say (e.g. relabelled out, removal pending)', () => {
-  expect(isCaptureSubject(pod({ labels: { 'istio.io/dataplane-mode': 'none' }, redirected: true }), ctx('down', false))).toBe(true);
+  expect(
+    isCaptureSubject(pod({ labels: { 'istio.io/dataplane-mode': 'none' }, redirected: true }), ctx('down', false)),
+  ).toBe(true);
 });
 
 test('a selected pod without annotation or rules is protected once the cluster settled with its agent up, not before', () => {

@@ -50,7 +50,9 @@ for (const entry of ATTACKS) {
         // The table agrees: this threat × profile expects that property to be broken.
         expect(expectedCell(want.property!, t, profile).verdict).toBe('bypass');
       } else {
-        expect(inPhase.map((f) => `${f.action ?? 'state'}: ${f.violation.property}: ${f.violation.message}`)).toEqual([]);
+        expect(inPhase.map((f) => `${f.action ?? 'state'}: ${f.violation.property}: ${f.violation.message}`)).toEqual(
+          [],
+        );
       }
       // The phase ran (it was not skipped for a missing World capability).
       expect(run.catalogLog.filter((l) => l.includes('skipped'))).toEqual([]);
@@ -61,17 +63,24 @@ for (const entry of ATTACKS) {
 test('ipv6-without-v6-rules (upstream): every v6 attempt in the v4-only mesh is a finding, out and in', async () => {
   test.setTimeout(180_000);
   const run = await runOf('app-nonroot', 'upstream');
-  const by = (a: string) => run.found.filter((f) => f.phase === 'mesh-v6-off' && f.action === a).map((f) => f.violation.property);
+  const by = (a: string) =>
+    run.found.filter((f) => f.phase === 'mesh-v6-off' && f.action === a).map((f) => f.violation.property);
   expect(by('v4-only mesh: attacker tcp6 → sink')).toContain('outbound-capture');
   expect(by('v4-only mesh: attacker udp6 → sink')).toContain('outbound-capture');
-  expect(by('v4-only mesh: outside tcp6 → victim')).toEqual(expect.arrayContaining(['inbound-capture', 'authorization']));
-  expect(by('v4-only mesh: client tcp6 → victim')).toEqual(expect.arrayContaining(['inbound-capture', 'authorization']));
+  expect(by('v4-only mesh: outside tcp6 → victim')).toEqual(
+    expect.arrayContaining(['inbound-capture', 'authorization']),
+  );
+  expect(by('v4-only mesh: client tcp6 → victim')).toEqual(
+    expect.arrayContaining(['inbound-capture', 'authorization']),
+  );
 });
 
 test('the staged situations happened: the pod waited for the API, the node rebooted and recovered, the rogue client was turned away', async () => {
   test.setTimeout(180_000);
   const log = (await runOf('app-nonroot', 'strict')).catalogLog.join('\n');
-  expect(log).toContain('cni-api-error: mesh/api-late created while the CNI plugin on node-0 cannot reach the API: started false');
+  expect(log).toContain(
+    'cni-api-error: mesh/api-late created while the CNI plugin on node-0 cannot reach the API: started false',
+  );
   expect(log).toContain('cni-api-error: API restored: started true, redirected true, served true');
   expect(log).toMatch(/reboot: right after rebooting node-0: /);
   const settled = /reboot: settled: (\d+)\/(\d+) pods running, redirected and served/.exec(log);
@@ -87,23 +96,49 @@ test('rogue-zds positive control: an agent that also trusts uid 0 accepts the ro
   const lax = { create: (o: WorldOptions) => createSimWorld(o, { agentConfig: { allowedProxyUids: [1337, 0] } }) };
   const run = await runThreatDetailed(lax, 'strict', threat('host-root'), { appExecPhases: false });
   const found = run.found.filter((f) => f.phase === 'rogue-zds' && f.violation.property === 'inbound-capture');
-  expect(found.map((f) => f.violation.message)).toEqual([expect.stringContaining('was accepted on the node agent\'s ZDS socket as the node proxy')]);
+  expect(found.map((f) => f.violation.message)).toEqual([
+    expect.stringContaining("was accepted on the node agent's ZDS socket as the node proxy"),
+  ]);
   // strict × host-root expects inbound capture to hold, so the matrix would report it as unexpected.
   expect(expectedCell('inbound-capture', 'host-root', 'strict').verdict).toBe('holds');
 });
 
 for (const profile of ['strict', 'upstream'] as const) {
-  const how = profile === 'strict' ? 'invalid values are refused at ADD' : 'values upstream cannot parse are ignored (the pods start captured)';
+  const how =
+    profile === 'strict'
+      ? 'invalid values are refused at ADD'
+      : 'values upstream cannot parse are ignored (the pods start captured)';
   test(`hostile annotations (${profile}): ${how}, unread ones change nothing, a forged status skips nothing, and no value reaches any rule text`, async () => {
-    const w: SimMeshWorld = await createSimWorld({ nodes: 2, profile, kernelVersion: '6.1', ipv6: true, dnsCapture: true, seed: 4 });
+    const w: SimMeshWorld = await createSimWorld({
+      nodes: 2,
+      profile,
+      kernelVersion: '6.1',
+      ipv6: true,
+      dnsCapture: true,
+      seed: 4,
+    });
     try {
       await w.createNamespace(MESH_NS, { 'istio.io/dataplane-mode': 'ambient' });
       const obs = new Map<string, Awaited<ReturnType<SimMeshWorld['createPod']>>>();
-      for (const h of HOSTILE_PODS) obs.set(h.pod.name, await w.createPod({ ...h.pod, node: 'node-0', annotations: h.annotations, app: { uid: 1000, caps: [], tcpPorts: [8080] } }));
+      for (const h of HOSTILE_PODS)
+        obs.set(
+          h.pod.name,
+          await w.createPod({
+            ...h.pod,
+            node: 'node-0',
+            annotations: h.annotations,
+            app: { uid: 1000, caps: [], tcpPorts: [8080] },
+          }),
+        );
       const refused = profile === 'strict' ? ['hostile-inject', 'hostile-huge'] : [];
       for (const name of refused) expect(obs.get(name)!.started, name).toBe(false);
       for (const name of HOSTILE_PODS.map((h) => h.pod.name).filter((n) => !refused.includes(n))) {
-        expect(obs.get(name), name).toMatchObject({ started: true, redirected: true, served: true, annotation: 'enabled' });
+        expect(obs.get(name), name).toMatchObject({
+          started: true,
+          redirected: true,
+          served: true,
+          annotation: 'enabled',
+        });
       }
       // The refusal or the ignored value names the annotation (a Warning the operator can read).
       expect(w.log.entries.some((e) => JSON.stringify(e).includes('istio.io/reroute-virtual-interfaces'))).toBe(true);
@@ -111,13 +146,26 @@ for (const profile of ['strict', 'upstream'] as const) {
       const dumps: string[] = [];
       for (const n of w.sim.nodes) {
         dumps.push(w.sim.kernel.iptablesSave(n.hostNetns, 4), w.sim.kernel.iptablesSave(n.hostNetns, 6));
-        for (const r of n.disk.sandboxes.values()) if (r.netns && w.sim.kernel.hasNetns(r.netns)) dumps.push(w.sim.kernel.iptablesSave(r.netns, 4), w.sim.kernel.iptablesSave(r.netns, 6));
+        for (const r of n.disk.sandboxes.values())
+          if (r.netns && w.sim.kernel.hasNetns(r.netns))
+            dumps.push(w.sim.kernel.iptablesSave(r.netns, 4), w.sim.kernel.iptablesSave(r.netns, 6));
       }
       const text = dumps.join('\n');
       expect(text).toContain('--to-ports 15001'); // the dumps are real rule text
-      for (const needle of ['-I ISTIO_OUTPUT 1', 'true -j ACCEPT', 'xxxxxxxxxx', '-F\n', '99999', '0x1f90', '0.0.0.0/0 -j RETURN']) expect(text, needle).not.toContain(needle);
+      for (const needle of [
+        '-I ISTIO_OUTPUT 1',
+        'true -j ACCEPT',
+        'xxxxxxxxxx',
+        '-F\n',
+        '99999',
+        '0x1f90',
+        '0.0.0.0/0 -j RETURN',
+      ])
+        expect(text, needle).not.toContain(needle);
       // Upstream keeps the valid name of hostile-huge's list ("eth0,xxx…"), as upstream does.
       expect(text.includes('-A ISTIO_PRERT -i eth0 -p tcp -j REDIRECT --to-ports 15001')).toBe(profile === 'upstream');
-    } finally { await w.close(); }
+    } finally {
+      await w.close();
+    }
   });
 }

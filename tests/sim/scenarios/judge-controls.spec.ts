@@ -9,7 +9,13 @@
  * delivery. Each case is paired with its captured neighbour, which must stay clean.
  */
 import { test, expect } from '@playwright/test';
-import { checkConnection, checkState, type ClusterContext, type ConnectionContext, type PropertyName } from '../../../scenarios/properties/index.js';
+import {
+  checkConnection,
+  checkState,
+  type ClusterContext,
+  type ConnectionContext,
+  type PropertyName,
+} from '../../../scenarios/properties/index.js';
 import type { ConnectResult, Delivery, PodObservation, PodRef } from '../../../scenarios/world.js';
 
 const VICTIM: PodRef = { namespace: 'mesh', name: 'victim' };
@@ -17,37 +23,90 @@ const CLIENT: PodRef = { namespace: 'mesh', name: 'client' };
 const PORT = 8080;
 
 const obs = (ref: PodRef, o: Partial<PodObservation> = {}): PodObservation => ({
-  ...ref, uid: `uid-${ref.name}`, node: 'node-0', labels: {}, phase: 'Running', started: true, hostNetwork: false,
-  ips: [ref.name === 'victim' ? '10.244.0.5' : '10.244.0.6'], annotation: 'enabled', redirected: true, served: true, ...o,
+  ...ref,
+  uid: `uid-${ref.name}`,
+  node: 'node-0',
+  labels: {},
+  phase: 'Running',
+  started: true,
+  hostNetwork: false,
+  ips: [ref.name === 'victim' ? '10.244.0.5' : '10.244.0.6'],
+  annotation: 'enabled',
+  redirected: true,
+  served: true,
+  ...o,
 });
 
 function cluster(o: Partial<ClusterContext> = {}): ClusterContext {
   return {
-    mesh: { profile: 'strict', dnsCapture: true }, pods: [obs(VICTIM), obs(CLIENT)],
+    mesh: { profile: 'strict', dnsCapture: true },
+    pods: [obs(VICTIM), obs(CLIENT)],
     namespaces: { mesh: { 'istio.io/dataplane-mode': 'ambient' } },
     specs: { 'mesh/victim': { tcpPorts: [PORT] }, 'mesh/client': { tcpPorts: [PORT] } },
     components: { 'node-0': { agent: 'up', proxy: 'up' }, 'node-1': { agent: 'up', proxy: 'up' } },
-    policies: [], quiescent: true, ...o,
+    policies: [],
+    quiescent: true,
+    ...o,
   };
 }
 
-const ALLOWED_LOG = [{ node: 'node-0', pod: VICTIM, event: 'forwarded' as const, direction: 'inbound-plaintext' as const, srcIdentity: undefined, dstIdentity: undefined, allowed: true, reason: 'test' }];
-const VIA_OWN_PROXY: Delivery = { pod: VICTIM, port: PORT, peer: '203.0.113.10:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM };
+const ALLOWED_LOG = [
+  {
+    node: 'node-0',
+    pod: VICTIM,
+    event: 'forwarded' as const,
+    direction: 'inbound-plaintext' as const,
+    srcIdentity: undefined,
+    dstIdentity: undefined,
+    allowed: true,
+    reason: 'test',
+  },
+];
+const VIA_OWN_PROXY: Delivery = {
+  pod: VICTIM,
+  port: PORT,
+  peer: '203.0.113.10:40000',
+  viaProxy: true,
+  proxyNode: 'node-0',
+  proxyFor: VICTIM,
+};
 const DIRECT: Delivery = { pod: VICTIM, port: PORT, peer: '203.0.113.10:40000', viaProxy: false };
 
-const result = (o: Partial<ConnectResult>): ConnectResult => ({ outcome: 'established', acceptedBy: undefined, deliveries: [], proxyLog: [], ...o });
+const result = (o: Partial<ConnectResult>): ConnectResult => ({
+  outcome: 'established',
+  acceptedBy: undefined,
+  deliveries: [],
+  proxyLog: [],
+  ...o,
+});
 
-function fromOutside(r: ConnectResult, to: ConnectionContext['to'] = { kind: 'pod', pod: VICTIM, port: PORT }, ctx = cluster()): ConnectionContext {
+function fromOutside(
+  r: ConnectResult,
+  to: ConnectionContext['to'] = { kind: 'pod', pod: VICTIM, port: PORT },
+  ctx = cluster(),
+): ConnectionContext {
   return { ...ctx, from: { kind: 'outside' }, to, opts: { proto: 'tcp' }, result: r };
 }
 function fromClient(r: ConnectResult, ctx = cluster()): ConnectionContext {
-  return { ...ctx, from: { kind: 'pod', pod: CLIENT }, to: { kind: 'ip', ip: '192.0.2.10', port: PORT }, opts: { proto: 'tcp' }, result: r };
+  return {
+    ...ctx,
+    from: { kind: 'pod', pod: CLIENT },
+    to: { kind: 'ip', ip: '192.0.2.10', port: PORT },
+    opts: { proto: 'tcp' },
+    result: r,
+  };
 }
 
 const props = (c: ConnectionContext): PropertyName[] => [...new Set(checkConnection(c).map((v) => v.property))].sort();
 
 test('control: the captured inbound attempt (own proxy first, allowed, delivered via the proxy) is clean', () => {
-  expect(props(fromOutside(result({ acceptedBy: 'proxy-inbound', acceptedIn: VICTIM, deliveries: [VIA_OWN_PROXY], proxyLog: ALLOWED_LOG })))).toEqual([]);
+  expect(
+    props(
+      fromOutside(
+        result({ acceptedBy: 'proxy-inbound', acceptedIn: VICTIM, deliveries: [VIA_OWN_PROXY], proxyLog: ALLOWED_LOG }),
+      ),
+    ),
+  ).toEqual([]);
 });
 
 test('inbound: established with no first hop is an inbound-capture and authorization violation', () => {
@@ -55,7 +114,10 @@ test('inbound: established with no first hop is an inbound-capture and authoriza
   expect(props(c)).toEqual(['authorization', 'inbound-capture']);
   expect(checkConnection(c).find((v) => v.property === 'inbound-capture')?.message).toMatch(/no first hop/);
   // Also when the attempt named the pod by address (Destination 'ip').
-  expect(props(fromOutside(result({ acceptedBy: undefined }), { kind: 'ip', ip: '10.244.0.5', port: PORT }))).toEqual(['authorization', 'inbound-capture']);
+  expect(props(fromOutside(result({ acceptedBy: undefined }), { kind: 'ip', ip: '10.244.0.5', port: PORT }))).toEqual([
+    'authorization',
+    'inbound-capture',
+  ]);
 });
 
 test('inbound: a first hop of "other" (a host socket, a stray listener) without a delivery is a violation', () => {
@@ -67,8 +129,14 @@ test('inbound: a first hop of "other" (a host socket, a stray listener) without 
 });
 
 test('inbound: a delivery that skipped the proxy is a violation; the same pod outside the mesh is not judged', () => {
-  expect(props(fromOutside(result({ acceptedBy: 'app', acceptedIn: VICTIM, deliveries: [DIRECT] })))).toEqual(['authorization', 'inbound-capture']);
-  const unenrolled = cluster({ pods: [obs(VICTIM, { annotation: undefined, redirected: false, served: false }), obs(CLIENT)], namespaces: { mesh: {} } });
+  expect(props(fromOutside(result({ acceptedBy: 'app', acceptedIn: VICTIM, deliveries: [DIRECT] })))).toEqual([
+    'authorization',
+    'inbound-capture',
+  ]);
+  const unenrolled = cluster({
+    pods: [obs(VICTIM, { annotation: undefined, redirected: false, served: false }), obs(CLIENT)],
+    namespaces: { mesh: {} },
+  });
   expect(props(fromOutside(result({ acceptedBy: 'other', acceptedIn: VICTIM }), undefined, unenrolled))).toEqual([]);
   expect(props(fromOutside(result({ acceptedBy: undefined }), undefined, unenrolled))).toEqual([]);
 });
@@ -80,9 +148,19 @@ test('inbound: failed attempts have no first hop to judge', () => {
 });
 
 test('inbound: with the proxy down the same observations are fail-closed violations too', () => {
-  const down = cluster({ components: { 'node-0': { agent: 'up', proxy: 'down' }, 'node-1': { agent: 'up', proxy: 'up' } } });
-  expect(props(fromOutside(result({ acceptedBy: 'other', acceptedIn: VICTIM }), undefined, down))).toEqual(['authorization', 'fail-closed', 'inbound-capture']);
-  expect(props(fromOutside(result({ acceptedBy: undefined }), undefined, down))).toEqual(['authorization', 'fail-closed', 'inbound-capture']);
+  const down = cluster({
+    components: { 'node-0': { agent: 'up', proxy: 'down' }, 'node-1': { agent: 'up', proxy: 'up' } },
+  });
+  expect(props(fromOutside(result({ acceptedBy: 'other', acceptedIn: VICTIM }), undefined, down))).toEqual([
+    'authorization',
+    'fail-closed',
+    'inbound-capture',
+  ]);
+  expect(props(fromOutside(result({ acceptedBy: undefined }), undefined, down))).toEqual([
+    'authorization',
+    'fail-closed',
+    'inbound-capture',
+  ]);
 });
 
 test('outbound: the captured attempt (own proxy first) is clean', () => {
@@ -99,9 +177,14 @@ test('outbound: established with no first hop is uncaptured, even when a proxy m
 });
 
 test('outbound: a first hop of "other" (a host socket) or the app is a violation; a delivery not via a proxy too', () => {
-  expect(props(fromClient(result({ acceptedBy: 'other', acceptedIn: { node: 'node-0' } })))).toEqual(['outbound-capture']);
+  expect(props(fromClient(result({ acceptedBy: 'other', acceptedIn: { node: 'node-0' } })))).toEqual([
+    'outbound-capture',
+  ]);
   expect(props(fromClient(result({ acceptedBy: 'proxy-outbound', acceptedIn: VICTIM })))).toEqual(['outbound-capture']);
-  const udp: ConnectionContext = { ...fromClient(result({ outcome: 'delivered', acceptedBy: undefined, deliveries: [DIRECT] })), opts: { proto: 'udp' } };
+  const udp: ConnectionContext = {
+    ...fromClient(result({ outcome: 'delivered', acceptedBy: undefined, deliveries: [DIRECT] })),
+    opts: { proto: 'udp' },
+  };
   expect(props(udp)).toEqual(expect.arrayContaining(['outbound-capture']));
 });
 

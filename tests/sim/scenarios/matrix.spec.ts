@@ -34,7 +34,9 @@ for (const profile of ['upstream', 'strict'] as const) {
     test(`matrix ${profile} × ${t.id}: observed verdicts match the expected table`, async () => {
       test.setTimeout(120_000);
       const m = await runMatrix({ factory: simWorldFactory, profiles: [profile], threats: [t.id] });
-      const wrong = m.cells.filter((c) => c.status === 'unexpected-bypass' || c.status === 'missed-bypass').map(describe);
+      const wrong = m.cells
+        .filter((c) => c.status === 'unexpected-bypass' || c.status === 'missed-bypass')
+        .map(describe);
       expect(wrong).toEqual([]);
       // The sim has World.appExec: the NET_ADMIN-flush and port-hijack cells are all evaluated.
       expect(m.cells.filter((c) => c.status === 'not-evaluated').map(describe)).toEqual([]);

@@ -6,7 +6,12 @@
  */
 import { test, expect } from '@playwright/test';
 import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
-import { KNOWN_UNOBSERVABLE, runMutation, topologyInpodOptions, type MutatingWorldMaker } from '../../../scenarios/mutation/run-mutation.js';
+import {
+  KNOWN_UNOBSERVABLE,
+  runMutation,
+  topologyInpodOptions,
+  type MutatingWorldMaker,
+} from '../../../scenarios/mutation/run-mutation.js';
 import { planMutants } from '../../../scenarios/mutation/plan-mutation.js';
 import { buildInpodRules } from '../../../impl/node-agent/rule-builder.js';
 
@@ -22,7 +27,11 @@ for (const profile of ['upstream', 'strict'] as const) {
     expect(r.outcomes.length).toBeGreaterThan(20);
     expect(r.survivors).toEqual([]);
     // The harness gaps are exactly the listed ones (a new unobservable mutant is a survivor).
-    expect(r.unobservable.map((m) => `${profile} ${m}`).sort()).toEqual(Object.keys(KNOWN_UNOBSERVABLE).filter((k) => k.startsWith(`${profile} `)).sort());
+    expect(r.unobservable.map((m) => `${profile} ${m}`).sort()).toEqual(
+      Object.keys(KNOWN_UNOBSERVABLE)
+        .filter((k) => k.startsWith(`${profile} `))
+        .sort(),
+    );
     // Most mutants are killed outright; documentation is the exception.
     expect(r.outcomes.filter((x) => x.status === 'killed').length).toBeGreaterThan(r.outcomes.length / 2);
   });
@@ -35,7 +44,8 @@ test('every security-relevant rule of both plans has at least one mutant', () =>
     const mutated = new Set(planMutants(o).map((m) => `${m.family} ${m.ruleId}`));
     for (const family of ['ipv4', 'ipv6'] as const) {
       for (const rule of ir.iptables[family]?.rules ?? []) {
-        if (rule.security !== undefined) expect(mutated.has(`${family} ${rule.id}`), `${profile} ${family} ${rule.id}`).toBe(true);
+        if (rule.security !== undefined)
+          expect(mutated.has(`${family} ${rule.id}`), `${profile} ${family} ${rule.id}`).toBe(true);
       }
     }
   }

@@ -7,14 +7,28 @@
 import { test, expect } from '@playwright/test';
 import type { RedirectionPlan } from '../../../impl/host/netns-rules.js';
 import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
-import { checkConnection, checkState, type ClusterContext, type PropertyName } from '../../../scenarios/properties/index.js';
-import { buildTopology, APP_PORT, ATTACKER, FRIEND, SINK, VICTIM, VICTIM_POLICY, MESH_NS } from '../../../scenarios/attacks/topology.js';
+import {
+  checkConnection,
+  checkState,
+  type ClusterContext,
+  type PropertyName,
+} from '../../../scenarios/properties/index.js';
+import {
+  buildTopology,
+  APP_PORT,
+  ATTACKER,
+  FRIEND,
+  SINK,
+  VICTIM,
+  VICTIM_POLICY,
+  MESH_NS,
+} from '../../../scenarios/attacks/topology.js';
 import { threat } from '../../../scenarios/threats/threats.js';
 import type { ConnectOptions, Destination, PodObservation, Source } from '../../../scenarios/world.js';
 
 function dropRule(id: string) {
   return (plan: RedirectionPlan): RedirectionPlan => {
-    const lines = (plan.iptables.ipv4 ?? "").split('\n');
+    const lines = (plan.iptables.ipv4 ?? '').split('\n');
     const at = lines.findIndex((l) => l.startsWith(`# ${id}`));
     if (at < 0) throw new Error(`no rule ${id} in the plan`);
     lines.splice(at, 2);
@@ -23,8 +37,15 @@ function dropRule(id: string) {
 }
 
 async function brokenWorld(ruleId: string) {
-  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 3 }, { mutatePlan: dropRule(ruleId) });
-  const state = await buildTopology(world, threat('app-nonroot'), { profile: 'strict', dnsCapture: true, kubeletUid: 0 });
+  const world = await createSimWorld(
+    { nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 3 },
+    { mutatePlan: dropRule(ruleId) },
+  );
+  const state = await buildTopology(world, threat('app-nonroot'), {
+    profile: 'strict',
+    dnsCapture: true,
+    kubeletUid: 0,
+  });
   const attempt = async (from: Source, to: Destination, opts: ConnectOptions = {}) => {
     const result = await world.connect(from, to, opts);
     return checkConnection({ ...(await state.context(world, true)), from, to, opts, result });
@@ -32,14 +53,17 @@ async function brokenWorld(ruleId: string) {
   return { world, state, attempt };
 }
 
-const props = (vs: readonly { property: PropertyName }[]): PropertyName[] => [...new Set(vs.map((v) => v.property))].sort();
+const props = (vs: readonly { property: PropertyName }[]): PropertyName[] =>
+  [...new Set(vs.map((v) => v.property))].sort();
 
 test('outbound capture: without the outbound redirect, an app reaches a pod outside the mesh directly', async () => {
   const { world, attempt } = await brokenWorld('nat/out/redirect-outbound');
   try {
     const v = await attempt({ kind: 'pod', pod: ATTACKER }, { kind: 'pod', pod: SINK, port: APP_PORT });
     expect(props(v)).toContain('outbound-capture');
-  } finally { await world.close(); }
+  } finally {
+    await world.close();
+  }
 });
 
 test('inbound capture and authorization: without the inbound redirect, a denied peer reaches the victim app', async () => {
@@ -47,7 +71,9 @@ test('inbound capture and authorization: without the inbound redirect, a denied 
   try {
     const v = await attempt({ kind: 'outside' }, { kind: 'pod', pod: VICTIM, port: APP_PORT });
     expect(props(v)).toEqual(expect.arrayContaining(['inbound-capture', 'authorization']));
-  } finally { await world.close(); }
+  } finally {
+    await world.close();
+  }
 });
 
 test('fail closed: with the proxy down and the outbound redirect missing, enrolled traffic bypasses', async () => {
@@ -56,36 +82,72 @@ test('fail closed: with the proxy down and the outbound redirect missing, enroll
     await state.setComponent(world, 'proxy', world.nodes[0]!, 'down');
     const v = await attempt({ kind: 'pod', pod: ATTACKER }, { kind: 'pod', pod: SINK, port: APP_PORT });
     expect(props(v)).toContain('fail-closed');
-  } finally { await world.close(); }
+  } finally {
+    await world.close();
+  }
 });
 
 test('the healthy strict world: the same attempts violate nothing (the controls above are not noise)', async () => {
-  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 3 });
+  const world = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: true,
+    seed: 3,
+  });
   try {
-    const state = await buildTopology(world, threat('app-nonroot'), { profile: 'strict', dnsCapture: true, kubeletUid: 0 });
+    const state = await buildTopology(world, threat('app-nonroot'), {
+      profile: 'strict',
+      dnsCapture: true,
+      kubeletUid: 0,
+    });
     for (const [from, to] of [
-      [{ kind: 'pod', pod: ATTACKER }, { kind: 'pod', pod: SINK, port: APP_PORT }],
+      [
+        { kind: 'pod', pod: ATTACKER },
+        { kind: 'pod', pod: SINK, port: APP_PORT },
+      ],
       [{ kind: 'outside' }, { kind: 'pod', pod: VICTIM, port: APP_PORT }],
-      [{ kind: 'pod', pod: FRIEND }, { kind: 'pod', pod: VICTIM, port: APP_PORT }],
+      [
+        { kind: 'pod', pod: FRIEND },
+        { kind: 'pod', pod: VICTIM, port: APP_PORT },
+      ],
     ] as [Source, Destination][]) {
       const result = await world.connect(from, to, {});
       expect(checkConnection({ ...(await state.context(world, true)), from, to, opts: {}, result })).toEqual([]);
     }
     expect(checkState(await world.pods(), await state.context(world, true))).toEqual([]);
-  } finally { await world.close(); }
+  } finally {
+    await world.close();
+  }
 });
 
 // ---- lying observations (no world can be made to lie on demand; the checks read these fields)
 
 function ctxWith(pods: PodObservation[]): ClusterContext {
   return {
-    mesh: { profile: 'strict', dnsCapture: true }, pods, namespaces: { [MESH_NS]: { 'istio.io/dataplane-mode': 'ambient' } },
-    specs: { 'mesh/victim': { tcpPorts: [APP_PORT] } }, components: { 'node-0': { agent: 'up', proxy: 'up' } }, policies: [VICTIM_POLICY], quiescent: true,
+    mesh: { profile: 'strict', dnsCapture: true },
+    pods,
+    namespaces: { [MESH_NS]: { 'istio.io/dataplane-mode': 'ambient' } },
+    specs: { 'mesh/victim': { tcpPorts: [APP_PORT] } },
+    components: { 'node-0': { agent: 'up', proxy: 'up' } },
+    policies: [VICTIM_POLICY],
+    quiescent: true,
   };
 }
 const victimObs = (o: Partial<PodObservation>): PodObservation => ({
-  ...VICTIM, uid: 'u1', node: 'node-0', labels: { app: 'victim' }, phase: 'Running', started: true, hostNetwork: false,
-  ips: ['10.244.0.5'], annotation: 'enabled', redirected: true, served: true, ...o,
+  ...VICTIM,
+  uid: 'u1',
+  node: 'node-0',
+  labels: { app: 'victim' },
+  phase: 'Running',
+  started: true,
+  hostNetwork: false,
+  ips: ['10.244.0.5'],
+  annotation: 'enabled',
+  redirected: true,
+  served: true,
+  ...o,
 });
 
 test('convergence: an annotation that says enabled on a pod without redirection is caught; the truthful one is not', () => {
@@ -97,29 +159,95 @@ test('convergence: an annotation that says enabled on a pod without redirection 
 test('authorization: a proxy that allows what the policy denies is caught by the reference policy oracle', () => {
   const pods = [victimObs({})];
   const result = {
-    outcome: 'established' as const, acceptedBy: 'proxy-inbound' as const, acceptedIn: VICTIM,
-    deliveries: [{ pod: VICTIM, port: APP_PORT, peer: '203.0.113.10:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM }],
-    proxyLog: [{ node: 'node-0', pod: VICTIM, event: 'forwarded' as const, direction: 'inbound-plaintext' as const, srcIdentity: undefined, dstIdentity: undefined, allowed: true, reason: 'allow-all (broken)' }],
+    outcome: 'established' as const,
+    acceptedBy: 'proxy-inbound' as const,
+    acceptedIn: VICTIM,
+    deliveries: [
+      {
+        pod: VICTIM,
+        port: APP_PORT,
+        peer: '203.0.113.10:40000',
+        viaProxy: true,
+        proxyNode: 'node-0',
+        proxyFor: VICTIM,
+      },
+    ],
+    proxyLog: [
+      {
+        node: 'node-0',
+        pod: VICTIM,
+        event: 'forwarded' as const,
+        direction: 'inbound-plaintext' as const,
+        srcIdentity: undefined,
+        dstIdentity: undefined,
+        allowed: true,
+        reason: 'allow-all (broken)',
+      },
+    ],
   };
-  const v = checkConnection({ ...ctxWith(pods), from: { kind: 'outside' }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result });
+  const v = checkConnection({
+    ...ctxWith(pods),
+    from: { kind: 'outside' },
+    to: { kind: 'pod', pod: VICTIM, port: APP_PORT },
+    opts: {},
+    result,
+  });
   expect(props(v)).toEqual(['authorization']);
   // The same delivery with the policy removed is fine.
-  expect(checkConnection({ ...ctxWith(pods), policies: [], from: { kind: 'outside' }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result })).toEqual([]);
+  expect(
+    checkConnection({
+      ...ctxWith(pods),
+      policies: [],
+      from: { kind: 'outside' },
+      to: { kind: 'pod', pod: VICTIM, port: APP_PORT },
+      opts: {},
+      result,
+    }),
+  ).toEqual([]);
 });
 
 test('liveness: a proxy that presents the wrong identity, or a connection that is not delivered, is caught', () => {
   const friend = victimObs({ ...FRIEND, uid: 'u2', labels: { app: 'friend' }, ips: ['10.244.1.5'], node: 'node-0' });
   const pods = [victimObs({}), friend];
-  const ctx = { ...ctxWith(pods), specs: { 'mesh/victim': { tcpPorts: [APP_PORT] }, 'mesh/friend': { serviceAccount: 'friend' } } };
-  const ok = {
-    outcome: 'established' as const, acceptedBy: 'proxy-outbound' as const, acceptedIn: FRIEND,
-    deliveries: [{ pod: VICTIM, port: APP_PORT, peer: '10.244.1.5:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM }],
-    proxyLog: [{ node: 'node-0', pod: VICTIM, event: 'forwarded' as const, direction: 'inbound-hbone' as const, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/friend', dstIdentity: undefined, allowed: true, reason: 'allowed' }],
+  const ctx = {
+    ...ctxWith(pods),
+    specs: { 'mesh/victim': { tcpPorts: [APP_PORT] }, 'mesh/friend': { serviceAccount: 'friend' } },
   };
-  const at = (result: typeof ok | Record<string, unknown>) => checkConnection({ ...ctx, from: { kind: 'pod', pod: FRIEND }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result: result as typeof ok });
+  const ok = {
+    outcome: 'established' as const,
+    acceptedBy: 'proxy-outbound' as const,
+    acceptedIn: FRIEND,
+    deliveries: [
+      { pod: VICTIM, port: APP_PORT, peer: '10.244.1.5:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM },
+    ],
+    proxyLog: [
+      {
+        node: 'node-0',
+        pod: VICTIM,
+        event: 'forwarded' as const,
+        direction: 'inbound-hbone' as const,
+        srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/friend',
+        dstIdentity: undefined,
+        allowed: true,
+        reason: 'allowed',
+      },
+    ],
+  };
+  const at = (result: typeof ok | Record<string, unknown>) =>
+    checkConnection({
+      ...ctx,
+      from: { kind: 'pod', pod: FRIEND },
+      to: { kind: 'pod', pod: VICTIM, port: APP_PORT },
+      opts: {},
+      result: result as typeof ok,
+    });
   expect(at(ok)).toEqual([]);
-  expect(props(at({ ...ok, proxyLog: [{ ...ok.proxyLog[0]!, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/attacker' }] }))).toEqual(['liveness']);
-  expect(props(at({ ...ok, outcome: 'refused', acceptedBy: undefined, deliveries: [], proxyLog: [] }))).toEqual(['liveness']);
+  expect(
+    props(at({ ...ok, proxyLog: [{ ...ok.proxyLog[0]!, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/attacker' }] })),
+  ).toEqual(['liveness']);
+  expect(props(at({ ...ok, outcome: 'refused', acceptedBy: undefined, deliveries: [], proxyLog: [] }))).toEqual([
+    'liveness',
+  ]);
 });
 
 // ---- inbound capture needs the destination's OWN node proxy (not any proxy)
@@ -127,31 +255,73 @@ test('liveness: a proxy that presents the wrong identity, or a connection that i
 test('inbound capture: a delivery made by another node\'s proxy (or a proxy acting for another pod, or an unnamed one) is caught; the old "any proxy" rule passed all of them', () => {
   const friend = victimObs({ ...FRIEND, uid: 'u2', labels: { app: 'friend' }, ips: ['10.244.1.5'], node: 'node-1' });
   const pods = [victimObs({}), friend];
-  const ctx = { ...ctxWith(pods), policies: [], components: { 'node-0': { agent: 'up' as const, proxy: 'up' as const }, 'node-1': { agent: 'up' as const, proxy: 'up' as const } } };
-  const own = { pod: VICTIM, port: APP_PORT, peer: '10.244.1.5:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM };
+  const ctx = {
+    ...ctxWith(pods),
+    policies: [],
+    components: {
+      'node-0': { agent: 'up' as const, proxy: 'up' as const },
+      'node-1': { agent: 'up' as const, proxy: 'up' as const },
+    },
+  };
+  const own = {
+    pod: VICTIM,
+    port: APP_PORT,
+    peer: '10.244.1.5:40000',
+    viaProxy: true,
+    proxyNode: 'node-0',
+    proxyFor: VICTIM,
+  };
   const at = (d: Record<string, unknown>) => {
-    const result = { outcome: 'established' as const, acceptedBy: 'proxy-outbound' as const, acceptedIn: FRIEND, deliveries: [d as unknown as typeof own], proxyLog: [] };
-    return checkConnection({ ...ctx, from: { kind: 'pod', pod: FRIEND }, to: { kind: 'pod', pod: VICTIM, port: APP_PORT }, opts: {}, result }).filter((v) => v.property === 'inbound-capture');
+    const result = {
+      outcome: 'established' as const,
+      acceptedBy: 'proxy-outbound' as const,
+      acceptedIn: FRIEND,
+      deliveries: [d as unknown as typeof own],
+      proxyLog: [],
+    };
+    return checkConnection({
+      ...ctx,
+      from: { kind: 'pod', pod: FRIEND },
+      to: { kind: 'pod', pod: VICTIM, port: APP_PORT },
+      opts: {},
+      result,
+    }).filter((v) => v.property === 'inbound-capture');
   };
   expect(at(own)).toEqual([]);
   // Every broken delivery below says viaProxy: true — all the old property looked at.
   const { proxyFor: _pf, ...ownNoFor } = own;
   void _pf;
   expect(at(ownNoFor)).toEqual([]); // a world that cannot tell the pod is judged on the node alone
-  expect(at({ ...own, proxyNode: 'node-1', proxyFor: FRIEND }).map((v) => v.message)).toEqual([expect.stringContaining('the node proxy of node-1 made the connection, not the one of the pod\'s node node-0')]);
-  expect(at({ ...own, proxyFor: ATTACKER }).map((v) => v.message)).toEqual([expect.stringContaining('on behalf of mesh/attacker')]);
+  expect(at({ ...own, proxyNode: 'node-1', proxyFor: FRIEND }).map((v) => v.message)).toEqual([
+    expect.stringContaining("the node proxy of node-1 made the connection, not the one of the pod's node node-0"),
+  ]);
+  expect(at({ ...own, proxyFor: ATTACKER }).map((v) => v.message)).toEqual([
+    expect.stringContaining('on behalf of mesh/attacker'),
+  ]);
   const { proxyNode: _pn, ...unnamed } = own;
   void _pn;
   expect(at(unnamed).map((v) => v.message)).toEqual([expect.stringContaining('did not report which node proxy')]);
 });
 
 test('inbound capture, in a broken world: after a port hijack, a mesh peer\'s plaintext leg from its own node proxy lands on the app\'s 15006 — caught as the wrong proxy (the old "any proxy" rule saw a proxied delivery and passed it)', async () => {
-  const world = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 3 });
+  const world = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: true,
+    seed: 3,
+  });
   try {
-    const state = await buildTopology(world, threat('app-nonroot'), { profile: 'strict', dnsCapture: true, kubeletUid: 0 });
+    const state = await buildTopology(world, threat('app-nonroot'), {
+      profile: 'strict',
+      dnsCapture: true,
+      kubeletUid: 0,
+    });
     const n0 = world.nodes[0]!;
     await state.setComponent(world, 'proxy', n0, 'down');
-    for (const port of [15001, 15006]) expect(await world.appExec(ATTACKER, { kind: 'listen', port })).toEqual({ ok: true });
+    for (const port of [15001, 15006])
+      expect(await world.appExec(ATTACKER, { kind: 'listen', port })).toEqual({ ok: true });
     await state.setComponent(world, 'proxy', n0, 'up');
     await world.settle();
     const from: Source = { kind: 'pod', pod: FRIEND };
@@ -162,7 +332,13 @@ test('inbound capture, in a broken world: after a port hijack, a mesh peer\'s pl
     // What the old rule read: a proxy made it, so it passed.
     expect(hijacked.every((d) => d.viaProxy)).toBe(true);
     expect(hijacked.map((d) => d.proxyNode)).toEqual(hijacked.map(() => world.nodes[1]));
-    const v = checkConnection({ ...(await state.context(world, true)), from, to, opts: {}, result }).filter((x) => x.property === 'inbound-capture');
-    expect(v.map((x) => x.message)).toEqual([expect.stringMatching(/mesh\/attacker:15006 .* through the wrong proxy: the node proxy of node-1/)]);
-  } finally { await world.close(); }
+    const v = checkConnection({ ...(await state.context(world, true)), from, to, opts: {}, result }).filter(
+      (x) => x.property === 'inbound-capture',
+    );
+    expect(v.map((x) => x.message)).toEqual([
+      expect.stringMatching(/mesh\/attacker:15006 .* through the wrong proxy: the node proxy of node-1/),
+    ]);
+  } finally {
+    await world.close();
+  }
 });

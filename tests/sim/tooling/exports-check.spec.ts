@@ -16,10 +16,20 @@ const cli = path.join(repo, 'dist', 'tools', 'exports-check-cli.js');
 function withProject(files: Record<string, string>, fn: (root: string) => void): void {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'al-exports-'));
   try {
-    fs.writeFileSync(path.join(root, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: [] },
-      include: ['src'],
-    }));
+    fs.writeFileSync(
+      path.join(root, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          noEmit: true,
+          types: [],
+        },
+        include: ['src'],
+      }),
+    );
     for (const [rel, text] of Object.entries(files)) {
       fs.mkdirSync(path.dirname(path.join(root, rel)), { recursive: true });
       fs.writeFileSync(path.join(root, rel), text);
@@ -59,7 +69,12 @@ test('a planted project: local and dead exports are found; imports, namespaces, 
     const { findings } = checkExports(root);
     const got = findings.map((f) => `${f.file} ${f.name} ${f.kind}`).sort();
     // main.ts's `out` is an entry point's export: nothing imports it, and nothing uses it in its file.
-    expect(got).toEqual(['src/a.ts OnlyHere local', 'src/a.ts dead unused', 'src/a.ts local local', 'src/main.ts out unused']);
+    expect(got).toEqual([
+      'src/a.ts OnlyHere local',
+      'src/a.ts dead unused',
+      'src/a.ts local local',
+      'src/main.ts out unused',
+    ]);
   });
 });
 
@@ -79,7 +94,11 @@ test('--fix drops `export` from own-file exports only, and the command exits 1 w
     expect(a).toContain('\nfunction local(): number');
     expect(a).toContain('\ninterface OnlyHere');
     expect(a).toContain('export const dead = 3;'); // never deletes code
-    expect(checkExports(root).findings.map((f) => f.name).sort()).toEqual(['dead', 'out']);
+    expect(
+      checkExports(root)
+        .findings.map((f) => f.name)
+        .sort(),
+    ).toEqual(['dead', 'out']);
   });
 });
 

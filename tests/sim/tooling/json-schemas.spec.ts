@@ -26,9 +26,10 @@ function expectInvalid(n: SchemaName, doc: unknown, why: string): void {
 
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
 
-test('the schemas are draft 2020-12, tagged with the formats the code writes, and name the catalog\'s cells', () => {
+test("the schemas are draft 2020-12, tagged with the formats the code writes, and name the catalog's cells", () => {
   for (const n of SCHEMAS) expect(readSchema(n)['$schema']).toBe('https://json-schema.org/draft/2020-12/schema');
-  const constOf = (n: SchemaName): unknown => ((readSchema(n)['properties'] as Record<string, { const?: unknown }>)['format'])?.const;
+  const constOf = (n: SchemaName): unknown =>
+    (readSchema(n)['properties'] as Record<string, { const?: unknown }>)['format']?.const;
   expect(constOf('check-report')).toBe(CHECK_REPORT_FORMAT);
   expect(constOf('counterexample')).toBe(COUNTEREXAMPLE_FORMAT);
   expect(constOf('replay-report')).toBe(REPLAY_REPORT_FORMAT);
@@ -49,16 +50,41 @@ test('check --json: a matching run, a differing run with a counterexample, and i
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-schema-'));
   try {
     // With the attack catalog, so catalog findings and skips are in the report too.
-    const pass = await runCli(['check', ...CELL, '--properties', 'outbound-capture,liveness', '--runs', '4', '--json', '--no-save']);
+    const pass = await runCli([
+      'check',
+      ...CELL,
+      '--properties',
+      'outbound-capture,liveness',
+      '--runs',
+      '4',
+      '--json',
+      '--no-save',
+    ]);
     expect(pass.code, pass.stderr).toBe(0);
     const passDoc = JSON.parse(pass.stdout) as { ok: boolean; cells: unknown[] };
     expect(passDoc.ok).toBe(true);
     expectValid('check-report', passDoc);
 
-    const fail = await runCli(['check', ...CELL, '--properties', 'outbound-capture', '--no-attacks', '--runs', '20', '--json', '--out', out,
-      '--mutant', 'ipv4 remove nat/out/redirect-outbound']);
+    const fail = await runCli([
+      'check',
+      ...CELL,
+      '--properties',
+      'outbound-capture',
+      '--no-attacks',
+      '--runs',
+      '20',
+      '--json',
+      '--out',
+      out,
+      '--mutant',
+      'ipv4 remove nat/out/redirect-outbound',
+    ]);
     expect(fail.code, fail.stderr).toBe(1);
-    const failDoc = JSON.parse(fail.stdout) as { ok: boolean; counterexamples: unknown[]; cells: { counterexampleFile?: string }[] };
+    const failDoc = JSON.parse(fail.stdout) as {
+      ok: boolean;
+      counterexamples: unknown[];
+      cells: { counterexampleFile?: string }[];
+    };
     expect(failDoc.ok).toBe(false);
     expect(failDoc.counterexamples).toHaveLength(1);
     expectValid('check-report', failDoc);
@@ -73,22 +99,82 @@ test('check --json: a matching run, a differing run with a counterexample, and i
     expectValid('replay-report', replayDoc);
 
     // Positive controls on the real outputs: each drift below must be rejected.
-    type Doc = Record<string, unknown> & { cells: Record<string, unknown>[]; totals: Record<string, unknown>; counterexamples: Record<string, unknown>[] };
+    type Doc = Record<string, unknown> & {
+      cells: Record<string, unknown>[];
+      totals: Record<string, unknown>;
+      counterexamples: Record<string, unknown>[];
+    };
     const base = failDoc as unknown as Doc;
     const broken: Array<[string, (d: Doc) => void]> = [
-      ['no format tag', (d) => { delete d['format']; }],
-      ['another format tag', (d) => { d['format'] = 'ambient-lab/check@2'; }],
-      ['a field the schema does not publish', (d) => { d['extra'] = 1; }],
-      ['a cell with an unknown status', (d) => { d.cells[0]!['status'] = 'maybe'; }],
-      ['a bypass judged as holds', (d) => { d.cells[0]!['status'] = 'holds'; }],
-      ['an error cell without its error', (d) => { d.cells[0]!['status'] = 'error'; d.cells[0]!['observed'] = 'error'; }],
-      ['ok with mismatches', (d) => { d['ok'] = true; }],
-      ['a negative history count', (d) => { d.totals['histories'] = -1; }],
-      ['an unknown threat', (d) => { d.cells[0]!['threat'] = 'app-martian'; }],
-      ['a counterexample without its seed', (d) => { delete d.counterexamples[0]!['seed']; }],
-      ['a counterexample whose attempt keeps its trace', (d) => { (d.counterexamples[0]!['attempt'] as { result: Record<string, unknown> }).result['trace'] = 'x'; }],
+      [
+        'no format tag',
+        (d) => {
+          delete d['format'];
+        },
+      ],
+      [
+        'another format tag',
+        (d) => {
+          d['format'] = 'ambient-lab/check@2';
+        },
+      ],
+      [
+        'a field the schema does not publish',
+        (d) => {
+          d['extra'] = 1;
+        },
+      ],
+      [
+        'a cell with an unknown status',
+        (d) => {
+          d.cells[0]!['status'] = 'maybe';
+        },
+      ],
+      [
+        'a bypass judged as holds',
+        (d) => {
+          d.cells[0]!['status'] = 'holds';
+        },
+      ],
+      [
+        'an error cell without its error',
+        (d) => {
+          d.cells[0]!['status'] = 'error';
+          d.cells[0]!['observed'] = 'error';
+        },
+      ],
+      [
+        'ok with mismatches',
+        (d) => {
+          d['ok'] = true;
+        },
+      ],
+      [
+        'a negative history count',
+        (d) => {
+          d.totals['histories'] = -1;
+        },
+      ],
+      [
+        'an unknown threat',
+        (d) => {
+          d.cells[0]!['threat'] = 'app-martian';
+        },
+      ],
+      [
+        'a counterexample without its seed',
+        (d) => {
+          delete d.counterexamples[0]!['seed'];
+        },
+      ],
+      [
+        'a counterexample whose attempt keeps its trace',
+        (d) => {
+          (d.counterexamples[0]!['attempt'] as { result: Record<string, unknown> }).result['trace'] = 'x';
+        },
+      ],
     ];
-    expect(base.counterexamples[0]!['attempt'], 'the mutant\'s counterexample has a violating attempt').toBeDefined();
+    expect(base.counterexamples[0]!['attempt'], "the mutant's counterexample has a violating attempt").toBeDefined();
     for (const [why, breakIt] of broken) {
       const d = clone(base);
       breakIt(d);
@@ -107,7 +193,11 @@ test('trace --json carries its format tag and validates; broken copies do not', 
   const lab = path.join(REPO, 'fixtures', 'labs', 'inpod.yaml');
   const r = await runCli(['trace', lab, '--json']);
   expect(r.code, r.stderr).toBe(0);
-  const doc = JSON.parse(r.stdout) as { format: string; world: string; attempts: Array<{ trace: Array<Record<string, unknown>> } & Record<string, unknown>> };
+  const doc = JSON.parse(r.stdout) as {
+    format: string;
+    world: string;
+    attempts: Array<{ trace: Array<Record<string, unknown>> } & Record<string, unknown>>;
+  };
   expect(doc.format).toBe(TRACE_REPORT_FORMAT);
   expect(doc.world).toBe('sim');
   expect(doc.attempts.length).toBeGreaterThan(3);
@@ -116,16 +206,45 @@ test('trace --json carries its format tag and validates; broken copies do not', 
   expectValid('trace-report', doc);
 
   const broken: Array<[string, (d: typeof doc & Record<string, unknown>) => void]> = [
-    ['no format tag', (d) => { delete (d as Record<string, unknown>)['format']; }],
-    ['an attempt without its outcome', (d) => { delete d.attempts[0]!['outcome']; }],
-    ['a trace event of an unknown kind', (d) => { d.attempts[0]!.trace.push({ kind: 'teleport', ns: 'a' }); }],
-    ['a table event without its steps', (d) => {
-      const e = d.attempts.flatMap((a) => a.trace).find((x) => x['kind'] === 'table');
-      if (!e) throw new Error('the example lab traced no netfilter table');
-      delete e['steps'];
-    }],
-    ['kernel results without world sim+kernel', (d) => { (d as Record<string, unknown>)['kernelAttempts'] = []; }],
-    ['sim+kernel without its differences', (d) => { (d as Record<string, unknown>)['world'] = 'sim+kernel'; (d as Record<string, unknown>)['kernelAttempts'] = []; }],
+    [
+      'no format tag',
+      (d) => {
+        delete (d as Record<string, unknown>)['format'];
+      },
+    ],
+    [
+      'an attempt without its outcome',
+      (d) => {
+        delete d.attempts[0]!['outcome'];
+      },
+    ],
+    [
+      'a trace event of an unknown kind',
+      (d) => {
+        d.attempts[0]!.trace.push({ kind: 'teleport', ns: 'a' });
+      },
+    ],
+    [
+      'a table event without its steps',
+      (d) => {
+        const e = d.attempts.flatMap((a) => a.trace).find((x) => x['kind'] === 'table');
+        if (!e) throw new Error('the example lab traced no netfilter table');
+        delete e['steps'];
+      },
+    ],
+    [
+      'kernel results without world sim+kernel',
+      (d) => {
+        (d as Record<string, unknown>)['kernelAttempts'] = [];
+      },
+    ],
+    [
+      'sim+kernel without its differences',
+      (d) => {
+        (d as Record<string, unknown>)['world'] = 'sim+kernel';
+        (d as Record<string, unknown>)['kernelAttempts'] = [];
+      },
+    ],
   ];
   for (const [why, breakIt] of broken) {
     const d = clone(doc) as typeof doc & Record<string, unknown>;

@@ -21,7 +21,10 @@ const NODE_NOTES = ['node', 'on', 'linux'].join('-');
 const OUTSIDE_DOCS = ['DESIGN', 'peers', 'istio-cni', 'ztunnel', KERNEL_NOTES, NODE_NOTES];
 
 const RULES: ReadonlyArray<{ readonly name: string; readonly re: RegExp }> = [
-  { name: 'an outside document', re: new RegExp(`(?<![\\w-])(?:${OUTSIDE_DOCS.map((d) => d.replace(/-/g, '\\-')).join('|')})\\.md\\b`) },
+  {
+    name: 'an outside document',
+    re: new RegExp(`(?<![\\w-])(?:${OUTSIDE_DOCS.map((d) => d.replace(/-/g, '\\-')).join('|')})\\.md\\b`),
+  },
   { name: 'an outside document', re: new RegExp(`\\b(?:${KERNEL_NOTES}|${NODE_NOTES})\\b`) },
   { name: 'a path into the background notes', re: new RegExp('(?<![\\w-])reference' + '/') },
   { name: 'the shared folder', re: new RegExp('(?<![\\w-])shared' + '/') },
@@ -103,11 +106,11 @@ test('what the repository may cite is not flagged', () => {
     ' * A DNS message (RFC 1035 \u00a74.1): header, questions',
     ' * Domain names on the wire (RFC 1035 \u00a73.1, \u00a74.1.4): a sequence of labels',
     ' * RFC 4291 \u00a72.2 for parsing and RFC 5952 for the canonical output.',
-    "See `docs/design.md` for the design.",
+    'See `docs/design.md` for the design.',
     " * (docs/design.md, 'Real-kernel safety'): nothing is created in the root namespace",
     "  why: 'no in-pod rule can see them (B4)'",
     ' * (docs/bypass-classes.md#finding-l)',
-    " * (upstream: istio/istio cni/pkg/iptables/testdata/hostprobe.golden)",
+    ' * (upstream: istio/istio cni/pkg/iptables/testdata/hostprobe.golden)',
     "import { sharedCluster } from '../../e2e/kind/shared-cluster.js';",
   ];
   for (const line of allowed) expect(outsideCitations(line), line).toEqual([]);

@@ -9,7 +9,17 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test, expect } from '@playwright/test';
 import { SimKernel } from '../../../sim/kernel/kernel.js';
-import { CASES, NOT_EXPRESSIBLE, differences, goldenDir, goldenFiles, normalise, ourRules, parseGolden, type GoldenCase } from '../../../tools/upstream-golden.js';
+import {
+  CASES,
+  NOT_EXPRESSIBLE,
+  differences,
+  goldenDir,
+  goldenFiles,
+  normalise,
+  ourRules,
+  parseGolden,
+  type GoldenCase,
+} from '../../../tools/upstream-golden.js';
 
 test('every golden file is mapped or listed as not expressible, exactly once; every mapped file exists', () => {
   const files = goldenFiles();
@@ -20,7 +30,8 @@ test('every golden file is mapped or listed as not expressible, exactly once; ev
 });
 
 test('the README and NOTICE name the same upstream commit', () => {
-  const commit = (f: string): string | undefined => /\b([0-9a-f]{40})\b/.exec(fs.readFileSync(path.join(goldenDir(), f), 'utf8'))?.[1];
+  const commit = (f: string): string | undefined =>
+    /\b([0-9a-f]{40})\b/.exec(fs.readFileSync(path.join(goldenDir(), f), 'utf8'))?.[1];
   expect(commit('README.md')).toMatch(/^[0-9a-f]{40}$/);
   expect(commit('NOTICE')).toBe(commit('README.md'));
 });
@@ -43,12 +54,19 @@ test('parseGolden: one rule set per family, -N as chain declarations, the record
 });
 
 test('normalise: chain declaration order and counters do not matter; rule order within a chain does', () => {
-  const a = '*nat\n:PREROUTING ACCEPT [5:300]\n:B - [0:0]\n:A - [0:0]\n-A PREROUTING -j A\n-A A -p tcp -j RETURN\n-A A -j ACCEPT\n-A B -j ACCEPT\nCOMMIT\n';
-  const b = '# comment\n*nat\n:PREROUTING ACCEPT [0:0]\n:A - [0:0]\n:B - [0:0]\n-A PREROUTING -j A\n-A B -j ACCEPT\n-A A -p tcp -j RETURN\n-A A -j ACCEPT\nCOMMIT\n';
+  const a =
+    '*nat\n:PREROUTING ACCEPT [5:300]\n:B - [0:0]\n:A - [0:0]\n-A PREROUTING -j A\n-A A -p tcp -j RETURN\n-A A -j ACCEPT\n-A B -j ACCEPT\nCOMMIT\n';
+  const b =
+    '# comment\n*nat\n:PREROUTING ACCEPT [0:0]\n:A - [0:0]\n:B - [0:0]\n-A PREROUTING -j A\n-A B -j ACCEPT\n-A A -p tcp -j RETURN\n-A A -j ACCEPT\nCOMMIT\n';
   expect(normalise(a)).toBe(normalise(b));
   const swapped = a.replace('-A A -p tcp -j RETURN\n-A A -j ACCEPT', '-A A -j ACCEPT\n-A A -p tcp -j RETURN');
-  expect(differences(normalise(a), normalise(swapped))).toEqual(['the same lines in another order (rule order within a chain differs)']);
-  expect(differences(normalise(a), normalise(a.replace('-p tcp ', '-p udp ')))).toEqual(['only upstream: -A A -p tcp -j RETURN', 'only ours:     -A A -p udp -j RETURN']);
+  expect(differences(normalise(a), normalise(swapped))).toEqual([
+    'the same lines in another order (rule order within a chain differs)',
+  ]);
+  expect(differences(normalise(a), normalise(a.replace('-p tcp ', '-p udp ')))).toEqual([
+    'only upstream: -A A -p tcp -j RETURN',
+    'only ours:     -A A -p udp -j RETURN',
+  ]);
 });
 
 function simSave(family: 4 | 6, text: string, ipsets: string | undefined): string {
@@ -65,7 +83,10 @@ function compareInSim(c: GoldenCase): string[] {
   return (['ipv4', 'ipv6'] as const).slice(0, theirs.length).flatMap((f, i) => {
     const mine = ours[f];
     if (mine === undefined) return [`${f}: no rules of ours`];
-    return differences(simSave(f === 'ipv4' ? 4 : 6, theirs[i]!, ours.ipsets), simSave(f === 'ipv4' ? 4 : 6, mine, ours.ipsets)).map((d) => `${f}: ${d}`);
+    return differences(
+      simSave(f === 'ipv4' ? 4 : 6, theirs[i]!, ours.ipsets),
+      simSave(f === 'ipv4' ? 4 : 6, mine, ours.ipsets),
+    ).map((d) => `${f}: ${d}`);
   });
 }
 
@@ -78,5 +99,7 @@ for (const c of CASES) {
 test('control: a mapping that gets the configuration wrong is caught (DNS off for default, IPv4 probe address changed)', () => {
   const def = CASES.find((c) => c.file === 'default.golden')!;
   expect(compareInSim({ ...def, dnsCapture: false }).length).toBeGreaterThan(0);
-  expect(compareInSim({ ...def, probeSnat: { ...def.probeSnat, ipv4: '169.254.7.128' } })).toContain('ipv4: only upstream: -A ISTIO_OUTPUT -d 169.254.7.127/32 -p tcp -m tcp -j ACCEPT');
+  expect(compareInSim({ ...def, probeSnat: { ...def.probeSnat, ipv4: '169.254.7.128' } })).toContain(
+    'ipv4: only upstream: -A ISTIO_OUTPUT -d 169.254.7.127/32 -p tcp -m tcp -j ACCEPT',
+  );
 });

@@ -6,7 +6,11 @@
 import { test, expect } from '@playwright/test';
 import { SimWorld } from '../../../sim/world/world.js';
 
-async function cluster(seed: number, jitterMs = 0, cniProtocol: 'exec' | 'in-process' = 'in-process'): Promise<SimWorld> {
+async function cluster(
+  seed: number,
+  jitterMs = 0,
+  cniProtocol: 'exec' | 'in-process' = 'in-process',
+): Promise<SimWorld> {
   const w = new SimWorld({ seed, nodes: 3, recordCni: true, jitterMs, cniProtocol });
   await w.start();
   await w.createNamespace('app', { labels: { 'istio.io/dataplane-mode': 'ambient' } });
@@ -20,7 +24,12 @@ test('a node reboot destroys every pod netns and recreates the sandboxes under t
   await w.runToQuiescence();
   const node = w.node('node-0');
   const kl = node.kubelet!;
-  const before = new Map((await w.api.list('Pod', { namespace: 'app', fieldSelector: 'spec.nodeName=node-0' })).items.map((p) => [p.metadata!.uid!, { ...kl.sandbox(p.metadata!.uid!)!, ip: p.status!.podIP! }]));
+  const before = new Map(
+    (await w.api.list('Pod', { namespace: 'app', fieldSelector: 'spec.nodeName=node-0' })).items.map((p) => [
+      p.metadata!.uid!,
+      { ...kl.sandbox(p.metadata!.uid!)!, ip: p.status!.podIP! },
+    ]),
+  );
   const otherNetns = w.node('node-1').kubelet!.sandbox(other.metadata!.uid!)!.netns;
   const addsBefore = w.history.filter((h) => h.text.includes('sim-pod-network ADD')).length;
 
@@ -81,14 +90,19 @@ test('a runtime restart keeps sandboxes and containers (no new ADD) and tears do
   await kl.checkSandbox(keep.metadata!.uid!); // CHECK against the cached result still passes
 });
 
-async function scripted(seed: number, cniProtocol: 'exec' | 'in-process' = 'in-process'): Promise<{ history: string; ips: string[]; uids: string[] }> {
+async function scripted(
+  seed: number,
+  cniProtocol: 'exec' | 'in-process' = 'in-process',
+): Promise<{ history: string; ips: string[]; uids: string[] }> {
   const w = await cluster(seed, 50, cniProtocol);
   for (let i = 0; i < 12; i++) await w.createPod({ namespace: 'app', name: `p${i}` }); // the seeded scheduler picks nodes
   await w.runFor(20);
   await w.deletePod('app', 'p3');
   await w.node('node-1').reboot();
   await w.runToQuiescence();
-  const pods = (await w.api.list('Pod', { namespace: 'app' })).items.sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!));
+  const pods = (await w.api.list('Pod', { namespace: 'app' })).items.sort((a, b) =>
+    a.metadata!.name!.localeCompare(b.metadata!.name!),
+  );
   return {
     history: w.history.map((h) => `${h.t} ${h.kind} ${h.text}`).join('\n'),
     ips: pods.map((p) => `${p.metadata!.name} ${p.spec!.nodeName} ${p.status?.podIP}`),

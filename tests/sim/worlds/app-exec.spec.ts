@@ -12,7 +12,14 @@ const b: PodRef = { namespace: 'mesh', name: 'b' };
 const q: PodRef = { namespace: 'plain', name: 'q' };
 
 async function cluster(aApp: AppSpec): Promise<SimMeshWorld> {
-  const w = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 5 });
+  const w = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 5,
+  });
   await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
   await w.createNamespace('plain');
   await w.createPod({ ...a, node: 'node-0', app: aApp });
@@ -21,7 +28,8 @@ async function cluster(aApp: AppSpec): Promise<SimMeshWorld> {
   return w;
 }
 
-const obs = (all: readonly PodObservation[], ref: PodRef): PodObservation => all.find((x) => x.name === ref.name && x.namespace === ref.namespace)!;
+const obs = (all: readonly PodObservation[], ref: PodRef): PodObservation =>
+  all.find((x) => x.name === ref.name && x.namespace === ref.namespace)!;
 
 test('iptables-flush without NET_ADMIN (root without capabilities) fails with EPERM and the pod stays redirected', async () => {
   const w = await cluster({ uid: 0, caps: [], tcpPorts: [8080] });
@@ -32,7 +40,9 @@ test('iptables-flush without NET_ADMIN (root without capabilities) fails with EP
     expect(obs(await w.pods(), a).redirected).toBe(true);
     const c = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
     expect(c.acceptedBy).toBe('proxy-outbound');
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });
 
 test('iptables-flush with NET_ADMIN removes the redirection: the app reaches a pod outside the mesh directly, until the agent repairs the rules', async () => {
@@ -47,7 +57,9 @@ test('iptables-flush with NET_ADMIN removes the redirection: the app reaches a p
     expect(obs(await w.pods(), a).redirected).toBe(true);
     const after = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
     expect(after.acceptedBy).toBe('proxy-outbound');
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });
 
 test('listen on a proxy port the proxy holds fails with EADDRINUSE, with or without SO_REUSEPORT (another uid)', async () => {
@@ -61,7 +73,9 @@ test('listen on a proxy port the proxy holds fails with EADDRINUSE, with or with
     expect(reuse.error).toContain('EADDRINUSE');
     // A free port is fine: the action itself works.
     expect(await w.appExec(a, { kind: 'listen', port: 9000 })).toEqual({ ok: true });
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });
 
 test('port hijack: a non-root app binds 15006 while its node proxy is down; after the proxy starts, inbound mesh traffic reaches the app without the proxy', async () => {
@@ -75,7 +89,9 @@ test('port hijack: a non-root app binds 15006 while its node proxy is down; afte
     const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
     expect(r.acceptedBy).toBe('app');
     expect(r.deliveries.some((d) => d.pod.name === 'a' && d.port === 15006 && !d.viaProxy)).toBe(true);
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });
 
 test('port hijack before enrollment: an app that holds 15006 when its pod joins the mesh keeps it; the proxy cannot serve the pod and inbound plaintext reaches the app', async () => {
@@ -95,5 +111,7 @@ test('port hijack before enrollment: an app that holds 15006 when its pod joins 
     const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: c, port: 8080 });
     expect(r.acceptedBy).toBe('app');
     expect(r.deliveries.some((d) => d.pod.name === 'c' && d.port === 15006 && !d.viaProxy)).toBe(true);
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });

@@ -12,7 +12,15 @@ const a: PodRef = { namespace: 'mesh', name: 'a' };
 const q: PodRef = { namespace: 'plain', name: 'q' };
 
 async function cluster(profile: Profile) {
-  const w = await createSimWorld({ nodes: 2, profile, kernelVersion: '6.1', ipv6: true, meshV6: false, dnsCapture: false, seed: 9 });
+  const w = await createSimWorld({
+    nodes: 2,
+    profile,
+    kernelVersion: '6.1',
+    ipv6: true,
+    meshV6: false,
+    dnsCapture: false,
+    seed: 9,
+  });
   await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
   await w.createNamespace('plain');
   const oa = await w.createPod({ ...a, node: 'node-0', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
@@ -27,12 +35,18 @@ for (const profile of ['upstream', 'strict'] as const) {
       expect(oa.ips.some((ip) => ip.includes(':'))).toBe(true);
       expect(oa).toMatchObject({ started: true, redirected: true, served: true, annotation: 'enabled' });
       expect(w.log.entries.filter((e) => /ipset/.test(`${e.msg} ${JSON.stringify(e.fields)}`))).toEqual([]);
-      expect((await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 }, { family: 4 })).acceptedBy).toBe('proxy-outbound');
-      expect((await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 }, { family: 4 })).acceptedBy).toBe('proxy-inbound');
+      expect(
+        (await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 }, { family: 4 })).acceptedBy,
+      ).toBe('proxy-outbound');
+      expect(
+        (await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 }, { family: 4 })).acceptedBy,
+      ).toBe('proxy-inbound');
       // The v4 rules only: the pod netns has no v6 redirect.
       const ns = w.sim.nodes[0]!.disk.sandboxes.get(oa.uid)!.netns;
       expect(w.sim.kernel.iptablesSave(ns, 6)).not.toContain('--to-ports 15001');
-    } finally { await w.close(); }
+    } finally {
+      await w.close();
+    }
   });
 }
 
@@ -44,7 +58,9 @@ test('upstream: v6 skips the v4-only mesh both ways (B7)', async () => {
     const inn = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 }, { family: 6 });
     expect(inn).toMatchObject({ outcome: 'established', acceptedBy: 'app', acceptedIn: a });
     expect(inn.deliveries).toEqual([expect.objectContaining({ pod: a, viaProxy: false })]);
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });
 
 test('strict: v6 is blocked in a v4-only mesh (ipv6-always block ruleset)', async () => {
@@ -55,9 +71,21 @@ test('strict: v6 is blocked in a v4-only mesh (ipv6-always block ruleset)', asyn
     expect(out.outcome).not.toBe('established');
     const inn = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 }, { family: 6 });
     expect(inn.deliveries).toEqual([]);
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });
 
 test('meshV6 true in a v4-only cluster is refused with a clear error', async () => {
-  await expect(createSimWorld({ nodes: 1, profile: 'strict', kernelVersion: '6.1', ipv6: false, meshV6: true, dnsCapture: false, seed: 1 })).rejects.toThrow(/meshV6 needs ipv6/);
+  await expect(
+    createSimWorld({
+      nodes: 1,
+      profile: 'strict',
+      kernelVersion: '6.1',
+      ipv6: false,
+      meshV6: true,
+      dnsCapture: false,
+      seed: 1,
+    }),
+  ).rejects.toThrow(/meshV6 needs ipv6/);
 });

@@ -26,12 +26,22 @@ function members(w: SimMeshWorld, node: string): string[] {
 
 /** Current addresses of the node's pods annotated enabled (the agent's enrolled pods). */
 async function enrolledIps(w: SimMeshWorld, node: string): Promise<string[]> {
-  return (await w.pods()).filter((p) => p.node === node && p.annotation === 'enabled').flatMap((p) => p.ips).sort();
+  return (await w.pods())
+    .filter((p) => p.node === node && p.annotation === 'enabled')
+    .flatMap((p) => p.ips)
+    .sort();
 }
 
 for (const ipv6 of [false, true]) {
   test(`reboot: the probe sets hold the pods' new addresses and none of the old (ipv6 ${ipv6})`, async () => {
-    const w = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6, dnsCapture: false, seed: 5 });
+    const w = await createSimWorld({
+      nodes: 2,
+      profile: 'strict',
+      kernelVersion: '6.1',
+      ipv6,
+      dnsCapture: false,
+      seed: 5,
+    });
     try {
       await w.createNamespace('mesh', AMBIENT);
       await w.createPod({ ...a, node: 'node-0', app: APP });
@@ -46,12 +56,21 @@ for (const ipv6 of [false, true]) {
       expect(now.length).toBe(old.length);
       expect(now.some((ip) => old.includes(ip))).toBe(false); // new sandboxes, new addresses
       expect(members(w, 'node-0')).toEqual(now);
-    } finally { await w.close(); }
+    } finally {
+      await w.close();
+    }
   });
 }
 
 test('reboot while an opt-out is in flight: the pod starts outside the mesh with a new address; the old one leaves the set, and the new one joins when it opts back in', async () => {
-  const w = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: true, dnsCapture: false, seed: 5 });
+  const w = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: true,
+    dnsCapture: false,
+    seed: 5,
+  });
   try {
     await w.createNamespace('mesh', AMBIENT);
     await w.createPod({ ...a, node: 'node-0', app: APP });
@@ -71,11 +90,20 @@ test('reboot while an opt-out is in flight: the pod starts outside the mesh with
     expect(now.length).toBe(2);
     expect(now.some((ip) => old.includes(ip))).toBe(false);
     expect(members(w, 'node-0')).toEqual(now);
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });
 
 test('a pod deleted while its node agent is down leaves no member behind once the agent is back', async () => {
-  const w = await createSimWorld({ nodes: 2, profile: 'upstream', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 7 });
+  const w = await createSimWorld({
+    nodes: 2,
+    profile: 'upstream',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 7,
+  });
   try {
     await w.createNamespace('mesh', AMBIENT);
     await w.createPod({ ...a, node: 'node-0', app: APP });
@@ -92,5 +120,7 @@ test('a pod deleted while its node agent is down leaves no member behind once th
     const now = await enrolledIps(w, 'node-0');
     expect(now.length).toBe(1);
     expect(members(w, 'node-0')).toEqual(now);
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });

@@ -8,10 +8,22 @@ import { test, expect } from '@playwright/test';
 import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
 
 test('reboot: sandboxes come back before the agent; their ADD fails closed, and they start enrolled once the agent is back', async () => {
-  const w = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 5 });
+  const w = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 5,
+  });
   try {
     await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
-    const before = await w.createPod({ namespace: 'mesh', name: 'a', node: 'node-0', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+    const before = await w.createPod({
+      namespace: 'mesh',
+      name: 'a',
+      node: 'node-0',
+      app: { uid: 1000, caps: [], tcpPorts: [8080] },
+    });
     const mark = w.log.entries.length;
     await w.rebootNode('node-0');
     const during = w.log.entries.slice(mark);
@@ -25,11 +37,20 @@ test('reboot: sandboxes come back before the agent; their ADD fails closed, and 
     const c = await w.connect({ kind: 'outside' }, { kind: 'pod', pod: { namespace: 'mesh', name: 'a' }, port: 8080 });
     expect(c.acceptedBy).toBe('proxy-inbound');
     expect(before.uid).toBe(after.uid);
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });
 
 test('reboot empties the host netns kernel state (rules, ipsets, conntrack); the agent puts its host rules and probe sets back', async () => {
-  const w = await createSimWorld({ nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 6 });
+  const w = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 6,
+  });
   try {
     await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
     await w.createPod({ namespace: 'mesh', name: 'a', node: 'node-0', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
@@ -61,5 +82,7 @@ test('reboot empties the host netns kernel state (rules, ipsets, conntrack); the
     expect(k.ipsetsOf(host).names().sort()).toEqual([...setsBefore].sort());
     const a = (await w.pods()).find((p) => p.name === 'a')!;
     expect(a).toMatchObject({ started: true, redirected: true, served: true });
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });

@@ -8,7 +8,14 @@ import { test, expect } from '@playwright/test';
 import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
 
 test('after an agent outage, settle returns only once the proxy is back on ZDS and annotations are truthful', async () => {
-  const w = await createSimWorld({ nodes: 2, profile: 'upstream', kernelVersion: '6.1', ipv6: true, dnsCapture: false, seed: 5 });
+  const w = await createSimWorld({
+    nodes: 2,
+    profile: 'upstream',
+    kernelVersion: '6.1',
+    ipv6: true,
+    dnsCapture: false,
+    seed: 5,
+  });
   try {
     await w.createNamespace('ambient-a', { 'istio.io/dataplane-mode': 'ambient' });
     await w.createNamespace('plain', {});
@@ -23,8 +30,14 @@ test('after an agent outage, settle returns only once the proxy is back on ZDS a
     await w.settle();
     for (const p of await w.pods()) {
       if (p.namespace !== 'ambient-a' || !p.started) continue;
-      expect({ pod: p.name, redirected: p.redirected, served: p.served, annotation: p.annotation })
-        .toEqual({ pod: p.name, redirected: true, served: true, annotation: 'enabled' });
+      expect({ pod: p.name, redirected: p.redirected, served: p.served, annotation: p.annotation }).toEqual({
+        pod: p.name,
+        redirected: true,
+        served: true,
+        annotation: 'enabled',
+      });
     }
-  } finally { await w.close(); }
+  } finally {
+    await w.close();
+  }
 });

@@ -8,7 +8,14 @@ import type { AppSpec, ConnectResult, PodObservation, PodRef, WorldOptions } fro
 
 const AMBIENT = { 'istio.io/dataplane-mode': 'ambient' };
 const APP: AppSpec = { uid: 1000, caps: [], tcpPorts: [8080] };
-const BASE: WorldOptions = { nodes: 2, profile: 'upstream', kernelVersion: '6.1', ipv6: false, dnsCapture: false, seed: 1 };
+const BASE: WorldOptions = {
+  nodes: 2,
+  profile: 'upstream',
+  kernelVersion: '6.1',
+  ipv6: false,
+  dnsCapture: false,
+  seed: 1,
+};
 
 const a: PodRef = { namespace: 'mesh', name: 'a' };
 const b: PodRef = { namespace: 'mesh', name: 'b' };
@@ -33,30 +40,59 @@ function obs(all: readonly PodObservation[], ref: PodRef): PodObservation {
   return o;
 }
 
-const deliveredTo = (r: ConnectResult, ref: PodRef): boolean => r.deliveries.some((d) => d.pod.namespace === ref.namespace && d.pod.name === ref.name);
+const deliveredTo = (r: ConnectResult, ref: PodRef): boolean =>
+  r.deliveries.some((d) => d.pod.namespace === ref.namespace && d.pod.name === ref.name);
 
 test('liveness: enrolled pods on two nodes reach each other over HBONE with their identities; pods outside the mesh are reached directly', async () => {
   const w = await cluster();
   const pods = await w.pods();
-  for (const ref of [a, b]) expect(obs(pods, ref)).toMatchObject({ started: true, annotation: 'enabled', redirected: true, served: true });
-  for (const ref of [p, q]) expect(obs(pods, ref)).toMatchObject({ started: true, annotation: undefined, redirected: false, served: false });
+  for (const ref of [a, b])
+    expect(obs(pods, ref)).toMatchObject({ started: true, annotation: 'enabled', redirected: true, served: true });
+  for (const ref of [p, q])
+    expect(obs(pods, ref)).toMatchObject({ started: true, annotation: undefined, redirected: false, served: false });
 
   const r = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: b, port: 8080 });
   expect(r.outcome).toBe('established');
   expect(r.acceptedBy).toBe('proxy-outbound');
   // Delivered by b's own node proxy, from inside b's netns (what inbound capture requires).
-  expect(r.deliveries).toEqual([{ pod: b, port: 8080, peer: expect.stringMatching(/^10\.244\.0\.\d+:\d+$/), viaProxy: true, proxyNode: 'node-1', proxyFor: b }]);
+  expect(r.deliveries).toEqual([
+    {
+      pod: b,
+      port: 8080,
+      peer: expect.stringMatching(/^10\.244\.0\.\d+:\d+$/),
+      viaProxy: true,
+      proxyNode: 'node-1',
+      proxyFor: b,
+    },
+  ]);
   expect(r.deliveries[0]!.peer.split(':')[0]).toBe(obs(pods, a).ips[0]);
   const out = r.proxyLog.find((e) => e.event === 'forwarded' && e.direction === 'outbound');
   const inb = r.proxyLog.find((e) => e.event === 'forwarded' && e.direction === 'inbound-hbone');
-  expect(out).toMatchObject({ node: 'node-0', pod: a, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/sa-a', dstIdentity: 'spiffe://cluster.local/ns/mesh/sa/sa-b' });
-  expect(inb).toMatchObject({ node: 'node-1', pod: b, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/sa-a', dstIdentity: 'spiffe://cluster.local/ns/mesh/sa/sa-b', allowed: true });
+  expect(out).toMatchObject({
+    node: 'node-0',
+    pod: a,
+    srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/sa-a',
+    dstIdentity: 'spiffe://cluster.local/ns/mesh/sa/sa-b',
+  });
+  expect(inb).toMatchObject({
+    node: 'node-1',
+    pod: b,
+    srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/sa-a',
+    dstIdentity: 'spiffe://cluster.local/ns/mesh/sa/sa-b',
+    allowed: true,
+  });
 
   const direct = await w.connect({ kind: 'pod', pod: p }, { kind: 'pod', pod: q, port: 8080 });
   expect(direct).toMatchObject({ outcome: 'established', acceptedBy: 'app', acceptedIn: q, proxyLog: [] });
-  expect(direct.deliveries).toEqual([{ pod: q, port: 8080, peer: expect.stringContaining(`${obs(pods, p).ips[0]}:`), viaProxy: false }]);
+  expect(direct.deliveries).toEqual([
+    { pod: q, port: 8080, peer: expect.stringContaining(`${obs(pods, p).ips[0]}:`), viaProxy: false },
+  ]);
 
-  const udp = await w.connect({ kind: 'pod', pod: p }, { kind: 'pod', pod: q, port: 5353 }, { proto: 'udp', payload: 'x' });
+  const udp = await w.connect(
+    { kind: 'pod', pod: p },
+    { kind: 'pod', pod: q, port: 5353 },
+    { proto: 'udp', payload: 'x' },
+  );
   expect(udp).toMatchObject({ outcome: 'delivered', acceptedBy: 'app', acceptedIn: q });
   expect(deliveredTo(udp, q)).toBe(true);
   await w.close();
@@ -68,7 +104,9 @@ test('outbound capture: a mesh pod connecting to a pod outside the mesh is accep
   expect(r).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-outbound', acceptedIn: a });
   expect(r.deliveries).toHaveLength(1);
   expect(r.deliveries[0]).toMatchObject({ pod: q, viaProxy: true });
-  expect(r.proxyLog.some((e) => e.event === 'forwarded' && e.direction === 'outbound' && e.dstIdentity === undefined)).toBe(true);
+  expect(
+    r.proxyLog.some((e) => e.event === 'forwarded' && e.direction === 'outbound' && e.dstIdentity === undefined),
+  ).toBe(true);
   // Nothing listens on 9999 at q: the proxy took the connection, the upstream leg failed.
   const refused = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 9999 });
   expect(refused.acceptedBy).toBe('proxy-outbound');
@@ -82,8 +120,25 @@ test('inbound capture: plaintext from a pod outside the mesh is accepted by the 
   const pods = await w.pods();
   const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
   expect(r).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-inbound', acceptedIn: a });
-  expect(r.deliveries).toEqual([{ pod: a, port: 8080, peer: expect.stringContaining(`${obs(pods, q).ips[0]}:`), viaProxy: true, proxyNode: obs(pods, a).node, proxyFor: a }]);
-  expect(r.proxyLog).toContainEqual(expect.objectContaining({ node: 'node-0', pod: a, event: 'forwarded', direction: 'inbound-plaintext', allowed: true }));
+  expect(r.deliveries).toEqual([
+    {
+      pod: a,
+      port: 8080,
+      peer: expect.stringContaining(`${obs(pods, q).ips[0]}:`),
+      viaProxy: true,
+      proxyNode: obs(pods, a).node,
+      proxyFor: a,
+    },
+  ]);
+  expect(r.proxyLog).toContainEqual(
+    expect.objectContaining({
+      node: 'node-0',
+      pod: a,
+      event: 'forwarded',
+      direction: 'inbound-plaintext',
+      allowed: true,
+    }),
+  );
   // The outside client too.
   const o = await w.connect({ kind: 'outside' }, { kind: 'pod', pod: b, port: 8080 });
   expect(o).toMatchObject({ acceptedBy: 'proxy-inbound', acceptedIn: b });
@@ -95,7 +150,8 @@ test('an AuthorizationPolicy DENY takes effect at the destination proxy, and del
   const w = await cluster();
   const pods = await w.pods();
   await w.applyPolicy({
-    apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy',
+    apiVersion: 'security.istio.io/v1',
+    kind: 'AuthorizationPolicy',
     metadata: { namespace: 'mesh', name: 'deny-p' },
     spec: { action: 'DENY', rules: [{ from: [{ source: { ipBlocks: [`${obs(pods, p).ips[0]}/32`] } }] }] },
   });
@@ -103,7 +159,14 @@ test('an AuthorizationPolicy DENY takes effect at the destination proxy, and del
   const denied = await w.connect({ kind: 'pod', pod: p }, { kind: 'pod', pod: b, port: 8080 });
   expect(denied.acceptedBy).toBe('proxy-inbound');
   expect(denied.deliveries).toEqual([]);
-  expect(denied.proxyLog).toContainEqual(expect.objectContaining({ pod: b, event: 'denied', allowed: false, reason: expect.stringContaining('mesh/deny-p') }));
+  expect(denied.proxyLog).toContainEqual(
+    expect.objectContaining({
+      pod: b,
+      event: 'denied',
+      allowed: false,
+      reason: expect.stringContaining('mesh/deny-p'),
+    }),
+  );
   // Others are unaffected.
   expect(deliveredTo(await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: b, port: 8080 }), b)).toBe(true);
   await w.deletePolicy('mesh', 'deny-p');
@@ -123,7 +186,12 @@ test('fail closed: with the agent stopped a new ambient pod does not start; it s
   expect(d.started).toBe(true);
   await w.start('agent', 'node-1');
   await w.settle();
-  expect(obs(await w.pods(), c)).toMatchObject({ started: true, annotation: 'enabled', redirected: true, served: true });
+  expect(obs(await w.pods(), c)).toMatchObject({
+    started: true,
+    annotation: 'enabled',
+    redirected: true,
+    served: true,
+  });
   await w.close();
 });
 
@@ -164,7 +232,13 @@ test('reboot: pods come back in new namespaces, redirected and served, and traff
   await w.rebootNode('node-0');
   await w.settle();
   const after = obs(await w.pods(), a);
-  expect(after).toMatchObject({ uid: before.uid, started: true, annotation: 'enabled', redirected: true, served: true });
+  expect(after).toMatchObject({
+    uid: before.uid,
+    started: true,
+    annotation: 'enabled',
+    redirected: true,
+    served: true,
+  });
   expect(obs(await w.pods(), p)).toMatchObject({ started: true, redirected: false });
   const r = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: b, port: 8080 });
   expect(r.acceptedBy).toBe('proxy-outbound');
@@ -178,14 +252,26 @@ test('mark spoofing: an app without capabilities cannot set SO_MARK (error outco
   expect(r).toMatchObject({ outcome: 'error', acceptedBy: undefined, deliveries: [] });
   expect(r.error).toContain('SO_MARK');
   expect(r.error).toContain('EPERM');
-  await w.createPod({ namespace: 'mesh', name: 'root', node: 'node-0', app: { uid: 0, caps: ['NET_ADMIN'], tcpPorts: [] } });
-  const spoof = await w.connect({ kind: 'pod', pod: { namespace: 'mesh', name: 'root' } }, { kind: 'pod', pod: q, port: 8080 }, { mark: 0x539 });
+  await w.createPod({
+    namespace: 'mesh',
+    name: 'root',
+    node: 'node-0',
+    app: { uid: 0, caps: ['NET_ADMIN'], tcpPorts: [] },
+  });
+  const spoof = await w.connect(
+    { kind: 'pod', pod: { namespace: 'mesh', name: 'root' } },
+    { kind: 'pod', pod: q, port: 8080 },
+    { mark: 0x539 },
+  );
   expect(spoof.outcome).toBe('established'); // the setsockopt succeeded; what it bypasses is for the attack catalog
   await w.close();
 });
 
 test('the plan hook: agents apply the transformed plan (here: no rules), so the pod is annotated but not redirected', async () => {
-  const w = await cluster({}, { mutatePlan: (plan) => ({ ...plan, iptables: { ...plan.iptables, ipv4: '*nat\nCOMMIT\n' } }) });
+  const w = await cluster(
+    {},
+    { mutatePlan: (plan) => ({ ...plan, iptables: { ...plan.iptables, ipv4: '*nat\nCOMMIT\n' } }) },
+  );
   expect(obs(await w.pods(), a)).toMatchObject({ annotation: 'enabled', redirected: false });
   const r = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
   expect(r).toMatchObject({ acceptedBy: 'app', acceptedIn: q });
@@ -197,8 +283,17 @@ test('raw packets need NET_RAW; traces are rendered when the world traces', asyn
   const w = await cluster({}, { trace: true });
   const raw = await w.connect({ kind: 'pod', pod: p }, { kind: 'pod', pod: q, port: 8080 }, { raw: true });
   expect(raw).toMatchObject({ outcome: 'error', error: 'socket(AF_PACKET): EPERM' });
-  await w.createPod({ namespace: 'plain', name: 'raw', node: 'node-0', app: { uid: 0, caps: ['NET_RAW'], tcpPorts: [] } });
-  const sent = await w.connect({ kind: 'pod', pod: { namespace: 'plain', name: 'raw' } }, { kind: 'pod', pod: q, port: 8080 }, { raw: true });
+  await w.createPod({
+    namespace: 'plain',
+    name: 'raw',
+    node: 'node-0',
+    app: { uid: 0, caps: ['NET_RAW'], tcpPorts: [] },
+  });
+  const sent = await w.connect(
+    { kind: 'pod', pod: { namespace: 'plain', name: 'raw' } },
+    { kind: 'pod', pod: q, port: 8080 },
+    { raw: true },
+  );
   expect(sent).toMatchObject({ outcome: 'delivered', acceptedBy: 'app', acceptedIn: q });
   const t = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: b, port: 8080 });
   expect(t.trace).toContain('REDIRECT');
@@ -211,7 +306,10 @@ test('determinism: the same seed and history give the same observations', async 
     await w.createPod({ namespace: 'mesh', name: 'x', app: APP }); // node chosen by the seeded scheduler
     await w.rebootNode('node-1');
     await w.settle();
-    const r1 = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: { namespace: 'mesh', name: 'x' }, port: 8080 });
+    const r1 = await w.connect(
+      { kind: 'pod', pod: a },
+      { kind: 'pod', pod: { namespace: 'mesh', name: 'x' }, port: 8080 },
+    );
     const r2 = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: b, port: 8080 });
     const out = JSON.stringify({ pods: await w.pods(), r1, r2 });
     await w.close();

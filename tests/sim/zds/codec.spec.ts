@@ -10,13 +10,25 @@ import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { podUid } from '../../../impl/api/ids.js';
 import {
-  decodeHello, decodeRequest, decodeResponse, encodeHello, encodeRequest, encodeResponse,
-  ZdsCodecError, type ZdsCodecErrorReason,
+  decodeHello,
+  decodeRequest,
+  decodeResponse,
+  encodeHello,
+  encodeRequest,
+  encodeResponse,
+  ZdsCodecError,
+  type ZdsCodecErrorReason,
 } from '../../../impl/api/zds/codec.js';
 import type { WorkloadRequest } from '../../../impl/api/zds/messages.js';
 import { ZDS_SCHEMA } from '../../../impl/api/zds/schema.js';
 
-const hex = (s: string): Uint8Array => Uint8Array.from(s.trim().split(/\s+/).map((b) => parseInt(b, 16)));
+const hex = (s: string): Uint8Array =>
+  Uint8Array.from(
+    s
+      .trim()
+      .split(/\s+/)
+      .map((b) => parseInt(b, 16)),
+  );
 const toHex = (b: Uint8Array): string => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join(' ');
 const str = (s: string): string => toHex(new TextEncoder().encode(s));
 
@@ -72,7 +84,11 @@ test.describe('golden bytes', () => {
     expect(decodeRequest(hex(`12 06 48 05 12 02 ${str('p1')}`))).toEqual({ kind: 'del', uid: 'p1' });
     // The reserved trust_domain (WorkloadInfo field 4) is ignored, not misread as another field.
     const add = `0a 0e 0a 02 ${str('u1')} 12 08 0a 01 ${str('a')} 22 03 ${str('td1')}`;
-    expect(decodeRequest(hex(add))).toEqual({ kind: 'add', uid: 'u1', info: { name: 'a', namespace: '', serviceAccount: '' } });
+    expect(decodeRequest(hex(add))).toEqual({
+      kind: 'add',
+      uid: 'u1',
+      info: { name: 'a', namespace: '', serviceAccount: '' },
+    });
   });
 });
 
@@ -139,27 +155,37 @@ test.describe('malformed frames', () => {
   });
 
   test('random bytes never crash the decoders: a message or a ZdsCodecError', () => {
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => {
-      for (const decode of [decodeRequest, decodeResponse, decodeHello] as Array<(b: Uint8Array) => unknown>) {
-        try {
-          decode(bytes);
-        } catch (e) {
-          if (!(e instanceof ZdsCodecError)) throw e;
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => {
+        for (const decode of [decodeRequest, decodeResponse, decodeHello] as Array<(b: Uint8Array) => unknown>) {
+          try {
+            decode(bytes);
+          } catch (e) {
+            if (!(e instanceof ZdsCodecError)) throw e;
+          }
         }
-      }
-    }), { seed: 7, numRuns: 3000 });
+      }),
+      { seed: 7, numRuns: 3000 },
+    );
   });
 
   test('every encoded request round-trips', () => {
     const token = fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$/);
     const req: fc.Arbitrary<WorkloadRequest> = fc.oneof(
-      fc.record({ kind: fc.constant('add' as const), uid: token.map(podUid), info: fc.record({ name: fc.string(), namespace: fc.string(), serviceAccount: fc.string() }) }),
+      fc.record({
+        kind: fc.constant('add' as const),
+        uid: token.map(podUid),
+        info: fc.record({ name: fc.string(), namespace: fc.string(), serviceAccount: fc.string() }),
+      }),
       fc.record({ kind: fc.constant('keep' as const), uid: token.map(podUid) }),
       fc.record({ kind: fc.constant('del' as const), uid: token.map(podUid) }),
       fc.constant({ kind: 'snapshot-sent' as const }),
     );
-    fc.assert(fc.property(req, (r) => {
-      expect(decodeRequest(encodeRequest(r))).toEqual(r);
-    }), { seed: 11, numRuns: 500 });
+    fc.assert(
+      fc.property(req, (r) => {
+        expect(decodeRequest(encodeRequest(r))).toEqual(r);
+      }),
+      { seed: 11, numRuns: 500 },
+    );
   });
 });

@@ -30,7 +30,11 @@ test('hello, then a snapshot of every enrolled pod (Add with netns, Keep without
     'snapshot-sent [pod-1 pod-2 pod-3]',
   ]);
   expect(proxy.servedUids()).toEqual(['pod-1', 'pod-2']);
-  expect(proxy.served.get(podUid('pod-1'))?.info).toEqual({ name: 'app-1', namespace: 'default', serviceAccount: 'sa' });
+  expect(proxy.served.get(podUid('pod-1'))?.info).toEqual({
+    name: 'app-1',
+    namespace: 'default',
+    serviceAccount: 'sa',
+  });
   expect(w.types()).toEqual(['connected', 'snapshot-sent']);
   expect(w.serverEvents[0]).toMatchObject({ type: 'connected', peer: PROXY, version: 1 });
   expect(w.serverEvents[1]).toMatchObject({ workloads: 3, nacks: 0 });
@@ -68,7 +72,12 @@ test('Add and Del stream after the snapshot and resolve on ack; calls are serial
   const del = w.server.delWorkload(podUid('pod-5'));
   const all = await w.outcome(Promise.all([...adds, del]));
   expect(all.ok).toBe(true);
-  expect(proxy.calls.slice(1)).toEqual([`add pod-4 ${nsOf(4)}`, `add pod-5 ${nsOf(5)}`, `add pod-6 ${nsOf(6)}`, 'del pod-5']);
+  expect(proxy.calls.slice(1)).toEqual([
+    `add pod-4 ${nsOf(4)}`,
+    `add pod-5 ${nsOf(5)}`,
+    `add pod-6 ${nsOf(6)}`,
+    'del pod-5',
+  ]);
   expect(proxy.servedUids()).toEqual(['pod-4', 'pod-6']);
   await client.stop();
 });
@@ -143,7 +152,14 @@ test('a lost ack times out the request, closes the connection, and the proxy rec
   const p = w.server.addWorkload(pod(2).uid, pod(2).info, nsOf(2));
   w.enroll(pod(2));
   let settled = false;
-  p.then(() => { settled = true; }, () => { settled = true; });
+  p.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
   await w.run(4990);
   expect(settled, 'the request must wait for the whole ack timeout').toBe(false);
   expect(w.server.connected()).toBe(true);
@@ -153,7 +169,10 @@ test('a lost ack times out the request, closes the connection, and the proxy rec
   expect(w.types()).toContain('disconnected');
   await w.run(100); // backoff then reconnect
   expect(events.map((e) => e.type)).toEqual(['connected', 'ready', 'disconnected', 'connected', 'ready']);
-  expect(proxy.calls.filter((c) => c.startsWith('snapshot-sent'))).toEqual(['snapshot-sent [pod-1]', 'snapshot-sent [pod-1 pod-2]']);
+  expect(proxy.calls.filter((c) => c.startsWith('snapshot-sent'))).toEqual([
+    'snapshot-sent [pod-1]',
+    'snapshot-sent [pod-1 pod-2]',
+  ]);
   expect(w.server.synced()).toBe(true);
   await client.stop();
 });
@@ -262,7 +281,9 @@ test('a client running as another uid is rejected before it learns anything', as
   const rejected = w.serverEvents.filter((e) => e.type === 'rejected');
   expect(rejected.length).toBeGreaterThan(0);
   expect(rejected[0]).toMatchObject({ peer: { pid: 666, uid: 1000 } });
-  expect(rejected[0] && 'reason' in rejected[0] ? rejected[0].reason : '').toContain('uid 1000 (pid 666) is not an allowed node proxy uid (1337)');
+  expect(rejected[0] && 'reason' in rejected[0] ? rejected[0].reason : '').toContain(
+    'uid 1000 (pid 666) is not an allowed node proxy uid (1337)',
+  );
   expect(sendError(await w.outcome(w.server.addWorkload(pod(1).uid, pod(1).info, nsOf(1)), 0)).reason).toBe('no-proxy');
   await rogue.client.stop();
   // The legitimate proxy still gets in afterwards.
@@ -282,7 +303,9 @@ test('a corrupted ack is a protocol error: the agent closes the connection and t
   w.net.corruptNextFrame('client-to-server', () => Uint8Array.of(0x08, 0x01)); // a hello where an ack belongs
   const err = sendError(await w.outcome(w.server.addWorkload(pod(1).uid, pod(1).info, nsOf(1)), 5));
   expect(err.reason).toBe('closed');
-  expect(w.serverEvents.find((e) => e.type === 'protocol-error')).toMatchObject({ error: expect.stringContaining('wire type 0, expected 2') as unknown });
+  expect(w.serverEvents.find((e) => e.type === 'protocol-error')).toMatchObject({
+    error: expect.stringContaining('wire type 0, expected 2') as unknown,
+  });
   await w.run(100);
   expect(events.filter((e) => e.type === 'ready')).toHaveLength(2); // reconnected
   await client.stop();
@@ -318,12 +341,14 @@ test('a proxy that never says hello is dropped after the hello timeout', async (
 
 test.describe('the client enforces the request rules (agent misbehaving)', () => {
   /** A raw agent: accepts one connection, reads the hello, sends `frames`, collects the acks. */
-  async function rawAgent(frames: Array<{ bytes: Uint8Array; netns?: boolean }>): Promise<{ acks: string[]; events: string[]; handles: number }> {
+  async function rawAgent(
+    frames: Array<{ bytes: Uint8Array; netns?: boolean }>,
+  ): Promise<{ acks: string[]; events: string[]; handles: number }> {
     const w = new ZdsWorld();
     const l = await w.net.endpoint({ pid: 1, uid: 0, gid: 0 }).listen(ADDRESS);
     const { client, events } = w.client();
     client.start();
-    const conn = (await w.outcome(l.accept(), 5));
+    const conn = await w.outcome(l.accept(), 5);
     if (!conn.ok || !conn.value) throw new Error('no connection');
     const c = conn.value;
     await w.outcome(c.receive(), 5); // hello
@@ -355,8 +380,14 @@ test.describe('the client enforces the request rules (agent misbehaving)', () =>
   test('Keep after SnapshotSent, and a second SnapshotSent', async () => {
     const snap = encodeRequest({ kind: 'snapshot-sent' });
     const keep = encodeRequest({ kind: 'keep', uid: podUid('pod-1') });
-    expect((await rawAgent([{ bytes: snap }, { bytes: keep }])).acks).toEqual(['', 'protocol error: keep pod-1 after SnapshotSent']);
-    expect((await rawAgent([{ bytes: snap }, { bytes: snap }])).acks).toEqual(['', 'protocol error: a second SnapshotSent on one connection']);
+    expect((await rawAgent([{ bytes: snap }, { bytes: keep }])).acks).toEqual([
+      '',
+      'protocol error: keep pod-1 after SnapshotSent',
+    ]);
+    expect((await rawAgent([{ bytes: snap }, { bytes: snap }])).acks).toEqual([
+      '',
+      'protocol error: a second SnapshotSent on one connection',
+    ]);
   });
 
   test('Del before SnapshotSent removes the pod from the snapshot set', async () => {
@@ -383,7 +414,11 @@ test('the whole sequence replays identically on virtual time', async () => {
     w.net.disconnectAll();
     await w.run(200);
     await client.stop();
-    return [...proxy.calls, ...w.serverEvents.map((e) => `${e.type}@${JSON.stringify(e)}`), ...w.logs.map((l) => `${l.level} ${l.msg}`)];
+    return [
+      ...proxy.calls,
+      ...w.serverEvents.map((e) => `${e.type}@${JSON.stringify(e)}`),
+      ...w.logs.map((l) => `${l.level} ${l.msg}`),
+    ];
   };
   const a = await trace();
   expect(a.length).toBeGreaterThan(10);

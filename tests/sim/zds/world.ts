@@ -17,11 +17,25 @@ export const ADDRESS = '/var/run/ztunnel/ztunnel.sock';
 const PROXY_UID = 1337;
 export const PROXY: ZdsPeerCredentials = { pid: 100, uid: PROXY_UID, gid: 1337 };
 
-interface LogLine { level: string; msg: string; fields: LogFields }
+interface LogLine {
+  level: string;
+  msg: string;
+  fields: LogFields;
+}
 
 function memoryLogger(lines: LogLine[], base: LogFields = {}): Logger {
-  const at = (level: string) => (msg: string, fields: LogFields = {}): void => { lines.push({ level, msg, fields: { ...base, ...fields } }); };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (f) => memoryLogger(lines, { ...base, ...f }) };
+  const at =
+    (level: string) =>
+    (msg: string, fields: LogFields = {}): void => {
+      lines.push({ level, msg, fields: { ...base, ...fields } });
+    };
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    child: (f) => memoryLogger(lines, { ...base, ...f }),
+  };
 }
 
 export function pod(n: number, withNetns = true): ZdsSnapshotEntry {
@@ -43,7 +57,8 @@ class FakeProxy implements ZdsWorkloadHandler {
     if (fail !== undefined) return Promise.reject(new Error(fail));
     const old = this.served.get(uid);
     if (old && old.netns.identity !== netns.identity) old.netns.close();
-    if (old && old.netns.identity === netns.identity) netns.close(); // same netns: keep the old handle
+    if (old && old.netns.identity === netns.identity)
+      netns.close(); // same netns: keep the old handle
     else this.served.set(uid, { info, netns });
     return Promise.resolve();
   }
@@ -102,7 +117,10 @@ export class ZdsWorld {
     for (const e of entries) this.enrolled.set(e.uid, e);
   }
 
-  client(creds: ZdsPeerCredentials = PROXY, seed = 1): { client: ZdsClient; proxy: FakeProxy; events: ZdsClientEvent[] } {
+  client(
+    creds: ZdsPeerCredentials = PROXY,
+    seed = 1,
+  ): { client: ZdsClient; proxy: FakeProxy; events: ZdsClientEvent[] } {
     const proxy = new FakeProxy();
     const events: ZdsClientEvent[] = [];
     const client = new ZdsClient({
@@ -134,7 +152,14 @@ export class ZdsWorld {
   /** Settle a promise while time runs; returns its outcome as data. */
   async outcome<T>(p: Promise<T>, ms = 100): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
     let result: { ok: true; value: T } | { ok: false; error: unknown } | undefined;
-    p.then((value) => { result = { ok: true, value }; }, (error: unknown) => { result = { ok: false, error }; });
+    p.then(
+      (value) => {
+        result = { ok: true, value };
+      },
+      (error: unknown) => {
+        result = { ok: false, error };
+      },
+    );
     await this.run(ms);
     if (!result) throw new Error(`promise still pending after ${ms} ms of virtual time`);
     return result;

@@ -14,26 +14,47 @@ import type { Sockets } from '../../../impl/host/sockets.js';
 import { SimHbone, SimMeshCa } from '../../../sim/hbone/sim-hbone.js';
 import { buildMesh, echoServer, exchange, TRUST_DOMAIN, type Mesh } from '../../../sim/proxy-mesh/proxy-mesh.js';
 
-const sa = (serviceAccount: string, trustDomain = TRUST_DOMAIN): { trustDomain: string; namespace: string; serviceAccount: string } => ({ trustDomain, namespace: 'default', serviceAccount });
+const sa = (
+  serviceAccount: string,
+  trustDomain = TRUST_DOMAIN,
+): { trustDomain: string; namespace: string; serviceAccount: string } => ({
+  trustDomain,
+  namespace: 'default',
+  serviceAccount,
+});
 
 /** An HBONE client run by hand from pod `from` (outside the mesh: no rules there) to b's 15008. */
-async function directHbone(m: Mesh, from: Sockets, authority: { address: string; port: number }, opts: { ca?: SimMeshCa; as?: string } = {}) {
+async function directHbone(
+  m: Mesh,
+  from: Sockets,
+  authority: { address: string; port: number },
+  opts: { ca?: SimMeshCa; as?: string } = {},
+) {
   const tcp = await from.connectTcp({ family: 4, dst: { family: 4, address: '10.244.1.6', port: 15008 } });
   if (!tcp.ok) throw new Error(tcp.message);
   const ca = opts.ca ?? m.ca;
   return new SimHbone({ ca }).connect(tcp.value, {
-    local: sa(opts.as ?? 'sa-a', ca.trustDomain), expectedPeers: [sa('sa-b')], authority: { family: 4, ...authority },
+    local: sa(opts.as ?? 'sa-a', ca.trustDomain),
+    expectedPeers: [sa('sa-b')],
+    authority: { family: 4, ...authority },
   });
 }
 
 test('malicious calls from a captured client: loopback and own-IP proxy ports are self-calls, never relayed', async () => {
   const m = await buildMesh();
   const app = await echoServer(m.app('a'));
-  for (const [ip, port] of [['127.0.0.1', 15001], ['127.0.0.1', 15006], ['10.244.1.5', 15001], ['10.244.1.5', 15006]] as const) {
+  for (const [ip, port] of [
+    ['127.0.0.1', 15001],
+    ['127.0.0.1', 15006],
+    ['10.244.1.5', 15001],
+    ['10.244.1.5', 15006],
+  ] as const) {
     const r = await exchange(m.app('a'), ip, port);
     expect(r.reply, `${ip}:${port}`).not.toBe('hello');
   }
-  const denied = m.logs.node1.records.filter((r) => r.event === 'denied').map((r) => `${r.direction} ${r.target} ${r.reason?.split(':')[0]}`);
+  const denied = m.logs.node1.records
+    .filter((r) => r.event === 'denied')
+    .map((r) => `${r.direction} ${r.target} ${r.reason?.split(':')[0]}`);
   expect(denied).toEqual([
     'outbound 127.0.0.1:15001 self-call',
     'inbound-plaintext 127.0.0.1:15006 self-call',
@@ -54,10 +75,16 @@ test('malicious calls from an uncaptured pod: every port of a captured pod lands
     expect(r.reply, `port ${port}`).not.toBe('plain bytes\n');
   }
   const recs = m.logs.node1.records.filter((r) => r.event === 'denied');
-  expect(recs.filter((r) => r.reason?.startsWith('self-call')).map((r) => r.target)).toEqual(['10.244.1.6:15001', '10.244.1.6:15006']);
+  expect(recs.filter((r) => r.reason?.startsWith('self-call')).map((r) => r.target)).toEqual([
+    '10.244.1.6:15001',
+    '10.244.1.6:15006',
+  ]);
   expect(recs.some((r) => r.direction === 'inbound-hbone' && r.reason?.includes('handshake'))).toBe(true);
   // 15053 and 15021 are ordinary app ports here: redirected to 15006, allowed, and the app (not listening there) refuses.
-  expect(m.logs.node1.records.filter((r) => r.event === 'failed').map((r) => r.target)).toEqual(['10.244.1.6:15053', '10.244.1.6:15021']);
+  expect(m.logs.node1.records.filter((r) => r.event === 'failed').map((r) => r.target)).toEqual([
+    '10.244.1.6:15053',
+    '10.244.1.6:15021',
+  ]);
   expect(app.conns.length).toBe(0);
 });
 
@@ -95,7 +122,12 @@ test('CONNECT to a proxy port gets 400 (self-call)', async () => {
 test('trust domain mismatch: a client certificate from another mesh root fails the handshake', async () => {
   const m = await buildMesh();
   const app = await echoServer(m.app('b'));
-  const r = await directHbone(m, m.app('p'), { address: '10.244.1.6', port: 8080 }, { ca: new SimMeshCa('clusterset.local') });
+  const r = await directHbone(
+    m,
+    m.app('p'),
+    { address: '10.244.1.6', port: 8080 },
+    { ca: new SimMeshCa('clusterset.local') },
+  );
   expect(!r.ok && r.kind).toBe('handshake');
   expect(app.conns.length).toBe(0);
 });

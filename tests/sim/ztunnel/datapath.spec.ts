@@ -6,7 +6,7 @@
 import { test, expect } from '@playwright/test';
 import { buildMesh, echoServer, exchange } from '../../../sim/proxy-mesh/proxy-mesh.js';
 
-test('same node: a -> b goes through a\'s 15001, HBONE to b\'s 15008, reaches b\'s app from a\'s IP with a\'s identity', async () => {
+test("same node: a -> b goes through a's 15001, HBONE to b's 15008, reaches b's app from a's IP with a's identity", async () => {
   const m = await buildMesh();
   const b = await echoServer(m.app('b'));
   const r = await exchange(m.app('a'), '10.244.1.6', 8080, 'ping');
@@ -15,7 +15,10 @@ test('same node: a -> b goes through a\'s 15001, HBONE to b\'s 15008, reaches b\
   // The app saw the real client address (spoofed by b's proxy), not the proxy's.
   expect(b.peers).toEqual(['10.244.1.5']);
   const fwd = m.logs.node1.records.filter((x) => x.event === 'forwarded');
-  expect(fwd.map((x) => `${x.pod} ${x.direction} ${x.mode}`)).toEqual(['default/a outbound hbone', 'default/b inbound-hbone hbone']);
+  expect(fwd.map((x) => `${x.pod} ${x.direction} ${x.mode}`)).toEqual([
+    'default/a outbound hbone',
+    'default/b inbound-hbone hbone',
+  ]);
   expect(fwd[0]!.target).toBe('10.244.1.6:8080');
   expect(fwd[0]!.upstream!.dst).toBe('10.244.1.6:15008');
   expect(fwd[1]!.srcIdentity).toBe('spiffe://cluster.local/ns/default/sa/sa-a');
@@ -26,7 +29,7 @@ test('same node: a -> b goes through a\'s 15001, HBONE to b\'s 15008, reaches b\
   expect([req.srcIp, req.dstIp, req.dstPort]).toEqual(['10.244.1.5', '10.244.1.6', 8080]);
 });
 
-test('across nodes: a (node1) -> c (node2) via HBONE; node2 sees a\'s identity and source IP', async () => {
+test("across nodes: a (node1) -> c (node2) via HBONE; node2 sees a's identity and source IP", async () => {
   const m = await buildMesh();
   const c = await echoServer(m.app('c'));
   const r = await exchange(m.app('a'), '10.244.2.5', 8080, 'across');
@@ -35,7 +38,11 @@ test('across nodes: a (node1) -> c (node2) via HBONE; node2 sees a\'s identity a
   const out = m.logs.node1.records.find((x) => x.event === 'forwarded')!;
   expect([out.direction, out.mode, out.upstream!.dst]).toEqual(['outbound', 'hbone', '10.244.2.5:15008']);
   const inb = m.logs.node2.records.find((x) => x.event === 'forwarded')!;
-  expect([inb.pod, inb.direction, inb.srcIdentity]).toEqual(['default/c', 'inbound-hbone', 'spiffe://cluster.local/ns/default/sa/sa-a']);
+  expect([inb.pod, inb.direction, inb.srcIdentity]).toEqual([
+    'default/c',
+    'inbound-hbone',
+    'spiffe://cluster.local/ns/default/sa/sa-a',
+  ]);
   expect(inb.downstream.src).toMatch(/^10\.244\.1\.5:/);
 });
 
@@ -79,5 +86,7 @@ test('HBONE denied by policy at the destination: 401, the client is reset, the a
   expect(r.reply).toBe('<done:reset>');
   expect(c.peers).toEqual([]);
   expect(m.logs.node1.records.find((x) => x.event === 'failed')!.reason).toContain('401');
-  expect(m.logs.node2.records.find((x) => x.event === 'denied')!.srcIdentity).toBe('spiffe://cluster.local/ns/default/sa/sa-a');
+  expect(m.logs.node2.records.find((x) => x.event === 'denied')!.srcIdentity).toBe(
+    'spiffe://cluster.local/ns/default/sa/sa-a',
+  );
 });

@@ -7,7 +7,16 @@ import { test, expect } from '@playwright/test';
 import { podUid } from '../../../impl/api/ids.js';
 import type { TcpConnection } from '../../../impl/host/sockets.js';
 import { settle } from '../../../sim/time/settle.js';
-import { buildMesh, echoServer, exchange, handleFor, infoOf, PODS, text, type Mesh } from '../../../sim/proxy-mesh/proxy-mesh.js';
+import {
+  buildMesh,
+  echoServer,
+  exchange,
+  handleFor,
+  infoOf,
+  PODS,
+  text,
+  type Mesh,
+} from '../../../sim/proxy-mesh/proxy-mesh.js';
 
 const B = PODS.find((p) => p.name === 'b')!;
 
@@ -37,13 +46,19 @@ test('a policy change closes the live connections it now denies, and only those'
   await fromA.write(Buffer.from('still'));
   expect(text(await fromA.read())).toBe('still');
   const closed = [...m.logs.node1.records, ...m.logs.node2.records].filter((r) => r.event === 'closed-by-policy');
-  expect(closed.map((r) => `${r.pod} ${r.direction}`).sort()).toEqual(['default/b inbound-plaintext', 'default/c inbound-hbone']);
+  expect(closed.map((r) => `${r.pod} ${r.direction}`).sort()).toEqual([
+    'default/b inbound-plaintext',
+    'default/c inbound-hbone',
+  ]);
 });
 
 test('restart with SO_REUSEPORT: old and new proxy overlap, the old one drains; every connection is proxied or fails, none reaches the app directly', async () => {
   const m = await buildMesh();
   const app = await echoServer(m.app('b'));
-  const viaProxy = (): number => [m.logs.node1, ...extra].flatMap((l) => l.records).filter((r) => r.event === 'forwarded' && r.direction !== 'outbound' && r.pod === 'default/b').length;
+  const viaProxy = (): number =>
+    [m.logs.node1, ...extra]
+      .flatMap((l) => l.records)
+      .filter((r) => r.event === 'forwarded' && r.direction !== 'outbound' && r.pod === 'default/b').length;
   const extra: { records: { event: string; direction: string; pod: string }[] }[] = [];
   const live = await openEcho(m, 'p', '10.244.1.6'); // established before the restart, plaintext into b
 
@@ -55,7 +70,8 @@ test('restart with SO_REUSEPORT: old and new proxy overlap, the old one drains; 
     expect((await exchange(m.app('a'), '10.244.1.6', 8080, `h${i}`)).reply).toBe(`h${i}`);
   }
   // Both proxies took connections during the overlap (the reuseport group spreads them).
-  const inb = (l: { records: readonly { event: string; direction: string; pod: string }[] }): number => l.records.filter((r) => r.event === 'forwarded' && r.pod === 'default/b').length;
+  const inb = (l: { records: readonly { event: string; direction: string; pod: string }[] }): number =>
+    l.records.filter((r) => r.event === 'forwarded' && r.pod === 'default/b').length;
   expect(inb(m.logs.node1)).toBeGreaterThan(1); // the pre-restart connection and some overlap ones
   expect(inb(next.log)).toBeGreaterThan(0);
 
@@ -91,7 +107,7 @@ test('stop first, start later: in the gap connections fail (refused), they never
   expect(app.peers).toEqual(['10.244.1.7']);
 });
 
-test('Del closes the pod\'s listeners and connections; traffic to it then fails', async () => {
+test("Del closes the pod's listeners and connections; traffic to it then fails", async () => {
   const m = await buildMesh();
   const app = await echoServer(m.app('b'));
   const live = await openEcho(m, 'a', '10.244.1.6');
@@ -135,7 +151,9 @@ test('a listener that cannot be opened fails the Add (nack) and leaves nothing h
   await expect(m.proxies.node1.onAdd(podUid('uid-b'), infoOf(B), handleFor('b'))).rejects.toThrow(/15006.*addr-in-use/);
   expect(m.proxies.node1.servedPods()).not.toContain(podUid('uid-b'));
   // The 15001 listener opened before the failure was closed again: a fresh proxy can bind it without reuseport.
-  const probe = await m.newProxy('node1', { reusePort: false }).proxy.deps.sockets.listenTcp({ netns: 'b' as never, family: 4, address: '0.0.0.0', port: 15001 }, () => undefined);
+  const probe = await m
+    .newProxy('node1', { reusePort: false })
+    .proxy.deps.sockets.listenTcp({ netns: 'b' as never, family: 4, address: '0.0.0.0', port: 15001 }, () => undefined);
   expect(probe.ok).toBe(true);
 });
 

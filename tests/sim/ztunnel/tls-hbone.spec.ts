@@ -17,7 +17,11 @@ test('real TLS HBONE over sim sockets: same node and across nodes, identities fr
   expect((await exchange(m.app('a'), '10.244.2.5', 8080, 'tls-remote')).reply).toBe('tls-remote');
   expect([b.peers, c.peers]).toEqual([['10.244.1.5'], ['10.244.1.5']]);
   const inb = m.logs.node2.records.find((r) => r.event === 'forwarded')!;
-  expect([inb.direction, inb.srcIdentity, inb.dstIdentity]).toEqual(['inbound-hbone', 'spiffe://cluster.local/ns/default/sa/sa-a', 'spiffe://cluster.local/ns/default/sa/sa-c']);
+  expect([inb.direction, inb.srcIdentity, inb.dstIdentity]).toEqual([
+    'inbound-hbone',
+    'spiffe://cluster.local/ns/default/sa/sa-a',
+    'spiffe://cluster.local/ns/default/sa/sa-c',
+  ]);
 
   m.authz.setRule((r) => r.srcIdentity?.serviceAccount !== 'sa-a');
   const denied = await exchange(m.app('a'), '10.244.2.5', 8080, 'x');
@@ -39,7 +43,9 @@ test('real TLS HBONE: a workload whose certificate the CA refuses cannot connect
   expect(tcp.ok).toBe(true);
   if (!tcp.ok) return;
   const r = await other.connect(tcp.value, {
-    local: { trustDomain: TRUST_DOMAIN, namespace: 'default', serviceAccount: 'sa-p' }, expectedPeers: [], authority: { family: 4, address: '10.244.1.6', port: 8080 },
+    local: { trustDomain: TRUST_DOMAIN, namespace: 'default', serviceAccount: 'sa-p' },
+    expectedPeers: [],
+    authority: { family: 4, address: '10.244.1.6', port: 8080 },
   });
   expect(!r.ok && r.kind).toMatch(/handshake|closed/);
   expect(b.peers).toEqual([]);

@@ -14,7 +14,9 @@ test('a connection is NEW on its first packet and ESTABLISHED once the reply is 
   listenTcp(k, 'b', '0.0.0.0', 80);
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome).toBe('established');
-  const inB = eventsOf(r.trace, 'conntrack').filter((e) => e.ns === 'b').map((e) => `${e.state} ${e.direction}`);
+  const inB = eventsOf(r.trace, 'conntrack')
+    .filter((e) => e.ns === 'b')
+    .map((e) => `${e.state} ${e.direction}`);
   expect(inB).toEqual(['NEW original', 'ESTABLISHED reply', 'ESTABLISHED original']);
 });
 
@@ -22,7 +24,14 @@ test('a TCP RST that belongs to no connection is INVALID (and -m conntrack --cts
   const k = pair();
   k.iptablesRestore('b', 4, table('filter', '-A INPUT -m conntrack --ctstate INVALID -j DROP'));
   listenTcp(k, 'b', '0.0.0.0', 80);
-  const r = k.sendRaw('a', ADMIN, 'eth0', { proto: 'tcp', src: '192.0.2.1', sport: 4000, dst: '192.0.2.2', dport: 80, flags: { rst: true } });
+  const r = k.sendRaw('a', ADMIN, 'eth0', {
+    proto: 'tcp',
+    src: '192.0.2.1',
+    sport: 4000,
+    dst: '192.0.2.2',
+    dport: 80,
+    flags: { rst: true },
+  });
   expect(eventsOf(r.trace, 'conntrack').map((e) => `${e.ns} ${e.state}`)).toEqual(['b INVALID']);
   expect(r.delivery).toBe('dropped');
   expect(k.netns('b').conntrack.entries()).toEqual([]);
@@ -47,7 +56,11 @@ test('a REDIRECT added after a connection exists does not capture that connectio
 test('DNAT is undone on replies: the client sees the original destination as its peer', () => {
   const k = routed();
   k.addRoute('c', { dst: '10.96.0.0/16', via: '198.51.100.1' });
-  k.iptablesRestore('r', 4, table('nat', '-A PREROUTING -d 10.96.0.10/32 -p tcp --dport 80 -j DNAT --to-destination 203.0.113.2:8080'));
+  k.iptablesRestore(
+    'r',
+    4,
+    table('nat', '-A PREROUTING -d 10.96.0.10/32 -p tcp --dport 80 -j DNAT --to-destination 203.0.113.2:8080'),
+  );
   const srv = listenTcp(k, 's', '0.0.0.0', 8080);
   const c = client(k, 'c');
   const r = k.connect(c, '10.96.0.10', 80);
@@ -92,14 +105,22 @@ test('a conntrack entry is confirmed only if its first packet survives: after a 
   expect(k.connect(first, '192.0.2.2', 80).outcome).toBe('timeout');
   expect(k.netns('b').conntrack.entries()).toEqual([]);
   // The sender's own entry was confirmed when its SYN left through POSTROUTING.
-  expect(k.netns('a').conntrack.entries().map((e) => e.confirmed)).toEqual([true]);
+  expect(
+    k
+      .netns('a')
+      .conntrack.entries()
+      .map((e) => e.confirmed),
+  ).toEqual([true]);
 
   k.iptablesRestore('b', 4, table('filter'));
   const again = client(k, 'a');
   k.bind(again, '192.0.2.1', 40000);
   const r = k.connect(again, '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
-  expect(eventsOf(r.trace, 'conntrack').find((e) => e.ns === 'b')).toMatchObject({ state: 'NEW', direction: 'original' });
+  expect(eventsOf(r.trace, 'conntrack').find((e) => e.ns === 'b')).toMatchObject({
+    state: 'NEW',
+    direction: 'original',
+  });
 });
 
 test('a packet mark set in one namespace is gone in the next (scrubbed at the veth crossing)', () => {
@@ -199,7 +220,9 @@ test('a SYN-ACK that belongs to no connection is INVALID (its SYN was tracked in
   listenTcp(k, 'b', '0.0.0.0', 80);
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
-  const inB = eventsOf(r.trace, 'conntrack').filter((e) => e.ns === 'b').map((e) => `${e.state} zone ${e.zone}`);
+  const inB = eventsOf(r.trace, 'conntrack')
+    .filter((e) => e.ns === 'b')
+    .map((e) => `${e.state} zone ${e.zone}`);
   // The zone-1 entry never sees a reply (that went through zone 0), so it stays SYN_SENT and the
   // final ACK is INVALID there too (tcp_conntracks[ORIGINAL][ack][sSS] = sIV; checked on Linux 6.x:
   // `--tcp-flags SYN,ACK,RST,FIN ACK -m conntrack --ctstate INVALID` in mangle INPUT counts it).
@@ -208,13 +231,27 @@ test('a SYN-ACK that belongs to no connection is INVALID (its SYN was tracked in
 
 test('a FIN that belongs to no connection is INVALID, while a bare ACK is picked up as NEW', () => {
   const k = pair();
-  const fin = k.sendRaw('a', ADMIN, 'eth0', { proto: 'tcp', src: '192.0.2.1', sport: 4001, dst: '192.0.2.2', dport: 80, flags: { fin: true, ack: true } });
+  const fin = k.sendRaw('a', ADMIN, 'eth0', {
+    proto: 'tcp',
+    src: '192.0.2.1',
+    sport: 4001,
+    dst: '192.0.2.2',
+    dport: 80,
+    flags: { fin: true, ack: true },
+  });
   expect(eventsOf(fin.trace, 'conntrack').map((e) => e.state)).toEqual(['INVALID']);
-  const ack = k.sendRaw('a', ADMIN, 'eth0', { proto: 'tcp', src: '192.0.2.1', sport: 4002, dst: '192.0.2.2', dport: 80, flags: { ack: true } });
+  const ack = k.sendRaw('a', ADMIN, 'eth0', {
+    proto: 'tcp',
+    src: '192.0.2.1',
+    sport: 4002,
+    dst: '192.0.2.2',
+    dport: 80,
+    flags: { ack: true },
+  });
   expect(eventsOf(ack.trace, 'conntrack').map((e) => e.state)).toEqual(['NEW']);
 });
 
-test('a looped handshake ACK that is INVALID in its SYN\'s zone is picked up in the default zone, so SO_ORIGINAL_DST finds it', () => {
+test("a looped handshake ACK that is INVALID in its SYN's zone is picked up in the default zone, so SO_ORIGINAL_DST finds it", () => {
   // The client's packets go to zone 1 (its mark), the listener's SYN-ACK to zone 0, where it is
   // INVALID; the zone-1 entry stays SYN_SENT, so the final ACK is INVALID there, loses its zone
   // over lo and starts a zone-0 entry (loose pickup) whose reply tuple is the accepted socket's.
@@ -225,7 +262,13 @@ test('a looped handshake ACK that is INVALID in its SYN\'s zone is picked up in 
   const r = k.connect(client(k, 'a', { family: 6, mark: 0x539 }), '::1', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(formatSockAddr(k.originalDst(r.server!))).toBe('[::1]:80');
-  expect(k.netns('a').conntrack.entries().map((e) => e.zone).sort()).toEqual([0, 1]);
+  expect(
+    k
+      .netns('a')
+      .conntrack.entries()
+      .map((e) => e.zone)
+      .sort(),
+  ).toEqual([0, 1]);
 });
 
 test('MASQUERADE leaving by lo takes a global address of the namespace, not 127.0.0.1 (inet_select_addr, universe scope)', () => {

@@ -10,7 +10,11 @@ import { client, eventsOf, listenTcp, pair, table } from './world.js';
 test('after CT --zone in raw OUTPUT, `-m connmark ! --mark X` sees the template (ctmark 0) and matches', () => {
   const k = pair();
   listenTcp(k, 'b', '0.0.0.0', 80);
-  k.iptablesRestore('a', 4, table('raw', '-A OUTPUT -j CT --zone 1', '-A OUTPUT -m connmark ! --mark 0x111/0xfff -j DROP'));
+  k.iptablesRestore(
+    'a',
+    4,
+    table('raw', '-A OUTPUT -j CT --zone 1', '-A OUTPUT -m connmark ! --mark 0x111/0xfff -j DROP'),
+  );
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('timeout');
   expect(r.reason).toBe('SYN dropped in a: DROP in raw OUTPUT');
@@ -26,12 +30,25 @@ test('without a CT rule before it, the same raw connmark rule never matches (no 
 test('the template reads as ctstate NEW to later raw rules (and not INVALID), also in raw PREROUTING', () => {
   const k = pair();
   listenTcp(k, 'b', '0.0.0.0', 80);
-  k.iptablesRestore('b', 4, table('raw', '-A PREROUTING -p tcp -j CT --zone 1', '-A PREROUTING -m conntrack --ctstate INVALID -j DROP', '-A PREROUTING -m conntrack --ctstate NEW -j LOG --log-prefix tmpl-new'));
+  k.iptablesRestore(
+    'b',
+    4,
+    table(
+      'raw',
+      '-A PREROUTING -p tcp -j CT --zone 1',
+      '-A PREROUTING -m conntrack --ctstate INVALID -j DROP',
+      '-A PREROUTING -m conntrack --ctstate NEW -j LOG --log-prefix tmpl-new',
+    ),
+  );
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   // The template is attached to every packet that hits the CT rule, not only a connection's
   // first: the final ACK, ESTABLISHED once tracked, also reads NEW in raw. Nothing is INVALID.
-  expect(eventsOf(r.trace, 'log').filter((e) => e.ns === 'b').map((e) => e.packet.includes('[SYN]') ? 'SYN' : e.packet.includes('[ACK]') ? 'ACK' : e.packet)).toEqual(['SYN', 'ACK']);
+  expect(
+    eventsOf(r.trace, 'log')
+      .filter((e) => e.ns === 'b')
+      .map((e) => (e.packet.includes('[SYN]') ? 'SYN' : e.packet.includes('[ACK]') ? 'ACK' : e.packet)),
+  ).toEqual(['SYN', 'ACK']);
 });
 
 test('the first CT rule wins: a later CT --notrack leaves the zone template in place, so the connection is tracked in zone 1', () => {
@@ -47,7 +64,16 @@ test('the first CT rule wins: a later CT --notrack leaves the zone template in p
 test('CT --notrack first: a later CT --zone is ignored and the packet stays UNTRACKED', () => {
   const k = pair();
   listenTcp(k, 'b', '0.0.0.0', 80);
-  k.iptablesRestore('a', 4, table('raw', '-A OUTPUT -j CT --notrack', '-A OUTPUT -j CT --zone 1', '-A OUTPUT -m conntrack --ctstate UNTRACKED -j LOG --log-prefix untracked'));
+  k.iptablesRestore(
+    'a',
+    4,
+    table(
+      'raw',
+      '-A OUTPUT -j CT --notrack',
+      '-A OUTPUT -j CT --zone 1',
+      '-A OUTPUT -m conntrack --ctstate UNTRACKED -j LOG --log-prefix untracked',
+    ),
+  );
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(eventsOf(r.trace, 'conntrack').find((e) => e.ns === 'a')).toMatchObject({ state: 'UNTRACKED' });
   expect(eventsOf(r.trace, 'log').some((e) => e.ns === 'a' && e.prefix.trim() === 'untracked')).toBe(true);
@@ -56,7 +82,11 @@ test('CT --notrack first: a later CT --zone is ignored and the packet stays UNTR
 test('a packet looped over lo keeps its entry: CT --notrack in raw PREROUTING does not untrack it', () => {
   const k = pair();
   listenTcp(k, 'a', '0.0.0.0', 80);
-  k.iptablesRestore('a', 4, table('raw', '-A PREROUTING -i lo -j CT --notrack', '-A PREROUTING -i lo -m conntrack --ctstate UNTRACKED -j DROP'));
+  k.iptablesRestore(
+    'a',
+    4,
+    table('raw', '-A PREROUTING -i lo -j CT --notrack', '-A PREROUTING -i lo -m conntrack --ctstate UNTRACKED -j DROP'),
+  );
   const r = k.connect(client(k, 'a'), '192.0.2.1', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
 });

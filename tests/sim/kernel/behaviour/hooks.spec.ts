@@ -17,7 +17,8 @@ function logEverywhere(k: SimKernel, ns: string): void {
     filter: ['INPUT', 'FORWARD', 'OUTPUT'],
   };
   let text = '';
-  for (const [t, cs] of Object.entries(chains)) text += table(t, ...cs.map((c) => `-A ${c} -p tcp -j LOG --log-prefix "${t}-${c}"`));
+  for (const [t, cs] of Object.entries(chains))
+    text += table(t, ...cs.map((c) => `-A ${c} -p tcp -j LOG --log-prefix "${t}-${c}"`));
   k.iptablesRestore(ns, 4, text);
 }
 
@@ -42,7 +43,12 @@ test('a locally generated packet passes raw, conntrack, mangle, nat and filter O
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   const syn = firstPacket(r.trace);
   expect(logs(syn).filter((l) => l.startsWith('a:'))).toEqual([
-    'a:raw-OUTPUT', 'a:mangle-OUTPUT', 'a:nat-OUTPUT', 'a:filter-OUTPUT', 'a:mangle-POSTROUTING', 'a:nat-POSTROUTING',
+    'a:raw-OUTPUT',
+    'a:mangle-OUTPUT',
+    'a:nat-OUTPUT',
+    'a:filter-OUTPUT',
+    'a:mangle-POSTROUTING',
+    'a:nat-POSTROUTING',
   ]);
   // Routing comes first; conntrack runs between raw and mangle.
   const route = at(syn, (e) => e.kind === 'route' && e.ns === 'a');
@@ -60,7 +66,12 @@ test('a received packet passes raw, conntrack, mangle and nat PREROUTING, is rou
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   const syn = firstPacket(r.trace);
   expect(logs(syn)).toEqual([
-    'b:raw-PREROUTING', 'b:mangle-PREROUTING', 'b:nat-PREROUTING', 'b:mangle-INPUT', 'b:filter-INPUT', 'b:nat-INPUT',
+    'b:raw-PREROUTING',
+    'b:mangle-PREROUTING',
+    'b:nat-PREROUTING',
+    'b:mangle-INPUT',
+    'b:filter-INPUT',
+    'b:nat-INPUT',
   ]);
   const raw = at(syn, (e) => e.kind === 'table' && e.ns === 'b' && e.table === 'raw');
   const ct = at(syn, (e) => e.kind === 'conntrack' && e.ns === 'b');
@@ -77,7 +88,13 @@ test('a forwarded packet passes PREROUTING, is routed, then mangle and filter FO
   const r = k.connect(client(k, 'c'), '203.0.113.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(logs(firstPacket(r.trace))).toEqual([
-    'r:raw-PREROUTING', 'r:mangle-PREROUTING', 'r:nat-PREROUTING', 'r:mangle-FORWARD', 'r:filter-FORWARD', 'r:mangle-POSTROUTING', 'r:nat-POSTROUTING',
+    'r:raw-PREROUTING',
+    'r:mangle-PREROUTING',
+    'r:nat-PREROUTING',
+    'r:mangle-FORWARD',
+    'r:filter-FORWARD',
+    'r:mangle-POSTROUTING',
+    'r:nat-POSTROUTING',
   ]);
 });
 
@@ -101,9 +118,16 @@ test('the nat table is consulted only for the first packet of a connection', () 
 test('raw runs before conntrack: CT --notrack leaves the packet UNTRACKED, so a nat REDIRECT cannot apply', () => {
   const build = (notrack: boolean): SimKernel => {
     const k = pair();
-    k.iptablesRestore('b', 4,
-      table('raw', ...(notrack ? ['-A PREROUTING -p tcp --dport 80 -j CT --notrack', '-A OUTPUT -p tcp --sport 80 -j CT --notrack'] : []))
-      + table('nat', '-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 8080'));
+    k.iptablesRestore(
+      'b',
+      4,
+      table(
+        'raw',
+        ...(notrack
+          ? ['-A PREROUTING -p tcp --dport 80 -j CT --notrack', '-A OUTPUT -p tcp --sport 80 -j CT --notrack']
+          : []),
+      ) + table('nat', '-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 8080'),
+    );
     return k;
   };
   for (const notrack of [false, true]) {
@@ -113,7 +137,9 @@ test('raw runs before conntrack: CT --notrack leaves the packet UNTRACKED, so a 
     const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
     expect(r.outcome, renderTrace(r.trace)).toBe('established');
     expect(r.listener).toBe(notrack ? direct : redirected);
-    const states = eventsOf(firstPacket(r.trace), 'conntrack').filter((e) => e.ns === 'b').map((e) => e.state);
+    const states = eventsOf(firstPacket(r.trace), 'conntrack')
+      .filter((e) => e.ns === 'b')
+      .map((e) => e.state);
     expect(states).toEqual([notrack ? 'UNTRACKED' : 'NEW']);
   }
 });
@@ -126,17 +152,28 @@ test('raw runs before conntrack: CT --zone puts the connection in that zone, apa
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   const entries = k.netns('b').conntrack.entries();
   expect(entries.map((e) => e.zone)).toEqual([7]);
-  expect(eventsOf(r.trace, 'conntrack').filter((e) => e.ns === 'b').map((e) => `${e.state} zone ${e.zone}`))
-    .toEqual(['NEW zone 7', 'ESTABLISHED zone 7', 'ESTABLISHED zone 7']);
+  expect(
+    eventsOf(r.trace, 'conntrack')
+      .filter((e) => e.ns === 'b')
+      .map((e) => `${e.state} zone ${e.zone}`),
+  ).toEqual(['NEW zone 7', 'ESTABLISHED zone 7', 'ESTABLISHED zone 7']);
   // The client side is untouched: zone 0 there.
-  expect(k.netns('a').conntrack.entries().map((e) => e.zone)).toEqual([0]);
+  expect(
+    k
+      .netns('a')
+      .conntrack.entries()
+      .map((e) => e.zone),
+  ).toEqual([0]);
 });
 
 test('mangle PREROUTING runs before nat PREROUTING: a mark set in mangle is seen by a nat rule', () => {
   const k = pair();
-  k.iptablesRestore('b', 4,
-    table('mangle', '-A PREROUTING -p tcp --dport 80 -j MARK --set-mark 0x5')
-    + table('nat', '-A PREROUTING -m mark --mark 0x5 -p tcp -j REDIRECT --to-ports 8080'));
+  k.iptablesRestore(
+    'b',
+    4,
+    table('mangle', '-A PREROUTING -p tcp --dport 80 -j MARK --set-mark 0x5') +
+      table('nat', '-A PREROUTING -m mark --mark 0x5 -p tcp -j REDIRECT --to-ports 8080'),
+  );
   listenTcp(k, 'b', '0.0.0.0', 80);
   const redirected = listenTcp(k, 'b', '0.0.0.0', 8080);
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);

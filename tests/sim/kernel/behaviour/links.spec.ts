@@ -22,7 +22,10 @@ test('a bridge switches frames between its ports without running the bridge name
   k.addNetns('host');
   k.addBridge('host', 'br0');
   k.setLink('host', 'br0', true);
-  for (const [ns, dev, ip] of [['p1', 'v1', '10.244.0.11'], ['p2', 'v2', '10.244.0.12']] as const) {
+  for (const [ns, dev, ip] of [
+    ['p1', 'v1', '10.244.0.11'],
+    ['p2', 'v2', '10.244.0.12'],
+  ] as const) {
     k.addNetns(ns);
     k.addVeth(ns, 'eth0', 'host', dev);
     k.setMaster('host', dev, 'br0');
@@ -31,13 +34,20 @@ test('a bridge switches frames between its ports without running the bridge name
     k.setLink('host', dev, true);
   }
   // Without br_netfilter, a DROP everything in the host's filter/raw tables does not see switched frames.
-  k.iptablesRestore('host', 4, table('raw', '-A PREROUTING -j DROP') + table('filter', ':FORWARD DROP [0:0]', '-A FORWARD -j DROP', '-A INPUT -j DROP'));
+  k.iptablesRestore(
+    'host',
+    4,
+    table('raw', '-A PREROUTING -j DROP') +
+      table('filter', ':FORWARD DROP [0:0]', '-A FORWARD -j DROP', '-A INPUT -j DROP'),
+  );
   const srv = listenTcp(k, 'p2', '0.0.0.0', 80);
   const r = k.connect(client(k, 'p1'), '10.244.0.12', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(r.listener).toBe(srv);
   expect(tablesRun(r.trace).filter((t) => t.startsWith('host '))).toEqual([]);
-  expect(eventsOf(r.trace, 'route').some((e) => e.ns === 'host' && e.decision.includes('switched v1 -> v2'))).toBe(true);
+  expect(eventsOf(r.trace, 'route').some((e) => e.ns === 'host' && e.decision.includes('switched v1 -> v2'))).toBe(
+    true,
+  );
 });
 
 test('a packet addressed to the bridge itself goes up the host stack (and its iptables)', () => {
@@ -82,7 +92,12 @@ test('deleting a namespace removes the veth peer in the other namespace, and its
   k.deleteNetns('b');
   expect(k.hasNetns('b')).toBe(false);
   expect(k.netns('a').links.has('eth0')).toBe(false);
-  expect(k.netns('a').routes.all().some((r) => r.dev === 'eth0')).toBe(false);
+  expect(
+    k
+      .netns('a')
+      .routes.all()
+      .some((r) => r.dev === 'eth0'),
+  ).toBe(false);
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome).toBe('unreachable');
 });

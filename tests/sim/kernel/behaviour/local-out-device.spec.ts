@@ -15,7 +15,11 @@ test('filter OUTPUT -o lo does not match a packet nat OUTPUT redirected to lo: t
   const k = pair();
   listenTcp(k, 'a', '0.0.0.0', 15001, { label: 'local redirect target' });
   k.iptablesRestore('a', 4, table('nat', '-A OUTPUT -p tcp ! -d 127.0.0.1 -j REDIRECT --to-ports 15001'));
-  k.iptablesRestore('a', 4, table('filter', '-A OUTPUT -o lo -p tcp --dport 15001 -m conntrack --ctstate RELATED,ESTABLISHED -j DROP'));
+  k.iptablesRestore(
+    'a',
+    4,
+    table('filter', '-A OUTPUT -o lo -p tcp --dport 15001 -m conntrack --ctstate RELATED,ESTABLISHED -j DROP'),
+  );
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(r.listener?.label).toBe('local redirect target');
@@ -25,7 +29,11 @@ test('control: filter OUTPUT ! -o lo matches the same redirected final ACK (it s
   const k = pair();
   listenTcp(k, 'a', '0.0.0.0', 15001, { label: 'local redirect target' });
   k.iptablesRestore('a', 4, table('nat', '-A OUTPUT -p tcp ! -d 127.0.0.1 -j REDIRECT --to-ports 15001'));
-  k.iptablesRestore('a', 4, table('filter', '-A OUTPUT ! -o lo -p tcp --dport 15001 -m conntrack --ctstate RELATED,ESTABLISHED -j DROP'));
+  k.iptablesRestore(
+    'a',
+    4,
+    table('filter', '-A OUTPUT ! -o lo -p tcp --dport 15001 -m conntrack --ctstate RELATED,ESTABLISHED -j DROP'),
+  );
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('timeout');
 });
@@ -34,9 +42,15 @@ test('control: filter OUTPUT ! -o lo matches the same redirected final ACK (it s
 // ip_route_output sets the output device to loopback for RTN_LOCAL; IPv6 ip6_rt_get_dev_rcu
 // does the same for RTF_LOCAL), so OUTPUT's `-o` is lo, not the device holding the address.
 // Checked on Linux 6.1 with `-o lo` / `-o <veth>` counters in a private namespace.
-for (const [fam, own] of [[4, '192.0.2.1'], [6, 'fd00::1']] as const) {
+for (const [fam, own] of [
+  [4, '192.0.2.1'],
+  [6, 'fd00::1'],
+] as const) {
   test(`IPv${fam}: a connection to the namespace's own address on eth0 leaves by lo in filter OUTPUT`, () => {
-    for (const [dev, outcome] of [['lo', 'timeout'], ['eth0', 'established']] as const) {
+    for (const [dev, outcome] of [
+      ['lo', 'timeout'],
+      ['eth0', 'established'],
+    ] as const) {
       const k = pair();
       listenTcp(k, 'a', fam === 4 ? '0.0.0.0' : '::', 8080, { label: 'own app', family: fam });
       k.iptablesRestore('a', fam, table('filter', `-A OUTPUT -o ${dev} -p tcp --dport 8080 -j DROP`));

@@ -22,15 +22,24 @@ function loopThenRemark(family: Family, markInOutput: boolean): SimKernel {
   const k = pair();
   k.addRule('a', { family, priority: 32764, fwmark: 0x111, mask: 0xfff, table: 100 });
   k.addRoute('a', { dst: family === 4 ? '0.0.0.0/0' : '::/0', type: 'local', dev: 'lo', table: 100 });
-  k.iptablesRestore('a', family, table('mangle',
-    ...(markInOutput ? [`-A OUTPUT -p tcp -d ${family === 4 ? '192.0.2.2' : 'fd00::2'} -j MARK --set-xmark 0x111/0xfff`] : []),
-    '-A POSTROUTING -p tcp -m addrtype ! --dst-type LOCAL -j MARK --set-xmark 0x539/0xfff',
-  ));
+  k.iptablesRestore(
+    'a',
+    family,
+    table(
+      'mangle',
+      ...(markInOutput
+        ? [`-A OUTPUT -p tcp -d ${family === 4 ? '192.0.2.2' : 'fd00::2'} -j MARK --set-xmark 0x111/0xfff`]
+        : []),
+      '-A POSTROUTING -p tcp -m addrtype ! --dst-type LOCAL -j MARK --set-xmark 0x539/0xfff',
+    ),
+  );
   return k;
 }
 
 const keptRoutes = (trace: Parameters<typeof eventsOf>[0]): string[] =>
-  eventsOf(trace, 'route').filter((e) => e.ns === 'a' && e.decision.startsWith('kept the output route')).map((e) => e.decision);
+  eventsOf(trace, 'route')
+    .filter((e) => e.ns === 'a' && e.decision.startsWith('kept the output route'))
+    .map((e) => e.decision);
 
 test('IPv6: a SYN looped over lo by its SO_MARK route is delivered locally despite a new mark from POSTROUTING: refused', () => {
   const k = loopThenRemark(6, false);
@@ -48,7 +57,12 @@ for (const family of [4, 6] as const) {
     const k = loopThenRemark(family, true);
     listenTcp(k, 'b', family === 4 ? '0.0.0.0' : '::', 80, { label: 'listener in b' });
     // Transparent: in IPv4 the SYN-ACK leaves from b's address, which is foreign to a.
-    listenTcp(k, 'a', family === 4 ? '0.0.0.0' : '::', 80, { owner: ADMIN, transparent: true, family, label: 'local listener in a' });
+    listenTcp(k, 'a', family === 4 ? '0.0.0.0' : '::', 80, {
+      owner: ADMIN,
+      transparent: true,
+      family,
+      label: 'local listener in a',
+    });
     const r = k.connect(client(k, 'a', { family }), family === 4 ? '192.0.2.2' : 'fd00::2', 80);
     expect(r.outcome, renderTrace(r.trace)).toBe('established');
     expect(r.server?.describe()).toContain('"local listener in a"');
@@ -74,10 +88,17 @@ test('without the loop (no mark) nothing keeps a route: the SYN is routed on arr
  */
 function dnatOnLo(family: Family): SimKernel {
   const k = pair();
-  k.iptablesRestore('b', family, [
-    table('raw', '-A OUTPUT -p tcp -m mark --mark 0x539/0xfff -j CT --zone 1'),
-    table('nat', `-A PREROUTING -p tcp -m addrtype --dst-type LOCAL -j DNAT --to-destination ${family === 4 ? '192.0.2.2' : 'fd00::2'}`),
-  ].join(''));
+  k.iptablesRestore(
+    'b',
+    family,
+    [
+      table('raw', '-A OUTPUT -p tcp -m mark --mark 0x539/0xfff -j CT --zone 1'),
+      table(
+        'nat',
+        `-A PREROUTING -p tcp -m addrtype --dst-type LOCAL -j DNAT --to-destination ${family === 4 ? '192.0.2.2' : 'fd00::2'}`,
+      ),
+    ].join(''),
+  );
   listenTcp(k, 'b', family === 4 ? '0.0.0.0' : '::', 80, { family, label: 'listener in b' });
   return k;
 }
@@ -95,6 +116,9 @@ test('IPv4: a final ACK from 127.0.0.1 DNATed on lo is routed on arrival: martia
 test('IPv6: the same final ACK from ::1 is not a martian on lo: it is routed to the listener, which answers it with a RST', () => {
   const k = dnatOnLo(6);
   const r = k.connect(client(k, 'b', { owner: ADMIN, mark: 0x539, family: 6 }), '::1', 80);
-  expect(eventsOf(r.trace, 'drop').some((e) => e.reason.includes('martian')), renderTrace(r.trace)).toBe(false);
+  expect(
+    eventsOf(r.trace, 'drop').some((e) => e.reason.includes('martian')),
+    renderTrace(r.trace),
+  ).toBe(false);
   expect(r.outcome, renderTrace(r.trace)).toBe('reset');
 });

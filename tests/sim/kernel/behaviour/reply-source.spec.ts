@@ -14,7 +14,10 @@ import { ADMIN, client, listenTcp, pair, table } from './world.js';
 /** In a, every TCP packet gets mark 0x111, which selects a local default route: a SYN to any address is delivered to a itself. */
 function loopEverything(family: Family): SimKernel {
   const k = pair();
-  k.addRoute('a', family === 4 ? { dst: 'default', family: 4, via: '192.0.2.2' } : { dst: 'default', family: 6, via: 'fd00::2' });
+  k.addRoute(
+    'a',
+    family === 4 ? { dst: 'default', family: 4, via: '192.0.2.2' } : { dst: 'default', family: 6, via: 'fd00::2' },
+  );
   k.iptablesRestore('a', family, table('mangle', '-A OUTPUT -p tcp -j MARK --set-xmark 0x111/0xfff'));
   k.addRule('a', { family, priority: 32764, fwmark: 0x111, mask: 0xfff, table: 100 });
   k.addRoute('a', { dst: family === 4 ? '0.0.0.0/0' : '::/0', type: 'local', dev: 'lo', table: 100 });
@@ -37,7 +40,7 @@ test('IPv4: the same SYN reaching an IP_TRANSPARENT listener is answered (establ
   expect(r.server?.local?.addr).toEqual({ family: 4, value: 0xc6336407n });
 });
 
-test('IPv4: a SYN to one of the namespace\'s own addresses is answered by a plain listener as usual', () => {
+test("IPv4: a SYN to one of the namespace's own addresses is answered by a plain listener as usual", () => {
   const k = loopEverything(4);
   listenTcp(k, 'a', '0.0.0.0', 80);
   expect(k.connect(client(k, 'a'), '192.0.2.1', 80).outcome).toBe('established');

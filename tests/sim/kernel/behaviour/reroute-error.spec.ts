@@ -16,7 +16,9 @@ test('a SYN from 127.0.0.1 DNATed in nat OUTPUT to another host cannot leave wit
   k.iptablesRestore('a', 4, table('nat', '-A OUTPUT -p tcp -d 127.0.0.1 -j DNAT --to-destination 192.0.2.2'));
   const r = k.connect(client(k, 'a'), '127.0.0.1', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('timeout');
-  expect(r.reason).toMatch(/^SYN dropped in a: re-route after nat OUTPUT: loopback source 127\.0\.0\.1 may not leave by eth0/);
+  expect(r.reason).toMatch(
+    /^SYN dropped in a: re-route after nat OUTPUT: loopback source 127\.0\.0\.1 may not leave by eth0/,
+  );
 });
 
 test('a re-route after mangle OUTPUT that finds no route: the SYN is dropped and connect() times out', () => {
@@ -28,7 +30,7 @@ test('a re-route after mangle OUTPUT that finds no route: the SYN is dropped and
   expect(r.reason).toContain('re-route after mangle OUTPUT');
 });
 
-test('the same route failure in connect\'s own lookup is reported at once: unreachable', () => {
+test("the same route failure in connect's own lookup is reported at once: unreachable", () => {
   const k = pair();
   const r = k.connect(client(k, 'a'), '203.0.113.9', 80);
   expect(r.outcome).toBe('unreachable');

@@ -22,21 +22,44 @@ function twoLinks(): SimKernel {
   return k;
 }
 
-function lookup(k: SimKernel, ns: string, dst: string, mark = 0, iif?: string): { kind: string; dev?: string; via?: string; table?: number } {
-  const d = fibLookup(k.netns(ns), { family: parseIp(dst).family, src: undefined, dst: parseIp(dst), mark, iif, oif: undefined });
-  if (d.kind === 'unicast' || d.kind === 'local') return { kind: d.kind, dev: d.dev, via: formatIp(d.nextHop), table: d.route.table };
+function lookup(
+  k: SimKernel,
+  ns: string,
+  dst: string,
+  mark = 0,
+  iif?: string,
+): { kind: string; dev?: string; via?: string; table?: number } {
+  const d = fibLookup(k.netns(ns), {
+    family: parseIp(dst).family,
+    src: undefined,
+    dst: parseIp(dst),
+    mark,
+    iif,
+    oif: undefined,
+  });
+  if (d.kind === 'unicast' || d.kind === 'local')
+    return { kind: d.kind, dev: d.dev, via: formatIp(d.nextHop), table: d.route.table };
   return { kind: d.kind };
 }
 
 test('adding an address installs a local route in table local and, with the link up, a prefix route in main', () => {
   const k = pair();
-  const routes = k.netns('a').routes.all().filter((r) => r.dev === 'eth0').map(formatRoute);
+  const routes = k
+    .netns('a')
+    .routes.all()
+    .filter((r) => r.dev === 'eth0')
+    .map(formatRoute);
   expect(routes).toContain('local 192.0.2.1 dev eth0 table local proto kernel src 192.0.2.1');
   expect(routes).toContain('192.0.2.0/24 dev eth0 proto kernel src 192.0.2.1');
   expect(routes).toContain('local fd00::1 dev eth0 table local proto kernel src fd00::1');
   expect(routes).toContain('fd00::/64 dev eth0 proto kernel src fd00::1 metric 256');
   expect(lookup(k, 'a', '192.0.2.1')).toMatchObject({ kind: 'local', table: TABLE_LOCAL });
-  expect(lookup(k, 'a', '192.0.2.77')).toMatchObject({ kind: 'unicast', dev: 'eth0', via: '192.0.2.77', table: TABLE_MAIN });
+  expect(lookup(k, 'a', '192.0.2.77')).toMatchObject({
+    kind: 'unicast',
+    dev: 'eth0',
+    via: '192.0.2.77',
+    table: TABLE_MAIN,
+  });
 });
 
 test('the longest matching prefix wins over a shorter one', () => {
@@ -152,8 +175,16 @@ test('every namespace starts with the policy rules 0 local, 32766 main, 32767 de
   const k = pair();
   for (const fam of [4, 6] as const) {
     const rules = k.netns('a').rules.list(fam);
-    expect(rules.map((r) => [r.priority, r.table])).toEqual([[0, TABLE_LOCAL], [32766, TABLE_MAIN], [32767, TABLE_DEFAULT]]);
-    expect(rules.map(formatRule)).toEqual(['0: from all lookup local', '32766: from all lookup main', '32767: from all lookup default']);
+    expect(rules.map((r) => [r.priority, r.table])).toEqual([
+      [0, TABLE_LOCAL],
+      [32766, TABLE_MAIN],
+      [32767, TABLE_DEFAULT],
+    ]);
+    expect(rules.map(formatRule)).toEqual([
+      '0: from all lookup local',
+      '32766: from all lookup main',
+      '32767: from all lookup default',
+    ]);
   }
 });
 
@@ -208,7 +239,12 @@ test('rules are tried in priority order, whatever order they were added in, and 
   k.addRule('a', { family: 4, priority: 50, table: 103 }); // table 103 stays empty: next rule
   k.addRoute('a', { dst: '10.96.0.0/16', via: '198.51.100.2', table: 101 });
   k.addRoute('a', { dst: '10.96.0.0/16', via: '192.0.2.2', table: 102 });
-  expect(k.netns('a').rules.list(4).map((r) => r.priority)).toEqual([0, 50, 100, 200, 32766, 32767]);
+  expect(
+    k
+      .netns('a')
+      .rules.list(4)
+      .map((r) => r.priority),
+  ).toEqual([0, 50, 100, 200, 32766, 32767]);
   expect(lookup(k, 'a', '10.96.0.1')).toMatchObject({ dev: 'eth1', table: 101 });
 });
 
@@ -232,7 +268,10 @@ test('with forwarding off a namespace drops packets that are not for it', () => 
   listenTcp(k, 's', '0.0.0.0', 80);
   const r = k.connect(client(k, 'c'), '203.0.113.2', 80);
   expect(r.outcome).toBe('timeout');
-  expect(eventsOf(r.trace, 'drop')[0]).toMatchObject({ ns: 'r', reason: 'not for this host and IPv4 forwarding is off' });
+  expect(eventsOf(r.trace, 'drop')[0]).toMatchObject({
+    ns: 'r',
+    reason: 'not for this host and IPv4 forwarding is off',
+  });
   const r6 = k.connect(client(k, 'c', { family: 6 }), 'fd00:5::2', 80);
   expect(r6.outcome).toBe('timeout');
 });
@@ -245,7 +284,11 @@ test('with forwarding on a namespace forwards between its links, unchanged', () 
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(r.listener).toBe(srv);
   expect(formatIp(r.server!.remote!.addr)).toBe('198.51.100.2');
-  expect(eventsOf(r.trace, 'xmit').slice(0, 2).map((x) => `${x.fromNs}:${x.fromDev}->${x.toNs}:${x.toDev}`)).toEqual(['c:eth0->r:rc', 'r:rs->s:eth0']);
+  expect(
+    eventsOf(r.trace, 'xmit')
+      .slice(0, 2)
+      .map((x) => `${x.fromNs}:${x.fromDev}->${x.toNs}:${x.toDev}`),
+  ).toEqual(['c:eth0->r:rc', 'r:rs->s:eth0']);
   // Forwarding is per family.
   k.setForwarding('r', 6, false);
   listenTcp(k, 's', '::', 81);
@@ -263,7 +306,12 @@ test('IPv6: the newest global address of a device comes first (source selection 
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(r.listener).toBe(srv);
   expect(formatIp(r.server!.remote!.addr)).toBe('fd00::3');
-  expect(k.netns('a').links.get('eth0')!.addresses.map((x) => formatIp(x.addr))).toEqual(['192.0.2.1', 'fd00::3', 'fd00::1', '192.0.2.3']);
+  expect(
+    k
+      .netns('a')
+      .links.get('eth0')!
+      .addresses.map((x) => formatIp(x.addr)),
+  ).toEqual(['192.0.2.1', 'fd00::3', 'fd00::1', '192.0.2.3']);
 });
 
 test('IPv4 sends no packet with a 127/8 source out of a non-loopback device (the route lookup is EINVAL before OUTPUT runs)', () => {

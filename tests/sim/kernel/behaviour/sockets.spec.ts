@@ -122,7 +122,8 @@ test('the client and the accepted socket see each other as local and peer addres
 
 test('SO_ORIGINAL_DST returns the pre-NAT destination for IPv4 and IPv6, and the real one without NAT', () => {
   const k = pair();
-  for (const fam of [4, 6] as const) k.iptablesRestore('b', fam, table('nat', '-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 15006'));
+  for (const fam of [4, 6] as const)
+    k.iptablesRestore('b', fam, table('nat', '-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 15006'));
   listenTcp(k, 'b', '::', 15006);
   const r4 = k.connect(client(k, 'a'), '192.0.2.2', 80);
   const r6 = k.connect(client(k, 'a', { family: 6 }), 'fd00::2', 80);
@@ -135,7 +136,11 @@ test('SO_ORIGINAL_DST returns the pre-NAT destination for IPv4 and IPv6, and the
 
 test('SO_ORIGINAL_DST fails with ENOENT for an untracked connection', () => {
   const k = pair();
-  k.iptablesRestore('b', 4, table('raw', '-A PREROUTING -p tcp --dport 80 -j CT --notrack', '-A OUTPUT -p tcp --sport 80 -j CT --notrack'));
+  k.iptablesRestore(
+    'b',
+    4,
+    table('raw', '-A PREROUTING -p tcp --dport 80 -j CT --notrack', '-A OUTPUT -p tcp --sport 80 -j CT --notrack'),
+  );
   listenTcp(k, 'b', '0.0.0.0', 80);
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
@@ -144,8 +149,12 @@ test('SO_ORIGINAL_DST fails with ENOENT for an untracked connection', () => {
 
 test('SO_ORIGINAL_DST looks only in zone 0: a connection tracked in another zone gives ENOENT', () => {
   const k = pair();
-  k.iptablesRestore('b', 4, table('raw', '-A PREROUTING -i eth0 -j CT --zone 7', '-A OUTPUT -o eth0 -j CT --zone 7')
-    + table('nat', '-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 15006'));
+  k.iptablesRestore(
+    'b',
+    4,
+    table('raw', '-A PREROUTING -i eth0 -j CT --zone 7', '-A OUTPUT -o eth0 -j CT --zone 7') +
+      table('nat', '-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 15006'),
+  );
   const proxy = listenTcp(k, 'b', '0.0.0.0', 15006);
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
@@ -205,7 +214,13 @@ test('an AF_PACKET send skips the sender namespace netfilter (a DROP in OUTPUT i
   k.bind(srv, '0.0.0.0', 9999);
   const viaSocket = k.sendUdp(client(k, 'a', { proto: 'udp' }), '192.0.2.2', 9999, 'x');
   expect(viaSocket.outcome).toBe('dropped');
-  const raw = k.sendRaw('a', RAW_ONLY, 'eth0', { proto: 'udp', src: '192.0.2.1', sport: 1234, dst: '192.0.2.2', dport: 9999 });
+  const raw = k.sendRaw('a', RAW_ONLY, 'eth0', {
+    proto: 'udp',
+    src: '192.0.2.1',
+    sport: 1234,
+    dst: '192.0.2.2',
+    dport: 9999,
+  });
   expect(raw.delivery, renderTrace(raw.trace)).toBe('delivered');
   expect(raw.socket).toBe(srv);
   expect(eventsOf(raw.trace, 'table').filter((e) => e.ns === 'a')).toEqual([]);
@@ -216,7 +231,13 @@ test('an AF_PACKET send still meets the receiving namespace netfilter', () => {
   k.iptablesRestore('b', 4, table('filter', '-A INPUT -p udp -j DROP'));
   const srv = k.socket('b', 'udp', 4, USER);
   k.bind(srv, '0.0.0.0', 9999);
-  const raw = k.sendRaw('a', RAW_ONLY, 'eth0', { proto: 'udp', src: '192.0.2.1', sport: 1234, dst: '192.0.2.2', dport: 9999 });
+  const raw = k.sendRaw('a', RAW_ONLY, 'eth0', {
+    proto: 'udp',
+    src: '192.0.2.1',
+    sport: 1234,
+    dst: '192.0.2.2',
+    dport: 9999,
+  });
   expect(raw.delivery).toBe('dropped');
 });
 

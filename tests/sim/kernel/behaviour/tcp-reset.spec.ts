@@ -19,16 +19,21 @@ import { ADMIN, client, eventsOf, listenTcp, pair, table } from './world.js';
  */
 function restoreMarkLoop(family: Family): SimKernel {
   const k = pair();
-  k.iptablesRestore('a', family, table('mangle',
-    '-A OUTPUT -m connmark --mark 0x111/0xfff -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff',
-    '-A OUTPUT -p tcp -m connmark ! --mark 0x111/0xfff -j CONNMARK --set-xmark 0x111/0xfff',
-  ));
+  k.iptablesRestore(
+    'a',
+    family,
+    table(
+      'mangle',
+      '-A OUTPUT -m connmark --mark 0x111/0xfff -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff',
+      '-A OUTPUT -p tcp -m connmark ! --mark 0x111/0xfff -j CONNMARK --set-xmark 0x111/0xfff',
+    ),
+  );
   k.addRule('a', { family, priority: 32764, fwmark: 0x111, mask: 0xfff, table: 100 });
   k.addRoute('a', { dst: family === 4 ? '0.0.0.0/0' : '::/0', type: 'local', dev: 'lo', table: 100 });
   return k;
 }
 
-test('IPv6: a final ACK re-routed to the client\'s own namespace finds no connection; its RST resets the client (ECONNRESET)', () => {
+test("IPv6: a final ACK re-routed to the client's own namespace finds no connection; its RST resets the client (ECONNRESET)", () => {
   const k = restoreMarkLoop(6);
   listenTcp(k, 'b', '::', 80);
   const c = client(k, 'a', { family: 6 });
@@ -60,7 +65,7 @@ test('IPv4: a transparent listener where the stray ACK lands may answer from the
   expect(r.outcome, renderTrace(r.trace)).toBe('reset');
   expect(r.reason).toContain('"transparent listener in a"');
 });
-test('a listener on the port where the stray ACK lands answers it with a RST carrying the listener\'s SO_MARK', () => {
+test("a listener on the port where the stray ACK lands answers it with a RST carrying the listener's SO_MARK", () => {
   const k = restoreMarkLoop(4);
   listenTcp(k, 'b', '0.0.0.0', 80);
   const local = k.socket('a', 'tcp', 4, ADMIN, 'marked listener in a');
@@ -74,7 +79,7 @@ test('a listener on the port where the stray ACK lands answers it with a RST car
   expect(r.outcome, renderTrace(r.trace)).toBe('timeout');
   expect(r.reason).toContain('the RST from socket#');
   expect(r.reason).toContain('"marked listener in a"');
-  expect(r.reason).toContain("did not reach the client (dropped in a: DROP in raw OUTPUT)");
+  expect(r.reason).toContain('did not reach the client (dropped in a: DROP in raw OUTPUT)');
 });
 
 test('a RST that is lost on the way back leaves the client to time out (the server never accepts)', () => {
@@ -83,12 +88,18 @@ test('a RST that is lost on the way back leaves the client to time out (the serv
   k.iptablesRestore('a', 6, table('filter', '-A INPUT -i lo -p tcp --tcp-flags RST RST -j DROP'));
   const r = k.connect(client(k, 'a', { family: 6 }), 'fd00::2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('timeout');
-  expect(r.reason).toMatch(/^final ACK found no connection in a, and the RST from a \(no socket\) did not reach the client \(dropped in a/);
+  expect(r.reason).toMatch(
+    /^final ACK found no connection in a, and the RST from a \(no socket\) did not reach the client \(dropped in a/,
+  );
 });
 
 test('without the re-route the same rules leave the handshake alone (the final ACK reaches b)', () => {
   const k = pair();
-  k.iptablesRestore('a', 4, table('mangle', '-A OUTPUT -p tcp -m connmark ! --mark 0x111/0xfff -j CONNMARK --set-xmark 0x111/0xfff'));
+  k.iptablesRestore(
+    'a',
+    4,
+    table('mangle', '-A OUTPUT -p tcp -m connmark ! --mark 0x111/0xfff -j CONNMARK --set-xmark 0x111/0xfff'),
+  );
   listenTcp(k, 'b', '0.0.0.0', 80);
   expect(k.connect(client(k, 'a'), '192.0.2.2', 80).outcome).toBe('established');
 });

@@ -12,7 +12,14 @@ import { ADMIN, client, eventsOf, listenTcp, pair, table } from './world.js';
 function tproxyLab(): SimKernel {
   const k = pair();
   k.addRoute('a', { dst: '203.0.113.0/24', via: '192.0.2.2' });
-  k.iptablesRestore('b', 4, table('mangle', '-A PREROUTING -p tcp --dport 80 -j TPROXY --on-port 15006 --on-ip 127.0.0.1 --tproxy-mark 0x111/0xfff'));
+  k.iptablesRestore(
+    'b',
+    4,
+    table(
+      'mangle',
+      '-A PREROUTING -p tcp --dport 80 -j TPROXY --on-port 15006 --on-ip 127.0.0.1 --tproxy-mark 0x111/0xfff',
+    ),
+  );
   k.addRule('b', { family: 4, priority: 32764, fwmark: 0x111, mask: 0xfff, table: 100 });
   k.addRoute('b', { dst: '0.0.0.0/0', type: 'local', dev: 'lo', table: 100 });
   return k;
@@ -28,9 +35,15 @@ test('TPROXY hands the connection to a transparent listener, keeps the original 
   // No header rewrite: the accepted socket's local address is the address the client dialled.
   expect(formatSockAddr(r.server!.local!)).toBe('203.0.113.50:80');
   expect(formatSockAddr(r.server!.remote!)).toBe(formatSockAddr(c.local!));
-  expect(eventsOf(r.trace, 'mark').find((m) => m.ns === 'b')).toMatchObject({ from: 0, to: 0x111, why: 'TPROXY --tproxy-mark' });
+  expect(eventsOf(r.trace, 'mark').find((m) => m.ns === 'b')).toMatchObject({
+    from: 0,
+    to: 0x111,
+    why: 'TPROXY --tproxy-mark',
+  });
   // The mark then selects table 100, whose local default route delivers the packet here.
-  expect(eventsOf(r.trace, 'route').some((e) => e.ns === 'b' && e.decision.includes('local via rule 32764 (table 100)'))).toBe(true);
+  expect(
+    eventsOf(r.trace, 'route').some((e) => e.ns === 'b' && e.decision.includes('local via rule 32764 (table 100)')),
+  ).toBe(true);
 });
 
 test('TPROXY drops the packet when the listener on the port is not transparent', () => {
@@ -38,7 +51,10 @@ test('TPROXY drops the packet when the listener on the port is not transparent',
   listenTcp(k, 'b', '0.0.0.0', 15006, { owner: ADMIN });
   const r = k.connect(client(k, 'a'), '203.0.113.50', 80);
   expect(r.outcome).toBe('timeout');
-  expect(eventsOf(r.trace, 'drop')[0]).toMatchObject({ ns: 'b', reason: 'TPROXY: no transparent socket for port 15006 (the kernel drops)' });
+  expect(eventsOf(r.trace, 'drop')[0]).toMatchObject({
+    ns: 'b',
+    reason: 'TPROXY: no transparent socket for port 15006 (the kernel drops)',
+  });
 });
 
 test('TPROXY drops the packet when no socket listens on the port at all (fail closed)', () => {
@@ -72,7 +88,14 @@ test('a mark set in mangle OUTPUT re-routes the packet through fwmark policy rou
   const r = k.connect(client(k, 'a'), '10.96.0.1', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(eventsOf(r.trace, 'xmit')[0]!.fromDev).toBe('eth1');
-  expect(eventsOf(r.trace, 'route').some((e) => e.ns === 'a' && e.decision.startsWith('mangle OUTPUT changed the packet: re-route') && e.decision.includes('table 100'))).toBe(true);
+  expect(
+    eventsOf(r.trace, 'route').some(
+      (e) =>
+        e.ns === 'a' &&
+        e.decision.startsWith('mangle OUTPUT changed the packet: re-route') &&
+        e.decision.includes('table 100'),
+    ),
+  ).toBe(true);
 });
 
 test('a mark set in filter OUTPUT (after the re-route point) does not change the route', () => {

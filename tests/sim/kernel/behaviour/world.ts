@@ -62,7 +62,20 @@ export function routed(opts: { forwarding?: boolean } = {}): SimKernel {
   return k;
 }
 
-export function listenTcp(k: SimKernel, ns: string, addr: string, port: number, opts: { owner?: Credentials; label?: string; family?: Family; transparent?: boolean; reusePort?: boolean; v6only?: boolean } = {}): SimSocket {
+export function listenTcp(
+  k: SimKernel,
+  ns: string,
+  addr: string,
+  port: number,
+  opts: {
+    owner?: Credentials;
+    label?: string;
+    family?: Family;
+    transparent?: boolean;
+    reusePort?: boolean;
+    v6only?: boolean;
+  } = {},
+): SimSocket {
   const family = opts.family ?? (addr.includes(':') ? 6 : 4);
   const s = k.socket(ns, 'tcp', family, opts.owner ?? USER, opts.label ?? `listener ${addr}:${port}`);
   if (opts.transparent) k.setsockopt(s, 'IP_TRANSPARENT', true);
@@ -73,7 +86,11 @@ export function listenTcp(k: SimKernel, ns: string, addr: string, port: number, 
   return s;
 }
 
-export function client(k: SimKernel, ns: string, opts: { owner?: Credentials; family?: Family; proto?: SockProto; mark?: number; label?: string } = {}): SimSocket {
+export function client(
+  k: SimKernel,
+  ns: string,
+  opts: { owner?: Credentials; family?: Family; proto?: SockProto; mark?: number; label?: string } = {},
+): SimSocket {
   const s = k.socket(ns, opts.proto ?? 'tcp', opts.family ?? 4, opts.owner ?? ADMIN, opts.label ?? 'client');
   if (opts.mark !== undefined) k.setsockopt(s, 'SO_MARK', opts.mark);
   return s;
@@ -84,7 +101,10 @@ export function table(name: string, ...rules: string[]): string {
   return `*${name}\n${rules.join('\n')}${rules.length ? '\n' : ''}COMMIT\n`;
 }
 
-export function eventsOf<K extends TraceEvent['kind']>(trace: readonly TraceEvent[], kind: K): Extract<TraceEvent, { kind: K }>[] {
+export function eventsOf<K extends TraceEvent['kind']>(
+  trace: readonly TraceEvent[],
+  kind: K,
+): Extract<TraceEvent, { kind: K }>[] {
   return trace.filter((e): e is Extract<TraceEvent, { kind: K }> => e.kind === kind);
 }
 

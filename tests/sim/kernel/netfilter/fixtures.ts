@@ -42,8 +42,15 @@ interface PacketInit {
 export function packet(p: PacketInit = {}): Packet {
   const src = parseIp(p.src ?? '10.244.1.5');
   return {
-    id: 1, family: src.family, proto: p.proto ?? 'tcp', src, dst: parseIp(p.dst ?? (src.family === 4 ? '10.244.2.7' : 'fd00::2:7')),
-    sport: p.sport ?? 40000, dport: p.dport ?? 80, flags: { syn: p.syn ?? true, ack: p.ack ?? false, fin: false, rst: false }, mark: p.mark ?? 0,
+    id: 1,
+    family: src.family,
+    proto: p.proto ?? 'tcp',
+    src,
+    dst: parseIp(p.dst ?? (src.family === 4 ? '10.244.2.7' : 'fd00::2:7')),
+    sport: p.sport ?? 40000,
+    dport: p.dport ?? 80,
+    flags: { syn: p.syn ?? true, ack: p.ack ?? false, fin: false, rst: false },
+    mark: p.mark ?? 0,
   };
 }
 
@@ -68,27 +75,67 @@ export interface CtxInit {
 
 export function ctx(init: CtxInit): FakeCtx {
   const pk = init.packet ?? packet();
-  const ct: ConntrackRef | undefined = init.ct === 'none' ? undefined : {
-    state: 'NEW', direction: 'original', mark: 0, zone: 0, origSrc: pk.src, origDst: pk.dst, origSport: pk.sport, origDport: pk.dport,
-    snat: false, dnat: false, ...(init.ct ?? {}),
-  };
+  const ct: ConntrackRef | undefined =
+    init.ct === 'none'
+      ? undefined
+      : {
+          state: 'NEW',
+          direction: 'original',
+          mark: 0,
+          zone: 0,
+          origSrc: pk.src,
+          origDst: pk.dst,
+          origSport: pk.sport,
+          origDport: pk.dport,
+          snat: false,
+          dnat: false,
+          ...(init.ct ?? {}),
+        };
   const local = (init.local ?? []).map((a) => parseIp(a).value);
   const c: FakeCtx = {
-    hook: init.hook, family: pk.family, packet: pk, inIface: init.inIface, outIface: init.outIface, ct, socket: init.socket,
-    logs: [], notrack: false, zone: undefined,
+    hook: init.hook,
+    family: pk.family,
+    packet: pk,
+    inIface: init.inIface,
+    outIface: init.outIface,
+    ct,
+    socket: init.socket,
+    logs: [],
+    notrack: false,
+    zone: undefined,
     addrType(addr: IpAddress, iface?: string): AddrType {
       const list = iface !== undefined ? (init.localByIface?.[iface] ?? []).map((a) => parseIp(a).value) : local;
       return list.includes(addr.value) ? 'LOCAL' : 'UNICAST';
     },
-    ipset(name: string): IpSetView | undefined { return init.ipsets?.get(name); },
-    setNotrack() { c.notrack = true; },
-    setZone(z: number) { c.zone = z; },
-    log(prefix: string) { c.logs.push(prefix); },
+    ipset(name: string): IpSetView | undefined {
+      return init.ipsets?.get(name);
+    },
+    setNotrack() {
+      c.notrack = true;
+    },
+    setZone(z: number) {
+      c.zone = z;
+    },
+    log(prefix: string) {
+      c.logs.push(prefix);
+    },
   };
   return c;
 }
 
 /** Wrap rules for one table with declarations of the given user chains. */
-export function table(name: string, chains: readonly string[], rules: readonly string[], policies: Readonly<Record<string, string>> = {}): string {
-  return [`*${name}`, ...Object.entries(policies).map(([c, p]) => `:${c} ${p} [0:0]`), ...chains.map((c) => `:${c} - [0:0]`), ...rules, 'COMMIT', ''].join('\n');
+export function table(
+  name: string,
+  chains: readonly string[],
+  rules: readonly string[],
+  policies: Readonly<Record<string, string>> = {},
+): string {
+  return [
+    `*${name}`,
+    ...Object.entries(policies).map(([c, p]) => `:${c} ${p} [0:0]`),
+    ...chains.map((c) => `:${c} - [0:0]`),
+    ...rules,
+    'COMMIT',
+    '',
+  ].join('\n');
 }

@@ -31,8 +31,10 @@ test.describe('basic matches and their negations', () => {
     const nf = new Netfilter(4);
     nf.restore('*filter\n-A INPUT -s 10.0.0.0/8,192.0.2.1 -d 198.51.100.1,198.51.100.2 -j DROP\nCOMMIT\n');
     expect(nf.rules().map((r) => r.text)).toEqual([
-      '-A INPUT -s 10.0.0.0/8 -d 198.51.100.1/32 -j DROP', '-A INPUT -s 10.0.0.0/8 -d 198.51.100.2/32 -j DROP',
-      '-A INPUT -s 192.0.2.1/32 -d 198.51.100.1/32 -j DROP', '-A INPUT -s 192.0.2.1/32 -d 198.51.100.2/32 -j DROP',
+      '-A INPUT -s 10.0.0.0/8 -d 198.51.100.1/32 -j DROP',
+      '-A INPUT -s 10.0.0.0/8 -d 198.51.100.2/32 -j DROP',
+      '-A INPUT -s 192.0.2.1/32 -d 198.51.100.1/32 -j DROP',
+      '-A INPUT -s 192.0.2.1/32 -d 198.51.100.2/32 -j DROP',
     ]);
     expect(nf.rules().every((r) => r.line === 2)).toBe(true);
   });
@@ -54,8 +56,12 @@ test.describe('basic matches and their negations', () => {
     expect(hits('! -p udp', { hook: IN })).toBe(true);
     expect(hits('-p all', { hook: IN })).toBe(true);
     expect(hits('-p icmp', { hook: IN, packet: packet({ proto: 'icmp' }) })).toBe(true);
-    expect(hits('-p ipv6-icmp', { hook: IN, packet: packet({ proto: 'icmp', src: 'fd00::1' }) }, { family: 6 })).toBe(true);
-    expect(hits('-p icmpv6', { hook: IN, packet: packet({ proto: 'icmp', src: 'fd00::1' }) }, { family: 6 })).toBe(true);
+    expect(hits('-p ipv6-icmp', { hook: IN, packet: packet({ proto: 'icmp', src: 'fd00::1' }) }, { family: 6 })).toBe(
+      true,
+    );
+    expect(hits('-p icmpv6', { hook: IN, packet: packet({ proto: 'icmp', src: 'fd00::1' }) }, { family: 6 })).toBe(
+      true,
+    );
     expect(hits('-p icmp', { hook: IN, packet: packet({ proto: 'icmp', src: 'fd00::1' }) }, { family: 6 })).toBe(false);
   });
 });
@@ -74,8 +80,11 @@ test.describe('port matches carry their protocol (Diekmann Ports_Fail lesson)', 
   test('a negated tcp port does not match UDP packets (the port belongs to tcp)', () => {
     // ! --dport 22 inside -m tcp means "tcp and dport != 22", never "any protocol".
     const nf = new Netfilter(4);
-    nf.restore('*filter\n:C - [0:0]\n-A INPUT -j C\n-A INPUT -j ACCEPT\n-A C -p tcp --sport 22 -j RETURN\n-A C -p udp --dport 80 -j RETURN\n-A C -j DROP\nCOMMIT\n');
-    const v = (p: Parameters<typeof packet>[0]) => nf.runTable('filter', 'INPUT', ctx({ hook: IN, packet: packet(p) })).verdict.kind;
+    nf.restore(
+      '*filter\n:C - [0:0]\n-A INPUT -j C\n-A INPUT -j ACCEPT\n-A C -p tcp --sport 22 -j RETURN\n-A C -p udp --dport 80 -j RETURN\n-A C -j DROP\nCOMMIT\n',
+    );
+    const v = (p: Parameters<typeof packet>[0]) =>
+      nf.runTable('filter', 'INPUT', ctx({ hook: IN, packet: packet(p) })).verdict.kind;
     expect(v({ proto: 'tcp', sport: 22 })).toBe('accept');
     expect(v({ proto: 'udp', sport: 22, dport: 81 })).toBe('drop');
     expect(v({ proto: 'udp', dport: 80 })).toBe('accept');
@@ -123,7 +132,9 @@ test.describe('conntrack / state', () => {
     expect(hits('-m state --state NEW', { hook: IN })).toBe(true);
   });
   test('--ctorigdst / --ctorigsrc read the original tuple', () => {
-    expect(hits('-m conntrack --ctorigdst 10.96.0.0/16', { hook: IN, ct: { origDst: { family: 4, value: 0x0a600005n } } })).toBe(true);
+    expect(
+      hits('-m conntrack --ctorigdst 10.96.0.0/16', { hook: IN, ct: { origDst: { family: 4, value: 0x0a600005n } } }),
+    ).toBe(true);
     expect(hits('-m conntrack ! --ctorigsrc 10.244.1.5', { hook: IN })).toBe(false);
   });
 });
@@ -139,7 +150,9 @@ test.describe('owner match (xt_owner)', () => {
   test('--uid-owner/--gid-owner single and ranges; without a socket only fully negated criteria match', () => {
     expect(hits('-m owner --uid-owner 1337', { hook: O, socket: { uid: 1337, gid: 0 } })).toBe(true);
     expect(hits('-m owner --uid-owner 1000-2000', { hook: O, socket: { uid: 999, gid: 0 } })).toBe(false);
-    expect(hits('-m owner ! --uid-owner 1000-2000 --gid-owner 5', { hook: O, socket: { uid: 999, gid: 5 } })).toBe(true);
+    expect(hits('-m owner ! --uid-owner 1000-2000 --gid-owner 5', { hook: O, socket: { uid: 999, gid: 5 } })).toBe(
+      true,
+    );
     expect(hits('-m owner --uid-owner 0', { hook: O })).toBe(false);
     expect(hits('-m owner ! --uid-owner 0', { hook: O })).toBe(true);
   });
@@ -151,8 +164,20 @@ test.describe('addrtype via ctx.addrType', () => {
     expect(hits('-m addrtype --dst-type LOCAL', { hook: IN })).toBe(false);
     expect(hits('-m addrtype ! --src-type LOCAL', { hook: IN, local: ['10.244.2.7'] })).toBe(true);
     expect(hits('-m addrtype --dst-type MULTICAST,UNICAST', { hook: IN })).toBe(true);
-    expect(hits('-m addrtype --dst-type LOCAL --limit-iface-in', { hook: 'PREROUTING', inIface: 'eth0', local: ['10.244.2.7'] }, { table: 'mangle' })).toBe(false);
-    expect(hits('-m addrtype --dst-type LOCAL --limit-iface-in', { hook: 'PREROUTING', inIface: 'eth0', localByIface: { eth0: ['10.244.2.7'] } }, { table: 'mangle' })).toBe(true);
+    expect(
+      hits(
+        '-m addrtype --dst-type LOCAL --limit-iface-in',
+        { hook: 'PREROUTING', inIface: 'eth0', local: ['10.244.2.7'] },
+        { table: 'mangle' },
+      ),
+    ).toBe(false);
+    expect(
+      hits(
+        '-m addrtype --dst-type LOCAL --limit-iface-in',
+        { hook: 'PREROUTING', inIface: 'eth0', localByIface: { eth0: ['10.244.2.7'] } },
+        { table: 'mangle' },
+      ),
+    ).toBe(true);
   });
 });
 
@@ -177,10 +202,15 @@ test.describe('ipset match and registry', () => {
 
   test('IpSets: add/del/test, family and duplicate errors, save/restore round trip, atomic restore', () => {
     const s = new IpSets();
-    s.restore('create istio-inpod-probes-v4 hash:ip family inet hashsize 1024 maxelem 65536 comment\nadd istio-inpod-probes-v4 10.244.1.9 comment "pod-a"\nadd istio-inpod-probes-v4 10.244.1.10 comment "pod b"\n');
+    s.restore(
+      'create istio-inpod-probes-v4 hash:ip family inet hashsize 1024 maxelem 65536 comment\nadd istio-inpod-probes-v4 10.244.1.9 comment "pod-a"\nadd istio-inpod-probes-v4 10.244.1.10 comment "pod b"\n',
+    );
     expect(s.test('istio-inpod-probes-v4', '10.244.1.9')).toBe(true);
     expect(s.test('istio-inpod-probes-v4', '10.244.1.11')).toBe(false);
-    expect(s.entries('istio-inpod-probes-v4')).toEqual([{ text: '10.244.1.10', comment: 'pod b' }, { text: '10.244.1.9', comment: 'pod-a' }]);
+    expect(s.entries('istio-inpod-probes-v4')).toEqual([
+      { text: '10.244.1.10', comment: 'pod b' },
+      { text: '10.244.1.9', comment: 'pod-a' },
+    ]);
     expect(() => s.add('istio-inpod-probes-v4', 'fd00::1')).toThrow(/family inet; "fd00::1" is IPv6/);
     expect(() => s.add('istio-inpod-probes-v4', '10.244.1.9')).toThrow(/already added/);
     s.add('istio-inpod-probes-v4', '10.244.1.9', { exist: true, comment: 'x' });
@@ -190,7 +220,9 @@ test.describe('ipset match and registry', () => {
     t.restore(s.save());
     expect(t.save()).toBe(s.save());
     const before = s.save();
-    expect(() => s.restore('add istio-inpod-probes-v4 10.244.1.50\nadd nosuch 1.2.3.4\n')).toThrow(/line 2: ipset nosuch does not exist/);
+    expect(() => s.restore('add istio-inpod-probes-v4 10.244.1.50\nadd nosuch 1.2.3.4\n')).toThrow(
+      /line 2: ipset nosuch does not exist/,
+    );
     expect(s.save()).toBe(before);
     expect(() => s.restore('create x hash:ip timeout 5\n')).toThrow(/create option "timeout" is not supported/);
     s.destroy('istio-inpod-probes-v4');

@@ -50,7 +50,7 @@ test('the same rule words parse differently when the -j target is a user chain i
   expect(() => without.restore('*filter\n-A INPUT -j MESH\nCOMMIT\n')).toThrow(/MESH/);
 });
 
-test('rules naming an ipset are parsed against the namespace\'s own sets (not shared across registries)', () => {
+test("rules naming an ipset are parsed against the namespace's own sets (not shared across registries)", () => {
   const sets = new IpSets();
   sets.restore('create mesh hash:ip family inet\nadd mesh 10.244.1.5\n');
   const a = new Netfilter(4, { ipsets: sets });

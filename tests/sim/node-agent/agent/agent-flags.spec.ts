@@ -27,22 +27,33 @@ function configError(argv: string[], env: NodeJS.ProcessEnv = {}): string {
   throw new Error(`expected a ConfigError for ${argv.join(' ')}`);
 }
 
-test('defaults are upstream\'s chart defaults: IPv6 and DNS capture on; off only when asked', () => {
+test("defaults are upstream's chart defaults: IPv6 and DNS capture on; off only when asked", () => {
   expect(settings().config).toMatchObject({ ipv6: true, dnsCapture: true });
   expect(settings().config.probeSnat).toBeUndefined(); // the builders' default: upstream's addresses
   expect(settings().forceIptablesBinary).toBeUndefined();
   expect(settings('--ipv6=false', '--dns-capture', 'false').config).toMatchObject({ ipv6: false, dnsCapture: false });
-  expect(agentSettings(['--node', 'n1'], { AMBIENT_LAB_IPV6: 'false', AMBIENT_LAB_DNS_CAPTURE: '0' }).config).toMatchObject({ ipv6: false, dnsCapture: false });
+  expect(
+    agentSettings(['--node', 'n1'], { AMBIENT_LAB_IPV6: 'false', AMBIENT_LAB_DNS_CAPTURE: '0' }).config,
+  ).toMatchObject({ ipv6: false, dnsCapture: false });
 });
 
 test('HOST_PROBE_SNAT_IP / HOST_PROBE_SNAT_IPV6: --host-probe-snat-ip and --host-probe-snat-ipv6 (or the AMBIENT_LAB_ variables) set the probe addresses', () => {
-  expect(settings('--host-probe-snat-ip', '169.254.9.9').config.probeSnat).toEqual({ ipv4: cidr('169.254.9.9'), ipv6: cidr('fd16:9254:7127:1337:ffff:ffff:ffff:ffff') });
-  expect(agentSettings(['--node', 'n1'], { AMBIENT_LAB_HOST_PROBE_SNAT_IPV6: 'fd16::7' }).config.probeSnat).toEqual({ ipv4: cidr('169.254.7.127'), ipv6: cidr('fd16::7') });
+  expect(settings('--host-probe-snat-ip', '169.254.9.9').config.probeSnat).toEqual({
+    ipv4: cidr('169.254.9.9'),
+    ipv6: cidr('fd16:9254:7127:1337:ffff:ffff:ffff:ffff'),
+  });
+  expect(agentSettings(['--node', 'n1'], { AMBIENT_LAB_HOST_PROBE_SNAT_IPV6: 'fd16::7' }).config.probeSnat).toEqual({
+    ipv4: cidr('169.254.7.127'),
+    ipv6: cidr('fd16::7'),
+  });
 });
 
 test('bad values are usage errors naming the flag', () => {
   const cases: [string[], RegExp][] = [
-    [['--host-probe-snat-ip', '169.254.7.0/24'], /--host-probe-snat-ip must be one IPv4 address without a prefix length/],
+    [
+      ['--host-probe-snat-ip', '169.254.7.0/24'],
+      /--host-probe-snat-ip must be one IPv4 address without a prefix length/,
+    ],
     [['--host-probe-snat-ip', 'fd16::1'], /--host-probe-snat-ip must be one IPv4 address/],
     [['--host-probe-snat-ip', '127.0.0.9'], /--host-probe-snat-ip "127.0.0.9" is unspecified, loopback/],
     [['--host-probe-snat-ip', '0.0.0.0'], /--host-probe-snat-ip/],
@@ -50,7 +61,10 @@ test('bad values are usage errors naming the flag', () => {
     [['--host-probe-snat-ipv6', '169.254.7.127'], /--host-probe-snat-ipv6 must be one IPv6 \(lowercase\) address/],
     [['--host-probe-snat-ipv6', 'FD16::1'], /--host-probe-snat-ipv6 must be one IPv6 \(lowercase\) address/],
     [['--host-probe-snat-ipv6', 'ff02::1'], /--host-probe-snat-ipv6 "ff02::1" is unspecified, loopback or multicast/],
-    [['--force-iptables-binary', 'nftables'], /--force-iptables-binary must be one of legacy, nft \(or unset to detect\), got "nftables"/],
+    [
+      ['--force-iptables-binary', 'nftables'],
+      /--force-iptables-binary must be one of legacy, nft \(or unset to detect\), got "nftables"/,
+    ],
     [['--ipv6', 'yes'], /--ipv6 must be true or false/],
     [['--exclude-namespaces', 'kube-system,Bad_NS'], /--exclude-namespaces: "Bad_NS" is not a namespace name/],
     [['--system-namespace', 'a.b'], /--system-namespace: "a.b" is not a namespace name/],
@@ -62,10 +76,18 @@ test('bad values are usage errors naming the flag', () => {
 });
 
 test('the agent process exits 2 on a bad flag value, naming the flag, before touching anything', () => {
-  const r = spawnSync(process.execPath, [path.join(REPO, 'bin', 'ambient-lab-agent.js'), '--node', 'n1', '--force-iptables-binary', 'both'], { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(
+    process.execPath,
+    [path.join(REPO, 'bin', 'ambient-lab-agent.js'), '--node', 'n1', '--force-iptables-binary', 'both'],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
   expect(r.status, r.stderr).toBe(2);
   expect(r.stderr).toContain('--force-iptables-binary must be one of legacy, nft');
-  const r2 = spawnSync(process.execPath, [path.join(REPO, 'bin', 'ambient-lab-agent.js'), '--node', 'n1', '--host-probe-snat-ip', '10.0.0.0/8'], { encoding: 'utf8', timeout: 60_000 });
+  const r2 = spawnSync(
+    process.execPath,
+    [path.join(REPO, 'bin', 'ambient-lab-agent.js'), '--node', 'n1', '--host-probe-snat-ip', '10.0.0.0/8'],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
   expect(r2.status, r2.stderr).toBe(2);
   expect(r2.stderr).toContain('--host-probe-snat-ip');
 });
@@ -90,39 +112,64 @@ test('set SNAT addresses reach both sides: the host rule SNATs to them and the i
 
 // upstream's iptables variant choice (DetectIptablesVersion), against fake -save tools
 const RULES = '# Generated by iptables-save\n*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\nCOMMIT\n';
-const run = (tools: Record<string, string | Error>) => async (tool: string): Promise<string> => {
-  const r = tools[tool];
-  if (r === undefined) throw new Error(`${tool}: not found`);
-  if (r instanceof Error) throw r;
-  return r;
-};
+const run =
+  (tools: Record<string, string | Error>) =>
+  async (tool: string): Promise<string> => {
+    const r = tools[tool];
+    if (r === undefined) throw new Error(`${tool}: not found`);
+    if (r instanceof Error) throw r;
+    return r;
+  };
 
 test('iptables variant: legacy when iptables-legacy-save shows rules in the node netns, else nft, else the system tools', async () => {
-  expect((await chooseIptablesTools(undefined, run({ 'iptables-legacy-save': RULES, 'iptables-nft-save': RULES }))).tools).toEqual(iptablesTools('legacy'));
-  expect((await chooseIptablesTools(undefined, run({ 'iptables-legacy-save': '', 'iptables-nft-save': RULES }))).tools).toEqual(iptablesTools('nft'));
+  expect(
+    (await chooseIptablesTools(undefined, run({ 'iptables-legacy-save': RULES, 'iptables-nft-save': RULES }))).tools,
+  ).toEqual(iptablesTools('legacy'));
+  expect(
+    (await chooseIptablesTools(undefined, run({ 'iptables-legacy-save': '', 'iptables-nft-save': RULES }))).tools,
+  ).toEqual(iptablesTools('nft'));
   expect((await chooseIptablesTools(undefined, run({ 'iptables-nft-save': '' }))).tools).toEqual(iptablesTools('nft'));
   expect((await chooseIptablesTools(undefined, run({ 'iptables-save': '' }))).tools).toEqual(iptablesTools('system'));
-  await expect(chooseIptablesTools(undefined, run({}))).rejects.toThrow(/no usable iptables found in the node netns: iptables-legacy-save: not found; iptables-nft-save: not found; iptables-save: not found/);
-  expect(iptablesTools('nft')).toEqual({ variant: 'nft', ipv4: { save: 'iptables-nft-save', restore: 'iptables-nft-restore' }, ipv6: { save: 'ip6tables-nft-save', restore: 'ip6tables-nft-restore' } });
+  await expect(chooseIptablesTools(undefined, run({}))).rejects.toThrow(
+    /no usable iptables found in the node netns: iptables-legacy-save: not found; iptables-nft-save: not found; iptables-save: not found/,
+  );
+  expect(iptablesTools('nft')).toEqual({
+    variant: 'nft',
+    ipv4: { save: 'iptables-nft-save', restore: 'iptables-nft-restore' },
+    ipv6: { save: 'ip6tables-nft-save', restore: 'ip6tables-nft-restore' },
+  });
 });
 
 test('FORCE_IPTABLES_BINARY: --force-iptables-binary legacy|nft uses that variant even where detection would not, or fails naming it', async () => {
   const both = run({ 'iptables-legacy-save': RULES, 'iptables-nft-save': RULES });
   expect((await chooseIptablesTools('nft', both)).tools.variant).toBe('nft');
-  expect((await chooseIptablesTools('legacy', run({ 'iptables-legacy-save': '', 'iptables-nft-save': RULES }))).tools.variant).toBe('legacy');
-  await expect(chooseIptablesTools('legacy', run({ 'iptables-nft-save': RULES }))).rejects.toThrow(/--force-iptables-binary legacy: iptables-legacy-save cannot be used/);
+  expect(
+    (await chooseIptablesTools('legacy', run({ 'iptables-legacy-save': '', 'iptables-nft-save': RULES }))).tools
+      .variant,
+  ).toBe('legacy');
+  await expect(chooseIptablesTools('legacy', run({ 'iptables-nft-save': RULES }))).rejects.toThrow(
+    /--force-iptables-binary legacy: iptables-legacy-save cannot be used/,
+  );
   expect(settings('--force-iptables-binary', 'legacy').forceIptablesBinary).toBe('legacy');
 });
 
 // upstream's SplitExcludeNamespaces table (cni/pkg/util/podutil_test.go), through the flag both the agent and the installer read
 const SPLIT: [string, string, string[]][] = [
-  ['empty string', '', []], ['string of spaces', '  ', []], ['single namespace', 'kube-system', ['kube-system']],
-  ['single namespace with spaces', ' kube-system ', ['kube-system']], ['two namespaces', 'kube-system,istio-system', ['kube-system', 'istio-system']],
-  ['two namespaces with spaces', ' kube-system , istio-system ', ['kube-system', 'istio-system']], ['trailing comma', 'kube-system,', ['kube-system']],
-  ['leading comma', ',kube-system', ['kube-system']], ['embedded empty', 'kube-system,,istio-system', ['kube-system', 'istio-system']], ['only commas', ',,', []],
+  ['empty string', '', []],
+  ['string of spaces', '  ', []],
+  ['single namespace', 'kube-system', ['kube-system']],
+  ['single namespace with spaces', ' kube-system ', ['kube-system']],
+  ['two namespaces', 'kube-system,istio-system', ['kube-system', 'istio-system']],
+  ['two namespaces with spaces', ' kube-system , istio-system ', ['kube-system', 'istio-system']],
+  ['trailing comma', 'kube-system,', ['kube-system']],
+  ['leading comma', ',kube-system', ['kube-system']],
+  ['embedded empty', 'kube-system,,istio-system', ['kube-system', 'istio-system']],
+  ['only commas', ',,', []],
 ];
 for (const [name, input, want] of SPLIT) {
   test(`TestSplitExcludeNamespaces: ${name}`, () => {
-    expect(agentSettings(['--node', 'n1'], { AMBIENT_LAB_EXCLUDE_NAMESPACES: input }).config.enrollment.excludeNamespaces).toEqual(want);
+    expect(
+      agentSettings(['--node', 'n1'], { AMBIENT_LAB_EXCLUDE_NAMESPACES: input }).config.enrollment.excludeNamespaces,
+    ).toEqual(want);
   });
 }

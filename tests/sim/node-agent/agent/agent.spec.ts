@@ -53,7 +53,14 @@ test('fail closed: with no proxy connected the CNI ADD fails, the pod is pending
   expect(await w.truthful()).toEqual([]);
   await w.run(100);
   const events = (await w.store.list('Event', { namespace: 'shop' })).items;
-  expect(events.some((e) => e.reason === 'MeshEnrollmentFailed' && e.type === 'Warning' && (e.message ?? '').includes('node proxy has not taken'))).toBe(true);
+  expect(
+    events.some(
+      (e) =>
+        e.reason === 'MeshEnrollmentFailed' &&
+        e.type === 'Warning' &&
+        (e.message ?? '').includes('node proxy has not taken'),
+    ),
+  ).toBe(true);
   w.startProxy();
   await w.run(3000);
   expect(w.proxyPods.has(pod.metadata!.uid!)).toBe(true);
@@ -83,7 +90,9 @@ test('fail closed: rule application fails — ADD fails, no annotation', async (
 
 test('strict, fail closed: a hostile annotation value never reaches rule text and the ADD fails', async () => {
   const w = await world({ profile: 'strict' });
-  const { cni, netns } = await w.pod('shop', 'evil', { annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0 -j ACCEPT\n-A OUTPUT' } });
+  const { cni, netns } = await w.pod('shop', 'evil', {
+    annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0 -j ACCEPT\n-A OUTPUT' },
+  });
   expect(cni.exitCode).toBe(1);
   expect(JSON.parse(cni.stdout).details).toContain('istio.io/reroute-virtual-interfaces');
   expect(w.kernel.iptablesSave(netns, 4)).not.toContain('ACCEPT\n-A OUTPUT');
@@ -92,7 +101,9 @@ test('strict, fail closed: a hostile annotation value never reaches rule text an
 
 test('upstream: a hostile annotation value is ignored (never in rule text), the pod is captured and a Warning says so', async () => {
   const w = await world({ profile: 'upstream' });
-  const { cni, netns } = await w.pod('shop', 'evil', { annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0 -j ACCEPT\n-A OUTPUT, tun0' } });
+  const { cni, netns } = await w.pod('shop', 'evil', {
+    annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0 -j ACCEPT\n-A OUTPUT, tun0' },
+  });
   expect(cni.exitCode, cni.stdout).toBe(0);
   await w.run(100);
   const text = w.kernel.iptablesSave(netns, 4);
@@ -101,7 +112,9 @@ test('upstream: a hostile annotation value is ignored (never in rule text), the 
   expect(text).toContain('-A ISTIO_PRERT -i tun0 -p tcp -j REDIRECT --to-ports 15001');
   expect(w.rulesIn(netns)).toBe(true);
   expect(await w.annotation('shop', 'evil')).toBe('enabled');
-  const events = (await w.store.list('Event', { namespace: 'shop' })).items.filter((e) => e.reason === 'InvalidMeshAnnotation');
+  const events = (await w.store.list('Event', { namespace: 'shop' })).items.filter(
+    (e) => e.reason === 'InvalidMeshAnnotation',
+  );
   expect(events).toHaveLength(1);
   expect(events[0]!.message).toContain('istio.io/reroute-virtual-interfaces');
   expect(events[0]!.message).toContain('"eth0 -j ACCEPT\\n-A OUTPUT"');
@@ -146,7 +159,11 @@ test('pod delete and terminal phase remove the pod from the proxy and the probe 
   const a = await w.pod('shop', 'job');
   const b = await w.pod('shop', 'web');
   await w.run(100);
-  const set = () => w.kernel.ipsetsOf('host-node-1').entries('istio-inpod-probes-v4').map((e) => e.text.replace('/32', ''));
+  const set = () =>
+    w.kernel
+      .ipsetsOf('host-node-1')
+      .entries('istio-inpod-probes-v4')
+      .map((e) => e.text.replace('/32', ''));
   expect(set().sort()).toEqual([a.ip, b.ip].sort());
   w.store.patch('Pod', 'job', 'shop', { status: { phase: 'Succeeded' } }, 'status');
   w.store.delete('Pod', 'web', 'shop');
@@ -170,7 +187,12 @@ test('agent restart with pods running: rules stay, state is rebuilt, a new pod s
   // The kubelet retries the failed sandbox; now it succeeds.
   const retry = await w.cniAdd(during.pod, simNetnsPath(during.netns), during.ip);
   expect(retry.exitCode, retry.stdout).toBe(0);
-  expect(w.agent!.meshPods().map((p) => p.name).sort()).toEqual(['during', 'web']);
+  expect(
+    w
+      .agent!.meshPods()
+      .map((p) => p.name)
+      .sort(),
+  ).toEqual(['during', 'web']);
   const after = await w.pod('shop', 'after');
   expect(after.cni.exitCode, after.cni.stdout).toBe(0);
   await w.run(1000);
@@ -240,7 +262,9 @@ test('a pod opted out while the agent was down loses its rules when the agent re
 test('strict: a running pod selected later despite an invalid annotation is captured with defaults and warned about (found by check)', async () => {
   const w = await world({ profile: 'strict' });
   await w.namespace('late');
-  const { netns, pod } = await w.pod('late', 'api', { annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0,lo' } });
+  const { netns, pod } = await w.pod('late', 'api', {
+    annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0,lo' },
+  });
   await w.run(100);
   expect(w.rulesIn(netns)).toBe(false);
   await w.labelNamespace('late', AMBIENT);
@@ -249,5 +273,9 @@ test('strict: a running pod selected later despite an invalid annotation is capt
   expect(w.proxyPods.get(pod.metadata!.uid!)).toBe(netns);
   expect(await w.annotation('late', 'api')).toBe('enabled');
   const events = (await w.store.list('Event', { namespace: 'late' })).items;
-  expect(events.some((e) => e.reason === 'InvalidMeshAnnotation' && (e.message ?? '').includes('istio.io/reroute-virtual-interfaces'))).toBe(true);
+  expect(
+    events.some(
+      (e) => e.reason === 'InvalidMeshAnnotation' && (e.message ?? '').includes('istio.io/reroute-virtual-interfaces'),
+    ),
+  ).toBe(true);
 });

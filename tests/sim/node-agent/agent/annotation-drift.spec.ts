@@ -27,7 +27,11 @@ async function overwrite(w: AgentWorld, value: string | null): Promise<void> {
   await w.store.patch('Pod', 'web', 'shop', { metadata: { annotations: { [REDIRECTION_STATUS]: value } } }, 'status');
 }
 
-for (const [what, value] of [['set to pending', 'pending'], ['removed', null], ['set to garbage', 'bogus']] as const) {
+for (const [what, value] of [
+  ['set to pending', 'pending'],
+  ['removed', null],
+  ['set to garbage', 'bogus'],
+] as const) {
   test(`an enrolled pod whose status annotation is ${what} behind the agent's back gets enabled back`, async () => {
     const w = await enrolled();
     await overwrite(w, value);

@@ -42,7 +42,13 @@ async function enrolled(w: AgentWorld, name: string, opts: { loIpv6Disabled?: bo
 test('IPv6 capture on, lo without IPv6: the ADD succeeds with the v6 rules and fwmark rule but no v6 local route', async () => {
   const w = await world({ profile: 'upstream', ipv6: true, dnsCapture: true });
   // Control: the kernel (sim, as Linux) refuses the v6 local route on such a lo, so the full plan cannot apply.
-  const full = buildInpodPlan({ profile: 'upstream', ipv6: true, dnsCapture: true, ingressMode: false, virtualInterfaces: [] });
+  const full = buildInpodPlan({
+    profile: 'upstream',
+    ipv6: true,
+    dnsCapture: true,
+    ingressMode: false,
+    virtualInterfaces: [],
+  });
   const { netns: probe } = w.sandbox('probe-uid');
   w.kernel.setIpv6Disabled(probe, 'lo', true);
   await expect(w.rules.apply(netnsId(simNetnsPath(probe)), full)).rejects.toThrow(/IPv6 is disabled on nexthop device/);
@@ -50,7 +56,9 @@ test('IPv6 capture on, lo without IPv6: the ADD succeeds with the v6 rules and f
 
   const netns = await enrolled(w, 'web', { loIpv6Disabled: true });
   const s = await state(w, netns);
-  expect(s.iptables.ipv6).toContain('-A ISTIO_OUTPUT ! -d ::1/128 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001');
+  expect(s.iptables.ipv6).toContain(
+    '-A ISTIO_OUTPUT ! -d ::1/128 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001',
+  );
   expect(s.rules.map((r) => r.family)).toEqual(['ipv4', 'ipv6']);
   expect(s.routes.map((r) => `${r.family} ${r.dst}`)).toEqual(['ipv4 0.0.0.0/0']);
   // A pod whose lo has IPv6 gets the v6 route: the fact is read per pod, not once per node.
@@ -73,10 +81,30 @@ test('IPv6 capture on, strict, lo without IPv6: the v6 block ruleset instead of 
 });
 
 const transitions: { name: string; from: Settings; to: Settings; gone: RegExp[] }[] = [
-  { name: 'DNS capture on → off', from: { profile: 'upstream', ipv6: false, dnsCapture: true }, to: { profile: 'upstream', ipv6: false, dnsCapture: false }, gone: [/\*raw/, /15053/, /CT --zone/] },
-  { name: 'IPv6 capture on → off', from: { profile: 'upstream', ipv6: true, dnsCapture: true }, to: { profile: 'upstream', ipv6: false, dnsCapture: true }, gone: [/::1\/128/] },
-  { name: 'strict (IPv6, DNS) → upstream (neither)', from: { profile: 'strict', ipv6: true, dnsCapture: true }, to: { profile: 'upstream', ipv6: false, dnsCapture: false }, gone: [/\*filter/, /\*raw/, /::1\/128/] },
-  { name: 'upstream (neither) → strict (IPv6, DNS)', from: { profile: 'upstream', ipv6: false, dnsCapture: false }, to: { profile: 'strict', ipv6: true, dnsCapture: true }, gone: [] },
+  {
+    name: 'DNS capture on → off',
+    from: { profile: 'upstream', ipv6: false, dnsCapture: true },
+    to: { profile: 'upstream', ipv6: false, dnsCapture: false },
+    gone: [/\*raw/, /15053/, /CT --zone/],
+  },
+  {
+    name: 'IPv6 capture on → off',
+    from: { profile: 'upstream', ipv6: true, dnsCapture: true },
+    to: { profile: 'upstream', ipv6: false, dnsCapture: true },
+    gone: [/::1\/128/],
+  },
+  {
+    name: 'strict (IPv6, DNS) → upstream (neither)',
+    from: { profile: 'strict', ipv6: true, dnsCapture: true },
+    to: { profile: 'upstream', ipv6: false, dnsCapture: false },
+    gone: [/\*filter/, /\*raw/, /::1\/128/],
+  },
+  {
+    name: 'upstream (neither) → strict (IPv6, DNS)',
+    from: { profile: 'upstream', ipv6: false, dnsCapture: false },
+    to: { profile: 'strict', ipv6: true, dnsCapture: true },
+    gone: [],
+  },
 ];
 
 for (const t of transitions) {
@@ -107,18 +135,38 @@ test('repair loop: leftover chains, an added rule in an own chain and a stray v6
   const w = await world({ profile: 'upstream', ipv6: false, dnsCapture: false });
   const netns = await enrolled(w, 'web');
   const exact = await state(w, netns);
-  const plan = buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: false, ingressMode: false, virtualInterfaces: [] });
+  const plan = buildInpodPlan({
+    profile: 'upstream',
+    ipv6: false,
+    dnsCapture: false,
+    ingressMode: false,
+    virtualInterfaces: [],
+  });
   expect(drift(exact, plan)).toEqual([]);
   // What an older plan (DNS on, IPv6 on) left, an ACCEPT-all inserted at the top of the outbound
   // capture (every line of the plan is still present: the old check saw nothing wrong), and a foreign rule.
-  w.kernel.iptablesRestore(netns, 4, '*raw\n:ISTIO_OUTPUT - [0:0]\n-A OUTPUT -j ISTIO_OUTPUT\n-A ISTIO_OUTPUT -p udp -m mark --mark 0x539/0xfff -m udp --dport 53 -j CT --zone 1\nCOMMIT\n', { noflush: true });
-  w.kernel.iptablesRestore(netns, 4, '*nat\n-I ISTIO_OUTPUT 1 -j ACCEPT\n-A POSTROUTING -p udp -m udp --dport 9 -j ACCEPT\nCOMMIT\n', { noflush: true });
-  w.kernel.iptablesRestore(netns, 6, '*nat\n:ISTIO_OUTPUT - [0:0]\n-A OUTPUT -j ISTIO_OUTPUT\nCOMMIT\n', { noflush: true });
+  w.kernel.iptablesRestore(
+    netns,
+    4,
+    '*raw\n:ISTIO_OUTPUT - [0:0]\n-A OUTPUT -j ISTIO_OUTPUT\n-A ISTIO_OUTPUT -p udp -m mark --mark 0x539/0xfff -m udp --dport 53 -j CT --zone 1\nCOMMIT\n',
+    { noflush: true },
+  );
+  w.kernel.iptablesRestore(
+    netns,
+    4,
+    '*nat\n-I ISTIO_OUTPUT 1 -j ACCEPT\n-A POSTROUTING -p udp -m udp --dport 9 -j ACCEPT\nCOMMIT\n',
+    { noflush: true },
+  );
+  w.kernel.iptablesRestore(netns, 6, '*nat\n:ISTIO_OUTPUT - [0:0]\n-A OUTPUT -j ISTIO_OUTPUT\nCOMMIT\n', {
+    noflush: true,
+  });
   w.kernel.addRule(netns, { family: 6, priority: 32764, fwmark: 0x111, mask: 0xfff, table: 100 });
   w.kernel.addRoute(netns, { dst: '::/0', type: 'local', dev: 'lo', table: 100 });
   const drifted = await state(w, netns);
   const d = drift(drifted, plan);
-  expect(d[0]).toMatch(/^ipv4 nat: chain ISTIO_OUTPUT holds \[-A ISTIO_OUTPUT -j ACCEPT \| -A ISTIO_OUTPUT -d 169\.254\.7\.127\/32 .*\], the plan \[-A ISTIO_OUTPUT -d 169\.254/);
+  expect(d[0]).toMatch(
+    /^ipv4 nat: chain ISTIO_OUTPUT holds \[-A ISTIO_OUTPUT -j ACCEPT \| -A ISTIO_OUTPUT -d 169\.254\.7\.127\/32 .*\], the plan \[-A ISTIO_OUTPUT -d 169\.254/,
+  );
   expect(d.slice(1)).toEqual([
     'ipv4 raw: chain(s) ISTIO_OUTPUT are not in the plan',
     'ipv6 nat: chain(s) ISTIO_OUTPUT are not in the plan',
@@ -128,15 +176,32 @@ test('repair loop: leftover chains, an added rule in an own chain and a stray v6
   await w.run(12_000); // one repair interval
   const repaired = await state(w, netns);
   expect(repaired.iptables.ipv4).toContain('-A POSTROUTING -p udp -m udp --dport 9 -j ACCEPT');
-  expect({ ...repaired, iptables: { ...repaired.iptables, ipv4: repaired.iptables.ipv4.replace('-A POSTROUTING -p udp -m udp --dport 9 -j ACCEPT\n', '') } }).toEqual(exact);
+  expect({
+    ...repaired,
+    iptables: {
+      ...repaired.iptables,
+      ipv4: repaired.iptables.ipv4.replace('-A POSTROUTING -p udp -m udp --dport 9 -j ACCEPT\n', ''),
+    },
+  }).toEqual(exact);
   expect(await w.annotation('shop', 'web')).toBe('enabled');
 });
 
-test('leftovers(): nothing for an exact namespace; only the universe\'s chains, never foreign ISTIO_ chains', () => {
-  const plan = buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: false, ingressMode: false, virtualInterfaces: [] });
+test("leftovers(): nothing for an exact namespace; only the universe's chains, never foreign ISTIO_ chains", () => {
+  const plan = buildInpodPlan({
+    profile: 'upstream',
+    ipv6: false,
+    dnsCapture: false,
+    ingressMode: false,
+    virtualInterfaces: [],
+  });
   const empty: AppliedState = { iptables: { ipv4: '', ipv6: '' }, rules: [], routes: [] };
   expect(leftovers(empty, plan)).toBeUndefined();
-  const sidecar = '*nat\n:PREROUTING ACCEPT [0:0]\n:ISTIO_INBOUND - [0:0]\n:ISTIO_PRERT - [0:0]\n-A PREROUTING -j ISTIO_INBOUND\nCOMMIT\n*raw\n:OUTPUT ACCEPT [0:0]\n:ISTIO_OUTPUT - [0:0]\nCOMMIT\n';
-  expect(leftovers({ ...empty, iptables: { ipv4: sidecar, ipv6: '' } }, plan)).toEqual({ iptables: { ipv4: '*raw\n:ISTIO_OUTPUT - [0:0]\nCOMMIT\n' }, rules: [], routes: [] });
+  const sidecar =
+    '*nat\n:PREROUTING ACCEPT [0:0]\n:ISTIO_INBOUND - [0:0]\n:ISTIO_PRERT - [0:0]\n-A PREROUTING -j ISTIO_INBOUND\nCOMMIT\n*raw\n:OUTPUT ACCEPT [0:0]\n:ISTIO_OUTPUT - [0:0]\nCOMMIT\n';
+  expect(leftovers({ ...empty, iptables: { ipv4: sidecar, ipv6: '' } }, plan)).toEqual({
+    iptables: { ipv4: '*raw\n:ISTIO_OUTPUT - [0:0]\nCOMMIT\n' },
+    rules: [],
+    routes: [],
+  });
   expect(drift(empty, plan)).toContain('ipv4 nat: chain ISTIO_OUTPUT is missing');
 });

@@ -37,13 +37,24 @@ type Pod = KubeObjectOf<'Pod'>;
 
 /** The sim's ipsets, with adds of chosen addresses refused. */
 class FailingIpSets implements HostIpSets {
-  constructor(private readonly inner: HostIpSets, private readonly failing: ReadonlySet<string>) {}
-  ensure(set: IpSetSpec): Promise<void> { return this.inner.ensure(set); }
-  add(set: string, ip: string, comment: string): Promise<void> {
-    return this.failing.has(ip) ? Promise.reject(new Error(`ipset add ${set} ${ip}: CANNOT ADD`)) : this.inner.add(set, ip, comment);
+  constructor(
+    private readonly inner: HostIpSets,
+    private readonly failing: ReadonlySet<string>,
+  ) {}
+  ensure(set: IpSetSpec): Promise<void> {
+    return this.inner.ensure(set);
   }
-  remove(set: string, ip: string, comment: string): Promise<void> { return this.inner.remove(set, ip, comment); }
-  list(set: string): Promise<readonly { ip: string; comment: string }[]> { return this.inner.list(set); }
+  add(set: string, ip: string, comment: string): Promise<void> {
+    return this.failing.has(ip)
+      ? Promise.reject(new Error(`ipset add ${set} ${ip}: CANNOT ADD`))
+      : this.inner.add(set, ip, comment);
+  }
+  remove(set: string, ip: string, comment: string): Promise<void> {
+    return this.inner.remove(set, ip, comment);
+  }
+  list(set: string): Promise<readonly { ip: string; comment: string }[]> {
+    return this.inner.list(set);
+  }
 }
 
 export class AgentWorld {
@@ -77,7 +88,10 @@ export class AgentWorld {
   /** The host probe sets as the agent reaches them (adds of failIpsetAdds fail). */
   readonly ipsets: HostIpSets = new FailingIpSets(new SimHostIpSets(this.kernel, HOST_NS), this.failIpsetAdds);
 
-  constructor(readonly profile: Profile = 'upstream', private readonly overrides: Partial<NodeAgentConfig> = {}) {
+  constructor(
+    readonly profile: Profile = 'upstream',
+    private readonly overrides: Partial<NodeAgentConfig> = {},
+  ) {
     const k = this.kernel;
     k.addNetns(HOST_NS);
     k.setLink(HOST_NS, 'lo', true);
@@ -92,19 +106,35 @@ export class AgentWorld {
 
   config(): NodeAgentConfig {
     return {
-      nodeName: NODE, profile: this.profile, ipv6: false, dnsCapture: true, enrollment: DEFAULT_ENROLLMENT_CONFIG,
-      proxyUid: PROXY_UID, kubeletUid: 0, allowedProxyUids: [PROXY_UID], pluginEventAddress: AGENT_SOCK, zdsAddress: ZDS_SOCK,
-      hostNetns: netnsId(HOST_NS), repairIntervalMs: 10_000, zdsAckTimeoutMs: 2000, ...this.overrides,
+      nodeName: NODE,
+      profile: this.profile,
+      ipv6: false,
+      dnsCapture: true,
+      enrollment: DEFAULT_ENROLLMENT_CONFIG,
+      proxyUid: PROXY_UID,
+      kubeletUid: 0,
+      allowedProxyUids: [PROXY_UID],
+      pluginEventAddress: AGENT_SOCK,
+      zdsAddress: ZDS_SOCK,
+      hostNetns: netnsId(HOST_NS),
+      repairIntervalMs: 10_000,
+      zdsAckTimeoutMs: 2000,
+      ...this.overrides,
       ...this.settings,
     };
   }
 
   async startAgent(): Promise<NodeAgent> {
     const agent = new NodeAgent(this.config(), {
-      kube: this.kube, rules: this.rules,
+      kube: this.kube,
+      rules: this.rules,
       finder: new SimNetnsFinder(this.kernel, () => [...this.sandboxes].map(([podUid, netns]) => ({ podUid, netns }))),
-      ipsets: this.ipsets, pluginEvents: this.events,
-      zdsTransport: this.zdsNet.endpoint({ pid: 100, uid: 0, gid: 0 }), clock: this.clock, log: this.log, metrics: this.metrics,
+      ipsets: this.ipsets,
+      pluginEvents: this.events,
+      zdsTransport: this.zdsNet.endpoint({ pid: 100, uid: 0, gid: 0 }),
+      clock: this.clock,
+      log: this.log,
+      metrics: this.metrics,
     });
     this.agent = agent;
     await settle(this.clock, agent.start());
@@ -119,21 +149,35 @@ export class AgentWorld {
   startProxy(uid = PROXY_UID): ZdsClient {
     const proxyPods = this.proxyPods;
     const client = new ZdsClient({
-      transport: this.zdsNet.endpoint({ pid: 200, uid, gid: uid }), address: ZDS_SOCK, clock: this.clock, random: this.random, log: this.log,
+      transport: this.zdsNet.endpoint({ pid: 200, uid, gid: uid }),
+      address: ZDS_SOCK,
+      clock: this.clock,
+      random: this.random,
+      log: this.log,
       handler: {
         onAdd: async (podUid: PodUid, _info, netns) => {
           this.proxyAddsSeen++;
-          if (this.proxyNack) { netns.close(); throw new Error(this.proxyNack); }
+          if (this.proxyNack) {
+            netns.close();
+            throw new Error(this.proxyNack);
+          }
           proxyPods.set(podUid, simNetnsName(netns.netns));
           netns.close();
         },
         onKeep: async () => undefined,
-        onDel: async (podUid) => { this.proxyDelsSeen.push(podUid); proxyPods.delete(podUid); },
-        onSnapshotSent: async (named) => { for (const k of [...proxyPods.keys()]) if (!named.has(k as PodUid)) proxyPods.delete(k); },
+        onDel: async (podUid) => {
+          this.proxyDelsSeen.push(podUid);
+          proxyPods.delete(podUid);
+        },
+        onSnapshotSent: async (named) => {
+          for (const k of [...proxyPods.keys()]) if (!named.has(k as PodUid)) proxyPods.delete(k);
+        },
       },
     });
     this.proxy = client;
-    client.on((e) => { if (e.type === 'connected') this.proxyConnects++; });
+    client.on((e) => {
+      if (e.type === 'connected') this.proxyConnects++;
+    });
     client.start();
     return client;
   }
@@ -161,7 +205,16 @@ export class AgentWorld {
   }
 
   /** Create the Pod object, its sandbox (netns, veth, address) and run our CNI plugin's ADD. */
-  async pod(ns: string, name: string, opts: { labels?: Record<string, string>; annotations?: Record<string, string>; hostNetwork?: boolean; loIpv6Disabled?: boolean } = {}): Promise<{ pod: Pod; cni: CniExecOutput; netns: string; ip: string }> {
+  async pod(
+    ns: string,
+    name: string,
+    opts: {
+      labels?: Record<string, string>;
+      annotations?: Record<string, string>;
+      hostNetwork?: boolean;
+      loIpv6Disabled?: boolean;
+    } = {},
+  ): Promise<{ pod: Pod; cni: CniExecOutput; netns: string; ip: string }> {
     const pod = await this.store.create('Pod', {
       metadata: { name, namespace: ns, labels: opts.labels ?? {}, annotations: opts.annotations ?? {} },
       spec: { nodeName: NODE, hostNetwork: opts.hostNetwork ?? false, containers: [{ name: 'app', image: 'app' }] },
@@ -199,19 +252,50 @@ export class AgentWorld {
     const old = this.sandboxes.get(uid)!;
     this.kernel.deleteNetns(old);
     const { netns, ip } = this.sandbox(uid);
-    this.store.patch('Pod', pod.metadata!.name!, pod.metadata!.namespace!, { status: { podIP: ip, podIPs: [{ ip }] } }, 'status');
+    this.store.patch(
+      'Pod',
+      pod.metadata!.name!,
+      pod.metadata!.namespace!,
+      { status: { podIP: ip, podIPs: [{ ip }] } },
+      'status',
+    );
     return { netns, ip };
   }
 
   async cniAdd(pod: Pod, netns: string, ip: string): Promise<CniExecOutput> {
-    const plugin = new AmbientCniPlugin({ openKube: () => this.kube, events: this.events, clock: this.clock, log: this.log });
-    return settle(this.clock, plugin.exec({
-      env: cniEnv({ command: 'ADD', containerId: `sb-${simNetnsName(netns)}`, netns, ifname: 'eth0', args: k8sCniArgs({ namespace: pod.metadata!.namespace!, name: pod.metadata!.name!, uid: pod.metadata!.uid! }, `sb-${simNetnsName(netns)}`), path: ['/opt/cni/bin'] }),
-      stdin: JSON.stringify({
-        cniVersion: '1.0.0', name: 'k8s', type: 'ambient-lab-cni', agentSocket: AGENT_SOCK, kubeconfig: '/etc/cni/kubeconfig',
-        apiAttempts: 2, apiRetryDelayMs: 100, agentTimeoutMs: 5000, prevResult: { cniVersion: '1.0.0', ips: [{ address: `${ip}/24` }] },
+    const plugin = new AmbientCniPlugin({
+      openKube: () => this.kube,
+      events: this.events,
+      clock: this.clock,
+      log: this.log,
+    });
+    return settle(
+      this.clock,
+      plugin.exec({
+        env: cniEnv({
+          command: 'ADD',
+          containerId: `sb-${simNetnsName(netns)}`,
+          netns,
+          ifname: 'eth0',
+          args: k8sCniArgs(
+            { namespace: pod.metadata!.namespace!, name: pod.metadata!.name!, uid: pod.metadata!.uid! },
+            `sb-${simNetnsName(netns)}`,
+          ),
+          path: ['/opt/cni/bin'],
+        }),
+        stdin: JSON.stringify({
+          cniVersion: '1.0.0',
+          name: 'k8s',
+          type: 'ambient-lab-cni',
+          agentSocket: AGENT_SOCK,
+          kubeconfig: '/etc/cni/kubeconfig',
+          apiAttempts: 2,
+          apiRetryDelayMs: 100,
+          agentTimeoutMs: 5000,
+          prevResult: { cniVersion: '1.0.0', ips: [{ address: `${ip}/24` }] },
+        }),
       }),
-    }));
+    );
   }
 
   async annotation(ns: string, name: string): Promise<string | undefined> {
@@ -236,8 +320,10 @@ export class AgentWorld {
       const ann = p.metadata?.annotations?.[REDIRECTION_STATUS];
       const rules = netns !== undefined && this.rulesIn(netns);
       const served = netns !== undefined && this.proxyPods.get(uid) === netns;
-      if (ann === 'enabled' && !(rules && served)) problems.push(`${p.metadata!.name}: annotated enabled but rules=${rules} proxy=${served}`);
-      if (ann === undefined && (rules || served)) problems.push(`${p.metadata!.name}: not annotated but rules=${rules} proxy=${served}`);
+      if (ann === 'enabled' && !(rules && served))
+        problems.push(`${p.metadata!.name}: annotated enabled but rules=${rules} proxy=${served}`);
+      if (ann === undefined && (rules || served))
+        problems.push(`${p.metadata!.name}: not annotated but rules=${rules} proxy=${served}`);
     }
     return problems;
   }

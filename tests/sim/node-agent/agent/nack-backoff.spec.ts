@@ -17,7 +17,10 @@ const MAX_MS = 5000;
 function backoffBound(windowMs: number): number {
   let n = 0;
   let t = 0;
-  for (let d = INITIAL_MS; t <= windowMs; d = Math.min(MAX_MS, d * 2)) { t += d; n++; }
+  for (let d = INITIAL_MS; t <= windowMs; d = Math.min(MAX_MS, d * 2)) {
+    t += d;
+    n++;
+  }
   return n;
 }
 
@@ -41,7 +44,10 @@ test('a nacked pod is retried with capped exponential backoff, not in a hot loop
   const rounds = w.proxyAddsSeen - adds0;
   // One snapshot Add per connection plus the backoff's retries (one extra for a fresh event).
   const bound = backoffBound(windowMs) + w.proxyConnects + 2;
-  expect(rounds, `${rounds} add/nack rounds in ${windowMs} ms of virtual time (backoff allows ${bound})`).toBeLessThanOrEqual(bound);
+  expect(
+    rounds,
+    `${rounds} add/nack rounds in ${windowMs} ms of virtual time (backoff allows ${bound})`,
+  ).toBeLessThanOrEqual(bound);
   expect(rounds).toBeGreaterThan(1); // it does keep trying
   // The proxy keeps its connection (a nack is not a protocol error): no reconnect storm.
   expect(w.proxyConnects).toBeLessThanOrEqual(2);

@@ -13,7 +13,7 @@ import { PROBE_SET } from '../../../../impl/node-agent/host-probe-rules.js';
 const AMBIENT = { 'istio.io/dataplane-mode': 'ambient' };
 
 async function members(w: AgentWorld): Promise<{ ip: string; comment: string }[]> {
-  return [...await w.ipsets.list(PROBE_SET.ipv4)];
+  return [...(await w.ipsets.list(PROBE_SET.ipv4))];
 }
 
 async function enrolledPod(): Promise<{ w: AgentWorld; netns: string; uid: string; ip: string }> {
@@ -35,7 +35,14 @@ test('TestInformerExistingPodRemovalRetriesOnFailure: a removal that fails once 
   await w.labelNamespace('shop', { 'istio.io/dataplane-mode': null });
   await w.run(50);
   // The first attempt failed: the rules are still there.
-  expect(w.log.entries.some((r) => r.msg === 'reconcile failed' && String(r.fields['error']).includes('resource busy') && r.fields['retry'] === true)).toBe(true);
+  expect(
+    w.log.entries.some(
+      (r) =>
+        r.msg === 'reconcile failed' &&
+        String(r.fields['error']).includes('resource busy') &&
+        r.fields['retry'] === true,
+    ),
+  ).toBe(true);
   await w.run(2000);
   expect(w.rulesIn(netns)).toBe(false);
   expect(w.proxyPods.has(uid)).toBe(false);
@@ -97,7 +104,9 @@ test('TestMeshDataplaneSyncHostIPSetsIgnoresPodIPAddErrorAndContinues: one membe
   w.failIpsetAdds.add(ip1);
   await w.agent!.repair();
   expect(await members(w)).toEqual([{ ip: second.ip, comment: second.pod.metadata!.uid! }]);
-  expect(w.log.entries.some((e) => e.msg.startsWith('cannot add a host probe ipset member') && e.fields['ip'] === ip1)).toBe(true);
+  expect(
+    w.log.entries.some((e) => e.msg.startsWith('cannot add a host probe ipset member') && e.fields['ip'] === ip1),
+  ).toBe(true);
   w.failIpsetAdds.clear();
   await w.agent!.repair();
   expect((await members(w)).map((m) => m.ip).sort()).toEqual([ip1, second.ip].sort());
@@ -112,9 +121,22 @@ async function addEvent(w: AgentWorld, name: string): Promise<{ reply: PluginEve
   const uid = pod.metadata!.uid!;
   const { netns, ip } = w.sandbox(uid);
   await w.run(50);
-  const reply = await settle(w.clock, w.events.send(AGENT_SOCK, {
-    kind: 'add', netns: simNetnsPath(netns), podName: name, podNamespace: 'shop', podUid: uid, containerId: `sb-${netns}`, ips: [ip],
-  }, 5000));
+  const reply = await settle(
+    w.clock,
+    w.events.send(
+      AGENT_SOCK,
+      {
+        kind: 'add',
+        netns: simNetnsPath(netns),
+        podName: name,
+        podNamespace: 'shop',
+        podUid: uid,
+        containerId: `sb-${netns}`,
+        ips: [ip],
+      },
+      5000,
+    ),
+  );
   return { reply, uid, netns };
 }
 
@@ -151,18 +173,29 @@ test('TestInformerStillHandlesDeleteEventIfPodNotActuallyPresentAnymore: the del
   await w.startAgent();
   w.startProxy();
   await w.run(100);
-  const pod = await w.store.create('Pod', { metadata: { name: 'old', namespace: 'plain' }, spec: { nodeName: NODE, containers: [{ name: 'app', image: 'app' }] } });
+  const pod = await w.store.create('Pod', {
+    metadata: { name: 'old', namespace: 'plain' },
+    spec: { nodeName: NODE, containers: [{ name: 'app', image: 'app' }] },
+  });
   const uid = pod.metadata!.uid!;
   await w.run(50);
   // An earlier agent enrolled it (its member is still in the set); the annotation arrives and the
   // pod is deleted before this agent reconciles either event: the queue sees only the delete.
   await w.ipsets.add(PROBE_SET.ipv4, '10.244.1.77', uid);
-  await w.store.patch('Pod', 'old', 'plain', { metadata: { annotations: { 'ambient.istio.io/redirection': 'enabled' } }, status: { podIP: '10.244.1.77' } }, 'status');
+  await w.store.patch(
+    'Pod',
+    'old',
+    'plain',
+    { metadata: { annotations: { 'ambient.istio.io/redirection': 'enabled' } }, status: { podIP: '10.244.1.77' } },
+    'status',
+  );
   await w.store.delete('Pod', 'old', 'plain');
   await w.run(200); // far less than the 10 s repair interval that would prune the member anyway
   expect(await members(w)).toEqual([]);
   expect(w.proxyDelsSeen).toContain(uid);
-  expect(w.log.entries.some((e) => e.msg.startsWith('deleted pod removed from the mesh (not held by this agent)'))).toBe(true);
+  expect(
+    w.log.entries.some((e) => e.msg.startsWith('deleted pod removed from the mesh (not held by this agent)')),
+  ).toBe(true);
 });
 
 test('TestInformerPodDeleteInExcludedNsHandledIfEnrolled: the same in an excluded namespace; a deleted pod that was neither enrolled nor selected is left alone', async () => {
@@ -172,11 +205,26 @@ test('TestInformerPodDeleteInExcludedNsHandledIfEnrolled: the same in an exclude
   await w.startAgent();
   w.startProxy();
   await w.run(100);
-  for (const [ns, name, ip, annotated] of [['kube-system', 'enrolled', '10.244.1.78', true], ['plain', 'bystander', '10.244.1.79', false]] as const) {
-    const pod = await w.store.create('Pod', { metadata: { name, namespace: ns }, spec: { nodeName: NODE, containers: [{ name: 'app', image: 'app' }] } });
+  for (const [ns, name, ip, annotated] of [
+    ['kube-system', 'enrolled', '10.244.1.78', true],
+    ['plain', 'bystander', '10.244.1.79', false],
+  ] as const) {
+    const pod = await w.store.create('Pod', {
+      metadata: { name, namespace: ns },
+      spec: { nodeName: NODE, containers: [{ name: 'app', image: 'app' }] },
+    });
     await w.run(50);
     await w.ipsets.add(PROBE_SET.ipv4, ip, pod.metadata!.uid!);
-    await w.store.patch('Pod', name, ns, { metadata: { annotations: annotated ? { 'ambient.istio.io/redirection': 'enabled' } : {} }, status: { podIP: ip } }, 'status');
+    await w.store.patch(
+      'Pod',
+      name,
+      ns,
+      {
+        metadata: { annotations: annotated ? { 'ambient.istio.io/redirection': 'enabled' } : {} },
+        status: { podIP: ip },
+      },
+      'status',
+    );
     await w.store.delete('Pod', name, ns);
   }
   await w.run(200);

@@ -4,8 +4,13 @@
  */
 import { test, expect } from '@playwright/test';
 import {
-  AnnotationError, BYPASS_INBOUND_CAPTURE, DNS_CAPTURE, REROUTE_VIRTUAL_INTERFACES,
-  interfaceName, parsePodRedirectionAnnotations, parseRedirectionStatus,
+  AnnotationError,
+  BYPASS_INBOUND_CAPTURE,
+  DNS_CAPTURE,
+  REROUTE_VIRTUAL_INTERFACES,
+  interfaceName,
+  parsePodRedirectionAnnotations,
+  parseRedirectionStatus,
 } from '../../../../impl/api/annotations.js';
 import { DATAPLANE_MODE, readDataplaneMode } from '../../../../impl/api/labels.js';
 import { buildInpodPlan, inpodCommonOptions } from '../../../../impl/node-agent/rule-builder.js';
@@ -80,7 +85,11 @@ for (const ann of [BYPASS_INBOUND_CAPTURE, DNS_CAPTURE]) {
 }
 
 test('valid values shape the rules: interface list, ingress mode, DNS override', () => {
-  const text = planFor({ [REROUTE_VIRTUAL_INTERFACES]: 'tun0,wg-1.a', [BYPASS_INBOUND_CAPTURE]: 'true', [DNS_CAPTURE]: 'false' });
+  const text = planFor({
+    [REROUTE_VIRTUAL_INTERFACES]: 'tun0,wg-1.a',
+    [BYPASS_INBOUND_CAPTURE]: 'true',
+    [DNS_CAPTURE]: 'false',
+  });
   expect(text).toContain('-A ISTIO_PRERT -i tun0 -p tcp -j REDIRECT --to-ports 15001');
   expect(text).toContain('-A ISTIO_PRERT -i wg-1.a -p tcp -j RETURN');
   expect(text).not.toContain('--to-ports 15006');
@@ -89,12 +98,23 @@ test('valid values shape the rules: interface list, ingress mode, DNS override',
   // The pod's DNS annotation overrides the global setting in both directions.
   const off = inpodCommonOptions(parsePodRedirectionAnnotations({}), { ipv6: true, dnsCapture: false });
   expect(off.dnsCapture).toBe(false);
-  expect(inpodCommonOptions(parsePodRedirectionAnnotations({ [DNS_CAPTURE]: 'true' }), { ipv6: true, dnsCapture: false }).dnsCapture).toBe(true);
+  expect(
+    inpodCommonOptions(parsePodRedirectionAnnotations({ [DNS_CAPTURE]: 'true' }), { ipv6: true, dnsCapture: false })
+      .dnsCapture,
+  ).toBe(true);
 });
 
 test('absent annotations mean defaults; unrelated annotations are ignored', () => {
-  expect(parsePodRedirectionAnnotations({ 'example.com/x': 'anything\n' })).toEqual({ bypassInboundCapture: false, dnsCapture: undefined, virtualInterfaces: [] });
-  expect(parsePodRedirectionAnnotations(undefined)).toEqual({ bypassInboundCapture: false, dnsCapture: undefined, virtualInterfaces: [] });
+  expect(parsePodRedirectionAnnotations({ 'example.com/x': 'anything\n' })).toEqual({
+    bypassInboundCapture: false,
+    dnsCapture: undefined,
+    virtualInterfaces: [],
+  });
+  expect(parsePodRedirectionAnnotations(undefined)).toEqual({
+    bypassInboundCapture: false,
+    dnsCapture: undefined,
+    virtualInterfaces: [],
+  });
 });
 
 test('interfaceName() used directly also refuses unsafe names', () => {

@@ -12,7 +12,9 @@ import { observe } from './observations.js';
 import { KUBELET_UID, inpodOptions } from './variants.js';
 
 function host(profile: Profile): HostProbeRules {
-  return profile === 'strict' ? buildHostProbeRules({ profile, ipv6: true, kubeletUid: KUBELET_UID }) : buildHostProbeRules({ profile, ipv6: true });
+  return profile === 'strict'
+    ? buildHostProbeRules({ profile, ipv6: true, kubeletUid: KUBELET_UID })
+    : buildHostProbeRules({ profile, ipv6: true });
 }
 function run(profile: Profile, common: Partial<InpodCommonOptions> = {}): Record<string, string> {
   return observe(buildInpodPlan(inpodOptions(profile, common)), host(profile));
@@ -43,8 +45,10 @@ const COMMON: Record<string, string> = {
   'app DNS TCP v6': 'proxy dns-tcp v6 dst=[fd00:1::6]:53 from=fd00:1::5',
   'kubelet probe, declared port 8080 v4': `app-a:8080 v4 from=${PROBE4}`,
   'kubelet probe, declared port 8080 v6': `app-a:8080 v6 from=${PROBE6}`,
-  'proxy DNS query upstream and its reply v4': 'query: dns server b v4 from=10.244.1.5; reply: proxy dns upstream from=10.244.1.6',
-  'proxy DNS query upstream and its reply v6': 'query: dns server b v6 from=fd00:1::5; reply: proxy dns upstream from=fd00:1::6',
+  'proxy DNS query upstream and its reply v4':
+    'query: dns server b v4 from=10.244.1.5; reply: proxy dns upstream from=10.244.1.6',
+  'proxy DNS query upstream and its reply v6':
+    'query: dns server b v6 from=fd00:1::5; reply: proxy dns upstream from=fd00:1::6',
   'TCP arriving on virtual interface tun0 v4': 'proxy inbound v4 dst=10.244.1.5:8080 from=10.244.9.2',
   'TCP arriving on virtual interface tun0 v6': 'proxy inbound v6 dst=[fd00:1::5]:8080 from=fd00:9::2',
   'app DNS UDP to a loopback resolver v4': 'local dns a v4 from=127.0.0.1',
@@ -64,11 +68,23 @@ const COMMON: Record<string, string> = {
 /** Where the profiles differ: [upstream, strict]. Each line is a strict choice's effect. */
 const DIFF: Record<string, [string, string]> = {
   // probe-ports: the carve-out is limited to declared probe ports.
-  'kubelet probe, undeclared port 9090 v4': [`app-a:9090 v4 from=${PROBE4}`, `proxy inbound v4 dst=10.244.1.5:9090 from=${PROBE4}`],
-  'kubelet probe, undeclared port 9090 v6': [`app-a:9090 v6 from=${PROBE6}`, `proxy inbound v6 dst=[fd00:1::5]:9090 from=${PROBE6}`],
+  'kubelet probe, undeclared port 9090 v4': [
+    `app-a:9090 v4 from=${PROBE4}`,
+    `proxy inbound v4 dst=10.244.1.5:9090 from=${PROBE4}`,
+  ],
+  'kubelet probe, undeclared port 9090 v6': [
+    `app-a:9090 v6 from=${PROBE6}`,
+    `proxy inbound v6 dst=[fd00:1::5]:9090 from=${PROBE6}`,
+  ],
   // host-probe-kubelet-uid: other host sockets are not SNATed to the probe address.
-  'non-root host daemon to pod v4': [`app-a:8080 v4 from=${PROBE4}`, 'proxy inbound v4 dst=10.244.1.5:8080 from=10.244.1.1'],
-  'non-root host daemon to pod v6': [`app-a:8080 v6 from=${PROBE6}`, 'proxy inbound v6 dst=[fd00:1::5]:8080 from=fd00:1::1'],
+  'non-root host daemon to pod v4': [
+    `app-a:8080 v4 from=${PROBE4}`,
+    'proxy inbound v4 dst=10.244.1.5:8080 from=10.244.1.1',
+  ],
+  'non-root host daemon to pod v6': [
+    `app-a:8080 v6 from=${PROBE6}`,
+    'proxy inbound v6 dst=[fd00:1::5]:8080 from=fd00:1::1',
+  ],
   // proxy-uid + drop-spoofed-mark: a spoofed proxy mark no longer bypasses capture.
   'app with NET_RAW spoofing the proxy mark, TCP v4': ['app-b:8080 v4 from=10.244.1.5', 'timeout'],
   'app with NET_RAW spoofing the proxy mark, TCP v6': ['app-b:8080 v6 from=fd00:1::5', 'timeout'],
@@ -100,16 +116,27 @@ for (const [i, profile] of (['upstream', 'strict'] as const).entries()) {
     expect(o['inbound TCP v4']).toBe('app-a:8080 v4 from=10.244.1.6');
     expect(o['inbound TCP v6']).toBe('app-a:8080 v6 from=fd00:1::6');
     expect(o['kubelet probe, undeclared port 9090 v4']).toBe(`app-a:9090 v4 from=${PROBE4}`);
-    for (const k of ['app outbound TCP v4', 'app outbound TCP v6', 'inbound HBONE v4', 'inbound HBONE v6',
-      'proxy to app, spoofed client source (return path) v4', 'proxy to app, spoofed client source (return path) v6', 'app DNS UDP v4']) {
+    for (const k of [
+      'app outbound TCP v4',
+      'app outbound TCP v6',
+      'inbound HBONE v4',
+      'inbound HBONE v6',
+      'proxy to app, spoofed client source (return path) v4',
+      'proxy to app, spoofed client source (return path) v6',
+      'app DNS UDP v4',
+    ]) {
       expect(o[k], k).toBe(COMMON[k]);
     }
   });
 
   test(`${profile} profile, virtual interfaces: TCP arriving on tun0 goes to the outbound listener, eth0 inbound is unchanged`, () => {
     const o = run(profile, { virtualInterfaces: [interfaceName('tun0')] });
-    expect(o['TCP arriving on virtual interface tun0 v4']).toBe('proxy outbound v4 dst=10.244.1.5:8080 from=10.244.9.2');
-    expect(o['TCP arriving on virtual interface tun0 v6']).toBe('proxy outbound v6 dst=[fd00:1::5]:8080 from=fd00:9::2');
+    expect(o['TCP arriving on virtual interface tun0 v4']).toBe(
+      'proxy outbound v4 dst=10.244.1.5:8080 from=10.244.9.2',
+    );
+    expect(o['TCP arriving on virtual interface tun0 v6']).toBe(
+      'proxy outbound v6 dst=[fd00:1::5]:8080 from=fd00:9::2',
+    );
     expect(o['inbound TCP v4']).toBe(COMMON['inbound TCP v4']);
     expect(o['app outbound TCP v4']).toBe(COMMON['app outbound TCP v4']);
   });

@@ -23,19 +23,28 @@ function goldenText(plan: RedirectionPlan, family: IpFamily): string | undefined
   if (text === undefined) return undefined;
   const f = family === 'ipv4' ? '-4' : '-6';
   const extra = [
-    ...plan.rules.filter((r) => r.family === family).map((r) => `# ip ${f} rule add fwmark ${formatMark(r.fwmark)} lookup ${r.table} pref ${r.priority}`),
-    ...plan.routes.filter((r) => r.family === family).map((r) => `# ip ${f} route add ${r.type} ${r.dst} dev ${r.dev} table ${r.table}`),
+    ...plan.rules
+      .filter((r) => r.family === family)
+      .map((r) => `# ip ${f} rule add fwmark ${formatMark(r.fwmark)} lookup ${r.table} pref ${r.priority}`),
+    ...plan.routes
+      .filter((r) => r.family === family)
+      .map((r) => `# ip ${f} route add ${r.type} ${r.dst} dev ${r.dev} table ${r.table}`),
   ];
   return extra.length === 0 ? text : `${text}${extra.join('\n')}\n`;
 }
 
-const cases = variants().flatMap((v) => FAMILIES.map((family) => ({ v, family, text: goldenText(v.plan, family) })))
+const cases = variants()
+  .flatMap((v) => FAMILIES.map((family) => ({ v, family, text: goldenText(v.plan, family) })))
   .filter((c): c is typeof c & { text: string } => c.text !== undefined);
 
 test('every variant has a golden file, and no stale golden files remain', () => {
   const expected = cases.map((c) => `${c.v.name}.${c.family === 'ipv4' ? 'v4' : 'v6'}.rules`).sort();
   const onDisk = fs.existsSync(goldenDir)
-    ? fs.readdirSync(goldenDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.rules')).map((f) => f.split(path.sep).join('/')).sort()
+    ? fs
+        .readdirSync(goldenDir, { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.rules'))
+        .map((f) => f.split(path.sep).join('/'))
+        .sort()
     : [];
   if (update) {
     for (const f of onDisk.filter((f) => !expected.includes(f))) fs.rmSync(path.join(goldenDir, f));
@@ -60,7 +69,8 @@ for (const c of cases) {
 
     const k = new SimKernel();
     k.addNetns('ns');
-    if (c.v.name.endsWith('/hostprobe')) k.ipsetRestore('ns', renderIpsetRestore(buildHostProbeRules({ profile: 'upstream', ipv6: true }).ipsets));
+    if (c.v.name.endsWith('/hostprobe'))
+      k.ipsetRestore('ns', renderIpsetRestore(buildHostProbeRules({ profile: 'upstream', ipv6: true }).ipsets));
     k.iptablesRestore('ns', c.family === 'ipv4' ? 4 : 6, golden, { source: file });
     expect(k.iptablesSave('ns', c.family === 'ipv4' ? 4 : 6)).toContain(':ISTIO_');
   });

@@ -12,7 +12,12 @@
  * DNS socket on 15053; apps listen on 8080 and 9090 in both pods, pod-b runs a DNS server on 53.
  */
 import type { RedirectionPlan } from '../../../../impl/host/netns-rules.js';
-import { renderIpsetRestore, type HostProbeRules, renderHostProbePlan, probeSetMembers } from '../../../../impl/node-agent/host-probe-rules.js';
+import {
+  renderIpsetRestore,
+  type HostProbeRules,
+  renderHostProbePlan,
+  probeSetMembers,
+} from '../../../../impl/node-agent/host-probe-rules.js';
 import { podUid } from '../../../../impl/api/ids.js';
 import { SimKernel } from '../../../../sim/kernel/kernel.js';
 import { credentials, type Credentials } from '../../../../sim/kernel/process.js';
@@ -36,7 +41,9 @@ type Fam = 4 | 6;
 
 export interface Lab {
   readonly k: SimKernel;
-  readonly proxy: Record<'outbound' | 'inbound' | 'hbone' | 'dnsTcp', Record<Fam, SimSocket>> & { dns: Record<Fam, SimSocket> };
+  readonly proxy: Record<'outbound' | 'inbound' | 'hbone' | 'dnsTcp', Record<Fam, SimSocket>> & {
+    dns: Record<Fam, SimSocket>;
+  };
   readonly appA: Record<8080 | 9090, Record<Fam, SimSocket>>;
   readonly appB: Record<8080 | 9090, Record<Fam, SimSocket>>;
   readonly dnsB: Record<Fam, SimSocket>;
@@ -62,7 +69,16 @@ function addPod(k: SimKernel, name: string, v4: string, v6: string, hostDev: str
   k.addRoute(name, { dst: 'default', family: 6, via: 'fd00:1::1' });
 }
 
-function sock(k: SimKernel, ns: string, proto: 'tcp' | 'udp', fam: Fam, port: number, who: Credentials, label: string, mark?: number): SimSocket {
+function sock(
+  k: SimKernel,
+  ns: string,
+  proto: 'tcp' | 'udp',
+  fam: Fam,
+  port: number,
+  who: Credentials,
+  label: string,
+  mark?: number,
+): SimSocket {
   const s = k.socket(ns, proto, fam, who, label);
   if (mark !== undefined) k.setsockopt(s, 'SO_MARK', mark);
   if (fam === 6) k.setsockopt(s, 'IPV6_V6ONLY', true);
@@ -76,9 +92,18 @@ const both = (f: (fam: Fam) => SimSocket): Record<Fam, SimSocket> => ({ 4: f(4),
 /** Apply a plan as the NetnsRules port does: routes, ip rules, then iptables per family. */
 function applyPlan(k: SimKernel, ns: string, plan: RedirectionPlan): void {
   for (const r of plan.routes) k.addRoute(ns, { dst: r.dst, type: r.type, dev: r.dev, table: r.table });
-  for (const r of plan.rules) k.addRule(ns, { family: r.family === 'ipv4' ? 4 : 6, priority: r.priority, fwmark: r.fwmark.value, mask: r.fwmark.mask, table: r.table });
-  if (plan.iptables.ipv4 !== undefined) k.iptablesRestore(ns, 4, plan.iptables.ipv4, { noflush: true, source: `${ns} plan v4` });
-  if (plan.iptables.ipv6 !== undefined) k.iptablesRestore(ns, 6, plan.iptables.ipv6, { noflush: true, source: `${ns} plan v6` });
+  for (const r of plan.rules)
+    k.addRule(ns, {
+      family: r.family === 'ipv4' ? 4 : 6,
+      priority: r.priority,
+      fwmark: r.fwmark.value,
+      mask: r.fwmark.mask,
+      table: r.table,
+    });
+  if (plan.iptables.ipv4 !== undefined)
+    k.iptablesRestore(ns, 4, plan.iptables.ipv4, { noflush: true, source: `${ns} plan v4` });
+  if (plan.iptables.ipv6 !== undefined)
+    k.iptablesRestore(ns, 6, plan.iptables.ipv6, { noflush: true, source: `${ns} plan v6` });
 }
 
 export function buildLab(plan: RedirectionPlan, opts: { host?: HostProbeRules; kernelVersion?: string } = {}): Lab {
@@ -122,7 +147,8 @@ export function buildLab(plan: RedirectionPlan, opts: { host?: HostProbeRules; k
     k.ipsetRestore('node', renderIpsetRestore(opts.host.ipsets, probeSetMembers(podUid('pod-a-uid'), [A4, A6])));
     applyPlan(k, 'node', renderHostProbePlan(opts.host));
   }
-  const tcpL = (ns: string, port: number, who: Credentials, label: string, mark?: number): Record<Fam, SimSocket> => both((f) => sock(k, ns, 'tcp', f, port, who, `${label} v${f}`, mark));
+  const tcpL = (ns: string, port: number, who: Credentials, label: string, mark?: number): Record<Fam, SimSocket> =>
+    both((f) => sock(k, ns, 'tcp', f, port, who, `${label} v${f}`, mark));
   const proxy = {
     outbound: tcpL('pod-a', 15001, PROXY, 'proxy outbound', PROXY_MARK),
     inbound: tcpL('pod-a', 15006, PROXY, 'proxy inbound', PROXY_MARK),

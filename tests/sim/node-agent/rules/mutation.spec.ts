@@ -7,7 +7,11 @@
  */
 import { test, expect } from '@playwright/test';
 import { interfaceName } from '../../../../impl/api/annotations.js';
-import { buildHostProbeRules, renderHostProbePlan, type HostProbeRules } from '../../../../impl/node-agent/host-probe-rules.js';
+import {
+  buildHostProbeRules,
+  renderHostProbePlan,
+  type HostProbeRules,
+} from '../../../../impl/node-agent/host-probe-rules.js';
 import type { Profile } from '../../../../impl/api/profile.js';
 import { buildInpodRules, renderInpodPlan, type InpodRules } from '../../../../impl/node-agent/rule-builder.js';
 import { mutants } from '../../../../impl/node-agent/rule-ir.js';
@@ -15,11 +19,14 @@ import { observe } from './observations.js';
 import { FAMILIES, KUBELET_UID, inpodOptions } from './variants.js';
 
 function host(profile: Profile): HostProbeRules {
-  return profile === 'strict' ? buildHostProbeRules({ profile, ipv6: true, kubeletUid: KUBELET_UID }) : buildHostProbeRules({ profile, ipv6: true });
+  return profile === 'strict'
+    ? buildHostProbeRules({ profile, ipv6: true, kubeletUid: KUBELET_UID })
+    : buildHostProbeRules({ profile, ipv6: true });
 }
 
 /** Mutants that no probe can tell apart from the original, and why. */
-const NAT_PRERT_NEVER_SEES_LOOPED = 'nat PREROUTING only sees the first packet of a connection; looped-back packets (to 127.0.0.1/::1, or from the proxy via lo) already have a conntrack entry from OUTPUT, and such addresses/marks cannot arrive from the wire';
+const NAT_PRERT_NEVER_SEES_LOOPED =
+  'nat PREROUTING only sees the first packet of a connection; looped-back packets (to 127.0.0.1/::1, or from the proxy via lo) already have a conntrack entry from OUTPUT, and such addresses/marks cannot arrive from the wire';
 const EQUIVALENT: Record<string, string> = {};
 for (const profile of ['upstream', 'strict']) {
   for (const family of ['ipv4', 'ipv6']) {
@@ -32,8 +39,10 @@ for (const profile of ['upstream', 'strict']) {
     EQUIVALENT[`strict ${family} weaken filter/out/dns-redirected match 2 (l4)`] =
       'UDP to 127.0.0.1/::1 on any port routes out lo and is returned by filter/out/loopback anyway; only DNS is redirected to loopback';
   }
-  EQUIVALENT[`strict host ${'ipv4'} weaken nat/postrt/probe-snat match 1 (proto)`] = 'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
-  EQUIVALENT[`strict host ${'ipv6'} weaken nat/postrt/probe-snat match 1 (proto)`] = 'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
+  EQUIVALENT[`strict host ${'ipv4'} weaken nat/postrt/probe-snat match 1 (proto)`] =
+    'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
+  EQUIVALENT[`strict host ${'ipv6'} weaken nat/postrt/probe-snat match 1 (proto)`] =
+    'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
 }
 
 for (const profile of ['upstream', 'strict'] as const) {
@@ -51,7 +60,11 @@ for (const profile of ['upstream', 'strict'] as const) {
         const mutated: InpodRules = { ...ir, iptables: { ...ir.iptables, [family]: m.ruleset } };
         const key = `${family} ${m.name}`;
         count++;
-        if (JSON.stringify(observe(renderInpodPlan(mutated), h)) === JSON.stringify(baseline) && !EQUIVALENT[`${profile} ${key}`]) survivors.push(key);
+        if (
+          JSON.stringify(observe(renderInpodPlan(mutated), h)) === JSON.stringify(baseline) &&
+          !EQUIVALENT[`${profile} ${key}`]
+        )
+          survivors.push(key);
       }
       const hrs = h.iptables[family];
       if (!hrs) continue;
@@ -59,7 +72,11 @@ for (const profile of ['upstream', 'strict'] as const) {
         const mutated: HostProbeRules = { ...h, iptables: { ...h.iptables, [family]: m.ruleset } };
         const key = `host ${family} ${m.name}`;
         count++;
-        if (JSON.stringify(observe(renderInpodPlan(ir), mutated)) === JSON.stringify(baseline) && !EQUIVALENT[`${profile} ${key}`]) survivors.push(key);
+        if (
+          JSON.stringify(observe(renderInpodPlan(ir), mutated)) === JSON.stringify(baseline) &&
+          !EQUIVALENT[`${profile} ${key}`]
+        )
+          survivors.push(key);
       }
     }
     expect(count).toBeGreaterThan(20);

@@ -10,7 +10,20 @@ import type { HostProbeRules } from '../../../../impl/node-agent/host-probe-rule
 import { formatIp } from '../../../../impl/api/ip/address.js';
 import type { ConnectResult, UdpResult } from '../../../../sim/kernel/kernel.js';
 import { formatSockAddr } from '../../../../sim/kernel/socket.js';
-import { A4, A6, APP, APP_NET_RAW, B4, B6, HOST_DAEMON, KUBELET, PROXY, PROXY_MARK, buildLab, type Lab } from './lab.js';
+import {
+  A4,
+  A6,
+  APP,
+  APP_NET_RAW,
+  B4,
+  B6,
+  HOST_DAEMON,
+  KUBELET,
+  PROXY,
+  PROXY_MARK,
+  buildLab,
+  type Lab,
+} from './lab.js';
 
 type Fam = 4 | 6;
 
@@ -29,7 +42,15 @@ function describeUdp(r: UdpResult): string {
 
 const addr = (f: Fam, v4: string, v6: string): string => (f === 4 ? v4 : v6);
 
-function connect(lab: Lab, ns: string, who: typeof APP, f: Fam, dst: string, port: number, setup?: (s: ReturnType<Lab['k']['socket']>) => void): string {
+function connect(
+  lab: Lab,
+  ns: string,
+  who: typeof APP,
+  f: Fam,
+  dst: string,
+  port: number,
+  setup?: (s: ReturnType<Lab['k']['socket']>) => void,
+): string {
   const s = lab.k.socket(ns, 'tcp', f, who, 'client');
   setup?.(s);
   return describeConnect(lab, lab.k.connect(s, dst, port));
@@ -51,21 +72,33 @@ const PROBES: readonly [string, Probe][] = [
   ...perFamily('app outbound TCP', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, B4, B6), 8080)),
   ...perFamily('inbound TCP', (lab, f) => connect(lab, 'pod-b', APP, f, addr(f, A4, A6), 8080)),
   ...perFamily('inbound HBONE', (lab, f) => connect(lab, 'pod-b', APP, f, addr(f, A4, A6), 15008)),
-  ...perFamily('proxy outbound (mark + proxy uid)', (lab, f) => connect(lab, 'pod-a', PROXY, f, addr(f, B4, B6), 8080, (s) => lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK))),
-  ...perFamily('proxy to app, spoofed client source (return path)', (lab, f) => connect(lab, 'pod-a', PROXY, f, addr(f, A4, A6), 8080, (s) => {
-    lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK);
-    lab.k.setsockopt(s, 'IP_TRANSPARENT', true);
-    lab.k.bind(s, addr(f, B4, B6), 0);
-  })),
+  ...perFamily('proxy outbound (mark + proxy uid)', (lab, f) =>
+    connect(lab, 'pod-a', PROXY, f, addr(f, B4, B6), 8080, (s) => lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK)),
+  ),
+  ...perFamily('proxy to app, spoofed client source (return path)', (lab, f) =>
+    connect(lab, 'pod-a', PROXY, f, addr(f, A4, A6), 8080, (s) => {
+      lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK);
+      lab.k.setsockopt(s, 'IP_TRANSPARENT', true);
+      lab.k.bind(s, addr(f, B4, B6), 0);
+    }),
+  ),
   ...perFamily('loopback', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, '127.0.0.1', '::1'), 8080)),
   ...perFamily('own pod IP', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, A4, A6), 8080)),
   ...perFamily('app DNS UDP', (lab, f) => udp(lab, 'pod-a', APP, f, addr(f, B4, B6), 53)),
   ...perFamily('app DNS TCP', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, B4, B6), 53)),
-  ...perFamily('kubelet probe, declared port 8080', (lab, f) => connect(lab, 'node', KUBELET, f, addr(f, A4, A6), 8080)),
-  ...perFamily('kubelet probe, undeclared port 9090', (lab, f) => connect(lab, 'node', KUBELET, f, addr(f, A4, A6), 9090)),
+  ...perFamily('kubelet probe, declared port 8080', (lab, f) =>
+    connect(lab, 'node', KUBELET, f, addr(f, A4, A6), 8080),
+  ),
+  ...perFamily('kubelet probe, undeclared port 9090', (lab, f) =>
+    connect(lab, 'node', KUBELET, f, addr(f, A4, A6), 9090),
+  ),
   ...perFamily('non-root host daemon to pod', (lab, f) => connect(lab, 'node', HOST_DAEMON, f, addr(f, A4, A6), 8080)),
-  ...perFamily('app with NET_RAW spoofing the proxy mark, TCP', (lab, f) => connect(lab, 'pod-a', APP_NET_RAW, f, addr(f, B4, B6), 8080, (s) => lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK))),
-  ...perFamily('app with NET_RAW spoofing the proxy mark, DNS UDP', (lab, f) => udp(lab, 'pod-a', APP_NET_RAW, f, addr(f, B4, B6), 53, PROXY_MARK)),
+  ...perFamily('app with NET_RAW spoofing the proxy mark, TCP', (lab, f) =>
+    connect(lab, 'pod-a', APP_NET_RAW, f, addr(f, B4, B6), 8080, (s) => lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK)),
+  ),
+  ...perFamily('app with NET_RAW spoofing the proxy mark, DNS UDP', (lab, f) =>
+    udp(lab, 'pod-a', APP_NET_RAW, f, addr(f, B4, B6), 53, PROXY_MARK),
+  ),
   ...perFamily('app UDP out (non-DNS)', (lab, f) => udp(lab, 'pod-a', APP, f, addr(f, B4, B6), 9999)),
   // The DNS listener's port on a remote address: the exemption for redirected DNS must not let it out.
   ...perFamily('app UDP out to remote port 15053', (lab, f) => udp(lab, 'pod-a', APP, f, addr(f, B4, B6), 15053)),
@@ -75,15 +108,34 @@ const PROBES: readonly [string, Probe][] = [
     lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK);
     const q = describeUdp(lab.k.sendUdp(s, addr(f, B4, B6), 53, 'q'));
     if (!q.startsWith('dns server b')) return `query: ${q}`;
-    const reply = lab.k.sendUdp(lab.dnsB[f], s.local!.addr.family === f && formatIp(s.local!.addr) !== (f === 4 ? '0.0.0.0' : '::') ? s.local!.addr : addr(f, A4, A6), s.local!.port, 'a');
+    const reply = lab.k.sendUdp(
+      lab.dnsB[f],
+      s.local!.addr.family === f && formatIp(s.local!.addr) !== (f === 4 ? '0.0.0.0' : '::')
+        ? s.local!.addr
+        : addr(f, A4, A6),
+      s.local!.port,
+      'a',
+    );
     return `query: ${q}; reply: ${describeUdp(reply)}`;
   }),
-  ...perFamily('app TCP to the probe address', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, '169.254.7.127', 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff'), 8080)),
-  ...perFamily('TCP arriving on virtual interface tun0', (lab, f) => connect(lab, 'vpn', APP, f, addr(f, A4, A6), 8080)),
-  ...perFamily('app DNS UDP to a loopback resolver', (lab, f) => udp(lab, 'pod-a', APP, f, addr(f, '127.0.0.1', '::1'), 53)),
-  ...perFamily('app DNS TCP to a loopback resolver', (lab, f) => connect(lab, 'pod-a', APP, f, addr(f, '127.0.0.1', '::1'), 53)),
-  ...perFamily('proxy DNS TCP upstream', (lab, f) => connect(lab, 'pod-a', PROXY, f, addr(f, B4, B6), 53, (s) => lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK))),
-  ...perFamily('kubelet to a pod that is not enrolled', (lab, f) => connect(lab, 'node', KUBELET, f, addr(f, B4, B6), 8080)),
+  ...perFamily('app TCP to the probe address', (lab, f) =>
+    connect(lab, 'pod-a', APP, f, addr(f, '169.254.7.127', 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff'), 8080),
+  ),
+  ...perFamily('TCP arriving on virtual interface tun0', (lab, f) =>
+    connect(lab, 'vpn', APP, f, addr(f, A4, A6), 8080),
+  ),
+  ...perFamily('app DNS UDP to a loopback resolver', (lab, f) =>
+    udp(lab, 'pod-a', APP, f, addr(f, '127.0.0.1', '::1'), 53),
+  ),
+  ...perFamily('app DNS TCP to a loopback resolver', (lab, f) =>
+    connect(lab, 'pod-a', APP, f, addr(f, '127.0.0.1', '::1'), 53),
+  ),
+  ...perFamily('proxy DNS TCP upstream', (lab, f) =>
+    connect(lab, 'pod-a', PROXY, f, addr(f, B4, B6), 53, (s) => lab.k.setsockopt(s, 'SO_MARK', PROXY_MARK)),
+  ),
+  ...perFamily('kubelet to a pod that is not enrolled', (lab, f) =>
+    connect(lab, 'node', KUBELET, f, addr(f, B4, B6), 8080),
+  ),
   ...perFamily('kubelet UDP to the enrolled pod', (lab, f) => udp(lab, 'node', KUBELET, f, addr(f, A4, A6), 9999)),
   ...perFamily('outside peer routed through the node', (lab, f) => connect(lab, 'ext', APP, f, addr(f, A4, A6), 8080)),
 ];

@@ -8,7 +8,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test, expect } from '@playwright/test';
 import { SimKernel } from '../../../../sim/kernel/kernel.js';
-import { buildHostProbeRules, renderHostProbePlan, renderIpsetRestore } from '../../../../impl/node-agent/host-probe-rules.js';
+import {
+  buildHostProbeRules,
+  renderHostProbePlan,
+  renderIpsetRestore,
+} from '../../../../impl/node-agent/host-probe-rules.js';
 import { buildInpodPlan } from '../../../../impl/node-agent/rule-builder.js';
 import { inpodOptions } from './variants.js';
 
@@ -34,7 +38,9 @@ test('upstream profile, default v4 (DNS on): same iptables-save as upstream defa
 test('upstream profile, host probe v4: same iptables-save as upstream hostprobe.golden', () => {
   const host = buildHostProbeRules({ profile: 'upstream', ipv6: false });
   const sets = renderIpsetRestore(host.ipsets);
-  expect(saved(renderHostProbePlan(host).iptables.ipv4!, 4, sets)).toBe(saved(fixture('upstream-hostprobe-v4.rules'), 4, sets));
+  expect(saved(renderHostProbePlan(host).iptables.ipv4!, 4, sets)).toBe(
+    saved(fixture('upstream-hostprobe-v4.rules'), 4, sets),
+  );
 });
 
 test('upstream profile, v6 is the v4 ruleset with ::1/128 and the v6 probe address', () => {
@@ -72,13 +78,23 @@ test('upstream profile, IPv6 off: no v6 text, no v6 rule or route; lo without IP
   const noLo6 = buildInpodPlan(inpodOptions('upstream', { loIpv6Disabled: true }));
   expect(noLo6.iptables.ipv6).toBeDefined();
   expect(noLo6.rules.map((r) => r.family)).toEqual(['ipv4', 'ipv6']);
-  expect(noLo6.routes.map((r) => `${r.family} ${r.type} ${r.dst} dev ${r.dev} table ${r.table}`)).toEqual(['ipv4 local 0.0.0.0/0 dev lo table 100']);
+  expect(noLo6.routes.map((r) => `${r.family} ${r.type} ${r.dst} dev ${r.dev} table ${r.table}`)).toEqual([
+    'ipv4 local 0.0.0.0/0 dev lo table 100',
+  ]);
 });
 
 test('return-path policy routing: fwmark 0x111/0xfff pref 32764 lookup 100, local 0.0.0.0/0 and ::/0 dev lo table 100', () => {
   for (const profile of ['upstream', 'strict'] as const) {
     const p = buildInpodPlan(inpodOptions(profile));
-    expect(p.rules.map((r) => ({ family: r.family, priority: r.priority, value: r.fwmark.value, mask: r.fwmark.mask, table: r.table }))).toEqual([
+    expect(
+      p.rules.map((r) => ({
+        family: r.family,
+        priority: r.priority,
+        value: r.fwmark.value,
+        mask: r.fwmark.mask,
+        table: r.table,
+      })),
+    ).toEqual([
       { family: 'ipv4', priority: 32764, value: 0x111, mask: 0xfff, table: 100 },
       { family: 'ipv6', priority: 32764, value: 0x111, mask: 0xfff, table: 100 },
     ]);

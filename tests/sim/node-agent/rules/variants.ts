@@ -8,7 +8,11 @@ import { port } from '../../../../impl/api/ports.js';
 import type { IpFamily, RedirectionPlan } from '../../../../impl/host/netns-rules.js';
 import { buildHostProbeRules, renderHostProbePlan } from '../../../../impl/node-agent/host-probe-rules.js';
 import type { Profile } from '../../../../impl/api/profile.js';
-import { buildInpodPlan, type InpodCommonOptions, type InpodOptions } from '../../../../impl/node-agent/rule-builder.js';
+import {
+  buildInpodPlan,
+  type InpodCommonOptions,
+  type InpodOptions,
+} from '../../../../impl/node-agent/rule-builder.js';
 
 /** The proxy's uid in the sim labs (tests/sim/kernel/inpod-fixture.ts uses 1337). */
 const PROXY_UID = 1337;
@@ -30,7 +34,10 @@ const INPOD: Record<string, Partial<InpodCommonOptions>> = {
   default: {},
   ingress: { ingressMode: true },
   'virtual-interfaces': { virtualInterfaces: [interfaceName('tun0'), interfaceName('wg0')] },
-  'ingress-and-virtual-interfaces': { ingressMode: true, virtualInterfaces: [interfaceName('tun0'), interfaceName('wg0')] },
+  'ingress-and-virtual-interfaces': {
+    ingressMode: true,
+    virtualInterfaces: [interfaceName('tun0'), interfaceName('wg0')],
+  },
   'dns-off': { dnsCapture: false },
   'ipv6-off': { ipv6: false },
 };
@@ -38,8 +45,12 @@ const INPOD: Record<string, Partial<InpodCommonOptions>> = {
 export function variants(): Variant[] {
   const out: Variant[] = [];
   for (const profile of ['upstream', 'strict'] as const) {
-    for (const [name, common] of Object.entries(INPOD)) out.push({ name: `${profile}/inpod-${name}`, plan: buildInpodPlan(inpodOptions(profile, common)) });
-    const host = profile === 'strict' ? buildHostProbeRules({ profile, ipv6: true, kubeletUid: KUBELET_UID }) : buildHostProbeRules({ profile, ipv6: true });
+    for (const [name, common] of Object.entries(INPOD))
+      out.push({ name: `${profile}/inpod-${name}`, plan: buildInpodPlan(inpodOptions(profile, common)) });
+    const host =
+      profile === 'strict'
+        ? buildHostProbeRules({ profile, ipv6: true, kubeletUid: KUBELET_UID })
+        : buildHostProbeRules({ profile, ipv6: true });
     out.push({ name: `${profile}/hostprobe`, plan: renderHostProbePlan(host) });
   }
   return out;

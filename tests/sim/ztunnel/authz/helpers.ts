@@ -21,7 +21,9 @@ export function ap(ns: string, name: string, spec: unknown, annotations?: Record
 export const CLIENT: PeerIdentity = { trustDomain: 'cluster.local', namespace: 'client', serviceAccount: 'client-sa' };
 
 /** Default: HBONE from client/client-sa at 10.244.2.20 to app/server (app=server) 10.244.1.10:8080. */
-export function req(over: Partial<Omit<AuthzRequest, 'dst'>> & { dst?: Partial<AuthzRequest['dst']> } = {}): AuthzRequest {
+export function req(
+  over: Partial<Omit<AuthzRequest, 'dst'>> & { dst?: Partial<AuthzRequest['dst']> } = {},
+): AuthzRequest {
   const { dst, ...rest } = over;
   return {
     srcIp: '10.244.2.20',
@@ -33,9 +35,13 @@ export function req(over: Partial<Omit<AuthzRequest, 'dst'>> & { dst?: Partial<A
   };
 }
 
-export const plaintext = (over: Parameters<typeof req>[0] = {}): AuthzRequest => req({ ...over, srcIdentity: undefined });
+export const plaintext = (over: Parameters<typeof req>[0] = {}): AuthzRequest =>
+  req({ ...over, srcIdentity: undefined });
 
-export function authorizer(policies: AuthorizationPolicy[], peerAuthentication?: PeerAuthenticationModes): { store: PolicyStore; authz: PolicyAuthorizer } {
+export function authorizer(
+  policies: AuthorizationPolicy[],
+  peerAuthentication?: PeerAuthenticationModes,
+): { store: PolicyStore; authz: PolicyAuthorizer } {
   const store = new PolicyStore({ rootNamespace: ROOT });
   store.replaceAll(policies);
   store.markSynced();

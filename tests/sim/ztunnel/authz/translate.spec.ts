@@ -21,8 +21,13 @@ test.describe('scope and action', () => {
   });
 
   test('a selector (even an empty one) is selector scope, also in the root namespace', () => {
-    expect(accepted(translatePolicy(ap('app', 'p', { selector: { matchLabels: { a: 'b' } } }), ROOT)).policy.scope).toEqual({ kind: 'selector', matchLabels: { a: 'b' } });
-    expect(accepted(translatePolicy(ap(ROOT, 'p', { selector: {} }), ROOT)).policy.scope).toEqual({ kind: 'selector', matchLabels: {} });
+    expect(
+      accepted(translatePolicy(ap('app', 'p', { selector: { matchLabels: { a: 'b' } } }), ROOT)).policy.scope,
+    ).toEqual({ kind: 'selector', matchLabels: { a: 'b' } });
+    expect(accepted(translatePolicy(ap(ROOT, 'p', { selector: {} }), ROOT)).policy.scope).toEqual({
+      kind: 'selector',
+      matchLabels: {},
+    });
   });
 
   test('action defaults to ALLOW; DENY is DENY', () => {
@@ -38,8 +43,15 @@ test.describe('scope and action', () => {
   });
 
   test('targetRef and targetRefs policies are left to waypoints', () => {
-    expect(translatePolicy(ap('app', 'p', { targetRef: { kind: 'Gateway', group: 'gateway.networking.k8s.io', name: 'w' } })).outcome).toBe('ignored');
-    expect(translatePolicy(ap('app', 'p', { targetRefs: [{ kind: 'Service', group: '', name: 's' }], action: 'DENY', rules: [{}] })).outcome).toBe('ignored');
+    expect(
+      translatePolicy(ap('app', 'p', { targetRef: { kind: 'Gateway', group: 'gateway.networking.k8s.io', name: 'w' } }))
+        .outcome,
+    ).toBe('ignored');
+    expect(
+      translatePolicy(
+        ap('app', 'p', { targetRefs: [{ kind: 'Service', group: '', name: 's' }], action: 'DENY', rules: [{}] }),
+      ).outcome,
+    ).toBe('ignored');
     // an empty targetRefs list is no targetRef
     expect(translatePolicy(ap('app', 'p', { targetRefs: [] })).outcome).toBe('accepted');
   });
@@ -52,13 +64,22 @@ test.describe('scope and action', () => {
 
 test.describe('structure', () => {
   test('one L4 rule per policy rule: to clause, from clause, one clause per when', () => {
-    const { policy } = accepted(translatePolicy(ap('app', 'p', {
-      rules: [{
-        to: [{ operation: { ports: ['80'] } }, { operation: { notPorts: ['81'] } }],
-        from: [{ source: { namespaces: ['a'] } }],
-        when: [{ key: 'source.ip', values: ['10.0.0.0/8'] }, { key: 'destination.port', notValues: ['9'] }],
-      }],
-    })));
+    const { policy } = accepted(
+      translatePolicy(
+        ap('app', 'p', {
+          rules: [
+            {
+              to: [{ operation: { ports: ['80'] } }, { operation: { notPorts: ['81'] } }],
+              from: [{ source: { namespaces: ['a'] } }],
+              when: [
+                { key: 'source.ip', values: ['10.0.0.0/8'] },
+                { key: 'destination.port', notValues: ['9'] },
+              ],
+            },
+          ],
+        }),
+      ),
+    );
     expect(policy.rules).toHaveLength(1);
     const clauses = policy.rules[0]!.clauses;
     expect(clauses.map((c) => c.length)).toEqual([2, 1, 1, 1]);
@@ -74,19 +95,32 @@ test.describe('structure', () => {
   });
 
   test('string matches: "*" presence, "*x" suffix, "x*" prefix, else exact', () => {
-    const { policy } = accepted(translatePolicy(ap('app', 'p', { rules: [{ from: [{ source: { principals: ['*', '*.x', 'y.*', 'z'] } }] }] })));
+    const { policy } = accepted(
+      translatePolicy(ap('app', 'p', { rules: [{ from: [{ source: { principals: ['*', '*.x', 'y.*', 'z'] } }] }] })),
+    );
     expect(policy.rules[0]!.clauses[0]![0]!.principals).toEqual([
-      { kind: 'presence' }, { kind: 'suffix', value: '.x' }, { kind: 'prefix', value: 'y.' }, { kind: 'exact', value: 'z' },
+      { kind: 'presence' },
+      { kind: 'suffix', value: '.x' },
+      { kind: 'prefix', value: 'y.' },
+      { kind: 'exact', value: 'z' },
     ]);
   });
 
   test('serviceAccounts: bare names take the policy namespace', () => {
-    const { policy } = accepted(translatePolicy(ap('app', 'p', { rules: [{ from: [{ source: { serviceAccounts: ['sa1', 'other/sa2'] } }] }] })));
-    expect(policy.rules[0]!.clauses[0]![0]!.serviceAccounts).toEqual([{ namespace: 'app', serviceAccount: 'sa1' }, { namespace: 'other', serviceAccount: 'sa2' }]);
+    const { policy } = accepted(
+      translatePolicy(ap('app', 'p', { rules: [{ from: [{ source: { serviceAccounts: ['sa1', 'other/sa2'] } }] }] })),
+    );
+    expect(policy.rules[0]!.clauses[0]![0]!.serviceAccounts).toEqual([
+      { namespace: 'app', serviceAccount: 'sa1' },
+      { namespace: 'other', serviceAccount: 'sa2' },
+    ]);
   });
 
   test('ALLOW: an L7 rule is dropped and named in a warning; DENY: kept with a warning', () => {
-    const rules = [{ to: [{ operation: { methods: ['GET'], ports: ['80'] } }] }, { from: [{ source: { namespaces: ['a'] } }] }];
+    const rules = [
+      { to: [{ operation: { methods: ['GET'], ports: ['80'] } }] },
+      { from: [{ source: { namespaces: ['a'] } }] },
+    ];
     const allow = accepted(translatePolicy(ap('app', 'p', { rules })));
     expect(allow.policy.rules.map((r) => r.index)).toEqual([1]);
     expect(allow.warnings).toEqual([expect.stringMatching(/rules\[0\] dropped.*methods/)]);
@@ -97,7 +131,11 @@ test.describe('structure', () => {
   });
 
   test('DENY whose part is L7-only warns that the rule never matches', () => {
-    const deny = accepted(translatePolicy(ap('app', 'p', { action: 'DENY', rules: [{ from: [{ source: { notRequestPrincipals: ['*'] } }] }] })));
+    const deny = accepted(
+      translatePolicy(
+        ap('app', 'p', { action: 'DENY', rules: [{ from: [{ source: { notRequestPrincipals: ['*'] } }] }] }),
+      ),
+    );
     expect(deny.warnings.join()).toMatch(/never matches \(istio\/istio#61126\)/);
   });
 });
@@ -105,28 +143,93 @@ test.describe('structure', () => {
 test.describe('validation: malformed policies fail closed', () => {
   const bad: { name: string; spec: unknown; field: RegExp; annotations?: Record<string, string> }[] = [
     { name: 'unknown spec field', spec: { action: 'DENY', rulez: [] }, field: /spec\.rulez: unknown field/ },
-    { name: 'unknown source field', spec: { rules: [{ from: [{ source: { namespace: ['a'] } }] }] }, field: /source\.namespace: unknown field/ },
+    {
+      name: 'unknown source field',
+      spec: { rules: [{ from: [{ source: { namespace: ['a'] } }] }] },
+      field: /source\.namespace: unknown field/,
+    },
     { name: 'unknown rule field', spec: { rules: [{ form: [] }] }, field: /rules\[0\]\.form: unknown field/ },
     { name: 'unknown action', spec: { action: 'BLOCK' }, field: /spec\.action: "BLOCK"/ },
     { name: 'provider on ALLOW', spec: { provider: { name: 'x' } }, field: /spec\.provider/ },
     { name: 'rules not a list', spec: { rules: {} }, field: /spec\.rules: expected a list/ },
     { name: 'rule not an object', spec: { rules: ['x'] }, field: /spec\.rules\[0\]/ },
-    { name: 'empty source', spec: { rules: [{ from: [{ source: {} }] }] }, field: /from\[0\]\.source: must set at least one field/ },
+    {
+      name: 'empty source',
+      spec: { rules: [{ from: [{ source: {} }] }] },
+      field: /from\[0\]\.source: must set at least one field/,
+    },
     { name: 'missing source', spec: { rules: [{ from: [{}] }] }, field: /from\[0\]\.source: required/ },
-    { name: 'empty operation', spec: { rules: [{ to: [{ operation: { ports: [] } }] }] }, field: /to\[0\]\.operation: must set/ },
-    { name: 'bad IP', spec: { rules: [{ from: [{ source: { ipBlocks: ['10.0.0.256'] } }] }] }, field: /ipBlocks\[0\]: "10\.0\.0\.256" is not an IP/ },
-    { name: 'bad prefix length', spec: { rules: [{ from: [{ source: { notIpBlocks: ['10.0.0.0/40'] } }] }] }, field: /notIpBlocks\[0\]/ },
-    { name: 'bad port', spec: { rules: [{ to: [{ operation: { ports: ['http'] } }] }] }, field: /ports\[0\]: "http" is not a port/ },
-    { name: 'port out of range', spec: { rules: [{ to: [{ operation: { notPorts: ['65536'] } }] }] }, field: /notPorts\[0\]/ },
-    { name: 'wildcard in the middle', spec: { rules: [{ from: [{ source: { principals: ['a*b'] } }] }] }, field: /principals\[0\]: "a\*b"/ },
-    { name: 'malformed service account', spec: { rules: [{ from: [{ source: { serviceAccounts: ['a/b/c'] } }] }] }, field: /serviceAccounts\[0\]/ },
-    { name: 'wildcard service account', spec: { rules: [{ from: [{ source: { serviceAccounts: ['ns/*'] } }] }] }, field: /serviceAccounts\[0\]/ },
-    { name: 'empty string value', spec: { rules: [{ from: [{ source: { namespaces: [''] } }] }] }, field: /namespaces\[0\]: expected a non-empty string/ },
-    { name: 'condition without values', spec: { rules: [{ when: [{ key: 'source.ip' }] }] }, field: /when\[0\]: must set values or notValues/ },
-    { name: 'condition without key', spec: { rules: [{ when: [{ values: ['x'] }] }] }, field: /when\[0\]\.key: required/ },
-    { name: 'bad when IP', spec: { rules: [{ when: [{ key: 'destination.ip', values: ['nope'] }] }] }, field: /when\[0\]\.values\[0\]/ },
-    { name: 'selector label value not a string', spec: { selector: { matchLabels: { a: 1 } } }, field: /matchLabels\.a/ },
-    { name: 'dry-run annotation not exactly true/false', spec: {}, field: /istio\.io\/dry-run.*"yes"/, annotations: { 'istio.io/dry-run': 'yes' } },
+    {
+      name: 'empty operation',
+      spec: { rules: [{ to: [{ operation: { ports: [] } }] }] },
+      field: /to\[0\]\.operation: must set/,
+    },
+    {
+      name: 'bad IP',
+      spec: { rules: [{ from: [{ source: { ipBlocks: ['10.0.0.256'] } }] }] },
+      field: /ipBlocks\[0\]: "10\.0\.0\.256" is not an IP/,
+    },
+    {
+      name: 'bad prefix length',
+      spec: { rules: [{ from: [{ source: { notIpBlocks: ['10.0.0.0/40'] } }] }] },
+      field: /notIpBlocks\[0\]/,
+    },
+    {
+      name: 'bad port',
+      spec: { rules: [{ to: [{ operation: { ports: ['http'] } }] }] },
+      field: /ports\[0\]: "http" is not a port/,
+    },
+    {
+      name: 'port out of range',
+      spec: { rules: [{ to: [{ operation: { notPorts: ['65536'] } }] }] },
+      field: /notPorts\[0\]/,
+    },
+    {
+      name: 'wildcard in the middle',
+      spec: { rules: [{ from: [{ source: { principals: ['a*b'] } }] }] },
+      field: /principals\[0\]: "a\*b"/,
+    },
+    {
+      name: 'malformed service account',
+      spec: { rules: [{ from: [{ source: { serviceAccounts: ['a/b/c'] } }] }] },
+      field: /serviceAccounts\[0\]/,
+    },
+    {
+      name: 'wildcard service account',
+      spec: { rules: [{ from: [{ source: { serviceAccounts: ['ns/*'] } }] }] },
+      field: /serviceAccounts\[0\]/,
+    },
+    {
+      name: 'empty string value',
+      spec: { rules: [{ from: [{ source: { namespaces: [''] } }] }] },
+      field: /namespaces\[0\]: expected a non-empty string/,
+    },
+    {
+      name: 'condition without values',
+      spec: { rules: [{ when: [{ key: 'source.ip' }] }] },
+      field: /when\[0\]: must set values or notValues/,
+    },
+    {
+      name: 'condition without key',
+      spec: { rules: [{ when: [{ values: ['x'] }] }] },
+      field: /when\[0\]\.key: required/,
+    },
+    {
+      name: 'bad when IP',
+      spec: { rules: [{ when: [{ key: 'destination.ip', values: ['nope'] }] }] },
+      field: /when\[0\]\.values\[0\]/,
+    },
+    {
+      name: 'selector label value not a string',
+      spec: { selector: { matchLabels: { a: 1 } } },
+      field: /matchLabels\.a/,
+    },
+    {
+      name: 'dry-run annotation not exactly true/false',
+      spec: {},
+      field: /istio\.io\/dry-run.*"yes"/,
+      annotations: { 'istio.io/dry-run': 'yes' },
+    },
   ];
 
   for (const b of bad) {
@@ -141,7 +244,15 @@ test.describe('validation: malformed policies fail closed', () => {
   }
 
   test('an invalid DENY keeps its scope; an unreadable selector widens to the namespace', () => {
-    const sel = invalid(translatePolicy(ap('app', 'p', { action: 'DENY', selector: { matchLabels: { a: 'b' } }, rules: [{ to: [{ operation: { ports: ['x'] } }] }] })));
+    const sel = invalid(
+      translatePolicy(
+        ap('app', 'p', {
+          action: 'DENY',
+          selector: { matchLabels: { a: 'b' } },
+          rules: [{ to: [{ operation: { ports: ['x'] } }] }],
+        }),
+      ),
+    );
     expect(sel.policy.scope).toEqual({ kind: 'selector', matchLabels: { a: 'b' } });
     const unreadable = invalid(translatePolicy(ap('app', 'p', { action: 'DENY', selector: 'app=x' })));
     expect(unreadable.policy.scope).toEqual({ kind: 'namespace' });
@@ -154,6 +265,10 @@ test.describe('validation: malformed policies fail closed', () => {
   });
 
   test('L7 values are not validated as L4 (upstream never parses them)', () => {
-    expect(translatePolicy(ap('app', 'p', { action: 'DENY', rules: [{ to: [{ operation: { paths: ['/a*b*'], ports: ['80'] } }] }] })).outcome).toBe('accepted');
+    expect(
+      translatePolicy(
+        ap('app', 'p', { action: 'DENY', rules: [{ to: [{ operation: { paths: ['/a*b*'], ports: ['80'] } }] }] }),
+      ).outcome,
+    ).toBe('accepted');
   });
 });

@@ -23,7 +23,14 @@ async function world() {
   const log = new MemoryLogger();
   const store = new PolicyStore({ rootNamespace: ROOT, log });
   const authz = new PolicyAuthorizer({ store, log });
-  const watcher = new AuthorizationPolicyWatcher({ kube, clock, log, store, initialBackoffMs: 1000, maxBackoffMs: 8000 });
+  const watcher = new AuthorizationPolicyWatcher({
+    kube,
+    clock,
+    log,
+    store,
+    initialBackoffMs: 1000,
+    maxBackoffMs: 8000,
+  });
   /** Let microtasks and every timer due within `ms` run. */
   const run = async (ms = 0): Promise<void> => {
     const until = clock.now() + ms;
@@ -53,7 +60,9 @@ test('denies until the first list completes, then follows the API', async () => 
   expect(w.authz.evaluate(req()).reason).toMatch(/explicitly denied by: app\/d/);
 
   let notified = 0;
-  w.authz.onChange(() => { notified++; });
+  w.authz.onChange(() => {
+    notified++;
+  });
   w.api.delete('AuthorizationPolicy', 'd', 'app');
   await w.run();
   expect(notified).toBe(1);
@@ -95,7 +104,11 @@ test('a list failure before the first sync keeps failing closed and retries with
   await w.run(2000);
   expect(w.store.synced).toBe(true);
   expect(w.authz.evaluate(req()).reason).toMatch(/app\/d/);
-  expect(w.log.entries.filter((e) => e.level === 'warn' && e.msg.includes('AuthorizationPolicies')).map((e) => e.fields['retryInMs'])).toEqual([1000, 2000]);
+  expect(
+    w.log.entries
+      .filter((e) => e.level === 'warn' && e.msg.includes('AuthorizationPolicies'))
+      .map((e) => e.fields['retryInMs']),
+  ).toEqual([1000, 2000]);
   w.watcher.stop();
 });
 
@@ -129,7 +142,10 @@ test('a missing CRD (404) means no policies exist: synced, default allow, and it
 
 test('an invalid policy from the API is enforced in its fail-closed form and logged', async () => {
   const w = await world();
-  w.api.create('AuthorizationPolicy', ap('app', 'bad', { action: 'DENY', rules: [{ from: [{ source: { ipBlocks: ['10.0.0.0/99'] } }] }] }));
+  w.api.create(
+    'AuthorizationPolicy',
+    ap('app', 'bad', { action: 'DENY', rules: [{ from: [{ source: { ipBlocks: ['10.0.0.0/99'] } }] }] }),
+  );
   w.watcher.start();
   await w.run();
   expect(w.authz.evaluate(req({ srcIdentity: undefined, srcIp: '192.0.2.1' })).allow).toBe(false);

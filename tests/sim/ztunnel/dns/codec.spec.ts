@@ -8,8 +8,20 @@ import { DnsWireError } from '../../../../impl/ztunnel/dns/wire-error.js';
 
 function query(id: number, name: string, type: number): DnsMessage {
   return {
-    header: { id, response: false, opcode: 0, authoritative: false, truncated: false, recursionDesired: true, recursionAvailable: false, rcode: 0 },
-    questions: [{ name, type, class: 1 }], answers: [], authority: [], additional: [],
+    header: {
+      id,
+      response: false,
+      opcode: 0,
+      authoritative: false,
+      truncated: false,
+      recursionDesired: true,
+      recursionAvailable: false,
+      rcode: 0,
+    },
+    questions: [{ name, type, class: 1 }],
+    answers: [],
+    authority: [],
+    additional: [],
   };
 }
 
@@ -28,7 +40,11 @@ test('a local answer carries the question, the addresses and NOERROR', () => {
   const r = decodeMessage(encodeMessage(localAnswer(q, q.questions[0]!, [Uint8Array.of(10, 244, 1, 5)])));
   expect(r.header).toMatchObject({ id: 7, response: true, rcode: RCODE.NOERROR, recursionDesired: true });
   expect(r.answers.map((a) => [a.name, a.type, [...a.data]])).toEqual([['a.b', RR_TYPE.A, [10, 244, 1, 5]]]);
-  expect(decodeMessage(encodeMessage(errorReply(9, RCODE.FORMERR))).header).toMatchObject({ id: 9, rcode: RCODE.FORMERR, response: true });
+  expect(decodeMessage(encodeMessage(errorReply(9, RCODE.FORMERR))).header).toMatchObject({
+    id: 9,
+    rcode: RCODE.FORMERR,
+    response: true,
+  });
 });
 
 test('compression pointers are followed backwards', () => {

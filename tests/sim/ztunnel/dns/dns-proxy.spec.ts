@@ -27,8 +27,20 @@ const EXTERNAL_ANSWER = [203, 0, 113, 7];
 
 function query(id: number, name: string, type: number = RR_TYPE.A): Uint8Array {
   return encodeMessage({
-    header: { id, response: false, opcode: 0, authoritative: false, truncated: false, recursionDesired: true, recursionAvailable: false, rcode: 0 },
-    questions: [{ name, type, class: 1 }], answers: [], authority: [], additional: [],
+    header: {
+      id,
+      response: false,
+      opcode: 0,
+      authoritative: false,
+      truncated: false,
+      recursionDesired: true,
+      recursionAvailable: false,
+      rcode: 0,
+    },
+    questions: [{ name, type, class: 1 }],
+    answers: [],
+    authority: [],
+    additional: [],
   });
 }
 
@@ -38,8 +50,15 @@ function resolverReply(bytes: Uint8Array): Uint8Array {
   const m: DnsMessage = {
     header: { ...q.header, response: true, recursionAvailable: true },
     questions: q.questions,
-    answers: q.questions.map((x) => ({ name: x.name, type: RR_TYPE.A, class: 1, ttl: 60, data: Uint8Array.from(EXTERNAL_ANSWER) })),
-    authority: [], additional: [],
+    answers: q.questions.map((x) => ({
+      name: x.name,
+      type: RR_TYPE.A,
+      class: 1,
+      ttl: 60,
+      data: Uint8Array.from(EXTERNAL_ANSWER),
+    })),
+    authority: [],
+    additional: [],
   };
   return encodeMessage(m);
 }
@@ -58,7 +77,10 @@ interface Lab {
 async function lab(): Promise<Lab> {
   const mesh = await buildMesh({ applyRules: false });
   // Pod a only, with DNS capture; the fixture's default proxies have no DNS option.
-  await new SimNetnsRules(mesh.k).apply(netnsId('a'), buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: true, ingressMode: false, virtualInterfaces: [] }));
+  await new SimNetnsRules(mesh.k).apply(
+    netnsId('a'),
+    buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: true, ingressMode: false, virtualInterfaces: [] }),
+  );
   const resolverSaw: string[] = [];
   const resolverSockets = new SimSockets({ kernel: mesh.k, owner: APP, defaultNetns: 'node1', label: 'resolver' });
   const rs: { sock?: UdpSocket } = {};
@@ -83,14 +105,19 @@ async function lab(): Promise<Lab> {
   });
   if (!t.ok) throw new Error(t.message);
   const dnsLog = new MemoryDnsLog();
-  const { proxy } = mesh.newProxy('node1', { dns: { upstream: [RESOLVER], log: dnsLog, names: staticNames({ 'web.default.svc.cluster.local': ['10.96.0.20'] }) } });
+  const { proxy } = mesh.newProxy('node1', {
+    dns: { upstream: [RESOLVER], log: dnsLog, names: staticNames({ 'web.default.svc.cluster.local': ['10.96.0.20'] }) },
+  });
   const a = PODS.find((p) => p.name === 'a')!;
   await proxy.onAdd(podUid('uid-a'), infoOf(a), handleFor('a'));
   return { mesh, dnsLog, resolverSaw };
 }
 
 /** The app in pod a sends one datagram to the resolver address; returns who took it and the reply. */
-async function askUdp(l: Lab, bytes: Uint8Array): Promise<{ taker: SimSocket | undefined; reply: { from: string; msg: Uint8Array } | undefined }> {
+async function askUdp(
+  l: Lab,
+  bytes: Uint8Array,
+): Promise<{ taker: SimSocket | undefined; reply: { from: string; msg: Uint8Array } | undefined }> {
   const k = l.mesh.k;
   const s = k.socket('a', 'udp', 4, APP, 'default/a/app');
   const r = k.sendUdp(s, RESOLVER.address, RESOLVER.port, Buffer.from(bytes).toString('latin1'));
@@ -99,7 +126,9 @@ async function askUdp(l: Lab, bytes: Uint8Array): Promise<{ taker: SimSocket | u
   k.close(s);
   return {
     taker: r.socket,
-    reply: got ? { from: formatSockAddr(got.from), msg: new Uint8Array(Buffer.from(got.payload, 'latin1')) } : undefined,
+    reply: got
+      ? { from: formatSockAddr(got.from), msg: new Uint8Array(Buffer.from(got.payload, 'latin1')) }
+      : undefined,
   };
 }
 
@@ -113,12 +142,16 @@ test('a cluster name is answered by the proxy: the query reaches 15053, not the 
   expect(m.header).toMatchObject({ id: 11, response: true, rcode: RCODE.NOERROR });
   expect(m.answers.map((a) => [...a.data].join('.'))).toEqual(['10.244.1.6']);
   expect(l.resolverSaw).toEqual([]);
-  expect(l.dnsLog.records.map((r) => [r.event, r.question?.name, r.proto])).toEqual([['answered-locally', '10-244-1-6.default.pod.cluster.local', 'udp']]);
+  expect(l.dnsLog.records.map((r) => [r.event, r.question?.name, r.proto])).toEqual([
+    ['answered-locally', '10-244-1-6.default.pod.cluster.local', 'udp'],
+  ]);
 
   // A service name from the configured table, and AAAA for a v4-only name (NODATA, still local).
   const svc = decodeMessage((await askUdp(l, query(12, 'WEB.default.svc.cluster.local'))).reply!.msg);
   expect(svc.answers.map((a) => [...a.data].join('.'))).toEqual(['10.96.0.20']);
-  const v6 = decodeMessage((await askUdp(l, query(13, '10-244-1-6.default.pod.cluster.local', RR_TYPE.AAAA))).reply!.msg);
+  const v6 = decodeMessage(
+    (await askUdp(l, query(13, '10-244-1-6.default.pod.cluster.local', RR_TYPE.AAAA))).reply!.msg,
+  );
   expect([v6.header.rcode, v6.answers.length]).toEqual([RCODE.NOERROR, 0]);
   // A pod IP name in the wrong namespace is not ours: forwarded.
   await askUdp(l, query(14, '10-244-1-6.other.pod.cluster.local'));
@@ -141,7 +174,9 @@ test('DNS over TCP: captured to 15053, answered locally or forwarded over TCP, 2
   const l = await lab();
   const c = await l.mesh.app('a').connectTcp({ family: 4, dst: RESOLVER });
   if (!c.ok) throw new Error(c.message);
-  await c.value.write(Uint8Array.from([...frame(query(31, '10-244-1-6.default.pod.cluster.local')), ...frame(query(32, 'example.org'))]));
+  await c.value.write(
+    Uint8Array.from([...frame(query(31, '10-244-1-6.default.pod.cluster.local')), ...frame(query(32, 'example.org'))]),
+  );
   const r = new FrameReader();
   const got: DnsMessage[] = [];
   while (got.length < 2) {
@@ -150,9 +185,15 @@ test('DNS over TCP: captured to 15053, answered locally or forwarded over TCP, 2
     got.push(...r.push(x.bytes).map(decodeMessage));
   }
   c.value.close();
-  expect(got.map((m) => [m.header.id, m.answers.map((a) => [...a.data].join('.'))])).toEqual([[31, ['10.244.1.6']], [32, ['203.0.113.7']]]);
+  expect(got.map((m) => [m.header.id, m.answers.map((a) => [...a.data].join('.'))])).toEqual([
+    [31, ['10.244.1.6']],
+    [32, ['203.0.113.7']],
+  ]);
   expect(l.resolverSaw).toEqual(['10.244.1.5 tcp example.org']);
-  expect(l.dnsLog.records.map((r) => [r.event, r.proto])).toEqual([['answered-locally', 'tcp'], ['forwarded', 'tcp']]);
+  expect(l.dnsLog.records.map((r) => [r.event, r.proto])).toEqual([
+    ['answered-locally', 'tcp'],
+    ['forwarded', 'tcp'],
+  ]);
 });
 
 test('malformed frames get FORMERR or are dropped, and the listener keeps serving', async () => {
@@ -165,14 +206,21 @@ test('malformed frames get FORMERR or are dropped, and the listener keeps servin
   // A name that points at itself.
   const loop = await askUdp(l, Uint8Array.of(0, 9, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 12, 0, 1, 0, 1));
   expect(decodeMessage(loop.reply!.msg).header).toMatchObject({ id: 9, rcode: RCODE.FORMERR });
-  expect(l.dnsLog.records.map((r) => [r.event, r.rcode])).toEqual([['malformed', undefined], ['malformed', RCODE.FORMERR], ['malformed', RCODE.FORMERR]]);
+  expect(l.dnsLog.records.map((r) => [r.event, r.rcode])).toEqual([
+    ['malformed', undefined],
+    ['malformed', RCODE.FORMERR],
+    ['malformed', RCODE.FORMERR],
+  ]);
   const ok = await askUdp(l, query(5, '10-244-1-6.default.pod.cluster.local'));
   expect(decodeMessage(ok.reply!.msg).header.rcode).toBe(RCODE.NOERROR);
 });
 
 test('a resolver that does not answer yields SERVFAIL after the forward timeout, logged as failed', async () => {
   const mesh = await buildMesh({ applyRules: false });
-  await new SimNetnsRules(mesh.k).apply(netnsId('a'), buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: true, ingressMode: false, virtualInterfaces: [] }));
+  await new SimNetnsRules(mesh.k).apply(
+    netnsId('a'),
+    buildInpodPlan({ profile: 'upstream', ipv6: false, dnsCapture: true, ingressMode: false, virtualInterfaces: [] }),
+  );
   const dnsLog = new MemoryDnsLog();
   const { proxy } = mesh.newProxy('node1', { dns: { upstream: [RESOLVER], log: dnsLog, forwardTimeoutMs: 2000 } });
   await proxy.onAdd(podUid('uid-a'), infoOf(PODS[0]!), handleFor('a'));
@@ -193,9 +241,13 @@ test('the DNS carve-out matches what the proxy DNS listener accepts', async () =
   const { taker } = await askUdp(l, query(51, 'example.com'));
   // Only the fields the outbound carve-out reads (destination, source pod, DNS capture, acceptor).
   const ctx = {
-    to: { kind: 'ip', ip: RESOLVER.address, port: 53 }, opts: {}, from: { kind: 'pod', pod: { namespace: 'default', name: 'a' } },
-    pods: [{ namespace: 'default', name: 'a', ips: ['10.244.1.5'] }], mesh: { dnsCapture: true },
-    result: { acceptedBy: proxyAcceptor(taker!.local!.port) }, quiescent: true,
+    to: { kind: 'ip', ip: RESOLVER.address, port: 53 },
+    opts: {},
+    from: { kind: 'pod', pod: { namespace: 'default', name: 'a' } },
+    pods: [{ namespace: 'default', name: 'a', ips: ['10.244.1.5'] }],
+    mesh: { dnsCapture: true },
+    result: { acceptedBy: proxyAcceptor(taker!.local!.port) },
+    quiescent: true,
   } as unknown as ConnectionContext; // a partial context: the carve-out reads only these fields
   expect(outboundCarveOut(ctx)?.name).toBe('dns-to-proxy-dns-port');
 });

@@ -14,21 +14,47 @@ import { APP, PODS, buildMesh, handleFor, infoOf } from '../../../../sim/proxy-m
 const UPSTREAM = [{ family: 4 as const, address: '10.244.1.1', port: 53 }];
 
 function listenersOn(k: Awaited<ReturnType<typeof buildMesh>>['k'], ns: string, port: number): string[] {
-  return k.netns(ns).sockets.all().filter((s) => s.state !== 'closed' && s.local?.port === port).map((s) => `${s.proto} ${s.label}`).sort();
+  return k
+    .netns(ns)
+    .sockets.all()
+    .filter((s) => s.state !== 'closed' && s.local?.port === port)
+    .map((s) => `${s.proto} ${s.label}`)
+    .sort();
 }
 
 test('Add opens UDP and TCP 15053 on loopback with the proxy mark; Del closes them', async () => {
   const mesh = await buildMesh({ applyRules: false });
   const { proxy } = mesh.newProxy('node1', { dns: { upstream: UPSTREAM } });
   await proxy.onAdd(podUid('uid-a'), infoOf(PODS[0]!), handleFor('a'));
-  const socks = mesh.k.netns('a').sockets.all().filter((s) => s.state !== 'closed' && s.local?.port === 15053);
-  expect(socks.map((s) => [s.proto, s.mark, s.local!.addr.family === 4 ? 'v4' : 'v6']).sort()).toEqual([['tcp', 0x539, 'v4'], ['udp', 0x539, 'v4']]);
+  const socks = mesh.k
+    .netns('a')
+    .sockets.all()
+    .filter((s) => s.state !== 'closed' && s.local?.port === 15053);
+  expect(socks.map((s) => [s.proto, s.mark, s.local!.addr.family === 4 ? 'v4' : 'v6']).sort()).toEqual([
+    ['tcp', 0x539, 'v4'],
+    ['udp', 0x539, 'v4'],
+  ]);
   expect(listenersOn(mesh.k, 'a', 15053)).toEqual(['tcp ztunnel@node1', 'udp ztunnel@node1']);
   await proxy.onDel(podUid('uid-a'));
   expect(listenersOn(mesh.k, 'a', 15053)).toEqual([]);
   // A query now finds no socket on 15053 (fails closed), as before the proxy served DNS.
   const s = mesh.k.socket('a', 'udp', 4, APP, 'default/a/app');
-  const q = encodeMessage({ header: { id: 1, response: false, opcode: 0, authoritative: false, truncated: false, recursionDesired: true, recursionAvailable: false, rcode: 0 }, questions: [{ name: 'x', type: RR_TYPE.A, class: 1 }], answers: [], authority: [], additional: [] });
+  const q = encodeMessage({
+    header: {
+      id: 1,
+      response: false,
+      opcode: 0,
+      authoritative: false,
+      truncated: false,
+      recursionDesired: true,
+      recursionAvailable: false,
+      rcode: 0,
+    },
+    questions: [{ name: 'x', type: RR_TYPE.A, class: 1 }],
+    answers: [],
+    authority: [],
+    additional: [],
+  });
   expect(mesh.k.sendUdp(s, '127.0.0.1', 15053, Buffer.from(q).toString('latin1')).outcome).toBe('no-socket');
 });
 
@@ -38,9 +64,17 @@ test('a DNS port held by someone else fails the Add and leaves no listener of th
   const squatter = mesh.k.socket('a', 'udp', 4, APP, 'squatter');
   mesh.k.bind(squatter, '127.0.0.1', 15053);
   const { proxy } = mesh.newProxy('node1', { dns: { upstream: UPSTREAM } });
-  await expect(proxy.onAdd(podUid('uid-a'), infoOf(PODS[0]!), handleFor('a'))).rejects.toThrow(/cannot open the DNS listener in a: UDP 127\.0\.0\.1:15053: addr-in-use/);
+  await expect(proxy.onAdd(podUid('uid-a'), infoOf(PODS[0]!), handleFor('a'))).rejects.toThrow(
+    /cannot open the DNS listener in a: UDP 127\.0\.0\.1:15053: addr-in-use/,
+  );
   expect(proxy.servedPods()).toEqual([]);
-  const ours = mesh.k.netns('a').sockets.all().filter((s) => s.label === 'ztunnel@node1' && s.state === 'listening' && [15001, 15006, 15008, 15053].includes(s.local!.port));
+  const ours = mesh.k
+    .netns('a')
+    .sockets.all()
+    .filter(
+      (s) =>
+        s.label === 'ztunnel@node1' && s.state === 'listening' && [15001, 15006, 15008, 15053].includes(s.local!.port),
+    );
   // Only the fixture's first proxy (no DNS option) still has its listeners; none of the new one's remain.
   expect(ours.length).toBe(3);
 });
@@ -49,8 +83,17 @@ test('the DNS option on a Sockets adapter without UDP is refused at construction
   const mesh = await buildMesh({ applyRules: false });
   const full = mesh.app('a');
   const tcpOnly: Sockets = { listenTcp: full.listenTcp.bind(full), connectTcp: full.connectTcp.bind(full) };
-  expect(() => new NodeProxy({
-    // The constructor fails before HBONE is used, so no transport is needed.
-    sockets: tcpOnly, hbone: {} as never, authorizer: mesh.authz, workloads: mesh.workloads, clock: mesh.clock, log: mesh.log, dns: { upstream: UPSTREAM },
-  })).toThrow(/DNS option needs UDP/);
+  expect(
+    () =>
+      new NodeProxy({
+        // The constructor fails before HBONE is used, so no transport is needed.
+        sockets: tcpOnly,
+        hbone: {} as never,
+        authorizer: mesh.authz,
+        workloads: mesh.workloads,
+        clock: mesh.clock,
+        log: mesh.log,
+        dns: { upstream: UPSTREAM },
+      }),
+  ).toThrow(/DNS option needs UDP/);
 });

@@ -27,11 +27,38 @@ test('the DNS log writes one versioned JSON line per request with the clock time
   const lines: string[] = [];
   const mem = new MemoryDnsLog();
   const counters = new DnsCounters(new JsonLinesDnsLog(clock, (l) => lines.push(l)));
-  const both = { record: (r: Parameters<MemoryDnsLog['record']>[0]): void => { counters.record(r); mem.record(r); } };
-  both.record({ event: 'forwarded', pod: 'default/a', proto: 'udp', client: '10.244.1.5:40000', question: { name: 'example.com', type: 'A' }, upstream: '10.96.0.10:53', rcode: 0 });
+  const both = {
+    record: (r: Parameters<MemoryDnsLog['record']>[0]): void => {
+      counters.record(r);
+      mem.record(r);
+    },
+  };
+  both.record({
+    event: 'forwarded',
+    pod: 'default/a',
+    proto: 'udp',
+    client: '10.244.1.5:40000',
+    question: { name: 'example.com', type: 'A' },
+    upstream: '10.96.0.10:53',
+    rcode: 0,
+  });
   both.record({ event: 'malformed', pod: 'default/a', proto: 'tcp', client: '10.244.1.5:40001', reason: 'x' });
   expect(lines.every((l) => l.endsWith('\n'))).toBe(true);
-  expect(JSON.parse(lines[0]!)).toEqual({ v: 1, time: 1234, kind: 'dns', event: 'forwarded', pod: 'default/a', proto: 'udp', client: '10.244.1.5:40000', question: { name: 'example.com', type: 'A' }, upstream: '10.96.0.10:53', rcode: 0 });
-  expect([...counters.byEvent]).toEqual([['forwarded', 1], ['malformed', 1]]);
+  expect(JSON.parse(lines[0]!)).toEqual({
+    v: 1,
+    time: 1234,
+    kind: 'dns',
+    event: 'forwarded',
+    pod: 'default/a',
+    proto: 'udp',
+    client: '10.244.1.5:40000',
+    question: { name: 'example.com', type: 'A' },
+    upstream: '10.96.0.10:53',
+    rcode: 0,
+  });
+  expect([...counters.byEvent]).toEqual([
+    ['forwarded', 1],
+    ['malformed', 1],
+  ]);
   expect(mem.records.length).toBe(2);
 });

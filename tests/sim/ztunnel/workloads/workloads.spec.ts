@@ -27,10 +27,23 @@ async function world() {
   return { clock, api, index, watcher, run };
 }
 
-function pod(name: string, opts: { ns?: string; ip?: string; sa?: string; enrolled?: string; hostNetwork?: boolean; node?: string; labels?: Record<string, string> } = {}): Pod {
+function pod(
+  name: string,
+  opts: {
+    ns?: string;
+    ip?: string;
+    sa?: string;
+    enrolled?: string;
+    hostNetwork?: boolean;
+    node?: string;
+    labels?: Record<string, string>;
+  } = {},
+): Pod {
   return {
     metadata: {
-      name, namespace: opts.ns ?? 'app', labels: opts.labels ?? { app: name },
+      name,
+      namespace: opts.ns ?? 'app',
+      labels: opts.labels ?? { app: name },
       ...(opts.enrolled ? { annotations: { 'ambient.istio.io/redirection': opts.enrolled } } : {}),
     },
     spec: {
@@ -44,7 +57,13 @@ function pod(name: string, opts: { ns?: string; ip?: string; sa?: string; enroll
 
 /** Sets status like the kubelet does: phase and IPs through the status subresource. */
 function setStatus(api: ApiStore, name: string, status: { phase: string; ip?: string }, ns = 'app'): void {
-  api.patch('Pod', name, ns, { status: { phase: status.phase, ...(status.ip ? { podIP: status.ip, podIPs: [{ ip: status.ip }] } : {}) } }, 'status');
+  api.patch(
+    'Pod',
+    name,
+    ns,
+    { status: { phase: status.phase, ...(status.ip ? { podIP: status.ip, podIPs: [{ ip: status.ip }] } : {}) } },
+    'status',
+  );
 }
 
 test('a running pod becomes a workload with identity, labels, node and IPs', async () => {
@@ -56,8 +75,15 @@ test('a running pod becomes a workload with identity, labels, node and IPs', asy
   expect(w.index.synced).toBe(true);
   const wl = w.index.byIp('10.244.1.10');
   expect(wl).toMatchObject({
-    uid: created.metadata!.uid, name: 'server', namespace: 'app', serviceAccount: 'server-sa', labels: { app: 'server' },
-    node: 'node-1', ips: ['10.244.1.10'], enrolled: false, hostNetwork: false,
+    uid: created.metadata!.uid,
+    name: 'server',
+    namespace: 'app',
+    serviceAccount: 'server-sa',
+    labels: { app: 'server' },
+    node: 'node-1',
+    ips: ['10.244.1.10'],
+    enrolled: false,
+    hostNetwork: false,
     identity: { trustDomain: 'cluster.local', namespace: 'app', serviceAccount: 'server-sa' },
     spiffe: 'spiffe://cluster.local/ns/app/sa/server-sa',
   });
@@ -82,7 +108,9 @@ test('not synced before the first list; lookups follow adds, IP assignment and d
   w.watcher.start();
   await w.run();
   let changes = 0;
-  w.index.onChange(() => { changes++; });
+  w.index.onChange(() => {
+    changes++;
+  });
   w.api.create('Pod', pod('a'));
   await w.run();
   expect(w.index.all().map((x) => x.name)).toEqual(['a']);
