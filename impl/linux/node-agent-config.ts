@@ -113,10 +113,19 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
       `${C}: --force-iptables-binary must be one of ${IPTABLES_BACKEND_CHOICES.join(', ')} (or unset to detect), got ${JSON.stringify(force)}`,
     );
   }
+  const profile = f.oneOf('profile', ['upstream', 'strict'] as const, 'upstream');
+  // Strict exempts from capture only marked packets from the proxy uid's sockets; at uid 0 every
+  // root app would share that exemption, so strict will not run with it.
+  if (profile === 'strict' && proxyUid === 0) {
+    throw new ConfigError(
+      `${C}: --profile strict with --proxy-uid 0 (the default): strict lets only the proxy uid's marked packets skip capture, so every root app would skip it too; ` +
+        'run the proxy as its own uid (the proxy DaemonSet runs as 1337) and set --proxy-uid (AMBIENT_LAB_PROXY_UID) to it',
+    );
+  }
   const allowed = f.list('allowed-proxy-uids', [String(proxyUid)]);
   const config: NodeAgentConfig = {
     nodeName,
-    profile: f.oneOf('profile', ['upstream', 'strict'] as const, 'upstream'),
+    profile,
     ipv6: f.bool('ipv6', true),
     dnsCapture: f.bool('dns-capture', true),
     enrollment: enrollmentConfigOf(enrollmentSettingsFromFlags(f, C)),

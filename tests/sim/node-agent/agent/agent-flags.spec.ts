@@ -92,6 +92,29 @@ test('the agent process exits 2 on a bad flag value, naming the flag, before tou
   expect(r2.stderr).toContain('--host-probe-snat-ip');
 });
 
+test('strict will not run with the proxy at uid 0 (every root app would share its exemption): a usage error, exit 2', () => {
+  expect(configError(['--profile', 'strict'])).toMatch(
+    /--profile strict with --proxy-uid 0 .* every root app would skip it too/,
+  );
+  expect(configError(['--profile', 'strict', '--proxy-uid', '0'])).toMatch(/--proxy-uid 0/);
+  expect(configError([], { AMBIENT_LAB_PROFILE: 'strict' })).toMatch(/--proxy-uid 0/);
+  expect(settings('--profile', 'strict', '--proxy-uid', '1337').config).toMatchObject({
+    profile: 'strict',
+    proxyUid: 1337,
+  });
+  expect(settings().config).toMatchObject({ profile: 'upstream', proxyUid: 0 }); // upstream has no such exemption by uid
+  const r = spawnSync(
+    process.execPath,
+    [path.join(REPO, 'bin', 'ambient-lab-agent.js'), '--node', 'n1', '--profile', 'strict'],
+    {
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
+  expect(r.status, r.stderr).toBe(2);
+  expect(r.stderr).toContain('--proxy-uid');
+});
+
 test('set SNAT addresses reach both sides: the host rule SNATs to them and the in-pod probe carve-out accepts exactly them', async () => {
   const w = new AgentWorld('upstream', { ipv6: true, probeSnat: { ipv4: cidr('169.254.9.9'), ipv6: cidr('fd16::9') } });
   await w.namespace('shop', { 'istio.io/dataplane-mode': 'ambient' });
