@@ -59,6 +59,15 @@ export class PodDnsServer {
         const u = await bindUdp(base, (d) => {
           if (bound.sock) void this.onDatagram(bound.sock, d.from, d.bytes);
         });
+        // A pod whose loopback has IPv6 turned off (net.ipv6.conf.lo.disable_ipv6) has no ::1:
+        // upstream ztunnel checks that per pod and serves DNS on IPv4 only there (nothing can be
+        // redirected to ::1 in such a pod), rather than refusing the pod.
+        if (!u.ok && family === 6 && u.kind === 'addr-not-available') {
+          this.ctx.log.info('IPv6 is off on the pod loopback; DNS is served on IPv4 only', {
+            pod: `${this.ctx.info.namespace}/${this.ctx.info.name}`,
+          });
+          continue;
+        }
         if (!u.ok) throw new Error(`UDP ${loopback(family)}:${DNS_PORT}: ${u.kind} ${u.errno} (${u.message})`);
         bound.sock = u.value;
         this.udp.push(u.value);

@@ -72,6 +72,46 @@ test('IPv6 capture on (v4-only pods), a sandbox with IPv6 disabled on lo: enroll
   }
 });
 
+test('DNS capture on, a sandbox with IPv6 disabled on lo: enrolled, the proxy serves its DNS on 127.0.0.1 only, as upstream ztunnel does', async () => {
+  const lab = await NetnsLab.create({
+    nodes: 1,
+    profile: 'upstream',
+    ipv6: false,
+    captureIpv6: true,
+    dnsCapture: true,
+    stateRoot: '/run/ambient-lab/worlds',
+  });
+  const w = new NetnsWorld(lab, {
+    nodes: 1,
+    profile: 'upstream',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: true,
+    seed: 1,
+  });
+  try {
+    await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
+    const p = await w.lab.createPod({
+      namespace: 'mesh',
+      name: 'a',
+      node: 'node-0',
+      ...app,
+      sysctls: { 'net.ipv6.conf.lo.disable_ipv6': '1' },
+    });
+    expect(p.error).toBeUndefined(); // before: the proxy refused the pod (EADDRNOTAVAIL binding ::1:15053)
+    await w.settle();
+    for (const o of await w.pods())
+      expect(o, o.name).toMatchObject({ started: true, annotation: 'enabled', redirected: true });
+    const a = netnsOf(w, 'mesh/a');
+    const listening = await execIn(a, ['ss', '-Hlnu', 'sport', '=', ':15053']);
+    expect(listening).toContain('127.0.0.1:15053');
+    expect(listening).not.toContain('[::1]:15053');
+    expect((await execIn(a, ['cat', '/proc/sys/net/ipv6/conf/lo/disable_ipv6'])).trim()).toBe('1');
+  } finally {
+    await w.close();
+  }
+});
+
 test('agent restart with DNS capture turned off: the running pod loses the raw chains and DNS redirects, as a new pod has none', async () => {
   const w = (await netnsWorldFactory.create({
     nodes: 1,

@@ -58,6 +58,24 @@ test('Add opens UDP and TCP 15053 on loopback with the proxy mark; Del closes th
   expect(mesh.k.sendUdp(s, '127.0.0.1', 15053, Buffer.from(q).toString('latin1')).outcome).toBe('no-socket');
 });
 
+test('a pod whose loopback has IPv6 turned off gets DNS on 127.0.0.1 only (as upstream ztunnel checks per pod), not a refused Add', async () => {
+  const mesh = await buildMesh({ applyRules: false });
+  const { proxy } = mesh.newProxy('node1', { dns: { upstream: UPSTREAM }, families: [4, 6] });
+  const dnsFamilies = (ns: string): string[] =>
+    mesh.k
+      .netns(ns)
+      .sockets.all()
+      .filter((s) => s.state !== 'closed' && s.local?.port === 15053 && s.label === 'ztunnel@node1')
+      .map((s) => `${s.proto}/${s.local!.addr.family}`)
+      .sort();
+  await proxy.onAdd(podUid('uid-b'), infoOf(PODS[1]!), handleFor('b'));
+  expect(dnsFamilies('b')).toEqual(['tcp/4', 'tcp/6', 'udp/4', 'udp/6']);
+  mesh.k.setIpv6Disabled('a', 'lo', true);
+  await proxy.onAdd(podUid('uid-a'), infoOf(PODS[0]!), handleFor('a'));
+  expect(proxy.servedPods()).toContain(podUid('uid-a'));
+  expect(dnsFamilies('a')).toEqual(['tcp/4', 'udp/4']);
+});
+
 test('a DNS port held by someone else fails the Add and leaves no listener of the pod open', async () => {
   const mesh = await buildMesh({ applyRules: false });
   // Another process (no SO_REUSEPORT) holds UDP 127.0.0.1:15053 in pod a.
