@@ -5,6 +5,7 @@
  */
 import { isIP } from 'node:net';
 import type { SocketAddress } from '../host/sockets.js';
+import { ConfigError } from './component-main.js';
 
 export function parseDnsUpstream(entries: readonly string[]): SocketAddress[] {
   return entries.map((raw) => {
@@ -25,13 +26,13 @@ export function parseDnsUpstream(entries: readonly string[]): SocketAddress[] {
     const family = isIP(host);
     // brackets belong to IPv6 only (RFC 3986 host syntax)
     if ((family !== 4 && family !== 6) || (v6 !== null && family !== 6)) {
-      throw new Error(
+      throw new ConfigError(
         `--dns-upstream: ${JSON.stringify(raw)} is not an IP address with an optional port (e.g. 10.96.0.10:53 or [fd00:10:96::a]:53)`,
       );
     }
     const port = portText === undefined ? 53 : Number(portText);
     if (!Number.isInteger(port) || port < 1 || port > 65535)
-      throw new Error(`--dns-upstream: port in ${JSON.stringify(raw)} must be 1..65535`);
+      throw new ConfigError(`--dns-upstream: port in ${JSON.stringify(raw)} must be 1..65535`);
     return { family, address: host, port };
   });
 }

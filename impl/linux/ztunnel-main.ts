@@ -33,7 +33,7 @@ import { WorkloadIndex } from '../ztunnel/workloads.js';
 import { WorkloadWatcher } from '../ztunnel/workloads-watch.js';
 import { Ztunnel } from '../ztunnel/ztunnel.js';
 import { SystemClock } from './clock.js';
-import { ComponentFlags, runComponent } from './component-main.js';
+import { ComponentFlags, ConfigError, runComponent } from './component-main.js';
 import { parseDnsUpstream, resolvConfNameservers } from './dns-upstream.js';
 import { HBONE_KINDS, hboneTransport, resolveHbone } from './hbone-choice.js';
 import { serveHealth, type HealthSource } from './health-http.js';
@@ -68,7 +68,7 @@ runComponent('ambient-lab-proxy', async () => {
   const dnsLogPath = f.optional('dns-log');
   f.assertAllUsed();
   if ((caCert === undefined) !== (caKey === undefined))
-    throw new Error(
+    throw new ConfigError(
       '--ca-cert and --ca-key go together: give both (a shared mesh root) or neither (a root of this process only)',
     );
 

@@ -1,5 +1,7 @@
-/** The proxy's --dns-upstream flag: strict parsing, so a typo stops start-up instead of breaking pod DNS. */
+/** The proxy's --dns-upstream flag: strict parsing, so a typo stops start-up (exit 2) instead of breaking pod DNS. */
 import { test, expect } from '@playwright/test';
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
 import { parseDnsUpstream } from '../../../../impl/linux/dns-upstream.js';
 
 test('IPv4 and bracketed IPv6 entries, port default 53', () => {
@@ -19,4 +21,19 @@ test('names, bad ports and junk are refused with the entry named', () => {
   expect(() => parseDnsUpstream(['10.96.0.300'])).toThrow(/not an IP address/);
   expect(() => parseDnsUpstream(['[10.96.0.10]:53'])).toThrow(/not an IP address/);
   expect(parseDnsUpstream([])).toEqual([]);
+});
+
+test('the proxy process exits 2 (a usage error) on a bad --dns-upstream or a CA certificate without its key, naming the flag', () => {
+  const proxy = path.resolve(import.meta.dirname, '..', '..', '..', '..', 'bin', 'ambient-lab-proxy.js');
+  const run = (...args: string[]) =>
+    spawnSync(process.execPath, [proxy, '--node', 'n1', '--kubeconfig', '/nonexistent', ...args], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+  const bad = run('--dns-upstream', 'kube-dns.kube-system');
+  expect(bad.status, bad.stderr).toBe(2);
+  expect(bad.stderr).toContain('--dns-upstream: "kube-dns.kube-system" is not an IP address');
+  const half = run('--ca-cert', '/tmp/x.pem');
+  expect(half.status, half.stderr).toBe(2);
+  expect(half.stderr).toContain('--ca-cert and --ca-key go together');
 });
