@@ -26,15 +26,22 @@ function netnsOf(w: NetnsWorld, key: string): string {
   return ns;
 }
 
-test('IPv6 capture on (v4-only pods), a sandbox with IPv6 disabled on lo: enrolled, v6 rules and fwmark rule, no v6 local route', async () => {
-  // v4-only pods: with a v6 pod address the bridge plugin's IPAM step turns IPv6 on lo back on.
-  // IPv6 capture on a v4 cluster is upstream's default, and nodes may disable IPv6 in new namespaces.
+/**
+ * A one-node upstream lab with IPv6 capture on v4-only pods, and pod mesh/a made with IPv6
+ * disabled on its loopback; `fn` runs once a is enrolled. v4-only pods: with a v6 pod address the
+ * bridge plugin's IPAM step turns IPv6 on lo back on. IPv6 capture on a v4 cluster is upstream's
+ * default, and nodes may disable IPv6 in new namespaces.
+ */
+async function withV6OffLoopbackPod(
+  dnsCapture: boolean,
+  fn: (w: NetnsWorld, a: string) => Promise<void>,
+): Promise<void> {
   const lab = await NetnsLab.create({
     nodes: 1,
     profile: 'upstream',
     ipv6: false,
     captureIpv6: true,
-    dnsCapture: false,
+    dnsCapture,
     stateRoot: '/run/ambient-lab/worlds',
   });
   const w = new NetnsWorld(lab, {
@@ -42,7 +49,7 @@ test('IPv6 capture on (v4-only pods), a sandbox with IPv6 disabled on lo: enroll
     profile: 'upstream',
     kernelVersion: '6.1',
     ipv6: false,
-    dnsCapture: false,
+    dnsCapture,
     seed: 1,
   });
   try {
@@ -61,55 +68,31 @@ test('IPv6 capture on (v4-only pods), a sandbox with IPv6 disabled on lo: enroll
       expect(o, o.name).toMatchObject({ started: true, annotation: 'enabled', redirected: true });
     const a = netnsOf(w, 'mesh/a');
     expect((await execIn(a, ['cat', '/proc/sys/net/ipv6/conf/lo/disable_ipv6'])).trim()).toBe('1');
+    await fn(w, a);
+  } finally {
+    await w.close();
+  }
+}
+
+test('IPv6 capture on (v4-only pods), a sandbox with IPv6 disabled on lo: enrolled, v6 rules and fwmark rule, no v6 local route', async () => {
+  await withV6OffLoopbackPod(false, async (w, a) => {
     expect(await execIn(a, ['ip6tables-save', '-t', 'nat'])).toContain(
       '-A ISTIO_OUTPUT ! -d ::1/128 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001',
     );
     expect(await ipIn(a, ['-6', 'rule', 'show'])).toContain('fwmark 0x111/0xfff lookup 100');
     expect(await ipIn(a, ['-6', 'route', 'show', 'table', '100'])).toBe('');
     expect(await ipIn(netnsOf(w, 'mesh/b'), ['-6', 'route', 'show', 'table', '100'])).toContain('local default dev lo');
-  } finally {
-    await w.close();
-  }
+  });
 });
 
-test('DNS capture on, a sandbox with IPv6 disabled on lo: enrolled, the proxy serves its DNS on 127.0.0.1 only, as upstream ztunnel does', async () => {
-  const lab = await NetnsLab.create({
-    nodes: 1,
-    profile: 'upstream',
-    ipv6: false,
-    captureIpv6: true,
-    dnsCapture: true,
-    stateRoot: '/run/ambient-lab/worlds',
-  });
-  const w = new NetnsWorld(lab, {
-    nodes: 1,
-    profile: 'upstream',
-    kernelVersion: '6.1',
-    ipv6: false,
-    dnsCapture: true,
-    seed: 1,
-  });
-  try {
-    await w.createNamespace('mesh', { 'istio.io/dataplane-mode': 'ambient' });
-    const p = await w.lab.createPod({
-      namespace: 'mesh',
-      name: 'a',
-      node: 'node-0',
-      ...app,
-      sysctls: { 'net.ipv6.conf.lo.disable_ipv6': '1' },
-    });
-    expect(p.error).toBeUndefined(); // before: the proxy refused the pod (EADDRNOTAVAIL binding ::1:15053)
-    await w.settle();
-    for (const o of await w.pods())
-      expect(o, o.name).toMatchObject({ started: true, annotation: 'enabled', redirected: true });
-    const a = netnsOf(w, 'mesh/a');
+test('DNS capture on, a sandbox with IPv6 disabled on lo: enrolled (the proxy once refused it, EADDRNOTAVAIL on ::1:15053), its DNS served on 127.0.0.1 only, as upstream ztunnel does', async () => {
+  await withV6OffLoopbackPod(true, async (w, a) => {
     const listening = await execIn(a, ['ss', '-Hlnu', 'sport', '=', ':15053']);
     expect(listening).toContain('127.0.0.1:15053');
     expect(listening).not.toContain('[::1]:15053');
-    expect((await execIn(a, ['cat', '/proc/sys/net/ipv6/conf/lo/disable_ipv6'])).trim()).toBe('1');
-  } finally {
-    await w.close();
-  }
+    // A pod with IPv6 on its loopback gets both.
+    expect(await execIn(netnsOf(w, 'mesh/b'), ['ss', '-Hlnu', 'sport', '=', ':15053'])).toContain('[::1]:15053');
+  });
 });
 
 test('agent restart with DNS capture turned off: the running pod loses the raw chains and DNS redirects, as a new pod has none', async () => {
