@@ -103,6 +103,8 @@ export interface LabState {
   readonly captureIpv6?: boolean;
   /** The manifests the components' launch comes from; absent: this repository's (fixtures/manifests). */
   readonly manifests?: string;
+  /** The proxies run their DNS listener (15053); absent: off, as in the sim world. */
+  readonly proxyDns?: boolean;
   readonly nodes: readonly {
     readonly name: string;
     readonly netns: string;
@@ -288,6 +290,8 @@ interface LabOptions {
   readonly stateRoot?: string;
   /** Deployment manifests to launch the components from (default: this repository's, fixtures/manifests). */
   readonly manifests?: string;
+  /** Run the proxies' DNS listener (default false: captured DNS fails closed, as in the sim world). */
+  readonly proxyDns?: boolean;
   /** Lab name (default: the run prefix without its trailing dash). */
   readonly name?: string;
   readonly prefix?: string;
@@ -360,6 +364,7 @@ export class NetnsLab {
         dnsCapture: opts.dnsCapture ?? false,
         ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
         ...(opts.manifests !== undefined ? { manifests: path.resolve(opts.manifests) } : {}),
+        ...(opts.proxyDns !== undefined ? { proxyDns: opts.proxyDns } : {}),
         nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
         fabric: cluster.fabric.netns,
         outside: cluster.outside.netns,
@@ -507,9 +512,12 @@ export class NetnsLab {
         path.join(this.state.runDir, 'mesh-ca.pem'),
         '--ca-key',
         path.join(this.state.runDir, 'mesh-ca.key'),
-        // The proxy serves DNS exactly when the agent captures it, as the manifests pair them; a
-        // lab without DNS capture turns the manifests' listener off (an empty list).
-        ...(this.state.dnsCapture === true ? [] : ['--dns-upstream=']),
+        // The one deviation from the manifests (which serve DNS, forwarding to the node's
+        // resolv.conf): the lab's proxies run no DNS listener unless asked, as the sim world's,
+        // so the worlds agree on captured DNS (it fails closed) and nothing depends on this
+        // machine's resolvers. Asked, the listener forwards to a lab address where nothing
+        // answers (the fabric gateway's port 53).
+        this.state.proxyDns === true ? `--dns-upstream=${FABRIC_GATEWAY.ipv4}:53` : '--dns-upstream=',
       ],
       spawn,
       env: { ...launch.env },

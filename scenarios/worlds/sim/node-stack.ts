@@ -205,11 +205,12 @@ export class NodeStack {
       zdsTransport: s.zds.endpoint({ pid: 200 + 1000 * n + this.node.index, uid: PROXY_UID, gid: PROXY_UID }),
       zdsAddress: zdsAddress(this.node.name),
       random: s.random,
-      // No DNS listener (15053) yet, as in the netns and kind worlds: their proxies run without
-      // --dns-upstream, and the worlds must agree (tests/netns/world/sim-parity.spec.ts). With DNS
-      // capture on, app DNS then fails closed. To turn it on, pass
-      // `dns: { upstream: CLUSTER_DNS_UPSTREAM }` here and the same flag in the other worlds, and
-      // teach their attribution to read the proxy's DNS log.
+      // No DNS listener (15053) yet, as in the netns world, whose lab turns the manifests'
+      // listener off (e2e/netns/world-lab.ts, `proxyDns`), so the two agree
+      // (tests/netns/world/sim-parity.spec.ts): with DNS capture on, app DNS fails closed. The kind
+      // world deploys the manifests as they are, listener included. To turn it on everywhere,
+      // pass `dns: { upstream: [...] }` here and `proxyDns` in the lab, and teach the worlds'
+      // attribution to read the proxy's DNS log.
     });
     workloads.start();
     policies.start();

@@ -42,6 +42,7 @@ async function withV6OffLoopbackPod(
     ipv6: false,
     captureIpv6: true,
     dnsCapture,
+    proxyDns: dnsCapture,
     stateRoot: '/run/ambient-lab/worlds',
   });
   const w = new NetnsWorld(lab, {
