@@ -23,7 +23,7 @@ export interface ExportFinding {
 
 /**
  * Exports reached by name at run time rather than by an import, as `file#name` → who loads it.
- * An entry that no longer names an export is reported, so the list cannot go stale.
+ * An entry that names no export of the project is reported, so the list cannot go stale.
  */
 const RUNTIME_EXPORTS: Readonly<Record<string, string>> = {
   'e2e/netns/world.ts#createNetnsWorldFactory':
@@ -35,6 +35,7 @@ const RUNTIME_EXPORTS: Readonly<Record<string, string>> = {
 export function checkExports(
   root: string,
   configFile = path.join(root, 'tsconfig.json'),
+  runtimeExports: Readonly<Record<string, string>> = RUNTIME_EXPORTS,
 ): { findings: ExportFinding[]; stale: string[] } {
   const program = loadProgram(configFile);
   const checker = program.getTypeChecker();
@@ -73,19 +74,17 @@ export function checkExports(
   }
 
   const findings: ExportFinding[] = [];
-  const runtimeSeen = new Set<string>();
+  /** Every export of the project as `file#name`: a runtime entry naming none of them is stale. */
+  const exported = new Set<string>();
   for (const sf of files) {
     const mod = checker.getSymbolAtLocation(sf);
-    if (mod === undefined || wholeModules.has(mod)) continue;
+    if (mod === undefined) continue;
     const rel = path.relative(root, sf.fileName).split(path.sep).join('/');
-    if (/\.spec\.ts$/.test(rel) || rel === 'playwright.config.ts') continue; // entry points of the test runner
-    for (const sym of checker.getExportsOfModule(mod)) {
-      if (used.has(sym)) continue;
-      const key = `${rel}#${sym.name}`;
-      if (RUNTIME_EXPORTS[key] !== undefined) {
-        runtimeSeen.add(key);
-        continue;
-      }
+    const exports = checker.getExportsOfModule(mod);
+    for (const sym of exports) exported.add(`${rel}#${sym.name}`);
+    if (wholeModules.has(mod) || /\.spec\.ts$/.test(rel) || rel === 'playwright.config.ts') continue; // wholly reached, or a test runner entry
+    for (const sym of exports) {
+      if (used.has(sym) || runtimeExports[`${rel}#${sym.name}`] !== undefined) continue;
       const decl = sym.declarations?.find((d) => d.getSourceFile() === sf);
       if (decl === undefined || sym.flags & ts.SymbolFlags.Alias) continue; // re-exports are judged at their source
       const local = usedInOwnFile(sf, sym, checker);
@@ -99,23 +98,8 @@ export function checkExports(
       });
     }
   }
-  const stale = Object.keys(RUNTIME_EXPORTS).filter(
-    (k) => !runtimeSeen.has(k) && !isUsedElsewhere(k, files, checker, used),
-  );
+  const stale = Object.keys(runtimeExports).filter((k) => !exported.has(k));
   return { findings, stale };
-}
-
-/** A RUNTIME_EXPORTS entry that an import already covers is not stale, only unneeded there. */
-function isUsedElsewhere(
-  key: string,
-  files: readonly ts.SourceFile[],
-  checker: ts.TypeChecker,
-  used: Set<ts.Symbol>,
-): boolean {
-  const [file, name] = key.split('#');
-  const sf = files.find((f) => f.fileName.endsWith(`/${file}`));
-  const mod = sf && checker.getSymbolAtLocation(sf);
-  return mod !== undefined && checker.getExportsOfModule(mod).some((s) => s.name === name && used.has(s));
 }
 
 /** The `export` modifier of a declaration that declares only this one name (not `export const a, b`). */

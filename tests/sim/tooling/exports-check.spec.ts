@@ -78,6 +78,17 @@ test('a planted project: local and dead exports are found; imports, namespaces, 
   });
 });
 
+test('an export loaded by name at run time is not a finding; a runtime entry naming no export is stale', () => {
+  withProject(planted, (root) => {
+    const { findings, stale } = checkExports(root, undefined, {
+      'src/a.ts#dead': 'loaded by name in this test',
+      'src/a.ts#gone': 'names nothing',
+    });
+    expect(findings.map((f) => f.name)).not.toContain('dead');
+    expect(stale).toEqual(['src/a.ts#gone']);
+  });
+});
+
 test('--fix drops `export` from own-file exports only, and the command exits 1 while dead exports remain', () => {
   withProject(planted, (root) => {
     let code = 0;
