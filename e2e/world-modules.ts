@@ -8,6 +8,10 @@ import type { CheckWorldName, WorldChoice, WorldModule } from '../scenarios/mode
 
 export const WORLD_MODULES: Readonly<Record<Exclude<CheckWorldName, 'sim'>, WorldModule>> = {
   netns: { url: new URL('./netns/world.js', import.meta.url).href, export: 'createNetnsWorldFactory' },
+  containers: {
+    url: new URL('./containers/world.js', import.meta.url).href,
+    export: 'createContainersWorldFactory',
+  },
   kind: { url: new URL('./kind/shared-cluster.js', import.meta.url).href, export: 'createSharedKindCluster' },
 };
 

@@ -11,7 +11,7 @@
  */
 import type { Profile } from '../impl/api/profile.js';
 
-export type WorldKind = 'sim' | 'netns' | 'kind';
+export type WorldKind = 'sim' | 'netns' | 'containers' | 'kind';
 /** The rule profile names (impl/api/profile.ts), re-exported for code written against the World. */
 export type { Profile };
 /** Capabilities the threat models grant an app (everything else is dropped). */

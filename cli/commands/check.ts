@@ -151,7 +151,7 @@ interface CheckReplayPlan {
   readonly kind: 'replay';
   readonly file: string;
   readonly counterexample: CounterexampleFile;
-  readonly world?: 'sim' | 'netns';
+  readonly world?: 'sim' | 'netns' | 'containers';
   readonly mutant?: string;
   readonly json: boolean;
 }
@@ -203,7 +203,7 @@ export async function planCheck(
     const ignored = RUN_ONLY_OPTIONS.filter(([k]) => given(k)).map(([, flag]) => flag);
     if (ignored.length > 0) {
       throw new UsageError(
-        `--replay ${opts.replay} with ${ignored.join(', ')}: a replay takes its cell, seed and settings from the file; accepted with --replay: --world sim|netns, --mutant, --json`,
+        `--replay ${opts.replay} with ${ignored.join(', ')}: a replay takes its cell, seed and settings from the file; accepted with --replay: --world sim|netns|containers, --mutant, --json`,
       );
     }
     if (world === 'kind')

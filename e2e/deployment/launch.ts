@@ -28,10 +28,36 @@ interface ContainerLaunch {
   readonly program: string;
   /** Literal env values and resolved field references (metadata.namespace, spec.nodeName). */
   readonly env: Readonly<Record<string, string>>;
+  /** The command's first element (`node`, or the image's `/app/node-netcaps`): a container world runs it as written. */
+  readonly binary: string;
+  /** Command elements after the program (e.g. the installer's `install`). */
+  readonly programArgs: readonly string[];
+  /** What a container runtime applies besides the process's credentials (a container world follows these). */
+  readonly pod: {
+    readonly hostNetwork: boolean;
+    readonly hostPID: boolean;
+    readonly serviceAccount: string;
+    /** The DaemonSet's namespace (the service account's; what a pod's mounted `namespace` file says). */
+    readonly namespace: string;
+  };
+  /** securityContext.allowPrivilegeEscalation: false is no_new_privs (it blocks file capabilities). */
+  readonly allowPrivilegeEscalation: boolean;
+  readonly readOnlyRootFilesystem: boolean;
+  /** The container's hostPath volume mounts (other volume kinds are an error: a launch cannot follow them). */
+  readonly hostPathMounts: readonly HostPathMount[];
+}
+
+interface HostPathMount {
+  readonly hostPath: string;
+  readonly mountPath: string;
+  /** mountPropagation: HostToContainer is rslave; absent/None is private. */
+  readonly propagation: 'None' | 'HostToContainer';
 }
 
 interface DeploymentLaunch {
   readonly agent: ContainerLaunch;
+  /** The agent DaemonSet's CNI installer container (it installs and chains the plugin on the node). */
+  readonly installCni: ContainerLaunch;
   readonly proxy: ContainerLaunch;
 }
 
@@ -76,7 +102,11 @@ export function deploymentLaunch(dir: string, fields: FieldValues): DeploymentLa
       );
     return containerLaunch(found.file, found.ds, container, fields);
   };
-  return { agent: take('ambient-lab-agent', 'agent'), proxy: take('ambient-lab-proxy', 'proxy') };
+  return {
+    agent: take('ambient-lab-agent', 'agent'),
+    installCni: take('ambient-lab-agent', 'install-cni'),
+    proxy: take('ambient-lab-proxy', 'proxy'),
+  };
 }
 
 function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValues): ContainerLaunch {
@@ -121,10 +151,16 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
   if (!Array.isArray(command) || command.length < 2 || !command.every((x: unknown) => typeof x === 'string'))
     return fail('command must be [node, flags..., /app/<program>]');
   const argv = command as string[];
-  const program = argv[argv.length - 1]!;
-  if (!program.startsWith(IMAGE_APP_DIR))
-    return fail(`the program ${JSON.stringify(program)} is not under ${IMAGE_APP_DIR}`);
-  const nodeFlags = argv.slice(1, -1);
+  // [binary, node flags..., /app/<program>, program args...]: the program is the first element
+  // after the binary under the image's /app (the binary itself may be there: /app/node-netcaps).
+  const programAt = argv.findIndex((x, i) => i > 0 && x.startsWith(IMAGE_APP_DIR));
+  if (programAt < 0) return fail(`no program under ${IMAGE_APP_DIR} after the binary in ${JSON.stringify(argv)}`);
+  const program = argv[programAt]!;
+  const programArgs = argv.slice(programAt + 1);
+  for (const a of programArgs)
+    if (a.startsWith('-'))
+      return fail(`${JSON.stringify(a)} after the program: flags are not followed (settings come from env)`);
+  const nodeFlags = argv.slice(1, programAt);
   for (const f of nodeFlags)
     if (!f.startsWith('--'))
       return fail(`${JSON.stringify(f)} between the node binary and the program is not a Node.js flag`);
@@ -140,6 +176,25 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
         fieldValue(pathOf(e, ['valueFrom', 'fieldRef', 'fieldPath']), ds, fields) ??
         fail(`env ${n}: only literal values and fieldRef metadata.namespace / spec.nodeName can be followed`);
   }
+  const volumes = new Map<string, Obj>();
+  for (const v of Array.isArray(podSpec['volumes']) ? podSpec['volumes'] : [])
+    if (isObj(v) && typeof v['name'] === 'string') volumes.set(v['name'], v);
+  const hostPathMounts: HostPathMount[] = [];
+  for (const m of Array.isArray(c['volumeMounts']) ? c['volumeMounts'] : []) {
+    if (!isObj(m) || typeof m['name'] !== 'string' || typeof m['mountPath'] !== 'string')
+      return fail('volumeMounts entries need a name and a mountPath');
+    const hostPath = pathOf(volumes.get(m['name']) ?? {}, ['hostPath', 'path']);
+    if (typeof hostPath !== 'string') return fail(`volume ${m['name']} is not a hostPath volume`);
+    const prop = m['mountPropagation'] ?? 'None';
+    if (prop !== 'None' && prop !== 'HostToContainer')
+      return fail(`volumeMount ${m['name']}: mountPropagation ${JSON.stringify(prop)} is not followed`);
+    hostPathMounts.push({ hostPath, mountPath: m['mountPath'], propagation: prop });
+  }
+  const flag = (field: string, v: unknown, dflt: boolean): boolean => {
+    if (v === undefined) return dflt;
+    if (typeof v !== 'boolean') return fail(`${field} must be true or false, got ${JSON.stringify(v)}`);
+    return v;
+  };
   return {
     source: `${path.basename(file)} ${name}`,
     uid,
@@ -149,6 +204,18 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
     nodeFlags,
     program: program.slice(IMAGE_APP_DIR.length),
     env,
+    binary: argv[0]!,
+    programArgs,
+    pod: {
+      hostNetwork: flag('hostNetwork', podSpec['hostNetwork'], false),
+      hostPID: flag('hostPID', podSpec['hostPID'], false),
+      serviceAccount: typeof podSpec['serviceAccountName'] === 'string' ? podSpec['serviceAccountName'] : 'default',
+      namespace: fieldValue('metadata.namespace', ds, fields) ?? 'default',
+    },
+    // Kubernetes' default is true (unless the container drops privileges by other means).
+    allowPrivilegeEscalation: flag('allowPrivilegeEscalation', sc['allowPrivilegeEscalation'], true),
+    readOnlyRootFilesystem: flag('readOnlyRootFilesystem', sc['readOnlyRootFilesystem'], false),
+    hostPathMounts,
   };
 }
 

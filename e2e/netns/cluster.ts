@@ -39,6 +39,11 @@ interface ClusterOptions {
   readonly nodes: number;
   /** Run prefix (`al-...-`); default a fresh one. Every namespace name starts with it. */
   readonly prefix?: string;
+  /**
+   * Node i's network namespace is that of process nodePids[i] (a node container's init) instead
+   * of a new one: the cluster names it and wires it like its own. One pid per node.
+   */
+  readonly nodePids?: readonly number[];
 }
 
 interface NamespaceInfo {
@@ -122,8 +127,11 @@ export class NetnsCluster {
       const outsideNs = await lab.create('outside');
       await attachToFabric(fabric, outsideNs, 'out', OUTSIDE_ADDRESS, OUTSIDE_GATEWAY);
       const nodes: NodeInfo[] = [];
+      if (opts.nodePids && opts.nodePids.length !== opts.nodes)
+        throw new Error(`NetnsCluster.create: ${opts.nodePids.length} node pids for ${opts.nodes} nodes`);
       for (let i = 0; i < opts.nodes; i++) {
-        const ns = await lab.create(`node-${i}`);
+        const pid = opts.nodePids?.[i];
+        const ns = pid === undefined ? await lab.create(`node-${i}`) : await lab.attach(`node-${i}`, pid);
         const address = nodeAddress(i);
         await attachToFabric(fabric, ns, `n${i}`, address, FABRIC_GATEWAY);
         await enableForwarding(ns);

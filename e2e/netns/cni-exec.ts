@@ -40,6 +40,12 @@ interface NetnsPluginExecOptions {
   /** Directories searched for plugin binaries, in order (what CNI_PATH lists). */
   readonly dirs: readonly string[];
   readonly timeoutMs?: number;
+  /**
+   * Run plugins through this command instead of `ip netns exec <netns>` (e.g. nsenter into a node
+   * container's mount and network namespaces), finding binaries under `root` (that container's
+   * root as seen from here, /proc/<pid>/root): a runtime inside the node runs its own plugins.
+   */
+  readonly enter?: { readonly argv: readonly string[]; readonly root: string };
 }
 
 export class NetnsPluginExec implements CniPluginExec {
@@ -54,7 +60,7 @@ export class NetnsPluginExec implements CniPluginExec {
     for (const d of this.o.dirs) {
       const p = path.join(d, type);
       try {
-        await access(p, constants.X_OK);
+        await access(this.o.enter ? path.join(this.o.enter.root, p) : p, constants.X_OK);
         return p;
       } catch {
         // not in this directory
@@ -69,7 +75,8 @@ export class NetnsPluginExec implements CniPluginExec {
     const env: Record<string, string> = { PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', ...req.env };
     const timeoutMs = this.o.timeoutMs ?? 30_000;
     return new Promise((resolve, reject) => {
-      const child = spawn('ip', ['netns', 'exec', this.o.netns, bin], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      const argv = this.o.enter ? [...this.o.enter.argv, bin] : ['ip', 'netns', 'exec', this.o.netns, bin];
+      const child = spawn(argv[0]!, argv.slice(1), { env, stdio: ['pipe', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       const timer = setTimeout(() => {

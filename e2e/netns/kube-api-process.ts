@@ -7,7 +7,10 @@
  *     node netns: node agents, proxies and the CNI plugin use it through their kubeconfig);
  *   - a Unix-socket relay (`--api-socket`) for the harness in the root netns, which has no route
  *     into the private topology (Unix sockets are not per network namespace);
- *   - a control endpoint on a second Unix socket (`--control-socket`): POST /drop-watches.
+ *   - a control endpoint on a second Unix socket (`--control-socket`): POST /drop-watches;
+ *   - with `--tls-cert FILE --tls-key FILE`, the TCP relay terminates TLS (the container world's
+ *     components use in-cluster config, which client-node and the CNI installer make https://);
+ *     the facade behind it, and the Unix relay, stay plain HTTP.
  *
  * A process rather than in the harness because `ambient-lab up` leaves the cluster running after
  * the command exits. Prints one line `{"ready":true,...}` on stdout when serving; SIGTERM ends it.
@@ -15,6 +18,7 @@
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
+import * as tls from 'node:tls';
 import { SystemClock } from '../../impl/linux/clock.js';
 import { SystemRandom } from '../../impl/linux/random.js';
 import { startKubeApiFacade } from '../../sim/kube/http-facade.js';
@@ -27,8 +31,13 @@ function arg(name: string): string {
   return v;
 }
 
-function relay(target: number): net.Server {
-  return net.createServer((c) => {
+function optArg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+function relay(target: number, tlsFiles?: { cert: string; key: string }): net.Server {
+  const handle = (c: net.Socket): void => {
     const up = net.connect(target, '127.0.0.1');
     c.pipe(up).pipe(c);
     const end = (): void => {
@@ -37,7 +46,10 @@ function relay(target: number): net.Server {
     };
     c.on('error', end);
     up.on('error', end);
-  });
+  };
+  return tlsFiles
+    ? tls.createServer({ cert: fs.readFileSync(tlsFiles.cert), key: fs.readFileSync(tlsFiles.key) }, handle)
+    : net.createServer(handle);
 }
 
 function listenUnix(server: net.Server, path: string): Promise<void> {
@@ -61,7 +73,11 @@ async function main(): Promise<void> {
     epochMs: Date.now() - performance.now(),
   });
   const facade = await startKubeApiFacade(store);
-  const tcp = relay(facade.port);
+  const cert = optArg('tls-cert');
+  const key = optArg('tls-key');
+  if ((cert === undefined) !== (key === undefined))
+    throw new Error('kube-api-process: --tls-cert and --tls-key go together');
+  const tcp = relay(facade.port, cert !== undefined && key !== undefined ? { cert, key } : undefined);
   await new Promise<void>((resolve, reject) => {
     tcp.once('error', (e) => reject(new Error(`kube-api-process: cannot listen on ${host}:${portText}: ${e.message}`)));
     tcp.listen(Number(portText), host, () => resolve());
@@ -77,7 +93,9 @@ async function main(): Promise<void> {
     }
   });
   await listenUnix(control, controlSocket);
-  process.stdout.write(`${JSON.stringify({ ready: true, url: `http://${host}:${portText}`, pid: process.pid })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ready: true, url: `${cert ? 'https' : 'http'}://${host}:${portText}`, pid: process.pid })}\n`,
+  );
   process.on('SIGTERM', () => {
     void facade.close().finally(() => {
       for (const p of [apiSocket, controlSocket]) fs.rmSync(p, { force: true });

@@ -37,6 +37,22 @@ export class NetnsRun {
   }
 
   /**
+   * Name the network namespace of process `pid` `<prefix><short>` (`ip netns attach`): a
+   * namespace someone else made (a container's), handled from here on like one this run created.
+   * Removing the name later leaves the namespace to its owner (it lives as long as the process).
+   */
+  async attach(short: string, pid: number): Promise<string> {
+    if (this.disposed) throw new Error(`netns run ${this.prefix} is already disposed`);
+    if (!/^[a-z0-9-]{1,20}$/.test(short)) throw new Error(`invalid namespace short name ${JSON.stringify(short)}`);
+    if (!Number.isInteger(pid) || pid <= 1) throw new Error(`netns attach ${short}: invalid pid ${pid}`);
+    const name = this.prefix + short;
+    await run(['ip', 'netns', 'attach', name, String(pid)]);
+    this.created.push(name);
+    await ipIn(name, ['link', 'set', 'lo', 'up']);
+    return name;
+  }
+
+  /**
    * Delete one namespace this run created (e.g. a pod going away). Unknown names are refused so
    * a caller can never delete a namespace of another run through this object.
    */

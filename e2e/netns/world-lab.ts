@@ -33,8 +33,9 @@ import { k8sCniArgs, cidrAddress, type CniConfList, type CniResult } from '../..
 import type { KubeObjectOf } from '../../impl/host/kube.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
-import { FABRIC_GATEWAY, podCidr } from './addressing.js';
+import { FABRIC_GATEWAY, nodeAddress, podCidr } from './addressing.js';
 import { NetnsCluster } from './cluster.js';
+import { newRunPrefix } from './netns-run.js';
 import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
 import { execIn } from './ip.js';
 import { setprivArgs, type SpawnOptions } from './processes.js';
@@ -44,7 +45,36 @@ import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
-type LabComponent = 'agent' | 'proxy';
+export type LabComponent = 'agent' | 'proxy';
+
+/**
+ * What a lab whose nodes are not plain namespaces supplies (the container world, e2e/containers):
+ * it places the nodes and runs the components; the lab keeps the API, the topology between the
+ * nodes, the kubelet (sandboxes, apps, pod status) and everything observed. Without a backend the
+ * lab is the netns world's: node namespaces of its own, components as processes, the CNI chain
+ * configured by the lab.
+ */
+export interface LabBackend {
+  /** For messages ("container world"). */
+  readonly kind: string;
+  /** Start the node hosts; one pid per node, whose network namespace becomes the node's. Called once, before wiring. */
+  startNodes(lab: NetnsLab): Promise<number[]>;
+  /** Start `component` on `node`; resolves with the process whose life is the component's (on this machine's pid namespace). */
+  startComponent(lab: NetnsLab, component: LabComponent, node: string, logFile: string): Promise<LabPid>;
+  stopComponent(lab: NetnsLab, component: LabComponent, node: string): Promise<void>;
+  /** The CNI networks a runtime on `node` attaches a new sandbox to, in order (read from the node's configuration). */
+  chains(lab: NetnsLab, node: string): Promise<{ chain: CniChain; ifname: string }[]>;
+  /** Make the sandbox netns (named `netns` on this machine) visible on `node`; returns CNI_NETNS as the node sees it. */
+  exposeSandbox(lab: NetnsLab, node: string, netns: string): Promise<string>;
+  /** CNI_NETNS of an exposed sandbox (for DEL). */
+  sandboxPath(lab: NetnsLab, node: string, netns: string): string;
+  /** Undo exposeSandbox (before the netns is removed). */
+  hideSandbox(lab: NetnsLab, node: string, netns: string): Promise<void>;
+  /** A pid a component reports about itself (in its own pid namespace) as a pid on this machine. */
+  hostPid(lab: NetnsLab, component: LabComponent, node: string, pid: number): number;
+  /** Remove everything the backend made; throws listing what it could not remove. */
+  dispose(lab: NetnsLab): Promise<void>;
+}
 
 const API_PORT = 6443;
 const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
@@ -295,6 +325,8 @@ interface LabOptions {
   /** Lab name (default: the run prefix without its trailing dash). */
   readonly name?: string;
   readonly prefix?: string;
+  /** Nodes and components placed by someone else (see LabBackend); default: the netns world's. */
+  readonly backend?: LabBackend;
 }
 
 export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
@@ -330,6 +362,7 @@ export class NetnsLab {
   private constructor(
     readonly state: LabState,
     private readonly cluster: NetnsCluster | undefined,
+    readonly backend?: LabBackend,
   ) {
     this.api = new WorldApi(state.apiSocket, state.controlSocket);
   }
@@ -347,36 +380,41 @@ export class NetnsLab {
   }
 
   static async create(opts: LabOptions): Promise<NetnsLab> {
-    const cluster = await NetnsCluster.create({ nodes: opts.nodes, ...(opts.prefix ? { prefix: opts.prefix } : {}) });
-    const name = opts.name ?? cluster.prefix.replace(/-$/, '');
+    const prefix = opts.prefix ?? newRunPrefix();
+    const name = opts.name ?? prefix.replace(/-$/, '');
     const runDir = path.join(opts.stateRoot ?? DEFAULT_STATE_ROOT, name);
+    // A backend's node hosts exist before the topology: the cluster wires their namespaces.
+    let nodePids: number[] | undefined;
+    if (opts.backend) {
+      const early = new NetnsLab(NetnsLab.initialState(opts, name, prefix, runDir, undefined), undefined, opts.backend);
+      fs.mkdirSync(runDir, { recursive: true, mode: 0o755 });
+      fs.chmodSync(runDir, 0o755);
+      try {
+        nodePids = await opts.backend.startNodes(early);
+      } catch (e) {
+        return rethrowAfterCleanup(e, [
+          `remove the ${opts.backend.kind}'s nodes`,
+          () => opts.backend!.dispose(early).then(() => fs.rmSync(runDir, { recursive: true, force: true })),
+        ]);
+      }
+    }
+    let cluster: NetnsCluster;
+    try {
+      cluster = await NetnsCluster.create({ nodes: opts.nodes, prefix, ...(nodePids ? { nodePids } : {}) });
+    } catch (e) {
+      if (!opts.backend) throw e;
+      const early = new NetnsLab(NetnsLab.initialState(opts, name, prefix, runDir, undefined), undefined, opts.backend);
+      return rethrowAfterCleanup(e, [
+        `remove the ${opts.backend.kind}'s nodes`,
+        () => opts.backend!.dispose(early).then(() => fs.rmSync(runDir, { recursive: true, force: true })),
+      ]);
+    }
     let lab: NetnsLab | undefined;
     try {
       fs.mkdirSync(runDir, { recursive: true, mode: 0o755 });
       fs.chmodSync(runDir, 0o755); // readable by the components; nothing here is writable by a pod
-      const state: LabState = {
-        version: 1,
-        name,
-        prefix: cluster.prefix,
-        runDir,
-        profile: opts.profile,
-        ipv6: opts.ipv6 ?? false,
-        dnsCapture: opts.dnsCapture ?? false,
-        ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
-        ...(opts.manifests !== undefined ? { manifests: path.resolve(opts.manifests) } : {}),
-        ...(opts.proxyDns !== undefined ? { proxyDns: opts.proxyDns } : {}),
-        nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
-        fabric: cluster.fabric.netns,
-        outside: cluster.outside.netns,
-        kubeconfig: path.join(runDir, 'kubeconfig'),
-        apiSocket: path.join(runDir, 'api.sock'),
-        controlSocket: path.join(runDir, 'api-control.sock'),
-        api: undefined,
-        components: {},
-        pods: {},
-        podSeq: 0,
-      };
-      lab = new NetnsLab(state, cluster);
+      const state = NetnsLab.initialState(opts, name, cluster.prefix, runDir, cluster);
+      lab = new NetnsLab(state, cluster, opts.backend);
       lab.save();
       // One mesh root for every proxy of the cluster, so HBONE verifies across nodes.
       const root = await (await MeshCa.create('cluster.local')).exportRoot();
@@ -404,6 +442,45 @@ export class NetnsLab {
     }
   }
 
+  /** The state of a new lab; nodes, fabric and outside are known once the cluster exists. */
+  private static initialState(
+    opts: LabOptions,
+    name: string,
+    prefix: string,
+    runDir: string,
+    cluster: NetnsCluster | undefined,
+  ): LabState {
+    return {
+      version: 1,
+      name,
+      prefix,
+      runDir,
+      profile: opts.profile,
+      ipv6: opts.ipv6 ?? false,
+      dnsCapture: opts.dnsCapture ?? false,
+      ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
+      ...(opts.manifests !== undefined ? { manifests: path.resolve(opts.manifests) } : {}),
+      ...(opts.proxyDns !== undefined ? { proxyDns: opts.proxyDns } : {}),
+      nodes: cluster
+        ? cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 }))
+        : Array.from({ length: opts.nodes }, (_, i) => ({
+            name: `node-${i}`,
+            netns: `${prefix}node-${i}`,
+            index: i,
+            address: nodeAddress(i).ipv4,
+          })),
+      fabric: cluster?.fabric.netns ?? `${prefix}fabric`,
+      outside: cluster?.outside.netns ?? `${prefix}outside`,
+      kubeconfig: path.join(runDir, 'kubeconfig'),
+      apiSocket: path.join(runDir, 'api.sock'),
+      controlSocket: path.join(runDir, 'api-control.sock'),
+      api: undefined,
+      components: {},
+      pods: {},
+      podSeq: 0,
+    };
+  }
+
   save(): void {
     const file = path.join(this.state.runDir, 'state.json');
     fs.writeFileSync(`${file}.tmp`, JSON.stringify(this.state, null, 2), { mode: 0o600 });
@@ -421,8 +498,47 @@ export class NetnsLab {
     return n;
   }
 
+  /**
+   * The API's serving certificate and key for in-cluster clients (a backend's components use the
+   * service account: client-node and the CNI installer speak https to KUBERNETES_SERVICE_HOST).
+   * Self-signed for the fabric gateway's address; it is also the CA the pods' ca.crt holds.
+   */
+  apiTlsFiles(): { cert: string; key: string } {
+    return { cert: path.join(this.state.runDir, 'api-tls.crt'), key: path.join(this.state.runDir, 'api-tls.key') };
+  }
+
+  /** Where the in-cluster API is (KUBERNETES_SERVICE_HOST/PORT as a backend's components get them). */
+  apiService(): { host: string; port: number } {
+    return { host: FABRIC_GATEWAY.ipv4, port: API_PORT };
+  }
+
   private async startApi(): Promise<void> {
     const log = path.join(this.state.runDir, 'api.log');
+    const tls = this.backend ? this.apiTlsFiles() : undefined;
+    if (tls) {
+      await execIn(this.state.fabric, [
+        'openssl',
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=kubernetes',
+        '-addext',
+        `subjectAltName=IP:${FABRIC_GATEWAY.ipv4}`,
+        '-addext',
+        'basicConstraints=critical,CA:TRUE',
+        '-keyout',
+        tls.key,
+        '-out',
+        tls.cert,
+      ]);
+    }
     this.state.api = spawnInNetns(
       this.state.fabric,
       [
@@ -434,6 +550,7 @@ export class NetnsLab {
         this.state.apiSocket,
         '--control-socket',
         this.state.controlSocket,
+        ...(tls ? ['--tls-cert', tls.cert, '--tls-key', tls.key] : []),
       ],
       { logFile: log },
     );
@@ -462,18 +579,32 @@ export class NetnsLab {
    * profile and stack of this run, the shared mesh root). The proxy gets its capabilities as
    * ambient capabilities where the image gives them as file capabilities (ci/proxy.Dockerfile):
    * the same effective set for the same uid.
+   *
+   * `where` places the lab's files as the component sees them (default: this machine's paths);
+   * a backend whose components run in containers passes the node's paths and no kubeconfig (they
+   * use the service account), and runs `launch` with `labArgs` itself.
    */
   componentLaunch(
     component: LabComponent,
     node: string,
-  ): { argv: string[]; spawn: SpawnOptions; env: Record<string, string> } {
-    const dir = this.nodeDir(node);
-    const launch = deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, { nodeName: node })[component];
+    where: { dir: string; caDir: string; kubeconfig: string | undefined } = {
+      dir: this.nodeDir(node),
+      caDir: this.state.runDir,
+      kubeconfig: this.state.kubeconfig,
+    },
+  ): {
+    argv: string[];
+    labArgs: string[];
+    spawn: SpawnOptions;
+    env: Record<string, string>;
+    launch: ReturnType<typeof deploymentLaunch>['agent'];
+  } {
+    const dir = where.dir;
+    const launch = deploymentLaunch(this.manifestsDir(), { nodeName: node })[component];
     const common = [
       '--node',
       node,
-      '--kubeconfig',
-      this.state.kubeconfig,
+      ...(where.kubeconfig !== undefined ? ['--kubeconfig', where.kubeconfig] : []),
       '--zds-socket',
       path.join(dir, 'zds.sock'),
       '--status-socket',
@@ -484,49 +615,46 @@ export class NetnsLab {
     const program = [process.execPath, ...launch.nodeFlags, path.join(repoRoot(), launch.program)];
     const spawn: SpawnOptions = { uid: launch.uid, gid: launch.gid, groups: launch.groups, caps: launch.caps };
     if (component === 'agent') {
-      return {
-        argv: [
-          ...program,
-          ...common,
-          '--profile',
-          this.state.profile,
-          '--plugin-socket',
-          path.join(dir, 'cni', 'agent.sock'),
-          '--pod-uid-sources',
-          'cgroup,environ',
-          '--repair-interval-ms',
-          '2000',
-          `--dns-capture=${this.state.dnsCapture === true}`,
-        ],
-        spawn,
-        env: { ...launch.env },
-      };
-    }
-    return {
-      argv: [
-        ...program,
+      const labArgs = [
         ...common,
-        '--connection-log',
-        path.join(dir, 'connections.jsonl'),
-        '--ca-cert',
-        path.join(this.state.runDir, 'mesh-ca.pem'),
-        '--ca-key',
-        path.join(this.state.runDir, 'mesh-ca.key'),
-        // The one deviation from the manifests (which serve DNS, forwarding to the node's
-        // resolv.conf): the lab's proxies run no DNS listener unless asked, as the sim world's,
-        // so the worlds agree on captured DNS (it fails closed) and nothing depends on this
-        // machine's resolvers. Asked, the listener forwards to a lab address where nothing
-        // answers (the fabric gateway's port 53).
-        this.state.proxyDns === true ? `--dns-upstream=${FABRIC_GATEWAY.ipv4}:53` : '--dns-upstream=',
-      ],
-      spawn,
-      env: { ...launch.env },
-    };
+        '--profile',
+        this.state.profile,
+        '--plugin-socket',
+        path.join(dir, 'cni', 'agent.sock'),
+        '--pod-uid-sources',
+        'cgroup,environ',
+        '--repair-interval-ms',
+        '2000',
+        `--dns-capture=${this.state.dnsCapture === true}`,
+      ];
+      return { argv: [...program, ...labArgs], labArgs, spawn, env: { ...launch.env }, launch };
+    }
+    const labArgs = [
+      ...common,
+      '--connection-log',
+      path.join(dir, 'connections.jsonl'),
+      '--ca-cert',
+      path.join(where.caDir, 'mesh-ca.pem'),
+      '--ca-key',
+      path.join(where.caDir, 'mesh-ca.key'),
+      // The one deviation from the manifests (which serve DNS, forwarding to the node's
+      // resolv.conf): the lab's proxies run no DNS listener unless asked, as the sim world's,
+      // so the worlds agree on captured DNS (it fails closed) and nothing depends on this
+      // machine's resolvers. Asked, the listener forwards to a lab address where nothing
+      // answers (the fabric gateway's port 53).
+      this.state.proxyDns === true ? `--dns-upstream=${FABRIC_GATEWAY.ipv4}:53` : '--dns-upstream=',
+    ];
+    return { argv: [...program, ...labArgs], labArgs, spawn, env: { ...launch.env }, launch };
+  }
+
+  /** The deployment manifests this lab launches from. */
+  manifestsDir(): string {
+    return this.state.manifests ?? DEPLOYMENT_MANIFESTS;
   }
 
   /** The group the proxy runs as (its manifest's runAsGroup): it may read the lab's shared files. */
   proxyGid(): number {
-    return deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, {
+    return deploymentLaunch(this.manifestsDir(), {
       nodeName: this.state.nodes[0]?.name ?? 'node-0',
     }).proxy.gid;
   }
@@ -540,8 +668,12 @@ export class NetnsLab {
     const n = this.node(node);
     if (this.running(component, node)) return;
     const log = path.join(this.nodeDir(node), `${component}.log`);
-    const { argv, spawn, env } = this.componentLaunch(component, node);
-    const p = spawnInNetns(n.netns, argv, { ...spawn, env, logFile: log });
+    let p: LabPid;
+    if (this.backend) p = await this.backend.startComponent(this, component, node, log);
+    else {
+      const { argv, spawn, env } = this.componentLaunch(component, node);
+      p = spawnInNetns(n.netns, argv, { ...spawn, env, logFile: log });
+    }
     this.state.components[`${node}/${component}`] = p;
     this.save();
     await waitFor(`the ${component} on ${node} did not become ready`, 20_000, async () => {
@@ -551,6 +683,7 @@ export class NetnsLab {
   }
 
   async stopComponent(component: LabComponent, node: string): Promise<void> {
+    if (this.backend) await this.backend.stopComponent(this, component, node);
     await stopPid(this.state.components[`${node}/${component}`]);
     this.state.components[`${node}/${component}`] = undefined;
     this.save();
@@ -583,7 +716,8 @@ export class NetnsLab {
 
   // ------------------------------------------------------------------ CNI
 
-  private chains(node: string): { chain: CniChain; ifname: string }[] {
+  private async chains(node: string): Promise<{ chain: CniChain; ifname: string }[]> {
+    if (this.backend) return this.backend.chains(this, node);
     const n = this.node(node);
     const dir = this.nodeDir(node);
     const binDir = path.join(this.state.runDir, 'cni-bin');
@@ -706,6 +840,7 @@ export class NetnsLab {
     const info = await cluster.createPodNetns(p.node, short);
     p.short = short;
     p.netns = info.netns;
+    const cniNetns = this.backend ? await this.backend.exposeSandbox(this, p.node, info.netns) : info.netnsPath;
     // What container runtimes do in a pod netns (containerd, CRI-O): any uid may bind low ports,
     // so a non-root app can serve e.g. port 53 (the sim's pods can too).
     await execIn(info.netns, ['sysctl', '-q', '-w', 'net.ipv4.ip_unprivileged_port_start=0']);
@@ -721,11 +856,11 @@ export class NetnsLab {
       ifname: string,
     ): { containerId: string; netns: string; ifname: string; args: Array<[string, string]> } => ({
       containerId: p.containerId!,
-      netns: info.netnsPath,
+      netns: cniNetns,
       ifname,
       args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!),
     });
-    const nets = this.chains(p.node);
+    const nets = await this.chains(p.node);
     const results: CniResult[] = [];
     try {
       for (const n of nets) results.push(await n.chain.add(att(n.ifname)));
@@ -735,6 +870,7 @@ export class NetnsLab {
       // is a leak or a broken plugin — a harness error, not a refused pod.
       try {
         for (const n of [...nets].reverse()) await n.chain.del(att(n.ifname));
+        if (this.backend) await this.backend.hideSandbox(this, p.node, info.netns);
         await cluster.removePod(short);
       } catch (cleanupError) {
         throw new Error(
@@ -895,15 +1031,16 @@ export class NetnsLab {
       if (opts.cniDel) {
         const info = cluster.pod(p.short);
         // DEL must succeed (CNI spec: also for what is already gone); one that fails leaks an IP or a veth.
-        for (const n of [...this.chains(p.node)].reverse()) {
+        for (const n of [...(await this.chains(p.node))].reverse()) {
           await n.chain.del({
             containerId: p.containerId!,
-            netns: info.netnsPath,
+            netns: this.backend ? this.backend.sandboxPath(this, p.node, info.netns) : info.netnsPath,
             ifname: n.ifname,
             args: k8sCniArgs({ namespace: p.namespace, name: p.name, uid: p.uid }, p.containerId!),
           });
         }
       }
+      if (this.backend) await this.backend.hideSandbox(this, p.node, p.netns!);
       await cluster.removePod(p.short);
       p.short = undefined;
       p.netns = undefined;
@@ -1032,6 +1169,7 @@ export class NetnsLab {
     this.sandboxRetries.clear();
     await Promise.all([...this.sandboxOps.values()]);
     for (const p of Object.values(this.state.pods)) await stopPid(p.app).catch((e: unknown) => errors.push(String(e)));
+    if (this.backend) await this.backend.dispose(this).catch((e: unknown) => errors.push(String(e)));
     for (const p of Object.values(this.state.components))
       await stopPid(p).catch((e: unknown) => errors.push(String(e)));
     await stopPid(this.state.api).catch((e: unknown) => errors.push(String(e)));

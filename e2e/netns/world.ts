@@ -131,7 +131,7 @@ function tupleText(e: { ip: string; port: number }): string {
 }
 
 export class NetnsWorld implements World {
-  readonly kind = 'netns' as const;
+  readonly kind: 'netns' | 'containers';
   readonly nodes: readonly string[];
   private readonly probes = new ProbePool();
   /** Listeners the pods' apps opened through appExec, by probe listener name. */
@@ -139,10 +139,13 @@ export class NetnsWorld implements World {
   private rr = 0;
   private readonly lifecycles = new ComponentLifecycles();
 
+  /** `kind`: 'containers' when the lab's nodes and components are containers (e2e/containers/world.ts). */
   constructor(
     readonly lab: NetnsLab,
     readonly options: WorldOptions,
+    kind: 'netns' | 'containers' = 'netns',
   ) {
+    this.kind = kind;
     this.nodes = lab.state.nodes.map((n) => n.name);
   }
 
@@ -795,9 +798,11 @@ export class NetnsWorld implements World {
           throw new Error(
             `the proxy on ${n} answered /status without a pid and a pods list: ${JSON.stringify(status).slice(0, 300)}`,
           );
-        // The proxy names each netns by its own fd: compare namespace inodes.
+        // The proxy names each netns by its own fd: compare namespace inodes. Its pid is in its
+        // own pid namespace (a container's): the backend says which process that is here.
+        const hostPid = this.lab.backend ? this.lab.backend.hostPid(this.lab, 'proxy', n, pid) : pid;
         for (const p of pods as { uid: string; netns: string }[]) {
-          const fdPath = p.netns.replace('/proc/self/', `/proc/${pid}/`);
+          const fdPath = p.netns.replace('/proc/self/', `/proc/${hostPid}/`);
           try {
             set.add(`${p.uid}|${fs.statSync(fdPath).ino}`);
           } catch (e) {

@@ -5,8 +5,8 @@
 import * as os from 'node:os';
 import type { AppCapability, Profile, WorldFactory, WorldOptions } from '../world.js';
 
-export type CheckWorldName = 'sim' | 'netns' | 'kind';
-export const CHECK_WORLDS: readonly CheckWorldName[] = ['sim', 'netns', 'kind'];
+export type CheckWorldName = 'sim' | 'netns' | 'containers' | 'kind';
+export const CHECK_WORLDS: readonly CheckWorldName[] = ['sim', 'netns', 'containers', 'kind'];
 
 /**
  * Where a real-kernel or cluster world's factory comes from: a module, named by URL so a worker
@@ -92,10 +92,10 @@ export async function loadFactory(c: WorldChoice): Promise<WorldFactory> {
     if (!a.ok) throw new Error(`the kind world cannot run here: ${a.reason}`);
     return kindShared;
   }
-  if (c.world === 'netns') {
-    const f = await importFactory('netns', c.module);
+  if (c.world === 'netns' || c.world === 'containers') {
+    const f = await importFactory(c.world, c.module);
     const a = f.available();
-    if (!a.ok) throw new Error(`the netns world cannot run here: ${a.reason}`);
+    if (!a.ok) throw new Error(`the ${c.world} world cannot run here: ${a.reason}`);
     return f;
   }
   const { createSimWorld } = await import('../worlds/sim-world.js');
@@ -151,6 +151,8 @@ export function worldLimits(world: CheckWorldName): WorldLimits {
   // The netns world's kernel is the machine's too: a threat of the other kernel era (e.g.
   // app-net-raw-5.15 on 6.x, where NET_RAW alone may set SO_MARK) cannot be staged there.
   if (world === 'netns') return { ipv6: true, raw: true, kernel: 'host' };
+  // The container world is the netns world's harness with nodes and components in containers (e2e/containers).
+  if (world === 'containers') return { ipv6: true, raw: true, kernel: 'host' };
   return { ipv6: true, raw: true, kernel: 'any' };
 }
 

@@ -1,0 +1,523 @@
+/**
+ * The container world (issue #17 item 3): the netns world's harness (NetnsLab, NetnsWorld: API,
+ * topology, kubelet, probes, attribution) over nodes and components that are containers, driven
+ * by the `testcontainers` package:
+ *
+ *   node container   per node, image `node`, network mode none: its network namespace is the
+ *                    node's (named `<prefix>node-i` on this machine with `ip netns attach` and
+ *                    wired to the fabric by veths, as the netns world wires its own); its host
+ *                    paths (/opt/cni/bin, /etc/cni/net.d, /opt/ambient-lab, /var/run/ambient-lab,
+ *                    /var/run/netns, /run/xtables.lock) are directories of the run dir, so the
+ *                    agent's and the proxy's containers share them as kubelet's hostPath would.
+ *   agent pod        the DaemonSet's two containers (install-cni, agent) from image `agent`, and
+ *   proxy pod        the proxy from image `proxy`, each with exactly the rendered manifests'
+ *                    settings (e2e/deployment/launch.ts): user, group, supplementary groups,
+ *                    capabilities (drop ALL, add), no_new_privs for allowPrivilegeEscalation
+ *                    false, read-only root, env, command; hostNetwork and hostPID join the node
+ *                    container's namespaces (`container:<node>`); hostPath mounts are bind mounts
+ *                    of the node's directories (HostToContainer: rslave); the service account is
+ *                    mounted at /var/run/secrets/kubernetes.io/serviceaccount (token, ca.crt,
+ *                    namespace) with KUBERNETES_SERVICE_HOST/PORT, so they use in-cluster config.
+ *   API              the sim's HTTP facade (kube-api-process.ts) in the fabric netns, as in the
+ *                    netns world, behind a TLS relay (client-node's in-cluster config and the CNI
+ *                    installer speak https; the facade itself only speaks HTTP).
+ *   pod sandboxes    network namespaces made by the lab's kubelet and bind-mounted into the node's
+ *                    /var/run/netns (`cni-…` names as containerd's), wired by the CNI chain the
+ *                    node's own configuration lists (bridge + host-local written by the world as
+ *                    the primary; ambient-lab-cni chained in by the installer), run inside the
+ *                    node container's mount and network namespaces (nsenter), as a runtime there.
+ *
+ * What the lab adds to the manifests' launch (the netns world adds the same, see
+ * NetnsLab.componentLaunch): the run's profile/stack/DNS capture, status sockets, the connection
+ * log and the shared mesh root (under the node's /var/run/ambient-lab), the repair interval.
+ *
+ * Approximations, said plainly: pod apps and probes are processes of this machine in the pod
+ * netns (as in the netns world), not containers, so the agent (hostPID: the node container's pid
+ * namespace) does not see them in /proc; the CNI plugins run with the harness's credentials
+ * (a runtime on a node runs as root). Nothing is added to the root network namespace: containers
+ * start with network mode none or join a node's; Ryuk is disabled (it needs a pulled image) and
+ * every container is removed by id on every path.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { GenericContainer, Wait, getContainerRuntimeClient, type StartedTestContainer } from 'testcontainers';
+import type { CniConfList } from '../../impl/api/cni.js';
+import { CniChain } from '../../sim/cni/chain.js';
+import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
+import { deploymentLaunch } from '../deployment/launch.js';
+import { podCidr } from '../netns/addressing.js';
+import { FileResultCache, NetnsPluginExec } from '../netns/cni-exec.js';
+import { missingTools, missingToolsReason } from '../netns/required-tools.js';
+import { NetnsLab, procStart, type LabBackend, type LabComponent, type LabPid } from '../netns/world-lab.js';
+import { NetnsWorld } from '../netns/world.js';
+
+interface ContainerImages {
+  readonly node: string;
+  readonly agent: string;
+  readonly proxy: string;
+}
+
+/** The node's directories the world keeps in the run dir (kubelet's hostPath volumes point at them). */
+const NODE_RUN_DIR = '/var/run/ambient-lab';
+const NODE_NETNS_DIR = '/var/run/netns';
+const SA_MOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
+/** Where the node image's containernetworking-plugins are (Debian's package). */
+const NODE_CNI_PLUGINS = '/usr/lib/cni';
+const NODE_CNI_BIN = '/opt/cni/bin';
+const NODE_CNI_CONF = '/etc/cni/net.d';
+/** The primary network's conflist, as a node's own CNI would have it before the agent chains in. */
+const PRIMARY_CONFLIST = '10-al-podnet.conflist';
+
+/** GenericContainer plus the host-config fields a pod's securityContext needs that testcontainers has no setter for. */
+class PodContainer extends GenericContainer {
+  withPodSettings(s: {
+    pidMode?: string;
+    groupAdd?: readonly number[];
+    readonlyRootfs?: boolean;
+    sysctls?: Readonly<Record<string, string>>;
+  }): this {
+    if (s.sysctls) this.hostConfig.Sysctls = { ...s.sysctls };
+    if (s.pidMode !== undefined) this.hostConfig.PidMode = s.pidMode;
+    if (s.groupAdd && s.groupAdd.length > 0) this.hostConfig.GroupAdd = s.groupAdd.map(String);
+    if (s.readonlyRootfs) this.hostConfig.ReadonlyRootfs = true;
+    return this;
+  }
+}
+
+/**
+ * testcontainers' process-wide settings for this machine, before its first call: no Ryuk (its
+ * image would have to be pulled; this world removes its containers itself, by id), and the host
+ * named outright — otherwise testcontainers looks for the docker bridge's gateway, and a daemon
+ * run with --bridge=none (nothing in the root netns) has none. The host only serves mapped
+ * ports, which no container here has.
+ */
+function testcontainersSettings(): void {
+  process.env['TESTCONTAINERS_RYUK_DISABLED'] = 'true';
+  process.env['TESTCONTAINERS_HOST_OVERRIDE'] ??= 'localhost';
+}
+
+function run(argv: readonly string[]): string {
+  const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8' });
+  if (r.status !== 0)
+    throw new Error(`${argv.join(' ')} failed (exit ${r.status ?? r.signal}): ${(r.stderr || r.stdout).trim()}`);
+  return r.stdout;
+}
+
+const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+export class ContainersBackend implements LabBackend {
+  readonly kind = 'container world';
+  private readonly nodes = new Map<string, { container: StartedTestContainer; pid: number }>();
+  /** Running component containers by `node/component` (the agent pod: install-cni first, then agent). */
+  private readonly components = new Map<string, StartedTestContainer[]>();
+  /** Every container this world started and has not removed, by id (removed on every path). */
+  private readonly live = new Map<string, StartedTestContainer>();
+  private readonly sharedMounts: string[] = [];
+  private seq = 0;
+
+  constructor(private readonly images: ContainerImages) {}
+
+  /** The node's directory for hostPath `hostPath`: the node run dir is the lab's node dir; the rest under `<node>-host/`. */
+  hostDir(lab: NetnsLab, node: string, hostPath: string): string {
+    if (hostPath === NODE_RUN_DIR) return lab.nodeDir(node);
+    return path.join(lab.state.runDir, `${node}-host`, hostPath.replace(/^\/+/, ''));
+  }
+
+  private async track<T extends StartedTestContainer>(what: string, start: () => Promise<T>): Promise<T> {
+    let c: T;
+    try {
+      c = await start();
+    } catch (e) {
+      throw new Error(`starting ${what} failed: ${errText(e)}`, { cause: e });
+    }
+    this.live.set(c.getId(), c);
+    return c;
+  }
+
+  private async remove(c: StartedTestContainer, timeoutSec = 5): Promise<void> {
+    await c.stop({ remove: true, timeout: timeoutSec * 1000 });
+    this.live.delete(c.getId());
+  }
+
+  private followLogs(c: StartedTestContainer, file: string): void {
+    void c.logs().then(
+      (stream) => {
+        const out = fs.createWriteStream(file, { flags: 'a' });
+        stream.on('data', (d: Buffer | string) => out.write(d));
+        stream.on('end', () => out.end());
+        stream.on('error', () => out.end());
+      },
+      (e: unknown) => fs.appendFileSync(file, `(container logs unavailable: ${errText(e)})\n`),
+    );
+  }
+
+  async startNodes(lab: NetnsLab): Promise<number[]> {
+    testcontainersSettings();
+    const pids: number[] = [];
+    for (const n of lab.state.nodes) {
+      const hostPaths = [NODE_CNI_BIN, NODE_CNI_CONF, '/opt/ambient-lab', NODE_RUN_DIR, NODE_NETNS_DIR];
+      for (const hp of hostPaths) fs.mkdirSync(this.hostDir(lab, n.name, hp), { recursive: true, mode: 0o755 });
+      const lock = this.hostDir(lab, n.name, '/run/xtables.lock');
+      fs.mkdirSync(path.dirname(lock), { recursive: true });
+      fs.writeFileSync(lock, '', { flag: 'a' });
+      // The node's /var/run/netns is a shared mount here, mounted rslave into the node and the
+      // agent: a sandbox namespace bound into it later (exposeSandbox) appears in both.
+      const netnsDir = this.hostDir(lab, n.name, NODE_NETNS_DIR);
+      run(['mount', '--bind', netnsDir, netnsDir]);
+      this.sharedMounts.push(netnsDir);
+      run(['mount', '--make-shared', netnsDir]);
+      const c = await this.track(`node container ${n.name}`, () =>
+        new PodContainer(this.images.node)
+          .withName(`${lab.state.prefix}${n.name}`)
+          .withNetworkMode('none')
+          // Docker turns IPv6 off in a container's netns; a node is dual-stack (the fabric is).
+          .withPodSettings({
+            sysctls: { 'net.ipv6.conf.all.disable_ipv6': '0', 'net.ipv6.conf.default.disable_ipv6': '0' },
+          })
+          // What a runtime inside the node would need for pod networking (kind nodes run
+          // privileged; explicit capabilities are what this machine allows). The harness enters
+          // the node with nsenter for CNI, which runs with its own credentials.
+          .withAddedCapabilities('NET_ADMIN', 'SYS_ADMIN')
+          .withBindMounts([
+            ...hostPaths.map((hp) => ({
+              source: this.hostDir(lab, n.name, hp),
+              target: hp,
+              // testcontainers types the mode as rw/ro; Docker's bind options take a propagation too.
+              mode: (hp === NODE_NETNS_DIR ? 'rw,rslave' : 'rw') as 'rw',
+            })),
+            { source: lock, target: '/run/xtables.lock', mode: 'rw' as const },
+          ])
+          .withEntrypoint(['sh', '-c'])
+          .withCommand(['echo node-ready; exec sleep infinity'])
+          .withWaitStrategy(Wait.forLogMessage('node-ready'))
+          .withStartupTimeout(30_000)
+          .start(),
+      );
+      const pid = await this.initPid(c);
+      this.nodes.set(n.name, { container: c, pid });
+      pids.push(pid);
+      this.writePrimaryConflist(lab, n.name);
+    }
+    return pids;
+  }
+
+  private async initPid(c: StartedTestContainer): Promise<number> {
+    const client = await getContainerRuntimeClient();
+    const pid = (await client.container.inspect(client.container.getById(c.getId()))).State.Pid;
+    if (typeof pid !== 'number' || pid <= 1)
+      throw new Error(`container ${c.getName()} (${c.getId()}) has no running init process (State.Pid ${pid})`);
+    return pid;
+  }
+
+  private node(name: string): { container: StartedTestContainer; pid: number } {
+    const n = this.nodes.get(name);
+    if (!n) throw new Error(`the container world has no node container for ${name}`);
+    return n;
+  }
+
+  /** Service-account files a kubelet would mount for `sa` (token, ca.crt = the API's CA, namespace). */
+  private serviceAccountDir(lab: NetnsLab, sa: string, namespace: string): string {
+    const dir = path.join(lab.state.runDir, 'serviceaccounts', `${namespace}.${sa}`);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+    // No newline after the token: client-node sends the file as it is (a JWT has none). 0644: the proxy reads them as uid 1337 (kubelet's projected tokens default to 0644 too).
+    fs.writeFileSync(path.join(dir, 'token'), `ambient-lab-${namespace}-${sa}`, { mode: 0o644 });
+    fs.copyFileSync(lab.apiTlsFiles().cert, path.join(dir, 'ca.crt'));
+    fs.chmodSync(path.join(dir, 'ca.crt'), 0o644);
+    fs.writeFileSync(path.join(dir, 'namespace'), namespace, { mode: 0o644 });
+    return dir;
+  }
+
+  /** One container of a DaemonSet pod on `node`, as the manifests launch it. */
+  private async startPodContainer(
+    lab: NetnsLab,
+    node: string,
+    name: string,
+    image: string,
+    launch: ReturnType<NetnsLab['componentLaunch']>['launch'],
+    labArgs: readonly string[],
+    logFile: string,
+    wait: ReturnType<typeof Wait.forLogMessage> | undefined,
+  ): Promise<StartedTestContainer> {
+    const n = this.node(node);
+    if (!launch.pod.hostNetwork)
+      throw new Error(
+        `${launch.source}: the container world runs node components with hostNetwork only (the manifest says false)`,
+      );
+    const sa = this.serviceAccountDir(lab, launch.pod.serviceAccount, launch.pod.namespace);
+    const api = lab.apiService();
+    let c = new PodContainer(image)
+      .withName(`${lab.state.prefix}${node}-${name}-${this.seq++}`)
+      .withNetworkMode(`container:${n.container.getId()}`)
+      .withPodSettings({
+        ...(launch.pod.hostPID ? { pidMode: `container:${n.container.getId()}` } : {}),
+        groupAdd: launch.groups,
+        readonlyRootfs: launch.readOnlyRootFilesystem,
+      })
+      .withUser(`${launch.uid}:${launch.gid}`)
+      .withDroppedCapabilities('ALL')
+      .withEnvironment({
+        ...launch.env,
+        KUBERNETES_SERVICE_HOST: api.host,
+        KUBERNETES_SERVICE_PORT: String(api.port),
+      })
+      .withBindMounts([
+        ...launch.hostPathMounts.map((m) => ({
+          source: this.hostDir(lab, node, m.hostPath),
+          target: m.mountPath,
+          mode: (m.propagation === 'HostToContainer' ? 'rw,rslave' : 'rw') as 'rw',
+        })),
+        { source: sa, target: SA_MOUNT, mode: 'ro' as const },
+      ])
+      .withEntrypoint([launch.binary])
+      .withCommand([...launch.nodeFlags, `/app/${launch.program}`, ...launch.programArgs, ...labArgs])
+      .withStartupTimeout(30_000);
+    if (launch.caps.length > 0) c = c.withAddedCapabilities(...launch.caps.map((x) => x.toUpperCase()));
+    if (!launch.allowPrivilegeEscalation) c = c.withSecurityOpt('no-new-privileges');
+    if (wait) c = c.withWaitStrategy(wait);
+    const started = await this.track(`${name} on ${node}`, () => c.start());
+    this.followLogs(started, logFile);
+    return started;
+  }
+
+  async startComponent(lab: NetnsLab, component: LabComponent, node: string, logFile: string): Promise<LabPid> {
+    const key = `${node}/${component}`;
+    if (this.components.has(key)) await this.stopComponent(lab, component, node);
+    const dir = lab.nodeDir(node);
+    // The shared mesh root, where the proxy's hostPath shows it (group-readable: the proxy's gid).
+    for (const f of ['mesh-ca.pem', 'mesh-ca.key']) {
+      const to = path.join(dir, f);
+      fs.copyFileSync(path.join(lab.state.runDir, f), to);
+      fs.chownSync(to, 0, lab.proxyGid());
+      fs.chmodSync(to, f.endsWith('.key') ? 0o640 : 0o644);
+    }
+    const where = { dir: NODE_RUN_DIR, caDir: NODE_RUN_DIR, kubeconfig: undefined };
+    const started: StartedTestContainer[] = [];
+    this.components.set(key, started);
+    if (component === 'agent') {
+      const agent = lab.componentLaunch('agent', node, where);
+      // The pod's other container: the CNI installer (the netns world has none; here it installs
+      // and chains the plugin into the node's CNI configuration, as on a cluster).
+      const launch = deploymentLaunch(lab.manifestsDir(), { nodeName: node }).installCni;
+      started.push(
+        await this.startPodContainer(
+          lab,
+          node,
+          'install-cni',
+          this.images.agent,
+          launch,
+          [],
+          path.join(dir, 'install-cni.log'),
+          // The installer says so once the plugin is installed and chained (cni-installer-main.ts).
+          Wait.forLogMessage(/cni installer running/),
+        ),
+      );
+      started.push(
+        await this.startPodContainer(
+          lab,
+          node,
+          'agent',
+          this.images.agent,
+          agent.launch,
+          agent.labArgs,
+          logFile,
+          undefined,
+        ),
+      );
+    } else {
+      const l = lab.componentLaunch('proxy', node, where);
+      started.push(
+        await this.startPodContainer(lab, node, 'proxy', this.images.proxy, l.launch, l.labArgs, logFile, undefined),
+      );
+    }
+    const main = started[started.length - 1]!;
+    const pid = await this.initPid(main);
+    const st = procStart(pid);
+    if (!st) throw new Error(`the ${component} container on ${node} exited at once; see ${logFile}`);
+    return { pid, marker: `${component} container ${main.getId().slice(0, 12)}`, startTime: st.startTime };
+  }
+
+  async stopComponent(_lab: NetnsLab, component: LabComponent, node: string): Promise<void> {
+    const key = `${node}/${component}`;
+    const cs = this.components.get(key) ?? [];
+    this.components.delete(key);
+    const errors: string[] = [];
+    for (const c of [...cs].reverse()) await this.remove(c).catch((e: unknown) => errors.push(errText(e)));
+    if (errors.length > 0) throw new Error(`stopping the ${component} on ${node}: ${errors.join('; ')}`);
+  }
+
+  async chains(lab: NetnsLab, node: string): Promise<{ chain: CniChain; ifname: string }[]> {
+    const n = this.node(node);
+    const confDir = this.hostDir(lab, node, NODE_CNI_CONF);
+    // libcni's choice: the first configuration file in lexical order.
+    const first = fs
+      .readdirSync(confDir)
+      .filter((f) => f.endsWith('.conflist'))
+      .sort()[0];
+    if (!first) throw new Error(`node ${node} has no CNI configuration in ${NODE_CNI_CONF} (${confDir})`);
+    const podnet = JSON.parse(fs.readFileSync(path.join(confDir, first), 'utf8')) as CniConfList;
+    const dirs = [NODE_CNI_BIN, NODE_CNI_PLUGINS];
+    const exec = new NetnsPluginExec({
+      netns: lab.node(node).netns,
+      dirs,
+      // Mount, network and pid namespaces of the node: the plugins read /proc (the node's) for
+      // their own threads' namespaces, so they must be processes of the node's pid namespace.
+      enter: { argv: ['nsenter', '-t', String(n.pid), '-m', '-n', '-p', '--'], root: `/proc/${n.pid}/root` },
+    });
+    const cache = new FileResultCache(path.join(lab.nodeDir(node), 'cni-cache'));
+    const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
+    return [
+      { chain: new CniChain(loopback, exec, cache, { path: dirs }), ifname: 'lo' },
+      { chain: new CniChain(podnet, exec, cache, { path: dirs }), ifname: 'eth0' },
+    ];
+  }
+
+  /** The node's primary network (bridge + host-local), as its own CNI set-up would leave it. */
+  writePrimaryConflist(lab: NetnsLab, node: string): void {
+    const n = lab.node(node);
+    const conf: CniConfList = {
+      cniVersion: '1.0.0',
+      name: 'al-podnet',
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: 'cni0',
+          isGateway: true,
+          isDefaultGateway: true,
+          ipMasq: false,
+          ipam: {
+            type: 'host-local',
+            // Under the node's run dir: a reboot clears it (NetnsLab.rebootNode), as tmpfs /run would.
+            dataDir: `${NODE_RUN_DIR}/ipam`,
+            ranges: [
+              [{ subnet: podCidr(n.index).ipv4 }],
+              ...(lab.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : []),
+            ],
+          },
+        },
+      ],
+    };
+    fs.writeFileSync(
+      path.join(this.hostDir(lab, node, NODE_CNI_CONF), PRIMARY_CONFLIST),
+      `${JSON.stringify(conf, null, 2)}\n`,
+    );
+  }
+
+  async exposeSandbox(lab: NetnsLab, node: string, netns: string): Promise<string> {
+    const target = path.join(this.hostDir(lab, node, NODE_NETNS_DIR), sandboxName(netns));
+    fs.writeFileSync(target, '', { flag: 'a' });
+    run(['mount', '--bind', `/run/netns/${netns}`, target]);
+    return this.sandboxPath(lab, node, netns);
+  }
+
+  sandboxPath(_lab: NetnsLab, _node: string, netns: string): string {
+    return `${NODE_NETNS_DIR}/${sandboxName(netns)}`;
+  }
+
+  async hideSandbox(lab: NetnsLab, node: string, netns: string): Promise<void> {
+    const target = path.join(this.hostDir(lab, node, NODE_NETNS_DIR), sandboxName(netns));
+    run(['umount', target]);
+    fs.rmSync(target, { force: true });
+  }
+
+  hostPid(lab: NetnsLab, component: LabComponent, node: string, pid: number): number {
+    const p = lab.state.components[`${node}/${component}`];
+    if (!p) throw new Error(`the ${component} on ${node} is not running`);
+    // The component is its container's init: its pid in its own namespace is the last NSpid field.
+    const status = fs.readFileSync(`/proc/${p.pid}/status`, 'utf8');
+    const ns = /^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/).map(Number);
+    if (ns?.[ns.length - 1] === pid) return p.pid;
+    throw new Error(
+      `the ${component} on ${node} reported pid ${pid}, which is not its container's init (host pid ${p.pid}, NSpid ${ns?.join(' ')})`,
+    );
+  }
+
+  async dispose(lab: NetnsLab): Promise<void> {
+    const errors: string[] = [];
+    for (const c of [...this.live.values()].reverse())
+      await this.remove(c, 2).catch((e: unknown) => errors.push(`container ${c.getId()}: ${errText(e)}`));
+    this.components.clear();
+    this.nodes.clear();
+    for (const dir of this.sharedMounts.splice(0).reverse()) {
+      for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
+        try {
+          run(['umount', path.join(dir, f)]);
+        } catch (e) {
+          // A file that was never mounted (exposeSandbox failed at mount) is only removed.
+          if (!/not mounted/.test(errText(e))) errors.push(errText(e));
+        }
+      }
+      try {
+        run(['umount', dir]);
+      } catch (e) {
+        errors.push(errText(e));
+      }
+    }
+    void lab;
+    if (errors.length > 0) throw new Error(`container world cleanup: ${errors.join('; ')}`);
+  }
+}
+
+/** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
+function sandboxName(netns: string): string {
+  return `cni-${netns}`;
+}
+
+/** The images: built or reused offline by e2e/containers/images.ts (the images branch's localImages). */
+async function containerImages(): Promise<ContainerImages> {
+  // By URL: images.ts is its own module (and may be absent from a partial checkout); its API is
+  // `localImages(opts?: { log? }): Promise<{ node, agent, proxy }>`.
+  const mod = (await import(new URL('./images.js', import.meta.url).href)) as {
+    localImages?: (opts?: { log?: (line: string) => void }) => Promise<ContainerImages>;
+  };
+  if (typeof mod.localImages !== 'function')
+    throw new Error('e2e/containers/images.js exports no localImages(); the container world cannot get its images');
+  return mod.localImages({ log: (line) => process.stderr.write(`[container world] images: ${line}\n`) });
+}
+
+/** Can this machine run the container world? Docker answering is the container-specific part. */
+function dockerReason(): string | undefined {
+  const r = spawnSync('docker', ['info', '--format', '{{.ServerVersion}}'], { encoding: 'utf8', timeout: 20_000 });
+  if (r.error) return `docker is not installed or not runnable (${r.error.message})`;
+  if (r.status !== 0) return `docker info failed: ${(r.stderr || r.stdout).trim().split('\n')[0]}`;
+  return undefined;
+}
+
+export const containersWorldFactory: WorldFactory = {
+  kind: 'containers',
+  available() {
+    if (process.platform !== 'linux') return { ok: false, reason: 'the container world needs Linux' };
+    if (process.getuid?.() !== 0)
+      return { ok: false, reason: 'the container world needs root (network namespaces, mounts, nsenter)' };
+    const missing = missingTools();
+    if (missing.length > 0)
+      return {
+        ok: false,
+        reason: `the container world needs tools this machine lacks — ${missingToolsReason(missing)}`,
+      };
+    const d = dockerReason();
+    if (d) return { ok: false, reason: `the container world needs Docker: ${d}` };
+    return { ok: true, reason: '' };
+  },
+  async create(options: WorldOptions): Promise<World> {
+    if (options.meshV6 !== undefined && options.meshV6 !== options.ipv6)
+      throw new Error(
+        `container world: meshV6 ${options.meshV6} with ipv6 ${options.ipv6} is unsupported (the agent and proxy follow the cluster's stack); run that case on the sim world`,
+      );
+    const backend = new ContainersBackend(await containerImages());
+    const lab = await NetnsLab.create({
+      nodes: options.nodes,
+      profile: options.profile,
+      ipv6: options.ipv6,
+      dnsCapture: options.dnsCapture,
+      stateRoot: '/run/ambient-lab/container-worlds',
+      backend,
+    });
+    return new NetnsWorld(lab, options, 'containers');
+  },
+};
+
+/** The container world's factory, as check loads it by module (e2e/world-modules.ts). */
+export function createContainersWorldFactory(): WorldFactory {
+  return containersWorldFactory;
+}
