@@ -5,14 +5,16 @@
  * An unavailable world's tests are skipped with the reason, printed here once.
  */
 import { defineConfig } from '@playwright/test';
-import { kindWorld, netnsWorld } from './tests/worlds.js';
+import { containersWorld, kindWorld, netnsWorld } from './tests/worlds.js';
 
 const netns = netnsWorld();
+const containers = containersWorld();
 const kind = kindWorld();
 if (!process.env['AMBIENT_LAB_WORLDS_PRINTED']) {
   process.env['AMBIENT_LAB_WORLDS_PRINTED'] = '1';
   console.log(`[worlds] sim: available`);
   console.log(`[worlds] netns: ${netns.available ? 'available' : `skipped: ${netns.reason}`}`);
+  console.log(`[worlds] containers: ${containers.available ? 'available' : `skipped: ${containers.reason}`}`);
   console.log(`[worlds] kind: ${kind.available ? 'available' : `skipped: ${kind.reason}`}`);
 }
 
@@ -29,6 +31,8 @@ export default defineConfig({
   projects: [
     { name: 'sim', testDir: './tests/sim' },
     { name: 'netns', testDir: './tests/netns', timeout: 180_000 },
+    // One spec file, so its tests run one after another (fullyParallel is off); under 5 minutes once images are cached.
+    { name: 'containers', testDir: './tests/containers', timeout: 300_000 },
     { name: 'kind', testDir: './tests/kind', timeout: 900_000 },
   ],
 });

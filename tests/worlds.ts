@@ -41,6 +41,19 @@ export function netnsWorld(
   };
 }
 
+/**
+ * The container world (e2e/containers): the netns world's needs plus a Docker engine that answers.
+ * Whether its images can be built is found out by the project itself (building takes minutes), and
+ * says so when they cannot.
+ */
+export function containersWorld(): WorldAvailability {
+  const netns = netnsWorld({ ...process.env, CI: '' });
+  if (!netns.available) return { available: false, reason: `container world: ${netns.reason}` };
+  if (!has('docker', ['info']))
+    return { available: false, reason: 'container world needs a running Docker engine (`docker info` failed)' };
+  return { available: true, reason: 'root, the netns tools and a Docker engine' };
+}
+
 export function kindWorld(): WorldAvailability {
   if (process.env['KIND'] !== '1')
     return { available: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' };

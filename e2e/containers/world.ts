@@ -118,7 +118,7 @@ export class ContainersBackend implements LabBackend {
 
   constructor(private readonly images: ContainerImages) {}
 
-  /** The node's directory for hostPath `hostPath`: the node run dir is the lab's node dir; the rest under `<node>-host/`. */
+  /** The node's directory for hostPath `hostPath` on this machine: the node run dir is the lab's node dir; the rest under `<node>-host/`. */
   hostDir(lab: NetnsLab, node: string, hostPath: string): string {
     if (hostPath === NODE_RUN_DIR) return lab.nodeDir(node);
     return path.join(lab.state.runDir, `${node}-host`, hostPath.replace(/^\/+/, ''));
@@ -337,6 +337,26 @@ export class ContainersBackend implements LabBackend {
     return { pid, marker: `${component} container ${main.getId().slice(0, 12)}`, startTime: st.startTime };
   }
 
+  /**
+   * Remove the plugin from `node` as a user removing the DaemonSets would: the agent pod stopped
+   * (World.stop), then the installer container of the manifests run once with `uninstall` (the
+   * installer's own command, cni-installer-main.ts) — same image, user, caps and mounts.
+   */
+  async uninstall(lab: NetnsLab, node: string): Promise<void> {
+    const launch = deploymentLaunch(lab.manifestsDir(), { nodeName: node }).installCni;
+    const c = await this.startPodContainer(
+      lab,
+      node,
+      'uninstall-cni',
+      this.images.agent,
+      { ...launch, programArgs: ['uninstall'] },
+      [],
+      path.join(lab.nodeDir(node), 'uninstall-cni.log'),
+      Wait.forOneShotStartup(),
+    );
+    await this.remove(c);
+  }
+
   async stopComponent(_lab: NetnsLab, component: LabComponent, node: string): Promise<void> {
     const key = `${node}/${component}`;
     const cs = this.components.get(key) ?? [];
@@ -464,7 +484,7 @@ function sandboxName(netns: string): string {
 }
 
 /** The images: built or reused offline by e2e/containers/images.ts (the images branch's localImages). */
-async function containerImages(): Promise<ContainerImages> {
+export async function containerImages(): Promise<ContainerImages> {
   // By URL: images.ts is its own module (and may be absent from a partial checkout); its API is
   // `localImages(opts?: { log? }): Promise<{ node, agent, proxy }>`.
   const mod = (await import(new URL('./images.js', import.meta.url).href)) as {
