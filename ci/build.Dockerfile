@@ -12,7 +12,7 @@ COPY impl/linux/native ./impl/linux/native
 RUN npm ci --ignore-scripts && node tools/build-native.mjs
 COPY . .
 RUN npx tsc -p tsconfig.json \
- && npx --yes esbuild@0.25.10 dist/impl/linux/cni-plugin-main.js --bundle --platform=node --target=node20 --format=esm \
+ && npx esbuild dist/impl/linux/cni-plugin-main.js --bundle --platform=node --target=node20 --format=esm \
       --outfile=/app/cni/ambient-lab-cni.mjs \
  && printf '#!/bin/sh\n# ambient-lab CNI plugin launcher (installed by the node agent)\nexec /opt/ambient-lab/node /opt/ambient-lab/ambient-lab-cni.mjs "$@"\n' > /app/cni/ambient-lab-cni \
  && chmod 0755 /app/cni/ambient-lab-cni \
