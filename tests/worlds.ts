@@ -41,19 +41,6 @@ export function netnsWorld(
   };
 }
 
-/**
- * The container world (e2e/containers): the netns world's needs plus a Docker engine that answers.
- * Whether its images can be built is found out by the project itself (building takes minutes), and
- * says so when they cannot.
- */
-export function containersWorld(): WorldAvailability {
-  const netns = netnsWorld({ ...process.env, CI: '' });
-  if (!netns.available) return { available: false, reason: `container world: ${netns.reason}` };
-  if (!has('docker', ['info']))
-    return { available: false, reason: 'container world needs a running Docker engine (`docker info` failed)' };
-  return { available: true, reason: 'root, the netns tools and a Docker engine' };
-}
-
 export function kindWorld(): WorldAvailability {
   if (process.env['KIND'] !== '1')
     return { available: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' };
@@ -61,4 +48,24 @@ export function kindWorld(): WorldAvailability {
   if (!has('docker', ['info']))
     return { available: false, reason: 'kind world needs a running Docker engine (`docker info` failed)' };
   return { available: true, reason: 'KIND=1 with kind and a Docker engine' };
+}
+
+/**
+ * The container world (e2e/containers/, images from tools/images.ts): a Docker engine. `.ci/run`
+ * says whether it could provide one in AMBIENT_LAB_DOCKER (`available`, or `unavailable: <reason>`,
+ * ci/README.md); unset (a developer's shell), `docker info` is asked here.
+ */
+export function containersWorld(env: NodeJS.ProcessEnv = process.env): WorldAvailability {
+  const said = env['AMBIENT_LAB_DOCKER'];
+  if (said?.startsWith('unavailable:')) return { available: false, reason: `container world: ${said}` };
+  // The world wires node containers with the netns world's tools, as root (e2e/containers/world.ts).
+  const netns = netnsWorld({ ...env, CI: '' });
+  if (!netns.available) return { available: false, reason: `container world: ${netns.reason}` };
+  if (!has('docker', ['info']))
+    return {
+      available: false,
+      reason:
+        'container world needs a running Docker engine (`docker info` failed): install docker.io and start dockerd (.ci/run does both)',
+    };
+  return { available: true, reason: 'a Docker engine answers; root with the netns tools' };
 }

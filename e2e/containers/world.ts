@@ -46,6 +46,7 @@ import type { CniConfList } from '../../impl/api/cni.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
 import { deploymentLaunch } from '../deployment/launch.js';
+import { localImages } from './images.js';
 import { podCidr } from '../netns/addressing.js';
 import { FileResultCache, NetnsPluginExec } from '../netns/cni-exec.js';
 import { missingTools, missingToolsReason } from '../netns/required-tools.js';
@@ -483,16 +484,9 @@ function sandboxName(netns: string): string {
   return `cni-${netns}`;
 }
 
-/** The images: built or reused offline by e2e/containers/images.ts (the images branch's localImages). */
-export async function containerImages(): Promise<ContainerImages> {
-  // By URL: images.ts is its own module (and may be absent from a partial checkout); its API is
-  // `localImages(opts?: { log? }): Promise<{ node, agent, proxy }>`.
-  const mod = (await import(new URL('./images.js', import.meta.url).href)) as {
-    localImages?: (opts?: { log?: (line: string) => void }) => Promise<ContainerImages>;
-  };
-  if (typeof mod.localImages !== 'function')
-    throw new Error('e2e/containers/images.js exports no localImages(); the container world cannot get its images');
-  return mod.localImages({ log: (line) => process.stderr.write(`[container world] images: ${line}\n`) });
+/** The images: built or reused offline (e2e/containers/images.ts); the build's progress goes to stderr. */
+export function containerImages(): Promise<ContainerImages> {
+  return localImages({ log: (line) => process.stderr.write(`[container world] images: ${line}\n`) });
 }
 
 /** Can this machine run the container world? Docker answering is the container-specific part. */
