@@ -154,7 +154,13 @@ async function stageApp(root: string, stage: string, log: (l: string) => void): 
     tsconfig,
     JSON.stringify({
       extends: path.join(root, 'tsconfig.json'),
-      compilerOptions: { rootDir: root, outDir: path.join(app, 'dist'), sourceMap: false },
+      // typeRoots named: the default is node_modules/@types next to this (temporary) tsconfig, where there is none
+      compilerOptions: {
+        rootDir: root,
+        outDir: path.join(app, 'dist'),
+        sourceMap: false,
+        typeRoots: [path.join(root, 'node_modules/@types')],
+      },
       include: APP_SOURCES.map((d) => path.join(root, d)),
     }),
   );
