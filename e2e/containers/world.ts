@@ -31,10 +31,11 @@
  * NetnsLab.componentLaunch): the run's profile/stack/DNS capture, status sockets, the connection
  * log and the shared mesh root (under the node's /var/run/ambient-lab), the repair interval.
  *
- * Approximations, said plainly: pod apps and probes are processes of this machine in the pod
- * netns (as in the netns world), not containers, so the agent (hostPID: the node container's pid
- * namespace) does not see them in /proc; the CNI plugins run with the harness's credentials
- * (a runtime on a node runs as root). Nothing is added to the root network namespace: containers
+ * Approximations, said plainly: pod apps are processes of this machine's programs in the pod netns
+ * (as in the netns world), not containers, but in the node container's pid namespace, where the
+ * agent (hostPID) finds them after a restart as it finds pods on a node; probes are processes of
+ * this machine in the pod netns; the CNI plugins run with the harness's credentials (a runtime on
+ * a node runs as root). Nothing is added to the root network namespace: containers
  * start with network mode none or join a node's; Ryuk is disabled (it needs a pulled image) and
  * every container is removed by id on every path.
  */
@@ -439,6 +440,10 @@ export class ContainersBackend implements LabBackend {
     const target = path.join(this.hostDir(lab, node, NODE_NETNS_DIR), sandboxName(netns));
     run(['umount', target]);
     fs.rmSync(target, { force: true });
+  }
+
+  podPidNamespace(_lab: NetnsLab, node: string): number {
+    return this.node(node).pid;
   }
 
   hostPid(lab: NetnsLab, component: LabComponent, node: string, pid: number): number {

@@ -70,6 +70,11 @@ export interface LabBackend {
   sandboxPath(lab: NetnsLab, node: string, netns: string): string;
   /** Undo exposeSandbox (before the netns is removed). */
   hideSandbox(lab: NetnsLab, node: string, netns: string): Promise<void>;
+  /**
+   * The process whose pid namespace pod apps on `node` join (the node container's init): the
+   * agent, hostPID there, finds pods' processes in that namespace's /proc, as on a node.
+   */
+  podPidNamespace(lab: NetnsLab, node: string): number;
   /** A pid a component reports about itself (in its own pid namespace) as a pid on this machine. */
   hostPid(lab: NetnsLab, component: LabComponent, node: string, pid: number): number;
   /** Remove everything the backend made; throws listing what it could not remove. */
@@ -219,13 +224,17 @@ export function procStart(pid: number): { startTime: string; zombie: boolean } |
 function spawnInNetns(
   netns: string,
   argv: readonly string[],
-  opts: SpawnOptions & { env?: Record<string, string>; logFile: string; channel?: boolean },
+  opts: SpawnOptions & { env?: Record<string, string>; logFile: string; channel?: boolean; pidNamespaceOf?: number },
 ): LabPid & { channel?: Readable } {
   if (!/^al-[a-z0-9-]+$/.test(netns))
     throw new Error(`refusing to start a process in netns ${JSON.stringify(netns)}: not one of ours`);
   const out = fs.openSync(opts.logFile, 'a', 0o644);
   const priv = setprivArgs(opts);
-  const child = spawn('ip', ['netns', 'exec', netns, ...priv, ...argv], {
+  // With pidNamespaceOf, nsenter joins that process's pid namespace and forks: the returned pid is
+  // nsenter's, waiting for the program (childPid() finds the program's own).
+  const enter = opts.pidNamespaceOf !== undefined ? ['nsenter', '-t', String(opts.pidNamespaceOf), '-p', '--'] : [];
+  const full = [...enter, 'ip', 'netns', 'exec', netns, ...priv, ...argv];
+  const child = spawn(full[0]!, full.slice(1), {
     detached: true,
     stdio: opts.channel ? ['ignore', out, out, 'pipe'] : ['ignore', out, out],
     env: { ...process.env, ...(opts.env ?? {}) },
@@ -244,6 +253,24 @@ function spawnInNetns(
   channel?.unref?.();
   // setpriv and `ip netns exec` exec in place: the pid is the program's own.
   return { pid: child.pid, marker: argv[1] ?? argv[0]!, startTime: started.startTime, ...(channel ? { channel } : {}) };
+}
+
+/** The one child of `parent` (nsenter's forked program), once it exists; its pid and start time. */
+async function childPid(parent: LabPid, what: string): Promise<LabPid> {
+  return waitFor(`${what}: nsenter (pid ${parent.pid}) started no program`, 5000, () => {
+    if (!isOurs(parent)) throw new Error(`nsenter (pid ${parent.pid}) exited`);
+    const kids = fs
+      .readFileSync(`/proc/${parent.pid}/task/${parent.pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter((x) => x !== '')
+      .map(Number);
+    const kid = kids[0];
+    const st = kid === undefined ? undefined : procStart(kid);
+    return Promise.resolve(
+      kid === undefined || !st ? undefined : { pid: kid, marker: parent.marker, startTime: st.startTime },
+    );
+  });
 }
 
 /** Is this pid still the process we started (alive, not a zombie, the same start time)? */
@@ -930,14 +957,17 @@ export class NetnsLab {
       p.udpPorts.join(','),
       ...(selfDrop ? ['--drop-to', `${p.appUid}:${p.appUid}`] : []),
     ];
-    const { channel, ...pid } = spawnInNetns(p.netns!, argv, {
+    const pidNs = this.backend?.podPidNamespace(this, p.node);
+    const { channel, ...launched } = spawnInNetns(p.netns!, argv, {
       ...(selfDrop
         ? { caps: ['setuid', 'setgid'] }
         : { uid: p.appUid, caps: effectiveAppCaps(p).map((c) => c.toLowerCase()) }),
       env: { [POD_UID_ENV]: p.uid },
       logFile: log,
       channel: true,
+      ...(pidNs !== undefined ? { pidNamespaceOf: pidNs } : {}),
     });
+    const pid = pidNs !== undefined ? await childPid(launched, `the app of ${p.namespace}/${p.name}`) : launched;
     p.app = pid;
     const rec: AppChannel = { lines: [], partial: '', closed: false };
     this.appChannels.set(appKey(pid), rec);
