@@ -28,6 +28,8 @@ export interface ExportFinding {
 const RUNTIME_EXPORTS: Readonly<Record<string, string>> = {
   'e2e/netns/world.ts#createNetnsWorldFactory':
     'e2e/world-modules.ts (check loads the factory by module URL and export name)',
+  'e2e/containers/world.ts#createContainersWorldFactory':
+    'e2e/world-modules.ts (check loads the factory by module URL and export name)',
   'e2e/kind/shared-cluster.ts#createSharedKindCluster':
     'e2e/world-modules.ts (check loads the factory by module URL and export name)',
 };

@@ -442,7 +442,7 @@ export const checkCommand: CliCommand = {
       )
       .option(
         '--world <world>',
-        'sim (in-process simulator), netns (real kernel, root) or kind (a kind cluster, KIND=1 and Docker; one cluster per run, small default budget)',
+        'sim (in-process simulator), netns (real kernel, root), containers (nodes and components as Docker containers, root) or kind (a kind cluster, KIND=1 and Docker; one cluster per run, small default budget)',
         'sim',
       )
       .option(
