@@ -164,6 +164,18 @@ async function stageApp(root: string, stage: string, log: (l: string) => void): 
     'compiling the TypeScript for the images',
     { cwd: root },
   );
+  log('images: production node_modules (npm prune --omit=dev --offline on a copy)');
+  fs.cpSync(path.join(root, 'node_modules'), path.join(app, 'node_modules'), {
+    recursive: true,
+    verbatimSymlinks: true,
+  });
+  await mustRun(
+    'npm',
+    ['prune', '--omit=dev', '--offline', '--ignore-scripts', '--no-audit', '--no-fund'],
+    'pruning dev dependencies from the staged node_modules',
+    { cwd: app },
+  );
+  // bundled after the copy: esbuild resolves the plugin's imports (yaml, ...) from the staged node_modules
   const esbuild = path.join(root, 'node_modules/.bin/esbuild');
   if (!fs.existsSync(esbuild)) throw new Error(`${esbuild} is missing: run \`npm ci\` (esbuild is a devDependency)`);
   fs.mkdirSync(path.join(app, 'cni'));
@@ -185,17 +197,6 @@ async function stageApp(root: string, stage: string, log: (l: string) => void): 
     path.join(app, 'cni/ambient-lab-cni'),
     '#!/bin/sh\n# ambient-lab CNI plugin launcher (installed by the node agent)\nexec /opt/ambient-lab/node /opt/ambient-lab/ambient-lab-cni.mjs "$@"\n',
     { mode: 0o755 },
-  );
-  log('images: production node_modules (npm prune --omit=dev --offline on a copy)');
-  fs.cpSync(path.join(root, 'node_modules'), path.join(app, 'node_modules'), {
-    recursive: true,
-    verbatimSymlinks: true,
-  });
-  await mustRun(
-    'npm',
-    ['prune', '--omit=dev', '--offline', '--ignore-scripts', '--no-audit', '--no-fund'],
-    'pruning dev dependencies from the staged node_modules',
-    { cwd: app },
   );
 }
 
