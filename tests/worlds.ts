@@ -49,3 +49,20 @@ export function kindWorld(): WorldAvailability {
     return { available: false, reason: 'kind world needs a running Docker engine (`docker info` failed)' };
   return { available: true, reason: 'KIND=1 with kind and a Docker engine' };
 }
+
+/**
+ * The container world (e2e/containers/, images from tools/images.ts): a Docker engine. `.ci/run`
+ * says whether it could provide one in AMBIENT_LAB_DOCKER (`available`, or `unavailable: <reason>`,
+ * ci/README.md); unset (a developer's shell), `docker info` is asked here.
+ */
+export function containersWorld(env: NodeJS.ProcessEnv = process.env): WorldAvailability {
+  const said = env['AMBIENT_LAB_DOCKER'];
+  if (said?.startsWith('unavailable:')) return { available: false, reason: `container world: ${said}` };
+  if (!has('docker', ['info']))
+    return {
+      available: false,
+      reason:
+        'container world needs a running Docker engine (`docker info` failed): install docker.io and start dockerd (.ci/run does both)',
+    };
+  return { available: true, reason: 'a Docker engine answers' };
+}

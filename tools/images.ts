@@ -6,7 +6,7 @@
  *   (tools/images-base.ts).
  * - build (`ambient-lab/build:<hash>`): not a build at all but the host's tree in /app, staged from
  *   what `npm ci` already made here (production node_modules, the native addons) plus a fresh
- *   `tsc` and the esbuild bundle of the CNI plugin — what ci/build.Dockerfile does with network.
+ *   `tsc` of the runtime sources (not tests/, bench/) and the esbuild bundle of the CNI plugin — what ci/build.Dockerfile does with network.
  * - node, agent, proxy: ci/<name>.Dockerfile FROM the base, copying from that build image;
  *   `docker build --network none`, so an image that would need the network fails to build.
  *
@@ -17,32 +17,22 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundleCniPlugin } from './bundle-cni.js';
 import { ensureBaseImage } from './images-base.js';
 import { hashInputs, imageExists, mustRun, pipe, run } from './images-exec.js';
 
 /** The images built FROM the base, each from ci/<name>.Dockerfile. */
 const APP_IMAGES = ['node', 'agent', 'proxy'] as const;
 /**
- * What of the repository goes into the build image (tsc's inputs, the bin launchers, the native
- * addons' sources): a change in any file under these changes the app images' tags. Docs,
+ * What is compiled into the build image: the runtime code, not tests/ or bench/ (nothing in these
+ * imports them, and a test edit should not rebuild the images).
+ */
+const APP_SOURCES = ['impl', 'sim', 'scenarios', 'e2e', 'cli', 'tools'];
+/**
+ * The build image's inputs: a change in any file under these changes the app images' tags. Docs,
  * fixtures and CI files do not go into an image.
  */
-const APP_INPUTS = [
-  'package.json',
-  'package-lock.json',
-  'tsconfig.json',
-  'playwright.config.ts',
-  'binding.gyp',
-  'bin',
-  'impl',
-  'sim',
-  'scenarios',
-  'e2e',
-  'cli',
-  'tools',
-  'bench',
-  'tests',
-];
+const APP_INPUTS = ['package.json', 'package-lock.json', 'tsconfig.json', 'binding.gyp', 'bin', ...APP_SOURCES];
 
 export interface LocalImageTags {
   readonly base: string;
@@ -158,9 +148,19 @@ async function stageApp(root: string, stage: string, log: (l: string) => void): 
   fs.mkdirSync(path.join(app, 'build/Release'), { recursive: true });
   for (const a of addons) fs.copyFileSync(path.join(release, a), path.join(app, 'build/Release', a));
   log('images: tsc into the staging tree');
+  // the repository's compiler options, only the runtime sources (APP_SOURCES), into the stage
+  const tsconfig = path.join(stage, 'tsconfig.json');
+  fs.writeFileSync(
+    tsconfig,
+    JSON.stringify({
+      extends: path.join(root, 'tsconfig.json'),
+      compilerOptions: { rootDir: root, outDir: path.join(app, 'dist'), sourceMap: false },
+      include: APP_SOURCES.map((d) => path.join(root, d)),
+    }),
+  );
   await mustRun(
     process.execPath,
-    [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--outDir', path.join(app, 'dist')],
+    [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', tsconfig],
     'compiling the TypeScript for the images',
     { cwd: root },
   );
@@ -176,28 +176,7 @@ async function stageApp(root: string, stage: string, log: (l: string) => void): 
     { cwd: app },
   );
   // bundled after the copy: esbuild resolves the plugin's imports (yaml, ...) from the staged node_modules
-  const esbuild = path.join(root, 'node_modules/.bin/esbuild');
-  if (!fs.existsSync(esbuild)) throw new Error(`${esbuild} is missing: run \`npm ci\` (esbuild is a devDependency)`);
-  fs.mkdirSync(path.join(app, 'cni'));
-  await mustRun(
-    esbuild,
-    [
-      path.join(app, 'dist/impl/linux/cni-plugin-main.js'),
-      '--bundle',
-      '--platform=node',
-      '--target=node20',
-      '--format=esm',
-      '--log-level=warning',
-      `--outfile=${path.join(app, 'cni/ambient-lab-cni.mjs')}`,
-    ],
-    'bundling the CNI plugin',
-  );
-  // the same launcher ci/build.Dockerfile writes; the agent installs it with node next to it (--payload)
-  fs.writeFileSync(
-    path.join(app, 'cni/ambient-lab-cni'),
-    '#!/bin/sh\n# ambient-lab CNI plugin launcher (installed by the node agent)\nexec /opt/ambient-lab/node /opt/ambient-lab/ambient-lab-cni.mjs "$@"\n',
-    { mode: 0o755 },
-  );
+  await bundleCniPlugin(app);
 }
 
 async function buildAppImages(

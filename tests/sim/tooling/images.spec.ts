@@ -6,12 +6,14 @@
  * builds install nothing. Building the images needs Docker and root: `npm run images`.
  */
 import { test, expect } from '@playwright/test';
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { baseImageTag, machineMirror, mirrorFromAptSources, parsePackageList } from '../../../tools/images-base.js';
 import { hashInputs } from '../../../tools/images-exec.js';
+import { bundleCniPlugin } from '../../../tools/bundle-cni.js';
 import { requiredPackages } from '../../../e2e/netns/required-tools.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -146,4 +148,31 @@ test('the base tag changes with each of its inputs and only with them', () => {
     builderSource: 'src2',
   }))
     expect(baseImageTag({ ...inputs, [k]: v }), k).not.toBe(tag);
+});
+
+test('the CNI payload: the bundle runs alone (no node_modules beside it), CommonJS dependencies included', async () => {
+  // the bundle of the compiled plugin (npm test builds dist/ first), then only its two files elsewhere
+  const entry = path.join(ROOT, 'dist/impl/linux/cni-plugin-main.js');
+  expect(fs.existsSync(entry), `${entry}: run \`npm run build\` first`).toBe(true);
+  const app = fs.mkdtempSync(path.join(os.tmpdir(), 'al-cni-app-'));
+  const node = fs.mkdtempSync(path.join(os.tmpdir(), 'al-cni-node-'));
+  try {
+    fs.symlinkSync(path.join(ROOT, 'dist'), path.join(app, 'dist'));
+    fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(app, 'node_modules'));
+    await bundleCniPlugin(app);
+    expect(fs.statSync(path.join(app, 'cni/ambient-lab-cni')).mode & 0o777).toBe(0o755);
+    expect(fs.readFileSync(path.join(app, 'cni/ambient-lab-cni'), 'utf8')).toContain(
+      'exec /opt/ambient-lab/node /opt/ambient-lab/ambient-lab-cni.mjs "$@"',
+    );
+    fs.copyFileSync(path.join(app, 'cni/ambient-lab-cni.mjs'), path.join(node, 'ambient-lab-cni.mjs'));
+    const out = execFileSync(process.execPath, [path.join(node, 'ambient-lab-cni.mjs')], {
+      input: '{}',
+      env: { CNI_COMMAND: 'VERSION', PATH: process.env['PATH'] ?? '' },
+      cwd: node,
+    });
+    expect((JSON.parse(out.toString()) as { supportedVersions: string[] }).supportedVersions).toContain('1.0.0');
+  } finally {
+    fs.rmSync(app, { recursive: true, force: true });
+    fs.rmSync(node, { recursive: true, force: true });
+  }
 });
