@@ -34,14 +34,14 @@ const APP_SOURCES = ['impl', 'sim', 'scenarios', 'e2e', 'cli', 'tools'];
  */
 const APP_INPUTS = ['package.json', 'package-lock.json', 'tsconfig.json', 'binding.gyp', 'bin', ...APP_SOURCES];
 
-export interface LocalImageTags {
+interface LocalImageTags {
   readonly base: string;
   readonly node: string;
   readonly agent: string;
   readonly proxy: string;
 }
 
-export interface BuildImagesOptions {
+interface BuildImagesOptions {
   /** Progress lines (what is built or reused, and how long it took). */
   readonly log?: (line: string) => void;
   /** The repository root; found from this file's location when absent. */
@@ -154,7 +154,7 @@ async function stageApp(root: string, stage: string, log: (l: string) => void): 
     tsconfig,
     JSON.stringify({
       extends: path.join(root, 'tsconfig.json'),
-      // typeRoots named: the default is node_modules/@types next to this (temporary) tsconfig, where there is none
+      // typeRoots: @types/node is found from the config's directory, which is the stage's here
       compilerOptions: {
         rootDir: root,
         outDir: path.join(app, 'dist'),

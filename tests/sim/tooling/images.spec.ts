@@ -51,14 +51,14 @@ test("the base's packages cover the node image's tools and every Dockerfile's in
 
 // this machine's own format (deb822, with the security archive and snapshot comments)
 const DEB822 = `Types: deb
-# http://snapshot.debian.org/archive/debian-security/20250520T000000Z
-URIs: http://deb.debian.org/debian-security
+# http://snapshot.example/archive/debian-security/20250520T000000Z
+URIs: http://security.example/debian-security
 Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb deb-src
-# http://snapshot.debian.org/archive/debian/20250520T000000Z
+# http://snapshot.example/archive/debian/20250520T000000Z
 URIs: http://mirror.example/debian
 Suites: bookworm bookworm-updates
 Components: main contrib
@@ -84,7 +84,7 @@ test('the mirror from one-line sources: options, comments and deb-src lines hand
   const list = [
     '# deb http://commented.example/debian bookworm main',
     'deb-src http://src.example/debian bookworm main',
-    'deb http://security.debian.org/debian-security bookworm-security main',
+    'deb http://security.example/debian-security bookworm-security main',
     'deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://one.example/debian bookworm main non-free',
     'deb http://two.example/debian bookworm main',
   ].join('\n');
