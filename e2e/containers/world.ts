@@ -50,6 +50,7 @@ import { deploymentLaunch } from '../deployment/launch.js';
 import { localImages } from './images.js';
 import { podCidr } from '../netns/addressing.js';
 import { FileResultCache, NetnsPluginExec } from '../netns/cni-exec.js';
+import { removeLeftovers } from '../netns/leftovers.js';
 import { missingTools, missingToolsReason } from '../netns/required-tools.js';
 import { NetnsLab, procStart, type LabBackend, type LabComponent, type LabPid } from '../netns/world-lab.js';
 import { NetnsWorld } from '../netns/world.js';
@@ -482,6 +483,40 @@ export class ContainersBackend implements LabBackend {
     void lab;
     if (errors.length > 0) throw new Error(`container world cleanup: ${errors.join('; ')}`);
   }
+}
+
+/**
+ * Crash safety for a run that died without close() (killed): remove its containers (found by the
+ * run prefix in their names, removed by id), its mounts under `runDir` and its namespaces and
+ * processes (removeLeftovers), then the run dir. Returns what it removed.
+ */
+export async function removeContainerWorldLeftovers(
+  prefix: string,
+  runDir: string,
+): Promise<{ containers: string[]; mounts: string[]; namespaces: readonly string[] }> {
+  if (!/^al-[a-z0-9]+-$/.test(prefix))
+    throw new Error(`refusing to clean up ${JSON.stringify(prefix)}: not a run prefix`);
+  testcontainersSettings();
+  const client = await getContainerRuntimeClient();
+  const containers: string[] = [];
+  for (const info of await client.container.list()) {
+    if (!info.Names.some((n) => n.replace(/^\//, '').startsWith(prefix))) continue;
+    const c = client.container.getById(info.Id);
+    if (info.State === 'running') await client.container.stop(c, { timeout: 0 });
+    await client.container.remove(c);
+    containers.push(info.Id);
+  }
+  const mounts = fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4])
+    .filter((m): m is string => m !== undefined && m.startsWith(`${runDir}/`))
+    .sort()
+    .reverse();
+  for (const m of mounts) run(['umount', m]);
+  const { removed } = await removeLeftovers(prefix, { killProcesses: true });
+  fs.rmSync(runDir, { recursive: true, force: true });
+  return { containers, mounts, namespaces: removed };
 }
 
 /** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
