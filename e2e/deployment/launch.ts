@@ -154,7 +154,7 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
   // [binary, node flags..., /app/<program>, program args...]: the program is the first element
   // after the binary under the image's /app (the binary itself may be there: /app/node-netcaps).
   const programAt = argv.findIndex((x, i) => i > 0 && x.startsWith(IMAGE_APP_DIR));
-  if (programAt < 0) return fail(`no program under ${IMAGE_APP_DIR} after the binary in ${JSON.stringify(argv)}`);
+  if (programAt < 0) return fail(`the program ${JSON.stringify(argv[argv.length - 1])} is not under ${IMAGE_APP_DIR}`);
   const program = argv[programAt]!;
   const programArgs = argv.slice(programAt + 1);
   for (const a of programArgs)

@@ -110,3 +110,50 @@ for (const [name, file, edit, message] of refused) {
     });
   });
 }
+
+test('what a container world follows: the binary and program args, host namespaces, privilege escalation, read-only root, hostPath mounts, the installer container', () => {
+  const l = deploymentLaunch(MANIFESTS, { nodeName: 'node-7' });
+  expect(l.proxy).toMatchObject({
+    binary: '/app/node-netcaps',
+    programArgs: [],
+    pod: { hostNetwork: true, hostPID: false, serviceAccount: 'ambient-lab-proxy', namespace: 'ambient-lab-system' },
+    allowPrivilegeEscalation: true,
+    readOnlyRootFilesystem: true,
+    hostPathMounts: [{ hostPath: '/var/run/ambient-lab', mountPath: '/var/run/ambient-lab', propagation: 'None' }],
+  });
+  expect(l.agent).toMatchObject({
+    binary: 'node',
+    pod: { hostNetwork: true, hostPID: true },
+    allowPrivilegeEscalation: false,
+  });
+  expect(l.agent.hostPathMounts).toContainEqual({
+    hostPath: '/var/run/netns',
+    mountPath: '/var/run/netns',
+    propagation: 'HostToContainer',
+  });
+  expect(l.installCni).toMatchObject({
+    uid: 0,
+    caps: [],
+    program: 'dist/impl/linux/cni-installer-main.js',
+    programArgs: ['install'],
+  });
+  expect(l.installCni.hostPathMounts.map((m) => m.mountPath)).toEqual([
+    '/host/opt/cni/bin',
+    '/host/etc/cni/net.d',
+    '/host/opt/ambient-lab',
+    '/var/run/ambient-lab',
+  ]);
+  withEditedCopy(
+    '20-proxy.yaml',
+    (t) => t.replace('allowPrivilegeEscalation: true', 'allowPrivilegeEscalation: false'),
+    (dir) => expect(deploymentLaunch(dir, { nodeName: 'n' }).proxy.allowPrivilegeEscalation).toBe(false),
+  );
+  withEditedCopy(
+    '10-agent.yaml',
+    (t) => t.replace('mountPropagation: HostToContainer', 'mountPropagation: Bidirectional'),
+    (dir) =>
+      expect(() => deploymentLaunch(dir, { nodeName: 'n' })).toThrow(
+        /mountPropagation "Bidirectional" is not followed/,
+      ),
+  );
+});
