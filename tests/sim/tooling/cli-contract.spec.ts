@@ -44,7 +44,7 @@ test('check validates every option before work: the error names flag, value and 
   expect(await usage({ properties: 'capture' })).toMatch(
     /^--properties "capture": unknown "capture"; accepted: outbound-capture, inbound-capture, authorization, convergence, fail-closed, liveness$/,
   );
-  expect(await usage({ world: 'moon' })).toBe('--world "moon": unknown world; accepted: sim, netns, kind');
+  expect(await usage({ world: 'moon' })).toBe('--world "moon": unknown world; accepted: sim, netns, containers, kind');
   for (const [flag, key, value, accepted] of [
     ['--runs', 'runs', '1e3', '>= 1'],
     ['--runs', 'runs', '0', '>= 1'],
@@ -210,7 +210,7 @@ test('every subcommand exits 2 on a usage error, before any work', async () => {
     expectUsage(badThreat, '--threats "app-martian": unknown "app-martian"; accepted: app-nonroot');
     expectUsage(badMutant, '--mutant "no such mutant": no such mutant for profile strict; accepted: "ipv4 remove');
     expect(fs.existsSync(out), 'no counterexample directory: nothing ran').toBe(false);
-    expectUsage(badWorld, '--world "moon": unknown world; accepted: sim, netns, kind');
+    expectUsage(badWorld, '--world "moon": unknown world; accepted: sim, netns, containers, kind');
     expectUsage(badShard, '--shard "0/4": expected i/n with 1 <= i <= n');
     expectUsage(missing, `--replay ${path.join(dir, 'nope.json')}: cannot read counterexample (ENOENT: no such file)`);
     expectUsage(
