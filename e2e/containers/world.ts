@@ -459,7 +459,7 @@ export class ContainersBackend implements LabBackend {
     );
   }
 
-  async dispose(lab: NetnsLab): Promise<void> {
+  async dispose(_lab: NetnsLab): Promise<void> {
     const errors: string[] = [];
     for (const c of [...this.live.values()].reverse())
       await this.remove(c, 2).catch((e: unknown) => errors.push(`container ${c.getId()}: ${errText(e)}`));
@@ -480,7 +480,6 @@ export class ContainersBackend implements LabBackend {
         errors.push(errText(e));
       }
     }
-    void lab;
     if (errors.length > 0) throw new Error(`container world cleanup: ${errors.join('; ')}`);
   }
 }
