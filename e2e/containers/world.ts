@@ -439,7 +439,9 @@ export class ContainersBackend implements LabBackend {
 
   async hideSandbox(lab: NetnsLab, node: string, netns: string): Promise<void> {
     const target = path.join(this.hostDir(lab, node, NODE_NETNS_DIR), sandboxName(netns));
-    run(['umount', target]);
+    // Detached (as `ip netns del` does): the agent or a plugin may still hold the namespace open,
+    // which makes a plain umount fail with EBUSY; the namespace lives on until they close it.
+    run(['umount', '--lazy', target]);
     fs.rmSync(target, { force: true });
   }
 
@@ -468,7 +470,7 @@ export class ContainersBackend implements LabBackend {
     for (const dir of this.sharedMounts.splice(0).reverse()) {
       for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
         try {
-          run(['umount', path.join(dir, f)]);
+          run(['umount', '--lazy', path.join(dir, f)]);
         } catch (e) {
           // A file that was never mounted (exposeSandbox failed at mount) is only removed.
           if (!/not mounted/.test(errText(e))) errors.push(errText(e));
