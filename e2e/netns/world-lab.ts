@@ -163,6 +163,8 @@ function builtProgram(rel: string): string {
 }
 
 const children = new Map<number, ChildProcess>();
+/** How each child this process started ended (pid → words), for messages about a process that exited. */
+const childExits = new Map<number, string>();
 
 /** Field 22 of /proc/PID/stat (start time, clock ticks after boot) and whether it is a zombie; undefined when there is no such pid. */
 export function procStart(pid: number): { startTime: string; zombie: boolean } | undefined {
@@ -207,7 +209,10 @@ function spawnInNetns(
   if (!started) throw new Error(`${argv.join(' ')} in ${netns} (pid ${child.pid}) exited at once; see ${opts.logFile}`);
   child.on('error', () => undefined);
   children.set(child.pid, child);
-  child.on('exit', () => children.delete(child.pid!));
+  child.on('exit', (code, signal) => {
+    children.delete(child.pid!);
+    childExits.set(child.pid!, signal !== null ? `killed by ${signal}` : `exit code ${code}`);
+  });
   child.unref();
   const channel = opts.channel ? (child.stdio[3] as Readable & { unref?: () => void }) : undefined;
   // Like the child itself, its channel must not keep this process alive (`ambient-lab up` exits).
@@ -818,7 +823,10 @@ export class NetnsLab {
       rec.closed = true;
     });
     await waitFor(`the app of ${p.namespace}/${p.name} did not start listening`, 10_000, async () => {
-      if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
+      if (!isOurs(p.app!))
+        throw new Error(
+          `it exited (${childExits.get(p.app!.pid) ?? 'how: unknown'}); its output: ${fs.readFileSync(log, 'utf8').slice(-500) || '(none)'}`,
+        );
       return rec.lines.some((l) => l.includes('"ready"')) ? true : undefined;
     });
   }

@@ -89,10 +89,10 @@ const FINAL_EVENTS: ReadonlySet<string> = new Set(['closed', 'closed-by-policy',
  */
 function openLegs(
   recs: readonly { node: string; r: ConnectionLogRecord }[],
-  client: string,
+  clients: ReadonlySet<string>,
   peers: readonly string[],
 ): string[] {
-  const tuples = new Set([client]);
+  const tuples = new Set(clients);
   for (const { r } of recs)
     if (r.upstream && peers.includes(tupleText(r.upstream.src))) tuples.add(tupleText(r.downstream.src));
   for (let grew = true; grew;) {
@@ -400,16 +400,28 @@ export class NetnsWorld implements World {
       })) as ConnectOutcome;
     }
     const client = ep(srcIp, sourcePort);
+    // What the first hop may see as the client: its own tuple, or — for a socket in a node's
+    // netns (a host socket, a hostNetwork pod), which binds no address (the kernel picks the
+    // route's, e.g. the pod bridge's) and whose connections to pods the node's rules SNAT (the
+    // host probe source) — the tuples its conntrack entry says it left with.
+    const clients = new Set([client]);
+    if (
+      this.lab.state.nodes.some((n) => n.netns === src.netns) &&
+      proto === 'tcp' &&
+      out.result === 'established' &&
+      !opts.raw
+    )
+      for (const alias of await this.nodeSourceTuples(src.netns, sourcePort, dstIp, to.port)) clients.add(alias);
     // A raw TCP SYN never completes a handshake, so nothing is logged for it: its answer says what listened.
     const mayDeliver = out.result === 'established' || (out.result === 'sent' && !(opts.raw && proto === 'tcp'));
     const {
       dels,
       recs,
       note: waitNote,
-    } = await this.awaitAttempt(tag, client, out.result === 'established' && !opts.raw, mayDeliver, offsets, events);
+    } = await this.awaitAttempt(tag, clients, out.result === 'established' && !opts.raw, mayDeliver, offsets, events);
     const mine = recs.filter(
       (x) =>
-        tupleText(x.r.downstream.src) === client ||
+        clients.has(tupleText(x.r.downstream.src)) ||
         dels.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.peer),
     );
     const proxyLog: ProxyLogEntry[] = mine.map(({ node, r }) => {
@@ -425,7 +437,7 @@ export class NetnsWorld implements World {
         reason: r.decision?.reason ?? r.reason ?? '',
       };
     });
-    const first = mine.find((x) => tupleText(x.r.downstream.src) === client);
+    const first = mine.find((x) => clients.has(tupleText(x.r.downstream.src)));
     let acceptedBy: Acceptor | undefined;
     let acceptedIn: ConnectResult['acceptedIn'];
     const deliveries: Delivery[] = dels.map((d) => {
@@ -522,7 +534,7 @@ export class NetnsWorld implements World {
    */
   private async awaitAttempt(
     tag: string,
-    client: string,
+    clients: ReadonlySet<string>,
     tcp: boolean,
     mayDeliver: boolean,
     offsets: Map<string, number>,
@@ -548,7 +560,7 @@ export class NetnsWorld implements World {
         missing.push(
           ...openLegs(
             recs,
-            client,
+            clients,
             dels.map((d) => d.peer),
           ),
         );
@@ -614,6 +626,36 @@ export class NetnsWorld implements World {
       if (l?.address) return { dev: route.dev, mac: l.address };
     }
     return `no interface of this world holds the next hop ${hop} (towards ${dst})`;
+  }
+
+  /**
+   * The tuples a TCP connection from source port `sport` to dst:dport left `netns` as: the
+   * original source of its conntrack entry (the address the kernel chose) and, after source NAT
+   * there, the reply tuple's destination. A node's connection to a pod is SNATed by the node's
+   * rules (the host probe source), so the proxy that takes it logs the translated tuple. No entry
+   * is a real state (conntrack ran and counted); a tool that fails is a harness error, not "no NAT".
+   */
+  private async nodeSourceTuples(netns: string, sport: number, dst: string, dport: number): Promise<string[]> {
+    const what = `the source of the connection from port ${sport} to ${ep(dst, dport)}`;
+    const argv = [
+      'conntrack',
+      '-L',
+      '-f',
+      dst.includes(':') ? 'ipv6' : 'ipv4',
+      '-p',
+      'tcp',
+      '--orig-port-src',
+      String(sport),
+      '--orig-dst',
+      dst,
+      '--orig-port-dst',
+      String(dport),
+    ];
+    const out = await observeInOutput(netns, argv);
+    const entries = parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
+    return entries
+      .filter((e) => e.orig.sport === sport && e.orig.dst === dst && e.orig.dport === dport)
+      .flatMap((e) => [ep(e.orig.src, e.orig.sport), ep(e.reply.dst, e.reply.dport)]);
   }
 
   /** Which socket answered a raw SYN src:sport -> dst:dport with a SYN-ACK (see connect). */
