@@ -39,7 +39,7 @@ import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js'
 import { execIn } from './ip.js';
 import { setprivArgs, type SpawnOptions } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
-import { deploymentLaunch } from '../deployment/launch.js';
+import { deploymentChoiceOf, deploymentLaunch, renderDeployment } from '../deployment/launch.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
@@ -101,8 +101,12 @@ export interface LabState {
   readonly dnsCapture?: boolean;
   /** The agent and proxy capture IPv6 (--ipv6) whatever the pods' stack; absent: as `ipv6`. */
   readonly captureIpv6?: boolean;
-  /** The manifests the components' launch comes from; absent: this repository's (fixtures/manifests). */
-  readonly manifests?: string;
+  /**
+   * The rendered manifests the components' launch comes from (deployment.yaml in the run dir,
+   * written at create: deploy/ rendered for this lab's settings, or the stream it was given).
+   * Absent in state files written before deploy/ existed: such a lab cannot start components.
+   */
+  readonly deployment?: string;
   /** The proxies run their DNS listener (15053); absent: off, as in the sim world. */
   readonly proxyDns?: boolean;
   readonly nodes: readonly {
@@ -145,9 +149,6 @@ export function repoRoot(): string {
   throw new Error('cannot find the ambient-lab repository root from e2e/netns/world-lab');
 }
 
-/** The deployment manifests every component launch is derived from (e2e/deployment/launch.ts). */
-const DEPLOYMENT_MANIFESTS = path.join(repoRoot(), 'fixtures', 'manifests');
-
 /** Write `text` readable by root and `gid` only (0640): a secret the proxy's group must read. */
 function writeGroupReadable(file: string, text: string, gid: number): void {
   fs.writeFileSync(file, text, { mode: 0o600 });
@@ -156,6 +157,27 @@ function writeGroupReadable(file: string, text: string, gid: number): void {
 }
 
 /** A compiled program under dist/; throws with what to do when it is missing. */
+/**
+ * The lab's rendered deployment, written to state.deployment: deploy/ rendered for the lab's
+ * settings, or the stream it was given — whose settings must be the lab's, or the world's
+ * expectations (profile, stack, DNS capture) would not describe what runs.
+ */
+function writeDeployment(state: LabState, opts: LabOptions): void {
+  const want = {
+    profile: state.profile,
+    ipv6: (state.captureIpv6 ?? state.ipv6) === true,
+    dnsCapture: state.dnsCapture === true,
+  };
+  const source = opts.deployment ?? 'deploy/ rendered for this lab';
+  const rendered = opts.deployment !== undefined ? fs.readFileSync(opts.deployment, 'utf8') : renderDeployment(want);
+  const got = deploymentChoiceOf(deploymentLaunch(rendered, { nodeName: 'node-0', source }));
+  if (JSON.stringify(got) !== JSON.stringify(want))
+    throw new Error(
+      `the lab's deployment (${source}) says ${JSON.stringify(got)} but the lab was asked for ${JSON.stringify(want)}: render it with those settings (deploy/components)`,
+    );
+  fs.writeFileSync(state.deployment!, rendered, { mode: 0o644 });
+}
+
 function builtProgram(rel: string): string {
   const p = path.join(repoRoot(), 'dist', rel);
   if (!fs.existsSync(p)) throw new Error(`${p} is missing: run \`npm run build\` first`);
@@ -288,8 +310,12 @@ interface LabOptions {
   readonly captureIpv6?: boolean;
   /** Run directory parent (default /run/ambient-lab); the run dir is <parent>/<name>. */
   readonly stateRoot?: string;
-  /** Deployment manifests to launch the components from (default: this repository's, fixtures/manifests). */
-  readonly manifests?: string;
+  /**
+   * A rendered manifest stream (a file of `kubectl kustomize` output) to launch the components
+   * from; default: deploy/ rendered for profile, ipv6 (captureIpv6) and dnsCapture. Either way
+   * its settings must be the lab's (checked at create).
+   */
+  readonly deployment?: string;
   /** Run the proxies' DNS listener (default false: captured DNS fails closed, as in the sim world). */
   readonly proxyDns?: boolean;
   /** Lab name (default: the run prefix without its trailing dash). */
@@ -363,7 +389,7 @@ export class NetnsLab {
         ipv6: opts.ipv6 ?? false,
         dnsCapture: opts.dnsCapture ?? false,
         ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
-        ...(opts.manifests !== undefined ? { manifests: path.resolve(opts.manifests) } : {}),
+        deployment: path.join(runDir, 'deployment.yaml'),
         ...(opts.proxyDns !== undefined ? { proxyDns: opts.proxyDns } : {}),
         nodes: cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 })),
         fabric: cluster.fabric.netns,
@@ -378,6 +404,7 @@ export class NetnsLab {
       };
       lab = new NetnsLab(state, cluster);
       lab.save();
+      writeDeployment(state, opts);
       // One mesh root for every proxy of the cluster, so HBONE verifies across nodes.
       const root = await (await MeshCa.create('cluster.local')).exportRoot();
       // The proxy runs as the manifests' uid/gid, not root: what it reads is shared with its
@@ -457,18 +484,31 @@ export class NetnsLab {
 
   /**
    * How a component starts on `node`: its user, groups, capabilities, Node.js flags, program and
-   * environment come from the deployment manifests (e2e/deployment/launch.ts), so this world runs
-   * what ships; only what the lab must place itself is added as flags (node name, API, sockets,
-   * profile and stack of this run, the shared mesh root). The proxy gets its capabilities as
-   * ambient capabilities where the image gives them as file capabilities (ci/proxy.Dockerfile):
-   * the same effective set for the same uid.
+   * environment come from the rendered deployment (e2e/deployment/launch.ts) — profile, IPv6 and
+   * DNS capture included, through deploy/'s components — so this world runs what ships. The
+   * proxy gets its capabilities as ambient capabilities where the image gives them as file
+   * capabilities (ci/proxy.Dockerfile): the same effective set for the same uid.
+   *
+   * What the lab adds, all of it (flags win over the manifests' AMBIENT_LAB_* variables):
+   *   placement — where a kubelet's mounts would put things, the lab's run dir holds them:
+   *     --node, --kubeconfig (the API facade instead of in-cluster config), --zds-socket,
+   *     --status-socket, --plugin-socket, --cni-bin-dir/--cni-conf-dir (the node's CNI dirs),
+   *     --connection-log, --ca-cert/--ca-key (the mesh root Secret's files);
+   *   --pod-uid-sources cgroup,environ — the lab's pod processes are not in kubelet's pod
+   *     cgroups, so the agent also finds them by their environment;
+   *   --repair-interval-ms 2000 — the repair loop at 2 s instead of 10 s, so tests that break a
+   *     pod's rules see the repair within their timeouts;
+   *   --dns-upstream — the proxies run no DNS listener unless the lab is asked (proxyDns), as the
+   *     sim world's, so the worlds agree on captured DNS (it fails closed) and nothing depends on
+   *     this machine's resolvers; asked, it forwards to a lab address where nothing answers (the
+   *     fabric gateway's port 53). The manifests forward to the node's resolv.conf.
    */
   componentLaunch(
     component: LabComponent,
     node: string,
   ): { argv: string[]; spawn: SpawnOptions; env: Record<string, string> } {
     const dir = this.nodeDir(node);
-    const launch = deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, { nodeName: node })[component];
+    const launch = this.deploymentLaunch(node)[component];
     const common = [
       '--node',
       node,
@@ -478,8 +518,6 @@ export class NetnsLab {
       path.join(dir, 'zds.sock'),
       '--status-socket',
       path.join(dir, `${component}-status.sock`),
-      // Explicit either way: the components' defaults are upstream's (on), the lab's are off.
-      `--ipv6=${(this.state.captureIpv6 ?? this.state.ipv6) === true}`,
     ];
     const program = [process.execPath, ...launch.nodeFlags, path.join(repoRoot(), launch.program)];
     const spawn: SpawnOptions = { uid: launch.uid, gid: launch.gid, groups: launch.groups, caps: launch.caps };
@@ -488,15 +526,12 @@ export class NetnsLab {
         argv: [
           ...program,
           ...common,
-          '--profile',
-          this.state.profile,
           '--plugin-socket',
           path.join(dir, 'cni', 'agent.sock'),
           '--pod-uid-sources',
           'cgroup,environ',
           '--repair-interval-ms',
           '2000',
-          `--dns-capture=${this.state.dnsCapture === true}`,
         ],
         spawn,
         env: { ...launch.env },
@@ -512,11 +547,6 @@ export class NetnsLab {
         path.join(this.state.runDir, 'mesh-ca.pem'),
         '--ca-key',
         path.join(this.state.runDir, 'mesh-ca.key'),
-        // The one deviation from the manifests (which serve DNS, forwarding to the node's
-        // resolv.conf): the lab's proxies run no DNS listener unless asked, as the sim world's,
-        // so the worlds agree on captured DNS (it fails closed) and nothing depends on this
-        // machine's resolvers. Asked, the listener forwards to a lab address where nothing
-        // answers (the fabric gateway's port 53).
         this.state.proxyDns === true ? `--dns-upstream=${FABRIC_GATEWAY.ipv4}:53` : '--dns-upstream=',
       ],
       spawn,
@@ -526,9 +556,17 @@ export class NetnsLab {
 
   /** The group the proxy runs as (its manifest's runAsGroup): it may read the lab's shared files. */
   proxyGid(): number {
-    return deploymentLaunch(this.state.manifests ?? DEPLOYMENT_MANIFESTS, {
-      nodeName: this.state.nodes[0]?.name ?? 'node-0',
-    }).proxy.gid;
+    return this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').proxy.gid;
+  }
+
+  /** The components' launch on `node`, from the lab's rendered manifests (the one loader). */
+  private deploymentLaunch(node: string): ReturnType<typeof deploymentLaunch> {
+    const file = this.state.deployment;
+    if (file === undefined)
+      throw new Error(
+        `lab ${this.state.name} was made before deploy/ (its state has no rendered deployment): take it down (ambient-lab down --name ${this.state.name}) and bring it up again`,
+      );
+    return deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
   }
 
   running(component: LabComponent, node: string): boolean {
