@@ -29,7 +29,7 @@ import * as path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { k8sCniArgs, cidrAddress, type CniConfList, type CniResult } from '../../impl/api/cni.js';
+import { k8sCniArgs, cidrAddress, parseConfList, type CniConfList, type CniResult } from '../../impl/api/cni.js';
 import type { KubeObjectOf } from '../../impl/host/kube.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
@@ -419,6 +419,7 @@ export class NetnsLab {
         fs.mkdirSync(dir, { recursive: true });
         fs.chownSync(dir, 0, gid);
         fs.chmodSync(dir, 0o775);
+        lab.writeNodeCni(n.name);
         await lab.startComponent('agent', n.name);
       }
       for (const n of state.nodes) await lab.startComponent('proxy', n.name);
@@ -494,6 +495,8 @@ export class NetnsLab {
    *     --node, --kubeconfig (the API facade instead of in-cluster config), --zds-socket,
    *     --status-socket, --plugin-socket, --cni-bin-dir/--cni-conf-dir (the node's CNI dirs),
    *     --connection-log, --ca-cert/--ca-key (the mesh root Secret's files);
+   *   the CNI files install-cni would write: the lab writes the chained conflist itself
+   *     (writeNodeCni) instead of running the installer, and its kubelet runs that file;
    *   --pod-uid-sources cgroup,environ — the lab's pod processes are not in kubelet's pod
    *     cgroups, so the agent also finds them by their environment;
    *   --repair-interval-ms 2000 — the repair loop at 2 s instead of 10 s, so tests that break a
@@ -528,6 +531,10 @@ export class NetnsLab {
           ...common,
           '--plugin-socket',
           path.join(dir, 'cni', 'agent.sock'),
+          '--cni-bin-dir',
+          this.cniBinDir(),
+          '--cni-conf-dir',
+          this.cniConfDir(node),
           '--pod-uid-sources',
           'cgroup,environ',
           '--repair-interval-ms',
@@ -621,19 +628,32 @@ export class NetnsLab {
 
   // ------------------------------------------------------------------ CNI
 
-  private chains(node: string): { chain: CniChain; ifname: string }[] {
+  /** The node's CNI bin dir (shared by the lab's nodes): Debian's plugins are in DEBIAN_CNI_DIR. */
+  private cniBinDir(): string {
+    return path.join(this.state.runDir, 'cni-bin');
+  }
+
+  /** The node's CNI conf dir: the config list its runtime (the lab's kubelet) uses. */
+  cniConfDir(node: string): string {
+    return path.join(this.nodeDir(node), 'net.d');
+  }
+
+  /**
+   * What install-cni leaves on a node, written by the lab itself before the agent starts: our
+   * plugin in the bin dir and chained into the node's primary conflist (bridge + host-local,
+   * then ambient-lab-cni with the enrollment settings the agent runs with by default). The agent
+   * reads these (--cni-bin-dir/--cni-conf-dir) for its readiness, and the lab's kubelet runs the
+   * chain from this file.
+   */
+  private writeNodeCni(node: string): void {
     const n = this.node(node);
     const dir = this.nodeDir(node);
-    const binDir = path.join(this.state.runDir, 'cni-bin');
+    const binDir = this.cniBinDir();
     const link = path.join(binDir, 'ambient-lab-cni');
     if (!fs.existsSync(link)) {
       fs.mkdirSync(binDir, { recursive: true });
       fs.symlinkSync(path.join(repoRoot(), 'bin', 'ambient-lab-cni.js'), link);
     }
-    const exec = new NetnsPluginExec({ netns: n.netns, dirs: [DEBIAN_CNI_DIR, binDir] });
-    const cache = new FileResultCache(path.join(dir, 'cni-cache'));
-    const opts = { path: [DEBIAN_CNI_DIR, binDir] };
-    const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
     const podnet: CniConfList = {
       cniVersion: '1.0.0',
       name: 'al-podnet',
@@ -653,7 +673,6 @@ export class NetnsLab {
             ],
           },
         },
-        // The enrollment settings the agent runs with by default (the installer writes the same fields).
         {
           type: 'ambient-lab-cni',
           agentSocket: path.join(dir, 'cni', 'agent.sock'),
@@ -665,6 +684,20 @@ export class NetnsLab {
         },
       ],
     };
+    fs.mkdirSync(this.cniConfDir(node), { recursive: true });
+    fs.writeFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), `${JSON.stringify(podnet, null, 2)}\n`);
+  }
+
+  private chains(node: string): { chain: CniChain; ifname: string }[] {
+    const n = this.node(node);
+    const dir = this.nodeDir(node);
+    const binDir = this.cniBinDir();
+    const exec = new NetnsPluginExec({ netns: n.netns, dirs: [DEBIAN_CNI_DIR, binDir] });
+    const cache = new FileResultCache(path.join(dir, 'cni-cache'));
+    const opts = { path: [DEBIAN_CNI_DIR, binDir] };
+    const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
+    // The conflist the node's runtime uses, as on disk (writeNodeCni).
+    const podnet = parseConfList(fs.readFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), 'utf8'));
     return [
       { chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' },
       { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' },
