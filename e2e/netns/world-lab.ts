@@ -39,7 +39,7 @@ import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js'
 import { execIn } from './ip.js';
 import { setprivArgs, type SpawnOptions } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
-import { deploymentChoiceOf, deploymentLaunch, renderDeployment } from '../deployment/launch.js';
+import { deploymentChoiceOf, deploymentLaunch, renderDeployment, type DeploymentChoice } from '../deployment/launch.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
@@ -162,7 +162,7 @@ function writeGroupReadable(file: string, text: string, gid: number): void {
  * settings, or the stream it was given — whose settings must be the lab's, or the world's
  * expectations (profile, stack, DNS capture) would not describe what runs.
  */
-function writeDeployment(state: LabState, opts: LabOptions): void {
+function writeDeployment(state: LabState, opts: Pick<LabOptions, 'deployment'>): void {
   const want = {
     profile: state.profile,
     ipv6: (state.captureIpv6 ?? state.ipv6) === true,
@@ -564,6 +564,20 @@ export class NetnsLab {
   /** The group the proxy runs as (its manifest's runAsGroup): it may read the lab's shared files. */
   proxyGid(): number {
     return this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').proxy.gid;
+  }
+
+  /**
+   * Deploy other settings, as `kubectl apply -k` of another overlay would: deploy/ is rendered
+   * again with `change` over the lab's settings and replaces the lab's deployment; components
+   * started from now on run it (restart them, as the DaemonSet's rollout would).
+   */
+  applyDeployment(change: Partial<DeploymentChoice>): void {
+    const state = this.state as { -readonly [K in keyof LabState]: LabState[K] };
+    if (change.profile !== undefined) state.profile = change.profile;
+    if (change.dnsCapture !== undefined) state.dnsCapture = change.dnsCapture;
+    if (change.ipv6 !== undefined) state.captureIpv6 = change.ipv6;
+    writeDeployment(this.state, {});
+    this.save();
   }
 
   /** The components' launch on `node`, from the lab's rendered manifests (the one loader). */
