@@ -15,7 +15,7 @@ import { kubectlAvailability, renderKustomization } from '../../../e2e/deploymen
 import { parseAllDocuments } from 'yaml';
 import { Namespace, ServiceAccount } from 'kubernetes-models/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
-import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/v1';
 import { PROXY_NODE_FLAGS } from '../../../impl/linux/node-flags.js';
@@ -62,6 +62,8 @@ function validate(doc: Doc): void {
     'apps/v1/DaemonSet': (d) => new DaemonSet(d as never),
     'rbac.authorization.k8s.io/v1/ClusterRole': (d) => new ClusterRole(d as never),
     'rbac.authorization.k8s.io/v1/ClusterRoleBinding': (d) => new ClusterRoleBinding(d as never),
+    'rbac.authorization.k8s.io/v1/Role': (d) => new Role(d as never),
+    'rbac.authorization.k8s.io/v1/RoleBinding': (d) => new RoleBinding(d as never),
     'apiextensions.k8s.io/v1/CustomResourceDefinition': (d) => new CustomResourceDefinition(d as never),
   };
   const make = models[key];
@@ -87,6 +89,8 @@ test('every manifest document validates against the Kubernetes schemas (CRD incl
     'DaemonSet/ambient-lab-agent',
     'DaemonSet/ambient-lab-proxy',
     'Namespace/ambient-lab-system',
+    'Role/ambient-lab-agent',
+    'RoleBinding/ambient-lab-agent',
     'ServiceAccount/ambient-lab-agent',
     'ServiceAccount/ambient-lab-proxy',
   ]);
@@ -253,6 +257,19 @@ test('RBAC is least privilege: read pods/namespaces, patch only pods/status, cre
   for (const n of ['ambient-lab-agent', 'ambient-lab-proxy']) {
     for (const r of role(n)) expect(r.verbs.includes('*') || r.resources.includes('*'), n).toBe(false);
   }
+  // install-cni's exit check: get its own DaemonSet, in its namespace, and nothing else
+  const nsRole = docs.find((d) => d.doc.kind === 'Role')!.doc as unknown as {
+    metadata: { namespace: string };
+    rules: unknown[];
+  };
+  expect(nsRole.metadata.namespace).toBe('ambient-lab-system');
+  expect(nsRole.rules).toEqual([
+    { apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: ['ambient-lab-agent'], verbs: ['get'] },
+  ]);
+  const binding = docs.find((d) => d.doc.kind === 'RoleBinding')!.doc as unknown as { subjects: unknown[] };
+  expect(binding.subjects).toEqual([
+    { kind: 'ServiceAccount', name: 'ambient-lab-agent', namespace: 'ambient-lab-system' },
+  ]);
 });
 
 test("the processes agree on paths: the installer's plugin socket default is the agent's; the components use the service account (no kubeconfig)", () => {
@@ -428,4 +445,13 @@ test('one mesh root: the proxy reads --ca-cert/--ca-key from the mesh root Secre
   expect(pod.securityContext?.fsGroup).toBe(proxy.securityContext!.runAsGroup);
   // no mesh root in the repository: the Secret is made at install time
   expect(docs.filter((d) => d.doc.kind === 'Secret')).toEqual([]);
+});
+
+test("install-cni removes the plugin at exit only when its own DaemonSet is gone (upstream's safe upgrade), and looks up the DaemonSet that runs it", () => {
+  const s = installerSettings([], containerEnv('ambient-lab-agent', 'install-cni'));
+  expect(s.uninstallOnExit).toBe('when-daemonset-gone');
+  const agentDs = ds('ambient-lab-agent');
+  expect(s.owner).toEqual({ namespace: agentDs.metadata!.namespace, name: agentDs.metadata!.name });
+  // the binary's own default leaves the plugin in place (an installer outside Kubernetes has no DaemonSet)
+  expect(installerSettings([], {}).uninstallOnExit).toBe('never');
 });
