@@ -40,10 +40,14 @@ const KUBECTL_HINT =
   'use the Kubernetes apt repository (pkgs.k8s.io, package kubectl) or the kubectl binary from dl.k8s.io';
 
 /** Whether `kubectl kustomize` can render deploy/ here; the reason when not (tests skip with it). */
-export function kubectlAvailability(): { readonly ok: boolean; readonly reason: string } {
+export function kubectlAvailability(env: NodeJS.ProcessEnv = process.env): {
+  readonly ok: boolean;
+  readonly reason: string;
+} {
   let out: string;
   try {
     out = execFileSync('kubectl', ['version', '--client', '-o', 'json'], {
+      env,
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -67,10 +71,11 @@ export function kubectlAvailability(): { readonly ok: boolean; readonly reason: 
   return { ok: true, reason: '' };
 }
 
-/** `kubectl kustomize DIR`: the rendered manifest stream. Throws naming the directory and what to do. */
-export function renderKustomization(dir: string): string {
+/** `kubectl kustomize DIR` (kubectl from env's PATH): the rendered manifest stream. Throws naming the directory and what to do. */
+export function renderKustomization(dir: string, env: NodeJS.ProcessEnv = process.env): string {
   try {
     return execFileSync('kubectl', ['kustomize', dir], {
+      env,
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
       maxBuffer: 16 * 1024 * 1024,
@@ -94,7 +99,7 @@ export interface DeploymentChoice {
 }
 
 /** The components of deploy/components/ that make `choice` from the base. */
-export function deploymentComponents(choice: DeploymentChoice): string[] {
+function deploymentComponents(choice: DeploymentChoice): string[] {
   return [
     ...(choice.profile === 'strict' ? ['profile-strict'] : []),
     ...(choice.ipv6 ? [] : ['ipv6-off']),

@@ -28,7 +28,7 @@ interface KindCliOptions {
 export const SYSTEM_NAMESPACE = 'ambient-lab-system';
 export const CRD_NAME = 'authorizationpolicies.security.istio.io';
 /** The mesh root every proxy mounts (deploy/base/proxy.yaml); made at install time, never in the repo. */
-export const MESH_ROOT_SECRET = 'ambient-lab-mesh-root';
+const MESH_ROOT_SECRET = 'ambient-lab-mesh-root';
 /** The namespace of the world's own helper pods (host probes); never part of the mesh. */
 export const E2E_NAMESPACE = 'ambient-lab-e2e';
 /** In the agent image (ci/build.Dockerfile compiles e2e/ too): the probe and the pod app of the netns world. */

@@ -22,7 +22,7 @@ import type { Logger } from '../host/log.js';
 import { PLUGIN_TYPE } from '../api/cni-plugin-config.js';
 import { choosePrimary, readAsList } from './install-conflist.js';
 
-export interface PluginInstallCheckConfig {
+interface PluginInstallCheckConfig {
   /** The node's CNI bin dir as this process sees it (the agent mounts it read-only). */
   readonly cniBinDir: string;
   /** The node's CNI conf dir as this process sees it. */
@@ -37,7 +37,7 @@ interface PluginInstallCheckDeps {
   readonly log: Logger;
 }
 
-export interface InstallCheckState {
+interface InstallCheckState {
   readonly installed: boolean;
   readonly detail: string;
 }
