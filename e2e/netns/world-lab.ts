@@ -149,14 +149,13 @@ export function repoRoot(): string {
   throw new Error('cannot find the ambient-lab repository root from e2e/netns/world-lab');
 }
 
-/** Write `text` readable by root and `gid` only (0640): a secret the proxy's group must read. */
-function writeGroupReadable(file: string, text: string, gid: number): void {
+/** Write `text` readable by root and `gid` only (default 0640): a secret the proxy's group must read. */
+function writeGroupReadable(file: string, text: string, gid: number, mode = 0o640): void {
   fs.writeFileSync(file, text, { mode: 0o600 });
   fs.chownSync(file, 0, gid);
-  fs.chmodSync(file, 0o640);
+  fs.chmodSync(file, mode);
 }
 
-/** A compiled program under dist/; throws with what to do when it is missing. */
 /**
  * The lab's rendered deployment, written to state.deployment: deploy/ rendered for the lab's
  * settings, or the stream it was given — whose settings must be the lab's, or the world's
@@ -178,6 +177,7 @@ function writeDeployment(state: LabState, opts: Pick<LabOptions, 'deployment'>):
   fs.writeFileSync(state.deployment!, rendered, { mode: 0o644 });
 }
 
+/** A compiled program under dist/; throws with what to do when it is missing. */
 function builtProgram(rel: string): string {
   const p = path.join(repoRoot(), 'dist', rel);
   if (!fs.existsSync(p)) throw new Error(`${p} is missing: run \`npm run build\` first`);
@@ -412,7 +412,8 @@ export class NetnsLab {
       // (its status socket and connection log).
       const gid = lab.proxyGid();
       fs.writeFileSync(path.join(runDir, 'mesh-ca.pem'), root.certPem, { mode: 0o644 });
-      writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, gid);
+      // as the mesh root Secret's files are mounted (deploy/base/proxy.yaml: defaultMode 0440, fsGroup)
+      writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, gid, 0o440);
       await lab.startApi();
       for (const n of state.nodes) {
         const dir = path.join(runDir, n.name);

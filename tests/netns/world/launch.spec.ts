@@ -102,9 +102,9 @@ test('the shipped manifests: the proxy runs as 1337:1337 with NET_ADMIN and SYS_
     // the agent became ready only with the plugin chained in the node's conflist (its readiness check)
     const status = await lab.componentStatus('agent', 'node-0');
     expect(status.detail).toContain('ambient-lab-cni installed and chained in');
-    // Secrets the proxy reads are shared with its group only, never with a pod's uid.
+    // Secrets the proxy reads are shared with its group only, never with a pod's uid (the Secret's mode 0440).
     const key = fs.statSync(path.join(lab.state.runDir, 'mesh-ca.key'));
-    expect({ gid: key.gid, mode: key.mode & 0o777 }).toEqual({ gid: 1337, mode: 0o640 });
+    expect({ gid: key.gid, mode: key.mode & 0o777 }).toEqual({ gid: 1337, mode: 0o440 });
   });
 });
 
