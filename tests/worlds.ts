@@ -3,6 +3,7 @@
  * Playwright config prints the reasons so a skipped world is never silent.
  */
 import { execFileSync } from 'node:child_process';
+import { kubectlAvailability } from '../e2e/deployment/launch.js';
 import { missingTools, missingToolsReason, REQUIRED_TOOLS, requiredPackages } from '../e2e/netns/required-tools.js';
 
 interface WorldAvailability {
@@ -39,6 +40,18 @@ export function netnsWorld(
     available: true,
     reason: `root with every required tool (${REQUIRED_TOOLS.length}: ${requiredPackages().join(', ')})`,
   };
+}
+
+/**
+ * The netns world with its lab (NetnsLab: the components launched from deploy/ rendered by
+ * `kubectl kustomize`): netnsWorld() and kubectl. Without kubectl its tests skip with the reason
+ * (kubectl is not a Debian package recent enough; .ci/run says whether it is there).
+ */
+export function netnsLabWorld(): WorldAvailability {
+  const w = netnsWorld();
+  if (!w.available) return w;
+  const k = kubectlAvailability();
+  return k.ok ? w : { available: false, reason: `netns world lab: ${k.reason}` };
 }
 
 export function kindWorld(): WorldAvailability {

@@ -11,12 +11,15 @@
  *   timeout / not-delivered, as the sim reports a dropped packet.
  * - Pod apps and their probes have the capabilities Kubernetes gives (effectiveAppCaps: none for
  *   a non-root uid), as the sim's containers.
- * - IPv6 (options.ipv6): dual-stack pods from fd00:10:244:<i>::/64, agent and proxy run --ipv6.
+ * - The agent and the proxy run as deploy/ rendered for the options says (profile, IPv6, DNS
+ *   capture: its components; e2e/deployment/launch.ts), so the world needs kubectl to render.
+ * - IPv6 (options.ipv6): dual-stack pods from fd00:10:244:<i>::/64; v6 capture on (agent and proxy).
  * - raw (AF_PACKET, probe `raw-send`): needs NET_RAW (EPERM otherwise). UDP is attributed like a
  *   datagram; a TCP SYN cannot complete a handshake (the sender's kernel resets it), so the
  *   answer decides: SYN-ACK = delivered, and the destination's conntrack entry says which port's
  *   listener took it (a REDIRECT shows as 15006 etc.).
- * - options.dnsCapture: the agent's --dns-capture (the proxy serves no 15053, as in the sim).
+ * - options.dnsCapture: the agent captures DNS (the proxy serves no 15053, as in the sim:
+ *   world-lab.ts componentLaunch lists what the lab changes and why).
  * Not here: options.kernelVersion (it is the machine's).
  */
 import * as fs from 'node:fs';
@@ -50,6 +53,7 @@ import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { CommandError, ipIn } from './ip.js';
 import { observe, observeIn, observeInOutput, parseConntrackList } from './observe.js';
 import { missingTools, missingToolsReason } from './required-tools.js';
+import { kubectlAvailability } from '../deployment/launch.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import {
   flushTablesThrough,
@@ -910,6 +914,9 @@ export const netnsWorldFactory: WorldFactory = {
     const missing = missingTools();
     if (missing.length > 0)
       return { ok: false, reason: `the netns world needs tools this machine lacks — ${missingToolsReason(missing)}` };
+    // the components' launch is rendered from deploy/ (kubectl kustomize)
+    const kubectl = kubectlAvailability();
+    if (!kubectl.ok) return { ok: false, reason: `the netns world: ${kubectl.reason}` };
     return { ok: true, reason: '' };
   },
   async create(options: WorldOptions): Promise<World> {
