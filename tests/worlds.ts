@@ -3,6 +3,8 @@
  * Playwright config prints the reasons so a skipped world is never silent.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { offlineImagesHostProblem } from '../tools/images.js';
 import { missingTools, missingToolsReason, REQUIRED_TOOLS, requiredPackages } from '../e2e/netns/required-tools.js';
 
 interface WorldAvailability {
@@ -55,9 +57,14 @@ export function kindWorld(): WorldAvailability {
  * says whether it could provide one in AMBIENT_LAB_DOCKER (`available`, or `unavailable: <reason>`,
  * ci/README.md); unset (a developer's shell), `docker info` is asked here.
  */
-export function containersWorld(env: NodeJS.ProcessEnv = process.env): WorldAvailability {
+export function containersWorld(
+  env: NodeJS.ProcessEnv = process.env,
+  osRelease: string = readOsRelease(),
+): WorldAvailability {
   const said = env['AMBIENT_LAB_DOCKER'];
   if (said?.startsWith('unavailable:')) return { available: false, reason: `container world: ${said}` };
+  const host = offlineImagesHostProblem(osRelease);
+  if (host) return { available: false, reason: `container world: ${host}` };
   if (!has('docker', ['info']))
     return {
       available: false,
@@ -65,4 +72,12 @@ export function containersWorld(env: NodeJS.ProcessEnv = process.env): WorldAvai
         'container world needs a running Docker engine (`docker info` failed): install docker.io and start dockerd (.ci/run does both)',
     };
   return { available: true, reason: 'a Docker engine answers' };
+}
+
+function readOsRelease(): string {
+  try {
+    return readFileSync('/etc/os-release', 'utf8');
+  } catch {
+    return ''; // not Linux, or no os-release: offlineImagesHostProblem says so
+  }
 }
