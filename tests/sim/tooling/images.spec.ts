@@ -139,12 +139,12 @@ test('the input hash: stable, order-sensitive, and a label never runs into its v
 });
 
 test('the base tag changes with each of its inputs and only with them', () => {
-  const inputs = { packagesText: 'iproute2\n', nodeVersion: 'v20.20.2', nodeBinarySha256: 'aa', builderSource: 'src' };
+  const inputs = { packages: ['iproute2'], nodeVersion: 'v20.20.2', nodeBinarySha256: 'aa', builderSource: 'src' };
   const tag = baseImageTag(inputs);
   expect(tag).toMatch(/^ambient-lab\/base:[0-9a-f]{16}$/);
   expect(baseImageTag({ ...inputs })).toBe(tag);
   for (const [k, v] of Object.entries({
-    packagesText: 'iptables\n',
+    packages: ['iproute2', 'iptables'],
     nodeVersion: 'v20.20.3',
     nodeBinarySha256: 'bb',
     builderSource: 'src2',
