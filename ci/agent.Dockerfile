@@ -1,13 +1,20 @@
 # The node agent image: agent + CNI installer + the CNI plugin it installs on the node.
 # Needs iptables/ip6tables (rules in pod netns), iproute2 (ip rule/route), ipset (host probe set).
+# BASE_IMAGE: the public Node image by default (external CI, kind); offline, the local base from
+# ci/base/ (`npm run images`), which already has every package, so the RUN below installs nothing
+# and needs no network. BUILD_IMAGE holds the built tree in /app (ci/build.Dockerfile, or offline
+# the host's tree staged by tools/images.ts).
 #   docker build -f ci/build.Dockerfile -t ambient-lab/build:dev .
 #   docker build -f ci/agent.Dockerfile -t ambient-lab/agent:dev .
 ARG BUILD_IMAGE=ambient-lab/build:dev
+ARG BASE_IMAGE=node:20-bookworm-slim
 FROM ${BUILD_IMAGE} AS build
 
-FROM node:20-bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends iptables iproute2 ipset \
- && rm -rf /var/lib/apt/lists/*
+FROM ${BASE_IMAGE}
+RUN missing=; for p in iptables iproute2 ipset; do \
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"; done; \
+    if [ -n "$missing" ]; then apt-get update && apt-get install -y --no-install-recommends $missing \
+      && rm -rf /var/lib/apt/lists/*; fi
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules

@@ -3,7 +3,9 @@
  * Playwright config prints the reasons so a skipped world is never silent.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { kubectlAvailability } from '../e2e/deployment/launch.js';
+import { offlineImagesHostProblem } from '../tools/images.js';
 import { missingTools, missingToolsReason, REQUIRED_TOOLS, requiredPackages } from '../e2e/netns/required-tools.js';
 
 interface WorldAvailability {
@@ -61,4 +63,34 @@ export function kindWorld(): WorldAvailability {
   if (!has('docker', ['info']))
     return { available: false, reason: 'kind world needs a running Docker engine (`docker info` failed)' };
   return { available: true, reason: 'KIND=1 with kind and a Docker engine' };
+}
+
+/**
+ * The container world (e2e/containers/, images from tools/images.ts): a Docker engine. `.ci/run`
+ * says whether it could provide one in AMBIENT_LAB_DOCKER (`available`, or `unavailable: <reason>`,
+ * ci/README.md); unset (a developer's shell), `docker info` is asked here.
+ */
+export function containersWorld(
+  env: NodeJS.ProcessEnv = process.env,
+  osRelease: string = readOsRelease(),
+): WorldAvailability {
+  const said = env['AMBIENT_LAB_DOCKER'];
+  if (said?.startsWith('unavailable:')) return { available: false, reason: `container world: ${said}` };
+  const host = offlineImagesHostProblem(osRelease);
+  if (host) return { available: false, reason: `container world: ${host}` };
+  if (!has('docker', ['info']))
+    return {
+      available: false,
+      reason:
+        'container world needs a running Docker engine (`docker info` failed): install docker.io and start dockerd (.ci/run does both)',
+    };
+  return { available: true, reason: 'a Docker engine answers' };
+}
+
+function readOsRelease(): string {
+  try {
+    return readFileSync('/etc/os-release', 'utf8');
+  } catch {
+    return ''; // not Linux, or no os-release: offlineImagesHostProblem says so
+  }
 }

@@ -405,6 +405,17 @@ export class KindCli {
   }
 
   async deleteCluster(): Promise<void> {
+    // CI keeps every cluster's logs (the kind job uploads them when it fails): a deleted cluster's
+    // are gone, and the world deletes its cluster on a failed bring-up too. A failed export is
+    // reported and the cluster deleted all the same.
+    const logs = (this.o.env ?? process.env)['AMBIENT_LAB_KIND_LOGS'];
+    if (logs) {
+      const r = await this.run('kind', ['export', 'logs', path.join(logs, this.o.cluster), '--name', this.o.cluster], {
+        reject: false,
+      });
+      if (r.exitCode !== 0)
+        console.error(`kind export logs for ${this.o.cluster} failed (exit ${r.exitCode}): ${r.stderr.trim()}`);
+    }
     await this.run('kind', ['delete', 'cluster', '--name', this.o.cluster, '--kubeconfig', this.o.kubeconfig]);
   }
 

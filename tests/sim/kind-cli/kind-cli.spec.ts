@@ -231,6 +231,21 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
   );
 });
 
+test('with AMBIENT_LAB_KIND_LOGS, deleting a cluster exports its logs first; a failed export still deletes', async () => {
+  for (const failExport of [false, true])
+    await withFakes(
+      async (f) => {
+        const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
+        await cli.deleteCluster();
+        expect(await f.calls()).toEqual([
+          ['kind', 'export', 'logs', '/tmp/al-kind-logs/al-e2e', '--name', 'al-e2e'],
+          ['kind', 'delete', 'cluster', '--name', 'al-e2e', '--kubeconfig', KC],
+        ]);
+      },
+      { AMBIENT_LAB_KIND_LOGS: '/tmp/al-kind-logs', ...(failExport ? { FAIL_KIND_ON: 'export' } : {}) },
+    );
+});
+
 test("an existing CRD (Istio's) is left alone: no create", async () => {
   await withFakes(async (f) => {
     const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
