@@ -22,6 +22,6 @@ COPY --from=build /app/dist ./dist
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/build/Release ./build/Release
 COPY --from=build /app/cni ./cni
-# Runs as root with capabilities added per container by the DaemonSet (fixtures/manifests/10-agent.yaml).
+# Runs as root with capabilities added per container by the DaemonSet (deploy/base/agent.yaml).
 ENTRYPOINT []
 CMD ["node", "/app/bin/ambient-lab-agent.js"]

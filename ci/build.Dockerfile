@@ -3,7 +3,9 @@
 # CNI plugin into one ESM file that runs on the node with a copied Node.js binary. Needs the network
 # (apt, npm); the offline images (ci/README.md) stage the host's tree instead.
 # Build context: the repository root.  docker build -f ci/build.Dockerfile -t ambient-lab/build:dev .
-FROM node:20-bookworm-slim
+# BASE_IMAGE: as in ci/agent.Dockerfile (the RUN steps here still need apt and npm: the network).
+ARG BASE_IMAGE=node:20-bookworm-slim
+FROM ${BASE_IMAGE}
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ libnghttp2-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -3,6 +3,9 @@
  * Playwright config prints the reasons so a skipped world is never silent.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { kubectlAvailability } from '../e2e/deployment/launch.js';
+import { offlineImagesHostProblem } from '../tools/images.js';
 import { missingTools, missingToolsReason, REQUIRED_TOOLS, requiredPackages } from '../e2e/netns/required-tools.js';
 
 interface WorldAvailability {
@@ -41,6 +44,18 @@ export function netnsWorld(
   };
 }
 
+/**
+ * The netns world with its lab (NetnsLab: the components launched from deploy/ rendered by
+ * `kubectl kustomize`): netnsWorld() and kubectl. Without kubectl its tests skip with the reason
+ * (kubectl is not a Debian package recent enough; .ci/run says whether it is there).
+ */
+export function netnsLabWorld(): WorldAvailability {
+  const w = netnsWorld();
+  if (!w.available) return w;
+  const k = kubectlAvailability();
+  return k.ok ? w : { available: false, reason: `netns world lab: ${k.reason}` };
+}
+
 export function kindWorld(): WorldAvailability {
   if (process.env['KIND'] !== '1')
     return { available: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' };
@@ -55,9 +70,14 @@ export function kindWorld(): WorldAvailability {
  * says whether it could provide one in AMBIENT_LAB_DOCKER (`available`, or `unavailable: <reason>`,
  * ci/README.md); unset (a developer's shell), `docker info` is asked here.
  */
-export function containersWorld(env: NodeJS.ProcessEnv = process.env): WorldAvailability {
+export function containersWorld(
+  env: NodeJS.ProcessEnv = process.env,
+  osRelease: string = readOsRelease(),
+): WorldAvailability {
   const said = env['AMBIENT_LAB_DOCKER'];
   if (said?.startsWith('unavailable:')) return { available: false, reason: `container world: ${said}` };
+  const host = offlineImagesHostProblem(osRelease);
+  if (host) return { available: false, reason: `container world: ${host}` };
   // The world wires node containers with the netns world's tools, as root (e2e/containers/world.ts).
   const netns = netnsWorld({ ...env, CI: '' });
   if (!netns.available) return { available: false, reason: `container world: ${netns.reason}` };
@@ -68,4 +88,12 @@ export function containersWorld(env: NodeJS.ProcessEnv = process.env): WorldAvai
         'container world needs a running Docker engine (`docker info` failed): install docker.io and start dockerd (.ci/run does both)',
     };
   return { available: true, reason: 'a Docker engine answers; root with the netns tools' };
+}
+
+function readOsRelease(): string {
+  try {
+    return readFileSync('/etc/os-release', 'utf8');
+  } catch {
+    return ''; // not Linux, or no os-release: offlineImagesHostProblem says so
+  }
 }

@@ -125,8 +125,8 @@ export function machineMirror(files: readonly string[] = APT_SOURCES, suite: str
 
 /** What the base image is made of; its tag is a hash of all of it. */
 interface BaseInputs {
-  /** ci/base/packages.txt as written (comments included: cheap, and never wrong). */
-  readonly packagesText: string;
+  /** The packages of ci/base/packages.txt, in its order (its comments do not change the image). */
+  readonly packages: readonly string[];
   readonly nodeVersion: string;
   /** sha256 of the Node binary copied in (a rebuilt node of the same version is another input). */
   readonly nodeBinarySha256: string;
@@ -139,7 +139,7 @@ export function baseImageTag(i: BaseInputs): string {
   const hash = hashInputs([
     ['suite', SUITE],
     ['variant', 'minbase'],
-    ['packages', i.packagesText],
+    ['packages', i.packages.join('\n')],
     ['node-version', i.nodeVersion],
     ['node-binary', i.nodeBinarySha256],
     ['builder', i.builderSource],
@@ -199,10 +199,9 @@ async function buildBase(tag: string, packages: readonly string[], log: (l: stri
  */
 export async function ensureBaseImage(root: string, log: (l: string) => void): Promise<string> {
   const packagesFile = path.join(root, 'ci/base/packages.txt');
-  const packagesText = fs.readFileSync(packagesFile, 'utf8');
-  const packages = parsePackageList(packagesText, packagesFile);
+  const packages = parsePackageList(fs.readFileSync(packagesFile, 'utf8'), packagesFile);
   const tag = baseImageTag({
-    packagesText,
+    packages,
     nodeVersion: process.version,
     nodeBinarySha256: createHash('sha256').update(fs.readFileSync(process.execPath)).digest('hex'),
     builderSource: Buffer.concat(BUILDER_SOURCES.map((f) => fs.readFileSync(path.join(root, f)))),

@@ -48,6 +48,18 @@ interface BuildImagesOptions {
   readonly repoRoot?: string;
 }
 
+/**
+ * Why this machine cannot build the offline images, from its /etc/os-release; undefined when it
+ * can. The build image carries the native addons compiled here, which need a glibc no newer than
+ * the base's (Debian bookworm), and the base is debootstrapped from this machine's Debian mirror:
+ * so the host must be Debian bookworm itself.
+ */
+export function offlineImagesHostProblem(osRelease: string): string | undefined {
+  const field = (k: string): string | undefined => new RegExp(`^${k}=("?)(.*)\\1$`, 'm').exec(osRelease)?.[2];
+  if (field('ID') === 'debian' && field('VERSION_CODENAME') === 'bookworm') return undefined;
+  return `the offline images need a Debian bookworm host (the native addons built here go into a bookworm image, and the base comes from this machine's Debian mirror); this is ${field('PRETTY_NAME') ?? 'a machine without /etc/os-release'}: build the images with network from ci/build.Dockerfile instead (ci/README.md)`;
+}
+
 /** Every file under the given repository paths (sorted, relative), skipping build outputs. */
 function listFiles(root: string, rels: readonly string[]): string[] {
   const out: string[] = [];
@@ -279,6 +291,14 @@ export async function buildLocalImages(opts: BuildImagesOptions = {}): Promise<L
     throw new Error(
       `the images carry the running Node.js binary and must have Node 20; this is ${process.version} (${process.execPath}): run the build with Node 20`,
     );
+  let osRelease = '';
+  try {
+    osRelease = fs.readFileSync('/etc/os-release', 'utf8');
+  } catch {
+    // no os-release: reported as such below
+  }
+  const hostProblem = offlineImagesHostProblem(osRelease);
+  if (hostProblem) throw new Error(hostProblem);
   await requireDocker();
   return withLock(log, async () => {
     const base = await ensureBaseImage(root, log);

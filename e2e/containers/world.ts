@@ -27,9 +27,11 @@
  *                    the primary; ambient-lab-cni chained in by the installer), run inside the
  *                    node container's mount and network namespaces (nsenter), as a runtime there.
  *
- * What the lab adds to the manifests' launch (the netns world adds the same, see
- * NetnsLab.componentLaunch): the run's profile/stack/DNS capture, status sockets, the connection
- * log and the shared mesh root (under the node's /var/run/ambient-lab), the repair interval.
+ * What the lab adds to the manifests' launch (as the netns world, NetnsLab.componentLaunch, less
+ * what the pod's mounts place: no kubeconfig, CNI dir or mesh root flags): status sockets, the
+ * connection log, the repair interval, the DNS upstream. The mesh root is the manifests' Secret
+ * volume, mounted from the lab's copy (secretDir); profile, stack and DNS capture are the
+ * rendered deployment's.
  *
  * Approximations, said plainly: pod apps are processes of this machine's programs in the pod netns
  * (as in the netns world), not containers, but in the node container's pid namespace, where the
@@ -46,7 +48,6 @@ import { GenericContainer, Wait, getContainerRuntimeClient, type StartedTestCont
 import type { CniConfList } from '../../impl/api/cni.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
-import { deploymentLaunch } from '../deployment/launch.js';
 import { localImages } from './images.js';
 import { podCidr } from '../netns/addressing.js';
 import { FileResultCache, NetnsPluginExec } from '../netns/cni-exec.js';
@@ -231,6 +232,32 @@ export class ContainersBackend implements LabBackend {
     return dir;
   }
 
+  /**
+   * A Secret volume's files as a kubelet would mount them (defaultMode, group the pods' fsGroup:
+   * the proxy's gid). The lab holds one Secret, the mesh root (deploy/base/proxy.yaml:
+   * ambient-lab-mesh-root, keys ca.crt and ca.key, made at install time as the README says),
+   * shared by every node so cross-node HBONE verifies.
+   */
+  private secretDir(lab: NetnsLab, secretName: string, mode: number): string {
+    const files: Record<string, Record<string, string>> = {
+      'ambient-lab-mesh-root': { 'ca.crt': 'mesh-ca.pem', 'ca.key': 'mesh-ca.key' },
+    };
+    const keys = files[secretName];
+    if (!keys)
+      throw new Error(
+        `the container world has no Secret ${secretName} (it holds ${Object.keys(files).join(', ')}): a manifest mounts one it cannot provide`,
+      );
+    const dir = path.join(lab.state.runDir, 'secrets', secretName);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+    for (const [key, from] of Object.entries(keys)) {
+      const to = path.join(dir, key);
+      fs.copyFileSync(path.join(lab.state.runDir, from), to);
+      fs.chownSync(to, 0, lab.proxyGid());
+      fs.chmodSync(to, mode);
+    }
+    return dir;
+  }
+
   /** One container of a DaemonSet pod on `node`, as the manifests launch it. */
   private async startPodContainer(
     lab: NetnsLab,
@@ -270,6 +297,11 @@ export class ContainersBackend implements LabBackend {
           target: m.mountPath,
           mode: (m.propagation === 'HostToContainer' ? 'rw,rslave' : 'rw') as 'rw',
         })),
+        ...launch.secretMounts.map((m) => ({
+          source: this.secretDir(lab, m.secretName, m.defaultMode),
+          target: m.mountPath,
+          mode: 'ro' as const,
+        })),
         { source: sa, target: SA_MOUNT, mode: 'ro' as const },
       ])
       .withEntrypoint([launch.binary])
@@ -287,21 +319,14 @@ export class ContainersBackend implements LabBackend {
     const key = `${node}/${component}`;
     if (this.components.has(key)) await this.stopComponent(lab, component, node);
     const dir = lab.nodeDir(node);
-    // The shared mesh root, where the proxy's hostPath shows it (group-readable: the proxy's gid).
-    for (const f of ['mesh-ca.pem', 'mesh-ca.key']) {
-      const to = path.join(dir, f);
-      fs.copyFileSync(path.join(lab.state.runDir, f), to);
-      fs.chownSync(to, 0, lab.proxyGid());
-      fs.chmodSync(to, f.endsWith('.key') ? 0o640 : 0o644);
-    }
-    const where = { dir: NODE_RUN_DIR, caDir: NODE_RUN_DIR, kubeconfig: undefined };
+    const where = { dir: NODE_RUN_DIR, node: true };
     const started: StartedTestContainer[] = [];
     this.components.set(key, started);
     if (component === 'agent') {
       const agent = lab.componentLaunch('agent', node, where);
       // The pod's other container: the CNI installer (the netns world has none; here it installs
       // and chains the plugin into the node's CNI configuration, as on a cluster).
-      const launch = deploymentLaunch(lab.manifestsDir(), { nodeName: node }).installCni;
+      const launch = lab.deploymentLaunch(node).installCni;
       started.push(
         await this.startPodContainer(
           lab,
@@ -309,7 +334,13 @@ export class ContainersBackend implements LabBackend {
           'install-cni',
           this.images.agent,
           launch,
-          [],
+          // The manifests' installer removes the plugin at exit only when the DaemonSet is gone
+          // (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone). The lab's API serves no
+          // DaemonSets, so it would read every agent stop as the DaemonSet's removal: here a stop
+          // or restart is a rollout with the DaemonSet present, whose decision is to leave the
+          // plugin in place (fail closed while the agent is down). uninstall() runs the manifests'
+          // installer as it is.
+          ['--uninstall-on-exit', 'never'],
           path.join(dir, 'install-cni.log'),
           // The installer says so once the plugin is installed and chained (cni-installer-main.ts).
           Wait.forLogMessage(/cni installer running/),
@@ -342,22 +373,31 @@ export class ContainersBackend implements LabBackend {
 
   /**
    * Remove the plugin from `node` as a user removing the DaemonSets would: the agent pod stopped
-   * (World.stop), then the installer container of the manifests run once with `uninstall` (the
-   * installer's own command, cni-installer-main.ts) — same image, user, caps and mounts.
+   * (World.stop), then the DaemonSet gone — its installer container, exactly as the manifests
+   * define it (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone, cni-installer-main.ts), gets
+   * SIGTERM with no DaemonSet in the lab's API and removes the plugin at exit. Throws unless its
+   * log says it did.
    */
   async uninstall(lab: NetnsLab, node: string): Promise<void> {
-    const launch = deploymentLaunch(lab.manifestsDir(), { nodeName: node }).installCni;
+    const launch = lab.deploymentLaunch(node).installCni;
+    const log = path.join(lab.nodeDir(node), 'uninstall-cni.log');
     const c = await this.startPodContainer(
       lab,
       node,
       'uninstall-cni',
       this.images.agent,
-      { ...launch, programArgs: ['uninstall'] },
+      launch,
       [],
-      path.join(lab.nodeDir(node), 'uninstall-cni.log'),
-      Wait.forOneShotStartup(),
+      log,
+      Wait.forLogMessage(/cni installer running/),
     );
-    await this.remove(c);
+    await this.remove(c, 20);
+    // The log stream ends with the container; read what the installer said at exit.
+    const said = await waitForText(log, /cni installer exiting/, 5000);
+    if (!/"uninstall":\s*true/.test(said))
+      throw new Error(
+        `the installer on ${node} exited without removing the plugin with the DaemonSet gone; see ${log}: ${said.slice(-400)}`,
+      );
   }
 
   async stopComponent(_lab: NetnsLab, component: LabComponent, node: string): Promise<void> {
@@ -521,6 +561,16 @@ export async function removeContainerWorldLeftovers(
 }
 
 /** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
+/** The contents of `file` once they match `re` (a log written by a stream that may still be flushing). */
+async function waitForText(file: string, re: RegExp, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+    if (re.test(text) || Date.now() > deadline) return text;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 function sandboxName(netns: string): string {
   return `cni-${netns}`;
 }

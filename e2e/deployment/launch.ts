@@ -1,16 +1,141 @@
 /**
- * How the deployment launches the node agent and the node proxy, read from the manifests
- * (fixtures/manifests): user, group, supplementary groups, capabilities, the Node.js flags and
- * program of each container, and its environment. A world that starts the components as
- * processes (the netns world, `up`) derives their launch from this, so it runs what ships.
+ * How the deployment launches the node agent and the node proxy, read from the rendered
+ * manifests: deploy/ is a Kustomize base (profile upstream: IPv6 and DNS capture on, as upstream's
+ * charts) with components that change the profile, IPv6 or DNS capture; `kubectl kustomize`
+ * renders them (renderKustomization, renderDeployment) and deploymentLaunch reads the rendered
+ * stream: user, group, supplementary groups, capabilities, the Node.js flags and program of each
+ * container, and its environment. Every world that starts the components derives their launch
+ * from this one loader (the netns world and `up` start processes from it; the kind world applies
+ * the same rendered stream), so what runs is what ships.
  *
  * Only what a process launch can mean is read; anything the loader cannot follow (an env value
  * from a secret, a command that is not `node … /app/<script>`) is an error naming the field,
- * never a silent default.
+ * never a silent default. No renderer of our own: without kubectl (>= 1.27, kustomize 5) rendering
+ * fails with a message saying how to install it, and callers skip with kubectlAvailability().
  */
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
+import type { Profile } from '../../impl/api/profile.js';
+import { agentSettings } from '../../impl/linux/node-agent-config.js';
+
+/** The repository's deploy/ directory (base, components, overlays, crd), from source or from dist/. */
+export function deployDir(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    if (fs.existsSync(path.join(dir, 'deploy', 'base', 'kustomization.yaml'))) return path.join(dir, 'deploy');
+    dir = path.dirname(dir);
+  }
+  throw new Error(
+    'deployment: cannot find deploy/base/kustomization.yaml above e2e/deployment (a repository checkout)',
+  );
+}
+
+/** How to get a kubectl that renders deploy/ (its kustomize must know components: kustomize >= 4). */
+const KUBECTL_HINT =
+  "install kubectl >= 1.27 (its built-in kustomize renders deploy/): Debian bookworm's kubernetes-client package (1.20, kustomize 2) is too old — " +
+  'use the Kubernetes apt repository (pkgs.k8s.io, package kubectl) or the kubectl binary from dl.k8s.io';
+
+/** Whether `kubectl kustomize` can render deploy/ here; the reason when not (tests skip with it). */
+export function kubectlAvailability(env: NodeJS.ProcessEnv = process.env): {
+  readonly ok: boolean;
+  readonly reason: string;
+} {
+  let out: string;
+  try {
+    out = execFileSync('kubectl', ['version', '--client', '-o', 'json'], {
+      env,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    const why = err.code === 'ENOENT' ? 'kubectl is not on PATH' : `kubectl version failed: ${err.message}`;
+    return { ok: false, reason: `rendering the deployment (deploy/) needs kubectl: ${why}; ${KUBECTL_HINT}` };
+  }
+  let v: unknown;
+  try {
+    v = (JSON.parse(out) as { kustomizeVersion?: unknown }).kustomizeVersion;
+  } catch {
+    v = undefined;
+  }
+  const major = typeof v === 'string' ? Number(/^v?(\d+)\./.exec(v)?.[1]) : NaN;
+  if (!(major >= 4))
+    return {
+      ok: false,
+      reason: `rendering the deployment (deploy/) needs kustomize >= 4 (components) in kubectl; this kubectl has ${typeof v === 'string' ? `kustomize ${v}` : 'no kustomize version'}; ${KUBECTL_HINT}`,
+    };
+  return { ok: true, reason: '' };
+}
+
+/** `kubectl kustomize DIR` (kubectl from env's PATH): the rendered manifest stream. Throws naming the directory and what to do. */
+export function renderKustomization(dir: string, env: NodeJS.ProcessEnv = process.env): string {
+  try {
+    return execFileSync('kubectl', ['kustomize', dir], {
+      env,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      maxBuffer: 16 * 1024 * 1024,
+    });
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException & { stderr?: string };
+    if (err.code === 'ENOENT')
+      throw new Error(`deployment: cannot render ${dir}: kubectl is not on PATH; ${KUBECTL_HINT}`, { cause: e });
+    throw new Error(
+      `deployment: kubectl kustomize ${dir} failed: ${(err.stderr ?? err.message).trim()} (check the kustomization; with an old kubectl: ${KUBECTL_HINT})`,
+      { cause: e },
+    );
+  }
+}
+
+/** The settings the deploy/ components choose; the base is { upstream, ipv6: true, dnsCapture: true }. */
+export interface DeploymentChoice {
+  readonly profile: Profile;
+  readonly ipv6: boolean;
+  readonly dnsCapture: boolean;
+}
+
+/** The components of deploy/components/ that make `choice` from the base. */
+function deploymentComponents(choice: DeploymentChoice): string[] {
+  return [
+    ...(choice.profile === 'strict' ? ['profile-strict'] : []),
+    ...(choice.ipv6 ? [] : ['ipv6-off']),
+    ...(choice.dnsCapture ? [] : ['dns-capture-off']),
+  ];
+}
+
+/**
+ * Render deploy/ for `choice`: the base alone, or a kustomization (in a temporary directory, as a
+ * user would write one) listing the base and the components — the same files the overlays use.
+ */
+export function renderDeployment(choice: DeploymentChoice): string {
+  const deploy = deployDir();
+  const components = deploymentComponents(choice);
+  if (components.length === 0) return renderKustomization(path.join(deploy, 'base'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-kustomize-'));
+  try {
+    // kustomize takes only relative paths to other kustomizations
+    const rel = (p: string) => path.relative(dir, p);
+    fs.writeFileSync(
+      path.join(dir, 'kustomization.yaml'),
+      [
+        'apiVersion: kustomize.config.k8s.io/v1beta1',
+        'kind: Kustomization',
+        'resources:',
+        `  - ${rel(path.join(deploy, 'base'))}`,
+        'components:',
+        ...components.map((c) => `  - ${rel(path.join(deploy, 'components', c))}`),
+        '',
+      ].join('\n'),
+    );
+    return renderKustomization(dir);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /** One container's launch, as the manifests say it. */
 interface ContainerLaunch {
@@ -43,8 +168,18 @@ interface ContainerLaunch {
   /** securityContext.allowPrivilegeEscalation: false is no_new_privs (it blocks file capabilities). */
   readonly allowPrivilegeEscalation: boolean;
   readonly readOnlyRootFilesystem: boolean;
-  /** The container's hostPath volume mounts (other volume kinds are an error: a launch cannot follow them). */
+  /** The container's hostPath volume mounts (volume kinds other than hostPath and secret are an error: a launch cannot follow them). */
   readonly hostPathMounts: readonly HostPathMount[];
+  /** The container's secret volume mounts (e.g. the proxy's mesh root): a world places the Secret's files there. */
+  readonly secretMounts: readonly SecretMount[];
+}
+
+interface SecretMount {
+  readonly secretName: string;
+  readonly mountPath: string;
+  /** The volume's defaultMode (Kubernetes' default 0644). */
+  readonly defaultMode: number;
+  readonly readOnly: boolean;
 }
 
 interface HostPathMount {
@@ -76,29 +211,29 @@ function isObj(v: unknown): v is Obj {
 }
 
 /**
- * Read the agent's and the proxy's launch from the manifests in `dir`. Throws, naming the file
- * and field, when a manifest is missing, malformed or says something a launch cannot follow.
+ * Read the agent's and the proxy's launch from a rendered manifest stream (renderDeployment,
+ * renderKustomization, or a file of their output); `source` names it in errors. Throws, naming
+ * the source and field, when a DaemonSet is missing, malformed or says something a launch cannot
+ * follow.
  */
-export function deploymentLaunch(dir: string, fields: FieldValues): DeploymentLaunch {
+export function deploymentLaunch(
+  rendered: string,
+  fields: FieldValues & { readonly source?: string },
+): DeploymentLaunch {
+  const source = fields.source ?? 'the rendered deployment';
   const daemonSets = new Map<string, { file: string; ds: Obj }>();
-  for (const file of fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith('.yaml'))
-    .sort()) {
-    const full = path.join(dir, file);
-    for (const doc of parseAllDocuments(fs.readFileSync(full, 'utf8'))) {
-      if (doc.errors.length > 0)
-        throw new Error(`deployment launch: ${full} is not valid YAML: ${doc.errors[0]!.message}`);
-      const o: unknown = doc.toJS();
-      if (isObj(o) && o['kind'] === 'DaemonSet' && isObj(o['metadata']))
-        daemonSets.set(String(o['metadata']['name']), { file: full, ds: o });
-    }
+  for (const doc of parseAllDocuments(rendered)) {
+    if (doc.errors.length > 0)
+      throw new Error(`deployment launch: ${source} is not valid YAML: ${doc.errors[0]!.message}`);
+    const o: unknown = doc.toJS();
+    if (isObj(o) && o['kind'] === 'DaemonSet' && isObj(o['metadata']))
+      daemonSets.set(String(o['metadata']['name']), { file: source, ds: o });
   }
   const take = (name: string, container: string): ContainerLaunch => {
     const found = daemonSets.get(name);
     if (!found)
       throw new Error(
-        `deployment launch: no DaemonSet ${name} in ${dir}; the manifests are the source of the components' launch`,
+        `deployment launch: no DaemonSet ${name} in ${source}; the rendered manifests are the source of the components' launch`,
       );
     return containerLaunch(found.file, found.ds, container, fields);
   };
@@ -171,6 +306,8 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
     if (!isObj(e) || typeof e['name'] !== 'string') return fail('env entries need a name');
     const n = e['name'];
     if (typeof e['value'] === 'string') env[n] = e['value'];
+    // neither value nor valueFrom: the empty string, as Kubernetes sets it (kustomize renders value: "" so)
+    else if (e['value'] === undefined && e['valueFrom'] === undefined) env[n] = '';
     else
       env[n] =
         fieldValue(pathOf(e, ['valueFrom', 'fieldRef', 'fieldPath']), ds, fields) ??
@@ -180,11 +317,26 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
   for (const v of Array.isArray(podSpec['volumes']) ? podSpec['volumes'] : [])
     if (isObj(v) && typeof v['name'] === 'string') volumes.set(v['name'], v);
   const hostPathMounts: HostPathMount[] = [];
+  const secretMounts: SecretMount[] = [];
   for (const m of Array.isArray(c['volumeMounts']) ? c['volumeMounts'] : []) {
     if (!isObj(m) || typeof m['name'] !== 'string' || typeof m['mountPath'] !== 'string')
       return fail('volumeMounts entries need a name and a mountPath');
-    const hostPath = pathOf(volumes.get(m['name']) ?? {}, ['hostPath', 'path']);
-    if (typeof hostPath !== 'string') return fail(`volume ${m['name']} is not a hostPath volume`);
+    const volume = volumes.get(m['name']) ?? {};
+    const secret = volume['secret'];
+    if (isObj(secret)) {
+      const secretName = secret['secretName'];
+      if (typeof secretName !== 'string') return fail(`volume ${m['name']}: secret.secretName must be a string`);
+      const mode = secret['defaultMode'] ?? 0o644;
+      if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o777)
+        return fail(`volume ${m['name']}: secret.defaultMode must be a file mode, got ${JSON.stringify(mode)}`);
+      if (m['mountPropagation'] !== undefined && m['mountPropagation'] !== 'None')
+        return fail(`volumeMount ${m['name']}: mountPropagation on a secret volume is not followed`);
+      // Kubernetes mounts secret volumes read-only whatever the mount says.
+      secretMounts.push({ secretName, mountPath: m['mountPath'], defaultMode: mode, readOnly: true });
+      continue;
+    }
+    const hostPath = pathOf(volume, ['hostPath', 'path']);
+    if (typeof hostPath !== 'string') return fail(`volume ${m['name']} is neither a hostPath nor a secret volume`);
     const prop = m['mountPropagation'] ?? 'None';
     if (prop !== 'None' && prop !== 'HostToContainer')
       return fail(`volumeMount ${m['name']}: mountPropagation ${JSON.stringify(prop)} is not followed`);
@@ -196,7 +348,7 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
     return v;
   };
   return {
-    source: `${path.basename(file)} ${name}`,
+    source: `${file} ${name}`,
     uid,
     gid,
     groups,
@@ -216,6 +368,7 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
     allowPrivilegeEscalation: flag('allowPrivilegeEscalation', sc['allowPrivilegeEscalation'], true),
     readOnlyRootFilesystem: flag('readOnlyRootFilesystem', sc['readOnlyRootFilesystem'], false),
     hostPathMounts,
+    secretMounts,
   };
 }
 
@@ -232,4 +385,19 @@ function pathOf(o: Obj, keys: readonly string[]): unknown {
   let cur: unknown = o;
   for (const k of keys) cur = isObj(cur) ? cur[k] : undefined;
   return cur;
+}
+
+/**
+ * What a rendered deployment chose (profile, IPv6 capture, DNS capture), read the way the agent
+ * reads its environment; the proxy's IPv6 must agree with the agent's (the components change
+ * both together), or this throws naming the two values.
+ */
+export function deploymentChoiceOf(l: DeploymentLaunch): DeploymentChoice {
+  const c = agentSettings([], l.agent.env).config;
+  const proxyIpv6 = l.proxy.env['AMBIENT_LAB_IPV6'] ?? 'true';
+  if (proxyIpv6 !== String(c.ipv6))
+    throw new Error(
+      `deployment: the agent's AMBIENT_LAB_IPV6 is ${String(c.ipv6)} but the proxy's is ${proxyIpv6}: v6 capture and v6 listeners go together (deploy/components/ipv6-off changes both)`,
+    );
+  return { profile: c.profile, ipv6: c.ipv6, dnsCapture: c.dnsCapture };
 }

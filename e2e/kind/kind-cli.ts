@@ -7,6 +7,8 @@
 import { execa } from 'execa';
 import * as path from 'node:path';
 import { rethrowAfterCleanup } from '../cleanup.js';
+import { renderDeployment, type DeploymentChoice } from '../deployment/launch.js';
+import { MeshCa } from '../../impl/linux/mesh-ca.js';
 
 interface KindCliOptions {
   /** Cluster name; must start with `al-` so leftovers are recognisable. */
@@ -25,9 +27,8 @@ interface KindCliOptions {
 
 export const SYSTEM_NAMESPACE = 'ambient-lab-system';
 export const CRD_NAME = 'authorizationpolicies.security.istio.io';
-/** Applied in this order; the CRD file is created only when absent (never overwrites Istio's). */
-const MANIFESTS = ['00-namespace.yaml', '02-rbac.yaml', '10-agent.yaml', '20-proxy.yaml'] as const;
-const CRD_MANIFEST = '01-authorizationpolicy-crd.yaml';
+/** The mesh root every proxy mounts (deploy/base/proxy.yaml); made at install time, never in the repo. */
+const MESH_ROOT_SECRET = 'ambient-lab-mesh-root';
 /** The namespace of the world's own helper pods (host probes); never part of the mesh. */
 export const E2E_NAMESPACE = 'ambient-lab-e2e';
 /** In the agent image (ci/build.Dockerfile compiles e2e/ too): the probe and the pod app of the netns world. */
@@ -125,17 +126,45 @@ export class KindCli {
       await this.run('kind', ['load', 'docker-image', img, '--name', this.o.cluster]);
   }
 
-  /** The CRD only when absent, then the rest; the images are the ones built (the manifests name the :dev tags). */
-  async applyManifests(): Promise<{ readonly crdCreated: boolean }> {
-    const dir = path.join(this.o.repoRoot, 'fixtures/manifests');
+  /**
+   * Install as a user would: the CRD only when absent (`kubectl create -k deploy/crd`: never
+   * overwrites Istio's), deploy/ rendered for `choice` by the one loader (e2e/deployment/launch.ts)
+   * and applied, then the mesh root Secret when absent (generated here, as README "Install" says).
+   */
+  async applyManifests(choice: DeploymentChoice): Promise<{ readonly crdCreated: boolean }> {
     const crd = await this.kubectl(['get', 'crd', CRD_NAME, '-o', 'name'], { reject: false });
     let crdCreated = false;
     if (crd.exitCode !== 0) {
-      await this.kubectl(['create', '-f', path.join(dir, CRD_MANIFEST)]);
+      await this.kubectl(['create', '-k', path.join(this.o.repoRoot, 'deploy', 'crd')]);
       await this.kubectl(['wait', '--for', 'condition=Established', `crd/${CRD_NAME}`, '--timeout', '60s']);
       crdCreated = true;
     }
-    for (const m of MANIFESTS) await this.kubectl(['apply', '-f', path.join(dir, m)]);
+    await this.applyDeployment(choice);
+    const secret = await this.kubectl(['-n', SYSTEM_NAMESPACE, 'get', 'secret', MESH_ROOT_SECRET, '-o', 'name'], {
+      reject: false,
+    });
+    if (secret.exitCode !== 0) {
+      const root = await (await MeshCa.create('cluster.local')).exportRoot();
+      const manifest = {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: MESH_ROOT_SECRET, namespace: SYSTEM_NAMESPACE },
+        type: 'Opaque',
+        stringData: { 'ca.crt': root.certPem, 'ca.key': root.keyPem },
+      };
+      // on stdin: the key never touches a file or an argv
+      await this.kubectl(['create', '-f', '-'], { input: JSON.stringify(manifest) });
+    }
+    return { crdCreated };
+  }
+
+  /**
+   * deploy/ rendered for `choice`, applied (`kubectl apply -f -`): at install, and again when the
+   * settings change (another overlay; the DaemonSets roll). The images are the ones built (the
+   * manifests name the :dev tags).
+   */
+  async applyDeployment(choice: DeploymentChoice): Promise<void> {
+    await this.kubectl(['apply', '-f', '-'], { input: renderDeployment(choice) });
     if (this.images.agent !== 'ambient-lab/agent:dev' || this.images.proxy !== 'ambient-lab/proxy:dev') {
       for (const [ds, containers, img] of [
         ['ambient-lab-agent', ['install-cni', 'agent'], this.images.agent],
@@ -151,21 +180,6 @@ export class KindCli {
         ]);
       }
     }
-    return { crdCreated };
-  }
-
-  /** Agent settings the world options choose (profile, DNS capture, IPv6), as AMBIENT_LAB_* variables. */
-  async setAgentEnv(env: Readonly<Record<string, string>>): Promise<void> {
-    await this.setComponentEnv('agent', env);
-  }
-
-  /** Settings of one component's container (agent: container `agent`; proxy: `proxy`), as AMBIENT_LAB_* variables (its flags' environment form). */
-  async setComponentEnv(c: KindComponent, env: Readonly<Record<string, string>>): Promise<void> {
-    const pairs = Object.entries(env).map(([k, v]) => {
-      if (!/^AMBIENT_LAB_[A-Z0-9_]+$/.test(k)) throw new Error(`${c} setting ${k}: expected an AMBIENT_LAB_* variable`);
-      return `${k}=${v}`;
-    });
-    await this.kubectl(['-n', SYSTEM_NAMESPACE, 'set', 'env', `daemonset/ambient-lab-${c}`, '-c', c, ...pairs]);
   }
 
   /** The node-stop hook (stopLabel) on both DaemonSets; a template change, so before waitReady. */
@@ -410,17 +424,15 @@ export class KindCli {
     opts: {
       readonly build?: boolean;
       readonly nodeStop?: boolean;
-      readonly agentEnv?: Readonly<Record<string, string>>;
-      readonly proxyEnv?: Readonly<Record<string, string>>;
+      /** The settings deploy/ is rendered for (default: the base, profile upstream with IPv6 and DNS capture). */
+      readonly deployment?: DeploymentChoice;
     } = {},
   ): Promise<void> {
     await this.createCluster();
     try {
       if (opts.build !== false) await this.buildImages();
       await this.loadImages();
-      await this.applyManifests();
-      if (opts.agentEnv && Object.keys(opts.agentEnv).length > 0) await this.setAgentEnv(opts.agentEnv);
-      if (opts.proxyEnv && Object.keys(opts.proxyEnv).length > 0) await this.setComponentEnv('proxy', opts.proxyEnv);
+      await this.applyManifests(opts.deployment ?? { profile: 'upstream', ipv6: true, dnsCapture: true });
       if (opts.nodeStop !== false) await this.enableNodeStop();
       await this.waitReady();
     } catch (e) {

@@ -32,12 +32,15 @@
  *   is attributed as a datagram (the app's tagged log line); a TCP SYN-ACK by the destination
  *   sandbox's conntrack entry, read on its node. Without NET_RAW the probe reports EPERM.
  * - IPv6 (options.ipv6): a dual-stack cluster (fixtures/kind/cluster-dual.yaml), addresses from
- *   status.podIPs and the nodes' InternalIPs of both families; agent and proxy get
- *   AMBIENT_LAB_IPV6=true (their --ipv6; single-stack worlds set it false) as the profile/DNS settings are given (kindComponentEnv).
+ *   status.podIPs and the nodes' InternalIPs of both families; agent and proxy capture IPv6
+ *   (single-stack worlds render deploy/ with its ipv6-off component).
+ * - The DaemonSets are deploy/ rendered for the options (profile, IPv6, DNS capture: its
+ *   components; kindDeployment) by the one loader (e2e/deployment/launch.ts) and applied.
  *
  * Not here: kernelVersion (the host's kernel decides); meshV6 different from ipv6. A non-root app's added capabilities are effective only where the
  * runtime sets ambient capabilities; otherwise the probe reports the EPERM it gets.
  */
+import type { DeploymentChoice } from '../deployment/launch.js';
 import { execa } from 'execa';
 import { randomInt } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -87,19 +90,12 @@ export const kindConfigFor = (o: Pick<WorldOptions, 'ipv6'>): string =>
   o.ipv6 ? 'fixtures/kind/cluster-dual.yaml' : 'fixtures/kind/cluster.yaml';
 
 /**
- * The settings the world options give the agent and the proxy, as AMBIENT_LAB_* variables (their
- * flags' environment form). AMBIENT_LAB_IPV6 either way: the manifests turn it on (upstream's
- * default), a single-stack world turns it off.
+ * The settings deploy/ is rendered for from the world options: the profile, DNS capture, and IPv6
+ * capture as the cluster's stack (the base turns it on, upstream's default; a single-stack world
+ * renders the ipv6-off component).
  */
-export function kindComponentEnv(o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6'>): {
-  agent: Record<string, string>;
-  proxy: Record<string, string>;
-} {
-  const v6: Record<string, string> = { AMBIENT_LAB_IPV6: String(o.ipv6) };
-  return {
-    agent: { AMBIENT_LAB_PROFILE: o.profile, AMBIENT_LAB_DNS_CAPTURE: String(o.dnsCapture), ...v6 },
-    proxy: { ...v6 },
-  };
+export function kindDeployment(o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6'>): DeploymentChoice {
+  return { profile: o.profile, ipv6: o.ipv6, dnsCapture: o.dnsCapture };
 }
 const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
@@ -798,11 +794,9 @@ export const kindWorldFactory: WorldFactory = {
       kubeconfig: path.join(tmp, 'kubeconfig'),
       kindConfig: kindConfigFor(options),
     });
-    const env = kindComponentEnv(options);
     await cli.up({
       build: process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1',
-      agentEnv: env.agent,
-      proxyEnv: env.proxy,
+      deployment: kindDeployment(options),
     });
     try {
       const kc = new k8s.KubeConfig();

@@ -17,7 +17,7 @@ import * as k8s from '@kubernetes/client-node';
 import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
 import { repoRoot as findRepoRoot } from '../netns/world-lab.js';
 import { KindCli } from './kind-cli.js';
-import { KindWorld, kindComponentEnv, kindConfigFor, kindWorldFactory } from './kind-world.js';
+import { KindWorld, kindDeployment, kindConfigFor, kindWorldFactory } from './kind-world.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
 // From source or from dist/ (the CLI): fixtures/, ci/ and the manifests are at the repository root.
@@ -44,12 +44,9 @@ interface Up {
   readonly nodes: readonly string[];
   /** Dual-stack (the first world's ipv6 decides the cluster's stack for the run). */
   readonly ipv6: boolean;
-  agentEnv: string;
+  /** The settings deploy/ was last rendered and applied for (JSON of kindDeployment). */
+  deployment: string;
   prepared: boolean;
-}
-
-function agentEnvOf(o: WorldOptions): Record<string, string> {
-  return kindComponentEnv(o).agent;
 }
 
 /** The reasons a world option cannot be staged on kind, as create() errors (the catalog skips on 'unsupported'). */
@@ -87,11 +84,12 @@ export class SharedKindCluster implements WorldFactory {
         `kind world: ipv6 ${options.ipv6} is unsupported on this run's ${u.ipv6 ? 'dual-stack' : 'single-stack'} shared cluster (the first world chose its stack); run such worlds in a separate check run`,
       );
     }
-    const env = agentEnvOf(options);
-    if (JSON.stringify(env) !== u.agentEnv) {
-      await u.cli.setAgentEnv(env);
+    // other settings: deploy/ rendered for them and applied, as a user applies another overlay
+    const deployment = kindDeployment(options);
+    if (JSON.stringify(deployment) !== u.deployment) {
+      await u.cli.applyDeployment(deployment);
       await u.cli.waitReady();
-      u.agentEnv = JSON.stringify(env);
+      u.deployment = JSON.stringify(deployment);
     }
     const world: KindWorld = new KindWorld(options, u.nodes, u.cli, u.kc, undefined, this.o.env, async () => {
       try {
@@ -121,17 +119,16 @@ export class SharedKindCluster implements WorldFactory {
       kindConfig: kindConfigFor(options),
       ...(this.o.env ? { env: this.o.env } : {}),
     });
-    const env = agentEnvOf(options);
+    const deployment = kindDeployment(options);
     await cli.up({
       build: this.o.build ?? process.env['AMBIENT_LAB_SKIP_IMAGE_BUILD'] !== '1',
-      agentEnv: env,
-      proxyEnv: kindComponentEnv(options).proxy,
+      deployment,
     });
     try {
       const kc = new k8s.KubeConfig();
       kc.loadFromFile(kubeconfig);
       const nodes = (await kc.makeApiClient(k8s.CoreV1Api).listNode()).items.map((n) => n.metadata!.name!).sort();
-      return { cli, kc, nodes, ipv6: options.ipv6, agentEnv: JSON.stringify(env), prepared: false };
+      return { cli, kc, nodes, ipv6: options.ipv6, deployment: JSON.stringify(deployment), prepared: false };
     } catch (e) {
       return rethrowAfterCleanup(e, ['delete the kind cluster', () => cli.deleteCluster()]);
     }

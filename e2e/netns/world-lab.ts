@@ -29,7 +29,7 @@ import * as path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { k8sCniArgs, cidrAddress, type CniConfList, type CniResult } from '../../impl/api/cni.js';
+import { k8sCniArgs, cidrAddress, parseConfList, type CniConfList, type CniResult } from '../../impl/api/cni.js';
 import type { KubeObjectOf } from '../../impl/host/kube.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
@@ -40,7 +40,7 @@ import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js'
 import { execIn } from './ip.js';
 import { setprivArgs, type SpawnOptions } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
-import { deploymentLaunch } from '../deployment/launch.js';
+import { deploymentChoiceOf, deploymentLaunch, renderDeployment, type DeploymentChoice } from '../deployment/launch.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
@@ -136,8 +136,12 @@ export interface LabState {
   readonly dnsCapture?: boolean;
   /** The agent and proxy capture IPv6 (--ipv6) whatever the pods' stack; absent: as `ipv6`. */
   readonly captureIpv6?: boolean;
-  /** The manifests the components' launch comes from; absent: this repository's (fixtures/manifests). */
-  readonly manifests?: string;
+  /**
+   * The rendered manifests the components' launch comes from (deployment.yaml in the run dir,
+   * written at create: deploy/ rendered for this lab's settings, or the stream it was given).
+   * Absent in state files written before deploy/ existed: such a lab cannot start components.
+   */
+  readonly deployment?: string;
   /** The proxies run their DNS listener (15053); absent: off, as in the sim world. */
   readonly proxyDns?: boolean;
   readonly nodes: readonly {
@@ -180,14 +184,32 @@ export function repoRoot(): string {
   throw new Error('cannot find the ambient-lab repository root from e2e/netns/world-lab');
 }
 
-/** The deployment manifests every component launch is derived from (e2e/deployment/launch.ts). */
-const DEPLOYMENT_MANIFESTS = path.join(repoRoot(), 'fixtures', 'manifests');
-
-/** Write `text` readable by root and `gid` only (0640): a secret the proxy's group must read. */
-function writeGroupReadable(file: string, text: string, gid: number): void {
+/** Write `text` readable by root and `gid` only (default 0640): a secret the proxy's group must read. */
+function writeGroupReadable(file: string, text: string, gid: number, mode = 0o640): void {
   fs.writeFileSync(file, text, { mode: 0o600 });
   fs.chownSync(file, 0, gid);
-  fs.chmodSync(file, 0o640);
+  fs.chmodSync(file, mode);
+}
+
+/**
+ * The lab's rendered deployment, written to state.deployment: deploy/ rendered for the lab's
+ * settings, or the stream it was given — whose settings must be the lab's, or the world's
+ * expectations (profile, stack, DNS capture) would not describe what runs.
+ */
+function writeDeployment(state: LabState, opts: Pick<LabOptions, 'deployment'>): void {
+  const want = {
+    profile: state.profile,
+    ipv6: (state.captureIpv6 ?? state.ipv6) === true,
+    dnsCapture: state.dnsCapture === true,
+  };
+  const source = opts.deployment ?? 'deploy/ rendered for this lab';
+  const rendered = opts.deployment !== undefined ? fs.readFileSync(opts.deployment, 'utf8') : renderDeployment(want);
+  const got = deploymentChoiceOf(deploymentLaunch(rendered, { nodeName: 'node-0', source }));
+  if (JSON.stringify(got) !== JSON.stringify(want))
+    throw new Error(
+      `the lab's deployment (${source}) says ${JSON.stringify(got)} but the lab was asked for ${JSON.stringify(want)}: render it with those settings (deploy/components)`,
+    );
+  fs.writeFileSync(state.deployment!, rendered, { mode: 0o644 });
 }
 
 /** A compiled program under dist/; throws with what to do when it is missing. */
@@ -198,6 +220,8 @@ function builtProgram(rel: string): string {
 }
 
 const children = new Map<number, ChildProcess>();
+/** How each child this process started ended (pid → words), for messages about a process that exited. */
+const childExits = new Map<number, string>();
 
 /** Field 22 of /proc/PID/stat (start time, clock ticks after boot) and whether it is a zombie; undefined when there is no such pid. */
 export function procStart(pid: number): { startTime: string; zombie: boolean } | undefined {
@@ -246,7 +270,10 @@ function spawnInNetns(
   if (!started) throw new Error(`${argv.join(' ')} in ${netns} (pid ${child.pid}) exited at once; see ${opts.logFile}`);
   child.on('error', () => undefined);
   children.set(child.pid, child);
-  child.on('exit', () => children.delete(child.pid!));
+  child.on('exit', (code, signal) => {
+    children.delete(child.pid!);
+    childExits.set(child.pid!, signal !== null ? `killed by ${signal}` : `exit code ${code}`);
+  });
   child.unref();
   const channel = opts.channel ? (child.stdio[3] as Readable & { unref?: () => void }) : undefined;
   // Like the child itself, its channel must not keep this process alive (`ambient-lab up` exits).
@@ -345,8 +372,12 @@ interface LabOptions {
   readonly captureIpv6?: boolean;
   /** Run directory parent (default /run/ambient-lab); the run dir is <parent>/<name>. */
   readonly stateRoot?: string;
-  /** Deployment manifests to launch the components from (default: this repository's, fixtures/manifests). */
-  readonly manifests?: string;
+  /**
+   * A rendered manifest stream (a file of `kubectl kustomize` output) to launch the components
+   * from; default: deploy/ rendered for profile, ipv6 (captureIpv6) and dnsCapture. Either way
+   * its settings must be the lab's (checked at create).
+   */
+  readonly deployment?: string;
   /** Run the proxies' DNS listener (default false: captured DNS fails closed, as in the sim world). */
   readonly proxyDns?: boolean;
   /** Lab name (default: the run prefix without its trailing dash). */
@@ -443,6 +474,7 @@ export class NetnsLab {
       const state = NetnsLab.initialState(opts, name, cluster.prefix, runDir, cluster);
       lab = new NetnsLab(state, cluster, opts.backend);
       lab.save();
+      writeDeployment(state, opts);
       // One mesh root for every proxy of the cluster, so HBONE verifies across nodes.
       const root = await (await MeshCa.create('cluster.local')).exportRoot();
       // The proxy runs as the manifests' uid/gid, not root: what it reads is shared with its
@@ -450,13 +482,16 @@ export class NetnsLab {
       // (its status socket and connection log).
       const gid = lab.proxyGid();
       fs.writeFileSync(path.join(runDir, 'mesh-ca.pem'), root.certPem, { mode: 0o644 });
-      writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, gid);
+      // as the mesh root Secret's files are mounted (deploy/base/proxy.yaml: defaultMode 0440, fsGroup)
+      writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, gid, 0o440);
       await lab.startApi();
       for (const n of state.nodes) {
         const dir = path.join(runDir, n.name);
         fs.mkdirSync(dir, { recursive: true });
         fs.chownSync(dir, 0, gid);
         fs.chmodSync(dir, 0o775);
+        // A backend's nodes run the manifests' install-cni, which chains the plugin itself.
+        if (!lab.backend) lab.writeNodeCni(n.name);
         await lab.startComponent('agent', n.name);
       }
       for (const n of state.nodes) await lab.startComponent('proxy', n.name);
@@ -486,7 +521,7 @@ export class NetnsLab {
       ipv6: opts.ipv6 ?? false,
       dnsCapture: opts.dnsCapture ?? false,
       ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
-      ...(opts.manifests !== undefined ? { manifests: path.resolve(opts.manifests) } : {}),
+      deployment: path.join(runDir, 'deployment.yaml'),
       ...(opts.proxyDns !== undefined ? { proxyDns: opts.proxyDns } : {}),
       nodes: cluster
         ? cluster.nodes.map((n) => ({ name: n.name, netns: n.netns, index: n.index, address: n.address.ipv4 }))
@@ -601,24 +636,39 @@ export class NetnsLab {
 
   /**
    * How a component starts on `node`: its user, groups, capabilities, Node.js flags, program and
-   * environment come from the deployment manifests (e2e/deployment/launch.ts), so this world runs
-   * what ships; only what the lab must place itself is added as flags (node name, API, sockets,
-   * profile and stack of this run, the shared mesh root). The proxy gets its capabilities as
-   * ambient capabilities where the image gives them as file capabilities (ci/proxy.Dockerfile):
-   * the same effective set for the same uid.
+   * environment come from the rendered deployment (e2e/deployment/launch.ts) — profile, IPv6 and
+   * DNS capture included, through deploy/'s components — so this world runs what ships. The
+   * proxy gets its capabilities as ambient capabilities where the image gives them as file
+   * capabilities (ci/proxy.Dockerfile): the same effective set for the same uid.
    *
-   * `where` places the lab's files as the component sees them (default: this machine's paths);
-   * a backend whose components run in containers passes the node's paths and no kubeconfig (they
-   * use the service account), and runs `launch` with `labArgs` itself.
+   * What the lab adds, all of it (flags win over the manifests' AMBIENT_LAB_* variables):
+   *   placement — where a kubelet's mounts would put things, the lab's run dir holds them:
+   *     --node, --kubeconfig (the API facade instead of in-cluster config), --zds-socket,
+   *     --status-socket, --plugin-socket, --cni-bin-dir/--cni-conf-dir (the node's CNI dirs),
+   *     --connection-log, --ca-cert/--ca-key (the mesh root Secret's files);
+   *   the CNI files install-cni would write: the lab writes the chained conflist itself
+   *     (writeNodeCni) instead of running the installer, and its kubelet runs that file;
+   *   --pod-uid-sources cgroup,environ — the lab's pod processes are not in kubelet's pod
+   *     cgroups, so the agent also finds them by their environment;
+   *   --repair-interval-ms 2000 — the repair loop at 2 s instead of 10 s, so tests that break a
+   *     pod's rules see the repair within their timeouts;
+   *   --dns-upstream — the proxies run no DNS listener unless the lab is asked (proxyDns), as the
+   *     sim world's, so the worlds agree on captured DNS (it fails closed) and nothing depends on
+   *     this machine's resolvers; asked, it forwards to a lab address where nothing answers (the
+   *     fabric gateway's port 53). The manifests forward to the node's resolv.conf.
+   *
+   * `where` places the lab's files as the component sees them (default: this machine's paths,
+   * with the flags above). A backend whose components run in containers (e2e/containers) passes
+   * the node's paths and `node: true`: no --kubeconfig (they use the service account), no
+   * --cni-bin-dir/--cni-conf-dir (the manifests' hostPath mounts and AMBIENT_LAB_CNI_*_DIR place
+   * the node's CNI dirs, and install-cni writes them) and no --ca-cert/--ca-key (the backend
+   * mounts the mesh root where the manifests' Secret volume goes); it runs `launch` with
+   * `labArgs` itself.
    */
   componentLaunch(
     component: LabComponent,
     node: string,
-    where: { dir: string; caDir: string; kubeconfig: string | undefined } = {
-      dir: this.nodeDir(node),
-      caDir: this.state.runDir,
-      kubeconfig: this.state.kubeconfig,
-    },
+    where: { dir: string; node: boolean } = { dir: this.nodeDir(node), node: false },
   ): {
     argv: string[];
     labArgs: string[];
@@ -627,32 +677,28 @@ export class NetnsLab {
     launch: ReturnType<typeof deploymentLaunch>['agent'];
   } {
     const dir = where.dir;
-    const launch = deploymentLaunch(this.manifestsDir(), { nodeName: node })[component];
+    const launch = this.deploymentLaunch(node)[component];
     const common = [
       '--node',
       node,
-      ...(where.kubeconfig !== undefined ? ['--kubeconfig', where.kubeconfig] : []),
+      ...(where.node ? [] : ['--kubeconfig', this.state.kubeconfig]),
       '--zds-socket',
       path.join(dir, 'zds.sock'),
       '--status-socket',
       path.join(dir, `${component}-status.sock`),
-      // Explicit either way: the components' defaults are upstream's (on), the lab's are off.
-      `--ipv6=${(this.state.captureIpv6 ?? this.state.ipv6) === true}`,
     ];
     const program = [process.execPath, ...launch.nodeFlags, path.join(repoRoot(), launch.program)];
     const spawn: SpawnOptions = { uid: launch.uid, gid: launch.gid, groups: launch.groups, caps: launch.caps };
     if (component === 'agent') {
       const labArgs = [
         ...common,
-        '--profile',
-        this.state.profile,
         '--plugin-socket',
         path.join(dir, 'cni', 'agent.sock'),
+        ...(where.node ? [] : ['--cni-bin-dir', this.cniBinDir(), '--cni-conf-dir', this.cniConfDir(node)]),
         '--pod-uid-sources',
         'cgroup,environ',
         '--repair-interval-ms',
         '2000',
-        `--dns-capture=${this.state.dnsCapture === true}`,
       ];
       return { argv: [...program, ...labArgs], labArgs, spawn, env: { ...launch.env }, launch };
     }
@@ -660,30 +706,49 @@ export class NetnsLab {
       ...common,
       '--connection-log',
       path.join(dir, 'connections.jsonl'),
-      '--ca-cert',
-      path.join(where.caDir, 'mesh-ca.pem'),
-      '--ca-key',
-      path.join(where.caDir, 'mesh-ca.key'),
-      // The one deviation from the manifests (which serve DNS, forwarding to the node's
-      // resolv.conf): the lab's proxies run no DNS listener unless asked, as the sim world's,
-      // so the worlds agree on captured DNS (it fails closed) and nothing depends on this
-      // machine's resolvers. Asked, the listener forwards to a lab address where nothing
-      // answers (the fabric gateway's port 53).
+      ...(where.node
+        ? []
+        : [
+            '--ca-cert',
+            path.join(this.state.runDir, 'mesh-ca.pem'),
+            '--ca-key',
+            path.join(this.state.runDir, 'mesh-ca.key'),
+          ]),
       this.state.proxyDns === true ? `--dns-upstream=${FABRIC_GATEWAY.ipv4}:53` : '--dns-upstream=',
     ];
     return { argv: [...program, ...labArgs], labArgs, spawn, env: { ...launch.env }, launch };
   }
 
-  /** The deployment manifests this lab launches from. */
-  manifestsDir(): string {
-    return this.state.manifests ?? DEPLOYMENT_MANIFESTS;
-  }
-
   /** The group the proxy runs as (its manifest's runAsGroup): it may read the lab's shared files. */
   proxyGid(): number {
-    return deploymentLaunch(this.manifestsDir(), {
-      nodeName: this.state.nodes[0]?.name ?? 'node-0',
-    }).proxy.gid;
+    return this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').proxy.gid;
+  }
+
+  /**
+   * Deploy other settings, as `kubectl apply -k` of another overlay would: deploy/ is rendered
+   * again with `change` over the lab's settings and replaces the lab's deployment; components
+   * started from now on run it (restart them, as the DaemonSet's rollout would).
+   */
+  applyDeployment(change: Partial<DeploymentChoice>): void {
+    const state = this.state as { -readonly [K in keyof LabState]: LabState[K] };
+    if (change.profile !== undefined) state.profile = change.profile;
+    if (change.dnsCapture !== undefined) state.dnsCapture = change.dnsCapture;
+    if (change.ipv6 !== undefined) state.captureIpv6 = change.ipv6;
+    writeDeployment(this.state, {});
+    this.save();
+  }
+
+  /**
+   * The components' launch on `node`, from the lab's rendered manifests (the one loader); a
+   * backend reads the containers the lab does not launch itself (install-cni) from it too.
+   */
+  deploymentLaunch(node: string): ReturnType<typeof deploymentLaunch> {
+    const file = this.state.deployment;
+    if (file === undefined)
+      throw new Error(
+        `lab ${this.state.name} was made before deploy/ (its state has no rendered deployment): take it down (ambient-lab down --name ${this.state.name}) and bring it up again`,
+      );
+    return deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
   }
 
   running(component: LabComponent, node: string): boolean {
@@ -743,20 +808,32 @@ export class NetnsLab {
 
   // ------------------------------------------------------------------ CNI
 
-  private async chains(node: string): Promise<{ chain: CniChain; ifname: string }[]> {
-    if (this.backend) return this.backend.chains(this, node);
+  /** The node's CNI bin dir (shared by the lab's nodes): Debian's plugins are in DEBIAN_CNI_DIR. */
+  private cniBinDir(): string {
+    return path.join(this.state.runDir, 'cni-bin');
+  }
+
+  /** The node's CNI conf dir: the config list its runtime (the lab's kubelet) uses. */
+  cniConfDir(node: string): string {
+    return path.join(this.nodeDir(node), 'net.d');
+  }
+
+  /**
+   * What install-cni leaves on a node, written by the lab itself before the agent starts: our
+   * plugin in the bin dir and chained into the node's primary conflist (bridge + host-local,
+   * then ambient-lab-cni with the enrollment settings the agent runs with by default). The agent
+   * reads these (--cni-bin-dir/--cni-conf-dir) for its readiness, and the lab's kubelet runs the
+   * chain from this file.
+   */
+  private writeNodeCni(node: string): void {
     const n = this.node(node);
     const dir = this.nodeDir(node);
-    const binDir = path.join(this.state.runDir, 'cni-bin');
+    const binDir = this.cniBinDir();
     const link = path.join(binDir, 'ambient-lab-cni');
     if (!fs.existsSync(link)) {
       fs.mkdirSync(binDir, { recursive: true });
       fs.symlinkSync(path.join(repoRoot(), 'bin', 'ambient-lab-cni.js'), link);
     }
-    const exec = new NetnsPluginExec({ netns: n.netns, dirs: [DEBIAN_CNI_DIR, binDir] });
-    const cache = new FileResultCache(path.join(dir, 'cni-cache'));
-    const opts = { path: [DEBIAN_CNI_DIR, binDir] };
-    const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
     const podnet: CniConfList = {
       cniVersion: '1.0.0',
       name: 'al-podnet',
@@ -776,7 +853,6 @@ export class NetnsLab {
             ],
           },
         },
-        // The enrollment settings the agent runs with by default (the installer writes the same fields).
         {
           type: 'ambient-lab-cni',
           agentSocket: path.join(dir, 'cni', 'agent.sock'),
@@ -788,6 +864,22 @@ export class NetnsLab {
         },
       ],
     };
+    fs.mkdirSync(this.cniConfDir(node), { recursive: true });
+    fs.writeFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), `${JSON.stringify(podnet, null, 2)}\n`);
+  }
+
+  private async chains(node: string): Promise<{ chain: CniChain; ifname: string }[]> {
+    // A backend's nodes have their own CNI configuration (install-cni chains the plugin there).
+    if (this.backend) return this.backend.chains(this, node);
+    const n = this.node(node);
+    const dir = this.nodeDir(node);
+    const binDir = this.cniBinDir();
+    const exec = new NetnsPluginExec({ netns: n.netns, dirs: [DEBIAN_CNI_DIR, binDir] });
+    const cache = new FileResultCache(path.join(dir, 'cni-cache'));
+    const opts = { path: [DEBIAN_CNI_DIR, binDir] };
+    const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
+    // The conflist the node's runtime uses, as on disk (writeNodeCni).
+    const podnet = parseConfList(fs.readFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), 'utf8'));
     return [
       { chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' },
       { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' },
@@ -984,7 +1076,10 @@ export class NetnsLab {
       rec.closed = true;
     });
     await waitFor(`the app of ${p.namespace}/${p.name} did not start listening`, 10_000, async () => {
-      if (!isOurs(p.app!)) throw new Error(`it exited: ${fs.readFileSync(log, 'utf8').slice(-500)}`);
+      if (!isOurs(p.app!))
+        throw new Error(
+          `it exited (${childExits.get(p.app!.pid) ?? 'how: unknown'}); its output: ${fs.readFileSync(log, 'utf8').slice(-500) || '(none)'}`,
+        );
       return rec.lines.some((l) => l.includes('"ready"')) ? true : undefined;
     });
   }

@@ -133,6 +133,9 @@ async function main(): Promise<void> {
   }
   write({ ev: 'ready', pid: process.pid });
   process.on('SIGTERM', () => process.exit(0));
+  // A pod's container runs until it is stopped, listening or not: an app with no ports (a
+  // hostNetwork attacker pod) would otherwise end as soon as its event loop is empty.
+  setInterval(() => undefined, 1 << 30);
 }
 
 main().catch((e: unknown) => {

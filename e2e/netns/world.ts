@@ -11,12 +11,15 @@
  *   timeout / not-delivered, as the sim reports a dropped packet.
  * - Pod apps and their probes have the capabilities Kubernetes gives (effectiveAppCaps: none for
  *   a non-root uid), as the sim's containers.
- * - IPv6 (options.ipv6): dual-stack pods from fd00:10:244:<i>::/64, agent and proxy run --ipv6.
+ * - The agent and the proxy run as deploy/ rendered for the options says (profile, IPv6, DNS
+ *   capture: its components; e2e/deployment/launch.ts), so the world needs kubectl to render.
+ * - IPv6 (options.ipv6): dual-stack pods from fd00:10:244:<i>::/64; v6 capture on (agent and proxy).
  * - raw (AF_PACKET, probe `raw-send`): needs NET_RAW (EPERM otherwise). UDP is attributed like a
  *   datagram; a TCP SYN cannot complete a handshake (the sender's kernel resets it), so the
  *   answer decides: SYN-ACK = delivered, and the destination's conntrack entry says which port's
  *   listener took it (a REDIRECT shows as 15006 etc.).
- * - options.dnsCapture: the agent's --dns-capture (the proxy serves no 15053, as in the sim).
+ * - options.dnsCapture: the agent captures DNS (the proxy serves no 15053, as in the sim:
+ *   world-lab.ts componentLaunch lists what the lab changes and why).
  * Not here: options.kernelVersion (it is the machine's).
  */
 import * as fs from 'node:fs';
@@ -50,6 +53,7 @@ import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { CommandError, ipIn } from './ip.js';
 import { observe, observeIn, observeInOutput, parseConntrackList } from './observe.js';
 import { missingTools, missingToolsReason } from './required-tools.js';
+import { kubectlAvailability } from '../deployment/launch.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import {
   flushTablesThrough,
@@ -89,10 +93,10 @@ const FINAL_EVENTS: ReadonlySet<string> = new Set(['closed', 'closed-by-policy',
  */
 function openLegs(
   recs: readonly { node: string; r: ConnectionLogRecord }[],
-  client: string,
+  clients: ReadonlySet<string>,
   peers: readonly string[],
 ): string[] {
-  const tuples = new Set([client]);
+  const tuples = new Set(clients);
   for (const { r } of recs)
     if (r.upstream && peers.includes(tupleText(r.upstream.src))) tuples.add(tupleText(r.downstream.src));
   for (let grew = true; grew;) {
@@ -403,16 +407,28 @@ export class NetnsWorld implements World {
       })) as ConnectOutcome;
     }
     const client = ep(srcIp, sourcePort);
+    // What the first hop may see as the client: its own tuple, or — for a socket in a node's
+    // netns (a host socket, a hostNetwork pod), which binds no address (the kernel picks the
+    // route's, e.g. the pod bridge's) and whose connections to pods the node's rules SNAT (the
+    // host probe source) — the tuples its conntrack entry says it left with.
+    const clients = new Set([client]);
+    if (
+      this.lab.state.nodes.some((n) => n.netns === src.netns) &&
+      proto === 'tcp' &&
+      out.result === 'established' &&
+      !opts.raw
+    )
+      for (const alias of await this.nodeSourceTuples(src.netns, sourcePort, dstIp, to.port)) clients.add(alias);
     // A raw TCP SYN never completes a handshake, so nothing is logged for it: its answer says what listened.
     const mayDeliver = out.result === 'established' || (out.result === 'sent' && !(opts.raw && proto === 'tcp'));
     const {
       dels,
       recs,
       note: waitNote,
-    } = await this.awaitAttempt(tag, client, out.result === 'established' && !opts.raw, mayDeliver, offsets, events);
+    } = await this.awaitAttempt(tag, clients, out.result === 'established' && !opts.raw, mayDeliver, offsets, events);
     const mine = recs.filter(
       (x) =>
-        tupleText(x.r.downstream.src) === client ||
+        clients.has(tupleText(x.r.downstream.src)) ||
         dels.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.peer),
     );
     const proxyLog: ProxyLogEntry[] = mine.map(({ node, r }) => {
@@ -428,7 +444,7 @@ export class NetnsWorld implements World {
         reason: r.decision?.reason ?? r.reason ?? '',
       };
     });
-    const first = mine.find((x) => tupleText(x.r.downstream.src) === client);
+    const first = mine.find((x) => clients.has(tupleText(x.r.downstream.src)));
     let acceptedBy: Acceptor | undefined;
     let acceptedIn: ConnectResult['acceptedIn'];
     const deliveries: Delivery[] = dels.map((d) => {
@@ -525,7 +541,7 @@ export class NetnsWorld implements World {
    */
   private async awaitAttempt(
     tag: string,
-    client: string,
+    clients: ReadonlySet<string>,
     tcp: boolean,
     mayDeliver: boolean,
     offsets: Map<string, number>,
@@ -551,7 +567,7 @@ export class NetnsWorld implements World {
         missing.push(
           ...openLegs(
             recs,
-            client,
+            clients,
             dels.map((d) => d.peer),
           ),
         );
@@ -617,6 +633,36 @@ export class NetnsWorld implements World {
       if (l?.address) return { dev: route.dev, mac: l.address };
     }
     return `no interface of this world holds the next hop ${hop} (towards ${dst})`;
+  }
+
+  /**
+   * The tuples a TCP connection from source port `sport` to dst:dport left `netns` as: the
+   * original source of its conntrack entry (the address the kernel chose) and, after source NAT
+   * there, the reply tuple's destination. A node's connection to a pod is SNATed by the node's
+   * rules (the host probe source), so the proxy that takes it logs the translated tuple. No entry
+   * is a real state (conntrack ran and counted); a tool that fails is a harness error, not "no NAT".
+   */
+  private async nodeSourceTuples(netns: string, sport: number, dst: string, dport: number): Promise<string[]> {
+    const what = `the source of the connection from port ${sport} to ${ep(dst, dport)}`;
+    const argv = [
+      'conntrack',
+      '-L',
+      '-f',
+      dst.includes(':') ? 'ipv6' : 'ipv4',
+      '-p',
+      'tcp',
+      '--orig-port-src',
+      String(sport),
+      '--orig-dst',
+      dst,
+      '--orig-port-dst',
+      String(dport),
+    ];
+    const out = await observeInOutput(netns, argv);
+    const entries = parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
+    return entries
+      .filter((e) => e.orig.sport === sport && e.orig.dst === dst && e.orig.dport === dport)
+      .flatMap((e) => [ep(e.orig.src, e.orig.sport), ep(e.reply.dst, e.reply.dport)]);
   }
 
   /** Which socket answered a raw SYN src:sport -> dst:dport with a SYN-ACK (see connect). */
@@ -873,6 +919,9 @@ export const netnsWorldFactory: WorldFactory = {
     const missing = missingTools();
     if (missing.length > 0)
       return { ok: false, reason: `the netns world needs tools this machine lacks — ${missingToolsReason(missing)}` };
+    // the components' launch is rendered from deploy/ (kubectl kustomize)
+    const kubectl = kubectlAvailability();
+    if (!kubectl.ok) return { ok: false, reason: `the netns world: ${kubectl.reason}` };
     return { ok: true, reason: '' };
   },
   async create(options: WorldOptions): Promise<World> {

@@ -46,7 +46,7 @@ export const DEFAULT_ENROLLMENT_CONFIG: EnrollmentConfig = {
  */
 export type EnrollmentSettings = Pick<EnrollmentConfig, 'excludeNamespaces' | 'systemNamespace' | 'ownPodPrefixes'>;
 
-/** This repository's deployment (fixtures/manifests): its namespace and its DaemonSets' pod name prefixes. */
+/** This repository's deployment (deploy/base): its namespace and its DaemonSets' pod name prefixes. */
 export const DEPLOYMENT_ENROLLMENT_SETTINGS: EnrollmentSettings = {
   excludeNamespaces: ['kube-system'],
   systemNamespace: 'ambient-lab-system',

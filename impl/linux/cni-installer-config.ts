@@ -12,10 +12,19 @@
  *     --agent-socket PATH     (default /var/run/ambient-lab/cni/agent.sock, the agent's --plugin-socket)
  *     --exclude-namespaces --system-namespace --own-pod-prefixes   (enrollment-flags.ts: the agent reads
  *                             the same flags, and the installer writes them into the plugin's configuration)
- *     --resync-ms N (default 30000)    --uninstall-on-exit (default false)   --log-level L
+ *     --resync-ms N (default 30000)    --log-level L
+ *     --uninstall-on-exit never|always|when-daemonset-gone (default never; true = always, false = never)
+ *                             at SIGTERM (install.ts decideUninstallOnExit); when-daemonset-gone is
+ *                             upstream's safe upgrade and what the DaemonSet sets
+ *     --daemonset NAME        (default ambient-lab-agent: the owner looked up in --system-namespace)
  */
 import * as path from 'node:path';
-import { DEFAULT_OWN_CONFLIST, type CniInstallConfig, type PayloadFile } from '../node-agent/install.js';
+import {
+  DEFAULT_OWN_CONFLIST,
+  type CniInstallConfig,
+  type PayloadFile,
+  type UninstallOnExit,
+} from '../node-agent/install.js';
 import { ComponentFlags, ConfigError } from './component-main.js';
 import { enrollmentSettingsFromFlags } from './enrollment-flags.js';
 
@@ -24,7 +33,9 @@ const C = 'ambient-lab-cni-installer';
 interface InstallerSettings {
   readonly command: 'install' | 'uninstall';
   readonly config: CniInstallConfig;
-  readonly uninstallOnExit: boolean;
+  readonly uninstallOnExit: UninstallOnExit;
+  /** The DaemonSet that runs the installer, and its namespace (when-daemonset-gone looks it up). */
+  readonly owner: { readonly namespace: string; readonly name: string };
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
 }
 
@@ -62,8 +73,17 @@ export function installerSettings(argvIn: readonly string[], env: NodeJS.Process
     },
     resyncMs: f.int('resync-ms', 30_000, 1000),
   };
-  const uninstallOnExit = f.bool('uninstall-on-exit', false);
+  const exitRaw = f.str('uninstall-on-exit', 'never');
+  const exitAliases: Record<string, UninstallOnExit> = { true: 'always', false: 'never' };
+  const uninstallOnExit =
+    exitAliases[exitRaw] ??
+    (['never', 'always', 'when-daemonset-gone'].includes(exitRaw) ? (exitRaw as UninstallOnExit) : undefined);
+  if (uninstallOnExit === undefined)
+    throw new ConfigError(
+      `${C}: --uninstall-on-exit must be never, always or when-daemonset-gone (or true/false), got ${JSON.stringify(exitRaw)}`,
+    );
+  const owner = { namespace: enrollment.systemNamespace, name: f.str('daemonset', 'ambient-lab-agent') };
   const logLevel = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
   f.assertAllUsed();
-  return { command, config, uninstallOnExit, logLevel };
+  return { command, config, uninstallOnExit, owner, logLevel };
 }

@@ -6,13 +6,17 @@
  *   uninstall: remove the entry, kubeconfig and executables, then exit.
  * (The agent and proxy need no kubeconfig file in a pod: they use in-cluster config.)
  *
- * Why SIGTERM leaves the plugin in place by default: an agent restart or upgrade must not open a
- * window in which pods start without the plugin; with the agent down the plugin refuses ambient
- * pods (fail closed). Set --uninstall-on-exit only where the DaemonSet is being removed for good.
+ * At SIGTERM (install.ts decideUninstallOnExit): --uninstall-on-exit never (the default) leaves
+ * the plugin in place; always removes it; when-daemonset-gone (what the DaemonSet sets, upstream's
+ * safe upgrade) removes it only when the owning DaemonSet is gone or being deleted — an agent
+ * restart or upgrade must not open a window in which pods start without the plugin (with the
+ * agent down the plugin refuses ambient pods: fail closed), while removing the DaemonSet must
+ * leave a node on which pods start normally, with none of our files in the CNI dirs.
  */
 import { readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
-import { CniInstaller } from '../node-agent/install.js';
+import { AppsV1Api, ApiException, KubeConfig } from '@kubernetes/client-node';
+import { CniInstaller, decideUninstallOnExit, type OwnerState } from '../node-agent/install.js';
 import { SystemClock } from './clock.js';
 import { installerSettings } from './cni-installer-config.js';
 import { ConfigError, runComponent } from './component-main.js';
@@ -29,12 +33,36 @@ function inClusterServer(env: NodeJS.ProcessEnv): string {
   return `https://${isIPv6(host) ? `[${host}]` : host}:${port}`;
 }
 
+/** The owning DaemonSet as the API sees it, with the pod's service account (in-cluster config). */
+async function ownerState(owner: { readonly namespace: string; readonly name: string }): Promise<OwnerState> {
+  const kc = new KubeConfig();
+  kc.loadFromCluster();
+  try {
+    const ds = await kc.makeApiClient(AppsV1Api).readNamespacedDaemonSet(owner);
+    return ds.metadata?.deletionTimestamp ? 'deleting' : 'present';
+  } catch (e) {
+    if (e instanceof ApiException) {
+      if (e.code === 404) return 'absent';
+      if (e.code === 401 || e.code === 403) return 'unauthorized';
+      throw new Error(`reading DaemonSet ${owner.namespace}/${owner.name}: HTTP ${e.code}`, { cause: e });
+    }
+    throw e;
+  }
+}
+
 runComponent('ambient-lab-cni-installer', async () => {
-  const { command, config, uninstallOnExit, logLevel: level } = installerSettings(process.argv.slice(2), process.env);
+  const {
+    command,
+    config,
+    uninstallOnExit,
+    owner,
+    logLevel: level,
+  } = installerSettings(process.argv.slice(2), process.env);
   const log = pinoLogger({ name: 'ambient-lab-cni-installer', level });
+  const clock = new SystemClock();
   const installer = new CniInstaller(config, {
     fs: new NodeFileSystem(),
-    clock: new SystemClock(),
+    clock,
     log,
     credentials: async () => ({
       server: inClusterServer(process.env),
@@ -50,7 +78,13 @@ runComponent('ambient-lab-cni-installer', async () => {
   const first = await installer.start();
   log.info('cni installer running', { state: first.state, mode: config.mode, confDir: config.cniConfDir });
   return async () => {
-    if (uninstallOnExit) await installer.uninstall();
+    const decision = await decideUninstallOnExit(uninstallOnExit, {
+      owner: () => ownerState(owner),
+      clock,
+      log,
+    });
+    log.info('cni installer exiting', { uninstall: decision.uninstall, why: decision.why });
+    if (decision.uninstall) await installer.uninstall();
     else installer.stop();
   };
 });

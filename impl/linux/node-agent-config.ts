@@ -21,6 +21,9 @@
  *                                      group with the agent in it needs no CAP_CHOWN)
  *   --pod-uid-sources cgroup[,environ] (how pods' processes are recognised; see netns-finder-proc.ts)
  *   --status-socket PATH              (the same endpoints on a Unix socket)
+ *   --cni-bin-dir PATH --cni-conf-dir PATH (the node's CNI dirs, read-only: ready only while the plugin is
+ *                                      installed there and chained into the conflist the runtime uses,
+ *                                      as upstream's readiness; unset: no such condition)
  *   --health-address HOST --health-port N (default 0.0.0.0:15021, /healthz /readyz /metrics /status)
  *   --repair-interval-ms N            --log-level debug|info|warn|error
  */
@@ -47,6 +50,8 @@ interface AgentSettings {
   readonly healthHost: string;
   readonly healthPort: number;
   readonly statusSocket: string | undefined;
+  /** Readiness includes the plugin's install state in these dirs (install-check.ts); absent: not checked. */
+  readonly installCheck?: { readonly cniBinDir: string; readonly cniConfDir: string };
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
   /** undefined: detect in the node netns (iptables-backend.ts). */
   readonly forceIptablesBinary: IptablesBackendChoice | undefined;
@@ -148,6 +153,13 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
       ...(zdsGroup !== undefined ? { gid: parseId('zds-socket-group', zdsGroup) } : {}),
     },
   };
+  // Readiness waits for the plugin in these dirs (install-check.ts); both or neither.
+  const cniBinDir = f.optional('cni-bin-dir');
+  const cniConfDir = f.optional('cni-conf-dir');
+  if ((cniBinDir === undefined) !== (cniConfDir === undefined))
+    throw new ConfigError(
+      `${C}: --cni-bin-dir and --cni-conf-dir go together: give both (ready only once the plugin is installed and chained there) or neither`,
+    );
   const healthHost = f.str('health-address', '0.0.0.0');
   const healthPort = f.int('health-port', 15021, 0, 65535);
   const statusSocket = f.optional('status-socket');
@@ -158,6 +170,7 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
     kubeconfigFlag,
     podUidSources: sources as PodUidSource[],
     zdsSocket,
+    ...(cniBinDir !== undefined && cniConfDir !== undefined ? { installCheck: { cniBinDir, cniConfDir } } : {}),
     healthHost,
     healthPort,
     statusSocket,

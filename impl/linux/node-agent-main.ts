@@ -2,13 +2,16 @@
  * The node agent process (bin/ambient-lab-agent.js): a NodeAgent with the Linux adapters, run in
  * the node's host network namespace as root. Configuration: node-agent-config.ts (flags or
  * AMBIENT_LAB_* variables; a bad value exits 2 naming the flag).
- * SIGTERM stops serving and leaves the in-pod rules in place.
+ * SIGTERM stops serving and leaves the in-pod rules in place. With --cni-bin-dir/--cni-conf-dir,
+ * /readyz is not ready until the plugin is installed and chained there (install-check.ts).
  */
 import * as fs from 'node:fs';
+import { PluginInstallCheck } from '../node-agent/install-check.js';
 import { NodeAgent } from '../node-agent/node-agent.js';
 import { SystemClock } from './clock.js';
 import { runComponent } from './component-main.js';
 import { serveHealth, type HealthSource } from './health-http.js';
+import { NodeFileSystem } from './files.js';
 import { detectIptablesTools } from './iptables-backend.js';
 import { CliHostIpSets } from './ipsets-cli.js';
 import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
@@ -30,6 +33,7 @@ runComponent('ambient-lab-agent', async () => {
   log.info('iptables variant', { variant: iptables.tools.variant, why: iptables.why });
   const metrics = new PromMetrics();
   const finder = new ProcNetnsFinder({ sources: s.podUidSources });
+  const clock = new SystemClock();
   const agent = new NodeAgent(config, {
     kube: new ClientNodeKubeApi(loadKubeConfig(kubeconfig)),
     rules: new LinuxNetnsRules({ iptables: iptables.tools }),
@@ -37,9 +41,12 @@ runComponent('ambient-lab-agent', async () => {
     ipsets: new CliHostIpSets(),
     pluginEvents: new HttpPluginEventTransport(),
     zdsTransport: new LinuxZdsTransport(s.zdsSocket),
-    clock: new SystemClock(),
+    clock,
     log,
     metrics,
+    ...(s.installCheck
+      ? { installCheck: new PluginInstallCheck(s.installCheck, { fs: new NodeFileSystem(), clock, log }) }
+      : {}),
   });
   const healthSource: HealthSource = {
     live: () => agent.health().live,

@@ -1,6 +1,6 @@
 /**
  * Node.js (V8) flags the node proxy process runs with, wherever it is started (the DaemonSet
- * command in fixtures/manifests/20-proxy.yaml, the netns world, the bench).
+ * command in deploy/base/proxy.yaml, the netns world, the bench).
  *
  * --initial-heap-size: every relayed chunk of an HBONE stream is a fresh Buffer (socket reads,
  * HTTP/2 DATA pieces), and V8 counts that external memory against a heap whose limit starts

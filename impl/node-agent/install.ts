@@ -372,3 +372,73 @@ export class CniInstaller {
     return { state, wrote, removed };
   }
 }
+
+/** What the API says about the DaemonSet that runs the installer (its owner). */
+export type OwnerState = 'present' | 'deleting' | 'absent' | 'unauthorized';
+
+/**
+ * When the installer exits (SIGTERM): uninstall or leave the plugin in place.
+ *   never                — leave it (an installer outside Kubernetes, or an operator who removes it by hand)
+ *   always               — uninstall (upstream's AMBIENT_DISABLE_SAFE_UPGRADE=true)
+ *   when-daemonset-gone  — upstream's safe upgrade (istio-cni ShouldStopCleanup): leave it while
+ *                          the owning DaemonSet exists and is not being deleted (an upgrade, a
+ *                          node reboot, an eviction: the replacement must find it, and pods keep
+ *                          failing closed meanwhile); uninstall when the DaemonSet is gone or being
+ *                          deleted, or the API refuses the installer's own credentials (401/403:
+ *                          the service account or its role was removed with it)
+ */
+export type UninstallOnExit = 'never' | 'always' | 'when-daemonset-gone';
+
+interface ExitDecisionDeps {
+  /** The owner's state; throws when the API cannot say (unreachable, 5xx). */
+  readonly owner: () => Promise<OwnerState>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  /** Lookups before giving up (default 3, as upstream's retries), `delayMs` apart (default 1000). */
+  readonly attempts?: number;
+  readonly delayMs?: number;
+}
+
+/**
+ * Decide whether to uninstall at exit. When the API cannot say, the plugin stays: unlike
+ * upstream (which cleans up a chained install then), an unknown answer during an upgrade must
+ * not open a window in which new pods start uncaptured; a node left so keeps refusing ambient
+ * pods (fail closed) until an agent returns or `cni-installer-main.js uninstall` runs there.
+ */
+export async function decideUninstallOnExit(
+  policy: UninstallOnExit,
+  deps: ExitDecisionDeps,
+): Promise<{ readonly uninstall: boolean; readonly why: string }> {
+  if (policy === 'never') return { uninstall: false, why: 'uninstall-on-exit is never' };
+  if (policy === 'always') return { uninstall: true, why: 'uninstall-on-exit is always' };
+  const attempts = deps.attempts ?? 3;
+  let last = '';
+  for (let i = 0; i < attempts; i++) {
+    if (i > 0) await deps.clock.sleep(deps.delayMs ?? 1000);
+    let owner: OwnerState;
+    try {
+      owner = await deps.owner();
+    } catch (e) {
+      last = e instanceof Error ? e.message : String(e);
+      deps.log.warn('cannot read the owning DaemonSet at exit; retrying', { attempt: i + 1, error: last });
+      continue;
+    }
+    switch (owner) {
+      case 'present':
+        return {
+          uninstall: false,
+          why: 'the DaemonSet is still present: an upgrade or a node restart, plugin left in place',
+        };
+      case 'deleting':
+        return { uninstall: true, why: 'the DaemonSet is being deleted' };
+      case 'absent':
+        return { uninstall: true, why: 'the DaemonSet is gone' };
+      case 'unauthorized':
+        return { uninstall: true, why: "the API refuses the installer's credentials (removed with the DaemonSet)" };
+    }
+  }
+  return {
+    uninstall: false,
+    why: `the API could not say whether the DaemonSet is still there (${last}); plugin left in place (fail closed)`,
+  };
+}

@@ -96,6 +96,16 @@ interface NodeAgentDeps {
     plan: RedirectionPlan,
     pod: { readonly namespace: string; readonly name: string },
   ) => RedirectionPlan;
+  /**
+   * The CNI plugin's install state on this node (install-check.ts). When given, the agent is
+   * ready only while the plugin is installed and chained, as upstream's readiness; absent (a
+   * world whose runtime has no conf dir to read), readiness is the agent's own.
+   */
+  readonly installCheck?: {
+    start(): Promise<void>;
+    stop(): void;
+    readonly state: { readonly installed: boolean; readonly detail: string };
+  };
 }
 
 /** What the agent holds for a pod it has (or is putting) in the mesh. */
@@ -213,6 +223,7 @@ export class NodeAgent {
 
   /** Start-up: host rules, informers synced, state rebuilt, proxy channel and plugin socket open. */
   async start(): Promise<void> {
+    await this.deps.installCheck?.start();
     await this.installHostRules();
     this.nsInformer = this.deps.kube.informer('Namespace');
     this.podInformer = this.deps.kube.informer('Pod', { fieldSelector: `spec.nodeName=${this.config.nodeName}` });
@@ -271,6 +282,7 @@ export class NodeAgent {
     this.stopped = true;
     this.started = false;
     this.repairTimer?.cancel();
+    this.deps.installCheck?.stop();
     this.queue.stop();
     this.podInformer?.stop();
     this.nsInformer?.stop();
@@ -281,10 +293,11 @@ export class NodeAgent {
   health(): AgentHealth {
     if (!this.started) return { live: !this.stopped, ready: false, detail: this.stopped ? 'stopped' : 'starting' };
     const pending = [...this.mesh.values()].filter((p) => !p.proxyAcked).length;
+    const install = this.deps.installCheck?.state;
     return {
       live: true,
-      ready: true,
-      detail: `${this.mesh.size} pod(s) in the mesh, ${pending} pending; proxy ${this.zds.connected() ? 'connected' : 'not connected'}`,
+      ready: install?.installed ?? true,
+      detail: `${install ? `${install.detail}; ` : ''}${this.mesh.size} pod(s) in the mesh, ${pending} pending; proxy ${this.zds.connected() ? 'connected' : 'not connected'}`,
     };
   }
 

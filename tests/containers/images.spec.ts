@@ -3,16 +3,16 @@
  * manifests run: each check is a `docker run --rm --network none` of a built image, so nothing
  * here reaches a network. The images come from localImages() (built or reused; .ci/run builds them
  * before the tests). The uid, gid and capabilities checked are the proxy DaemonSet's
- * (fixtures/manifests/20-proxy.yaml). Short-lived probes, so plain `docker run` through execa (the
+ * (deploy/base/proxy.yaml, as `kubectl kustomize` renders it). Short-lived probes, so plain `docker run` through execa (the
  * container world itself drives Docker through testcontainers).
  */
 import { test, expect } from '@playwright/test';
 import { execa } from 'execa';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { localImages } from '../../e2e/containers/images.js';
+import { renderDeployment } from '../../e2e/deployment/launch.js';
 import { containersWorld } from '../worlds.js';
 
 const world = containersWorld();
@@ -75,31 +75,21 @@ interface Container {
   };
 }
 
-/**
- * A container of one of the manifests' DaemonSets, found by name in any YAML file under
- * fixtures/manifests (so a move into a Kustomize base still finds it).
- */
+/** A container of one of the DaemonSets of deploy/ as it ships (the base rendered by `kubectl kustomize`). */
 function manifestContainer(daemonSet: string, container: string): Container {
-  const files = (dir: string): string[] =>
-    fs
-      .readdirSync(dir, { withFileTypes: true })
-      .sort((a, b) => a.name.localeCompare(b.name))
-      .flatMap((e) =>
-        e.isDirectory() ? files(path.join(dir, e.name)) : /\.ya?ml$/.test(e.name) ? [path.join(dir, e.name)] : [],
-      );
-  for (const f of files(path.join(ROOT, 'fixtures/manifests')))
-    for (const doc of parseAllDocuments(fs.readFileSync(f, 'utf8'))) {
-      const o = doc.toJS() as {
-        kind?: string;
-        metadata?: { name?: string };
-        spec?: { template?: { spec?: { containers?: Container[] } } };
-      } | null;
-      const c =
-        o?.kind === 'DaemonSet' && o.metadata?.name === daemonSet ? o.spec?.template?.spec?.containers : undefined;
-      const found = c?.find((x) => x.name === container);
-      if (found) return found;
-    }
-  throw new Error(`no DaemonSet ${daemonSet} with a container ${container} under fixtures/manifests`);
+  const rendered = renderDeployment({ profile: 'upstream', ipv6: true, dnsCapture: true });
+  for (const doc of parseAllDocuments(rendered)) {
+    const o = doc.toJS() as {
+      kind?: string;
+      metadata?: { name?: string };
+      spec?: { template?: { spec?: { containers?: Container[] } } };
+    } | null;
+    const c =
+      o?.kind === 'DaemonSet' && o.metadata?.name === daemonSet ? o.spec?.template?.spec?.containers : undefined;
+    const found = c?.find((x) => x.name === container);
+    if (found) return found;
+  }
+  throw new Error(`no DaemonSet ${daemonSet} with a container ${container} in deploy/ as rendered`);
 }
 
 /** `docker run` options for a container's capabilities as the DaemonSet sets them (drop ALL, add its list). */
@@ -125,7 +115,7 @@ test('the agent image: Node 20, the native addons load, the rule tools work in i
   expect(rules).toContain('al-smoke');
   expect(rules).toMatch(/iproute2/);
   expect(await ok(images.agent, ['iptables', '--version'])).toMatch(/iptables v1\.8/);
-  // the plugin payload the agent installs on the node (fixtures/manifests/10-agent.yaml --payload)
+  // the plugin payload the agent installs on the node (deploy/base/agent.yaml, install-cni's AMBIENT_LAB_PAYLOAD)
   expect(
     await ok(images.agent, [
       'sh',

@@ -9,7 +9,8 @@
  * - fail closed: with the proxy down traffic is not delivered; with the agent down a new mesh pod
  *   does not start; both recover when started again, and after a restart;
  * - install and uninstall: the installer chains the plugin into the node's conflist; after the
- *   agent pod is removed and the manifests' installer runs `uninstall`, no ambient-lab file is left
+ *   agent pod is removed and the DaemonSet is gone (the manifests' installer, when-daemonset-gone,
+ *   removes the plugin at exit), no ambient-lab file is left
  *   in the node's CNI directories and a new pod starts normally (not captured).
  * Skipped with the reason when Docker or the world's tools are missing, or the images cannot be
  * built (tests/worlds.ts, containerImages()).

@@ -113,8 +113,7 @@ test('agent restart with DNS capture turned off: the running pod loses the raw c
     expect(await execIn(a, ['iptables-save', '-t', 'nat'])).toContain('--to-ports 15053');
 
     await w.stop('agent', 'node-0');
-    (w.lab.state as { dnsCapture?: boolean }).dnsCapture = false;
-    w.lab.save();
+    w.lab.applyDeployment({ dnsCapture: false }); // deploy/components/dns-capture-off
     await w.start('agent', 'node-0');
     await expect
       .poll(async () => execIn(a, ['iptables-save']), { timeout: 90_000 })

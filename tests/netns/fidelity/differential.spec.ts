@@ -1,5 +1,5 @@
 import { test, expect } from '@playwright/test';
-import { netnsWorld } from '../../worlds.js';
+import { netnsLabWorld } from '../../worlds.js';
 import { withKernelLanes } from '../../../e2e/netns/lab-runner-lanes.js';
 import { checkLab, runDifferential } from '../../../scenarios/fidelity/differential.js';
 import { fixedTopology } from '../../../scenarios/fidelity/topology.js';
@@ -7,7 +7,7 @@ import { formatDifferences } from '../../../scenarios/fidelity/compare.js';
 import { natPreroutingIgnored, redirectKeepsAddress } from '../../../scenarios/fidelity/wrong-models.js';
 import { namespacesWithPrefix, alive } from './fixture.js';
 
-const world = netnsWorld();
+const world = netnsLabWorld();
 test.skip(!world.available, world.reason);
 
 const SEED = Number(process.env['FIDELITY_SEED'] ?? 20260101);

@@ -1,11 +1,11 @@
 import { test, expect } from '@playwright/test';
-import { netnsWorld } from '../../worlds.js';
+import { netnsLabWorld } from '../../worlds.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
 import { runLabOnKernel } from '../../../e2e/netns/lab-runner.js';
 import { compareResults } from '../../../scenarios/fidelity/compare.js';
 import { KNOWN_DIVERGENCES } from '../../../scenarios/fidelity/known-divergences.js';
 
-const world = netnsWorld();
+const world = netnsLabWorld();
 test.skip(!world.available, world.reason);
 
 for (const k of KNOWN_DIVERGENCES) {

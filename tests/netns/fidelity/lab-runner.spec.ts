@@ -1,13 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { test, expect } from '@playwright/test';
-import { netnsWorld } from '../../worlds.js';
+import { netnsLabWorld } from '../../worlds.js';
 import { parseLab } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
 import { KernelLab, runLabOnKernel, fullRestoreText } from '../../../e2e/netns/lab-runner.js';
 import { compareResults } from '../../../scenarios/fidelity/compare.js';
 import { namespacesWithPrefix, alive } from './fixture.js';
 
-const world = netnsWorld();
+const world = netnsLabWorld();
 test.skip(!world.available, world.reason);
 
 test('the in-pod example lab gives the same results on the kernel as in the sim, except the documented conntrack divergence', async () => {

@@ -1,13 +1,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, expect } from '@playwright/test';
-import { netnsWorld } from '../../worlds.js';
+import { netnsLabWorld } from '../../worlds.js';
 import { parseLab } from '../../../sim/lab/lab-file.js';
 import { checkLab } from '../../../scenarios/fidelity/differential.js';
 import { withKernelLanes } from '../../../e2e/netns/lab-runner-lanes.js';
 import { fixedTopology } from '../../../scenarios/fidelity/topology.js';
 
-const world = netnsWorld();
+const world = netnsLabWorld();
 test.skip(!world.available, world.reason);
 
 const DIR = 'fixtures/fidelity';

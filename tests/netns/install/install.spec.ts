@@ -8,7 +8,10 @@
  *   unreachable our plugin refuses the pod — fail closed — and with the pod's namespace
  *   excluded our plugin passes the primary's result through and the pod starts);
  * - the "primary CNI" rewrites its file without us → the watch re-inserts us;
- * - uninstall → the file is the primary's again, our executable is gone, and pod ADD succeeds.
+ * - uninstall → the file is the primary's again, our executable is gone, and pod ADD succeeds;
+ * - the agent's readiness check (install-check.ts) on the same real files, through inotify; and the
+ *   installer's exit with its DaemonSet gone (decideUninstallOnExit): no file of ours left in the
+ *   CNI dirs, and a new pod starts with the primary alone.
  */
 import { test, expect } from '@playwright/test';
 import { existsSync } from 'node:fs';
@@ -29,7 +32,8 @@ import {
 import { CniChain, CniChainError } from '../../../sim/cni/chain.js';
 import { MemoryLogger } from '../../../sim/log/memory-logger.js';
 import { parseConfList, type CniConfList } from '../../../impl/api/cni.js';
-import { CniInstaller, type CniInstallConfig } from '../../../impl/node-agent/install.js';
+import { CniInstaller, decideUninstallOnExit, type CniInstallConfig } from '../../../impl/node-agent/install.js';
+import { PluginInstallCheck } from '../../../impl/node-agent/install-check.js';
 import { choosePrimary } from '../../../impl/node-agent/install-conflist.js';
 import { NodeFileSystem } from '../../../impl/linux/files.js';
 import { SystemClock } from '../../../impl/linux/clock.js';
@@ -200,5 +204,54 @@ test('installed into a real conf dir, a pod ADD runs through the real primary pl
     await stopPodWithCni(c, d, after);
     // no leftovers of ours in the conf dir (temporaries included)
     expect(await readdir(r.confDir)).toEqual(['10-al-podnet.conflist']);
+  });
+});
+
+test("the agent's readiness check follows the real files (install, a primary rewrite, re-insert); the installer's exit with its DaemonSet gone leaves no file of ours, and pods start with the primary alone", async () => {
+  await withRig(async (c, r) => {
+    const originalText = await readFile(r.primaryFile, 'utf8');
+    const binBefore = (await readdir(r.binDir)).sort();
+    const log = new MemoryLogger();
+    const check = new PluginInstallCheck(
+      { cniBinDir: r.binDir, cniConfDir: r.confDir, resyncMs: 60_000 },
+      { fs: new NodeFileSystem(), clock: new SystemClock(), log },
+    );
+    try {
+      await check.start();
+      expect(check.state).toMatchObject({ installed: false, detail: expect.stringContaining('is not installed') });
+      const inst = r.installer({ excludeNamespaces: ['default'] });
+      await inst.start();
+      // inotify on the conf dir: the check sees the chained entry without waiting for its resync
+      await expect.poll(() => check.state.installed, { timeout: 10_000 }).toBe(true);
+      // the primary rewrites its file without us: not ready until the installer's watch re-inserts
+      inst.stop();
+      const tmpPrimary = path.join(r.confDir, '.primary.tmp');
+      await writeFile(tmpPrimary, originalText);
+      await rename(tmpPrimary, r.primaryFile);
+      await expect.poll(() => check.state.detail, { timeout: 10_000 }).toContain('does not chain');
+      await inst.start();
+      await expect.poll(() => check.state.installed, { timeout: 10_000 }).toBe(true);
+
+      // the DaemonSet is deleted: SIGTERM, the owner lookup says absent, the installer uninstalls
+      const decision = await decideUninstallOnExit('when-daemonset-gone', {
+        owner: async () => 'absent',
+        clock: new SystemClock(),
+        log,
+      });
+      expect(decision).toMatchObject({ uninstall: true });
+      await inst.uninstall();
+      await expect.poll(() => check.state.installed, { timeout: 10_000 }).toBe(false);
+      // no ambient-lab file remains in the CNI dirs; the primary's file is its own again
+      expect(await readdir(r.confDir)).toEqual(['10-al-podnet.conflist']);
+      expect(JSON.parse(await readFile(r.primaryFile, 'utf8'))).toEqual(JSON.parse(originalText));
+      expect((await readdir(r.binDir)).sort()).toEqual(binBefore.filter((n) => n !== 'ambient-lab-cni'));
+      expect((await readdir(r.binDir)).filter((n) => n.includes('ambient-lab'))).toEqual([]);
+      const nets = await r.networks();
+      const pod = await startPodWithCni(c, 'node-0', 'after', nets, ['sleep', '600']);
+      expect(pod.results[1]!.ips?.[0]?.address).toMatch(/^10\.244\.0\.\d+\/24$/);
+      await stopPodWithCni(c, pod, nets);
+    } finally {
+      check.stop();
+    }
   });
 });

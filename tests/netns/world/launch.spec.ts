@@ -1,8 +1,9 @@
 /**
  * What ships is what runs, on the real kernel: the lab (netns world, `up`) launches the agent
  * and the proxy with the users, groups, capabilities and environment of the deployment
- * manifests (e2e/deployment/launch.ts) — read back from /proc of the running processes — and a
- * change in a copy of the manifests changes the processes it starts.
+ * manifests (deploy/ rendered by kubectl kustomize, read by e2e/deployment/launch.ts) — read back
+ * from /proc of the running processes — the profile, IPv6 and DNS capture come from the rendered
+ * components, not from lab flags, and a change in a rendered copy changes the processes it starts.
  */
 import { test, expect } from '@playwright/test';
 import * as fs from 'node:fs';
@@ -10,12 +11,14 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { netnsWorldFactory } from '../../../e2e/netns/world.js';
 import { NetnsLab } from '../../../e2e/netns/world-lab.js';
+import { renderDeployment } from '../../../e2e/deployment/launch.js';
 
 const avail = netnsWorldFactory.available();
 test.skip(!avail.ok, avail.reason);
 test.setTimeout(180_000);
 
-const MANIFESTS = path.resolve(import.meta.dirname, '..', '..', '..', 'fixtures', 'manifests');
+/** The lab's settings below, as deploy/'s components render them. */
+const SETTINGS = { profile: 'strict', ipv6: false, dnsCapture: false } as const;
 
 /** Capability bits (linux/capability.h) of the names the manifests use. */
 const CAP_BITS: Record<string, number> = { net_admin: 12, net_raw: 13, sys_ptrace: 19, sys_admin: 21 };
@@ -57,14 +60,12 @@ function processOf(pid: number): {
   };
 }
 
-async function withLab(manifests: string | undefined, fn: (lab: NetnsLab) => Promise<void>): Promise<void> {
+async function withLab(deployment: string | undefined, fn: (lab: NetnsLab) => Promise<void>): Promise<void> {
   const lab = await NetnsLab.create({
     nodes: 1,
-    profile: 'strict',
-    ipv6: false,
-    dnsCapture: false,
+    ...SETTINGS,
     stateRoot: '/run/ambient-lab/worlds',
-    ...(manifests ? { manifests } : {}),
+    ...(deployment ? { deployment } : {}),
   });
   try {
     await fn(lab);
@@ -88,30 +89,45 @@ test('the shipped manifests: the proxy runs as 1337:1337 with NET_ADMIN and SYS_
     expect(agent).toMatchObject({ uid: 0, gid: 0, groups: [1337] });
     expect(agent.capEff).toBe(capMask(['net_admin', 'net_raw', 'sys_admin', 'sys_ptrace']));
     expect(agent.env['AMBIENT_LAB_PROXY_UID']).toBe('1337');
-    // Secrets the proxy reads are shared with its group only, never with a pod's uid.
+    // profile, IPv6 and DNS capture come from the rendered components, not from lab flags
+    expect(agent.env).toMatchObject({
+      AMBIENT_LAB_PROFILE: 'strict',
+      AMBIENT_LAB_IPV6: 'false',
+      AMBIENT_LAB_DNS_CAPTURE: 'false',
+    });
+    expect(proxy.env['AMBIENT_LAB_IPV6']).toBe('false');
+    const argv = fs.readFileSync(`/proc/${pidOf(lab, 'agent')}/cmdline`, 'utf8').split('\0');
+    for (const flag of ['--profile', '--ipv6', '--dns-capture'])
+      expect(argv.some((a) => a.startsWith(flag))).toBe(false);
+    // the agent became ready only with the plugin chained in the node's conflist (its readiness check)
+    const status = await lab.componentStatus('agent', 'node-0');
+    expect(status.detail).toContain('ambient-lab-cni installed and chained in');
+    // Secrets the proxy reads are shared with its group only, never with a pod's uid (the Secret's mode 0440).
     const key = fs.statSync(path.join(lab.state.runDir, 'mesh-ca.key'));
-    expect({ gid: key.gid, mode: key.mode & 0o777 }).toEqual({ gid: 1337, mode: 0o640 });
+    expect({ gid: key.gid, mode: key.mode & 0o777 }).toEqual({ gid: 1337, mode: 0o440 });
   });
 });
 
-test('a copy of the manifests with another proxy uid and group: the lab starts the proxy as that, and the agent admits it', async () => {
+test('a rendered copy with another proxy uid and group: the lab starts the proxy as that, and the agent admits it', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-launch-'));
   try {
-    for (const f of fs.readdirSync(MANIFESTS)) {
-      const t = fs
-        .readFileSync(path.join(MANIFESTS, f), 'utf8')
-        .replace(/runAsUser: 1337/g, 'runAsUser: 4242')
-        .replace(/runAsGroup: 1337/g, 'runAsGroup: 4243')
-        .replace(/supplementalGroups: \[1337\]/g, 'supplementalGroups: [4243]')
-        .replace(/name: AMBIENT_LAB_PROXY_UID\n(\s+)value: "1337"/, 'name: AMBIENT_LAB_PROXY_UID\n$1value: "4242"')
-        .replace(
-          /name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n(\s+)value: "1337"/,
-          'name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n$1value: "4243"',
-        );
-      fs.writeFileSync(path.join(dir, f), t);
-    }
+    const rendered = renderDeployment(SETTINGS);
+    const edited = rendered
+      .replace(/runAsUser: 1337/g, 'runAsUser: 4242')
+      .replace(/runAsGroup: 1337/g, 'runAsGroup: 4243')
+      .replace(/fsGroup: 1337/g, 'fsGroup: 4243')
+      .replace(/supplementalGroups:\n(\s+)- 1337/g, 'supplementalGroups:\n$1- 4243')
+      .replace(/name: AMBIENT_LAB_PROXY_UID\n(\s+)value: "1337"/, 'name: AMBIENT_LAB_PROXY_UID\n$1value: "4242"')
+      .replace(
+        /name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n(\s+)value: "1337"/,
+        'name: AMBIENT_LAB_ZDS_SOCKET_GROUP\n$1value: "4243"',
+      );
+    // every edit hit: the proxy's runAsUser, runAsGroup and fsGroup, the agent's supplementalGroups, 2 env values
+    expect(edited.match(/4242|4243/g)?.length).toBe(6);
+    const file = path.join(dir, 'deployment.yaml');
+    fs.writeFileSync(file, edited);
     // The proxy became ready (NetnsLab.create waits for it): the agent's ZDS peer check admitted uid 4242.
-    await withLab(dir, async (lab) => {
+    await withLab(file, async (lab) => {
       expect(processOf(pidOf(lab, 'proxy'))).toMatchObject({ uid: 4242, gid: 4243 });
       const agent = processOf(pidOf(lab, 'agent'));
       expect(agent.groups).toEqual([4243]);

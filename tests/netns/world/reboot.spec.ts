@@ -5,12 +5,12 @@
  * served again. The probe set and host rules the agent keeps in the node netns come back.
  */
 import { test, expect } from '@playwright/test';
-import { netnsWorld } from '../../worlds.js';
+import { netnsLabWorld } from '../../worlds.js';
 import { execIn } from '../../../e2e/netns/ip.js';
 import type { PodRef } from '../../../scenarios/world.js';
 import { MESH, withNetnsWorld } from './fixture.js';
 
-const w0 = netnsWorld();
+const w0 = netnsLabWorld();
 test.skip(!w0.available, w0.reason);
 test.setTimeout(600_000); // generous: the suite must pass on a loaded machine (npm run test:netns:loaded)
 

@@ -1,6 +1,6 @@
 /**
  * Who may reach the agent's ZDS socket when the proxy runs as a non-root uid (uid 1337, as
- * fixtures/manifests/20-proxy.yaml): the agent gives the socket path group 1337, mode 0660
+ * deploy/base/proxy.yaml): the agent gives the socket path group 1337, mode 0660
  * (LinuxZdsTransport `owner`/`mode`, agent flags --zds-socket-group/--zds-socket-mode). Then
  * - the proxy's uid connects and is served (file permission and the SO_PEERCRED check pass);
  * - a uid outside the group cannot even connect (EACCES from the file mode);

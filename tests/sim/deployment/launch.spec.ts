@@ -1,35 +1,36 @@
 /**
- * The components' launch as the manifests say it (e2e/deployment/launch.ts): what the real
- * manifests give, that a change in a copy is followed, and that what a launch cannot follow is an
- * error naming the field rather than a default.
+ * The components' launch as the rendered manifests say it (e2e/deployment/launch.ts): what
+ * deploy/ renders to, that each component changes what it says, that a change in a rendered copy
+ * is followed, and that what a launch cannot follow is an error naming the field rather than a
+ * default. Rendering needs kubectl (kustomize); without it these tests skip, saying so.
  */
 import { test, expect } from '@playwright/test';
-import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { deploymentLaunch } from '../../../e2e/deployment/launch.js';
+import {
+  deploymentChoiceOf,
+  deploymentLaunch,
+  kubectlAvailability,
+  renderDeployment,
+  renderKustomization,
+} from '../../../e2e/deployment/launch.js';
 import { PROXY_NODE_FLAGS } from '../../../impl/linux/node-flags.js';
 
-const MANIFESTS = path.resolve(import.meta.dirname, '..', '..', '..', 'fixtures', 'manifests');
+const kubectl = kubectlAvailability();
+test.skip(!kubectl.ok, kubectl.reason);
 
-/** A copy of the manifests with `edit` applied to one file's text. */
-function withEditedCopy(file: string, edit: (text: string) => string, fn: (dir: string) => void): void {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-launch-'));
-  try {
-    for (const f of fs.readdirSync(MANIFESTS)) fs.copyFileSync(path.join(MANIFESTS, f), path.join(dir, f));
-    const full = path.join(dir, file);
-    const before = fs.readFileSync(full, 'utf8');
-    const after = edit(before);
-    expect(after).not.toBe(before); // the edit must hit something, or the test proves nothing
-    fs.writeFileSync(full, after);
-    fn(dir);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+const DEPLOY = path.resolve(import.meta.dirname, '..', '..', '..', 'deploy');
+const BASE = { profile: 'upstream', ipv6: true, dnsCapture: true } as const;
+
+/** The base rendered, with `edit` applied to the stream's text (a rendered copy, as a user might change it). */
+function editedRender(edit: (text: string) => string): string {
+  const before = renderDeployment(BASE);
+  const after = edit(before);
+  expect(after).not.toBe(before); // the edit must hit something, or the test proves nothing
+  return after;
 }
 
 test('the shipped manifests: the proxy as 1337:1337 with NET_ADMIN and SYS_ADMIN, the agent as root in group 1337 with its four', () => {
-  const l = deploymentLaunch(MANIFESTS, { nodeName: 'node-7' });
+  const l = deploymentLaunch(renderDeployment(BASE), { nodeName: 'node-7' });
   expect(l.proxy).toMatchObject({
     uid: 1337,
     gid: 1337,
@@ -54,65 +55,92 @@ test('the shipped manifests: the proxy as 1337:1337 with NET_ADMIN and SYS_ADMIN
   expect(l.agent.env['AMBIENT_LAB_SYSTEM_NAMESPACE']).toBe('ambient-lab-system');
 });
 
-test('a changed securityContext in a copy changes the launch', () => {
-  withEditedCopy(
-    '20-proxy.yaml',
-    (t) => t.replace('runAsUser: 1337', 'runAsUser: 4242').replace('add: [NET_ADMIN, SYS_ADMIN]', 'add: [NET_ADMIN]'),
-    (dir) => {
-      const l = deploymentLaunch(dir, { nodeName: 'n' });
-      expect(l.proxy.uid).toBe(4242);
-      expect(l.proxy.caps).toEqual(['net_admin']);
-    },
+test('a changed securityContext in a rendered copy changes the launch', () => {
+  const rendered = editedRender((t) =>
+    t
+      .replace('runAsUser: 1337', 'runAsUser: 4242')
+      .replace(/add:\n(\s+)- NET_ADMIN\n\s+- SYS_ADMIN\n(\s+)drop:/, 'add:\n$1- NET_ADMIN\n$2drop:'),
+  );
+  const l = deploymentLaunch(rendered, { nodeName: 'n' });
+  expect(l.proxy.uid).toBe(4242);
+  expect(l.proxy.caps).toEqual(['net_admin']);
+});
+
+test('the base is profile upstream with IPv6 and DNS capture; each component changes exactly its setting, and they combine', () => {
+  const choice = (c: { profile: 'upstream' | 'strict'; ipv6: boolean; dnsCapture: boolean }) =>
+    deploymentChoiceOf(deploymentLaunch(renderDeployment(c), { nodeName: 'n' }));
+  expect(choice(BASE)).toEqual(BASE);
+  for (const c of [
+    { profile: 'strict', ipv6: true, dnsCapture: true },
+    { profile: 'upstream', ipv6: false, dnsCapture: true },
+    { profile: 'upstream', ipv6: true, dnsCapture: false },
+    { profile: 'strict', ipv6: false, dnsCapture: false },
+  ] as const)
+    expect(choice(c), JSON.stringify(c)).toEqual(c);
+  // the named overlays are the same components on the same base
+  for (const [overlay, c] of [
+    ['strict', { ...BASE, profile: 'strict' }],
+    ['ipv6-off', { ...BASE, ipv6: false }],
+    ['dns-capture-off', { ...BASE, dnsCapture: false }],
+  ] as const) {
+    const rendered = renderKustomization(path.join(DEPLOY, 'overlays', overlay));
+    expect(rendered, overlay).toBe(renderDeployment(c));
+  }
+  // no DNS capture: the proxy runs no DNS listener either (an empty upstream list)
+  const off = deploymentLaunch(renderDeployment({ ...BASE, dnsCapture: false }), { nodeName: 'n' });
+  expect(off.proxy.env['AMBIENT_LAB_DNS_UPSTREAM']).toBe('');
+});
+
+test('a rendering failure names the directory and says what to do', () => {
+  expect(() => renderKustomization(path.join(DEPLOY, 'no-such-overlay'))).toThrow(
+    /deployment: kubectl kustomize .*no-such-overlay failed: .*check the kustomization/,
   );
 });
 
-const refused: ReadonlyArray<[string, string, (t: string) => string, RegExp]> = [
+const refused: ReadonlyArray<[string, (t: string) => string, RegExp]> = [
   [
     'no drop ALL',
-    '20-proxy.yaml',
-    (t) => t.replace('drop: [ALL]', 'drop: [NET_RAW]'),
-    /20-proxy\.yaml: DaemonSet ambient-lab-proxy, container proxy: capabilities must drop ALL/,
+    (t) => t.replace(/(name: proxy\n[\s\S]*?drop:\n\s+)- ALL/, '$1- NET_RAW'),
+    /the rendered deployment: DaemonSet ambient-lab-proxy, container proxy: capabilities must drop ALL/,
   ],
   [
     'a non-numeric user',
-    '20-proxy.yaml',
     (t) => t.replace('runAsUser: 1337', 'runAsUser: "1337"'),
     /runAsUser must be a numeric id, got "1337"/,
   ],
   [
     'an env value from a secret',
-    '10-agent.yaml',
     (t) =>
       t.replace(
-        'value: kube-system\n            - name: AMBIENT_LAB_SYSTEM_NAMESPACE\n              valueFrom: { fieldRef: { fieldPath: metadata.namespace } }\n            - name: AMBIENT_LAB_OWN_POD_PREFIXES\n              value: ambient-lab-agent-,ambient-lab-proxy-\n            # iptables',
-        'value: kube-system\n            - name: AMBIENT_LAB_SYSTEM_NAMESPACE\n              valueFrom: { secretKeyRef: { name: s, key: k } }\n            - name: AMBIENT_LAB_OWN_POD_PREFIXES\n              value: ambient-lab-agent-,ambient-lab-proxy-\n            # iptables',
+        /(- name: AMBIENT_LAB_SYSTEM_NAMESPACE\n\s+valueFrom:\n\s+)fieldRef:\n\s+fieldPath: metadata.namespace/g,
+        '$1secretKeyRef: { name: s, key: k }',
       ),
     /container agent: env AMBIENT_LAB_SYSTEM_NAMESPACE: only literal values and fieldRef/,
   ],
   [
     'a program outside the image app dir',
-    '20-proxy.yaml',
-    (t) => t.replace('/app/bin/ambient-lab-proxy.js]', '/opt/proxy.js]'),
+    (t) => t.replace('- /app/bin/ambient-lab-proxy.js', '- /opt/proxy.js'),
     /the program "\/opt\/proxy\.js" is not under \/app\//,
   ],
   [
     'a missing DaemonSet',
-    '20-proxy.yaml',
-    (t) => t.replace('name: ambient-lab-proxy\n  namespace', 'name: other-proxy\n  namespace'),
+    (t) =>
+      t.replace(
+        'name: ambient-lab-proxy\n  namespace: ambient-lab-system\nspec:',
+        'name: other-proxy\n  namespace: ambient-lab-system\nspec:',
+      ),
     /no DaemonSet ambient-lab-proxy in /,
   ],
 ];
 
-for (const [name, file, edit, message] of refused) {
+for (const [name, edit, message] of refused) {
   test(`refused, naming the field: ${name}`, () => {
-    withEditedCopy(file, edit, (dir) => {
-      expect(() => deploymentLaunch(dir, { nodeName: 'n' })).toThrow(message);
-    });
+    expect(() => deploymentLaunch(editedRender(edit), { nodeName: 'n' })).toThrow(message);
   });
 }
 
-test('what a container world follows: the binary and program args, host namespaces, privilege escalation, read-only root, hostPath mounts, the installer container', () => {
-  const l = deploymentLaunch(MANIFESTS, { nodeName: 'node-7' });
+test('what a container world follows: the binary and program args, host namespaces, privilege escalation, read-only root, hostPath and secret mounts, the installer container', () => {
+  const l = deploymentLaunch(renderDeployment(BASE), { nodeName: 'node-7' });
   expect(l.proxy).toMatchObject({
     binary: '/app/node-netcaps',
     programArgs: [],
@@ -120,7 +148,18 @@ test('what a container world follows: the binary and program args, host namespac
     allowPrivilegeEscalation: true,
     readOnlyRootFilesystem: true,
     hostPathMounts: [{ hostPath: '/var/run/ambient-lab', mountPath: '/var/run/ambient-lab', propagation: 'None' }],
+    secretMounts: [
+      {
+        secretName: 'ambient-lab-mesh-root',
+        mountPath: '/var/run/secrets/ambient-lab/mesh-root',
+        defaultMode: 0o440,
+        readOnly: true,
+      },
+    ],
   });
+  // The proxy reads the mesh root from the Secret's files (no --ca-cert/--ca-key in the manifests).
+  expect(l.proxy.env['AMBIENT_LAB_CA_CERT']).toBe('/var/run/secrets/ambient-lab/mesh-root/ca.crt');
+  expect(l.proxy.env['AMBIENT_LAB_CA_KEY']).toBe('/var/run/secrets/ambient-lab/mesh-root/ca.key');
   expect(l.agent).toMatchObject({
     binary: 'node',
     pod: { hostNetwork: true, hostPID: true },
@@ -136,24 +175,33 @@ test('what a container world follows: the binary and program args, host namespac
     caps: [],
     program: 'dist/impl/linux/cni-installer-main.js',
     programArgs: ['install'],
+    secretMounts: [],
   });
+  // Its exit policy, as the container world's uninstall follows it (cni-installer-main.ts).
+  expect(l.installCni.env['AMBIENT_LAB_UNINSTALL_ON_EXIT']).toBe('when-daemonset-gone');
   expect(l.installCni.hostPathMounts.map((m) => m.mountPath)).toEqual([
     '/host/opt/cni/bin',
     '/host/etc/cni/net.d',
     '/host/opt/ambient-lab',
     '/var/run/ambient-lab',
   ]);
-  withEditedCopy(
-    '20-proxy.yaml',
-    (t) => t.replace('allowPrivilegeEscalation: true', 'allowPrivilegeEscalation: false'),
-    (dir) => expect(deploymentLaunch(dir, { nodeName: 'n' }).proxy.allowPrivilegeEscalation).toBe(false),
+  const escalation = editedRender((t) =>
+    t.replace('allowPrivilegeEscalation: true', 'allowPrivilegeEscalation: false'),
   );
-  withEditedCopy(
-    '10-agent.yaml',
-    (t) => t.replace('mountPropagation: HostToContainer', 'mountPropagation: Bidirectional'),
-    (dir) =>
-      expect(() => deploymentLaunch(dir, { nodeName: 'n' })).toThrow(
-        /mountPropagation "Bidirectional" is not followed/,
-      ),
+  expect(deploymentLaunch(escalation, { nodeName: 'n' }).proxy.allowPrivilegeEscalation).toBe(false);
+  const bidirectional = editedRender((t) =>
+    t.replace('mountPropagation: HostToContainer', 'mountPropagation: Bidirectional'),
+  );
+  expect(() => deploymentLaunch(bidirectional, { nodeName: 'n' })).toThrow(
+    /mountPropagation "Bidirectional" is not followed/,
+  );
+  const configMap = editedRender((t) =>
+    t.replace(
+      /secret:\n(\s+)defaultMode: 288\n\s+secretName: ambient-lab-mesh-root/,
+      'configMap:\n$1name: ambient-lab-mesh-root',
+    ),
+  );
+  expect(() => deploymentLaunch(configMap, { nodeName: 'n' })).toThrow(
+    /volume mesh-root is neither a hostPath nor a secret volume/,
   );
 });

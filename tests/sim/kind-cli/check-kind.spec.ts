@@ -25,6 +25,7 @@ import type { WorldFactory, WorldOptions } from '../../../scenarios/world.js';
 import { checkBudget, KIND_DEFAULTS, renderReport } from '../../../cli/commands/check.js';
 import { DEFAULT_RUNS } from '../../../scenarios/model/defaults.js';
 import { makeFakes } from './fakes.js';
+import { kubectlAvailability, renderDeployment } from '../../../e2e/deployment/launch.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const OPTS: WorldOptions = {
@@ -36,7 +37,9 @@ const OPTS: WorldOptions = {
   seed: 3,
 };
 
-test("shared cluster: brought up once for many worlds; a world's close clears what it did; a new profile is a `set env` + rollout; dispose deletes the cluster once", async () => {
+test("shared cluster: brought up once for many worlds; a world's close clears what it did; a new profile is deploy/ rendered for it, applied, and a rollout; dispose deletes the cluster once", async () => {
+  const kubectl = kubectlAvailability();
+  test.skip(!kubectl.ok, kubectl.reason); // bring-up renders deploy/
   const work = mkdtempSync(path.join(os.tmpdir(), 'al-kindshared-'));
   const store = new ApiStore({ clock: new SystemClock(), random: new SeededRandom(1) });
   const facade = await startKubeApiFacade(store);
@@ -96,21 +99,8 @@ test("shared cluster: brought up once for many worlds; a world's close clears wh
         '180s',
       ],
     ]);
-    expect(up).toContainEqual([
-      'kubectl',
-      '--kubeconfig',
-      KC,
-      '-n',
-      'ambient-lab-system',
-      'set',
-      'env',
-      'daemonset/ambient-lab-agent',
-      '-c',
-      'agent',
-      'AMBIENT_LAB_PROFILE=strict',
-      'AMBIENT_LAB_DNS_CAPTURE=false',
-      'AMBIENT_LAB_IPV6=false',
-    ]);
+    expect(up).toContainEqual(['kubectl', '--kubeconfig', KC, 'apply', '-f', '-']);
+    expect(await fakes.stdins()).toEqual([renderDeployment({ profile: 'strict', ipv6: false, dnsCapture: false })]);
     expect((await core.readNamespacedPod({ namespace: 'ambient-lab-e2e', name: 'host-probe-n1' })).status?.phase).toBe(
       'Running',
     );
@@ -146,21 +136,10 @@ test("shared cluster: brought up once for many worlds; a world's close clears wh
     const w2 = await shared.create({ ...OPTS, profile: 'upstream' });
     const second = (await fakes.calls()).slice(mark);
     expect(second.filter((c) => c[0] === 'kind' || c[0] === 'docker')).toEqual([]);
-    expect(second).toContainEqual([
-      'kubectl',
-      '--kubeconfig',
-      KC,
-      '-n',
-      'ambient-lab-system',
-      'set',
-      'env',
-      'daemonset/ambient-lab-agent',
-      '-c',
-      'agent',
-      'AMBIENT_LAB_PROFILE=upstream',
-      'AMBIENT_LAB_DNS_CAPTURE=false',
-      'AMBIENT_LAB_IPV6=false',
-    ]);
+    expect(second).toContainEqual(['kubectl', '--kubeconfig', KC, 'apply', '-f', '-']);
+    expect((await fakes.stdins()).at(-1)).toBe(
+      renderDeployment({ profile: 'upstream', ipv6: false, dnsCapture: false }),
+    );
     expect(second).toContainEqual([
       'kubectl',
       '--kubeconfig',

@@ -28,6 +28,8 @@ export interface Fakes {
   readonly env: NodeJS.ProcessEnv;
   setRules(rules: readonly FakeRule[]): Promise<void>;
   calls(): Promise<string[][]>;
+  /** What each call whose argv ends in `-` read on stdin (e.g. `kubectl apply -f -`), in order. */
+  stdins(): Promise<string[]>;
   dispose(): Promise<void>;
 }
 
@@ -44,6 +46,7 @@ const { spawnSync } = require('node:child_process');
 const name = require('node:path').basename(process.argv[1]);
 const argv = process.argv.slice(2);
 fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify([name, ...argv]) + '\\n');
+if (argv[argv.length - 1] === '-') fs.appendFileSync(${JSON.stringify(log)} + '.stdin', JSON.stringify(fs.readFileSync(0, 'utf8')) + '\\n');
 let rules = [];
 try { rules = JSON.parse(fs.readFileSync(${JSON.stringify(rulesFile)}, 'utf8')); } catch {}
 const matches = (w) => (w.startsWith('~') ? argv.some((a) => a.includes(w.slice(1))) : argv.includes(w));
@@ -71,6 +74,11 @@ process.exit(rule.exit || 0);
         .split('\n')
         .filter(Boolean)
         .map((l) => JSON.parse(l) as string[]),
+    stdins: async () =>
+      (await readFile(`${log}.stdin`, 'utf8').catch(() => ''))
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as string),
     dispose: () => rm(dir, { recursive: true, force: true }),
   };
 }

@@ -11,13 +11,22 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CRD_NAME, KindCli } from '../../../e2e/kind/kind-cli.js';
+import { kubectlAvailability, renderDeployment } from '../../../e2e/deployment/launch.js';
+import { MeshCa } from '../../../impl/linux/mesh-ca.js';
+
+// bring-up renders deploy/ with the real kubectl (the fakes record what is applied)
+const kubectl = kubectlAvailability();
+test.skip(!kubectl.ok, kubectl.reason);
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const BASE = { profile: 'upstream', ipv6: true, dnsCapture: true } as const;
 
 interface Fake {
   readonly dir: string;
   readonly env: NodeJS.ProcessEnv;
   calls(): Promise<string[][]>;
+  /** What each call whose argv ends in `-` read on stdin, in order. */
+  stdins(): Promise<string[]>;
 }
 
 /** A recording binary: appends [name, ...argv] to the log; exits with $FAIL_<NAME>_ON matching a word of argv. */
@@ -29,6 +38,7 @@ const fs = require('node:fs');
 const name = require('node:path').basename(process.argv[1]);
 const argv = process.argv.slice(2);
 fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify([name, ...argv]) + '\\n');
+if (argv[argv.length - 1] === '-') fs.appendFileSync(${JSON.stringify(log)} + '.stdin', JSON.stringify(fs.readFileSync(0, 'utf8')) + '\\n');
 const failOn = process.env['FAIL_' + name.toUpperCase() + '_ON'];
 if (failOn && argv.includes(failOn)) { process.stderr.write(name + ': simulated failure on ' + failOn + '\\n'); process.exit(1); }
 if (name === 'kubectl' && argv.includes('jsonpath={.items[*].metadata.name}')) process.stdout.write('ambient-lab-proxy-abcde');
@@ -47,6 +57,11 @@ if (name === 'kubectl' && argv.includes('logs')) process.stdout.write('{"event":
           .split('\n')
           .filter(Boolean)
           .map((l) => JSON.parse(l) as string[]),
+      stdins: async () =>
+        (await readFile(`${log}.stdin`, 'utf8').catch(() => ''))
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as string),
     });
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -66,8 +81,7 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
         env: f.env,
         nodeImage: 'kindest/node:v1.31.0',
       });
-      await cli.up({ agentEnv: { AMBIENT_LAB_PROFILE: 'strict', AMBIENT_LAB_DNS_CAPTURE: 'false' } });
-      const m = (n: string) => path.join(repo, 'fixtures/manifests', n);
+      await cli.up({ deployment: { profile: 'strict', ipv6: true, dnsCapture: false } });
       const avoid = (c: string) =>
         JSON.stringify({
           spec: {
@@ -128,7 +142,7 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
         ['kind', 'load', 'docker-image', 'ambient-lab/agent:dev', '--name', 'al-e2e'],
         ['kind', 'load', 'docker-image', 'ambient-lab/proxy:dev', '--name', 'al-e2e'],
         ['kubectl', '--kubeconfig', KC, 'get', 'crd', CRD_NAME, '-o', 'name'],
-        ['kubectl', '--kubeconfig', KC, 'create', '-f', m('01-authorizationpolicy-crd.yaml')],
+        ['kubectl', '--kubeconfig', KC, 'create', '-k', path.join(repo, 'deploy/crd')],
         [
           'kubectl',
           '--kubeconfig',
@@ -140,25 +154,22 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
           '--timeout',
           '60s',
         ],
-        ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('00-namespace.yaml')],
-        ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('02-rbac.yaml')],
-        ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('10-agent.yaml')],
-        ['kubectl', '--kubeconfig', KC, 'apply', '-f', m('20-proxy.yaml')],
-        // the world's options reach the agent, and the node-stop hook goes in before the rollout wait
+        // deploy/ rendered for the world's options (the stream on stdin, checked below)
+        ['kubectl', '--kubeconfig', KC, 'apply', '-f', '-'],
+        // the mesh root Secret exists (the fake answers), so none is created
         [
           'kubectl',
           '--kubeconfig',
           KC,
           '-n',
           'ambient-lab-system',
-          'set',
-          'env',
-          'daemonset/ambient-lab-agent',
-          '-c',
-          'agent',
-          'AMBIENT_LAB_PROFILE=strict',
-          'AMBIENT_LAB_DNS_CAPTURE=false',
+          'get',
+          'secret',
+          'ambient-lab-mesh-root',
+          '-o',
+          'name',
         ],
+        // the node-stop hook goes in before the rollout wait
         [
           'kubectl',
           '--kubeconfig',
@@ -212,6 +223,7 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
           '300s',
         ],
       ]);
+      expect(await f.stdins()).toEqual([renderDeployment({ profile: 'strict', ipv6: true, dnsCapture: false })]);
       await cli.deleteCluster();
       expect((await f.calls()).at(-1)).toEqual(['kind', 'delete', 'cluster', '--name', 'al-e2e', '--kubeconfig', KC]);
     },
@@ -237,17 +249,42 @@ test('with AMBIENT_LAB_KIND_LOGS, deleting a cluster exports its logs first; a f
 test("an existing CRD (Istio's) is left alone: no create", async () => {
   await withFakes(async (f) => {
     const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
-    expect(await cli.applyManifests()).toEqual({ crdCreated: false });
+    expect(await cli.applyManifests(BASE)).toEqual({ crdCreated: false });
     const calls = await f.calls();
     expect(calls.some((c) => c.includes('create'))).toBe(false);
-    expect(calls.filter((c) => c.includes('apply')).length).toBe(4);
+    expect(calls.filter((c) => c.includes('apply')).length).toBe(1);
   });
+});
+
+test('no mesh root Secret yet: one is made (a fresh root the proxies load), on stdin, never in a file or argv', async () => {
+  await withFakes(
+    async (f) => {
+      const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
+      await cli.applyManifests(BASE);
+      const calls = await f.calls();
+      expect(calls.at(-1)).toEqual(['kubectl', '--kubeconfig', KC, 'create', '-f', '-']);
+      const [, secretText] = await f.stdins();
+      const secret = JSON.parse(secretText!) as {
+        kind: string;
+        metadata: { name: string; namespace: string };
+        stringData: Record<string, string>;
+      };
+      expect(secret).toMatchObject({
+        kind: 'Secret',
+        metadata: { name: 'ambient-lab-mesh-root', namespace: 'ambient-lab-system' },
+      });
+      // what the proxy does with --ca-cert/--ca-key: load it as the mesh root
+      const ca = await MeshCa.load('cluster.local', secret.stringData['ca.crt']!, secret.stringData['ca.key']!);
+      expect(ca.rootPem).toBe(secret.stringData['ca.crt']);
+    },
+    { FAIL_KUBECTL_ON: 'secret' },
+  );
 });
 
 test("a non-default tag rewrites the DaemonSets' images after applying", async () => {
   await withFakes(async (f) => {
     const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env, tag: 'pr-7' });
-    await cli.applyManifests();
+    await cli.applyManifests(BASE);
     const sets = (await f.calls()).filter((c) => c.includes('set'));
     expect(sets).toEqual([
       [

@@ -18,7 +18,13 @@ import { ApiStore } from '../../../sim/kube/store.js';
 import { facadeKubeconfig, startKubeApiFacade } from '../../../sim/kube/http-facade.js';
 import { SeededRandom } from '../../../sim/time/seeded-random.js';
 import { KindCli, PROBE_PROGRAM } from '../../../e2e/kind/kind-cli.js';
-import { KindWorld, kindComponentEnv, kindConfigFor } from '../../../e2e/kind/kind-world.js';
+import { KindWorld, kindDeployment, kindConfigFor } from '../../../e2e/kind/kind-world.js';
+import {
+  deploymentChoiceOf,
+  deploymentLaunch,
+  kubectlAvailability,
+  renderDeployment,
+} from '../../../e2e/deployment/launch.js';
 import { NEXT_HOP_SCRIPT, parseNextHop, parseRawPort, rawSynAckAcceptor } from '../../../e2e/kind/raw-attempt.js';
 import type { WorldOptions } from '../../../scenarios/world.js';
 import type { RawSendOutcome } from '../../../e2e/netns/probe-protocol.js';
@@ -160,10 +166,11 @@ const execIn = (pod: string, cmd: readonly string[]): string[] => [
   ...cmd,
 ];
 
-test('dual-stack bring-up: the dual kind config, and AMBIENT_LAB_IPV6 for the agent and the proxy next to the profile settings', async () => {
+test('dual-stack bring-up: the dual kind config, and deploy/ rendered for the options (IPv6 on for the agent and the proxy, next to the profile settings) applied before the rollout waits', async () => {
+  const kubectl = kubectlAvailability();
+  test.skip(!kubectl.ok, kubectl.reason);
   const fakes = await makeFakes(['kind', 'docker', 'kubectl']);
   try {
-    const env = kindComponentEnv(OPTIONS);
     const cli = new KindCli({
       cluster: 'al-e2e',
       repoRoot: repo,
@@ -171,7 +178,7 @@ test('dual-stack bring-up: the dual kind config, and AMBIENT_LAB_IPV6 for the ag
       env: fakes.env,
       kindConfig: kindConfigFor(OPTIONS),
     });
-    await cli.up({ build: false, agentEnv: env.agent, proxyEnv: env.proxy });
+    await cli.up({ build: false, deployment: kindDeployment(OPTIONS) });
     const calls = await fakes.calls();
     expect(calls[0]).toEqual([
       'kind',
@@ -186,49 +193,22 @@ test('dual-stack bring-up: the dual kind config, and AMBIENT_LAB_IPV6 for the ag
       '--wait',
       '180s',
     ]);
-    const setEnv = calls.filter((c) => c.includes('set') && c.includes('env'));
-    expect(setEnv).toEqual([
-      [
-        'kubectl',
-        '--kubeconfig',
-        KC,
-        '-n',
-        'ambient-lab-system',
-        'set',
-        'env',
-        'daemonset/ambient-lab-agent',
-        '-c',
-        'agent',
-        'AMBIENT_LAB_PROFILE=strict',
-        'AMBIENT_LAB_DNS_CAPTURE=false',
-        'AMBIENT_LAB_IPV6=true',
-      ],
-      [
-        'kubectl',
-        '--kubeconfig',
-        KC,
-        '-n',
-        'ambient-lab-system',
-        'set',
-        'env',
-        'daemonset/ambient-lab-proxy',
-        '-c',
-        'proxy',
-        'AMBIENT_LAB_IPV6=true',
-      ],
-    ]);
+    // the applied stream is the one loader's rendering of deploy/ for these options
+    const [applied] = await fakes.stdins();
+    expect(applied).toBe(renderDeployment({ profile: 'strict', ipv6: true, dnsCapture: false }));
+    const choice = deploymentChoiceOf(deploymentLaunch(applied!, { nodeName: 'n' }));
+    expect(choice).toEqual({ profile: 'strict', ipv6: true, dnsCapture: false });
+    // no world-side env edits: the settings are in the rendered manifests
+    expect(calls.filter((c) => c.includes('set') && c.includes('env'))).toEqual([]);
     // the settings go in before the rollout waits
     const rollout = calls.findIndex((c) => c.includes('rollout'));
-    expect(calls.indexOf(setEnv[1]!)).toBeLessThan(rollout);
+    expect(calls.findIndex((c) => c.includes('apply'))).toBeLessThan(rollout);
   } finally {
     await fakes.dispose();
   }
-  // single-stack worlds keep the IPv4 config and turn IPv6 off (the manifests default it on, as upstream)
+  // single-stack worlds keep the IPv4 config and turn IPv6 off (the base turns it on, as upstream)
   expect(kindConfigFor({ ipv6: false })).toBe('fixtures/kind/cluster.yaml');
-  expect(kindComponentEnv({ ...OPTIONS, ipv6: false })).toEqual({
-    agent: { AMBIENT_LAB_PROFILE: 'strict', AMBIENT_LAB_DNS_CAPTURE: 'false', AMBIENT_LAB_IPV6: 'false' },
-    proxy: { AMBIENT_LAB_IPV6: 'false' },
-  });
+  expect(kindDeployment({ ...OPTIONS, ipv6: false })).toEqual({ profile: 'strict', ipv6: false, dnsCapture: false });
   // the dual config is what kind reads for dual-stack: both families in the pod and service subnets
   const dual = parseYaml(readFileSync(path.join(repo, 'fixtures/kind/cluster-dual.yaml'), 'utf8')) as {
     networking: Record<string, unknown>;

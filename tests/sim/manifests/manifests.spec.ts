@@ -1,5 +1,6 @@
 /**
- * The deployment manifests (fixtures/manifests/*.yaml) against the Kubernetes schemas
+ * The deployment manifests (deploy/: the base rendered by `kubectl kustomize`, and the CRD
+ * created apart from it) against the Kubernetes schemas
  * (kubernetes-models 4.5.1 validate(): the upstream OpenAPI schemas, CRD included), plus the
  * deployment decisions the schemas cannot see: capabilities exactly as justified in the
  * manifests' comments, no privileged containers, node-critical priority, tolerate-all,
@@ -7,13 +8,14 @@
  * agree on.
  */
 import { test, expect } from '@playwright/test';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { kubectlAvailability, renderKustomization } from '../../../e2e/deployment/launch.js';
 import { parseAllDocuments } from 'yaml';
 import { Namespace, ServiceAccount } from 'kubernetes-models/v1';
 import { DaemonSet } from 'kubernetes-models/apps/v1';
-import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/v1';
 import { PROXY_NODE_FLAGS } from '../../../impl/linux/node-flags.js';
@@ -24,22 +26,27 @@ import type { EnrollmentConfig } from '../../../impl/api/enrollment-config.js';
 import type { CniNetConf } from '../../../impl/api/cni.js';
 import type { IDaemonSet } from 'kubernetes-models/apps/v1';
 
-const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../fixtures/manifests');
+const kubectl = kubectlAvailability();
+test.skip(!kubectl.ok, kubectl.reason);
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const DEPLOY = path.join(REPO, 'deploy');
 
 type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<
   string,
   unknown
 >;
 
+/** The base and the CRD, rendered; `file` says which. Empty without kubectl (the tests skip). */
 function load(): Array<{ file: string; doc: Doc }> {
+  if (!kubectl.ok) return [];
   const out: Array<{ file: string; doc: Doc }> = [];
-  for (const f of readdirSync(DIR)
-    .filter((n) => n.endsWith('.yaml'))
-    .sort()) {
-    for (const d of parseAllDocuments(readFileSync(path.join(DIR, f), 'utf8'))) {
-      if (d.errors.length) throw new Error(`${f}: ${d.errors.map((e) => e.message).join('; ')}`);
+  for (const k of ['base', 'crd']) {
+    const file = `deploy/${k}`;
+    for (const d of parseAllDocuments(renderKustomization(path.join(DEPLOY, k)))) {
+      if (d.errors.length) throw new Error(`${file}: ${d.errors.map((e) => e.message).join('; ')}`);
       const doc = d.toJS() as Doc | null;
-      if (doc) out.push({ file: f, doc });
+      if (doc) out.push({ file, doc });
     }
   }
   return out;
@@ -55,6 +62,8 @@ function validate(doc: Doc): void {
     'apps/v1/DaemonSet': (d) => new DaemonSet(d as never),
     'rbac.authorization.k8s.io/v1/ClusterRole': (d) => new ClusterRole(d as never),
     'rbac.authorization.k8s.io/v1/ClusterRoleBinding': (d) => new ClusterRoleBinding(d as never),
+    'rbac.authorization.k8s.io/v1/Role': (d) => new Role(d as never),
+    'rbac.authorization.k8s.io/v1/RoleBinding': (d) => new RoleBinding(d as never),
     'apiextensions.k8s.io/v1/CustomResourceDefinition': (d) => new CustomResourceDefinition(d as never),
   };
   const make = models[key];
@@ -80,6 +89,8 @@ test('every manifest document validates against the Kubernetes schemas (CRD incl
     'DaemonSet/ambient-lab-agent',
     'DaemonSet/ambient-lab-proxy',
     'Namespace/ambient-lab-system',
+    'Role/ambient-lab-agent',
+    'RoleBinding/ambient-lab-agent',
     'ServiceAccount/ambient-lab-agent',
     'ServiceAccount/ambient-lab-proxy',
   ]);
@@ -183,7 +194,7 @@ test('DaemonSets: node-critical, tolerate every taint, out of the mesh, their ow
   expect(ns.metadata.labels['istio.io/dataplane-mode']).toBe('none');
 });
 
-test('mounts: every volume is used; the agent sees the CNI dirs only in install-cni, the proxy sees no host CNI, netns or /proc paths', () => {
+test('mounts: every volume is used; only install-cni writes the CNI dirs (the agent reads them for readiness), the proxy sees no host CNI, netns or /proc paths', () => {
   for (const d of daemonSets) {
     const pod = d.spec!.template.spec!;
     const used = new Set(
@@ -198,8 +209,11 @@ test('mounts: every volume is used; the agent sees the CNI dirs only in install-
   expect(hostPaths(mountsOf('install-cni'))).toEqual(
     expect.arrayContaining(['/opt/cni/bin', '/etc/cni/net.d', '/var/run/ambient-lab']),
   );
-  expect(mountsOf('agent')).not.toContain('cni-conf');
-  expect(mountsOf('agent')).not.toContain('cni-bin');
+  const agentMounts = agentPod.containers.find((x) => x.name === 'agent')!.volumeMounts!;
+  for (const v of ['cni-conf', 'cni-bin']) {
+    expect(agentMounts.find((m) => m.name === v)?.readOnly, `agent mount ${v}`).toBe(true);
+    expect(mountsOf('install-cni')).toContain(v);
+  }
   const netns = agentPod.containers.find((x) => x.name === 'agent')!.volumeMounts!.find((m) => m.name === 'netns')!;
   expect(netns).toMatchObject({ mountPath: '/var/run/netns', mountPropagation: 'HostToContainer' });
   const proxyPaths = (ds('ambient-lab-proxy').spec!.template.spec!.volumes ?? [])
@@ -243,6 +257,19 @@ test('RBAC is least privilege: read pods/namespaces, patch only pods/status, cre
   for (const n of ['ambient-lab-agent', 'ambient-lab-proxy']) {
     for (const r of role(n)) expect(r.verbs.includes('*') || r.resources.includes('*'), n).toBe(false);
   }
+  // install-cni's exit check: get its own DaemonSet, in its namespace, and nothing else
+  const nsRole = docs.find((d) => d.doc.kind === 'Role')!.doc as unknown as {
+    metadata: { namespace: string };
+    rules: unknown[];
+  };
+  expect(nsRole.metadata.namespace).toBe('ambient-lab-system');
+  expect(nsRole.rules).toEqual([
+    { apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: ['ambient-lab-agent'], verbs: ['get'] },
+  ]);
+  const binding = docs.find((d) => d.doc.kind === 'RoleBinding')!.doc as unknown as { subjects: unknown[] };
+  expect(binding.subjects).toEqual([
+    { kind: 'ServiceAccount', name: 'ambient-lab-agent', namespace: 'ambient-lab-system' },
+  ]);
 });
 
 test("the processes agree on paths: the installer's plugin socket default is the agent's; the components use the service account (no kubeconfig)", () => {
@@ -344,7 +371,7 @@ test('ZDS access: the proxy runs non-root; the agent admits exactly its uid and 
   expect(env('AMBIENT_LAB_ZDS_SOCKET_OWNER')).toBeUndefined(); // chown to another uid would need CAP_CHOWN
   expect(agentPod.securityContext?.supplementalGroups).toEqual([proxy.runAsGroup]);
   // the image's file capabilities are exactly the capabilities the DaemonSet adds
-  const dockerfile = readFileSync(path.resolve(DIR, '../../ci/proxy.Dockerfile'), 'utf8');
+  const dockerfile = readFileSync(path.join(REPO, 'ci/proxy.Dockerfile'), 'utf8');
   const setcap = /setcap ([a-z_,]+)\+ep \/app\/node-netcaps/.exec(dockerfile)?.[1];
   expect(
     setcap
@@ -364,4 +391,67 @@ test('the proxy DaemonSet starts node with the proxy V8 flags every other launch
     .find((d) => d.metadata!.name === 'ambient-lab-proxy')!
     .spec!.template.spec!.containers.find((c) => c.name === 'proxy')!;
   expect(proxy.command).toEqual(['/app/node-netcaps', ...PROXY_NODE_FLAGS, '/app/bin/ambient-lab-proxy.js']);
+});
+
+test('Pod Security: the namespace enforces privileged (the DaemonSets need host namespaces, host paths and capabilities)', () => {
+  const ns = docs.find((d) => d.doc.kind === 'Namespace')!.doc as unknown as {
+    metadata: { labels: Record<string, string> };
+  };
+  expect(ns.metadata.labels['pod-security.kubernetes.io/enforce']).toBe('privileged');
+});
+
+test("AppArmor: the agent pod's containers run unconfined, as upstream istio-cni's install-cni; the proxy keeps the runtime's profile", () => {
+  const profile = (d: string, c: string) =>
+    ds(d).spec!.template.spec!.containers.find((x) => x.name === c)!.securityContext?.appArmorProfile;
+  expect(profile('ambient-lab-agent', 'agent')).toEqual({ type: 'Unconfined' });
+  expect(profile('ambient-lab-agent', 'install-cni')).toEqual({ type: 'Unconfined' });
+  expect(profile('ambient-lab-proxy', 'proxy')).toBeUndefined();
+});
+
+test("readiness and liveness: the agent's readiness checks the CNI dirs install-cni writes; the proxy has a liveness probe on /healthz", () => {
+  const agentPod = ds('ambient-lab-agent').spec!.template.spec!;
+  const c = (n: string) => agentPod.containers.find((x) => x.name === n)!;
+  const env = agentSettings([], containerEnv('ambient-lab-agent', 'agent'));
+  const mountOf = (container: string, volume: string) =>
+    c(container).volumeMounts!.find((m) => m.name === volume)!.mountPath;
+  // the agent looks where install-cni writes (the same volumes, the same paths)
+  expect(env.installCheck).toEqual({
+    cniBinDir: mountOf('install-cni', 'cni-bin'),
+    cniConfDir: mountOf('install-cni', 'cni-conf'),
+  });
+  expect(env.installCheck?.cniBinDir).toBe(mountOf('agent', 'cni-bin'));
+  expect(env.installCheck?.cniConfDir).toBe(mountOf('agent', 'cni-conf'));
+  expect(installerSettings([], containerEnv('ambient-lab-agent', 'install-cni')).config).toMatchObject({
+    cniBinDir: env.installCheck?.cniBinDir,
+    cniConfDir: env.installCheck?.cniConfDir,
+  });
+  expect(c('agent').readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 15021 });
+  const proxy = ds('ambient-lab-proxy').spec!.template.spec!.containers.find((x) => x.name === 'proxy')!;
+  expect(proxy.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 15020 });
+  expect(proxy.readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 15020 });
+});
+
+test('one mesh root: the proxy reads --ca-cert/--ca-key from the mesh root Secret, whose files only its group may read', () => {
+  const pod = ds('ambient-lab-proxy').spec!.template.spec!;
+  const proxy = pod.containers.find((x) => x.name === 'proxy')!;
+  const env = containerEnv('ambient-lab-proxy', 'proxy');
+  const vol = pod.volumes!.find((v) => v.secret !== undefined)!;
+  expect(vol.secret).toEqual({ secretName: 'ambient-lab-mesh-root', defaultMode: 0o440 });
+  const mount = proxy.volumeMounts!.find((m) => m.name === vol.name)!;
+  expect(mount.readOnly).toBe(true);
+  expect(env['AMBIENT_LAB_CA_CERT']).toBe(`${mount.mountPath}/ca.crt`);
+  expect(env['AMBIENT_LAB_CA_KEY']).toBe(`${mount.mountPath}/ca.key`);
+  // the Secret's files get the pod's fsGroup: the proxy's own group, so uid 1337 reads them through it
+  expect(pod.securityContext?.fsGroup).toBe(proxy.securityContext!.runAsGroup);
+  // no mesh root in the repository: the Secret is made at install time
+  expect(docs.filter((d) => d.doc.kind === 'Secret')).toEqual([]);
+});
+
+test("install-cni removes the plugin at exit only when its own DaemonSet is gone (upstream's safe upgrade), and looks up the DaemonSet that runs it", () => {
+  const s = installerSettings([], containerEnv('ambient-lab-agent', 'install-cni'));
+  expect(s.uninstallOnExit).toBe('when-daemonset-gone');
+  const agentDs = ds('ambient-lab-agent');
+  expect(s.owner).toEqual({ namespace: agentDs.metadata!.namespace, name: agentDs.metadata!.name });
+  // the binary's own default leaves the plugin in place (an installer outside Kubernetes has no DaemonSet)
+  expect(installerSettings([], {}).uninstallOnExit).toBe('never');
 });

@@ -64,7 +64,7 @@ function runStartDocker(f: Fakes): Outcome {
       // the fake dockerd's own pid (exec keeps it): gone after start_docker or stop_dockerd stopped it
       `if [ -e ${dir}/dockerd.pid ]; then kill -0 "$(cat ${dir}/dockerd.pid)" 2>/dev/null && echo STOPPED=no || echo STOPPED=yes; fi`,
     ].join('\n');
-    const out = execFileSync('bash', ['-c', script], {
+    const out = execFileSync('bash', ['--norc', '-c', script], {
       cwd: ROOT,
       env: { PATH: `${bin}:/usr/bin:/bin`, TMPDIR: dir, DOCKERD_WAIT_S: '10' },
       encoding: 'utf8',

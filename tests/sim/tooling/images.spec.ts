@@ -14,6 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { baseImageTag, machineMirror, mirrorFromAptSources, parsePackageList } from '../../../tools/images-base.js';
 import { hashInputs } from '../../../tools/images-exec.js';
 import { bundleCniPlugin } from '../../../tools/bundle-cni.js';
+import { offlineImagesHostProblem } from '../../../tools/images.js';
+import { containersWorld } from '../../worlds.js';
 import { requiredPackages } from '../../../e2e/netns/required-tools.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -137,12 +139,12 @@ test('the input hash: stable, order-sensitive, and a label never runs into its v
 });
 
 test('the base tag changes with each of its inputs and only with them', () => {
-  const inputs = { packagesText: 'iproute2\n', nodeVersion: 'v20.20.2', nodeBinarySha256: 'aa', builderSource: 'src' };
+  const inputs = { packages: ['iproute2'], nodeVersion: 'v20.20.2', nodeBinarySha256: 'aa', builderSource: 'src' };
   const tag = baseImageTag(inputs);
   expect(tag).toMatch(/^ambient-lab\/base:[0-9a-f]{16}$/);
   expect(baseImageTag({ ...inputs })).toBe(tag);
   for (const [k, v] of Object.entries({
-    packagesText: 'iptables\n',
+    packages: ['iproute2', 'iptables'],
     nodeVersion: 'v20.20.3',
     nodeBinarySha256: 'bb',
     builderSource: 'src2',
@@ -175,4 +177,27 @@ test('the CNI payload: the bundle runs alone (no node_modules beside it), Common
     fs.rmSync(app, { recursive: true, force: true });
     fs.rmSync(node, { recursive: true, force: true });
   }
+});
+
+const BOOKWORM =
+  'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_CODENAME=bookworm\nID=debian\n';
+const NOBLE = 'PRETTY_NAME="Ubuntu 24.04.1 LTS"\nNAME="Ubuntu"\nVERSION_CODENAME=noble\nID=ubuntu\nID_LIKE=debian\n';
+
+test('the offline images need a Debian bookworm host; elsewhere the container world is skipped saying why', () => {
+  expect(offlineImagesHostProblem(BOOKWORM)).toBeUndefined();
+  expect(offlineImagesHostProblem(BOOKWORM.replace('ID=debian', 'ID="debian"'))).toBeUndefined();
+  expect(offlineImagesHostProblem(NOBLE)).toMatch(
+    /need a Debian bookworm host .*; this is Ubuntu 24\.04\.1 LTS: build the images with network from ci\/build\.Dockerfile/,
+  );
+  expect(offlineImagesHostProblem(BOOKWORM.replace(/bookworm/g, 'trixie'))).toContain('Debian GNU/Linux 12 (trixie)');
+  expect(offlineImagesHostProblem('')).toContain('a machine without /etc/os-release');
+  expect(containersWorld({}, NOBLE)).toMatchObject({
+    available: false,
+    reason: expect.stringContaining('Ubuntu 24.04.1 LTS'),
+  });
+  // what .ci/run found out comes first
+  expect(containersWorld({ AMBIENT_LAB_DOCKER: 'unavailable: dockerd did not answer' }, BOOKWORM)).toEqual({
+    available: false,
+    reason: 'container world: unavailable: dockerd did not answer',
+  });
 });

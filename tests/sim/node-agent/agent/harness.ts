@@ -124,8 +124,12 @@ export class AgentWorld {
     };
   }
 
+  /** The plugin install state the next agent started includes in its readiness (install-check.ts). */
+  installCheck: ConstructorParameters<typeof NodeAgent>[1]['installCheck'];
+
   async startAgent(): Promise<NodeAgent> {
     const agent = new NodeAgent(this.config(), {
+      ...(this.installCheck ? { installCheck: this.installCheck } : {}),
       kube: this.kube,
       rules: this.rules,
       finder: new SimNetnsFinder(this.kernel, () => [...this.sandboxes].map(([podUid, netns]) => ({ podUid, netns }))),
