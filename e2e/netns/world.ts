@@ -643,26 +643,27 @@ export class NetnsWorld implements World {
    * is a real state (conntrack ran and counted); a tool that fails is a harness error, not "no NAT".
    */
   private async nodeSourceTuples(netns: string, sport: number, dst: string, dport: number): Promise<string[]> {
-    const what = `the source of the connection from port ${sport} to ${ep(dst, dport)}`;
-    const argv = [
-      'conntrack',
-      '-L',
-      '-f',
-      dst.includes(':') ? 'ipv6' : 'ipv4',
-      '-p',
-      'tcp',
-      '--orig-port-src',
-      String(sport),
-      '--orig-dst',
+    const entries = await this.conntrackTcp(
+      netns,
       dst,
-      '--orig-port-dst',
-      String(dport),
-    ];
-    const out = await observeInOutput(netns, argv);
-    const entries = parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
+      ['--orig-port-src', String(sport), '--orig-dst', dst, '--orig-port-dst', String(dport)],
+      `the source of the connection from port ${sport} to ${ep(dst, dport)}`,
+    );
     return entries
       .filter((e) => e.orig.sport === sport && e.orig.dst === dst && e.orig.dport === dport)
       .flatMap((e) => [ep(e.orig.src, e.orig.sport), ep(e.reply.dst, e.reply.dport)]);
+  }
+
+  /** `conntrack -L -p tcp FILTER...` in `netns` (the family of `dst`), parsed; any failure throws, saying `what`. */
+  private async conntrackTcp(
+    netns: string,
+    dst: string,
+    filter: readonly string[],
+    what: string,
+  ): Promise<ReturnType<typeof parseConntrackList>> {
+    const argv = ['conntrack', '-L', '-f', dst.includes(':') ? 'ipv6' : 'ipv4', '-p', 'tcp', ...filter];
+    const out = await observeInOutput(netns, argv);
+    return parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
   }
 
   /** Which socket answered a raw SYN src:sport -> dst:dport with a SYN-ACK (see connect). */
@@ -681,20 +682,7 @@ export class NetnsWorld implements World {
       // TPROXY) sent it to. No entry is a real, checked state (conntrack ran, exited 0 and
       // counted 0 entries): nothing tracked, so no NAT, and the port aimed at answered.
       const what = `which listener answered the raw SYN ${ep(src, sport)} -> ${ep(dst, dport)}`;
-      const argv = [
-        'conntrack',
-        '-L',
-        '-f',
-        dst.includes(':') ? 'ipv6' : 'ipv4',
-        '-p',
-        'tcp',
-        '--orig-src',
-        src,
-        '--orig-port-src',
-        String(sport),
-      ];
-      const out = await observeInOutput(netns, argv);
-      const all = parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
+      const all = await this.conntrackTcp(netns, dst, ['--orig-src', src, '--orig-port-src', String(sport)], what);
       const entries = all.filter((e) => e.orig.dst === dst && e.orig.dport === dport);
       // Entries of this source that none match: a format this filter misreads, not "no NAT".
       if (all.length > 0 && entries.length === 0)
