@@ -1,7 +1,7 @@
 /**
  * The CNI plugin payload the agent installs on a node, which has no Node.js modules: one ESM file
  * (esbuild bundle of dist/impl/linux/cni-plugin-main.js and its dependencies) and a shell launcher
- * that execs it with the node binary installed next to it (fixtures/manifests/10-agent.yaml
+ * that execs it with the node binary installed next to it (deploy/base/agent.yaml
  * `--payload`). One definition for both image paths: ci/build.Dockerfile runs this file, the
  * offline images (tools/images.ts) call bundleCniPlugin.
  *
