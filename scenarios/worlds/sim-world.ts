@@ -813,8 +813,7 @@ export class SimMeshWorld implements World {
       k.listen(sock);
     } catch (e) {
       k.close(sock);
-      if (e instanceof SimErrnoError)
-        return { ok: false, error: `${e.call} for port ${action.port}: ${e.errno} — ${e.message}` };
+      if (e instanceof SimErrnoError) return { ok: false, error: `${e.message} (listen on port ${action.port})` };
       throw e;
     }
     return { ok: true };
