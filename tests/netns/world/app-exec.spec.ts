@@ -31,7 +31,7 @@ async function redirected(w: NetnsWorld, ref: PodRef): Promise<boolean> {
   return (await w.pods()).find((p) => p.name === ref.name && p.namespace === ref.namespace)?.redirected ?? false;
 }
 
-test('without NET_ADMIN the flush is EPERM; a proxy port the proxy holds is EADDRINUSE (also with SO_REUSEPORT, other uid); a port hijacked while the proxy is down takes inbound traffic', async () => {
+test('without NET_ADMIN the flush is EPERM; a proxy port the proxy holds is EADDRINUSE (also with SO_REUSEPORT, other uid)', async () => {
   await withNetnsWorld({}, async (w) => {
     await pods(w, { uid: 1000, caps: [], tcpPorts: [8080] });
     expect(await redirected(w, a)).toBe(true);
@@ -48,21 +48,43 @@ test('without NET_ADMIN the flush is EPERM; a proxy port the proxy holds is EADD
     const reuse = await w.appExec(a, { kind: 'listen', port: 15001, reusePort: true });
     expect(reuse.error).toContain('EADDRINUSE');
     expect(await w.appExec(a, { kind: 'listen', port: 9000 })).toEqual({ ok: true });
-
-    await w.stop('proxy', 'node-0');
-    expect(await w.appExec(a, { kind: 'listen', port: 15006 })).toEqual({ ok: true });
-    await w.start('proxy', 'node-0');
-    await w.settle();
-    const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
-    expect(r.acceptedBy, r.trace).toBe('app');
-    expect(r.acceptedIn).toEqual(a);
-    const d = r.deliveries.find((x) => x.pod.name === 'a');
-    expect(d, r.trace).toMatchObject({ port: 15006, viaProxy: false });
-    // The app saw the real client: q's address, not a proxy's.
-    const qIp = (await w.pods()).find((p) => p.name === 'q')!.ips[0]!;
-    expect(d!.peer.startsWith(`${qIp}:`)).toBe(true);
   });
 });
+
+// finding-l: upstream's nat REDIRECT feeds any socket on 15006; strict's TPROXY (inbound-tproxy)
+// only a transparent one, and the kernel drops the packet otherwise (net/netfilter/xt_TPROXY.c).
+for (const profile of ['upstream', 'strict'] as const) {
+  test(`${profile}: with the proxy up inbound goes through it; a capability-less app that binds 15006 while the proxy is down (IP_TRANSPARENT is EPERM) ${profile === 'upstream' ? 'takes inbound traffic' : 'gets nothing: inbound fails closed'}`, async () => {
+    await withNetnsWorld({ profile }, async (w) => {
+      await pods(w, { uid: 1000, caps: [], tcpPorts: [8080] });
+      const up = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
+      expect(up.acceptedBy, up.trace).toBe('proxy-inbound');
+      expect(up.deliveries.some((d) => d.pod.name === 'a' && d.port === 8080 && d.viaProxy)).toBe(true);
+
+      await w.stop('proxy', 'node-0');
+      const transparent = await w.appExec(a, { kind: 'listen', port: 15006, transparent: true });
+      expect(transparent.ok).toBe(false);
+      expect(transparent.error).toContain('EPERM');
+      expect(await w.appExec(a, { kind: 'listen', port: 15006 })).toEqual({ ok: true });
+      await w.start('proxy', 'node-0');
+      await w.settle();
+      const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
+      const d = r.deliveries.find((x) => x.pod.name === 'a');
+      if (profile === 'upstream') {
+        expect(r.acceptedBy, r.trace).toBe('app');
+        expect(r.acceptedIn).toEqual(a);
+        expect(d, r.trace).toMatchObject({ port: 15006, viaProxy: false });
+        // The app saw the real client: q's address, not a proxy's.
+        const qIp = (await w.pods()).find((p) => p.name === 'q')!.ips[0]!;
+        expect(d!.peer.startsWith(`${qIp}:`)).toBe(true);
+      } else {
+        expect(r.acceptedBy, r.trace).toBeUndefined();
+        expect(d, r.trace).toBeUndefined();
+        expect(['timeout', 'refused'], r.trace).toContain(r.outcome);
+      }
+    });
+  });
+}
 
 test('with NET_ADMIN the flush removes the redirection: the app reaches a pod outside the mesh directly, until the agent repairs the rules', async () => {
   await withNetnsWorld({}, async (w) => {
