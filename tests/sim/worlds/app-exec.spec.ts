@@ -6,6 +6,7 @@
 import { test, expect } from '@playwright/test';
 import { createSimWorld, type SimMeshWorld } from '../../../scenarios/worlds/sim-world.js';
 import type { AppSpec, PodObservation, PodRef, Profile } from '../../../scenarios/world.js';
+import { expectHijackVerdict, squatInboundPortWithoutCapabilities } from '../../port-hijack.js';
 
 const a: PodRef = { namespace: 'mesh', name: 'a' };
 const b: PodRef = { namespace: 'mesh', name: 'b' };
@@ -91,21 +92,10 @@ for (const profile of ['upstream', 'strict'] as const) {
       await w.stop('proxy', 'node-0');
       await w.settle();
       // IP_TRANSPARENT needs NET_RAW or NET_ADMIN: EPERM, as on Linux.
-      const transparent = await w.appExec(a, { kind: 'listen', port: 15006, transparent: true });
-      expect(transparent.ok).toBe(false);
-      expect(transparent.error).toContain('EPERM');
-      expect(await w.appExec(a, { kind: 'listen', port: 15006 })).toEqual({ ok: true });
+      await squatInboundPortWithoutCapabilities(w, a);
       await w.start('proxy', 'node-0');
       await w.settle();
-      const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
-      if (profile === 'upstream') {
-        expect(r.acceptedBy).toBe('app');
-        expect(r.deliveries.some((d) => d.pod.name === 'a' && d.port === 15006 && !d.viaProxy)).toBe(true);
-      } else {
-        expect(r.outcome).toBe('timeout');
-        expect(r.acceptedBy).toBeUndefined();
-        expect(r.deliveries.filter((d) => d.pod.name === 'a')).toEqual([]);
-      }
+      expectHijackVerdict(await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 }), profile, a);
     } finally {
       await w.close();
     }
@@ -146,14 +136,7 @@ for (const profile of ['upstream', 'strict'] as const) {
       expect(o.redirected).toBe(true);
       expect(o.served).toBe(false);
       expect(o.annotation).not.toBe('enabled');
-      const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: c, port: 8080 });
-      if (profile === 'upstream') {
-        expect(r.acceptedBy).toBe('app');
-        expect(r.deliveries.some((d) => d.pod.name === 'c' && d.port === 15006 && !d.viaProxy)).toBe(true);
-      } else {
-        expect(r.outcome).toBe('timeout');
-        expect(r.deliveries.filter((d) => d.pod.name === 'c')).toEqual([]);
-      }
+      expectHijackVerdict(await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: c, port: 8080 }), profile, c);
     } finally {
       await w.close();
     }
