@@ -378,9 +378,11 @@ export class NetnsWorld implements World {
     const probe = await this.probes.get(src.netns, src.owner);
     let out: ConnectOutcome;
     let rawAnswer: RawSendOutcome['result'] | undefined;
+    let tproxyBefore: ReadonlyMap<number, number> | undefined;
     if (opts.raw) {
       const hop = await this.nextHop(src.netns, dstIp);
       if (typeof hop === 'string') return none(hop);
+      if (proto === 'tcp') tproxyBefore = await this.tproxyHits(dstIp);
       ({ out, rawAnswer } = await rawSendThrough(probe, {
         tag,
         proto,
@@ -510,7 +512,7 @@ export class NetnsWorld implements World {
       // The SYN reached a listener. Which one: the destination's conntrack entry says where a
       // REDIRECT sent it (reply source port); no entry means no NAT, so the port aimed at.
       outcome = 'delivered';
-      const hop = await this.rawListener(srcIp, sourcePort, dstIp, to.port);
+      const hop = await this.rawListener(srcIp, sourcePort, dstIp, to.port, tproxyBefore);
       acceptedBy = hop.acceptedBy;
       if (hop.acceptedIn) acceptedIn = hop.acceptedIn;
       if (hop.delivery) deliveries.push(hop.delivery);
@@ -666,21 +668,51 @@ export class NetnsWorld implements World {
     return parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
   }
 
+  /** The netns that holds `dst` (a pod's or a node's), if the lab has it. */
+  private netnsOf(dst: string): { pod?: LabPodState; node?: { name: string }; netns?: string } {
+    const pod = Object.values(this.lab.state.pods).find((p) => !p.hostNetwork && p.ips.includes(dst));
+    const node = this.lab.state.nodes.find((n) => n.address === dst || nodeAddress(n.index).ipv6 === dst);
+    return {
+      ...(pod ? { pod } : {}),
+      ...(node ? { node } : {}),
+      ...((pod?.netns ?? node?.netns) ? { netns: pod?.netns ?? node?.netns } : {}),
+    };
+  }
+
+  /**
+   * Packets counted so far by the TPROXY rules of the netns holding `dst`, by --on-port (from
+   * `iptables-save -c -t mangle`). TPROXY rewrites nothing, so conntrack cannot tell which
+   * listener it chose; a rule whose count grew across a raw SYN (attempts run one at a time)
+   * says the SYN was handed to the transparent listener on its port.
+   */
+  private async tproxyHits(dst: string): Promise<ReadonlyMap<number, number>> {
+    const { netns } = this.netnsOf(dst);
+    const hits = new Map<number, number>();
+    if (!netns) return hits;
+    const argv = [dst.includes(':') ? 'ip6tables-save' : 'iptables-save', '-c', '-t', 'mangle'];
+    const out = await observeInOutput(netns, argv);
+    for (const line of out.stdout.split('\n')) {
+      const m = /^\[(\d+):\d+\] -A \S+ .*-j TPROXY --on-port (\d+)/.exec(line);
+      if (m) hits.set(Number(m[2]), (hits.get(Number(m[2])) ?? 0) + Number(m[1]));
+    }
+    return hits;
+  }
+
   /** Which socket answered a raw SYN src:sport -> dst:dport with a SYN-ACK (see connect). */
   private async rawListener(
     src: string,
     sport: number,
     dst: string,
     dport: number,
+    tproxyBefore: ReadonlyMap<number, number> | undefined,
   ): Promise<{ port: number; acceptedBy: Acceptor; acceptedIn?: PodRef | { node: string }; delivery?: Delivery }> {
-    const pod = Object.values(this.lab.state.pods).find((p) => !p.hostNetwork && p.ips.includes(dst));
-    const node = this.lab.state.nodes.find((n) => n.address === dst || nodeAddress(n.index).ipv6 === dst);
-    const netns = pod?.netns ?? node?.netns;
+    const { pod, node, netns } = this.netnsOf(dst);
     let port = dport;
     if (netns) {
-      // The destination's conntrack table: the entry of this SYN says which port a REDIRECT (or
-      // TPROXY) sent it to. No entry is a real, checked state (conntrack ran, exited 0 and
-      // counted 0 entries): nothing tracked, so no NAT, and the port aimed at answered.
+      // The destination's conntrack table: the entry of this SYN says which port a REDIRECT sent
+      // it to. No entry is a real, checked state (conntrack ran, exited 0 and counted 0
+      // entries): nothing tracked, so no NAT, and the port aimed at answered — unless a TPROXY
+      // rule took the SYN (tproxyHits).
       const what = `which listener answered the raw SYN ${ep(src, sport)} -> ${ep(dst, dport)}`;
       const all = await this.conntrackTcp(netns, dst, ['--orig-src', src, '--orig-port-src', String(sport)], what);
       const entries = all.filter((e) => e.orig.dst === dst && e.orig.dport === dport);
@@ -695,6 +727,15 @@ export class NetnsWorld implements World {
           `${what}: conntrack in ${netns} has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`,
         );
       if (ports.size === 1) port = [...ports][0]!;
+      if (port === dport && tproxyBefore) {
+        const after = await this.tproxyHits(dst);
+        const grew = [...after].filter(([p, n]) => n > (tproxyBefore.get(p) ?? 0)).map(([p]) => p);
+        if (grew.length > 1)
+          throw new Error(
+            `${what}: TPROXY rules to several ports (${grew.join(', ')}) counted packets in ${netns} meanwhile; cannot tell which answered`,
+          );
+        if (grew.length === 1) port = grew[0]!;
+      }
     }
     if (!pod) return { port, acceptedBy: 'other', ...(node ? { acceptedIn: { node: node.name } } : {}) };
     const ref: PodRef = { namespace: pod.namespace, name: pod.name };
