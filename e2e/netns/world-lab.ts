@@ -33,10 +33,11 @@ import { k8sCniArgs, cidrAddress, parseConfList, type CniConfList, type CniResul
 import type { KubeObjectOf } from '../../impl/host/kube.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
-import { FABRIC_GATEWAY, nodeAddress, podCidr } from './addressing.js';
+import { FABRIC_GATEWAY, nodeAddress } from './addressing.js';
 import { NetnsCluster } from './cluster.js';
 import { newRunPrefix } from './netns-run.js';
 import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
+import { PRIMARY_CONFLIST_FILE, primaryConfList } from './primary-conflist.js';
 import { execIn } from './ip.js';
 import { setprivArgs, type SpawnOptions } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
@@ -834,25 +835,11 @@ export class NetnsLab {
       fs.mkdirSync(binDir, { recursive: true });
       fs.symlinkSync(path.join(repoRoot(), 'bin', 'ambient-lab-cni.js'), link);
     }
-    const podnet: CniConfList = {
-      cniVersion: '1.0.0',
-      name: 'al-podnet',
-      plugins: [
-        {
-          type: 'bridge',
-          bridge: 'cni0',
-          isGateway: true,
-          isDefaultGateway: true,
-          ipMasq: false,
-          ipam: {
-            type: 'host-local',
-            dataDir: path.join(dir, 'ipam'),
-            ranges: [
-              [{ subnet: podCidr(n.index).ipv4 }],
-              ...(this.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : []),
-            ],
-          },
-        },
+    const podnet = primaryConfList({
+      node: n.index,
+      ipv6: this.state.ipv6 === true,
+      dataDir: path.join(dir, 'ipam'),
+      chained: [
         {
           type: 'ambient-lab-cni',
           agentSocket: path.join(dir, 'cni', 'agent.sock'),
@@ -863,9 +850,9 @@ export class NetnsLab {
           ...DEPLOYMENT_ENROLLMENT_SETTINGS,
         },
       ],
-    };
+    });
     fs.mkdirSync(this.cniConfDir(node), { recursive: true });
-    fs.writeFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), `${JSON.stringify(podnet, null, 2)}\n`);
+    fs.writeFileSync(path.join(this.cniConfDir(node), PRIMARY_CONFLIST_FILE), `${JSON.stringify(podnet, null, 2)}\n`);
   }
 
   private async chains(node: string): Promise<{ chain: CniChain; ifname: string }[]> {
@@ -879,7 +866,7 @@ export class NetnsLab {
     const opts = { path: [DEBIAN_CNI_DIR, binDir] };
     const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
     // The conflist the node's runtime uses, as on disk (writeNodeCni).
-    const podnet = parseConfList(fs.readFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), 'utf8'));
+    const podnet = parseConfList(fs.readFileSync(path.join(this.cniConfDir(node), PRIMARY_CONFLIST_FILE), 'utf8'));
     return [
       { chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' },
       { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' },
