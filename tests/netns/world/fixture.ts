@@ -10,21 +10,13 @@ import * as path from 'node:path';
 import { expect } from '@playwright/test';
 import { removeLeftovers } from '../../../e2e/netns/leftovers.js';
 import { isOurs } from '../../../e2e/netns/world-lab.js';
-import { netnsWorldFactory, type NetnsWorld } from '../../../e2e/netns/world.js';
+import { netnsWorldFactory, REAL_WORLD_OPTIONS, type NetnsWorld } from '../../../e2e/netns/world.js';
 import type { WorldOptions } from '../../../scenarios/world.js';
 
 export const MESH = { 'istio.io/dataplane-mode': 'ambient' } as const;
 
 export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
-  const w = (await netnsWorldFactory.create({
-    nodes: 2,
-    profile: 'strict',
-    kernelVersion: '6.1',
-    ipv6: false,
-    dnsCapture: false,
-    seed: 1,
-    ...opts,
-  })) as NetnsWorld;
+  const w = (await netnsWorldFactory.create({ ...REAL_WORLD_OPTIONS, ...opts })) as NetnsWorld;
   const prefix = w.lab.state.prefix;
   let failed = true;
   try {
