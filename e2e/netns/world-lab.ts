@@ -415,6 +415,12 @@ export class NetnsLab {
   private readonly sandboxOps = new Map<string, Promise<void>>();
   /** Per pod key: the kubelet's pending sandbox retry. */
   private readonly sandboxRetries = new Map<string, NodeJS.Timeout>();
+  /**
+   * Per node name: its components' launch, parsed once from the rendered deployment. That file
+   * changes only through applyDeployment (which clears this); nothing else rewrites it while the
+   * lab lives, so every component start on a node reads the same launch.
+   */
+  private readonly launches = new Map<string, ReturnType<typeof deploymentLaunch>>();
   /** Sandbox retries that failed for the harness's own reasons (not a refused ADD): settle throws them. */
   readonly kubeletErrors: string[] = [];
 
@@ -735,6 +741,7 @@ export class NetnsLab {
     if (change.profile !== undefined) state.profile = change.profile;
     if (change.dnsCapture !== undefined) state.dnsCapture = change.dnsCapture;
     if (change.ipv6 !== undefined) state.captureIpv6 = change.ipv6;
+    this.launches.clear();
     writeDeployment(this.state, {});
     this.save();
   }
@@ -742,14 +749,19 @@ export class NetnsLab {
   /**
    * The components' launch on `node`, from the lab's rendered manifests (the one loader); a
    * backend reads the containers the lab does not launch itself (install-cni) from it too.
+   * Parsed once per node (launches); a file that cannot be read or parsed throws on every call.
    */
   deploymentLaunch(node: string): ReturnType<typeof deploymentLaunch> {
+    const cached = this.launches.get(node);
+    if (cached) return cached;
     const file = this.state.deployment;
     if (file === undefined)
       throw new Error(
         `lab ${this.state.name} was made before deploy/ (its state has no rendered deployment): take it down (ambient-lab down --name ${this.state.name}) and bring it up again`,
       );
-    return deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
+    const launch = deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
+    this.launches.set(node, launch);
+    return launch;
   }
 
   running(component: LabComponent, node: string): boolean {
