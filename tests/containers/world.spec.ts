@@ -105,7 +105,10 @@ function installerExits(w: NetnsWorld, node: string): { uninstall: boolean; why:
     .readFileSync(file, 'utf8')
     .split('\n')
     .filter((l) => l.includes('"msg":"cni installer exiting"'))
-    .map((l) => JSON.parse(l) as { uninstall: boolean; why: string });
+    .map((l) => {
+      const { uninstall, why } = JSON.parse(l) as { uninstall: boolean; why: string };
+      return { uninstall, why };
+    });
 }
 /** A stop of the agent pod with its DaemonSet in the API: the installer leaves the plugin (cni-installer-main.ts). */
 const LEFT_IN_PLACE = { uninstall: false, why: expect.stringContaining('the DaemonSet is still present') };
