@@ -332,13 +332,12 @@ export class ContainersBackend implements LabBackend {
           'install-cni',
           this.images.agent,
           launch,
-          // The manifests' installer removes the plugin at exit only when the DaemonSet is gone
-          // (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone). The lab's API serves no
-          // DaemonSets, so it would read every agent stop as the DaemonSet's removal: here a stop
-          // or restart is a rollout with the DaemonSet present, whose decision is to leave the
-          // plugin in place (fail closed while the agent is down). uninstall() runs the manifests'
-          // installer as it is.
-          ['--uninstall-on-exit', 'never'],
+          // Exactly as the manifests run it: at exit it removes the plugin only when its DaemonSet
+          // is gone (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone). The lab's API holds the
+          // deployment's DaemonSets (NetnsLab.createDaemonSets), so a stop or restart here is a
+          // rollout with the DaemonSet present: the plugin stays (fail closed while the agent is
+          // down). uninstall() deletes the DaemonSets first.
+          [],
           path.join(dir, 'install-cni.log'),
           // The installer says so once the plugin is installed and chained (cni-installer-main.ts).
           Wait.forLogMessage(/cni installer running/),
@@ -370,11 +369,12 @@ export class ContainersBackend implements LabBackend {
   }
 
   /**
-   * Remove the plugin from `node` as a user removing the DaemonSets would: the agent pod stopped
-   * (World.stop), then the DaemonSet gone — its installer container, exactly as the manifests
-   * define it (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone, cni-installer-main.ts), gets
-   * SIGTERM with no DaemonSet in the lab's API and removes the plugin at exit. Throws unless its
-   * log says it did.
+   * Remove the plugin from `node` as a user removing the DaemonSets would (`kubectl delete -k`),
+   * with the agent pod stopped before (World.stop): an installer container exactly as the
+   * manifests define it (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone, cni-installer-main.ts)
+   * runs as the pod being removed; the DaemonSets are deleted from the lab's API
+   * (NetnsLab.deleteDaemonSets); then the installer gets SIGTERM, finds its DaemonSet gone (404)
+   * and removes the plugin at exit. Throws unless its log says it did.
    */
   async uninstall(lab: NetnsLab, node: string): Promise<void> {
     const launch = lab.deploymentLaunch(node).installCni;
@@ -389,6 +389,7 @@ export class ContainersBackend implements LabBackend {
       log,
       Wait.forLogMessage(/cni installer running/),
     );
+    await lab.deleteDaemonSets();
     await this.remove(c, 20);
     // The log stream ends with the container; read what the installer said at exit.
     const said = await waitForText(log, /cni installer exiting/, 5000);

@@ -3,7 +3,8 @@
  * and what the netns World drives):
  *
  *   fabric netns   the Kubernetes API process (kube-api-process.ts): the sim ApiStore behind
- *                  the HTTP facade, on 192.0.2.1:6443; Unix sockets in the run dir for the harness
+ *                  the HTTP facade, on 192.0.2.1:6443; Unix sockets in the run dir for the harness;
+ *                  it holds the rendered deployment's DaemonSets, as applied (createDaemonSets)
  *   node netns     per node: the node agent and the node proxy as real processes
  *                  (bin/ambient-lab-agent.js, bin/ambient-lab-proxy.js), and the CNI chain that
  *                  a runtime on that node runs: Debian loopback; bridge + host-local; our plugin
@@ -41,7 +42,14 @@ import { PRIMARY_CONFLIST_FILE, primaryConfList } from './primary-conflist.js';
 import { execIn } from './ip.js';
 import { setprivArgs, type SpawnOptions } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
-import { deploymentChoiceOf, deploymentLaunch, renderDeployment, type DeploymentChoice } from '../deployment/launch.js';
+import {
+  deploymentChoiceOf,
+  deploymentDaemonSets,
+  deploymentLaunch,
+  renderDeployment,
+  type DeploymentChoice,
+  type RenderedDaemonSet,
+} from '../deployment/launch.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
@@ -492,6 +500,7 @@ export class NetnsLab {
       // as the mesh root Secret's files are mounted (deploy/base/proxy.yaml: defaultMode 0440, fsGroup)
       writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, gid, 0o440);
       await lab.startApi();
+      await lab.createDaemonSets();
       for (const n of state.nodes) {
         const dir = path.join(runDir, n.name);
         fs.mkdirSync(dir, { recursive: true });
@@ -642,6 +651,33 @@ export class NetnsLab {
   }
 
   /**
+   * The rendered deployment's DaemonSets in the lab's API (with their namespace), as `kubectl
+   * apply` of it leaves them: the CNI installer (install-cni, run by a backend's agent pod) looks
+   * its owner up at exit and, as the manifests set it (when-daemonset-gone), leaves the plugin in
+   * place while the DaemonSet is there. Nothing else reads them; the lab runs no controller.
+   */
+  private async createDaemonSets(): Promise<void> {
+    for (const ds of this.daemonSets()) {
+      await this.api.create('Namespace', { metadata: { name: ds.metadata.namespace } }).catch(unless(409)); // 409: it exists already
+      await this.api.create('DaemonSet', ds as KubeObjectOf<'DaemonSet'>);
+    }
+  }
+
+  /**
+   * Remove the deployment's DaemonSets from the lab's API, as `kubectl delete` of them would (no
+   * finalizers in the sim: they are gone at once, and the installer's lookup gets 404). Their
+   * pods are not stopped here: a backend stops its installer after this (ContainersBackend.uninstall).
+   */
+  async deleteDaemonSets(): Promise<void> {
+    for (const ds of this.daemonSets())
+      await this.api.delete('DaemonSet', ds.metadata.name, ds.metadata.namespace).catch(unless(404)); // 404: already gone
+  }
+
+  private daemonSets(): RenderedDaemonSet[] {
+    return deploymentDaemonSets(fs.readFileSync(this.deploymentFile(), 'utf8'), this.deploymentFile());
+  }
+
+  /**
    * How a component starts on `node`: its user, groups, capabilities, Node.js flags, program and
    * environment come from the rendered deployment (e2e/deployment/launch.ts) — profile, IPv6 and
    * DNS capture included, through deploy/'s components — so this world runs what ships. The
@@ -754,14 +790,19 @@ export class NetnsLab {
   deploymentLaunch(node: string): ReturnType<typeof deploymentLaunch> {
     const cached = this.launches.get(node);
     if (cached) return cached;
+    const file = this.deploymentFile();
+    const launch = deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
+    this.launches.set(node, launch);
+    return launch;
+  }
+
+  private deploymentFile(): string {
     const file = this.state.deployment;
     if (file === undefined)
       throw new Error(
         `lab ${this.state.name} was made before deploy/ (its state has no rendered deployment): take it down (ambient-lab down --name ${this.state.name}) and bring it up again`,
       );
-    const launch = deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
-    this.launches.set(node, launch);
-    return launch;
+    return file;
   }
 
   running(component: LabComponent, node: string): boolean {

@@ -112,6 +112,7 @@ const FINGERPRINT_KINDS = [
   'Node',
   'CustomResourceDefinition',
   'AuthorizationPolicy',
+  'DaemonSet',
 ] as const satisfies readonly KubeKind[];
 /** rebootNode: virtual time the kubelet runs (and tries the pods' sandboxes) before the agent and proxy are back. */
 const REBOOT_DAEMONSETS_AFTER_MS = 2000;
