@@ -540,7 +540,8 @@ export async function removeContainerWorldLeftovers(
   testcontainersSettings();
   const client = await getContainerRuntimeClient();
   const containers: string[] = [];
-  for (const info of await client.container.list()) {
+  // Exited containers too: one that ended by itself is not running but still exists.
+  for (const info of await client.container.dockerode.listContainers({ all: true })) {
     if (!info.Names.some((n) => n.replace(/^\//, '').startsWith(prefix))) continue;
     const c = client.container.getById(info.Id);
     if (info.State === 'running') await client.container.stop(c, { timeout: 0 });
@@ -560,7 +561,6 @@ export async function removeContainerWorldLeftovers(
   return { containers, mounts, namespaces: removed };
 }
 
-/** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
 /** The contents of `file` once they match `re` (a log written by a stream that may still be flushing). */
 async function waitForText(file: string, re: RegExp, timeoutMs: number): Promise<string> {
   const deadline = Date.now() + timeoutMs;
@@ -571,6 +571,7 @@ async function waitForText(file: string, re: RegExp, timeoutMs: number): Promise
   }
 }
 
+/** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
 function sandboxName(netns: string): string {
   return `cni-${netns}`;
 }
