@@ -20,6 +20,7 @@ const CONTAINER_WORLD_SUITE =
     ? [
         'check-netns',
         'sim-parity',
+        'check-interrupt',
         'reboot',
         'kubelet-retry',
         'node-addresses',

@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { getContainerRuntimeClient } from 'testcontainers';
 import { listNetns } from '../../../e2e/netns/ip.js';
-import { NETNS_STEM } from '../../../e2e/netns/netns-run.js';
+import { processRunStem } from '../../../e2e/netns/netns-run.js';
 import { runCli } from '../../cli-run.js';
 import { skipUnlessSuiteWorldAvailable, suiteWorld } from './fixture.js';
 
@@ -53,9 +53,9 @@ test('check --world netns|containers runs a cell on the real kernel and agrees w
   expect(cell.expected.verdict).toBe('holds');
   expect(cell.observed).toBe('holds');
   expect(r.code, r.stderr.slice(-2000)).toBe(0);
-  // Nothing of the check's worlds is left: their names start with the run prefix, which carries the
-  // check process's pid (newRunPrefix); its worlds run in worker threads of that process.
-  const ours = (name: string): boolean => name.replace(/^\//, '').startsWith(`${NETNS_STEM}${r.pid!.toString(36)}`);
+  // Nothing of the check's worlds is left: their names start with the run stem of the check
+  // process's pid (newRunPrefix); its worlds run in worker threads of that process.
+  const ours = (name: string): boolean => name.replace(/^\//, '').startsWith(processRunStem(r.pid!));
   expect(r.pid).toBeDefined();
   expect((await listNetns()).filter(ours)).toEqual([]);
   if (world === 'containers') {
