@@ -49,7 +49,7 @@ import type { CniConfList } from '../../impl/api/cni.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
 import { localImages } from './images.js';
-import { podCidr } from '../netns/addressing.js';
+import { PRIMARY_CONFLIST_FILE, primaryConfList } from '../netns/primary-conflist.js';
 import { FileResultCache, NetnsPluginExec } from '../netns/cni-exec.js';
 import { reapProcessRuns, removeLeftovers } from '../netns/leftovers.js';
 import { processRunStem } from '../netns/netns-run.js';
@@ -71,8 +71,6 @@ const SA_MOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 const NODE_CNI_PLUGINS = '/usr/lib/cni';
 const NODE_CNI_BIN = '/opt/cni/bin';
 const NODE_CNI_CONF = '/etc/cni/net.d';
-/** The primary network's conflist, as a node's own CNI would have it before the agent chains in. */
-const PRIMARY_CONFLIST = '10-al-podnet.conflist';
 
 /** GenericContainer plus the host-config fields a pod's securityContext needs that testcontainers has no setter for. */
 class PodContainer extends GenericContainer {
@@ -439,30 +437,14 @@ export class ContainersBackend implements LabBackend {
   /** The node's primary network (bridge + host-local), as its own CNI set-up would leave it. */
   writePrimaryConflist(lab: NetnsLab, node: string): void {
     const n = lab.node(node);
-    const conf: CniConfList = {
-      cniVersion: '1.0.0',
-      name: 'al-podnet',
-      plugins: [
-        {
-          type: 'bridge',
-          bridge: 'cni0',
-          isGateway: true,
-          isDefaultGateway: true,
-          ipMasq: false,
-          ipam: {
-            type: 'host-local',
-            // Under the node's run dir: a reboot clears it (NetnsLab.rebootNode), as tmpfs /run would.
-            dataDir: `${NODE_RUN_DIR}/ipam`,
-            ranges: [
-              [{ subnet: podCidr(n.index).ipv4 }],
-              ...(lab.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : []),
-            ],
-          },
-        },
-      ],
-    };
+    const conf = primaryConfList({
+      node: n.index,
+      ipv6: lab.state.ipv6 === true,
+      // Under the node's run dir: a reboot clears it (NetnsLab.rebootNode), as tmpfs /run would.
+      dataDir: `${NODE_RUN_DIR}/ipam`,
+    });
     fs.writeFileSync(
-      path.join(this.hostDir(lab, node, NODE_CNI_CONF), PRIMARY_CONFLIST),
+      path.join(this.hostDir(lab, node, NODE_CNI_CONF), PRIMARY_CONFLIST_FILE),
       `${JSON.stringify(conf, null, 2)}\n`,
     );
   }

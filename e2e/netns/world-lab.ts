@@ -33,10 +33,11 @@ import { k8sCniArgs, cidrAddress, parseConfList, type CniConfList, type CniResul
 import type { KubeObjectOf } from '../../impl/host/kube.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
-import { FABRIC_GATEWAY, nodeAddress, podCidr } from './addressing.js';
+import { FABRIC_GATEWAY, nodeAddress } from './addressing.js';
 import { NetnsCluster } from './cluster.js';
 import { newRunPrefix } from './netns-run.js';
 import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
+import { PRIMARY_CONFLIST_FILE, primaryConfList } from './primary-conflist.js';
 import { execIn } from './ip.js';
 import { setprivArgs, type SpawnOptions } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
@@ -414,6 +415,12 @@ export class NetnsLab {
   private readonly sandboxOps = new Map<string, Promise<void>>();
   /** Per pod key: the kubelet's pending sandbox retry. */
   private readonly sandboxRetries = new Map<string, NodeJS.Timeout>();
+  /**
+   * Per node name: its components' launch, parsed once from the rendered deployment. That file
+   * changes only through applyDeployment (which clears this); nothing else rewrites it while the
+   * lab lives, so every component start on a node reads the same launch.
+   */
+  private readonly launches = new Map<string, ReturnType<typeof deploymentLaunch>>();
   /** Sandbox retries that failed for the harness's own reasons (not a refused ADD): settle throws them. */
   readonly kubeletErrors: string[] = [];
 
@@ -734,6 +741,7 @@ export class NetnsLab {
     if (change.profile !== undefined) state.profile = change.profile;
     if (change.dnsCapture !== undefined) state.dnsCapture = change.dnsCapture;
     if (change.ipv6 !== undefined) state.captureIpv6 = change.ipv6;
+    this.launches.clear();
     writeDeployment(this.state, {});
     this.save();
   }
@@ -741,14 +749,19 @@ export class NetnsLab {
   /**
    * The components' launch on `node`, from the lab's rendered manifests (the one loader); a
    * backend reads the containers the lab does not launch itself (install-cni) from it too.
+   * Parsed once per node (launches); a file that cannot be read or parsed throws on every call.
    */
   deploymentLaunch(node: string): ReturnType<typeof deploymentLaunch> {
+    const cached = this.launches.get(node);
+    if (cached) return cached;
     const file = this.state.deployment;
     if (file === undefined)
       throw new Error(
         `lab ${this.state.name} was made before deploy/ (its state has no rendered deployment): take it down (ambient-lab down --name ${this.state.name}) and bring it up again`,
       );
-    return deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
+    const launch = deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
+    this.launches.set(node, launch);
+    return launch;
   }
 
   running(component: LabComponent, node: string): boolean {
@@ -834,25 +847,11 @@ export class NetnsLab {
       fs.mkdirSync(binDir, { recursive: true });
       fs.symlinkSync(path.join(repoRoot(), 'bin', 'ambient-lab-cni.js'), link);
     }
-    const podnet: CniConfList = {
-      cniVersion: '1.0.0',
-      name: 'al-podnet',
-      plugins: [
-        {
-          type: 'bridge',
-          bridge: 'cni0',
-          isGateway: true,
-          isDefaultGateway: true,
-          ipMasq: false,
-          ipam: {
-            type: 'host-local',
-            dataDir: path.join(dir, 'ipam'),
-            ranges: [
-              [{ subnet: podCidr(n.index).ipv4 }],
-              ...(this.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : []),
-            ],
-          },
-        },
+    const podnet = primaryConfList({
+      node: n.index,
+      ipv6: this.state.ipv6 === true,
+      dataDir: path.join(dir, 'ipam'),
+      chained: [
         {
           type: 'ambient-lab-cni',
           agentSocket: path.join(dir, 'cni', 'agent.sock'),
@@ -863,9 +862,9 @@ export class NetnsLab {
           ...DEPLOYMENT_ENROLLMENT_SETTINGS,
         },
       ],
-    };
+    });
     fs.mkdirSync(this.cniConfDir(node), { recursive: true });
-    fs.writeFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), `${JSON.stringify(podnet, null, 2)}\n`);
+    fs.writeFileSync(path.join(this.cniConfDir(node), PRIMARY_CONFLIST_FILE), `${JSON.stringify(podnet, null, 2)}\n`);
   }
 
   private async chains(node: string): Promise<{ chain: CniChain; ifname: string }[]> {
@@ -879,7 +878,7 @@ export class NetnsLab {
     const opts = { path: [DEBIAN_CNI_DIR, binDir] };
     const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
     // The conflist the node's runtime uses, as on disk (writeNodeCni).
-    const podnet = parseConfList(fs.readFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), 'utf8'));
+    const podnet = parseConfList(fs.readFileSync(path.join(this.cniConfDir(node), PRIMARY_CONFLIST_FILE), 'utf8'));
     return [
       { chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' },
       { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' },

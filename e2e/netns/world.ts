@@ -902,6 +902,20 @@ export class NetnsWorld implements World {
 /** Where the netns world's labs keep their run directories. */
 const NETNS_WORLDS_ROOT = '/run/ambient-lab/worlds';
 
+/**
+ * The options a real-kernel world (this one, or the container world built on it) is made with
+ * when a test or bench names only what it varies: two nodes, the strict profile, IPv4 only, no
+ * DNS capture, seed 1. kernelVersion is there for the type only (these worlds run this machine's).
+ */
+export const REAL_WORLD_OPTIONS: WorldOptions = {
+  nodes: 2,
+  profile: 'strict',
+  kernelVersion: '6.1',
+  ipv6: false,
+  dnsCapture: false,
+  seed: 1,
+};
+
 export const netnsWorldFactory: WorldFactory = {
   kind: 'netns',
   available() {

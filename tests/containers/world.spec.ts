@@ -25,7 +25,7 @@ import {
   containersWorldFactory,
   removeContainerWorldLeftovers,
 } from '../../e2e/containers/world.js';
-import type { NetnsWorld } from '../../e2e/netns/world.js';
+import { REAL_WORLD_OPTIONS, type NetnsWorld } from '../../e2e/netns/world.js';
 import type { PodRef, WorldOptions } from '../../scenarios/world.js';
 
 const avail = containersWorld();
@@ -49,12 +49,8 @@ const app = { uid: 1000, caps: [], tcpPorts: [8080] } as const;
 /** A container world for one test, always closed; nothing of its run may be left (containers, namespaces, mounts). */
 async function withContainersWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
   const w = (await containersWorldFactory.create({
-    nodes: 2,
+    ...REAL_WORLD_OPTIONS,
     profile: 'upstream',
-    kernelVersion: '6.1',
-    ipv6: false,
-    dnsCapture: false,
-    seed: 1,
     ...opts,
   })) as NetnsWorld;
   const prefix = w.lab.state.prefix;

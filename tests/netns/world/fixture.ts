@@ -16,7 +16,7 @@ import { expect, test } from '@playwright/test';
 import { containersWorldFactory, removeContainerWorldLeftovers } from '../../../e2e/containers/world.js';
 import { removeLeftovers } from '../../../e2e/netns/leftovers.js';
 import { isOurs } from '../../../e2e/netns/world-lab.js';
-import { netnsWorldFactory, type NetnsWorld } from '../../../e2e/netns/world.js';
+import { netnsWorldFactory, REAL_WORLD_OPTIONS, type NetnsWorld } from '../../../e2e/netns/world.js';
 import type { WorldOptions } from '../../../scenarios/world.js';
 import { containersWorld, netnsLabWorld } from '../../worlds.js';
 
@@ -45,15 +45,7 @@ export const MESH = { 'istio.io/dataplane-mode': 'ambient' } as const;
 export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
   const kind = suiteWorld();
   const factory = kind === 'containers' ? containersWorldFactory : netnsWorldFactory;
-  const w = (await factory.create({
-    nodes: 2,
-    profile: 'strict',
-    kernelVersion: '6.1',
-    ipv6: false,
-    dnsCapture: false,
-    seed: 1,
-    ...opts,
-  })) as NetnsWorld;
+  const w = (await factory.create({ ...REAL_WORLD_OPTIONS, ...opts })) as NetnsWorld;
   const prefix = w.lab.state.prefix;
   const runDir = w.lab.state.runDir;
   let failed = true;
