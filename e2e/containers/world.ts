@@ -509,6 +509,15 @@ export class ContainersBackend implements LabBackend {
   }
 }
 
+/** The names of every container of the Docker engine, exited ones too (leftover checks). */
+export async function containerNames(): Promise<string[]> {
+  testcontainersSettings();
+  const client = await getContainerRuntimeClient();
+  return (await client.container.dockerode.listContainers({ all: true })).flatMap((c) =>
+    c.Names.map((n) => n.replace(/^\//, '')),
+  );
+}
+
 /**
  * Stop and remove (by id) every container whose name starts with `prefix` (a run prefix or a
  * process's run stem, e2e/netns/netns-run.ts), exited ones too; returns their ids.

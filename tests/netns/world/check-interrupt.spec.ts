@@ -8,7 +8,7 @@ import { test, expect } from '@playwright/test';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { getContainerRuntimeClient } from 'testcontainers';
+import { containerNames } from '../../../e2e/containers/world.js';
 import { listNetns } from '../../../e2e/netns/ip.js';
 import { processRunStem } from '../../../e2e/netns/netns-run.js';
 import { REPO } from '../../cli-run.js';
@@ -77,9 +77,7 @@ test('SIGTERM during check --world netns|containers: every namespace, process, c
   const root = world === 'containers' ? '/run/ambient-lab/container-worlds' : '/run/ambient-lab/worlds';
   expect(fs.existsSync(root) ? fs.readdirSync(root).filter(ours) : []).toEqual([]);
   if (world === 'containers') {
-    const names = (await (await getContainerRuntimeClient()).container.dockerode.listContainers({ all: true })).flatMap(
-      (c) => c.Names,
-    );
+    const names = await containerNames();
     expect(names.filter(ours)).toEqual([]);
   }
 });

@@ -7,7 +7,7 @@ import { test, expect } from '@playwright/test';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { getContainerRuntimeClient } from 'testcontainers';
+import { containerNames } from '../../../e2e/containers/world.js';
 import { listNetns } from '../../../e2e/netns/ip.js';
 import { processRunStem } from '../../../e2e/netns/netns-run.js';
 import { runCli } from '../../cli-run.js';
@@ -59,9 +59,7 @@ test('check --world netns|containers runs a cell on the real kernel and agrees w
   expect(r.pid).toBeDefined();
   expect((await listNetns()).filter(ours)).toEqual([]);
   if (world === 'containers') {
-    const names = (await (await getContainerRuntimeClient()).container.dockerode.listContainers({ all: true })).flatMap(
-      (c) => c.Names,
-    );
+    const names = await containerNames();
     expect(names.filter(ours)).toEqual([]);
   }
 });
