@@ -630,7 +630,11 @@ export const containersWorldFactory: WorldFactory = {
   reapInterrupted: async () => {
     const lines = await reapProcessRuns(CONTAINER_WORLDS_ROOT, async (prefix, runDir) => {
       const left = await removeContainerWorldLeftovers(prefix, runDir);
-      return [...left.containers.map((c) => `container ${c.slice(0, 12)}`), ...left.mounts.map((m) => `mount ${m}`)];
+      return [
+        ...left.containers.map((c) => `container ${c.slice(0, 12)}`),
+        ...left.mounts.map((m) => `mount ${m}`),
+        ...left.namespaces.map((n) => `network namespace ${n}`),
+      ];
     });
     // A node container whose lab had not made its run directory yet (interrupted in create).
     const stray = await removeContainers(processRunStem());
