@@ -10,7 +10,7 @@ import { podCidr } from './addressing.js';
 /** The primary conflist's file name in a node's CNI conf dir. */
 export const PRIMARY_CONFLIST_FILE = '10-al-podnet.conflist';
 
-export interface PrimaryConfListOptions {
+interface PrimaryConfListOptions {
   /** The node's index in the address plan: its pod CIDR is the host-local range. */
   readonly node: number;
   /** Dual-stack: a second host-local range from the node's IPv6 pod CIDR. */
