@@ -291,4 +291,12 @@ export interface WorldFactory {
   /** Can this world run here? The reason is printed when it cannot. */
   available(): { readonly ok: boolean; readonly reason: string };
   create(options: WorldOptions): Promise<World>;
+  /**
+   * After an interrupted run (check stopped by a signal, its worker threads terminated in the
+   * middle of histories): remove everything the worlds this process created left behind —
+   * namespaces and the processes in them, containers, mounts, run directories — and say what was
+   * removed. Only what this process made: its run prefixes carry its pid. Absent for worlds that
+   * leave nothing outside the process (sim).
+   */
+  reapInterrupted?(): Promise<readonly string[]>;
 }

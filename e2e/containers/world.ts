@@ -51,7 +51,8 @@ import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js
 import { localImages } from './images.js';
 import { PRIMARY_CONFLIST_FILE, primaryConfList } from '../netns/primary-conflist.js';
 import { FileResultCache, NetnsPluginExec } from '../netns/cni-exec.js';
-import { removeLeftovers } from '../netns/leftovers.js';
+import { reapProcessRuns, removeLeftovers } from '../netns/leftovers.js';
+import { processRunStem } from '../netns/netns-run.js';
 import { missingTools, missingToolsReason } from '../netns/required-tools.js';
 import { NetnsLab, procStart, type LabBackend, type LabComponent, type LabPid } from '../netns/world-lab.js';
 import { NetnsWorld } from '../netns/world.js';
@@ -508,6 +509,36 @@ export class ContainersBackend implements LabBackend {
   }
 }
 
+/** The names of every container of the Docker engine, exited ones too (leftover checks). */
+export async function containerNames(): Promise<string[]> {
+  testcontainersSettings();
+  const client = await getContainerRuntimeClient();
+  return (await client.container.dockerode.listContainers({ all: true })).flatMap((c) =>
+    c.Names.map((n) => n.replace(/^\//, '')),
+  );
+}
+
+/**
+ * Stop and remove (by id) every container whose name starts with `prefix` (a run prefix or a
+ * process's run stem, e2e/netns/netns-run.ts), exited ones too; returns their ids.
+ */
+async function removeContainers(prefix: string): Promise<string[]> {
+  if (!/^al-[a-z0-9]+-?$/.test(prefix))
+    throw new Error(`refusing to remove containers by ${JSON.stringify(prefix)}: not a run prefix or stem`);
+  testcontainersSettings();
+  const client = await getContainerRuntimeClient();
+  const ids: string[] = [];
+  // Exited containers too: one that ended by itself is not running but still exists.
+  for (const info of await client.container.dockerode.listContainers({ all: true })) {
+    if (!info.Names.some((n) => n.replace(/^\//, '').startsWith(prefix))) continue;
+    const c = client.container.getById(info.Id);
+    if (info.State === 'running') await client.container.stop(c, { timeout: 0 });
+    await client.container.remove(c);
+    ids.push(info.Id);
+  }
+  return ids;
+}
+
 /**
  * Crash safety for a run that died without close() (killed): remove its containers (found by the
  * run prefix in their names, removed by id), its mounts under `runDir` and its namespaces and
@@ -519,16 +550,7 @@ export async function removeContainerWorldLeftovers(
 ): Promise<{ containers: string[]; mounts: string[]; namespaces: readonly string[] }> {
   if (!/^al-[a-z0-9]+-$/.test(prefix))
     throw new Error(`refusing to clean up ${JSON.stringify(prefix)}: not a run prefix`);
-  testcontainersSettings();
-  const client = await getContainerRuntimeClient();
-  const containers: string[] = [];
-  for (const info of await client.container.list()) {
-    if (!info.Names.some((n) => n.replace(/^\//, '').startsWith(prefix))) continue;
-    const c = client.container.getById(info.Id);
-    if (info.State === 'running') await client.container.stop(c, { timeout: 0 });
-    await client.container.remove(c);
-    containers.push(info.Id);
-  }
+  const containers = await removeContainers(prefix);
   const mounts = fs
     .readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
@@ -542,7 +564,6 @@ export async function removeContainerWorldLeftovers(
   return { containers, mounts, namespaces: removed };
 }
 
-/** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
 /** The contents of `file` once they match `re` (a log written by a stream that may still be flushing). */
 async function waitForText(file: string, re: RegExp, timeoutMs: number): Promise<string> {
   const deadline = Date.now() + timeoutMs;
@@ -553,6 +574,7 @@ async function waitForText(file: string, re: RegExp, timeoutMs: number): Promise
   }
 }
 
+/** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
 function sandboxName(netns: string): string {
   return `cni-${netns}`;
 }
@@ -569,6 +591,9 @@ function dockerReason(): string | undefined {
   if (r.status !== 0) return `docker info failed: ${(r.stderr || r.stdout).trim().split('\n')[0]}`;
   return undefined;
 }
+
+/** Where the container world's labs keep their run directories (the nodes' host paths are under them). */
+const CONTAINER_WORLDS_ROOT = '/run/ambient-lab/container-worlds';
 
 export const containersWorldFactory: WorldFactory = {
   kind: 'containers',
@@ -597,10 +622,19 @@ export const containersWorldFactory: WorldFactory = {
       profile: options.profile,
       ipv6: options.ipv6,
       dnsCapture: options.dnsCapture,
-      stateRoot: '/run/ambient-lab/container-worlds',
+      stateRoot: CONTAINER_WORLDS_ROOT,
       backend,
     });
     return new NetnsWorld(lab, options, 'containers');
+  },
+  reapInterrupted: async () => {
+    const lines = await reapProcessRuns(CONTAINER_WORLDS_ROOT, async (prefix, runDir) => {
+      const left = await removeContainerWorldLeftovers(prefix, runDir);
+      return [...left.containers.map((c) => `container ${c.slice(0, 12)}`), ...left.mounts.map((m) => `mount ${m}`)];
+    });
+    // A node container whose lab had not made its run directory yet (interrupted in create).
+    const stray = await removeContainers(processRunStem());
+    return [...stray.map((c) => `container ${c.slice(0, 12)}`), ...lines];
   },
 };
 

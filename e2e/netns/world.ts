@@ -53,6 +53,7 @@ import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { CommandError, ipIn } from './ip.js';
 import { observe, observeIn, observeInOutput, parseConntrackList } from './observe.js';
 import { missingTools, missingToolsReason } from './required-tools.js';
+import { reapProcessRuns } from './leftovers.js';
 import { kubectlAvailability } from '../deployment/launch.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import {
@@ -898,6 +899,9 @@ export class NetnsWorld implements World {
   }
 }
 
+/** Where the netns world's labs keep their run directories. */
+const NETNS_WORLDS_ROOT = '/run/ambient-lab/worlds';
+
 /**
  * The options a real-kernel world (this one, or the container world built on it) is made with
  * when a test or bench names only what it varies: two nodes, the strict profile, IPv4 only, no
@@ -936,10 +940,11 @@ export const netnsWorldFactory: WorldFactory = {
       profile: options.profile,
       ipv6: options.ipv6,
       dnsCapture: options.dnsCapture,
-      stateRoot: '/run/ambient-lab/worlds',
+      stateRoot: NETNS_WORLDS_ROOT,
     });
     return new NetnsWorld(lab, options);
   },
+  reapInterrupted: () => reapProcessRuns(NETNS_WORLDS_ROOT),
 };
 
 /** The netns world's factory, as check loads it by module (e2e/world-modules.ts). */
