@@ -21,6 +21,7 @@ const CONTAINER_WORLD_SUITE =
         'check-netns',
         'sim-parity',
         'check-interrupt',
+        'proxy-uid',
         'reboot',
         'kubelet-retry',
         'node-addresses',

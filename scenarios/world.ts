@@ -45,10 +45,19 @@ export function podKey(p: PodRef): string {
   return `${p.namespace}/${p.name}`;
 }
 
+export type UidSource = 'runAsUser' | 'image';
+
 /** The pod's application container, as a threat model describes it. */
 export interface AppSpec {
-  /** runAsUser; 0 is root (still without capabilities unless listed). */
+  /** The uid the app runs as; 0 is root (still without capabilities unless listed). */
   readonly uid: number;
+  /**
+   * Where that uid comes from. 'runAsUser' (the default): the pod spec declares it, so the node
+   * agent can see it. 'image': the container declares none and runs as its image's USER, which
+   * nothing reading the pod spec can see (the strict agent refuses a pod that declares the proxy's
+   * uid, impl/node-agent/proxy-uid-pods.ts; an image's USER is the residual only admission closes).
+   */
+  readonly uidSource?: UidSource;
   /** Capabilities added after dropping all. */
   readonly caps: readonly AppCapability[];
   /** TCP ports the app listens on (wildcard address, both families when the pod has v6). */

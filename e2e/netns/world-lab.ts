@@ -52,6 +52,7 @@ import {
 } from '../deployment/launch.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
+import type { UidSource } from '../../scenarios/world.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
 export type LabComponent = 'agent' | 'proxy';
@@ -1222,6 +1223,8 @@ export class NetnsLab {
     serviceAccount?: string;
     hostNetwork?: boolean;
     uid: number;
+    /** 'image': the spec declares no runAsUser; the app still runs as `uid`, as its image's USER (AppSpec.uidSource). */
+    uidSource?: UidSource;
     caps: readonly string[];
     tcpPorts: readonly number[];
     udpPorts?: readonly number[];
@@ -1243,8 +1246,11 @@ export class NetnsLab {
         containers: [
           {
             name: 'app',
-            image: 'ambient-lab/pod-app',
-            securityContext: { runAsUser: spec.uid, capabilities: { drop: ['ALL'], add: [...spec.caps] } },
+            image: spec.uidSource === 'image' ? `ambient-lab/pod-app:user-${spec.uid}` : 'ambient-lab/pod-app',
+            securityContext: {
+              ...(spec.uidSource === 'image' ? {} : { runAsUser: spec.uid }),
+              capabilities: { drop: ['ALL'], add: [...spec.caps] },
+            },
             ports: spec.tcpPorts.map((containerPort) => ({ containerPort, protocol: 'TCP' })),
             ...(spec.probePorts && spec.probePorts.length > 0
               ? { readinessProbe: { tcpSocket: { port: spec.probePorts[0]! } } }

@@ -173,6 +173,7 @@ export class NetnsWorld implements World {
       ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}),
       hostNetwork: spec.hostNetwork ?? false,
       uid: spec.app.uid,
+      ...(spec.app.uidSource ? { uidSource: spec.app.uidSource } : {}),
       caps: spec.app.caps,
       tcpPorts: spec.app.tcpPorts,
       udpPorts: spec.app.udpPorts ?? [],

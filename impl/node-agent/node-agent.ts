@@ -47,6 +47,7 @@ import { drift, leftovers, universe } from './plan-drift.js';
 import type { Cidr } from './rule-ir.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
 import { probePorts } from './probe-ports.js';
+import { fieldsRunningAs } from './proxy-uid-pods.js';
 import { probeSetSteps, type ProbeSetClaim, type ProbeSetMember } from './probe-set-sync.js';
 import { RetryableError, WorkQueue } from './work-queue.js';
 import { ZdsSendError, ZdsServer, type ZdsSnapshotEntry } from './zds-server.js';
@@ -132,6 +133,9 @@ interface AgentHealth {
 }
 
 class NotEligible extends Error {}
+
+/** Strict: a pod declares the proxy's uid (proxy-uid-pods.ts); not retryable — the spec must change. */
+class RunsAsProxyUid extends Error {}
 
 /**
  * The in-pod rules could not be applied. Not retryable, as upstream (its NonRetryableAdd for a
@@ -412,7 +416,12 @@ export class NodeAgent {
       return {
         ok: false,
         error: msg,
-        retryable: !(err instanceof NotEligible || err instanceof AnnotationError || err instanceof RulesApplyError),
+        retryable: !(
+          err instanceof NotEligible ||
+          err instanceof AnnotationError ||
+          err instanceof RulesApplyError ||
+          err instanceof RunsAsProxyUid
+        ),
       };
     }
   }
@@ -515,6 +524,19 @@ export class NodeAgent {
       throw new NotEligible(
         `pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not eligible for the mesh: ${d.reason}`,
       );
+    if (this.config.profile === 'strict') {
+      const fields = fieldsRunningAs(pod, this.config.proxyUid);
+      if (fields.length > 0) {
+        const msg = `pod ${pod.metadata?.namespace}/${pod.metadata?.name} runs as the node proxy's uid ${this.config.proxyUid} (${fields.join(', ')}): under the strict profile only the proxy may own marked sockets; run the pod as another uid`;
+        // A sandbox is refused (its containers do not start); a running pod cannot be refused
+        // without leaving it unprotected, so it is captured and a Warning Event says why it is not safe.
+        if (stage === 'sandbox') throw new RunsAsProxyUid(msg);
+        if (!this.warned.has(`${uid}|${msg}`)) {
+          this.warned.add(`${uid}|${msg}`);
+          await this.warn(pod, 'PodRunsAsProxyUid', msg);
+        }
+      }
+    }
     // Validate annotations before anything: a hostile value must never reach rule text.
     let ann;
     if (this.config.profile === 'upstream') {

@@ -39,7 +39,7 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
       'Capture is skipped only for packets carrying the proxy mark from sockets owned by the proxy uid (nat OUTPUT `-m mark --mark 0x539/0xfff -m owner --uid-owner P -j ACCEPT`), not for the mark alone.',
     rationale:
       'An app with CAP_NET_RAW (default in containerd; enough for SO_MARK since Linux 5.17) or CAP_NET_ADMIN can set mark 0x539 and skip the outbound and DNS redirects (finding-j, B4).',
-    cost: 'The proxy uid is configuration; an app running as the proxy uid is still exempt (B1), so the proxy uid should be one no app uses.',
+    cost: "The proxy uid is configuration; an app running as the proxy uid is still exempt (B1). The agent refuses the proxy uid 0 and any pod whose spec declares the proxy uid (proxy-uid-pods.ts); an image's USER is invisible to it, so admission must keep apps off the proxy uid.",
   },
   {
     id: 'drop-spoofed-mark',

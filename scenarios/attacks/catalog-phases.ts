@@ -130,7 +130,12 @@ export async function runCatalogPhases(
             node: n0,
             labels: { app: h.pod.name },
             annotations: h.annotations,
-            app: { uid: t.uids[0] ?? 1000, caps: [...t.caps], tcpPorts: [APP_PORT] },
+            app: {
+              uid: t.uids[0] ?? 1000,
+              ...(t.uidSource ? { uidSource: t.uidSource } : {}),
+              caps: [...t.caps],
+              tcpPorts: [APP_PORT],
+            },
           });
           sink.log(
             `hostile-annotations: ${h.pod.name}: started ${obs.started}, redirected ${obs.redirected}, served ${obs.served}, annotation ${obs.annotation ?? '(none)'}`,

@@ -95,7 +95,7 @@ const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, Row>>>> 
     'app-proxy-uid-net-raw': row(
       UDP_OUT,
       holds(
-        'the proxy uid alone is not enough: the mark needs a capability, and a non-root container has no effective capabilities (k8s#56374). Residual B1 (proxy uid + file capability CAP_NET_RAW) is not modelled by the sim',
+        "the proxy uid alone is not enough: the mark needs a capability, and a non-root container has no effective capabilities (k8s#56374). The attacker's uid comes from its image (a pod declaring runAsUser 1337 is refused by the strict agent, proxy-uid-pods.ts). Residual B1 (proxy uid + file capability CAP_NET_RAW) is not modelled by the sim",
       ),
     ),
     'host-process': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),

@@ -30,7 +30,7 @@ import type { SocketFailure } from '../../impl/host/sockets.js';
 import type { V1Container, V1Probe } from '@kubernetes/client-node';
 import { SimWorld, OUTSIDE_NETNS, OUTSIDE_ADDRESS } from '../../sim/world/world.js';
 import type { SimNode } from '../../sim/node/sim-node.js';
-import type { SimContainer } from '../../sim/node/container.js';
+import { imageUser, type SimContainer } from '../../sim/node/container.js';
 import { SimSockets, simConnectionOf } from '../../sim/kernel/sockets-adapter.js';
 import { credentials, mayAdminNetwork, type Credentials } from '../../sim/kernel/process.js';
 import { SimErrnoError } from '../../sim/kernel/errors.js';
@@ -278,11 +278,16 @@ export class SimMeshWorld implements World {
     // A hostNetwork app shares the node's ports with every other hostNetwork app: the world binds
     // its TCP ports itself (openAppListeners), so a conflict is a failed listen (EADDRINUSE,
     // logged), as for a real app that cannot bind, instead of an exception out of the kubelet.
+    // An app whose uid comes from its image declares none (AppSpec.uidSource): the agent cannot see it.
+    const fromImage = app.uidSource === 'image';
     const main: Wire<V1Container> = {
       name: APP_CONTAINER,
-      image: 'sim/app',
+      image: fromImage ? `sim/app:user-${app.uid}` : 'sim/app',
       ...(spec.hostNetwork ? {} : { ports: app.tcpPorts.map((p) => ({ containerPort: p })) }),
-      securityContext: { runAsUser: app.uid, runAsGroup: app.uid, capabilities: { drop: ['ALL'], add: [...app.caps] } },
+      securityContext: {
+        ...(fromImage ? {} : { runAsUser: app.uid, runAsGroup: app.uid }),
+        capabilities: { drop: ['ALL'], add: [...app.caps] },
+      },
       ...(probes[0] !== undefined ? { readinessProbe: probe(probes[0]) } : {}),
       ...(probes[1] !== undefined ? { livenessProbe: probe(probes[1]) } : {}),
       ...(probes[2] !== undefined ? { startupProbe: probe(probes[2]) } : {}),
@@ -290,8 +295,8 @@ export class SimMeshWorld implements World {
     // More probe ports than one container has probe kinds: declared on extra (socket-less) containers.
     const extra: Array<Wire<V1Container>> = probes.slice(3).map((p, i) => ({
       name: `probe-${i}`,
-      image: 'sim/probe',
-      securityContext: { runAsUser: app.uid, capabilities: { drop: ['ALL'] } },
+      image: fromImage ? `sim/probe:user-${app.uid}` : 'sim/probe',
+      securityContext: { ...(fromImage ? {} : { runAsUser: app.uid }), capabilities: { drop: ['ALL'] } },
       livenessProbe: probe(p),
     }));
     this.apps.set(podKey(spec), app);
@@ -1180,7 +1185,8 @@ function sameShape(p: Pod, spec: PodSpec): boolean {
     (spec.node === undefined || p.spec?.nodeName === spec.node) &&
     (p.spec?.hostNetwork === true) === (spec.hostNetwork === true) &&
     sortedJson(annotations) === sortedJson(spec.annotations ?? {}) &&
-    main?.securityContext?.runAsUser === spec.app.uid &&
+    (main?.securityContext?.runAsUser ?? imageUser(main?.image).uid) === spec.app.uid &&
+    (main?.securityContext?.runAsUser === undefined) === (spec.app.uidSource === 'image') &&
     sortedJson(Object.fromEntries((main?.securityContext?.capabilities?.add ?? []).map((c) => [c, '']))) ===
       sortedJson(Object.fromEntries(spec.app.caps.map((c) => [c, ''])))
   );

@@ -213,7 +213,14 @@ test('what the kind world cannot stage: the host kernel era; meshV6 and cniApiFa
   expect(unstageableThreat('kind', t('app-nonroot', '6.1'), '6.8.0')).toBeUndefined();
   expect(unstageableThreat('kind', t('app-net-admin', '6.1', ['NET_ADMIN']), '6.1.0-28-amd64')).toBeUndefined();
   expect(unstageableThreat('kind', t('app-net-raw-6.1', '6.1', ['NET_RAW']), '6.1.0-28-amd64')).toBeUndefined(); // raw through the probe
-  expect(worldLimits('kind')).toEqual({ ipv6: true, raw: true, kernel: 'host' });
+  expect(worldLimits('kind')).toEqual({ ipv6: true, raw: true, kernel: 'host', imageUser: false });
+  // kind's one pod image runs as root: an app whose uid is its image's USER is not staged there
+  expect(
+    unstageableThreat('kind', { ...t('app-proxy-uid-net-raw', '6.1', ['NET_RAW']), uidSource: 'image' }, '6.1.0'),
+  ).toMatch(/uid from the image: .*kind world has no image with that USER/);
+  expect(
+    unstageableThreat('netns', { ...t('app-proxy-uid-net-raw', '6.1', ['NET_RAW']), uidSource: 'image' }, '6.1.0'),
+  ).toBeUndefined();
   // the sim follows kernelVersion; the netns world runs on the host's kernel, as kind
   expect(unstageableThreat('sim', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.8.0')).toBeUndefined();
   expect(unstageableThreat('netns', t('app-net-raw-6.1', '6.1', ['NET_RAW']), '6.8.0')).toBeUndefined();
