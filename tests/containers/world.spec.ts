@@ -20,13 +20,9 @@ import { test, expect } from '@playwright/test';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { containersWorld } from '../worlds.js';
-import {
-  ContainersBackend,
-  containerImages,
-  containersWorldFactory,
-  removeContainerWorldLeftovers,
-} from '../../e2e/containers/world.js';
-import { REAL_WORLD_OPTIONS, type NetnsWorld } from '../../e2e/netns/world.js';
+import { ContainersBackend, containerImages } from '../../e2e/containers/world.js';
+import type { NetnsWorld } from '../../e2e/netns/world.js';
+import { MESH, withNetnsWorld } from '../netns/world/fixture.js';
 import type { PodRef, WorldOptions } from '../../scenarios/world.js';
 
 const avail = containersWorld();
@@ -44,36 +40,11 @@ test.beforeAll(async () => {
 });
 test.beforeEach(() => test.skip(imagesReason !== undefined, imagesReason ?? ''));
 
-const MESH = { 'istio.io/dataplane-mode': 'ambient' } as const;
 const app = { uid: 1000, caps: [], tcpPorts: [8080] } as const;
 
-/** A container world for one test, always closed; nothing of its run may be left (containers, namespaces, mounts). */
-async function withContainersWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
-  const w = (await containersWorldFactory.create({
-    ...REAL_WORLD_OPTIONS,
-    profile: 'upstream',
-    ...opts,
-  })) as NetnsWorld;
-  const prefix = w.lab.state.prefix;
-  const runDir = w.lab.state.runDir;
-  let failed = true;
-  try {
-    await fn(w);
-    failed = false;
-  } finally {
-    try {
-      await w.close();
-    } finally {
-      // Nothing may be left by close(); on a failed body (or close) whatever is left is removed here.
-      const left = await removeContainerWorldLeftovers(prefix, runDir);
-      if (!failed)
-        expect(left, 'containers, mounts and namespaces left behind by close()').toEqual({
-          containers: [],
-          mounts: [],
-          namespaces: [],
-        });
-    }
-  }
+/** A container world for one test (the real-kernel suite's fixture: always closed, nothing of its run left); upstream unless told. */
+function withContainersWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
+  return withNetnsWorld({ profile: 'upstream', ...opts }, fn);
 }
 
 function backendOf(w: NetnsWorld): ContainersBackend {

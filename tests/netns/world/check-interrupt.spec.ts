@@ -12,7 +12,7 @@ import { containerNames } from '../../../e2e/containers/world.js';
 import { listNetns } from '../../../e2e/netns/ip.js';
 import { processRunStem } from '../../../e2e/netns/netns-run.js';
 import { REPO } from '../../cli-run.js';
-import { skipUnlessSuiteWorldAvailable, suiteWorld } from './fixture.js';
+import { oneCellCheckArgs, skipUnlessSuiteWorldAvailable, suiteWorld } from './fixture.js';
 
 skipUnlessSuiteWorldAvailable();
 test.setTimeout(600_000);
@@ -23,27 +23,7 @@ test('SIGTERM during check --world netns|containers: every namespace, process, c
   const world = suiteWorld();
   const child = spawn(
     process.execPath,
-    [
-      path.join(REPO, 'bin', 'ambient-lab.js'),
-      'check',
-      '--world',
-      world,
-      '--runs',
-      '4',
-      '--seed',
-      '5',
-      '--threats',
-      'app-nonroot',
-      '--profiles',
-      'strict',
-      '--properties',
-      'outbound-capture',
-      '--no-attacks',
-      '--workers',
-      '1',
-      '--no-save',
-      '--json',
-    ],
+    [path.join(REPO, 'bin', 'ambient-lab.js'), ...oneCellCheckArgs(world, 4), '--no-save'],
     { cwd: REPO },
   );
   let stderr = '';

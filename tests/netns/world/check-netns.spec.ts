@@ -11,7 +11,7 @@ import { containerNames } from '../../../e2e/containers/world.js';
 import { listNetns } from '../../../e2e/netns/ip.js';
 import { processRunStem } from '../../../e2e/netns/netns-run.js';
 import { runCli } from '../../cli-run.js';
-import { skipUnlessSuiteWorldAvailable, suiteWorld } from './fixture.js';
+import { oneCellCheckArgs, skipUnlessSuiteWorldAvailable, suiteWorld } from './fixture.js';
 
 skipUnlessSuiteWorldAvailable();
 test.setTimeout(900_000); // generous: the suite must pass on a loaded machine (npm run test:netns:loaded)
@@ -19,27 +19,7 @@ test.setTimeout(900_000); // generous: the suite must pass on a loaded machine (
 test('check --world netns|containers runs a cell on the real kernel and agrees with the expected table', async () => {
   const world = suiteWorld();
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'al-check-netns-'));
-  const r = await runCli([
-    'check',
-    '--world',
-    world,
-    '--runs',
-    '2',
-    '--seed',
-    '5',
-    '--threats',
-    'app-nonroot',
-    '--profiles',
-    'strict',
-    '--properties',
-    'outbound-capture',
-    '--no-attacks',
-    '--workers',
-    '1',
-    '--out',
-    out,
-    '--json',
-  ]);
+  const r = await runCli([...oneCellCheckArgs(world, 2), '--out', out]);
   fs.rmSync(out, { recursive: true, force: true });
   const report = JSON.parse(r.stdout) as {
     world: string;

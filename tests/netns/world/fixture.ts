@@ -42,6 +42,32 @@ export function skipUnlessSuiteWorldAvailable(): void {
 
 export const MESH = { 'istio.io/dataplane-mode': 'ambient' } as const;
 
+/**
+ * `check` on one cell of the real-kernel world under test (outbound capture × app-nonroot ×
+ * strict, histories only, one worker, JSON report), with `runs` histories: the CLI tests' budget.
+ */
+export function oneCellCheckArgs(world: 'netns' | 'containers', runs: number): string[] {
+  return [
+    'check',
+    '--world',
+    world,
+    '--runs',
+    String(runs),
+    '--seed',
+    '5',
+    '--threats',
+    'app-nonroot',
+    '--profiles',
+    'strict',
+    '--properties',
+    'outbound-capture',
+    '--no-attacks',
+    '--workers',
+    '1',
+    '--json',
+  ];
+}
+
 export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
   const kind = suiteWorld();
   const factory = kind === 'containers' ? containersWorldFactory : netnsWorldFactory;
