@@ -6,7 +6,7 @@
  *
  * Decisions (see the port for the contract):
  * - iptables: one composed `--noflush` transaction per family (impl/api/netns-rules-restore.ts),
- *   checked first with `--test` for both families, so a text the tools reject changes nothing;
+ *   or in mode `exclusive` one full restore of the plan's tables per family, checked first with `--test` for both families, so a text the tools reject changes nothing;
  *   a kernel-side rejection after that is undone by restoring the saved tables.
  * - ip rule / ip route: added only when not already present exactly; EEXIST from `ip rule add` is
  *   "already there" (as upstream); remove deletes only what read() shows, and ENOENT/ESRCH from a
@@ -18,6 +18,7 @@ import { mark, formatMark } from '../api/marks.js';
 import { iptablesTools, type IptablesTools } from './iptables-backend.js';
 import type {
   AppliedState,
+  ApplyMode,
   IpFamily,
   LocalRoute,
   NetnsRules,
@@ -26,6 +27,7 @@ import type {
 } from '../host/netns-rules.js';
 import {
   applyTransaction,
+  exclusiveTransaction,
   normaliseSave,
   parsePlanText,
   parseSave,
@@ -127,20 +129,22 @@ export class LinuxNetnsRules implements NetnsRules {
     this.ipt = opts.iptables ?? iptablesTools('system');
   }
 
-  async apply(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
+  async apply(netns: NetnsId, plan: RedirectionPlan, mode: ApplyMode = 'merge'): Promise<void> {
     const parsed = this.check(netns, 'apply', plan);
+    // Exclusive: one full restore per family replaces the plan's tables whole (atomic per table).
+    const flush = mode === 'exclusive' ? [] : ['--noflush'];
     // Dry run of both families first: what the tools reject must not half-apply.
     const saved = new Map<IpFamily, Map<string, SavedTable>>();
     const txs = new Map<IpFamily, string>();
     for (const [family, tables] of parsed) {
       const s = parseSave(await this.must(netns, 'apply', [this.ipt[family].save]));
       saved.set(family, s);
-      const tx = applyTransaction(tables, s);
+      const tx = mode === 'exclusive' ? exclusiveTransaction(tables) : applyTransaction(tables, s);
       txs.set(family, tx);
       await this.must(
         netns,
         'apply',
-        [this.ipt[family].restore, '--noflush', '--test', '-w'],
+        [this.ipt[family].restore, ...flush, '--test', '-w'],
         tx,
         "The plan's restore text was rejected in a dry run; nothing was changed. Fix the rule text (the line is quoted above).",
       );
@@ -186,7 +190,7 @@ export class LinuxNetnsRules implements NetnsRules {
 
     const done: IpFamily[] = [];
     for (const family of parsed.keys()) {
-      const argv = [this.ipt[family].restore, '--noflush', '-w'];
+      const argv = [this.ipt[family].restore, ...flush, '-w'];
       const tx = txs.get(family) ?? '';
       const res = await this.run(netns, argv, tx);
       if (!res.ok) {

@@ -44,6 +44,7 @@ import type { EnrollmentConfig } from '../api/enrollment-config.js';
 import { selectorMatches } from '../api/label-selector.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
 import { drift, leftovers, universe } from './plan-drift.js';
+import { foreignRules } from './foreign-rules.js';
 import type { Cidr } from './rule-ir.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
 import { probePorts } from './probe-ports.js';
@@ -828,6 +829,14 @@ export class NodeAgent {
   }
 
   /**
+   * Strict owns the pod's tables its plan uses: applies replace them whole and anything foreign
+   * there is drift. Upstream merges and only checks its own chains and hooks, as istio-cni.
+   */
+  private exclusive(): boolean {
+    return this.config.profile === 'strict';
+  }
+
+  /**
    * A plan naming every own chain, ip rule and route any plan of either profile can hold: an
    * agent restarted with another profile or other settings still removes what its predecessor made.
    */
@@ -842,7 +851,7 @@ export class NodeAgent {
    * removing the old plan before applying the new one left a window with no rules at all.
    */
   private async applyExactly(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
-    await this.deps.rules.apply(netns, plan);
+    await this.deps.rules.apply(netns, plan, this.exclusive() ? 'exclusive' : 'merge');
     const left = leftovers(await this.deps.rules.read(netns), plan);
     if (left === undefined) return;
     await this.deps.rules.remove(netns, left);
@@ -925,8 +934,10 @@ export class NodeAgent {
           p.rulesApplied = false;
           p.proxyAcked = false;
         } else if (p.plan && p.rulesApplied) {
-          // Exactly the plan: a missing rule, an added one in an own chain, a leftover chain.
-          const diff = drift(await this.deps.rules.read(p.netns), p.plan);
+          // Exactly the plan: a missing rule, an added one in an own chain, a leftover chain; under
+          // strict also anything else in the plan's tables (an app's NET_ADMIN ACCEPT ahead of a hook).
+          const state = await this.deps.rules.read(p.netns);
+          const diff = [...drift(state, p.plan), ...(this.exclusive() ? foreignRules(state, p.plan) : [])];
           if (diff.length > 0) {
             this.m.repairs.inc({ what: 'rules' });
             this.log.info('redirection differs from the plan; re-applying', {
