@@ -198,10 +198,37 @@ export type Component = 'agent' | 'proxy';
  *   (otherwise EADDRINUSE, as the kernel does). (Low ports are not special: container
  *   runtimes set net.ipv4.ip_unprivileged_port_start=0 in pod netns.) The listener stays until
  *   the pod is deleted; what it accepts counts as a delivery to the app.
+ * - `iptables-insert`: `iptables-restore --noflush` of one rule from a fixed list (INSERTED_RULES,
+ *   never free text) at the top of a built-in chain, v4 and v6 when the pod has v6; needs
+ *   NET_ADMIN as the flush. The rule stays until someone removes it.
  */
 export type AppAction =
   | { readonly kind: 'iptables-flush' }
+  | { readonly kind: 'iptables-insert'; readonly rule: InsertedRule }
   | { readonly kind: 'listen'; readonly port: number; readonly reusePort?: boolean };
+
+/**
+ * The rules an app may insert (AppAction `iptables-insert`), as restore input:
+ * - `nat-output-accept`: ACCEPT at the top of nat OUTPUT, ahead of the hook into ISTIO_OUTPUT, so
+ *   outbound TCP skips the 15001 redirect;
+ * - `filter-output-udp-accept`: UDP ACCEPT at the top of filter OUTPUT, ahead of strict's
+ *   non-TCP drop.
+ */
+export const INSERTED_RULES = {
+  'nat-output-accept': '*nat\n-I OUTPUT 1 -j ACCEPT\nCOMMIT\n',
+  'filter-output-udp-accept': '*filter\n-I OUTPUT 1 -p udp -j ACCEPT\nCOMMIT\n',
+} as const;
+export type InsertedRule = keyof typeof INSERTED_RULES;
+export const INSERTED_RULE_IDS = Object.keys(INSERTED_RULES) as InsertedRule[];
+
+/** The restore text of an inserted rule; throws on a name outside INSERTED_RULES (callers may be untyped). */
+export function insertedRuleText(rule: InsertedRule): string {
+  if (!Object.hasOwn(INSERTED_RULES, rule))
+    throw new Error(
+      `appExec iptables-insert: unknown rule ${JSON.stringify(rule)}; use one of ${INSERTED_RULE_IDS.join(', ')}`,
+    );
+  return INSERTED_RULES[rule];
+}
 
 export interface AppExecResult {
   readonly ok: boolean;

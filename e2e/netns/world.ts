@@ -48,6 +48,7 @@ import {
   type WorldFactory,
   type WorldOptions,
 } from '../../scenarios/world.js';
+import { insertedRuleText } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { CommandError, ipIn } from './ip.js';
@@ -58,6 +59,7 @@ import { kubectlAvailability } from '../deployment/launch.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import {
   flushTablesThrough,
+  insertRuleThrough,
   rawSendThrough,
   type ClosedEvent,
   type ConnectOutcome,
@@ -738,13 +740,11 @@ export class NetnsWorld implements World {
       };
     const owner: ProbeOwner = { uid: p.appUid, gid: p.appUid, caps: effectiveAppCaps(p) };
     const probe = await this.probes.get(p.netns, owner);
-    if (action.kind === 'iptables-flush') {
-      return flushTablesThrough(
-        probe,
-        p.ips.some((ip) => ip.includes(':')),
-        `uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}`,
-      );
-    }
+    const who = `uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}`;
+    const dualStack = p.ips.some((ip) => ip.includes(':'));
+    if (action.kind === 'iptables-flush') return flushTablesThrough(probe, dualStack, who);
+    if (action.kind === 'iptables-insert')
+      return insertRuleThrough(probe, dualStack, who, insertedRuleText(action.rule));
     const name = `app ${podKey(pod)} tcp ${action.port} #${this.appListeners.size}`;
     try {
       await probe.request({

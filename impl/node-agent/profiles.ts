@@ -72,6 +72,14 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
     cost: 'Pods in clusters with IPv6 disabled in the mesh get no IPv6 at all, even where the network offers it.',
   },
   {
+    id: 'exclusive-tables',
+    summary:
+      "The agent owns every table its in-pod plan uses: it applies the plan by one full iptables-restore per family (no --noflush) that replaces those tables whole, and its repair pass treats anything else in them (a rule in a built-in chain besides the plan's hooks, a user chain the plan does not declare, a built-in policy other than ACCEPT) as drift.",
+    rationale:
+      "An app with NET_ADMIN can insert `-I OUTPUT 1 -j ACCEPT` ahead of the hook into ISTIO_OUTPUT; upstream's reconcile compares only its own chains and hooks, so such a rule stays for good (B3, B14). Tables the plan does not use are not looked at.",
+    cost: "Nothing else may keep rules in the pod's raw, mangle, nat or filter tables (whichever the plan uses): another CNI's or the app's own rules there are removed at the next apply or repair pass.",
+  },
+  {
     id: 'host-probe-kubelet-uid',
     summary:
       'The host probe SNAT matches sockets owned by the kubelet uid (`-m owner --uid-owner K`) instead of any socket (`--socket-exists`).',

@@ -185,6 +185,20 @@ for (const t of THREATS) {
   );
 }
 
+// NET_ADMIN inserts an ACCEPT ahead of the capture once and stops (catalog net-admin-insert,
+// phase inserted-accept): upstream's repair never looks outside its own chains and hooks, so the
+// pod stays uncaptured after the settle; strict (exclusive-tables) repairs it.
+mutable.convergence['app-net-admin'] = row(
+  bypass(
+    ['B3', 'B14'],
+    "an ACCEPT the app inserts ahead of the hook in nat OUTPUT outlives every repair pass: the agent only checks the plan's own chains and hooks",
+    'appExec',
+  ),
+  holds(
+    "exclusive-tables: the repair pass treats anything else in the plan's tables as drift and restores them whole before quiescence",
+  ),
+);
+
 // Port hijack (docs/bypass-classes.md#finding-l), measured in the matrix's port-hijack phase: the node proxy of the
 // attacker's node stops, the app binds 15001 and 15006 in its own netns (no privilege needed:
 // ports >= 1024; as root with SO_REUSEPORT too), the proxy comes back and cannot bind them (the

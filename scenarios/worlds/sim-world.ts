@@ -45,6 +45,7 @@ import { runFor, settle as drive } from '../../sim/time/settle.js';
 import { SimPluginEventTransport } from '../../sim/transport/plugin-events.js';
 import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
 import {
+  insertedRuleText,
   podKey,
   type Acceptor,
   type AppAction,
@@ -800,14 +801,16 @@ export class SimMeshWorld implements World {
     const ep = await this.endpointOf({ kind: 'pod', pod });
     if (typeof ep === 'string') return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: ${ep}` };
     const k = this.sim.kernel;
-    if (action.kind === 'iptables-flush') {
+    if (action.kind === 'iptables-flush' || action.kind === 'iptables-insert') {
       if (!mayAdminNetwork(ep.creds))
         return {
           ok: false,
           error: `iptables-restore: EPERM (uid ${ep.creds.uid} has no effective NET_ADMIN in ${podKey(pod)})`,
         };
+      const insert = action.kind === 'iptables-insert';
+      const text = insert ? insertedRuleText(action.rule) : EMPTY_TABLES;
       const families: Family[] = ep.ips.some((ip) => parseIp(ip).family === 6) ? [4, 6] : [4];
-      for (const f of families) k.iptablesRestore(ep.netns, f, EMPTY_TABLES, { source: `app ${ep.label}` });
+      for (const f of families) k.iptablesRestore(ep.netns, f, text, { noflush: insert, source: `app ${ep.label}` });
       await runFor(this.sim.clock, 0);
       return { ok: true };
     }
