@@ -214,11 +214,11 @@ export type AppAction =
  * - `filter-output-udp-accept`: UDP ACCEPT at the top of filter OUTPUT, ahead of strict's
  *   non-TCP drop.
  */
-export const INSERTED_RULES = {
+const INSERTED_RULES = {
   'nat-output-accept': '*nat\n-I OUTPUT 1 -j ACCEPT\nCOMMIT\n',
   'filter-output-udp-accept': '*filter\n-I OUTPUT 1 -p udp -j ACCEPT\nCOMMIT\n',
 } as const;
-export type InsertedRule = keyof typeof INSERTED_RULES;
+type InsertedRule = keyof typeof INSERTED_RULES;
 export const INSERTED_RULE_IDS = Object.keys(INSERTED_RULES) as InsertedRule[];
 
 /** The restore text of an inserted rule; throws on a name outside INSERTED_RULES (callers may be untyped). */

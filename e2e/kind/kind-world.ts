@@ -78,7 +78,7 @@ import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogu
 import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from './attribution.js';
 import { appPod, hostProbePod } from './pod-specs.js';
 import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
-import { flushTablesThrough, insertRuleThrough, rawSendThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
+import { flushTablesThrough, rawSendThrough, restoreThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
 // From source or from dist/: fixtures/, ci/ and the manifests are at the repository root.
@@ -572,7 +572,7 @@ export class KindWorld implements World {
       try {
         return action.kind === 'iptables-flush'
           ? await flushTablesThrough(probe, dualStack, who)
-          : await insertRuleThrough(probe, dualStack, who, insertedRuleText(action.rule));
+          : await restoreThrough(probe, dualStack, who, insertedRuleText(action.rule), true);
       } finally {
         await probe.close();
       }

@@ -186,19 +186,10 @@ export function flushTablesThrough(
 }
 
 /**
- * The app's NET_ADMIN insert: `--noflush` restore of one fixed rule text (scenarios/world.ts
- * INSERTED_RULES) through the probe, v6 too for a dual-stack pod.
+ * The app's NET_ADMIN restore of `input` through the probe (running as the app), v6 too for a
+ * dual-stack pod; `noflush` for an insert (scenarios/world.ts INSERTED_RULES).
  */
-export function insertRuleThrough(
-  probe: { request(r: ProbeRequest): Promise<unknown> },
-  dualStack: boolean,
-  who: string,
-  text: string,
-): Promise<{ readonly ok: true } | { readonly ok: false; readonly error: string }> {
-  return restoreThrough(probe, dualStack, who, text, true);
-}
-
-async function restoreThrough(
+export async function restoreThrough(
   probe: { request(r: ProbeRequest): Promise<unknown> },
   dualStack: boolean,
   who: string,

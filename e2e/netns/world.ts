@@ -59,7 +59,7 @@ import { kubectlAvailability } from '../deployment/launch.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import {
   flushTablesThrough,
-  insertRuleThrough,
+  restoreThrough,
   rawSendThrough,
   type ClosedEvent,
   type ConnectOutcome,
@@ -744,7 +744,7 @@ export class NetnsWorld implements World {
     const dualStack = p.ips.some((ip) => ip.includes(':'));
     if (action.kind === 'iptables-flush') return flushTablesThrough(probe, dualStack, who);
     if (action.kind === 'iptables-insert')
-      return insertRuleThrough(probe, dualStack, who, insertedRuleText(action.rule));
+      return restoreThrough(probe, dualStack, who, insertedRuleText(action.rule), true);
     const name = `app ${podKey(pod)} tcp ${action.port} #${this.appListeners.size}`;
     try {
       await probe.request({

@@ -2,10 +2,11 @@
  * Strict owns every table its plan uses: anything in those tables that the plan does not put there
  * is foreign, and foreign is drift. An app with NET_ADMIN in its pod netns can insert
  * `-I OUTPUT 1 -j ACCEPT` ahead of the hook into ISTIO_OUTPUT; drift() only looks at the plan's own
- * chains and hooks, so upstream never sees it (istio-cni's reconcile neither). Under strict such a
- * rule, a user chain the plan does not declare, or a built-in policy other than ACCEPT is reported
- * here, and the agent re-applies the plan replacing those tables whole (NetnsRules apply mode
- * `exclusive`).
+ * chains and hooks, so upstream never sees it (nor does istio-cni: VerifyIptablesState in
+ * tools/istio-iptables/pkg/capture/helper.go checks ISTIO_* chains and that its own rules exist,
+ * not what else the tables hold). Under strict such a rule, a user chain the plan does not
+ * declare, or a built-in policy other than ACCEPT is reported here, and the agent re-applies the
+ * plan replacing those tables whole (NetnsRules apply mode `exclusive`).
  *
  * Tables the plan does not use at all are not looked at: the plan has no intended state for them
  * (leftovers of our own chains there are drift() and leftovers()' business).
@@ -22,7 +23,7 @@ const FAMILIES: readonly IpFamily[] = ['ipv4', 'ipv6'];
  * What each built-in chain of `t` holds once the plan is restored into the empty table, as
  * iptables-save prints it: `-A` appends, `-I CHAIN [n]` inserts at n (1 when absent).
  */
-export function intendedBuiltins(t: PlanTable): Map<string, string[]> {
+function intendedBuiltins(t: PlanTable): Map<string, string[]> {
   const out = new Map<string, string[]>(BUILTIN_CHAINS[t.table].map((c) => [c, []]));
   for (const line of t.lines) {
     const chain = out.get(chainOf(line));
