@@ -50,6 +50,13 @@ test('foreignRules(): an ACCEPT inserted in nat OUTPUT ahead of the hook is drif
   ]);
 });
 
+test('upstream: the same inserted ACCEPT is no drift (drift() is all the upstream agent checks, as today)', async () => {
+  const p = plan('upstream');
+  const s = await stateWith(p, INSERTED_ACCEPT);
+  expect(s.iptables.ipv4).toContain('-A OUTPUT -j ACCEPT\n');
+  expect(drift(s, p)).toEqual([]);
+});
+
 test('foreignRules(): a user chain the plan does not declare is drift, with its hook', async () => {
   const p = plan('strict');
   const s = await stateWith(p, '*nat\n:APP_ESCAPE - [0:0]\n-A APP_ESCAPE -j ACCEPT\n-A OUTPUT -j APP_ESCAPE\nCOMMIT\n');
