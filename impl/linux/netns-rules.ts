@@ -9,7 +9,8 @@
  *   or in mode `exclusive` one full restore of the plan's tables per family, checked first with `--test` for both families, so a text the tools reject changes nothing;
  *   a kernel-side rejection after that is undone by restoring the saved tables.
  * - ip rule / ip route: added only when not already present exactly; EEXIST from `ip rule add` is
- *   "already there" (as upstream); remove deletes only what read() shows, and ENOENT/ESRCH from a
+ *   "already there" (as upstream), from `ip route add` only when a re-read shows exactly the plan's
+ *   route (a concurrent apply added it; else the table holds another route: an error); remove deletes only what read() shows, and ENOENT/ESRCH from a
  *   concurrent remover are "already gone".
  */
 import { execFile } from 'node:child_process';
@@ -160,14 +161,19 @@ export class LinuxNetnsRules implements NetnsRules {
     try {
       for (const r of plan.routes) {
         if (before.routes.some((x) => sameRoute(x, r))) continue;
-        await this.must(
-          netns,
-          'apply',
-          ['ip', ...withOp(routeArgs(r), 'add')],
-          undefined,
-          `Table ${r.table} may already hold a different route for ${r.dst}; the namespace was left as it was.`,
-        );
-        addedRoutes.push(r);
+        const argv = ['ip', ...withOp(routeArgs(r), 'add')];
+        const res = await this.run(netns, argv);
+        if (res.ok) addedRoutes.push(r);
+        // EEXIST after `before` said absent: another apply to this netns added it meanwhile (a
+        // retried ADD racing the first). Exactly this route is the plan's: not ours to undo.
+        else if (!(/File exists/.test(res.stderr) && (await this.read(netns)).routes.some((x) => sameRoute(x, r))))
+          throw this.error(
+            netns,
+            'apply',
+            argv,
+            res.stderr,
+            `Table ${r.table} may already hold a different route for ${r.dst}; the namespace was left as it was.`,
+          );
       }
       for (const r of plan.rules) {
         if (before.rules.some((x) => sameRule(x, r))) continue;
