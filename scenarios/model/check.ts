@@ -150,16 +150,18 @@ async function runQueue(
   signal: AbortSignal | undefined,
 ): Promise<void> {
   const url = workerUrl();
-  // Settles when the signal aborts: the run stops waiting for its tasks.
-  const aborted = new Promise<never>((_, reject) => {
-    const stop = (): void => reject(new Error('aborted'));
-    if (signal?.aborted) stop();
-    else signal?.addEventListener('abort', stop, { once: true });
+  // Resolves when the signal aborts: the run stops waiting for its tasks and throws.
+  const aborted = new Promise<typeof ABORTED>((resolve) => {
+    if (signal?.aborted) resolve(ABORTED);
+    else signal?.addEventListener('abort', () => resolve(ABORTED), { once: true });
   });
-  aborted.catch(() => undefined); // observed by the races below; never an unhandled rejection
   if (workers <= 0 || !url) {
     // In this thread a task cannot be cut short: an abort stops the run at the next await.
-    for (const t of tasks) onResult(await Promise.race([runTask(t, env, () => onRuns(1)), aborted]));
+    for (const t of tasks) {
+      const r = await Promise.race([runTask(t, env, () => onRuns(1)), aborted]);
+      if (r === ABORTED) throw new Error('aborted');
+      onResult(r);
+    }
     return;
   }
   const queue = [...tasks];
@@ -196,14 +198,15 @@ async function runQueue(
       });
       next();
     });
-  try {
-    await Promise.race([Promise.all(Array.from({ length: n }, () => lane())), aborted]);
-  } catch (e) {
+  if ((await Promise.race([Promise.all(Array.from({ length: n }, () => lane())), aborted])) === ABORTED) {
     // Interrupted: end every worker thread now (their worlds are reaped by the caller).
     await Promise.all([...live].map((w) => w.terminate()));
-    throw e;
+    throw new Error('aborted');
   }
 }
+
+/** What the abort promise of runQueue resolves to. */
+const ABORTED = Symbol('aborted');
 
 function crashed(t: Task, error: string): TaskResult {
   return t.kind === 'model'
