@@ -11,7 +11,7 @@
  *   npm run bench:ready [-- --rounds 3]      (root; Docker for the container world)
  */
 import { performance } from 'node:perf_hooks';
-import { netnsWorldFactory } from '../e2e/netns/world.js';
+import { netnsWorldFactory, REAL_WORLD_OPTIONS } from '../e2e/netns/world.js';
 import { containersWorldFactory } from '../e2e/containers/world.js';
 import type { World, WorldFactory } from '../scenarios/world.js';
 
@@ -19,14 +19,7 @@ const AMBIENT = { 'istio.io/dataplane-mode': 'ambient' } as const;
 
 async function toReady(factory: WorldFactory): Promise<number> {
   const t0 = performance.now();
-  const w: World = await factory.create({
-    nodes: 2,
-    profile: 'strict',
-    kernelVersion: '6.1',
-    ipv6: false,
-    dnsCapture: false,
-    seed: 1,
-  });
+  const w: World = await factory.create(REAL_WORLD_OPTIONS);
   try {
     await w.createNamespace('bench', AMBIENT);
     for (const node of w.nodes)

@@ -7,6 +7,8 @@
  *   2  usage error: a bad flag, flag value, argument or input file; nothing was run
  *   3  harness error: the harness could not give an answer (an ERROR cell, a world that cannot
  *      start, a replay that errors, a command that needs root)
+ *   130, 143  check was interrupted by SIGINT, SIGTERM (128 + the signal's number, as a shell
+ *      reports it) after removing what its worlds had made; no verdict
  *
  * Scripts (CI, the soak) branch on these, so a usage mistake must never look like a verdict and
  * a harness failure must never look like a difference.
@@ -16,6 +18,8 @@ export const EXIT_OK = 0;
 export const EXIT_DIFFERS = 1;
 export const EXIT_USAGE = 2;
 export const EXIT_HARNESS = 3;
+/** check stopped by a signal, its worlds reaped: 128 + the signal number. */
+export const EXIT_INTERRUPTED = { SIGINT: 130, SIGTERM: 143 } as const;
 
 /** A mistake in what the user typed or gave (flag, value, file); thrown before any work starts. */
 export class UsageError extends Error {
@@ -35,6 +39,7 @@ export const EXIT_CODES_HELP = [
   '     trace --kernel found a difference between the kernel and the simulation',
   '  2  usage error: bad flag, flag value, argument or input file (nothing was run)',
   '  3  harness error: an ERROR cell, a world that cannot start, a replay that errors, not root',
+  '  130/143  check interrupted by SIGINT/SIGTERM, after removing what its worlds made (no verdict)',
 ].join('\n');
 
 /** A comma-separated list of names, each checked against the accepted ones. */

@@ -45,10 +45,19 @@ export function podKey(p: PodRef): string {
   return `${p.namespace}/${p.name}`;
 }
 
+export type UidSource = 'runAsUser' | 'image';
+
 /** The pod's application container, as a threat model describes it. */
 export interface AppSpec {
-  /** runAsUser; 0 is root (still without capabilities unless listed). */
+  /** The uid the app runs as; 0 is root (still without capabilities unless listed). */
   readonly uid: number;
+  /**
+   * Where that uid comes from. 'runAsUser' (the default): the pod spec declares it, so the node
+   * agent can see it. 'image': the container declares none and runs as its image's USER, which
+   * nothing reading the pod spec can see (the strict agent refuses a pod that declares the proxy's
+   * uid, impl/node-agent/proxy-uid-pods.ts; an image's USER is the residual only admission closes).
+   */
+  readonly uidSource?: UidSource;
   /** Capabilities added after dropping all. */
   readonly caps: readonly AppCapability[];
   /** TCP ports the app listens on (wildcard address, both families when the pod has v6). */
@@ -191,15 +200,42 @@ export type Component = 'agent' | 'proxy';
  *   the kernel answers EPERM. (Low ports are not special: container runtimes set
  *   net.ipv4.ip_unprivileged_port_start=0 in pod netns.) The listener stays until the pod is
  *   deleted; what it accepts counts as a delivery to the app.
+ * - `iptables-insert`: `iptables-restore --noflush` of one rule from a fixed list (INSERTED_RULES,
+ *   never free text) at the top of a built-in chain, v4 and v6 when the pod has v6; needs
+ *   NET_ADMIN as the flush. The rule stays until someone removes it.
  */
 export type AppAction =
   | { readonly kind: 'iptables-flush' }
+  | { readonly kind: 'iptables-insert'; readonly rule: InsertedRule }
   | {
       readonly kind: 'listen';
       readonly port: number;
       readonly reusePort?: boolean;
       readonly transparent?: boolean;
     };
+
+/**
+ * The rules an app may insert (AppAction `iptables-insert`), as restore input:
+ * - `nat-output-accept`: ACCEPT at the top of nat OUTPUT, ahead of the hook into ISTIO_OUTPUT, so
+ *   outbound TCP skips the 15001 redirect;
+ * - `filter-output-udp-accept`: UDP ACCEPT at the top of filter OUTPUT, ahead of strict's
+ *   non-TCP drop.
+ */
+const INSERTED_RULES = {
+  'nat-output-accept': '*nat\n-I OUTPUT 1 -j ACCEPT\nCOMMIT\n',
+  'filter-output-udp-accept': '*filter\n-I OUTPUT 1 -p udp -j ACCEPT\nCOMMIT\n',
+} as const;
+type InsertedRule = keyof typeof INSERTED_RULES;
+export const INSERTED_RULE_IDS = Object.keys(INSERTED_RULES) as InsertedRule[];
+
+/** The restore text of an inserted rule; throws on a name outside INSERTED_RULES (callers may be untyped). */
+export function insertedRuleText(rule: InsertedRule): string {
+  if (!Object.hasOwn(INSERTED_RULES, rule))
+    throw new Error(
+      `appExec iptables-insert: unknown rule ${JSON.stringify(rule)}; use one of ${INSERTED_RULE_IDS.join(', ')}`,
+    );
+  return INSERTED_RULES[rule];
+}
 
 export interface AppExecResult {
   readonly ok: boolean;
@@ -298,4 +334,12 @@ export interface WorldFactory {
   /** Can this world run here? The reason is printed when it cannot. */
   available(): { readonly ok: boolean; readonly reason: string };
   create(options: WorldOptions): Promise<World>;
+  /**
+   * After an interrupted run (check stopped by a signal, its worker threads terminated in the
+   * middle of histories): remove everything the worlds this process created left behind —
+   * namespaces and the processes in them, containers, mounts, run directories — and say what was
+   * removed. Only what this process made: its run prefixes carry its pid. Absent for worlds that
+   * leave nothing outside the process (sim).
+   */
+  reapInterrupted?(): Promise<readonly string[]>;
 }

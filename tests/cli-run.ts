@@ -12,6 +12,8 @@ export interface CliRun {
   readonly code: number | null;
   readonly stdout: string;
   readonly stderr: string;
+  /** The child's pid: a real-kernel world it made carries it in its run prefix (e2e/netns/netns-run.ts). */
+  readonly pid: number | undefined;
 }
 
 export function runCli(
@@ -38,6 +40,6 @@ export function runScript(
     c.stdout.on('data', (d) => (stdout += d));
     c.stderr.on('data', (d) => (stderr += d));
     c.on('error', reject);
-    c.on('close', (code) => resolve({ code, stdout, stderr }));
+    c.on('close', (code) => resolve({ code, stdout, stderr, pid: c.pid }));
   });
 }

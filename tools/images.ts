@@ -11,7 +11,8 @@
  *   `docker build --network none`, so an image that would need the network fails to build.
  *
  * Every tag is a hash of that image's inputs, so an existing tag is reused without rebuilding
- * (the images are the cache; old tags are never removed here).
+ * (the images are the cache). Old tags stay until asked: pruneLocalImages (`npm run images --
+ * --prune`) removes every ambient-lab image but the current ones.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -304,4 +305,47 @@ export async function buildLocalImages(opts: BuildImagesOptions = {}): Promise<L
     const base = await ensureBaseImage(root, log);
     return { base, ...(await buildAppImages(root, base, log)) };
   });
+}
+
+/** The repositories of the images this file builds (pruneLocalImages removes only these). */
+const OUR_REPOSITORIES = ['base', 'build', ...APP_IMAGES].map((n) => `ambient-lab/${n}`);
+
+/**
+ * Removes every image of OUR_REPOSITORIES whose tag is not one of `keep` (the build image goes
+ * too: the app images only copy from it, and it is staged again, ≈ 45 s, when an app image must be
+ * rebuilt). An image a container still uses is kept, and said so. Other worktrees' images are
+ * removed as well: their next run rebuilds them (about a minute on a cached base; the base takes
+ * minutes, so it is kept as long as `keep` names it). Returns the removed and the kept-in-use tags.
+ */
+export async function pruneLocalImages(
+  keep: LocalImageTags,
+  log: (line: string) => void = (): void => {},
+): Promise<{ removed: string[]; inUse: string[] }> {
+  await requireDocker();
+  const listed = await mustRun(
+    'docker',
+    ['image', 'ls', '--format', '{{.Repository}}:{{.Tag}}'],
+    'listing the local images to prune',
+  );
+  const current = new Set<string>(Object.values(keep));
+  const stale = listed
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((t) => OUR_REPOSITORIES.includes(t.split(':')[0]!) && !t.endsWith(':<none>') && !current.has(t));
+  // Children before parents: the app images, then the build images they copy from, then bases.
+  const order = (t: string): number =>
+    t.startsWith('ambient-lab/base:') ? 2 : t.startsWith('ambient-lab/build:') ? 1 : 0;
+  stale.sort((a, b) => order(a) - order(b));
+  const removed: string[] = [];
+  const inUse: string[] = [];
+  for (const tag of stale) {
+    const r = await run('docker', ['image', 'rm', tag]);
+    if (r.code === 0) removed.push(tag);
+    else if (/being used by|is using its referenced image|has dependent child images/.test(r.stderr)) inUse.push(tag);
+    else throw new Error(`removing the image ${tag}: \`docker image rm ${tag}\` exited ${r.code}: ${r.stderr.trim()}`);
+  }
+  log(
+    `images: pruned ${removed.length} old tag(s)${inUse.length ? `; kept ${inUse.length} in use: ${inUse.join(', ')}` : ''}`,
+  );
+  return { removed, inUse };
 }

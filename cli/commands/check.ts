@@ -12,13 +12,14 @@ import {
   EXIT_CODES_HELP,
   EXIT_DIFFERS,
   EXIT_HARNESS,
+  EXIT_INTERRUPTED,
   EXIT_OK,
   HarnessError,
   UsageError,
   parseIntFlag,
   parseNameList,
 } from '../errors.js';
-import { runCheck, type CheckReport, type Progress } from '../../scenarios/model/check.js';
+import { CheckInterrupted, runCheck, type CheckReport, type Progress } from '../../scenarios/model/check.js';
 import { defaultCatalog } from '../../scenarios/model/catalog.js';
 import {
   CounterexampleFileError,
@@ -489,20 +490,62 @@ export const checkCommand: CliCommand = {
         }
         const seed = plan.seed ?? Math.floor(Math.random() * 0x7fffffff);
         const progress = progressPrinter();
-        const report = await runCheck({
-          world: worldChoice(plan.world, plan.mutant !== undefined ? { mutant: plan.mutant } : {}),
-          settings: { nodes: DEFAULT_NODES, ipv6: plan.ipv6, dnsCapture: false, maxCommands: plan.maxCommands },
-          runs: plan.runs,
-          seed,
-          selection: plan.selection,
-          workers: plan.workers ?? availableParallelism(),
-          outDir: plan.outDir,
-          attacks: plan.attacks,
-          onProgress: (p) => progress.update(p),
-        });
+        const interrupt = interruptOnSignals();
+        let report: CheckReport;
+        try {
+          report = await runCheck({
+            world: worldChoice(plan.world, plan.mutant !== undefined ? { mutant: plan.mutant } : {}),
+            settings: { nodes: DEFAULT_NODES, ipv6: plan.ipv6, dnsCapture: false, maxCommands: plan.maxCommands },
+            runs: plan.runs,
+            seed,
+            selection: plan.selection,
+            workers: plan.workers ?? availableParallelism(),
+            outDir: plan.outDir,
+            attacks: plan.attacks,
+            onProgress: (p) => progress.update(p),
+            signal: interrupt.signal,
+          });
+        } catch (e) {
+          if (!(e instanceof CheckInterrupted)) throw e;
+          progress.done();
+          process.stderr.write(
+            `check: ${e.message}; removed what its worlds left: ${e.reaped.length === 0 ? 'nothing' : `\n  ${e.reaped.join('\n  ')}`}\n`,
+          );
+          // Worker threads and world handles may still hold the event loop: end now, with the signal's code.
+          process.exit(EXIT_INTERRUPTED[e.reason as 'SIGINT' | 'SIGTERM'] ?? EXIT_HARNESS);
+        } finally {
+          interrupt.dispose();
+        }
         progress.done();
         process.stdout.write(plan.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report) + '\n');
         process.exitCode = checkExitCode(report);
       });
   },
 };
+
+/**
+ * SIGINT or SIGTERM aborts the run (its worlds are reaped before the process ends: runCheck); a
+ * second signal ends the process at once, saying what may be left.
+ */
+function interruptOnSignals(): { readonly signal: AbortSignal; dispose(): void } {
+  const ac = new AbortController();
+  const on = (sig: NodeJS.Signals): void => {
+    if (ac.signal.aborted) {
+      process.stderr.write(
+        `check: ${sig} again: exiting without waiting; namespaces or containers named al-* may be left (ip netns list, docker ps -a)\n`,
+      );
+      process.exit(EXIT_INTERRUPTED[sig as 'SIGINT' | 'SIGTERM']);
+    }
+    process.stderr.write(`check: ${sig}: stopping the worlds and removing what they made (again to exit at once)\n`);
+    ac.abort(sig);
+  };
+  process.on('SIGINT', on);
+  process.on('SIGTERM', on);
+  return {
+    signal: ac.signal,
+    dispose: () => {
+      process.off('SIGINT', on);
+      process.off('SIGTERM', on);
+    },
+  };
+}

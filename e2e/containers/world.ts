@@ -49,9 +49,10 @@ import type { CniConfList } from '../../impl/api/cni.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import type { World, WorldFactory, WorldOptions } from '../../scenarios/world.js';
 import { localImages } from './images.js';
-import { podCidr } from '../netns/addressing.js';
+import { PRIMARY_CONFLIST_FILE, primaryConfList } from '../netns/primary-conflist.js';
 import { FileResultCache, NetnsPluginExec } from '../netns/cni-exec.js';
-import { removeLeftovers } from '../netns/leftovers.js';
+import { reapProcessRuns, removeLeftovers } from '../netns/leftovers.js';
+import { processRunStem } from '../netns/netns-run.js';
 import { missingTools, missingToolsReason } from '../netns/required-tools.js';
 import { NetnsLab, procStart, type LabBackend, type LabComponent, type LabPid } from '../netns/world-lab.js';
 import { NetnsWorld } from '../netns/world.js';
@@ -70,8 +71,6 @@ const SA_MOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 const NODE_CNI_PLUGINS = '/usr/lib/cni';
 const NODE_CNI_BIN = '/opt/cni/bin';
 const NODE_CNI_CONF = '/etc/cni/net.d';
-/** The primary network's conflist, as a node's own CNI would have it before the agent chains in. */
-const PRIMARY_CONFLIST = '10-al-podnet.conflist';
 
 /** GenericContainer plus the host-config fields a pod's securityContext needs that testcontainers has no setter for. */
 class PodContainer extends GenericContainer {
@@ -334,13 +333,12 @@ export class ContainersBackend implements LabBackend {
           'install-cni',
           this.images.agent,
           launch,
-          // The manifests' installer removes the plugin at exit only when the DaemonSet is gone
-          // (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone). The lab's API serves no
-          // DaemonSets, so it would read every agent stop as the DaemonSet's removal: here a stop
-          // or restart is a rollout with the DaemonSet present, whose decision is to leave the
-          // plugin in place (fail closed while the agent is down). uninstall() runs the manifests'
-          // installer as it is.
-          ['--uninstall-on-exit', 'never'],
+          // Exactly as the manifests run it: at exit it removes the plugin only when its DaemonSet
+          // is gone (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone). The lab's API holds the
+          // deployment's DaemonSets (NetnsLab.createDaemonSets), so a stop or restart here is a
+          // rollout with the DaemonSet present: the plugin stays (fail closed while the agent is
+          // down). uninstall() deletes the DaemonSets first.
+          [],
           path.join(dir, 'install-cni.log'),
           // The installer says so once the plugin is installed and chained (cni-installer-main.ts).
           Wait.forLogMessage(/cni installer running/),
@@ -372,11 +370,12 @@ export class ContainersBackend implements LabBackend {
   }
 
   /**
-   * Remove the plugin from `node` as a user removing the DaemonSets would: the agent pod stopped
-   * (World.stop), then the DaemonSet gone — its installer container, exactly as the manifests
-   * define it (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone, cni-installer-main.ts), gets
-   * SIGTERM with no DaemonSet in the lab's API and removes the plugin at exit. Throws unless its
-   * log says it did.
+   * Remove the plugin from `node` as a user removing the DaemonSets would (`kubectl delete -k`),
+   * with the agent pod stopped before (World.stop): an installer container exactly as the
+   * manifests define it (AMBIENT_LAB_UNINSTALL_ON_EXIT when-daemonset-gone, cni-installer-main.ts)
+   * runs as the pod being removed; the DaemonSets are deleted from the lab's API
+   * (NetnsLab.deleteDaemonSets); then the installer gets SIGTERM, finds its DaemonSet gone (404)
+   * and removes the plugin at exit. Throws unless its log says it did.
    */
   async uninstall(lab: NetnsLab, node: string): Promise<void> {
     const launch = lab.deploymentLaunch(node).installCni;
@@ -391,6 +390,7 @@ export class ContainersBackend implements LabBackend {
       log,
       Wait.forLogMessage(/cni installer running/),
     );
+    await lab.deleteDaemonSets();
     await this.remove(c, 20);
     // The log stream ends with the container; read what the installer said at exit.
     const said = await waitForText(log, /cni installer exiting/, 5000);
@@ -438,30 +438,14 @@ export class ContainersBackend implements LabBackend {
   /** The node's primary network (bridge + host-local), as its own CNI set-up would leave it. */
   writePrimaryConflist(lab: NetnsLab, node: string): void {
     const n = lab.node(node);
-    const conf: CniConfList = {
-      cniVersion: '1.0.0',
-      name: 'al-podnet',
-      plugins: [
-        {
-          type: 'bridge',
-          bridge: 'cni0',
-          isGateway: true,
-          isDefaultGateway: true,
-          ipMasq: false,
-          ipam: {
-            type: 'host-local',
-            // Under the node's run dir: a reboot clears it (NetnsLab.rebootNode), as tmpfs /run would.
-            dataDir: `${NODE_RUN_DIR}/ipam`,
-            ranges: [
-              [{ subnet: podCidr(n.index).ipv4 }],
-              ...(lab.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : []),
-            ],
-          },
-        },
-      ],
-    };
+    const conf = primaryConfList({
+      node: n.index,
+      ipv6: lab.state.ipv6 === true,
+      // Under the node's run dir: a reboot clears it (NetnsLab.rebootNode), as tmpfs /run would.
+      dataDir: `${NODE_RUN_DIR}/ipam`,
+    });
     fs.writeFileSync(
-      path.join(this.hostDir(lab, node, NODE_CNI_CONF), PRIMARY_CONFLIST),
+      path.join(this.hostDir(lab, node, NODE_CNI_CONF), PRIMARY_CONFLIST_FILE),
       `${JSON.stringify(conf, null, 2)}\n`,
     );
   }
@@ -526,6 +510,36 @@ export class ContainersBackend implements LabBackend {
   }
 }
 
+/** The names of every container of the Docker engine, exited ones too (leftover checks). */
+export async function containerNames(): Promise<string[]> {
+  testcontainersSettings();
+  const client = await getContainerRuntimeClient();
+  return (await client.container.dockerode.listContainers({ all: true })).flatMap((c) =>
+    c.Names.map((n) => n.replace(/^\//, '')),
+  );
+}
+
+/**
+ * Stop and remove (by id) every container whose name starts with `prefix` (a run prefix or a
+ * process's run stem, e2e/netns/netns-run.ts), exited ones too; returns their ids.
+ */
+async function removeContainers(prefix: string): Promise<string[]> {
+  if (!/^al-[a-z0-9]+-?$/.test(prefix))
+    throw new Error(`refusing to remove containers by ${JSON.stringify(prefix)}: not a run prefix or stem`);
+  testcontainersSettings();
+  const client = await getContainerRuntimeClient();
+  const ids: string[] = [];
+  // Exited containers too: one that ended by itself is not running but still exists.
+  for (const info of await client.container.dockerode.listContainers({ all: true })) {
+    if (!info.Names.some((n) => n.replace(/^\//, '').startsWith(prefix))) continue;
+    const c = client.container.getById(info.Id);
+    if (info.State === 'running') await client.container.stop(c, { timeout: 0 });
+    await client.container.remove(c);
+    ids.push(info.Id);
+  }
+  return ids;
+}
+
 /**
  * Crash safety for a run that died without close() (killed): remove its containers (found by the
  * run prefix in their names, removed by id), its mounts under `runDir` and its namespaces and
@@ -537,16 +551,7 @@ export async function removeContainerWorldLeftovers(
 ): Promise<{ containers: string[]; mounts: string[]; namespaces: readonly string[] }> {
   if (!/^al-[a-z0-9]+-$/.test(prefix))
     throw new Error(`refusing to clean up ${JSON.stringify(prefix)}: not a run prefix`);
-  testcontainersSettings();
-  const client = await getContainerRuntimeClient();
-  const containers: string[] = [];
-  for (const info of await client.container.list()) {
-    if (!info.Names.some((n) => n.replace(/^\//, '').startsWith(prefix))) continue;
-    const c = client.container.getById(info.Id);
-    if (info.State === 'running') await client.container.stop(c, { timeout: 0 });
-    await client.container.remove(c);
-    containers.push(info.Id);
-  }
+  const containers = await removeContainers(prefix);
   const mounts = fs
     .readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
@@ -560,7 +565,6 @@ export async function removeContainerWorldLeftovers(
   return { containers, mounts, namespaces: removed };
 }
 
-/** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
 /** The contents of `file` once they match `re` (a log written by a stream that may still be flushing). */
 async function waitForText(file: string, re: RegExp, timeoutMs: number): Promise<string> {
   const deadline = Date.now() + timeoutMs;
@@ -571,6 +575,7 @@ async function waitForText(file: string, re: RegExp, timeoutMs: number): Promise
   }
 }
 
+/** The sandbox's name in the node's /var/run/netns (containerd names them cni-<id>). */
 function sandboxName(netns: string): string {
   return `cni-${netns}`;
 }
@@ -587,6 +592,9 @@ function dockerReason(): string | undefined {
   if (r.status !== 0) return `docker info failed: ${(r.stderr || r.stdout).trim().split('\n')[0]}`;
   return undefined;
 }
+
+/** Where the container world's labs keep their run directories (the nodes' host paths are under them). */
+const CONTAINER_WORLDS_ROOT = '/run/ambient-lab/container-worlds';
 
 export const containersWorldFactory: WorldFactory = {
   kind: 'containers',
@@ -615,10 +623,23 @@ export const containersWorldFactory: WorldFactory = {
       profile: options.profile,
       ipv6: options.ipv6,
       dnsCapture: options.dnsCapture,
-      stateRoot: '/run/ambient-lab/container-worlds',
+      stateRoot: CONTAINER_WORLDS_ROOT,
       backend,
     });
     return new NetnsWorld(lab, options, 'containers');
+  },
+  reapInterrupted: async () => {
+    const lines = await reapProcessRuns(CONTAINER_WORLDS_ROOT, async (prefix, runDir) => {
+      const left = await removeContainerWorldLeftovers(prefix, runDir);
+      return [
+        ...left.containers.map((c) => `container ${c.slice(0, 12)}`),
+        ...left.mounts.map((m) => `mount ${m}`),
+        ...left.namespaces.map((n) => `network namespace ${n}`),
+      ];
+    });
+    // A node container whose lab had not made its run directory yet (interrupted in create).
+    const stray = await removeContainers(processRunStem());
+    return [...stray.map((c) => `container ${c.slice(0, 12)}`), ...lines];
   },
 };
 

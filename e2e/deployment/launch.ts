@@ -210,6 +210,34 @@ function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** A DaemonSet of a rendered stream, as its manifest says it (JSON of the YAML document). */
+export interface RenderedDaemonSet {
+  readonly apiVersion: string;
+  readonly kind: 'DaemonSet';
+  readonly metadata: { readonly name: string; readonly namespace: string; readonly [k: string]: unknown };
+  readonly [k: string]: unknown;
+}
+
+/**
+ * The DaemonSets of a rendered manifest stream, in stream order: what `kubectl apply` of it would
+ * create (a lab creates them in its API, so the installer's DaemonSet lookup finds its owner).
+ * Throws, naming `source`, when the stream is not valid YAML or a DaemonSet has no name or namespace.
+ */
+export function deploymentDaemonSets(rendered: string, source = 'the rendered deployment'): RenderedDaemonSet[] {
+  const out: RenderedDaemonSet[] = [];
+  for (const doc of parseAllDocuments(rendered)) {
+    if (doc.errors.length > 0)
+      throw new Error(`deployment launch: ${source} is not valid YAML: ${doc.errors[0]!.message}`);
+    const o: unknown = doc.toJS();
+    if (!isObj(o) || o['kind'] !== 'DaemonSet') continue;
+    const meta = o['metadata'];
+    if (!isObj(meta) || typeof meta['name'] !== 'string' || typeof meta['namespace'] !== 'string')
+      throw new Error(`deployment launch: ${source}: a DaemonSet without metadata.name and metadata.namespace`);
+    out.push(o as unknown as RenderedDaemonSet);
+  }
+  return out;
+}
+
 /**
  * Read the agent's and the proxy's launch from a rendered manifest stream (renderDeployment,
  * renderKustomization, or a file of their output); `source` names it in errors. Throws, naming
@@ -221,21 +249,15 @@ export function deploymentLaunch(
   fields: FieldValues & { readonly source?: string },
 ): DeploymentLaunch {
   const source = fields.source ?? 'the rendered deployment';
-  const daemonSets = new Map<string, { file: string; ds: Obj }>();
-  for (const doc of parseAllDocuments(rendered)) {
-    if (doc.errors.length > 0)
-      throw new Error(`deployment launch: ${source} is not valid YAML: ${doc.errors[0]!.message}`);
-    const o: unknown = doc.toJS();
-    if (isObj(o) && o['kind'] === 'DaemonSet' && isObj(o['metadata']))
-      daemonSets.set(String(o['metadata']['name']), { file: source, ds: o });
-  }
+  const daemonSets = new Map<string, Obj>();
+  for (const ds of deploymentDaemonSets(rendered, source)) daemonSets.set(String(ds.metadata.name), ds);
   const take = (name: string, container: string): ContainerLaunch => {
     const found = daemonSets.get(name);
     if (!found)
       throw new Error(
         `deployment launch: no DaemonSet ${name} in ${source}; the rendered manifests are the source of the components' launch`,
       );
-    return containerLaunch(found.file, found.ds, container, fields);
+    return containerLaunch(source, found, container, fields);
   };
   return {
     agent: take('ambient-lab-agent', 'agent'),

@@ -66,6 +66,7 @@ import type {
   WorldOptions,
   ZdsClientAttempt,
 } from '../../scenarios/world.js';
+import { insertedRuleText } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { setprivArgs } from '../netns/processes.js';
 import { repoRoot as findRepoRoot } from '../netns/world-lab.js';
@@ -77,7 +78,7 @@ import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogu
 import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from './attribution.js';
 import { appPod, hostProbePod } from './pod-specs.js';
 import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
-import { flushTablesThrough, rawSendThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
+import { flushTablesThrough, rawSendThrough, restoreThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
 // From source or from dist/: fixtures/, ci/ and the manifests are at the repository root.
@@ -563,15 +564,15 @@ export class KindWorld implements World {
       };
     const argv = this.cli.execArgv(pod.namespace, pod.name, 'app', ['node', PROBE_PROGRAM]);
     const envOpt = this.env ? { env: this.env } : {};
-    if (action.kind === 'iptables-flush') {
+    if (action.kind === 'iptables-flush' || action.kind === 'iptables-insert') {
       // a dual-stack pod has v6 rules too (as the netns world flushes both)
       const probe = await ExecProbe.start(argv, envOpt);
+      const dualStack = (p.status.podIPs ?? []).some((x) => x.ip.includes(':'));
+      const who = `uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}`;
       try {
-        return await flushTablesThrough(
-          probe,
-          (p.status.podIPs ?? []).some((x) => x.ip.includes(':')),
-          `uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}`,
-        );
+        return action.kind === 'iptables-flush'
+          ? await flushTablesThrough(probe, dualStack, who)
+          : await restoreThrough(probe, dualStack, who, insertedRuleText(action.rule), true);
       } finally {
         await probe.close();
       }

@@ -44,6 +44,11 @@ export function hostProbePod(node: string, image: string): k8s.V1Pod {
 
 /** The app pod of a PodSpec: the pod app listening on the spec's ports, as the spec's uid/caps. */
 export function appPod(spec: PodSpec, image: string): k8s.V1Pod {
+  // check does not stage such threats here (scenarios/model/worlds.ts worldLimits imageUser).
+  if (spec.app.uidSource === 'image')
+    throw new Error(
+      `kind world: pod ${spec.namespace}/${spec.name} would run as its image's USER ${spec.app.uid}; the kind world's only pod image runs as root — run this case on the sim, netns or container world`,
+    );
   const tcp = spec.app.tcpPorts.join(',');
   const udp = (spec.app.udpPorts ?? []).join(',');
   return {

@@ -2,8 +2,10 @@
  * Crash safety: remove what a run that died without dispose() left behind. Everything a run
  * creates lives in namespaces named `<prefix>...`, so the prefix alone finds it.
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { listNetns, run } from './ip.js';
-import { NETNS_STEM } from './netns-run.js';
+import { NETNS_STEM, processRunStem } from './netns-run.js';
 
 export interface LeftoverOptions {
   /**
@@ -68,4 +70,30 @@ export async function removeLeftovers(prefix: string, opts: LeftoverOptions = {}
     );
   }
   return { removed: names, pids };
+}
+
+/**
+ * What an interrupted run of THIS process left (World factories' reapInterrupted): its namespaces
+ * (processes in them killed) and its run directories under `stateRoot`, found by the process's
+ * run stem. `beforeDirs` runs first on each run directory (the container world removes its
+ * containers and mounts there). Lines for the report, one per thing removed.
+ */
+export async function reapProcessRuns(
+  stateRoot: string,
+  beforeDirs: (prefix: string, runDir: string) => Promise<readonly string[]> = () => Promise.resolve([]),
+): Promise<string[]> {
+  const stem = processRunStem();
+  const lines: string[] = [];
+  const dirs = fs.existsSync(stateRoot) ? fs.readdirSync(stateRoot).filter((n) => n.startsWith(stem)) : [];
+  for (const name of dirs) {
+    const runDir = path.join(stateRoot, name);
+    lines.push(...(await beforeDirs(`${name}-`, runDir)));
+  }
+  const { removed, pids } = await removeLeftovers(stem, { killProcesses: true });
+  lines.push(...removed.map((n) => `network namespace ${n}`), ...pids.map((p) => `process ${p} (killed)`));
+  for (const name of dirs) {
+    fs.rmSync(path.join(stateRoot, name), { recursive: true, force: true });
+    lines.push(`run directory ${path.join(stateRoot, name)}`);
+  }
+  return lines;
 }

@@ -9,8 +9,16 @@ import { ipIn, listNetns, run } from './ip.js';
 /** Common stem of every run prefix; `ambient-lab` leftovers are `al-<id>-...`. */
 export const NETNS_STEM = 'al-';
 
+/**
+ * The start of every run prefix this process makes: `al-` and its pid in base 36, zero-padded to
+ * five characters (pids stay below 36^5) so that no other process's stem starts with it.
+ */
+export function processRunStem(pid: number = process.pid): string {
+  return `${NETNS_STEM}${pid.toString(36).padStart(5, '0')}`;
+}
+
 export function newRunPrefix(): string {
-  return `${NETNS_STEM}${process.pid.toString(36)}${randomBytes(3).toString('hex')}-`;
+  return `${processRunStem()}${randomBytes(3).toString('hex')}-`;
 }
 
 export class NetnsRun {

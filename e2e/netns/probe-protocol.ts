@@ -177,14 +177,28 @@ const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMM
  * The app's NET_ADMIN attack: flush every table of its netns through the probe (running as the
  * app), v6 too for a dual-stack pod. A refusal names the tool, the errno class and `who`.
  */
-export async function flushTablesThrough(
+export function flushTablesThrough(
   probe: { request(r: ProbeRequest): Promise<unknown> },
   dualStack: boolean,
   who: string,
 ): Promise<{ readonly ok: true } | { readonly ok: false; readonly error: string }> {
+  return restoreThrough(probe, dualStack, who, EMPTY_TABLES, false);
+}
+
+/**
+ * The app's NET_ADMIN restore of `input` through the probe (running as the app), v6 too for a
+ * dual-stack pod; `noflush` for an insert (scenarios/world.ts INSERTED_RULES).
+ */
+export async function restoreThrough(
+  probe: { request(r: ProbeRequest): Promise<unknown> },
+  dualStack: boolean,
+  who: string,
+  input: string,
+  noflush: boolean,
+): Promise<{ readonly ok: true } | { readonly ok: false; readonly error: string }> {
   for (const tool of dualStack ? ['iptables-restore', 'ip6tables-restore'] : ['iptables-restore']) {
     try {
-      await probe.request({ op: 'exec', argv: [tool], input: EMPTY_TABLES });
+      await probe.request({ op: 'exec', argv: noflush ? [tool, '--noflush'] : [tool], input });
     } catch (e) {
       const msg = e instanceof Error ? e.message : String(e);
       const errno = /Permission denied|Operation not permitted|must be root/i.test(msg) ? 'EPERM' : 'failed';

@@ -3,7 +3,8 @@
  * and what the netns World drives):
  *
  *   fabric netns   the Kubernetes API process (kube-api-process.ts): the sim ApiStore behind
- *                  the HTTP facade, on 192.0.2.1:6443; Unix sockets in the run dir for the harness
+ *                  the HTTP facade, on 192.0.2.1:6443; Unix sockets in the run dir for the harness;
+ *                  it holds the rendered deployment's DaemonSets, as applied (createDaemonSets)
  *   node netns     per node: the node agent and the node proxy as real processes
  *                  (bin/ambient-lab-agent.js, bin/ambient-lab-proxy.js), and the CNI chain that
  *                  a runtime on that node runs: Debian loopback; bridge + host-local; our plugin
@@ -33,16 +34,25 @@ import { k8sCniArgs, cidrAddress, parseConfList, type CniConfList, type CniResul
 import type { KubeObjectOf } from '../../impl/host/kube.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
-import { FABRIC_GATEWAY, nodeAddress, podCidr } from './addressing.js';
+import { FABRIC_GATEWAY, nodeAddress } from './addressing.js';
 import { NetnsCluster } from './cluster.js';
 import { newRunPrefix } from './netns-run.js';
 import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
+import { PRIMARY_CONFLIST_FILE, primaryConfList } from './primary-conflist.js';
 import { execIn } from './ip.js';
 import { setprivArgs, type SpawnOptions } from './processes.js';
 import { WorldApi, WorldApiError } from './world-api-client.js';
-import { deploymentChoiceOf, deploymentLaunch, renderDeployment, type DeploymentChoice } from '../deployment/launch.js';
+import {
+  deploymentChoiceOf,
+  deploymentDaemonSets,
+  deploymentLaunch,
+  renderDeployment,
+  type DeploymentChoice,
+  type RenderedDaemonSet,
+} from '../deployment/launch.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
+import type { UidSource } from '../../scenarios/world.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
 export type LabComponent = 'agent' | 'proxy';
@@ -414,6 +424,12 @@ export class NetnsLab {
   private readonly sandboxOps = new Map<string, Promise<void>>();
   /** Per pod key: the kubelet's pending sandbox retry. */
   private readonly sandboxRetries = new Map<string, NodeJS.Timeout>();
+  /**
+   * Per node name: its components' launch, parsed once from the rendered deployment. That file
+   * changes only through applyDeployment (which clears this); nothing else rewrites it while the
+   * lab lives, so every component start on a node reads the same launch.
+   */
+  private readonly launches = new Map<string, ReturnType<typeof deploymentLaunch>>();
   /** Sandbox retries that failed for the harness's own reasons (not a refused ADD): settle throws them. */
   readonly kubeletErrors: string[] = [];
 
@@ -485,6 +501,7 @@ export class NetnsLab {
       // as the mesh root Secret's files are mounted (deploy/base/proxy.yaml: defaultMode 0440, fsGroup)
       writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, gid, 0o440);
       await lab.startApi();
+      await lab.createDaemonSets();
       for (const n of state.nodes) {
         const dir = path.join(runDir, n.name);
         fs.mkdirSync(dir, { recursive: true });
@@ -635,6 +652,33 @@ export class NetnsLab {
   }
 
   /**
+   * The rendered deployment's DaemonSets in the lab's API (with their namespace), as `kubectl
+   * apply` of it leaves them: the CNI installer (install-cni, run by a backend's agent pod) looks
+   * its owner up at exit and, as the manifests set it (when-daemonset-gone), leaves the plugin in
+   * place while the DaemonSet is there. Nothing else reads them; the lab runs no controller.
+   */
+  private async createDaemonSets(): Promise<void> {
+    for (const ds of this.daemonSets()) {
+      await this.api.create('Namespace', { metadata: { name: ds.metadata.namespace } }).catch(unless(409)); // 409: it exists already
+      await this.api.create('DaemonSet', ds as KubeObjectOf<'DaemonSet'>);
+    }
+  }
+
+  /**
+   * Remove the deployment's DaemonSets from the lab's API, as `kubectl delete` of them would (no
+   * finalizers in the sim: they are gone at once, and the installer's lookup gets 404). Their
+   * pods are not stopped here: a backend stops its installer after this (ContainersBackend.uninstall).
+   */
+  async deleteDaemonSets(): Promise<void> {
+    for (const ds of this.daemonSets())
+      await this.api.delete('DaemonSet', ds.metadata.name, ds.metadata.namespace).catch(unless(404)); // 404: already gone
+  }
+
+  private daemonSets(): RenderedDaemonSet[] {
+    return deploymentDaemonSets(fs.readFileSync(this.deploymentFile(), 'utf8'), this.deploymentFile());
+  }
+
+  /**
    * How a component starts on `node`: its user, groups, capabilities, Node.js flags, program and
    * environment come from the rendered deployment (e2e/deployment/launch.ts) — profile, IPv6 and
    * DNS capture included, through deploy/'s components — so this world runs what ships. The
@@ -734,6 +778,7 @@ export class NetnsLab {
     if (change.profile !== undefined) state.profile = change.profile;
     if (change.dnsCapture !== undefined) state.dnsCapture = change.dnsCapture;
     if (change.ipv6 !== undefined) state.captureIpv6 = change.ipv6;
+    this.launches.clear();
     writeDeployment(this.state, {});
     this.save();
   }
@@ -741,14 +786,24 @@ export class NetnsLab {
   /**
    * The components' launch on `node`, from the lab's rendered manifests (the one loader); a
    * backend reads the containers the lab does not launch itself (install-cni) from it too.
+   * Parsed once per node (launches); a file that cannot be read or parsed throws on every call.
    */
   deploymentLaunch(node: string): ReturnType<typeof deploymentLaunch> {
+    const cached = this.launches.get(node);
+    if (cached) return cached;
+    const file = this.deploymentFile();
+    const launch = deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
+    this.launches.set(node, launch);
+    return launch;
+  }
+
+  private deploymentFile(): string {
     const file = this.state.deployment;
     if (file === undefined)
       throw new Error(
         `lab ${this.state.name} was made before deploy/ (its state has no rendered deployment): take it down (ambient-lab down --name ${this.state.name}) and bring it up again`,
       );
-    return deploymentLaunch(fs.readFileSync(file, 'utf8'), { nodeName: node, source: file });
+    return file;
   }
 
   running(component: LabComponent, node: string): boolean {
@@ -834,25 +889,11 @@ export class NetnsLab {
       fs.mkdirSync(binDir, { recursive: true });
       fs.symlinkSync(path.join(repoRoot(), 'bin', 'ambient-lab-cni.js'), link);
     }
-    const podnet: CniConfList = {
-      cniVersion: '1.0.0',
-      name: 'al-podnet',
-      plugins: [
-        {
-          type: 'bridge',
-          bridge: 'cni0',
-          isGateway: true,
-          isDefaultGateway: true,
-          ipMasq: false,
-          ipam: {
-            type: 'host-local',
-            dataDir: path.join(dir, 'ipam'),
-            ranges: [
-              [{ subnet: podCidr(n.index).ipv4 }],
-              ...(this.state.ipv6 === true ? [[{ subnet: podCidr(n.index).ipv6 }]] : []),
-            ],
-          },
-        },
+    const podnet = primaryConfList({
+      node: n.index,
+      ipv6: this.state.ipv6 === true,
+      dataDir: path.join(dir, 'ipam'),
+      chained: [
         {
           type: 'ambient-lab-cni',
           agentSocket: path.join(dir, 'cni', 'agent.sock'),
@@ -863,9 +904,9 @@ export class NetnsLab {
           ...DEPLOYMENT_ENROLLMENT_SETTINGS,
         },
       ],
-    };
+    });
     fs.mkdirSync(this.cniConfDir(node), { recursive: true });
-    fs.writeFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), `${JSON.stringify(podnet, null, 2)}\n`);
+    fs.writeFileSync(path.join(this.cniConfDir(node), PRIMARY_CONFLIST_FILE), `${JSON.stringify(podnet, null, 2)}\n`);
   }
 
   private async chains(node: string): Promise<{ chain: CniChain; ifname: string }[]> {
@@ -879,7 +920,7 @@ export class NetnsLab {
     const opts = { path: [DEBIAN_CNI_DIR, binDir] };
     const loopback: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
     // The conflist the node's runtime uses, as on disk (writeNodeCni).
-    const podnet = parseConfList(fs.readFileSync(path.join(this.cniConfDir(node), '10-al-podnet.conflist'), 'utf8'));
+    const podnet = parseConfList(fs.readFileSync(path.join(this.cniConfDir(node), PRIMARY_CONFLIST_FILE), 'utf8'));
     return [
       { chain: new CniChain(loopback, exec, cache, opts), ifname: 'lo' },
       { chain: new CniChain(podnet, exec, cache, opts), ifname: 'eth0' },
@@ -1182,6 +1223,8 @@ export class NetnsLab {
     serviceAccount?: string;
     hostNetwork?: boolean;
     uid: number;
+    /** 'image': the spec declares no runAsUser; the app still runs as `uid`, as its image's USER (AppSpec.uidSource). */
+    uidSource?: UidSource;
     caps: readonly string[];
     tcpPorts: readonly number[];
     udpPorts?: readonly number[];
@@ -1203,8 +1246,11 @@ export class NetnsLab {
         containers: [
           {
             name: 'app',
-            image: 'ambient-lab/pod-app',
-            securityContext: { runAsUser: spec.uid, capabilities: { drop: ['ALL'], add: [...spec.caps] } },
+            image: spec.uidSource === 'image' ? `ambient-lab/pod-app:user-${spec.uid}` : 'ambient-lab/pod-app',
+            securityContext: {
+              ...(spec.uidSource === 'image' ? {} : { runAsUser: spec.uid }),
+              capabilities: { drop: ['ALL'], add: [...spec.caps] },
+            },
             ports: spec.tcpPorts.map((containerPort) => ({ containerPort, protocol: 'TCP' })),
             ...(spec.probePorts && spec.probePorts.length > 0
               ? { readinessProbe: { tcpSocket: { port: spec.probePorts[0]! } } }

@@ -48,15 +48,18 @@ import {
   type WorldFactory,
   type WorldOptions,
 } from '../../scenarios/world.js';
+import { insertedRuleText } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { CommandError, ipIn } from './ip.js';
 import { observe, observeIn, observeInOutput, parseConntrackList } from './observe.js';
 import { missingTools, missingToolsReason } from './required-tools.js';
+import { reapProcessRuns } from './leftovers.js';
 import { kubectlAvailability } from '../deployment/launch.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import {
   flushTablesThrough,
+  restoreThrough,
   rawSendThrough,
   type ClosedEvent,
   type ConnectOutcome,
@@ -172,6 +175,7 @@ export class NetnsWorld implements World {
       ...(spec.serviceAccount ? { serviceAccount: spec.serviceAccount } : {}),
       hostNetwork: spec.hostNetwork ?? false,
       uid: spec.app.uid,
+      ...(spec.app.uidSource ? { uidSource: spec.app.uidSource } : {}),
       caps: spec.app.caps,
       tcpPorts: spec.app.tcpPorts,
       udpPorts: spec.app.udpPorts ?? [],
@@ -777,13 +781,11 @@ export class NetnsWorld implements World {
       };
     const owner: ProbeOwner = { uid: p.appUid, gid: p.appUid, caps: effectiveAppCaps(p) };
     const probe = await this.probes.get(p.netns, owner);
-    if (action.kind === 'iptables-flush') {
-      return flushTablesThrough(
-        probe,
-        p.ips.some((ip) => ip.includes(':')),
-        `uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}`,
-      );
-    }
+    const who = `uid ${p.appUid}, effective capabilities [${effectiveAppCaps(p).join(', ')}] in ${podKey(pod)}`;
+    const dualStack = p.ips.some((ip) => ip.includes(':'));
+    if (action.kind === 'iptables-flush') return flushTablesThrough(probe, dualStack, who);
+    if (action.kind === 'iptables-insert')
+      return restoreThrough(probe, dualStack, who, insertedRuleText(action.rule), true);
     const name = `app ${podKey(pod)} tcp ${action.port} #${this.appListeners.size}`;
     try {
       await probe.request({
@@ -939,6 +941,23 @@ export class NetnsWorld implements World {
   }
 }
 
+/** Where the netns world's labs keep their run directories. */
+const NETNS_WORLDS_ROOT = '/run/ambient-lab/worlds';
+
+/**
+ * The options a real-kernel world (this one, or the container world built on it) is made with
+ * when a test or bench names only what it varies: two nodes, the strict profile, IPv4 only, no
+ * DNS capture, seed 1. kernelVersion is there for the type only (these worlds run this machine's).
+ */
+export const REAL_WORLD_OPTIONS: WorldOptions = {
+  nodes: 2,
+  profile: 'strict',
+  kernelVersion: '6.1',
+  ipv6: false,
+  dnsCapture: false,
+  seed: 1,
+};
+
 export const netnsWorldFactory: WorldFactory = {
   kind: 'netns',
   available() {
@@ -963,10 +982,11 @@ export const netnsWorldFactory: WorldFactory = {
       profile: options.profile,
       ipv6: options.ipv6,
       dnsCapture: options.dnsCapture,
-      stateRoot: '/run/ambient-lab/worlds',
+      stateRoot: NETNS_WORLDS_ROOT,
     });
     return new NetnsWorld(lab, options);
   },
+  reapInterrupted: () => reapProcessRuns(NETNS_WORLDS_ROOT),
 };
 
 /** The netns world's factory, as check loads it by module (e2e/world-modules.ts). */

@@ -214,6 +214,23 @@ export function applyTransaction(plan: readonly PlanTable[], saved: Map<string, 
   return parts.join('\n') + '\n';
 }
 
+/**
+ * Full restore input (no --noflush) that makes each table of `plan` hold exactly the plan: every
+ * built-in chain declared ACCEPT (an undeclared one would keep its policy), the own chains, the
+ * plan's lines. Restoring a table this way drops every other rule and user chain in it.
+ */
+export function exclusiveTransaction(plan: readonly PlanTable[]): string {
+  const parts: string[] = [];
+  for (const t of plan) {
+    parts.push(`*${t.table}`);
+    for (const c of BUILTIN_CHAINS[t.table]) parts.push(`:${c} ACCEPT [0:0]`);
+    for (const c of t.ownChains) parts.push(`:${c} - [0:0]`);
+    parts.push(...t.lines);
+    parts.push('COMMIT');
+  }
+  return parts.join('\n') + '\n';
+}
+
 /** The `--noflush` transaction removing the plan's hooks and own chains; undefined if none exist. */
 export function removeTransaction(plan: readonly PlanTable[], saved: Map<string, SavedTable>): string | undefined {
   const parts: string[] = [];

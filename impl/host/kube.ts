@@ -12,6 +12,7 @@
 import type {
   CoreV1Event,
   V1CustomResourceDefinition,
+  V1DaemonSet,
   V1Namespace,
   V1Node,
   V1ObjectMeta,
@@ -49,6 +50,7 @@ interface KubeObjects {
   Event: Wire<CoreV1Event>;
   CustomResourceDefinition: Wire<V1CustomResourceDefinition>;
   AuthorizationPolicy: AuthorizationPolicy;
+  DaemonSet: Wire<V1DaemonSet>;
 }
 export type KubeKind = keyof KubeObjects;
 export type KubeObjectOf<K extends KubeKind> = KubeObjects[K];
@@ -98,6 +100,14 @@ export const KIND_INFO: Readonly<Record<KubeKind, KindInfo>> = {
     group: 'security.istio.io',
     version: 'v1',
     plural: 'authorizationpolicies',
+    namespaced: true,
+    statusSubresource: true,
+  },
+  DaemonSet: {
+    kind: 'DaemonSet',
+    group: 'apps',
+    version: 'v1',
+    plural: 'daemonsets',
     namespaced: true,
     statusSubresource: true,
   },

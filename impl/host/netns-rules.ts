@@ -29,6 +29,10 @@
  *   see a partial state but never keeps one.)
  * - **Order**: apply installs routes and ip rules before iptables, remove takes iptables away
  *   first, so redirected packets never miss their return route.
+ * - **Exclusive apply** (mode `exclusive`, the strict profile): every table the plan uses is
+ *   replaced whole, one restore per family without `--noflush`: built-in chains hold only the
+ *   plan's hooks in the plan's order with policy ACCEPT, and no user chain but the plan's own
+ *   remains. Tables the plan does not use are not touched. All or nothing as above.
  */
 import type { NetnsId } from '../api/ids.js';
 import type { Mark } from '../api/marks.js';
@@ -78,8 +82,14 @@ export interface AppliedState {
   readonly routes: readonly LocalRoute[];
 }
 
+/**
+ * `merge` (default): rules outside the plan's own chains and hooks are left alone (upstream).
+ * `exclusive`: the plan's tables are replaced whole (strict: anything else there is foreign).
+ */
+export type ApplyMode = 'merge' | 'exclusive';
+
 export interface NetnsRules {
-  apply(netns: NetnsId, plan: RedirectionPlan): Promise<void>;
+  apply(netns: NetnsId, plan: RedirectionPlan, mode?: ApplyMode): Promise<void>;
   remove(netns: NetnsId, plan: RedirectionPlan): Promise<void>;
   read(netns: NetnsId): Promise<AppliedState>;
   /**

@@ -11,6 +11,7 @@
 import {
   ApiException,
   ApiextensionsV1Api,
+  AppsV1Api,
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
@@ -66,6 +67,48 @@ function need(ns: string | undefined, kind: KubeKind): string {
   return ns;
 }
 
+/* eslint-disable @typescript-eslint/no-explicit-any -- bodies are wire JSON validated by the server; the typed clients want their model classes */
+type Call = (params: any, options?: any) => Promise<unknown>;
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
+/**
+ * A typed client's calls for the namespaced kind K, by client-node's naming (CoreV1Api for Pod,
+ * AppsV1Api for DaemonSet, ...); the status patch only for kinds with a status subresource.
+ */
+type NamespacedClient<K extends string> = Record<
+  | `listNamespaced${K}`
+  | `list${K}ForAllNamespaces`
+  | `readNamespaced${K}`
+  | `createNamespaced${K}`
+  | `replaceNamespaced${K}`
+  | `patchNamespaced${K}`
+  | `deleteNamespaced${K}`,
+  Call
+> &
+  Partial<Record<`patchNamespaced${K}Status`, Call>>;
+
+/** The ops of a namespaced kind served by a typed client (`client` has the calls NamespacedClient names). */
+function namespacedOps<K extends KubeKind>(client: NamespacedClient<K>, kind: K): KindOps {
+  const c = client as unknown as Record<string, Call>;
+  const call = (m: string, params: Json, options?: unknown): Promise<Json> => c[m]!(params, options).then(wire<Json>);
+  return {
+    list: (ns, labelSelector, fieldSelector) =>
+      (ns
+        ? c[`listNamespaced${kind}`]!({ namespace: ns, labelSelector, fieldSelector })
+        : c[`list${kind}ForAllNamespaces`]!({ labelSelector, fieldSelector })
+      ).then(wire<ListResult>),
+    read: (name, ns) => call(`readNamespaced${kind}`, { name, namespace: need(ns, kind) }),
+    create: (body, ns) => call(`createNamespaced${kind}`, { namespace: need(ns, kind), body }),
+    replace: (name, body, ns) => call(`replaceNamespaced${kind}`, { name, namespace: need(ns, kind), body }),
+    patch: (name, body, ns) => call(`patchNamespaced${kind}`, { name, namespace: need(ns, kind), body }, merge),
+    patchStatus: (name, body, ns) =>
+      KIND_INFO[kind].statusSubresource
+        ? call(`patchNamespaced${kind}Status`, { name, namespace: need(ns, kind), body }, merge)
+        : Promise.reject(new KubeApiError(404, 'NotFound', `${KIND_INFO[kind].plural} has no status subresource`)),
+    delete: (name, ns) => c[`deleteNamespaced${kind}`]!({ name, namespace: need(ns, kind) }),
+  };
+}
+
 /** Maps a client-node failure to KubeApiError; anything else (network errors) passes through. */
 function toKubeApiError(err: unknown): unknown {
   if (err instanceof KubeApiError) return err;
@@ -97,6 +140,7 @@ export class ClientNodeKubeApi implements KubeApi {
   constructor(private readonly kc: KubeConfig) {
     const core = kc.makeApiClient(CoreV1Api);
     const ext = kc.makeApiClient(ApiextensionsV1Api);
+    const apps = kc.makeApiClient(AppsV1Api);
     const custom = kc.makeApiClient(CustomObjectsApi);
     /* eslint-disable @typescript-eslint/no-explicit-any -- bodies are wire JSON validated by the server; the typed clients want their model classes */
     const b = (x: Json): any => x;
@@ -124,62 +168,10 @@ export class ClientNodeKubeApi implements KubeApi {
         patchStatus: (name, body) => core.patchNodeStatus({ name, body }, merge).then(wire<Json>),
         delete: (name) => core.deleteNode({ name }),
       },
-      Pod: {
-        list: (ns, labelSelector, fieldSelector) =>
-          (ns
-            ? core.listNamespacedPod({ namespace: ns, labelSelector, fieldSelector })
-            : core.listPodForAllNamespaces({ labelSelector, fieldSelector })
-          ).then(wire<ListResult>),
-        read: (name, ns) => core.readNamespacedPod({ name, namespace: need(ns, 'Pod') }).then(wire<Json>),
-        create: (body, ns) => core.createNamespacedPod({ namespace: need(ns, 'Pod'), body: b(body) }).then(wire<Json>),
-        replace: (name, body, ns) =>
-          core.replaceNamespacedPod({ name, namespace: need(ns, 'Pod'), body: b(body) }).then(wire<Json>),
-        patch: (name, body, ns) =>
-          core.patchNamespacedPod({ name, namespace: need(ns, 'Pod'), body }, merge).then(wire<Json>),
-        patchStatus: (name, body, ns) =>
-          core.patchNamespacedPodStatus({ name, namespace: need(ns, 'Pod'), body }, merge).then(wire<Json>),
-        delete: (name, ns) => core.deleteNamespacedPod({ name, namespace: need(ns, 'Pod') }),
-      },
-      ServiceAccount: {
-        list: (ns, labelSelector, fieldSelector) =>
-          (ns
-            ? core.listNamespacedServiceAccount({ namespace: ns, labelSelector, fieldSelector })
-            : core.listServiceAccountForAllNamespaces({ labelSelector, fieldSelector })
-          ).then(wire<ListResult>),
-        read: (name, ns) =>
-          core.readNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount') }).then(wire<Json>),
-        create: (body, ns) =>
-          core
-            .createNamespacedServiceAccount({ namespace: need(ns, 'ServiceAccount'), body: b(body) })
-            .then(wire<Json>),
-        replace: (name, body, ns) =>
-          core
-            .replaceNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount'), body: b(body) })
-            .then(wire<Json>),
-        patch: (name, body, ns) =>
-          core
-            .patchNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount'), body }, merge)
-            .then(wire<Json>),
-        patchStatus: () =>
-          Promise.reject(new KubeApiError(404, 'NotFound', 'serviceaccounts has no status subresource')),
-        delete: (name, ns) => core.deleteNamespacedServiceAccount({ name, namespace: need(ns, 'ServiceAccount') }),
-      },
-      Event: {
-        list: (ns, labelSelector, fieldSelector) =>
-          (ns
-            ? core.listNamespacedEvent({ namespace: ns, labelSelector, fieldSelector })
-            : core.listEventForAllNamespaces({ labelSelector, fieldSelector })
-          ).then(wire<ListResult>),
-        read: (name, ns) => core.readNamespacedEvent({ name, namespace: need(ns, 'Event') }).then(wire<Json>),
-        create: (body, ns) =>
-          core.createNamespacedEvent({ namespace: need(ns, 'Event'), body: b(body) }).then(wire<Json>),
-        replace: (name, body, ns) =>
-          core.replaceNamespacedEvent({ name, namespace: need(ns, 'Event'), body: b(body) }).then(wire<Json>),
-        patch: (name, body, ns) =>
-          core.patchNamespacedEvent({ name, namespace: need(ns, 'Event'), body }, merge).then(wire<Json>),
-        patchStatus: () => Promise.reject(new KubeApiError(404, 'NotFound', 'events has no status subresource')),
-        delete: (name, ns) => core.deleteNamespacedEvent({ name, namespace: need(ns, 'Event') }),
-      },
+      Pod: namespacedOps(core, 'Pod'),
+      ServiceAccount: namespacedOps(core, 'ServiceAccount'),
+      Event: namespacedOps(core, 'Event'),
+      DaemonSet: namespacedOps(apps, 'DaemonSet'),
       CustomResourceDefinition: {
         list: (_ns, labelSelector, fieldSelector) =>
           ext.listCustomResourceDefinition({ labelSelector, fieldSelector }).then(wire<ListResult>),

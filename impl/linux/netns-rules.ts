@@ -6,10 +6,11 @@
  *
  * Decisions (see the port for the contract):
  * - iptables: one composed `--noflush` transaction per family (impl/api/netns-rules-restore.ts),
- *   checked first with `--test` for both families, so a text the tools reject changes nothing;
+ *   or in mode `exclusive` one full restore of the plan's tables per family, checked first with `--test` for both families, so a text the tools reject changes nothing;
  *   a kernel-side rejection after that is undone by restoring the saved tables.
  * - ip rule / ip route: added only when not already present exactly; EEXIST from `ip rule add` is
- *   "already there" (as upstream); remove deletes only what read() shows, and ENOENT/ESRCH from a
+ *   "already there" (as upstream), from `ip route add` only when a re-read shows exactly the plan's
+ *   route (a concurrent apply added it; else the table holds another route: an error); remove deletes only what read() shows, and ENOENT/ESRCH from a
  *   concurrent remover are "already gone".
  */
 import { execFile } from 'node:child_process';
@@ -18,6 +19,7 @@ import { mark, formatMark } from '../api/marks.js';
 import { iptablesTools, type IptablesTools } from './iptables-backend.js';
 import type {
   AppliedState,
+  ApplyMode,
   IpFamily,
   LocalRoute,
   NetnsRules,
@@ -26,6 +28,7 @@ import type {
 } from '../host/netns-rules.js';
 import {
   applyTransaction,
+  exclusiveTransaction,
   normaliseSave,
   parsePlanText,
   parseSave,
@@ -127,20 +130,22 @@ export class LinuxNetnsRules implements NetnsRules {
     this.ipt = opts.iptables ?? iptablesTools('system');
   }
 
-  async apply(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
+  async apply(netns: NetnsId, plan: RedirectionPlan, mode: ApplyMode = 'merge'): Promise<void> {
     const parsed = this.check(netns, 'apply', plan);
+    // Exclusive: one full restore per family replaces the plan's tables whole (atomic per table).
+    const flush = mode === 'exclusive' ? [] : ['--noflush'];
     // Dry run of both families first: what the tools reject must not half-apply.
     const saved = new Map<IpFamily, Map<string, SavedTable>>();
     const txs = new Map<IpFamily, string>();
     for (const [family, tables] of parsed) {
       const s = parseSave(await this.must(netns, 'apply', [this.ipt[family].save]));
       saved.set(family, s);
-      const tx = applyTransaction(tables, s);
+      const tx = mode === 'exclusive' ? exclusiveTransaction(tables) : applyTransaction(tables, s);
       txs.set(family, tx);
       await this.must(
         netns,
         'apply',
-        [this.ipt[family].restore, '--noflush', '--test', '-w'],
+        [this.ipt[family].restore, ...flush, '--test', '-w'],
         tx,
         "The plan's restore text was rejected in a dry run; nothing was changed. Fix the rule text (the line is quoted above).",
       );
@@ -156,14 +161,19 @@ export class LinuxNetnsRules implements NetnsRules {
     try {
       for (const r of plan.routes) {
         if (before.routes.some((x) => sameRoute(x, r))) continue;
-        await this.must(
-          netns,
-          'apply',
-          ['ip', ...withOp(routeArgs(r), 'add')],
-          undefined,
-          `Table ${r.table} may already hold a different route for ${r.dst}; the namespace was left as it was.`,
-        );
-        addedRoutes.push(r);
+        const argv = ['ip', ...withOp(routeArgs(r), 'add')];
+        const res = await this.run(netns, argv);
+        if (res.ok) addedRoutes.push(r);
+        // EEXIST after `before` said absent: another apply to this netns added it meanwhile (a
+        // retried ADD racing the first). Exactly this route is the plan's: not ours to undo.
+        else if (!(/File exists/.test(res.stderr) && (await this.read(netns)).routes.some((x) => sameRoute(x, r))))
+          throw this.error(
+            netns,
+            'apply',
+            argv,
+            res.stderr,
+            `Table ${r.table} may already hold a different route for ${r.dst}; the namespace was left as it was.`,
+          );
       }
       for (const r of plan.rules) {
         if (before.rules.some((x) => sameRule(x, r))) continue;
@@ -186,7 +196,7 @@ export class LinuxNetnsRules implements NetnsRules {
 
     const done: IpFamily[] = [];
     for (const family of parsed.keys()) {
-      const argv = [this.ipt[family].restore, '--noflush', '-w'];
+      const argv = [this.ipt[family].restore, ...flush, '-w'];
       const tx = txs.get(family) ?? '';
       const res = await this.run(netns, argv, tx);
       if (!res.ok) {

@@ -44,9 +44,11 @@ import type { EnrollmentConfig } from '../api/enrollment-config.js';
 import { selectorMatches } from '../api/label-selector.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
 import { drift, leftovers, universe } from './plan-drift.js';
+import { foreignRules } from './foreign-rules.js';
 import type { Cidr } from './rule-ir.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
 import { probePorts } from './probe-ports.js';
+import { fieldsRunningAs } from './proxy-uid-pods.js';
 import { probeSetSteps, type ProbeSetClaim, type ProbeSetMember } from './probe-set-sync.js';
 import { RetryableError, WorkQueue } from './work-queue.js';
 import { ZdsSendError, ZdsServer, type ZdsSnapshotEntry } from './zds-server.js';
@@ -132,6 +134,9 @@ interface AgentHealth {
 }
 
 class NotEligible extends Error {}
+
+/** Strict: a pod declares the proxy's uid (proxy-uid-pods.ts); not retryable — the spec must change. */
+class RunsAsProxyUid extends Error {}
 
 /**
  * The in-pod rules could not be applied. Not retryable, as upstream (its NonRetryableAdd for a
@@ -412,7 +417,12 @@ export class NodeAgent {
       return {
         ok: false,
         error: msg,
-        retryable: !(err instanceof NotEligible || err instanceof AnnotationError || err instanceof RulesApplyError),
+        retryable: !(
+          err instanceof NotEligible ||
+          err instanceof AnnotationError ||
+          err instanceof RulesApplyError ||
+          err instanceof RunsAsProxyUid
+        ),
       };
     }
   }
@@ -515,6 +525,19 @@ export class NodeAgent {
       throw new NotEligible(
         `pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not eligible for the mesh: ${d.reason}`,
       );
+    if (this.config.profile === 'strict') {
+      const fields = fieldsRunningAs(pod, this.config.proxyUid);
+      if (fields.length > 0) {
+        const msg = `pod ${pod.metadata?.namespace}/${pod.metadata?.name} runs as the node proxy's uid ${this.config.proxyUid} (${fields.join(', ')}): under the strict profile only the proxy may own marked sockets; run the pod as another uid`;
+        // A sandbox is refused (its containers do not start); a running pod cannot be refused
+        // without leaving it unprotected, so it is captured and a Warning Event says why it is not safe.
+        if (stage === 'sandbox') throw new RunsAsProxyUid(msg);
+        if (!this.warned.has(`${uid}|${msg}`)) {
+          this.warned.add(`${uid}|${msg}`);
+          await this.warn(pod, 'PodRunsAsProxyUid', msg);
+        }
+      }
+    }
     // Validate annotations before anything: a hostile value must never reach rule text.
     let ann;
     if (this.config.profile === 'upstream') {
@@ -806,6 +829,14 @@ export class NodeAgent {
   }
 
   /**
+   * Strict owns the pod's tables its plan uses: applies replace them whole and anything foreign
+   * there is drift. Upstream merges and only checks its own chains and hooks, as istio-cni.
+   */
+  private exclusive(): boolean {
+    return this.config.profile === 'strict';
+  }
+
+  /**
    * A plan naming every own chain, ip rule and route any plan of either profile can hold: an
    * agent restarted with another profile or other settings still removes what its predecessor made.
    */
@@ -820,7 +851,7 @@ export class NodeAgent {
    * removing the old plan before applying the new one left a window with no rules at all.
    */
   private async applyExactly(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
-    await this.deps.rules.apply(netns, plan);
+    await this.deps.rules.apply(netns, plan, this.exclusive() ? 'exclusive' : 'merge');
     const left = leftovers(await this.deps.rules.read(netns), plan);
     if (left === undefined) return;
     await this.deps.rules.remove(netns, left);
@@ -903,8 +934,10 @@ export class NodeAgent {
           p.rulesApplied = false;
           p.proxyAcked = false;
         } else if (p.plan && p.rulesApplied) {
-          // Exactly the plan: a missing rule, an added one in an own chain, a leftover chain.
-          const diff = drift(await this.deps.rules.read(p.netns), p.plan);
+          // Exactly the plan: a missing rule, an added one in an own chain, a leftover chain; under
+          // strict also anything else in the plan's tables (an app's NET_ADMIN ACCEPT ahead of a hook).
+          const state = await this.deps.rules.read(p.netns);
+          const diff = [...drift(state, p.plan), ...(this.exclusive() ? foreignRules(state, p.plan) : [])];
           if (diff.length > 0) {
             this.m.repairs.inc({ what: 'rules' });
             this.log.info('redirection differs from the plan; re-applying', {

@@ -119,11 +119,11 @@ function leftoverRouting(state: AppliedState, plan: RedirectionPlan): { rules: P
 }
 
 /** `-I CHAIN [n] ...` as iptables-save prints it: `-A CHAIN ...`. */
-function asSaved(line: string): string {
+export function asSaved(line: string): string {
   return line.replace(/^-I (\S+)( \d+)?/, '-A $1').trim();
 }
 
-function chainOf(line: string): string {
+export function chainOf(line: string): string {
   return line.split(/\s+/)[1] ?? '';
 }
 
@@ -135,7 +135,8 @@ function jumpTarget(line: string): string | undefined {
  * Every difference between the namespace and exactly `plan` (empty: it holds exactly the plan):
  * own chains missing or holding other rules or another order, hooks into own chains missing or
  * repeated, the plan's ip rules and routes missing, and leftovers of the universe. Rules that are
- * nobody's business of ours (other chains, other hooks) are not looked at.
+ * nobody's business of ours (other chains, other hooks) are not looked at here; under strict,
+ * foreignRules() (foreign-rules.ts) reports them in the plan's tables.
  */
 export function drift(state: AppliedState, plan: RedirectionPlan): string[] {
   const out: string[] = [];

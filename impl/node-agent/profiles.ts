@@ -39,7 +39,7 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
       'Capture is skipped only for packets carrying the proxy mark from sockets owned by the proxy uid (nat OUTPUT `-m mark --mark 0x539/0xfff -m owner --uid-owner P -j ACCEPT`), not for the mark alone.',
     rationale:
       'An app with CAP_NET_RAW (default in containerd; enough for SO_MARK since Linux 5.17) or CAP_NET_ADMIN can set mark 0x539 and skip the outbound and DNS redirects (finding-j, B4).',
-    cost: 'The proxy uid is configuration; an app running as the proxy uid is still exempt (B1), so the proxy uid should be one no app uses.',
+    cost: "The proxy uid is configuration; an app running as the proxy uid is still exempt (B1). The agent refuses the proxy uid 0 and any pod whose spec declares the proxy uid (proxy-uid-pods.ts); an image's USER is invisible to it, so admission must keep apps off the proxy uid.",
   },
   {
     id: 'drop-spoofed-mark',
@@ -78,6 +78,14 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
     rationale:
       "REDIRECT hands inbound to whatever socket holds 15006; while the node proxy restarts, an app without any capability can bind it, the proxy gets EADDRINUSE, and inbound reaches the app with no policy (finding-l). TPROXY assigns a packet only to a transparent socket (IP_TRANSPARENT, which needs CAP_NET_RAW or CAP_NET_ADMIN) and drops it otherwise, so such a squatter gets nothing: inbound fails closed. The proxy's listeners are transparent and read the target from the accepted socket's local address. Not closed: an app with NET_RAW (containerd's default set) or NET_ADMIN can make its squatter transparent; only admission (drop NET_RAW) or a bind guard on the proxy ports (eBPF/LSM, upstream PR #49078) closes that.",
     cost: 'The pod netns needs the TPROXY target (xt_TPROXY, nf_tproxy_ipv4/ipv6 modules) and the proxy must keep IP_TRANSPARENT on its listeners (so it needs NET_RAW or NET_ADMIN in the pod netns, which it has for spoofing anyway). The probe carve-out and the virtual-interface exemption move to mangle.',
+  },
+  {
+    id: 'exclusive-tables',
+    summary:
+      "The agent owns every table its in-pod plan uses: it applies the plan by one full iptables-restore per family (no --noflush) that replaces those tables whole, and its repair pass treats anything else in them (a rule in a built-in chain besides the plan's hooks, a user chain the plan does not declare, a built-in policy other than ACCEPT) as drift.",
+    rationale:
+      "An app with NET_ADMIN can insert `-I OUTPUT 1 -j ACCEPT` ahead of the hook into ISTIO_OUTPUT; upstream's reconcile compares only its own chains and hooks, so such a rule stays for good (B3, B14). Tables the plan does not use are not looked at.",
+    cost: "Nothing else may keep rules in the pod's raw, mangle, nat or filter tables (whichever the plan uses): another CNI's or the app's own rules there are removed at the next apply or repair pass.",
   },
   {
     id: 'host-probe-kubelet-uid',

@@ -185,6 +185,20 @@ export function flushActions(): AttackerAction[] {
   ];
 }
 
+/** Catalog phase inserted-accept: after the attacker inserted ACCEPTs ahead of the capture and the cluster settled. */
+export function insertedAcceptActions(): AttackerAction[] {
+  const from: Source = { kind: 'pod', pod: ATTACKER };
+  return [
+    { name: 'after insert: attacker tcp → sink', from, to: pod(SINK, APP_PORT), opts: {} },
+    {
+      name: 'after insert: attacker udp → sink',
+      from,
+      to: pod(SINK, UDP_PORT),
+      opts: { proto: 'udp', payload: 'x' },
+    },
+  ];
+}
+
 /**
  * After the attacker bound the proxy ports during a proxy stop: who accepts what comes in. (Its
  * own outbound then lands on its own 15001: the pod talks to itself, and its onward connections
@@ -210,7 +224,12 @@ export function hijackActions(): AttackerAction[] {
 /** Every action name the matrix may run for a threat (catalog entries are checked against it). */
 export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): string[] {
   const inPod = t.vantage === 'enrolled-pod' ? [...carveOutActions(), ...flushActions(), ...hijackActions()] : [];
-  const catalog = [...meshV6OffActions(t), ...rebootActions(), ...hostileAnnotationActions()];
+  const catalog = [
+    ...meshV6OffActions(t),
+    ...rebootActions(),
+    ...hostileAnnotationActions(),
+    ...(t.vantage === 'enrolled-pod' ? insertedAcceptActions() : []),
+  ];
   return [...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t), ...catalog].map(
     (a) => a.name,
   );

@@ -17,22 +17,34 @@
  *   captured with defaults (the values refused), their traffic in and out captured.
  * - rogue-zds: a process of the threat's uid on the victim's node speaks ZDS to the agent; it must
  *   be rejected (peer uid), and the real proxy keeps serving every pod.
+ * - inserted-accept (net-admin-insert): the attacker (NET_ADMIN) inserts ACCEPTs ahead of the
+ *   capture in its own netns (World.appExec iptables-insert) and stops; after a settle (the
+ *   agent's repair passes) its traffic out is judged. Still uncaptured then is an outbound bypass
+ *   and a convergence failure: the tampering outlived the repair loop.
  */
-import type { Profile, World, WorldOptions } from '../world.js';
+import { INSERTED_RULE_IDS, type Profile, type World, type WorldOptions } from '../world.js';
 import { checkState } from '../properties/index.js';
 import { violation, type Violation } from '../properties/types.js';
 import type { ThreatId, ThreatModel } from '../threats/threats.js';
 import { ATTACKS } from './catalog.js';
 import {
   hostileAnnotationActions,
+  insertedAcceptActions,
   livenessActions,
   meshV6OffActions,
   rebootActions,
   type AttackerAction,
 } from './actions.js';
-import { API_LATE, APP_PORT, buildTopology, HOSTILE_PODS, type TopologyState } from './topology.js';
+import { API_LATE, APP_PORT, ATTACKER, buildTopology, HOSTILE_PODS, type TopologyState } from './topology.js';
 
-export const CATALOG_PHASES = ['cni-api-error', 'reboot', 'hostile-annotations', 'rogue-zds', 'mesh-v6-off'] as const;
+export const CATALOG_PHASES = [
+  'cni-api-error',
+  'reboot',
+  'hostile-annotations',
+  'rogue-zds',
+  'inserted-accept',
+  'mesh-v6-off',
+] as const;
 export type CatalogPhase = (typeof CATALOG_PHASES)[number];
 
 /** The catalog phases to run for a threat: those of the catalog entries that name it. */
@@ -44,14 +56,14 @@ export function catalogPhasesFor(threat: ThreatId): CatalogPhase[] {
 
 /** What a phase reports into (the matrix's sink and log). */
 export interface PhaseSink {
-  /** Judge attempts with every connection property, labelled with the phase. */
+  /** Judge attempts with every connection property, labelled with the phase; returns what was found. */
   run(
     world: World,
     state: TopologyState,
     actions: readonly AttackerAction[],
     phase: CatalogPhase,
     quiescent: boolean,
-  ): Promise<void>;
+  ): Promise<readonly Violation[]>;
   push(v: Violation, phase: CatalogPhase, action?: string): void;
   log(line: string): void;
 }
@@ -130,7 +142,12 @@ export async function runCatalogPhases(
             node: n0,
             labels: { app: h.pod.name },
             annotations: h.annotations,
-            app: { uid: t.uids[0] ?? 1000, caps: [...t.caps], tcpPorts: [APP_PORT] },
+            app: {
+              uid: t.uids[0] ?? 1000,
+              ...(t.uidSource ? { uidSource: t.uidSource } : {}),
+              caps: [...t.caps],
+              tcpPorts: [APP_PORT],
+            },
           });
           sink.log(
             `hostile-annotations: ${h.pod.name}: started ${obs.started}, redirected ${obs.redirected}, served ${obs.served}, annotation ${obs.annotation ?? '(none)'}`,
@@ -172,6 +189,32 @@ export async function runCatalogPhases(
           phase,
           true,
         );
+        break;
+      }
+      case 'inserted-accept': {
+        if (!world.appExec) {
+          sink.log('inserted-accept: skipped (the World has no appExec)');
+          break;
+        }
+        let inserted = 0;
+        for (const rule of INSERTED_RULE_IDS) {
+          const r = await world.appExec(ATTACKER, { kind: 'iptables-insert', rule });
+          sink.log(`inserted-accept: ${rule}: ${r.ok ? 'inserted' : (r.error ?? 'failed')}`);
+          if (r.ok) inserted++;
+        }
+        if (inserted === 0) break; // refused (no NET_ADMIN): nothing changed
+        // The app stops here: whatever the repair loop does not undo by the settle stays.
+        await world.settle();
+        const found = await sink.run(world, state, insertedAcceptActions(), phase, true);
+        for (const v of found.filter((x) => x.property === 'outbound-capture'))
+          sink.push(
+            violation(
+              'convergence',
+              `after a settle the attacker's inserted ACCEPT still applies (the repair loop left it): ${v.message}`,
+              { cause: v },
+            ),
+            phase,
+          );
         break;
       }
       case 'mesh-v6-off':

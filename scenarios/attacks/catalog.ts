@@ -125,6 +125,33 @@ export const ATTACKS: readonly AttackEntry[] = [
     },
   },
   {
+    id: 'net-admin-insert',
+    classes: ['B3', 'B14'],
+    title: 'NET_ADMIN inserts ACCEPTs ahead of the capture, once',
+    setup: 'root app with NET_ADMIN (threats without it get EPERM and nothing changes)',
+    attack:
+      'World.appExec iptables-insert in its own pod netns, once: ACCEPT at the top of nat OUTPUT (ahead of the hook into ISTIO_OUTPUT) and UDP ACCEPT at the top of filter OUTPUT; every rule of the plan stays in place. Then, after a settle (the agent had its repair passes), TCP and UDP out to the sink',
+    observation:
+      "upstream: the first hop is still the sink app, not 15001 — its repair only compares the plan's own chains and hooks, so the inserted rule stays for good (a convergence failure too). strict: the repair pass sees rules in the plan's tables that the plan does not hold and restores those tables whole; TCP goes to 15001 again and UDP is dropped",
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'convergence',
+        why: 'inserted rules outside the own chains are never repaired (B14; upstream istio-cni does the same)',
+      },
+      strict: {
+        verdict: 'holds',
+        why: "exclusive-tables: any foreign rule, chain or policy in the plan's tables is drift, repaired by one full restore per family (the window until the next repair pass is B3's residual)",
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-net-admin',
+      phase: 'inserted-accept',
+      actions: ['after insert: attacker tcp → sink', 'after insert: attacker udp → sink'],
+    },
+  },
+  {
     id: 'non-tcp',
     classes: ['B8', 'finding-j'],
     title: 'UDP in and out of an enrolled pod',

@@ -235,7 +235,11 @@ export async function runThreatDetailed(
   const catalogLog: string[] = [];
   const appExec = typeof world.appExec === 'function';
   const sink: PhaseSink = {
-    run: (w, st, actions, phase, quiescent) => runActions(w, st, actions, phase, found, quiescent),
+    run: async (w, st, actions, phase, quiescent) => {
+      const before = found.length;
+      await runActions(w, st, actions, phase, found, quiescent);
+      return found.slice(before).map((f) => f.violation);
+    },
     push: (v, phase, action) => {
       found.push({ violation: v, phase, ...(action !== undefined ? { action } : {}) });
     },
@@ -300,7 +304,11 @@ export async function meshV6OffFindings(
 ): Promise<FoundViolation[]> {
   const found: FoundViolation[] = [];
   const sink: PhaseSink = {
-    run: (w, st, actions, phase, quiescent) => runActions(w, st, actions, phase, found, quiescent),
+    run: async (w, st, actions, phase, quiescent) => {
+      const before = found.length;
+      await runActions(w, st, actions, phase, found, quiescent);
+      return found.slice(before).map((f) => f.violation);
+    },
     push: (v, phase, action) => {
       found.push({ violation: v, phase, ...(action !== undefined ? { action } : {}) });
     },

@@ -183,7 +183,13 @@ export async function buildTopology(world: World, t: ThreatModel, mesh: MeshSett
       node: n0,
       labels: { app: 'attacker' },
       serviceAccount: 'attacker',
-      app: { uid: t.uids[0]!, caps: t.caps, tcpPorts: [APP_PORT], udpPorts: [UDP_PORT] },
+      app: {
+        uid: t.uids[0]!,
+        ...(t.uidSource ? { uidSource: t.uidSource } : {}),
+        caps: t.caps,
+        tcpPorts: [APP_PORT],
+        udpPorts: [UDP_PORT],
+      },
     });
   }
   if (t.vantage === 'same-node-host') {

@@ -95,7 +95,7 @@ const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, Row>>>> 
     'app-proxy-uid-net-raw': row(
       UDP_OUT,
       holds(
-        'the proxy uid alone is not enough: the mark needs a capability, and a non-root container has no effective capabilities (k8s#56374). Residual B1 (proxy uid + file capability CAP_NET_RAW) is not modelled by the sim',
+        "the proxy uid alone is not enough: the mark needs a capability, and a non-root container has no effective capabilities (k8s#56374). The attacker's uid comes from its image (a pod declaring runAsUser 1337 is refused by the strict agent, proxy-uid-pods.ts). Residual B1 (proxy uid + file capability CAP_NET_RAW) is not modelled by the sim",
       ),
     ),
     'host-process': row(holds(VACUOUS_OUT), holds(VACUOUS_OUT)),
@@ -184,6 +184,20 @@ for (const t of THREATS) {
     holds('plain TCP between enrolled pods under allow-all is carried with identities; strict only drops non-TCP'),
   );
 }
+
+// NET_ADMIN inserts an ACCEPT ahead of the capture once and stops (catalog net-admin-insert,
+// phase inserted-accept): upstream's repair never looks outside its own chains and hooks, so the
+// pod stays uncaptured after the settle; strict (exclusive-tables) repairs it.
+mutable.convergence['app-net-admin'] = row(
+  bypass(
+    ['B3', 'B14'],
+    "an ACCEPT the app inserts ahead of the hook in nat OUTPUT outlives every repair pass: the agent only checks the plan's own chains and hooks",
+    'appExec',
+  ),
+  holds(
+    "exclusive-tables: the repair pass treats anything else in the plan's tables as drift and restores them whole before quiescence",
+  ),
+);
 
 // Port hijack (docs/bypass-classes.md#finding-l), measured in the matrix's port-hijack phase: the node proxy of the
 // attacker's node stops, the app binds 15001 and 15006 in its own netns (no privilege needed:

@@ -22,6 +22,7 @@ export function defaultCatalog(): CheckCatalog {
     id: t.id,
     title: t.title,
     uids: t.uids,
+    ...(t.uidSource ? { uidSource: t.uidSource } : {}),
     caps: t.caps,
     kernelVersion: t.kernelVersion,
     hostAttacker: t.hostAttacker,

@@ -24,7 +24,15 @@ import {
   type MatrixSelection,
 } from './matrix.js';
 import { runTask, type Settings, type Task, type TaskEnv, type TaskResult } from './tasks.js';
-import { disposeWorlds, runsInProcess, unstageableThreat, worldGaps, worldLimits, type WorldChoice } from './worlds.js';
+import {
+  disposeWorlds,
+  loadFactory,
+  runsInProcess,
+  unstageableThreat,
+  worldGaps,
+  worldLimits,
+  type WorldChoice,
+} from './worlds.js';
 
 export const CHECK_REPORT_FORMAT = 'ambient-lab/check@1';
 
@@ -41,6 +49,21 @@ interface CheckOptions {
   /** Also run the deterministic attack catalog per threat × profile (default on). */
   readonly attacks: boolean;
   readonly onProgress?: (p: Progress) => void;
+  /**
+   * Aborting stops the run: worker threads are terminated mid-history, then the world's factory
+   * removes what they left (WorldFactory.reapInterrupted) and runCheck rejects with CheckInterrupted.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** The run was stopped (CheckOptions.signal); `reaped` lists what its worlds had left and was removed. */
+export class CheckInterrupted extends Error {
+  constructor(
+    readonly reason: string,
+    readonly reaped: readonly string[],
+  ) {
+    super(`check interrupted (${reason})`);
+  }
 }
 
 export interface Progress {
@@ -124,19 +147,33 @@ async function runQueue(
   workers: number,
   onRuns: (n: number) => void,
   onResult: (r: TaskResult) => void,
+  signal: AbortSignal | undefined,
 ): Promise<void> {
   const url = workerUrl();
+  // Resolves when the signal aborts: the run stops waiting for its tasks and throws.
+  const aborted = new Promise<typeof ABORTED>((resolve) => {
+    if (signal?.aborted) resolve(ABORTED);
+    else signal?.addEventListener('abort', () => resolve(ABORTED), { once: true });
+  });
   if (workers <= 0 || !url) {
-    for (const t of tasks) onResult(await runTask(t, env, () => onRuns(1)));
+    // In this thread a task cannot be cut short: an abort stops the run at the next await.
+    for (const t of tasks) {
+      const r = await Promise.race([runTask(t, env, () => onRuns(1)), aborted]);
+      if (r === ABORTED) throw new Error('aborted');
+      onResult(r);
+    }
     return;
   }
   const queue = [...tasks];
   const n = Math.min(workers, queue.length);
+  const live = new Set<Worker>();
   // One lane per worker. A worker that crashes (an exception escaping the world, outside any
   // awaited promise) fails only its current task, reported as an error, and is replaced.
   const lane = (): Promise<void> =>
     new Promise<void>((resolve) => {
       const w = new Worker(url, { workerData: env });
+      live.add(w);
+      w.once('exit', () => live.delete(w));
       let current: Task | undefined;
       const next = (): void => {
         current = queue.shift();
@@ -161,8 +198,15 @@ async function runQueue(
       });
       next();
     });
-  await Promise.all(Array.from({ length: n }, () => lane()));
+  if ((await Promise.race([Promise.all(Array.from({ length: n }, () => lane())), aborted])) === ABORTED) {
+    // Interrupted: end every worker thread now (their worlds are reaped by the caller).
+    await Promise.all([...live].map((w) => w.terminate()));
+    throw new Error('aborted');
+  }
 }
+
+/** What the abort promise of runQueue resolves to. */
+const ABORTED = Symbol('aborted');
 
 function crashed(t: Task, error: string): TaskResult {
   return t.kind === 'model'
@@ -226,7 +270,13 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
             : `attacks ${r.threat} × ${r.profile}${r.error ? ': error' : ''}`,
         );
       },
+      o.signal,
     );
+  } catch (e) {
+    if (!o.signal?.aborted) throw e;
+    const reason = String(o.signal.reason ?? 'aborted');
+    const factory = o.world.world === 'sim' ? undefined : await loadFactory(o.world);
+    throw new CheckInterrupted(reason, (await factory?.reapInterrupted?.()) ?? []);
   } finally {
     if (inProcess) await disposeWorlds();
   }

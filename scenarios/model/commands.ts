@@ -145,7 +145,13 @@ export class CreatePod extends ChangeCommand {
     const hostNetwork = this.shape.hostNetwork && m.threat.hostAttacker;
     // hostNetwork apps share the node's ports: give each its own, as a scheduler honouring hostPorts would.
     const offset = hostNetwork ? 20000 + 10 * m.nextPod : 0;
-    const app = { uid, caps, tcpPorts: APP_PORTS.map((p) => p + offset), udpPorts: [APP_UDP_PORT + offset] };
+    const app = {
+      uid,
+      ...(m.threat.uidSource ? { uidSource: m.threat.uidSource } : {}),
+      caps,
+      tcpPorts: APP_PORTS.map((p) => p + offset),
+      udpPorts: [APP_UDP_PORT + offset],
+    };
     this.resolved =
       `${ns}/${name}${node ? ` on ${node}` : ''} uid=${uid}${caps.length ? ` caps=${caps.join('+')}` : ''}` +
       `${this.shape.mode === null ? '' : ` mode=${this.shape.mode}`}${hostNetwork ? ' hostNetwork' : ''}` +

@@ -4,7 +4,15 @@
  * threats and expected-table modules to these shapes, so the runner never depends on their
  * details.
  */
-import type { AppCapability, ConnectOptions, ConnectResult, Destination, Profile, Source } from '../world.js';
+import type {
+  AppCapability,
+  ConnectOptions,
+  ConnectResult,
+  Destination,
+  Profile,
+  Source,
+  UidSource,
+} from '../world.js';
 import type { ConnectionProperty, PropertyName, StateProperty, Violation } from '../properties/index.js';
 
 /** One connection attempt as the run saw it (its trace is the counterexample's packet trace). */
@@ -35,6 +43,8 @@ export interface ThreatSpec {
   readonly title: string;
   /** uids the app may run as (at least one). */
   readonly uids: readonly number[];
+  /** How the app's uid is set (AppSpec.uidSource); absent: declared as runAsUser. */
+  readonly uidSource?: UidSource;
   readonly caps: readonly AppCapability[];
   readonly kernelVersion: string;
   /** Host processes (and hostNetwork pods) are attackers too. */

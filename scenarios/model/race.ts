@@ -99,7 +99,13 @@ export class Race implements ModelCommand {
           for (const h of op.shape.hostile) Object.assign(annotations, HOSTILE_ANNOTATIONS[h] ?? {});
           const uid = m.threat.uids[op.shape.uidIndex % m.threat.uids.length] ?? 1000;
           const caps = op.shape.caps.filter((c) => m.threat.caps.includes(c));
-          const app = { uid, caps, tcpPorts: [...APP_PORTS], udpPorts: [APP_UDP_PORT] };
+          const app = {
+            uid,
+            ...(m.threat.uidSource ? { uidSource: m.threat.uidSource } : {}),
+            caps,
+            tcpPorts: [...APP_PORTS],
+            udpPorts: [APP_UDP_PORT],
+          };
           const ref = { namespace: ns, name };
           out.push({
             label: `create ${ns}/${name} mode=${String(op.shape.mode)}`,

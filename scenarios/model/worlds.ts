@@ -3,7 +3,7 @@
  * whose agents apply a deliberately broken rule set — one plan mutant — to every pod).
  */
 import * as os from 'node:os';
-import type { AppCapability, Profile, WorldFactory, WorldOptions } from '../world.js';
+import type { AppCapability, Profile, UidSource, WorldFactory, WorldOptions } from '../world.js';
 
 export type CheckWorldName = 'sim' | 'netns' | 'containers' | 'kind';
 export const CHECK_WORLDS: readonly CheckWorldName[] = ['sim', 'netns', 'containers', 'kind'];
@@ -143,17 +143,20 @@ interface WorldLimits {
   readonly raw: boolean;
   /** WorldOptions.kernelVersion: followed ('any'), or the host's kernel decides ('host'). */
   readonly kernel: 'any' | 'host';
+  /** Can its pods run as a uid their spec does not declare (the image's USER, AppSpec.uidSource)? */
+  readonly imageUser: boolean;
 }
 
 export function worldLimits(world: CheckWorldName): WorldLimits {
   // kind: dual-stack clusters (fixtures/kind/cluster-dual.yaml) and raw sources through the probe (e2e/kind/kind-world.ts).
-  if (world === 'kind') return { ipv6: true, raw: true, kernel: 'host' };
+  // kind runs one real pod-app image, whose USER is root: no image carries another uid.
+  if (world === 'kind') return { ipv6: true, raw: true, kernel: 'host', imageUser: false };
   // The netns world's kernel is the machine's too: a threat of the other kernel era (e.g.
   // app-net-raw-5.15 on 6.x, where NET_RAW alone may set SO_MARK) cannot be staged there.
-  if (world === 'netns') return { ipv6: true, raw: true, kernel: 'host' };
+  if (world === 'netns') return { ipv6: true, raw: true, kernel: 'host', imageUser: true };
   // The container world is the netns world's harness with nodes and components in containers (e2e/containers).
-  if (world === 'containers') return { ipv6: true, raw: true, kernel: 'host' };
-  return { ipv6: true, raw: true, kernel: 'any' };
+  if (world === 'containers') return { ipv6: true, raw: true, kernel: 'host', imageUser: true };
+  return { ipv6: true, raw: true, kernel: 'any', imageUser: true };
 }
 
 /** Kernel permission semantics the model distinguishes: before 5.17 ('5.15') or from it ('6.1'). */
@@ -171,7 +174,12 @@ function kernelEra(version: string): 'pre-5.17' | '5.17+' | undefined {
  */
 export function unstageableThreat(
   world: CheckWorldName,
-  threat: { readonly id: string; readonly kernelVersion: string; readonly caps: readonly AppCapability[] },
+  threat: {
+    readonly id: string;
+    readonly kernelVersion: string;
+    readonly caps: readonly AppCapability[];
+    readonly uidSource?: UidSource;
+  },
   hostKernel: string = os.release(),
 ): string | undefined {
   const l = worldLimits(world);
@@ -180,6 +188,9 @@ export function unstageableThreat(
   }
   if (!l.raw && threat.caps.includes('NET_RAW')) {
     return `raw (AF_PACKET) sources: the threat grants NET_RAW, the ${world} world cannot send raw packets (its histories would draw raw attempts that only error)`;
+  }
+  if (!l.imageUser && threat.uidSource === 'image') {
+    return `uid from the image: the threat's app runs as its image's USER (no runAsUser), the ${world} world has no image with that USER`;
   }
   return undefined;
 }

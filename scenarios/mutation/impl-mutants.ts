@@ -89,6 +89,14 @@ export const IMPL_MUTANTS: readonly ImplMutant[] = [
     replacement: 'if (false) {',
   },
   {
+    name: 'strict-foreign-rules-ignored',
+    area: 'repair',
+    doc: "strict neither looks for foreign rules in its plan's tables nor replaces them whole: it checks and applies as upstream (an inserted ACCEPT ahead of the hook stays)",
+    file: 'impl/node-agent/node-agent.js',
+    anchor: "return this.config.profile === 'strict';",
+    replacement: 'return false;',
+  },
+  {
     name: 'inbound-authz-skipped',
     area: 'inbound authorization',
     doc: 'the destination proxy forwards inbound connections without asking the authorizer',

@@ -10,7 +10,7 @@
  * The shape is a superset of scenarios/model/contracts.ts `ThreatSpec`, so the model-based
  * runner can draw from the same list.
  */
-import type { AppCapability } from '../world.js';
+import type { AppCapability, UidSource } from '../world.js';
 
 export type ThreatId =
   | 'app-nonroot'
@@ -33,6 +33,8 @@ export interface ThreatModel {
   readonly vantage: Vantage;
   /** uids the attacker runs as (app uid, or host process uid). */
   readonly uids: readonly number[];
+  /** How an app attacker's uid is set (AppSpec.uidSource); absent: declared as runAsUser. */
+  readonly uidSource?: UidSource;
   readonly caps: readonly AppCapability[];
   /** '5.15' (< 5.17: SO_MARK needs NET_ADMIN) or '6.1' (>= 5.17: NET_RAW is enough). */
   readonly kernelVersion: '5.15' | '6.1';
@@ -104,9 +106,11 @@ export const THREATS: readonly ThreatModel[] = [
   {
     ...base,
     id: 'app-proxy-uid-net-raw',
-    title: 'app running as the proxy uid with NET_RAW, kernel 6.1',
+    title: "app running as the proxy uid (its image's USER, no runAsUser) with NET_RAW, kernel 6.1",
     vantage: 'enrolled-pod',
     uids: [PROXY_UID],
+    // Declared as runAsUser, strict's agent refuses the pod (B1): the uid the agent cannot see is the threat.
+    uidSource: 'image',
     caps: ['NET_RAW'],
     kernelVersion: '6.1',
     may: 'run as the uid the strict profile trusts (B1); the added NET_RAW is not effective for a non-root uid (Kubernetes sets no ambient capabilities, kubernetes/kubernetes#56374; the sim container model follows it), so it can neither mark nor open AF_PACKET',

@@ -30,7 +30,7 @@ import type { SocketFailure } from '../../impl/host/sockets.js';
 import type { V1Container, V1Probe } from '@kubernetes/client-node';
 import { SimWorld, OUTSIDE_NETNS, OUTSIDE_ADDRESS } from '../../sim/world/world.js';
 import type { SimNode } from '../../sim/node/sim-node.js';
-import type { SimContainer } from '../../sim/node/container.js';
+import { imageUser, type SimContainer } from '../../sim/node/container.js';
 import { SimSockets, simConnectionOf } from '../../sim/kernel/sockets-adapter.js';
 import { credentials, mayAdminNetwork, type Credentials } from '../../sim/kernel/process.js';
 import { SimErrnoError } from '../../sim/kernel/errors.js';
@@ -45,6 +45,7 @@ import { runFor, settle as drive } from '../../sim/time/settle.js';
 import { SimPluginEventTransport } from '../../sim/transport/plugin-events.js';
 import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
 import {
+  insertedRuleText,
   podKey,
   type Acceptor,
   type AppAction,
@@ -112,6 +113,7 @@ const FINGERPRINT_KINDS = [
   'Node',
   'CustomResourceDefinition',
   'AuthorizationPolicy',
+  'DaemonSet',
 ] as const satisfies readonly KubeKind[];
 /** rebootNode: virtual time the kubelet runs (and tries the pods' sandboxes) before the agent and proxy are back. */
 const REBOOT_DAEMONSETS_AFTER_MS = 2000;
@@ -277,11 +279,16 @@ export class SimMeshWorld implements World {
     // A hostNetwork app shares the node's ports with every other hostNetwork app: the world binds
     // its TCP ports itself (openAppListeners), so a conflict is a failed listen (EADDRINUSE,
     // logged), as for a real app that cannot bind, instead of an exception out of the kubelet.
+    // An app whose uid comes from its image declares none (AppSpec.uidSource): the agent cannot see it.
+    const fromImage = app.uidSource === 'image';
     const main: Wire<V1Container> = {
       name: APP_CONTAINER,
-      image: 'sim/app',
+      image: fromImage ? `sim/app:user-${app.uid}` : 'sim/app',
       ...(spec.hostNetwork ? {} : { ports: app.tcpPorts.map((p) => ({ containerPort: p })) }),
-      securityContext: { runAsUser: app.uid, runAsGroup: app.uid, capabilities: { drop: ['ALL'], add: [...app.caps] } },
+      securityContext: {
+        ...(fromImage ? {} : { runAsUser: app.uid, runAsGroup: app.uid }),
+        capabilities: { drop: ['ALL'], add: [...app.caps] },
+      },
       ...(probes[0] !== undefined ? { readinessProbe: probe(probes[0]) } : {}),
       ...(probes[1] !== undefined ? { livenessProbe: probe(probes[1]) } : {}),
       ...(probes[2] !== undefined ? { startupProbe: probe(probes[2]) } : {}),
@@ -289,8 +296,8 @@ export class SimMeshWorld implements World {
     // More probe ports than one container has probe kinds: declared on extra (socket-less) containers.
     const extra: Array<Wire<V1Container>> = probes.slice(3).map((p, i) => ({
       name: `probe-${i}`,
-      image: 'sim/probe',
-      securityContext: { runAsUser: app.uid, capabilities: { drop: ['ALL'] } },
+      image: fromImage ? `sim/probe:user-${app.uid}` : 'sim/probe',
+      securityContext: { ...(fromImage ? {} : { runAsUser: app.uid }), capabilities: { drop: ['ALL'] } },
       livenessProbe: probe(p),
     }));
     this.apps.set(podKey(spec), app);
@@ -794,14 +801,16 @@ export class SimMeshWorld implements World {
     const ep = await this.endpointOf({ kind: 'pod', pod });
     if (typeof ep === 'string') return { ok: false, error: `appExec ${action.kind} in ${podKey(pod)}: ${ep}` };
     const k = this.sim.kernel;
-    if (action.kind === 'iptables-flush') {
+    if (action.kind === 'iptables-flush' || action.kind === 'iptables-insert') {
       if (!mayAdminNetwork(ep.creds))
         return {
           ok: false,
           error: `iptables-restore: EPERM (uid ${ep.creds.uid} has no effective NET_ADMIN in ${podKey(pod)})`,
         };
+      const insert = action.kind === 'iptables-insert';
+      const text = insert ? insertedRuleText(action.rule) : EMPTY_TABLES;
       const families: Family[] = ep.ips.some((ip) => parseIp(ip).family === 6) ? [4, 6] : [4];
-      for (const f of families) k.iptablesRestore(ep.netns, f, EMPTY_TABLES, { source: `app ${ep.label}` });
+      for (const f of families) k.iptablesRestore(ep.netns, f, text, { noflush: insert, source: `app ${ep.label}` });
       await runFor(this.sim.clock, 0);
       return { ok: true };
     }
@@ -1179,7 +1188,8 @@ function sameShape(p: Pod, spec: PodSpec): boolean {
     (spec.node === undefined || p.spec?.nodeName === spec.node) &&
     (p.spec?.hostNetwork === true) === (spec.hostNetwork === true) &&
     sortedJson(annotations) === sortedJson(spec.annotations ?? {}) &&
-    main?.securityContext?.runAsUser === spec.app.uid &&
+    (main?.securityContext?.runAsUser ?? imageUser(main?.image).uid) === spec.app.uid &&
+    (main?.securityContext?.runAsUser === undefined) === (spec.app.uidSource === 'image') &&
     sortedJson(Object.fromEntries((main?.securityContext?.capabilities?.add ?? []).map((c) => [c, '']))) ===
       sortedJson(Object.fromEntries(spec.app.caps.map((c) => [c, ''])))
   );

@@ -8,6 +8,7 @@
 import type { NetnsId } from '../../impl/api/ids.js';
 import type {
   AppliedState,
+  ApplyMode,
   IpFamily,
   LocalRoute,
   NetnsRules,
@@ -16,6 +17,7 @@ import type {
 } from '../../impl/host/netns-rules.js';
 import {
   applyTransaction,
+  exclusiveTransaction,
   normaliseSave,
   parsePlanText,
   parseSave,
@@ -49,7 +51,7 @@ export class SimNetnsRules implements NetnsRules {
     }
   }
 
-  async apply(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
+  async apply(netns: NetnsId, plan: RedirectionPlan, mode: ApplyMode = 'merge'): Promise<void> {
     const name = this.ns(netns);
     this.injected('apply');
     const parsed = {
@@ -83,8 +85,9 @@ export class SimNetnsRules implements NetnsRules {
       const p = parsed[f];
       if (!p) continue;
       const nf = n.netfilter[fam(f)];
-      nf.restore(applyTransaction(p, parseSave(nf.save())), {
-        noflush: true,
+      const exclusive = mode === 'exclusive';
+      nf.restore(exclusive ? exclusiveTransaction(p) : applyTransaction(p, parseSave(nf.save())), {
+        noflush: !exclusive,
         source: `netns rules apply (${f}) in ${name}`,
       });
     }

@@ -1,6 +1,6 @@
 /**
  * Object validation for the sim API server. Schemas come from maintained packages —
- * kubernetes-models (core and apiextensions, OpenAPI-generated) and @kubernetes-models/istio
+ * kubernetes-models (core, apps and apiextensions, OpenAPI-generated) and @kubernetes-models/istio
  * (security.istio.io/v1 from Istio's CRDs) — so a field of the wrong type or a missing required
  * field fails here as it would in a real API server. On top: the metadata rules the API server
  * enforces itself (names, namespace, immutability of what we rely on).
@@ -12,6 +12,7 @@ import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { Node } from 'kubernetes-models/v1/Node';
 import { Event } from 'kubernetes-models/v1/Event';
+import { DaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/v1/AuthorizationPolicy';
 import { KubeApiError, type KubeKind } from '../../impl/host/kube.js';
@@ -31,6 +32,7 @@ const MODELS: Record<KubeKind, ModelCtor> = {
   Event: Event as unknown as ModelCtor,
   CustomResourceDefinition: CustomResourceDefinition as unknown as ModelCtor,
   AuthorizationPolicy: AuthorizationPolicy as unknown as ModelCtor,
+  DaemonSet: DaemonSet as unknown as ModelCtor,
 };
 
 /**

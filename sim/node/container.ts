@@ -24,16 +24,26 @@ function capName(raw: string): Capability | undefined {
 }
 
 /**
+ * The USER of a sim image: its tag says `user-<uid>` (e.g. `sim/app:user-1337`), as an image built
+ * with `USER <uid>` (group 0, as Docker gives a numeric USER without one); any other image runs as
+ * root, as most images do.
+ */
+export function imageUser(image: string | undefined): { uid: number; gid: number } {
+  const m = /:user-(\d+)$/.exec(image ?? '');
+  return { uid: m ? Number(m[1]) : 0, gid: 0 };
+}
+
+/**
  * The effective identity of a container's process: runAsUser/runAsGroup (container over pod,
- * default 0), capabilities = runtime default, minus drop (ALL clears), plus add; privileged
+ * else the image's USER, imageUser), capabilities = runtime default, minus drop (ALL clears), plus add; privileged
  * gives all. A non-root uid ends up with no effective capabilities: Kubernetes sets no ambient
  * capabilities, so exec as a non-root user drops them (kubernetes/kubernetes#56374).
  */
 export function containerCredentials(pod: Pod, c: Container): Credentials {
   const psc = pod.spec?.securityContext ?? {};
   const csc = c.securityContext ?? {};
-  const uid = csc.runAsUser ?? psc.runAsUser ?? 0;
-  const gid = csc.runAsGroup ?? psc.runAsGroup ?? 0;
+  const uid = csc.runAsUser ?? psc.runAsUser ?? imageUser(c.image).uid;
+  const gid = csc.runAsGroup ?? psc.runAsGroup ?? imageUser(c.image).gid;
   let caps = new Set<Capability>(RUNTIME_DEFAULT_CAPS);
   if (csc.privileged) caps = new Set(MODELLED_CAPS);
   else {

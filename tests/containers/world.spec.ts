@@ -8,9 +8,10 @@
  *   socket through group 1337 (mode 0660) and passes the agent's peer check (it serves pods);
  * - fail closed: with the proxy down traffic is not delivered; with the agent down a new mesh pod
  *   does not start; both recover when started again, and after a restart;
+ *   an agent stop or restart (its DaemonSet in the lab's API) leaves the plugin installed and chained;
  * - install and uninstall: the installer chains the plugin into the node's conflist; after the
- *   agent pod is removed and the DaemonSet is gone (the manifests' installer, when-daemonset-gone,
- *   removes the plugin at exit), no ambient-lab file is left
+ *   agent pod is removed and the DaemonSet deleted from the lab's API (the manifests' installer,
+ *   when-daemonset-gone, removes the plugin at exit), no ambient-lab file is left
  *   in the node's CNI directories and a new pod starts normally (not captured).
  * Skipped with the reason when Docker or the world's tools are missing, or the images cannot be
  * built (tests/worlds.ts, containerImages()).
@@ -19,13 +20,9 @@ import { test, expect } from '@playwright/test';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { containersWorld } from '../worlds.js';
-import {
-  ContainersBackend,
-  containerImages,
-  containersWorldFactory,
-  removeContainerWorldLeftovers,
-} from '../../e2e/containers/world.js';
+import { ContainersBackend, containerImages } from '../../e2e/containers/world.js';
 import type { NetnsWorld } from '../../e2e/netns/world.js';
+import { MESH, withNetnsWorld } from '../netns/world/fixture.js';
 import type { PodRef, WorldOptions } from '../../scenarios/world.js';
 
 const avail = containersWorld();
@@ -43,40 +40,11 @@ test.beforeAll(async () => {
 });
 test.beforeEach(() => test.skip(imagesReason !== undefined, imagesReason ?? ''));
 
-const MESH = { 'istio.io/dataplane-mode': 'ambient' } as const;
 const app = { uid: 1000, caps: [], tcpPorts: [8080] } as const;
 
-/** A container world for one test, always closed; nothing of its run may be left (containers, namespaces, mounts). */
-async function withContainersWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
-  const w = (await containersWorldFactory.create({
-    nodes: 2,
-    profile: 'upstream',
-    kernelVersion: '6.1',
-    ipv6: false,
-    dnsCapture: false,
-    seed: 1,
-    ...opts,
-  })) as NetnsWorld;
-  const prefix = w.lab.state.prefix;
-  const runDir = w.lab.state.runDir;
-  let failed = true;
-  try {
-    await fn(w);
-    failed = false;
-  } finally {
-    try {
-      await w.close();
-    } finally {
-      // Nothing may be left by close(); on a failed body (or close) whatever is left is removed here.
-      const left = await removeContainerWorldLeftovers(prefix, runDir);
-      if (!failed)
-        expect(left, 'containers, mounts and namespaces left behind by close()').toEqual({
-          containers: [],
-          mounts: [],
-          namespaces: [],
-        });
-    }
-  }
+/** A container world for one test (the real-kernel suite's fixture: always closed, nothing of its run left); upstream unless told. */
+function withContainersWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
+  return withNetnsWorld({ profile: 'upstream', ...opts }, fn);
 }
 
 function backendOf(w: NetnsWorld): ContainersBackend {
@@ -84,6 +52,33 @@ function backendOf(w: NetnsWorld): ContainersBackend {
   if (!(b instanceof ContainersBackend)) throw new Error('not a container world');
   return b;
 }
+
+/** The plugin on `node`: the types the node's primary conflist chains, and our files in the CNI bin dir. */
+function pluginOn(w: NetnsWorld, node: string): { chain: string[]; files: string[] } {
+  const backend = backendOf(w);
+  const conf = backend.hostDir(w.lab, node, '/etc/cni/net.d');
+  const bin = backend.hostDir(w.lab, node, '/opt/cni/bin');
+  const list = JSON.parse(fs.readFileSync(path.join(conf, '10-al-podnet.conflist'), 'utf8')) as {
+    plugins: { type: string }[];
+  };
+  return { chain: list.plugins.map((p) => p.type), files: fs.readdirSync(bin).filter((f) => /ambient-lab/.test(f)) };
+}
+const INSTALLED = { chain: ['bridge', 'ambient-lab-cni'], files: ['ambient-lab-cni'] };
+
+/** What the agent pod's install-cni containers on `node` decided at exit, in order (their log). */
+function installerExits(w: NetnsWorld, node: string): { uninstall: boolean; why: string }[] {
+  const file = path.join(w.lab.nodeDir(node), 'install-cni.log');
+  return fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"msg":"cni installer exiting"'))
+    .map((l) => {
+      const { uninstall, why } = JSON.parse(l) as { uninstall: boolean; why: string };
+      return { uninstall, why };
+    });
+}
+/** A stop of the agent pod with its DaemonSet in the API: the installer leaves the plugin (cni-installer-main.ts). */
+const LEFT_IN_PLACE = { uninstall: false, why: expect.stringContaining('the DaemonSet is still present') };
 
 /** uid, gid, supplementary groups and effective capabilities of a process, from /proc. */
 function creds(pid: number): { uid: string; gid: string; groups: string; capEff: bigint } {
@@ -172,6 +167,10 @@ test('fail closed with the proxy or the agent down; both recover on start and af
     expect((await go()).deliveries).toEqual([expect.objectContaining({ pod: b, viaProxy: true })]);
 
     await w.stop('agent', 'node-0');
+    // The manifests' installer stopped with the agent, its DaemonSet in the lab's API: the plugin
+    // stays installed and chained (what makes the pod below fail closed rather than start uncaptured).
+    await expect.poll(() => installerExits(w, 'node-0')).toEqual([LEFT_IN_PLACE]);
+    expect(pluginOn(w, 'node-0')).toEqual(INSTALLED);
     const late = await w.createPod({ ...c, node: 'node-0', app });
     expect(late.started, 'a mesh pod must not start while the agent is down').toBe(false);
     await w.start('agent', 'node-0');
@@ -183,6 +182,8 @@ test('fail closed with the proxy or the agent down; both recover on start and af
     });
 
     await w.restart('agent', 'node-0');
+    await expect.poll(() => installerExits(w, 'node-0')).toEqual([LEFT_IN_PLACE, LEFT_IN_PLACE]);
+    expect(pluginOn(w, 'node-0')).toEqual(INSTALLED);
     await w.restart('proxy', 'node-0');
     await w.settle();
     expect((await go()).deliveries).toEqual([expect.objectContaining({ pod: b, viaProxy: true })]);
@@ -194,23 +195,15 @@ test('install chains the plugin into the node conflist; uninstall leaves no ambi
   await withContainersWorld({ nodes: 1 }, async (w) => {
     const backend = backendOf(w);
     const conf = backend.hostDir(w.lab, 'node-0', '/etc/cni/net.d');
-    const bin = backend.hostDir(w.lab, 'node-0', '/opt/cni/bin');
-    const conflist = (): string[] =>
-      (
-        JSON.parse(fs.readFileSync(path.join(conf, '10-al-podnet.conflist'), 'utf8')) as {
-          plugins: { type: string }[];
-        }
-      ).plugins.map((p) => p.type);
-    expect(conflist()).toEqual(['bridge', 'ambient-lab-cni']);
-    expect(fs.readdirSync(bin)).toContain('ambient-lab-cni');
+    expect(pluginOn(w, 'node-0')).toEqual(INSTALLED);
 
     await w.stop('agent', 'node-0');
     await w.stop('proxy', 'node-0');
+    expect(pluginOn(w, 'node-0')).toEqual(INSTALLED); // an agent stop with the DaemonSet there
     await backend.uninstall(w.lab, 'node-0');
-    expect(conflist()).toEqual(['bridge']);
-    const ours = (dir: string): string[] => fs.readdirSync(dir).filter((f) => /ambient-lab/.test(f));
-    expect(ours(conf)).toEqual([]);
-    expect(ours(bin)).toEqual([]);
+    expect(await w.lab.api.list('DaemonSet')).toEqual([]);
+    expect(pluginOn(w, 'node-0')).toEqual({ chain: ['bridge'], files: [] });
+    expect(fs.readdirSync(conf).filter((f) => /ambient-lab/.test(f))).toEqual([]);
 
     await w.createNamespace('mesh', MESH);
     const p = await w.createPod({ ...a, node: 'node-0', app });

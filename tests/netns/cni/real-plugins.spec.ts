@@ -21,6 +21,7 @@ import {
   type PodNetwork,
 } from '../../../e2e/netns/cni-exec.js';
 import { ipIn } from '../../../e2e/netns/ip.js';
+import { primaryConfList } from '../../../e2e/netns/primary-conflist.js';
 import { connectFrom, startListener } from '../../../e2e/netns/tcp-probe.js';
 import { CniChain, CniChainError } from '../../../sim/cni/chain.js';
 import type { CniConfList } from '../../../impl/api/cni.js';
@@ -31,24 +32,6 @@ test.skip(
   !existsSync(path.join(DEBIAN_CNI_DIR, 'bridge')),
   `needs containernetworking-plugins in ${DEBIAN_CNI_DIR} (apt-get install -y containernetworking-plugins)`,
 );
-
-function primary(nodeIndex: number, dataDir: string, extra: CniConfList['plugins'] = []): CniConfList {
-  return {
-    cniVersion: '1.0.0',
-    name: 'al-podnet',
-    plugins: [
-      {
-        type: 'bridge',
-        bridge: 'cni0',
-        isGateway: true,
-        isDefaultGateway: true,
-        ipMasq: false,
-        ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: `10.244.${nodeIndex}.0/24` }]] },
-      },
-      ...extra,
-    ],
-  };
-}
 
 const LOOPBACK: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
 
@@ -73,7 +56,12 @@ async function withRig(nodes: number, fn: (c: NetnsCluster, r: Rig) => Promise<v
           return [
             { chain: new CniChain(LOOPBACK, exec, cache, opts), ifname: 'lo' },
             {
-              chain: new CniChain(primary(node, path.join(tmp, `ipam-${node}`), extra), exec, cache, opts),
+              chain: new CniChain(
+                primaryConfList({ node, ipv6: false, dataDir: path.join(tmp, `ipam-${node}`), chained: extra }),
+                exec,
+                cache,
+                opts,
+              ),
               ifname: 'eth0',
             },
           ];

@@ -29,6 +29,7 @@ import {
   stopPodWithCni,
   type PodNetwork,
 } from '../../../e2e/netns/cni-exec.js';
+import { PRIMARY_CONFLIST_FILE, primaryConfList } from '../../../e2e/netns/primary-conflist.js';
 import { CniChain, CniChainError } from '../../../sim/cni/chain.js';
 import { MemoryLogger } from '../../../sim/log/memory-logger.js';
 import { parseConfList, type CniConfList } from '../../../impl/api/cni.js';
@@ -53,23 +54,6 @@ test.skip(
 
 const LOOPBACK: CniConfList = { cniVersion: '1.0.0', name: 'cni-loopback', plugins: [{ type: 'loopback' }] };
 
-function primaryList(dataDir: string): CniConfList {
-  return {
-    cniVersion: '1.0.0',
-    name: 'al-podnet',
-    plugins: [
-      {
-        type: 'bridge',
-        bridge: 'cni0',
-        isGateway: true,
-        isDefaultGateway: true,
-        ipMasq: false,
-        ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: '10.244.0.0/24' }]] },
-      },
-    ],
-  };
-}
-
 interface Rig {
   readonly tmp: string;
   readonly confDir: string;
@@ -93,8 +77,9 @@ async function withRig(fn: (c: NetnsCluster, r: Rig) => Promise<void>): Promise<
     `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(path.join(repo, 'bin/ambient-lab-cni.js'))} "$@"\n`,
   );
   await chmod(launcher, 0o755);
-  const primaryFile = path.join(confDir, '10-al-podnet.conflist');
-  await writeFile(primaryFile, `${JSON.stringify(primaryList(path.join(tmp, 'ipam')), null, 2)}\n`);
+  const primaryFile = path.join(confDir, PRIMARY_CONFLIST_FILE);
+  const primary = primaryConfList({ node: 0, ipv6: false, dataDir: path.join(tmp, 'ipam') });
+  await writeFile(primaryFile, `${JSON.stringify(primary, null, 2)}\n`);
   const fs = new NodeFileSystem();
   const installers: CniInstaller[] = [];
   try {

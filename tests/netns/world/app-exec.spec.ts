@@ -5,14 +5,12 @@
  * repair pass; a listener on a proxy port meets the proxy's socket exactly as bind(2) decides.
  */
 import { test, expect } from '@playwright/test';
-import { netnsWorld } from '../../worlds.js';
 import type { NetnsWorld } from '../../../e2e/netns/world.js';
 import type { AppSpec, PodRef } from '../../../scenarios/world.js';
-import { MESH, withNetnsWorld } from './fixture.js';
+import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 import { expectHijackVerdict, squatInboundPortWithoutCapabilities } from '../../port-hijack.js';
 
-const w0 = netnsWorld();
-test.skip(!w0.available, w0.reason);
+skipUnlessSuiteWorldAvailable();
 test.setTimeout(600_000); // generous: the suite must pass on a loaded machine (npm run test:netns:loaded)
 
 const a: PodRef = { namespace: 'mesh', name: 'a' };

@@ -1,31 +1,79 @@
 /**
- * A netns World for one test, always closed, and checked for leftovers afterwards: close() must
- * leave no namespace of the run's prefix (removeLeftovers finds nothing to remove) and no
- * process of the lab or its probes. On a failing body the leftovers are removed by prefix so the
- * next test starts clean, and the body's error is what surfaces. AMBIENT_LAB_KEEP_FAILED=DIR
- * copies a failed test's run directory there first.
+ * The real-kernel world suite's World for one test, always closed, and checked for leftovers
+ * afterwards: close() must leave no namespace of the run's prefix (removeLeftovers finds nothing
+ * to remove), no process of the lab or its probes, and in the container world no container or
+ * mount. On a failing body the leftovers are removed by prefix so the next test starts clean, and
+ * the body's error is what surfaces. AMBIENT_LAB_KEEP_FAILED=DIR copies a failed test's run
+ * directory there first.
+ *
+ * Which world: the suite (tests/netns/world/) runs in the `netns` project on the netns world, and
+ * the files playwright.config.ts lists for the `containers` project run there on the container
+ * world — the same World calls on nodes and components that are containers (e2e/containers/).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { expect } from '@playwright/test';
+import { expect, test } from '@playwright/test';
+import { containersWorldFactory, removeContainerWorldLeftovers } from '../../../e2e/containers/world.js';
 import { removeLeftovers } from '../../../e2e/netns/leftovers.js';
 import { isOurs } from '../../../e2e/netns/world-lab.js';
-import { netnsWorldFactory, type NetnsWorld } from '../../../e2e/netns/world.js';
+import { netnsWorldFactory, REAL_WORLD_OPTIONS, type NetnsWorld } from '../../../e2e/netns/world.js';
 import type { WorldOptions } from '../../../scenarios/world.js';
+import { containersWorld, netnsLabWorld } from '../../worlds.js';
+
+/** The world the running test's project puts under test. */
+export function suiteWorld(): 'netns' | 'containers' {
+  const project = test.info().project.name;
+  if (project === 'netns' || project === 'containers') return project;
+  throw new Error(
+    `the real-kernel world suite runs in the netns or containers project, not ${JSON.stringify(project)}`,
+  );
+}
+
+/**
+ * Skip every test of the file, with the reason, when its project's world cannot run here (called
+ * once at the top of a suite file; a project is known only inside a test, hence beforeEach).
+ */
+export function skipUnlessSuiteWorldAvailable(): void {
+  test.beforeEach(() => {
+    const a = suiteWorld() === 'containers' ? containersWorld() : netnsLabWorld();
+    test.skip(!a.available, a.reason);
+  });
+}
 
 export const MESH = { 'istio.io/dataplane-mode': 'ambient' } as const;
 
+/**
+ * `check` on one cell of the real-kernel world under test (outbound capture × app-nonroot ×
+ * strict, histories only, one worker, JSON report), with `runs` histories: the CLI tests' budget.
+ */
+export function oneCellCheckArgs(world: 'netns' | 'containers', runs: number): string[] {
+  return [
+    'check',
+    '--world',
+    world,
+    '--runs',
+    String(runs),
+    '--seed',
+    '5',
+    '--threats',
+    'app-nonroot',
+    '--profiles',
+    'strict',
+    '--properties',
+    'outbound-capture',
+    '--no-attacks',
+    '--workers',
+    '1',
+    '--json',
+  ];
+}
+
 export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsWorld) => Promise<void>): Promise<void> {
-  const w = (await netnsWorldFactory.create({
-    nodes: 2,
-    profile: 'strict',
-    kernelVersion: '6.1',
-    ipv6: false,
-    dnsCapture: false,
-    seed: 1,
-    ...opts,
-  })) as NetnsWorld;
+  const kind = suiteWorld();
+  const factory = kind === 'containers' ? containersWorldFactory : netnsWorldFactory;
+  const w = (await factory.create({ ...REAL_WORLD_OPTIONS, ...opts })) as NetnsWorld;
   const prefix = w.lab.state.prefix;
+  const runDir = w.lab.state.runDir;
   let failed = true;
   try {
     await fn(w);
@@ -44,9 +92,19 @@ export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsW
     try {
       await w.close();
     } finally {
-      const left = await removeLeftovers(prefix, { killProcesses: true });
+      if (kind === 'containers') {
+        const left = await removeContainerWorldLeftovers(prefix, runDir);
+        if (!failed)
+          expect(left, 'containers, mounts and namespaces left behind by close()').toEqual({
+            containers: [],
+            mounts: [],
+            namespaces: [],
+          });
+      } else {
+        const left = await removeLeftovers(prefix, { killProcesses: true });
+        if (!failed) expect(left.removed, 'namespaces left behind by close()').toEqual([]);
+      }
       if (!failed) {
-        expect(left.removed, 'namespaces left behind by close()').toEqual([]);
         expect(
           labPids.filter((p) => p !== undefined && isOurs(p)),
           'lab processes still running',

@@ -10,13 +10,11 @@ import { test, expect } from '@playwright/test';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { netnsWorld } from '../../worlds.js';
 import { isOurs } from '../../../e2e/netns/world-lab.js';
 import type { PodRef } from '../../../scenarios/world.js';
-import { MESH, withNetnsWorld } from './fixture.js';
+import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 
-const w0 = netnsWorld();
-test.skip(!w0.available, w0.reason);
+skipUnlessSuiteWorldAvailable();
 test.setTimeout(300_000);
 
 const victim: PodRef = { namespace: 'mesh', name: 'victim' };

@@ -4,13 +4,11 @@
  * taken by the node proxy first (captured), as the simulator says for the same attempt.
  */
 import { test, expect } from '@playwright/test';
-import { netnsWorld } from '../../worlds.js';
 import { nodeAddress } from '../../../e2e/netns/addressing.js';
 import type { PodRef } from '../../../scenarios/world.js';
-import { MESH, withNetnsWorld } from './fixture.js';
+import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 
-const w0 = netnsWorld();
-test.skip(!w0.available, w0.reason);
+skipUnlessSuiteWorldAvailable();
 test.setTimeout(600_000); // generous: the suite must pass on a loaded machine (npm run test:netns:loaded)
 
 const a: PodRef = { namespace: 'mesh', name: 'a' };

@@ -11,14 +11,12 @@ import { chmod, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { netnsWorld } from '../../worlds.js';
 import { locateTool } from '../../../e2e/netns/required-tools.js';
 import type { NetnsWorld } from '../../../e2e/netns/world.js';
 import type { PodRef } from '../../../scenarios/world.js';
-import { MESH, withNetnsWorld } from './fixture.js';
+import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 
-const w0 = netnsWorld();
-test.skip(!w0.available, w0.reason);
+skipUnlessSuiteWorldAvailable();
 test.setTimeout(300_000);
 
 const a: PodRef = { namespace: 'mesh', name: 'a' };

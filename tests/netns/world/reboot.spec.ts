@@ -5,13 +5,11 @@
  * served again. The probe set and host rules the agent keeps in the node netns come back.
  */
 import { test, expect } from '@playwright/test';
-import { netnsLabWorld } from '../../worlds.js';
 import { execIn } from '../../../e2e/netns/ip.js';
 import type { PodRef } from '../../../scenarios/world.js';
-import { MESH, withNetnsWorld } from './fixture.js';
+import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 
-const w0 = netnsLabWorld();
-test.skip(!w0.available, w0.reason);
+skipUnlessSuiteWorldAvailable();
 test.setTimeout(600_000); // generous: the suite must pass on a loaded machine (npm run test:netns:loaded)
 
 const a: PodRef = { namespace: 'mesh', name: 'a' };

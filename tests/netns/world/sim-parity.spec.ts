@@ -9,7 +9,6 @@
  * the source it saw.
  */
 import { test, expect } from '@playwright/test';
-import { netnsWorld } from '../../worlds.js';
 import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
 import type {
   ConnectOptions,
@@ -21,10 +20,9 @@ import type {
   World,
 } from '../../../scenarios/world.js';
 import { OUTSIDE_ADDRESS } from '../../../e2e/netns/addressing.js';
-import { MESH, withNetnsWorld } from './fixture.js';
+import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 
-const w0 = netnsWorld();
-test.skip(!w0.available, w0.reason);
+skipUnlessSuiteWorldAvailable();
 test.setTimeout(900_000); // generous: the suite must pass on a loaded machine (npm run test:netns:loaded)
 
 /** a: mesh, root with NET_RAW (node-0); b: mesh (node-1); q: plain (node-1); r: plain, root with NET_ADMIN only (node-0). */

@@ -8,12 +8,17 @@ import { test, expect } from '@playwright/test';
 import * as path from 'node:path';
 import {
   deploymentChoiceOf,
+  deploymentDaemonSets,
   deploymentLaunch,
   kubectlAvailability,
   renderDeployment,
   renderKustomization,
 } from '../../../e2e/deployment/launch.js';
 import { PROXY_NODE_FLAGS } from '../../../impl/linux/node-flags.js';
+import { installerSettings } from '../../../impl/linux/cni-installer-config.js';
+import { SystemClock } from '../../../impl/linux/clock.js';
+import { ApiStore } from '../../../sim/kube/store.js';
+import { SeededRandom } from '../../../sim/time/seeded-random.js';
 
 const kubectl = kubectlAvailability();
 test.skip(!kubectl.ok, kubectl.reason);
@@ -204,4 +209,23 @@ test('what a container world follows: the binary and program args, host namespac
   expect(() => deploymentLaunch(configMap, { nodeName: 'n' })).toThrow(
     /volume mesh-root is neither a hostPath nor a secret volume/,
   );
+});
+
+test("the rendered DaemonSets, as a lab creates them in its API: the installer's owner is one of them", () => {
+  const rendered = renderDeployment(BASE);
+  const sets = deploymentDaemonSets(rendered);
+  expect(sets.map((d) => `${d.metadata.namespace}/${d.metadata.name}`)).toEqual([
+    'ambient-lab-system/ambient-lab-agent',
+    'ambient-lab-system/ambient-lab-proxy',
+  ]);
+  // The DaemonSet install-cni looks up at exit (when-daemonset-gone) is the one that runs it.
+  const cni = deploymentLaunch(rendered, { nodeName: 'n' }).installCni;
+  const { owner, uninstallOnExit } = installerSettings([...cni.programArgs], cni.env);
+  expect(uninstallOnExit).toBe('when-daemonset-gone');
+  expect(sets.map((d) => d.metadata)).toContainEqual(expect.objectContaining(owner));
+  // The sim API takes them as they ship (the apps/v1 schema).
+  const store = new ApiStore({ clock: new SystemClock(), random: new SeededRandom(1) });
+  store.create('Namespace', { metadata: { name: 'ambient-lab-system' } });
+  for (const d of sets) store.create('DaemonSet', d as never);
+  expect(store.get('DaemonSet', owner.name, owner.namespace).metadata?.name).toBe('ambient-lab-agent');
 });

@@ -15,11 +15,7 @@ import {
 } from '../../../impl/node-agent/install.js';
 import { parseConfList } from '../../../impl/api/cni.js';
 import { MemoryFileSystem } from './memory-fs.js';
-
-const CONF = '/host/etc/cni/net.d';
-const BIN = '/host/opt/cni/bin';
-const KUBECONFIG = '/var/run/ambient-lab/cni-kubeconfig';
-const PRIMARY = `${CONF}/10-kindnet.conflist`;
+import { AGENT_SOCKET, BIN, CONF, installConfig, KUBECONFIG, PRIMARY } from './config.js';
 
 const kindnet = {
   cniVersion: '0.3.1',
@@ -37,23 +33,13 @@ const kindnet = {
   'x-vendor': { keep: [1, 2, 3] },
 };
 
+/** The shared configuration with a payload file (the plugin's runtime) and an enrollment field our entry must carry. */
 function config(over: Partial<CniInstallConfig> = {}): CniInstallConfig {
-  return {
-    cniBinDir: BIN,
-    cniConfDir: CONF,
-    mode: 'chained',
-    ownConfListName: '01-ambient-lab.conflist',
-    pluginSource: '/app/cni/ambient-lab-cni',
+  return installConfig({
     payload: [{ from: '/app/cni/runtime.mjs', to: '/host/opt/ambient-lab/runtime.mjs', mode: 0o644 }],
-    kubeconfigFile: KUBECONFIG,
-    pluginFields: {
-      agentSocket: '/var/run/ambient-lab/pluginevent.sock',
-      kubeconfig: KUBECONFIG,
-      excludeNamespaces: ['kube-system'],
-    },
-    resyncMs: 30_000,
+    pluginFields: { ...installConfig().pluginFields, excludeNamespaces: ['kube-system'] },
     ...over,
-  };
+  });
 }
 
 function rig(over: Partial<CniInstallConfig> = {}) {
@@ -186,7 +172,7 @@ test('a stale or duplicated entry of ours is replaced by exactly one current ent
   await r.inst.ensure();
   expect(plugins(r.fs.text(PRIMARY))).toEqual(['ptp', 'portmap', 'ambient-lab-cni']);
   const ours = parseConfList(r.fs.text(PRIMARY)!).plugins[2]!;
-  expect(ours['agentSocket']).toBe('/var/run/ambient-lab/pluginevent.sock');
+  expect(ours['agentSocket']).toBe(AGENT_SOCKET);
 });
 
 test('no primary config yet: waits, writes no config, and installs when the primary appears', async () => {

@@ -12,30 +12,10 @@ import { MemoryLogger } from '../../../sim/log/memory-logger.js';
 import { CniInstaller, type CniInstallConfig } from '../../../impl/node-agent/install.js';
 import { PluginInstallCheck, pluginInstallState } from '../../../impl/node-agent/install-check.js';
 import { MemoryFileSystem } from './memory-fs.js';
+import { BIN, CONF, installConfig, PRIMARY } from './config.js';
 import { AgentWorld } from '../node-agent/agent/harness.js';
 
-const CONF = '/host/etc/cni/net.d';
-const BIN = '/host/opt/cni/bin';
-const PRIMARY = `${CONF}/10-kindnet.conflist`;
 const KINDNET = JSON.stringify({ cniVersion: '0.3.1', name: 'kindnet', plugins: [{ type: 'ptp' }] });
-
-function installerConfig(over: Partial<CniInstallConfig> = {}): CniInstallConfig {
-  return {
-    cniBinDir: BIN,
-    cniConfDir: CONF,
-    mode: 'chained',
-    ownConfListName: '01-ambient-lab.conflist',
-    pluginSource: '/app/cni/ambient-lab-cni',
-    payload: [],
-    kubeconfigFile: '/var/run/ambient-lab/cni/cni-kubeconfig',
-    pluginFields: {
-      agentSocket: '/var/run/ambient-lab/cni/agent.sock',
-      kubeconfig: '/var/run/ambient-lab/cni/cni-kubeconfig',
-    },
-    resyncMs: 30_000,
-    ...over,
-  };
-}
 
 function rig(over: Partial<CniInstallConfig> = {}) {
   const fs = new MemoryFileSystem();
@@ -44,7 +24,7 @@ function rig(over: Partial<CniInstallConfig> = {}) {
   void fs.mkdirp(BIN);
   const clock = new VirtualClock();
   const log = new MemoryLogger();
-  const installer = new CniInstaller(installerConfig(over), {
+  const installer = new CniInstaller(installConfig(over), {
     fs,
     clock,
     log,

@@ -18,7 +18,7 @@ import { ApiStore } from '../../../sim/kube/store.js';
 import { facadeKubeconfig, startKubeApiFacade } from '../../../sim/kube/http-facade.js';
 import { SeededRandom } from '../../../sim/time/seeded-random.js';
 import { SharedKindCluster } from '../../../e2e/kind/shared-cluster.js';
-import { runCheck } from '../../../scenarios/model/check.js';
+import { CheckInterrupted, runCheck } from '../../../scenarios/model/check.js';
 import { setKindFactory, unstageableThreat, worldGaps, worldLimits } from '../../../scenarios/model/worlds.js';
 import { createSimWorld } from '../../../scenarios/worlds/sim-world.js';
 import type { WorldFactory, WorldOptions } from '../../../scenarios/world.js';
@@ -213,7 +213,14 @@ test('what the kind world cannot stage: the host kernel era; meshV6 and cniApiFa
   expect(unstageableThreat('kind', t('app-nonroot', '6.1'), '6.8.0')).toBeUndefined();
   expect(unstageableThreat('kind', t('app-net-admin', '6.1', ['NET_ADMIN']), '6.1.0-28-amd64')).toBeUndefined();
   expect(unstageableThreat('kind', t('app-net-raw-6.1', '6.1', ['NET_RAW']), '6.1.0-28-amd64')).toBeUndefined(); // raw through the probe
-  expect(worldLimits('kind')).toEqual({ ipv6: true, raw: true, kernel: 'host' });
+  expect(worldLimits('kind')).toEqual({ ipv6: true, raw: true, kernel: 'host', imageUser: false });
+  // kind's one pod image runs as root: an app whose uid is its image's USER is not staged there
+  expect(
+    unstageableThreat('kind', { ...t('app-proxy-uid-net-raw', '6.1', ['NET_RAW']), uidSource: 'image' }, '6.1.0'),
+  ).toMatch(/uid from the image: .*kind world has no image with that USER/);
+  expect(
+    unstageableThreat('netns', { ...t('app-proxy-uid-net-raw', '6.1', ['NET_RAW']), uidSource: 'image' }, '6.1.0'),
+  ).toBeUndefined();
   // the sim follows kernelVersion; the netns world runs on the host's kernel, as kind
   expect(unstageableThreat('sim', t('app-net-raw-5.15', '5.15', ['NET_RAW']), '6.8.0')).toBeUndefined();
   expect(unstageableThreat('netns', t('app-net-raw-6.1', '6.1', ['NET_RAW']), '6.8.0')).toBeUndefined();
@@ -281,6 +288,54 @@ test('check --world kind: unstageable cells are not run and say why (n/e, never 
     expect(text).toMatch(/Cells this world could not stage \(1; not run, shown as n\/e, never as holding\):/);
     expect(text).toMatch(/outbound-capture × app-net-raw-5\.15 × strict: kernelVersion/);
     expect(text).toMatch(/World features this run did not stage/);
+  } finally {
+    setKindFactory(undefined);
+  }
+});
+
+test('an aborted check (SIGINT/SIGTERM in the CLI) stops waiting, asks the factory to reap what its worlds left, rejects with CheckInterrupted listing it, and still disposes the shared cluster', async () => {
+  let disposed = 0;
+  let reaped = 0;
+  const ac = new AbortController();
+  // A world that never finishes being made: the run is stuck in it when the signal comes.
+  const stand: WorldFactory & { dispose(): Promise<void> } = {
+    kind: 'kind',
+    available: () => ({ ok: true, reason: 'test' }),
+    create: () => {
+      ac.abort('SIGTERM');
+      return new Promise(() => undefined);
+    },
+    reapInterrupted: () => {
+      reaped++;
+      return Promise.resolve(['network namespace al-0test1abcdef-node-0']);
+    },
+    dispose: () => {
+      disposed++;
+      return Promise.resolve();
+    },
+  };
+  setKindFactory(stand);
+  try {
+    const run = runCheck({
+      world: { world: 'kind' },
+      settings: { nodes: 1, ipv6: false, dnsCapture: false, maxCommands: 3 },
+      runs: 1,
+      seed: 11,
+      workers: 0,
+      outDir: undefined,
+      attacks: false,
+      selection: { properties: ['outbound-capture'], threats: ['app-nonroot'], profiles: ['strict'] },
+      signal: ac.signal,
+    });
+    const e = await run.then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    expect(e).toBeInstanceOf(CheckInterrupted);
+    expect((e as CheckInterrupted).reason).toBe('SIGTERM');
+    expect((e as CheckInterrupted).reaped).toEqual(['network namespace al-0test1abcdef-node-0']);
+    expect(reaped).toBe(1);
+    expect(disposed).toBe(1);
   } finally {
     setKindFactory(undefined);
   }

@@ -5,12 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   ApiException,
+  AppsV1Api,
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
   PatchStrategy,
   makeInformer,
   setHeaderOptions,
+  type V1DaemonSet,
   type V1Pod,
 } from '@kubernetes/client-node';
 import { ApiStore } from '../../../sim/kube/store.js';
@@ -194,7 +196,54 @@ test('AuthorizationPolicy through CustomObjectsApi; discovery endpoints answer',
   };
   expect(disc.resources.find((r) => r.name === 'authorizationpolicies')?.namespaced).toBe(true);
   const groups = (await (await fetch(`${facade.url}/apis`)).json()) as { groups: { name: string }[] };
-  expect(groups.groups.map((g) => g.name).sort()).toEqual(['apiextensions.k8s.io', 'security.istio.io']);
+  expect(groups.groups.map((g) => g.name).sort()).toEqual(['apiextensions.k8s.io', 'apps', 'security.istio.io']);
+});
+
+test('DaemonSets through AppsV1Api: create, read, list, delete; a deleted one reads as 404', async () => {
+  const apps = kc.makeApiClient(AppsV1Api);
+  const labels = { 'app.kubernetes.io/name': 'ambient-lab-agent' };
+  const ds: V1DaemonSet = {
+    apiVersion: 'apps/v1',
+    kind: 'DaemonSet',
+    metadata: { name: 'ambient-lab-agent', labels },
+    spec: {
+      selector: { matchLabels: labels },
+      template: { metadata: { labels }, spec: { containers: [{ name: 'agent', image: 'ambient-lab/agent:dev' }] } },
+    },
+    status: { currentNumberScheduled: 9, desiredNumberScheduled: 9, numberMisscheduled: 0, numberReady: 9 },
+  };
+  const created = await apps.createNamespacedDaemonSet({ namespace: 'default', body: ds });
+  expect(created.metadata?.uid).toBeTruthy();
+  expect(created.status).toBeUndefined(); // a status subresource: the create's status is not taken
+  // What the CNI installer asks at exit (cni-installer-main.ts ownerState).
+  const got = await apps.readNamespacedDaemonSet({ name: 'ambient-lab-agent', namespace: 'default' });
+  expect(got.metadata?.uid).toBe(created.metadata?.uid);
+  expect(got.metadata?.deletionTimestamp).toBeUndefined();
+  expect(got.spec?.template.spec?.containers.map((c) => c.name)).toEqual(['agent']);
+  const all = await apps.listDaemonSetForAllNamespaces({ labelSelector: 'app.kubernetes.io/name=ambient-lab-agent' });
+  expect(all.items.map((d) => d.metadata?.name)).toEqual(['ambient-lab-agent']);
+  expect(await status(apps.createNamespacedDaemonSet({ namespace: 'default', body: ds }))).toBe(409);
+  expect(
+    await status(
+      apps.createNamespacedDaemonSet({
+        namespace: 'default',
+        body: { ...ds, metadata: { name: 'b' }, spec: { ...ds.spec!, selector: undefined as never } },
+      }),
+    ),
+  ).toBe(422); // spec.selector is required (the apps/v1 schema)
+  await apps.deleteNamespacedDaemonSet({ name: 'ambient-lab-agent', namespace: 'default' });
+  expect(await status(apps.readNamespacedDaemonSet({ name: 'ambient-lab-agent', namespace: 'default' }))).toBe(404);
+  expect((await apps.listNamespacedDaemonSet({ namespace: 'default' })).items).toEqual([]);
+  // The port adapter serves the kind too.
+  const api = new ClientNodeKubeApi(kc);
+  await api.create('DaemonSet', { ...created, metadata: { name: 'again', namespace: 'default', labels } } as never);
+  expect((await api.get('DaemonSet', 'again', 'default')).metadata?.name).toBe('again');
+  await api.delete('DaemonSet', 'again', 'default');
+  expect(isKubeApiError(await api.get('DaemonSet', 'again', 'default').catch((e: unknown) => e), 404)).toBe(true);
+  const disc = (await (await fetch(`${facade.url}/apis/apps/v1`)).json()) as {
+    resources: { name: string; namespaced: boolean }[];
+  };
+  expect(disc.resources.map((r) => r.name)).toEqual(['daemonsets', 'daemonsets/status']);
 });
 
 test('Events through the port land as core/v1 Events with generated names', async () => {

@@ -22,7 +22,7 @@ interface Workflow {
 
 const workflow = parse(readFileSync(path.join(ROOT, '.github/workflows/ci.yaml'), 'utf8')) as Workflow;
 const projects = [
-  ...readFileSync(path.join(ROOT, 'playwright.config.ts'), 'utf8').matchAll(/name: '([a-z-]+)', testDir:/g),
+  ...readFileSync(path.join(ROOT, 'playwright.config.ts'), 'utf8').matchAll(/name: '([a-z-]+)',\s+testDir:/g),
 ].map((m) => m[1]!);
 
 function runs(job: string): string[] {

@@ -217,11 +217,18 @@ export class AgentWorld {
       annotations?: Record<string, string>;
       hostNetwork?: boolean;
       loIpv6Disabled?: boolean;
+      /** Spec fields over the defaults (e.g. securityContext, containers). */
+      spec?: Partial<NonNullable<Pod['spec']>>;
     } = {},
   ): Promise<{ pod: Pod; cni: CniExecOutput; netns: string; ip: string }> {
     const pod = await this.store.create('Pod', {
       metadata: { name, namespace: ns, labels: opts.labels ?? {}, annotations: opts.annotations ?? {} },
-      spec: { nodeName: NODE, hostNetwork: opts.hostNetwork ?? false, containers: [{ name: 'app', image: 'app' }] },
+      spec: {
+        nodeName: NODE,
+        hostNetwork: opts.hostNetwork ?? false,
+        containers: [{ name: 'app', image: 'app' }],
+        ...opts.spec,
+      },
     });
     const { netns, ip } = this.sandbox(pod.metadata!.uid!);
     // A pod sysctl (or a node that disables IPv6 for new namespaces) set before the CNI ADD.
