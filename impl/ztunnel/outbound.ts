@@ -26,6 +26,7 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
     target: fmt(dst),
   };
   deps.metrics.connectionOpened('outbound');
+  record(ctx, { ...base, event: 'accepted' });
   const deny = (reason: string): void => {
     deps.metrics.denied('outbound', reason);
     record(ctx, { ...base, event: 'denied', reason });
