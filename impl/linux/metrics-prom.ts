@@ -1,11 +1,12 @@
 /** Real adapter of the Metrics port: prom-client metrics in a private registry (text exposition). */
-import { Counter as PromCounter, Gauge as PromGauge, Registry } from 'prom-client';
-import type { Counter, Gauge, MetricLabels, Metrics } from '../host/metrics.js';
+import { Counter as PromCounter, Gauge as PromGauge, Histogram as PromHistogram, Registry } from 'prom-client';
+import type { Counter, Gauge, Histogram, MetricLabels, Metrics } from '../host/metrics.js';
 
 export class PromMetrics implements Metrics {
   readonly registry = new Registry();
   private readonly counters = new Map<string, PromCounter>();
   private readonly gauges = new Map<string, PromGauge>();
+  private readonly histograms = new Map<string, PromHistogram>();
 
   counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
     let c = this.counters.get(name);
@@ -25,6 +26,22 @@ export class PromMetrics implements Metrics {
     }
     const m = g;
     return { set: (value: number, labels: MetricLabels = {}) => m.set({ ...labels }, value) };
+  }
+
+  histogram(name: string, help: string, buckets: readonly number[], labelNames: readonly string[] = []): Histogram {
+    let h = this.histograms.get(name);
+    if (!h) {
+      h = new PromHistogram({
+        name,
+        help,
+        buckets: [...buckets],
+        labelNames: [...labelNames],
+        registers: [this.registry],
+      });
+      this.histograms.set(name, h);
+    }
+    const m = h;
+    return { observe: (value: number, labels: MetricLabels = {}) => m.observe({ ...labels }, value) };
   }
 
   /** Prometheus text format. */

@@ -20,6 +20,7 @@ import { PromMetrics } from './metrics-prom.js';
 import { agentSettings } from './node-agent-config.js';
 import { ProcNetnsFinder } from './netns-finder-proc.js';
 import { LinuxNetnsRules } from './netns-rules.js';
+import { LinuxPodFlows } from './pod-flows.js';
 import { HttpPluginEventTransport } from './plugin-events-http.js';
 import { LinuxZdsTransport } from './zds-transport.js';
 
@@ -37,6 +38,7 @@ runComponent('ambient-lab-agent', async () => {
   const agent = new NodeAgent(config, {
     kube: new ClientNodeKubeApi(loadKubeConfig(kubeconfig)),
     rules: new LinuxNetnsRules({ iptables: iptables.tools }),
+    flows: new LinuxPodFlows(),
     finder,
     ipsets: new CliHostIpSets(),
     pluginEvents: new HttpPluginEventTransport(),

@@ -45,7 +45,10 @@ import { selectorMatches } from '../api/label-selector.js';
 import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
 import { drift, leftovers, universe } from './plan-drift.js';
 import { foreignRules } from './foreign-rules.js';
-import type { Cidr } from './rule-ir.js';
+import { describeFlow, escapedFlows, type EscapedFlow } from './escaped-flows.js';
+import type { PodFlows } from '../host/pod-flows.js';
+import { DEFAULT_PROBE_SNAT } from './rule-builder.js';
+import { address, type Cidr } from './rule-ir.js';
 import { buildHostProbeRules, renderHostProbePlan, PROBE_SET } from './host-probe-rules.js';
 import { probePorts } from './probe-ports.js';
 import { fieldsRunningAs } from './proxy-uid-pods.js';
@@ -83,6 +86,8 @@ export interface NodeAgentConfig {
 interface NodeAgentDeps {
   readonly kube: KubeApi;
   readonly rules: NetnsRules;
+  /** The TCP connections of a pod's namespace: strict ends those that escaped while it was drifted. */
+  readonly flows: PodFlows;
   readonly finder: NetnsFinder;
   readonly ipsets: HostIpSets;
   readonly pluginEvents: PluginEventTransport;
@@ -125,7 +130,34 @@ interface MeshPod {
   proxyAcked: boolean;
   /** The annotation value we last wrote. */
   annotated: 'pending' | 'enabled' | undefined;
+  /** Clock time at which this agent last applied the plan or found it intact (start of its last read). */
+  intactAt: number | undefined;
+  /** A repair pass found the rules differ from the plan; cleared once repaired and reported. */
+  drifted: Drift | undefined;
+  /**
+   * Strict: cookies of the pod's sockets when this agent first applied the plan. Live enrollment
+   * lets those finish unredirected (as upstream), so a drift repair never ends them.
+   */
+  grandfathered: ReadonlySet<string> | undefined;
+  /** The ingress-mode annotation of the last plan (inbound not captured). */
+  inboundUncaptured: boolean;
 }
+
+/** A drift the repair loop found, until its repair is reported (and, under strict, its escaped flows ended). */
+interface Drift {
+  /** When this agent last knew the plan intact; undefined when it never did (rules read back after a restart). */
+  readonly intactAt: number | undefined;
+  readonly foundAt: number;
+  /** drift() and, under strict, foreignRules() lines. */
+  readonly differences: readonly string[];
+  /** foreignRules() lines: what was in the plan's tables that the plan does not put there. */
+  readonly foreign: readonly string[];
+  /** When the plan was applied again; set by enroll(). */
+  repairedAt: number | undefined;
+}
+
+/** Upper bounds (ms) of the bypass-window histogram: sub-second races up to several repair intervals. */
+const WINDOW_BUCKETS_MS = [100, 250, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000, 300_000];
 
 interface AgentHealth {
   readonly live: boolean;
@@ -221,6 +253,15 @@ export class NodeAgent {
       repairs: deps.metrics.counter('ambient_lab_agent_repairs_total', 'Drift found and fixed by the repair loop', [
         'what',
       ]),
+      driftWindow: deps.metrics.histogram(
+        'ambient_lab_agent_drift_window_ms',
+        "Upper bound of each repaired drift's bypass window: from the last time the agent knew the plan intact to the re-apply",
+        WINDOW_BUCKETS_MS,
+      ),
+      flowsEnded: deps.metrics.counter(
+        'ambient_lab_agent_escaped_flows_ended_total',
+        'TCP connections that escaped capture while the rules were drifted, ended after the repair (strict)',
+      ),
     };
   }
 
@@ -497,7 +538,7 @@ export class NodeAgent {
     // What the API holds wins over what we remember writing: a lost, raced or overwritten status
     // write is then rewritten by enroll() instead of skipped by the early return below.
     if (current) this.adoptApiStatus(current, pod);
-    if (current?.rulesApplied && current.proxyAcked && current.annotated === 'enabled') return;
+    if (current?.rulesApplied && current.proxyAcked && current.annotated === 'enabled' && !current.drifted) return;
     if (ips.length === 0 && !current) return; // no sandbox networking yet: the CNI ADD will come
     // The API's pod IPs are authoritative here (a new sandbox after a reboot has new ones).
     await this.enroll(pod, ips.length > 0 ? ips : (current?.ips ?? []), current?.netns, 'running');
@@ -578,6 +619,10 @@ export class NodeAgent {
         rulesApplied: false,
         proxyAcked: false,
         annotated: undefined,
+        intactAt: undefined,
+        drifted: undefined,
+        grandfathered: undefined,
+        inboundUncaptured: false,
       };
       this.mesh.set(uid, p);
     }
@@ -586,6 +631,7 @@ export class NodeAgent {
       p.netns = knownNetns;
       p.rulesApplied = false;
       p.proxyAcked = false;
+      this.forgetNetns(p);
     }
     if (p.ips.join() !== ips.join()) {
       for (const ip of p.ips)
@@ -597,6 +643,7 @@ export class NodeAgent {
       p.netns = await this.deps.finder.find(uid, p.ips);
       p.rulesApplied = false;
       p.proxyAcked = false;
+      this.forgetNetns(p);
       if (p.netns === undefined)
         throw new RetryableError(`no network namespace found for pod ${p.namespace}/${p.name} (uid ${uid})`);
     }
@@ -625,6 +672,18 @@ export class NodeAgent {
       ? this.deps.planTransform(built, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' })
       : built;
     if (!p.rulesApplied || JSON.stringify(p.plan) !== JSON.stringify(plan)) {
+      if (this.exclusive() && p.grandfathered === undefined) {
+        // The sockets the pod holds before this agent first applies its plan (live enrollment, or
+        // an agent restart): they are never ended as escaped (upstream lets them finish).
+        try {
+          p.grandfathered = new Set((await this.deps.flows.list(p.netns)).map((f) => f.cookie));
+        } catch (err) {
+          throw new RetryableError(
+            `cannot list the connections of pod ${p.namespace}/${p.name} in ${p.netns} before applying its rules: ${(err as Error).message}`,
+          );
+        }
+      }
+      const t = this.deps.clock.now();
       try {
         await this.applyExactly(p.netns, plan);
       } catch (err) {
@@ -634,7 +693,11 @@ export class NodeAgent {
       }
       p.plan = plan;
       p.rulesApplied = true;
+      p.inboundUncaptured = ann.bypassInboundCapture;
+      p.intactAt = t;
+      if (p.drifted && p.drifted.repairedAt === undefined) p.drifted.repairedAt = this.deps.clock.now();
     }
+    if (p.drifted?.repairedAt !== undefined) await this.reportDriftRepair(p, p.netns, p.drifted);
     if (!p.proxyAcked) {
       try {
         await this.zds.addWorkload(
@@ -828,6 +891,60 @@ export class NodeAgent {
     }
   }
 
+  /** A new namespace for the pod: what this agent knew about the old one's flows and drift no longer applies. */
+  private forgetNetns(p: MeshPod): void {
+    p.intactAt = undefined;
+    p.drifted = undefined;
+    p.grandfathered = undefined;
+  }
+
+  /**
+   * After a drift repair (the plan applied again): under strict, end the connections that escaped
+   * capture while the rules were drifted (escaped-flows.ts; conntrack keeps their un-NATed entries,
+   * so removing the rule alone leaves them uncaptured); in both profiles, report the repair with
+   * an upper bound of the bypass window — from the last time this agent knew the plan intact to the
+   * re-apply — as one log line and the drift-window histogram. A failure to list or end the flows
+   * keeps the drift, so the queue retries the ending (the rules are already repaired).
+   */
+  private async reportDriftRepair(p: MeshPod, netns: NetnsId, d: Drift): Promise<void> {
+    const repairedAt = d.repairedAt ?? this.deps.clock.now();
+    let ended: EscapedFlow[] = [];
+    if (this.exclusive()) {
+      try {
+        ended = escapedFlows(await this.deps.flows.list(netns), {
+          proxyUid: this.config.proxyUid,
+          podIps: p.ips,
+          probeSources: Object.values(this.config.probeSnat ?? DEFAULT_PROBE_SNAT).map(address),
+          inboundUncaptured: p.inboundUncaptured,
+          grandfathered: p.grandfathered ?? new Set(),
+        });
+        if (ended.length > 0)
+          await this.deps.flows.end(
+            netns,
+            ended.map((e) => e.flow),
+          );
+      } catch (err) {
+        throw new RetryableError(
+          `the rules of pod ${p.namespace}/${p.name} are repaired, but ending the connections that escaped while they were drifted failed: ${(err as Error).message}`,
+        );
+      }
+    }
+    p.drifted = undefined;
+    const windowMs = d.intactAt === undefined ? undefined : repairedAt - d.intactAt;
+    if (windowMs !== undefined) this.m.driftWindow.observe(windowMs);
+    if (ended.length > 0) this.m.flowsEnded.inc({}, ended.length);
+    const tables = [...new Set(d.differences.map((l) => /^(ipv[46] \w+):/.exec(l)?.[1] ?? 'ip rules and routes'))];
+    this.log.warn('drift repaired', {
+      pod: `${p.namespace}/${p.name}`,
+      tables: tables.join(', '),
+      foreign: d.foreign.length > 0 ? d.foreign.join('; ') : 'none',
+      // Upper bound: the drift began after the last intact check, and ended with the re-apply.
+      windowMs: windowMs ?? 'unknown (this agent never saw the plan intact)',
+      flowsEnded: this.exclusive() ? ended.length : 'not ended (upstream profile)',
+      flows: ended.map((e) => `${describeFlow(e.flow)}: ${e.why}`).join('; ') || 'none',
+    });
+  }
+
   /**
    * Strict owns the pod's tables its plan uses: applies replace them whole and anything foreign
    * there is drift. Upstream merges and only checks its own chains and hooks, as istio-cni.
@@ -888,6 +1005,10 @@ export class NodeAgent {
         rulesApplied: false,
         proxyAcked: false,
         annotated: ann,
+        intactAt: undefined,
+        drifted: undefined,
+        grandfathered: undefined,
+        inboundUncaptured: false,
       });
       // Rules and proxy state are re-asserted by the queue once started.
     }
@@ -933,24 +1054,36 @@ export class NodeAgent {
           p.netns = undefined;
           p.rulesApplied = false;
           p.proxyAcked = false;
+          this.forgetNetns(p);
         } else if (p.plan && p.rulesApplied) {
           // Exactly the plan: a missing rule, an added one in an own chain, a leftover chain; under
           // strict also anything else in the plan's tables (an app's NET_ADMIN ACCEPT ahead of a hook).
+          const readAt = this.deps.clock.now();
           const state = await this.deps.rules.read(p.netns);
-          const diff = [...drift(state, p.plan), ...(this.exclusive() ? foreignRules(state, p.plan) : [])];
+          const foreign = this.exclusive() ? foreignRules(state, p.plan) : [];
+          const diff = [...drift(state, p.plan), ...foreign];
           if (diff.length > 0) {
+            // The first pass that sees it: the window began after the last intact check.
+            p.drifted ??= {
+              intactAt: p.intactAt,
+              foundAt: readAt,
+              differences: diff,
+              foreign,
+              repairedAt: undefined,
+            };
             this.m.repairs.inc({ what: 'rules' });
             this.log.info('redirection differs from the plan; re-applying', {
               pod: `${p.namespace}/${p.name}`,
               differences: diff.slice(0, 5).join('; '),
             });
             p.rulesApplied = false;
-          }
+          } else p.intactAt = readAt;
         }
         if (!p.proxyAcked && this.zds.connected()) this.m.repairs.inc({ what: 'proxy' });
         const pod = this.podInformer?.get(p.name, p.namespace);
         if (pod?.metadata?.uid === p.uid && this.adoptApiStatus(p, pod)) this.m.repairs.inc({ what: 'annotation' });
-        if (!p.rulesApplied || !p.proxyAcked || p.annotated !== 'enabled') this.queue.enqueue(this.keyOf(p));
+        if (!p.rulesApplied || !p.proxyAcked || p.annotated !== 'enabled' || p.drifted)
+          this.queue.enqueue(this.keyOf(p));
       } catch (err) {
         this.log.warn('repair check failed', { pod: `${p.namespace}/${p.name}`, error: (err as Error).message });
         this.queue.enqueue(this.keyOf(p));

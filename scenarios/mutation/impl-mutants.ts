@@ -97,6 +97,14 @@ export const IMPL_MUTANTS: readonly ImplMutant[] = [
     replacement: 'return false;',
   },
   {
+    name: 'strict-escaped-flows-kept',
+    area: 'repair',
+    doc: 'after a drift repair strict finds the connections that escaped capture while the rules were drifted but ends none (conntrack keeps them un-NATed, so they stay uncaptured)',
+    file: 'impl/node-agent/node-agent.js',
+    anchor: 'await this.deps.flows.end(netns, ended.map((e) => e.flow));',
+    replacement: 'ended = [];',
+  },
+  {
     name: 'inbound-authz-skipped',
     area: 'inbound authorization',
     doc: 'the destination proxy forwards inbound connections without asking the authorizer',

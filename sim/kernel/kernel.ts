@@ -416,6 +416,44 @@ export class SimKernel {
     n?.sockets.unregister(s);
   }
 
+  /**
+   * SOCK_DESTROY (`ss -K`, tcp_abort): an established TCP socket sends a RST through the
+   * datapath (so conntrack along the path sees the connection end) and is closed; a peer socket
+   * the RST reaches is reset. Returns whether the RST reached an established peer socket.
+   * The owner's next send fails (ENOTCONN here; ECONNABORTED on Linux).
+   */
+  destroy(s: SimSocket): { peerReset: boolean } {
+    const n = this.namespaces.get(s.netns);
+    let peerReset = false;
+    if (n && s.proto === 'tcp' && s.state === 'established' && s.local && s.remote) {
+      const rst = this.packet(
+        s.local.addr.family,
+        'tcp',
+        s.local.addr,
+        s.local.port,
+        s.remote.addr,
+        s.remote.port,
+        { ...NO_FLAGS, rst: true },
+        s.mark,
+      );
+      const saved = this.currentTrace;
+      this.currentTrace = new Trace(false);
+      try {
+        const d = this.datapath.output(n, rst, s);
+        if (d.kind === 'delivered' && d.socket.state === 'established' && d.socket !== s) {
+          d.socket.state = 'closed';
+          this.namespaces.get(d.socket.netns)?.sockets.unregister(d.socket);
+          peerReset = true;
+        }
+      } finally {
+        this.currentTrace = saved;
+      }
+    }
+    s.state = 'closed';
+    n?.sockets.unregister(s);
+    return { peerReset };
+  }
+
   /** Drop a socket without a FIN (a connection attempt that never completed). */
   private abort(s: SimSocket): void {
     s.state = 'closed';

@@ -23,6 +23,7 @@ import type { NetnsId } from '../../../impl/api/ids.js';
 import type { Profile } from '../../../impl/api/profile.js';
 import { credentials, type Credentials } from '../../../sim/kernel/process.js';
 import { SimNetnsRules } from '../../../sim/kernel/netns-rules-adapter.js';
+import { SimPodFlows } from '../../../sim/kernel/pod-flows-adapter.js';
 import { SimHostIpSets, SimNetnsFinder } from '../../../sim/kernel/host-adapters.js';
 import { SimSockets } from '../../../sim/kernel/sockets-adapter.js';
 import type { SimHbone } from '../../../sim/hbone/sim-hbone.js';
@@ -141,6 +142,7 @@ export class NodeStack {
     const agent = new NodeAgent(this.agentConfig(), {
       kube: this.s.api,
       rules: new SimNetnsRules(kernel),
+      flows: new SimPodFlows(kernel),
       finder: this.finder(),
       ipsets: new SimHostIpSets(kernel, this.node.hostNetns),
       pluginEvents: this.s.events,

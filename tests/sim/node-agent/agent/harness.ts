@@ -7,6 +7,7 @@ import type { Profile } from '../../../../impl/api/profile.js';
 import { SimKernel } from '../../../../sim/kernel/kernel.js';
 import { simNetnsName, simNetnsPath } from '../../../../sim/kernel/netns.js';
 import { SimNetnsRules } from '../../../../sim/kernel/netns-rules-adapter.js';
+import { SimPodFlows } from '../../../../sim/kernel/pod-flows-adapter.js';
 import { SimHostIpSets, SimNetnsFinder } from '../../../../sim/kernel/host-adapters.js';
 import { ApiStore } from '../../../../sim/kube/store.js';
 import { SimKubeApi } from '../../../../sim/kube/sim-kube-api.js';
@@ -26,6 +27,7 @@ import { netnsId, type PodUid } from '../../../../impl/api/ids.js';
 import { REDIRECTION_STATUS } from '../../../../impl/api/annotations.js';
 import type { KubeObjectOf } from '../../../../impl/host/kube.js';
 import type { HostIpSets, IpSetSpec } from '../../../../impl/host/ipsets.js';
+import type { PodFlows } from '../../../../impl/host/pod-flows.js';
 
 export const NODE = 'node-1';
 export const HOST_NS = 'host-node-1';
@@ -64,6 +66,8 @@ export class AgentWorld {
   readonly kube = new SimKubeApi(this.store, this.clock);
   readonly kernel = new SimKernel({ trace: false });
   readonly rules = new SimNetnsRules(this.kernel);
+  /** The PodFlows adapter the agent uses; a test may wrap it (e.g. to make end() fail). */
+  flows: PodFlows = new SimPodFlows(this.kernel);
   readonly events = new SimPluginEventTransport(this.clock);
   readonly zdsNet = new SimZdsNetwork(this.clock);
   readonly log = new MemoryLogger();
@@ -132,6 +136,7 @@ export class AgentWorld {
       ...(this.installCheck ? { installCheck: this.installCheck } : {}),
       kube: this.kube,
       rules: this.rules,
+      flows: this.flows,
       finder: new SimNetnsFinder(this.kernel, () => [...this.sandboxes].map(([podUid, netns]) => ({ podUid, netns }))),
       ipsets: this.ipsets,
       pluginEvents: this.events,
