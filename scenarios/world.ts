@@ -243,6 +243,29 @@ export interface AppExecResult {
   readonly error?: string;
 }
 
+/** A TCP connection the world keeps open (World.holdConnection) until close(). */
+export interface HeldConnection {
+  /** How the connect went (only 'established' connections can send). */
+  readonly outcome: ConnectResult['outcome'];
+  /** First hop, as ConnectResult.acceptedBy: 'app' = it went past the proxy. */
+  readonly acceptedBy: Acceptor | undefined;
+  /** Send one segment now: delivered when the peer socket took it; not, with why, when the connection is gone. */
+  send(): Promise<{ readonly delivered: boolean; readonly detail: string }>;
+  close(): Promise<void>;
+}
+
+/** One `drift repaired` report of a node agent (impl/node-agent/node-agent.ts reportDriftRepair). */
+export interface DriftRepair {
+  readonly node: string;
+  /** `namespace/name`. */
+  readonly pod: string;
+  /** Upper bound of the bypass window; undefined when the agent never saw the plan intact. */
+  readonly windowMs: number | undefined;
+  /** Connections ended (strict); undefined when the profile ends none (upstream). */
+  readonly flowsEnded: number | undefined;
+  readonly foreign: string;
+}
+
 /** What a process that connected to the node agent's ZDS socket as if it were the proxy got. */
 export interface ZdsClientAttempt {
   /** The agent took it as its node proxy (it said hello back and would stream pods to it). */
@@ -323,6 +346,14 @@ export interface World {
   zdsClient?(node: string, uid: number): Promise<ZdsClientAttempt>;
 
   /** Let the cluster run until quiet (sim: virtual time; real worlds: bounded wall time). */
+  /**
+   * Optional: open a TCP connection as connect() would, and keep it open (an app's long-lived
+   * connection) until its close(). Worlds without it skip the checks that need one.
+   */
+  holdConnection?(from: Source, to: Destination): Promise<HeldConnection>;
+  /** Optional: every node agent's `drift repaired` reports so far, in order. */
+  driftRepairs?(): Promise<readonly DriftRepair[]>;
+
   settle(): Promise<void>;
   pods(): Promise<readonly PodObservation[]>;
   /** Dispose of everything the world created (real worlds: namespaces, processes, clusters). */

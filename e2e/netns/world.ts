@@ -38,6 +38,7 @@ import {
   type ConnectResult,
   type Delivery,
   type Destination,
+  type DriftRepair,
   type PodObservation,
   type PodRef,
   type PodSpec,
@@ -251,6 +252,46 @@ export class NetnsWorld implements World {
 
   async dropWatches(): Promise<void> {
     await this.lab.api.dropWatches();
+  }
+
+  /**
+   * World.driftRepairs: the `drift repaired` lines of each node's agent log (pino JSON, one object
+   * a line). A line that is not JSON is skipped only when it is the last, unfinished one.
+   */
+  async driftRepairs(): Promise<readonly DriftRepair[]> {
+    const out: DriftRepair[] = [];
+    for (const n of this.lab.state.nodes) {
+      const file = path.join(this.lab.nodeDir(n.name), 'agent.log');
+      let text: string;
+      try {
+        text = fs.readFileSync(file, 'utf8');
+      } catch (e) {
+        throw new Error(
+          `reading the agent log on ${n.name} (${file}) for its drift repairs failed: ${(e as Error).message}; the lab writes it when it starts the agent`,
+          { cause: e },
+        );
+      }
+      for (const line of text.slice(0, text.lastIndexOf('\n') + 1).split('\n')) {
+        if (!line.includes('"drift repaired"')) continue;
+        let o: Record<string, unknown>;
+        try {
+          o = JSON.parse(line) as Record<string, unknown>;
+        } catch (e) {
+          throw new Error(
+            `the agent log on ${n.name} (${file}) has a 'drift repaired' line that is not JSON: ${(e as Error).message}: ${line.slice(0, 200)}`,
+            { cause: e },
+          );
+        }
+        out.push({
+          node: n.name,
+          pod: String(o.pod),
+          windowMs: typeof o.windowMs === 'number' ? o.windowMs : undefined,
+          flowsEnded: typeof o.flowsEnded === 'number' ? o.flowsEnded : undefined,
+          foreign: String(o.foreign),
+        });
+      }
+    }
+    return out;
   }
 
   private podState(ref: PodRef): LabPodState {

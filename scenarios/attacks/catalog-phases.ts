@@ -20,7 +20,11 @@
  * - inserted-accept (net-admin-insert): the attacker (NET_ADMIN) inserts ACCEPTs ahead of the
  *   capture in its own netns (World.appExec iptables-insert) and stops; after a settle (the
  *   agent's repair passes) its traffic out is judged. Still uncaptured then is an outbound bypass
- *   and a convergence failure: the tampering outlived the repair loop.
+ *   and a convergence failure: the tampering outlived the repair loop. Where the World can hold a
+ *   connection, the attacker also opens one to the sink while its ACCEPT applies and sends on it
+ *   after the settle: a connection that went past the proxy and still carries data then is an
+ *   outbound bypass too (the repair left the escaped flow: conntrack keeps it un-NATed). The
+ *   agents' `drift repaired` reports (World.driftRepairs) are logged with their window bound.
  */
 import { INSERTED_RULE_IDS, type Profile, type World, type WorldOptions } from '../world.js';
 import { checkState } from '../properties/index.js';
@@ -35,7 +39,7 @@ import {
   rebootActions,
   type AttackerAction,
 } from './actions.js';
-import { API_LATE, APP_PORT, ATTACKER, buildTopology, HOSTILE_PODS, type TopologyState } from './topology.js';
+import { API_LATE, APP_PORT, ATTACKER, buildTopology, HOSTILE_PODS, SINK, type TopologyState } from './topology.js';
 
 export const CATALOG_PHASES = [
   'cni-api-error',
@@ -203,8 +207,50 @@ export async function runCatalogPhases(
           if (r.ok) inserted++;
         }
         if (inserted === 0) break; // refused (no NET_ADMIN): nothing changed
+        // A long-lived connection opened while the ACCEPT applies (before any repair pass can run:
+        // no simulated time passes in between in the sim; the real worlds may race a pass).
+        const held = world.holdConnection
+          ? await world.holdConnection({ kind: 'pod', pod: ATTACKER }, { kind: 'pod', pod: SINK, port: APP_PORT })
+          : undefined;
+        if (!held) sink.log('inserted-accept: held connection skipped (the World has no holdConnection)');
+        else
+          sink.log(
+            `inserted-accept: held connection to the sink: ${held.outcome}, first hop ${held.acceptedBy ?? 'none'}`,
+          );
         // The app stops here: whatever the repair loop does not undo by the settle stays.
         await world.settle();
+        if (held) {
+          const sent = await held.send();
+          sink.log(
+            `inserted-accept: held connection after the settle: ${sent.delivered ? 'delivered' : 'not delivered'} (${sent.detail})`,
+          );
+          if (held.acceptedBy === 'app' && sent.delivered) {
+            const escaped = violation(
+              'outbound-capture',
+              `a connection the attacker opened past the proxy while its inserted ACCEPT applied still carries data after the settle: the repair left the escaped flow (${sent.detail})`,
+              { acceptedBy: held.acceptedBy, detail: sent.detail },
+            );
+            sink.push(escaped, phase, 'held attacker tcp → sink');
+            sink.push(
+              violation('convergence', `the escaped flow outlived the repair loop: ${escaped.message}`, {
+                cause: escaped,
+              }),
+              phase,
+              'held attacker tcp → sink',
+            );
+          }
+          await held.close();
+        }
+        if (world.driftRepairs) {
+          const repairs = (await world.driftRepairs()).filter(
+            (r) => r.pod === `${ATTACKER.namespace}/${ATTACKER.name}`,
+          );
+          for (const r of repairs)
+            sink.log(
+              `inserted-accept: drift repaired on ${r.node} for ${r.pod}: window ≤ ${r.windowMs ?? 'unknown'} ms, flows ended ${r.flowsEnded ?? 'none (profile ends none)'}; foreign: ${r.foreign}`,
+            );
+          if (repairs.length === 0) sink.log('inserted-accept: no drift repair reported for the attacker');
+        }
         const found = await sink.run(world, state, insertedAcceptActions(), phase, true);
         for (const v of found.filter((x) => x.property === 'outbound-capture'))
           sink.push(

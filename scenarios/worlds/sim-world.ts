@@ -56,6 +56,8 @@ import {
   type ConnectResult,
   type Delivery,
   type Destination,
+  type DriftRepair,
+  type HeldConnection,
   type PodObservation,
   type PodRef,
   type PodSpec,
@@ -789,6 +791,58 @@ export class SimMeshWorld implements World {
       proxyLog: this.proxyLogSince(marks),
       ...(traced !== undefined ? { trace: traced } : {}),
     };
+  }
+
+  /**
+   * World.holdConnection: one TCP handshake through the kernel model as the source (IPv4), kept
+   * open — unlike connect(), whose attempt closes the app's server socket at once. send() is one
+   * data segment (SimKernel.sendTcp); a socket the agent destroyed (SOCK_DESTROY) cannot send.
+   */
+  async holdConnection(from: Source, to: Destination): Promise<HeldConnection> {
+    const src = await this.endpointOf(from);
+    if (typeof src === 'string') throw new Error(`holdConnection: ${src}`);
+    const dst = await this.destinationOf(to, 4);
+    if (typeof dst === 'string') throw new Error(`holdConnection: ${dst}`);
+    const k = this.sim.kernel;
+    const s = k.socket(src.netns, 'tcp', 4, src.creds, `${src.label} (held)`);
+    const r = k.connect(s, dst.ip, dst.port);
+    await runFor(this.sim.clock, 0);
+    const hop = r.outcome === 'established' && r.listener ? this.classify(r.listener) : { acceptedBy: undefined };
+    const closeIfOpen = (x: SimSocket | undefined): void => {
+      if (x && x.state !== 'closed' && k.hasNetns(x.netns)) k.close(x);
+    };
+    return {
+      outcome: r.outcome === 'reset' ? 'refused' : r.outcome,
+      acceptedBy: hop.acceptedBy,
+      send: async () => {
+        if (s.state !== 'established')
+          return { delivered: false, detail: `the connection was ended (${s.describe()} is ${s.state})` };
+        const sent = k.sendTcp(s, 'held');
+        await runFor(this.sim.clock, 0);
+        return {
+          delivered: sent.delivered,
+          detail: sent.delivered ? `delivered to ${r.server?.describe() ?? '?'}` : 'not delivered',
+        };
+      },
+      close: async () => {
+        closeIfOpen(s);
+        closeIfOpen(r.server);
+        await runFor(this.sim.clock, 0);
+      },
+    };
+  }
+
+  /** World.driftRepairs: the agents' `drift repaired` warnings (kept by the quiet logger). */
+  async driftRepairs(): Promise<readonly DriftRepair[]> {
+    return this.log.entries
+      .filter((e) => e.msg === 'drift repaired')
+      .map((e) => ({
+        node: String(e.fields.node),
+        pod: String(e.fields.pod),
+        windowMs: typeof e.fields.windowMs === 'number' ? e.fields.windowMs : undefined,
+        flowsEnded: typeof e.fields.flowsEnded === 'number' ? e.fields.flowsEnded : undefined,
+        foreign: String(e.fields.foreign),
+      }));
   }
 
   /**

@@ -169,3 +169,26 @@ for (const profile of ['strict', 'upstream'] as const) {
     }
   });
 }
+
+for (const profile of ['upstream', 'strict'] as const) {
+  const strict = profile === 'strict';
+  test(`catalog net-admin-insert × ${profile}: the connection held through the inserted ACCEPT ${strict ? 'is ended by the repair, whose window the log reports' : 'still carries data (upstream ends nothing)'}`, async () => {
+    test.setTimeout(180_000);
+    const run = await runOf('app-net-admin', profile);
+    const lines = run.catalogLog.filter((l) => l.startsWith('inserted-accept: '));
+    expect(lines).toContain('inserted-accept: held connection to the sink: established, first hop app');
+    const after = lines.find((l) => l.startsWith('inserted-accept: held connection after the settle: '));
+    expect(after, lines.join('\n')).toMatch(strict ? /: not delivered \(the connection was ended/ : /: delivered /);
+    const repaired = lines.filter((l) => l.startsWith('inserted-accept: drift repaired on '));
+    if (strict) {
+      expect(repaired, lines.join('\n')).toHaveLength(1);
+      expect(repaired[0]).toMatch(
+        /for mesh\/attacker: window ≤ \d+ ms, flows ended 1; foreign: ipv4 nat: built-in chain OUTPUT holds/,
+      );
+    } else {
+      expect(repaired).toEqual([]);
+      const held = run.found.filter((f) => f.phase === 'inserted-accept' && f.action === 'held attacker tcp → sink');
+      expect(held.map((f) => f.violation.property).sort()).toEqual(['convergence', 'outbound-capture']);
+    }
+  });
+}
