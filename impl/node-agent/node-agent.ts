@@ -938,6 +938,7 @@ export class NodeAgent {
       pod: `${p.namespace}/${p.name}`,
       tables: tables.join(', '),
       foreign: d.foreign.length > 0 ? d.foreign.join('; ') : 'none',
+      differences: d.differences.slice(0, 5).join('; '),
       // Upper bound: the drift began after the last intact check, and ended with the re-apply.
       windowMs: windowMs ?? 'unknown (this agent never saw the plan intact)',
       flowsEnded: this.exclusive() ? ended.length : 'not ended (upstream profile)',

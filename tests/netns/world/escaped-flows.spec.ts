@@ -144,7 +144,11 @@ for (const profile of ['strict', 'upstream'] as const) {
         } else {
           expect(held, 'upstream leaves the escaped connection alone').toBe('echo two');
           expect(after.acceptedBy, after.trace).toBe('app');
-          expect(await repaired()).toHaveLength(0);
+          // Upstream never sees the inserted ACCEPT; a repair of its own chains may still be
+          // reported (once seen: a read racing the app's restore — the agent's iptables-save child
+          // is not stopped with it), but it ends nothing.
+          for (const l of await repaired())
+            expect(l.flowsEnded, JSON.stringify(l)).toBe('not ended (upstream profile)');
         }
       } finally {
         stop(client);
