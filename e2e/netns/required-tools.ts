@@ -34,7 +34,13 @@ export const REQUIRED_TOOLS: readonly RequiredTool[] = [
   { name: 'ip6tables-save', pkg: 'iptables', usedFor: 'reading v6 rules (node agent, root snapshot)' },
   { name: 'ip6tables-restore', pkg: 'iptables', usedFor: 'writing v6 rules (node agent, lab runner, appExec flush)' },
   { name: 'ipset', pkg: 'ipset', usedFor: "the node agent's host ipsets, lab files, node reboot" },
-  { name: 'conntrack', pkg: 'conntrack', usedFor: 'which listener answered a raw (AF_PACKET) SYN (world connect)' },
+  {
+    name: 'conntrack',
+    pkg: 'conntrack',
+    usedFor:
+      'which listener answered a raw (AF_PACKET) SYN (world connect); the strict node agent telling escaped flows',
+  },
+  { name: 'ss', pkg: 'iproute2', usedFor: "the strict node agent listing and ending a pod's TCP sockets (ss -K)" },
   { name: 'nsenter', pkg: 'util-linux', usedFor: 'the node agent entering pod namespaces' },
   { name: 'setpriv', pkg: 'util-linux', usedFor: 'running pod apps and probes as their uid and capabilities' },
   { name: 'sysctl', pkg: 'procps', usedFor: 'forwarding and unprivileged-port settings in our namespaces' },

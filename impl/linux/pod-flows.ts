@@ -186,7 +186,17 @@ export class LinuxPodFlows implements PodFlows {
           res.stderr,
           'Without conntrack the agent cannot tell a captured connection from an escaped one; install conntrack-tools on the node.',
         );
-      for (const l of res.stdout.split('\n')) {
+      // conntrack says how many entries it printed (stderr): a listing that disagrees was cut short.
+      const lines = res.stdout.split('\n').filter((l) => l.startsWith('tcp '));
+      const shown = /(\d+) flow entries have been shown/.exec(res.stderr)?.[1];
+      if (shown === undefined || Number(shown) !== lines.length)
+        throw new PodFlowsError(
+          netns,
+          `\`nsenter --net=${netns} ${argv.join(' ')}\``,
+          `printed ${lines.length} tcp entries, its summary says ${shown ?? '(no summary)'}: ${res.stderr.trim()}`,
+          'The listing is incomplete; the next attempt lists again.',
+        );
+      for (const l of lines) {
         const r = parseConntrackLine(l);
         if (r) rows.push(r);
       }

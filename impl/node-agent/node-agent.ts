@@ -930,7 +930,7 @@ export class NodeAgent {
       }
     }
     p.drifted = undefined;
-    const windowMs = d.intactAt === undefined ? undefined : repairedAt - d.intactAt;
+    const windowMs = d.intactAt === undefined ? undefined : Math.ceil(repairedAt - d.intactAt);
     if (windowMs !== undefined) this.m.driftWindow.observe(windowMs);
     if (ended.length > 0) this.m.flowsEnded.inc({}, ended.length);
     const tables = [...new Set(d.differences.map((l) => /^(ipv[46] \w+):/.exec(l)?.[1] ?? 'ip rules and routes'))];
