@@ -94,10 +94,16 @@ for (const profile of ['strict', 'upstream'] as const) {
       const pq = w.lab.state.pods['plain/q']!;
       let server: ChildProcessWithoutNullStreams | undefined;
       let client: ChildProcessWithoutNullStreams | undefined;
+      let captured: ChildProcessWithoutNullStreams | undefined;
       try {
         server = inNetns(pq.netns!, [PYTHON, '-u', '-c', ECHO_SERVER]);
         const serverLines = readline.createInterface({ input: server.stdout })[Symbol.asyncIterator]();
         expect(await nextLine(server, serverLines, 'the echo server in q')).toBe('listening');
+        // A connection opened while the plan is intact goes through the proxy (app → 15001, the
+        // proxy's own connection to q): the repair must end neither leg.
+        captured = inNetns(pa.netns!, [PYTHON, '-u', '-c', HOLDING_CLIENT(pq.ips.find((x) => !x.includes(':'))!)]);
+        const capturedLines = readline.createInterface({ input: captured.stdout })[Symbol.asyncIterator]();
+        expect(await nextLine(captured, capturedLines, 'the captured client in a')).toBe('echo one');
 
         // Frozen agent (our world's process, by pid): the repair pass must not race the connect.
         const agent = w.lab.state.components['node-0/agent']!;
@@ -125,6 +131,11 @@ for (const profile of ['strict', 'upstream'] as const) {
         if (strict) await expect.poll(async () => (await repaired()).length, { timeout: 30_000 }).toBeGreaterThan(0);
         client.stdin.write('send\n');
         const held = await nextLine(client, clientLines, 'the holding client in a');
+        captured.stdin.write('send\n');
+        expect(
+          await nextLine(captured, capturedLines, 'the captured client in a'),
+          'the captured connection lives',
+        ).toBe('echo two');
         const after = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
         if (strict) {
           // ECONNABORTED (103): the socket was destroyed; ECONNRESET/EOF would also say it is gone.
@@ -152,6 +163,7 @@ for (const profile of ['strict', 'upstream'] as const) {
         }
       } finally {
         stop(client);
+        stop(captured);
         stop(server);
       }
     });
