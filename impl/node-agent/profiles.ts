@@ -43,10 +43,11 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
   },
   {
     id: 'drop-spoofed-mark',
-    summary: 'filter OUTPUT drops packets that carry the proxy mark from a full socket not owned by the proxy uid.',
+    summary:
+      'filter OUTPUT drops packets that carry the proxy mark from a socket not owned by the proxy uid; TCP RSTs pass first.',
     rationale:
       'Defence in depth behind proxy-uid: a spoofed mark also steers routing and conntrack zones and exempts non-TCP from the egress policy; dropping it closes every mark-based path at once.',
-    cost: "Apps that legitimately set mark 0x539/0xfff bits break. Packets without a full socket (TIME_WAIT ACKs, kernel RSTs) are not matched, so the proxy's own connections close normally.",
+    cost: "Apps that legitimately set mark 0x539/0xfff bits break. IPv4 sends a stray segment's RST from the namespace's fileless TCP control socket with the answering socket's mark, which `--socket-exists ! --uid-owner P` matches (checked on Linux 6.18), so RSTs are let through first (rule filter/out/rst): a RST is never captured, and dropping a proxy listener's RST stalled connections it should reset (live enrollment, docs/bypass-classes.md). Not checked: whether the proxy's TIME_WAIT ACKs, which IPv4 also sends from the control socket, are dropped.",
   },
   {
     id: 'no-probe-destination-exemption',

@@ -74,7 +74,7 @@ const ALL_BITS = 0xffffffff;
 
 const tcp: Match = { kind: 'proto', proto: 'tcp' };
 const udp: Match = { kind: 'proto', proto: 'udp' };
-const l4 = (o: { dport?: Port; sport?: Port; negDport?: boolean } = {}): Match => ({ kind: 'l4', ...o });
+const l4 = (o: Omit<Extract<Match, { kind: 'l4' }>, 'kind'> = {}): Match => ({ kind: 'l4', ...o });
 const markIs = (m: Mark, neg = false): Match => ({ kind: 'mark', mark: m, neg });
 const ACCEPT: Target = { kind: 'ACCEPT' };
 const RETURN: Target = { kind: 'RETURN' };
@@ -287,6 +287,14 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     chains.push({ table: 'filter', name: INPUT }, { table: 'filter', name: OUTPUT });
     r.hook('filter', 'INPUT', INPUT);
     r.hook('filter', 'OUTPUT', OUTPUT);
+    // Not a security rule (removing it opens nothing): a RST is never captured — it cannot start a
+    // conntrack entry, so nat never sees it — and every TCP segment passes this chain anyway; the
+    // one thing it skips is the spoofed-mark drop below. IPv4 sends the RST answering a stray
+    // segment from a fileless control socket with the answering listener's mark (tcp-reset.ts),
+    // so a proxy listener's RST looks like a non-proxy socket with the proxy mark. Dropping it
+    // turns a prompt reset into a stalled connection: an open connection picked up mid-stream by
+    // live enrollment (as upstream, it must be reset), or one whose proxy restarted.
+    r.add('filter', OUTPUT, 'rst', [tcp, l4({ tcpFlags: { mask: ['RST'], comp: ['RST'] } })], RETURN);
     r.add(
       'filter',
       OUTPUT,
