@@ -6,7 +6,8 @@
  * the enrolled pod. A fresh pod namespace tracks nothing (no rule needs conntrack), so the
  * capture rules pick the connection up mid-stream: its next segment is REDIRECTed to a proxy
  * listener, whose RST resets the connection — in both profiles, as upstream (istio/istio#48876).
- * When the namespace already tracked the connection, it finishes unredirected.
+ * When the namespace already tracked the connection, it finishes unredirected; so does one that
+ * sends a segment in the commit window (after the tables that turn conntrack on, before nat).
  */
 import { test, expect } from '@playwright/test';
 import { netnsId } from '../../../impl/api/ids.js';
@@ -106,7 +107,7 @@ for (const profile of ['upstream', 'strict'] as const) {
       });
       const to = side === 'destination' ? '10.244.1.6:15006' : '127.0.0.1:15001';
       expect(eventsOf(r.after.trace, 'nat').find((e) => e.ns === enrolled)?.what).toBe(
-        `destination 10.244.1.${side === 'destination' ? '6:8080' : '6:8080'} -> ${to}`,
+        `destination 10.244.1.6:8080 -> ${to}`,
       );
       expect(r.client.state).toBe('closed');
       expect(r.server.acceptQueue[0]!.inbox.map((d) => d.payload)).not.toContain('after enrollment');
@@ -120,5 +121,48 @@ for (const profile of ['upstream', 'strict'] as const) {
     expect(eventsOf(r.after.trace, 'nat')).toEqual([]);
     expect(r.server.acceptQueue[0]!.inbox.map((d) => d.payload)).toContain('after enrollment');
     expect(r.freshListener).toBe('proxy inbound');
+  });
+}
+
+/** The `*table ... COMMIT` blocks of a restore text, by table. */
+function tableBlocks(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  let table: string | undefined;
+  let lines: string[] = [];
+  for (const l of text.split('\n')) {
+    const m = /^\*(\S+)$/.exec(l);
+    if (m) {
+      table = m[1];
+      lines = [l];
+    } else if (table !== undefined) {
+      lines.push(l);
+      if (l === 'COMMIT') {
+        out.set(table, `${lines.join('\n')}\n`);
+        table = undefined;
+      }
+    }
+  }
+  return out;
+}
+
+for (const profile of ['upstream', 'strict'] as const) {
+  test(`${profile}: the commit window — a segment between the raw/mangle commit and the nat commit leaves the connection uncaptured`, () => {
+    const { k, server } = twoPods();
+    listen(k, 'd', 15006, PROXY, 'proxy inbound', PROXY_MARK);
+    const client = k.socket('a', 'tcp', 4, APP, 'client');
+    expect(k.connect(client, '10.244.1.6', 8080).listener).toBe(server);
+    const blocks = tableBlocks(buildInpodPlan(options(profile)).iptables.ipv4!);
+    const first = [...blocks]
+      .filter(([t]) => t !== 'nat')
+      .map(([, b]) => b)
+      .join('');
+    k.iptablesRestore('d', 4, first, { noflush: true });
+    expect(k.sendTcp(client, 'in the window').delivered).toBe(true); // tracked now, no NAT
+    k.iptablesRestore('d', 4, blocks.get('nat')!, { noflush: true });
+    const after = k.sendTcp(client, 'after the nat commit');
+    expect(after.delivered, renderTrace(after.trace)).toBe(true);
+    expect(eventsOf(after.trace, 'nat')).toEqual([]);
+    const fresh = k.connect(k.socket('a', 'tcp', 4, APP, 'fresh'), '10.244.1.6', 8080);
+    expect(fresh.listener?.label).toBe('proxy inbound');
   });
 }
