@@ -80,6 +80,14 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
     cost: "Nothing else may keep rules in the pod's raw, mangle, nat or filter tables (whichever the plan uses): another CNI's or the app's own rules there are removed at the next apply or repair pass.",
   },
   {
+    id: 'no-plaintext-to-pending',
+    summary:
+      'The node proxy (impl/ztunnel/outbound.ts) refuses an outbound connection to a pod pending enrollment (ambient.istio.io/redirection: pending: the agent selected it by its pod or namespace label, no node proxy has acknowledged it) instead of sending it plaintext; it fails closed until the destination is served (HBONE).',
+    rationale:
+      "Upstream sends such a pod plaintext (istiod gives a pod that is not `enabled` tunnel protocol NONE; ztunnel's build_request sends TCP to its address), so whatever holds its 15006 — an app squatting it while its proxy cannot bind (finding-l) — gets mesh traffic without identity, and DENY policies naming the peer are skipped (finding-p).",
+    cost: 'Mesh pods cannot reach a pod while it is pending (its proxy down or unable to bind): connections to it are reset until it is served, where upstream would deliver them plaintext once its proxy is back. The window before the agent writes `pending` (a pod just labelled, no rules yet) is unchanged: the pod is outside the mesh until then.',
+  },
+  {
     id: 'host-probe-kubelet-uid',
     summary:
       'The host probe SNAT matches sockets owned by the kubelet uid (`-m owner --uid-owner K`) instead of any socket (`--socket-exists`).',

@@ -244,6 +244,33 @@ export const ATTACKS: readonly AttackEntry[] = [
     },
   },
   {
+    id: 'plaintext-to-pending',
+    classes: ['finding-p', 'finding-l'],
+    title: 'a mesh peer sends plaintext to a pod pending enrollment',
+    setup:
+      "an ambient pod (pending-squatter) on the victim's node, app as the threat's uid without capabilities; while the node proxy is stopped its app listens on its own 15006 (World.appExec listen), so the restarted proxy cannot serve it: its rules stay, the agent's ZDS add is nacked and the pod stays annotated ambient.istio.io/redirection: pending",
+    attack: 'after a settle, the mesh peer friend (other node) opens TCP to the pod',
+    observation:
+      "upstream: friend's node proxy sees a workload that is not `enabled` and sends plaintext to its address (istiod's tunnel protocol NONE; ztunnel's build_request) — the pod's inbound redirect hands it to the app's own 15006: no identity, no authorization, DENY policies skipped. strict: friend's node proxy refuses the connection (connection log: pending enrollment, metric destination-pending-enrollment); nothing reaches the pod. A plaintext client outside the mesh still lands on the squatter in both profiles (port-hijack-restart)",
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'fail-closed',
+        why: "the source proxy downgrades to plaintext for a pod selected for the mesh that no proxy serves (finding-p), and the pending pod's 15006 is the app's (finding-l)",
+      },
+      strict: {
+        verdict: 'holds',
+        why: 'no-plaintext-to-pending: the source proxy fails closed until the destination is served',
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      phase: 'pending-destination',
+      actions: ['friend tcp → pending squatter'],
+    },
+  },
+  {
     id: 'start-before-rules',
     classes: ['B5', 'finding-a'],
     title: 'an ambient pod starts before the mesh on its node is ready',
