@@ -263,7 +263,13 @@ export async function runCatalogPhases(
         sink.log(
           `pending-destination: ${name} listens on its 15006 while ${n0}'s proxy is stopped: ${held.ok ? 'ok' : (held.error ?? 'failed')}; after the restart and a settle: redirected ${obs?.redirected ?? false}, served ${obs?.served ?? false}, annotation ${obs?.annotation ?? '(none)'}`,
         );
-        if (held.ok) {
+        // Not staged (the listen failed, or the pod is not pending): said as a skip, so the report
+        // lists it (check's "Attack-catalog phases this world could not stage"), never judged as holds.
+        if (!held.ok || obs?.annotation !== 'pending')
+          sink.log(
+            `pending-destination: skipped (not staged: ${held.ok ? `${name} is not pending (annotation ${obs?.annotation ?? '(none)'})` : `${name} could not listen on 15006: ${held.error ?? 'failed'}`})`,
+          );
+        else {
           const found = await sink.run(world, state, pendingDestinationActions(), phase, true);
           for (const v of found.filter((x) => x.property === 'inbound-capture'))
             sink.push(
