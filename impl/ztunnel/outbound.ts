@@ -34,6 +34,7 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
     target: fmt(dst),
   };
   deps.metrics.connectionOpened('outbound');
+  record(ctx, { ...base, event: 'accepted' });
   /** `metricReason`: the denied metric's label when `reason` names a pod (one series per cause, not per pod). */
   const deny = (reason: string, metricReason = reason): void => {
     deps.metrics.denied('outbound', metricReason);

@@ -35,6 +35,10 @@ export interface WorkloadLookup {
 export type ConnectionDirection = 'outbound' | 'inbound-plaintext' | 'inbound-hbone';
 
 export type ConnectionEvent =
+  // taken from the listener, before any decision or upstream connect: a witness reading the log
+  // can tell "this proxy holds the connection" from "nobody took it" while the upstream connect
+  // is still pending (it may take the whole connect timeout when SYNs are dropped)
+  | 'accepted'
   | 'forwarded' // relayed to the destination (outbound) or delivered to the app (inbound)
   | 'denied' // refused by policy, self-call, bad target, fail-closed
   | 'failed' // the upstream connect or HBONE handshake failed
