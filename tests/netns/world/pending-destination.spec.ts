@@ -47,6 +47,7 @@ for (const profile of ['strict', 'upstream'] as const) {
           out.map((e) => [e.event, e.reason]),
           r.trace,
         ).toEqual([
+          ['accepted', ''],
           [
             'denied',
             'destination mesh/a is pending enrollment (selected for the mesh, not yet served by its node proxy): strict does not downgrade to plaintext',

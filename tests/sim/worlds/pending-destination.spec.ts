@@ -49,6 +49,7 @@ for (const profile of ['upstream', 'strict'] as const) {
       if (refused) {
         expect(atA, r.trace).toEqual([]);
         expect(out.map((e) => [e.event, e.reason])).toEqual([
+          ['accepted', ''],
           [
             'denied',
             'destination mesh/a is pending enrollment (selected for the mesh, not yet served by its node proxy): strict does not downgrade to plaintext',
