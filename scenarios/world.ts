@@ -195,9 +195,11 @@ export type Component = 'agent' | 'proxy';
  * - `listen`: a TCP listener of the app's on `port` (wildcard address, v4) — e.g. a proxy port
  *   (15001/15006/15008) before the proxy binds it. Fails with EADDRINUSE while someone holds the
  *   port; with `reusePort` it joins an SO_REUSEPORT group only of the same effective uid
- *   (otherwise EADDRINUSE, as the kernel does). (Low ports are not special: container
- *   runtimes set net.ipv4.ip_unprivileged_port_start=0 in pod netns.) The listener stays until
- *   the pod is deleted; what it accepts counts as a delivery to the app.
+ *   (otherwise EADDRINUSE, as the kernel does). With `transparent` it sets IP_TRANSPARENT first,
+ *   which TPROXY requires of a listener it hands packets to; without CAP_NET_RAW or CAP_NET_ADMIN
+ *   the kernel answers EPERM. (Low ports are not special: container runtimes set
+ *   net.ipv4.ip_unprivileged_port_start=0 in pod netns.) The listener stays until the pod is
+ *   deleted; what it accepts counts as a delivery to the app.
  * - `iptables-insert`: `iptables-restore --noflush` of one rule from a fixed list (INSERTED_RULES,
  *   never free text) at the top of a built-in chain, v4 and v6 when the pod has v6; needs
  *   NET_ADMIN as the flush. The rule stays until someone removes it.
@@ -205,7 +207,12 @@ export type Component = 'agent' | 'proxy';
 export type AppAction =
   | { readonly kind: 'iptables-flush' }
   | { readonly kind: 'iptables-insert'; readonly rule: InsertedRule }
-  | { readonly kind: 'listen'; readonly port: number; readonly reusePort?: boolean };
+  | {
+      readonly kind: 'listen';
+      readonly port: number;
+      readonly reusePort?: boolean;
+      readonly transparent?: boolean;
+    };
 
 /**
  * The rules an app may insert (AppAction `iptables-insert`), as restore input:

@@ -593,7 +593,7 @@ export class KindWorld implements World {
         address: '0.0.0.0',
         port: action.port,
         mark: undefined,
-        transparent: false,
+        transparent: action.transparent === true,
         reuseport: action.reusePort === true,
       });
     } catch (e) {

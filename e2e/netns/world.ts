@@ -81,10 +81,13 @@ const SETTLE_BOUND_MS = 60_000;
 const SETTLE_POLL_MS = 200;
 /**
  * connect(): bounds on waiting for an attempt's records (see awaitAttempt). A TCP attempt waits
- * on observed state and reaches its bound only when something is broken (the note says what); a
+ * on observed state and reaches its bound only when something is broken (a harness error says what); a
  * datagram's non-delivery is only visible as the absence of a report, so its bound decides it.
  */
-const ATTEMPT_BOUND_MS = 10_000;
+// A proxy writes 'accepted' when it takes a connection and its final record when the upstream
+// connect ends — at worst its connect timeout (10 s) later, twice in sequence for an outbound
+// HBONE leg whose destination proxy then connects to the app; the bound leaves room above that.
+const ATTEMPT_BOUND_MS = 30_000;
 const DATAGRAM_BOUND_MS = 2_000;
 const ATTEMPT_POLL_MS = 20;
 /** Connection log events after which a proxy leg writes nothing more. */
@@ -382,9 +385,11 @@ export class NetnsWorld implements World {
     const probe = await this.probes.get(src.netns, src.owner);
     let out: ConnectOutcome;
     let rawAnswer: RawSendOutcome['result'] | undefined;
+    let tproxyBefore: ReadonlyMap<number, number> | undefined;
     if (opts.raw) {
       const hop = await this.nextHop(src.netns, dstIp);
       if (typeof hop === 'string') return none(hop);
+      if (proto === 'tcp') tproxyBefore = await this.tproxyHits(dstIp);
       ({ out, rawAnswer } = await rawSendThrough(probe, {
         tag,
         proto,
@@ -514,7 +519,7 @@ export class NetnsWorld implements World {
       // The SYN reached a listener. Which one: the destination's conntrack entry says where a
       // REDIRECT sent it (reply source port); no entry means no NAT, so the port aimed at.
       outcome = 'delivered';
-      const hop = await this.rawListener(srcIp, sourcePort, dstIp, to.port);
+      const hop = await this.rawListener(srcIp, sourcePort, dstIp, to.port, tproxyBefore);
       acceptedBy = hop.acceptedBy;
       if (hop.acceptedIn) acceptedIn = hop.acceptedIn;
       if (hop.delivery) deliveries.push(hop.delivery);
@@ -541,7 +546,7 @@ export class NetnsWorld implements World {
    * reply). A proxy writes its records before it relays or closes, and an app reports before it
    * answers, so once the client has seen the close they are written or on their way. A datagram
    * has no close: its delivery report ends the wait, and without one the bound decides
-   * not-delivered — as the sim's dropped packet. When a bound is hit, the note says what was missing.
+   * not-delivered — as the sim's dropped packet. A TCP attempt past its bound throws, naming what was missing.
    */
   private async awaitAttempt(
     tag: string,
@@ -586,8 +591,15 @@ export class NetnsWorld implements World {
           continue;
         }
         if (missing.length === 0) return { dels, recs, note: '' };
+        // Past the bound the world cannot say who took the connection: judging the partial
+        // record (no proxy record read as "first hop was other") would be a verdict on a failed
+        // observation, so it is the harness's error, naming what never arrived.
         if (Date.now() - start >= ATTEMPT_BOUND_MS)
-          return { dels, recs, note: `; observation incomplete after ${ATTEMPT_BOUND_MS} ms: ${missing.join('; ')}` };
+          throw new Error(
+            `observing attempt ${tag} failed: still incomplete after ${ATTEMPT_BOUND_MS} ms: ${missing.join('; ')} ` +
+              `(proxy records read so far: ${recs.length}; deliveries: ${dels.length}). A proxy or probe stopped writing ` +
+              `its log, or the machine is overloaded; see the components' logs in the run directory.`,
+          );
       } else {
         if (dels.length > 0) return { dels, recs, note: '' };
         if (Date.now() - start >= DATAGRAM_BOUND_MS)
@@ -670,21 +682,51 @@ export class NetnsWorld implements World {
     return parseConntrackList(out.stdout, out.stderr, `${what} (\`${argv.join(' ')}\` in ${netns})`);
   }
 
+  /** The netns that holds `dst` (a pod's or a node's), if the lab has it. */
+  private netnsOf(dst: string): { pod?: LabPodState; node?: { name: string }; netns?: string } {
+    const pod = Object.values(this.lab.state.pods).find((p) => !p.hostNetwork && p.ips.includes(dst));
+    const node = this.lab.state.nodes.find((n) => n.address === dst || nodeAddress(n.index).ipv6 === dst);
+    return {
+      ...(pod ? { pod } : {}),
+      ...(node ? { node } : {}),
+      ...((pod?.netns ?? node?.netns) ? { netns: pod?.netns ?? node?.netns } : {}),
+    };
+  }
+
+  /**
+   * Packets counted so far by the TPROXY rules of the netns holding `dst`, by --on-port (from
+   * `iptables-save -c -t mangle`). TPROXY rewrites nothing, so conntrack cannot tell which
+   * listener it chose; a rule whose count grew across a raw SYN (attempts run one at a time)
+   * says the SYN was handed to the transparent listener on its port.
+   */
+  private async tproxyHits(dst: string): Promise<ReadonlyMap<number, number>> {
+    const { netns } = this.netnsOf(dst);
+    const hits = new Map<number, number>();
+    if (!netns) return hits;
+    const argv = [dst.includes(':') ? 'ip6tables-save' : 'iptables-save', '-c', '-t', 'mangle'];
+    const out = await observeInOutput(netns, argv);
+    for (const line of out.stdout.split('\n')) {
+      const m = /^\[(\d+):\d+\] -A \S+ .*-j TPROXY --on-port (\d+)/.exec(line);
+      if (m) hits.set(Number(m[2]), (hits.get(Number(m[2])) ?? 0) + Number(m[1]));
+    }
+    return hits;
+  }
+
   /** Which socket answered a raw SYN src:sport -> dst:dport with a SYN-ACK (see connect). */
   private async rawListener(
     src: string,
     sport: number,
     dst: string,
     dport: number,
+    tproxyBefore: ReadonlyMap<number, number> | undefined,
   ): Promise<{ port: number; acceptedBy: Acceptor; acceptedIn?: PodRef | { node: string }; delivery?: Delivery }> {
-    const pod = Object.values(this.lab.state.pods).find((p) => !p.hostNetwork && p.ips.includes(dst));
-    const node = this.lab.state.nodes.find((n) => n.address === dst || nodeAddress(n.index).ipv6 === dst);
-    const netns = pod?.netns ?? node?.netns;
+    const { pod, node, netns } = this.netnsOf(dst);
     let port = dport;
     if (netns) {
-      // The destination's conntrack table: the entry of this SYN says which port a REDIRECT (or
-      // TPROXY) sent it to. No entry is a real, checked state (conntrack ran, exited 0 and
-      // counted 0 entries): nothing tracked, so no NAT, and the port aimed at answered.
+      // The destination's conntrack table: the entry of this SYN says which port a REDIRECT sent
+      // it to. No entry is a real, checked state (conntrack ran, exited 0 and counted 0
+      // entries): nothing tracked, so no NAT, and the port aimed at answered — unless a TPROXY
+      // rule took the SYN (tproxyHits).
       const what = `which listener answered the raw SYN ${ep(src, sport)} -> ${ep(dst, dport)}`;
       const all = await this.conntrackTcp(netns, dst, ['--orig-src', src, '--orig-port-src', String(sport)], what);
       const entries = all.filter((e) => e.orig.dst === dst && e.orig.dport === dport);
@@ -699,6 +741,15 @@ export class NetnsWorld implements World {
           `${what}: conntrack in ${netns} has entries to different ports (${[...ports].join(', ')}); cannot tell which answered`,
         );
       if (ports.size === 1) port = [...ports][0]!;
+      if (port === dport && tproxyBefore) {
+        const after = await this.tproxyHits(dst);
+        const grew = [...after].filter(([p, n]) => n > (tproxyBefore.get(p) ?? 0)).map(([p]) => p);
+        if (grew.length > 1)
+          throw new Error(
+            `${what}: TPROXY rules to several ports (${grew.join(', ')}) counted packets in ${netns} meanwhile; cannot tell which answered`,
+          );
+        if (grew.length === 1) port = grew[0]!;
+      }
     }
     if (!pod) return { port, acceptedBy: 'other', ...(node ? { acceptedIn: { node: node.name } } : {}) };
     const ref: PodRef = { namespace: pod.namespace, name: pod.name };
@@ -755,7 +806,7 @@ export class NetnsWorld implements World {
         address: '0.0.0.0',
         port: action.port,
         mark: undefined,
-        transparent: false,
+        transparent: action.transparent === true,
         reuseport: action.reusePort === true,
       });
     } catch (e) {

@@ -73,12 +73,28 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
     cost: 'Pods in clusters with IPv6 disabled in the mesh get no IPv6 at all, even where the network offers it.',
   },
   {
+    id: 'inbound-tproxy',
+    summary:
+      'Inbound plaintext TCP is captured in mangle PREROUTING with `-j TPROXY --on-port 15006 --tproxy-mark 0x111/0xfff` (new connections not arriving on lo; the probe ports and virtual interfaces return first) instead of nat `REDIRECT --to-ports 15006`.',
+    rationale:
+      "REDIRECT hands inbound to whatever socket holds 15006; while the node proxy restarts, an app without any capability can bind it, the proxy gets EADDRINUSE, and inbound reaches the app with no policy (finding-l). TPROXY assigns a packet only to a transparent socket (IP_TRANSPARENT, which needs CAP_NET_RAW or CAP_NET_ADMIN) and drops it otherwise, so such a squatter gets nothing: inbound fails closed. The proxy's listeners are transparent and read the target from the accepted socket's local address. Not closed: an app with NET_RAW (containerd's default set) or NET_ADMIN can make its squatter transparent; only admission (drop NET_RAW) or a bind guard on the proxy ports (eBPF/LSM, upstream PR #49078) closes that.",
+    cost: 'The pod netns needs the TPROXY target (xt_TPROXY, nf_tproxy_ipv4/ipv6 modules) and the proxy must keep IP_TRANSPARENT on its listeners (so it needs NET_RAW or NET_ADMIN in the pod netns, which it has for spoofing anyway). The probe carve-out and the virtual-interface exemption move to mangle.',
+  },
+  {
     id: 'exclusive-tables',
     summary:
       "The agent owns every table its in-pod plan uses: it applies the plan by one full iptables-restore per family (no --noflush) that replaces those tables whole, and its repair pass treats anything else in them (a rule in a built-in chain besides the plan's hooks, a user chain the plan does not declare, a built-in policy other than ACCEPT) as drift.",
     rationale:
       "An app with NET_ADMIN can insert `-I OUTPUT 1 -j ACCEPT` ahead of the hook into ISTIO_OUTPUT; upstream's reconcile compares only its own chains and hooks, so such a rule stays for good (B3, B14). Tables the plan does not use are not looked at.",
     cost: "Nothing else may keep rules in the pod's raw, mangle, nat or filter tables (whichever the plan uses): another CNI's or the app's own rules there are removed at the next apply or repair pass.",
+  },
+  {
+    id: 'no-plaintext-to-pending',
+    summary:
+      'The node proxy (impl/ztunnel/outbound.ts) refuses an outbound connection to a pod pending enrollment (ambient.istio.io/redirection: pending: the agent selected it by its pod or namespace label, no node proxy has acknowledged it) instead of sending it plaintext; it fails closed until the destination is served (HBONE).',
+    rationale:
+      "Upstream sends such a pod plaintext (istiod gives a pod that is not `enabled` tunnel protocol NONE; ztunnel's build_request sends TCP to its address), so whatever holds its 15006 — an app squatting it while its proxy cannot bind (finding-l) — gets mesh traffic without identity, and DENY policies naming the peer are skipped (finding-p).",
+    cost: 'Mesh pods cannot reach a pod while it is pending (its proxy down or unable to bind): connections to it are reset until it is served, where upstream would deliver them plaintext once its proxy is back. The window before the agent writes `pending` (a pod just labelled, no rules yet) is unchanged: the pod is outside the mesh until then.',
   },
   {
     id: 'host-probe-kubelet-uid',

@@ -102,6 +102,9 @@ function renderTarget(t: Target): string {
       return `-j ${t.chain}`;
     case 'REDIRECT':
       return `-j REDIRECT --to-ports ${t.toPort}`;
+    case 'TPROXY':
+      // iptables-save prints all three options of TPROXY v1, --on-ip included even when unset.
+      return `-j TPROXY --on-port ${t.onPort} --on-ip ${t.onIp} --tproxy-mark ${formatMark(t.mark)}`;
     case 'SNAT':
       return `-j SNAT --to-source ${address(t.toSource)}`;
     case 'CONNMARK-set':

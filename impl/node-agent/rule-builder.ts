@@ -140,7 +140,7 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     o.profile === 'strict' ? [markIs(PROXY_MARK), { kind: 'owner', uid: o.proxyUid }] : [markIs(PROXY_MARK)];
   const notProxy = (): Match[] => (strict ? [] : [markIs(PROXY_MARK, true)]);
 
-  // ---- mangle: return path for proxy-originated inbound connections.
+  // ---- mangle: return path for proxy-originated inbound connections; strict's inbound capture.
   chains.push({ table: 'mangle', name: PRERT }, { table: 'mangle', name: OUTPUT });
   r.hook('mangle', 'PREROUTING', PRERT);
   r.hook('mangle', 'OUTPUT', OUTPUT);
@@ -161,6 +161,43 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     'gives app replies the fwmark that selects the table-100 return route',
   );
 
+  if (!o.ingressMode && o.profile === 'strict') {
+    // Strict captures inbound with TPROXY in mangle (inbound-tproxy, profiles.ts): mangle sees
+    // every packet, so what nat never saw must be left out explicitly — the virtual interfaces'
+    // outbound TCP (nat redirects it to 15001 below), looped-back packets (`! -i lo`: the app to
+    // its own IP and the proxy's connections to the app, which nat PREROUTING never sees), and
+    // all but a connection's first packet (`--ctstate NEW`: replies to the proxy's and the app's
+    // connections; later packets find their socket by address).
+    for (const ifc of o.virtualInterfaces) {
+      r.add('mangle', PRERT, `vif-${ifc}-return`, [{ kind: 'in', iface: ifc }, tcp], RETURN);
+    }
+    chunks(o.probePorts, 15).forEach((ports, i) => {
+      r.add(
+        'mangle',
+        PRERT,
+        `probe-accept${i === 0 ? '' : `-${i}`}`,
+        [{ kind: 'src', cidr: probe }, tcp, { kind: 'multiport', dports: ports }],
+        RETURN,
+        'kubelet probes (SNATed on the node) reach the declared probe ports uncaptured; anything wider skips inbound policy',
+      );
+    });
+    r.add(
+      'mangle',
+      PRERT,
+      'tproxy-inbound',
+      [
+        { kind: 'dst', cidr: lo, neg: true },
+        { kind: 'in', iface: 'lo', neg: true },
+        tcp,
+        l4({ dport: INBOUND_HBONE_PORT, negDport: true }),
+        markIs(PROXY_MARK, true),
+        { kind: 'ctstate', states: ['NEW'] },
+      ],
+      { kind: 'TPROXY', onPort: INBOUND_PLAINTEXT_PORT, onIp: family === 'ipv4' ? '0.0.0.0' : '::', mark: RETURN_MARK },
+      'inbound TCP other than HBONE must be policed by the proxy inbound listener; TPROXY gives it only to a transparent socket, so an app squatting 15006 without NET_RAW/NET_ADMIN gets nothing',
+    );
+  }
+
   // ---- nat: the captures.
   chains.push({ table: 'nat', name: PRERT }, { table: 'nat', name: OUTPUT });
   r.hook('nat', 'PREROUTING', PRERT);
@@ -176,31 +213,17 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     );
     r.add('nat', PRERT, `vif-${ifc}-return`, [{ kind: 'in', iface: ifc }, tcp], RETURN);
   }
-  if (!o.ingressMode) {
-    if (o.profile === 'strict') {
-      chunks(o.probePorts, 15).forEach((ports, i) => {
-        r.add(
-          'nat',
-          PRERT,
-          `probe-accept${i === 0 ? '' : `-${i}`}`,
-          [{ kind: 'src', cidr: probe }, tcp, { kind: 'multiport', dports: ports }],
-          ACCEPT,
-          'kubelet probes (SNATed on the node) reach the declared probe ports uncaptured; anything wider skips inbound policy',
-        );
-      });
-    } else {
-      r.add(
-        'nat',
-        PRERT,
-        'probe-accept',
-        [{ kind: 'src', cidr: probe }, tcp, l4()],
-        ACCEPT,
-        'kubelet probes (SNATed on the node) reach the app uncaptured; any port (upstream)',
-      );
-    }
-    // The mark test here keeps the proxy's own connections to the app (looped through lo, marks
-    // never cross the wire) out of the inbound redirect; in strict, app sockets carrying a
-    // spoofed mark are dropped in filter OUTPUT before they loop back.
+  if (!o.ingressMode && o.profile === 'upstream') {
+    r.add(
+      'nat',
+      PRERT,
+      'probe-accept',
+      [{ kind: 'src', cidr: probe }, tcp, l4()],
+      ACCEPT,
+      'kubelet probes (SNATed on the node) reach the app uncaptured; any port (upstream)',
+    );
+    // The mark test keeps the proxy's own connections to the app (looped through lo, marks never
+    // cross the wire) out of the inbound redirect.
     r.add(
       'nat',
       PRERT,

@@ -122,6 +122,8 @@ export type Target =
   | { readonly kind: 'RETURN' }
   | { readonly kind: 'jump'; readonly chain: OwnChain }
   | { readonly kind: 'REDIRECT'; readonly toPort: Port }
+  /** mangle PREROUTING only; `onIp` unspecified means the arriving device's first address (the kernel's default). */
+  | { readonly kind: 'TPROXY'; readonly onPort: Port; readonly onIp: '0.0.0.0' | '::'; readonly mark: Mark }
   | { readonly kind: 'SNAT'; readonly toSource: Cidr }
   | { readonly kind: 'CONNMARK-set'; readonly mark: Mark }
   | { readonly kind: 'CONNMARK-restore'; readonly nfmask: number; readonly ctmask: number }
@@ -181,6 +183,8 @@ export function ruleset(family: IpFamily, chains: Ruleset['chains'], rules: read
         throw new Error(`rule ${r.id}: ${m.kind} ${m.cidr.text} is not ${family}`);
       }
     }
+    if (r.target.kind === 'TPROXY' && (r.target.onIp === '::') !== (family === 'ipv6'))
+      throw new Error(`rule ${r.id}: TPROXY --on-ip ${r.target.onIp} is not ${family}`);
     if (r.target.kind === 'SNAT' && r.target.toSource.family !== family)
       throw new Error(`rule ${r.id}: SNAT to ${r.target.toSource.text} is not ${family}`);
   }
@@ -230,12 +234,14 @@ export function mutants(rs: Ruleset, opts: { onlySecurityRelevant?: boolean } = 
     if (opts.onlySecurityRelevant && r.security === undefined) continue;
     out.push({ name: `remove ${r.id}`, rule: r, ruleset: withoutRule(rs, r.id) });
     r.matches.forEach((m, i) => {
-      // REDIRECT and port matches need `-p tcp|udp`; without it the kernel would refuse the text.
+      // REDIRECT, TPROXY and port matches need `-p tcp|udp`; without it the kernel would refuse the text.
       // An `-m tcp` without ports matches whatever `-p tcp` matched: dropping it changes nothing.
       if (m.kind === 'l4' && m.dport === undefined && m.sport === undefined) return;
       if (
         m.kind === 'proto' &&
-        (r.target.kind === 'REDIRECT' || r.matches.some((x) => x.kind === 'l4' || x.kind === 'multiport'))
+        (r.target.kind === 'REDIRECT' ||
+          r.target.kind === 'TPROXY' ||
+          r.matches.some((x) => x.kind === 'l4' || x.kind === 'multiport'))
       )
         return;
       out.push({ name: `weaken ${r.id} match ${i} (${m.kind})`, rule: r, ruleset: withoutMatch(rs, r.id, i) });

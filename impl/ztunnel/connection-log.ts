@@ -26,7 +26,7 @@ import type { ConnectionDirection, ConnectionEvent, ProxyConnectionLog, ProxyCon
 
 export const CONNECTION_LOG_VERSION = 1;
 
-type LogEvent = 'accepted' | ConnectionEvent;
+type LogEvent = ConnectionEvent;
 const LOG_EVENTS: readonly LogEvent[] = ['accepted', 'forwarded', 'denied', 'failed', 'closed', 'closed-by-policy'];
 const LOG_DIRECTIONS: readonly ConnectionDirection[] = ['outbound', 'inbound-plaintext', 'inbound-hbone'];
 

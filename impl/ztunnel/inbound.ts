@@ -125,6 +125,7 @@ export async function handleInboundPlaintext(ctx: PodContext, down: TcpConnectio
     target: fmt(target),
   };
   ctx.deps.metrics.connectionOpened(direction);
+  record(ctx, { ...base, event: 'accepted' });
   if (ctx.stopping) {
     down.reset();
     return deny(ctx, base, 'pod proxy is shutting down');

@@ -17,6 +17,13 @@ export interface ProxyWorkload {
   readonly ips: readonly string[];
   /** In the mesh (HBONE-capable): outbound traffic to it is tunnelled to its 15008. */
   readonly enrolled: boolean;
+  /**
+   * Selected for the mesh but not served yet: the node agent decided its pod or namespace label
+   * puts it in the mesh and marked it `ambient.istio.io/redirection: pending` (its rules are in
+   * place or being applied, no node proxy has acknowledged it). Absent means false. Under strict
+   * a source proxy refuses to send it plaintext (outbound.ts); upstream sends plaintext.
+   */
+  readonly pending?: boolean;
   readonly identity: PeerIdentity;
 }
 
@@ -28,6 +35,10 @@ export interface WorkloadLookup {
 export type ConnectionDirection = 'outbound' | 'inbound-plaintext' | 'inbound-hbone';
 
 export type ConnectionEvent =
+  // taken from the listener, before any decision or upstream connect: a witness reading the log
+  // can tell "this proxy holds the connection" from "nobody took it" while the upstream connect
+  // is still pending (it may take the whole connect timeout when SYNs are dropped)
+  | 'accepted'
   | 'forwarded' // relayed to the destination (outbound) or delivered to the app (inbound)
   | 'denied' // refused by policy, self-call, bad target, fail-closed
   | 'failed' // the upstream connect or HBONE handshake failed

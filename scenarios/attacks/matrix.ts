@@ -56,7 +56,8 @@ export interface FoundViolation {
  * pod's rules (World.appExec iptables-flush), before the agent's next repair pass.
  * `port-hijack`: after the attacker bound the proxy ports in its own netns while its node proxy
  * was stopped, and the proxy came back. The catalog phases (catalog-phases.ts) are named for
- * what they stage: `mesh-v6-off`, `cni-api-error`, `reboot`, `hostile-annotations`, `rogue-zds`.
+ * what they stage: `mesh-v6-off`, `cni-api-error`, `reboot`, `hostile-annotations`, `rogue-zds`,
+ * `inserted-accept`, `pending-destination`.
  */
 export type Phase = 'healthy' | 'proxy-down' | 'agent-down' | 'settled' | 'app-flush' | 'port-hijack' | CatalogPhase;
 
@@ -158,7 +159,8 @@ export async function runThreat(
  *    repair pass — and the settled state after it (the repair must have restored the rules:
  *    convergence). So the check measures "bypass until the next repair pass", not a lasting one.
  * 2. Port hijack: the node proxy stops, the app binds the proxy ports of its own netns (with
- *    SO_REUSEPORT when root), the proxy starts again; then a peer connects in and the app out.
+ *    SO_REUSEPORT when root, IP_TRANSPARENT when its capabilities allow), the proxy starts
+ *    again; then a peer connects in and the app out.
  *    Runs last: the pod stays hijacked.
  */
 async function runAppExecPhases(
@@ -196,8 +198,17 @@ async function runAppExecPhases(
   await state.setComponent(world, 'proxy', n0, 'down');
   let bound = 0;
   for (const port of HIJACK_PORTS) {
-    const r = await world.appExec(ATTACKER, { kind: 'listen', port, reusePort: t.uids[0] === 0 });
-    log.push(`listen ${port}${t.uids[0] === 0 ? ' SO_REUSEPORT' : ''}: ${r.ok ? 'ok' : (r.error ?? 'failed')}`);
+    const reusePort = t.uids[0] === 0;
+    const opts = reusePort ? ' SO_REUSEPORT' : '';
+    // Transparent first: TPROXY (strict inbound-tproxy) hands packets only to a transparent
+    // listener. The world's kernel decides whether the app may (NET_RAW or NET_ADMIN, effective);
+    // on EPERM the app binds a plain listener, which REDIRECT still feeds.
+    let r = await world.appExec(ATTACKER, { kind: 'listen', port, reusePort, transparent: true });
+    log.push(`listen ${port}${opts} IP_TRANSPARENT: ${r.ok ? 'ok' : (r.error ?? 'failed')}`);
+    if (!r.ok && r.error?.includes('EPERM')) {
+      r = await world.appExec(ATTACKER, { kind: 'listen', port, reusePort });
+      log.push(`listen ${port}${opts}: ${r.ok ? 'ok' : (r.error ?? 'failed')}`);
+    }
     if (r.ok) bound++;
   }
   await state.setComponent(world, 'proxy', n0, 'up');

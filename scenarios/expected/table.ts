@@ -16,7 +16,7 @@
  */
 import type { Profile } from '../world.js';
 import { PROPERTY_NAMES, type PropertyName } from '../properties/types.js';
-import { THREATS, type ThreatId } from '../threats/threats.js';
+import { THREATS, canSetTransparent, type ThreatId } from '../threats/threats.js';
 
 export type BypassClass =
   | 'B1'
@@ -29,7 +29,7 @@ export type BypassClass =
   | 'B11'
   | 'B12'
   | 'B14'
-  | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n'}`;
+  | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n' | 'p'}`;
 
 export type ExpectedCell =
   | { readonly verdict: 'holds'; readonly why: string }
@@ -201,19 +201,26 @@ mutable.convergence['app-net-admin'] = row(
 
 // Port hijack (docs/bypass-classes.md#finding-l), measured in the matrix's port-hijack phase: the node proxy of the
 // attacker's node stops, the app binds 15001 and 15006 in its own netns (no privilege needed:
-// ports >= 1024; as root with SO_REUSEPORT too), the proxy comes back and cannot bind them (the
-// sim proxy runs as uid 1337, so even a root app's reuseport socket keeps it out: EADDRINUSE).
-// Inbound plaintext is then redirected to the app's own 15006: delivered without the proxy and
-// without any authorization. Nothing in either profile reserves the ports (upstream PR #49078
-// open), so both expect it. It harms only the hijacking pod's own inbound policy; the victim's
-// capture is untouched. Applied after the derivations above on purpose: the hijack happens with
-// every component up, so it says nothing about fail closed.
+// ports >= 1024; as root with SO_REUSEPORT too; with IP_TRANSPARENT when it has NET_RAW or
+// NET_ADMIN), the proxy comes back and cannot bind them (the sim proxy runs as uid 1337, so even
+// a root app's reuseport socket keeps it out: EADDRINUSE). Upstream redirects inbound plaintext
+// to the app's own 15006 (nat REDIRECT takes any socket): delivered without the proxy and without
+// any authorization, for every enrolled-pod threat. Strict captures inbound with TPROXY
+// (inbound-tproxy), which hands packets only to a transparent socket and drops them otherwise:
+// the hijack fails closed unless the app could make its listener transparent. It harms only the
+// hijacking pod's own inbound policy; the victim's capture is untouched. Applied after the
+// derivations above on purpose: the hijack happens with every component up, so it says nothing
+// about fail closed.
 const HIJACK_WHY =
   "port hijack: with its node proxy stopped the app binds 15006/15001 in its own netns (no capability needed), the restarted proxy gets EADDRINUSE, and inbound plaintext to the pod reaches the app's 15006 socket without the proxy or any authorization (finding l; nothing reserves the ports in either profile)";
+const HIJACK_TRANSPARENT_WHY =
+  "port hijack with IP_TRANSPARENT: with its node proxy stopped the app, whose NET_RAW/NET_ADMIN allows IP_TRANSPARENT, binds a transparent listener on 15006 in its own netns, the restarted proxy gets EADDRINUSE, and strict's TPROXY hands inbound plaintext to that listener without the proxy or any authorization (finding l; only admission without NET_RAW/NET_ADMIN or a bind guard on the proxy ports closes it)";
 for (const t of THREATS) {
   if (t.vantage !== 'enrolled-pod') continue;
   for (const prop of ['inbound-capture', 'authorization'] as const) {
     for (const prof of ['upstream', 'strict'] as const) {
+      const why = prof === 'upstream' ? HIJACK_WHY : canSetTransparent(t) ? HIJACK_TRANSPARENT_WHY : undefined;
+      if (why === undefined) continue; // strict's TPROXY drops what reaches a non-transparent squatter
       const c = mutable[prop][t.id][prof];
       mutable[prop][t.id] = {
         ...mutable[prop][t.id],
@@ -222,9 +229,9 @@ for (const t of THREATS) {
             ? {
                 ...c,
                 classes: [...new Set<BypassClass>([...c.classes, 'finding-l'])],
-                why: `${c.why}; and ${HIJACK_WHY}`,
+                why: `${c.why}; and ${why}`,
               }
-            : bypass(['finding-l'], HIJACK_WHY, 'appExec'),
+            : bypass(['finding-l'], why, 'appExec'),
       };
     }
   }
@@ -251,6 +258,34 @@ for (const prop of ['outbound-capture', 'inbound-capture', 'authorization'] as c
       classes: [...new Set<BypassClass>([...c.classes, 'B7', 'finding-h'])],
       why: `${c.why}; and ${V6_OFF_WHY}`,
     },
+  };
+}
+
+// Plaintext to a pod pending enrollment (catalog plaintext-to-pending, phase pending-destination,
+// app-nonroot): a mesh peer's node proxy sends plaintext to a pod selected for the mesh that its
+// node proxy does not serve (its app holds its 15006), and the app takes it. Upstream's source
+// proxy downgrades (istiod's tunnel protocol NONE for a pod not `enabled`): a fail-closed failure
+// on top of the UDP bypass the upstream cell already expects. Strict's source proxy refuses
+// (no-plaintext-to-pending), so the strict cell still holds; so do its inbound and authorization
+// cells (inbound-tproxy: this app cannot make its squatter transparent, so TPROXY gives it nothing).
+const PENDING_WHY =
+  "a mesh peer's node proxy sends plaintext to a pod selected for the mesh that no proxy serves (annotation pending; istiod gives it tunnel protocol NONE), so the app holding the pod's 15006 takes the peer's traffic without identity or authorization (finding-p, with finding-l)";
+{
+  const c = mutable['fail-closed']['app-nonroot'].upstream;
+  const st = mutable['fail-closed']['app-nonroot'].strict;
+  if (c.verdict !== 'bypass' || st.verdict !== 'holds')
+    throw new Error(
+      'expected table: fail-closed × app-nonroot should be a bypass under upstream and hold under strict before the pending note',
+    );
+  mutable['fail-closed']['app-nonroot'] = {
+    upstream: {
+      ...c,
+      classes: [...new Set<BypassClass>([...c.classes, 'finding-p', 'finding-l'])],
+      why: `${c.why}; and ${PENDING_WHY}`,
+    },
+    strict: holds(
+      `${st.why}; a source proxy refuses plaintext to a pod pending enrollment until it is served (no-plaintext-to-pending)`,
+    ),
   };
 }
 

@@ -41,6 +41,10 @@ const NO_DNS_PROXY =
 export const KNOWN_SURVIVORS: Readonly<Record<string, string>> = {
   'weaken nat/prert/redirect-inbound match 0 (dst)': NAT_PRERT_NEVER_SEES_LOOPED,
   'weaken nat/prert/redirect-inbound match 3 (mark)': NAT_PRERT_NEVER_SEES_LOOPED,
+  'strict weaken mangle/prert/tproxy-inbound match 0 (dst)':
+    'packets to 127.0.0.1/::1 only arrive over lo, which the rule already leaves out (`! -i lo`)',
+  'strict weaken mangle/prert/tproxy-inbound match 4 (mark)':
+    'the proxy mark only arrives on packets looped over lo (a veth scrubs skb->mark), which the rule already leaves out (`! -i lo`)',
   'weaken nat/out/loopback-own-ip match 0 (dst)':
     'traffic out lo to 127.0.0.1/::1 is never redirected anyway (redirect-outbound excludes it), so accepting it earlier changes nothing',
   // Over-capture only (the mutant redirects more, never less): nothing can leave uncaptured.

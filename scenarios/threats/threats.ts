@@ -170,3 +170,11 @@ export function threat(id: string): ThreatModel {
 export function canSetMark(t: Pick<ThreatModel, 'caps' | 'kernelVersion'>): boolean {
   return t.caps.includes('NET_ADMIN') || (t.caps.includes('NET_RAW') && t.kernelVersion !== '5.15');
 }
+
+/**
+ * IP_TRANSPARENT is permitted: CAP_NET_RAW or CAP_NET_ADMIN, effective only for uid 0 (see the
+ * module comment). A transparent listener on 15006 takes what strict's TPROXY captures (finding-l).
+ */
+export function canSetTransparent(t: Pick<ThreatModel, 'caps' | 'uids'>): boolean {
+  return t.uids[0] === 0 && (t.caps.includes('NET_RAW') || t.caps.includes('NET_ADMIN'));
+}

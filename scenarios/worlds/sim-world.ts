@@ -817,12 +817,12 @@ export class SimMeshWorld implements World {
     const sock = k.socket(ep.netns, 'tcp', 4, ep.creds, ep.label);
     try {
       if (action.reusePort) k.setsockopt(sock, 'SO_REUSEPORT', true);
+      if (action.transparent) k.setsockopt(sock, 'IP_TRANSPARENT', true);
       k.bind(sock, '0.0.0.0', action.port);
       k.listen(sock);
     } catch (e) {
       k.close(sock);
-      if (e instanceof SimErrnoError)
-        return { ok: false, error: `${e.call}(${action.port}): ${e.errno} — ${e.message}` };
+      if (e instanceof SimErrnoError) return { ok: false, error: `${e.message} (listen on port ${action.port})` };
       throw e;
     }
     return { ok: true };

@@ -8,6 +8,7 @@ import { test, expect } from '@playwright/test';
 import type { NetnsWorld } from '../../../e2e/netns/world.js';
 import type { AppSpec, PodRef } from '../../../scenarios/world.js';
 import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
+import { expectHijackVerdict, squatInboundPortWithoutCapabilities } from '../../port-hijack.js';
 
 skipUnlessSuiteWorldAvailable();
 test.setTimeout(600_000); // generous: the suite must pass on a loaded machine (npm run test:netns:loaded)
@@ -29,7 +30,7 @@ async function redirected(w: NetnsWorld, ref: PodRef): Promise<boolean> {
   return (await w.pods()).find((p) => p.name === ref.name && p.namespace === ref.namespace)?.redirected ?? false;
 }
 
-test('without NET_ADMIN the flush is EPERM; a proxy port the proxy holds is EADDRINUSE (also with SO_REUSEPORT, other uid); a port hijacked while the proxy is down takes inbound traffic', async () => {
+test('without NET_ADMIN the flush is EPERM; a proxy port the proxy holds is EADDRINUSE (also with SO_REUSEPORT, other uid)', async () => {
   await withNetnsWorld({}, async (w) => {
     await pods(w, { uid: 1000, caps: [], tcpPorts: [8080] });
     expect(await redirected(w, a)).toBe(true);
@@ -46,19 +47,50 @@ test('without NET_ADMIN the flush is EPERM; a proxy port the proxy holds is EADD
     const reuse = await w.appExec(a, { kind: 'listen', port: 15001, reusePort: true });
     expect(reuse.error).toContain('EADDRINUSE');
     expect(await w.appExec(a, { kind: 'listen', port: 9000 })).toEqual({ ok: true });
+  });
+});
 
+// finding-l: upstream's nat REDIRECT feeds any socket on 15006; strict's TPROXY (inbound-tproxy)
+// only a transparent one, and the kernel drops the packet otherwise (net/netfilter/xt_TPROXY.c).
+for (const profile of ['upstream', 'strict'] as const) {
+  test(`${profile}: with the proxy up inbound goes through it; a capability-less app that binds 15006 while the proxy is down (IP_TRANSPARENT is EPERM) ${profile === 'upstream' ? 'takes inbound traffic' : 'gets nothing: inbound fails closed'}`, async () => {
+    await withNetnsWorld({ profile }, async (w) => {
+      await pods(w, { uid: 1000, caps: [], tcpPorts: [8080] });
+      const up = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
+      expect(up.acceptedBy, up.trace).toBe('proxy-inbound');
+      expect(up.deliveries.some((d) => d.pod.name === 'a' && d.port === 8080 && d.viaProxy)).toBe(true);
+
+      await w.stop('proxy', 'node-0');
+      await squatInboundPortWithoutCapabilities(w, a);
+      await w.start('proxy', 'node-0');
+      await w.settle();
+      const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
+      expectHijackVerdict(r, profile, a);
+      if (profile === 'upstream') {
+        // The app saw the real client: q's address, not a proxy's.
+        const qIp = (await w.pods()).find((p) => p.name === 'q')!.ips[0]!;
+        expect(r.deliveries.find((x) => x.pod.name === 'a')!.peer.startsWith(`${qIp}:`)).toBe(true);
+      }
+    });
+  });
+}
+
+test('strict: a root app with NET_RAW binds 15006 with IP_TRANSPARENT while the proxy is down and TPROXY hands it inbound (the residual only admission or a bind guard closes)', async () => {
+  await withNetnsWorld({ profile: 'strict' }, async (w) => {
+    await pods(w, { uid: 0, caps: ['NET_RAW'], tcpPorts: [8080] });
     await w.stop('proxy', 'node-0');
-    expect(await w.appExec(a, { kind: 'listen', port: 15006 })).toEqual({ ok: true });
+    expect(await w.appExec(a, { kind: 'listen', port: 15006, reusePort: true, transparent: true })).toEqual({
+      ok: true,
+    });
     await w.start('proxy', 'node-0');
     await w.settle();
     const r = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
     expect(r.acceptedBy, r.trace).toBe('app');
-    expect(r.acceptedIn).toEqual(a);
-    const d = r.deliveries.find((x) => x.pod.name === 'a');
-    expect(d, r.trace).toMatchObject({ port: 15006, viaProxy: false });
-    // The app saw the real client: q's address, not a proxy's.
-    const qIp = (await w.pods()).find((p) => p.name === 'q')!.ips[0]!;
-    expect(d!.peer.startsWith(`${qIp}:`)).toBe(true);
+    // No proxy between: the app's own (transparent) 15006 listener took the client's connection.
+    expect(
+      r.deliveries.find((x) => x.pod.name === 'a'),
+      r.trace,
+    ).toMatchObject({ viaProxy: false });
   });
 });
 

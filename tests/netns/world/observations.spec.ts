@@ -14,7 +14,8 @@ import * as path from 'node:path';
 import { locateTool } from '../../../e2e/netns/required-tools.js';
 import type { NetnsWorld } from '../../../e2e/netns/world.js';
 import type { PodRef } from '../../../scenarios/world.js';
-import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
+import { execIn } from '../../../e2e/netns/ip.js';
+import { MESH, skipUnlessSuiteWorldAvailable, suiteWorld, withNetnsWorld } from './fixture.js';
 
 skipUnlessSuiteWorldAvailable();
 test.setTimeout(300_000);
@@ -153,5 +154,59 @@ test('connect(): a missing or unreadable connection log is an error — not "no 
     );
     // afterwards (offsets past the bad lines) the control reads again
     expect((await attempt()).acceptedBy).toBe('proxy-inbound');
+  });
+});
+
+test('connect(): a proxy still connecting upstream when the client gives up is the first hop (its \'accepted\' record), and a leg that never ends is an error past the bound — not "first hop was other"', async () => {
+  // Blackholing the destination takes a rule in the destination pod's netns, which this test
+  // names directly: the netns world's (the container world keeps pods inside node containers).
+  test.skip(suiteWorld() !== 'netns', 'stages the blackhole with iptables in a pod netns of the netns world');
+  await withNetnsWorld({ nodes: 1 }, async (w) => {
+    await meshPod(w);
+    await w.createNamespace('plain', {});
+    const b: PodRef = { namespace: 'plain', name: 'b' };
+    await w.createPod({ ...b, node: 'node-0', app: { uid: 1000, caps: [], tcpPorts: [8080] } });
+    await w.settle();
+    const attempt = (): ReturnType<NetnsWorld['connect']> =>
+      w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: b, port: 8080 }, { proto: 'tcp' });
+    // positive control: a's outbound proxy passes it through to b's app
+    const ok = await attempt();
+    expect(ok.acceptedBy).toBe('proxy-outbound');
+    expect(ok.deliveries).toEqual([expect.objectContaining({ pod: b, port: 8080, viaProxy: true })]);
+
+    // b drops SYNs to 8080: the proxy's upstream connect runs to its timeout (10 s), long after the
+    // client probe gave up (3 s); only the proxy's 'accepted' record says who took the connection
+    const bNetns = Object.values(w.lab.state.pods).find((p) => p.name === 'b')?.netns;
+    expect(bNetns, "b's netns").toBeDefined();
+    await execIn(bNetns!, ['iptables', '-I', 'INPUT', '-p', 'tcp', '--dport', '8080', '-j', 'DROP']);
+    const pending = await attempt();
+    expect(pending.acceptedBy).toBe('proxy-outbound');
+    expect(pending.acceptedIn).toEqual(a);
+    expect(pending.deliveries).toEqual([]);
+    expect(pending.proxyLog.map((e) => e.event)).toEqual(['accepted', 'error']);
+
+    // the proxy stops (SIGSTOP, by the pid this world started) after taking the connection: its
+    // leg never gets a final record, and connect() says so instead of judging half a record
+    const proxy = w.lab.state.components['node-0/proxy'];
+    expect(proxy, 'the proxy this world started').toBeDefined();
+    const log = path.join(w.lab.nodeDir('node-0'), 'connections.jsonl');
+    const before = fs.readFileSync(log, 'utf8').split('\n').length;
+    const stuck = attempt();
+    const outcome = stuck.then(
+      () => 'resolved',
+      (e: unknown) => e,
+    );
+    try {
+      for (let i = 0; i < 200 && fs.readFileSync(log, 'utf8').split('\n').length === before; i++)
+        await new Promise((r) => setTimeout(r, 20));
+      process.kill(proxy!.pid, 'SIGSTOP');
+      const e = await outcome;
+      expect(e).toBeInstanceOf(Error);
+      expect((e as Error).message).toMatch(
+        /observing attempt \S+ failed: still incomplete after \d+ ms: proxy leg node-0 outbound from \S+ has no final record yet/,
+      );
+    } finally {
+      process.kill(proxy!.pid, 'SIGCONT');
+    }
   });
 });

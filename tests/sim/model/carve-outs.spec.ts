@@ -24,7 +24,8 @@ import { PropertyViolationError, type RunContext } from '../../../scenarios/mode
 import { loadFactory } from '../../../scenarios/model/worlds.js';
 import type { PropertyName } from '../../../scenarios/properties/index.js';
 
-const REDIRECT_INBOUND_MUTANT = 'ipv4 remove nat/prert/redirect-inbound';
+// Strict's inbound capture (inbound-tproxy).
+const REDIRECT_INBOUND_MUTANT = 'ipv4 remove mangle/prert/tproxy-inbound';
 const TCP: AttackShape = { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined };
 
 const pod = (nsIndex: number, nodeIndex: number, hostile: string[] = []): CreatePod =>

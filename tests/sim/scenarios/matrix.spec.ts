@@ -4,7 +4,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { simWorldFactory } from '../../../scenarios/worlds/sim-world.js';
-import { runMatrix, type MatrixCell } from '../../../scenarios/attacks/matrix.js';
+import { runMatrix, runThreatDetailed, type MatrixCell } from '../../../scenarios/attacks/matrix.js';
 import { validateExpectedTable } from '../../../scenarios/expected/table.js';
 import { THREATS, threat } from '../../../scenarios/threats/threats.js';
 import { ATTACKS } from '../../../scenarios/attacks/catalog.js';
@@ -42,4 +42,28 @@ for (const profile of ['upstream', 'strict'] as const) {
       expect(m.cells.filter((c) => c.status === 'not-evaluated').map(describe)).toEqual([]);
     });
   }
+}
+
+// finding-l by itself (the strict cells of the capability threats are bypasses for other reasons
+// too): what the port-hijack phase finds, and how the attacker bound.
+for (const [profile, id, found] of [
+  ['upstream', 'app-nonroot', true],
+  ['strict', 'app-nonroot', false],
+  ['strict', 'app-net-raw-6.1', true],
+] as const) {
+  test(`port-hijack phase, ${profile} × ${id}: ${found ? 'inbound reaches the squatter' : "strict's TPROXY gives the plain squatter nothing"}`, async () => {
+    const run = await runThreatDetailed(simWorldFactory, profile, threat(id), { catalogPhases: false });
+    const hijack = run.found.filter((f) => f.phase === 'port-hijack');
+    // NET_RAW (effective as root) allows IP_TRANSPARENT; without it the kernel says EPERM and
+    // the app binds a plain listener.
+    if (id === 'app-net-raw-6.1') expect(run.appExecLog).toContain('listen 15006 SO_REUSEPORT IP_TRANSPARENT: ok');
+    else {
+      expect(run.appExecLog.find((l) => l.startsWith('listen 15006 IP_TRANSPARENT: '))).toContain('EPERM');
+      expect(run.appExecLog).toContain('listen 15006: ok');
+    }
+    if (found) {
+      expect(hijack.map((f) => f.violation.property)).toContain('inbound-capture');
+      expect(hijack.map((f) => f.violation.property)).toContain('authorization');
+    } else expect(hijack).toEqual([]);
+  });
 }

@@ -67,7 +67,7 @@ test('outbound capture: without the outbound redirect, an app reaches a pod outs
 });
 
 test('inbound capture and authorization: without the inbound redirect, a denied peer reaches the victim app', async () => {
-  const { world, attempt } = await brokenWorld('nat/prert/redirect-inbound');
+  const { world, attempt } = await brokenWorld('mangle/prert/tproxy-inbound');
   try {
     const v = await attempt({ kind: 'outside' }, { kind: 'pod', pod: VICTIM, port: APP_PORT });
     expect(props(v)).toEqual(expect.arrayContaining(['inbound-capture', 'authorization']));
@@ -303,10 +303,11 @@ test('inbound capture: a delivery made by another node\'s proxy (or a proxy acti
   expect(at(unnamed).map((v) => v.message)).toEqual([expect.stringContaining('did not report which node proxy')]);
 });
 
-test('inbound capture, in a broken world: after a port hijack, a mesh peer\'s plaintext leg from its own node proxy lands on the app\'s 15006 — caught as the wrong proxy (the old "any proxy" rule saw a proxied delivery and passed it)', async () => {
+// Upstream: its nat REDIRECT feeds the capability-less squatter; strict's TPROXY would drop the leg.
+test('inbound capture, in a broken world: after a port hijack (upstream), a mesh peer\'s plaintext leg from its own node proxy lands on the app\'s 15006 — caught as the wrong proxy (the old "any proxy" rule saw a proxied delivery and passed it)', async () => {
   const world = await createSimWorld({
     nodes: 2,
-    profile: 'strict',
+    profile: 'upstream',
     kernelVersion: '6.1',
     ipv6: false,
     dnsCapture: true,
@@ -314,7 +315,7 @@ test('inbound capture, in a broken world: after a port hijack, a mesh peer\'s pl
   });
   try {
     const state = await buildTopology(world, threat('app-nonroot'), {
-      profile: 'strict',
+      profile: 'upstream',
       dnsCapture: true,
       kubeletUid: 0,
     });

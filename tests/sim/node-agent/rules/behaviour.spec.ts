@@ -57,6 +57,9 @@ const COMMON: Record<string, string> = {
   'app DNS TCP to a loopback resolver v6': 'local dns-tcp a v6 from=::1',
   'proxy DNS TCP upstream v4': 'dns-tcp server b v4 from=10.244.1.5',
   'proxy DNS TCP upstream v6': 'dns-tcp server b v6 from=fd00:1::5',
+  // inbound-tproxy's residual: NET_RAW (or NET_ADMIN) lets the app's squatter be transparent too.
+  'inbound TCP, 15006 squatted by the app with NET_RAW and IP_TRANSPARENT v4': 'app squatting 15006 v4 from=10.244.1.6',
+  'inbound TCP, 15006 squatted by the app with NET_RAW and IP_TRANSPARENT v6': 'app squatting 15006 v6 from=fd00:1::6',
   // Only connections to enrolled pods (the ipset) get the probe address.
   'kubelet to a pod that is not enrolled v4': 'app-b:8080 v4 from=10.244.1.1',
   'kubelet to a pod that is not enrolled v6': 'app-b:8080 v6 from=fd00:1::1',
@@ -100,6 +103,16 @@ const DIFF: Record<string, [string, string]> = {
   // no-probe-destination-exemption.
   'app TCP to the probe address v4': ['timeout', 'proxy outbound v4 dst=169.254.7.127:8080 from=10.244.1.5'],
   'app TCP to the probe address v6': ['timeout', `proxy outbound v6 dst=[${PROBE6}]:8080 from=fd00:1::5`],
+  // inbound-tproxy (finding-l): nat REDIRECT hands inbound to any socket on 15006; TPROXY only to a
+  // transparent one, and drops it otherwise.
+  'inbound TCP, 15006 squatted by the app without capabilities v4': [
+    'app squatting 15006 v4 from=10.244.1.6',
+    'timeout',
+  ],
+  'inbound TCP, 15006 squatted by the app without capabilities v6': [
+    'app squatting 15006 v6 from=fd00:1::6',
+    'timeout',
+  ],
   'kubelet UDP to the enrolled pod v4': ['udp a v4 from=10.244.1.1', 'dropped'],
   'kubelet UDP to the enrolled pod v6': ['udp a v6 from=fd00:1::1', 'dropped'],
 };

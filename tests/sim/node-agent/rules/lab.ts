@@ -81,6 +81,8 @@ function sock(
 ): SimSocket {
   const s = k.socket(ns, proto, fam, who, label);
   if (mark !== undefined) k.setsockopt(s, 'SO_MARK', mark);
+  // The proxy's sockets are transparent, as the node proxy opens them (strict's TPROXY needs it).
+  if (who === PROXY) k.setsockopt(s, 'IP_TRANSPARENT', true);
   if (fam === 6) k.setsockopt(s, 'IPV6_V6ONLY', true);
   k.bind(s, fam === 4 ? '0.0.0.0' : '::', port);
   if (proto === 'tcp') k.listen(s);

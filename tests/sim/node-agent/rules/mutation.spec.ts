@@ -39,6 +39,12 @@ for (const profile of ['upstream', 'strict']) {
     EQUIVALENT[`strict ${family} weaken filter/out/dns-redirected match 2 (l4)`] =
       'UDP to 127.0.0.1/::1 on any port routes out lo and is returned by filter/out/loopback anyway; only DNS is redirected to loopback';
   }
+  for (const family of ['ipv4', 'ipv6']) {
+    EQUIVALENT[`strict ${family} weaken mangle/prert/tproxy-inbound match 0 (dst)`] =
+      'packets to 127.0.0.1/::1 only arrive over lo, which the rule already leaves out (`! -i lo`)';
+    EQUIVALENT[`strict ${family} weaken mangle/prert/tproxy-inbound match 4 (mark)`] =
+      'the proxy mark only arrives on packets looped over lo (a veth scrubs skb->mark), which the rule already leaves out (`! -i lo`)';
+  }
   EQUIVALENT[`strict host ${'ipv4'} weaken nat/postrt/probe-snat match 1 (proto)`] =
     'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
   EQUIVALENT[`strict host ${'ipv6'} weaken nat/postrt/probe-snat match 1 (proto)`] =

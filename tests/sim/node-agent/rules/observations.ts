@@ -62,6 +62,17 @@ function udp(lab: Lab, ns: string, who: typeof APP, f: Fam, dst: string, port: n
   return describeUdp(lab.k.sendUdp(s, dst, port, 'q'));
 }
 
+/** Close the proxy's inbound listener, let the app bind 15006 in its place, connect in from pod-b. */
+function squat15006(lab: Lab, f: Fam, who: typeof APP, transparent: boolean): string {
+  lab.k.close(lab.proxy.inbound[f]);
+  const s = lab.k.socket('pod-a', 'tcp', f, who, `app squatting 15006 v${f}`);
+  if (transparent) lab.k.setsockopt(s, 'IP_TRANSPARENT', true);
+  if (f === 6) lab.k.setsockopt(s, 'IPV6_V6ONLY', true);
+  lab.k.bind(s, f === 4 ? '0.0.0.0' : '::', 15006);
+  lab.k.listen(s);
+  return connect(lab, 'pod-b', APP, f, addr(f, A4, A6), 8080);
+}
+
 type Probe = (lab: Lab) => string;
 
 function perFamily(name: string, f: (lab: Lab, fam: Fam) => string): [string, Probe][] {
@@ -137,6 +148,13 @@ const PROBES: readonly [string, Probe][] = [
     connect(lab, 'node', KUBELET, f, addr(f, B4, B6), 8080),
   ),
   ...perFamily('kubelet UDP to the enrolled pod', (lab, f) => udp(lab, 'node', KUBELET, f, addr(f, A4, A6), 9999)),
+  // Port hijack (finding-l): the proxy's inbound listener is gone (a restart) and the app holds 15006.
+  ...perFamily('inbound TCP, 15006 squatted by the app without capabilities', (lab, f) =>
+    squat15006(lab, f, APP, false),
+  ),
+  ...perFamily('inbound TCP, 15006 squatted by the app with NET_RAW and IP_TRANSPARENT', (lab, f) =>
+    squat15006(lab, f, APP_NET_RAW, true),
+  ),
   ...perFamily('outside peer routed through the node', (lab, f) => connect(lab, 'ext', APP, f, addr(f, A4, A6), 8080)),
 ];
 
