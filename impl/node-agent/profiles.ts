@@ -75,10 +75,10 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
   {
     id: 'inbound-tproxy',
     summary:
-      'Inbound plaintext TCP is captured in mangle PREROUTING with `-j TPROXY --on-port 15006 --tproxy-mark 0x111/0xfff` (new connections not arriving on lo; the probe ports and virtual interfaces return first) instead of nat `REDIRECT --to-ports 15006`.',
+      'Inbound plaintext TCP is captured in mangle PREROUTING with `-j TPROXY --on-port 15006 --tproxy-mark 0x111/0xfff` (new connections, bare SYNs only, not arriving on lo; the probe ports and virtual interfaces return first) instead of nat `REDIRECT --to-ports 15006`; a NEW entry that starts with any other segment (a connection picked up mid-stream: open before enrollment, or its entry lost) is REDIRECTed to 15006 in nat (`reset-midstream`), where no socket has its tuple, so it is reset.',
     rationale:
       "REDIRECT hands inbound to whatever socket holds 15006; while the node proxy restarts, an app without any capability can bind it, the proxy gets EADDRINUSE, and inbound reaches the app with no policy (finding-l). TPROXY assigns a packet only to a transparent socket (IP_TRANSPARENT, which needs CAP_NET_RAW or CAP_NET_ADMIN) and drops it otherwise, so such a squatter gets nothing: inbound fails closed. The proxy's listeners are transparent and read the target from the accepted socket's local address. Not closed: an app with NET_RAW (containerd's default set) or NET_ADMIN can make its squatter transparent; only admission (drop NET_RAW) or a bind guard on the proxy ports (eBPF/LSM, upstream PR #49078) closes that.",
-    cost: 'The pod netns needs the TPROXY target (xt_TPROXY, nf_tproxy_ipv4/ipv6 modules) and the proxy must keep IP_TRANSPARENT on its listeners (so it needs NET_RAW or NET_ADMIN in the pod netns, which it has for spoofing anyway). The probe carve-out and the virtual-interface exemption move to mangle.',
+    cost: "The pod netns needs the TPROXY target (xt_TPROXY, nf_tproxy_ipv4/ipv6 modules) and the proxy must keep IP_TRANSPARENT on its listeners (so it needs NET_RAW or NET_ADMIN in the pod netns, which it has for spoofing anyway). The probe carve-out and the virtual-interface exemption move to mangle. A captured connection whose conntrack entry is lost (`conntrack -F`, an idle entry expiring) is reset, where upstream's REDIRECT finds the proxy's socket again (`-m socket --transparent` ahead of reset-midstream would spare it; not done).",
   },
   {
     id: 'exclusive-tables',

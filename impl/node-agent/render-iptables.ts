@@ -60,8 +60,8 @@ function renderMatch(m: Match, rule: Rule): string {
         // iptables-save prints each list in libxt_tcp's order, whatever order it was given in.
         const flags = (fs: readonly string[]): string =>
           fs.length === 0 ? 'NONE' : TCP_FLAG_ORDER.filter((f) => fs.includes(f)).join(',');
-        parts.push(`--tcp-flags ${flags(mask)} ${flags(comp)}`);
-      }
+        parts.push(`${neg(m.negTcpFlags)}--tcp-flags ${flags(mask)} ${flags(comp)}`);
+      } else if (m.negTcpFlags) throw new Error(`rule ${rule.id}: negTcpFlags without tcpFlags`);
       return parts.join(' ');
     }
     case 'multiport':

@@ -99,7 +99,8 @@ export type Match =
   | { readonly kind: 'proto'; readonly proto: L4; readonly neg?: boolean }
   /**
    * `-m tcp|udp` with optional ports; an empty one is what upstream writes (`-p tcp -m tcp`).
-   * `tcpFlags` (tcp only): `--tcp-flags MASK COMP`, the flags among MASK that must be set.
+   * `tcpFlags` (tcp only): `--tcp-flags MASK COMP`, the flags among MASK that must be set;
+   * `negTcpFlags` renders `! --tcp-flags` (e.g. `! --syn`: anything but a bare SYN).
    */
   | {
       readonly kind: 'l4';
@@ -107,6 +108,7 @@ export type Match =
       readonly sport?: Port;
       readonly negDport?: boolean;
       readonly tcpFlags?: { readonly mask: readonly TcpFlag[]; readonly comp: readonly TcpFlag[] };
+      readonly negTcpFlags?: boolean;
     }
   | { readonly kind: 'multiport'; readonly dports: readonly Port[] }
   | { readonly kind: 'mark'; readonly mark: Mark; readonly neg?: boolean }

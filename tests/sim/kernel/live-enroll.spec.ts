@@ -59,6 +59,8 @@ function twoPods(): { k: SimKernel; server: SimSocket } {
 function listen(k: SimKernel, ns: string, p: number, who: typeof APP, label: string, mark?: number): SimSocket {
   const s = k.socket(ns, 'tcp', 4, who, label);
   if (mark !== undefined) k.setsockopt(s, 'SO_MARK', mark);
+  // As the real proxy's listeners: transparent, so strict's TPROXY may hand them connections.
+  if (who === PROXY) k.setsockopt(s, 'IP_TRANSPARENT', 1);
   k.bind(s, '0.0.0.0', p);
   k.listen(s);
   return s;
