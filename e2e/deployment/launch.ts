@@ -411,8 +411,8 @@ function pathOf(o: Obj, keys: readonly string[]): unknown {
 
 /**
  * What a rendered deployment chose (profile, IPv6 capture, DNS capture), read the way the agent
- * reads its environment; the proxy's IPv6 must agree with the agent's (the components change
- * both together), or this throws naming the two values.
+ * reads its environment; the proxy's IPv6 and profile must agree with the agent's (the components
+ * change both together), or this throws naming the two values.
  */
 export function deploymentChoiceOf(l: DeploymentLaunch): DeploymentChoice {
   const c = agentSettings([], l.agent.env).config;
@@ -420,6 +420,11 @@ export function deploymentChoiceOf(l: DeploymentLaunch): DeploymentChoice {
   if (proxyIpv6 !== String(c.ipv6))
     throw new Error(
       `deployment: the agent's AMBIENT_LAB_IPV6 is ${String(c.ipv6)} but the proxy's is ${proxyIpv6}: v6 capture and v6 listeners go together (deploy/components/ipv6-off changes both)`,
+    );
+  const proxyProfile = l.proxy.env['AMBIENT_LAB_PROFILE'] ?? 'upstream';
+  if (proxyProfile !== c.profile)
+    throw new Error(
+      `deployment: the agent's AMBIENT_LAB_PROFILE is ${c.profile} but the proxy's is ${proxyProfile}: the proxy's outbound choices follow the profile (deploy/components/profile-strict changes both)`,
     );
   return { profile: c.profile, ipv6: c.ipv6, dnsCapture: c.dnsCapture };
 }

@@ -5,6 +5,9 @@
  *   --node NAME (required)          --kubeconfig PATH (pods and AuthorizationPolicies; default: $KUBECONFIG, else in-cluster)
  *   --zds-socket PATH               (default /var/run/ambient-lab/zds/zds.sock)
  *   --trust-domain D                (default cluster.local)
+ *   --profile upstream|strict       (default upstream; the node agent's, from the same manifests:
+ *                                    deploy/components/profile-strict sets both. strict: no
+ *                                    plaintext to a destination pending enrollment)
  *   --connection-log PATH           (JSON lines, appended; default: stdout)
  *   --ipv6 BOOL                     (v6 listeners as well; default true, as upstream ztunnel; --ipv6=false: v4 only)
  *   --status-socket PATH              (the same endpoints on a Unix socket)
@@ -24,6 +27,7 @@
  */
 import * as fs from 'node:fs';
 import type { PodUid } from '../api/ids.js';
+import { PROFILES } from '../api/profile.js';
 import { PolicyAuthorizer } from '../ztunnel/authz/engine.js';
 import { PolicyStore } from '../ztunnel/authz/policy-store.js';
 import { AuthorizationPolicyWatcher } from '../ztunnel/authz/policy-watcher.js';
@@ -51,6 +55,7 @@ runComponent('ambient-lab-proxy', async () => {
   const kubeconfig = kubeConfigSource(f.optional('kubeconfig'), process.env, (p) => fs.existsSync(p));
   const zdsAddress = f.str('zds-socket', '/var/run/ambient-lab/zds/zds.sock');
   const trustDomain = f.str('trust-domain', 'cluster.local');
+  const profile = f.oneOf('profile', PROFILES, 'upstream');
   const logPath = f.optional('connection-log');
   const ipv6 = f.bool('ipv6', true);
   const healthHost = f.str('health-address', '0.0.0.0');
@@ -111,6 +116,7 @@ runComponent('ambient-lab-proxy', async () => {
     clock,
     log,
     trustDomain,
+    profile,
     families: ipv6 ? [4, 6] : [4],
     connectionLog: new LineConnectionLog(clock, new JsonLinesSink((line) => fs.writeSync(logFd, line)), (err, r) => {
       log.error('connection log record could not be written', { error: err.message, pod: r.pod, event: r.event });
@@ -159,6 +165,7 @@ runComponent('ambient-lab-proxy', async () => {
   ztunnel.start();
   log.info('proxy started', {
     zds: zdsAddress,
+    profile,
     dns: dnsUpstream.length > 0 ? dnsUpstream.map((u) => `${u.address}:${u.port}`) : 'off',
     health: `${healthHost}:${health.port}`,
     connectionLog: logPath ?? 'stdout',

@@ -43,10 +43,11 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
   },
   {
     id: 'drop-spoofed-mark',
-    summary: 'filter OUTPUT drops packets that carry the proxy mark from a full socket not owned by the proxy uid.',
+    summary:
+      'filter OUTPUT drops packets that carry the proxy mark from a socket not owned by the proxy uid; TCP RSTs pass first.',
     rationale:
       'Defence in depth behind proxy-uid: a spoofed mark also steers routing and conntrack zones and exempts non-TCP from the egress policy; dropping it closes every mark-based path at once.',
-    cost: "Apps that legitimately set mark 0x539/0xfff bits break. Packets without a full socket (TIME_WAIT ACKs, kernel RSTs) are not matched, so the proxy's own connections close normally.",
+    cost: "Apps that legitimately set mark 0x539/0xfff bits break. IPv4 sends a stray segment's RST from the namespace's fileless TCP control socket with the answering socket's mark, which `--socket-exists ! --uid-owner P` matches (checked on Linux 6.18), so RSTs are let through first (rule filter/out/rst): a RST is never captured, and dropping a proxy listener's RST stalled connections it should reset (live enrollment, docs/bypass-classes.md). Not checked: whether the proxy's TIME_WAIT ACKs, which IPv4 also sends from the control socket, are dropped.",
   },
   {
     id: 'no-probe-destination-exemption',
@@ -74,10 +75,10 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
   {
     id: 'inbound-tproxy',
     summary:
-      'Inbound plaintext TCP is captured in mangle PREROUTING with `-j TPROXY --on-port 15006 --tproxy-mark 0x111/0xfff` (new connections not arriving on lo; the probe ports and virtual interfaces return first) instead of nat `REDIRECT --to-ports 15006`.',
+      'Inbound plaintext TCP is captured in mangle PREROUTING with `-j TPROXY --on-port 15006 --tproxy-mark 0x111/0xfff` (new connections, bare SYNs only, not arriving on lo; the probe ports and virtual interfaces return first) instead of nat `REDIRECT --to-ports 15006`; a NEW entry that starts with any other segment (a connection picked up mid-stream: open before enrollment, or its entry lost) is REDIRECTed to 15006 in nat (`reset-midstream`), where no socket has its tuple, so it is reset.',
     rationale:
       "REDIRECT hands inbound to whatever socket holds 15006; while the node proxy restarts, an app without any capability can bind it, the proxy gets EADDRINUSE, and inbound reaches the app with no policy (finding-l). TPROXY assigns a packet only to a transparent socket (IP_TRANSPARENT, which needs CAP_NET_RAW or CAP_NET_ADMIN) and drops it otherwise, so such a squatter gets nothing: inbound fails closed. The proxy's listeners are transparent and read the target from the accepted socket's local address. Not closed: an app with NET_RAW (containerd's default set) or NET_ADMIN can make its squatter transparent; only admission (drop NET_RAW) or a bind guard on the proxy ports (eBPF/LSM, upstream PR #49078) closes that.",
-    cost: 'The pod netns needs the TPROXY target (xt_TPROXY, nf_tproxy_ipv4/ipv6 modules) and the proxy must keep IP_TRANSPARENT on its listeners (so it needs NET_RAW or NET_ADMIN in the pod netns, which it has for spoofing anyway). The probe carve-out and the virtual-interface exemption move to mangle.',
+    cost: "The pod netns needs the TPROXY target (xt_TPROXY, nf_tproxy_ipv4/ipv6 modules) and the proxy must keep IP_TRANSPARENT on its listeners (so it needs NET_RAW or NET_ADMIN in the pod netns, which it has for spoofing anyway). The probe carve-out and the virtual-interface exemption move to mangle. A captured connection whose conntrack entry is lost (`conntrack -F`, an idle entry expiring) is reset, where upstream's REDIRECT finds the proxy's socket again (`-m socket --transparent` ahead of reset-midstream would spare it; not done).",
   },
   {
     id: 'exclusive-tables',
@@ -86,6 +87,14 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
     rationale:
       "An app with NET_ADMIN can insert `-I OUTPUT 1 -j ACCEPT` ahead of the hook into ISTIO_OUTPUT; upstream's reconcile compares only its own chains and hooks, so such a rule stays for good (B3, B14). Tables the plan does not use are not looked at.",
     cost: "Nothing else may keep rules in the pod's raw, mangle, nat or filter tables (whichever the plan uses): another CNI's or the app's own rules there are removed at the next apply or repair pass.",
+  },
+  {
+    id: 'no-plaintext-to-pending',
+    summary:
+      'The node proxy (impl/ztunnel/outbound.ts) refuses an outbound connection to a pod pending enrollment (ambient.istio.io/redirection: pending: the agent selected it by its pod or namespace label, no node proxy has acknowledged it) instead of sending it plaintext; it fails closed until the destination is served (HBONE).',
+    rationale:
+      "Upstream sends such a pod plaintext (istiod gives a pod that is not `enabled` tunnel protocol NONE; ztunnel's build_request sends TCP to its address), so whatever holds its 15006 — an app squatting it while its proxy cannot bind (finding-l) — gets mesh traffic without identity, and DENY policies naming the peer are skipped (finding-p).",
+    cost: 'Mesh pods cannot reach a pod while it is pending (its proxy down or unable to bind): connections to it are reset until it is served, where upstream would deliver them plaintext once its proxy is back. The window before the agent writes `pending` (a pod just labelled, no rules yet) is unchanged: the pod is outside the mesh until then.',
   },
   {
     id: 'host-probe-kubelet-uid',

@@ -9,7 +9,16 @@
  * carrying its id (and, for security-relevant rules, why it matters) — restore ignores them.
  */
 import { formatMark } from '../api/marks.js';
-import { address, isBuiltin, TABLE_ORDER, type Match, type Rule, type Ruleset, type Target } from './rule-ir.js';
+import {
+  address,
+  isBuiltin,
+  TABLE_ORDER,
+  TCP_FLAG_ORDER,
+  type Match,
+  type Rule,
+  type Ruleset,
+  type Target,
+} from './rule-ir.js';
 import type { RestoreText } from '../host/netns-rules.js';
 
 /** The order in which iptables-save prints conntrack states (libxt_conntrack). */
@@ -43,6 +52,16 @@ function renderMatch(m: Match, rule: Rule): string {
       const parts = [`-m ${p.proto}`];
       if (m.sport !== undefined) parts.push(`--sport ${m.sport}`);
       if (m.dport !== undefined) parts.push(`${neg(m.negDport)}--dport ${m.dport}`);
+      if (m.tcpFlags !== undefined) {
+        if (p.proto !== 'tcp') throw new Error(`rule ${rule.id}: --tcp-flags needs -p tcp`);
+        const { mask, comp } = m.tcpFlags;
+        if (mask.length === 0 || comp.some((f) => !mask.includes(f)))
+          throw new Error(`rule ${rule.id}: --tcp-flags needs a non-empty mask that holds every compared flag`);
+        // iptables-save prints each list in libxt_tcp's order, whatever order it was given in.
+        const flags = (fs: readonly string[]): string =>
+          fs.length === 0 ? 'NONE' : TCP_FLAG_ORDER.filter((f) => fs.includes(f)).join(',');
+        parts.push(`${neg(m.negTcpFlags)}--tcp-flags ${flags(mask)} ${flags(comp)}`);
+      } else if (m.negTcpFlags) throw new Error(`rule ${rule.id}: negTcpFlags without tcpFlags`);
       return parts.join(' ');
     }
     case 'multiport':

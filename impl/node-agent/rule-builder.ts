@@ -74,12 +74,14 @@ const ALL_BITS = 0xffffffff;
 
 const tcp: Match = { kind: 'proto', proto: 'tcp' };
 const udp: Match = { kind: 'proto', proto: 'udp' };
-const l4 = (o: { dport?: Port; sport?: Port; negDport?: boolean } = {}): Match => ({ kind: 'l4', ...o });
+const l4 = (o: Omit<Extract<Match, { kind: 'l4' }>, 'kind'> = {}): Match => ({ kind: 'l4', ...o });
 const markIs = (m: Mark, neg = false): Match => ({ kind: 'mark', mark: m, neg });
 const ACCEPT: Target = { kind: 'ACCEPT' };
 const RETURN: Target = { kind: 'RETURN' };
 const DROP: Target = { kind: 'DROP' };
 const redirect = (p: Port): Target => ({ kind: 'REDIRECT', toPort: p });
+/** `--syn`: SYN set, RST, ACK and FIN clear — a connection's first segment. */
+const SYN_ONLY = { mask: ['FIN', 'SYN', 'RST', 'ACK'], comp: ['SYN'] } as const;
 
 /** Accumulates rules; `id` is `<table>/<chain short>/<name>`. */
 class Rules {
@@ -167,7 +169,11 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     // outbound TCP (nat redirects it to 15001 below), looped-back packets (`! -i lo`: the app to
     // its own IP and the proxy's connections to the app, which nat PREROUTING never sees), and
     // all but a connection's first packet (`--ctstate NEW`: replies to the proxy's and the app's
-    // connections; later packets find their socket by address).
+    // connections; later packets find their socket by address). Only a bare SYN (`--syn`): a NEW
+    // entry that starts with any other segment is a connection picked up mid-stream — open when
+    // the rules arrived (a pod namespace tracks nothing until a rule needs conntrack) or whose
+    // entry was lost — and TPROXY would find the app's own socket for it, drop the segment and
+    // stall the connection; nat's `reset-midstream` below ends it instead, as upstream's REDIRECT does.
     for (const ifc of o.virtualInterfaces) {
       r.add('mangle', PRERT, `vif-${ifc}-return`, [{ kind: 'in', iface: ifc }, tcp], RETURN);
     }
@@ -189,7 +195,7 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
         { kind: 'dst', cidr: lo, neg: true },
         { kind: 'in', iface: 'lo', neg: true },
         tcp,
-        l4({ dport: INBOUND_HBONE_PORT, negDport: true }),
+        l4({ dport: INBOUND_HBONE_PORT, negDport: true, tcpFlags: SYN_ONLY }),
         markIs(PROXY_MARK, true),
         { kind: 'ctstate', states: ['NEW'] },
       ],
@@ -212,6 +218,26 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
       `TCP arriving on virtual interface ${ifc} is the pod's outbound traffic and must reach the outbound listener`,
     );
     r.add('nat', PRERT, `vif-${ifc}-return`, [{ kind: 'in', iface: ifc }, tcp], RETURN);
+  }
+  if (!o.ingressMode && o.profile === 'strict') {
+    // nat sees only a connection's first packet, so this takes exactly the NEW entries that did
+    // not start with a SYN (tproxy-inbound took those): REDIRECT sends the segment to 15006,
+    // where no socket has its tuple, and the kernel answers RST — the picked-up connection ends.
+    // Without it TPROXY's drop would stall it until TCP gives up (minutes), uncaptured either way.
+    r.add(
+      'nat',
+      PRERT,
+      'reset-midstream',
+      [
+        { kind: 'dst', cidr: lo, neg: true },
+        { kind: 'in', iface: 'lo', neg: true },
+        tcp,
+        l4({ dport: INBOUND_HBONE_PORT, negDport: true, tcpFlags: SYN_ONLY, negTcpFlags: true }),
+        markIs(PROXY_MARK, true),
+      ],
+      redirect(INBOUND_PLAINTEXT_PORT),
+      'an inbound connection picked up mid-stream (open before enrollment) must end, not continue to the app uncaptured nor stall',
+    );
   }
   if (!o.ingressMode && o.profile === 'upstream') {
     r.add(
@@ -310,6 +336,14 @@ function captureRuleset(family: IpFamily, o: InpodOptions): Ruleset {
     chains.push({ table: 'filter', name: INPUT }, { table: 'filter', name: OUTPUT });
     r.hook('filter', 'INPUT', INPUT);
     r.hook('filter', 'OUTPUT', OUTPUT);
+    // Not a security rule (removing it opens nothing): a RST is never captured — it cannot start a
+    // conntrack entry, so nat never sees it — and every TCP segment passes this chain anyway; the
+    // one thing it skips is the spoofed-mark drop below. IPv4 sends the RST answering a stray
+    // segment from a fileless control socket with the answering listener's mark (tcp-reset.ts),
+    // so a proxy listener's RST looks like a non-proxy socket with the proxy mark. Dropping it
+    // turns a prompt reset into a stalled connection: an open connection picked up mid-stream by
+    // live enrollment (as upstream, it must be reset), or one whose proxy restarted.
+    r.add('filter', OUTPUT, 'rst', [tcp, l4({ tcpFlags: { mask: ['RST'], comp: ['RST'] } })], RETURN);
     r.add(
       'filter',
       OUTPUT,

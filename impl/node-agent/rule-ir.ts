@@ -85,6 +85,9 @@ export function ipSetName(name: string): IpSetName {
 }
 
 type L4 = 'tcp' | 'udp' | 'icmp' | 'ipv6-icmp';
+/** TCP flags in the order iptables-save prints them (libxt_tcp). */
+export const TCP_FLAG_ORDER = ['FIN', 'SYN', 'RST', 'PSH', 'ACK', 'URG'] as const;
+type TcpFlag = (typeof TCP_FLAG_ORDER)[number];
 type CtState = 'NEW' | 'ESTABLISHED' | 'RELATED' | 'INVALID' | 'UNTRACKED';
 
 /** A match; `neg` renders `!`. Port matches need a `proto` match of tcp or udp in the same rule. */
@@ -94,8 +97,19 @@ export type Match =
   | { readonly kind: 'in'; readonly iface: InterfaceName | 'lo'; readonly neg?: boolean }
   | { readonly kind: 'out'; readonly iface: InterfaceName | 'lo'; readonly neg?: boolean }
   | { readonly kind: 'proto'; readonly proto: L4; readonly neg?: boolean }
-  /** `-m tcp|udp` with optional ports; an empty one is what upstream writes (`-p tcp -m tcp`). */
-  | { readonly kind: 'l4'; readonly dport?: Port; readonly sport?: Port; readonly negDport?: boolean }
+  /**
+   * `-m tcp|udp` with optional ports; an empty one is what upstream writes (`-p tcp -m tcp`).
+   * `tcpFlags` (tcp only): `--tcp-flags MASK COMP`, the flags among MASK that must be set;
+   * `negTcpFlags` renders `! --tcp-flags` (e.g. `! --syn`: anything but a bare SYN).
+   */
+  | {
+      readonly kind: 'l4';
+      readonly dport?: Port;
+      readonly sport?: Port;
+      readonly negDport?: boolean;
+      readonly tcpFlags?: { readonly mask: readonly TcpFlag[]; readonly comp: readonly TcpFlag[] };
+      readonly negTcpFlags?: boolean;
+    }
   | { readonly kind: 'multiport'; readonly dports: readonly Port[] }
   | { readonly kind: 'mark'; readonly mark: Mark; readonly neg?: boolean }
   | { readonly kind: 'connmark'; readonly mark: Mark; readonly neg?: boolean }

@@ -12,6 +12,7 @@
  */
 import type { PodUid } from '../api/ids.js';
 import { PROXY_MARK, type MarkValue } from '../api/marks.js';
+import type { Profile } from '../api/profile.js';
 import type { WorkloadInfo } from '../api/zds/messages.js';
 import type { Clock } from '../host/clock.js';
 import type { HboneTransport } from '../host/hbone.js';
@@ -42,6 +43,8 @@ export interface NodeProxyOptions {
   readonly log: Logger;
   /** SPIFFE trust domain of this mesh (default 'cluster.local'). */
   readonly trustDomain?: string;
+  /** The deployment's profile, as the node agent's (default 'upstream'); see ProxyDeps.profile. */
+  readonly profile?: Profile;
   readonly connectionLog?: ProxyConnectionLog;
   readonly metrics?: ProxyMetrics;
   /** Default PROXY_MARK (0x539). */
@@ -84,6 +87,7 @@ export class NodeProxy implements ZdsWorkloadHandler {
       connectionLog: this.connectionLog,
       metrics: this.metrics,
       trustDomain: opts.trustDomain ?? 'cluster.local',
+      profile: opts.profile ?? 'upstream',
       mark: opts.mark ?? PROXY_MARK.value,
       transparent: opts.transparent ?? true,
       reusePort: opts.reusePort ?? true,

@@ -5,7 +5,15 @@
  * 2. the pod's own workload must be known and match the ZDS info, else dropped (fail closed);
  * 3. destination IP is an enrolled workload -> HBONE to its 15008 with :authority = ip:port,
  *    presenting the source pod's identity and expecting the destination's;
- * 4. anything else -> plain TCP passthrough to the original destination.
+ * 4. strict only: destination IP is a workload pending enrollment (ambient.istio.io/redirection:
+ *    pending — the agent selected it by its pod or namespace label, no node proxy has taken it)
+ *    -> denied, fail closed until it is served. Upstream sends it plaintext: istiod gives such a
+ *    pod tunnel protocol NONE (setTunnelProtocol: HBONE only for redirection "enabled"), and
+ *    ztunnel's build_request sends InboundProtocol::TCP to the workload's own address
+ *    (src/proxy/outbound.rs) — so whatever holds the pod's 15006 (its proxy once it is up, or
+ *    a squatter while it is not) gets the peer's traffic without identity, and DENY policies
+ *    naming the peer's principal are skipped;
+ * 5. anything else -> plain TCP passthrough to the original destination.
  * Every upstream socket is opened in the source pod's netns with the proxy mark (so the pod's
  * rules let it out) and never spoofs the source (upstream dropped outbound spoofing).
  * No authorization here: policy is enforced by the destination proxy.
@@ -27,8 +35,9 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
   };
   deps.metrics.connectionOpened('outbound');
   record(ctx, { ...base, event: 'accepted' });
-  const deny = (reason: string): void => {
-    deps.metrics.denied('outbound', reason);
+  /** `metricReason`: the denied metric's label when `reason` names a pod (one series per cause, not per pod). */
+  const deny = (reason: string, metricReason = reason): void => {
+    deps.metrics.denied('outbound', metricReason);
     record(ctx, { ...base, event: 'denied', reason });
     ctx.log.info('outbound connection denied', { target: base.target, src: base.downstream.src, reason });
     down.reset();
@@ -43,6 +52,11 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
 
   const dstWl = deps.workloads.byIp(dst.address);
   const hbone = dstWl !== undefined && dstWl.enrolled;
+  if (!hbone && dstWl?.pending === true && deps.profile === 'strict')
+    return deny(
+      `destination ${dstWl.namespace}/${dstWl.name} is pending enrollment (selected for the mesh, not yet served by its node proxy): strict does not downgrade to plaintext`,
+      'destination-pending-enrollment',
+    );
   const nextHop = hbone ? { family: dst.family, address: dst.address, port: INBOUND_HBONE_PORT as number } : dst;
   const up = await deps.sockets.connectTcp({
     netns: ctx.netns,

@@ -6,6 +6,7 @@
 import type { PodUid } from '../api/ids.js';
 import type { NetnsId } from '../api/ids.js';
 import type { MarkValue } from '../api/marks.js';
+import type { Profile } from '../api/profile.js';
 import type { WorkloadInfo } from '../api/zds/messages.js';
 import type { Clock } from '../host/clock.js';
 import type { HboneTransport } from '../host/hbone.js';
@@ -33,6 +34,11 @@ export interface ProxyDeps {
   readonly connectionLog: ProxyConnectionLog;
   readonly metrics: ProxyMetrics;
   readonly trustDomain: string;
+  /**
+   * The deployment's profile (the agent's, from the same manifests). upstream: as ztunnel;
+   * strict: outbound refuses plaintext to a destination pending enrollment (outbound.ts).
+   */
+  readonly profile: Profile;
   /** SO_MARK on every socket opened in a pod netns (upstream 0x539). */
   readonly mark: MarkValue;
   /** IP_TRANSPARENT on the listeners and source spoofing on inbound delivery (upstream default). */

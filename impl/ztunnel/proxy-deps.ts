@@ -17,6 +17,13 @@ export interface ProxyWorkload {
   readonly ips: readonly string[];
   /** In the mesh (HBONE-capable): outbound traffic to it is tunnelled to its 15008. */
   readonly enrolled: boolean;
+  /**
+   * Selected for the mesh but not served yet: the node agent decided its pod or namespace label
+   * puts it in the mesh and marked it `ambient.istio.io/redirection: pending` (its rules are in
+   * place or being applied, no node proxy has acknowledged it). Absent means false. Under strict
+   * a source proxy refuses to send it plaintext (outbound.ts); upstream sends plaintext.
+   */
+  readonly pending?: boolean;
   readonly identity: PeerIdentity;
 }
 

@@ -13,7 +13,11 @@
  * - identity spiffe://<trustDomain>/ns/<ns>/sa/<sa>; sa = spec.serviceAccountName, else the
  *   deprecated spec.serviceAccount, else "default";
  * - enrolled (HBONE-capable) ⇔ annotation ambient.istio.io/redirection is exactly "enabled"
- *   ("pending" and anything else: not enrolled — traffic to it is plain passthrough);
+ *   ("pending" and anything else: not enrolled — traffic to it is plain passthrough under
+ *   upstream, as istiod gives such a pod tunnel protocol NONE);
+ * - pending ⇔ that annotation is exactly "pending": the node agent selected the pod (its pod or
+ *   namespace label says ambient) but no node proxy has acknowledged it; strict's outbound
+ *   refuses to send it plaintext (outbound.ts);
  * - terminal pods (phase Succeeded or Failed) are removed: their IP may already be reused;
  * - hostNetwork pods are indexed by uid only: their IPs are the node's, not theirs, so an IP
  *   lookup must never resolve to them (ztunnel's network_mode HOST_NETWORK);
@@ -44,6 +48,8 @@ interface Workload {
   readonly ips: readonly string[];
   readonly hostNetwork: boolean;
   readonly enrolled: boolean;
+  /** ambient.istio.io/redirection is exactly "pending" (proxy-deps.ts ProxyWorkload.pending). */
+  readonly pending: boolean;
   readonly identity: PeerIdentity;
   /** spiffe://… of `identity`. */
   readonly spiffe: string;
@@ -88,6 +94,7 @@ function workloadOf(pod: Pod, trustDomain: string): Workload | undefined {
     ips,
     hostNetwork: pod.spec?.hostNetwork === true,
     enrolled: pod.metadata?.annotations?.[REDIRECTION_STATUS] === 'enabled',
+    pending: pod.metadata?.annotations?.[REDIRECTION_STATUS] === 'pending',
     identity,
     spiffe: spiffeId(identity),
   };

@@ -12,6 +12,7 @@ import {
   FRIEND,
   HOSTILE_PODS,
   HOSTPOD,
+  PENDING_SQUATTER,
   PROBE_PORT,
   REMOTE,
   SINK,
@@ -221,6 +222,22 @@ export function hijackActions(): AttackerAction[] {
   ];
 }
 
+/**
+ * Catalog phase pending-destination: a mesh peer (friend, on the other node) connects to a pod
+ * pending enrollment whose 15006 its own app holds. Its node proxy either tunnels, refuses (strict:
+ * no plaintext to a pending pod) or sends plaintext (upstream), which the squatter takes.
+ */
+export function pendingDestinationActions(): AttackerAction[] {
+  return [
+    {
+      name: 'friend tcp → pending squatter',
+      from: { kind: 'pod', pod: FRIEND },
+      to: pod(PENDING_SQUATTER, APP_PORT),
+      opts: {},
+    },
+  ];
+}
+
 /** Every action name the matrix may run for a threat (catalog entries are checked against it). */
 export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): string[] {
   const inPod = t.vantage === 'enrolled-pod' ? [...carveOutActions(), ...flushActions(), ...hijackActions()] : [];
@@ -228,6 +245,7 @@ export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): str
     ...meshV6OffActions(t),
     ...rebootActions(),
     ...hostileAnnotationActions(),
+    ...pendingDestinationActions(),
     ...(t.vantage === 'enrolled-pod' ? insertedAcceptActions() : []),
   ];
   return [...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t), ...catalog].map(

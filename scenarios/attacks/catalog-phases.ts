@@ -25,6 +25,14 @@
  *   after the settle: a connection that went past the proxy and still carries data then is an
  *   outbound bypass too (the repair left the escaped flow: conntrack keeps it un-NATed). The
  *   agents' `drift repaired` reports (World.driftRepairs) are logged with their window bound.
+ * - pending-destination (plaintext-to-pending): an ambient pod on the victim's node, run as the
+ *   threat's app, takes its own 15006 while the node proxy is stopped (World.appExec listen), so
+ *   the restarted proxy cannot serve it and the agent leaves it `pending`; after a settle a mesh
+ *   peer on the other node connects to it. A delivery to the squatter through the peer's node
+ *   proxy is plaintext the peer's proxy chose for a pod selected for the mesh that no proxy
+ *   serves: judged by inbound capture and authorization as any delivery, and as a fail-closed
+ *   failure (the source proxy must not downgrade, it must fail closed until the pod is served).
+ *   The pod is deleted afterwards.
  */
 import { INSERTED_RULE_IDS, type Profile, type World, type WorldOptions } from '../world.js';
 import { checkState } from '../properties/index.js';
@@ -36,10 +44,20 @@ import {
   insertedAcceptActions,
   livenessActions,
   meshV6OffActions,
+  pendingDestinationActions,
   rebootActions,
   type AttackerAction,
 } from './actions.js';
-import { API_LATE, APP_PORT, ATTACKER, buildTopology, HOSTILE_PODS, SINK, type TopologyState } from './topology.js';
+import {
+  API_LATE,
+  APP_PORT,
+  ATTACKER,
+  buildTopology,
+  HOSTILE_PODS,
+  PENDING_SQUATTER,
+  SINK,
+  type TopologyState,
+} from './topology.js';
 
 export const CATALOG_PHASES = [
   'cni-api-error',
@@ -47,6 +65,7 @@ export const CATALOG_PHASES = [
   'hostile-annotations',
   'rogue-zds',
   'inserted-accept',
+  'pending-destination',
   'mesh-v6-off',
 ] as const;
 export type CatalogPhase = (typeof CATALOG_PHASES)[number];
@@ -261,6 +280,57 @@ export async function runCatalogPhases(
             ),
             phase,
           );
+        break;
+      }
+      case 'pending-destination': {
+        if (!world.appExec) {
+          sink.log('pending-destination: skipped (the World has no appExec)');
+          break;
+        }
+        const name = `${PENDING_SQUATTER.namespace}/${PENDING_SQUATTER.name}`;
+        await state.createPod(world, {
+          ...PENDING_SQUATTER,
+          node: n0,
+          labels: { app: PENDING_SQUATTER.name },
+          app: {
+            uid: t.uids[0] ?? 1000,
+            ...(t.uidSource ? { uidSource: t.uidSource } : {}),
+            caps: [...t.caps],
+            tcpPorts: [APP_PORT],
+          },
+        });
+        await world.settle();
+        await state.setComponent(world, 'proxy', n0, 'down');
+        const held = await world.appExec(PENDING_SQUATTER, { kind: 'listen', port: 15006, reusePort: t.uids[0] === 0 });
+        await state.setComponent(world, 'proxy', n0, 'up');
+        await world.settle();
+        const obs = (await world.pods()).find(
+          (p) => p.namespace === PENDING_SQUATTER.namespace && p.name === PENDING_SQUATTER.name,
+        );
+        sink.log(
+          `pending-destination: ${name} listens on its 15006 while ${n0}'s proxy is stopped: ${held.ok ? 'ok' : (held.error ?? 'failed')}; after the restart and a settle: redirected ${obs?.redirected ?? false}, served ${obs?.served ?? false}, annotation ${obs?.annotation ?? '(none)'}`,
+        );
+        // Not staged (the listen failed, or the pod is not pending): said as a skip, so the report
+        // lists it (check's "Attack-catalog phases this world could not stage"), never judged as holds.
+        if (!held.ok || obs?.annotation !== 'pending')
+          sink.log(
+            `pending-destination: skipped (not staged: ${held.ok ? `${name} is not pending (annotation ${obs?.annotation ?? '(none)'})` : `${name} could not listen on 15006: ${held.error ?? 'failed'}`})`,
+          );
+        else {
+          const found = await sink.run(world, state, pendingDestinationActions(), phase, true);
+          for (const v of found.filter((x) => x.property === 'inbound-capture'))
+            sink.push(
+              violation(
+                'fail-closed',
+                `a mesh peer's node proxy sent plaintext to ${name}, selected for the mesh but served by no node proxy (pending): it must fail closed until the pod is served, not downgrade — ${v.message}`,
+                { cause: v },
+              ),
+              phase,
+              pendingDestinationActions()[0]!.name,
+            );
+        }
+        await state.deletePod(world, PENDING_SQUATTER);
+        await world.settle();
         break;
       }
       case 'mesh-v6-off':

@@ -224,7 +224,7 @@ export const ATTACKS: readonly AttackEntry[] = [
     attack:
       'stop the node proxy, World.appExec listen 15001 and 15006 (reusePort when root; transparent first, plain on EPERM), start the proxy, settle; then plaintext TCP in from a pod outside the mesh and a mesh peer over HBONE',
     observation:
-      "the restarted proxy gets EADDRINUSE (the sim proxy runs as uid 1337, so a root app's reuseport socket keeps it out too). Upstream: inbound to the pod lands on the app's 15006 socket (nat REDIRECT takes any socket): no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the capability-less squatter gets nothing and inbound fails closed; app-net-raw-* and app-net-admin bind it transparent and still take it (their strict cells). The app's own outbound then lands on its own 15001 — it talks to itself, nothing leaves, not judged. A hijack while the proxy is UP fails with EADDRINUSE; a hijack before enrollment (pod labelled into the mesh while its app holds 15006) gives rules without listeners, annotation pending, inbound to the app (upstream) or dropped (strict) — both in tests/sim/worlds/app-exec.spec.ts, not in the matrix. The mesh peer's leg (friend) is made by the peer's own node proxy and lands on the hijacked 15006 (upstream): inbound-capture flags it as the wrong proxy (only the destination's own node proxy counts), authorization as unauthorized",
+      "the restarted proxy gets EADDRINUSE (the sim proxy runs as uid 1337, so a root app's reuseport socket keeps it out too). Upstream: inbound to the pod lands on the app's 15006 socket (nat REDIRECT takes any socket): no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the capability-less squatter gets nothing and inbound fails closed; app-net-raw-* and app-net-admin bind it transparent and still take it (their strict cells). The app's own outbound then lands on its own 15001 — it talks to itself, nothing leaves, not judged. A hijack while the proxy is UP fails with EADDRINUSE; a hijack before enrollment (pod labelled into the mesh while its app holds 15006) gives rules without listeners, annotation pending, inbound to the app (upstream) or dropped (strict) — both in tests/sim/worlds/app-exec.spec.ts, not in the matrix. The mesh peer's leg (friend) is made by the peer's own node proxy: under upstream it is plaintext (the pod is pending) and lands on the hijacked 15006 — inbound-capture flags it as the wrong proxy (only the destination's own node proxy counts), authorization as unauthorized (finding-p, catalog plaintext-to-pending); under strict the peer's proxy refuses it (no-plaintext-to-pending)",
     expected: {
       upstream: {
         verdict: 'bypass',
@@ -240,6 +240,33 @@ export const ATTACKS: readonly AttackEntry[] = [
       kind: 'matrix',
       threat: 'app-nonroot',
       actions: ['client tcp → hijacking attacker', 'friend tcp → hijacking attacker'],
+    },
+  },
+  {
+    id: 'plaintext-to-pending',
+    classes: ['finding-p', 'finding-l'],
+    title: 'a mesh peer sends plaintext to a pod pending enrollment',
+    setup:
+      "an ambient pod (pending-squatter) on the victim's node, app as the threat's uid without capabilities; while the node proxy is stopped its app listens on its own 15006 (World.appExec listen), so the restarted proxy cannot serve it: its rules stay, the agent's ZDS add is nacked and the pod stays annotated ambient.istio.io/redirection: pending",
+    attack: 'after a settle, the mesh peer friend (other node) opens TCP to the pod',
+    observation:
+      "upstream: friend's node proxy sees a workload that is not `enabled` and sends plaintext to its address (istiod's tunnel protocol NONE; ztunnel's build_request) — the pod's inbound redirect hands it to the app's own 15006: no identity, no authorization, DENY policies skipped. strict: friend's node proxy refuses the connection (connection log: pending enrollment, metric destination-pending-enrollment); nothing reaches the pod. A plaintext client outside the mesh still lands on the squatter in both profiles (port-hijack-restart)",
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'fail-closed',
+        why: "the source proxy downgrades to plaintext for a pod selected for the mesh that no proxy serves (finding-p), and the pending pod's 15006 is the app's (finding-l)",
+      },
+      strict: {
+        verdict: 'holds',
+        why: 'no-plaintext-to-pending: the source proxy fails closed until the destination is served',
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      phase: 'pending-destination',
+      actions: ['friend tcp → pending squatter'],
     },
   },
   {

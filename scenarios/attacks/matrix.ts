@@ -56,7 +56,8 @@ export interface FoundViolation {
  * pod's rules (World.appExec iptables-flush), before the agent's next repair pass.
  * `port-hijack`: after the attacker bound the proxy ports in its own netns while its node proxy
  * was stopped, and the proxy came back. The catalog phases (catalog-phases.ts) are named for
- * what they stage: `mesh-v6-off`, `cni-api-error`, `reboot`, `hostile-annotations`, `rogue-zds`.
+ * what they stage: `mesh-v6-off`, `cni-api-error`, `reboot`, `hostile-annotations`, `rogue-zds`,
+ * `inserted-accept`, `pending-destination`.
  */
 export type Phase = 'healthy' | 'proxy-down' | 'agent-down' | 'settled' | 'app-flush' | 'port-hijack' | CatalogPhase;
 

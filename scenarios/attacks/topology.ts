@@ -71,6 +71,12 @@ export const HOSTILE_PODS: readonly { readonly pod: PodRef; readonly annotations
     },
     { pod: { namespace: MESH_NS, name: 'hostile-status' }, annotations: { 'ambient.istio.io/redirection': 'enabled' } },
   ];
+/**
+ * Catalog phase pending-destination: an ambient pod on the victim's node whose app takes its own
+ * 15006 while the node proxy is stopped, so the restarted proxy cannot serve it and it stays
+ * `pending`; a mesh peer then connects to it.
+ */
+export const PENDING_SQUATTER: PodRef = { namespace: MESH_NS, name: 'pending-squatter' };
 /** Catalog phase api-error-at-add: the ambient pod created while the CNI plugin cannot reach the API. */
 export const API_LATE: PodRef = { namespace: MESH_NS, name: 'api-late' };
 

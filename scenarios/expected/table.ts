@@ -29,7 +29,7 @@ export type BypassClass =
   | 'B11'
   | 'B12'
   | 'B14'
-  | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n'}`;
+  | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n' | 'p'}`;
 
 export type ExpectedCell =
   | { readonly verdict: 'holds'; readonly why: string }
@@ -258,6 +258,34 @@ for (const prop of ['outbound-capture', 'inbound-capture', 'authorization'] as c
       classes: [...new Set<BypassClass>([...c.classes, 'B7', 'finding-h'])],
       why: `${c.why}; and ${V6_OFF_WHY}`,
     },
+  };
+}
+
+// Plaintext to a pod pending enrollment (catalog plaintext-to-pending, phase pending-destination,
+// app-nonroot): a mesh peer's node proxy sends plaintext to a pod selected for the mesh that its
+// node proxy does not serve (its app holds its 15006), and the app takes it. Upstream's source
+// proxy downgrades (istiod's tunnel protocol NONE for a pod not `enabled`): a fail-closed failure
+// on top of the UDP bypass the upstream cell already expects. Strict's source proxy refuses
+// (no-plaintext-to-pending), so the strict cell still holds; so do its inbound and authorization
+// cells (inbound-tproxy: this app cannot make its squatter transparent, so TPROXY gives it nothing).
+const PENDING_WHY =
+  "a mesh peer's node proxy sends plaintext to a pod selected for the mesh that no proxy serves (annotation pending; istiod gives it tunnel protocol NONE), so the app holding the pod's 15006 takes the peer's traffic without identity or authorization (finding-p, with finding-l)";
+{
+  const c = mutable['fail-closed']['app-nonroot'].upstream;
+  const st = mutable['fail-closed']['app-nonroot'].strict;
+  if (c.verdict !== 'bypass' || st.verdict !== 'holds')
+    throw new Error(
+      'expected table: fail-closed × app-nonroot should be a bypass under upstream and hold under strict before the pending note',
+    );
+  mutable['fail-closed']['app-nonroot'] = {
+    upstream: {
+      ...c,
+      classes: [...new Set<BypassClass>([...c.classes, 'finding-p', 'finding-l'])],
+      why: `${c.why}; and ${PENDING_WHY}`,
+    },
+    strict: holds(
+      `${st.why}; a source proxy refuses plaintext to a pod pending enrollment until it is served (no-plaintext-to-pending)`,
+    ),
   };
 }
 

@@ -476,7 +476,8 @@ function renderRules(rules: readonly RuleSpec[], family: Family, node: Node, bas
 /**
  * Turn conntrack on in a namespace without changing any verdict: an xt_conntrack match anywhere
  * makes Linux track the namespace's connections (nf_ct_netns_get); jumping into an empty user
- * chain returns at once. The model always tracks, so without this the kernel would not.
+ * chain returns at once. The model tracks only when the kernel would (Netfilter.needsConntrack), so
+ * this keeps generated cases exercising conntrack and NAT in every namespace.
  */
 export function withConntrackOn(text: string | undefined): string {
   const decl = ':CT_ON - [0:0]';

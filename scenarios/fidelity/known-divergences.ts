@@ -29,30 +29,6 @@ interface KnownDivergence {
   ) => boolean;
 }
 
-const TWO_NS = (serverIptables: string | undefined): string => `
-version: 1
-namespaces:
-  - name: client
-    routes: [{ dst: default, via: 10.244.1.1 }]
-  - name: server
-    routes: [{ dst: default, via: 10.244.1.2 }]
-${
-  serverIptables
-    ? `    iptables: |\n${serverIptables
-        .split('\n')
-        .map((l) => `      ${l}`)
-        .join('\n')}`
-    : ''
-}
-veths:
-  - a: { netns: client, name: eth0, addresses: [10.244.1.2/24] }
-    b: { netns: server, name: eth0, addresses: [10.244.1.1/24] }
-sockets:
-  - { name: app, netns: server, port: 18080, uid: 1000 }
-attempts:
-  - { name: plain, netns: client, address: 10.244.1.1, port: 18080, uid: 1000 }
-`;
-
 const REJECT_RST_FIXTURE = 'fixtures/fidelity/reject-rst-dropped-seed-20260103.yaml';
 
 /**
@@ -81,20 +57,6 @@ function mayDropNeighbourDiscovery(lab: Lab): boolean {
 const REJECT_ICMP_FIXTURE = 'fixtures/fidelity/reject-icmp-dropped-seed-11.yaml';
 
 export const KNOWN_DIVERGENCES: readonly KnownDivergence[] = [
-  {
-    name: 'conntrack-only-when-needed',
-    description:
-      'Linux registers the conntrack hooks of a network namespace only when something there needs ' +
-      'them (a nat table, a conntrack/state/connmark match, CONNMARK, CT, ...; nf_ct_netns_get). In a ' +
-      'namespace with no such rules connections are not tracked, so SO_ORIGINAL_DST on an accepted ' +
-      'socket fails with ENOENT. The model tracks connections in every namespace and returns the ' +
-      'destination. (The differential generator gives every namespace a ruleset with a nat table, ' +
-      'so generated cases do not meet this.)',
-    lab: () => parseLab(TWO_NS(undefined), 'known-divergence conntrack-only-when-needed'),
-    expected: [{ attempt: 'plain', field: 'originalDst', sim: '10.244.1.1:18080', kernel: '(ENOENT)' }],
-    explains: (_lab, d) =>
-      d.field === 'originalDst' && d.kernel === '(ENOENT)' && d.sim !== undefined && !d.sim.startsWith('('),
-  },
   {
     name: 'no-icmp-for-unroutable-forward',
     description:
@@ -261,10 +223,7 @@ export function explainKnown(
   sim: readonly AttemptResult[],
   kernel: readonly AttemptResult[],
 ): string | undefined {
-  // The conntrack divergence cannot occur in generated cases (every namespace has a nat table),
-  // so it is not used to excuse them; the entry documents the one-shot lab runner's behaviour.
   for (const k of KNOWN_DIVERGENCES) {
-    if (k.name === 'conntrack-only-when-needed' && lab.namespaces.every((n) => n.iptables !== undefined)) continue;
     if (k.explains(lab, d, sim, kernel)) return k.name;
   }
   return undefined;

@@ -17,6 +17,7 @@ function ignoring(table: TableName, hook: Hook): NetfilterFactory {
     return {
       runTable: (t, h, ctx, opts) => real.runTable(t, h, ctx, opts),
       hasRules: (t, h) => (t === table && h === hook ? false : real.hasRules(t, h)),
+      needsConntrack: () => real.needsConntrack(),
       restore: (text, opts) => real.restore(text, opts),
       save: (t) => real.save(t),
     };
@@ -46,6 +47,7 @@ export const redirectKeepsAddress: NetfilterFactory = (family, ipsets) => {
       };
     },
     hasRules: (t, h) => real.hasRules(t, h),
+    needsConntrack: () => real.needsConntrack(),
     restore: (text, opts) => real.restore(text, opts),
     save: (t) => real.save(t),
   };

@@ -105,6 +105,14 @@ export const IMPL_MUTANTS: readonly ImplMutant[] = [
     replacement: 'ended = [];',
   },
   {
+    name: 'strict-plaintext-to-pending',
+    area: 'outbound protocol choice',
+    doc: "strict's source proxy downgrades to plaintext for a destination pending enrollment, as upstream (no fail closed until the destination is served)",
+    file: 'impl/ztunnel/outbound.js',
+    anchor: "if (!hbone && dstWl?.pending === true && deps.profile === 'strict')",
+    replacement: 'if (false)',
+  },
+  {
     name: 'inbound-authz-skipped',
     area: 'inbound authorization',
     doc: 'the destination proxy forwards inbound connections without asking the authorizer',

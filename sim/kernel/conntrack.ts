@@ -4,7 +4,9 @@
  * tuple once, when the connection's first packet passes the nat hooks, and every later packet
  * of either direction is rewritten from the entry (NAT once per connection, undone on replies).
  * Entries are created unconfirmed and inserted only when the packet survives to POSTROUTING or
- * INPUT (confirmation), so a dropped first packet leaves nothing behind.
+ * INPUT (confirmation), so a dropped first packet leaves nothing behind. A namespace consults
+ * its table only while a rule of the packet's family needs conntrack (datapath.ts); entries stay
+ * when no rule does any more, as the kernel's stay until they time out.
  */
 import { ipKey, type IpAddress } from '../../impl/api/ip/address.js';
 import type { L4Proto, Packet } from './packet.js';

@@ -8,6 +8,9 @@
  *   local out: route → raw OUT → conntrack → mangle OUT (re-route on change) → nat OUT →
  *              filter OUT → security OUT → mangle POST → nat POST → confirm → xmit
  *
+ * Conntrack runs only in a namespace and family where a loaded rule needs it (the kernel's
+ * nf_ct_netns_get; Netfilter.needsConntrack): elsewhere packets carry no entry and the nat tables
+ * never run, so a connection open before such a rule arrives is picked up mid-stream afterwards.
  * NAT tables are consulted only for a connection's first packet (per manip type); every packet
  * is then rewritten from the conntrack entry. Crossing into another namespace over a veth
  * scrubs skb->mark and the conntrack reference (skb_scrub_packet with xnet); looping through
@@ -386,6 +389,22 @@ export class Datapath {
           kind: 'conntrack',
           ns: ns.name,
           state: 'UNTRACKED',
+          zone: skb.zone,
+          entry: undefined,
+          direction: undefined,
+        });
+      return false;
+    }
+    if (!ns.netfilter[skb.pkt.family].needsConntrack()) {
+      // The kernel has not registered this family's conntrack hooks here (no rule needs them):
+      // the packet carries no entry, the nat tables are never consulted, and a flow already
+      // open when a rule turns tracking on is picked up mid-stream by its next segment.
+      skb.ct = undefined;
+      if (this.trace.enabled)
+        this.trace.add({
+          kind: 'conntrack',
+          ns: ns.name,
+          state: 'OFF',
           zone: skb.zone,
           entry: undefined,
           direction: undefined,

@@ -638,8 +638,17 @@ export class SimKernel {
     };
   }
 
-  /** Send one data segment on an established connection; true when the peer socket got it. */
-  sendTcp(s: SimSocket, payload: string): { delivered: boolean; trace: readonly TraceEvent[] } {
+  /**
+   * Send one data segment on an established connection; `delivered` when the peer socket got it.
+   * A segment that lands where no established socket owns its 4-tuple (no socket, or only a
+   * listener — e.g. one REDIRECTed mid-stream to a proxy port) is answered with a RST
+   * (tcp-reset.ts); if that RST reaches this socket, the connection is reset (`reset`: the
+   * socket is closed, as after ECONNRESET).
+   */
+  sendTcp(
+    s: SimSocket,
+    payload: string,
+  ): { delivered: boolean; reset: boolean; reason: string; trace: readonly TraceEvent[] } {
     const trace = this.beginTrace();
     if (s.state !== 'established' || !s.local || !s.remote)
       throw new SimErrnoError('ENOTCONN', 'send', `${s.describe()} is not connected`);
@@ -661,9 +670,36 @@ export class SimKernel {
         to: { addr: d.packet.dst, port: d.packet.dport },
         payload,
       });
-      return { delivered: true, trace: trace.events };
+      return { delivered: true, reset: false, reason: `reached ${d.socket.describe()}`, trace: trace.events };
     }
-    return { delivered: false, trace: trace.events };
+    const stray =
+      d.kind === 'no-socket'
+        ? { at: d, answerer: d.ns.sockets.findListener('tcp', d.packet.dst, d.packet.dport, flowHash(d.packet)) }
+        : d.kind === 'delivered' && d.socket.state === 'listening'
+          ? { at: d, answerer: d.socket }
+          : undefined;
+    if (!stray) {
+      const why = d.kind === 'delivered' ? `reached ${d.socket.describe()}` : 'reason' in d ? d.reason : d.kind;
+      return { delivered: false, reset: false, reason: `segment lost: ${why}`, trace: trace.events };
+    }
+    const by = stray.answerer ? stray.answerer.describe() : `${stray.at.ns.name} (no socket)`;
+    const r = this.sendReset(stray.at.ns, stray.at.packet, stray.answerer);
+    if (r.kind === 'delivered' && r.socket === s) {
+      s.state = 'closed';
+      this.namespaces.get(s.netns)?.sockets.unregister(s);
+      return {
+        delivered: false,
+        reset: true,
+        reason: `segment found no connection in ${stray.at.ns.name}; the RST from ${by} reset the sender (ECONNRESET)`,
+        trace: trace.events,
+      };
+    }
+    return {
+      delivered: false,
+      reset: false,
+      reason: `segment found no connection in ${stray.at.ns.name}; the RST from ${by} did not reach the sender (${r.kind} in ${r.ns.name})`,
+      trace: trace.events,
+    };
   }
 
   // ------------------------------------------------------------ UDP

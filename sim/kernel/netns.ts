@@ -17,6 +17,11 @@ import type { Hook, IpSetView, TableName, TableRun, EvalContext } from './netfil
 export interface NetfilterEngine {
   runTable(table: TableName, hook: Hook, ctx: EvalContext, opts?: { readonly trace?: boolean }): TableRun;
   hasRules(table: TableName, hook: Hook): boolean;
+  /**
+   * Does a loaded rule need connection tracking (the kernel's nf_ct_netns_get at rule load)? The
+   * namespace tracks this family's connections only while one does (see datapath.ts).
+   */
+  needsConntrack(): boolean;
   restore(text: string, opts?: { noflush?: boolean; source?: string }): void;
   save(table?: TableName): string;
 }

@@ -18,7 +18,8 @@ export type TraceEvent =
   | {
       readonly kind: 'conntrack';
       readonly ns: string;
-      readonly state: CtState | 'INVALID';
+      /** `OFF`: no rule of the family needs conntrack, so the namespace does not track it. */
+      readonly state: CtState | 'INVALID' | 'OFF';
       readonly zone: number;
       readonly entry: number | undefined;
       readonly direction: string | undefined;

@@ -198,6 +198,7 @@ export class NodeStack {
       clock: s.clock,
       log,
       trustDomain: TRUST_DOMAIN,
+      profile: s.profile,
       connectionLog: new LineConnectionLog(s.clock, this.sink, (err, r) =>
         log.error('connection log record rejected', { error: err.message, pod: r.pod, event: r.event }),
       ),

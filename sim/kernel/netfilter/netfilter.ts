@@ -10,6 +10,7 @@ import { ALL_TABLES, applyRestore } from './parse-restore.js';
 import { cloneTable, compileTable, emptyTable, type CompiledTable, type TableState } from './ruleset.js';
 import { cacheable, cachedRestore, rememberRestore, type CachedTable } from './restore-cache.js';
 import { saveTable } from './save.js';
+import type { RuleSpec } from './rule.js';
 import type { EvalContext, Hook, TableName, TableRun } from './types.js';
 
 /** One rule with a stable identity: `${table}/${chain}/${position}` in the current ruleset. */
@@ -40,12 +41,26 @@ interface RestoreOptions {
   readonly source?: string;
 }
 
+const CONNTRACK_MATCHES: ReadonlySet<string> = new Set(['conntrack', 'state', 'connmark']);
+const CONNTRACK_TARGETS: ReadonlySet<string> = new Set(['CONNMARK', 'REDIRECT', 'DNAT', 'SNAT', 'MASQUERADE']);
+
+function ruleNeedsConntrack(spec: RuleSpec): boolean {
+  if (spec.matches.some((m) => CONNTRACK_MATCHES.has(m.module))) return true;
+  const t = spec.target;
+  if (!t) return false;
+  if (CONNTRACK_TARGETS.has(t.name)) return true;
+  // CT --notrack returns before xt_ct_tg_check takes conntrack; CT --zone takes it.
+  return t.name === 'CT' && !t.render().includes('--notrack');
+}
+
 export class Netfilter {
   private tables = new Map<TableName, TableState>();
   private compiled = new Map<TableName, CompiledTable>();
   /** Tables a restore has named: iptables-save prints only those. */
   private loaded = new Set<TableName>();
   private readonly ipsets: IpSets | undefined;
+  /** needsConntrack(), computed on first use after each restore. */
+  private ctNeeded: boolean | undefined;
 
   constructor(
     readonly family: Family,
@@ -74,6 +89,7 @@ export class Netfilter {
         this.compiled.set(k, v.compiled);
         this.loaded.add(k);
       }
+      this.ctNeeded = undefined;
       return;
     }
     // Tables are never edited in place (restore-cache.ts relies on it): work on copies. Without
@@ -91,6 +107,7 @@ export class Netfilter {
       named.set(t, { state, compiled: compileTable(state) });
     }
     this.tables = work;
+    this.ctNeeded = undefined;
     for (const [k, v] of named) {
       this.compiled.set(k, v.compiled);
       this.loaded.add(k);
@@ -110,6 +127,25 @@ export class Netfilter {
   runTable(table: TableName, hook: Hook, ctx: EvalContext, opts: { readonly trace?: boolean } = {}): TableRun {
     if (ctx.hook !== hook) throw new Error(`runTable(${table}, ${hook}): ctx.hook is ${ctx.hook}; they must agree`);
     return runCompiled(this.compiledTable(table), ctx, opts.trace ?? true);
+  }
+
+  /**
+   * Does any loaded rule need conntrack? Linux registers a namespace's conntrack hooks for a
+   * family only when a rule asks for them at load time (nf_ct_netns_get, from the checkentry of
+   * xt_conntrack, xt_state, xt_connmark, CONNMARK, CT with a zone, and the NAT targets); until
+   * then, and again once no such rule is left, that family's packets are not tracked. Checked on
+   * the real kernel (6.18, iptables-nft): a nat table whose rules do no NAT, MARK, TPROXY, CT
+   * --notrack and -m owner leave loopback TCP untracked; REDIRECT, CT --zone, -m connmark,
+   * CONNMARK and -m state track it; a v6-only rule tracks v6 connections only.
+   */
+  needsConntrack(): boolean {
+    if (this.ctNeeded === undefined) {
+      this.ctNeeded = false;
+      for (const t of this.tables.values())
+        for (const c of t.chains.values())
+          for (const r of c.rules) if (ruleNeedsConntrack(r.spec)) this.ctNeeded = true;
+    }
+    return this.ctNeeded;
   }
 
   /** No rules anywhere and all policies ACCEPT: the datapath may skip this table entirely. */
@@ -186,6 +222,7 @@ export class Netfilter {
     for (const [k, v] of this.tables) n.tables.set(k, cloneTable(v));
     for (const [k, v] of this.compiled) n.compiled.set(k, v);
     for (const t of this.loaded) n.loaded.add(t);
+    n.ctNeeded = this.ctNeeded;
     return n;
   }
 

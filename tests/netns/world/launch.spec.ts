@@ -96,6 +96,7 @@ test('the shipped manifests: the proxy runs as 1337:1337 with NET_ADMIN and SYS_
       AMBIENT_LAB_DNS_CAPTURE: 'false',
     });
     expect(proxy.env['AMBIENT_LAB_IPV6']).toBe('false');
+    expect(proxy.env['AMBIENT_LAB_PROFILE']).toBe('strict'); // the proxy's outbound follows the profile too
     const argv = fs.readFileSync(`/proc/${pidOf(lab, 'agent')}/cmdline`, 'utf8').split('\0');
     for (const flag of ['--profile', '--ipv6', '--dns-capture'])
       expect(argv.some((a) => a.startsWith(flag))).toBe(false);

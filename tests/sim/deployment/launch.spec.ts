@@ -94,6 +94,19 @@ test('the base is profile upstream with IPv6 and DNS capture; each component cha
   // no DNS capture: the proxy runs no DNS listener either (an empty upstream list)
   const off = deploymentLaunch(renderDeployment({ ...BASE, dnsCapture: false }), { nodeName: 'n' });
   expect(off.proxy.env['AMBIENT_LAB_DNS_UPSTREAM']).toBe('');
+  // the proxy runs the agent's profile (strict: no plaintext to a pod pending enrollment)
+  for (const profile of ['upstream', 'strict'] as const)
+    expect(
+      deploymentLaunch(renderDeployment({ ...BASE, profile }), { nodeName: 'n' }).proxy.env['AMBIENT_LAB_PROFILE'],
+    ).toBe(profile);
+});
+
+test("a proxy profile that is not the agent's is refused, naming both", () => {
+  const l = deploymentLaunch(renderDeployment({ ...BASE, profile: 'strict' }), { nodeName: 'n' });
+  const split = { ...l, proxy: { ...l.proxy, env: { ...l.proxy.env, AMBIENT_LAB_PROFILE: 'upstream' } } };
+  expect(() => deploymentChoiceOf(split)).toThrow(
+    /the agent's AMBIENT_LAB_PROFILE is strict but the proxy's is upstream/,
+  );
 });
 
 test('a rendering failure names the directory and says what to do', () => {

@@ -352,6 +352,7 @@ test("the agent DaemonSet launches with upstream's defaults (IPv6 and DNS captur
   expect(agentSettings(['--node', 'n1'], {}).config).toMatchObject({ ipv6: true, dnsCapture: true });
   const proxyEnv = containerEnv('ambient-lab-proxy', 'proxy');
   expect(proxyEnv['AMBIENT_LAB_IPV6']).toBe('true');
+  expect(proxyEnv['AMBIENT_LAB_PROFILE']).toBe('upstream'); // the agent's profile (profile-strict changes both)
   expect(proxyEnv['AMBIENT_LAB_DNS_UPSTREAM']).toBe('resolv.conf');
   expect(ds('ambient-lab-proxy').spec!.template.spec!.dnsPolicy).toBe('ClusterFirstWithHostNet'); // resolv.conf names the cluster DNS
 });

@@ -7,10 +7,11 @@ import { test, expect } from '@playwright/test';
 import { formatSockAddr } from '../../../../sim/kernel/socket.js';
 import { formatIp } from '../../../../impl/api/ip/address.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
-import { ADMIN, client, eventsOf, listenTcp, pair, routed, table } from './world.js';
+import { ADMIN, client, conntrackOn, eventsOf, listenTcp, pair, routed, table } from './world.js';
 
 test('a connection is NEW on its first packet and ESTABLISHED once the reply is seen', () => {
   const k = pair();
+  conntrackOn(k, 'b', [4]);
   listenTcp(k, 'b', '0.0.0.0', 80);
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome).toBe('established');
@@ -37,8 +38,20 @@ test('a TCP RST that belongs to no connection is INVALID (and -m conntrack --cts
   expect(k.netns('b').conntrack.entries()).toEqual([]);
 });
 
-test('a REDIRECT added after a connection exists does not capture that connection, only new ones', () => {
+test('a namespace with no rule that needs conntrack tracks nothing: the packets carry no entry', () => {
   const k = pair();
+  k.iptablesRestore('b', 4, table('mangle', '-A PREROUTING -p tcp -j MARK --set-mark 0x5'));
+  listenTcp(k, 'b', '0.0.0.0', 80);
+  const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
+  expect(r.outcome, renderTrace(r.trace)).toBe('established');
+  expect(new Set(eventsOf(r.trace, 'conntrack').map((e) => e.state))).toEqual(new Set(['OFF']));
+  expect(k.netns('a').conntrack.entries()).toEqual([]);
+  expect(k.netns('b').conntrack.entries()).toEqual([]);
+});
+
+test('a REDIRECT added after a connection exists does not capture it when the namespace already tracked it, only new ones', () => {
+  const k = pair();
+  conntrackOn(k, 'b', [4]);
   const direct = listenTcp(k, 'b', '0.0.0.0', 80, { label: 'direct' });
   const proxy = listenTcp(k, 'b', '0.0.0.0', 15006, { label: 'proxy' });
   const c = client(k, 'a');
@@ -51,6 +64,29 @@ test('a REDIRECT added after a connection exists does not capture that connectio
   expect(eventsOf(later.trace, 'nat')).toEqual([]);
   const fresh = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(fresh.listener).toBe(proxy);
+});
+
+test('a REDIRECT that turns conntrack on picks an open connection up mid-stream: its next segment is redirected and the RST resets it', () => {
+  // Linux: no rule in b needed conntrack while the connection opened, so it has no entry; the
+  // REDIRECT rule registers the hooks (nf_ct_netns_get), the next segment (an ACK) starts an
+  // entry (nf_conntrack_tcp_loose=1) whose first packet the nat table sees, and the listener on
+  // 15006 answers the stray ACK with a RST that, un-NATed, resets the client (ECONNRESET).
+  // Checked on Linux 6.18 (tests/netns/rules/live-enroll.spec.ts).
+  const k = pair();
+  const direct = listenTcp(k, 'b', '0.0.0.0', 80, { label: 'direct' });
+  listenTcp(k, 'b', '0.0.0.0', 15006, { label: 'proxy' });
+  const c = client(k, 'a');
+  const r = k.connect(c, '192.0.2.2', 80);
+  expect(r.listener).toBe(direct);
+  expect(k.sendTcp(c, 'before the rule').delivered).toBe(true);
+  k.iptablesRestore('b', 4, table('nat', '-A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 15006'));
+  const later = k.sendTcp(c, 'after the rule');
+  expect(later.delivered, renderTrace(later.trace)).toBe(false);
+  expect(later.reset, later.reason).toBe(true);
+  expect(later.reason).toMatch(/RST from socket#\d+ "proxy"/);
+  expect(eventsOf(later.trace, 'nat').map((e) => e.what)).toContain('destination 192.0.2.2:80 -> 192.0.2.2:15006');
+  expect(r.server!.inbox.map((d) => d.payload)).toEqual(['before the rule']);
+  expect(c.state).toBe('closed');
 });
 
 test('DNAT is undone on replies: the client sees the original destination as its peer', () => {
@@ -100,6 +136,8 @@ test('a conntrack entry is confirmed only if its first packet survives: after a 
   const k = pair();
   listenTcp(k, 'b', '0.0.0.0', 80);
   k.iptablesRestore('b', 4, table('filter', '-A INPUT -p tcp --dport 80 -j DROP'));
+  conntrackOn(k, 'a', [4]);
+  conntrackOn(k, 'b', [4]);
   const first = client(k, 'a');
   k.bind(first, '192.0.2.1', 40000);
   expect(k.connect(first, '192.0.2.2', 80).outcome).toBe('timeout');
@@ -113,6 +151,7 @@ test('a conntrack entry is confirmed only if its first packet survives: after a 
   ).toEqual([true]);
 
   k.iptablesRestore('b', 4, table('filter'));
+  conntrackOn(k, 'b', [4]);
   const again = client(k, 'a');
   k.bind(again, '192.0.2.1', 40000);
   const r = k.connect(again, '192.0.2.2', 80);
@@ -231,6 +270,7 @@ test('a SYN-ACK that belongs to no connection is INVALID (its SYN was tracked in
 
 test('a FIN that belongs to no connection is INVALID, while a bare ACK is picked up as NEW', () => {
   const k = pair();
+  conntrackOn(k, 'b', [4]);
   const fin = k.sendRaw('a', ADMIN, 'eth0', {
     proto: 'tcp',
     src: '192.0.2.1',

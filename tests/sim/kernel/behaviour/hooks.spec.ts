@@ -6,7 +6,7 @@
 import { test, expect } from '@playwright/test';
 import { renderTrace, type TraceEvent } from '../../../../sim/kernel/trace.js';
 import type { SimKernel } from '../../../../sim/kernel/kernel.js';
-import { client, eventsOf, listenTcp, logs, pair, routed, table } from './world.js';
+import { client, conntrackOn, eventsOf, listenTcp, logs, pair, routed, table } from './world.js';
 
 /** A LOG rule in every chain of raw, mangle, nat and filter, prefixed "<table>-<CHAIN>". */
 function logEverywhere(k: SimKernel, ns: string): void {
@@ -20,6 +20,9 @@ function logEverywhere(k: SimKernel, ns: string): void {
   for (const [t, cs] of Object.entries(chains))
     text += table(t, ...cs.map((c) => `-A ${c} -p tcp -j LOG --log-prefix "${t}-${c}"`));
   k.iptablesRestore(ns, 4, text);
+  // LOG alone does not make Linux track the namespace's connections, and without conntrack the
+  // nat chains never run (nf_nat_inet_fn accepts a packet with no entry).
+  conntrackOn(k, ns, [4]);
 }
 
 /** Events of the first packet only (up to its delivery or drop). */
@@ -147,6 +150,7 @@ test('raw runs before conntrack: CT --notrack leaves the packet UNTRACKED, so a 
 test('raw runs before conntrack: CT --zone puts the connection in that zone, apart from zone 0', () => {
   const k = pair();
   k.iptablesRestore('b', 4, table('raw', '-A PREROUTING -i eth0 -j CT --zone 7', '-A OUTPUT -o eth0 -j CT --zone 7'));
+  conntrackOn(k, 'a', [4]);
   listenTcp(k, 'b', '0.0.0.0', 80);
   const r = k.connect(client(k, 'a'), '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
@@ -157,7 +161,7 @@ test('raw runs before conntrack: CT --zone puts the connection in that zone, apa
       .filter((e) => e.ns === 'b')
       .map((e) => `${e.state} zone ${e.zone}`),
   ).toEqual(['NEW zone 7', 'ESTABLISHED zone 7', 'ESTABLISHED zone 7']);
-  // The client side is untouched: zone 0 there.
+  // The client side (tracking on) is untouched: zone 0 there.
   expect(
     k
       .netns('a')

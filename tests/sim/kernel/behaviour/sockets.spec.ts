@@ -9,7 +9,19 @@ import { formatSockAddr } from '../../../../sim/kernel/socket.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import type { Credentials } from '../../../../sim/kernel/process.js';
 import type { SockOpt, SimKernel } from '../../../../sim/kernel/kernel.js';
-import { ADMIN, ADMIN_ONLY, OTHER_USER, RAW_ONLY, USER, client, eventsOf, listenTcp, pair, table } from './world.js';
+import {
+  ADMIN,
+  ADMIN_ONLY,
+  OTHER_USER,
+  RAW_ONLY,
+  USER,
+  client,
+  conntrackOn,
+  eventsOf,
+  listenTcp,
+  pair,
+  table,
+} from './world.js';
 
 function errnoOf(f: () => unknown): string | undefined {
   try {
@@ -130,8 +142,12 @@ test('SO_ORIGINAL_DST returns the pre-NAT destination for IPv4 and IPv6, and the
   expect(formatSockAddr(k.originalDst(r4.server!))).toBe('192.0.2.2:80');
   expect(formatSockAddr(k.originalDst(r6.server!))).toBe('[fd00::2]:80');
   expect(formatSockAddr(r6.server!.local!)).toBe('[fd00::2]:15006');
-  // The client's own socket: its entry (in its own namespace) was not NATed.
-  expect(formatSockAddr(k.originalDst(r4.client))).toBe('192.0.2.2:80');
+  // The client's own socket: a has no rule that needs conntrack, so there is no entry (ENOENT,
+  // as on Linux); once a tracks, its entry (not NATed) gives the real destination.
+  expect(errnoOf(() => k.originalDst(r4.client))).toBe('ENOENT');
+  conntrackOn(k, 'a', [4]);
+  const tracked = k.connect(client(k, 'a'), '192.0.2.2', 80);
+  expect(formatSockAddr(k.originalDst(tracked.client))).toBe('192.0.2.2:80');
 });
 
 test('SO_ORIGINAL_DST fails with ENOENT for an untracked connection', () => {

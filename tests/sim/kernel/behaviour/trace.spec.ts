@@ -61,8 +61,9 @@ test('a trace records the NAT rewrite, the mark change, the routing decision and
   expect(eventsOf(syn, 'deliver')).toEqual([
     { kind: 'deliver', ns: 'b', socket: 'socket#1 "proxy" tcp 0.0.0.0:15006 in b' },
   ]);
+  // a has no rule that needs conntrack, so it does not track (OFF); b's REDIRECT turned it on.
   expect(eventsOf(syn, 'conntrack').map((e) => `${e.ns} ${e.state} zone ${e.zone}`)).toEqual([
-    'a NEW zone 0',
+    'a OFF zone 0',
     'b NEW zone 0',
   ]);
 });

@@ -96,6 +96,19 @@ export function client(
   return s;
 }
 
+/**
+ * Make namespace `ns` track its connections of `families` without changing any verdict, as on
+ * Linux, which tracks a namespace's connections only once a rule needs conntrack (an xt_conntrack
+ * match here, jumping into an empty chain): a filter rule added with --noflush, so a later
+ * restore of the filter table removes it.
+ */
+export function conntrackOn(k: SimKernel, ns: string, families: readonly Family[] = [4, 6]): void {
+  for (const f of families)
+    k.iptablesRestore(ns, f, table('filter', ':CT_ON - [0:0]', '-A OUTPUT -m conntrack --ctstate NEW -j CT_ON'), {
+      noflush: true,
+    });
+}
+
 /** iptables-restore text for one table: `rules('nat', '-A OUTPUT ...', ...)`. */
 export function table(name: string, ...rules: string[]): string {
   return `*${name}\n${rules.join('\n')}${rules.length ? '\n' : ''}COMMIT\n`;

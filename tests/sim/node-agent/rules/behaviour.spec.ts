@@ -70,6 +70,19 @@ const COMMON: Record<string, string> = {
 
 /** Where the profiles differ: [upstream, strict]. Each line is a strict choice's effect. */
 const DIFF: Record<string, [string, string]> = {
+  // A segment whose conntrack entry is gone is picked up as NEW. Upstream's REDIRECT sends it to
+  // 15006 again, where the proxy's accepted socket has that tuple: the connection goes on. Strict's
+  // TPROXY takes only bare SYNs; reset-midstream REDIRECTs the rest to 15006, where no socket has
+  // the tuple (the TPROXY-accepted socket's local port is 8080), and the RST ends it — the price of
+  // resetting, not stalling, connections open before enrollment (profiles.ts, inbound-tproxy).
+  'inbound TCP picked up mid-stream (conntrack entry gone) v4': [
+    'proxy inbound v4 dst=10.244.1.5:8080 from=10.244.1.6; then reached socket#34 "proxy inbound v4" tcp 10.244.1.5:15006 in pod-a',
+    'proxy inbound v4 dst=10.244.1.5:8080 from=10.244.1.6; then reset',
+  ],
+  'inbound TCP picked up mid-stream (conntrack entry gone) v6': [
+    'proxy inbound v6 dst=[fd00:1::5]:8080 from=fd00:1::6; then reached socket#34 "proxy inbound v6" tcp6 [fd00:1::5]:15006 in pod-a',
+    'proxy inbound v6 dst=[fd00:1::5]:8080 from=fd00:1::6; then reset',
+  ],
   // probe-ports: the carve-out is limited to declared probe ports.
   'kubelet probe, undeclared port 9090 v4': [
     `app-a:9090 v4 from=${PROBE4}`,

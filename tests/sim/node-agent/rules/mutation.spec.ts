@@ -40,6 +40,10 @@ for (const profile of ['upstream', 'strict']) {
       'UDP to 127.0.0.1/::1 on any port routes out lo and is returned by filter/out/loopback anyway; only DNS is redirected to loopback';
   }
   for (const family of ['ipv4', 'ipv6']) {
+    for (const m of ['0 (dst)', '1 (in)', '4 (mark)'])
+      EQUIVALENT[`strict ${family} weaken nat/prert/reset-midstream match ${m}`] = NAT_PRERT_NEVER_SEES_LOOPED;
+    EQUIVALENT[`strict ${family} weaken mangle/prert/tproxy-inbound match 5 (ctstate)`] =
+      'with `--syn` the rule takes only bare SYNs; one that starts no new entry is a retransmission or a TIME_WAIT reuse of a tuple, which TPROXY hands to the same socket (established lookup first) either way';
     EQUIVALENT[`strict ${family} weaken mangle/prert/tproxy-inbound match 0 (dst)`] =
       'packets to 127.0.0.1/::1 only arrive over lo, which the rule already leaves out (`! -i lo`)';
     EQUIVALENT[`strict ${family} weaken mangle/prert/tproxy-inbound match 4 (mark)`] =

@@ -73,6 +73,19 @@ function squat15006(lab: Lab, f: Fam, who: typeof APP, transparent: boolean): st
   return connect(lab, 'pod-b', APP, f, addr(f, A4, A6), 8080);
 }
 
+/**
+ * An inbound connection from pod-b whose conntrack entry in pod-a is gone when its next segment
+ * arrives — as for a connection open before enrollment (the namespace tracked nothing until the
+ * rules needed it) or after `conntrack -F`: the segment is picked up mid-stream as NEW.
+ */
+function inboundPickedUpMidStream(lab: Lab, f: Fam): string {
+  const s = lab.k.socket('pod-b', 'tcp', f, APP, 'client');
+  const first = describeConnect(lab, lab.k.connect(s, addr(f, A4, A6), 8080));
+  lab.k.netns('pod-a').conntrack.flush();
+  const r = lab.k.sendTcp(s, 'mid-stream');
+  return `${first}; then ${r.delivered ? r.reason : r.reset ? 'reset' : r.reason}`;
+}
+
 type Probe = (lab: Lab) => string;
 
 function perFamily(name: string, f: (lab: Lab, fam: Fam) => string): [string, Probe][] {
@@ -155,6 +168,7 @@ const PROBES: readonly [string, Probe][] = [
   ...perFamily('inbound TCP, 15006 squatted by the app with NET_RAW and IP_TRANSPARENT', (lab, f) =>
     squat15006(lab, f, APP_NET_RAW, true),
   ),
+  ...perFamily('inbound TCP picked up mid-stream (conntrack entry gone)', inboundPickedUpMidStream),
   ...perFamily('outside peer routed through the node', (lab, f) => connect(lab, 'ext', APP, f, addr(f, A4, A6), 8080)),
 ];
 

@@ -36,4 +36,8 @@ test('the proxy process exits 2 (a usage error) on a bad --dns-upstream or a CA 
   const half = run('--ca-cert', '/tmp/x.pem');
   expect(half.status, half.stderr).toBe(2);
   expect(half.stderr).toContain('--ca-cert and --ca-key go together');
+  // the profile (the agent's, from the same manifests) is one of the names, exactly
+  const profile = run('--profile', 'Strict');
+  expect(profile.status, profile.stderr).toBe(2);
+  expect(profile.stderr).toContain('--profile must be one of upstream, strict, got "Strict"');
 });

@@ -83,6 +83,7 @@ test('a running pod becomes a workload with identity, labels, node and IPs', asy
     node: 'node-1',
     ips: ['10.244.1.10'],
     enrolled: false,
+    pending: false,
     hostNetwork: false,
     identity: { trustDomain: 'cluster.local', namespace: 'app', serviceAccount: 'server-sa' },
     spiffe: 'spiffe://cluster.local/ns/app/sa/server-sa',
@@ -126,22 +127,29 @@ test('not synced before the first list; lookups follow adds, IP assignment and d
   w.watcher.stop();
 });
 
-test('enrolled follows the redirection annotation: only "enabled" counts', async () => {
+test('enrolled and pending follow the redirection annotation: only "enabled" and "pending" exactly', async () => {
   const w = await world();
+  const state = () => {
+    const wl = w.index.byIp('10.244.1.30');
+    return { enrolled: wl?.enrolled, pending: wl?.pending };
+  };
   w.api.create('Pod', pod('a', { enrolled: 'pending' }));
   setStatus(w.api, 'a', { phase: 'Running', ip: '10.244.1.30' });
   w.watcher.start();
   await w.run();
-  expect(w.index.byIp('10.244.1.30')?.enrolled).toBe(false);
+  expect(state()).toEqual({ enrolled: false, pending: true });
   w.api.patch('Pod', 'a', 'app', { metadata: { annotations: { 'ambient.istio.io/redirection': 'enabled' } } });
   await w.run();
-  expect(w.index.byIp('10.244.1.30')?.enrolled).toBe(true);
+  expect(state()).toEqual({ enrolled: true, pending: false });
   w.api.patch('Pod', 'a', 'app', { metadata: { annotations: { 'ambient.istio.io/redirection': 'Enabled' } } });
   await w.run();
-  expect(w.index.byIp('10.244.1.30')?.enrolled).toBe(false);
+  expect(state()).toEqual({ enrolled: false, pending: false });
+  w.api.patch('Pod', 'a', 'app', { metadata: { annotations: { 'ambient.istio.io/redirection': 'Pending' } } });
+  await w.run();
+  expect(state()).toEqual({ enrolled: false, pending: false });
   w.api.patch('Pod', 'a', 'app', { metadata: { annotations: { 'ambient.istio.io/redirection': null } } });
   await w.run();
-  expect(w.index.byIp('10.244.1.30')?.enrolled).toBe(false);
+  expect(state()).toEqual({ enrolled: false, pending: false });
   w.watcher.stop();
 });
 
