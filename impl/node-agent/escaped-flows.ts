@@ -3,12 +3,12 @@
  * with NET_ADMIN can insert `-I OUTPUT 1 -j ACCEPT` in its nat table and connect out directly;
  * strict's repair pass removes the rule (foreign-rules.ts), but conntrack keeps the connection's
  * un-NATed entry, so the flow stays uncaptured for as long as the app keeps it open. After a drift
- * repair, strict ends the flows this function returns (NodeAgent, through the PodFlows port).
+ * repair, strict ends the flows this function returns (NodeAgent, through the PodFlows port) — and
+ * once when it first applies the plan to a pod's netns: a connection open before enrollment that
+ * the kernel did not reset (see docs/bypass-classes.md, live enrollment) is uncaptured too.
  *
  * A flow is left alone when it is:
  * - the proxy's (its socket's owner is the proxy's uid; strict refuses pods that declare it);
- * - a socket that existed when this agent first applied the plan to the pod (`grandfathered`):
- *   live enrollment lets connections opened before it finish unredirected, as upstream;
  * - loopback, or to the pod's own address (the plan does not capture those);
  * - with a host probe source address as its peer (kubelet probes reach the app uncaptured);
  * - captured: its conntrack entry is NATed (REDIRECT to the proxy's outbound or DNS listener), or
@@ -31,8 +31,6 @@ interface EscapeContext {
   readonly probeSources: readonly string[];
   /** The pod's inbound is not captured (ingress mode): connections its peers opened are legitimate. */
   readonly inboundUncaptured: boolean;
-  /** Cookies of the sockets that existed when this agent first applied the plan to the pod. */
-  readonly grandfathered: ReadonlySet<string>;
 }
 
 export interface EscapedFlow {
@@ -51,7 +49,6 @@ export function escapedFlows(flows: readonly TcpFlow[], ctx: EscapeContext): Esc
   const out: EscapedFlow[] = [];
   for (const f of flows) {
     if (f.uid === ctx.proxyUid) continue;
-    if (ctx.grandfathered.has(f.cookie)) continue;
     const local = unmapped(f.local.ip);
     const peer = unmapped(f.peer.ip);
     if (isLoopback(local) || isLoopback(peer)) continue;

@@ -135,10 +135,10 @@ interface MeshPod {
   /** A repair pass found the rules differ from the plan; cleared once repaired and reported. */
   drifted: Drift | undefined;
   /**
-   * Strict: cookies of the pod's sockets when this agent first applied the plan. Live enrollment
-   * lets those finish unredirected (as upstream), so a drift repair never ends them.
+   * Strict: the connections the pod's netns held when this agent first applied the plan there
+   * have been ended where uncaptured (sweepAtEnrollment); until then the next pass retries it.
    */
-  grandfathered: ReadonlySet<string> | undefined;
+  swept: boolean;
   /** The ingress-mode annotation of the last plan (inbound not captured). */
   inboundUncaptured: boolean;
 }
@@ -621,7 +621,7 @@ export class NodeAgent {
         annotated: undefined,
         intactAt: undefined,
         drifted: undefined,
-        grandfathered: undefined,
+        swept: false,
         inboundUncaptured: false,
       };
       this.mesh.set(uid, p);
@@ -672,17 +672,6 @@ export class NodeAgent {
       ? this.deps.planTransform(built, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' })
       : built;
     if (!p.rulesApplied || JSON.stringify(p.plan) !== JSON.stringify(plan)) {
-      if (this.exclusive() && p.grandfathered === undefined) {
-        // The sockets the pod holds before this agent first applies its plan (live enrollment, or
-        // an agent restart): they are never ended as escaped (upstream lets them finish).
-        try {
-          p.grandfathered = new Set((await this.deps.flows.list(p.netns)).map((f) => f.cookie));
-        } catch (err) {
-          throw new RetryableError(
-            `cannot list the connections of pod ${p.namespace}/${p.name} in ${p.netns} before applying its rules: ${(err as Error).message}`,
-          );
-        }
-      }
       const t = this.deps.clock.now();
       try {
         await this.applyExactly(p.netns, plan);
@@ -697,6 +686,7 @@ export class NodeAgent {
       p.intactAt = t;
       if (p.drifted && p.drifted.repairedAt === undefined) p.drifted.repairedAt = this.deps.clock.now();
     }
+    if (this.exclusive() && !p.swept) await this.sweepAtEnrollment(p, p.netns);
     if (p.drifted?.repairedAt !== undefined) await this.reportDriftRepair(p, p.netns, p.drifted);
     if (!p.proxyAcked) {
       try {
@@ -895,7 +885,52 @@ export class NodeAgent {
   private forgetNetns(p: MeshPod): void {
     p.intactAt = undefined;
     p.drifted = undefined;
-    p.grandfathered = undefined;
+    p.swept = false;
+  }
+
+  /**
+   * Strict, once per netns after this agent's first apply there: end the connections the plan does
+   * not capture. At enrollment those are connections the app opened before it: most are reset by
+   * the kernel anyway (their next segment is picked up mid-stream and redirected, as upstream), but
+   * one the namespace already tracked, or one whose segment passed while iptables-restore had
+   * committed some tables and not nat yet, would go on uncaptured for as long as it lives. After an
+   * agent restart they are whatever escaped while no agent watched. The proxy's sockets and captured
+   * connections are never ended (escaped-flows.ts). A failure to list or end them is retried by
+   * the queue (the rules are in place).
+   */
+  private async sweepAtEnrollment(p: MeshPod, netns: NetnsId): Promise<void> {
+    let ended: EscapedFlow[];
+    try {
+      ended = await this.endEscaped(p, netns);
+    } catch (err) {
+      throw new RetryableError(
+        `the rules of pod ${p.namespace}/${p.name} are applied, but ending the connections they do not capture failed: ${(err as Error).message}`,
+      );
+    }
+    p.swept = true;
+    if (ended.length === 0) return;
+    this.m.flowsEnded.inc({}, ended.length);
+    this.log.warn('uncaptured connections ended at enrollment', {
+      pod: `${p.namespace}/${p.name}`,
+      flowsEnded: ended.length,
+      flows: ended.map((e) => `${describeFlow(e.flow)}: ${e.why}`).join('; '),
+    });
+  }
+
+  /** The pod's connections the plan does not capture (escaped-flows.ts), ended; returns them. */
+  private async endEscaped(p: MeshPod, netns: NetnsId): Promise<EscapedFlow[]> {
+    const ended = escapedFlows(await this.deps.flows.list(netns), {
+      proxyUid: this.config.proxyUid,
+      podIps: p.ips,
+      probeSources: Object.values(this.config.probeSnat ?? DEFAULT_PROBE_SNAT).map(address),
+      inboundUncaptured: p.inboundUncaptured,
+    });
+    if (ended.length > 0)
+      await this.deps.flows.end(
+        netns,
+        ended.map((e) => e.flow),
+      );
+    return ended;
   }
 
   /**
@@ -911,18 +946,7 @@ export class NodeAgent {
     let ended: EscapedFlow[] = [];
     if (this.exclusive()) {
       try {
-        ended = escapedFlows(await this.deps.flows.list(netns), {
-          proxyUid: this.config.proxyUid,
-          podIps: p.ips,
-          probeSources: Object.values(this.config.probeSnat ?? DEFAULT_PROBE_SNAT).map(address),
-          inboundUncaptured: p.inboundUncaptured,
-          grandfathered: p.grandfathered ?? new Set(),
-        });
-        if (ended.length > 0)
-          await this.deps.flows.end(
-            netns,
-            ended.map((e) => e.flow),
-          );
+        ended = await this.endEscaped(p, netns);
       } catch (err) {
         throw new RetryableError(
           `the rules of pod ${p.namespace}/${p.name} are repaired, but ending the connections that escaped while they were drifted failed: ${(err as Error).message}`,
@@ -1008,7 +1032,7 @@ export class NodeAgent {
         annotated: ann,
         intactAt: undefined,
         drifted: undefined,
-        grandfathered: undefined,
+        swept: false,
         inboundUncaptured: false,
       });
       // Rules and proxy state are re-asserted by the queue once started.

@@ -37,7 +37,7 @@ function connect(w: AgentWorld, netns: string, ip: string, port: number, owner =
 
 for (const profile of ['strict', 'upstream'] as const) {
   const strict = profile === 'strict';
-  test(`${profile}: a connection opened through an inserted ACCEPT ${strict ? 'is ended after the repair; the proxy, captured and pre-enrollment connections live' : 'lives on (as upstream)'}`, async () => {
+  test(`${profile}: a connection opened through an inserted ACCEPT ${strict ? 'is ended after the repair, as is the uncaptured one open at enrollment; the proxy and captured connections live' : 'lives on, as does the one open at enrollment (as upstream)'}`, async () => {
     const w = new AgentWorld(profile);
     w.settings = { profile, ipv6: false, dnsCapture: false };
     await w.namespace('shop');
@@ -47,13 +47,24 @@ for (const profile of ['strict', 'upstream'] as const) {
     // The remote: a plain sandbox with a server on 8080.
     const remote = w.sandbox('remote-uid');
     listen(w, remote.netns, 8080);
-    // The pod, first outside the mesh: a connection it opens then must survive every repair.
+    // The pod, first outside the mesh: a connection it opens then is not captured by the rules that
+    // enrollment brings (strict ends it right after its first apply; upstream leaves it to the kernel).
     const { cni, netns } = await w.pod('shop', 'web');
     expect(cni.exitCode, cni.stdout).toBe(0);
     const pre = connect(w, netns, remote.ip, 8080, APP, 'pre-enrollment');
     await w.labelNamespace('shop', AMBIENT);
     await w.run(500);
     expect(await w.annotation('shop', 'web')).toBe('enabled');
+    const atEnrollment = w.log.entries.filter((e) => e.msg === 'uncaptured connections ended at enrollment');
+    if (strict) {
+      expect(pre.client.state, 'strict ends the uncaptured pre-enrollment connection').toBe('closed');
+      expect(atEnrollment).toHaveLength(1);
+      expect(atEnrollment[0]!.fields.flowsEnded).toBe(1);
+      expect(atEnrollment[0]!.fields.flows).toContain(':8080 uid 1000 ESTAB: conntrack does not track it');
+    } else {
+      expect(pre.client.state, 'upstream ends nothing').toBe('established');
+      expect(atEnrollment).toHaveLength(0);
+    }
     // The proxy's listener and its own upstream connection in the pod's namespace (mark + uid).
     listen(w, netns, 15001, PROXY, 'proxy outbound');
     const proxyConn = connect(w, netns, remote.ip, 8080, PROXY, 'proxy upstream');
@@ -71,7 +82,10 @@ for (const profile of ['strict', 'upstream'] as const) {
     if (strict) {
       expect(escaped.client.state, 'the escaped app socket is destroyed').toBe('closed');
       expect(escaped.server?.state, "the remote's side got the RST").toBe('closed');
-      expect(w.metrics.get('ambient_lab_agent_escaped_flows_ended_total')).toBe(1);
+      expect(
+        w.metrics.get('ambient_lab_agent_escaped_flows_ended_total'),
+        'one at enrollment, one after the repair',
+      ).toBe(2);
       expect(repairs).toHaveLength(1);
       const f = repairs[0]!.fields;
       expect(f.pod).toBe('shop/web');
@@ -94,7 +108,6 @@ for (const profile of ['strict', 'upstream'] as const) {
       expect(again.listener?.label, 'the inserted ACCEPT stays').toBe('server');
     }
     for (const [what, r] of [
-      ['pre-enrollment', pre],
       ['proxy', proxyConn],
       ['captured', captured],
     ] as const)
@@ -149,14 +162,12 @@ test('escapedFlows(): what is left alone', () => {
     podIps: ['10.244.1.10'],
     probeSources: ['169.254.7.127'],
     inboundUncaptured: false,
-    grandfathered: new Set(['old']),
   };
   const kept = (f: Partial<TcpFlow>, c: Partial<typeof ctx> = {}): boolean =>
     escapedFlows([{ ...base, ...f }], { ...ctx, ...c }).length === 0;
   expect(kept({}), 'an un-NATed app connection escaped').toBe(false);
   expect(kept({ conntrack: undefined }), 'an untracked one (NOTRACK) too').toBe(false);
   expect(kept({ uid: 1337, mark: 0x539 }), "the proxy's").toBe(true);
-  expect(kept({ cookie: 'old' }), 'held before enrollment').toBe(true);
   expect(kept({ conntrack: { initiator: 'local', nat: true, mark: 0 } }), 'captured (NATed)').toBe(true);
   expect(kept({ conntrack: { initiator: 'peer', nat: false, mark: 0x111 } }), 'delivered by the proxy').toBe(true);
   expect(kept({ peer: { ip: '127.0.0.1', port: 8080 } }), 'loopback').toBe(true);
