@@ -595,6 +595,7 @@ export class KindWorld implements World {
         mark: undefined,
         transparent: action.transparent === true,
         reuseport: action.reusePort === true,
+        reuseaddr: true, // as the netns world: a stopped proxy's TIME_WAIT connections on 15006 must not refuse the squat
       });
     } catch (e) {
       const code = e instanceof ExecProbeError ? e.code : 'failed';

@@ -72,11 +72,12 @@ function originalDst(sock: net.Socket): string {
 function openConfigured(
   family: 4 | 6,
   type: 'stream' | 'dgram',
-  opts: { mark: number | undefined; transparent: boolean; reuseport?: boolean },
+  opts: { mark: number | undefined; transparent: boolean; reuseport?: boolean; reuseaddr?: boolean },
 ): RawSocket {
   const raw = RawSocket.open(undefined, family === 4 ? 'inet' : 'inet6', type);
   try {
     if (opts.reuseport) raw.setOption('SO_REUSEPORT', 1);
+    if (opts.reuseaddr) raw.setOption('SO_REUSEADDR', 1);
     if (opts.mark !== undefined) raw.setOption('SO_MARK', opts.mark);
     if (opts.transparent) raw.setOption(family === 4 ? 'IP_TRANSPARENT' : 'IPV6_TRANSPARENT', 1);
   } catch (e) {

@@ -17,6 +17,11 @@ export interface ListenRequest {
   readonly mark: number | undefined;
   readonly transparent: boolean;
   readonly reuseport: boolean;
+  /**
+   * SO_REUSEADDR, as servers set it (Node's net, nginx): bind succeeds over the port's TIME_WAIT
+   * sockets — e.g. a stopped proxy's closed connections on 15006 — but never over a listener.
+   */
+  readonly reuseaddr?: boolean;
 }
 
 export interface ConnectRequest {

@@ -849,6 +849,10 @@ export class NetnsWorld implements World {
         mark: undefined,
         transparent: action.transparent === true,
         reuseport: action.reusePort === true,
+        // As any server binds: a stopped proxy's connections that REDIRECT gave local port 15006
+        // sit in TIME_WAIT for a minute, and a plain bind would fail on them (EADDRINUSE) where the
+        // app's real squatter would not.
+        reuseaddr: true,
       });
     } catch (e) {
       const code = e instanceof ProbeError ? e.code : 'failed';

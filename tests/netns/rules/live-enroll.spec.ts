@@ -299,8 +299,14 @@ for (const profile of ['upstream', 'strict'] as const) {
         flows.some((f) => /src=10\.244\.1\.\d+ dst=10\.244\.0\.\d+ sport=8080 /.test(f)),
         flows.join('\n'),
       ).toBe(true);
-      // A new connection is captured.
-      expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toMatch(/^proxy-in 10\.244\.1\.\d+ 15006$/);
+      // A new connection is captured: upstream REDIRECTs it to the stand-in on 15006; strict's
+      // TPROXY hands it only to a transparent socket, which this plain stand-in is not, so it is
+      // dropped — it never reaches the app either way.
+      const acceptedByApp = server.stdout.split('\n').filter((l) => l.startsWith('ACCEPT ')).length;
+      const fresh = await connectFrom(c, a.netns, d.ipv4!, 8080, 3_000);
+      if (profile === 'upstream') expect(fresh).toMatch(/^proxy-in 10\.244\.1\.\d+ 15006$/);
+      else expect(fresh).toBe('ERROR TIMEOUT');
+      expect(server.stdout.split('\n').filter((l) => l.startsWith('ACCEPT ')).length).toBe(acceptedByApp);
     });
   });
 }
