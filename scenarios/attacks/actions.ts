@@ -238,6 +238,15 @@ export function pendingDestinationActions(): AttackerAction[] {
   ];
 }
 
+/**
+ * Catalog phase live-enrollment: the connections held across the enrollment (World.holdConnection,
+ * not AttackerActions: they are opened before and sent on after), named as the phase reports them.
+ */
+export const LIVE_ENROLLMENT_ACTIONS = {
+  inbound: 'held client tcp → live enrollee',
+  outbound: 'held live enrollee tcp → sink',
+} as const;
+
 /** Every action name the matrix may run for a threat (catalog entries are checked against it). */
 export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): string[] {
   const inPod = t.vantage === 'enrolled-pod' ? [...carveOutActions(), ...flushActions(), ...hijackActions()] : [];
@@ -248,9 +257,12 @@ export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): str
     ...pendingDestinationActions(),
     ...(t.vantage === 'enrolled-pod' ? insertedAcceptActions() : []),
   ];
-  return [...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t), ...catalog].map(
-    (a) => a.name,
-  );
+  return [
+    ...[...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t), ...catalog].map(
+      (a) => a.name,
+    ),
+    ...Object.values(LIVE_ENROLLMENT_ACTIONS),
+  ];
 }
 
 /**

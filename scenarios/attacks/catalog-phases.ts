@@ -33,15 +33,25 @@
  *   serves: judged by inbound capture and authorization as any delivery, and as a fail-closed
  *   failure (the source proxy must not downgrade, it must fail closed until the pod is served).
  *   The pod is deleted afterwards.
+ * - live-enrollment (live-enrollment): a pod outside the mesh on the victim's node holds two TCP
+ *   connections (World.holdConnection: in from the client, out to the sink; both to the apps
+ *   directly), then is labelled into the mesh; after a settle each sends once more. Still
+ *   delivered is a connection that outlived enrollment uncaptured: an inbound- or
+ *   outbound-capture violation. The kernel resets them (their next segment is picked up mid-stream
+ *   and redirected, as upstream does), and strict also ends what its rules do not capture. A World
+ *   without holdConnection, or connections that did not reach the apps, skip the phase (reported).
+ *   The pod is deleted afterwards.
  */
 import { INSERTED_RULE_IDS, type Profile, type World, type WorldOptions } from '../world.js';
 import { checkState } from '../properties/index.js';
+import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import { violation, type Violation } from '../properties/types.js';
 import type { ThreatId, ThreatModel } from '../threats/threats.js';
 import { ATTACKS } from './catalog.js';
 import {
   hostileAnnotationActions,
   insertedAcceptActions,
+  LIVE_ENROLLMENT_ACTIONS,
   livenessActions,
   meshV6OffActions,
   pendingDestinationActions,
@@ -53,7 +63,9 @@ import {
   APP_PORT,
   ATTACKER,
   buildTopology,
+  CLIENT,
   HOSTILE_PODS,
+  LIVE_ENROLLEE,
   PENDING_SQUATTER,
   SINK,
   type TopologyState,
@@ -66,6 +78,7 @@ export const CATALOG_PHASES = [
   'rogue-zds',
   'inserted-accept',
   'pending-destination',
+  'live-enrollment',
   'mesh-v6-off',
 ] as const;
 export type CatalogPhase = (typeof CATALOG_PHASES)[number];
@@ -333,9 +346,83 @@ export async function runCatalogPhases(
         await world.settle();
         break;
       }
+      case 'live-enrollment':
+        await runLiveEnrollment(world, state, n0, sink);
+        break;
       case 'mesh-v6-off':
         break; // its own world: runMeshV6Off
     }
+  }
+}
+
+async function runLiveEnrollment(world: World, state: TopologyState, node: string, sink: PhaseSink): Promise<void> {
+  const phase = 'live-enrollment';
+  if (!world.holdConnection) {
+    sink.log(`${phase}: skipped (the World has no holdConnection)`);
+    return;
+  }
+  const name = `${LIVE_ENROLLEE.namespace}/${LIVE_ENROLLEE.name}`;
+  await state.createPod(world, {
+    ...LIVE_ENROLLEE,
+    node,
+    labels: { app: LIVE_ENROLLEE.name },
+    app: { uid: 1000, caps: [], tcpPorts: [APP_PORT] },
+  });
+  await world.settle();
+  const held = [
+    {
+      action: LIVE_ENROLLMENT_ACTIONS.inbound,
+      property: 'inbound-capture' as const,
+      conn: await world.holdConnection(
+        { kind: 'pod', pod: CLIENT },
+        { kind: 'pod', pod: LIVE_ENROLLEE, port: APP_PORT },
+      ),
+    },
+    {
+      action: LIVE_ENROLLMENT_ACTIONS.outbound,
+      property: 'outbound-capture' as const,
+      conn: await world.holdConnection({ kind: 'pod', pod: LIVE_ENROLLEE }, { kind: 'pod', pod: SINK, port: APP_PORT }),
+    },
+  ];
+  try {
+    for (const h of held)
+      sink.log(`${phase}: ${h.action} before enrollment: ${h.conn.outcome}, first hop ${h.conn.acceptedBy ?? 'none'}`);
+    const unstaged = held.filter((h) => h.conn.outcome !== 'established' || h.conn.acceptedBy !== 'app');
+    if (unstaged.length > 0) {
+      // Not staged: said as a skip (listed by check), never judged as holds.
+      sink.log(
+        `${phase}: skipped (not staged: ${unstaged.map((h) => `${h.action} was ${h.conn.outcome} with first hop ${h.conn.acceptedBy ?? 'none'}, not established to the app`).join('; ')})`,
+      );
+      return;
+    }
+    await world.labelPod(LIVE_ENROLLEE, { [DATAPLANE_MODE]: 'ambient' });
+    await world.settle();
+    const obs = (await world.pods()).find(
+      (p) => p.namespace === LIVE_ENROLLEE.namespace && p.name === LIVE_ENROLLEE.name,
+    );
+    sink.log(
+      `${phase}: ${name} labelled ambient, after a settle: redirected ${obs?.redirected ?? false}, served ${obs?.served ?? false}`,
+    );
+    for (const h of held) {
+      const sent = await h.conn.send();
+      sink.log(
+        `${phase}: ${h.action} after enrollment: ${sent.delivered ? 'delivered' : 'not delivered'} (${sent.detail})`,
+      );
+      if (sent.delivered)
+        sink.push(
+          violation(
+            h.property,
+            `a connection open when ${name} was enrolled still carries data past its node proxy after the settle (${sent.detail}): enrollment must end it, not let it go on uncaptured`,
+            { action: h.action, detail: sent.detail },
+          ),
+          phase,
+          h.action,
+        );
+    }
+  } finally {
+    for (const h of held) await h.conn.close();
+    await state.deletePod(world, LIVE_ENROLLEE);
+    await world.settle();
   }
 }
 

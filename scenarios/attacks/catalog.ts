@@ -270,6 +270,32 @@ export const ATTACKS: readonly AttackEntry[] = [
     },
   },
   {
+    id: 'live-enrollment',
+    classes: ['finding-q'],
+    title: 'a pod is labelled into the mesh while it has connections open',
+    setup:
+      "a pod outside the mesh (live-enrollee, plain namespace, on the victim's node) holds a TCP connection in from the client and one out to the sink (World.holdConnection), both straight to the apps",
+    attack: 'label the pod istio.io/dataplane-mode=ambient, settle, then send once more on each connection',
+    observation:
+      "both profiles: the connections are reset — the pod's netns tracked nothing before the rules needed conntrack, so each connection's next segment is picked up mid-stream as NEW and redirected to a proxy listener that answers RST (upstream: istio/istio#48876, by design); strict's TPROXY takes only bare SYNs and its reset-midstream rule does the same inbound, and its agent also ends every connection its rules do not capture right after the first apply. Not staged here: a connection the netns already tracked, or one whose segment passed in iptables-restore's table-by-table commit window, goes on uncaptured under upstream (tests/netns/rules/live-enroll.spec.ts); strict ends those too (tests/sim/node-agent/agent/escaped-flows.spec.ts)",
+    expected: {
+      upstream: {
+        verdict: 'holds',
+        why: 'the kernel resets a connection picked up mid-stream by the new rules (upstream lets enrollment reset open connections)',
+      },
+      strict: {
+        verdict: 'holds',
+        why: 'reset-midstream and the agent ending uncaptured connections after its first apply',
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      phase: 'live-enrollment',
+      actions: ['held client tcp → live enrollee', 'held live enrollee tcp → sink'],
+    },
+  },
+  {
     id: 'start-before-rules',
     classes: ['B5', 'finding-a'],
     title: 'an ambient pod starts before the mesh on its node is ready',

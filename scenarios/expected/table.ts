@@ -29,7 +29,7 @@ export type BypassClass =
   | 'B11'
   | 'B12'
   | 'B14'
-  | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n' | 'p'}`;
+  | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n' | 'p' | 'q'}`;
 
 export type ExpectedCell =
   | { readonly verdict: 'holds'; readonly why: string }

@@ -192,3 +192,54 @@ for (const profile of ['upstream', 'strict'] as const) {
     }
   });
 }
+
+for (const profile of ['upstream', 'strict'] as const) {
+  test(`catalog live-enrollment × ${profile}: both connections held across the enrollment are ended (reset), none carries data after it`, async () => {
+    test.setTimeout(180_000);
+    const run = await runOf('app-nonroot', profile);
+    const lines = run.catalogLog.filter((l) => l.startsWith('live-enrollment: '));
+    expect(lines, lines.join('\n')).toEqual(
+      expect.arrayContaining([
+        'live-enrollment: held client tcp → live enrollee before enrollment: established, first hop app',
+        'live-enrollment: held live enrollee tcp → sink before enrollment: established, first hop app',
+        'live-enrollment: plain/live-enrollee labelled ambient, after a settle: redirected true, served true',
+      ]),
+    );
+    for (const action of ['held client tcp → live enrollee', 'held live enrollee tcp → sink'])
+      expect(lines.find((l) => l.startsWith(`live-enrollment: ${action} after enrollment: `))).toMatch(
+        /: not delivered/,
+      );
+    expect(run.found.filter((f) => f.phase === 'live-enrollment')).toEqual([]);
+  });
+}
+
+test('live-enrollment positive control: redirects that take only SYNs (the declined upstream fix) let both held connections go on uncaptured, and the phase reports them', async () => {
+  test.setTimeout(180_000);
+  // Upstream's capture rules with `--syn`: a connection picked up mid-stream is not redirected.
+  const SYN = '--tcp-flags FIN,SYN,RST,ACK SYN';
+  const synOnly = (text: string): string =>
+    text
+      .replace(/^(-A ISTIO_PRERT .*-p tcp -m tcp)( .*-j REDIRECT --to-ports 15006)$/gm, `$1 ${SYN}$2`)
+      .replace(/^(-A ISTIO_OUTPUT .*-p tcp)( -m mark .*-j REDIRECT --to-ports 15001)$/gm, `$1 -m tcp ${SYN}$2`);
+  const lax = {
+    create: (o: WorldOptions) =>
+      createSimWorld(o, {
+        mutatePlan: (plan) => ({
+          ...plan,
+          iptables: {
+            ...(plan.iptables.ipv4 !== undefined ? { ipv4: synOnly(plan.iptables.ipv4) } : {}),
+            ...(plan.iptables.ipv6 !== undefined ? { ipv6: synOnly(plan.iptables.ipv6) } : {}),
+          },
+        }),
+      }),
+  };
+  const run = await runThreatDetailed(lax, 'upstream', threat('app-nonroot'), { appExecPhases: false });
+  const found = run.found.filter((f) => f.phase === 'live-enrollment');
+  expect(found.map((f) => [f.action, f.violation.property]).sort()).toEqual([
+    ['held client tcp → live enrollee', 'inbound-capture'],
+    ['held live enrollee tcp → sink', 'outbound-capture'],
+  ]);
+  expect(expectedCell('inbound-capture', 'app-nonroot', 'upstream').verdict).toBe('bypass'); // for other classes
+  // The phase's own entry expects both profiles to hold.
+  expect(ATTACKS.find((a) => a.id === 'live-enrollment')?.expected.upstream.verdict).toBe('holds');
+});
