@@ -57,7 +57,11 @@ test('raw SYN attribution: conntrack failing, absent, or printing nothing is a h
     conntrack: 'echo "conntrack v1.4.7 (conntrack-tools): Operation failed: invalid parameters" >&2; exit 1',
   });
   const silent = await shims({ conntrack: 'exit 0' });
-  const ipOnly = await shims({}, { ip: ip! });
+  // Everything the attempt runs but conntrack: ip, and iptables-save (strict's raw-SYN
+  // attribution reads the TPROXY rule counters before the conntrack table).
+  const iptablesSave = locateTool('iptables-save');
+  expect(iptablesSave, 'iptables-save on PATH').toBeDefined();
+  const ipOnly = await shims({}, { ip: ip!, 'iptables-save': iptablesSave! });
   const full = process.env['PATH'] ?? '';
   try {
     await withNetnsWorld({ nodes: 1 }, async (w) => {
