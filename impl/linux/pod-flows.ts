@@ -135,7 +135,7 @@ export class LinuxPodFlows implements PodFlows {
           netns,
           `\`nsenter --net=${netns} ${argv.join(' ')}\``,
           res.stderr,
-          'The connection was not ended; the next drift repair does not retry it. Check that ss (iproute2) is installed.',
+          'The connection was not ended; the agent retries on its next pass. Check that ss (Debian package iproute2) is installed and the agent has CAP_NET_ADMIN.',
         );
       const still = (await this.sockets(netns, f.family, filter)).filter((s) => s.cookie === f.cookie);
       if (still.length > 0)
@@ -156,7 +156,7 @@ export class LinuxPodFlows implements PodFlows {
         netns,
         `\`nsenter --net=${netns} ${argv.join(' ')}\``,
         res.stderr,
-        'Without the socket list the agent cannot tell which connections escaped; the next drift repair tries again.',
+        'Without the socket list the agent cannot tell which connections escaped; it retries on its next pass. Check that ss (Debian package iproute2) is installed.',
       );
     return res.stdout
       .split('\n')
@@ -184,7 +184,7 @@ export class LinuxPodFlows implements PodFlows {
           netns,
           `\`nsenter --net=${netns} ${argv.join(' ')}\``,
           res.stderr,
-          'Without conntrack the agent cannot tell a captured connection from an escaped one; install conntrack-tools on the node.',
+          'Without conntrack the agent cannot tell a captured connection from an escaped one; it retries on its next pass. Install the conntrack tool (Debian package conntrack) in the agent image.',
         );
       // conntrack says how many entries it printed (stderr): a listing that disagrees was cut short.
       const lines = res.stdout.split('\n').filter((l) => l.startsWith('tcp '));
