@@ -13,7 +13,7 @@
  *   route (a concurrent apply added it; else the table holds another route: an error); remove deletes only what read() shows, and ENOENT/ESRCH from a
  *   concurrent remover are "already gone".
  */
-import { execFile } from 'node:child_process';
+import { nsenterRun, nsenterText, type NsenterResult } from './nsenter.js';
 import type { NetnsId } from '../api/ids.js';
 import { mark, formatMark } from '../api/marks.js';
 import { iptablesTools, type IptablesTools } from './iptables-backend.js';
@@ -56,13 +56,6 @@ type Operation = 'apply' | 'remove' | 'read';
 
 /** Per-namespace sysctl (read through the namespace: /proc/sys/net follows the reader's netns). */
 const LO_DISABLE_IPV6 = '/proc/sys/net/ipv6/conf/lo/disable_ipv6';
-
-interface RunResult {
-  readonly ok: boolean;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly code: number | null;
-}
 
 interface LinuxNetnsRulesOptions {
   /** Per-command timeout (default 30 s). */
@@ -380,25 +373,11 @@ export class LinuxNetnsRules implements NetnsRules {
   }
 
   private error(netns: string, op: Operation, argv: readonly string[], stderr: string, hint: string): NetnsRulesError {
-    return new NetnsRulesError(netns, op, `\`nsenter --net=${netns} ${argv.join(' ')}\``, stderr, hint);
+    return new NetnsRulesError(netns, op, nsenterText(netns, argv), stderr, hint);
   }
 
-  private run(netns: NetnsId, argv: readonly string[], input?: string): Promise<RunResult> {
-    return new Promise((resolve) => {
-      const child = execFile(
-        'nsenter',
-        [`--net=${netns}`, ...argv],
-        { timeout: this.timeoutMs, maxBuffer: 64 * 1024 * 1024 },
-        (err, stdout, stderr) => {
-          const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
-          const why = err && stderr.length === 0 ? err.message : '';
-          resolve({ ok: !err, stdout: String(stdout), stderr: String(stderr) + why, code });
-        },
-      );
-      // EPIPE when the tool exits before reading stdin is reported through the exit status.
-      child.stdin?.on('error', () => undefined);
-      child.stdin?.end(input ?? '');
-    });
+  private run(netns: NetnsId, argv: readonly string[], input?: string): Promise<NsenterResult> {
+    return nsenterRun(netns, argv, { timeoutMs: this.timeoutMs, ...(input !== undefined ? { input } : {}) });
   }
 }
 

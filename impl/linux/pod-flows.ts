@@ -11,7 +11,7 @@
  *   A socket that is still listed with the same cookie afterwards is an error, so a kernel
  *   without SOCK_DESTROY is reported, not taken for success.
  */
-import { execFile } from 'node:child_process';
+import { nsenterRun, nsenterText, type NsenterResult } from './nsenter.js';
 import type { NetnsId } from '../api/ids.js';
 import type { IpFamily } from '../host/netns-rules.js';
 import type { FlowConntrack, PodFlows, TcpFlow } from '../host/pod-flows.js';
@@ -21,12 +21,6 @@ class PodFlowsError extends Error {
   constructor(netns: string, command: string, detail: string, hint: string) {
     super(`netns ${netns}: ${command} failed: ${detail.trim() || '(no stderr)'}. ${hint}`);
   }
-}
-
-interface RunResult {
-  readonly ok: boolean;
-  readonly stdout: string;
-  readonly stderr: string;
 }
 
 interface SockRow {
@@ -133,7 +127,7 @@ export class LinuxPodFlows implements PodFlows {
       if (!res.ok)
         throw new PodFlowsError(
           netns,
-          `\`nsenter --net=${netns} ${argv.join(' ')}\``,
+          nsenterText(netns, argv),
           res.stderr,
           'The connection was not ended; the agent retries on its next pass. Check that ss (Debian package iproute2) is installed and the agent has CAP_NET_ADMIN.',
         );
@@ -141,7 +135,7 @@ export class LinuxPodFlows implements PodFlows {
       if (still.length > 0)
         throw new PodFlowsError(
           netns,
-          `\`nsenter --net=${netns} ${argv.join(' ')}\``,
+          nsenterText(netns, argv),
           `socket sk:${f.cookie} is still there after SOCK_DESTROY`,
           'The kernel did not destroy it: ending sockets needs CONFIG_INET_DIAG_DESTROY=y and CAP_NET_ADMIN in the namespace.',
         );
@@ -154,7 +148,7 @@ export class LinuxPodFlows implements PodFlows {
     if (!res.ok)
       throw new PodFlowsError(
         netns,
-        `\`nsenter --net=${netns} ${argv.join(' ')}\``,
+        nsenterText(netns, argv),
         res.stderr,
         'Without the socket list the agent cannot tell which connections escaped; it retries on its next pass. Check that ss (Debian package iproute2) is installed.',
       );
@@ -182,7 +176,7 @@ export class LinuxPodFlows implements PodFlows {
       if (!res.ok)
         throw new PodFlowsError(
           netns,
-          `\`nsenter --net=${netns} ${argv.join(' ')}\``,
+          nsenterText(netns, argv),
           res.stderr,
           'Without conntrack the agent cannot tell a captured connection from an escaped one; it retries on its next pass. Install the conntrack tool (Debian package conntrack) in the agent image.',
         );
@@ -192,7 +186,7 @@ export class LinuxPodFlows implements PodFlows {
       if (shown === undefined || Number(shown) !== lines.length)
         throw new PodFlowsError(
           netns,
-          `\`nsenter --net=${netns} ${argv.join(' ')}\``,
+          nsenterText(netns, argv),
           `printed ${lines.length} tcp entries, its summary says ${shown ?? '(no summary)'}: ${res.stderr.trim()}`,
           'The listing is incomplete; the next attempt lists again.',
         );
@@ -204,17 +198,7 @@ export class LinuxPodFlows implements PodFlows {
     return rows;
   }
 
-  private run(netns: NetnsId, argv: readonly string[]): Promise<RunResult> {
-    return new Promise((resolve) => {
-      execFile(
-        'nsenter',
-        [`--net=${netns}`, ...argv],
-        { timeout: this.timeoutMs, maxBuffer: 64 * 1024 * 1024 },
-        (err, stdout, stderr) => {
-          const why = err && stderr.length === 0 ? err.message : '';
-          resolve({ ok: !err, stdout: String(stdout), stderr: String(stderr) + why });
-        },
-      );
-    });
+  private run(netns: NetnsId, argv: readonly string[]): Promise<NsenterResult> {
+    return nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
   }
 }
