@@ -20,6 +20,10 @@ import {
   formatEndpoint,
   type ConnectOutcome,
   type ConnectRequest,
+  type HeldSendOutcome,
+  type HeldSendRequest,
+  type HoldOutcome,
+  type HoldRequest,
   type ListenRequest,
   type ProbeEvent,
   type ProbeReply,
@@ -229,6 +233,121 @@ async function attempt(r: ConnectRequest): Promise<ConnectOutcome> {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** A connection held open for the world (HoldRequest): what arrived on it, and how it ended. */
+interface Holding {
+  readonly sock: net.Socket;
+  /** Received and not yet consumed by a held-send. */
+  buf: string;
+  ended: boolean;
+  error: { code: string; message: string } | undefined;
+  /** Wakes a waiter when anything above changes. */
+  wake: (() => void) | undefined;
+}
+const holdings = new Map<string, Holding>();
+
+/** Wait until `pick` finds an answer in `h`, or `timeoutMs` passes. */
+async function waitHolding<T>(h: Holding, timeoutMs: number, pick: () => T | undefined): Promise<T | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = pick();
+    if (v !== undefined) return v;
+    const left = deadline - Date.now();
+    if (left <= 0) return undefined;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, left);
+      h.wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+    h.wake = undefined;
+  }
+}
+
+/** Take one line from a holding's buffer. */
+function takeLine(h: Holding): string | undefined {
+  const nl = h.buf.indexOf('\n');
+  if (nl < 0) return undefined;
+  const line = h.buf.slice(0, nl);
+  h.buf = h.buf.slice(nl + 1);
+  return line;
+}
+
+async function hold(r: HoldRequest): Promise<HoldOutcome> {
+  if (holdings.has(r.tag))
+    throw Object.assign(new Error(`a connection is held as ${r.tag}`), { code: 'EEXIST', syscall: 'hold' });
+  let raw: RawSocket;
+  try {
+    raw = openConfigured(familyOf(r.address), 'stream', { mark: undefined, transparent: false });
+    try {
+      raw.bind(familyOf(r.address) === 4 ? '0.0.0.0' : '::', r.sourcePort);
+    } catch (e) {
+      raw.close();
+      throw e;
+    }
+  } catch (e) {
+    return { result: 'error', ...errCode(e), greeting: undefined };
+  }
+  const sock = new net.Socket({ fd: raw.release() });
+  const h: Holding = { sock, buf: '', ended: false, error: undefined, wake: undefined };
+  const poke = (): void => h.wake?.();
+  const connected = new Promise<ConnectOutcome>((resolve) => {
+    const timer = setTimeout(() => {
+      sock.destroy();
+      resolve({ result: 'timeout', code: undefined, call: 'connect', message: `no answer within ${r.timeoutMs} ms` });
+    }, r.timeoutMs);
+    sock.once('connect', () => {
+      clearTimeout(timer);
+      resolve({ result: 'established', code: undefined, call: undefined, message: undefined });
+    });
+    sock.on('error', (e) => {
+      clearTimeout(timer);
+      h.error = { code: errCode(e).code, message: errCode(e).message };
+      poke();
+      resolve({ result: 'error', ...errCode(e) });
+    });
+  });
+  sock.setEncoding('utf8');
+  sock.on('data', (d: string) => {
+    h.buf += d;
+    poke();
+  });
+  sock.on('end', () => {
+    h.ended = true;
+    poke();
+  });
+  // Must run in the tick that adopted the fd (see impl/linux/sockets.ts).
+  sock.connect({ port: r.port, host: r.address });
+  const out = await connected;
+  if (out.result !== 'established') return { ...out, greeting: undefined };
+  holdings.set(r.tag, h);
+  sock.write(`HOLD ${r.tag}\n`);
+  const greeting = await waitHolding(h, r.timeoutMs, () => takeLine(h) ?? (h.ended || h.error ? '' : undefined));
+  return { ...out, greeting: greeting === '' ? undefined : greeting };
+}
+
+async function heldSend(r: HeldSendRequest): Promise<HeldSendOutcome> {
+  const h = holdings.get(r.tag);
+  if (!h) return { result: 'gone', code: undefined, detail: `no connection is held as ${r.tag}` };
+  const ended = (): HeldSendOutcome | undefined =>
+    h.error
+      ? { result: 'error', code: h.error.code, detail: h.error.message }
+      : h.ended
+        ? { result: 'ended', code: undefined, detail: 'the peer closed the connection (FIN)' }
+        : undefined;
+  // Whatever ended the connection before this send (a reset, SOCK_DESTROY) is the answer.
+  const before = ended();
+  if (before) return before;
+  h.buf = '';
+  h.sock.write(`${r.line}\n`);
+  const answer = await waitHolding(h, r.timeoutMs, () => {
+    const line = takeLine(h);
+    if (line !== undefined) return { result: 'ack' as const, code: undefined, detail: `the peer answered ${JSON.stringify(line)}` };
+    return ended();
+  });
+  return answer ?? { result: 'timeout', code: undefined, detail: `no answer within ${r.timeoutMs} ms` };
+}
+
 /**
  * AF_PACKET: one crafted frame out of `ifname`, then (TCP) the answer read off the same packet
  * socket. The socket is opened as this process — no CAP_NET_RAW, no socket (EPERM).
@@ -320,6 +439,16 @@ async function handle(req: ProbeRequest): Promise<unknown> {
       setTimeout(() => sock.destroy(), 1_000).unref();
       return true;
     }
+    case 'hold':
+      return hold(req);
+    case 'held-send':
+      return heldSend(req);
+    case 'held-close': {
+      const h = holdings.get(req.tag);
+      holdings.delete(req.tag);
+      h?.sock.destroy();
+      return h !== undefined;
+    }
     case 'exec':
       return execIn(req.argv, req.input);
     case 'sysctl':
@@ -333,6 +462,8 @@ async function handle(req: ProbeRequest): Promise<unknown> {
     case 'close-all':
       for (const c of listeners.values()) c();
       listeners.clear();
+      for (const h of holdings.values()) h.sock.destroy();
+      holdings.clear();
       return undefined;
   }
 }

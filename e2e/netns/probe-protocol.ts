@@ -82,6 +82,50 @@ interface ReleaseRequest {
   readonly tag: string;
 }
 
+/**
+ * Open a TCP connection and hold it (World.holdConnection): the probe writes `HOLD <tag>` and
+ * waits for the pod app's `held <namespace>/<name>` (world-pod-app.ts); the connection then stays
+ * open until a `held-close` names the tag. Reply: a HoldOutcome.
+ */
+export interface HoldRequest {
+  readonly op: 'hold';
+  readonly tag: string;
+  readonly address: string;
+  readonly port: number;
+  readonly sourcePort: number;
+  readonly timeoutMs: number;
+}
+
+export interface HoldOutcome extends ConnectOutcome {
+  /** The first line the peer answered (`held <pod>` from a pod app); undefined when none came in time. */
+  readonly greeting: string | undefined;
+}
+
+/** Write `line` on a held connection and wait for the peer's `ack <line>`. Reply: a HeldSendOutcome. */
+export interface HeldSendRequest {
+  readonly op: 'held-send';
+  readonly tag: string;
+  readonly line: string;
+  readonly timeoutMs: number;
+}
+
+/**
+ * What a held-send came to, as the holding side saw it: 'ack' (the peer echoed the line), 'ended'
+ * (the peer closed, FIN), 'error' (the socket failed: ECONNRESET, ECONNABORTED after SOCK_DESTROY,
+ * EPIPE; `code`), 'timeout' (no answer in time), 'gone' (no held connection by that tag).
+ */
+export interface HeldSendOutcome {
+  readonly result: 'ack' | 'ended' | 'error' | 'timeout' | 'gone';
+  readonly code: string | undefined;
+  readonly detail: string;
+}
+
+/** Close a held connection (value: whether one was held by that tag). */
+export interface HeldCloseRequest {
+  readonly op: 'held-close';
+  readonly tag: string;
+}
+
 /** Root probes only: run a program (iptables-restore, ip, ipset) inside the probe's namespace. */
 interface ExecRequest {
   readonly op: 'exec';
@@ -101,7 +145,16 @@ interface CloseAllRequest {
 }
 
 export type ProbeRequest =
-  ListenRequest | ConnectRequest | RawSendRequest | ReleaseRequest | ExecRequest | SysctlRequest | CloseAllRequest;
+  | ListenRequest
+  | ConnectRequest
+  | RawSendRequest
+  | ReleaseRequest
+  | HoldRequest
+  | HeldSendRequest
+  | HeldCloseRequest
+  | ExecRequest
+  | SysctlRequest
+  | CloseAllRequest;
 
 export type ProbeReply =
   | { readonly id: number; readonly ok: true; readonly value?: unknown }

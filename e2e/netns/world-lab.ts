@@ -401,7 +401,7 @@ export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
 
 /** One line an app wrote on its report channel (world-pod-app.ts). */
 interface AppRecord {
-  readonly ev: 'ready' | 'accept' | 'datagram';
+  readonly ev: 'ready' | 'accept' | 'datagram' | 'data';
   readonly port?: number;
   readonly peer?: string;
   readonly local?: string;

@@ -2,7 +2,8 @@
  * The application container of a netns-world pod: listens on the pod's TCP ports (0.0.0.0 and,
  * when the pod has IPv6, ::) and UDP ports, and writes one JSON line per accepted connection or
  * datagram to its report fd: {"ev":"accept","port","peer","local","tag"}. The tag is the first
- * line the client sent (the world's probes send a unique tag). A client that sends an HTTP
+ * line the client sent (the world's probes send a unique tag; `HOLD <tag>` holds the connection open,
+ * see HOLD_PREFIX). A client that sends an HTTP
  * request gets a small HTTP answer, anything else gets `ok <pod>` — so a user of `ambient-lab
  * exec` can try it with curl or `node -e`. The report fd is a socket pair to the harness that
  * started it (NetnsLab.startApp), so its records are attributable to it alone; once that harness
@@ -70,28 +71,54 @@ function dropTo(spec: string): void {
   setuid(Number(m[1]));
 }
 
+/**
+ * A client whose first line is `HOLD <tag>` holds the connection: the app reports the accept with
+ * `<tag>`, answers `held <pod>`, and keeps the connection open; each later line L is reported as
+ * {"ev":"data","tag":L} and answered `ack L`, until the client ends it.
+ */
+const HOLD_PREFIX = 'HOLD ';
+
 function serveTcp(port: number, host: string): Promise<void> {
   const server = net.createServer((sock) => {
     const peer = endpoint(sock.remoteAddress, sock.remotePort);
     const local = endpoint(sock.localAddress, sock.localPort);
     let buf = '';
     let reported = false;
+    let held = false;
     const done = (tag: string | undefined): void => {
       if (reported) return;
       reported = true;
-      write({ ev: 'accept', port, peer, local, tag });
+      const hold = tag !== undefined && tag.startsWith(HOLD_PREFIX) ? tag.slice(HOLD_PREFIX.length) : undefined;
+      write({ ev: 'accept', port, peer, local, tag: hold ?? tag });
+      if (hold !== undefined) {
+        // A held connection (the world's holdConnection): stays open; every later line is reported, then echoed.
+        held = true;
+        buf = buf.slice(buf.indexOf('\n') + 1);
+        sock.write(`held ${pod}\n`);
+        echoLines();
+        return;
+      }
       if (tag?.startsWith('GET ') || tag?.startsWith('HEAD ')) {
         const body = `hello from ${pod}\n`;
         sock.end(`HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
       } else sock.end(`ok ${pod}\n`);
     };
+    const echoLines = (): void => {
+      for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        write({ ev: 'data', port, peer, tag: line });
+        sock.write(`ack ${line}\n`);
+      }
+    };
     sock.setEncoding('utf8');
     sock.on('data', (d: string) => {
       buf += d;
+      if (held) return echoLines();
       const nl = buf.indexOf('\n');
       if (nl >= 0) done(buf.slice(0, nl).replace(/\r$/, ''));
     });
-    sock.on('end', () => done(buf === '' ? undefined : buf));
+    sock.on('end', () => (held ? sock.end() : done(buf === '' ? undefined : buf)));
     sock.on('error', () => undefined);
     setTimeout(() => done(undefined), 2_000).unref();
   });

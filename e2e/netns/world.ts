@@ -39,6 +39,7 @@ import {
   type Delivery,
   type Destination,
   type DriftRepair,
+  type HeldConnection,
   type PodObservation,
   type PodRef,
   type PodSpec,
@@ -64,6 +65,8 @@ import {
   rawSendThrough,
   type ClosedEvent,
   type ConnectOutcome,
+  type HeldSendOutcome,
+  type HoldOutcome,
   type ProbeEvent,
   type RawSendOutcome,
 } from './probe-protocol.js';
@@ -140,6 +143,14 @@ function portOf(endpoint: string): number {
 function tupleText(e: { ip: string; port: number }): string {
   return ep(e.ip, e.port);
 }
+
+/** The first hop a proxy's record of a connection names. */
+function proxyAcceptor(r: ConnectionLogRecord): Acceptor {
+  return r.direction === 'outbound' ? 'proxy-outbound' : r.direction === 'inbound-hbone' ? 'proxy-hbone' : 'proxy-inbound';
+}
+
+/** How long a held connection's connect, greeting and each send's answer may take. */
+const HELD_ANSWER_MS = 3_000;
 
 export class NetnsWorld implements World {
   readonly kind: 'netns' | 'containers';
@@ -512,12 +523,7 @@ export class NetnsWorld implements World {
       };
     });
     if (first) {
-      acceptedBy =
-        first.r.direction === 'outbound'
-          ? 'proxy-outbound'
-          : first.r.direction === 'inbound-hbone'
-            ? 'proxy-hbone'
-            : 'proxy-inbound';
+      acceptedBy = proxyAcceptor(first.r);
       const [ns, name] = first.r.pod.split('/');
       acceptedIn = ns && name ? { namespace: ns, name } : { node: first.node };
     } else if (proto === 'udp' && deliveries.length > 0) {
@@ -574,6 +580,97 @@ export class NetnsWorld implements World {
       deliveries,
       proxyLog,
       trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.call ?? ''} ${out.code}` : ''}${droppedAtOutput ? " (dropped by netfilter on the sender's output path)" : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}${waitNote}`,
+    };
+  }
+
+  /**
+   * World.holdConnection (TCP, IPv4): a probe in the source netns, as the source, connects from a
+   * known port and writes `HOLD <tag>`; a pod app keeps such a connection open, answers
+   * `held <pod>`, and reports each later line before it echoes it (world-pod-app.ts). First hop:
+   * a proxy record whose downstream source is the client, else the app that reported the tag
+   * with the client's own port as its peer, else 'other'. send() writes one line; it was delivered
+   * when the destination app reported that line — read from the app's own report channel, not
+   * inferred from the echo (an echo without a report is a harness error).
+   */
+  async holdConnection(from: Source, to: Destination): Promise<HeldConnection> {
+    const src = this.endpointOf(from);
+    if (typeof src === 'string') throw new Error(`holdConnection: ${src}`);
+    const dstIp = to.kind === 'pod' ? this.podState(to.pod).ips.find((ip) => !ip.includes(':')) : to.ip;
+    if (!dstIp) throw new Error(`holdConnection: the destination has no IPv4 address`);
+    const srcIp = src.ips.find((ip) => !ip.includes(':'));
+    if (!srcIp) throw new Error('holdConnection: the source has no IPv4 address');
+    const sourcePort = randomInt(20_000, 60_000);
+    const tag = `al-held-${Date.now().toString(36)}-${randomInt(1e9).toString(36)}`;
+    const offsets = this.logOffsets();
+    const probe = await this.probes.get(src.netns, src.owner);
+    const out = (await probe.request({
+      op: 'hold',
+      tag,
+      address: dstIp,
+      port: to.port,
+      sourcePort,
+      timeoutMs: HELD_ANSWER_MS,
+    })) as HoldOutcome;
+    const client = ep(srcIp, sourcePort);
+    // The app that reported `t` (as `ev`); for 'accept', only with the client's own port as the peer (no proxy between).
+    const appSaw = (ev: 'accept' | 'data', t: string): PodRef | undefined => {
+      for (const p of Object.values(this.lab.state.pods))
+        if (
+          this.lab
+            .appRecords(p)
+            .some((e) => e.ev === ev && e.tag === t && (ev === 'data' || portOf(e.peer ?? ':0') === sourcePort))
+        )
+          return { namespace: p.namespace, name: p.name };
+      return undefined;
+    };
+    let acceptedBy: Acceptor | undefined;
+    if (out.result === 'established') {
+      // The app reports before it greets, a proxy records before it connects on: a greeting means both are written.
+      const greeted = out.greeting !== undefined && /^held \S+\/\S+$/.test(out.greeting);
+      const start = Date.now();
+      for (;;) {
+        const first = this.newRecords(offsets).find((x) => tupleText(x.r.downstream.src) === client);
+        const app = appSaw('accept', tag);
+        if (first) acceptedBy = proxyAcceptor(first.r);
+        else if (app) acceptedBy = 'app';
+        if (acceptedBy !== undefined || (!greeted && Date.now() - start >= HELD_ANSWER_MS)) break;
+        if (Date.now() - start >= ATTEMPT_BOUND_MS)
+          throw new Error(
+            `observing held connection ${tag} (${client} -> ${ep(dstIp, to.port)}) failed: the peer answered ${JSON.stringify(out.greeting)} but after ${ATTEMPT_BOUND_MS} ms neither a proxy record nor the app's report of the tag has arrived; see the components' logs in the run directory`,
+          );
+        await sleep(ATTEMPT_POLL_MS);
+      }
+      acceptedBy ??= 'other';
+    }
+    let sends = 0;
+    return {
+      outcome:
+        out.result === 'established'
+          ? 'established'
+          : out.result === 'timeout'
+            ? 'timeout'
+            : out.code === 'ECONNREFUSED'
+              ? 'refused'
+              : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH'
+                ? 'unreachable'
+                : 'error',
+      acceptedBy,
+      send: async () => {
+        const line = `${tag}-${++sends}`;
+        const r = (await probe.request({ op: 'held-send', tag, line, timeoutMs: HELD_ANSWER_MS })) as HeldSendOutcome;
+        const app = appSaw('data', line);
+        if (r.result === 'ack' && !app)
+          throw new Error(
+            `observing held connection ${tag}: the peer echoed ${line} but no app reported it (${r.detail}); the app's report channel lost a record`,
+          );
+        const how = `${r.result}${r.code ? ` ${r.code}` : ''}: ${r.detail}`;
+        return app
+          ? { delivered: true, detail: `delivered to ${podKey(app)} (${how})` }
+          : { delivered: false, detail: how };
+      },
+      close: async () => {
+        await probe.request({ op: 'held-close', tag });
+      },
     };
   }
 
