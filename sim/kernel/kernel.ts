@@ -392,28 +392,9 @@ export class SimKernel {
    * along the path sees the connection end (and a later SYN on the same tuple starts afresh).
    */
   close(s: SimSocket): void {
-    const n = this.namespaces.get(s.netns);
-    if (n && s.proto === 'tcp' && s.state === 'established' && s.local && s.remote) {
-      const fin = this.packet(
-        s.local.addr.family,
-        'tcp',
-        s.local.addr,
-        s.local.port,
-        s.remote.addr,
-        s.remote.port,
-        { ...NO_FLAGS, fin: true, ack: true },
-        s.mark,
-      );
-      const saved = this.currentTrace;
-      this.currentTrace = new Trace(false);
-      try {
-        this.datapath.output(n, fin, s);
-      } finally {
-        this.currentTrace = saved;
-      }
-    }
+    this.sendControl(s, { ...NO_FLAGS, fin: true, ack: true });
     s.state = 'closed';
-    n?.sockets.unregister(s);
+    this.namespaces.get(s.netns)?.sockets.unregister(s);
   }
 
   /**
@@ -423,35 +404,43 @@ export class SimKernel {
    * The owner's next send fails (ENOTCONN here; ECONNABORTED on Linux).
    */
   destroy(s: SimSocket): { peerReset: boolean } {
-    const n = this.namespaces.get(s.netns);
+    const d = this.sendControl(s, { ...NO_FLAGS, rst: true });
     let peerReset = false;
-    if (n && s.proto === 'tcp' && s.state === 'established' && s.local && s.remote) {
-      const rst = this.packet(
-        s.local.addr.family,
-        'tcp',
-        s.local.addr,
-        s.local.port,
-        s.remote.addr,
-        s.remote.port,
-        { ...NO_FLAGS, rst: true },
-        s.mark,
-      );
-      const saved = this.currentTrace;
-      this.currentTrace = new Trace(false);
-      try {
-        const d = this.datapath.output(n, rst, s);
-        if (d.kind === 'delivered' && d.socket.state === 'established' && d.socket !== s) {
-          d.socket.state = 'closed';
-          this.namespaces.get(d.socket.netns)?.sockets.unregister(d.socket);
-          peerReset = true;
-        }
-      } finally {
-        this.currentTrace = saved;
-      }
+    if (d?.kind === 'delivered' && d.socket.state === 'established' && d.socket !== s) {
+      d.socket.state = 'closed';
+      this.namespaces.get(d.socket.netns)?.sockets.unregister(d.socket);
+      peerReset = true;
     }
     s.state = 'closed';
-    n?.sockets.unregister(s);
+    this.namespaces.get(s.netns)?.sockets.unregister(s);
     return { peerReset };
+  }
+
+  /**
+   * The segment an established TCP socket sends as it ends (FIN on close, RST on destroy), through
+   * the datapath untraced, so conntrack along the path sees the connection end. Undefined when the
+   * socket has no established connection (nothing is sent).
+   */
+  private sendControl(s: SimSocket, flags: TcpFlags): Delivery | undefined {
+    const n = this.namespaces.get(s.netns);
+    if (!n || s.proto !== 'tcp' || s.state !== 'established' || !s.local || !s.remote) return undefined;
+    const seg = this.packet(
+      s.local.addr.family,
+      'tcp',
+      s.local.addr,
+      s.local.port,
+      s.remote.addr,
+      s.remote.port,
+      flags,
+      s.mark,
+    );
+    const saved = this.currentTrace;
+    this.currentTrace = new Trace(false);
+    try {
+      return this.datapath.output(n, seg, s);
+    } finally {
+      this.currentTrace = saved;
+    }
   }
 
   /** Drop a socket without a FIN (a connection attempt that never completed). */
