@@ -9,6 +9,7 @@ import {
   ATTACKER,
   CLIENT,
   DNS_PORT,
+  EARLY_SQUATTER,
   FRIEND,
   HOSTILE_PODS,
   HOSTPOD,
@@ -239,6 +240,21 @@ export function pendingDestinationActions(): AttackerAction[] {
 }
 
 /**
+ * Catalog phase squat-before-enrollment: a client outside the mesh connects to the pod whose app
+ * took 15006 before it was enrolled (nat REDIRECT hands it to that socket; TPROXY does not).
+ */
+export function earlySquatterActions(): AttackerAction[] {
+  return [
+    {
+      name: 'client tcp → early squatter',
+      from: { kind: 'pod', pod: CLIENT },
+      to: pod(EARLY_SQUATTER, APP_PORT),
+      opts: {},
+    },
+  ];
+}
+
+/**
  * Catalog phase live-enrollment: the connections held across the enrollment (World.holdConnection,
  * not AttackerActions: they are opened before and sent on after), named as the phase reports them.
  */
@@ -255,6 +271,7 @@ export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): str
     ...rebootActions(),
     ...hostileAnnotationActions(),
     ...pendingDestinationActions(),
+    ...earlySquatterActions(),
     ...(t.vantage === 'enrolled-pod' ? insertedAcceptActions() : []),
   ];
   return [

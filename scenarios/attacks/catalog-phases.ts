@@ -33,6 +33,12 @@
  *   serves: judged by inbound capture and authorization as any delivery, and as a fail-closed
  *   failure (the source proxy must not downgrade, it must fail closed until the pod is served).
  *   The pod is deleted afterwards.
+ * - squat-before-enrollment (port-squat-before-enrollment, -root): a pod outside the mesh on the
+ *   victim's node, run as the threat's app, listens on its own 15006 (World.appExec listen) and is
+ *   then labelled into the mesh: the agent writes its rules, the proxy cannot bind 15006, the pod
+ *   stays `pending`. After a settle a client outside the mesh connects to it: a delivery to the
+ *   squatter is inbound no proxy took (inbound capture, authorization). The pod is deleted
+ *   afterwards.
  * - live-enrollment (live-enrollment): a pod outside the mesh on the victim's node holds two TCP
  *   connections (World.holdConnection: in from the client, out to the sink; both to the apps
  *   directly), then is labelled into the mesh; after a settle each sends once more. Still
@@ -49,6 +55,7 @@ import { violation, type Violation } from '../properties/types.js';
 import type { ThreatId, ThreatModel } from '../threats/threats.js';
 import { ATTACKS } from './catalog.js';
 import {
+  earlySquatterActions,
   hostileAnnotationActions,
   insertedAcceptActions,
   LIVE_ENROLLMENT_ACTIONS,
@@ -64,6 +71,7 @@ import {
   ATTACKER,
   buildTopology,
   CLIENT,
+  EARLY_SQUATTER,
   HOSTILE_PODS,
   LIVE_ENROLLEE,
   PENDING_SQUATTER,
@@ -78,6 +86,7 @@ export const CATALOG_PHASES = [
   'rogue-zds',
   'inserted-accept',
   'pending-destination',
+  'squat-before-enrollment',
   'live-enrollment',
   'mesh-v6-off',
 ] as const;
@@ -346,12 +355,63 @@ export async function runCatalogPhases(
         await world.settle();
         break;
       }
+      case 'squat-before-enrollment':
+        await runSquatBeforeEnrollment(world, state, t, n0, sink);
+        break;
       case 'live-enrollment':
         await runLiveEnrollment(world, state, n0, sink);
         break;
       case 'mesh-v6-off':
         break; // its own world: runMeshV6Off
     }
+  }
+}
+
+async function runSquatBeforeEnrollment(
+  world: World,
+  state: TopologyState,
+  t: ThreatModel,
+  node: string,
+  sink: PhaseSink,
+): Promise<void> {
+  const phase = 'squat-before-enrollment';
+  if (!world.appExec) {
+    sink.log(`${phase}: skipped (the World has no appExec)`);
+    return;
+  }
+  const name = `${EARLY_SQUATTER.namespace}/${EARLY_SQUATTER.name}`;
+  await state.createPod(world, {
+    ...EARLY_SQUATTER,
+    node,
+    labels: { app: EARLY_SQUATTER.name },
+    app: {
+      uid: t.uids[0] ?? 1000,
+      ...(t.uidSource ? { uidSource: t.uidSource } : {}),
+      caps: [...t.caps],
+      tcpPorts: [APP_PORT],
+    },
+  });
+  await world.settle();
+  try {
+    // Before any proxy serves the pod: nothing holds 15006 in its netns yet, so no restart is needed.
+    const held = await world.appExec(EARLY_SQUATTER, { kind: 'listen', port: 15006, reusePort: t.uids[0] === 0 });
+    await world.labelPod(EARLY_SQUATTER, { [DATAPLANE_MODE]: 'ambient' });
+    await world.settle();
+    const obs = (await world.pods()).find(
+      (p) => p.namespace === EARLY_SQUATTER.namespace && p.name === EARLY_SQUATTER.name,
+    );
+    sink.log(
+      `${phase}: ${name} listens on its 15006 before enrollment: ${held.ok ? 'ok' : (held.error ?? 'failed')}; labelled ambient, after a settle: redirected ${obs?.redirected ?? false}, served ${obs?.served ?? false}, annotation ${obs?.annotation ?? '(none)'}`,
+    );
+    // Not staged (the listen failed, or a proxy serves the pod after all): a skip, never judged as holds.
+    if (!held.ok || obs?.redirected !== true || obs.served)
+      sink.log(
+        `${phase}: skipped (not staged: ${held.ok ? `${name} is not redirected-and-unserved (redirected ${obs?.redirected ?? false}, served ${obs?.served ?? false})` : `${name} could not listen on 15006: ${held.error ?? 'failed'}`})`,
+      );
+    else await sink.run(world, state, earlySquatterActions(), phase, true);
+  } finally {
+    await state.deletePod(world, EARLY_SQUATTER);
+    await world.settle();
   }
 }
 

@@ -224,7 +224,7 @@ export const ATTACKS: readonly AttackEntry[] = [
     attack:
       'stop the node proxy, World.appExec listen 15001 and 15006 (reusePort when root; transparent first, plain on EPERM), start the proxy, settle; then plaintext TCP in from a pod outside the mesh and a mesh peer over HBONE',
     observation:
-      "the restarted proxy gets EADDRINUSE (the sim proxy runs as uid 1337, so a root app's reuseport socket keeps it out too). Upstream: inbound to the pod lands on the app's 15006 socket (nat REDIRECT takes any socket): no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the capability-less squatter gets nothing and inbound fails closed; app-net-raw-* and app-net-admin bind it transparent and still take it (their strict cells). The app's own outbound then lands on its own 15001 — it talks to itself, nothing leaves, not judged. A hijack while the proxy is UP fails with EADDRINUSE; a hijack before enrollment (pod labelled into the mesh while its app holds 15006) gives rules without listeners, annotation pending, inbound to the app (upstream) or dropped (strict) — both in tests/sim/worlds/app-exec.spec.ts, not in the matrix. The mesh peer's leg (friend) is made by the peer's own node proxy: under upstream it is plaintext (the pod is pending) and lands on the hijacked 15006 — inbound-capture flags it as the wrong proxy (only the destination's own node proxy counts), authorization as unauthorized (finding-p, catalog plaintext-to-pending); under strict the peer's proxy refuses it (no-plaintext-to-pending)",
+      "the restarted proxy gets EADDRINUSE (the sim proxy runs as uid 1337, so a root app's reuseport socket keeps it out too). Upstream: inbound to the pod lands on the app's 15006 socket (nat REDIRECT takes any socket): no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the capability-less squatter gets nothing and inbound fails closed; app-net-raw-* and app-net-admin bind it transparent and still take it (their strict cells). The app's own outbound then lands on its own 15001 — it talks to itself, nothing leaves, not judged. A hijack while the proxy is UP fails with EADDRINUSE (tests/sim/worlds/app-exec.spec.ts); a hijack before enrollment is port-squat-before-enrollment. The mesh peer's leg (friend) is made by the peer's own node proxy: under upstream it is plaintext (the pod is pending) and lands on the hijacked 15006 — inbound-capture flags it as the wrong proxy (only the destination's own node proxy counts), authorization as unauthorized (finding-p, catalog plaintext-to-pending); under strict the peer's proxy refuses it (no-plaintext-to-pending)",
     expected: {
       upstream: {
         verdict: 'bypass',
@@ -240,6 +240,62 @@ export const ATTACKS: readonly AttackEntry[] = [
       kind: 'matrix',
       threat: 'app-nonroot',
       actions: ['client tcp → hijacking attacker', 'friend tcp → hijacking attacker'],
+    },
+  },
+  {
+    id: 'port-squat-before-enrollment',
+    classes: ['finding-l'],
+    title: 'app binds 15006 before its pod is enrolled (as uid 1000)',
+    setup:
+      "a pod outside the mesh (early-squatter, plain namespace, on the victim's node), app as uid 1000 without capabilities, listens on its own 15006 (World.appExec listen)",
+    attack:
+      'label the pod istio.io/dataplane-mode=ambient and settle (the agent writes its rules, the node proxy cannot bind 15006: the pod stays pending); then plaintext TCP in from the client outside the mesh',
+    observation:
+      "no proxy restart is needed: the port is taken before any proxy serves the pod. Upstream: nat REDIRECT hands the client's connection to the app's 15006 socket — no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the squatter gets nothing and inbound fails closed (the pod stays pending until the app lets go of the port)",
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'inbound-capture',
+        why: 'nothing reserves the proxy ports in the pod netns, and nat REDIRECT feeds any socket on 15006',
+      },
+      strict: {
+        verdict: 'holds',
+        why: 'inbound-tproxy: TPROXY drops what would reach a non-transparent squatter, and the app has no capability to set IP_TRANSPARENT',
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-nonroot',
+      phase: 'squat-before-enrollment',
+      actions: ['client tcp → early squatter'],
+    },
+  },
+  {
+    id: 'port-squat-before-enrollment-root',
+    classes: ['finding-l'],
+    title: 'app binds 15006 before its pod is enrolled (as root)',
+    setup:
+      "a pod outside the mesh (early-squatter, plain namespace, on the victim's node), app as root without capabilities, listens on its own 15006 (World.appExec listen with SO_REUSEPORT, as a root app would to share the port)",
+    attack:
+      'label the pod istio.io/dataplane-mode=ambient and settle (the agent writes its rules, the node proxy cannot bind 15006: the pod stays pending); then plaintext TCP in from the client outside the mesh',
+    observation:
+      "no proxy restart is needed: the port is taken before any proxy serves the pod. Upstream: nat REDIRECT hands the client's connection to the app's 15006 socket — no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the squatter gets nothing and inbound fails closed (the pod stays pending until the app lets go of the port)",
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'inbound-capture',
+        why: 'nothing reserves the proxy ports in the pod netns, and nat REDIRECT feeds any socket on 15006',
+      },
+      strict: {
+        verdict: 'holds',
+        why: 'inbound-tproxy: TPROXY drops what would reach a non-transparent squatter, and the app has no capability to set IP_TRANSPARENT',
+      },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'app-root',
+      phase: 'squat-before-enrollment',
+      actions: ['client tcp → early squatter'],
     },
   },
   {

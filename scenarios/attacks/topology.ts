@@ -77,6 +77,11 @@ export const HOSTILE_PODS: readonly { readonly pod: PodRef; readonly annotations
  * `pending`; a mesh peer then connects to it.
  */
 export const PENDING_SQUATTER: PodRef = { namespace: MESH_NS, name: 'pending-squatter' };
+/**
+ * Catalog phase squat-before-enrollment: a pod outside the mesh on the victim's node whose app
+ * takes 15006 before the pod is labelled into the mesh, so no proxy ever serves it (`pending`).
+ */
+export const EARLY_SQUATTER: PodRef = { namespace: PLAIN_NS, name: 'early-squatter' };
 /** Catalog phase live-enrollment: a pod outside the mesh, labelled into it while it has connections open. */
 export const LIVE_ENROLLEE: PodRef = { namespace: PLAIN_NS, name: 'live-enrollee' };
 /** Catalog phase api-error-at-add: the ambient pod created while the CNI plugin cannot reach the API. */
