@@ -47,7 +47,7 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
       'filter OUTPUT drops packets that carry the proxy mark from a socket not owned by the proxy uid; TCP RSTs pass first.',
     rationale:
       'Defence in depth behind proxy-uid: a spoofed mark also steers routing and conntrack zones and exempts non-TCP from the egress policy; dropping it closes every mark-based path at once.',
-    cost: "Apps that legitimately set mark 0x539/0xfff bits break. IPv4 sends a stray segment's RST from the namespace's fileless TCP control socket with the answering socket's mark, which `--socket-exists ! --uid-owner P` matches (checked on Linux 6.18), so RSTs are let through first (rule filter/out/rst): a RST is never captured, and dropping a proxy listener's RST stalled connections it should reset (live enrollment, docs/bypass-classes.md). Not checked: whether the proxy's TIME_WAIT ACKs, which IPv4 also sends from the control socket, are dropped.",
+    cost: "Apps that legitimately set mark 0x539/0xfff bits break. IPv4 sends a stray segment's RST from the namespace's fileless TCP control socket with the answering socket's mark, which `--socket-exists ! --uid-owner P` matches (checked on Linux 6.18), so RSTs are let through first (rule filter/out/rst): a RST is never captured, and dropping a proxy listener's RST stalled connections it should reset (live enrollment, docs/bypass-classes.md). The proxy's TIME_WAIT ACKs (and segments of its orphaned closing sockets) also carry its mark without its socket, but xt_owner sees no socket for them, so `--socket-exists` does not match and they pass (checked on Linux 6.18: tests/netns/rules/strict-control-segments.spec.ts).",
   },
   {
     id: 'no-probe-destination-exemption',
