@@ -25,6 +25,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomInt } from 'node:crypto';
+import { execFile } from 'node:child_process';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import type { ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import { parseConnectionLog } from '../../impl/ztunnel/connection-log.js';
@@ -49,7 +50,10 @@ import {
   type World,
   type WorldFactory,
   type WorldOptions,
+  type ZdsClientAttempt,
 } from '../../scenarios/world.js';
+import { parseZdsRogueOutput, zdsRogueScript } from '../kind/zds-rogue.js';
+import { setprivArgs } from './processes.js';
 import { insertedRuleText } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
@@ -70,7 +74,7 @@ import {
   type ProbeEvent,
   type RawSendOutcome,
 } from './probe-protocol.js';
-import { effectiveAppCaps, NetnsLab, unless, type LabPodState } from './world-lab.js';
+import { effectiveAppCaps, NetnsLab, repoRoot, unless, type LabPodState } from './world-lab.js';
 import { settleNetnsWorld, type SettleResult } from './world-settle.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
@@ -581,6 +585,44 @@ export class NetnsWorld implements World {
       proxyLog,
       trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.call ?? ''} ${out.code}` : ''}${droppedAtOutput ? " (dropped by netfilter on the sender's output path)" : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}${waitNote}`,
     };
+  }
+
+  /**
+   * World.zdsClient: the rogue client script the kind world runs (e2e/kind/zds-rogue.ts: this
+   * repository's own ZDS codec and native addon, so it speaks exactly the proxy's protocol), as
+   * `uid` with no capabilities, in the node's network namespace, against the node agent's ZDS
+   * socket (the node run dir, where both real worlds' agents listen). A script that cannot run
+   * or prints no result is a harness error, not a rejection.
+   */
+  async zdsClient(node: string, uid: number): Promise<ZdsClientAttempt> {
+    const n = this.lab.node(node);
+    const socket = path.join(this.lab.nodeDir(node), 'zds.sock');
+    const argv = [
+      'nsenter',
+      `--net=/run/netns/${n.netns}`,
+      ...setprivArgs({ uid, gid: uid, caps: [] }),
+      process.execPath,
+      '-e',
+      zdsRogueScript(socket, repoRoot()),
+    ];
+    const { stdout, stderr, code } = await new Promise<{ stdout: string; stderr: string; code: number | null }>(
+      (resolve, reject) => {
+        execFile(argv[0]!, argv.slice(1), { timeout: 30_000 }, (err, out, errOut) => {
+          if (err && typeof err.code !== 'number')
+            reject(new Error(`the rogue ZDS client on ${node} could not run: ${err.message}`, { cause: err }));
+          else resolve({ stdout: String(out), stderr: String(errOut), code: err ? Number(err.code) : 0 });
+        });
+      },
+    );
+    if (code !== 0)
+      throw new Error(
+        `the rogue ZDS client on ${node} (uid ${uid}) failed (exit ${code}): ${stderr.trim() || stdout.trim()}`,
+      );
+    const attempt = parseZdsRogueOutput(stdout);
+    // The script's own failure (a module it could not load) says nothing about the agent.
+    if (attempt.detail.startsWith('rogue client failed'))
+      throw new Error(`the rogue ZDS client on ${node} (uid ${uid}) did not run: ${attempt.detail}`);
+    return attempt;
   }
 
   /**
