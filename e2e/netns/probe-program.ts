@@ -342,7 +342,8 @@ async function heldSend(r: HeldSendRequest): Promise<HeldSendOutcome> {
   h.sock.write(`${r.line}\n`);
   const answer = await waitHolding(h, r.timeoutMs, () => {
     const line = takeLine(h);
-    if (line !== undefined) return { result: 'ack' as const, code: undefined, detail: `the peer answered ${JSON.stringify(line)}` };
+    if (line !== undefined)
+      return { result: 'ack' as const, code: undefined, detail: `the peer answered ${JSON.stringify(line)}` };
     return ended();
   });
   return answer ?? { result: 'timeout', code: undefined, detail: `no answer within ${r.timeoutMs} ms` };

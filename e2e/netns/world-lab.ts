@@ -130,8 +130,10 @@ export interface LabPodState {
   error: string | undefined;
   /** Sandbox attempts that failed since the last one that worked (the kubelet's backoff step). */
   sandboxFailures?: number;
-  /** Sandbox attempts made, ever (settle waits for a retry after the last change it saw). */
+  /** Sandbox attempts finished, ever (settle waits for a retry begun after the last change it saw). */
   sandboxAttempts?: number;
+  /** Sandbox attempts begun, ever: an attempt in flight when a change happened does not count as a retry after it. */
+  sandboxStarts?: number;
 }
 
 export interface LabState {
@@ -869,6 +871,26 @@ export class NetnsLab {
   }
 
   /** The node's CNI conf dir: the config list its runtime (the lab's kubelet) uses. */
+  /** Nodes whose CNI plugin cannot reach the API (World.cniApiFault): their conflist names a kubeconfig whose server refuses. */
+  private readonly cniApiUnreachable = new Set<string>();
+
+  /**
+   * World.cniApiFault on a lab whose CNI files the lab writes (no backend): while `failing`, the
+   * node's chained plugin config names a kubeconfig whose server is the API's address on a port
+   * nothing listens on, so each of the plugin's API calls is refused; the agents keep the real
+   * API. The kubelet reads the conflist at each sandbox, as a runtime does.
+   */
+  setCniApiFault(node: string, failing: boolean): void {
+    if (this.backend)
+      throw new Error(
+        `cniApiFault: the ${this.backend.kind}'s CNI files are install-cni's, not the lab's; not supported there`,
+      );
+    this.node(node);
+    if (failing) this.cniApiUnreachable.add(node);
+    else this.cniApiUnreachable.delete(node);
+    this.writeNodeCni(node);
+  }
+
   cniConfDir(node: string): string {
     return path.join(this.nodeDir(node), 'net.d');
   }
@@ -883,6 +905,12 @@ export class NetnsLab {
   private writeNodeCni(node: string): void {
     const n = this.node(node);
     const dir = this.nodeDir(node);
+    let kubeconfig = this.state.kubeconfig;
+    if (this.cniApiUnreachable.has(node)) {
+      // The API's address on a port nothing listens on: every call is refused (ECONNREFUSED).
+      kubeconfig = path.join(dir, 'cni-api-unreachable.kubeconfig');
+      facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT + 1}`, kubeconfig);
+    }
     const binDir = this.cniBinDir();
     const link = path.join(binDir, 'ambient-lab-cni');
     if (!fs.existsSync(link)) {
@@ -897,7 +925,7 @@ export class NetnsLab {
         {
           type: 'ambient-lab-cni',
           agentSocket: path.join(dir, 'cni', 'agent.sock'),
-          kubeconfig: this.state.kubeconfig,
+          kubeconfig,
           apiAttempts: 3,
           apiRetryDelayMs: 200,
           agentTimeoutMs: 10_000,
@@ -996,6 +1024,7 @@ export class NetnsLab {
       return;
     }
     const cluster = this.clusterOrThrow();
+    p.sandboxStarts = (p.sandboxStarts ?? 0) + 1;
     const short = `p${this.state.podSeq++}`;
     const info = await cluster.createPodNetns(p.node, short);
     p.short = short;

@@ -6,8 +6,9 @@
  * observation saw (the repair loop is how the agent finds drift nobody reports to it: flushed
  * rules, a lost netns, an annotation someone rewrote) AND every pod key the agent is retrying
  * has been retried, and failed again, since that change (a retry may be the one that succeeds)
- * AND, likewise, every pod whose sandbox failed (a refused CNI ADD) has had its sandbox retried by
- * the kubelet since that change.
+ * AND, likewise, every pod whose sandbox failed (a refused CNI ADD) has had a sandbox retry by the
+ * kubelet that began after that change finish (an attempt already in flight at the change may have
+ * run on what changed: a CNI fault cleared while its ADD was under way).
  *
  * Pending, per round:
  *   - caches: a running agent's informers do not hold the API's current resourceVersion of every
@@ -83,8 +84,8 @@ interface Round {
   readonly unreadable: string[];
   /** Per node with a running agent: repair passes begun/finished and retrying keys' failure counts. */
   readonly agents: Map<string, { repairs: { started: number; completed: number }; retrying: Map<string, number> }>;
-  /** Per pod whose sandbox failed: the sandbox attempts the kubelet has made. */
-  readonly sandboxes: Map<string, number>;
+  /** Per pod whose sandbox failed: the sandbox attempts the kubelet has begun and finished. */
+  readonly sandboxes: Map<string, { readonly finished: number; readonly begun: number }>;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -234,7 +235,7 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
     // a pod the plugin fails closed stays so. Its reason goes into the digest and the report.
     if (!p.started && p.error !== undefined) {
       digest.push([key, 'sandbox failed', p.error]);
-      sandboxes.set(key, p.sandboxAttempts ?? 0);
+      sandboxes.set(key, { finished: p.sandboxAttempts ?? 0, begun: p.sandboxStarts ?? p.sandboxAttempts ?? 0 });
     }
     if (!p.started || p.hostNetwork) continue;
     const want = [
@@ -348,7 +349,8 @@ export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Prom
       }
     }
     for (const [key, attempts] of o.sandboxes) {
-      if (attempts <= (mark.sandboxes.get(key) ?? attempts))
+      // An attempt begun after the change has finished (one in flight at the change may have run on what changed).
+      if (attempts.finished <= (mark.sandboxes.get(key)?.begun ?? attempts.finished))
         waiting.push(`pod ${key}: the kubelet has not retried its failed sandbox since the last change`);
     }
     if (waiting.length === 0) return { converged: true, rounds, waitedMs: Date.now() - start, pending: [] };

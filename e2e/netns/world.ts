@@ -150,7 +150,11 @@ function tupleText(e: { ip: string; port: number }): string {
 
 /** The first hop a proxy's record of a connection names. */
 function proxyAcceptor(r: ConnectionLogRecord): Acceptor {
-  return r.direction === 'outbound' ? 'proxy-outbound' : r.direction === 'inbound-hbone' ? 'proxy-hbone' : 'proxy-inbound';
+  return r.direction === 'outbound'
+    ? 'proxy-outbound'
+    : r.direction === 'inbound-hbone'
+      ? 'proxy-hbone'
+      : 'proxy-inbound';
 }
 
 /** How long a held connection's connect, greeting and each send's answer may take. */
@@ -173,6 +177,11 @@ export class NetnsWorld implements World {
   ) {
     this.kind = kind;
     this.nodes = lab.state.nodes.map((n) => n.name);
+    if (!lab.backend)
+      this.cniApiFault = (node, failing) => {
+        lab.setCniApiFault(node, failing);
+        return Promise.resolve();
+      };
   }
 
   async createNamespace(name: string, labels: Readonly<Record<string, string>> = {}): Promise<void> {
@@ -586,6 +595,12 @@ export class NetnsWorld implements World {
       trace: `probe ${src.netns}${opts.raw ? ' AF_PACKET' : ''} ${proto} ${client} -> ${ep(dstIp, to.port)}: ${out.result}${out.code ? ` ${out.call ?? ''} ${out.code}` : ''}${droppedAtOutput ? " (dropped by netfilter on the sender's output path)" : ''}${rawNote}; proxy records ${mine.length}; deliveries ${deliveries.length}${waitNote}`,
     };
   }
+
+  /**
+   * World.cniApiFault, netns world only (see NetnsLab.setCniApiFault); the container world's CNI
+   * files are its installer's, so it leaves this undefined and the phase says it is skipped.
+   */
+  readonly cniApiFault?: (node: string, failing: boolean) => Promise<void>;
 
   /**
    * World.zdsClient: the rogue client script the kind world runs (e2e/kind/zds-rogue.ts: this
