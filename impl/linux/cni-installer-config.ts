@@ -17,6 +17,8 @@
  *                             at SIGTERM (install.ts decideUninstallOnExit); when-daemonset-gone is
  *                             upstream's safe upgrade and what the DaemonSet sets
  *     --daemonset NAME        (default ambient-lab-agent: the owner looked up in --system-namespace)
+ *     --node NAME             (this node, spec.nodeName: read at exit when the owner has a required
+ *                             node affinity, to tell whether a replacement will come here)
  */
 import * as path from 'node:path';
 import {
@@ -36,6 +38,8 @@ interface InstallerSettings {
   readonly uninstallOnExit: UninstallOnExit;
   /** The DaemonSet that runs the installer, and its namespace (when-daemonset-gone looks it up). */
   readonly owner: { readonly namespace: string; readonly name: string };
+  /** This node's name, when known (the exit check reads the Node only for a DaemonSet with a required node affinity). */
+  readonly node: string | undefined;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
 }
 
@@ -83,7 +87,8 @@ export function installerSettings(argvIn: readonly string[], env: NodeJS.Process
       `${C}: --uninstall-on-exit must be never, always or when-daemonset-gone (or true/false), got ${JSON.stringify(exitRaw)}`,
     );
   const owner = { namespace: enrollment.systemNamespace, name: f.str('daemonset', 'ambient-lab-agent') };
+  const node = f.optional('node');
   const logLevel = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
   f.assertAllUsed();
-  return { command, config, uninstallOnExit, owner, logLevel };
+  return { command, config, uninstallOnExit, owner, node, logLevel };
 }

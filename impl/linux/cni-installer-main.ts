@@ -8,15 +8,16 @@
  *
  * At SIGTERM (install.ts decideUninstallOnExit): --uninstall-on-exit never (the default) leaves
  * the plugin in place; always removes it; when-daemonset-gone (what the DaemonSet sets, upstream's
- * safe upgrade) removes it only when the owning DaemonSet is gone or being deleted — an agent
+ * safe upgrade) removes it only when the owning DaemonSet is gone, being deleted or no longer
+ * selecting this node by its required node affinity — an agent
  * restart or upgrade must not open a window in which pods start without the plugin (with the
  * agent down the plugin refuses ambient pods: fail closed), while removing the DaemonSet must
  * leave a node on which pods start normally, with none of our files in the CNI dirs.
  */
 import { readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
-import { AppsV1Api, ApiException, KubeConfig } from '@kubernetes/client-node';
-import { CniInstaller, decideUninstallOnExit, type OwnerState } from '../node-agent/install.js';
+import { AppsV1Api, ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CniInstaller, daemonSetOwnerState, decideUninstallOnExit, type OwnerState } from '../node-agent/install.js';
 import { SystemClock } from './clock.js';
 import { installerSettings } from './cni-installer-config.js';
 import { ConfigError, runComponent } from './component-main.js';
@@ -33,13 +34,30 @@ function inClusterServer(env: NodeJS.ProcessEnv): string {
   return `https://${isIPv6(host) ? `[${host}]` : host}:${port}`;
 }
 
-/** The owning DaemonSet as the API sees it, with the pod's service account (in-cluster config). */
-async function ownerState(owner: { readonly namespace: string; readonly name: string }): Promise<OwnerState> {
+/**
+ * The owning DaemonSet as the API sees it, with the pod's service account (in-cluster config);
+ * this node (`nodeName`, the pod's spec.nodeName) is read only when the DaemonSet has a required
+ * node affinity (install.ts daemonSetOwnerState).
+ */
+async function ownerState(
+  owner: { readonly namespace: string; readonly name: string },
+  nodeName: string | undefined,
+): Promise<OwnerState> {
   const kc = new KubeConfig();
   kc.loadFromCluster();
   try {
     const ds = await kc.makeApiClient(AppsV1Api).readNamespacedDaemonSet(owner);
-    return ds.metadata?.deletionTimestamp ? 'deleting' : 'present';
+    return await daemonSetOwnerState(
+      { deleting: ds.metadata?.deletionTimestamp !== undefined, podSpec: ds.spec?.template?.spec },
+      async () => {
+        if (nodeName === undefined)
+          throw new Error(
+            `DaemonSet ${owner.namespace}/${owner.name} has a required node affinity, but this installer does not know its node: set --node or AMBIENT_LAB_NODE (spec.nodeName)`,
+          );
+        const node = await kc.makeApiClient(CoreV1Api).readNode({ name: nodeName });
+        return { name: nodeName, labels: node.metadata?.labels ?? {} };
+      },
+    );
   } catch (e) {
     if (e instanceof ApiException) {
       if (e.code === 404) return 'absent';
@@ -56,6 +74,7 @@ runComponent('ambient-lab-cni-installer', async () => {
     config,
     uninstallOnExit,
     owner,
+    node,
     logLevel: level,
   } = installerSettings(process.argv.slice(2), process.env);
   const log = pinoLogger({ name: 'ambient-lab-cni-installer', level });
@@ -79,7 +98,7 @@ runComponent('ambient-lab-cni-installer', async () => {
   log.info('cni installer running', { state: first.state, mode: config.mode, confDir: config.cniConfDir });
   return async () => {
     const decision = await decideUninstallOnExit(uninstallOnExit, {
-      owner: () => ownerState(owner),
+      owner: () => ownerState(owner, node),
       clock,
       log,
     });

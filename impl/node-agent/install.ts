@@ -21,6 +21,7 @@
  * not open a window where new pods start without the plugin (fail closed — the plugin refuses
  * ambient pods while the agent is down); only a real uninstall removes it.
  */
+import { NodeSelectorError, nodeSelectorMatches, requiredNodeAffinity, type NodeFacts } from '../api/node-affinity.js';
 import * as path from 'node:path';
 import type { Clock, TimerHandle } from '../host/clock.js';
 import type { FileSystem, FileWatch } from '../host/files.js';
@@ -373,8 +374,35 @@ export class CniInstaller {
   }
 }
 
-/** What the API says about the DaemonSet that runs the installer (its owner). */
-export type OwnerState = 'present' | 'deleting' | 'absent' | 'unauthorized';
+/**
+ * What the API says about the DaemonSet that runs the installer (its owner). `unscheduled`: it
+ * exists, but its required node affinity no longer selects this node, so no replacement comes here.
+ */
+export type OwnerState = 'present' | 'deleting' | 'absent' | 'unauthorized' | 'unscheduled';
+
+/**
+ * The owner's state from the DaemonSet the API returned, as upstream istio-cni's ShouldStopCleanup
+ * reads it: being deleted, or present — unless its pod template's required node affinity no longer
+ * selects this node (`node` is read only then). Like upstream, the template's nodeSelector and the
+ * node's taints are not considered. A malformed affinity or an unreadable node throws (the caller
+ * cannot say, and leaves the plugin in place).
+ */
+export async function daemonSetOwnerState(
+  ds: { readonly deleting: boolean; readonly podSpec: unknown },
+  node: () => Promise<NodeFacts>,
+): Promise<OwnerState> {
+  if (ds.deleting) return 'deleting';
+  const affinity = requiredNodeAffinity(ds.podSpec);
+  if (affinity === undefined) return 'present';
+  const facts = await node();
+  try {
+    return nodeSelectorMatches(affinity, facts) ? 'present' : 'unscheduled';
+  } catch (e) {
+    if (e instanceof NodeSelectorError)
+      throw new Error(`the DaemonSet's required node affinity cannot be read: ${e.message}`, { cause: e });
+    throw e;
+  }
+}
 
 /**
  * When the installer exits (SIGTERM): uninstall or leave the plugin in place.
@@ -384,8 +412,9 @@ export type OwnerState = 'present' | 'deleting' | 'absent' | 'unauthorized';
  *                          the owning DaemonSet exists and is not being deleted (an upgrade, a
  *                          node reboot, an eviction: the replacement must find it, and pods keep
  *                          failing closed meanwhile); uninstall when the DaemonSet is gone or being
- *                          deleted, or the API refuses the installer's own credentials (401/403:
- *                          the service account or its role was removed with it)
+ *                          deleted, no longer selects this node by its required node affinity, or
+ *                          the API refuses the installer's own credentials (401/403: the service
+ *                          account or its role was removed with it)
  */
 export type UninstallOnExit = 'never' | 'always' | 'when-daemonset-gone';
 
@@ -435,6 +464,11 @@ export async function decideUninstallOnExit(
         return { uninstall: true, why: 'the DaemonSet is gone' };
       case 'unauthorized':
         return { uninstall: true, why: "the API refuses the installer's credentials (removed with the DaemonSet)" };
+      case 'unscheduled':
+        return {
+          uninstall: true,
+          why: "the DaemonSet's required node affinity no longer selects this node: no replacement comes here",
+        };
     }
   }
   return {

@@ -222,7 +222,7 @@ test('mounts: every volume is used; only install-cni writes the CNI dirs (the ag
   expect(proxyPaths).toEqual(['/var/run/ambient-lab']);
 });
 
-test('RBAC is least privilege: read pods/namespaces, patch only pods/status, create events; the proxy reads pods and policies only', () => {
+test('RBAC is least privilege: read pods/namespaces, get nodes, patch only pods/status, create events; the proxy reads pods and policies only', () => {
   const role = (n: string) =>
     (
       docs.find((d) => d.doc.kind === 'ClusterRole' && d.doc.metadata.name === n)!.doc as unknown as {
@@ -241,6 +241,7 @@ test('RBAC is least privilege: read pods/namespaces, patch only pods/status, cre
     'core/namespaces:get',
     'core/namespaces:list',
     'core/namespaces:watch',
+    'core/nodes:get', // install-cni's exit check: its node's labels against its DaemonSet's required node affinity
     'core/pods/status:patch',
     'core/pods:get',
     'core/pods:list',
