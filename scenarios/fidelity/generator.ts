@@ -65,6 +65,11 @@ export interface CaseSpec {
   readonly rules: Readonly<Record<Node, readonly RuleSpec[]>>;
   /** fwmark 0x111/0xfff → table 100 with a local default route, per node. */
   readonly tproxyRouting: Readonly<Record<Node, boolean>>;
+  /**
+   * Per node: a verdict-neutral conntrack rule turns tracking on there (withConntrackOn). Without
+   * it, the node tracks only if its own rules need conntrack, as Linux (and the model) decide.
+   */
+  readonly conntrackOn: Readonly<Record<Node, boolean>>;
   readonly listeners: readonly ListenerSpec[];
   readonly attempts: readonly AttemptSpec[];
 }
@@ -415,8 +420,10 @@ export function caseArb(): fc.Arbitrary<CaseSpec> {
         .record({
           listeners: listenerArb(c.family),
           attempts: fc.array(attemptArb, { minLength: 1, maxLength: 3 }),
+          // Drawn last: each run's earlier draws (rules, listeners, attempts) stay what a seed gave before it existed.
+          conntrackOn: fc.record({ client: fc.boolean(), router: fc.boolean(), server: fc.boolean() }),
         })
-        .map(({ listeners, attempts }) => {
+        .map(({ listeners, attempts, conntrackOn }) => {
           const rules: Record<Node, RuleSpec[]> = { client: [], router: [], server: [] };
           const tproxyRouting: Record<Node, boolean> = { ...c.tproxy };
           for (const m of c.motifs) {
@@ -428,7 +435,14 @@ export function caseArb(): fc.Arbitrary<CaseSpec> {
             const r = pool[i];
             if (r) rules[node].push(r);
           });
-          return { family: c.family, rules, tproxyRouting, listeners, attempts } satisfies CaseSpec;
+          return {
+            family: c.family,
+            rules,
+            tproxyRouting,
+            conntrackOn,
+            listeners,
+            attempts,
+          } satisfies CaseSpec;
         }),
     );
 }
@@ -476,8 +490,9 @@ function renderRules(rules: readonly RuleSpec[], family: Family, node: Node, bas
 /**
  * Turn conntrack on in a namespace without changing any verdict: an xt_conntrack match anywhere
  * makes Linux track the namespace's connections (nf_ct_netns_get); jumping into an empty user
- * chain returns at once. The model tracks only when the kernel would (Netfilter.needsConntrack), so
- * this keeps generated cases exercising conntrack and NAT in every namespace.
+ * chain returns at once. The model tracks only when the kernel would (Netfilter.needsConntrack); the
+ * generator adds this to some namespaces (CaseSpec.conntrackOn), so cases meet both: a namespace
+ * tracking everything, and one that tracks only what its own rules need (SO_ORIGINAL_DST ENOENT).
  */
 export function withConntrackOn(text: string | undefined): string {
   const decl = ':CT_ON - [0:0]';
@@ -526,9 +541,9 @@ export function renderCase(spec: CaseSpec, base: number): Lab {
             },
           ]
         : [],
-      // Every namespace tracks connections in both families, as in the model (known-divergences.ts).
-      iptables: withConntrackOn(fam === 4 ? text : undefined),
-      ip6tables: withConntrackOn(fam === 6 ? text : undefined),
+      // Tracking forced on (both families) in some namespaces; the others track only where their rules need it.
+      iptables: spec.conntrackOn[node] ? withConntrackOn(fam === 4 ? text : undefined) : fam === 4 ? text : undefined,
+      ip6tables: spec.conntrackOn[node] ? withConntrackOn(fam === 6 ? text : undefined) : fam === 6 ? text : undefined,
     };
   });
   const sockets: LabSocket[] = spec.listeners.map((l) => ({

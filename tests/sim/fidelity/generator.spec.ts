@@ -11,6 +11,7 @@ test('generated cases are valid labs the sim accepts, and survive a YAML round t
   const specs = fc.sample(caseArb(), { numRuns: 300, seed: 42 });
   let withNat = 0;
   let withTproxy = 0;
+  let untrackedServer = 0;
   for (const [i, spec] of specs.entries()) {
     const lab = renderCase(spec, 10000 + i * 4);
     const back = parseLab(labToYaml(lab), `case-${i}.yaml`);
@@ -21,10 +22,20 @@ test('generated cases are valid labs the sim accepts, and survive a YAML round t
     const text = lab.namespaces.map((n) => `${n.iptables}${n.ip6tables}`).join('');
     if (/REDIRECT|DNAT|SNAT|MASQUERADE/.test(text)) withNat++;
     if (/TPROXY/.test(text)) withTproxy++;
+    // The server namespace with no rule that needs conntrack: the kernel tracks nothing there.
+    const server = lab.namespaces.find((n) => n.name === 'server')!;
+    if (
+      !/\*nat|conntrack|state|CONNMARK|connmark|-j CT|TPROXY|socket/.test(
+        `${server.iptables ?? ''}${server.ip6tables ?? ''}`,
+      )
+    )
+      untrackedServer++;
   }
   // The generator is biased toward mesh rules: a good share of cases redirect or TPROXY.
   expect(withNat).toBeGreaterThan(100);
   expect(withTproxy).toBeGreaterThan(30);
+  // ... and some leave a namespace untracked (conntrack is switched on only where needed).
+  expect(untrackedServer).toBeGreaterThan(20);
 });
 
 test('withConntrackOn adds a verdict-neutral conntrack rule to an existing filter table or a new one', () => {
