@@ -38,18 +38,32 @@ const REJECT_RST_FIXTURE = 'fixtures/fidelity/reject-rst-dropped-seed-20260103.y
  */
 function mayDropNeighbourDiscovery(lab: Lab): boolean {
   for (const n of lab.namespaces) {
+    // Per table: its rules by chain, then the chains ND's hooks reach (built-ins and the user chains they jump or go to).
+    const tables = new Map<string, { chain: string; line: string }[]>();
     let table = '';
     for (const raw of (n.ip6tables ?? '').split('\n')) {
       const line = raw.trim();
       if (line.startsWith('*')) table = line.slice(1);
-      if (
-        table === 'nat' ||
-        !/^-[AI] (INPUT|OUTPUT|PREROUTING|POSTROUTING)\b/.test(line) ||
-        !/-j (DROP|REJECT)\b/.test(line)
-      )
-        continue;
-      const proto = /(!\s+)?-p\s+(\S+)/.exec(line);
-      if (!proto || (!proto[1] && /^(ipv6-icmp|icmpv6|icmp6|58)$/.test(proto[2] ?? ''))) return true;
+      const m = /^-[AI] (\S+)/.exec(line);
+      if (m && table !== 'nat') tables.set(table, [...(tables.get(table) ?? []), { chain: m[1]!, line }]);
+    }
+    for (const rules of tables.values()) {
+      const reached = new Set(['INPUT', 'OUTPUT', 'PREROUTING', 'POSTROUTING']);
+      for (let grew = true; grew;) {
+        grew = false;
+        for (const r of rules) {
+          const target = /-[jg] (\S+)/.exec(r.line)?.[1];
+          if (reached.has(r.chain) && target && rules.some((x) => x.chain === target) && !reached.has(target)) {
+            reached.add(target);
+            grew = true;
+          }
+        }
+      }
+      for (const r of rules) {
+        if (!reached.has(r.chain) || !/-j (DROP|REJECT)\b/.test(r.line)) continue;
+        const proto = /(!\s+)?-p\s+(\S+)/.exec(r.line);
+        if (!proto || (!proto[1] && /^(ipv6-icmp|icmpv6|icmp6|58)$/.test(proto[2] ?? ''))) return true;
+      }
     }
   }
   return false;
