@@ -6,7 +6,7 @@
  */
 import type { ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import type { Acceptor, ConnectResult, Delivery, PodRef, ProxyLogEntry } from '../../scenarios/world.js';
-import type { ConnectOutcome } from '../netns/probe-protocol.js';
+import { tcpConnectOutcome, type ConnectOutcome } from '../netns/probe-protocol.js';
 import type { NodeEvidence } from './node-evidence.js';
 
 export const ep = (ip: string, port: number): string => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
@@ -111,19 +111,7 @@ export function attribute(input: {
     };
   });
   const outcome: ConnectResult['outcome'] =
-    out.result === 'established'
-      ? 'established'
-      : out.result === 'sent'
-        ? deliveries.length > 0
-          ? 'delivered'
-          : 'not-delivered'
-        : out.result === 'timeout'
-          ? 'timeout'
-          : out.code === 'ECONNREFUSED'
-            ? 'refused'
-            : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH'
-              ? 'unreachable'
-              : 'error';
+    out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered') : tcpConnectOutcome(out);
   return {
     outcome,
     ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),

@@ -170,6 +170,19 @@ export interface ConnectOutcome {
   readonly message: string | undefined;
 }
 
+/**
+ * A TCP connect's outcome as the World reports it (ConnectResult.outcome): the errno decides
+ * between refused (RST), unreachable (ICMP) and anything else (an error the caller words).
+ */
+export function tcpConnectOutcome(
+  out: ConnectOutcome,
+): 'established' | 'timeout' | 'refused' | 'unreachable' | 'error' {
+  if (out.result === 'established' || out.result === 'timeout') return out.result;
+  if (out.code === 'ECONNREFUSED') return 'refused';
+  if (out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH') return 'unreachable';
+  return 'error';
+}
+
 export interface AcceptEvent {
   readonly ev: 'accept';
   readonly listener: string;

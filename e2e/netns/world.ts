@@ -73,6 +73,7 @@ import {
   type HoldOutcome,
   type ProbeEvent,
   type RawSendOutcome,
+  tcpConnectOutcome,
 } from './probe-protocol.js';
 import { effectiveAppCaps, NetnsLab, repoRoot, unless, type LabPodState } from './world-lab.js';
 import { settleNetnsWorld, type SettleResult } from './world-settle.js';
@@ -701,16 +702,7 @@ export class NetnsWorld implements World {
     }
     let sends = 0;
     return {
-      outcome:
-        out.result === 'established'
-          ? 'established'
-          : out.result === 'timeout'
-            ? 'timeout'
-            : out.code === 'ECONNREFUSED'
-              ? 'refused'
-              : out.code === 'ENETUNREACH' || out.code === 'EHOSTUNREACH'
-                ? 'unreachable'
-                : 'error',
+      outcome: tcpConnectOutcome(out),
       acceptedBy,
       send: async () => {
         const line = `${tag}-${++sends}`;

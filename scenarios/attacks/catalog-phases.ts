@@ -48,7 +48,7 @@
  *   without holdConnection, or connections that did not reach the apps, skip the phase (reported).
  *   The pod is deleted afterwards.
  */
-import { INSERTED_RULE_IDS, type Profile, type World, type WorldOptions } from '../world.js';
+import { INSERTED_RULE_IDS, type PodRef, type Profile, type World, type WorldOptions } from '../world.js';
 import { checkState } from '../properties/index.js';
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import { violation, type Violation } from '../properties/types.js';
@@ -310,17 +310,7 @@ export async function runCatalogPhases(
           break;
         }
         const name = `${PENDING_SQUATTER.namespace}/${PENDING_SQUATTER.name}`;
-        await state.createPod(world, {
-          ...PENDING_SQUATTER,
-          node: n0,
-          labels: { app: PENDING_SQUATTER.name },
-          app: {
-            uid: t.uids[0] ?? 1000,
-            ...(t.uidSource ? { uidSource: t.uidSource } : {}),
-            caps: [...t.caps],
-            tcpPorts: [APP_PORT],
-          },
-        });
+        await createThreatAppPod(world, state, t, PENDING_SQUATTER, n0);
         await world.settle();
         await state.setComponent(world, 'proxy', n0, 'down');
         const held = await world.appExec(PENDING_SQUATTER, { kind: 'listen', port: 15006, reusePort: t.uids[0] === 0 });
@@ -367,6 +357,27 @@ export async function runCatalogPhases(
   }
 }
 
+/** A pod on `node` whose app runs as the threat's app (its uid, uid source and capabilities), serving APP_PORT. */
+async function createThreatAppPod(
+  world: World,
+  state: TopologyState,
+  t: ThreatModel,
+  pod: PodRef,
+  node: string,
+): Promise<void> {
+  await state.createPod(world, {
+    ...pod,
+    node,
+    labels: { app: pod.name },
+    app: {
+      uid: t.uids[0] ?? 1000,
+      ...(t.uidSource ? { uidSource: t.uidSource } : {}),
+      caps: [...t.caps],
+      tcpPorts: [APP_PORT],
+    },
+  });
+}
+
 async function runSquatBeforeEnrollment(
   world: World,
   state: TopologyState,
@@ -380,17 +391,7 @@ async function runSquatBeforeEnrollment(
     return;
   }
   const name = `${EARLY_SQUATTER.namespace}/${EARLY_SQUATTER.name}`;
-  await state.createPod(world, {
-    ...EARLY_SQUATTER,
-    node,
-    labels: { app: EARLY_SQUATTER.name },
-    app: {
-      uid: t.uids[0] ?? 1000,
-      ...(t.uidSource ? { uidSource: t.uidSource } : {}),
-      caps: [...t.caps],
-      tcpPorts: [APP_PORT],
-    },
-  });
+  await createThreatAppPod(world, state, t, EARLY_SQUATTER, node);
   await world.settle();
   try {
     // Before any proxy serves the pod: nothing holds 15006 in its netns yet, so no restart is needed.

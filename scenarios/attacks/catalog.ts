@@ -33,6 +33,32 @@ interface AttackEntry {
     | { readonly kind: 'not-expressible'; readonly reason: string };
 }
 
+/** Catalog phase squat-before-enrollment, one entry per threat it runs for (the app's uid differs). */
+function squatBeforeEnrollment(id: string, threat: ThreatId, who: string, how: string): AttackEntry {
+  return {
+    id,
+    classes: ['finding-l'],
+    title: `app binds 15006 before its pod is enrolled (${who})`,
+    setup: `a pod outside the mesh (early-squatter, plain namespace, on the victim's node), app ${who} without capabilities, listens on its own 15006 (${how})`,
+    attack:
+      'label the pod istio.io/dataplane-mode=ambient and settle (the agent writes its rules, the node proxy cannot bind 15006: the pod stays pending); then plaintext TCP in from the client outside the mesh',
+    observation:
+      "no proxy restart is needed: the port is taken before any proxy serves the pod. Upstream: nat REDIRECT hands the client's connection to the app's 15006 socket — no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the squatter gets nothing and inbound fails closed (the pod stays pending until the app lets go of the port)",
+    expected: {
+      upstream: {
+        verdict: 'bypass',
+        property: 'inbound-capture',
+        why: 'nothing reserves the proxy ports in the pod netns, and nat REDIRECT feeds any socket on 15006',
+      },
+      strict: {
+        verdict: 'holds',
+        why: 'inbound-tproxy: TPROXY drops what would reach a non-transparent squatter, and the app has no capability to set IP_TRANSPARENT',
+      },
+    },
+    runBy: { kind: 'matrix', threat, phase: 'squat-before-enrollment', actions: ['client tcp → early squatter'] },
+  };
+}
+
 export const ATTACKS: readonly AttackEntry[] = [
   {
     id: 'mark-spoofing',
@@ -242,62 +268,13 @@ export const ATTACKS: readonly AttackEntry[] = [
       actions: ['client tcp → hijacking attacker', 'friend tcp → hijacking attacker'],
     },
   },
-  {
-    id: 'port-squat-before-enrollment',
-    classes: ['finding-l'],
-    title: 'app binds 15006 before its pod is enrolled (as uid 1000)',
-    setup:
-      "a pod outside the mesh (early-squatter, plain namespace, on the victim's node), app as uid 1000 without capabilities, listens on its own 15006 (World.appExec listen)",
-    attack:
-      'label the pod istio.io/dataplane-mode=ambient and settle (the agent writes its rules, the node proxy cannot bind 15006: the pod stays pending); then plaintext TCP in from the client outside the mesh',
-    observation:
-      "no proxy restart is needed: the port is taken before any proxy serves the pod. Upstream: nat REDIRECT hands the client's connection to the app's 15006 socket — no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the squatter gets nothing and inbound fails closed (the pod stays pending until the app lets go of the port)",
-    expected: {
-      upstream: {
-        verdict: 'bypass',
-        property: 'inbound-capture',
-        why: 'nothing reserves the proxy ports in the pod netns, and nat REDIRECT feeds any socket on 15006',
-      },
-      strict: {
-        verdict: 'holds',
-        why: 'inbound-tproxy: TPROXY drops what would reach a non-transparent squatter, and the app has no capability to set IP_TRANSPARENT',
-      },
-    },
-    runBy: {
-      kind: 'matrix',
-      threat: 'app-nonroot',
-      phase: 'squat-before-enrollment',
-      actions: ['client tcp → early squatter'],
-    },
-  },
-  {
-    id: 'port-squat-before-enrollment-root',
-    classes: ['finding-l'],
-    title: 'app binds 15006 before its pod is enrolled (as root)',
-    setup:
-      "a pod outside the mesh (early-squatter, plain namespace, on the victim's node), app as root without capabilities, listens on its own 15006 (World.appExec listen with SO_REUSEPORT, as a root app would to share the port)",
-    attack:
-      'label the pod istio.io/dataplane-mode=ambient and settle (the agent writes its rules, the node proxy cannot bind 15006: the pod stays pending); then plaintext TCP in from the client outside the mesh',
-    observation:
-      "no proxy restart is needed: the port is taken before any proxy serves the pod. Upstream: nat REDIRECT hands the client's connection to the app's 15006 socket — no proxy inspects or authorizes it. Strict: TPROXY hands inbound only to a transparent socket, so the squatter gets nothing and inbound fails closed (the pod stays pending until the app lets go of the port)",
-    expected: {
-      upstream: {
-        verdict: 'bypass',
-        property: 'inbound-capture',
-        why: 'nothing reserves the proxy ports in the pod netns, and nat REDIRECT feeds any socket on 15006',
-      },
-      strict: {
-        verdict: 'holds',
-        why: 'inbound-tproxy: TPROXY drops what would reach a non-transparent squatter, and the app has no capability to set IP_TRANSPARENT',
-      },
-    },
-    runBy: {
-      kind: 'matrix',
-      threat: 'app-root',
-      phase: 'squat-before-enrollment',
-      actions: ['client tcp → early squatter'],
-    },
-  },
+  squatBeforeEnrollment('port-squat-before-enrollment', 'app-nonroot', 'as uid 1000', 'World.appExec listen'),
+  squatBeforeEnrollment(
+    'port-squat-before-enrollment-root',
+    'app-root',
+    'as root',
+    'World.appExec listen with SO_REUSEPORT, as a root app would to share the port',
+  ),
   {
     id: 'plaintext-to-pending',
     classes: ['finding-p', 'finding-l'],

@@ -424,16 +424,7 @@ export class SimKernel {
   private sendControl(s: SimSocket, flags: TcpFlags): Delivery | undefined {
     const n = this.namespaces.get(s.netns);
     if (!n || s.proto !== 'tcp' || s.state !== 'established' || !s.local || !s.remote) return undefined;
-    const seg = this.packet(
-      s.local.addr.family,
-      'tcp',
-      s.local.addr,
-      s.local.port,
-      s.remote.addr,
-      s.remote.port,
-      flags,
-      s.mark,
-    );
+    const seg = this.segmentOf(s, s.local, s.remote, flags);
     const saved = this.currentTrace;
     this.currentTrace = new Trace(false);
     try {
@@ -641,16 +632,7 @@ export class SimKernel {
     const trace = this.beginTrace();
     if (s.state !== 'established' || !s.local || !s.remote)
       throw new SimErrnoError('ENOTCONN', 'send', `${s.describe()} is not connected`);
-    const pkt = this.packet(
-      s.local.addr.family,
-      'tcp',
-      s.local.addr,
-      s.local.port,
-      s.remote.addr,
-      s.remote.port,
-      { ...NO_FLAGS, ack: true },
-      s.mark,
-    );
+    const pkt = this.segmentOf(s, s.local, s.remote, { ...NO_FLAGS, ack: true });
     pkt.payload = payload;
     const d = this.datapath.output(this.netns(s.netns), pkt, s);
     if (d.kind === 'delivered' && d.socket.state === 'established') {
@@ -811,6 +793,11 @@ export class SimKernel {
   private beginTrace(): Trace {
     this.currentTrace = new Trace(this.traceOn);
     return this.currentTrace;
+  }
+
+  /** A TCP segment of connected socket `s` (its local and remote ends, its mark). */
+  private segmentOf(s: SimSocket, local: SockAddr, remote: SockAddr, flags: TcpFlags): Packet {
+    return this.packet(local.addr.family, 'tcp', local.addr, local.port, remote.addr, remote.port, flags, s.mark);
   }
 
   private packet(
