@@ -66,7 +66,8 @@ export interface LabNetns {
 interface LabOwner {
   readonly uid: number;
   readonly gid: number;
-  readonly caps: readonly Capability[];
+  /** Granted as listed on the real kernel; the model checks only NET_ADMIN, NET_RAW and NET_BIND_SERVICE. */
+  readonly caps: readonly LinuxCapability[];
 }
 
 export interface LabSocket extends LabOwner {
@@ -119,7 +120,59 @@ export class LabError extends Error {
 
 type Path = readonly (string | number)[];
 
-const CAPS: readonly Capability[] = ['NET_ADMIN', 'NET_RAW', 'NET_BIND_SERVICE'];
+/** Every Linux capability (capability(7), numbers 0-40), without CAP_: what a lab may grant. */
+export const LINUX_CAPABILITIES = [
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'DAC_READ_SEARCH',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'SETGID',
+  'SETUID',
+  'SETPCAP',
+  'LINUX_IMMUTABLE',
+  'NET_BIND_SERVICE',
+  'NET_BROADCAST',
+  'NET_ADMIN',
+  'NET_RAW',
+  'IPC_LOCK',
+  'IPC_OWNER',
+  'SYS_MODULE',
+  'SYS_RAWIO',
+  'SYS_CHROOT',
+  'SYS_PTRACE',
+  'SYS_PACCT',
+  'SYS_ADMIN',
+  'SYS_BOOT',
+  'SYS_NICE',
+  'SYS_RESOURCE',
+  'SYS_TIME',
+  'SYS_TTY_CONFIG',
+  'MKNOD',
+  'LEASE',
+  'AUDIT_WRITE',
+  'AUDIT_CONTROL',
+  'SETFCAP',
+  'MAC_OVERRIDE',
+  'MAC_ADMIN',
+  'SYSLOG',
+  'WAKE_ALARM',
+  'BLOCK_SUSPEND',
+  'AUDIT_READ',
+  'PERFMON',
+  'BPF',
+  'CHECKPOINT_RESTORE',
+] as const;
+export type LinuxCapability = (typeof LINUX_CAPABILITIES)[number];
+
+/** The capabilities the kernel model checks; a lab's other ones reach the real kernel only (docs/lab-file.md). */
+const MODELLED: readonly Capability[] = ['NET_ADMIN', 'NET_RAW', 'NET_BIND_SERVICE'];
+
+/** The model's share of a lab owner's capabilities. */
+export function modelledCaps(caps: readonly LinuxCapability[]): Capability[] {
+  return caps.filter((c): c is Capability => (MODELLED as readonly string[]).includes(c));
+}
 const NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 const DEV = /^[A-Za-z0-9_.@-]{1,15}$/;
 
@@ -240,13 +293,16 @@ class LabParser {
     return v;
   }
 
-  private caps(v: unknown, path: Path): Capability[] {
+  private caps(v: unknown, path: Path): LinuxCapability[] {
     return this.list(v, path).map((c, i) => {
       const s = this.str(c, [...path, i], undefined, 'a capability');
-      const norm = s.replace(/^CAP_/, '') as Capability;
-      if (!CAPS.includes(norm))
-        this.fail([...path, i], `unknown capability ${JSON.stringify(s)}; supported: ${CAPS.join(', ')}`);
-      return norm;
+      const norm = s.replace(/^CAP_/i, '').toUpperCase();
+      if (!(LINUX_CAPABILITIES as readonly string[]).includes(norm))
+        this.fail(
+          [...path, i],
+          `unknown capability ${JSON.stringify(s)}: expected a Linux capability name such as NET_ADMIN or CAP_SYS_ADMIN (capability(7))`,
+        );
+      return norm as LinuxCapability;
     });
   }
 

@@ -8,7 +8,7 @@ import { formatSockAddr, type SimSocket } from '../kernel/socket.js';
 import { SimErrnoError, SimConfigError } from '../kernel/errors.js';
 import { RestoreError, IpSetError } from '../kernel/netfilter/errors.js';
 import type { TraceEvent } from '../kernel/trace.js';
-import { LabError, type Lab, type LabAttempt } from './lab-file.js';
+import { LabError, modelledCaps, type Lab, type LabAttempt } from './lab-file.js';
 
 /** What one attempt came to; the same shape is produced by the real-kernel runner. */
 export interface AttemptResult {
@@ -139,7 +139,7 @@ function buildLabKernel(
   const sockets = new Map<string, SimSocket>();
   lab.sockets.forEach((s, i) =>
     at(`sockets[${i}]`, undefined, () => {
-      const sock = k.socket(s.netns, s.proto, s.family, credentials(s.uid, s.gid, s.caps), s.name);
+      const sock = k.socket(s.netns, s.proto, s.family, credentials(s.uid, s.gid, modelledCaps(s.caps)), s.name);
       if (s.mark !== undefined) k.setsockopt(sock, 'SO_MARK', s.mark);
       if (s.transparent) k.setsockopt(sock, 'IP_TRANSPARENT', true);
       if (s.reuseport) k.setsockopt(sock, 'SO_REUSEPORT', true);
@@ -158,7 +158,7 @@ export function runLab(lab: Lab, file: string, opts: LabRunOptions = {}): LabRun
 }
 
 function runAttempt(k: SimKernel, a: LabAttempt): AttemptResult {
-  const owner = credentials(a.uid, a.gid, a.caps);
+  const owner = credentials(a.uid, a.gid, modelledCaps(a.caps));
   const base = {
     name: a.name,
     acceptedBy: undefined,

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { parseLab, LabError } from '../../../sim/lab/lab-file.js';
+import { parseLab, LabError, LINUX_CAPABILITIES, modelledCaps } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
 
 const repo = path.resolve(import.meta.dirname, '..', '..', '..');
@@ -94,8 +94,8 @@ const broken: ReadonlyArray<[string, string, RegExp, number | undefined]> = [
   ['bad port', minimal('sockets:\n  - { name: s, netns: a, port: 70000 }\n'), /sockets\[0\]\.port/, 5],
   [
     'unknown capability',
-    minimal('sockets:\n  - { name: s, netns: a, port: 80, caps: [SYS_ADMIN] }\n'),
-    /unknown capability "SYS_ADMIN"/,
+    minimal('sockets:\n  - { name: s, netns: a, port: 80, caps: [NET_FOO] }\n'),
+    /unknown capability "NET_FOO": expected a Linux capability name/,
     5,
   ],
   ['bad mark', minimal('    rules:\n      - { priority: 1, fwmark: 0xzz, table: 100 }\n'), /VALUE\[\/MASK\]/, 5],
@@ -167,4 +167,16 @@ test('a semantic error in a lab file names line and column of the offending valu
   const e = labError(minimal('    colour: blue\n'));
   expect([e.line, e.column]).toEqual([4, 13]);
   expect(e.message).toMatch(/^bad\.yaml:4:13 \(namespaces\[0\]\.colour\): unknown key 'colour'/);
+});
+
+test('every Linux capability name is accepted (CAP_ prefix and case optional); the model uses only the network ones', () => {
+  const lab = parseLab(
+    minimal(
+      'sockets:\n  - { name: s, netns: a, port: 80, uid: 1000, caps: [CAP_SYS_ADMIN, net_raw, CHECKPOINT_RESTORE] }\n',
+    ),
+    'caps.yaml',
+  );
+  expect(lab.sockets[0]!.caps).toEqual(['SYS_ADMIN', 'NET_RAW', 'CHECKPOINT_RESTORE']);
+  expect(modelledCaps(lab.sockets[0]!.caps)).toEqual(['NET_RAW']);
+  expect(LINUX_CAPABILITIES).toHaveLength(41);
 });
