@@ -92,7 +92,8 @@ function routeArgs(r: LabRoute): string[] {
 }
 
 function ruleArgs(r: LabRule, verb: 'add' | 'del'): string[] {
-  const args = [`-${r.family}`, 'rule', verb, 'priority', String(r.priority)];
+  // Without a priority the kernel picks one at add, and del takes the first rule that matches the rest.
+  const args = [`-${r.family}`, 'rule', verb, ...(r.priority !== undefined ? ['priority', String(r.priority)] : [])];
   if (r.fwmark) args.push('fwmark', `0x${r.fwmark.value.toString(16)}/0x${r.fwmark.mask.toString(16)}`);
   if (r.from) args.push('from', r.from);
   if (r.to) args.push('to', r.to);

@@ -89,7 +89,8 @@ interface RouteSpec {
 
 interface RuleSpecIp {
   readonly family: Family;
-  readonly priority: number;
+  /** Absent: the kernel's automatic priority (PolicyRules.defaultPriority), as `ip rule add` without one. */
+  readonly priority?: number;
   readonly fwmark?: number;
   readonly mask?: number;
   readonly from?: string;
@@ -273,14 +274,15 @@ export class SimKernel {
 
   addRule(ns: string, spec: RuleSpecIp): void {
     const n = this.netns(ns);
-    if (!Number.isInteger(spec.priority) || spec.priority < 0 || spec.priority > 0xffffffff)
-      throw new SimConfigError(`ip rule priority ${spec.priority} out of range`);
+    const priority = spec.priority ?? n.rules.defaultPriority(spec.family);
+    if (!Number.isInteger(priority) || priority < 0 || priority > 0xffffffff)
+      throw new SimConfigError(`ip rule priority ${priority} out of range`);
     const table =
       spec.table === undefined ? TABLE_MAIN : typeof spec.table === 'number' ? spec.table : parseTableName(spec.table);
     const mask = spec.mask ?? 0xffffffff;
     n.rules.add({
       family: spec.family,
-      priority: spec.priority,
+      priority,
       fwmark: spec.fwmark === undefined ? undefined : { value: spec.fwmark >>> 0, mask: mask >>> 0 },
       from: spec.from ? parsePrefix(spec.from) : undefined,
       to: spec.to ? parsePrefix(spec.to) : undefined,

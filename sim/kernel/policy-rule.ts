@@ -90,6 +90,16 @@ export class PolicyRules {
     this.byFamily = undefined;
   }
 
+  /**
+   * The priority the kernel gives a rule added without one (fib_default_rule_pref): the second
+   * rule of the family's list, minus one — 32765 under the default rules, then 32764, ... — or 0
+   * when that rule's priority is 0 (checked on Linux 6.18).
+   */
+  defaultPriority(family: Family): number {
+    const second = this.list(family)[1];
+    return second !== undefined && second.priority > 0 ? second.priority - 1 : 0;
+  }
+
   remove(pred: (r: PolicyRule) => boolean): number {
     const before = this.rules.length;
     this.rules = this.rules.filter((r) => !pred(r));

@@ -39,7 +39,8 @@ export interface LabRoute {
 
 export interface LabRule {
   readonly family: Family;
-  readonly priority: number;
+  /** Absent: the kernel picks it (`ip rule add` without a priority; PolicyRules.defaultPriority). */
+  readonly priority: number | undefined;
   readonly fwmark: { readonly value: number; readonly mask: number } | undefined;
   readonly from: string | undefined;
   readonly to: string | undefined;
@@ -517,7 +518,10 @@ class LabParser {
             );
       return {
         family: this.family(x['family'], [...p, 'family'], 4)!,
-        priority: this.int(x['priority'], [...p, 'priority'], 0, 0xffffffff, 'a rule priority'),
+        priority:
+          x['priority'] === undefined
+            ? undefined
+            : this.int(x['priority'], [...p, 'priority'], 0, 0xffffffff, 'a rule priority'),
         fwmark: x['fwmark'] === undefined ? undefined : this.markSpec(x['fwmark'], [...p, 'fwmark']),
         from: x['from'] === undefined ? undefined : this.str(x['from'], [...p, 'from']),
         to: x['to'] === undefined ? undefined : this.str(x['to'], [...p, 'to']),

@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseLab, LabError, LINUX_CAPABILITIES, modelledCaps } from '../../../sim/lab/lab-file.js';
+import { SimKernel } from '../../../sim/kernel/kernel.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
 
 const repo = path.resolve(import.meta.dirname, '..', '..', '..');
@@ -179,4 +180,45 @@ test('every Linux capability name is accepted (CAP_ prefix and case optional); t
   expect(lab.sockets[0]!.caps).toEqual(['SYS_ADMIN', 'NET_RAW', 'CHECKPOINT_RESTORE']);
   expect(modelledCaps(lab.sockets[0]!.caps)).toEqual(['NET_RAW']);
   expect(LINUX_CAPABILITIES).toHaveLength(41);
+});
+
+test('an ip rule without a priority gets the kernel automatic one: the second rule of its family minus one, or 0', () => {
+  const rulesOf = (rules: string): string[] => {
+    const lab = parseLab(minimal(`    rules:\n${rules}`), 'rules.yaml');
+    const k = new SimKernel();
+    k.addNetns('a');
+    for (const r of lab.namespaces[0]!.rules)
+      k.addRule('a', {
+        family: r.family,
+        ...(r.priority !== undefined ? { priority: r.priority } : {}),
+        ...(r.fwmark ? { fwmark: r.fwmark.value, mask: r.fwmark.mask } : {}),
+        ...(r.table !== undefined ? { table: r.table } : {}),
+      });
+    return k
+      .netns('a')
+      .rules.list(4)
+      .map((r) => `${r.priority} ${r.fwmark?.value ?? '-'}`);
+  };
+  // As `ip rule` printed them on Linux 6.18 after the same adds.
+  expect(rulesOf('      - { fwmark: 1, table: 100 }\n      - { fwmark: 2, table: 101 }\n')).toEqual([
+    '0 -',
+    '32764 2',
+    '32765 1',
+    '32766 -',
+    '32767 -',
+  ]);
+  expect(rulesOf('      - { priority: 100, fwmark: 3, table: 102 }\n      - { fwmark: 4, table: 103 }\n')).toEqual([
+    '0 -',
+    '99 4',
+    '100 3',
+    '32766 -',
+    '32767 -',
+  ]);
+  expect(rulesOf('      - { priority: 0, fwmark: 9, table: 109 }\n      - { fwmark: 4, table: 103 }\n')).toEqual([
+    '0 -',
+    '0 9',
+    '0 4',
+    '32766 -',
+    '32767 -',
+  ]);
 });
