@@ -121,7 +121,7 @@ export interface HeldSendOutcome {
 }
 
 /** Close a held connection (value: whether one was held by that tag). */
-export interface HeldCloseRequest {
+interface HeldCloseRequest {
   readonly op: 'held-close';
   readonly tag: string;
 }

@@ -242,3 +242,34 @@ export function explainKnown(
   }
   return undefined;
 }
+
+/** A difference, with the known divergence that explains it (absent: unexplained). */
+export type ClassifiedDifference = Difference & { readonly known?: string };
+
+/**
+ * Every difference of a lab run, each with the known divergence that explains it, if any; what
+ * `trace --kernel` reports (it fails only on an unexplained one) and the differential property
+ * counts as known hits.
+ */
+export function classifyDifferences(
+  lab: Lab,
+  diffs: readonly Difference[],
+  sim: readonly AttemptResult[],
+  kernel: readonly AttemptResult[],
+): { readonly differences: readonly ClassifiedDifference[]; readonly unexplained: readonly Difference[] } {
+  const differences = diffs.map((d): ClassifiedDifference => {
+    const known = explainKnown(lab, d, sim, kernel);
+    return known === undefined ? d : { ...d, known };
+  });
+  return { differences, unexplained: differences.filter((d) => d.known === undefined) };
+}
+
+/** The text `trace --kernel` prints for the differences explained by known divergences (empty when none). */
+export function formatKnownDifferences(differences: readonly ClassifiedDifference[]): string {
+  const known = differences.filter((d) => d.known !== undefined);
+  if (known.length === 0) return '';
+  return [
+    `${known.length} difference(s) explained by known divergences of the model (docs/lab-file.md, "Known divergences"):`,
+    ...known.map((d) => `   ${d.known}: ${d.attempt} ${d.field}: sim ${d.sim ?? '-'} / kernel ${d.kernel ?? '-'}`),
+  ].join('\n');
+}

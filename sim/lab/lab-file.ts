@@ -165,7 +165,7 @@ export const LINUX_CAPABILITIES = [
   'BPF',
   'CHECKPOINT_RESTORE',
 ] as const;
-export type LinuxCapability = (typeof LINUX_CAPABILITIES)[number];
+type LinuxCapability = (typeof LINUX_CAPABILITIES)[number];
 
 /** The capabilities the kernel model checks; a lab's other ones reach the real kernel only (docs/lab-file.md). */
 const MODELLED: readonly Capability[] = ['NET_ADMIN', 'NET_RAW', 'NET_BIND_SERVICE'];

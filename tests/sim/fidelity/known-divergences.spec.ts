@@ -7,7 +7,12 @@ import { readFileSync } from 'node:fs';
 import { test, expect } from '@playwright/test';
 import { parseLab } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
-import { explainKnown } from '../../../scenarios/fidelity/known-divergences.js';
+import {
+  classifyDifferences,
+  explainKnown,
+  formatKnownDifferences,
+  KNOWN_DIVERGENCES,
+} from '../../../scenarios/fidelity/known-divergences.js';
 
 const FILE = 'fixtures/fidelity/v6-nd-user-chain-seed-20260101.yaml';
 
@@ -27,4 +32,25 @@ test('a DROP in a user chain jumped from INPUT is an ND divergence; the same rul
   const unhooked = text.replace(/^(\s*)-A INPUT -j U_INPUT\n/m, '');
   expect(unhooked).not.toBe(text);
   expect(check(unhooked.replace(/^(\s*)-A INPUT -p tcp .*-j DROP\n/m, ''))).toBeUndefined();
+});
+
+test('classifyDifferences names the divergence of each difference it explains and keeps the rest unexplained; docs list every divergence', () => {
+  const lab = parseLab(readFileSync(FILE, 'utf8'), FILE);
+  const sim = runLab(lab, 'nd', { trace: false }).results;
+  // a0 timed out on "Linux" (ND); a1 was established there, seeing another source: nothing explains that.
+  const kernel = sim.map((r) =>
+    r.name === 'a0-client-tcp-server-out'
+      ? { ...r, outcome: 'timeout', acceptedBy: undefined }
+      : { ...r, outcome: 'established', sourceSeen: 'x' },
+  );
+  const nd = { attempt: 'a0-client-tcp-server-out', field: 'outcome' as const, sim: 'refused', kernel: 'timeout' };
+  const odd = { attempt: 'a1-client-tcp-server-app', field: 'sourceSeen' as const, sim: undefined, kernel: 'x' };
+  const r = classifyDifferences(lab, [nd, odd], sim, kernel);
+  expect(r.differences).toEqual([{ ...nd, known: 'ipv6-neighbour-discovery-not-simulated' }, odd]);
+  expect(r.unexplained).toEqual([odd]);
+  expect(formatKnownDifferences(r.differences)).toContain(
+    'ipv6-neighbour-discovery-not-simulated: a0-client-tcp-server-out outcome: sim refused / kernel timeout',
+  );
+  const docs = readFileSync('docs/lab-file.md', 'utf8');
+  for (const k of KNOWN_DIVERGENCES) expect(docs, k.name).toContain(`| \`${k.name}\` |`);
 });

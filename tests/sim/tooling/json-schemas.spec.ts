@@ -189,6 +189,18 @@ test('check --json: a matching run, a differing run with a counterexample, and i
   }
 });
 
+test('trace --json --no-packets leaves the packet traces out, and still validates', async () => {
+  const lab = path.join(REPO, 'fixtures', 'labs', 'inpod.yaml');
+  const full = JSON.parse((await runCli(['trace', lab, '--json'])).stdout) as { attempts: Record<string, unknown>[] };
+  const r = await runCli(['trace', lab, '--json', '--no-packets']);
+  expect(r.code, r.stderr).toBe(0);
+  const doc = JSON.parse(r.stdout) as { attempts: Record<string, unknown>[] };
+  expect(doc.attempts.map((a) => 'trace' in a)).toEqual(doc.attempts.map(() => false));
+  // Everything else is as with the traces.
+  expect(doc.attempts).toEqual(full.attempts.map(({ trace, ...rest }) => (void trace, rest)));
+  expectValid('trace-report', doc);
+});
+
 test('trace --json carries its format tag and validates; broken copies do not', async () => {
   const lab = path.join(REPO, 'fixtures', 'labs', 'inpod.yaml');
   const r = await runCli(['trace', lab, '--json']);
