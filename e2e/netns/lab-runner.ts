@@ -445,6 +445,7 @@ export class KernelLab {
       sourcePort: a.sourcePort,
       timeoutMs: this.connectTimeoutMs,
       holdData: a.proto === 'tcp',
+      onSockoptError: a.onSockoptError,
     })) as ConnectOutcome;
     const why = (o: ConnectOutcome): string => `${o.call ?? 'connect'}: ${o.code ?? ''} ${o.message ?? ''}`.trim();
     if (a.proto === 'tcp') {

@@ -215,9 +215,30 @@ async function attempt(r: ConnectRequest): Promise<ConnectOutcome> {
   const family = familyOf(r.address);
   let raw: RawSocket;
   try {
-    raw = openConfigured(family, r.proto === 'tcp' ? 'stream' : 'dgram', r);
+    const ignore = r.onSockoptError === 'continue';
+    // With on_sockopt_error continue, an option the kernel refuses is left unset, as by a program
+    // that ignores the error; IP_FREEBIND (which needs nothing) then follows only a transparent socket.
+    raw = openConfigured(
+      family,
+      r.proto === 'tcp' ? 'stream' : 'dgram',
+      ignore ? { mark: undefined, transparent: false } : r,
+    );
+    let transparent = r.transparent && !ignore;
+    if (ignore) {
+      const tryOption = (name: Parameters<RawSocket['setOption']>[0], value: number): boolean => {
+        try {
+          raw.setOption(name, value);
+          return true;
+        } catch (e) {
+          if (e instanceof NativeSocketError) return false;
+          throw e;
+        }
+      };
+      if (r.mark !== undefined) tryOption('SO_MARK', r.mark);
+      if (r.transparent) transparent = tryOption(family === 4 ? 'IP_TRANSPARENT' : 'IPV6_TRANSPARENT', 1);
+    }
     if (r.source !== undefined || r.sourcePort !== undefined || r.proto === 'udp') {
-      if (r.transparent) raw.setOption(family === 4 ? 'IP_FREEBIND' : 'IPV6_FREEBIND', 1);
+      if (transparent) raw.setOption(family === 4 ? 'IP_FREEBIND' : 'IPV6_FREEBIND', 1);
       try {
         raw.bind(r.source ?? (family === 4 ? '0.0.0.0' : '::'), r.sourcePort ?? 0);
       } catch (e) {

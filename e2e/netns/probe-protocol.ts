@@ -44,6 +44,8 @@ export interface ConnectRequest {
    * of the two comes first depends on process scheduling.
    */
   readonly holdData?: boolean;
+  /** `continue`: a socket option the kernel refuses is left unset and the attempt goes on (lab on_sockopt_error). */
+  readonly onSockoptError?: 'fail' | 'continue';
 }
 
 /**

@@ -575,6 +575,7 @@ export function renderCase(spec: CaseSpec, base: number): Lab {
     transparent: a.source !== undefined && a.owner.caps.includes('NET_ADMIN'),
     payload: 'hello',
     raw: undefined,
+    onSockoptError: 'fail',
   }));
   return { kernel: topo.kernel, namespaces, veths: topo.veths, sockets, attempts };
 }

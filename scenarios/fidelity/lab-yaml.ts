@@ -86,6 +86,7 @@ export function labToYaml(lab: Lab, comment?: string): string {
         source_port: a.sourcePort,
         transparent: a.transparent,
         payload: a.payload === 'hello' ? undefined : a.payload,
+        on_sockopt_error: a.onSockoptError === 'fail' ? undefined : a.onSockoptError,
       }),
     ),
   };

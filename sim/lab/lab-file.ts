@@ -94,6 +94,12 @@ export interface LabAttempt extends LabOwner {
   readonly sourcePort: number | undefined;
   readonly transparent: boolean;
   readonly payload: string;
+  /**
+   * A failed setsockopt (SO_MARK, IP_TRANSPARENT without the capability): `fail` ends the attempt
+   * with that error (the default); `continue` goes on without the option, as a program that
+   * ignores the error would.
+   */
+  readonly onSockoptError: 'fail' | 'continue';
   /** AF_PACKET injection of a single segment/datagram out of this device (skips local netfilter). */
   readonly raw: { readonly dev: string; readonly nextHop: string | undefined } | undefined;
 }
@@ -400,6 +406,7 @@ class LabParser {
         'transparent',
         'payload',
         'raw',
+        'on_sockopt_error',
       ]);
       let raw: LabAttempt['raw'];
       if (o['raw'] !== undefined) {
@@ -427,6 +434,11 @@ class LabParser {
         transparent: this.bool(o['transparent'], [...p, 'transparent'], false),
         payload: o['payload'] === undefined ? 'hello' : this.str(o['payload'], [...p, 'payload']),
         raw,
+        onSockoptError: (o['on_sockopt_error'] === undefined
+          ? 'fail'
+          : this.str(o['on_sockopt_error'], [...p, 'on_sockopt_error'], /^(fail|continue)$/, 'fail or continue')) as
+          | 'fail'
+          | 'continue',
       };
     });
     return { kernel, namespaces, veths, sockets, attempts };

@@ -181,8 +181,16 @@ function runAttempt(k: SimKernel, a: LabAttempt): AttemptResult {
     }
     const family = a.address.includes(':') ? 6 : 4;
     const s = k.socket(a.netns, a.proto, family, owner, a.name);
-    if (a.mark !== undefined) k.setsockopt(s, 'SO_MARK', a.mark);
-    if (a.transparent) k.setsockopt(s, 'IP_TRANSPARENT', true);
+    const setopt = (set: () => void): void => {
+      try {
+        set();
+      } catch (e) {
+        // on_sockopt_error: continue — the program ignores the error and goes on without the option.
+        if (!(e instanceof SimErrnoError && a.onSockoptError === 'continue')) throw e;
+      }
+    };
+    if (a.mark !== undefined) setopt(() => k.setsockopt(s, 'SO_MARK', a.mark!));
+    if (a.transparent) setopt(() => k.setsockopt(s, 'IP_TRANSPARENT', true));
     if (a.source !== undefined || a.sourcePort !== undefined)
       k.bind(s, a.source ?? (family === 4 ? '0.0.0.0' : '::'), a.sourcePort ?? 0);
     if (a.proto === 'udp') {

@@ -30,6 +30,24 @@ test('the in-pod example lab gives the same results on the kernel as in the sim'
   expect(kernel.find((r) => r.name === 'app-mark-spoof')?.outcome).toBe('error EPERM');
 });
 
+test('on_sockopt_error continue: the refused SO_MARK is left unset and the attempt goes on — captured, on the kernel as in the sim', async () => {
+  const text = readFileSync('fixtures/labs/inpod.yaml', 'utf8').replace(
+    '{ name: app-mark-spoof, netns: pod-a, address: 10.244.1.6, port: 8080, uid: 1000, mark: 0x539 }',
+    '{ name: app-mark-spoof, netns: pod-a, address: 10.244.1.6, port: 8080, uid: 1000, mark: 0x539, on_sockopt_error: continue }',
+  );
+  const lab = parseLab(text, 'inpod-continue.yaml');
+  expect(lab.attempts.find((a) => a.name === 'app-mark-spoof')?.onSockoptError).toBe('continue');
+  const sim = runLab(lab, 'inpod-continue.yaml', { trace: false }).results;
+  const kernel = await runLabOnKernel(lab);
+  const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
+  expect(compareResults(sim, kernel, udp)).toEqual([]);
+  // Without the mark the app's connection is redirected to the proxy like any other.
+  expect(kernel.find((r) => r.name === 'app-mark-spoof')).toMatchObject({
+    outcome: 'established',
+    acceptedBy: 'proxy-outbound',
+  });
+});
+
 test('a kernel lab removes its namespaces and stops its probes, also when a case fails to configure', async () => {
   const lab = parseLab(readFileSync('fixtures/labs/inpod.yaml', 'utf8'), 'inpod.yaml');
   const k = await KernelLab.create(lab);

@@ -222,3 +222,17 @@ test('an ip rule without a priority gets the kernel automatic one: the second ru
     '32767 -',
   ]);
 });
+
+test('on_sockopt_error: fail (default) ends the attempt with the errno; continue goes on without the option; anything else is refused', () => {
+  const lab = (extra: string) =>
+    parseLab(example.replace('uid: 1000, mark: 0x539 }', `uid: 1000, mark: 0x539${extra} }`), 'inpod.yaml');
+  const outcome = (l: ReturnType<typeof lab>) =>
+    runLab(l, 'inpod.yaml', { trace: false }).results.find((r) => r.name === 'app-mark-spoof');
+  expect(outcome(lab(''))?.outcome).toBe('error EPERM');
+  expect(outcome(lab(', on_sockopt_error: fail'))?.outcome).toBe('error EPERM');
+  expect(outcome(lab(', on_sockopt_error: continue'))).toMatchObject({
+    outcome: 'established',
+    acceptedBy: 'proxy-outbound',
+  });
+  expect(() => lab(', on_sockopt_error: ignore')).toThrow(/on_sockopt_error.*fail or continue/);
+});
