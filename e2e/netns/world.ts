@@ -707,11 +707,19 @@ export class NetnsWorld implements World {
       send: async () => {
         const line = `${tag}-${++sends}`;
         const r = (await probe.request({ op: 'held-send', tag, line, timeoutMs: HELD_ANSWER_MS })) as HeldSendOutcome;
-        const app = appSaw('data', line);
-        if (r.result === 'ack' && !app)
-          throw new Error(
-            `observing held connection ${tag}: the peer echoed ${line} but no app reported it (${r.detail}); the app's report channel lost a record`,
-          );
+        let app = appSaw('data', line);
+        // The echo and the app's report travel on different channels: after an echo the report is
+        // written (the app reports first) and on its way. Without an echo the line got no answer
+        // before a reset, an end or the timeout: an app that took it would have answered.
+        const start = Date.now();
+        while (r.result === 'ack' && !app) {
+          if (Date.now() - start >= ATTEMPT_BOUND_MS)
+            throw new Error(
+              `observing held connection ${tag}: the peer echoed ${line} but no app reported it within ${ATTEMPT_BOUND_MS} ms (${r.detail}); the app's report channel lost a record`,
+            );
+          await sleep(ATTEMPT_POLL_MS);
+          app = appSaw('data', line);
+        }
         const how = `${r.result}${r.code ? ` ${r.code}` : ''}: ${r.detail}`;
         return app
           ? { delivered: true, detail: `delivered to ${podKey(app)} (${how})` }
