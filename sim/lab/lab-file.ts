@@ -437,8 +437,7 @@ class LabParser {
         onSockoptError: (o['on_sockopt_error'] === undefined
           ? 'fail'
           : this.str(o['on_sockopt_error'], [...p, 'on_sockopt_error'], /^(fail|continue)$/, 'fail or continue')) as
-          | 'fail'
-          | 'continue',
+          'fail' | 'continue',
       };
     });
     return { kernel, namespaces, veths, sockets, attempts };
