@@ -25,7 +25,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomInt } from 'node:crypto';
-import { execFile } from 'node:child_process';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import type { ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import { parseConnectionLog } from '../../impl/ztunnel/connection-log.js';
@@ -57,7 +56,7 @@ import { setprivArgs } from './processes.js';
 import { insertedRuleText } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
-import { CommandError, ipIn } from './ip.js';
+import { CommandError, execIn, ipIn } from './ip.js';
 import { observe, observeIn, observeInOutput, parseConntrackList } from './observe.js';
 import { missingTools, missingToolsReason } from './required-tools.js';
 import { reapProcessRuns } from './leftovers.js';
@@ -613,27 +612,17 @@ export class NetnsWorld implements World {
   async zdsClient(node: string, uid: number): Promise<ZdsClientAttempt> {
     const n = this.lab.node(node);
     const socket = path.join(this.lab.nodeDir(node), 'zds.sock');
-    const argv = [
-      'nsenter',
-      `--net=/run/netns/${n.netns}`,
-      ...setprivArgs({ uid, gid: uid, caps: [] }),
-      process.execPath,
-      '-e',
-      zdsRogueScript(socket, repoRoot()),
-    ];
-    const { stdout, stderr, code } = await new Promise<{ stdout: string; stderr: string; code: number | null }>(
-      (resolve, reject) => {
-        execFile(argv[0]!, argv.slice(1), { timeout: 30_000 }, (err, out, errOut) => {
-          if (err && typeof err.code !== 'number')
-            reject(new Error(`the rogue ZDS client on ${node} could not run: ${err.message}`, { cause: err }));
-          else resolve({ stdout: String(out), stderr: String(errOut), code: err ? Number(err.code) : 0 });
-        });
-      },
-    );
-    if (code !== 0)
-      throw new Error(
-        `the rogue ZDS client on ${node} (uid ${uid}) failed (exit ${code}): ${stderr.trim() || stdout.trim()}`,
-      );
+    let stdout: string;
+    try {
+      stdout = await execIn(n.netns, [
+        ...setprivArgs({ uid, gid: uid, caps: [] }),
+        process.execPath,
+        '-e',
+        zdsRogueScript(socket, repoRoot()),
+      ]);
+    } catch (e) {
+      throw new Error(`the rogue ZDS client on ${node} (uid ${uid}) failed: ${(e as Error).message}`, { cause: e });
+    }
     const attempt = parseZdsRogueOutput(stdout);
     // The script's own failure (a module it could not load) says nothing about the agent.
     if (attempt.detail.startsWith('rogue client failed'))
