@@ -344,6 +344,16 @@ async function stopPid(p: LabPid | undefined, graceMs = 3000, signal: NodeJS.Sig
   }
 }
 
+/**
+ * Like Promise.all, but settles only once every promise has (so nothing still runs when the
+ * caller cleans up after a failure), then throws the first failure.
+ */
+async function allOrFirstError(ps: readonly Promise<void>[]): Promise<void> {
+  const rs = await Promise.allSettled(ps);
+  const failed = rs.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
 async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
@@ -511,9 +521,11 @@ export class NetnsLab {
         fs.chmodSync(dir, 0o775);
         // A backend's nodes run the manifests' install-cni, which chains the plugin itself.
         if (!lab.backend) lab.writeNodeCni(n.name);
-        await lab.startComponent('agent', n.name);
       }
-      for (const n of state.nodes) await lab.startComponent('proxy', n.name);
+      // Nodes are independent: their agents start together, then their proxies (each proxy
+      // connects to its node's agent). A failure is the first one's; the rest are cleaned up below.
+      await allOrFirstError(state.nodes.map((n) => lab!.startComponent('agent', n.name)));
+      await allOrFirstError(state.nodes.map((n) => lab!.startComponent('proxy', n.name)));
       return lab;
     } catch (e) {
       return rethrowAfterCleanup(
@@ -861,6 +873,17 @@ export class NetnsLab {
     } catch (e) {
       return { running: true, ready: false, detail: e instanceof Error ? e.message : String(e), status: undefined };
     }
+  }
+
+  /**
+   * Ask the agent on `node` for a repair pass now (POST /repair on its status socket, which only
+   * that socket serves); resolves when the pass has finished. Throws what failed (not running,
+   * no answer, an error status).
+   */
+  async agentRepairNow(node: string): Promise<void> {
+    if (!this.running('agent', node)) throw new Error(`the agent on ${node} is not running`);
+    const { request } = await import('./world-api-client.js');
+    await request(path.join(this.nodeDir(node), 'agent-status.sock'), 'POST', '/repair');
   }
 
   // ------------------------------------------------------------------ CNI

@@ -29,6 +29,10 @@
  * is not pending by itself: `pending` annotation, fail closed, is a legitimate steady state — the
  * retry rule above only makes sure a retry ran after the last change.
  *
+ * A round that finds nothing pending but a repair pass owed asks those agents for one at once
+ * (POST /repair on the status socket: a pass that begins then is one begun after the change)
+ * instead of waiting out their repair interval.
+ *
  * The bound. A system that does not converge within `boundMs` is a finding about the system,
  * not a harness error: settle() returns (saying what was still pending, on stderr and in
  * NetnsWorld.lastSettle) and the properties judge the state the world is in — e.g. a pod that
@@ -338,11 +342,15 @@ export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Prom
     if (mark === undefined || mark.digest !== o.digest)
       mark = { digest: o.digest, agents: o.agents, sandboxes: o.sandboxes };
     const waiting = [...o.pending, ...o.unreadable];
+    /** Nodes whose agent owes a repair pass begun after the change. */
+    const owing: string[] = [];
     for (const [node, a] of o.agents) {
       const then = mark.agents.get(node);
       // A pass that began after the change, finished.
-      if (a.repairs.completed <= (then?.repairs.started ?? a.repairs.started))
+      if (a.repairs.completed <= (then?.repairs.started ?? a.repairs.started)) {
+        owing.push(node);
         waiting.push(`agent on ${node}: no repair pass begun since the last change has finished`);
+      }
       for (const [key, failures] of a.retrying) {
         if (failures <= (then?.retrying.get(key) ?? failures))
           waiting.push(`agent on ${node}: ${key} has not been retried since the last change`);
@@ -369,6 +377,14 @@ export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Prom
         waitedMs: Date.now() - start,
         pending: [...waiting, ...failedSandboxes, ...recentWarnings(lab)],
       };
+    }
+    // Nothing else pending: instead of waiting out the repair interval, ask each agent still
+    // owing a pass begun after the change for one now (POST /repair), and look again at once.
+    if (o.pending.length === 0 && o.unreadable.length === 0 && owing.length > 0) {
+      const asked = await Promise.allSettled(owing.map((node) => lab.agentRepairNow(node)));
+      // A refused request (the agent stopping, say) only means no shortcut: the next round reads
+      // what happened, and the bound reports a pass that never came.
+      if (asked.every((r) => r.status === 'fulfilled')) continue;
     }
     await sleep(opts.pollMs);
   }

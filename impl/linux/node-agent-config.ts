@@ -20,7 +20,7 @@
  *                                      0600, or 0660 when a group is given; a non-root proxy's
  *                                      group with the agent in it needs no CAP_CHOWN)
  *   --pod-uid-sources cgroup[,environ] (how pods' processes are recognised; see netns-finder-proc.ts)
- *   --status-socket PATH              (the same endpoints on a Unix socket)
+ *   --status-socket PATH              (the same endpoints on a Unix socket, and POST /repair)
  *   --cni-bin-dir PATH --cni-conf-dir PATH (the node's CNI dirs, read-only: ready only while the plugin is
  *                                      installed there and chained into the conflist the runtime uses,
  *                                      as upstream's readiness; unset: no such condition)

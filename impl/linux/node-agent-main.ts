@@ -66,7 +66,14 @@ runComponent('ambient-lab-agent', async () => {
   };
   const health = await serveHealth(s.healthHost, s.healthPort, healthSource);
   // The same endpoints on a Unix socket, for a harness outside the node's network namespace.
-  const statusServer = s.statusSocket ? await serveHealth(s.statusSocket, 0, healthSource) : undefined;
+  const statusServer = s.statusSocket
+    ? await serveHealth(s.statusSocket, 0, healthSource, {
+        repair: async () => {
+          await agent.repair();
+          return agent.progress().repairs;
+        },
+      })
+    : undefined;
   await agent.start();
   log.info('agent ready', {
     node: config.nodeName,

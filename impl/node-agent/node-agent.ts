@@ -194,6 +194,8 @@ export class NodeAgent {
   private stopped = false;
   /** Repair passes begun and finished (status: a harness waits for a whole pass after a change). */
   private readonly repairPasses = { started: 0, completed: 0 };
+  /** The last repair pass asked for: the next one starts after it (repair()). */
+  private repairTail: Promise<void> = Promise.resolve();
   /** The probe-set sync in progress (one at a time). */
   private probeSync: Promise<void> | undefined;
   private readonly m;
@@ -1061,14 +1063,27 @@ export class NodeAgent {
     });
   }
 
-  /** Verify every mesh pod still has its namespace, its rules and its proxy; queue what drifted. */
-  async repair(): Promise<void> {
-    this.repairPasses.started++;
-    try {
-      await this.repairPass();
-    } finally {
-      this.repairPasses.completed++;
-    }
+  /**
+   * Verify every mesh pod still has its namespace, its rules and its proxy; queue what drifted.
+   * One pass at a time: a pass asked for while another runs (the timer's, or an operator's through
+   * the status socket) starts after it, since the running one may have read before the change the
+   * caller wants checked. Resolves when this pass has finished.
+   */
+  repair(): Promise<void> {
+    const pass = this.repairTail.then(async () => {
+      this.repairPasses.started++;
+      try {
+        await this.repairPass();
+      } finally {
+        this.repairPasses.completed++;
+      }
+    });
+    // The tail only orders passes; this pass's own outcome goes to its caller through `pass`.
+    this.repairTail = pass.then(
+      () => undefined,
+      () => undefined,
+    );
+    return pass;
   }
 
   private async repairPass(): Promise<void> {

@@ -54,3 +54,28 @@ test('progress: idle queue and current caches when enrolled; a retrying key whos
   await w.run(6000);
   expect(agent.progress().queue).toEqual({ inFlight: 0, retrying: [] });
 });
+
+test('repair passes run one at a time: a pass asked for while another runs begins after it has finished', async () => {
+  const w = new AgentWorld();
+  await w.namespace('shop', AMBIENT);
+  const agent = await w.startAgent();
+  w.startProxy();
+  await w.run(100);
+  await w.pod('shop', 'web');
+  await w.run(100);
+  // Each pass reads the enrolled pod's rules once: what the counts are at that moment says
+  // whether another pass was running beside it.
+  const seen: { started: number; completed: number }[] = [];
+  const read = w.rules.read.bind(w.rules);
+  w.rules.read = (netns) => {
+    seen.push(agent.progress().repairs);
+    return read(netns);
+  };
+  const before = agent.progress().repairs;
+  await Promise.all([agent.repair(), agent.repair()]);
+  expect(seen).toEqual([
+    { started: before.started + 1, completed: before.completed },
+    { started: before.started + 2, completed: before.completed + 1 },
+  ]);
+  expect(agent.progress().repairs).toEqual({ started: before.started + 2, completed: before.completed + 2 });
+});
