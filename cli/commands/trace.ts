@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
 import { EXIT_DIFFERS, HarnessError, UsageError } from '../errors.js';
 import { LabError, parseLab, type Lab } from '../../sim/lab/lab-file.js';
-import { runLab, type AttemptResult, type LabRun } from '../../sim/lab/run-lab.js';
+import { runLab, type AttemptResult, type LabRun, type ListenerResult } from '../../sim/lab/run-lab.js';
 import { renderTrace } from '../../sim/kernel/trace.js';
 
 function formatAttempt(r: AttemptResult, withTrace: boolean): string {
@@ -23,6 +23,27 @@ function formatAttempt(r: AttemptResult, withTrace: boolean): string {
     for (const l of renderTrace(r.trace).split('\n')) lines.push(`     ${l}`);
   }
   return lines.join('\n');
+}
+
+/** Every lab socket's outcome, one line each; one whose outcome is not its `expect` says so. */
+function formatListeners(ls: readonly ListenerResult[]): string {
+  if (ls.length === 0) return '';
+  const width = Math.max(...ls.map((l) => l.name.length));
+  const lines = ls.map((l) => {
+    const note =
+      l.outcome === l.expected
+        ? l.expected === 'listening'
+          ? ''
+          : ' (as expected)'
+        : ` — NOT AS EXPECTED: expect ${l.expected}`;
+    return `   ${l.name.padEnd(width)}  ${l.outcome}${note}${l.detail ? `: ${l.detail}` : ''}`;
+  });
+  return `== listeners\n${lines.join('\n')}\n\n`;
+}
+
+/** Listeners whose outcome is not what their `expect` says (exit 1). */
+function unexpectedListeners(ls: readonly ListenerResult[]): ListenerResult[] {
+  return ls.filter((l) => l.outcome !== l.expected);
 }
 
 /** The `format` tag of `trace --json` (schema: docs/schemas/trace-report.schema.json). */
@@ -81,8 +102,8 @@ export const traceCommand: CliCommand = {
         [
           '',
           'Exit codes:',
-          '  0  the lab ran (with --kernel: the kernel agreed with the simulation, or every difference is a known divergence)',
-          '  1  with --kernel: the kernel and the simulation differ beyond the known divergences (docs/lab-file.md)',
+          '  0  the lab ran, every listener as its `expect` says (with --kernel: the kernel agreed with the simulation, or every difference is a known divergence)',
+          "  1  a listener's outcome is not its `expect`; with --kernel: the kernel and the simulation differ beyond the known divergences (docs/lab-file.md)",
           '  2  usage error: bad flag, unreadable lab file, or an error in it (with its line and column)',
           '  3  harness error: --kernel without root, or the kernel lab could not be built',
         ].join('\n'),
@@ -105,16 +126,17 @@ export const traceCommand: CliCommand = {
           (await import('../../e2e/netns/required-tools.js')).requireTools('trace --kernel');
           // Loaded only when asked: the real-kernel world is not needed for simulation.
           const { runLabOnKernel } = await import('../../e2e/netns/lab-runner.js');
-          const { compareResults, formatDifferences } = await import('../../scenarios/fidelity/compare.js');
+          const { compareListeners, compareResults, formatDifferences } =
+            await import('../../scenarios/fidelity/compare.js');
           const { classifyDifferences, formatKnownDifferences } =
             await import('../../scenarios/fidelity/known-divergences.js');
-          const kernelResults = await runLabOnKernel(lab);
+          const kernelRun = await runLabOnKernel(lab);
           const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
           const names = new Set(results.map((r) => r.name));
-          const kr = kernelResults.filter((r) => names.has(r.name));
+          const kr = kernelRun.results.filter((r) => names.has(r.name));
           const { differences: diffs, unexplained } = classifyDifferences(
             lab,
-            compareResults(results, kr, udp),
+            [...compareListeners(run.listeners, kernelRun.listeners), ...compareResults(results, kr, udp)],
             results,
             kr,
           );
@@ -126,6 +148,8 @@ export const traceCommand: CliCommand = {
                   lab: labfile,
                   world: 'sim+kernel',
                   kernel: lab.kernel,
+                  listeners: run.listeners,
+                  kernelListeners: kernelRun.listeners,
                   attempts: withPackets(results, opts.packets),
                   kernelAttempts: withPackets(kr, opts.packets),
                   differences: diffs,
@@ -135,15 +159,17 @@ export const traceCommand: CliCommand = {
               ) + '\n',
             );
           } else {
+            process.stdout.write(formatListeners(run.listeners));
             process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n\n');
             process.stdout.write(formatDifferences(unexplained, results, kr) + '\n');
             const known = formatKnownDifferences(diffs);
             if (known !== '') process.stdout.write(known + '\n');
           }
           // A difference a documented divergence explains is the model's known limit, not a failure.
-          if (unexplained.length > 0) process.exitCode = EXIT_DIFFERS;
+          if (unexplained.length > 0 || unexpectedListeners(run.listeners).length > 0) process.exitCode = EXIT_DIFFERS;
           return;
         }
+        if (unexpectedListeners(run.listeners).length > 0) process.exitCode = EXIT_DIFFERS;
         if (opts.json) {
           process.stdout.write(
             JSON.stringify(
@@ -152,6 +178,7 @@ export const traceCommand: CliCommand = {
                 lab: labfile,
                 world: 'sim',
                 kernel: lab.kernel,
+                listeners: run.listeners,
                 attempts: withPackets(results, opts.packets),
               },
               null,
@@ -160,6 +187,7 @@ export const traceCommand: CliCommand = {
           );
           return;
         }
+        process.stdout.write(formatListeners(run.listeners));
         process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n');
       });
   },

@@ -3,7 +3,7 @@
  * one KernelLab built on the fixed topology, replaying case after case.
  */
 import type { Lab } from '../../sim/lab/lab-file.js';
-import type { AttemptResult } from '../../sim/lab/run-lab.js';
+import type { LabResults } from '../../sim/lab/run-lab.js';
 import { KernelLab, type KernelLabOptions } from './lab-runner.js';
 import { newRunPrefix } from './netns-run.js';
 
@@ -14,9 +14,9 @@ class KernelLane {
     return new KernelLane(await KernelLab.create(topology, opts));
   }
 
-  async run(lab: Lab): Promise<AttemptResult[]> {
-    await this.lab.configure(lab);
-    return this.lab.runAttempts(lab.attempts);
+  async run(lab: Lab): Promise<LabResults> {
+    const listeners = await this.lab.configure(lab);
+    return { listeners, results: await this.lab.runAttempts(lab.attempts) };
   }
 }
 

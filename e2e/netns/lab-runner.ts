@@ -12,7 +12,7 @@
  * root probe running inside the namespace); nothing touches the root network namespace.
  */
 import type { Lab, LabAttempt, LabNetns, LabRoute, LabRule } from '../../sim/lab/lab-file.js';
-import type { AttemptResult } from '../../sim/lab/run-lab.js';
+import type { AttemptResult, LabResults, ListenerResult } from '../../sim/lab/run-lab.js';
 import { ipIn } from './ip.js';
 import { NetnsRun } from './netns-run.js';
 import { ProbeError, ProbePool, ROOT_ADMIN, type Probe } from './probe.js';
@@ -291,7 +291,7 @@ export class KernelLab {
    * Make the case's rules, routes, ipsets and listeners current: removes what the previous case
    * added, then applies `lab` (whose namespaces and devices must be the topology's).
    */
-  async configure(lab: Lab): Promise<void> {
+  async configure(lab: Lab): Promise<ListenerResult[]> {
     await this.pool.closeListeners();
     const next = new Map<
       string,
@@ -319,6 +319,7 @@ export class KernelLab {
       }
     }
     this.added = next;
+    const listeners: ListenerResult[] = [];
     for (const s of lab.sockets) {
       const probe = await this.pool.get(this.real(s.netns), s);
       try {
@@ -333,13 +334,21 @@ export class KernelLab {
           transparent: s.transparent,
           reuseport: s.reuseport,
         });
+        listeners.push({ name: s.name, outcome: 'listening', expected: s.expect, detail: '' });
       } catch (e) {
+        // Expected to fail (`expect: ERRNO`): the kernel's errno, whichever it is, and the lab goes
+        // on. A probe that failed for another reason (it died) is never an outcome.
+        if (s.expect !== 'listening' && e instanceof ProbeError) {
+          listeners.push({ name: s.name, outcome: e.code, expected: s.expect, detail: e.message });
+          continue;
+        }
         throw new Error(
           `socket ${s.name} in ${s.netns} (${s.proto} ${s.address}:${s.port}, uid ${s.uid}): ${(e as Error).message}`,
           { cause: e },
         );
       }
     }
+    return listeners;
   }
 
   private async configureNetns(
@@ -524,19 +533,19 @@ export class KernelLab {
 }
 
 /** Run `lab` once on the real kernel (root only); everything is removed afterwards, also on failure. */
-export async function runLabOnKernel(lab: Lab, opts: KernelLabOptions = {}): Promise<AttemptResult[]> {
+export async function runLabOnKernel(lab: Lab, opts: KernelLabOptions = {}): Promise<LabResults> {
   if (process.getuid?.() !== 0)
     throw new Error('running a lab on the real kernel needs root (network namespaces, iptables): run as root');
   const k = await KernelLab.create(lab, opts);
-  let results: AttemptResult[];
+  let run: LabResults;
   try {
-    await k.configure(lab);
-    results = await k.runAttempts(lab.attempts);
+    const listeners = await k.configure(lab);
+    run = { listeners, results: await k.runAttempts(lab.attempts) };
   } catch (e) {
     return rethrowAfterCleanup(e, ['dispose the kernel lab', () => k.dispose()]);
   }
   await k.dispose();
-  return results;
+  return run;
 }
 
 export { ProbeError };

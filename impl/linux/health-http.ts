@@ -21,7 +21,7 @@ export interface HealthSource {
 }
 
 /** Actions served only on a Unix socket (see the file comment). */
-export interface AdminActions {
+interface AdminActions {
   repair(): Promise<unknown>;
 }
 

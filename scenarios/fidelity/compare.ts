@@ -7,13 +7,15 @@
  *   `sourceSeen` compares addresses only.
  * - `reason` and `trace` are prose and are never compared.
  */
-import type { AttemptResult } from '../../sim/lab/run-lab.js';
+import type { AttemptResult, ListenerResult } from '../../sim/lab/run-lab.js';
 
 export type ComparedField = 'outcome' | 'acceptedBy' | 'originalDst' | 'sourceSeen' | 'localSeen';
 
 export interface Difference {
+  /** The attempt; for field `bind`, the lab socket. */
   readonly attempt: string;
-  readonly field: ComparedField;
+  /** `bind`: a listener's outcome (listening, or the errno of its setup). */
+  readonly field: ComparedField | 'bind';
   readonly sim: string | undefined;
   readonly kernel: string | undefined;
 }
@@ -63,6 +65,19 @@ export function compareResults(
   return out;
 }
 
+/** Listeners whose outcome differs (a socket only one side has counts as `(not run)` on the other). */
+export function compareListeners(sim: readonly ListenerResult[], kernel: readonly ListenerResult[]): Difference[] {
+  const byName = new Map(kernel.map((k) => [k.name, k]));
+  return sim
+    .filter((s) => byName.get(s.name)?.outcome !== s.outcome)
+    .map((s) => ({
+      attempt: s.name,
+      field: 'bind' as const,
+      sim: s.outcome,
+      kernel: byName.get(s.name)?.outcome ?? '(not run)',
+    }));
+}
+
 export function formatDifferences(
   diffs: readonly Difference[],
   sim: readonly AttemptResult[],
@@ -70,10 +85,12 @@ export function formatDifferences(
 ): string {
   if (diffs.length === 0) return 'no differences between the simulation and the real kernel';
   const lines: string[] = [`${diffs.length} difference(s) between the simulation and the real kernel:`];
-  const names = [...new Set(diffs.map((d) => d.attempt))];
+  for (const d of diffs.filter((x) => x.field === 'bind'))
+    lines.push(`== socket ${d.attempt}`, `   bind         sim: ${d.sim ?? '-'}    kernel: ${d.kernel ?? '-'}`);
+  const names = [...new Set(diffs.filter((d) => d.field !== 'bind').map((d) => d.attempt))];
   for (const n of names) {
     lines.push(`== ${n}`);
-    for (const d of diffs.filter((x) => x.attempt === n)) {
+    for (const d of diffs.filter((x) => x.attempt === n && x.field !== 'bind')) {
       lines.push(`   ${d.field.padEnd(12)} sim: ${d.sim ?? '-'}    kernel: ${d.kernel ?? '-'}`);
     }
     const s = sim.find((r) => r.name === n);

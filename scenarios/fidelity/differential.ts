@@ -9,28 +9,30 @@
  */
 import fc from 'fast-check';
 import { LabError, type Lab } from '../../sim/lab/lab-file.js';
-import { runLab, type AttemptResult } from '../../sim/lab/run-lab.js';
+import { runLab, type AttemptResult, type LabResults } from '../../sim/lab/run-lab.js';
 import type { SimKernelOptions } from '../../sim/kernel/kernel.js';
-import { compareResults, type Difference } from './compare.js';
+import { compareListeners, compareResults, type Difference } from './compare.js';
 import { caseArb, renderCase, PORT_STRIDE, type CaseSpec } from './generator.js';
 import { explainKnown } from './known-divergences.js';
 import { labToYaml } from './lab-yaml.js';
 
 /** A world that runs a case lab over the fixed topology. */
 interface CaseRunner {
-  run(lab: Lab): Promise<AttemptResult[]>;
+  run(lab: Lab): Promise<LabResults>;
 }
 
 type SimOptions = Pick<SimKernelOptions, 'netfilterFactory'>;
 
 /** Run a lab in the simulator, optionally with a replaced netfilter model (positive controls). */
 export function runSim(lab: Lab, opts: SimOptions = {}): AttemptResult[] {
-  return [
-    ...runLab(lab, 'case', {
-      trace: false,
-      ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}),
-    }).results,
-  ];
+  return [...runSimLab(lab, opts).results];
+}
+
+function runSimLab(lab: Lab, opts: SimOptions): LabResults {
+  return runLab(lab, 'case', {
+    trace: false,
+    ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}),
+  });
 }
 
 interface CaseVerdict {
@@ -46,25 +48,28 @@ interface CaseVerdict {
 }
 
 export async function checkLab(lab: Lab, kernel: CaseRunner, sim: SimOptions = {}): Promise<CaseVerdict> {
-  let simResults: AttemptResult[] | undefined;
+  let simRun: LabResults | undefined;
   let simError: string | undefined;
   try {
-    simResults = runSim(lab, sim);
+    simRun = runSimLab(lab, sim);
   } catch (e) {
     if (!(e instanceof LabError)) throw e;
     simError = e.message;
   }
-  let kernelResults: AttemptResult[] | undefined;
+  let kernelRun: LabResults | undefined;
   let kernelError: string | undefined;
   try {
-    kernelResults = await kernel.run(lab);
+    kernelRun = await kernel.run(lab);
   } catch (e) {
     kernelError = (e as Error).message;
   }
+  const simResults = simRun && [...simRun.results];
+  const kernelResults = kernelRun && [...kernelRun.results];
   const differences: Difference[] = [];
   const known: (Difference & { divergence: string })[] = [];
-  if (simResults && kernelResults) {
+  if (simRun && kernelRun && simResults && kernelResults) {
     const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
+    differences.push(...compareListeners(simRun.listeners, kernelRun.listeners));
     for (const d of compareResults(simResults, kernelResults, udp)) {
       const divergence = explainKnown(lab, d, simResults, kernelResults);
       if (divergence) known.push({ ...d, divergence });

@@ -47,6 +47,11 @@ interface ListenerSpec {
   readonly owner: Owner;
   readonly mark: number | undefined;
   readonly transparent: boolean;
+  /**
+   * A wildcard listener of an IPv4 case made as an IPv6 socket on :: without IPV6_V6ONLY (Linux's
+   * default): it takes the IPv4 traffic and reports its peer and local address v4-mapped.
+   */
+  readonly dualStack?: boolean;
 }
 
 interface AttemptSpec {
@@ -314,6 +319,8 @@ function listenerArb(family: Family): fc.Arbitrary<ListenerSpec[]> {
       out: fc.boolean(),
       udp: fc.boolean(),
       other: fc.boolean(),
+      // drawn last, so the draws above are those of the cases before dual-stack listeners
+      dual: fc.record({ app: fc.boolean(), udp: fc.boolean(), other: fc.boolean() }),
     })
     .map((o) => {
       const l: ListenerSpec[] = [
@@ -326,6 +333,7 @@ function listenerArb(family: Family): fc.Arbitrary<ListenerSpec[]> {
           owner: APP,
           mark: undefined,
           transparent: false,
+          dualStack: o.app === 'any' && o.dual.app,
         },
         {
           name: 'proxy-in',
@@ -359,6 +367,7 @@ function listenerArb(family: Family): fc.Arbitrary<ListenerSpec[]> {
           owner: APP,
           mark: undefined,
           transparent: false,
+          dualStack: o.dual.udp,
         });
       if (o.other)
         l.push({
@@ -370,6 +379,7 @@ function listenerArb(family: Family): fc.Arbitrary<ListenerSpec[]> {
           owner: APP,
           mark: undefined,
           transparent: false,
+          dualStack: o.dual.other,
         });
       return l;
     });
@@ -550,8 +560,9 @@ export function renderCase(spec: CaseSpec, base: number): Lab {
     name: l.name,
     netns: l.node,
     proto: l.proto,
-    family: fam,
-    address: addrOf(fam, l.node, l.addr),
+    ...(fam === 4 && l.dualStack === true && l.addr === 'any'
+      ? { family: 6 as const, address: '::' }
+      : { family: fam, address: addrOf(fam, l.node, l.addr) }),
     port: base + PORT_OFFSET[l.port],
     uid: l.owner.uid,
     gid: l.owner.uid,
@@ -559,6 +570,7 @@ export function renderCase(spec: CaseSpec, base: number): Lab {
     mark: l.mark,
     transparent: l.transparent,
     reuseport: false,
+    expect: 'listening',
   }));
   const attempts: LabAttempt[] = spec.attempts.map((a, i) => ({
     name: `a${i}-${a.node}-${a.proto}-${a.addr}-${a.port}`,

@@ -186,48 +186,6 @@ attempts:
       return mayDropNeighbourDiscovery(lab);
     },
   },
-  {
-    name: 'v4-mapped-addresses-on-dual-stack-sockets',
-    description:
-      'An IPv6 socket bound to :: without IPV6_V6ONLY also accepts IPv4 connections; Linux then ' +
-      'reports both ends as IPv4-mapped IPv6 addresses (::ffff:a.b.c.d, getpeername/getsockname). ' +
-      'The model delivers the same connection to the same socket but reports the plain IPv4 ' +
-      'addresses. Only the form differs (the proxy canonicalises both: impl/ztunnel); the ' +
-      'differential generator binds each listener to one family, so generated cases do not meet it.',
-    lab: () =>
-      parseLab(
-        `
-version: 1
-namespaces:
-  - name: client
-    routes: [{ dst: default, via: 10.244.1.1 }]
-  - name: server
-    iptables: |
-      *filter
-      :CT_ON - [0:0]
-      -A INPUT -m conntrack --ctstate NEW -j CT_ON
-      COMMIT
-veths:
-  - a: { netns: client, name: eth0, addresses: [10.244.1.2/24] }
-    b: { netns: server, name: eth0, addresses: [10.244.1.1/24] }
-sockets:
-  - { name: app, netns: server, family: 6, address: "::", port: 18080, uid: 1000 }
-attempts:
-  - { name: v4-to-dual-stack, netns: client, address: 10.244.1.1, port: 18080, uid: 1000 }
-`,
-        'known-divergence v4-mapped-addresses-on-dual-stack-sockets',
-      ),
-    expected: [
-      { attempt: 'v4-to-dual-stack', field: 'sourceSeen', sim: '10.244.1.2', kernel: '::ffff:10.244.1.2' },
-      { attempt: 'v4-to-dual-stack', field: 'localSeen', sim: '10.244.1.1:18080', kernel: '[::ffff:10.244.1.1]:18080' },
-    ],
-    explains: (_lab, d) =>
-      (d.field === 'sourceSeen' && d.sim !== undefined && d.kernel === `::ffff:${d.sim}`) ||
-      (d.field === 'localSeen' &&
-        d.sim !== undefined &&
-        /^\d+\.\d+\.\d+\.\d+:\d+$/.test(d.sim) &&
-        d.kernel === `[::ffff:${d.sim.slice(0, d.sim.lastIndexOf(':'))}]${d.sim.slice(d.sim.lastIndexOf(':'))}`),
-  },
 ];
 
 /** Is difference `d` of `lab` one of the known divergences? */

@@ -69,6 +69,7 @@ export function labToYaml(lab: Lab, comment?: string): string {
         mark: s.mark === undefined ? undefined : hex(s.mark),
         transparent: s.transparent,
         reuseport: s.reuseport,
+        expect: s.expect === 'listening' ? undefined : s.expect,
       }),
     ),
     attempts: lab.attempts.map((a) =>

@@ -7,7 +7,7 @@
  * socket/setsockopt/bind/listen/connect/getsockopt) so the same scenario can be replayed on a
  * real kernel and the outcomes compared.
  */
-import { formatIp, isUnspecified, parseIp, type Family, type IpAddress } from '../../impl/api/ip/address.js';
+import { formatIp, isUnspecified, parseIp, unmapV4, type Family, type IpAddress } from '../../impl/api/ip/address.js';
 import { parsePrefix } from '../../impl/api/ip/prefix.js';
 import { Netns, type IpSetRegistry, type NetfilterEngine } from './netns.js';
 import { Datapath, flowHash, type Delivery } from './datapath.js';
@@ -40,6 +40,20 @@ export interface SimKernelOptions {
 }
 
 export type SockOpt = 'SO_MARK' | 'IP_TRANSPARENT' | 'SO_REUSEPORT' | 'SO_REUSEADDR' | 'IPV6_V6ONLY';
+
+/**
+ * Where a send or connect on `s` goes: an IPv4-mapped destination (::ffff:a.b.c.d) on a
+ * dual-stack AF_INET6 socket is IPv4 traffic, as on Linux (a reply to a peer the socket reported
+ * mapped goes back over IPv4); on an IPV6_V6ONLY socket it stays an IPv6 address nothing routes.
+ */
+function sendDestination(s: SimSocket, dst: IpAddress): IpAddress {
+  return s.family === 6 && !s.v6only ? unmapV4(dst) : dst;
+}
+
+/** `a` as the receiving socket reports it (SimSocket.reported), or as is without a socket. */
+function reportedBy(s: SimSocket | undefined, a: SockAddr): SockAddr {
+  return s ? s.reported(a) : a;
+}
 
 /**
  * 'reset': the handshake completed on the client, but a RST for the final ACK came back before
@@ -481,7 +495,7 @@ export class SimKernel {
     if (s.state !== 'new' && s.state !== 'bound')
       throw new SimErrnoError('EISCONN', 'connect', `${s.describe()} is ${s.state}`);
     const n = this.netns(s.netns);
-    const dst = typeof dstText === 'string' ? parseIp(dstText) : dstText;
+    const dst = sendDestination(s, typeof dstText === 'string' ? parseIp(dstText) : dstText);
     const fam = dst.family;
     const route = fibLookup(n, { family: fam, src: undefined, dst, mark: s.mark, iif: undefined, oif: undefined });
     if (route.kind !== 'local' && route.kind !== 'unicast')
@@ -681,7 +695,7 @@ export class SimKernel {
     const trace = this.beginTrace();
     if (s.proto !== 'udp') throw new SimErrnoError('EOPNOTSUPP', 'sendto', 'not a UDP socket');
     const n = this.netns(s.netns);
-    const dst = typeof dstText === 'string' ? parseIp(dstText) : dstText;
+    const dst = sendDestination(s, typeof dstText === 'string' ? parseIp(dstText) : dstText);
     const route = fibLookup(n, {
       family: dst.family,
       src: undefined,
@@ -694,8 +708,8 @@ export class SimKernel {
       outcome,
       reason,
       socket: sock,
-      from: p ? { addr: p.src, port: p.sport } : undefined,
-      to: p ? { addr: p.dst, port: p.dport } : undefined,
+      from: p ? reportedBy(sock, { addr: p.src, port: p.sport }) : undefined,
+      to: p ? reportedBy(sock, { addr: p.dst, port: p.dport }) : undefined,
       trace: trace.events,
     });
     if (route.kind !== 'local' && route.kind !== 'unicast') return res('unreachable', `no route to ${formatIp(dst)}`);

@@ -4,7 +4,15 @@
  * incoming segments (established 4-tuple first, then the most specific listener), and the
  * transparent-socket lookup that TPROXY performs.
  */
-import { formatIp, ipEquals, ipKey, isUnspecified, type Family, type IpAddress } from '../../impl/api/ip/address.js';
+import {
+  formatIp,
+  ipEquals,
+  ipKey,
+  isUnspecified,
+  mapV4,
+  type Family,
+  type IpAddress,
+} from '../../impl/api/ip/address.js';
 import { SimErrnoError } from './errors.js';
 import type { Credentials } from './process.js';
 
@@ -49,6 +57,16 @@ export class SimSocket {
     /** Free-form name for traces and reports ("proxy outbound", "app"). */
     readonly label: string,
   ) {}
+
+  /**
+   * An address as the socket API reports it for this socket (accept, getpeername, getsockname,
+   * recvfrom): on an AF_INET6 socket an IPv4 address — a dual-stack socket's IPv4 traffic — is
+   * reported IPv4-mapped (::ffff:a.b.c.d), as Linux does. The socket tables keep the plain
+   * address, which is what the packets carry.
+   */
+  reported(a: SockAddr): SockAddr {
+    return this.family === 6 && a.addr.family === 4 ? { addr: mapV4(a.addr), port: a.port } : a;
+  }
 
   describe(): string {
     const where = this.local ? formatSockAddr(this.local) : 'unbound';

@@ -141,8 +141,9 @@ class SimTcpConnection implements TcpConnection {
     private readonly peerSocket: SimSocket | undefined,
     private readonly accepted: boolean,
   ) {
-    this.localAddress = toAddress(socket.local!);
-    this.remoteAddress = toAddress(socket.remote!);
+    // As getsockname/getpeername report them: IPv4-mapped on a dual-stack socket's IPv4 connection.
+    this.localAddress = toAddress(socket.reported(socket.local!));
+    this.remoteAddress = toAddress(socket.reported(socket.remote!));
   }
 
   originalDst(): SocketAddress | undefined {
@@ -351,7 +352,7 @@ export class SimSockets implements Sockets {
     s.inbox.push = (...items): number => {
       for (const item of items) {
         const d: UdpDatagram = {
-          from: toAddress(item.from),
+          from: toAddress(s.reported(item.from)),
           bytes: new Uint8Array(Buffer.from(item.payload, 'latin1')),
         };
         queueMicrotask(() => {

@@ -71,6 +71,11 @@ interface LabOwner {
   readonly caps: readonly LinuxCapability[];
 }
 
+/** Errors a listener may be expected to meet (socket options, bind, listen). */
+const LISTENER_ERRNOS = ['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'EPERM', 'EINVAL'] as const;
+/** What a listener came to: listening, or the errno its setup failed with. */
+export type ListenerOutcome = 'listening' | (typeof LISTENER_ERRNOS)[number];
+
 export interface LabSocket extends LabOwner {
   readonly name: string;
   readonly netns: string;
@@ -81,6 +86,12 @@ export interface LabSocket extends LabOwner {
   readonly mark: number | undefined;
   readonly transparent: boolean;
   readonly reuseport: boolean;
+  /**
+   * `listening` (the default): a failure to set it up is an error in the lab. An errno: the setup
+   * is expected to fail (a second bind of a port: EADDRINUSE); whatever happens, the lab goes on
+   * and its results list the listener's outcome.
+   */
+  readonly expect: ListenerOutcome;
 }
 
 export interface LabAttempt extends LabOwner {
@@ -368,6 +379,7 @@ class LabParser {
         'mark',
         'transparent',
         'reuseport',
+        'expect',
       ]);
       const address = o['address'] === undefined ? undefined : this.addr(o['address'], [...p, 'address']);
       const family = this.family(o['family'], [...p, 'family'], address ? parseIp(address).family : 4)!;
@@ -382,6 +394,14 @@ class LabParser {
         mark: o['mark'] === undefined ? undefined : this.int(o['mark'], [...p, 'mark'], 0, 0xffffffff, 'a mark'),
         transparent: this.bool(o['transparent'], [...p, 'transparent'], false),
         reuseport: this.bool(o['reuseport'], [...p, 'reuseport'], false),
+        expect: (o['expect'] === undefined
+          ? 'listening'
+          : this.str(
+              o['expect'],
+              [...p, 'expect'],
+              new RegExp(`^(listening|${LISTENER_ERRNOS.join('|')})$`),
+              `listening or one of ${LISTENER_ERRNOS.join(', ')}`,
+            )) as ListenerOutcome,
       };
     });
     const sockNames = new Set<string>();

@@ -8,7 +8,7 @@ import { formatSockAddr, type SimSocket } from '../kernel/socket.js';
 import { SimErrnoError, SimConfigError } from '../kernel/errors.js';
 import { RestoreError, IpSetError } from '../kernel/netfilter/errors.js';
 import type { TraceEvent } from '../kernel/trace.js';
-import { LabError, modelledCaps, type Lab, type LabAttempt } from './lab-file.js';
+import { LabError, modelledCaps, type Lab, type LabAttempt, type ListenerOutcome } from './lab-file.js';
 
 /** What one attempt came to; the same shape is produced by the real-kernel runner. */
 export interface AttemptResult {
@@ -27,10 +27,26 @@ export interface AttemptResult {
   readonly trace: readonly TraceEvent[];
 }
 
-export interface LabRun {
+/** What one lab socket came to; the same shape is produced by the real-kernel runner. */
+export interface ListenerResult {
+  readonly name: string;
+  /** `listening`, or the errno its setup failed with. */
+  readonly outcome: string;
+  /** The socket's `expect` in the lab file. */
+  readonly expected: ListenerOutcome;
+  /** The call that failed, in words (empty when listening). */
+  readonly detail: string;
+}
+
+/** What a lab came to, in any world: each listener's outcome, then each attempt's result. */
+export interface LabResults {
+  readonly listeners: readonly ListenerResult[];
+  readonly results: readonly AttemptResult[];
+}
+
+export interface LabRun extends LabResults {
   readonly kernel: SimKernel;
   readonly sockets: ReadonlyMap<string, SimSocket>;
-  readonly results: readonly AttemptResult[];
 }
 
 /** `netfilterFactory`: a replaced netfilter model (differential-testing positive controls). */
@@ -43,7 +59,7 @@ function buildLabKernel(
   lab: Lab,
   file: string,
   opts: LabRunOptions = {},
-): { kernel: SimKernel; sockets: Map<string, SimSocket> } {
+): { kernel: SimKernel; sockets: Map<string, SimSocket>; listeners: ListenerResult[] } {
   const k = new SimKernel({
     kernelVersion: lab.kernel,
     trace: opts.trace ?? true,
@@ -137,24 +153,34 @@ function buildLabKernel(
     }
   });
   const sockets = new Map<string, SimSocket>();
+  const listeners: ListenerResult[] = [];
   lab.sockets.forEach((s, i) =>
     at(`sockets[${i}]`, undefined, () => {
       const sock = k.socket(s.netns, s.proto, s.family, credentials(s.uid, s.gid, modelledCaps(s.caps)), s.name);
-      if (s.mark !== undefined) k.setsockopt(sock, 'SO_MARK', s.mark);
-      if (s.transparent) k.setsockopt(sock, 'IP_TRANSPARENT', true);
-      if (s.reuseport) k.setsockopt(sock, 'SO_REUSEPORT', true);
-      k.bind(sock, s.address, s.port);
-      if (s.proto === 'tcp') k.listen(sock);
+      try {
+        if (s.mark !== undefined) k.setsockopt(sock, 'SO_MARK', s.mark);
+        if (s.transparent) k.setsockopt(sock, 'IP_TRANSPARENT', true);
+        if (s.reuseport) k.setsockopt(sock, 'SO_REUSEPORT', true);
+        k.bind(sock, s.address, s.port);
+        if (s.proto === 'tcp') k.listen(sock);
+      } catch (e) {
+        // Expected to fail (`expect: ERRNO`): record how it failed, whatever errno, and go on.
+        if (s.expect === 'listening' || !(e instanceof SimErrnoError)) throw e;
+        k.close(sock);
+        listeners.push({ name: s.name, outcome: e.errno, expected: s.expect, detail: e.message });
+        return;
+      }
       sockets.set(s.name, sock);
+      listeners.push({ name: s.name, outcome: 'listening', expected: s.expect, detail: '' });
     }),
   );
-  return { kernel: k, sockets };
+  return { kernel: k, sockets, listeners };
 }
 
 export function runLab(lab: Lab, file: string, opts: LabRunOptions = {}): LabRun {
-  const { kernel, sockets } = buildLabKernel(lab, file, opts);
+  const { kernel, sockets, listeners } = buildLabKernel(lab, file, opts);
   const results = lab.attempts.map((a) => runAttempt(kernel, a));
-  return { kernel, sockets, results };
+  return { kernel, sockets, listeners, results };
 }
 
 function runAttempt(k: SimKernel, a: LabAttempt): AttemptResult {
@@ -220,8 +246,8 @@ function runAttempt(k: SimKernel, a: LabAttempt): AttemptResult {
       outcome: r.outcome,
       acceptedBy: r.listener?.label,
       originalDst,
-      sourceSeen: r.server?.remote ? formatSockAddr(r.server.remote) : undefined,
-      localSeen: r.server?.local ? formatSockAddr(r.server.local) : undefined,
+      sourceSeen: r.server?.remote ? formatSockAddr(r.server.reported(r.server.remote)) : undefined,
+      localSeen: r.server?.local ? formatSockAddr(r.server.reported(r.server.local)) : undefined,
       reason: r.reason,
       trace: r.trace,
     };

@@ -170,6 +170,14 @@ export function unmapV4(a: IpAddress): IpAddress {
   return a.family === 6 && a.value >> 32n === 0xffffn ? Object.freeze({ family: 4, value: a.value & 0xffffffffn }) : a;
 }
 
+/**
+ * The IPv4-mapped IPv6 address (::ffff:a.b.c.d, RFC 4291 §2.5.5.2) of an IPv4 address, as an
+ * AF_INET6 socket reports an IPv4 peer or local address; IPv6 addresses unchanged.
+ */
+export function mapV4(a: IpAddress): IpAddress {
+  return a.family === 4 ? Object.freeze({ family: 6, value: (0xffffn << 32n) | a.value }) : a;
+}
+
 /** tryParseIp with an IPv4-mapped address read as its IPv4 address (see unmapV4). */
 export function tryParseIpUnmapped(text: string): IpAddress | undefined {
   const a = tryParseIp(text);
@@ -192,12 +200,17 @@ export function ipBytes(a: IpAddress): Uint8Array {
   return out;
 }
 
-/** Canonical text: IPv4 dotted; IPv6 lowercase with the longest zero run (RFC 5952) compressed. */
+/**
+ * Canonical text: IPv4 dotted; IPv6 lowercase with the longest zero run (RFC 5952) compressed,
+ * and an IPv4-mapped address in mixed notation, ::ffff:a.b.c.d (RFC 5952 §5, as Linux and
+ * Node.js print it).
+ */
 export function formatIp(a: IpAddress): string {
   if (a.family === 4) {
     const v = Number(a.value);
     return `${(v >>> 24) & 255}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
   }
+  if (a.value >> 32n === 0xffffn) return `::ffff:${formatIp(unmapV4(a))}`;
   const groups: number[] = [];
   for (let i = 7; i >= 0; i--) groups.push(Number((a.value >> BigInt(i * 16)) & 0xffffn));
   // RFC 5952 §4.2: compress the longest run (>= 2) of zero groups, the first one on ties.

@@ -73,7 +73,7 @@ for (const c of CASES) {
   test(`server with ${c.name}: SO_ORIGINAL_DST ${c.tracked ? 'works' : 'fails with ENOENT'}, in the sim as on Linux`, async () => {
     const lab = parseLab(twoNs(c.rules), `conntrack-on-demand ${c.name}`);
     const sim = runLab(lab, c.name, { trace: false }).results;
-    const kernel = await runLabOnKernel(lab);
+    const kernel = (await runLabOnKernel(lab)).results;
     expect(compareResults(sim, kernel, new Set())).toEqual([]);
     expect(kernel.find((r) => r.name === 'plain')?.originalDst).toBe(c.tracked ? '10.244.1.1:18080' : '(ENOENT)');
   });

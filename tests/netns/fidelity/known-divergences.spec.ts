@@ -12,7 +12,7 @@ for (const k of KNOWN_DIVERGENCES) {
   test(`known divergence ${k.name} still exists as documented`, async () => {
     const lab = k.lab();
     const sim = runLab(lab, k.name, { trace: false }).results;
-    const kernel = await runLabOnKernel(lab);
+    const kernel = (await runLabOnKernel(lab)).results;
     const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
     const diffs = compareResults(sim, kernel, udp);
     expect(diffs).toEqual(k.expected);

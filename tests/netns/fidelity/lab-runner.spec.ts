@@ -4,7 +4,7 @@ import { netnsLabWorld } from '../../worlds.js';
 import { parseLab } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
 import { KernelLab, runLabOnKernel, fullRestoreText } from '../../../e2e/netns/lab-runner.js';
-import { compareResults } from '../../../scenarios/fidelity/compare.js';
+import { compareListeners, compareResults } from '../../../scenarios/fidelity/compare.js';
 import { namespacesWithPrefix, alive } from './fixture.js';
 
 const world = netnsLabWorld();
@@ -13,7 +13,7 @@ test.skip(!world.available, world.reason);
 test('the in-pod example lab gives the same results on the kernel as in the sim', async () => {
   const lab = parseLab(readFileSync('fixtures/labs/inpod.yaml', 'utf8'), 'inpod.yaml');
   const sim = runLab(lab, 'inpod.yaml', { trace: false }).results;
-  const kernel = await runLabOnKernel(lab);
+  const kernel = (await runLabOnKernel(lab)).results;
   expect(kernel.map((r) => r.name)).toEqual(sim.map((r) => r.name));
   const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
   const diffs = compareResults(sim, kernel, udp);
@@ -30,15 +30,33 @@ test('the in-pod example lab gives the same results on the kernel as in the sim'
   expect(kernel.find((r) => r.name === 'app-mark-spoof')?.outcome).toBe('error EPERM');
 });
 
-test('on_sockopt_error continue: the refused SO_MARK is left unset and the attempt goes on — captured, on the kernel as in the sim', async () => {
-  const text = readFileSync('fixtures/labs/inpod.yaml', 'utf8').replace(
-    '{ name: app-mark-spoof, netns: pod-a, address: 10.244.1.6, port: 8080, uid: 1000, mark: 0x539 }',
-    '{ name: app-mark-spoof, netns: pod-a, address: 10.244.1.6, port: 8080, uid: 1000, mark: 0x539, on_sockopt_error: continue }',
-  );
+test('on_sockopt_error continue: the refused SO_MARK is left unset and the attempt goes on — captured; listeners expected to fail fail with the same errno — on the kernel as in the sim', async () => {
+  const text = readFileSync('fixtures/labs/inpod.yaml', 'utf8')
+    .replace(
+      '{ name: app-mark-spoof, netns: pod-a, address: 10.244.1.6, port: 8080, uid: 1000, mark: 0x539 }',
+      '{ name: app-mark-spoof, netns: pod-a, address: 10.244.1.6, port: 8080, uid: 1000, mark: 0x539, on_sockopt_error: continue }',
+    )
+    .replace(
+      '  - { name: app-b, netns: pod-b, port: 8080, uid: 1000 }\n',
+      '  - { name: app-b, netns: pod-b, port: 8080, uid: 1000 }\n' +
+        '  - { name: second-a, netns: pod-a, port: 8080, uid: 1000, expect: EADDRINUSE }\n' +
+        '  - { name: not-there, netns: pod-a, address: 10.9.9.9, port: 9090, uid: 1000, expect: EADDRNOTAVAIL }\n' +
+        '  - { name: transparent-app, netns: pod-a, port: 9092, uid: 1000, transparent: true, expect: EPERM }\n' +
+        '  - { name: free-port, netns: pod-a, port: 9091, uid: 1000, expect: EADDRINUSE }\n',
+    );
   const lab = parseLab(text, 'inpod-continue.yaml');
   expect(lab.attempts.find((a) => a.name === 'app-mark-spoof')?.onSockoptError).toBe('continue');
-  const sim = runLab(lab, 'inpod-continue.yaml', { trace: false }).results;
-  const kernel = await runLabOnKernel(lab);
+  const simRun = runLab(lab, 'inpod-continue.yaml', { trace: false });
+  const sim = simRun.results;
+  const kernelRun = await runLabOnKernel(lab);
+  const kernel = kernelRun.results;
+  expect(kernelRun.listeners.slice(5).map((l) => `${l.name} ${l.outcome}`)).toEqual([
+    'second-a EADDRINUSE',
+    'not-there EADDRNOTAVAIL',
+    'transparent-app EPERM',
+    'free-port listening',
+  ]);
+  expect(compareListeners(simRun.listeners, kernelRun.listeners)).toEqual([]);
   const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
   expect(compareResults(sim, kernel, udp)).toEqual([]);
   // Without the mark the app's connection is redirected to the proxy like any other.
@@ -105,7 +123,7 @@ attempts:
 `,
     'fresh-topology',
   );
-  const kernel = await runLabOnKernel(lab);
+  const kernel = (await runLabOnKernel(lab)).results;
   expect(kernel.map((r) => ({ name: r.name, outcome: r.outcome, acceptedBy: r.acceptedBy }))).toEqual([
     { name: 'first', outcome: 'established', acceptedBy: 'app' },
   ]);

@@ -12,6 +12,7 @@ import {
   parseIp,
   tryParseIp,
   tryParseIpUnmapped,
+  mapV4,
   unmapV4,
 } from '../../../impl/api/ip/address.js';
 import { formatPrefix, isCidr, parsePrefix, prefixContains, tryParsePrefix } from '../../../impl/api/ip/prefix.js';
@@ -53,7 +54,7 @@ test('IPv6 text: groups, one ::, an embedded dotted quad last; canonical output'
     ['1::', '1::'],
     ['FD00:0:0::5', 'fd00::5'],
     ['1:2:3:4:5:6:7:8', '1:2:3:4:5:6:7:8'],
-    ['::ffff:192.0.2.1', '::ffff:c000:201'],
+    ['::ffff:192.0.2.1', '::ffff:192.0.2.1'], // IPv4-mapped: mixed notation (RFC 5952 §5)
     ['1:2:3:4:5:6:192.0.2.1', '1:2:3:4:5:6:c000:201'],
     ['1:2:3:4:5:6:7::', '1:2:3:4:5:6:7:0'],
   ];
@@ -147,6 +148,12 @@ test('IPv4-mapped addresses stay IPv6 unless unmapped; bytes in network order', 
   expect(tryParseIpUnmapped('::fffe:192.0.2.1')!.family).toBe(6);
   expect(tryParseIpUnmapped('64:ff9b::192.0.2.1')!.family).toBe(6);
   expect(tryParseIpUnmapped('not an ip')).toBeUndefined();
+  // mixed notation for the mapped range only (RFC 5952 §5), as Linux and Node.js print it
+  expect(formatIp(mapped)).toBe('::ffff:192.0.2.1');
+  expect(mapV4(parseIp('192.0.2.1'))).toEqual(mapped);
+  expect(mapV4(parseIp('fd00::1'))).toEqual(parseIp('fd00::1'));
+  expect(formatIp(parseIp('::fffe:c000:201'))).toBe('::fffe:c000:201');
+  expect(formatIp(parseIp('64:ff9b::192.0.2.1'))).toBe('64:ff9b::c000:201');
   expect([...ipBytes(parseIp('10.0.0.1'))]).toEqual([10, 0, 0, 1]);
   expect([...ipBytes(parseIp('fd00::102'))]).toEqual([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
 });

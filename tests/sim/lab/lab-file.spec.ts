@@ -236,3 +236,91 @@ test('on_sockopt_error: fail (default) ends the attempt with the errno; continue
   });
   expect(() => lab(', on_sockopt_error: ignore')).toThrow(/on_sockopt_error.*fail or continue/);
 });
+
+/** inpod.yaml with these sockets added after its own. */
+function withSockets(extra: string): string {
+  return example.replace(
+    '  - { name: app-b, netns: pod-b, port: 8080, uid: 1000 }\n',
+    `  - { name: app-b, netns: pod-b, port: 8080, uid: 1000 }\n${extra}`,
+  );
+}
+
+test('expect on a socket: an expected bind error is recorded and the lab goes on; an unexpected one is still a lab error; bad values are refused', () => {
+  const run = runLab(
+    parseLab(
+      withSockets(
+        '  - { name: second-a, netns: pod-a, port: 8080, uid: 1000, expect: EADDRINUSE }\n' +
+          '  - { name: not-there, netns: pod-a, address: 10.9.9.9, port: 9090, uid: 1000, expect: EADDRNOTAVAIL }\n' +
+          '  - { name: free-port, netns: pod-a, port: 9091, uid: 1000, expect: EADDRINUSE }\n',
+      ),
+      'inpod.yaml',
+    ),
+    'inpod.yaml',
+    { trace: false },
+  );
+  expect(run.listeners.map((l) => [l.name, l.outcome, l.expected])).toEqual([
+    ['proxy-outbound', 'listening', 'listening'],
+    ['proxy-inbound', 'listening', 'listening'],
+    ['proxy-hbone', 'listening', 'listening'],
+    ['app-a', 'listening', 'listening'],
+    ['app-b', 'listening', 'listening'],
+    ['second-a', 'EADDRINUSE', 'EADDRINUSE'],
+    ['not-there', 'EADDRNOTAVAIL', 'EADDRNOTAVAIL'],
+    ['free-port', 'listening', 'EADDRINUSE'],
+  ]);
+  expect(run.listeners.find((l) => l.name === 'second-a')?.detail).toMatch(/^bind: EADDRINUSE: /);
+  // The failed socket is not there: the app's own listener still takes the inbound call.
+  expect(run.results.find((r) => r.name === 'pod-b-to-app-a')).toMatchObject({
+    outcome: 'established',
+    acceptedBy: 'proxy-inbound',
+  });
+  // Without `expect` the same second bind is an error in the lab, naming the socket.
+  expect(() =>
+    runLab(
+      parseLab(withSockets('  - { name: second-a, netns: pod-a, port: 8080, uid: 1000 }\n'), 'inpod.yaml'),
+      'inpod.yaml',
+    ),
+  ).toThrow(/sockets\[5\].*EADDRINUSE/);
+  expect(() =>
+    parseLab(withSockets('  - { name: x, netns: pod-a, port: 1, uid: 1000, expect: ENOENT }\n'), 'inpod.yaml'),
+  ).toThrow(/expect.*listening or one of EADDRINUSE, EADDRNOTAVAIL, EACCES, EPERM, EINVAL/);
+});
+
+test('trace lists every listener (text and JSON) and exits 1 when one is not as its expect says', () => {
+  const bin = path.join(repo, 'bin', 'ambient-lab.js');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-listeners-'));
+  try {
+    const asExpected = path.join(dir, 'as-expected.yaml');
+    fs.writeFileSync(
+      asExpected,
+      withSockets('  - { name: second-a, netns: pod-a, port: 8080, uid: 1000, expect: EADDRINUSE }\n'),
+    );
+    const text = spawnSync(process.execPath, [bin, 'trace', asExpected, '--no-packets'], { encoding: 'utf8' });
+    expect(text.status, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/^== listeners\n {3}proxy-outbound +listening\n/);
+    expect(text.stdout).toMatch(/\n {3}second-a +EADDRINUSE \(as expected\): bind: EADDRINUSE: /);
+    const json = spawnSync(process.execPath, [bin, 'trace', asExpected, '--json', '--no-packets'], {
+      encoding: 'utf8',
+    });
+    expect(json.status, json.stderr).toBe(0);
+    const doc = JSON.parse(json.stdout) as { listeners: { name: string; outcome: string; expected: string }[] };
+    expect(doc.listeners.map((l) => `${l.name} ${l.outcome} ${l.expected}`)).toEqual([
+      'proxy-outbound listening listening',
+      'proxy-inbound listening listening',
+      'proxy-hbone listening listening',
+      'app-a listening listening',
+      'app-b listening listening',
+      'second-a EADDRINUSE EADDRINUSE',
+    ]);
+    const notAsExpected = path.join(dir, 'not-as-expected.yaml');
+    fs.writeFileSync(
+      notAsExpected,
+      withSockets('  - { name: free-port, netns: pod-a, port: 9091, uid: 1000, expect: EADDRINUSE }\n'),
+    );
+    const miss = spawnSync(process.execPath, [bin, 'trace', notAsExpected, '--no-packets'], { encoding: 'utf8' });
+    expect(miss.status, miss.stderr).toBe(1);
+    expect(miss.stdout).toMatch(/\n {3}free-port +listening — NOT AS EXPECTED: expect EADDRINUSE\n/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -245,6 +245,18 @@ test('trace --json carries its format tag and validates; broken copies do not', 
       },
     ],
     [
+      'no listeners',
+      (d) => {
+        delete (d as Record<string, unknown>)['listeners'];
+      },
+    ],
+    [
+      'a listener expecting what no lab file can say',
+      (d) => {
+        ((d as Record<string, unknown>)['listeners'] as Record<string, unknown>[])[0]!['expected'] = 'ENOENT';
+      },
+    ],
+    [
       'kernel results without world sim+kernel',
       (d) => {
         (d as Record<string, unknown>)['kernelAttempts'] = [];

@@ -185,8 +185,13 @@ test('an IPv6 wildcard listener accepts IPv4 connections unless IPV6_V6ONLY is s
   const r = k.connect(c, '192.0.2.2', 80);
   expect(r.outcome, renderTrace(r.trace)).toBe('established');
   expect(r.listener).toBe(dual);
-  // The model reports the peer as a plain IPv4 address (Linux: the v4-mapped ::ffff:192.0.2.1).
+  // The tables keep the packets' IPv4 addresses; the socket API reports them v4-mapped, as
+  // getpeername/getsockname do on Linux for an IPv4 connection on an AF_INET6 socket.
   expect(formatSockAddr(r.server!.remote!)).toBe(formatSockAddr(c.local!));
+  expect(formatSockAddr(r.server!.reported(r.server!.local!))).toBe('[::ffff:192.0.2.2]:80');
+  expect(formatSockAddr(r.server!.reported(r.server!.remote!))).toBe(`[::ffff:192.0.2.1]:${c.local!.port}`);
+  // The client's own AF_INET socket reports plain IPv4.
+  expect(formatSockAddr(c.reported(c.local!))).toBe(formatSockAddr(c.local!));
 
   const k2 = pair();
   listenTcp(k2, 'b', '::', 80, { v6only: true });
