@@ -10,7 +10,7 @@ import { test, expect } from '@playwright/test';
 import { netnsLabWorld } from '../../worlds.js';
 import { parseLab } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
-import { runLabOnKernel } from '../../../e2e/netns/lab-runner.js';
+import { KernelLab, runLabOnKernel } from '../../../e2e/netns/lab-runner.js';
 import { compareResults } from '../../../scenarios/fidelity/compare.js';
 
 const world = netnsLabWorld();
@@ -78,3 +78,23 @@ for (const c of CASES) {
     expect(kernel.find((r) => r.name === 'plain')?.originalDst).toBe(c.tracked ? '10.244.1.1:18080' : '(ENOENT)');
   });
 }
+
+test('tracking stops again once the last rule that needs it is gone, on Linux as in the sim', async () => {
+  const redirect = parseLab(twoNs(CASES[3]!.rules), 'conntrack-on-demand on');
+  const none = parseLab(twoNs('*nat\nCOMMIT\n'), 'conntrack-on-demand off again');
+  const k = await KernelLab.create(redirect);
+  try {
+    await k.configure(redirect);
+    expect((await k.runAttempts(redirect.attempts))[0]?.originalDst).toBe('10.244.1.1:18080');
+    // The same namespaces, the REDIRECT removed (an empty nat table stays loaded).
+    await k.configure(none);
+    expect((await k.runAttempts(none.attempts))[0]?.originalDst).toBe('(ENOENT)');
+  } finally {
+    await k.dispose();
+  }
+  // The model: the same two restores into one namespace.
+  const sim = runLab(redirect, 'on', { trace: false });
+  expect(sim.kernel.netns('server').netfilter[4].needsConntrack()).toBe(true);
+  sim.kernel.iptablesRestore('server', 4, '*nat\nCOMMIT\n');
+  expect(sim.kernel.netns('server').netfilter[4].needsConntrack()).toBe(false);
+});
