@@ -681,9 +681,9 @@ export class NetnsWorld implements World {
         if (first) acceptedBy = proxyAcceptor(first.r);
         else if (app) acceptedBy = 'app';
         if (acceptedBy !== undefined || (!greeted && Date.now() - start >= HELD_ANSWER_MS)) break;
-        if (Date.now() - start >= ATTEMPT_BOUND_MS)
+        if (Date.now() - start >= this.bounds.attemptMs)
           throw new Error(
-            `observing held connection ${tag} (${client} -> ${ep(dstIp, to.port)}) failed: the peer answered ${JSON.stringify(out.greeting)} but after ${ATTEMPT_BOUND_MS} ms neither a proxy record nor the app's report of the tag has arrived; see the components' logs in the run directory`,
+            `observing held connection ${tag} (${client} -> ${ep(dstIp, to.port)}) failed: the peer answered ${JSON.stringify(out.greeting)} but after ${this.bounds.attemptMs} ms neither a proxy record nor the app's report of the tag has arrived; see the components' logs in the run directory`,
           );
         await sleep(ATTEMPT_POLL_MS);
       }
@@ -702,9 +702,9 @@ export class NetnsWorld implements World {
         // before a reset, an end or the timeout: an app that took it would have answered.
         const start = Date.now();
         while (r.result === 'ack' && !app) {
-          if (Date.now() - start >= ATTEMPT_BOUND_MS)
+          if (Date.now() - start >= this.bounds.attemptMs)
             throw new Error(
-              `observing held connection ${tag}: the peer echoed ${line} but no app reported it within ${ATTEMPT_BOUND_MS} ms (${r.detail}); the app's report channel lost a record`,
+              `observing held connection ${tag}: the peer echoed ${line} but no app reported it within ${this.bounds.attemptMs} ms (${r.detail}); the app's report channel lost a record`,
             );
           await sleep(ATTEMPT_POLL_MS);
           app = appSaw('data', line);
@@ -778,9 +778,9 @@ export class NetnsWorld implements World {
         // Past the bound the world cannot say who took the connection: judging the partial
         // record (no proxy record read as "first hop was other") would be a verdict on a failed
         // observation, so it is the harness's error, naming what never arrived.
-        if (Date.now() - start >= ATTEMPT_BOUND_MS)
+        if (Date.now() - start >= this.bounds.attemptMs)
           throw new Error(
-            `observing attempt ${tag} failed: still incomplete after ${ATTEMPT_BOUND_MS} ms: ${missing.join('; ')} ` +
+            `observing attempt ${tag} failed: still incomplete after ${this.bounds.attemptMs} ms: ${missing.join('; ')} ` +
               `(proxy records read so far: ${recs.length}; deliveries: ${dels.length}). A proxy or probe stopped writing ` +
               `its log, or the machine is overloaded; see the components' logs in the run directory.`,
           );
@@ -1022,6 +1022,16 @@ export class NetnsWorld implements World {
     for (const [k, l] of [...this.appListeners]) if (l.netns === netns) this.appListeners.delete(k);
   }
 
+  /**
+   * How long an observation waits before a missing record (attemptMs: connect, held connections)
+   * or a running component's silent /status (statusAnswerMs) is a harness error. The defaults
+   * leave room for a loaded machine; the tests of those very errors shorten them.
+   */
+  bounds: { attemptMs: number; statusAnswerMs: number } = {
+    attemptMs: ATTEMPT_BOUND_MS,
+    statusAnswerMs: STATUS_ANSWER_MS,
+  };
+
   /** How the last settle() ended: converged, or what was still pending at the bound. */
   lastSettle: SettleResult | undefined;
 
@@ -1043,17 +1053,17 @@ export class NetnsWorld implements World {
   /**
    * A component's /status, checked: undefined only when its process is not running (a real
    * state). A running process that does not answer is asked again until it answers or exits (a
-   * stop or restart racing this read); silent past STATUS_ANSWER_MS, it is a harness error.
+   * stop or restart racing this read); silent past bounds.statusAnswerMs, it is a harness error.
    */
   private async liveStatus(component: 'agent' | 'proxy', node: string): Promise<Record<string, unknown> | undefined> {
-    const deadline = Date.now() + STATUS_ANSWER_MS;
+    const deadline = Date.now() + this.bounds.statusAnswerMs;
     for (;;) {
       const s = await this.lab.componentStatus(component, node);
       if (!s.running) return undefined;
       if (s.status) return s.status;
       if (Date.now() > deadline) {
         throw new Error(
-          `the ${component} on ${node} is running but its /status did not answer within ${STATUS_ANSWER_MS} ms (${s.detail}); see ${path.join(this.lab.nodeDir(node), `${component}.log`)}`,
+          `the ${component} on ${node} is running but its /status did not answer within ${this.bounds.statusAnswerMs} ms (${s.detail}); see ${path.join(this.lab.nodeDir(node), `${component}.log`)}`,
         );
       }
       await sleep(100);

@@ -112,6 +112,8 @@ test('pods(): iptables-save failing, or a proxy that runs but does not answer /s
       });
       const proxy = w.lab.state.components['node-0/proxy'];
       expect(proxy, 'the proxy this world started').toBeDefined();
+      // The bound on a silent /status is 30 s for a loaded machine; this test needs only its error.
+      w.bounds = { ...w.bounds, statusAnswerMs: 3_000 };
       process.kill(proxy!.pid, 'SIGSTOP'); // our own process, by its pid; continued below
       try {
         await expect(w.pods()).rejects.toThrow(
@@ -195,6 +197,9 @@ test('connect(): a proxy still connecting upstream when the client gives up is t
     expect(proxy, 'the proxy this world started').toBeDefined();
     const log = path.join(w.lab.nodeDir('node-0'), 'connections.jsonl');
     const before = fs.readFileSync(log, 'utf8').split('\n').length;
+    // The bound on a missing final record is 30 s (room for the proxy's 10 s connect timeout, twice,
+    // on a loaded machine); this attempt needs only its error.
+    w.bounds = { ...w.bounds, attemptMs: 3_000 };
     const stuck = attempt();
     const outcome = stuck.then(
       () => 'resolved',
