@@ -207,6 +207,25 @@ export interface Informer<T> {
  * no namespace; namespaced kinds require one (except list/informer, where omitting it means
  * all namespaces).
  */
+/**
+ * The `status` of an authentication.k8s.io/v1 TokenReview as the API answers it: whether the
+ * bearer token is valid (signature, expiry, its bound object still there) for one of the
+ * audiences asked about, which of them (`audiences`), and the user it stands for. A bound
+ * service-account token carries its pod in `user.extra` (`authentication.kubernetes.io/pod-name`,
+ * `pod-uid`, and `node-name` on Kubernetes 1.30+).
+ */
+export interface TokenReviewStatus {
+  readonly authenticated?: boolean;
+  readonly user?: {
+    readonly username?: string;
+    readonly uid?: string;
+    readonly groups?: readonly string[];
+    readonly extra?: Readonly<Record<string, readonly string[]>>;
+  };
+  readonly audiences?: readonly string[];
+  readonly error?: string;
+}
+
 export interface KubeApi {
   informer<K extends KubeKind>(kind: K, selection?: Selection): Informer<KubeObjectOf<K>>;
   get<K extends KubeKind>(kind: K, name: string, namespace?: string): Promise<KubeObjectOf<K>>;
@@ -231,4 +250,6 @@ export interface KubeApi {
   delete(kind: KubeKind, name: string, namespace?: string): Promise<void>;
   /** Records a core/v1 Event about an object (best effort: callers usually log and ignore failures). */
   createEvent(event: EventInput): Promise<void>;
+  /** POST a TokenReview of `token` for `audiences` (the API's own audience when empty); its status. */
+  reviewToken(token: string, audiences: readonly string[]): Promise<TokenReviewStatus>;
 }

@@ -12,6 +12,7 @@ import {
   ApiException,
   ApiextensionsV1Api,
   AppsV1Api,
+  AuthenticationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
@@ -34,6 +35,7 @@ import {
   type KubeObjectOf,
   type MergePatch,
   type Selection,
+  type TokenReviewStatus,
 } from '../host/kube.js';
 import { eventObject } from '../host/kube-event.js';
 
@@ -136,8 +138,10 @@ function toKubeApiError(err: unknown): unknown {
 
 export class ClientNodeKubeApi implements KubeApi {
   private readonly ops: Record<KubeKind, KindOps>;
+  private readonly authn: AuthenticationV1Api;
 
   constructor(private readonly kc: KubeConfig) {
+    this.authn = kc.makeApiClient(AuthenticationV1Api);
     const core = kc.makeApiClient(CoreV1Api);
     const ext = kc.makeApiClient(ApiextensionsV1Api);
     const apps = kc.makeApiClient(AppsV1Api);
@@ -294,6 +298,19 @@ export class ClientNodeKubeApi implements KubeApi {
     // Spread: Json's index signature does not accept the closed Event interface as it is.
     const body: Json = { ...eventObject(e, ns, new Date().toISOString()) };
     await this.call(() => this.ops.Event.create(body, ns));
+  }
+
+  async reviewToken(token: string, audiences: readonly string[]): Promise<TokenReviewStatus> {
+    const review = await this.call(() =>
+      this.authn.createTokenReview({
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenReview',
+          spec: { token, audiences: [...audiences] },
+        },
+      }),
+    );
+    return wire<{ status?: TokenReviewStatus }>(review).status ?? {};
   }
 }
 

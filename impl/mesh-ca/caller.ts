@@ -10,18 +10,7 @@
  * A token without a pod binding (a legacy Secret token, a TokenRequest without boundObjectRef)
  * is refused: node authorization needs the caller's pod.
  */
-
-/** The `status` of a TokenReview as the API answers it (wire form). */
-export interface TokenReviewStatus {
-  readonly authenticated?: boolean;
-  readonly user?: {
-    readonly username?: string;
-    readonly uid?: string;
-    readonly extra?: Readonly<Record<string, readonly string[]>>;
-  };
-  readonly audiences?: readonly string[];
-  readonly error?: string;
-}
+import type { TokenReviewStatus } from '../host/kube.js';
 
 /** A caller the API vouched for: a pod's service account, and the pod the token is bound to. */
 export interface Caller {

@@ -145,6 +145,31 @@ export async function startKubeApiFacade(store: ApiStore, opts: { port?: number 
   };
 }
 
+const TOKEN_REVIEWS = '/apis/authentication.k8s.io/v1/tokenreviews';
+
+/** POST a TokenReview: create-only, nothing stored; the answer is the store's token authority's. */
+async function tokenReview(store: ApiStore, req: IncomingMessage, res: ServerResponse, method: string): Promise<void> {
+  if (method !== 'POST') throw new KubeApiError(405, 'MethodNotAllowed', `${method} is not supported on tokenreviews`);
+  const body = (await readJson(req)) as { spec?: { token?: unknown; audiences?: unknown } } | null;
+  const token = body?.spec?.token;
+  const audiences = body?.spec?.audiences ?? [];
+  if (typeof token !== 'string' || token === '')
+    throw new KubeApiError(422, 'Invalid', 'TokenReview.authentication.k8s.io is invalid: spec.token: Required value');
+  if (!Array.isArray(audiences) || !audiences.every((a): a is string => typeof a === 'string'))
+    throw new KubeApiError(
+      422,
+      'Invalid',
+      'TokenReview.authentication.k8s.io is invalid: spec.audiences: must be a list of strings',
+    );
+  return send(res, 201, {
+    apiVersion: 'authentication.k8s.io/v1',
+    kind: 'TokenReview',
+    metadata: {},
+    spec: { token, audiences },
+    status: store.tokens.review(token, audiences),
+  });
+}
+
 async function handle(
   store: ApiStore,
   req: IncomingMessage,
@@ -156,6 +181,7 @@ async function handle(
   const method = req.method ?? 'GET';
   const discovery = discover(url.pathname);
   if (discovery !== undefined && method === 'GET') return send(res, 200, discovery);
+  if (url.pathname.replace(/\/+$/, '') === TOKEN_REVIEWS) return tokenReview(store, req, res, method);
   const route = parseRoute(url.pathname);
   if (!route) {
     throw new KubeApiError(

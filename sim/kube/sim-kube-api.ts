@@ -14,6 +14,7 @@ import type {
   KubeObjectOf,
   MergePatch,
   Selection,
+  TokenReviewStatus,
 } from '../../impl/host/kube.js';
 import type { ApiStore } from './store.js';
 import { SimInformer } from './sim-informer.js';
@@ -75,5 +76,9 @@ export class SimKubeApi implements KubeApi {
   async createEvent(e: EventInput): Promise<void> {
     const ns = e.involvedObject.namespace ?? 'default';
     this.store.create('Event', eventObject(e, ns, this.store.nowTimestamp()));
+  }
+
+  async reviewToken(token: string, audiences: readonly string[]): Promise<TokenReviewStatus> {
+    return this.store.tokens.review(token, audiences);
   }
 }

@@ -37,6 +37,7 @@ import {
 import { applyMergePatch, jsonEqual } from './merge-patch.js';
 import { deepFreeze, jsonClone } from './json-value.js';
 import { rfc3339Seconds } from './rfc3339.js';
+import { TokenAuthority } from './token-authority.js';
 import { parseFieldSelector, parseLabelSelector, type FieldPredicate, type LabelPredicate } from './selectors.js';
 import { invalid, labelErrors, nameErrors, validateSchema, validateWrite, type FieldError } from './validation.js';
 
@@ -186,11 +187,20 @@ export class ApiStore {
   private watchDelayMs = 0;
   private readonly failRules: FailRule[] = [];
 
+  /** Service-account tokens: TokenRequest's minting and TokenReview's answers (token-authority.ts). */
+  readonly tokens: TokenAuthority;
+
   constructor(opts: StoreOptions) {
     this.clock = opts.clock;
     this.random = opts.random;
     this.eventWindow = opts.eventWindow ?? 1000;
     this.epochMs = opts.epochMs ?? DEFAULT_EPOCH_MS;
+    // A review reads the bound pod as the API server does: the stored object, no faults, no copy.
+    this.tokens = new TokenAuthority(
+      this.clock,
+      this.random,
+      (ns, name) => this.objects.get(keyOf('Pod', ns, name)) as KubeObjectOf<'Pod'> | undefined,
+    );
   }
 
   /** The current global resourceVersion. */

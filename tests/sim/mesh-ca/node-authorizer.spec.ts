@@ -4,7 +4,8 @@
  * account, only for identities of pods on its own node (istiod's ClusterNodeAuthorizer).
  */
 import { test, expect } from '@playwright/test';
-import { callerFromTokenReview, type Caller, type TokenReviewStatus } from '../../../impl/mesh-ca/caller.js';
+import { callerFromTokenReview, type Caller } from '../../../impl/mesh-ca/caller.js';
+import type { TokenReviewStatus } from '../../../impl/host/kube.js';
 import {
   authorizeImpersonation,
   podFacts,
