@@ -203,11 +203,6 @@ export interface Informer<T> {
 }
 
 /**
- * The API. Every method rejects with KubeApiError on an API failure. Cluster-scoped kinds take
- * no namespace; namespaced kinds require one (except list/informer, where omitting it means
- * all namespaces).
- */
-/**
  * The `status` of an authentication.k8s.io/v1 TokenReview as the API answers it: whether the
  * bearer token is valid (signature, expiry, its bound object still there) for one of the
  * audiences asked about, which of them (`audiences`), and the user it stands for. A bound
@@ -226,6 +221,11 @@ export interface TokenReviewStatus {
   readonly error?: string;
 }
 
+/**
+ * The API. Every method rejects with KubeApiError on an API failure. Cluster-scoped kinds take
+ * no namespace; namespaced kinds require one (except list/informer, where omitting it means
+ * all namespaces).
+ */
 export interface KubeApi {
   informer<K extends KubeKind>(kind: K, selection?: Selection): Informer<KubeObjectOf<K>>;
   get<K extends KubeKind>(kind: K, name: string, namespace?: string): Promise<KubeObjectOf<K>>;

@@ -10,6 +10,7 @@ import { webcrypto } from 'node:crypto';
 
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
 import type { PeerIdentity } from '../api/identity.js';
+import type { CsrSigner } from '../host/csr-signer.js';
 import { spiffeId } from '../api/identity.js';
 
 // Node's webcrypto is the standard Crypto; the library's parameter type names the DOM one.
@@ -36,7 +37,7 @@ function pem(label: string, der: ArrayBuffer): string {
   return `-----BEGIN ${label}-----\n${b64}${b64.endsWith('\n') ? '' : '\n'}-----END ${label}-----\n`;
 }
 
-export class MeshCa implements CertificateSource {
+export class MeshCa implements CertificateSource, CsrSigner {
   private serial = 1;
   private readonly cache = new Map<string, Promise<IssuedCertificate | undefined>>();
   /** Identities this CA refuses (a failing certificate fetch). */
@@ -102,6 +103,33 @@ export class MeshCa implements CertificateSource {
     return p;
   }
 
+  verifyRequest(request: x509.Pkcs10CertificateRequest): Promise<boolean> {
+    return request.verify(webcrypto as unknown as Parameters<typeof request.verify>[0]);
+  }
+
+  async sign(
+    request: x509.Pkcs10CertificateRequest,
+    identity: string,
+    notBeforeMs: number,
+    notAfterMs: number,
+  ): Promise<string> {
+    const cert = await x509.X509CertificateGenerator.create(
+      {
+        serialNumber: (++this.serial).toString(16).padStart(2, '0'),
+        subject: '',
+        issuer: this.root.subject,
+        notBefore: new Date(notBeforeMs),
+        notAfter: new Date(notAfterMs),
+        publicKey: request.publicKey,
+        signingKey: this.keys.privateKey,
+        signingAlgorithm: ALG,
+        extensions: workloadExtensions(identity),
+      },
+      webcrypto as unknown as Parameters<typeof x509.X509CertificateGenerator.create>[1],
+    );
+    return cert.toString('pem');
+  }
+
   private async issue(id: PeerIdentity): Promise<IssuedCertificate> {
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
     const now = Date.now();
@@ -114,16 +142,21 @@ export class MeshCa implements CertificateSource {
       publicKey: keys.publicKey,
       signingKey: this.keys.privateKey,
       signingAlgorithm: ALG,
-      extensions: [
-        new x509.SubjectAlternativeNameExtension([{ type: 'url', value: spiffeId(id) }], true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
-        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
-        new x509.BasicConstraintsExtension(false, undefined, true),
-      ],
+      extensions: workloadExtensions(spiffeId(id)),
     });
     const key = await webcrypto.subtle.exportKey('pkcs8', keys.privateKey);
     return { identity: id, certPem: cert.toString('pem'), keyPem: pem('PRIVATE KEY', key) };
   }
+}
+
+/** A workload certificate's extensions: one critical URI SAN, mutual-TLS key usages, not a CA. */
+function workloadExtensions(identity: string): x509.Extension[] {
+  return [
+    new x509.SubjectAlternativeNameExtension([{ type: 'url', value: identity }], true),
+    new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
+    new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth]),
+    new x509.BasicConstraintsExtension(false, undefined, true),
+  ];
 }
 
 /** The SPIFFE identity in a certificate's subjectAltName text ("URI:spiffe://td/ns/x/sa/y"). */
