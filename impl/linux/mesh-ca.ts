@@ -130,6 +130,36 @@ export class MeshCa implements CertificateSource, CsrSigner {
     return cert.toString('pem');
   }
 
+  /** A serving certificate and key for the CA's own endpoint (DNS names and IP addresses), signed by the root. */
+  async servingCertificate(
+    dnsNames: readonly string[],
+    ips: readonly string[],
+  ): Promise<{ certPem: string; keyPem: string }> {
+    const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+    const now = Date.now();
+    const cert = await x509.X509CertificateGenerator.create({
+      serialNumber: (++this.serial).toString(16).padStart(2, '0'),
+      subject: `CN=${dnsNames[0] ?? ips[0] ?? 'mesh-ca'}`,
+      issuer: this.root.subject,
+      notBefore: new Date(now - 60_000),
+      notAfter: new Date(now + 7 * DAY_MS),
+      publicKey: keys.publicKey,
+      signingKey: this.keys.privateKey,
+      signingAlgorithm: ALG,
+      extensions: [
+        new x509.SubjectAlternativeNameExtension([
+          ...dnsNames.map((value) => ({ type: 'dns' as const, value })),
+          ...ips.map((value) => ({ type: 'ip' as const, value })),
+        ]),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+        new x509.BasicConstraintsExtension(false, undefined, true),
+      ],
+    });
+    const key = await webcrypto.subtle.exportKey('pkcs8', keys.privateKey);
+    return { certPem: cert.toString('pem'), keyPem: pem('PRIVATE KEY', key) };
+  }
+
   private async issue(id: PeerIdentity): Promise<IssuedCertificate> {
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
     const now = Date.now();
