@@ -14,3 +14,11 @@ export interface Clock {
   /** Resolve after `ms` milliseconds. */
   sleep(ms: number): Promise<void>;
 }
+
+/**
+ * Wall-clock time: milliseconds since the Unix epoch. Only for what another party compares with
+ * its own clock (a certificate's validity); intervals and timers use Clock's monotonic time.
+ */
+export interface WallClock {
+  epochMs(): number;
+}

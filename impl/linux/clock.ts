@@ -1,7 +1,11 @@
-/** Real adapter of the Clock port: monotonic process time and Node timers. */
-import type { Clock, TimerHandle } from '../host/clock.js';
+/** Real adapter of the Clock port: monotonic process time and Node timers; wall time from Date.now(). */
+import type { Clock, TimerHandle, WallClock } from '../host/clock.js';
 
-export class SystemClock implements Clock {
+export class SystemClock implements Clock, WallClock {
+  epochMs(): number {
+    return Date.now();
+  }
+
   now(): number {
     return performance.now();
   }

@@ -9,7 +9,7 @@
  * did not send).
  */
 import { spiffeId } from '../api/identity.js';
-import type { Clock } from '../host/clock.js';
+import type { WallClock } from '../host/clock.js';
 import type { CsrSigner } from '../host/csr-signer.js';
 import type { KubeApi } from '../host/kube.js';
 import type { LogFields, Logger } from '../host/log.js';
@@ -54,7 +54,8 @@ export class CaService {
       readonly kube: Pick<KubeApi, 'reviewToken'>;
       readonly pods: PodView;
       readonly signer: CsrSigner;
-      readonly clock: Clock;
+      /** Certificate validity is wall time: peers compare it with their own clocks. */
+      readonly clock: WallClock;
       readonly log: Logger;
     },
   ) {}
@@ -92,7 +93,7 @@ export class CaService {
         message: `ttlSeconds ${req.ttlSeconds}: a positive whole number of seconds`,
       };
     const ttl = Math.min(req.ttlSeconds ?? this.cfg.defaultTtlSeconds, this.cfg.maxTtlSeconds);
-    const now = this.deps.clock.now();
+    const now = this.deps.clock.epochMs();
     const notAfterMs = now + ttl * 1000;
     const cert = await this.deps.signer.sign(csr.request, identity, now - BACKDATE_MS, notAfterMs);
     this.deps.log.info('certificate issued', { caller: callerText, identity, ttlSeconds: ttl });

@@ -3,7 +3,7 @@
  * time moves only when the world advances it. Timers due at the same instant fire in the order
  * they were set, so a history replays exactly.
  */
-import type { Clock, TimerHandle } from '../../impl/host/clock.js';
+import type { Clock, TimerHandle, WallClock } from '../../impl/host/clock.js';
 
 interface Timer {
   readonly due: number;
@@ -12,8 +12,16 @@ interface Timer {
   cancelled: boolean;
 }
 
-export class VirtualClock implements Clock {
+/** Wall time at virtual time 0: a fixed instant, so certificate dates replay too. */
+export const VIRTUAL_EPOCH_MS = Date.UTC(2026, 0, 1);
+
+export class VirtualClock implements Clock, WallClock {
   private t = 0;
+
+  epochMs(): number {
+    return VIRTUAL_EPOCH_MS + this.t;
+  }
+
   private seq = 0;
   private readonly timers: Timer[] = []; // binary min-heap on (due, seq)
 

@@ -6,6 +6,8 @@
  * the CA is busy, and a clean exit on SIGTERM.
  */
 import { test, expect } from '@playwright/test';
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as https from 'node:https';
@@ -104,7 +106,12 @@ test('bin/ambient-lab-ca.js: TLS by its root, own-node certificates only, 413 pa
     }
     const web = await post(port, root.certPem, JSON.stringify({ csr: await csrFor(WEB), identity: WEB }), token);
     expect(web.status, web.body).toBe(200);
-    expect((JSON.parse(web.body) as { identity: string }).identity).toBe(WEB);
+    const issued = JSON.parse(web.body) as { identity: string; certChain: string[] };
+    expect(issued.identity).toBe(WEB);
+    // valid now, by the wall clock a peer checks it with, for the default 24 h
+    const leaf = new x509.X509Certificate(issued.certChain[0]!);
+    expect(leaf.notBefore.getTime()).toBeLessThanOrEqual(Date.now());
+    expect(leaf.notAfter.getTime()).toBeGreaterThan(Date.now() + 23 * 3600 * 1000);
     const db = await post(port, root.certPem, JSON.stringify({ csr: await csrFor(DB), identity: DB }), token);
     expect(db).toEqual({ status: 401, body: '{"error":"request authenticate failure"}' });
     expect(out).toMatch(/"reason":"no pod of shop\/db runs on node node-0".*"msg":"certificate request refused"/);

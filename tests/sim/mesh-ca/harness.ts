@@ -30,7 +30,6 @@ export async function csrFor(uri: string): Promise<string> {
 /** `nodeCheckMutant`: a CA whose pod view ignores the node (every pod counts as on the caller's node). */
 export async function setup(trusted: ReadonlySet<string> = new Set([PROXY_SA]), nodeCheckMutant = false) {
   const clock = new VirtualClock();
-  clock.advance(Date.UTC(2026, 11, 5));
   const store = new ApiStore({ clock, random: new SeededRandom(5) });
   for (const ns of ['ambient-lab-system', 'shop']) store.create('Namespace', { metadata: { name: ns } });
   const pod = (ns: string, name: string, sa: string, node: string): string =>
@@ -51,7 +50,7 @@ export async function setup(trusted: ReadonlySet<string> = new Set([PROXY_SA]), 
     onNode: (node) =>
       store.list('Pod', nodeCheckMutant ? {} : { fieldSelector: `spec.nodeName=${node}` }).items.map(podFacts),
   };
-  const signer = await MeshCa.create('cluster.local', new Date(clock.now()));
+  const signer = await MeshCa.create('cluster.local', new Date(clock.epochMs()));
   const log = new MemoryLogger();
   const ca = new CaService(
     { trustDomain: 'cluster.local', trustedNodeAccounts: trusted, ...CA_DEFAULTS },
