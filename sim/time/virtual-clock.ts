@@ -13,7 +13,7 @@ interface Timer {
 }
 
 /** Wall time at virtual time 0: a fixed instant, so certificate dates replay too. */
-export const VIRTUAL_EPOCH_MS = Date.UTC(2026, 0, 1);
+const VIRTUAL_EPOCH_MS = Date.UTC(2026, 0, 1);
 
 export class VirtualClock implements Clock, WallClock {
   private t = 0;
