@@ -15,25 +15,15 @@ import { API_AUDIENCE } from '../../../sim/kube/token-authority.js';
 import { SimKubeApi } from '../../../sim/kube/sim-kube-api.js';
 import { facadeKubeconfig, startKubeApiFacade } from '../../../sim/kube/http-facade.js';
 import { VirtualClock } from '../../../sim/time/virtual-clock.js';
-import { SeededRandom } from '../../../sim/time/seeded-random.js';
 import { ClientNodeKubeApi } from '../../../impl/linux/kube-client-node.js';
 import { isKubeApiError, type KubeApi } from '../../../impl/host/kube.js';
 import { callerFromTokenReview } from '../../../impl/mesh-ca/caller.js';
 import { authorizeImpersonation, podFacts } from '../../../impl/mesh-ca/node-authorizer.js';
+import { clusterApi } from '../mesh-ca/harness.js';
 
 function world(): { clock: VirtualClock; store: ApiStore; api: SimKubeApi } {
   const clock = new VirtualClock();
-  const store = new ApiStore({ clock, random: new SeededRandom(11) });
-  for (const ns of ['ambient-lab-system', 'shop']) store.create('Namespace', { metadata: { name: ns } });
-  const pod = (ns: string, name: string, sa: string, node: string): void => {
-    store.create('Pod', {
-      metadata: { name, namespace: ns },
-      spec: { serviceAccountName: sa, nodeName: node, containers: [{ name: 'c', image: 'i' }] },
-    });
-  };
-  pod('ambient-lab-system', 'proxy-node-0', 'ambient-lab-proxy', 'node-0');
-  pod('shop', 'web-0', 'web', 'node-0');
-  pod('shop', 'db-0', 'db', 'node-1');
+  const { store } = clusterApi(clock);
   return { clock, store, api: new SimKubeApi(store, clock) };
 }
 

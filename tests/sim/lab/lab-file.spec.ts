@@ -289,19 +289,19 @@ test('expect on a socket: an expected bind error is recorded and the lab goes on
 test('trace lists every listener (text and JSON) and exits 1 when one is not as its expect says', () => {
   const bin = path.join(repo, 'bin', 'ambient-lab.js');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-listeners-'));
+  /** `trace` of inpod.yaml with `extra` sockets, with `flags`. */
+  const trace = (extra: string, ...flags: string[]) => {
+    const file = path.join(dir, 'lab.yaml');
+    fs.writeFileSync(file, withSockets(extra));
+    return spawnSync(process.execPath, [bin, 'trace', file, '--no-packets', ...flags], { encoding: 'utf8' });
+  };
+  const second = '  - { name: second-a, netns: pod-a, port: 8080, uid: 1000, expect: EADDRINUSE }\n';
   try {
-    const asExpected = path.join(dir, 'as-expected.yaml');
-    fs.writeFileSync(
-      asExpected,
-      withSockets('  - { name: second-a, netns: pod-a, port: 8080, uid: 1000, expect: EADDRINUSE }\n'),
-    );
-    const text = spawnSync(process.execPath, [bin, 'trace', asExpected, '--no-packets'], { encoding: 'utf8' });
+    const text = trace(second);
     expect(text.status, text.stderr).toBe(0);
     expect(text.stdout).toMatch(/^== listeners\n {3}proxy-outbound +listening\n/);
     expect(text.stdout).toMatch(/\n {3}second-a +EADDRINUSE \(as expected\): bind: EADDRINUSE: /);
-    const json = spawnSync(process.execPath, [bin, 'trace', asExpected, '--json', '--no-packets'], {
-      encoding: 'utf8',
-    });
+    const json = trace(second, '--json');
     expect(json.status, json.stderr).toBe(0);
     const doc = JSON.parse(json.stdout) as { listeners: { name: string; outcome: string; expected: string }[] };
     expect(doc.listeners.map((l) => `${l.name} ${l.outcome} ${l.expected}`)).toEqual([
@@ -312,12 +312,7 @@ test('trace lists every listener (text and JSON) and exits 1 when one is not as 
       'app-b listening listening',
       'second-a EADDRINUSE EADDRINUSE',
     ]);
-    const notAsExpected = path.join(dir, 'not-as-expected.yaml');
-    fs.writeFileSync(
-      notAsExpected,
-      withSockets('  - { name: free-port, netns: pod-a, port: 9091, uid: 1000, expect: EADDRINUSE }\n'),
-    );
-    const miss = spawnSync(process.execPath, [bin, 'trace', notAsExpected, '--no-packets'], { encoding: 'utf8' });
+    const miss = trace('  - { name: free-port, netns: pod-a, port: 9091, uid: 1000, expect: EADDRINUSE }\n');
     expect(miss.status, miss.stderr).toBe(1);
     expect(miss.stdout).toMatch(/\n {3}free-port +listening — NOT AS EXPECTED: expect EADDRINUSE\n/);
   } finally {

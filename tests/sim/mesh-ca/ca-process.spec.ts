@@ -13,14 +13,12 @@ import * as fs from 'node:fs';
 import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ApiStore } from '../../../sim/kube/store.js';
 import { facadeKubeconfig, startKubeApiFacade } from '../../../sim/kube/http-facade.js';
 import { SystemClock } from '../../../impl/linux/clock.js';
-import { SeededRandom } from '../../../sim/time/seeded-random.js';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
 import { serveCaHttps } from '../../../impl/linux/mesh-ca-http.js';
 import { CA_PATH, MAX_BODY_BYTES } from '../../../impl/mesh-ca/http-api.js';
-import { csrFor, DB, WEB } from './harness.js';
+import { clusterApi, csrFor, DB, WEB } from './harness.js';
 
 const REPO = path.resolve(import.meta.dirname, '..', '..', '..');
 const NAME = 'ambient-lab-ca.ambient-lab-system.svc';
@@ -54,22 +52,7 @@ function post(port: number, ca: string, body: string, token?: string): Promise<{
 }
 
 test('bin/ambient-lab-ca.js: TLS by its root, own-node certificates only, 413 past the cap, exit 0 on SIGTERM', async () => {
-  const store = new ApiStore({ clock: new SystemClock(), random: new SeededRandom(9) });
-  for (const ns of ['ambient-lab-system', 'shop']) store.create('Namespace', { metadata: { name: ns } });
-  const pod = (ns: string, name: string, sa: string, node: string): string =>
-    store.create('Pod', {
-      metadata: { name, namespace: ns },
-      spec: { serviceAccountName: sa, nodeName: node, containers: [{ name: 'c', image: 'i' }] },
-    }).metadata!.uid!;
-  const proxyUid = pod('ambient-lab-system', 'proxy-node-0', 'ambient-lab-proxy', 'node-0');
-  pod('shop', 'web-0', 'web', 'node-0');
-  pod('shop', 'db-0', 'db', 'node-1');
-  const token = store.tokens.issue({
-    namespace: 'ambient-lab-system',
-    serviceAccount: 'ambient-lab-proxy',
-    pod: { name: 'proxy-node-0', uid: proxyUid, node: 'node-0' },
-    audiences: ['istio-ca'],
-  });
+  const { store, proxyToken: token } = clusterApi(new SystemClock());
   const facade = await startKubeApiFacade(store);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'al-ca-'));
   const root = await (await MeshCa.create('cluster.local')).exportRoot();

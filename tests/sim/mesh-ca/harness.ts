@@ -8,6 +8,7 @@ import { VirtualClock } from '../../../sim/time/virtual-clock.js';
 import { SeededRandom } from '../../../sim/time/seeded-random.js';
 import { MemoryLogger } from '../../../sim/log/memory-logger.js';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
+import type { Clock } from '../../../impl/host/clock.js';
 import { CaService, CA_DEFAULTS } from '../../../impl/mesh-ca/ca-service.js';
 import { podFacts, type PodView } from '../../../impl/mesh-ca/node-authorizer.js';
 
@@ -27,9 +28,11 @@ export async function csrFor(uri: string): Promise<string> {
   return r.toString('pem');
 }
 
-/** `nodeCheckMutant`: a CA whose pod view ignores the node (every pod counts as on the caller's node). */
-export async function setup(trusted: ReadonlySet<string> = new Set([PROXY_SA]), nodeCheckMutant = false) {
-  const clock = new VirtualClock();
+/**
+ * The API of a two-node cluster — the node-0 proxy, web on node-0, db on node-1 — with bound
+ * tokens for the proxy and for web (audience istio-ca), and a proxy token for another audience.
+ */
+export function clusterApi(clock: Clock) {
   const store = new ApiStore({ clock, random: new SeededRandom(5) });
   for (const ns of ['ambient-lab-system', 'shop']) store.create('Namespace', { metadata: { name: ns } });
   const pod = (ns: string, name: string, sa: string, node: string): string =>
@@ -42,6 +45,18 @@ export async function setup(trusted: ReadonlySet<string> = new Set([PROXY_SA]), 
   const proxyUid = pod('ambient-lab-system', 'proxy-node-0', 'ambient-lab-proxy', 'node-0');
   const webUid = pod('shop', 'web-0', 'web', 'node-0');
   pod('shop', 'db-0', 'db', 'node-1');
+  return {
+    store,
+    proxyToken: token('ambient-lab-system', 'proxy-node-0', 'ambient-lab-proxy', 'node-0', proxyUid),
+    webToken: token('shop', 'web-0', 'web', 'node-0', webUid),
+    otherAudience: token('ambient-lab-system', 'proxy-node-0', 'ambient-lab-proxy', 'node-0', proxyUid, ['vault']),
+  };
+}
+
+/** `nodeCheckMutant`: a CA whose pod view ignores the node (every pod counts as on the caller's node). */
+export async function setup(trusted: ReadonlySet<string> = new Set([PROXY_SA]), nodeCheckMutant = false) {
+  const clock = new VirtualClock();
+  const { store, proxyToken, webToken, otherAudience } = clusterApi(clock);
   const pods: PodView = {
     get: (ns, name) => {
       const p = store.list('Pod', { namespace: ns }).items.find((x) => x.metadata?.name === name);
@@ -56,13 +71,5 @@ export async function setup(trusted: ReadonlySet<string> = new Set([PROXY_SA]), 
     { trustDomain: 'cluster.local', trustedNodeAccounts: trusted, ...CA_DEFAULTS },
     { kube: new SimKubeApi(store, clock), pods, signer, clock, log },
   );
-  return {
-    ca,
-    log,
-    clock,
-    signer,
-    proxyToken: token('ambient-lab-system', 'proxy-node-0', 'ambient-lab-proxy', 'node-0', proxyUid),
-    webToken: token('shop', 'web-0', 'web', 'node-0', webUid),
-    otherAudience: token('ambient-lab-system', 'proxy-node-0', 'ambient-lab-proxy', 'node-0', proxyUid, ['vault']),
-  };
+  return { ca, log, clock, signer, proxyToken, webToken, otherAudience };
 }

@@ -9,7 +9,8 @@ import { AgentWorld } from './harness.js';
 
 const AMBIENT = { 'istio.io/dataplane-mode': 'ambient' };
 
-test('progress: idle queue and current caches when enrolled; a retrying key whose failures grow while the proxy nacks; repair passes counted', async () => {
+/** An agent and a proxy, and pod shop/web enrolled. */
+async function enrolledWeb(): Promise<{ w: AgentWorld; agent: Awaited<ReturnType<AgentWorld['startAgent']>> }> {
   const w = new AgentWorld();
   await w.namespace('shop', AMBIENT);
   const agent = await w.startAgent();
@@ -17,6 +18,11 @@ test('progress: idle queue and current caches when enrolled; a retrying key whos
   await w.run(100);
   await w.pod('shop', 'web');
   await w.run(100);
+  return { w, agent };
+}
+
+test('progress: idle queue and current caches when enrolled; a retrying key whose failures grow while the proxy nacks; repair passes counted', async () => {
+  const { w, agent } = await enrolledWeb();
   const idle = agent.progress();
   expect(idle.queue).toEqual({ inFlight: 0, retrying: [] });
   const pod = await w.kube.get('Pod', 'web', 'shop');
@@ -56,13 +62,7 @@ test('progress: idle queue and current caches when enrolled; a retrying key whos
 });
 
 test('repair passes run one at a time: a pass asked for while another runs begins after it has finished', async () => {
-  const w = new AgentWorld();
-  await w.namespace('shop', AMBIENT);
-  const agent = await w.startAgent();
-  w.startProxy();
-  await w.run(100);
-  await w.pod('shop', 'web');
-  await w.run(100);
+  const { w, agent } = await enrolledWeb();
   // Each pass reads the enrolled pod's rules once: what the counts are at that moment says
   // whether another pass was running beside it.
   const seen: { started: number; completed: number }[] = [];
