@@ -4,6 +4,8 @@
  * validated strictly on receipt: the body comes from another process and reaches rule
  * application and namespace handling.
  */
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from './dns-names.js';
+
 type PluginEventKind = 'add' | 'check';
 
 export interface PluginEvent {
@@ -28,8 +30,6 @@ const MAX_IPS = 8;
 
 export class PluginEventError extends Error {}
 
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$/;
 const UID = /^[A-Za-z0-9][A-Za-z0-9-]{0,127}$/;
 const NETNS_PATH = /^\/[A-Za-z0-9_.:/-]{1,4095}$/;

@@ -73,8 +73,9 @@ export async function serveCaHttps(o: CaHttpsOptions, handle: Handler): Promise<
         try {
           const body = await readCapped(req, MAX_BODY_BYTES);
           if (body === undefined) {
+            // The rest of the body is never read: the connection ends once the answer is out.
+            res.on('finish', () => req.destroy());
             answer(res, 413, { error: `the body is over ${MAX_BODY_BYTES} bytes` }, true);
-            req.destroy();
             return;
           }
           const a = await handle({

@@ -11,7 +11,7 @@ import { webcrypto } from 'node:crypto';
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
 import type { PeerIdentity } from '../api/identity.js';
 import type { CsrSigner } from '../host/csr-signer.js';
-import { spiffeId } from '../api/identity.js';
+import { parseSpiffeId, spiffeId } from '../api/identity.js';
 
 // Node's webcrypto is the standard Crypto; the library's parameter type names the DOM one.
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
@@ -113,20 +113,7 @@ export class MeshCa implements CertificateSource, CsrSigner {
     notBeforeMs: number,
     notAfterMs: number,
   ): Promise<string> {
-    const cert = await x509.X509CertificateGenerator.create(
-      {
-        serialNumber: (++this.serial).toString(16).padStart(2, '0'),
-        subject: '',
-        issuer: this.root.subject,
-        notBefore: new Date(notBeforeMs),
-        notAfter: new Date(notAfterMs),
-        publicKey: request.publicKey,
-        signingKey: this.keys.privateKey,
-        signingAlgorithm: ALG,
-        extensions: workloadExtensions(identity),
-      },
-      webcrypto as unknown as Parameters<typeof x509.X509CertificateGenerator.create>[1],
-    );
+    const cert = await this.leaf(request.publicKey, '', notBeforeMs, notAfterMs, workloadExtensions(identity));
     return cert.toString('pem');
   }
 
@@ -137,16 +124,12 @@ export class MeshCa implements CertificateSource, CsrSigner {
   ): Promise<{ certPem: string; keyPem: string }> {
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
     const now = Date.now();
-    const cert = await x509.X509CertificateGenerator.create({
-      serialNumber: (++this.serial).toString(16).padStart(2, '0'),
-      subject: `CN=${dnsNames[0] ?? ips[0] ?? 'mesh-ca'}`,
-      issuer: this.root.subject,
-      notBefore: new Date(now - 60_000),
-      notAfter: new Date(now + 7 * DAY_MS),
-      publicKey: keys.publicKey,
-      signingKey: this.keys.privateKey,
-      signingAlgorithm: ALG,
-      extensions: [
+    const cert = await this.leaf(
+      keys.publicKey,
+      `CN=${dnsNames[0] ?? ips[0] ?? 'mesh-ca'}`,
+      now - 60_000,
+      now + 7 * DAY_MS,
+      [
         new x509.SubjectAlternativeNameExtension([
           ...dnsNames.map((value) => ({ type: 'dns' as const, value })),
           ...ips.map((value) => ({ type: 'ip' as const, value })),
@@ -155,7 +138,7 @@ export class MeshCa implements CertificateSource, CsrSigner {
         new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
         new x509.BasicConstraintsExtension(false, undefined, true),
       ],
-    });
+    );
     const key = await webcrypto.subtle.exportKey('pkcs8', keys.privateKey);
     return { certPem: cert.toString('pem'), keyPem: pem('PRIVATE KEY', key) };
   }
@@ -163,19 +146,30 @@ export class MeshCa implements CertificateSource, CsrSigner {
   private async issue(id: PeerIdentity): Promise<IssuedCertificate> {
     const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
     const now = Date.now();
-    const cert = await x509.X509CertificateGenerator.create({
-      serialNumber: (++this.serial).toString(16).padStart(2, '0'),
-      subject: '',
-      issuer: this.root.subject,
-      notBefore: new Date(now - 60_000),
-      notAfter: new Date(now + DAY_MS),
-      publicKey: keys.publicKey,
-      signingKey: this.keys.privateKey,
-      signingAlgorithm: ALG,
-      extensions: workloadExtensions(spiffeId(id)),
-    });
+    const cert = await this.leaf(keys.publicKey, '', now - 60_000, now + DAY_MS, workloadExtensions(spiffeId(id)));
     const key = await webcrypto.subtle.exportKey('pkcs8', keys.privateKey);
     return { identity: id, certPem: cert.toString('pem'), keyPem: pem('PRIVATE KEY', key) };
+  }
+
+  /** A certificate over `publicKey`, signed by the root, with the next serial number. */
+  private leaf(
+    publicKey: webcrypto.CryptoKey | x509.PublicKey,
+    subject: string,
+    notBeforeMs: number,
+    notAfterMs: number,
+    extensions: x509.Extension[],
+  ): Promise<x509.X509Certificate> {
+    return x509.X509CertificateGenerator.create({
+      serialNumber: (++this.serial).toString(16).padStart(2, '0'),
+      subject,
+      issuer: this.root.subject,
+      notBefore: new Date(notBeforeMs),
+      notAfter: new Date(notAfterMs),
+      publicKey,
+      signingKey: this.keys.privateKey,
+      signingAlgorithm: ALG,
+      extensions,
+    });
   }
 }
 
@@ -197,7 +191,5 @@ export function identityFromSan(san: string | undefined): PeerIdentity | undefin
     .map((s) => s.trim())
     .filter((s) => s.startsWith('URI:'))
     .map((s) => s.slice(4));
-  if (uris.length !== 1) return undefined; // SPIFFE: exactly one URI SAN
-  const m = /^spiffe:\/\/([^/]+)\/ns\/([^/]+)\/sa\/([^/]+)$/.exec(uris[0]!);
-  return m ? { trustDomain: m[1]!, namespace: m[2]!, serviceAccount: m[3]! } : undefined;
+  return uris.length === 1 ? parseSpiffeId(uris[0]!) : undefined; // SPIFFE: exactly one URI SAN
 }

@@ -91,7 +91,7 @@ test('extra or other SANs, no SAN, weak keys, a bad signature and malformed text
     `-----BEGIN CERTIFICATE REQUEST-----\n${d.toString('base64').replace(/.{64}/g, '$&\n')}\n-----END CERTIFICATE REQUEST-----\n`;
   const r = await checkCsr(pemOf(flipped), ID, verify);
   expect(r.ok).toBe(false);
-  if (!r.ok) expect(r.reason).toMatch(/signature does not verify|signature cannot be checked|not a PKCS #10 request/);
+  if (!r.ok) expect(r.reason).toBe("the CSR's signature does not verify with its own key");
 });
 
 test('fuzz: random text and mutated requests never throw, and anything accepted names exactly the identity', async () => {
