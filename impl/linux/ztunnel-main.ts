@@ -18,8 +18,16 @@
  *                                    of this process's /etc/resolv.conf, as upstream ztunnel; absent = no DNS
  *                                    listener, so pods with DNS capture get no DNS: fail closed)
  *   --dns-log PATH                  (DNS request records as JSON lines; default: stdout)
- *   --ca-cert PEM --ca-key PEM      (the cluster's shared mesh root; without them the process makes
- *                                    its own root, and HBONE then verifies only within this node)
+ *   --certificates ca|shared-root-test (default ca: workload certificates from the mesh CA, as
+ *                                    upstream ztunnel's from istiod; this process holds no CA key.
+ *                                    shared-root-test: a TEST MODE in which this process signs its
+ *                                    own workload certificates with the cluster's root key, so root
+ *                                    on any node can mint any identity; never deployed)
+ *   --ca-address https://HOST:PORT   (ca: the mesh CA, upstream's CA_ADDRESS)
+ *   --ca-root PEM                    (ca: the mesh root bundle; verifies the CA and HBONE peers)
+ *   --token-file PATH                (ca: the projected service-account token, audience istio-ca;
+ *                                    default /var/run/secrets/tokens/istio-token, as ztunnel's)
+ *   --ca-cert PEM --ca-key PEM       (shared-root-test only: the shared root and its key)
  *   --hbone auto|native|tls         (the HBONE tunnel: native = OpenSSL + nghttp2 in the addon, relayed
  *                                    outside JavaScript; tls = node:tls + node:http2; auto (default) =
  *                                    native when its addon is built and loads, else tls, said in the log)
@@ -43,7 +51,10 @@ import { HBONE_KINDS, hboneTransport, resolveHbone } from './hbone-choice.js';
 import { serveHealth, type HealthSource } from './health-http.js';
 import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
 import { pinoLogger } from './logger-pino.js';
-import { MeshCa } from './mesh-ca.js';
+import { MeshCa, type CertificateSource } from './mesh-ca.js';
+import { CaClient, parseCaAddress } from './ca-client.js';
+import { ManagedCertificates } from './managed-certificates.js';
+import { CertificateManager } from '../ztunnel/cert-manager.js';
 import { PromMetrics } from './metrics-prom.js';
 import { LinuxSockets } from './sockets.js';
 import { SystemRandom } from './random.js';
@@ -62,8 +73,12 @@ runComponent('ambient-lab-proxy', async () => {
   const healthPort = f.int('health-port', 15020, 0, 65535);
   const statusSocket = f.optional('status-socket');
   const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
+  const certMode = f.oneOf('certificates', ['ca', 'shared-root-test'] as const, 'ca');
   const caCert = f.optional('ca-cert');
   const caKey = f.optional('ca-key');
+  const caAddress = f.optional('ca-address');
+  const caRoot = f.optional('ca-root');
+  const tokenFile = f.str('token-file', '/var/run/secrets/tokens/istio-token');
   const hboneKind = f.oneOf('hbone', HBONE_KINDS, 'auto');
   const dnsUpstream = parseDnsUpstream(
     f
@@ -72,29 +87,63 @@ runComponent('ambient-lab-proxy', async () => {
   );
   const dnsLogPath = f.optional('dns-log');
   f.assertAllUsed();
-  if ((caCert === undefined) !== (caKey === undefined))
-    throw new ConfigError(
-      '--ca-cert and --ca-key go together: give both (a shared mesh root) or neither (a root of this process only)',
-    );
+  if (certMode === 'ca') {
+    if (caCert !== undefined || caKey !== undefined)
+      throw new ConfigError(
+        '--ca-cert/--ca-key hold the root key: they are for --certificates=shared-root-test only; the CA mode takes --ca-address and --ca-root',
+      );
+    if (caAddress === undefined || caRoot === undefined)
+      throw new ConfigError(
+        '--certificates=ca needs --ca-address (https://HOST:PORT of the mesh CA) and --ca-root (its root bundle)',
+      );
+    try {
+      parseCaAddress(caAddress);
+    } catch (e) {
+      throw new ConfigError(`--ca-address: ${(e as Error).message}`);
+    }
+  } else if (caCert === undefined || caKey === undefined)
+    throw new ConfigError('--certificates=shared-root-test needs --ca-cert and --ca-key (the shared root and its key)');
 
   const log = pinoLogger({ name: 'ambient-lab-proxy', level }).child({ node: nodeName });
   const clock = new SystemClock();
+  const metrics = new PromMetrics();
   const kube = new ClientNodeKubeApi(loadKubeConfig(kubeconfig));
   const index = new WorkloadIndex({ trustDomain });
   const store = new PolicyStore({ log });
   const workloadWatcher = new WorkloadWatcher({ kube, clock, log, index });
   const policyWatcher = new AuthorizationPolicyWatcher({ kube, clock, log, store });
-  // One root per cluster: proxies on different nodes must verify each other's certificates.
-  const ca =
-    caCert !== undefined && caKey !== undefined
-      ? await MeshCa.load(trustDomain, fs.readFileSync(caCert, 'utf8'), fs.readFileSync(caKey, 'utf8'))
-      : await MeshCa.create(trustDomain);
+  const certFetched = metrics.counter(
+    'ambient_lab_proxy_certificates_fetched_total',
+    'Workload certificates from the CA',
+  );
+  const certFailed = metrics.counter(
+    'ambient_lab_proxy_certificate_fetch_failures_total',
+    'Failed workload certificate fetches (HBONE for the identity fails closed without a valid one)',
+  );
+  let manager: CertificateManager | undefined;
+  let certificates: CertificateSource;
+  if (certMode === 'ca') {
+    const rootPem = fs.readFileSync(caRoot!, 'utf8');
+    manager = new CertificateManager({
+      fetcher: new CaClient({ address: caAddress!, rootPem, tokenFile }),
+      clock,
+      random: new SystemRandom(),
+      log,
+      metrics: { fetched: () => certFetched.inc(), failed: () => certFailed.inc() },
+    });
+    certificates = new ManagedCertificates(manager, trustDomain, rootPem);
+    log.info('workload certificates from the mesh CA', { ca: caAddress, tokenFile });
+  } else {
+    certificates = await MeshCa.load(trustDomain, fs.readFileSync(caCert!, 'utf8'), fs.readFileSync(caKey!, 'utf8'));
+    log.warn(
+      'TEST MODE: this proxy signs workload certificates with the shared root key (--certificates=shared-root-test)',
+    );
+  }
   const hbone = resolveHbone(hboneKind);
   if (hbone.fallbackReason)
     log.warn('native HBONE tunnel unavailable; using node:tls + node:http2', { reason: hbone.fallbackReason });
   log.info('HBONE transport', { transport: hbone.use });
   const logFd = logPath ? fs.openSync(logPath, 'a', 0o600) : 1;
-  const metrics = new PromMetrics();
   const opened = metrics.counter('ambient_lab_proxy_connections_opened_total', 'Connections accepted', ['direction']);
   const closed = metrics.counter('ambient_lab_proxy_connections_closed_total', 'Connections ended', ['direction']);
   const denied = metrics.counter('ambient_lab_proxy_denied_total', 'Connections denied', ['direction', 'reason']);
@@ -110,7 +159,8 @@ runComponent('ambient-lab-proxy', async () => {
   };
   const ztunnel = new Ztunnel({
     sockets: new LinuxSockets(),
-    hbone: hboneTransport(hbone.use, ca),
+    hbone: hboneTransport(hbone.use, certificates),
+    ...(manager ? { identities: manager } : {}),
     authorizer: new PolicyAuthorizer({ store, log }),
     workloads: index,
     clock,
@@ -155,6 +205,8 @@ runComponent('ambient-lab-proxy', async () => {
       // resourceVersions in its caches (undefined before their first sync): a harness compares
       // them with the API to know this proxy has seen every pod and policy change
       caches: { pods: workloadWatcher.versions(), policies: policyWatcher.versions() },
+      // identities this proxy holds certificates for, with each one's expiry (no keys)
+      ...(manager ? { certificates: manager.held() } : {}),
     }),
   };
   const health = await serveHealth(healthHost, healthPort, healthSource);
@@ -174,6 +226,7 @@ runComponent('ambient-lab-proxy', async () => {
     await ztunnel.stop('graceful', 1000);
     workloadWatcher.stop();
     policyWatcher.stop();
+    manager?.stop();
     await health.close();
     await statusServer?.close();
     if (logFd !== 1) fs.closeSync(logFd);

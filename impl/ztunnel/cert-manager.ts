@@ -53,6 +53,11 @@ export class CertificateManager {
     return e.inFlight ?? this.fetch(identity, e);
   }
 
+  /** Fetch `identity`'s certificate ahead of its first use (a pod with it is now served). */
+  prefetch(identity: string): void {
+    void this.certificateFor(identity);
+  }
+
   /** Stop keeping `identity` (no pod of this node has it any more): its timer ends, its certificate goes. */
   forget(identity: string): void {
     this.entries.get(identity)?.timer?.cancel();

@@ -11,6 +11,7 @@
  * (Ztunnel in ztunnel.ts does exactly that.)
  */
 import type { PodUid } from '../api/ids.js';
+import { spiffeId } from '../api/identity.js';
 import { PROXY_MARK, type MarkValue } from '../api/marks.js';
 import type { Profile } from '../api/profile.js';
 import type { WorkloadInfo } from '../api/zds/messages.js';
@@ -33,6 +34,12 @@ import {
   type WorkloadLookup,
 } from './proxy-deps.js';
 import type { ZdsWorkloadHandler } from './zds-client.js';
+
+/** What the node proxy tells the holder of its workload certificates (SPIFFE IDs). */
+export interface IdentityCertificates {
+  prefetch(identity: string): void;
+  forget(identity: string): void;
+}
 
 export interface NodeProxyOptions {
   readonly sockets: Sockets;
@@ -61,6 +68,12 @@ export interface NodeProxyOptions {
   readonly drainMs?: number;
   /** Serve DNS on 15053 in every pod (dns/pod-dns-server.ts); absent = no DNS listener. Needs Sockets.bindUdp. */
   readonly dns?: DnsProxyOptions;
+  /**
+   * The certificates of the identities this node's pods have (upstream ztunnel's cert fetcher):
+   * fetched as a pod is served, so its first HBONE connection finds one, and forgotten when the
+   * last pod with that identity goes. Absent: certificates are the HBONE transport's business.
+   */
+  readonly identities?: IdentityCertificates;
 }
 
 export class NodeProxy implements ZdsWorkloadHandler {
@@ -144,6 +157,8 @@ export class NodeProxy implements ZdsWorkloadHandler {
       await p.start();
       this.pods.set(uid, p);
       this.metrics.podsServed(this.pods.size);
+      this.opts.identities?.prefetch(this.identityOf(info));
+      if (old) this.forgetUnused(old.info);
     } finally {
       this.starting.delete(uid);
     }
@@ -160,6 +175,22 @@ export class NodeProxy implements ZdsWorkloadHandler {
     this.pods.delete(uid);
     this.metrics.podsServed(this.pods.size);
     await p.stop('immediate');
+    this.forgetUnused(p.info);
+  }
+
+  private identityOf(info: WorkloadInfo): string {
+    return spiffeId({
+      trustDomain: this.opts.trustDomain ?? 'cluster.local',
+      namespace: info.namespace,
+      serviceAccount: info.serviceAccount,
+    });
+  }
+
+  /** Forget the certificate of `info`'s identity when no served pod has that identity any more. */
+  private forgetUnused(info: WorkloadInfo): void {
+    if (!this.opts.identities) return;
+    const id = this.identityOf(info);
+    if (![...this.pods.values()].some((q) => this.identityOf(q.info) === id)) this.opts.identities.forget(id);
   }
 
   async onSnapshotSent(named: ReadonlySet<PodUid>): Promise<void> {

@@ -8,7 +8,7 @@ import { VirtualClock } from '../../../sim/time/virtual-clock.js';
 import { SeededRandom } from '../../../sim/time/seeded-random.js';
 import { MemoryLogger } from '../../../sim/log/memory-logger.js';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
-import type { Clock } from '../../../impl/host/clock.js';
+import type { Clock, WallClock } from '../../../impl/host/clock.js';
 import { CaService, CA_DEFAULTS } from '../../../impl/mesh-ca/ca-service.js';
 import { podFacts, type PodView } from '../../../impl/mesh-ca/node-authorizer.js';
 
@@ -54,8 +54,11 @@ export function clusterApi(clock: Clock) {
 }
 
 /** `nodeCheckMutant`: a CA whose pod view ignores the node (every pod counts as on the caller's node). */
-export async function setup(trusted: ReadonlySet<string> = new Set([PROXY_SA]), nodeCheckMutant = false) {
-  const clock = new VirtualClock();
+export async function setup(
+  trusted: ReadonlySet<string> = new Set([PROXY_SA]),
+  nodeCheckMutant = false,
+  clock: Clock & WallClock = new VirtualClock(),
+) {
   const { store, proxyToken, webToken, otherAudience } = clusterApi(clock);
   const pods: PodView = {
     get: (ns, name) => {
