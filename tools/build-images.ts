@@ -1,6 +1,6 @@
 /**
  * `npm run images` (node dist/tools/build-images.js [--prune]): builds, or reuses, the offline
- * images (base, node, agent, proxy; tools/images.ts) and prints their tags on stdout as `NAME=TAG`
+ * images (base, node, agent, proxy, ca; tools/images.ts) and prints their tags on stdout as `NAME=TAG`
  * lines, so a shell can `eval` them; progress goes to stderr. With --prune it then removes every
  * other ambient-lab image (old tags pile up: each runtime change makes new ones, ≈ 500 MB). Exit 1
  * with the reason when a build or removal fails or Docker/debootstrap is missing; 2 on a bad flag.

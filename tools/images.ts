@@ -7,7 +7,7 @@
  * - build (`ambient-lab/build:<hash>`): not a build at all but the host's tree in /app, staged from
  *   what `npm ci` already made here (production node_modules, the native addons) plus a fresh
  *   `tsc` of the runtime sources (not tests/, bench/) and the esbuild bundle of the CNI plugin — what ci/build.Dockerfile does with network.
- * - node, agent, proxy: ci/<name>.Dockerfile FROM the base, copying from that build image;
+ * - node, agent, proxy, ca: ci/<name>.Dockerfile FROM the base, copying from that build image;
  *   `docker build --network none`, so an image that would need the network fails to build.
  *
  * Every tag is a hash of that image's inputs, so an existing tag is reused without rebuilding
@@ -23,7 +23,7 @@ import { ensureBaseImage } from './images-base.js';
 import { hashInputs, imageExists, mustRun, pipe, run } from './images-exec.js';
 
 /** The images built FROM the base, each from ci/<name>.Dockerfile. */
-const APP_IMAGES = ['node', 'agent', 'proxy'] as const;
+const APP_IMAGES = ['node', 'agent', 'proxy', 'ca'] as const;
 /**
  * What is compiled into the build image: the runtime code, not tests/ or bench/ (nothing in these
  * imports them, and a test edit should not rebuild the images).
@@ -40,6 +40,7 @@ interface LocalImageTags {
   readonly node: string;
   readonly agent: string;
   readonly proxy: string;
+  readonly ca: string;
 }
 
 interface BuildImagesOptions {
@@ -202,7 +203,7 @@ async function buildAppImages(
   root: string,
   base: string,
   log: (l: string) => void,
-): Promise<{ readonly node: string; readonly agent: string; readonly proxy: string }> {
+): Promise<{ readonly node: string; readonly agent: string; readonly proxy: string; readonly ca: string }> {
   const inputs = listFiles(root, APP_INPUTS);
   const release = path.join(root, 'build/Release');
   const addons = fs.existsSync(release)
@@ -282,7 +283,7 @@ async function buildAppImages(
 }
 
 /**
- * Builds what is missing of base → node, agent, proxy, offline, and returns the four tags. Throws
+ * Builds what is missing of base → node, agent, proxy, ca, offline, and returns the five tags. Throws
  * naming the Debian package when Docker or debootstrap is missing.
  */
 export async function buildLocalImages(opts: BuildImagesOptions = {}): Promise<LocalImageTags> {

@@ -28,10 +28,12 @@
  *                    node container's mount and network namespaces (nsenter), as a runtime there.
  *
  * What the lab adds to the manifests' launch (as the netns world, NetnsLab.componentLaunch, less
- * what the pod's mounts place: no kubeconfig, CNI dir or mesh root flags): status sockets, the
- * connection log, the repair interval, the DNS upstream. The mesh root is the manifests' Secret
- * volume, mounted from the lab's copy (secretDir); profile, stack and DNS capture are the
- * rendered deployment's.
+ * what the pod's mounts place: no kubeconfig, CNI dir, root certificate or token flags): status
+ * sockets, the connection log, the repair interval, the DNS upstream, the CA's address. The root
+ * certificate and the projected token are the manifests' configMap and token volumes, mounted
+ * from the lab's copies (NetnsLab.writeProxyVolumes); the mesh CA runs as the netns world runs it
+ * (the CA Deployment's launch, a process in the fabric namespace beside the API), not yet as a
+ * container; profile, stack and DNS capture are the rendered deployment's.
  *
  * Approximations, said plainly: pod apps are processes of this machine's programs in the pod netns
  * (as in the netns world), not containers, but in the node container's pid namespace, where the
@@ -232,10 +234,10 @@ export class ContainersBackend implements LabBackend {
   }
 
   /**
-   * A Secret volume's files as a kubelet would mount them (defaultMode, group the pods' fsGroup:
-   * the proxy's gid). The lab holds one Secret, the mesh root (deploy/base/proxy.yaml:
-   * ambient-lab-mesh-root, keys ca.crt and ca.key, made at install time as the README says),
-   * shared by every node so cross-node HBONE verifies.
+   * A Secret volume's files as a kubelet would mount them (defaultMode, group the pods' fsGroup).
+   * The lab holds one Secret, the mesh root (ambient-lab-mesh-root, keys ca.crt and ca.key, made
+   * at install time as the README says), which only the CA mounts (deploy/base/ca.yaml); the CA
+   * runs beside the API, not in a node container, so no node container mounts a Secret today.
    */
   private secretDir(lab: NetnsLab, secretName: string, mode: number): string {
     const files: Record<string, Record<string, string>> = {
@@ -301,6 +303,21 @@ export class ContainersBackend implements LabBackend {
           target: m.mountPath,
           mode: 'ro' as const,
         })),
+        // the proxy's root certificate and projected token, as the lab wrote them for the node (NetnsLab.writeProxyVolumes)
+        ...launch.configMapMounts.map((m) => ({
+          source: path.join(lab.nodeDir(node), 'configmaps', m.configMapName),
+          target: m.mountPath,
+          mode: 'ro' as const,
+        })),
+        ...(launch.tokenMounts.length > 0
+          ? [
+              {
+                source: path.join(lab.nodeDir(node), 'tokens'),
+                target: launch.tokenMounts[0]!.mountPath,
+                mode: 'ro' as const,
+              },
+            ]
+          : []),
         { source: sa, target: SA_MOUNT, mode: 'ro' as const },
       ])
       .withEntrypoint([launch.binary])

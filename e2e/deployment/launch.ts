@@ -162,7 +162,7 @@ interface ContainerLaunch {
     readonly hostNetwork: boolean;
     readonly hostPID: boolean;
     readonly serviceAccount: string;
-    /** The DaemonSet's namespace (the service account's; what a pod's mounted `namespace` file says). */
+    /** The workload's namespace (the service account's; what a pod's mounted `namespace` file says). */
     readonly namespace: string;
   };
   /** securityContext.allowPrivilegeEscalation: false is no_new_privs (it blocks file capabilities). */
@@ -170,8 +170,26 @@ interface ContainerLaunch {
   readonly readOnlyRootFilesystem: boolean;
   /** The container's hostPath volume mounts (volume kinds other than hostPath and secret are an error: a launch cannot follow them). */
   readonly hostPathMounts: readonly HostPathMount[];
-  /** The container's secret volume mounts (e.g. the proxy's mesh root): a world places the Secret's files there. */
+  /** The container's secret volume mounts (e.g. the CA's mesh root): a world places the Secret's files there. */
   readonly secretMounts: readonly SecretMount[];
+  /** The container's configMap volume mounts (e.g. the proxy's root certificate). */
+  readonly configMapMounts: readonly ConfigMapMount[];
+  /** The container's projected service-account tokens (e.g. the proxy's istio-token for the CA): a world mints one per pod. */
+  readonly tokenMounts: readonly TokenMount[];
+}
+
+interface ConfigMapMount {
+  readonly configMapName: string;
+  readonly mountPath: string;
+  readonly defaultMode: number;
+}
+
+interface TokenMount {
+  /** The directory mounted; the token is `path` in it. */
+  readonly mountPath: string;
+  readonly path: string;
+  readonly audience: string;
+  readonly expirationSeconds: number;
 }
 
 interface SecretMount {
@@ -194,6 +212,8 @@ interface DeploymentLaunch {
   /** The agent DaemonSet's CNI installer container (it installs and chains the plugin on the node). */
   readonly installCni: ContainerLaunch;
   readonly proxy: ContainerLaunch;
+  /** The mesh CA Deployment's container. */
+  readonly ca: ContainerLaunch;
 }
 
 /** Where the image keeps the repository's build (ci/*.Dockerfile: WORKDIR /app). */
@@ -224,16 +244,25 @@ export interface RenderedDaemonSet {
  * Throws, naming `source`, when the stream is not valid YAML or a DaemonSet has no name or namespace.
  */
 export function deploymentDaemonSets(rendered: string, source = 'the rendered deployment'): RenderedDaemonSet[] {
-  const out: RenderedDaemonSet[] = [];
+  return deploymentWorkloads(rendered, source, 'DaemonSet') as RenderedDaemonSet[];
+}
+
+/** The objects of `kind` in a rendered stream, in stream order; each must have a name and a namespace. */
+function deploymentWorkloads(
+  rendered: string,
+  source: string,
+  kind: 'DaemonSet' | 'Deployment',
+): Array<{ readonly metadata: { readonly name: string; readonly namespace: string } } & Obj> {
+  const out: Array<{ readonly metadata: { readonly name: string; readonly namespace: string } } & Obj> = [];
   for (const doc of parseAllDocuments(rendered)) {
     if (doc.errors.length > 0)
       throw new Error(`deployment launch: ${source} is not valid YAML: ${doc.errors[0]!.message}`);
     const o: unknown = doc.toJS();
-    if (!isObj(o) || o['kind'] !== 'DaemonSet') continue;
+    if (!isObj(o) || o['kind'] !== kind) continue;
     const meta = o['metadata'];
     if (!isObj(meta) || typeof meta['name'] !== 'string' || typeof meta['namespace'] !== 'string')
-      throw new Error(`deployment launch: ${source}: a DaemonSet without metadata.name and metadata.namespace`);
-    out.push(o as unknown as RenderedDaemonSet);
+      throw new Error(`deployment launch: ${source}: a ${kind} without metadata.name and metadata.namespace`);
+    out.push(o as { readonly metadata: { readonly name: string; readonly namespace: string } } & Obj);
   }
   return out;
 }
@@ -249,25 +278,28 @@ export function deploymentLaunch(
   fields: FieldValues & { readonly source?: string },
 ): DeploymentLaunch {
   const source = fields.source ?? 'the rendered deployment';
-  const daemonSets = new Map<string, Obj>();
-  for (const ds of deploymentDaemonSets(rendered, source)) daemonSets.set(String(ds.metadata.name), ds);
-  const take = (name: string, container: string): ContainerLaunch => {
-    const found = daemonSets.get(name);
+  const workloads = new Map<string, Obj>();
+  for (const ds of deploymentDaemonSets(rendered, source)) workloads.set(`DaemonSet/${ds.metadata.name}`, ds);
+  for (const d of deploymentWorkloads(rendered, source, 'Deployment'))
+    workloads.set(`Deployment/${d.metadata.name}`, d);
+  const take = (kind: 'DaemonSet' | 'Deployment', name: string, container: string): ContainerLaunch => {
+    const found = workloads.get(`${kind}/${name}`);
     if (!found)
       throw new Error(
-        `deployment launch: no DaemonSet ${name} in ${source}; the rendered manifests are the source of the components' launch`,
+        `deployment launch: no ${kind} ${name} in ${source}; the rendered manifests are the source of the components' launch`,
       );
     return containerLaunch(source, found, container, fields);
   };
   return {
-    agent: take('ambient-lab-agent', 'agent'),
-    installCni: take('ambient-lab-agent', 'install-cni'),
-    proxy: take('ambient-lab-proxy', 'proxy'),
+    agent: take('DaemonSet', 'ambient-lab-agent', 'agent'),
+    installCni: take('DaemonSet', 'ambient-lab-agent', 'install-cni'),
+    proxy: take('DaemonSet', 'ambient-lab-proxy', 'proxy'),
+    ca: take('Deployment', 'ambient-lab-ca', 'ca'),
   };
 }
 
 function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValues): ContainerLaunch {
-  const where = `${file}: DaemonSet ${String((ds['metadata'] as Obj)['name'])}, container ${name}`;
+  const where = `${file}: ${String(ds['kind'])} ${String((ds['metadata'] as Obj)['name'])}, container ${name}`;
   const fail = (what: string): never => {
     throw new Error(`deployment launch: ${where}: ${what}`);
   };
@@ -340,6 +372,13 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
     if (isObj(v) && typeof v['name'] === 'string') volumes.set(v['name'], v);
   const hostPathMounts: HostPathMount[] = [];
   const secretMounts: SecretMount[] = [];
+  const configMapMounts: ConfigMapMount[] = [];
+  const tokenMounts: TokenMount[] = [];
+  const fileMode = (v: string, mode: unknown): number => {
+    if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o777)
+      return fail(`volume ${v}: defaultMode must be a file mode, got ${JSON.stringify(mode)}`);
+    return mode;
+  };
   for (const m of Array.isArray(c['volumeMounts']) ? c['volumeMounts'] : []) {
     if (!isObj(m) || typeof m['name'] !== 'string' || typeof m['mountPath'] !== 'string')
       return fail('volumeMounts entries need a name and a mountPath');
@@ -357,8 +396,40 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
       secretMounts.push({ secretName, mountPath: m['mountPath'], defaultMode: mode, readOnly: true });
       continue;
     }
+    const configMap = volume['configMap'];
+    if (isObj(configMap)) {
+      if (typeof configMap['name'] !== 'string') return fail(`volume ${m['name']}: configMap.name must be a string`);
+      if (configMap['items'] !== undefined) return fail(`volume ${m['name']}: configMap.items are not followed`);
+      configMapMounts.push({
+        configMapName: configMap['name'],
+        mountPath: m['mountPath'],
+        defaultMode: fileMode(m['name'], configMap['defaultMode'] ?? 0o644),
+      });
+      continue;
+    }
+    const projected = volume['projected'];
+    if (isObj(projected)) {
+      const sources = projected['sources'];
+      const token =
+        Array.isArray(sources) && sources.length === 1 ? pathOf(sources[0] as Obj, ['serviceAccountToken']) : undefined;
+      if (!isObj(token) || typeof token['path'] !== 'string' || typeof token['audience'] !== 'string')
+        return fail(
+          `volume ${m['name']}: a projected volume is followed only as one serviceAccountToken with an audience and a path`,
+        );
+      const ttl = token['expirationSeconds'] ?? 3600;
+      if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl < 600)
+        return fail(`volume ${m['name']}: serviceAccountToken.expirationSeconds must be an integer >= 600`);
+      tokenMounts.push({
+        mountPath: m['mountPath'],
+        path: token['path'],
+        audience: token['audience'],
+        expirationSeconds: ttl,
+      });
+      continue;
+    }
     const hostPath = pathOf(volume, ['hostPath', 'path']);
-    if (typeof hostPath !== 'string') return fail(`volume ${m['name']} is neither a hostPath nor a secret volume`);
+    if (typeof hostPath !== 'string')
+      return fail(`volume ${m['name']} is none of hostPath, secret, configMap or a projected token`);
     const prop = m['mountPropagation'] ?? 'None';
     if (prop !== 'None' && prop !== 'HostToContainer')
       return fail(`volumeMount ${m['name']}: mountPropagation ${JSON.stringify(prop)} is not followed`);
@@ -391,6 +462,8 @@ function containerLaunch(file: string, ds: Obj, name: string, fields: FieldValue
     readOnlyRootFilesystem: flag('readOnlyRootFilesystem', sc['readOnlyRootFilesystem'], false),
     hostPathMounts,
     secretMounts,
+    configMapMounts,
+    tokenMounts,
   };
 }
 

@@ -27,8 +27,10 @@ interface KindCliOptions {
 
 export const SYSTEM_NAMESPACE = 'ambient-lab-system';
 export const CRD_NAME = 'authorizationpolicies.security.istio.io';
-/** The mesh root every proxy mounts (deploy/base/proxy.yaml); made at install time, never in the repo. */
+/** The mesh root and its key, mounted by the CA only (deploy/base/ca.yaml); made at install time, never in the repo. */
 const MESH_ROOT_SECRET = 'ambient-lab-mesh-root';
+/** The root certificate alone, mounted by every proxy (deploy/base/proxy.yaml). */
+const MESH_ROOT_CERT_CONFIGMAP = 'ambient-lab-mesh-root-cert';
 /** The namespace of the world's own helper pods (host probes); never part of the mesh. */
 export const E2E_NAMESPACE = 'ambient-lab-e2e';
 /** In the agent image (ci/build.Dockerfile compiles e2e/ too): the probe and the pod app of the netns world. */
@@ -49,7 +51,7 @@ interface CommandResult {
 }
 
 export class KindCli {
-  readonly images: { readonly build: string; readonly agent: string; readonly proxy: string };
+  readonly images: { readonly build: string; readonly agent: string; readonly proxy: string; readonly ca: string };
 
   constructor(private readonly o: KindCliOptions) {
     if (!/^al-[a-z0-9-]+$/.test(o.cluster))
@@ -59,6 +61,7 @@ export class KindCli {
       build: `ambient-lab/build:${tag}`,
       agent: `ambient-lab/agent:${tag}`,
       proxy: `ambient-lab/proxy:${tag}`,
+      ca: `ambient-lab/ca:${tag}`,
     };
   }
 
@@ -107,7 +110,7 @@ export class KindCli {
 
   async buildImages(): Promise<void> {
     await this.run('docker', ['build', '-f', 'ci/build.Dockerfile', '-t', this.images.build, '.']);
-    for (const c of ['agent', 'proxy'] as const) {
+    for (const c of ['agent', 'proxy', 'ca'] as const) {
       await this.run('docker', [
         'build',
         '-f',
@@ -122,14 +125,15 @@ export class KindCli {
   }
 
   async loadImages(): Promise<void> {
-    for (const img of [this.images.agent, this.images.proxy])
+    for (const img of [this.images.agent, this.images.proxy, this.images.ca])
       await this.run('kind', ['load', 'docker-image', img, '--name', this.o.cluster]);
   }
 
   /**
    * Install as a user would: the CRD only when absent (`kubectl create -k deploy/crd`: never
    * overwrites Istio's), deploy/ rendered for `choice` by the one loader (e2e/deployment/launch.ts)
-   * and applied, then the mesh root Secret when absent (generated here, as README "Install" says).
+   * and applied, then the mesh root Secret (for the CA) and its certificate's ConfigMap (for the
+   * proxies) when absent (generated here, as README "Install" says).
    */
   async applyManifests(choice: DeploymentChoice): Promise<{ readonly crdCreated: boolean }> {
     const crd = await this.kubectl(['get', 'crd', CRD_NAME, '-o', 'name'], { reject: false });
@@ -143,6 +147,7 @@ export class KindCli {
     const secret = await this.kubectl(['-n', SYSTEM_NAMESPACE, 'get', 'secret', MESH_ROOT_SECRET, '-o', 'name'], {
       reject: false,
     });
+    let rootCert: string | undefined;
     if (secret.exitCode !== 0) {
       const root = await (await MeshCa.create('cluster.local')).exportRoot();
       const manifest = {
@@ -153,6 +158,37 @@ export class KindCli {
         stringData: { 'ca.crt': root.certPem, 'ca.key': root.keyPem },
       };
       // on stdin: the key never touches a file or an argv
+      await this.kubectl(['create', '-f', '-'], { input: JSON.stringify(manifest) });
+      rootCert = root.certPem;
+    }
+    const configMap = await this.kubectl(
+      ['-n', SYSTEM_NAMESPACE, 'get', 'configmap', MESH_ROOT_CERT_CONFIGMAP, '-o', 'name'],
+      { reject: false },
+    );
+    if (configMap.exitCode !== 0) {
+      // the certificate of the Secret's root, whoever made the Secret
+      rootCert ??= Buffer.from(
+        (
+          await this.kubectl([
+            '-n',
+            SYSTEM_NAMESPACE,
+            'get',
+            'secret',
+            MESH_ROOT_SECRET,
+            '-o',
+            'jsonpath={.data.ca\\.crt}',
+          ])
+        ).stdout.trim(),
+        'base64',
+      ).toString('utf8');
+      if (!rootCert.includes('BEGIN CERTIFICATE'))
+        throw new Error(`the Secret ${SYSTEM_NAMESPACE}/${MESH_ROOT_SECRET} has no PEM certificate under ca.crt`);
+      const manifest = {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: MESH_ROOT_CERT_CONFIGMAP, namespace: SYSTEM_NAMESPACE },
+        data: { 'ca.crt': rootCert },
+      };
       await this.kubectl(['create', '-f', '-'], { input: JSON.stringify(manifest) });
     }
     return { crdCreated };
@@ -165,7 +201,11 @@ export class KindCli {
    */
   async applyDeployment(choice: DeploymentChoice): Promise<void> {
     await this.kubectl(['apply', '-f', '-'], { input: renderDeployment(choice) });
-    if (this.images.agent !== 'ambient-lab/agent:dev' || this.images.proxy !== 'ambient-lab/proxy:dev') {
+    if (
+      this.images.agent !== 'ambient-lab/agent:dev' ||
+      this.images.proxy !== 'ambient-lab/proxy:dev' ||
+      this.images.ca !== 'ambient-lab/ca:dev'
+    ) {
       for (const [ds, containers, img] of [
         ['ambient-lab-agent', ['install-cni', 'agent'], this.images.agent],
         ['ambient-lab-proxy', ['proxy'], this.images.proxy],
@@ -179,6 +219,7 @@ export class KindCli {
           ...containers.map((c) => `${c}=${img}`),
         ]);
       }
+      await this.kubectl(['-n', SYSTEM_NAMESPACE, 'set', 'image', 'deployment/ambient-lab-ca', `ca=${this.images.ca}`]);
     }
   }
 
@@ -380,8 +421,9 @@ export class KindCli {
   }
 
   async waitReady(timeout = '300s'): Promise<void> {
-    for (const ds of ['ambient-lab-agent', 'ambient-lab-proxy']) {
-      await this.kubectl(['-n', SYSTEM_NAMESPACE, 'rollout', 'status', `daemonset/${ds}`, '--timeout', timeout]);
+    // the CA first: the proxies become ready without it, but hold no certificate until it serves
+    for (const w of ['deployment/ambient-lab-ca', 'daemonset/ambient-lab-agent', 'daemonset/ambient-lab-proxy']) {
+      await this.kubectl(['-n', SYSTEM_NAMESPACE, 'rollout', 'status', w, '--timeout', timeout]);
     }
   }
 

@@ -88,6 +88,30 @@ export class WorldApi {
     }) as Promise<KubeObjectOf<K>>;
   }
 
+  /** A TokenRequest (serviceaccounts/token), as kubelet asks for a projected token bound to a pod. */
+  async requestToken(
+    namespace: string,
+    serviceAccount: string,
+    pod: { name: string; uid: string },
+    audience: string,
+    expirationSeconds: number,
+  ): Promise<string> {
+    const r = (await request(
+      this.apiSocket,
+      'POST',
+      `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(serviceAccount)}/token`,
+      {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { audiences: [audience], expirationSeconds, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', ...pod } },
+      },
+    )) as { status?: { token?: unknown } };
+    const token = r.status?.token;
+    if (typeof token !== 'string' || token === '')
+      throw new Error(`TokenRequest for ${namespace}/${serviceAccount} answered without status.token`);
+    return token;
+  }
+
   get<K extends KubeKind>(kind: K, name: string, namespace?: string): Promise<KubeObjectOf<K>> {
     return request(this.apiSocket, 'GET', pathOf(kind, namespace, name)) as Promise<KubeObjectOf<K>>;
   }

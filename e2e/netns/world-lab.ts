@@ -92,6 +92,12 @@ export interface LabBackend {
 }
 
 const API_PORT = 6443;
+/** The mesh CA's port (deploy/base/ca.yaml, istiod's CA port). */
+const CA_PORT = 15012;
+/** The label of the deployment's own pods (the proxy pods the lab makes in its API); scenarios' pods never carry it. */
+export const LAB_COMPONENT_LABEL = 'app.kubernetes.io/part-of';
+/** The ConfigMap with the mesh root certificate that the proxies mount (deploy/base/proxy.yaml). */
+const MESH_ROOT_CERT_CONFIGMAP = 'ambient-lab-mesh-root-cert';
 const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
 
 /**
@@ -168,6 +174,8 @@ export interface LabState {
   readonly apiSocket: string;
   readonly controlSocket: string;
   api: LabPid | undefined;
+  /** The mesh CA process (the CA Deployment's container, in the fabric namespace); absent in older state files. */
+  ca?: LabPid | undefined;
   components: Record<string, LabPid | undefined>;
   pods: Record<string, LabPodState>;
   podSeq: number;
@@ -503,22 +511,25 @@ export class NetnsLab {
       lab = new NetnsLab(state, cluster, opts.backend);
       lab.save();
       writeDeployment(state, opts);
-      // One mesh root for every proxy of the cluster, so HBONE verifies across nodes.
+      // One mesh root, made at install time as the README says: its key goes to the CA only (the
+      // Secret ambient-lab-mesh-root), its certificate to every proxy (the ConfigMap).
       const root = await (await MeshCa.create('cluster.local')).exportRoot();
       // The proxy runs as the manifests' uid/gid, not root: what it reads is shared with its
       // group (never with the pods' uids), and each node's directory is writable by that group
       // (its status socket and connection log).
       const gid = lab.proxyGid();
       fs.writeFileSync(path.join(runDir, 'mesh-ca.pem'), root.certPem, { mode: 0o644 });
-      // as the mesh root Secret's files are mounted (deploy/base/proxy.yaml: defaultMode 0440, fsGroup)
-      writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, gid, 0o440);
+      // as the CA's Secret volume is mounted (deploy/base/ca.yaml: defaultMode 0440, fsGroup = its gid)
+      writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, lab.caGid(), 0o440);
       await lab.startApi();
       await lab.createDaemonSets();
+      await lab.startCa();
       for (const n of state.nodes) {
         const dir = path.join(runDir, n.name);
         fs.mkdirSync(dir, { recursive: true });
         fs.chownSync(dir, 0, gid);
         fs.chmodSync(dir, 0o775);
+        await lab.writeProxyVolumes(n.name);
         // A backend's nodes run the manifests' install-cni, which chains the plugin itself.
         if (!lab.backend) lab.writeNodeCni(n.name);
       }
@@ -603,6 +614,145 @@ export class NetnsLab {
   /** Where the in-cluster API is (KUBERNETES_SERVICE_HOST/PORT as a backend's components get them). */
   apiService(): { host: string; port: number } {
     return { host: FABRIC_GATEWAY.ipv4, port: API_PORT };
+  }
+
+  /** The group the CA runs as (its manifest's runAsGroup): it alone may read the root key. */
+  caGid(): number {
+    return this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').ca.gid;
+  }
+
+  /** The CA's address as the proxies reach it: the fabric gateway stands in for the Service (the lab has no cluster DNS). */
+  caAddress(): string {
+    return `https://${FABRIC_GATEWAY.ipv4}:${CA_PORT}`;
+  }
+
+  /**
+   * Start the mesh CA as the CA Deployment's container says (user, group, capabilities, program,
+   * environment), in the fabric namespace beside the API. The lab adds placement only: its
+   * kubeconfig for the API facade (readable by the CA's group), the root Secret's files, the
+   * fabric address to listen on and to put in the serving certificate.
+   */
+  async startCa(): Promise<void> {
+    if (this.state.ca && isOurs(this.state.ca)) return;
+    const launch = this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').ca;
+    const kubeconfig = path.join(this.state.runDir, 'ca.kubeconfig');
+    writeGroupReadable(kubeconfig, facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT}`), launch.gid);
+    const log = path.join(this.state.runDir, 'ca.log');
+    // the log is appended to across restarts: only what this start writes counts
+    const from = fs.existsSync(log) ? fs.statSync(log).size : 0;
+    const argv = [
+      process.execPath,
+      ...launch.nodeFlags,
+      path.join(repoRoot(), launch.program),
+      '--kubeconfig',
+      kubeconfig,
+      '--ca-cert',
+      path.join(this.state.runDir, 'mesh-ca.pem'),
+      '--ca-key',
+      path.join(this.state.runDir, 'mesh-ca.key'),
+      '--listen',
+      `${FABRIC_GATEWAY.ipv4}:${CA_PORT}`,
+      '--ips',
+      FABRIC_GATEWAY.ipv4,
+    ];
+    const p = spawnInNetns(this.state.fabric, argv, {
+      uid: launch.uid,
+      gid: launch.gid,
+      groups: launch.groups,
+      caps: launch.caps,
+      env: { ...launch.env },
+      logFile: log,
+    });
+    this.state.ca = p;
+    this.save();
+    await waitFor('the mesh CA did not come up', 15_000, async () => {
+      const text = fs.existsSync(log) ? fs.readFileSync(log).subarray(from).toString('utf8') : '';
+      if (!isOurs(p)) throw new Error(`it exited; see ${log}: ${text.slice(-800)}`);
+      return text.includes('mesh CA serving') ? true : undefined;
+    });
+  }
+
+  /** Stop the mesh CA (a test of the proxies without it); startCa() brings it back. */
+  async stopCa(): Promise<void> {
+    await stopPid(this.state.ca);
+    this.state.ca = undefined;
+    this.save();
+  }
+
+  /**
+   * What kubelet puts into the proxy pod's volumes on `node`, under the node's directory: the
+   * mesh root certificate (its configMap volume) in configmaps/<name>/ca.crt, and each projected
+   * service-account token in tokens/<path>, bound to the proxy's pod there (a DaemonSet pod the
+   * lab makes in its API, as the DaemonSet controller would: the CA authorizes by it). Files are
+   * readable by root and the proxy's group only, as fsGroup makes them.
+   */
+  async writeProxyVolumes(node: string): Promise<void> {
+    const launch = this.deploymentLaunch(node).proxy;
+    const dir = this.nodeDir(node);
+    for (const m of launch.configMapMounts) {
+      if (m.configMapName !== MESH_ROOT_CERT_CONFIGMAP)
+        throw new Error(
+          `${launch.source}: the lab holds the ConfigMap ${MESH_ROOT_CERT_CONFIGMAP} only; the proxy mounts ${m.configMapName}`,
+        );
+      const to = path.join(dir, 'configmaps', m.configMapName);
+      fs.mkdirSync(to, { recursive: true, mode: 0o755 });
+      fs.copyFileSync(path.join(this.state.runDir, 'mesh-ca.pem'), path.join(to, 'ca.crt'));
+      fs.chmodSync(path.join(to, 'ca.crt'), m.defaultMode);
+    }
+    if (launch.tokenMounts.length === 0) return;
+    const pod = await this.ensureProxyPod(node, launch.pod);
+    fs.mkdirSync(path.join(dir, 'tokens'), { recursive: true, mode: 0o755 });
+    for (const m of launch.tokenMounts) {
+      const token = await this.api.requestToken(
+        launch.pod.namespace,
+        launch.pod.serviceAccount,
+        pod,
+        m.audience,
+        m.expirationSeconds,
+      );
+      writeGroupReadable(path.join(dir, 'tokens', m.path), token, launch.gid, 0o440);
+    }
+  }
+
+  /** The proxy DaemonSet's pod on `node` in the lab's API (made once; the CA checks a caller's token against it). */
+  private async ensureProxyPod(
+    node: string,
+    pod: { readonly serviceAccount: string; readonly namespace: string },
+  ): Promise<{ name: string; uid: string }> {
+    const name = `ambient-lab-proxy-${node}`;
+    const existing = await this.api.get('Pod', name, pod.namespace).catch(unless(404)); // 404: not made yet
+    const made =
+      existing ??
+      (await this.api.create('Pod', {
+        metadata: {
+          name,
+          namespace: pod.namespace,
+          labels: {
+            'app.kubernetes.io/name': 'ambient-lab-proxy',
+            [LAB_COMPONENT_LABEL]: 'ambient-lab',
+            'istio.io/dataplane-mode': 'none',
+          },
+        },
+        spec: {
+          nodeName: node,
+          serviceAccountName: pod.serviceAccount,
+          hostNetwork: true,
+          containers: [{ name: 'proxy', image: 'ambient-lab/proxy:dev' }],
+        },
+      }));
+    const uid = made.metadata?.uid;
+    if (!uid) throw new Error(`the lab's API answered pod ${pod.namespace}/${name} without a uid`);
+    // Running on the host network: the node's address is its IP, as kubelet reports it.
+    const address = this.node(node).address;
+    if (!existing)
+      await this.api.patch(
+        'Pod',
+        name,
+        pod.namespace,
+        { status: { phase: 'Running', hostIP: address, podIP: address, podIPs: [{ ip: address }] } },
+        true,
+      );
+    return { name, uid };
   }
 
   private async startApi(): Promise<void> {
@@ -703,7 +853,9 @@ export class NetnsLab {
    *   placement — where a kubelet's mounts would put things, the lab's run dir holds them:
    *     --node, --kubeconfig (the API facade instead of in-cluster config), --zds-socket,
    *     --status-socket, --plugin-socket, --cni-bin-dir/--cni-conf-dir (the node's CNI dirs),
-   *     --connection-log, --ca-cert/--ca-key (the mesh root Secret's files);
+   *     --connection-log, --ca-root and --token-file (the proxy's configMap and projected token
+   *     volumes, written by writeProxyVolumes), --ca-address (the CA at the fabric gateway: the
+   *     lab has no cluster DNS for the Service's name);
    *   the CNI files install-cni would write: the lab writes the chained conflist itself
    *     (writeNodeCni) instead of running the installer, and its kubelet runs that file;
    *   --pod-uid-sources cgroup,environ — the lab's pod processes are not in kubelet's pod
@@ -719,9 +871,9 @@ export class NetnsLab {
    * with the flags above). A backend whose components run in containers (e2e/containers) passes
    * the node's paths and `node: true`: no --kubeconfig (they use the service account), no
    * --cni-bin-dir/--cni-conf-dir (the manifests' hostPath mounts and AMBIENT_LAB_CNI_*_DIR place
-   * the node's CNI dirs, and install-cni writes them) and no --ca-cert/--ca-key (the backend
-   * mounts the mesh root where the manifests' Secret volume goes); it runs `launch` with
-   * `labArgs` itself.
+   * the node's CNI dirs, and install-cni writes them) and no --ca-root/--token-file (the backend
+   * mounts the node's configmaps/ and tokens/ where the manifests' volumes go); it runs `launch`
+   * with `labArgs` itself.
    */
   componentLaunch(
     component: LabComponent,
@@ -760,17 +912,19 @@ export class NetnsLab {
       ];
       return { argv: [...program, ...labArgs], labArgs, spawn, env: { ...launch.env }, launch };
     }
+    const tokenFile = launch.tokenMounts[0];
+    const rootCert = launch.configMapMounts.find((m) => m.configMapName === MESH_ROOT_CERT_CONFIGMAP);
     const labArgs = [
       ...common,
       '--connection-log',
       path.join(dir, 'connections.jsonl'),
+      '--ca-address',
+      this.caAddress(),
       ...(where.node
         ? []
         : [
-            '--ca-cert',
-            path.join(this.state.runDir, 'mesh-ca.pem'),
-            '--ca-key',
-            path.join(this.state.runDir, 'mesh-ca.key'),
+            ...(rootCert ? ['--ca-root', path.join(dir, 'configmaps', rootCert.configMapName, 'ca.crt')] : []),
+            ...(tokenFile ? ['--token-file', path.join(dir, 'tokens', tokenFile.path)] : []),
           ]),
       this.state.proxyDns === true ? `--dns-upstream=${FABRIC_GATEWAY.ipv4}:53` : '--dns-upstream=',
     ];
@@ -1395,6 +1549,7 @@ export class NetnsLab {
     if (this.backend) await this.backend.dispose(this).catch((e: unknown) => errors.push(String(e)));
     for (const p of Object.values(this.state.components))
       await stopPid(p).catch((e: unknown) => errors.push(String(e)));
+    await stopPid(this.state.ca).catch((e: unknown) => errors.push(String(e)));
     await stopPid(this.state.api).catch((e: unknown) => errors.push(String(e)));
     if (this.cluster) await this.cluster.dispose().catch((e: unknown) => errors.push(String(e)));
     else {
@@ -1409,6 +1564,7 @@ export class NetnsLab {
       ...Object.values(this.state.pods).map((p) => p.app),
       ...Object.values(this.state.components),
       this.state.api,
+      this.state.ca,
     ].filter((p): p is LabPid => p !== undefined && isOurs(p));
     if (alive.length > 0) errors.push(`processes still running: ${alive.map((p) => p.pid).join(', ')}`);
     if (errors.length === 0) fs.rmSync(this.state.runDir, { recursive: true, force: true });

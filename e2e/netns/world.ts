@@ -74,7 +74,7 @@ import {
   type RawSendOutcome,
   tcpConnectOutcome,
 } from './probe-protocol.js';
-import { effectiveAppCaps, NetnsLab, repoRoot, unless, type LabPodState } from './world-lab.js';
+import { effectiveAppCaps, LAB_COMPONENT_LABEL, NetnsLab, repoRoot, unless, type LabPodState } from './world-lab.js';
 import { settleNetnsWorld, type SettleResult } from './world-settle.js';
 
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed (as the sim's appExec). */
@@ -1107,6 +1107,8 @@ export class NetnsWorld implements World {
       const ns = pod.metadata?.namespace ?? '';
       const name = pod.metadata?.name ?? '';
       const st = this.lab.state.pods[`${ns}/${name}`];
+      // the deployment's own pods (the proxies') are not the scenario's: the sim world has none
+      if (!st && pod.metadata?.labels?.[LAB_COMPONENT_LABEL] === 'ambient-lab') continue;
       let redirected = false;
       let inode = '';
       for (;;) {

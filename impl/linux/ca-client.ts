@@ -21,7 +21,7 @@ const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 /** A CA's answer is two certificates and a few fields; anything far past that is not one. */
 const MAX_ANSWER_BYTES = 64 * 1024;
 
-export interface CaClientOptions {
+interface CaClientOptions {
   /** `https://host:port` of the CA (upstream's CA_ADDRESS). */
   readonly address: string;
   /** The mesh root bundle (PEM): the CA's serving certificate and every issued leaf chain to it. */

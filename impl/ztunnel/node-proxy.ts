@@ -36,7 +36,7 @@ import {
 import type { ZdsWorkloadHandler } from './zds-client.js';
 
 /** What the node proxy tells the holder of its workload certificates (SPIFFE IDs). */
-export interface IdentityCertificates {
+interface IdentityCertificates {
   prefetch(identity: string): void;
   forget(identity: string): void;
 }

@@ -170,6 +170,78 @@ async function tokenReview(store: ApiStore, req: IncomingMessage, res: ServerRes
   });
 }
 
+const TOKEN_REQUEST = /^\/api\/v1\/namespaces\/([^/]+)\/serviceaccounts\/([^/]+)\/token\/?$/;
+
+/**
+ * POST a TokenRequest (the serviceaccounts/token subresource), as kubelet does for a projected
+ * token: bound to a pod, which must exist with that uid and run as that service account; the
+ * token names the pod's node. The sim has no ServiceAccount objects, so the account itself is
+ * not looked up.
+ */
+async function tokenRequest(
+  store: ApiStore,
+  req: IncomingMessage,
+  res: ServerResponse,
+  method: string,
+  namespace: string,
+  serviceAccount: string,
+): Promise<void> {
+  if (method !== 'POST')
+    throw new KubeApiError(405, 'MethodNotAllowed', `${method} is not supported on serviceaccounts/token`);
+  const invalid = (what: string): never => {
+    throw new KubeApiError(422, 'Invalid', `TokenRequest.authentication.k8s.io is invalid: ${what}`);
+  };
+  const body = (await readJson(req)) as {
+    spec?: {
+      audiences?: unknown;
+      expirationSeconds?: unknown;
+      boundObjectRef?: { kind?: unknown; name?: unknown; uid?: unknown };
+    };
+  } | null;
+  const spec = body?.spec ?? {};
+  const audiences = spec.audiences ?? [];
+  if (!Array.isArray(audiences) || !audiences.every((a): a is string => typeof a === 'string'))
+    invalid('spec.audiences: must be a list of strings');
+  const ttl = spec.expirationSeconds ?? 3600;
+  if (typeof ttl !== 'number' || !Number.isInteger(ttl)) invalid('spec.expirationSeconds: must be an integer');
+  const ref = spec.boundObjectRef;
+  if (!ref || ref.kind !== 'Pod' || typeof ref.name !== 'string')
+    invalid('spec.boundObjectRef: the sim binds tokens to a Pod (kind Pod, name, uid)');
+  const pod = store.list('Pod', { namespace }).items.find((p) => p.metadata?.name === ref!.name);
+  if (!pod) throw new KubeApiError(404, 'NotFound', `pods "${String(ref!.name)}" not found`);
+  if (ref!.uid !== undefined && ref!.uid !== pod.metadata?.uid)
+    invalid(
+      `spec.boundObjectRef.uid: the UID in the bound object reference (${String(ref!.uid)}) does not match the pod's (${pod.metadata?.uid})`,
+    );
+  if ((pod.spec?.serviceAccountName ?? 'default') !== serviceAccount)
+    invalid(
+      `spec.boundObjectRef: pod ${String(ref!.name)} runs as service account ${pod.spec?.serviceAccountName ?? 'default'}, not ${serviceAccount}`,
+    );
+  let token: string;
+  try {
+    token = store.tokens.issue({
+      namespace,
+      serviceAccount,
+      pod: {
+        name: ref!.name as string,
+        uid: pod.metadata!.uid!,
+        ...(pod.spec?.nodeName ? { node: pod.spec.nodeName } : {}),
+      },
+      audiences: audiences as string[],
+      expirationSeconds: ttl as number,
+    });
+  } catch (e) {
+    return invalid((e as Error).message);
+  }
+  return send(res, 201, {
+    apiVersion: 'authentication.k8s.io/v1',
+    kind: 'TokenRequest',
+    metadata: { name: serviceAccount, namespace },
+    spec: { audiences, expirationSeconds: ttl, boundObjectRef: ref },
+    status: { token },
+  });
+}
+
 async function handle(
   store: ApiStore,
   req: IncomingMessage,
@@ -182,6 +254,8 @@ async function handle(
   const discovery = discover(url.pathname);
   if (discovery !== undefined && method === 'GET') return send(res, 200, discovery);
   if (url.pathname.replace(/\/+$/, '') === TOKEN_REVIEWS) return tokenReview(store, req, res, method);
+  const tr = TOKEN_REQUEST.exec(url.pathname);
+  if (tr) return tokenRequest(store, req, res, method, decodeURIComponent(tr[1]!), decodeURIComponent(tr[2]!));
   const route = parseRoute(url.pathname);
   if (!route) {
     throw new KubeApiError(

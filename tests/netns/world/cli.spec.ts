@@ -35,9 +35,22 @@ test('up --nodes 2 --pods 2, status, exec, down (twice)', async () => {
       [true, true],
       [true, true],
     ]);
-    expect(s.pods).toHaveLength(4);
-    for (const p of s.pods)
-      expect(p).toMatchObject({ phase: 'Running', annotation: 'enabled', redirection: 'enabled' });
+    // the four demo pods, enrolled; the proxies' own pods (host network, not enrolled) beside them
+    const demo = s.pods.filter((p) => p.pod.startsWith('demo/'));
+    expect(demo).toHaveLength(4);
+    for (const p of demo) expect(p).toMatchObject({ phase: 'Running', annotation: 'enabled', redirection: 'enabled' });
+    expect(s.pods.filter((p) => !p.pod.startsWith('demo/'))).toEqual([
+      expect.objectContaining({
+        pod: 'ambient-lab-system/ambient-lab-proxy-node-0',
+        phase: 'Running',
+        redirection: 'none',
+      }),
+      expect.objectContaining({
+        pod: 'ambient-lab-system/ambient-lab-proxy-node-1',
+        phase: 'Running',
+        redirection: 'none',
+      }),
+    ]);
     const text = await cli(['status', '--name', NAME]);
     expect(text.stdout).toContain('demo/node-1-app-1');
 

@@ -86,6 +86,7 @@ export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsW
     const probePids = await w.probePids();
     const labPids = [
       w.lab.state.api,
+      w.lab.state.ca,
       ...Object.values(w.lab.state.components),
       ...Object.values(w.lab.state.pods).map((p) => p.app),
     ];

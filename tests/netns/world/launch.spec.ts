@@ -103,9 +103,19 @@ test('the shipped manifests: the proxy runs as 1337:1337 with NET_ADMIN and SYS_
     // the agent became ready only with the plugin chained in the node's conflist (its readiness check)
     const status = await lab.componentStatus('agent', 'node-0');
     expect(status.detail).toContain('ambient-lab-cni installed and chained in');
-    // Secrets the proxy reads are shared with its group only, never with a pod's uid (the Secret's mode 0440).
+    // The root key is the CA's alone (its Secret: mode 0440, the CA's group 1338), and the CA runs
+    // as its Deployment says: 1338:1338 with no capabilities.
     const key = fs.statSync(path.join(lab.state.runDir, 'mesh-ca.key'));
-    expect({ gid: key.gid, mode: key.mode & 0o777 }).toEqual({ gid: 1337, mode: 0o440 });
+    expect({ gid: key.gid, mode: key.mode & 0o777 }).toEqual({ gid: 1338, mode: 0o440 });
+    const ca = processOf(lab.state.ca!.pid);
+    expect(ca).toMatchObject({ uid: 1338, gid: 1338, groups: [] });
+    expect(ca.capEff).toBe(capMask([]));
+    // The proxy holds the root certificate and its own token, not the key.
+    const proxyArgv = fs.readFileSync(`/proc/${pidOf(lab, 'proxy')}/cmdline`, 'utf8').split('\0');
+    expect(proxyArgv.some((a) => a.startsWith('--ca-key'))).toBe(false);
+    expect(proxy.env['AMBIENT_LAB_CERTIFICATES']).toBe('ca');
+    const token = fs.statSync(path.join(lab.nodeDir('node-0'), 'tokens', 'istio-token'));
+    expect({ gid: token.gid, mode: token.mode & 0o777 }).toEqual({ gid: 1337, mode: 0o440 });
   });
 });
 

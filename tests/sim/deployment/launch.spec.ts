@@ -157,7 +157,7 @@ for (const [name, edit, message] of refused) {
   });
 }
 
-test('what a container world follows: the binary and program args, host namespaces, privilege escalation, read-only root, hostPath and secret mounts, the installer container', () => {
+test('what a container world follows: the binary and program args, host namespaces, privilege escalation, read-only root, hostPath, secret, configMap and token mounts, the installer container, the CA', () => {
   const l = deploymentLaunch(renderDeployment(BASE), { nodeName: 'node-7' });
   expect(l.proxy).toMatchObject({
     binary: '/app/node-netcaps',
@@ -166,6 +166,36 @@ test('what a container world follows: the binary and program args, host namespac
     allowPrivilegeEscalation: true,
     readOnlyRootFilesystem: true,
     hostPathMounts: [{ hostPath: '/var/run/ambient-lab', mountPath: '/var/run/ambient-lab', propagation: 'None' }],
+    secretMounts: [],
+    configMapMounts: [
+      {
+        configMapName: 'ambient-lab-mesh-root-cert',
+        mountPath: '/var/run/secrets/ambient-lab/mesh-root-cert',
+        defaultMode: 0o644,
+      },
+    ],
+    tokenMounts: [
+      { mountPath: '/var/run/secrets/tokens', path: 'istio-token', audience: 'istio-ca', expirationSeconds: 43200 },
+    ],
+  });
+  // The proxy holds no root key: certificates from the CA, verified by the root certificate's ConfigMap.
+  expect(l.proxy.env).toMatchObject({
+    AMBIENT_LAB_CERTIFICATES: 'ca',
+    AMBIENT_LAB_CA_ADDRESS: 'https://ambient-lab-ca.ambient-lab-system.svc:15012',
+    AMBIENT_LAB_CA_ROOT: '/var/run/secrets/ambient-lab/mesh-root-cert/ca.crt',
+    AMBIENT_LAB_TOKEN_FILE: '/var/run/secrets/tokens/istio-token',
+  });
+  expect(l.proxy.env['AMBIENT_LAB_CA_KEY']).toBeUndefined();
+  // The CA Deployment: its own uid and group, no capabilities, the only mount of the root key.
+  expect(l.ca).toMatchObject({
+    uid: 1338,
+    gid: 1338,
+    caps: [],
+    binary: 'node',
+    program: 'bin/ambient-lab-ca.js',
+    pod: { hostNetwork: false, serviceAccount: 'ambient-lab-ca', namespace: 'ambient-lab-system' },
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
     secretMounts: [
       {
         secretName: 'ambient-lab-mesh-root',
@@ -175,9 +205,10 @@ test('what a container world follows: the binary and program args, host namespac
       },
     ],
   });
-  // The proxy reads the mesh root from the Secret's files (no --ca-cert/--ca-key in the manifests).
-  expect(l.proxy.env['AMBIENT_LAB_CA_CERT']).toBe('/var/run/secrets/ambient-lab/mesh-root/ca.crt');
-  expect(l.proxy.env['AMBIENT_LAB_CA_KEY']).toBe('/var/run/secrets/ambient-lab/mesh-root/ca.key');
+  expect(l.ca.env).toMatchObject({
+    AMBIENT_LAB_CA_CERT: '/var/run/secrets/ambient-lab/mesh-root/ca.crt',
+    AMBIENT_LAB_CA_KEY: '/var/run/secrets/ambient-lab/mesh-root/ca.key',
+  });
   expect(l.agent).toMatchObject({
     binary: 'node',
     pod: { hostNetwork: true, hostPID: true },
@@ -213,14 +244,17 @@ test('what a container world follows: the binary and program args, host namespac
   expect(() => deploymentLaunch(bidirectional, { nodeName: 'n' })).toThrow(
     /mountPropagation "Bidirectional" is not followed/,
   );
-  const configMap = editedRender((t) =>
-    t.replace(
-      /secret:\n(\s+)defaultMode: 288\n\s+secretName: ambient-lab-mesh-root/,
-      'configMap:\n$1name: ambient-lab-mesh-root',
-    ),
+  // a projected volume other than one service-account token cannot be followed
+  const downward = editedRender((t) =>
+    t.replace(/- serviceAccountToken:\n(\s+)audience: istio-ca/, '- downwardAPI:\n$1audience: istio-ca'),
   );
-  expect(() => deploymentLaunch(configMap, { nodeName: 'n' })).toThrow(
-    /volume mesh-root is neither a hostPath nor a secret volume/,
+  expect(downward).not.toBe(renderDeployment(BASE));
+  expect(() => deploymentLaunch(downward, { nodeName: 'n' })).toThrow(
+    /volume istio-token: a projected volume is followed only as one serviceAccountToken/,
+  );
+  const emptyDir = editedRender((t) => t.replace(/configMap:\n(\s+)name: ambient-lab-mesh-root-cert/, 'emptyDir: {}'));
+  expect(() => deploymentLaunch(emptyDir, { nodeName: 'n' })).toThrow(
+    /volume mesh-root-cert is none of hostPath, secret, configMap or a projected token/,
   );
 });
 

@@ -29,7 +29,7 @@ interface Fake {
   stdins(): Promise<string[]>;
 }
 
-/** A recording binary: appends [name, ...argv] to the log; exits with $FAIL_<NAME>_ON matching a word of argv. */
+/** A recording binary: appends [name, ...argv] to the log; exits with $FAIL_<NAME>_ON (comma-separated words) matching a word of argv. */
 async function withFakes(fn: (f: Fake) => Promise<void>, extraEnv: Record<string, string> = {}): Promise<void> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'al-fakebin-'));
   const log = path.join(dir, 'calls.jsonl');
@@ -40,7 +40,7 @@ const argv = process.argv.slice(2);
 fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify([name, ...argv]) + '\\n');
 if (argv[argv.length - 1] === '-') fs.appendFileSync(${JSON.stringify(log)} + '.stdin', JSON.stringify(fs.readFileSync(0, 'utf8')) + '\\n');
 const failOn = process.env['FAIL_' + name.toUpperCase() + '_ON'];
-if (failOn && argv.includes(failOn)) { process.stderr.write(name + ': simulated failure on ' + failOn + '\\n'); process.exit(1); }
+if (failOn && failOn.split(',').some((w) => argv.includes(w))) { process.stderr.write(name + ': simulated failure on ' + failOn + '\\n'); process.exit(1); }
 if (name === 'kubectl' && argv.includes('jsonpath={.items[*].metadata.name}')) process.stdout.write('ambient-lab-proxy-abcde');
 if (name === 'kubectl' && argv.includes('logs')) process.stdout.write('{"event":"accepted"}\\n');
 `;
@@ -139,8 +139,20 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
           'ambient-lab/proxy:dev',
           '.',
         ],
+        [
+          'docker',
+          'build',
+          '-f',
+          'ci/ca.Dockerfile',
+          '--build-arg',
+          'BUILD_IMAGE=ambient-lab/build:dev',
+          '-t',
+          'ambient-lab/ca:dev',
+          '.',
+        ],
         ['kind', 'load', 'docker-image', 'ambient-lab/agent:dev', '--name', 'al-e2e'],
         ['kind', 'load', 'docker-image', 'ambient-lab/proxy:dev', '--name', 'al-e2e'],
+        ['kind', 'load', 'docker-image', 'ambient-lab/ca:dev', '--name', 'al-e2e'],
         ['kubectl', '--kubeconfig', KC, 'get', 'crd', CRD_NAME, '-o', 'name'],
         ['kubectl', '--kubeconfig', KC, 'create', '-k', path.join(repo, 'deploy/crd')],
         [
@@ -166,6 +178,19 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
           'get',
           'secret',
           'ambient-lab-mesh-root',
+          '-o',
+          'name',
+        ],
+        // and so does its certificate's ConfigMap
+        [
+          'kubectl',
+          '--kubeconfig',
+          KC,
+          '-n',
+          'ambient-lab-system',
+          'get',
+          'configmap',
+          'ambient-lab-mesh-root-cert',
           '-o',
           'name',
         ],
@@ -197,6 +222,18 @@ test('bring-up: create with our config and a private kubeconfig, build from ci/,
           'merge',
           '-p',
           avoid('proxy'),
+        ],
+        [
+          'kubectl',
+          '--kubeconfig',
+          KC,
+          '-n',
+          'ambient-lab-system',
+          'rollout',
+          'status',
+          'deployment/ambient-lab-ca',
+          '--timeout',
+          '300s',
         ],
         [
           'kubectl',
@@ -256,14 +293,17 @@ test("an existing CRD (Istio's) is left alone: no create", async () => {
   });
 });
 
-test('no mesh root Secret yet: one is made (a fresh root the proxies load), on stdin, never in a file or argv', async () => {
+test('no mesh root Secret yet: one is made (a fresh root the CA loads), on stdin, never in a file or argv; its certificate goes into the ConfigMap the proxies mount', async () => {
   await withFakes(
     async (f) => {
       const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env });
       await cli.applyManifests(BASE);
       const calls = await f.calls();
-      expect(calls.at(-1)).toEqual(['kubectl', '--kubeconfig', KC, 'create', '-f', '-']);
-      const [, secretText] = await f.stdins();
+      expect(calls.filter((c) => c.includes('create') && c.includes('-'))).toEqual([
+        ['kubectl', '--kubeconfig', KC, 'create', '-f', '-'],
+        ['kubectl', '--kubeconfig', KC, 'create', '-f', '-'],
+      ]);
+      const [, secretText, configMapText] = await f.stdins();
       const secret = JSON.parse(secretText!) as {
         kind: string;
         metadata: { name: string; namespace: string };
@@ -273,15 +313,22 @@ test('no mesh root Secret yet: one is made (a fresh root the proxies load), on s
         kind: 'Secret',
         metadata: { name: 'ambient-lab-mesh-root', namespace: 'ambient-lab-system' },
       });
-      // what the proxy does with --ca-cert/--ca-key: load it as the mesh root
+      // what the CA does with --ca-cert/--ca-key: load it as the mesh root
       const ca = await MeshCa.load('cluster.local', secret.stringData['ca.crt']!, secret.stringData['ca.key']!);
       expect(ca.rootPem).toBe(secret.stringData['ca.crt']);
+      // the proxies get the certificate alone
+      expect(JSON.parse(configMapText!)).toEqual({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'ambient-lab-mesh-root-cert', namespace: 'ambient-lab-system' },
+        data: { 'ca.crt': secret.stringData['ca.crt'] },
+      });
     },
-    { FAIL_KUBECTL_ON: 'secret' },
+    { FAIL_KUBECTL_ON: 'secret,configmap' },
   );
 });
 
-test("a non-default tag rewrites the DaemonSets' images after applying", async () => {
+test("a non-default tag rewrites the DaemonSets' and the CA Deployment's images after applying", async () => {
   await withFakes(async (f) => {
     const cli = new KindCli({ cluster: 'al-e2e', repoRoot: repo, kubeconfig: KC, env: f.env, tag: 'pr-7' });
     await cli.applyManifests(BASE);
@@ -309,6 +356,17 @@ test("a non-default tag rewrites the DaemonSets' images after applying", async (
         'image',
         'daemonset/ambient-lab-proxy',
         'proxy=ambient-lab/proxy:pr-7',
+      ],
+      [
+        'kubectl',
+        '--kubeconfig',
+        KC,
+        '-n',
+        'ambient-lab-system',
+        'set',
+        'image',
+        'deployment/ambient-lab-ca',
+        'ca=ambient-lab/ca:pr-7',
       ],
     ]);
   });

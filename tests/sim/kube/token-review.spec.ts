@@ -121,3 +121,45 @@ test("the mesh CA's decisions on a review: the node proxy's token gets node-0's 
   const other = authorizeImpersonation(cfg, view, caller.caller, 'spiffe://cluster.local/ns/shop/sa/db');
   expect(other).toEqual({ ok: false, reason: 'no pod of shop/db runs on node node-0' });
 });
+
+test('TokenRequest over HTTP (as kubelet asks for a projected token): bound to an existing pod of that account, naming its node', async () => {
+  const clock = new VirtualClock();
+  const { store } = clusterApi(clock);
+  const facade = await startKubeApiFacade(store);
+  const post = async (path: string, body: unknown, method = 'POST') => {
+    const r = await fetch(`${facade.url}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      ...(method === 'POST' ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: r.status, body: (await r.json()) as { status?: { token?: string }; message?: string } };
+  };
+  const uid = store.list('Pod', { namespace: 'ambient-lab-system' }).items[0]!.metadata!.uid!;
+  const path = '/api/v1/namespaces/ambient-lab-system/serviceaccounts/ambient-lab-proxy/token';
+  const spec = (ref: Record<string, unknown>) => ({
+    spec: { audiences: ['istio-ca'], expirationSeconds: 43200, boundObjectRef: { kind: 'Pod', ...ref } },
+  });
+  try {
+    const ok = await post(path, spec({ name: 'proxy-node-0', uid }));
+    expect(ok.status).toBe(201);
+    const review = store.tokens.review(ok.body.status!.token!, ['istio-ca']);
+    expect(review.authenticated).toBe(true);
+    expect(review.user?.username).toBe('system:serviceaccount:ambient-lab-system:ambient-lab-proxy');
+    expect(review.user?.extra?.['authentication.kubernetes.io/node-name']).toEqual(['node-0']);
+    expect((await post(path, spec({ name: 'proxy-node-0', uid: 'other' }))).body.message).toMatch(/does not match/);
+    expect((await post(path, spec({ name: 'gone' }))).status).toBe(404);
+    // web-0 runs as shop/web: no proxy token bound to it
+    const wrongSa = await post(
+      '/api/v1/namespaces/shop/serviceaccounts/ambient-lab-proxy/token',
+      spec({ name: 'web-0' }),
+    );
+    expect([wrongSa.status, wrongSa.body.message]).toEqual([422, expect.stringMatching(/runs as service account web/)]);
+    expect(
+      (await post(path, { spec: { expirationSeconds: 60, boundObjectRef: { kind: 'Pod', name: 'proxy-node-0' } } }))
+        .status,
+    ).toBe(422);
+    expect((await post(path, undefined, 'GET')).status).toBe(405);
+  } finally {
+    await facade.close();
+  }
+});

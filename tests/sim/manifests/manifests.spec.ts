@@ -13,8 +13,8 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { kubectlAvailability, renderKustomization } from '../../../e2e/deployment/launch.js';
 import { parseAllDocuments } from 'yaml';
-import { Namespace, ServiceAccount } from 'kubernetes-models/v1';
-import { DaemonSet } from 'kubernetes-models/apps/v1';
+import { Namespace, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { DaemonSet, Deployment } from 'kubernetes-models/apps/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { AuthorizationPolicy } from '@kubernetes-models/istio/security.istio.io/v1';
@@ -24,7 +24,7 @@ import { installerSettings } from '../../../impl/linux/cni-installer-config.js';
 import { parsePluginConfig } from '../../../impl/api/cni-plugin-config.js';
 import type { EnrollmentConfig } from '../../../impl/api/enrollment-config.js';
 import type { CniNetConf } from '../../../impl/api/cni.js';
-import type { IDaemonSet } from 'kubernetes-models/apps/v1';
+import type { IDaemonSet, IDeployment } from 'kubernetes-models/apps/v1';
 
 const kubectl = kubectlAvailability();
 test.skip(!kubectl.ok, kubectl.reason);
@@ -60,6 +60,8 @@ function validate(doc: Doc): void {
     'v1/Namespace': (d) => new Namespace(d as never),
     'v1/ServiceAccount': (d) => new ServiceAccount(d as never),
     'apps/v1/DaemonSet': (d) => new DaemonSet(d as never),
+    'apps/v1/Deployment': (d) => new Deployment(d as never),
+    'v1/Service': (d) => new Service(d as never),
     'rbac.authorization.k8s.io/v1/ClusterRole': (d) => new ClusterRole(d as never),
     'rbac.authorization.k8s.io/v1/ClusterRoleBinding': (d) => new ClusterRoleBinding(d as never),
     'rbac.authorization.k8s.io/v1/Role': (d) => new Role(d as never),
@@ -82,16 +84,21 @@ const ds = (name: string): IDaemonSet =>
 test('every manifest document validates against the Kubernetes schemas (CRD included)', () => {
   expect(docs.map((d) => `${d.doc.kind}/${d.doc.metadata.name}`).sort()).toEqual([
     'ClusterRole/ambient-lab-agent',
+    'ClusterRole/ambient-lab-ca',
     'ClusterRole/ambient-lab-proxy',
     'ClusterRoleBinding/ambient-lab-agent',
+    'ClusterRoleBinding/ambient-lab-ca',
     'ClusterRoleBinding/ambient-lab-proxy',
     'CustomResourceDefinition/authorizationpolicies.security.istio.io',
     'DaemonSet/ambient-lab-agent',
     'DaemonSet/ambient-lab-proxy',
+    'Deployment/ambient-lab-ca',
     'Namespace/ambient-lab-system',
     'Role/ambient-lab-agent',
     'RoleBinding/ambient-lab-agent',
+    'Service/ambient-lab-ca',
     'ServiceAccount/ambient-lab-agent',
+    'ServiceAccount/ambient-lab-ca',
     'ServiceAccount/ambient-lab-proxy',
   ]);
   for (const { file, doc } of docs)
@@ -433,20 +440,46 @@ test("readiness and liveness: the agent's readiness checks the CNI dirs install-
   expect(proxy.readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 15020 });
 });
 
-test('one mesh root: the proxy reads --ca-cert/--ca-key from the mesh root Secret, whose files only its group may read', () => {
+test('one mesh root, its key in the CA only: the CA mounts the Secret (its group only); the proxy mounts the root certificate and a CA-audience token', () => {
   const pod = ds('ambient-lab-proxy').spec!.template.spec!;
   const proxy = pod.containers.find((x) => x.name === 'proxy')!;
   const env = containerEnv('ambient-lab-proxy', 'proxy');
-  const vol = pod.volumes!.find((v) => v.secret !== undefined)!;
+  // the proxy: no Secret at all, the root certificate from the ConfigMap, a bound token for the CA
+  expect(pod.volumes!.filter((v) => v.secret !== undefined)).toEqual([]);
+  const cert = pod.volumes!.find((v) => v.configMap !== undefined)!;
+  expect(cert.configMap).toEqual({ name: 'ambient-lab-mesh-root-cert' });
+  expect(env['AMBIENT_LAB_CA_ROOT']).toBe(`${proxy.volumeMounts!.find((m) => m.name === cert.name)!.mountPath}/ca.crt`);
+  const token = pod.volumes!.find((v) => v.projected !== undefined)!;
+  expect(token.projected!.sources).toEqual([
+    { serviceAccountToken: { audience: 'istio-ca', expirationSeconds: 43200, path: 'istio-token' } },
+  ]);
+  expect(env['AMBIENT_LAB_TOKEN_FILE']).toBe(
+    `${proxy.volumeMounts!.find((m) => m.name === token.name)!.mountPath}/istio-token`,
+  );
+  expect(env['AMBIENT_LAB_CA_ADDRESS']).toBe('https://ambient-lab-ca.ambient-lab-system.svc:15012');
+  expect(env['AMBIENT_LAB_CA_KEY']).toBeUndefined();
+  // the CA: the Secret, mode 0440, readable through its fsGroup = its own group; served by the Service the proxies name
+  const dep = docs.find((d) => d.doc.kind === 'Deployment' && d.doc.metadata.name === 'ambient-lab-ca')!
+    .doc as unknown as IDeployment;
+  const caPod = dep.spec!.template.spec!;
+  const ca = caPod.containers.find((x) => x.name === 'ca')!;
+  const caEnv = Object.fromEntries((ca.env ?? []).map((e) => [e.name, e.value]));
+  const vol = caPod.volumes!.find((v) => v.secret !== undefined)!;
   expect(vol.secret).toEqual({ secretName: 'ambient-lab-mesh-root', defaultMode: 0o440 });
-  const mount = proxy.volumeMounts!.find((m) => m.name === vol.name)!;
+  const mount = ca.volumeMounts!.find((m) => m.name === vol.name)!;
   expect(mount.readOnly).toBe(true);
-  expect(env['AMBIENT_LAB_CA_CERT']).toBe(`${mount.mountPath}/ca.crt`);
-  expect(env['AMBIENT_LAB_CA_KEY']).toBe(`${mount.mountPath}/ca.key`);
-  // the Secret's files get the pod's fsGroup: the proxy's own group, so uid 1337 reads them through it
-  expect(pod.securityContext?.fsGroup).toBe(proxy.securityContext!.runAsGroup);
-  // no mesh root in the repository: the Secret is made at install time
-  expect(docs.filter((d) => d.doc.kind === 'Secret')).toEqual([]);
+  expect(caEnv['AMBIENT_LAB_CA_CERT']).toBe(`${mount.mountPath}/ca.crt`);
+  expect(caEnv['AMBIENT_LAB_CA_KEY']).toBe(`${mount.mountPath}/ca.key`);
+  expect(caPod.securityContext?.fsGroup).toBe(ca.securityContext!.runAsGroup);
+  expect(ca.securityContext!.runAsGroup).not.toBe(proxy.securityContext!.runAsGroup);
+  expect(caEnv['AMBIENT_LAB_DNS_NAMES']).toBe('ambient-lab-ca.ambient-lab-system.svc');
+  const svc = docs.find((d) => d.doc.kind === 'Service' && d.doc.metadata.name === 'ambient-lab-ca')!
+    .doc as unknown as {
+    spec: { ports: { port: number }[] };
+  };
+  expect(svc.spec.ports.map((p) => p.port)).toEqual([15012]);
+  // no mesh root in the repository: the Secret and the ConfigMap are made at install time
+  expect(docs.filter((d) => d.doc.kind === 'Secret' || d.doc.kind === 'ConfigMap')).toEqual([]);
 });
 
 test("install-cni removes the plugin at exit only when its own DaemonSet is gone (upstream's safe upgrade), and looks up the DaemonSet that runs it", () => {

@@ -15,6 +15,7 @@ const KEEP = {
   node: 'ambient-lab/node:2222222222222222',
   agent: 'ambient-lab/agent:2222222222222222',
   proxy: 'ambient-lab/proxy:2222222222222222',
+  ca: 'ambient-lab/ca:2222222222222222',
 };
 
 /** Runs `fn` with a fake docker listing `images`; returns what it asked `docker image rm` to remove. */
@@ -66,6 +67,8 @@ test('prune removes only old ambient-lab tags, app images before build and base;
       KEEP.node,
       KEEP.agent,
       KEEP.proxy,
+      KEEP.ca,
+      'ambient-lab/ca:4444444444444444',
       'ambient-lab/node:4444444444444444',
       'debian:bookworm',
       'ambient-lab/other:5555555555555555',
@@ -77,6 +80,7 @@ test('prune removes only old ambient-lab tags, app images before build and base;
   expect(result).toEqual({
     removed: [
       'ambient-lab/proxy:4444444444444444',
+      'ambient-lab/ca:4444444444444444',
       'ambient-lab/node:4444444444444444',
       'ambient-lab/build:3333333333333333',
       'ambient-lab/base:0000000000000000',

@@ -182,3 +182,27 @@ test('fail closed: unknown source workload, unknown destination workload, no cer
   m.ca.refuse.clear();
   expect((await exchange(m.app('a'), '10.244.1.6', 8080)).reply).toBe('hello'); // the control
 });
+
+test('identity certificates follow the served pods: prefetched as a pod is served, forgotten with the last pod of that identity', async () => {
+  const m = await buildMesh();
+  const events: string[] = [];
+  const { proxy } = m.newProxy('node1', {
+    identities: { prefetch: (id) => events.push(`prefetch ${id}`), forget: (id) => events.push(`forget ${id}`) },
+  });
+  const A = PODS.find((p) => p.name === 'a')!;
+  const sa = (s: string) => `spiffe://cluster.local/ns/default/sa/${s}`;
+  await proxy.onAdd(podUid('uid-a'), infoOf(A), handleFor('a'));
+  await proxy.onAdd(podUid('uid-b'), infoOf(B), handleFor('b'));
+  // a second pod of b's identity (another uid, its own sandbox): one identity, still held when one goes
+  await proxy.onAdd(podUid('uid-b2'), infoOf(B), handleFor('b', 'b-sandbox-2'));
+  expect(events).toEqual([`prefetch ${sa('sa-a')}`, `prefetch ${sa('sa-b')}`, `prefetch ${sa('sa-b')}`]);
+  events.length = 0;
+  await proxy.onDel(podUid('uid-b'));
+  expect(events).toEqual([]);
+  await proxy.onDel(podUid('uid-b2'));
+  expect(events).toEqual([`forget ${sa('sa-b')}`]);
+  // the end of a snapshot that names no pod drops a: its identity goes too
+  await proxy.onSnapshotSent(new Set());
+  expect(events).toEqual([`forget ${sa('sa-b')}`, `forget ${sa('sa-a')}`]);
+  await proxy.shutdown('immediate');
+});

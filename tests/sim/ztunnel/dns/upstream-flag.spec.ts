@@ -23,7 +23,7 @@ test('names, bad ports and junk are refused with the entry named', () => {
   expect(parseDnsUpstream([])).toEqual([]);
 });
 
-test('the proxy process exits 2 (a usage error) on a bad --dns-upstream or a CA certificate without its key, naming the flag', () => {
+test('the proxy process exits 2 (a usage error) on a bad --dns-upstream or certificate flags that make no one mode (the CA mode, or the named shared-root test mode), naming the flag', () => {
   const proxy = path.resolve(import.meta.dirname, '..', '..', '..', '..', 'bin', 'ambient-lab-proxy.js');
   const run = (...args: string[]) =>
     spawnSync(process.execPath, [proxy, '--node', 'n1', '--kubeconfig', '/nonexistent', ...args], {
@@ -33,9 +33,21 @@ test('the proxy process exits 2 (a usage error) on a bad --dns-upstream or a CA 
   const bad = run('--dns-upstream', 'kube-dns.kube-system');
   expect(bad.status, bad.stderr).toBe(2);
   expect(bad.stderr).toContain('--dns-upstream: "kube-dns.kube-system" is not an IP address');
-  const half = run('--ca-cert', '/tmp/x.pem');
+  // the root key is refused outside the named test mode; the CA mode needs the CA and its root
+  const key = run('--ca-cert', '/tmp/x.pem', '--ca-key', '/tmp/x.key');
+  expect(key.status, key.stderr).toBe(2);
+  expect(key.stderr).toContain(
+    '--ca-cert/--ca-key hold the root key: they are for --certificates=shared-root-test only',
+  );
+  const noCa = run();
+  expect(noCa.status, noCa.stderr).toBe(2);
+  expect(noCa.stderr).toContain('--certificates=ca needs --ca-address');
+  const badCa = run('--ca-address', 'http://ca:15012', '--ca-root', '/tmp/x.pem');
+  expect(badCa.status, badCa.stderr).toBe(2);
+  expect(badCa.stderr).toContain('--ca-address: CA address "http://ca:15012": expected https://HOST:PORT');
+  const half = run('--certificates', 'shared-root-test', '--ca-cert', '/tmp/x.pem');
   expect(half.status, half.stderr).toBe(2);
-  expect(half.stderr).toContain('--ca-cert and --ca-key go together');
+  expect(half.stderr).toContain('--certificates=shared-root-test needs --ca-cert and --ca-key');
   // the profile (the agent's, from the same manifests) is one of the names, exactly
   const profile = run('--profile', 'Strict');
   expect(profile.status, profile.stderr).toBe(2);
