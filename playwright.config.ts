@@ -30,6 +30,7 @@ const CONTAINER_WORLD_SUITE = CONTAINER_SUITE_ALL
       'host-sources',
       'observations',
       'integrity',
+      'mesh-identity',
     ]
   : ['check-netns'];
 

@@ -1,5 +1,5 @@
 /**
- * How the deployment launches the node agent and the node proxy, read from the rendered
+ * How the deployment launches the node agent, the node proxy and the mesh CA, read from the rendered
  * manifests: deploy/ is a Kustomize base (profile upstream: IPv6 and DNS capture on, as upstream's
  * charts) with components that change the profile, IPv6 or DNS capture; `kubectl kustomize`
  * renders them (renderKustomization, renderDeployment) and deploymentLaunch reads the rendered

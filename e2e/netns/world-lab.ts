@@ -636,7 +636,9 @@ export class NetnsLab {
     if (this.state.ca && isOurs(this.state.ca)) return;
     const launch = this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').ca;
     const kubeconfig = path.join(this.state.runDir, 'ca.kubeconfig');
-    writeGroupReadable(kubeconfig, facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT}`), launch.gid);
+    // a backend's API terminates TLS on its TCP port (startApi); the lab's own API clients go through the Unix relay
+    const scheme = this.backend ? 'https' : 'http';
+    writeGroupReadable(kubeconfig, facadeKubeconfig(`${scheme}://${FABRIC_GATEWAY.ipv4}:${API_PORT}`), launch.gid);
     const log = path.join(this.state.runDir, 'ca.log');
     // the log is appended to across restarts: only what this start writes counts
     const from = fs.existsSync(log) ? fs.statSync(log).size : 0;

@@ -13,7 +13,7 @@
  *   --default-ttl-seconds N --max-ttl-seconds N (default 86400 and 7776000, as upstream)
  *   --kubeconfig PATH                (TokenReview and the pods; default $KUBECONFIG, else in-cluster)
  *   --log-level debug|info|warn|error
- * Status: docs/mesh-identity.md (no manifest or world runs this process yet).
+ * Deployed by deploy/base/ca.yaml; docs/mesh-identity.md.
  */
 import * as fs from 'node:fs';
 import { CA_DEFAULTS, CaService } from '../mesh-ca/ca-service.js';

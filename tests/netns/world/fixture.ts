@@ -82,7 +82,14 @@ export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsW
     // AMBIENT_LAB_KEEP_FAILED=DIR keeps a failed test's run directory (component logs, state) for a post-mortem.
     const keep = process.env['AMBIENT_LAB_KEEP_FAILED'];
     if (failed && keep)
-      fs.cpSync(w.lab.state.runDir, path.join(keep, path.basename(w.lab.state.runDir)), { recursive: true });
+      fs.cpSync(w.lab.state.runDir, path.join(keep, path.basename(w.lab.state.runDir)), {
+        recursive: true,
+        // sockets, and the node containers' mount points, cannot be copied
+        filter: (src) => {
+          const st = fs.lstatSync(src, { throwIfNoEntry: false });
+          return st !== undefined && (st.isFile() || st.isDirectory() || st.isSymbolicLink());
+        },
+      });
     const probePids = await w.probePids();
     const labPids = [
       w.lab.state.api,
