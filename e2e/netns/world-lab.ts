@@ -523,7 +523,6 @@ export class NetnsLab {
       writeGroupReadable(path.join(runDir, 'mesh-ca.key'), root.keyPem, lab.caGid(), 0o440);
       await lab.startApi();
       await lab.createDaemonSets();
-      await lab.startCa();
       for (const n of state.nodes) {
         const dir = path.join(runDir, n.name);
         fs.mkdirSync(dir, { recursive: true });
@@ -534,9 +533,16 @@ export class NetnsLab {
         if (!lab.backend) lab.writeNodeCni(n.name);
       }
       // Nodes are independent: their agents start together, then their proxies (each proxy
-      // connects to its node's agent). A failure is the first one's; the rest are cleaned up below.
-      await allOrFirstError(state.nodes.map((n) => lab!.startComponent('agent', n.name)));
-      await allOrFirstError(state.nodes.map((n) => lab!.startComponent('proxy', n.name)));
+      // connects to its node's agent). The CA starts beside them: a proxy is ready without it and
+      // asks it only for its pods' certificates. A failure is the first one's; the rest are
+      // cleaned up below.
+      await allOrFirstError([
+        lab.startCa(),
+        (async () => {
+          await allOrFirstError(state.nodes.map((n) => lab!.startComponent('agent', n.name)));
+          await allOrFirstError(state.nodes.map((n) => lab!.startComponent('proxy', n.name)));
+        })(),
+      ]);
       return lab;
     } catch (e) {
       return rethrowAfterCleanup(

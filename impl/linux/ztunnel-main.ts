@@ -123,7 +123,15 @@ runComponent('ambient-lab-proxy', async () => {
   let manager: CertificateManager | undefined;
   let certificates: CertificateSource;
   if (certMode === 'ca') {
-    const rootPem = fs.readFileSync(caRoot!, 'utf8');
+    let rootPem: string;
+    try {
+      rootPem = fs.readFileSync(caRoot!, 'utf8');
+    } catch (e) {
+      throw new Error(
+        `cannot read the mesh root bundle --ca-root ${caRoot}: ${(e as Error).message} (the ConfigMap ambient-lab-mesh-root-cert, mounted; README, "Install")`,
+        { cause: e },
+      );
+    }
     manager = new CertificateManager({
       fetcher: new CaClient({ address: caAddress!, rootPem, tokenFile }),
       clock,
