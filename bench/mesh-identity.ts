@@ -23,7 +23,7 @@ import { serveCaHttps } from '../impl/linux/mesh-ca-http.js';
 import { TlsHbone } from '../impl/linux/hbone-tls.js';
 import { CaService, CA_DEFAULTS } from '../impl/mesh-ca/ca-service.js';
 import { handleCaRequest } from '../impl/mesh-ca/http-api.js';
-import { podFacts } from '../impl/mesh-ca/node-authorizer.js';
+import { storePodView } from '../sim/kube/store-pod-view.js';
 import { CertificateManager } from '../impl/ztunnel/cert-manager.js';
 import { ApiStore } from '../sim/kube/store.js';
 import { SimKubeApi } from '../sim/kube/sim-kube-api.js';
@@ -62,13 +62,7 @@ const ca = new CaService(
   { trustDomain: TRUST_DOMAIN, trustedNodeAccounts: new Set(['ambient-lab-system/ambient-lab-proxy']), ...CA_DEFAULTS },
   {
     kube: new SimKubeApi(store, clock),
-    pods: {
-      get: (ns, name) => {
-        const p = store.list('Pod', { namespace: ns }).items.find((x) => x.metadata?.name === name);
-        return p && podFacts(p);
-      },
-      onNode: (node) => store.list('Pod', { fieldSelector: `spec.nodeName=${node}` }).items.map(podFacts),
-    },
+    pods: storePodView(store),
     signer: root,
     clock,
     log: new MemoryLogger(),

@@ -20,7 +20,7 @@ import { serveCaHttps } from '../../../impl/linux/mesh-ca-http.js';
 import { TlsHbone } from '../../../impl/linux/hbone-tls.js';
 import { CaService, CA_DEFAULTS } from '../../../impl/mesh-ca/ca-service.js';
 import { handleCaRequest, type CaHttpRequest } from '../../../impl/mesh-ca/http-api.js';
-import { podFacts } from '../../../impl/mesh-ca/node-authorizer.js';
+import { storePodView } from '../../../sim/kube/store-pod-view.js';
 import { CertificateManager } from '../../../impl/ztunnel/cert-manager.js';
 import { ApiStore } from '../../../sim/kube/store.js';
 import { SimKubeApi } from '../../../sim/kube/sim-kube-api.js';
@@ -171,13 +171,7 @@ test('HBONE with certificates from the CA: pods of the proxy node connect; a pod
     },
     {
       kube: new SimKubeApi(store, clock),
-      pods: {
-        get: (ns, name) => {
-          const p = store.list('Pod', { namespace: ns }).items.find((x) => x.metadata?.name === name);
-          return p && podFacts(p);
-        },
-        onNode: (node) => store.list('Pod', { fieldSelector: `spec.nodeName=${node}` }).items.map(podFacts),
-      },
+      pods: storePodView(store),
       signer,
       clock,
       log,

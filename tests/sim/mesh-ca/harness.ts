@@ -10,7 +10,7 @@ import { MemoryLogger } from '../../../sim/log/memory-logger.js';
 import { MeshCa } from '../../../impl/linux/mesh-ca.js';
 import type { Clock, WallClock } from '../../../impl/host/clock.js';
 import { CaService, CA_DEFAULTS } from '../../../impl/mesh-ca/ca-service.js';
-import { podFacts, type PodView } from '../../../impl/mesh-ca/node-authorizer.js';
+import { storePodView } from '../../../sim/kube/store-pod-view.js';
 
 export const WEB = 'spiffe://cluster.local/ns/shop/sa/web';
 export const DB = 'spiffe://cluster.local/ns/shop/sa/db';
@@ -60,14 +60,7 @@ export async function setup(
   clock: Clock & WallClock = new VirtualClock(),
 ) {
   const { store, proxyToken, webToken, otherAudience } = clusterApi(clock);
-  const pods: PodView = {
-    get: (ns, name) => {
-      const p = store.list('Pod', { namespace: ns }).items.find((x) => x.metadata?.name === name);
-      return p && podFacts(p);
-    },
-    onNode: (node) =>
-      store.list('Pod', nodeCheckMutant ? {} : { fieldSelector: `spec.nodeName=${node}` }).items.map(podFacts),
-  };
+  const pods = storePodView(store, { ignoreNode: nodeCheckMutant });
   const signer = await MeshCa.create('cluster.local', new Date(clock.epochMs()));
   const log = new MemoryLogger();
   const ca = new CaService(
