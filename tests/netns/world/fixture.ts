@@ -81,15 +81,22 @@ export async function withNetnsWorld(opts: Partial<WorldOptions>, fn: (w: NetnsW
   } finally {
     // AMBIENT_LAB_KEEP_FAILED=DIR keeps a failed test's run directory (component logs, state) for a post-mortem.
     const keep = process.env['AMBIENT_LAB_KEEP_FAILED'];
-    if (failed && keep)
-      fs.cpSync(w.lab.state.runDir, path.join(keep, path.basename(w.lab.state.runDir)), {
-        recursive: true,
-        // sockets, and the node containers' mount points, cannot be copied
-        filter: (src) => {
-          const st = fs.lstatSync(src, { throwIfNoEntry: false });
-          return st !== undefined && (st.isFile() || st.isDirectory() || st.isSymbolicLink());
-        },
-      });
+    if (failed && keep) {
+      // A copy that fails is said on stderr and must not skip the clean-up below (it did once:
+      // a socket in the run dir left a whole container world running).
+      try {
+        fs.cpSync(w.lab.state.runDir, path.join(keep, path.basename(w.lab.state.runDir)), {
+          recursive: true,
+          // sockets, and the node containers' mount points, cannot be copied
+          filter: (src) => {
+            const st = fs.lstatSync(src, { throwIfNoEntry: false });
+            return st !== undefined && (st.isFile() || st.isDirectory() || st.isSymbolicLink());
+          },
+        });
+      } catch (e) {
+        console.error(`AMBIENT_LAB_KEEP_FAILED: copying ${w.lab.state.runDir} to ${keep} failed: ${String(e)}`);
+      }
+    }
     const probePids = await w.probePids();
     const labPids = [
       w.lab.state.api,
