@@ -2,7 +2,7 @@
  * The offline images (tools/images.ts, ci/*.Dockerfile on the debootstrap base) hold what the
  * manifests run: each check is a `docker run --rm --network none` of a built image, so nothing
  * here reaches a network. The images come from localImages() (built or reused; .ci/run builds them
- * before the tests). The uid, gid and capabilities checked are the proxy DaemonSet's
+ * before the tests). The uid, gid and capabilities checked are the proxy DaemonSet's and the CA Deployment's
  * (deploy/base/proxy.yaml, as `kubectl kustomize` renders it). Short-lived probes, so plain `docker run` through execa (the
  * container world itself drives Docker through testcontainers).
  */
@@ -23,7 +23,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const ADDONS = ['ambient_lab_sockets', 'ambient_lab_packet', 'ambient_lab_hbone'];
 const LOAD_ADDONS = `for (const a of ${JSON.stringify(ADDONS)}) require('/app/build/Release/' + a + '.node'); console.log('loaded')`;
 
-let images: { readonly node: string; readonly agent: string; readonly proxy: string };
+let images: { readonly node: string; readonly agent: string; readonly proxy: string; readonly ca: string };
 
 test.beforeAll(async () => {
   test.setTimeout(900_000); // a first build debootstraps the base (minutes); cached, seconds
@@ -76,7 +76,7 @@ interface Container {
 }
 
 /** A container of one of the DaemonSets of deploy/ as it ships (the base rendered by `kubectl kustomize`). */
-function manifestContainer(daemonSet: string, container: string): Container {
+function manifestContainer(workload: string, container: string, kind = 'DaemonSet'): Container {
   const rendered = renderDeployment({ profile: 'upstream', ipv6: true, dnsCapture: true });
   for (const doc of parseAllDocuments(rendered)) {
     const o = doc.toJS() as {
@@ -84,12 +84,11 @@ function manifestContainer(daemonSet: string, container: string): Container {
       metadata?: { name?: string };
       spec?: { template?: { spec?: { containers?: Container[] } } };
     } | null;
-    const c =
-      o?.kind === 'DaemonSet' && o.metadata?.name === daemonSet ? o.spec?.template?.spec?.containers : undefined;
+    const c = o?.kind === kind && o.metadata?.name === workload ? o.spec?.template?.spec?.containers : undefined;
     const found = c?.find((x) => x.name === container);
     if (found) return found;
   }
-  throw new Error(`no DaemonSet ${daemonSet} with a container ${container} in deploy/ as rendered`);
+  throw new Error(`no ${kind} ${workload} with a container ${container} in deploy/ as rendered`);
 }
 
 /** `docker run` options for a container's capabilities as the DaemonSet sets them (drop ALL, add its list). */
@@ -160,6 +159,18 @@ test('the proxy image: uid/gid 1337 as the DaemonSet, node-netcaps carries exact
   expect(BigInt(`0x${eff.trim()}`)).toBe(want);
   // plain node in the same image stays without them
   expect(BigInt(`0x${(await ok(images.proxy, ['node', '-e', CAP_EFF], capsOf(proxy))).trim()}`)).toBe(0n);
+});
+
+test('the CA image: uid/gid 1338 as the Deployment, no capabilities, and its program runs (a usage error exits 2)', async () => {
+  const ca = manifestContainer('ambient-lab-ca', 'ca', 'Deployment');
+  const sc = ca.securityContext;
+  expect((await ok(images.ca, ['id', '-u'])).trim()).toBe(String(sc.runAsUser));
+  expect((await ok(images.ca, ['id', '-g'])).trim()).toBe(String(sc.runAsGroup));
+  expect(sc.capabilities.add ?? []).toEqual([]);
+  // the manifest's command, as the Deployment runs it (no capabilities): missing --ca-cert is a usage error
+  const r = await inImage(images.ca, ['node', '/app/bin/ambient-lab-ca.js'], capsOf(ca));
+  expect(r.exitCode, r.stderr).toBe(2);
+  expect(r.stderr).toContain('ca-cert');
 });
 
 test("the node image: the netns world's tools (its own check), the reference CNI plugins, the pod app", async () => {
