@@ -7,18 +7,16 @@
  * bundle, and so is what it answers: the leaf must name exactly the identity asked for and be
  * signed by that root, or the fetch fails (a CA answering the wrong identity gives no certificate).
  */
-import 'reflect-metadata'; // @peculiar/x509 -> tsyringe needs the Reflect metadata polyfill
+// first: mesh-ca.js loads the Reflect polyfill @peculiar/x509 needs and sets its crypto provider
+import { ALG, pem } from './mesh-ca.js';
 import * as x509 from '@peculiar/x509';
 import * as fs from 'node:fs';
 import * as https from 'node:https';
 import { webcrypto } from 'node:crypto';
 import type { CertificateFetcher, WorkloadCertificate } from '../host/certificates.js';
 import { CA_PATH } from '../mesh-ca/http-api.js';
-
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
-
-const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 /** A CA's answer is two certificates and a few fields; anything far past that is not one. */
+
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 interface CaClientOptions {
@@ -32,11 +30,6 @@ interface CaClientOptions {
   readonly ttlSeconds?: number;
   /** Per request, connect to answer (default 10 s). */
   readonly timeoutMs?: number;
-}
-
-function pem(label: string, der: ArrayBuffer): string {
-  const b64 = Buffer.from(der).toString('base64').replace(/.{64}/g, '$&\n');
-  return `-----BEGIN ${label}-----\n${b64}${b64.endsWith('\n') ? '' : '\n'}-----END ${label}-----\n`;
 }
 
 /** `https://host:port` with nothing else, or a thrown Error naming what is wrong. */

@@ -16,7 +16,8 @@ import { parseSpiffeId, spiffeId } from '../api/identity.js';
 // Node's webcrypto is the standard Crypto; the library's parameter type names the DOM one.
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
-const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+/** The key and signature algorithm of the mesh's certificates (roots and workloads). */
+export const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 const DAY_MS = 86_400_000;
 
 export interface IssuedCertificate {
@@ -32,7 +33,8 @@ export interface CertificateSource {
   certificateFor(id: PeerIdentity): Promise<IssuedCertificate | undefined>;
 }
 
-function pem(label: string, der: ArrayBuffer): string {
+/** DER bytes as PEM text with `label`, 64 characters a line. */
+export function pem(label: string, der: ArrayBuffer): string {
   const b64 = Buffer.from(der).toString('base64').replace(/.{64}/g, '$&\n');
   return `-----BEGIN ${label}-----\n${b64}${b64.endsWith('\n') ? '' : '\n'}-----END ${label}-----\n`;
 }
