@@ -286,6 +286,36 @@ export interface ZdsClientAttempt {
 export type AgentAddFault = 'netns-missing' | 'stale-pod';
 export const AGENT_ADD_FAULTS: readonly AgentAddFault[] = ['netns-missing', 'stale-pod'];
 
+/**
+ * How root on a compromised node tries to hold an identity it does not (World.forgedHbone). It
+ * has what the node's proxy has — the proxy's projected token and the mesh root certificate,
+ * never the CA's key — and what the kubelet's credentials give: tokens for the pods of its node.
+ * - `node-token`: the node proxy's own token, asking the CA for the identity;
+ * - `wrong-audience`: a token of the node proxy's pod minted for the API server's audience, not
+ *   the CA's;
+ * - `expired-token`: a token of another node's proxy that has expired (taken long ago);
+ * - `replayed-token`: a token of another node's proxy, bound to a proxy pod since replaced;
+ * - `self-signed`: no CA at all: a certificate for the identity from a root of its own.
+ */
+export type IdentityCredential = 'node-token' | 'wrong-audience' | 'expired-token' | 'replayed-token' | 'self-signed';
+export const IDENTITY_CREDENTIALS: readonly IdentityCredential[] = [
+  'node-token',
+  'wrong-audience',
+  'expired-token',
+  'replayed-token',
+  'self-signed',
+];
+
+/** A forged-identity attempt: the certificate step, then (with a certificate) the HBONE connection. */
+export interface ForgedHboneResult extends ConnectResult {
+  readonly certificate: {
+    /** issued: the CA signed it; refused: the CA said no (no connection follows); self-signed: no CA asked. */
+    readonly kind: 'issued' | 'refused' | 'self-signed';
+    /** The CA's answer, or how the certificate was made. */
+    readonly detail: string;
+  };
+}
+
 /** A namespaced AuthorizationPolicy as YAML/JSON object (security.istio.io/v1). */
 export type PolicyObject = Readonly<Record<string, unknown>>;
 
@@ -345,7 +375,24 @@ export interface World {
    */
   zdsClient?(node: string, uid: number): Promise<ZdsClientAttempt>;
 
-  /** Let the cluster run until quiet (sim: virtual time; real worlds: bounded wall time). */
+  /**
+   * Root on `node` gets a certificate for `identity` with `credential` (see IdentityCredential),
+   * then — unless the CA refused — opens an HBONE connection with it from the node's host
+   * network namespace to the destination's node proxy (the pod's port 15008), CONNECTs to the
+   * destination and sends a little. The result is judged as a connection from
+   * `{ kind: 'host', node, uid: 0 }`. A CA that cannot be reached, or answers anything but a
+   * refusal or a certificate, is an error (thrown), never a refusal. Optional: the catalog's
+   * forged-identity phase is skipped in a world without it.
+   */
+  forgedHbone?(
+    node: string,
+    identity: string,
+    credential: IdentityCredential,
+    to: Destination,
+  ): Promise<ForgedHboneResult>;
+  /** The credentials forgedHbone can present here (a real world cannot wait out a token's 10-minute minimum life). */
+  readonly forgeableCredentials?: readonly IdentityCredential[];
+
   /**
    * Optional: open a TCP connection as connect() would, and keep it open (an app's long-lived
    * connection) until its close(). Worlds without it skip the checks that need one.
@@ -354,6 +401,7 @@ export interface World {
   /** Optional: every node agent's `drift repaired` reports so far, in order. */
   driftRepairs?(): Promise<readonly DriftRepair[]>;
 
+  /** Let the cluster run until quiet (sim: virtual time; real worlds: bounded wall time). */
   settle(): Promise<void>;
   pods(): Promise<readonly PodObservation[]>;
   /** Dispose of everything the world created (real worlds: namespaces, processes, clusters). */
@@ -373,4 +421,25 @@ export interface WorldFactory {
    * leave nothing outside the process (sim).
    */
   reapInterrupted?(): Promise<readonly string[]>;
+}
+
+/**
+ * The node proxy's own pod, as the proxy DaemonSet (deploy/base/proxy.yaml) makes one on every
+ * node, and its projected token (audience and lifetime): the mesh CA checks a proxy's token
+ * against that pod. The worlds that run the CA create it and leave it out of pods() (a mesh
+ * component, not a workload); the real worlds read these values from the manifests, and a test
+ * holds this copy to them (tests/sim/deployment/launch.spec.ts).
+ */
+export const PROXY_POD = {
+  namespace: 'ambient-lab-system',
+  serviceAccount: 'ambient-lab-proxy',
+  tokenAudience: 'istio-ca',
+  tokenSeconds: 43200,
+} as const;
+
+/** The label the worlds put on the mesh's own pods (value `ambient-lab`). */
+export const LAB_COMPONENT_LABEL = 'app.kubernetes.io/part-of';
+
+export function proxyPodName(node: string): string {
+  return `ambient-lab-proxy-${node}`;
 }

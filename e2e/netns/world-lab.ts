@@ -52,7 +52,7 @@ import {
 } from '../deployment/launch.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
-import type { UidSource } from '../../scenarios/world.js';
+import { LAB_COMPONENT_LABEL, proxyPodName, type UidSource } from '../../scenarios/world.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
 export type LabComponent = 'agent' | 'proxy';
@@ -95,7 +95,7 @@ const API_PORT = 6443;
 /** The mesh CA's port (deploy/base/ca.yaml, istiod's CA port). */
 const CA_PORT = 15012;
 /** The label of the deployment's own pods (the proxy pods the lab makes in its API); scenarios' pods never carry it. */
-export const LAB_COMPONENT_LABEL = 'app.kubernetes.io/part-of';
+export { LAB_COMPONENT_LABEL };
 /** The ConfigMap with the mesh root certificate that the proxies mount (deploy/base/proxy.yaml). */
 const MESH_ROOT_CERT_CONFIGMAP = 'ambient-lab-mesh-root-cert';
 const POD_UID_ENV = 'AMBIENT_LAB_POD_UID';
@@ -727,7 +727,7 @@ export class NetnsLab {
     node: string,
     pod: { readonly serviceAccount: string; readonly namespace: string },
   ): Promise<{ name: string; uid: string }> {
-    const name = `ambient-lab-proxy-${node}`;
+    const name = proxyPodName(node);
     const existing = await this.api.get('Pod', name, pod.namespace).catch(unless(404)); // 404: not made yet
     const made =
       existing ??

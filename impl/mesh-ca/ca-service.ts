@@ -44,6 +44,10 @@ type CertificateAnswer =
   | { readonly ok: true; readonly identity: string; readonly certChain: readonly string[]; readonly notAfterMs: number }
   | { readonly ok: false; readonly code: 'unauthenticated' | 'invalid-argument'; readonly message: string };
 
+export type IdentityDecision =
+  | { readonly ok: true; readonly identity: string; readonly caller: string }
+  | { readonly ok: false; readonly code: 'unauthenticated'; readonly message: string };
+
 /** Backdating of notBefore: a peer whose clock is a little behind still accepts the certificate. */
 const BACKDATE_MS = 60_000;
 
@@ -60,13 +64,19 @@ export class CaService {
     },
   ) {}
 
-  async createCertificate(req: CertificateRequest): Promise<CertificateAnswer> {
-    const refuse = (why: string, fields: LogFields = {}): CertificateAnswer => {
+  /**
+   * The decision alone: which identity this token may have a certificate for (`identity`, or
+   * absent the caller's own). Refusals are logged with their reason and answered opaquely.
+   * createCertificate starts with it; the sim's in-process CA (opaque certificates, no CSR)
+   * runs only this.
+   */
+  async authorize(token: string, identity: string | undefined): Promise<IdentityDecision> {
+    const refuse = (why: string, fields: LogFields = {}): IdentityDecision => {
       this.deps.log.warn('certificate request refused', { reason: why, ...fields });
       return { ok: false, code: 'unauthenticated', message: 'request authenticate failure' };
     };
-    if (req.token === '') return refuse('no bearer token');
-    const review = await this.deps.kube.reviewToken(req.token, [this.cfg.audience]);
+    if (token === '') return refuse('no bearer token');
+    const review = await this.deps.kube.reviewToken(token, [this.cfg.audience]);
     const who = callerFromTokenReview(review, this.cfg.audience);
     if (!who.ok) return refuse(who.reason);
     const caller = who.caller;
@@ -75,12 +85,19 @@ export class CaService {
       namespace: caller.namespace,
       serviceAccount: caller.serviceAccount,
     });
-    const identity = req.identity ?? own;
+    const wanted = identity ?? own;
     const callerText = `${caller.namespace}/${caller.serviceAccount} (pod ${caller.podName})`;
-    if (identity !== own) {
-      const auth = authorizeImpersonation(this.cfg, this.deps.pods, caller, identity);
-      if (!auth.ok) return refuse(auth.reason, { caller: callerText, identity });
+    if (wanted !== own) {
+      const auth = authorizeImpersonation(this.cfg, this.deps.pods, caller, wanted);
+      if (!auth.ok) return refuse(auth.reason, { caller: callerText, identity: wanted });
     }
+    return { ok: true, identity: wanted, caller: callerText };
+  }
+
+  async createCertificate(req: CertificateRequest): Promise<CertificateAnswer> {
+    const decision = await this.authorize(req.token, req.identity);
+    if (!decision.ok) return decision;
+    const { identity, caller: callerText } = decision;
     const csr = await checkCsr(req.csrPem, identity, (r) => this.deps.signer.verifyRequest(r));
     if (!csr.ok) {
       this.deps.log.warn('certificate request refused', { reason: csr.reason, caller: callerText, identity });

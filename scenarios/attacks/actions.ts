@@ -2,7 +2,15 @@
  * The attacker actions a threat model allows against the standard topology, as World.connect
  * calls. Each action is named so a report can say which one found a bypass.
  */
-import type { Acceptor, ConnectOptions, Destination, Source, World } from '../world.js';
+import {
+  IDENTITY_CREDENTIALS,
+  type Acceptor,
+  type ConnectOptions,
+  type Destination,
+  type IdentityCredential,
+  type Source,
+  type World,
+} from '../world.js';
 import { canSetMark, type ThreatModel } from '../threats/threats.js';
 import {
   APP_PORT,
@@ -263,6 +271,56 @@ export const LIVE_ENROLLMENT_ACTIONS = {
   outbound: 'held live enrollee tcp → sink',
 } as const;
 
+/** One forged-identity attempt of root on a node (World.forgedHbone), named as reports name it. */
+export interface ForgedIdentityAction {
+  readonly name: string;
+  readonly node: string;
+  readonly identity: string;
+  readonly credential: IdentityCredential;
+  readonly to: Destination;
+  /** The control: this identity is the node's own, so the CA must issue it and the destination must get the bytes. */
+  readonly control?: string;
+}
+
+const spiffe = (ns: string, sa: string): string => `spiffe://cluster.local/ns/${ns}/sa/${sa}`;
+
+/**
+ * Catalog phase forged-identity: root on the victim's node passes itself off as `friend` (a pod
+ * of the other node, the only identity the victim's policy allows) with every credential it can
+ * get, to the victim and across nodes to remote; and, as the control, asks for the identity of a
+ * pod of its own node (which its proxy holds anyway) and uses it to reach remote — which shows
+ * the CA, the token and the HBONE path all work, so the refusals are the CA's and the proxies'.
+ */
+export function forgedIdentityActions(nodes: readonly string[]): ForgedIdentityAction[] {
+  const n0 = nodes[0]!;
+  const friend = spiffe(FRIEND.namespace, 'friend');
+  const out: ForgedIdentityAction[] = IDENTITY_CREDENTIALS.map((credential) => ({
+    name: `host-root as friend (${credential}) → victim`,
+    node: n0,
+    identity: friend,
+    credential,
+    to: pod(VICTIM, APP_PORT),
+  }));
+  for (const credential of ['node-token', 'self-signed'] as const)
+    out.push({
+      name: `host-root as friend (${credential}) → remote`,
+      node: n0,
+      identity: friend,
+      credential,
+      to: pod(REMOTE, APP_PORT),
+    });
+  out.push({
+    name: 'host-root as its node’s victim identity (node-token) → remote',
+    node: n0,
+    identity: spiffe(VICTIM.namespace, 'default'),
+    credential: 'node-token',
+    to: pod(REMOTE, APP_PORT),
+    control:
+      'root on a node holds what its proxy holds: the CA issues it the identity of a pod of its node, and remote (no policy) lets it in',
+  });
+  return out;
+}
+
 /** Every action name the matrix may run for a threat (catalog entries are checked against it). */
 export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): string[] {
   const inPod = t.vantage === 'enrolled-pod' ? [...carveOutActions(), ...flushActions(), ...hijackActions()] : [];
@@ -273,6 +331,7 @@ export function matrixActionNames(t: ThreatModel, nodes: readonly string[]): str
     ...pendingDestinationActions(),
     ...earlySquatterActions(),
     ...(t.vantage === 'enrolled-pod' ? insertedAcceptActions() : []),
+    ...(t.id === 'host-root' ? forgedIdentityActions(nodes) : []),
   ];
   return [
     ...[...attackerActions(t, { nodes }), ...livenessActions(nodes), ...inPod, ...ipv6Actions(t), ...catalog].map(

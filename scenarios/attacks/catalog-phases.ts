@@ -17,6 +17,13 @@
  *   captured with defaults (the values refused), their traffic in and out captured.
  * - rogue-zds: a process of the threat's uid on the victim's node speaks ZDS to the agent; it must
  *   be rejected (peer uid), and the real proxy keeps serving every pod.
+ * - forged-identity: root on the victim's node (what its proxy holds: its token, the mesh root
+ *   certificate; tokens for its node's pods) passes itself off as `friend`, a pod of the other
+ *   node, with each credential the World can present (World.forgedHbone): the CA must refuse,
+ *   the destination proxy must refuse a self-signed certificate, and no delivery may be
+ *   authorized as friend (identity, authorization). The control — the identity of a pod of its
+ *   own node, issued and delivered — shows the path works, so the refusals are real; a control
+ *   that fails is a liveness violation, never a quiet "holds".
  * - inserted-accept (net-admin-insert): the attacker (NET_ADMIN) inserts ACCEPTs ahead of the
  *   capture in its own netns (World.appExec iptables-insert) and stops; after a settle (the
  *   agent's repair passes) its traffic out is judged. Still uncaptured then is an outbound bypass
@@ -49,13 +56,14 @@
  *   The pod is deleted afterwards.
  */
 import { INSERTED_RULE_IDS, type PodRef, type Profile, type World, type WorldOptions } from '../world.js';
-import { checkState } from '../properties/index.js';
+import { checkConnection, checkState } from '../properties/index.js';
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import { violation, type Violation } from '../properties/types.js';
 import type { ThreatId, ThreatModel } from '../threats/threats.js';
 import { ATTACKS } from './catalog.js';
 import {
   earlySquatterActions,
+  forgedIdentityActions,
   hostileAnnotationActions,
   insertedAcceptActions,
   LIVE_ENROLLMENT_ACTIONS,
@@ -84,6 +92,7 @@ export const CATALOG_PHASES = [
   'reboot',
   'hostile-annotations',
   'rogue-zds',
+  'forged-identity',
   'inserted-accept',
   'pending-destination',
   'squat-before-enrollment',
@@ -234,6 +243,42 @@ export async function runCatalogPhases(
           phase,
           true,
         );
+        break;
+      }
+      case 'forged-identity': {
+        if (!world.forgedHbone) {
+          sink.log('forged-identity: skipped (the World has no forgedHbone)');
+          break;
+        }
+        await world.settle();
+        const can = world.forgeableCredentials ?? [];
+        for (const a of forgedIdentityActions(world.nodes)) {
+          if (!can.includes(a.credential)) {
+            sink.log(`forged-identity: ${a.name}: skipped (this World cannot present a ${a.credential})`);
+            continue;
+          }
+          const result = await world.forgedHbone(a.node, a.identity, a.credential, a.to);
+          const reached = result.deliveries.some(
+            (d) => a.to.kind === 'pod' && d.pod.name === a.to.pod.name && d.pod.namespace === a.to.pod.namespace,
+          );
+          sink.log(
+            `forged-identity: ${a.name}: certificate ${result.certificate.kind} (${result.certificate.detail}); ${result.outcome}${result.error ? ` (${result.error})` : ''}, ${reached ? 'delivered' : 'not delivered'}`,
+          );
+          const from = { kind: 'host', node: a.node, uid: 0, caps: [] } as const;
+          const ctx = { ...(await state.context(world, true)), from, to: a.to, opts: {}, result };
+          for (const v of checkConnection(ctx)) sink.push(v, phase, a.name);
+          if (a.control && !(result.certificate.kind === 'issued' && reached))
+            sink.push(
+              violation(
+                'liveness',
+                `${a.name}: certificate ${result.certificate.kind}, ${reached ? 'delivered' : 'not delivered'} (${result.outcome}${result.error ? `: ${result.error}` : ''}), want issued and delivered — ${a.control}`,
+                { certificate: result.certificate, outcome: result.outcome, proxyLog: result.proxyLog },
+              ),
+              phase,
+              a.name,
+            );
+        }
+        await world.settle();
         break;
       }
       case 'inserted-accept': {

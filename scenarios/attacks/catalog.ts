@@ -449,4 +449,37 @@ export const ATTACKS: readonly AttackEntry[] = [
       actions: ['(rogue-zds phase: ZDS hello as uid 0)'],
     },
   },
+  {
+    id: 'forged-identity',
+    classes: ['B15'],
+    title: 'a compromised node passes itself off as a pod of another node',
+    setup:
+      "root on the victim's node (host-root): it reads what the node proxy holds — its projected token and the mesh root certificate, not the CA key — and can mint tokens for its node's pods",
+    attack:
+      "World.forgedHbone as `friend` (a pod of the other node; the victim's policy allows only friend): ask the CA with the node proxy's token, a wrong-audience token, another node's expired token and another node's replayed token; present a self-signed certificate; HBONE to the victim and across nodes to remote. Control: the identity of a pod of its own node, issued and delivered",
+    observation:
+      "the CA refuses every request for friend (node authorization: no pod of mesh/friend on the caller's node; the token's audience, expiry and bound pod are TokenReview's), the destination proxy refuses the self-signed certificate in the handshake, and nothing reaches an app as friend. Being let in as friend is an identity violation (and an authorization one at the victim)",
+    expected: {
+      upstream: {
+        verdict: 'holds',
+        why: "the CA authorizes a node proxy only for the identities of its node's pods, as istiod's node authorizer does; the CA is the same in both profiles",
+      },
+      strict: { verdict: 'holds', why: 'as upstream' },
+    },
+    runBy: {
+      kind: 'matrix',
+      threat: 'host-root',
+      phase: 'forged-identity',
+      actions: [
+        'host-root as friend (node-token) → victim',
+        'host-root as friend (wrong-audience) → victim',
+        'host-root as friend (expired-token) → victim',
+        'host-root as friend (replayed-token) → victim',
+        'host-root as friend (self-signed) → victim',
+        'host-root as friend (node-token) → remote',
+        'host-root as friend (self-signed) → remote',
+        'host-root as its node’s victim identity (node-token) → remote',
+      ],
+    },
+  },
 ];

@@ -29,6 +29,7 @@ export type BypassClass =
   | 'B11'
   | 'B12'
   | 'B14'
+  | 'B15'
   | `finding-${'a' | 'b' | 'c' | 'h' | 'j' | 'k' | 'l' | 'm' | 'n' | 'p' | 'q'}`;
 
 export type ExpectedCell =
@@ -140,6 +141,7 @@ const EXPECTED: Readonly<Record<PropertyName, Readonly<Record<ThreatId, Row>>>> 
     outside: row(UDP_IN, holds(`routed TCP is redirected to 15006; ${STRICT_UDP}`)),
   },
   authorization: {} as Record<ThreatId, Row>,
+  identity: {} as Record<ThreatId, Row>,
   'fail-closed': {} as Record<ThreatId, Row>,
   convergence: {} as Record<ThreatId, Row>,
   liveness: {} as Record<ThreatId, Row>,
@@ -175,6 +177,13 @@ for (const t of THREATS) {
     );
   };
   mutable['fail-closed'][t.id] = { upstream: failClosed('upstream'), strict: failClosed('strict') };
+  // Identity: the CA is the same in both profiles, and so is the HBONE peer check. Only a
+  // compromised node tries to hold more than it does (catalog forged-identity, host-root).
+  const identityWhy =
+    t.id === 'host-root'
+      ? "the mesh CA grants root on the victim's node only the identities of that node's pods (node authorization: its proxy's token, a pod of the identity on the caller's node), refuses an expired, replayed or wrong-audience token, and the destination proxy refuses a certificate of another root (docs/mesh-identity.md)"
+      : 'an identity reaches a peer only in a certificate from the mesh CA, which this attacker cannot ask for: its proxy presents each pod as itself';
+  mutable.identity[t.id] = row(holds(identityWhy), holds(identityWhy));
   mutable.convergence[t.id] = row(
     holds("attacker actions do not change labels; the agent's repair loop restores tampered rules before quiescence"),
     holds("attacker actions do not change labels; the agent's repair loop restores tampered rules before quiescence"),

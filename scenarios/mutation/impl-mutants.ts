@@ -73,6 +73,14 @@ export const IMPL_MUTANTS: readonly ImplMutant[] = [
     replacement: 'return;',
   },
   {
+    name: 'ca-skips-node-check',
+    area: 'mesh CA node authorization',
+    doc: "the mesh CA grants a node proxy any identity of the mesh, not only those of its node's pods",
+    file: 'impl/mesh-ca/node-authorizer.js',
+    anchor: 'if (!there)\n        return { ok: false, reason: `no pod of',
+    replacement: 'if (!there && false)\n        return { ok: false, reason: `no pod of',
+  },
+  {
     name: 'zds-any-peer-uid',
     area: 'ZDS peer check',
     doc: 'the node agent accepts a ZDS client of any uid as its node proxy',

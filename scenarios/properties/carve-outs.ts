@@ -182,6 +182,27 @@ export function policySetsInForce(ctx: ClusterContext): readonly (readonly Polic
   return [...since, ctx.policies];
 }
 
+// ---------------------------------------------------------------- identity
+
+export const VIRTUAL_INTERFACE_REROUTE: CarveOut = {
+  name: 'virtual-interface-reroute',
+  doc:
+    "the pod's owner listed interfaces in `istio.io/reroute-virtual-interfaces` (for KubeVirt VMs): TCP arriving on them is the pod's own outbound (upstream redirects it to 15001), so the pod's proxy carries it under the pod's own identity. " +
+    "Only deliveries to that pod itself authorized as its own identity: the owner gave up his own inbound policy, nobody else's. Any annotation value counts (a list the mesh refused starts no pod, one it ignored reroutes nothing). " +
+    "Traffic rerouted to another destination under the pod's identity is not carved out",
+};
+
+/** A delivery to `pod` its proxy authorized as `identity` that the identity property accepts anyway (VIRTUAL_INTERFACE_REROUTE). */
+export function identityCarveOut(
+  ctx: Pick<ClusterContext, 'specs' | 'mesh'>,
+  pod: PodObservation,
+  identity: string,
+  ownIdentity: string,
+): CarveOut | undefined {
+  const a = ctx.specs[podKey(pod)]?.annotations ?? {};
+  return a[VIRTUAL_INTERFACES] !== undefined && identity === ownIdentity ? VIRTUAL_INTERFACE_REROUTE : undefined;
+}
+
 export const ALL_CARVE_OUTS: readonly CarveOut[] = [
   LOOPBACK,
   OWN_POD_IP,
@@ -192,4 +213,5 @@ export const ALL_CARVE_OUTS: readonly CarveOut[] = [
   PENDING_ENROLLMENT,
   INGRESS_MODE,
   POLICY_PROPAGATION,
+  VIRTUAL_INTERFACE_REROUTE,
 ];

@@ -8,6 +8,7 @@ import { authorization } from './authorization.js';
 import { inboundCapture, outboundCapture } from './capture.js';
 import { convergence } from './convergence.js';
 import { failClosedConnection, failClosedState } from './fail-closed.js';
+import { identity } from './identity.js';
 import { liveness } from './liveness.js';
 import type {
   ClusterContext,
@@ -23,11 +24,13 @@ export * from './carve-outs.js';
 export { referenceSelects, selectionOf } from './enrollment-model.js';
 export { referenceDecision } from './policy-oracle.js';
 export { isCaptureSubject, identityOf } from './subjects.js';
+export { heldIdentities } from './identity.js';
 
 export const CONNECTION_PROPERTIES: readonly ConnectionProperty[] = [
   outboundCapture,
   inboundCapture,
   authorization,
+  identity,
   failClosedConnection,
   liveness,
 ];

@@ -19,11 +19,12 @@ import type {
 } from '../world.js';
 
 export type PropertyName =
-  'outbound-capture' | 'inbound-capture' | 'authorization' | 'convergence' | 'fail-closed' | 'liveness';
+  'outbound-capture' | 'inbound-capture' | 'authorization' | 'identity' | 'convergence' | 'fail-closed' | 'liveness';
 export const PROPERTY_NAMES: readonly PropertyName[] = [
   'outbound-capture',
   'inbound-capture',
   'authorization',
+  'identity',
   'convergence',
   'fail-closed',
   'liveness',

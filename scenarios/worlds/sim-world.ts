@@ -40,13 +40,20 @@ import { formatSockAddr, type SimSocket } from '../../sim/kernel/socket.js';
 import { renderTrace, type TraceEvent } from '../../sim/kernel/trace.js';
 import type { ConnectResult as KernelConnect } from '../../sim/kernel/kernel.js';
 import { SimHbone, SimMeshCa } from '../../sim/hbone/sim-hbone.js';
+import { API_AUDIENCE } from '../../sim/kube/token-authority.js';
+import { parseSpiffeId } from '../../impl/api/identity.js';
+import { SimCaAuthority } from '../../sim/hbone/sim-ca.js';
+import { storePodView } from '../../sim/kube/store-pod-view.js';
 import { SeededRandom } from '../../sim/time/seeded-random.js';
 import { runFor, settle as drive } from '../../sim/time/settle.js';
 import { SimPluginEventTransport } from '../../sim/transport/plugin-events.js';
 import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
 import {
   insertedRuleText,
+  LAB_COMPONENT_LABEL,
   podKey,
+  PROXY_POD,
+  proxyPodName,
   type Acceptor,
   type AppAction,
   type AppExecResult,
@@ -57,7 +64,10 @@ import {
   type Delivery,
   type Destination,
   type DriftRepair,
+  type ForgedHboneResult,
   type HeldConnection,
+  IDENTITY_CREDENTIALS,
+  type IdentityCredential,
   type PodObservation,
   type PodRef,
   type PodSpec,
@@ -105,6 +115,11 @@ export interface SimWorldExtras {
   readonly verboseLog?: boolean;
   /** Override fields of every node agent's configuration. */
   readonly agentConfig?: Partial<NodeAgentConfig>;
+  /**
+   * Positive control: the mesh CA's pod view puts every pod on the caller's node, so node
+   * authorization grants any identity of the mesh (a CA without the node check).
+   */
+  readonly caIgnoresNodes?: boolean;
 }
 
 /** API kinds whose writes settle() waits out (every kind but Event; see fingerprint()). */
@@ -132,6 +147,8 @@ const SETTLE_MAX_STEPS = 20;
 const ATTEMPT_MS = PROXY_CONNECT_TIMEOUT_MS + 100;
 /** The client's own connect timeout (a dropped SYN). */
 const CLIENT_TIMEOUT_MS = 1000;
+/** The node proxy's HBONE port in every pod netns (ztunnel's 15008). */
+const HBONE_PORT = 15008;
 const APP_CONTAINER = 'app';
 /** What `iptables-restore` of empty tables leaves: every table the mesh writes, flushed. */
 const EMPTY_TABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n';
@@ -197,6 +214,18 @@ export class SimMeshWorld implements World {
     const clock = this.sim.clock;
     this.zdsNet = new SimZdsNetwork(clock);
     const events = new SimPluginEventTransport(clock);
+    const meshRoot = new SimMeshCa(TRUST_DOMAIN);
+    const meshCa = new SimCaAuthority({
+      trustDomain: TRUST_DOMAIN,
+      trustedNodeAccounts: new Set([`${PROXY_POD.namespace}/${PROXY_POD.serviceAccount}`]),
+      kube: this.sim.api,
+      pods: storePodView(this.sim.store, { ignoreNode: extras.caIgnoresNodes === true }),
+      issuer: meshRoot,
+      clock,
+      log: this.log.child({ component: 'ca' }),
+    });
+    this.meshCa = meshCa;
+    this.meshRoot = meshRoot;
     const shared = {
       kernel: this.sim.kernel,
       api: this.sim.api,
@@ -204,7 +233,9 @@ export class SimMeshWorld implements World {
       random: new SeededRandom(options.seed * 7 + 5),
       events,
       zds: this.zdsNet,
-      hbone: new SimHbone({ ca: new SimMeshCa(TRUST_DOMAIN) }),
+      meshCa,
+      meshRoot,
+      proxyToken: (node: string) => this.proxyToken(node),
       log: this.log,
       // The mesh's v6 switch (agent rules, proxy listeners); the cluster's stack is options.ipv6.
       profile: options.profile,
@@ -247,15 +278,60 @@ export class SimMeshWorld implements World {
     }
   }
 
-  /** Start kubelets, agents and proxies, and settle. */
+  /** Start kubelets, the proxies' pods, agents and proxies, and settle. */
   async boot(): Promise<void> {
     await drive(this.sim.clock, this.sim.start());
+    await drive(this.sim.clock, this.createProxyPods());
     for (const n of this.sim.store.list('Namespace').items) this.bootNamespaces.add(n.metadata?.name ?? '');
     for (const s of this.stacks) {
       await drive(this.sim.clock, s.startAgent());
       s.startProxy();
     }
     await this.settle();
+  }
+
+  /**
+   * The proxy DaemonSet's pod on every node, as its controller would make it: the CA checks a
+   * proxy's token against it (bound pod, service account, node). hostNetwork, so the kubelet
+   * gives it no netns; left out of pods() (a mesh component, not a workload) and kept by resets.
+   */
+  private async createProxyPods(): Promise<void> {
+    await this.sim.createNamespace(PROXY_POD.namespace);
+    for (const node of this.nodes) {
+      const pod = await this.sim.createPod({
+        namespace: PROXY_POD.namespace,
+        name: proxyPodName(node),
+        nodeName: node,
+        hostNetwork: true,
+        serviceAccountName: PROXY_POD.serviceAccount,
+        labels: { [LAB_COMPONENT_LABEL]: 'ambient-lab', 'app.kubernetes.io/name': 'ambient-lab-proxy' },
+        containers: [{ name: 'proxy', image: 'ambient-lab/proxy:dev' }],
+      });
+      this.proxyPodUids.add(pod.metadata?.uid ?? '');
+    }
+  }
+
+  /** The mesh components' own pods (proxy pods), by uid: not workloads. */
+  private readonly proxyPodUids = new Set<string>();
+  readonly meshCa: SimCaAuthority;
+  readonly meshRoot: SimMeshCa;
+
+  /** A new token of `node`'s proxy pod as its projected volume carries it (audience istio-ca, 12 h). */
+  proxyToken(node: string, o: { readonly audience?: string; readonly expirationSeconds?: number } = {}): string {
+    const name = proxyPodName(node);
+    const pod = this.sim.store
+      .list('Pod', { namespace: PROXY_POD.namespace })
+      .items.find((p) => p.metadata?.name === name);
+    const uid = pod?.metadata?.uid;
+    if (!uid)
+      throw new Error(`sim world: no proxy pod ${PROXY_POD.namespace}/${name} to bind ${node}'s proxy token to`);
+    return this.sim.store.tokens.issue({
+      namespace: PROXY_POD.namespace,
+      serviceAccount: PROXY_POD.serviceAccount,
+      pod: { name, uid, node },
+      audiences: [o.audience ?? PROXY_POD.tokenAudience],
+      expirationSeconds: o.expirationSeconds ?? PROXY_POD.tokenSeconds,
+    });
   }
 
   private stack(node: string): NodeStack {
@@ -593,6 +669,7 @@ export class SimMeshWorld implements World {
     const out: PodObservation[] = [];
     for (const p of this.sim.store.list('Pod').items) {
       const uid = p.metadata?.uid ?? '';
+      if (this.proxyPodUids.has(uid)) continue;
       const { node, rec } = this.podRecord(p);
       const hostNetwork = p.spec?.hostNetwork === true;
       const netns =
@@ -751,14 +828,22 @@ export class SimMeshWorld implements World {
     if (typeof src === 'string') return none(src);
     const dst = await this.destinationOf(to, family);
     if (typeof dst === 'string') return none(dst);
+    if (opts.raw) return this.attempt(() => this.sendRaw(src, dst, family, opts));
+    if ((opts.proto ?? 'tcp') === 'udp') return this.attempt(() => this.sendUdp(src, dst, family, opts));
+    return this.attempt(() => this.connectTcp(src, dst, family, opts));
+  }
+
+  /**
+   * Run one attempt with the handshake recorder on, and gather what it caused: the app
+   * deliveries (the kernel's handshakes into app sockets), the proxies' log records, the trace.
+   */
+  private async attempt(run: () => Promise<AttemptResult>): Promise<ConnectResult> {
     const marks = this.stacks.map((s) => s.sink.records.length);
     this.recorder.begin();
     let partial: AttemptResult;
     let handshakes: KernelConnect[];
     try {
-      if (opts.raw) partial = await this.sendRaw(src, dst, family, opts);
-      else if ((opts.proto ?? 'tcp') === 'udp') partial = await this.sendUdp(src, dst, family, opts);
-      else partial = await this.connectTcp(src, dst, family, opts);
+      partial = await run();
     } finally {
       handshakes = this.recorder.end();
     }
@@ -791,6 +876,130 @@ export class SimMeshWorld implements World {
       proxyLog: this.proxyLogSince(marks),
       ...(traced !== undefined ? { trace: traced } : {}),
     };
+  }
+
+  readonly forgeableCredentials = IDENTITY_CREDENTIALS;
+  /** The root of a compromised node's own making (forgedHbone self-signed): no proxy trusts it. */
+  private readonly attackerRoot = new SimMeshCa(TRUST_DOMAIN, 'self-signed-root');
+
+  /**
+   * World.forgedHbone: the certificate from the in-process CA (the same decision code as the CA
+   * process) with the token the credential names, or from a root of the attacker's own; then the
+   * sim HBONE client's handshake over a TCP connection from the node's host netns as uid 0 to
+   * the destination pod's 15008.
+   */
+  async forgedHbone(
+    node: string,
+    identity: string,
+    credential: IdentityCredential,
+    to: Destination,
+  ): Promise<ForgedHboneResult> {
+    const src = await this.endpointOf({ kind: 'host', node, uid: 0, caps: [] });
+    if (typeof src === 'string') throw new Error(`forgedHbone: ${src}`);
+    const dst = await this.destinationOf(to, 4);
+    if (typeof dst === 'string') throw new Error(`forgedHbone: ${dst}`);
+    const local = parseSpiffeId(identity);
+    if (!local) throw new Error(`forgedHbone: ${JSON.stringify(identity)} is not a SPIFFE ID`);
+    let cert: string | undefined;
+    let certificate: ForgedHboneResult['certificate'];
+    if (credential === 'self-signed') {
+      cert = this.attackerRoot.issue(local);
+      certificate = {
+        kind: 'self-signed',
+        detail: `issued by ${this.attackerRoot.name}, a root of the attacker's own`,
+      };
+    } else {
+      const token = await this.forgedToken(node, credential);
+      const answer = await drive(this.sim.clock, this.meshCa.request(token, identity));
+      if (!answer.ok)
+        return {
+          outcome: 'error',
+          error: `the mesh CA refused ${identity} (${credential}): ${answer.message}`,
+          acceptedBy: undefined,
+          deliveries: [],
+          proxyLog: [],
+          certificate: { kind: 'refused', detail: answer.message },
+        };
+      cert = answer.certificate;
+      certificate = { kind: 'issued', detail: `the mesh CA issued ${identity} for the ${credential}` };
+    }
+    const forged = cert;
+    const result = await this.attempt(async () => {
+      const sockets = new SimSockets({
+        kernel: this.sim.kernel,
+        owner: src.creds,
+        defaultNetns: src.netns,
+        label: `${src.label} (forged HBONE)`,
+        clock: this.sim.clock,
+      });
+      const pending = sockets.connectTcp({
+        family: 4,
+        dst: { family: 4, address: dst.ip, port: HBONE_PORT },
+        timeoutMs: CLIENT_TIMEOUT_MS,
+      });
+      const first = this.recorder.current()[0];
+      const res = await drive(this.sim.clock, pending);
+      const hop =
+        first?.outcome === 'established' && first.listener
+          ? this.classify(first.listener)
+          : { acceptedBy: undefined, acceptedIn: undefined };
+      if (!res.ok) {
+        await runFor(this.sim.clock, ATTEMPT_MS);
+        return {
+          outcome: failureOutcome(res),
+          ...(isSyscallError(res) ? { error: `${res.call}: ${res.errno}` } : {}),
+          ...hopFields(hop),
+        };
+      }
+      const hbone = new SimHbone({
+        ca: this.meshRoot,
+        certificates: { certificateFor: () => Promise.resolve(forged) },
+      });
+      const tunnel = await drive(
+        this.sim.clock,
+        hbone.connect(res.value, {
+          local,
+          expectedPeers: [],
+          authority: { family: 4, address: dst.ip, port: dst.port },
+        }),
+      );
+      if (!tunnel.ok) {
+        await runFor(this.sim.clock, ATTEMPT_MS);
+        return { outcome: 'refused', error: `HBONE: ${tunnel.message}`, ...hopFields(hop) };
+      }
+      await tunnel.value.write(Buffer.from('hello'));
+      await runFor(this.sim.clock, ATTEMPT_MS);
+      tunnel.value.close();
+      await runFor(this.sim.clock, 0);
+      return { outcome: 'established', ...hopFields(hop) };
+    });
+    return { ...result, certificate };
+  }
+
+  /** The token a compromised `node`'s root presents for `credential` (other than self-signed). */
+  private async forgedToken(node: string, credential: Exclude<IdentityCredential, 'self-signed'>): Promise<string> {
+    const other = this.nodes.find((n) => n !== node) ?? node;
+    switch (credential) {
+      case 'node-token':
+        return this.proxyToken(node);
+      case 'wrong-audience':
+        return this.proxyToken(node, { audience: API_AUDIENCE });
+      case 'expired-token': {
+        // Taken from the other node's proxy pod and kept past its (shortest possible) life.
+        const token = this.proxyToken(other, { expirationSeconds: 600 });
+        await runFor(this.sim.clock, 601_000);
+        return token;
+      }
+      case 'replayed-token':
+        // Bound to a proxy pod of the other node that has since been replaced: same name, another uid.
+        return this.sim.store.tokens.issue({
+          namespace: PROXY_POD.namespace,
+          serviceAccount: PROXY_POD.serviceAccount,
+          pod: { name: proxyPodName(other), uid: `replaced-${proxyPodName(other)}`, node: other },
+          audiences: [PROXY_POD.tokenAudience],
+          expirationSeconds: PROXY_POD.tokenSeconds,
+        });
+    }
   }
 
   /**
@@ -1085,6 +1294,7 @@ export class SimMeshWorld implements World {
     const wanted = new Map(baseline.pods.map((p) => [podKey(p), p]));
     const present = new Set<string>();
     for (const p of this.sim.store.list('Pod').items) {
+      if (this.proxyPodUids.has(p.metadata?.uid ?? '')) continue;
       const ref = { namespace: p.metadata?.namespace ?? '', name: p.metadata?.name ?? '' };
       const spec = wanted.get(podKey(ref));
       if (!spec || !sameShape(p, spec)) {
@@ -1159,6 +1369,7 @@ export class SimMeshWorld implements World {
           `mesh ${s.name} ${m.namespace}/${m.name} uid=${m.uid} netns=${m.netns ?? ''} rules=${String(m.rules)} acked=${String(m.acked)} annotated=${m.annotated ?? ''}`,
         );
       for (const uid of s.servedPods()) blocks.push(`served ${s.name} ${uid} ${s.servedNetns(uid) ?? ''}`);
+      blocks.push(`certificates ${s.name} ${s.heldIdentities().join(',')}`);
     }
     for (const name of k.netnsNames()) {
       const ns = k.netns(name);

@@ -117,15 +117,25 @@ async function writeLine(conn: TcpConnection, v: unknown): Promise<boolean> {
 }
 
 interface SimHboneOptions {
-  /** The mesh root: issues this side's certificates and verifies the peer's. */
+  /** The mesh root: verifies the peer's certificates (and issues this side's without `certificates`). */
   readonly ca: SimMeshCa;
+  /**
+   * Where this side's certificates come from: a node proxy's certificate manager over the sim CA
+   * (sim-ca.ts), which may have none (fail closed). Absent: `ca` issues any identity on demand
+   * (tests of the proxy alone, where who may hold what is not the question).
+   */
+  readonly certificates?: { certificateFor(id: PeerIdentity): Promise<string | undefined> };
 }
 
 export class SimHbone implements HboneTransport {
   constructor(private readonly opts: SimHboneOptions) {}
 
+  private certificate(id: PeerIdentity): Promise<string | undefined> {
+    return this.opts.certificates ? this.opts.certificates.certificateFor(id) : Promise.resolve(this.opts.ca.issue(id));
+  }
+
   async connect(conn: TcpConnection, req: HboneConnectRequest): Promise<HboneOutcome<ByteStream>> {
-    const cert = this.opts.ca.issue(req.local);
+    const cert = await this.certificate(req.local);
     if (!cert) {
       conn.reset();
       return fail('no-certificate', `no certificate for ${spiffe(req.local)} from ${this.opts.ca.name}`);
@@ -171,7 +181,7 @@ export class SimHbone implements HboneTransport {
   }
 
   async serve(conn: TcpConnection, opts: HboneServeOptions): Promise<HboneOutcome<void>> {
-    const cert = this.opts.ca.issue(opts.local);
+    const cert = await this.certificate(opts.local);
     if (!cert) {
       conn.reset();
       return fail('no-certificate', `no certificate for ${spiffe(opts.local)} from ${this.opts.ca.name}`);

@@ -360,6 +360,7 @@ export class ApiStore {
     meta.creationTimestamp = this.timestamp();
     delete meta.resourceVersion;
     this.initStatus(kind, obj);
+    admissionDefaults(kind, obj);
     validateSchema(kind, name, obj);
     meta.resourceVersion = String(++this.rv);
     deepFreeze(obj);
@@ -744,4 +745,18 @@ function podSpecUpdateErrors(oldSpec: unknown, newSpec: unknown): FieldError[] {
         'Forbidden: pod updates may not change fields other than spec.containers[*].image (set spec.nodeName when creating the Pod)',
     },
   ];
+}
+
+/**
+ * What the API server's admission sets on a new object: a Pod without a service account gets
+ * `default` (the ServiceAccount admission plugin). The sim does not require the account to exist
+ * (see token-authority.ts).
+ */
+function admissionDefaults(kind: KubeKind, obj: StoredObject): void {
+  if (kind !== 'Pod') return;
+  const spec = obj['spec'];
+  if (typeof spec === 'object' && spec !== null && !Array.isArray(spec)) {
+    const s = spec as Record<string, unknown>;
+    if (s['serviceAccountName'] === undefined || s['serviceAccountName'] === '') s['serviceAccountName'] = 'default';
+  }
 }

@@ -26,7 +26,9 @@ import { SimNetnsRules } from '../../../sim/kernel/netns-rules-adapter.js';
 import { SimPodFlows } from '../../../sim/kernel/pod-flows-adapter.js';
 import { SimHostIpSets, SimNetnsFinder } from '../../../sim/kernel/host-adapters.js';
 import { SimSockets } from '../../../sim/kernel/sockets-adapter.js';
-import type { SimHbone } from '../../../sim/hbone/sim-hbone.js';
+import { SimHbone, type SimMeshCa } from '../../../sim/hbone/sim-hbone.js';
+import { managedSimCertificates, SimCaFetcher, type SimCaAuthority } from '../../../sim/hbone/sim-ca.js';
+import { CertificateManager } from '../../../impl/ztunnel/cert-manager.js';
 import type { SimKubeApi } from '../../../sim/kube/sim-kube-api.js';
 import type { SimNode } from '../../../sim/node/sim-node.js';
 import type { VirtualClock } from '../../../sim/time/virtual-clock.js';
@@ -62,7 +64,12 @@ interface StackShared {
   readonly random: SeededRandom;
   readonly events: SimPluginEventTransport;
   readonly zds: SimZdsNetwork;
-  readonly hbone: SimHbone;
+  /** The mesh CA (its decision in-process) every proxy asks for its pods' certificates. */
+  readonly meshCa: SimCaAuthority;
+  /** The mesh root of the sim HBONE: verifies the peers' certificates. */
+  readonly meshRoot: SimMeshCa;
+  /** A fresh projected token of `node`'s proxy pod, as the kubelet writes it when the pod starts. */
+  readonly proxyToken: (node: string) => string;
   readonly log: Logger;
   readonly profile: Profile;
   readonly ipv6: boolean;
@@ -95,6 +102,7 @@ class HidingNetnsFinder implements NetnsFinder {
 
 interface ProxyProcess {
   readonly ztunnel: Ztunnel;
+  readonly certificates: CertificateManager;
   readonly workloads: WorkloadWatcher;
   readonly policies: AuthorizationPolicyWatcher;
 }
@@ -190,9 +198,19 @@ export class NodeStack {
       label: `${PROXY_LABEL_PREFIX}${this.node.name}#${n}`,
       clock: s.clock,
     });
+    // The proxy's own token, read at every fetch (one per process start here: the kubelet's refresh
+    // at 80 % of 12 h never comes within a history).
+    const token = s.proxyToken(this.node.name);
+    const certificates = new CertificateManager({
+      fetcher: new SimCaFetcher({ ca: s.meshCa, token: () => token, clock: s.clock }),
+      clock: s.clock,
+      random: s.random,
+      log,
+    });
     const ztunnel = new Ztunnel({
       sockets: new NetnsPathSockets(sockets),
-      hbone: s.hbone,
+      hbone: new SimHbone({ ca: s.meshRoot, certificates: managedSimCertificates(certificates) }),
+      identities: certificates,
       authorizer,
       workloads: index,
       clock: s.clock,
@@ -219,7 +237,7 @@ export class NodeStack {
     policies.start();
     ztunnel.start();
     const previous = this.proxy;
-    this.proxy = { ztunnel, workloads, policies };
+    this.proxy = { ztunnel, certificates, workloads, policies };
     if (previous) this.retiring.push(previous);
   }
 
@@ -242,10 +260,19 @@ export class NodeStack {
     p.workloads.stop();
     p.policies.stop();
     await p.ztunnel.stop(mode, mode === 'graceful' ? 1000 : 0);
+    p.certificates.stop();
   }
 
   get proxyRunning(): boolean {
     return this.proxy !== undefined;
+  }
+
+  /** Identities the current proxy holds a valid certificate for (sorted). */
+  heldIdentities(): readonly string[] {
+    return (this.proxy?.certificates.held() ?? [])
+      .filter((h) => h.notAfterMs !== undefined)
+      .map((h) => h.identity)
+      .sort();
   }
 
   /** Pod UIDs the current proxy serves (listeners open). */

@@ -19,6 +19,7 @@ import { installerSettings } from '../../../impl/linux/cni-installer-config.js';
 import { SystemClock } from '../../../impl/linux/clock.js';
 import { ApiStore } from '../../../sim/kube/store.js';
 import { SeededRandom } from '../../../sim/time/seeded-random.js';
+import { PROXY_POD } from '../../../scenarios/world.js';
 
 const kubectl = kubectlAvailability();
 test.skip(!kubectl.ok, kubectl.reason);
@@ -275,4 +276,13 @@ test("the rendered DaemonSets, as a lab creates them in its API: the installer's
   store.create('Namespace', { metadata: { name: 'ambient-lab-system' } });
   for (const d of sets) store.create('DaemonSet', d as never);
   expect(store.get('DaemonSet', owner.name, owner.namespace).metadata?.name).toBe('ambient-lab-agent');
+});
+
+test("the sim world's proxy pod and CA settings (PROXY_POD) are the manifests': namespace, service account, token audience and lifetime, the CA's trusted account", () => {
+  const l = deploymentLaunch(renderDeployment(BASE), { nodeName: 'node-0' });
+  expect(l.proxy.pod).toMatchObject({ namespace: PROXY_POD.namespace, serviceAccount: PROXY_POD.serviceAccount });
+  expect(l.proxy.tokenMounts.map((m) => [m.audience, m.expirationSeconds])).toEqual([
+    [PROXY_POD.tokenAudience, PROXY_POD.tokenSeconds],
+  ]);
+  expect(l.ca.env['AMBIENT_LAB_TRUSTED_NODE_ACCOUNTS']).toBe(`${PROXY_POD.namespace}/${PROXY_POD.serviceAccount}`);
 });

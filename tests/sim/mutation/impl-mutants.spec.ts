@@ -43,6 +43,7 @@ test("mutant names are unique and cover the issue's areas", () => {
     'enrollment',
     'CNI plugin fail-closed path',
     'ZDS peer check',
+    'mesh CA node authorization',
     'repair',
     'inbound authorization',
     'original destination',

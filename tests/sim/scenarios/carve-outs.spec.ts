@@ -242,3 +242,35 @@ test('policy propagation: before a settle a delivery the previous policy set all
   expect(props(fromOutside({ ...changed, quiescent: true }, allowedByProxy))).toEqual(['authorization']);
   expect(props(fromOutside({ ...changed, policySetsSinceSettle: [] }, allowedByProxy))).toEqual(['authorization']);
 });
+
+test('virtual-interface-reroute: a pod whose owner reroutes its interfaces gets inbound under its own identity; another identity, another annotation set or another destination is still an identity violation', () => {
+  const own = 'spiffe://cluster.local/ns/mesh/sa/default';
+  const rerouted = (srcIdentity: string): ConnectResult => ({
+    ...inbound(OWN_PROXY, true),
+    acceptedBy: 'proxy-outbound',
+    proxyLog: [
+      {
+        node: 'node-0',
+        pod: VICTIM,
+        event: 'forwarded',
+        direction: 'inbound-hbone',
+        srcIdentity,
+        dstIdentity: undefined,
+        allowed: true,
+        reason: 'test',
+      },
+    ],
+  });
+  const identityOnly = (c: ConnectionContext): PropertyName[] => props(c).filter((p) => p === 'identity');
+  const vif = cluster({ annotations: { 'istio.io/reroute-virtual-interfaces': 'eth0' } });
+  expect(identityOnly(fromOutside(vif, rerouted(own)))).toEqual([]);
+  expect(identityOnly(fromOutside(vif, rerouted('spiffe://cluster.local/ns/mesh/sa/friend')))).toEqual(['identity']);
+  expect(identityOnly(fromOutside(cluster(), rerouted(own)))).toEqual(['identity']);
+  // The same identity delivered to another pod (the sink) is not the owner's own inbound.
+  const toSink: ConnectResult = {
+    ...rerouted(own),
+    deliveries: [{ ...OWN_PROXY, pod: SINK, proxyNode: 'node-1', proxyFor: SINK }],
+    proxyLog: [{ ...rerouted(own).proxyLog[0]!, node: 'node-1', pod: SINK }],
+  };
+  expect(identityOnly(fromOutside(vif, toSink, { to: { kind: 'pod', pod: SINK, port: PORT } }))).toEqual(['identity']);
+});

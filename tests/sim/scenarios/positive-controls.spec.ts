@@ -244,7 +244,7 @@ test('liveness: a proxy that presents the wrong identity, or a connection that i
   expect(at(ok)).toEqual([]);
   expect(
     props(at({ ...ok, proxyLog: [{ ...ok.proxyLog[0]!, srcIdentity: 'spiffe://cluster.local/ns/mesh/sa/attacker' }] })),
-  ).toEqual(['liveness']);
+  ).toEqual(['identity', 'liveness']); // friend does not hold the attacker's identity either
   expect(props(at({ ...ok, outcome: 'refused', acceptedBy: undefined, deliveries: [], proxyLog: [] }))).toEqual([
     'liveness',
   ]);
@@ -342,4 +342,85 @@ test('inbound capture, in a broken world: after a port hijack (upstream), a mesh
   } finally {
     await world.close();
   }
+});
+
+// ---- identity: a delivery authorized under an identity the sender does not hold
+
+test("identity: a delivery authorized as friend for a host process is caught, unless it is root on the node of a friend pod (the node holds its pods' identities)", () => {
+  const friendId = 'spiffe://cluster.local/ns/mesh/sa/friend';
+  const friend = victimObs({ ...FRIEND, uid: 'u2', labels: { app: 'friend' }, ips: ['10.244.1.5'], node: 'node-1' });
+  const ctx = {
+    ...ctxWith([victimObs({}), friend]),
+    specs: { 'mesh/victim': { tcpPorts: [APP_PORT] }, 'mesh/friend': { serviceAccount: 'friend' } },
+    policies: [],
+  };
+  const result = (srcIdentity: string | undefined) => ({
+    outcome: 'established' as const,
+    acceptedBy: 'proxy-hbone' as const,
+    acceptedIn: VICTIM,
+    deliveries: [
+      { pod: VICTIM, port: APP_PORT, peer: '10.244.0.9:40000', viaProxy: true, proxyNode: 'node-0', proxyFor: VICTIM },
+    ],
+    proxyLog: [
+      {
+        node: 'node-0',
+        pod: VICTIM,
+        event: 'forwarded' as const,
+        direction: 'inbound-hbone' as const,
+        srcIdentity,
+        dstIdentity: undefined,
+        allowed: true,
+        reason: 'allowed',
+      },
+    ],
+  });
+  const from = (node: string, uid: number) => ({ kind: 'host' as const, node, uid, caps: [] });
+  const at = (src: ReturnType<typeof from>, id: string | undefined) =>
+    props(
+      checkConnection({
+        ...ctx,
+        from: src,
+        to: { kind: 'pod', pod: VICTIM, port: APP_PORT },
+        opts: {},
+        result: result(id),
+      }),
+    ).filter((p) => p === 'identity');
+  expect(at(from('node-0', 0), friendId)).toEqual(['identity']); // root on node-0; friend runs on node-1
+  expect(at(from('node-1', 0), friendId)).toEqual([]); // root on friend's node holds what its proxy holds
+  expect(at(from('node-1', 1000), friendId)).toEqual(['identity']); // not root: holds nothing
+  expect(at(from('node-0', 0), 'spiffe://cluster.local/ns/mesh/sa/default')).toEqual([]); // the victim's own node
+  expect(at(from('node-0', 0), undefined)).toEqual([]); // plaintext carries no identity
+});
+
+test("identity, in a broken world: a CA that skips the node check gives root on the victim's node friend's certificate, and the victim lets it in as friend — caught; the same attempt in the healthy world is refused by the CA", async () => {
+  const run = async (caIgnoresNodes: boolean) => {
+    const world = await createSimWorld(
+      { nodes: 2, profile: 'strict', kernelVersion: '6.1', ipv6: false, dnsCapture: true, seed: 3 },
+      { caIgnoresNodes },
+    );
+    try {
+      const state = await buildTopology(world, threat('host-root'), {
+        profile: 'strict',
+        dnsCapture: true,
+        kubeletUid: 0,
+      });
+      await state.applyPolicy(world, VICTIM_POLICY);
+      await world.settle();
+      const to = { kind: 'pod' as const, pod: VICTIM, port: APP_PORT };
+      const result = await world.forgedHbone('node-0', 'spiffe://cluster.local/ns/mesh/sa/friend', 'node-token', to);
+      const from = { kind: 'host' as const, node: 'node-0', uid: 0, caps: [] };
+      const found = checkConnection({ ...(await state.context(world, true)), from, to, opts: {}, result });
+      return { result, found: props(found) };
+    } finally {
+      await world.close();
+    }
+  };
+  const broken = await run(true);
+  expect(broken.result.certificate.kind).toBe('issued');
+  expect(broken.result.deliveries.map((d) => d.pod.name)).toEqual(['victim']);
+  expect(broken.found).toEqual(['authorization', 'identity']);
+  const healthy = await run(false);
+  expect(healthy.result.certificate).toEqual({ kind: 'refused', detail: 'request authenticate failure' });
+  expect(healthy.result.deliveries).toEqual([]);
+  expect(healthy.found).toEqual([]);
 });
