@@ -694,6 +694,21 @@ export class NetnsLab {
    * lab makes in its API, as the DaemonSet controller would: the CA authorizes by it). Files are
    * readable by root and the proxy's group only, as fsGroup makes them.
    */
+  /**
+   * The files writeProxyVolumes made for `node`'s proxy: what root on that node can read (the
+   * compromised node of World.forgedHbone).
+   */
+  proxyVolumeFiles(node: string): { readonly rootCert: string; readonly token: string } {
+    const launch = this.deploymentLaunch(node).proxy;
+    const token = launch.tokenMounts[0];
+    if (!token) throw new Error(`${launch.source}: the proxy mounts no projected token`);
+    const dir = this.nodeDir(node);
+    return {
+      rootCert: path.join(dir, 'configmaps', MESH_ROOT_CERT_CONFIGMAP, 'ca.crt'),
+      token: path.join(dir, 'tokens', token.path),
+    };
+  }
+
   async writeProxyVolumes(node: string): Promise<void> {
     const launch = this.deploymentLaunch(node).proxy;
     const dir = this.nodeDir(node);

@@ -29,7 +29,10 @@ import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import type { ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import { parseConnectionLog } from '../../impl/ztunnel/connection-log.js';
 import {
+  IDENTITY_CREDENTIALS,
   podKey,
+  PROXY_POD,
+  proxyPodName,
   type Acceptor,
   type AppAction,
   type AppExecResult,
@@ -39,7 +42,9 @@ import {
   type Delivery,
   type Destination,
   type DriftRepair,
+  type ForgedHboneResult,
   type HeldConnection,
+  type IdentityCredential,
   type PodObservation,
   type PodRef,
   type PodSpec,
@@ -98,6 +103,12 @@ const SETTLE_POLL_MS = 200;
 const ATTEMPT_BOUND_MS = 30_000;
 const DATAGRAM_BOUND_MS = 2_000;
 const ATTEMPT_POLL_MS = 20;
+/** The node proxy's HBONE port in every pod netns (forgedHbone's destination). */
+const HBONE_PORT = 15008;
+/** forgedHbone: how long a refused handshake's proxy records get to arrive (no delivery to wait for). */
+const FORGED_REFUSED_SETTLE_MS = 500;
+/** The API server's own audience: a token for it is not one the mesh CA accepts (forgedHbone wrong-audience). */
+const API_SERVER_AUDIENCE = 'https://kubernetes.default.svc.cluster.local';
 /** Connection log events after which a proxy leg writes nothing more. */
 const FINAL_EVENTS: ReadonlySet<string> = new Set(['closed', 'closed-by-policy', 'denied', 'failed']);
 
@@ -135,6 +146,21 @@ function openLegs(
 const STATUS_ANSWER_MS = 30_000;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** A proxy connection-log record as the properties read it. */
+function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
+  const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
+  return {
+    node,
+    pod: ns && name ? { namespace: ns, name } : undefined,
+    event: r.event === 'failed' ? 'error' : r.event === 'closed-by-policy' ? 'denied' : r.event,
+    direction: r.direction,
+    srcIdentity: r.srcIdentity,
+    dstIdentity: r.dstIdentity,
+    allowed: r.decision?.allow,
+    reason: r.decision?.reason ?? r.reason ?? '',
+  };
+}
 
 function ep(ip: string, port: number): string {
   return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
@@ -505,19 +531,7 @@ export class NetnsWorld implements World {
         clients.has(tupleText(x.r.downstream.src)) ||
         dels.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.peer),
     );
-    const proxyLog: ProxyLogEntry[] = mine.map(({ node, r }) => {
-      const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
-      return {
-        node,
-        pod: ns && name ? { namespace: ns, name } : undefined,
-        event: r.event === 'failed' ? 'error' : r.event === 'closed-by-policy' ? 'denied' : r.event,
-        direction: r.direction,
-        srcIdentity: r.srcIdentity,
-        dstIdentity: r.dstIdentity,
-        allowed: r.decision?.allow,
-        reason: r.decision?.reason ?? r.reason ?? '',
-      };
-    });
+    const proxyLog: ProxyLogEntry[] = mine.map(({ node, r }) => toProxyLogEntry(node, r));
     const first = mine.find((x) => clients.has(tupleText(x.r.downstream.src)));
     let acceptedBy: Acceptor | undefined;
     let acceptedIn: ConnectResult['acceptedIn'];
@@ -628,6 +642,197 @@ export class NetnsWorld implements World {
     if (attempt.detail.startsWith('rogue client failed'))
       throw new Error(`the rogue ZDS client on ${node} (uid ${uid}) did not run: ${attempt.detail}`);
     return attempt;
+  }
+
+  /** World.forgeableCredentials: a bound token lives at least 10 minutes, which a real world cannot wait out. */
+  readonly forgeableCredentials: readonly IdentityCredential[] = IDENTITY_CREDENTIALS.filter(
+    (c) => c !== 'expired-token',
+  );
+
+  /**
+   * World.forgedHbone: the compromised node's program (forged-hbone-program.ts) as root in the
+   * node's netns, with the token the credential names — the node proxy's projected token file;
+   * one of its pod's tokens for the API server's audience; one bound to a proxy pod of the other
+   * node made and deleted for the purpose (a pod since replaced) — or a root of its own. The
+   * attempt is then observed as connect() observes one: the destination app's report of the tag,
+   * and the proxies' records of the attacker's tuple (as the node's conntrack maps it).
+   */
+  async forgedHbone(
+    node: string,
+    identity: string,
+    credential: IdentityCredential,
+    to: Destination,
+  ): Promise<ForgedHboneResult> {
+    if (!this.forgeableCredentials.includes(credential))
+      throw new Error(`forgedHbone: the ${this.kind} world cannot present a ${credential} (see forgeableCredentials)`);
+    if (to.kind !== 'pod') throw new Error('forgedHbone: the destination must be a pod');
+    const dstIp = this.podState(to.pod).ips.find((ip) => !ip.includes(':'));
+    if (!dstIp) throw new Error(`forgedHbone: ${podKey(to.pod)} has no IPv4 address`);
+    const n = this.lab.node(node);
+    const dir = fs.mkdtempSync(path.join(this.lab.state.runDir, 'forged-'));
+    try {
+      const tokenFile = await this.forgedTokenFile(node, credential, dir);
+      const tag = `al-forged-${Date.now().toString(36)}-${randomInt(1e9).toString(36)}`;
+      const offsets = this.logOffsets();
+      const out = await execIn(
+        n.netns,
+        [
+          process.execPath,
+          path.join(repoRoot(), 'dist', 'e2e', 'netns', 'forged-hbone-program.js'),
+          credential === 'self-signed' ? 'self-signed' : 'ca',
+          this.lab.caAddress(),
+          this.lab.proxyVolumeFiles(node).rootCert,
+          tokenFile,
+          identity,
+          dstIp,
+          String(to.port),
+          tag,
+        ],
+        undefined,
+        60_000,
+      );
+      const o = JSON.parse(out.trim().split('\n').at(-1) ?? '{}') as {
+        certificate?: 'issued' | 'refused' | 'self-signed';
+        detail?: string;
+        hbone?: string;
+        sourcePort?: number;
+        reply?: string;
+        error?: string;
+      };
+      if (o.error !== undefined || o.certificate === undefined)
+        throw new Error(`forgedHbone on ${node} (${credential}) could not tell: ${o.error ?? out.trim()}`);
+      const certificate = { kind: o.certificate, detail: o.detail ?? '' };
+      if (o.certificate === 'refused')
+        return {
+          outcome: 'error',
+          error: `the mesh CA refused ${identity} (${credential}): ${o.detail ?? ''}`,
+          acceptedBy: undefined,
+          deliveries: [],
+          proxyLog: [],
+          certificate,
+        };
+      const accepted = o.hbone === 'accepted';
+      const clients = new Set<string>();
+      if (o.sourcePort !== undefined) {
+        clients.add(ep(n.address, o.sourcePort));
+        for (const alias of await this.nodeSourceTuples(n.netns, o.sourcePort, dstIp, HBONE_PORT)) clients.add(alias);
+      }
+      const { dels, recs } = await this.awaitForged(tag, clients, accepted && /^ok /.test(o.reply ?? ''), offsets);
+      const mine = recs.filter(
+        (x) =>
+          clients.has(tupleText(x.r.downstream.src)) ||
+          dels.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.peer),
+      );
+      const deliveries: Delivery[] = dels.map((d) => {
+        const leg = mine.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer);
+        const [ns, name] = leg ? leg.r.pod.split('/') : [];
+        return {
+          pod: d.pod,
+          port: d.port,
+          peer: d.peer,
+          viaProxy: leg !== undefined,
+          ...(leg ? { proxyNode: leg.node } : {}),
+          ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
+        };
+      });
+      const first = mine.find((x) => clients.has(tupleText(x.r.downstream.src)));
+      const [fns, fname] = first ? first.r.pod.split('/') : [];
+      return {
+        outcome: accepted ? 'established' : 'refused',
+        ...(accepted ? {} : { error: `HBONE: ${o.hbone ?? 'no answer'}` }),
+        acceptedBy: first ? proxyAcceptor(first.r) : undefined,
+        ...(first ? { acceptedIn: fns && fname ? { namespace: fns, name: fname } : { node: first.node } } : {}),
+        deliveries,
+        proxyLog: mine.map(({ node: at, r }) => toProxyLogEntry(at, r)),
+        trace: `forged HBONE from ${node} as ${identity} (${credential}) to ${ep(dstIp, HBONE_PORT)} -> ${ep(dstIp, to.port)}: certificate ${o.certificate}; ${o.hbone ?? ''}; reply ${JSON.stringify(o.reply ?? '')}; proxy records ${mine.length}; deliveries ${deliveries.length}`,
+        certificate,
+      };
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  /** The token file a compromised `node` presents for `credential` (the self-signed attempt asks no CA: any file). */
+  private async forgedTokenFile(node: string, credential: IdentityCredential, dir: string): Promise<string> {
+    const own = this.lab.proxyVolumeFiles(node).token;
+    if (credential === 'node-token' || credential === 'self-signed') return own;
+    const other = this.nodes.find((x) => x !== node) ?? node;
+    const file = path.join(dir, 'token');
+    let token: string;
+    if (credential === 'wrong-audience') {
+      const name = proxyPodName(node);
+      const pod = await this.lab.api.get('Pod', name, PROXY_POD.namespace);
+      token = await this.lab.api.requestToken(
+        PROXY_POD.namespace,
+        PROXY_POD.serviceAccount,
+        { name, uid: pod.metadata?.uid ?? '' },
+        API_SERVER_AUDIENCE,
+        3600,
+      );
+    } else {
+      // replayed-token: bound to a proxy pod of the other node that is gone by the time it is used.
+      const name = `${proxyPodName(other)}-replaced`;
+      const made = await this.lab.api.create('Pod', {
+        metadata: { name, namespace: PROXY_POD.namespace, labels: { [LAB_COMPONENT_LABEL]: 'ambient-lab' } },
+        spec: {
+          nodeName: other,
+          serviceAccountName: PROXY_POD.serviceAccount,
+          hostNetwork: true,
+          containers: [{ name: 'proxy', image: 'ambient-lab/proxy:dev' }],
+        },
+      });
+      token = await this.lab.api.requestToken(
+        PROXY_POD.namespace,
+        PROXY_POD.serviceAccount,
+        { name, uid: made.metadata?.uid ?? '' },
+        PROXY_POD.tokenAudience,
+        PROXY_POD.tokenSeconds,
+      );
+      await this.lab.api.delete('Pod', name, PROXY_POD.namespace);
+    }
+    fs.writeFileSync(file, token, { mode: 0o600 });
+    return file;
+  }
+
+  /**
+   * forgedHbone's wait: with a delivery expected (the app answered), until the app's report of
+   * the tag and every proxy leg's final record are in, bounded as connect()'s; without one, a
+   * short moment for the proxies' records of the refused handshake (there is no delivery to wait
+   * for: the tunnel never opened).
+   */
+  private async awaitForged(
+    tag: string,
+    clients: ReadonlySet<string>,
+    delivered: boolean,
+    offsets: Map<string, number>,
+  ): Promise<{
+    dels: { pod: PodRef; port: number; peer: string }[];
+    recs: { node: string; r: ConnectionLogRecord }[];
+  }> {
+    const start = Date.now();
+    const events: ProbeEvent[] = [];
+    for (;;) {
+      await sleep(ATTEMPT_POLL_MS);
+      const dels = this.deliveries(tag, events);
+      const recs = this.newRecords(offsets);
+      if (!delivered) {
+        if (Date.now() - start >= FORGED_REFUSED_SETTLE_MS) return { dels, recs };
+        continue;
+      }
+      const missing = [
+        ...(dels.length === 0 ? ["the app's report of the tag has not arrived"] : []),
+        ...openLegs(
+          recs,
+          clients,
+          dels.map((d) => d.peer),
+        ),
+      ];
+      if (missing.length === 0) return { dels, recs };
+      if (Date.now() - start >= this.bounds.attemptMs)
+        throw new Error(
+          `observing forged HBONE ${tag} failed: still incomplete after ${this.bounds.attemptMs} ms: ${missing.join('; ')}; see the components' logs in the run directory`,
+        );
+    }
   }
 
   /**

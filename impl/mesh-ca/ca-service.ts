@@ -44,7 +44,7 @@ type CertificateAnswer =
   | { readonly ok: true; readonly identity: string; readonly certChain: readonly string[]; readonly notAfterMs: number }
   | { readonly ok: false; readonly code: 'unauthenticated' | 'invalid-argument'; readonly message: string };
 
-export type IdentityDecision =
+type IdentityDecision =
   | { readonly ok: true; readonly identity: string; readonly caller: string }
   | { readonly ok: false; readonly code: 'unauthenticated'; readonly message: string };
 

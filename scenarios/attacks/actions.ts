@@ -272,7 +272,7 @@ export const LIVE_ENROLLMENT_ACTIONS = {
 } as const;
 
 /** One forged-identity attempt of root on a node (World.forgedHbone), named as reports name it. */
-export interface ForgedIdentityAction {
+interface ForgedIdentityAction {
   readonly name: string;
   readonly node: string;
   readonly identity: string;

@@ -24,7 +24,7 @@ import { findPod, identityOf } from './subjects.js';
 import { violation, type ConnectionContext, type ConnectionProperty, type Violation } from './types.js';
 
 /** The identities the sender of `ctx` holds (see the module comment). */
-export function heldIdentities(ctx: ConnectionContext): ReadonlySet<string> {
+function heldIdentities(ctx: ConnectionContext): ReadonlySet<string> {
   const f: Source = ctx.from;
   if (f.kind === 'outside') return new Set();
   if (f.kind === 'host') return f.uid === 0 ? nodeIdentities(ctx, f.node) : new Set();
@@ -46,7 +46,7 @@ function senderText(ctx: ConnectionContext): string {
   return `pod ${podKey(f.pod)}`;
 }
 
-export function identityViolations(ctx: ConnectionContext): Violation[] {
+function identityViolations(ctx: ConnectionContext): Violation[] {
   const out: Violation[] = [];
   let held: ReadonlySet<string> | undefined;
   for (const d of ctx.result.deliveries) {

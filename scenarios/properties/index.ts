@@ -24,7 +24,6 @@ export * from './carve-outs.js';
 export { referenceSelects, selectionOf } from './enrollment-model.js';
 export { referenceDecision } from './policy-oracle.js';
 export { isCaptureSubject, identityOf } from './subjects.js';
-export { heldIdentities } from './identity.js';
 
 export const CONNECTION_PROPERTIES: readonly ConnectionProperty[] = [
   outboundCapture,

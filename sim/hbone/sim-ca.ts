@@ -22,7 +22,7 @@ import type { CertificateManager } from '../../impl/ztunnel/cert-manager.js';
 import type { SimMeshCa } from './sim-hbone.js';
 
 /** The CA's answer to a request, as the attacker actions report it. */
-export type SimCaAnswer =
+type SimCaAnswer =
   | { readonly ok: true; readonly certificate: string; readonly notAfterMs: number }
   | { readonly ok: false; readonly message: string };
 

@@ -8,7 +8,9 @@
  * node-0 pod's identity (granted: the control that the request path works), with a token for
  * another audience (refused), and it offers node-1's proxy, on v's HBONE port, a self-signed
  * certificate naming v's identity (refused with the TLS alert "unknown ca") and the granted one
- * (accepted: the control that the handshake check can tell). Then, with the CA down, a pod whose
+ * (accepted: the control that the handshake check can tell). The same through World.forgedHbone,
+ * as the catalog's forged-identity phase runs it: refused with every credential, the control
+ * issued and delivered. Then, with the CA down, a pod whose
  * identity no proxy holds yet gets no HBONE (fail closed, said in the connection log), and it
  * does once the CA is back and the proxy's retry has the certificate. One world for all of it: a world costs more than the checks.
  */
@@ -159,6 +161,27 @@ test('certificates from the mesh CA: cross-node HBONE under the pod identity, ow
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+
+    // The same attack as the catalog's forged-identity phase runs it (World.forgedHbone): every
+    // credential this world can present is refused for v's identity, the self-signed certificate
+    // is refused in the handshake, and the control — node-0's own identity — is issued and
+    // delivered to b under that identity.
+    const toV = { kind: 'pod' as const, pod: { namespace: 'vault', name: 'v' }, port: 8080 };
+    expect(w.forgeableCredentials).not.toContain('expired-token'); // a real world cannot wait 10 minutes
+    for (const credential of w.forgeableCredentials.filter((x) => x !== 'self-signed')) {
+      const f = await w.forgedHbone('node-0', FOREIGN, credential, toV);
+      expect(f.certificate.kind, `${credential}: ${f.certificate.detail}`).toBe('refused');
+      expect(f.certificate.detail, credential).toMatch(/401 request authenticate failure/);
+      expect(f.deliveries, credential).toEqual([]);
+    }
+    const forged = await w.forgedHbone('node-0', FOREIGN, 'self-signed', toV);
+    expect(forged.certificate.kind).toBe('self-signed');
+    expect(forged.outcome, forged.trace).toBe('refused');
+    expect(forged.deliveries, forged.trace).toEqual([]);
+    const control = await w.forgedHbone('node-0', OWN, 'node-token', { kind: 'pod', pod: b, port: 8080 });
+    expect(control.certificate.kind, control.trace).toBe('issued');
+    expect(control.deliveries, control.trace).toEqual([expect.objectContaining({ pod: b, viaProxy: true })]);
+    expect(control.proxyLog.find((e) => e.event === 'forwarded')?.srcIdentity, control.trace).toBe(OWN);
 
     // The CA goes down; a pod of a new identity arrives on node-0.
     await w.lab.stopCa();

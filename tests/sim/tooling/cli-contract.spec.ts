@@ -42,7 +42,7 @@ test('check validates every option before work: the error names flag, value and 
     /^--profiles "lenient": unknown "lenient"; accepted: upstream, strict$/,
   );
   expect(await usage({ properties: 'capture' })).toMatch(
-    /^--properties "capture": unknown "capture"; accepted: outbound-capture, inbound-capture, authorization, convergence, fail-closed, liveness$/,
+    /^--properties "capture": unknown "capture"; accepted: outbound-capture, inbound-capture, authorization, identity, convergence, fail-closed, liveness$/,
   );
   expect(await usage({ world: 'moon' })).toBe('--world "moon": unknown world; accepted: sim, netns, containers, kind');
   for (const [flag, key, value, accepted] of [
