@@ -254,7 +254,7 @@ export async function runCatalogPhases(
         const can = world.forgeableCredentials ?? [];
         for (const a of forgedIdentityActions(world.nodes)) {
           if (!can.includes(a.credential)) {
-            sink.log(`forged-identity: ${a.name}: skipped (this World cannot present a ${a.credential})`);
+            sink.log(`forged-identity: skipped (this World cannot present the ${a.credential}): ${a.name}`);
             continue;
           }
           const result = await world.forgedHbone(a.node, a.identity, a.credential, a.to);

@@ -58,3 +58,27 @@ test('a world without zdsClient skips the rogue-zds phase, and the report lists 
   expect(text).toContain('  host-root × strict: rogue-zds: skipped (the World has no zdsClient)');
   expect(renderReport({ ...report, catalogSkipped: [] })).not.toContain('could not stage');
 });
+
+test('a world that cannot present a credential (or has no forgedHbone) skips those forged-identity attempts, and says so', async () => {
+  const limited = {
+    async create(o: WorldOptions): Promise<World> {
+      const w = await createSimWorld(o);
+      return Object.assign(Object.create(w) as World, {
+        forgeableCredentials: w.forgeableCredentials.filter((c) => c !== 'expired-token'),
+      });
+    },
+  };
+  const run = await runThreatDetailed(limited, 'strict', threat('host-root'), { seed: 3 });
+  expect(catalogSkips(run.catalogLog)).toEqual([
+    'forged-identity: skipped (this World cannot present the expired-token): host-root as friend (expired-token) → victim',
+  ]);
+  expect(run.found).toEqual([]);
+  const none = {
+    async create(o: WorldOptions): Promise<World> {
+      const w = await createSimWorld(o);
+      return Object.assign(Object.create(w) as World, { forgedHbone: undefined });
+    },
+  };
+  const without = await runThreatDetailed(none, 'strict', threat('host-root'), { seed: 3 });
+  expect(catalogSkips(without.catalogLog)).toEqual(['forged-identity: skipped (the World has no forgedHbone)']);
+});
