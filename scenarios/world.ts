@@ -309,8 +309,11 @@ export const IDENTITY_CREDENTIALS: readonly IdentityCredential[] = [
 /** A forged-identity attempt: the certificate step, then (with a certificate) the HBONE connection. */
 export interface ForgedHboneResult extends ConnectResult {
   readonly certificate: {
-    /** issued: the CA signed it; refused: the CA said no (no connection follows); self-signed: no CA asked. */
-    readonly kind: 'issued' | 'refused' | 'self-signed';
+    /**
+     * issued: the CA signed it; refused: the CA said no (no connection follows); self-signed: no
+     * CA asked; not-asked: the destination had no address (as connect(), an 'error' outcome).
+     */
+    readonly kind: 'issued' | 'refused' | 'self-signed' | 'not-asked';
     /** The CA's answer, or how the certificate was made. */
     readonly detail: string;
   };

@@ -667,7 +667,18 @@ export class NetnsWorld implements World {
       throw new Error(`forgedHbone: the ${this.kind} world cannot present a ${credential} (see forgeableCredentials)`);
     if (to.kind !== 'pod') throw new Error('forgedHbone: the destination must be a pod');
     const dstIp = this.podState(to.pod).ips.find((ip) => !ip.includes(':'));
-    if (!dstIp) throw new Error(`forgedHbone: ${podKey(to.pod)} has no IPv4 address`);
+    // As connect(): a destination without an address now is an outcome.
+    if (!dstIp) {
+      const error = `destination pod ${podKey(to.pod)} has no IPv4 address`;
+      return {
+        outcome: 'error',
+        error,
+        acceptedBy: undefined,
+        deliveries: [],
+        proxyLog: [],
+        certificate: { kind: 'not-asked', detail: error },
+      };
+    }
     const n = this.lab.node(node);
     const dir = fs.mkdtempSync(path.join(this.lab.state.runDir, 'forged-'));
     try {

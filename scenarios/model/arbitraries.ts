@@ -4,9 +4,10 @@
  * connections and settles, where properties are checked.
  */
 import fc from 'fast-check';
+import { ForgeIdentity } from './forge-identity.js';
 import { INBOUND_HBONE_PORT, INBOUND_PLAINTEXT_PORT, OUTBOUND_PORT, DNS_PORT } from '../../impl/api/ports.js';
 import { PROXY_MARK, RETURN_MARK } from '../../impl/api/marks.js';
-import { AGENT_ADD_FAULTS, type AppCapability } from '../world.js';
+import { AGENT_ADD_FAULTS, IDENTITY_CREDENTIALS, type AppCapability } from '../world.js';
 import {
   APP_PORTS,
   APP_UDP_PORT,
@@ -236,5 +237,21 @@ export function commandArbitraries(ctx: GeneratorContext): Array<fc.Arbitrary<Mo
         fc.array(fc.nat(8), { minLength: 3, maxLength: 3 }),
       )
       .map(([shape, ops, gaps]) => new Race([{ kind: 'create', shape }, ...ops], gaps)),
+    // A compromised node (root on a node: host-root) passing itself off as a namespace's account.
+    // Last, and only for such threats: the other threats' histories are generated as before.
+    ...(ctx.threat.hostAttacker && ctx.threat.uids.includes(0)
+      ? weighted(
+          2,
+          fc
+            .record({
+              nodeIndex,
+              nsIndex: fc.nat(5),
+              credentialIndex: fc.nat(IDENTITY_CREDENTIALS.length - 1),
+              toIndex: fc.nat(20),
+              port: fc.constantFrom(...APP_PORTS),
+            })
+            .map((shape) => new ForgeIdentity(shape)),
+        )
+      : []),
   ];
 }

@@ -896,8 +896,17 @@ export class SimMeshWorld implements World {
   ): Promise<ForgedHboneResult> {
     const src = await this.endpointOf({ kind: 'host', node, uid: 0, caps: [] });
     if (typeof src === 'string') throw new Error(`forgedHbone: ${src}`);
+    // As connect(): a destination without an address now (deleted, or its sandbox being remade) is an outcome.
     const dst = await this.destinationOf(to, 4);
-    if (typeof dst === 'string') throw new Error(`forgedHbone: ${dst}`);
+    if (typeof dst === 'string')
+      return {
+        outcome: 'error',
+        error: dst,
+        acceptedBy: undefined,
+        deliveries: [],
+        proxyLog: [],
+        certificate: { kind: 'not-asked', detail: dst },
+      };
     const local = parseSpiffeId(identity);
     if (!local) throw new Error(`forgedHbone: ${JSON.stringify(identity)} is not a SPIFFE ID`);
     let cert: string | undefined;

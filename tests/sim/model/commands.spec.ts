@@ -10,6 +10,7 @@ import {
   Connect,
   CreateNamespace,
   CreatePod,
+  LabelNamespace,
   LabelPod,
   Settle,
   type ModelCommand,
@@ -128,3 +129,44 @@ for (const order of [
     await world.close();
   });
 }
+
+// The history behind regression seed 20261203 (fail-closed × host-root × strict), written out:
+// ForgeIdentity changed how host-root histories are generated, so that seed no longer draws it.
+test('fail closed is owed only to pods selected when their sandbox was made: a pod created outside the mesh while its agent was down, whose namespace is labelled ambient afterwards, is no fail-closed violation', async () => {
+  const [scheduler] = fc.sample(fc.scheduler(), { seed: 1, numRuns: 1 });
+  const world = await createSimWorld({
+    nodes: 2,
+    profile: 'strict',
+    kernelVersion: '6.1',
+    ipv6: false,
+    dnsCapture: false,
+    seed: 11,
+  });
+  const property = checkableProperties().find((p) => p.name === 'fail-closed')!;
+  const hostRoot: ThreatSpec = {
+    ...THREAT,
+    id: 'host-root',
+    uids: [0],
+    hostAttacker: true,
+    vantage: 'same-node-host',
+  };
+  const model = emptyModel(world.nodes, 'strict', hostRoot);
+  const real: RunContext = { world, property, dnsCapture: false, scheduler: scheduler!, steps: [], attempts: [] };
+  const cmds: ModelCommand[] = [
+    new CreateNamespace('plain', null),
+    new ComponentCommand('stop', 'agent', 0),
+    pod(0, 0),
+    new LabelNamespace(0, 'ambient'),
+    new Settle(),
+    new Connect(
+      { kind: 'host', nodeIndex: 0, uidIndex: 0 },
+      { kind: 'pod', index: 0, port: 8080 },
+      { family: undefined, proto: 'tcp', mark: undefined, raw: false, spoofIndex: undefined },
+    ),
+  ];
+  await fc.asyncModelRun(() => ({ model, real }), cmds); // a violation would throw
+  expect(model.createdWhileAgentDown.size).toBe(0);
+  const p = (await world.pods()).find((o) => o.name === 'p0');
+  expect(p?.started).toBe(true); // it runs, outside the mesh when made: not a fail-closed bypass
+  await world.close();
+});
