@@ -62,6 +62,8 @@ export const upCommand: CliCommand = {
             name: opts.name,
             ipv6: opts.ipv6,
             dnsCapture: opts.dnsCapture,
+            // it stays up: the proxies' projected tokens (12 h) are refreshed as kubelet would
+            refreshTokens: true,
           });
           try {
             await lab.api.create('Namespace', {

@@ -54,6 +54,12 @@ import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { LAB_COMPONENT_LABEL, proxyPodName, type UidSource } from '../../scenarios/world.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
+import {
+  PROJECTED_TOKENS_FILE,
+  writeTokenFile,
+  type ProjectedToken,
+  type ProjectedTokens,
+} from './projected-tokens.js';
 
 export type LabComponent = 'agent' | 'proxy';
 
@@ -176,6 +182,8 @@ export interface LabState {
   api: LabPid | undefined;
   /** The mesh CA process (the CA Deployment's container, in the fabric namespace); absent in older state files. */
   ca?: LabPid | undefined;
+  /** The projected-token refresher (LabOptions.refreshTokens), when it runs. */
+  tokenRefresher?: LabPid | undefined;
   components: Record<string, LabPid | undefined>;
   pods: Record<string, LabPodState>;
   podSeq: number;
@@ -415,6 +423,11 @@ interface LabOptions {
   readonly prefix?: string;
   /** Nodes and components placed by someone else (see LabBackend); default: the netns world's. */
   readonly backend?: LabBackend;
+  /**
+   * Refresh the proxies' projected tokens as kubelet does (token-refresher.ts): for a lab that
+   * stays up (`ambient-lab up`) longer than their 12 h. Default false: a test world lives minutes.
+   */
+  readonly refreshTokens?: boolean;
 }
 
 export const DEFAULT_STATE_ROOT = '/run/ambient-lab';
@@ -543,6 +556,7 @@ export class NetnsLab {
           await allOrFirstError(state.nodes.map((n) => lab!.startComponent('proxy', n.name)));
         })(),
       ]);
+      if (opts.refreshTokens) await lab.startTokenRefresher();
       return lab;
     } catch (e) {
       return rethrowAfterCleanup(
@@ -680,6 +694,36 @@ export class NetnsLab {
     });
   }
 
+  /**
+   * The kubelet's refresh of the proxies' projected tokens (token-refresher.ts), in the fabric
+   * namespace beside the API, as root (it writes the nodes' token files). `maxAgeMs` refreshes
+   * sooner than the tokens' lifetime says (tests).
+   */
+  async startTokenRefresher(o: { readonly checkEveryMs?: number; readonly maxAgeMs?: number } = {}): Promise<void> {
+    if (this.state.tokenRefresher && isOurs(this.state.tokenRefresher)) return;
+    const log = path.join(this.state.runDir, 'token-refresher.log');
+    const from = fs.existsSync(log) ? fs.statSync(log).size : 0;
+    const p = spawnInNetns(
+      this.state.fabric,
+      [
+        process.execPath,
+        path.join(repoRoot(), 'dist', 'e2e', 'netns', 'token-refresher.js'),
+        this.state.runDir,
+        ...(o.checkEveryMs !== undefined ? ['--check-every-ms', String(o.checkEveryMs)] : []),
+        ...(o.maxAgeMs !== undefined ? ['--max-age-ms', String(o.maxAgeMs)] : []),
+      ],
+      // root for the nodes' files, with only CAP_CHOWN (each token file goes to the proxy's group)
+      { uid: 0, gid: 0, groups: [], caps: ['chown'], env: {}, logFile: log },
+    );
+    this.state.tokenRefresher = p;
+    this.save();
+    await waitFor('the token refresher did not start', 15_000, async () => {
+      const text = fs.existsSync(log) ? fs.readFileSync(log).subarray(from).toString('utf8') : '';
+      if (!isOurs(p)) throw new Error(`it exited; see ${log}: ${text.slice(-800)}`);
+      return text.includes('token refresher running') ? true : undefined;
+    });
+  }
+
   /** Stop the mesh CA (a test of the proxies without it); startCa() brings it back. */
   async stopCa(): Promise<void> {
     await stopPid(this.state.ca);
@@ -687,13 +731,6 @@ export class NetnsLab {
     this.save();
   }
 
-  /**
-   * What kubelet puts into the proxy pod's volumes on `node`, under the node's directory: the
-   * mesh root certificate (its configMap volume) in configmaps/<name>/ca.crt, and each projected
-   * service-account token in tokens/<path>, bound to the proxy's pod there (a DaemonSet pod the
-   * lab makes in its API, as the DaemonSet controller would: the CA authorizes by it). Files are
-   * readable by root and the proxy's group only, as fsGroup makes them.
-   */
   /**
    * The files writeProxyVolumes made for `node`'s proxy: what root on that node can read (the
    * compromised node of World.forgedHbone).
@@ -709,6 +746,13 @@ export class NetnsLab {
     };
   }
 
+  /**
+   * What kubelet puts into the proxy pod's volumes on `node`, under the node's directory: the
+   * mesh root certificate (its configMap volume) in configmaps/<name>/ca.crt, and each projected
+   * service-account token in tokens/<path>, bound to the proxy's pod there (a DaemonSet pod the
+   * lab makes in its API, as the DaemonSet controller would: the CA authorizes by it). Files are
+   * readable by root and the proxy's group only, as fsGroup makes them.
+   */
   async writeProxyVolumes(node: string): Promise<void> {
     const launch = this.deploymentLaunch(node).proxy;
     const dir = this.nodeDir(node);
@@ -725,16 +769,38 @@ export class NetnsLab {
     if (launch.tokenMounts.length === 0) return;
     const pod = await this.ensureProxyPod(node, launch.pod);
     fs.mkdirSync(path.join(dir, 'tokens'), { recursive: true, mode: 0o755 });
+    const listFile = path.join(this.state.runDir, PROJECTED_TOKENS_FILE);
+    const list: ProjectedTokens = fs.existsSync(listFile)
+      ? (JSON.parse(fs.readFileSync(listFile, 'utf8')) as ProjectedTokens)
+      : { apiSocket: this.state.apiSocket, controlSocket: this.state.controlSocket, tokens: [] };
+    const written: ProjectedToken[] = [];
     for (const m of launch.tokenMounts) {
-      const token = await this.api.requestToken(
-        launch.pod.namespace,
-        launch.pod.serviceAccount,
+      const entry = {
+        file: path.join(dir, 'tokens', m.path),
+        gid: launch.gid,
+        mode: 0o440,
+        namespace: launch.pod.namespace,
+        serviceAccount: launch.pod.serviceAccount,
         pod,
-        m.audience,
-        m.expirationSeconds,
+        audience: m.audience,
+        expirationSeconds: m.expirationSeconds,
+        mintedAtMs: Date.now(),
+      };
+      const token = await this.api.requestToken(
+        entry.namespace,
+        entry.serviceAccount,
+        pod,
+        entry.audience,
+        entry.expirationSeconds,
       );
-      writeGroupReadable(path.join(dir, 'tokens', m.path), token, launch.gid, 0o440);
+      writeTokenFile(entry.file, token, entry.gid, entry.mode);
+      written.push(entry);
     }
+    // What the token refresher keeps fresh (when it runs): this node's entries replace any before.
+    const files = new Set(written.map((t) => t.file));
+    const next: ProjectedTokens = { ...list, tokens: [...list.tokens.filter((t) => !files.has(t.file)), ...written] };
+    fs.writeFileSync(`${listFile}.tmp`, JSON.stringify(next, null, 2), { mode: 0o600 });
+    fs.renameSync(`${listFile}.tmp`, listFile);
   }
 
   /** The proxy DaemonSet's pod on `node` in the lab's API (made once; the CA checks a caller's token against it). */
@@ -1573,6 +1639,7 @@ export class NetnsLab {
     for (const p of Object.values(this.state.components))
       await stopPid(p).catch((e: unknown) => errors.push(String(e)));
     await stopPid(this.state.ca).catch((e: unknown) => errors.push(String(e)));
+    await stopPid(this.state.tokenRefresher).catch((e: unknown) => errors.push(String(e)));
     await stopPid(this.state.api).catch((e: unknown) => errors.push(String(e)));
     if (this.cluster) await this.cluster.dispose().catch((e: unknown) => errors.push(String(e)));
     else {
@@ -1588,6 +1655,7 @@ export class NetnsLab {
       ...Object.values(this.state.components),
       this.state.api,
       this.state.ca,
+      this.state.tokenRefresher,
     ].filter((p): p is LabPid => p !== undefined && isOurs(p));
     if (alive.length > 0) errors.push(`processes still running: ${alive.map((p) => p.pid).join(', ')}`);
     if (errors.length === 0) fs.rmSync(this.state.runDir, { recursive: true, force: true });

@@ -25,6 +25,11 @@ test('up --nodes 2 --pods 2, status, exec, down (twice)', async () => {
     expect(up.stderr).toBe('');
     expect(up.code).toBe(0);
     const state = JSON.parse(fs.readFileSync(`/run/ambient-lab/${NAME}/state.json`, 'utf8')) as LabState;
+    // a lab that stays up keeps its proxies' projected tokens fresh (12 h tokens), as kubelet would
+    expect(state.tokenRefresher?.pid).toBeGreaterThan(0);
+    expect(fs.readFileSync(`/run/ambient-lab/${NAME}/token-refresher.log`, 'utf8')).toContain(
+      'token refresher running',
+    );
     const st = await cli(['status', '--name', NAME, '--json']);
     expect(st.code).toBe(0);
     const s = JSON.parse(st.stdout) as {
@@ -75,10 +80,14 @@ test('up --nodes 2 --pods 2, status, exec, down (twice)', async () => {
     const down = await cli(['down', '--name', NAME]);
     expect(down.code).toBe(0);
     expect((await listNetns()).filter((n) => n.startsWith(state.prefix))).toEqual([]);
-    const pids = [state.api, ...Object.values(state.components), ...Object.values(state.pods).map((p) => p.app)].filter(
-      (p) => p !== undefined,
-    );
-    expect(pids.length).toBe(1 + 4 + 4);
+    const pids = [
+      state.api,
+      state.ca,
+      state.tokenRefresher,
+      ...Object.values(state.components),
+      ...Object.values(state.pods).map((p) => p.app),
+    ].filter((p) => p !== undefined);
+    expect(pids.length).toBe(3 + 4 + 4);
     expect(pids.filter((p) => isOurs(p!))).toEqual([]);
     const again = await cli(['down', '--name', NAME]);
     expect(again.code).toBe(0);

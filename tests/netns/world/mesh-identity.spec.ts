@@ -12,7 +12,8 @@
  * as the catalog's forged-identity phase runs it: refused with every credential, the control
  * issued and delivered. Then, with the CA down, a pod whose
  * identity no proxy holds yet gets no HBONE (fail closed, said in the connection log), and it
- * does once the CA is back and the proxy's retry has the certificate. One world for all of it: a world costs more than the checks.
+ * does once the CA is back and the proxy's retry has the certificate. Last, the token refresher a
+ * lab that stays up runs replaces the proxy's token with a new valid one. One world for all of it: a world costs more than the checks.
  */
 import { test, expect } from '@playwright/test';
 import * as fs from 'node:fs';
@@ -20,6 +21,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { execIn } from '../../../e2e/netns/ip.js';
 import { repoRoot } from '../../../e2e/netns/world-lab.js';
+import { request } from '../../../e2e/netns/world-api-client.js';
 import type { PodRef } from '../../../scenarios/world.js';
 import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 
@@ -217,5 +219,22 @@ test('certificates from the mesh CA: cross-node HBONE under the pod identity, ow
       `${ok.trace}\n${certLines()}`,
     ).toEqual([expect.objectContaining({ port: 8080, viaProxy: true })]);
     expect(ok.proxyLog.find((e) => e.node === 'node-1' && e.event === 'forwarded')?.srcIdentity).toBe(late);
+
+    // A lab that stays up refreshes the proxies' projected tokens as kubelet does (80 % of their
+    // 12 h; here after 300 ms): the file is replaced whole, keeps its owner and mode, and the new
+    // token is one the API authenticates for the CA's audience.
+    const tokenFile = w.lab.proxyVolumeFiles('node-0').token;
+    const before = fs.readFileSync(tokenFile, 'utf8');
+    await w.lab.startTokenRefresher({ checkEveryMs: 200, maxAgeMs: 300 });
+    await expect.poll(() => fs.readFileSync(tokenFile, 'utf8'), { timeout: 30_000 }).not.toBe(before);
+    const st = fs.statSync(tokenFile);
+    expect([st.mode & 0o777, st.uid, st.gid]).toEqual([0o440, 0, w.lab.proxyGid()]);
+    const review = (await request(w.lab.state.apiSocket, 'POST', '/apis/authentication.k8s.io/v1/tokenreviews', {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenReview',
+      spec: { token: fs.readFileSync(tokenFile, 'utf8'), audiences: ['istio-ca'] },
+    })) as { status?: { authenticated?: boolean; user?: { username?: string } } };
+    expect(review.status?.authenticated).toBe(true);
+    expect(review.status?.user?.username).toBe('system:serviceaccount:ambient-lab-system:ambient-lab-proxy');
   });
 });
