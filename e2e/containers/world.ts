@@ -18,6 +18,9 @@
  *                    of the node's directories (HostToContainer: rslave); the service account is
  *                    mounted at /var/run/secrets/kubernetes.io/serviceaccount (token, ca.crt,
  *                    namespace) with KUBERNETES_SERVICE_HOST/PORT, so they use in-cluster config.
+ *   mesh CA pod      the CA Deployment's pod: a sandbox container (network mode none) whose netns
+ *                    is wired to the fabric at the Service's address (192.0.2.2), and the CA's
+ *                    container from image `ca` in it, as the manifest launches it (startCa).
  *   API              the sim's HTTP facade (kube-api-process.ts) in the fabric netns, as in the
  *                    netns world, behind a TLS relay (client-node's in-cluster config and the CNI
  *                    installer speak https; the facade itself only speaks HTTP).
@@ -31,9 +34,8 @@
  * what the pod's mounts place: no kubeconfig, CNI dir, root certificate or token flags): status
  * sockets, the connection log, the repair interval, the DNS upstream, the CA's address. The root
  * certificate and the projected token are the manifests' configMap and token volumes, mounted
- * from the lab's copies (NetnsLab.writeProxyVolumes); the mesh CA runs as the netns world runs it
- * (the CA Deployment's launch, a process in the fabric namespace beside the API), not yet as a
- * container; profile, stack and DNS capture are the rendered deployment's.
+ * from the lab's copies (NetnsLab.writeProxyVolumes); the CA's address is its Service's IP (the
+ * lab has no cluster DNS); profile, stack and DNS capture are the rendered deployment's.
  *
  * Approximations, said plainly: pod apps are processes of this machine's programs in the pod netns
  * (as in the netns world), not containers, but in the node container's pid namespace, where the
@@ -58,11 +60,13 @@ import { processRunStem } from '../netns/netns-run.js';
 import { missingTools, missingToolsReason } from '../netns/required-tools.js';
 import { NetnsLab, procStart, type LabBackend, type LabComponent, type LabPid } from '../netns/world-lab.js';
 import { NetnsWorld } from '../netns/world.js';
+import { CA_SERVICE_ADDRESS } from '../netns/addressing.js';
 
 interface ContainerImages {
   readonly node: string;
   readonly agent: string;
   readonly proxy: string;
+  readonly ca: string;
 }
 
 /** The node's directories the world keeps in the run dir (kubelet's hostPath volumes point at them). */
@@ -236,10 +240,10 @@ export class ContainersBackend implements LabBackend {
   /**
    * A Secret volume's files as a kubelet would mount them (defaultMode, group the pods' fsGroup).
    * The lab holds one Secret, the mesh root (ambient-lab-mesh-root, keys ca.crt and ca.key, made
-   * at install time as the README says), which only the CA mounts (deploy/base/ca.yaml); the CA
-   * runs beside the API, not in a node container, so no node container mounts a Secret today.
+   * at install time as the README says), which only the CA's pod mounts (deploy/base/ca.yaml),
+   * with the group `gid` its fsGroup gives it.
    */
-  private secretDir(lab: NetnsLab, secretName: string, mode: number): string {
+  private secretDir(lab: NetnsLab, secretName: string, mode: number, gid: number): string {
     const files: Record<string, Record<string, string>> = {
       'ambient-lab-mesh-root': { 'ca.crt': 'mesh-ca.pem', 'ca.key': 'mesh-ca.key' },
     };
@@ -253,7 +257,7 @@ export class ContainersBackend implements LabBackend {
     for (const [key, from] of Object.entries(keys)) {
       const to = path.join(dir, key);
       fs.copyFileSync(path.join(lab.state.runDir, from), to);
-      fs.chownSync(to, 0, lab.proxyGid());
+      fs.chownSync(to, 0, gid);
       fs.chmodSync(to, mode);
     }
     return dir;
@@ -299,7 +303,7 @@ export class ContainersBackend implements LabBackend {
           mode: (m.propagation === 'HostToContainer' ? 'rw,rslave' : 'rw') as 'rw',
         })),
         ...launch.secretMounts.map((m) => ({
-          source: this.secretDir(lab, m.secretName, m.defaultMode),
+          source: this.secretDir(lab, m.secretName, m.defaultMode, launch.gid),
           target: m.mountPath,
           mode: 'ro' as const,
         })),
@@ -329,6 +333,87 @@ export class ContainersBackend implements LabBackend {
     const started = await this.track(`${name} on ${node}`, () => c.start());
     this.followLogs(started, logFile);
     return started;
+  }
+
+  /** The mesh CA's pod: its sandbox container (whose netns is wired to the fabric) and the CA container. */
+  private ca: { sandbox: StartedTestContainer; ca: StartedTestContainer; netns: string } | undefined;
+
+  /**
+   * The CA Deployment's pod, as a cluster runs it: a sandbox container (network mode none, as a
+   * pod's pause container) whose network namespace the lab wires to the fabric at the Service's
+   * address (NetnsLab.attachCaPod), and the CA's container in it from image `ca`, exactly as the
+   * manifest launches it (user, group, no capabilities, no_new_privs, read-only root, env,
+   * command; the root Secret mounted with its defaultMode and the pod's group; the service
+   * account mounted for in-cluster config). The lab adds only `--ips` with the Service address
+   * the proxies dial (no cluster DNS here).
+   */
+  async startCa(lab: NetnsLab, logFile: string): Promise<LabPid> {
+    if (this.ca) await this.stopCa(lab);
+    const launch = lab.deploymentLaunch(lab.state.nodes[0]?.name ?? 'node-0').ca;
+    const sandbox = await this.track('the CA pod sandbox', () =>
+      new PodContainer(this.images.node)
+        .withName(`${lab.state.prefix}ca-sandbox-${this.seq++}`)
+        .withNetworkMode('none')
+        .withPodSettings({
+          sysctls: { 'net.ipv6.conf.all.disable_ipv6': '0', 'net.ipv6.conf.default.disable_ipv6': '0' },
+        })
+        .withEntrypoint(['sh', '-c'])
+        .withCommand(['echo sandbox-ready; exec sleep infinity'])
+        .withWaitStrategy(Wait.forLogMessage('sandbox-ready'))
+        .withStartupTimeout(30_000)
+        .start(),
+    );
+    const netns = await lab.attachCaPod(await this.initPid(sandbox));
+    const sa = this.serviceAccountDir(lab, launch.pod.serviceAccount, launch.pod.namespace);
+    const api = lab.apiService();
+    let c = new PodContainer(this.images.ca)
+      .withName(`${lab.state.prefix}ca-${this.seq++}`)
+      .withNetworkMode(`container:${sandbox.getId()}`)
+      .withPodSettings({ groupAdd: launch.groups, readonlyRootfs: launch.readOnlyRootFilesystem })
+      .withUser(`${launch.uid}:${launch.gid}`)
+      .withDroppedCapabilities('ALL')
+      .withEnvironment({
+        ...launch.env,
+        KUBERNETES_SERVICE_HOST: api.host,
+        KUBERNETES_SERVICE_PORT: String(api.port),
+      })
+      .withBindMounts([
+        ...launch.secretMounts.map((m) => ({
+          source: this.secretDir(lab, m.secretName, m.defaultMode, launch.gid),
+          target: m.mountPath,
+          mode: 'ro' as const,
+        })),
+        { source: sa, target: SA_MOUNT, mode: 'ro' as const },
+      ])
+      .withEntrypoint([launch.binary])
+      .withCommand([
+        ...launch.nodeFlags,
+        `/app/${launch.program}`,
+        ...launch.programArgs,
+        '--ips',
+        CA_SERVICE_ADDRESS.ipv4,
+      ])
+      .withStartupTimeout(30_000);
+    if (launch.caps.length > 0) c = c.withAddedCapabilities(...launch.caps.map((x) => x.toUpperCase()));
+    if (!launch.allowPrivilegeEscalation) c = c.withSecurityOpt('no-new-privileges');
+    const started = await this.track('the mesh CA', () => c.start());
+    this.followLogs(started, logFile);
+    this.ca = { sandbox, ca: started, netns };
+    const pid = await this.initPid(started);
+    const st = procStart(pid);
+    if (!st) throw new Error(`the mesh CA container exited at once; see ${logFile}`);
+    return { pid, marker: `ca container ${started.getId().slice(0, 12)}`, startTime: st.startTime };
+  }
+
+  async stopCa(lab: NetnsLab): Promise<void> {
+    const pod = this.ca;
+    this.ca = undefined;
+    if (!pod) return;
+    const errors: string[] = [];
+    await this.remove(pod.ca).catch((e: unknown) => errors.push(errText(e)));
+    await this.remove(pod.sandbox).catch((e: unknown) => errors.push(errText(e)));
+    await lab.detachCaPod(pod.netns).catch((e: unknown) => errors.push(errText(e)));
+    if (errors.length > 0) throw new Error(`stopping the mesh CA's pod: ${errors.join('; ')}`);
   }
 
   async startComponent(lab: NetnsLab, component: LabComponent, node: string, logFile: string): Promise<LabPid> {

@@ -7,6 +7,7 @@
  * | what                | IPv4                    | IPv6                      |
  * |---------------------|-------------------------|---------------------------|
  * | fabric router (br0) | 192.0.2.1/24            | fd00:192::1/64            |
+ * | mesh CA Service pod | 192.0.2.2/24            | fd00:192::2/64            |
  * | node i (eth0)       | 192.0.2.(10+i)/24       | fd00:192::(10+i)/64       |
  * | fabric, outside leg | 203.0.113.1/24          | fd00:203::1/64            |
  * | outside (eth0)      | 203.0.113.10/24         | fd00:203::10/64           |
@@ -25,6 +26,8 @@ export const FIRST_POD_SLOT = 2;
 export const LAST_POD_SLOT = 254;
 
 export const FABRIC_GATEWAY = { ipv4: '192.0.2.1', ipv6: 'fd00:192::1' } as const;
+/** The mesh CA's pod when it runs as a container of its own on the fabric (the container world). */
+export const CA_SERVICE_ADDRESS = { ipv4: '192.0.2.2', ipv6: 'fd00:192::2' } as const;
 export const OUTSIDE_GATEWAY = { ipv4: '203.0.113.1', ipv6: 'fd00:203::1' } as const;
 export const OUTSIDE_ADDRESS = { ipv4: '203.0.113.10', ipv6: 'fd00:203::10' } as const;
 export const FABRIC_PREFIX_LEN = { ipv4: 24, ipv6: 64 } as const;

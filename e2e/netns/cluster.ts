@@ -301,6 +301,29 @@ export class NetnsCluster {
     return execIn(netns, argv, input, timeoutMs);
   }
 
+  /**
+   * A host on the fabric beside the nodes — the pod of a Service (the mesh CA's): the network
+   * namespace of process `pid` (a sandbox container's init), named `<prefix><short>`, wired to
+   * the fabric bridge at `address` like a node. removeFabricHost() (or dispose()) undoes it.
+   */
+  async attachFabricHost(short: string, pid: number, address: DualStack): Promise<string> {
+    this.assertLive();
+    const ns = await this.lab.attach(short, pid);
+    await attachToFabric(this.fabric.netns, ns, short, address, FABRIC_GATEWAY);
+    return ns;
+  }
+
+  /**
+   * Undo attachFabricHost. The veth is deleted first, from the fabric's side: the kernel frees a
+   * namespace's devices asynchronously, so a host attached again at once would find the old
+   * port name still taken.
+   */
+  async removeFabricHost(ns: string): Promise<void> {
+    this.assertOwn(ns);
+    await ipIn(this.fabric.netns, ['link', 'del', ns.slice(this.prefix.length)]);
+    await this.lab.remove(ns);
+  }
+
   /** Start a long-running program in one of this cluster's namespaces; dispose() stops it by pid. */
   spawn(netns: string, argv: readonly string[], opts: SpawnOptions = {}): NetnsProcess {
     this.assertOwn(netns);

@@ -34,7 +34,7 @@ import { k8sCniArgs, cidrAddress, parseConfList, type CniConfList, type CniResul
 import type { KubeObjectOf } from '../../impl/host/kube.js';
 import { CniChain } from '../../sim/cni/chain.js';
 import { facadeKubeconfig } from '../../sim/kube/http-facade.js';
-import { FABRIC_GATEWAY, nodeAddress } from './addressing.js';
+import { CA_SERVICE_ADDRESS, FABRIC_GATEWAY, nodeAddress } from './addressing.js';
 import { NetnsCluster } from './cluster.js';
 import { newRunPrefix } from './netns-run.js';
 import { DEBIAN_CNI_DIR, FileResultCache, NetnsPluginExec } from './cni-exec.js';
@@ -95,6 +95,13 @@ export interface LabBackend {
   hostPid(lab: NetnsLab, component: LabComponent, node: string, pid: number): number;
   /** Remove everything the backend made; throws listing what it could not remove. */
   dispose(lab: NetnsLab): Promise<void>;
+  /**
+   * Run the mesh CA as the Deployment's pod of its own, reachable on the fabric at
+   * CA_SERVICE_ADDRESS (its Service). Absent: the lab runs it as a process in the fabric
+   * namespace. Resolves with the process whose life is the CA's.
+   */
+  startCa?(lab: NetnsLab, logFile: string): Promise<LabPid>;
+  stopCa?(lab: NetnsLab): Promise<void>;
 }
 
 const API_PORT = 6443;
@@ -641,9 +648,24 @@ export class NetnsLab {
     return this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').ca.gid;
   }
 
-  /** The CA's address as the proxies reach it: the fabric gateway stands in for the Service (the lab has no cluster DNS). */
+  /** The CA's address as the proxies reach it, by IP: the lab has no cluster DNS for its Service's name. */
   caAddress(): string {
-    return `https://${FABRIC_GATEWAY.ipv4}:${CA_PORT}`;
+    // A backend runs the CA as a pod of its own at its Service address; the lab's own CA process
+    // listens on the fabric gateway beside the API.
+    const host = this.backend?.startCa ? CA_SERVICE_ADDRESS.ipv4 : FABRIC_GATEWAY.ipv4;
+    return `https://${host}:${CA_PORT}`;
+  }
+
+  /** Wire the network namespace of `pid` (the CA pod's sandbox) to the fabric at CA_SERVICE_ADDRESS; returns its name. */
+  attachCaPod(pid: number): Promise<string> {
+    if (!this.cluster) throw new Error(`lab ${this.state.name} has no cluster to attach the CA's pod to`);
+    return this.cluster.attachFabricHost('ca', pid, CA_SERVICE_ADDRESS);
+  }
+
+  /** Undo attachCaPod. */
+  detachCaPod(netns: string): Promise<void> {
+    if (!this.cluster) throw new Error(`lab ${this.state.name} has no cluster`);
+    return this.cluster.removeFabricHost(netns);
   }
 
   /**
@@ -654,6 +676,19 @@ export class NetnsLab {
    */
   async startCa(): Promise<void> {
     if (this.state.ca && isOurs(this.state.ca)) return;
+    if (this.backend?.startCa) {
+      const log = path.join(this.state.runDir, 'ca.log');
+      const from = fs.existsSync(log) ? fs.statSync(log).size : 0;
+      const p = await this.backend.startCa(this, log);
+      this.state.ca = p;
+      this.save();
+      await waitFor('the mesh CA did not come up', 30_000, async () => {
+        const text = fs.existsSync(log) ? fs.readFileSync(log).subarray(from).toString('utf8') : '';
+        if (!isOurs(p)) throw new Error(`it exited; see ${log}: ${text.slice(-800)}`);
+        return text.includes('mesh CA serving') ? true : undefined;
+      });
+      return;
+    }
     const launch = this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').ca;
     const kubeconfig = path.join(this.state.runDir, 'ca.kubeconfig');
     // a backend's API terminates TLS on its TCP port (startApi); the lab's own API clients go through the Unix relay
@@ -726,6 +761,7 @@ export class NetnsLab {
 
   /** Stop the mesh CA (a test of the proxies without it); startCa() brings it back. */
   async stopCa(): Promise<void> {
+    if (this.backend?.stopCa) await this.backend.stopCa(this);
     await stopPid(this.state.ca);
     this.state.ca = undefined;
     this.save();

@@ -98,7 +98,7 @@ const a: PodRef = { namespace: 'mesh', name: 'a' };
 const b: PodRef = { namespace: 'mesh', name: 'b' };
 const c: PodRef = { namespace: 'mesh', name: 'c' };
 
-test('capture on one node and across nodes (HBONE); the proxy at uid 1337 reaches the ZDS socket through group 1337', async () => {
+test('capture on one node and across nodes (HBONE); the proxy at uid 1337 reaches the ZDS socket through group 1337; the mesh CA is a container of its own', async () => {
   await withContainersWorld({}, async (w) => {
     await w.createNamespace('mesh', MESH);
     await w.createNamespace('plain');
@@ -145,6 +145,16 @@ test('capture on one node and across nodes (HBONE); the proxy at uid 1337 reache
       const zds = fs.statSync(path.join(w.lab.nodeDir(node), 'zds.sock'));
       expect([zds.gid, zds.mode & 0o777]).toEqual([1337, 0o660]);
     }
+    // The mesh CA as its Deployment runs it: a container of its own at its Service's address,
+    // uid/gid 1338 without capabilities, the root Secret mounted 0440 with the pod's group; and
+    // the cross-node connection above was authorized under a certificate it issued.
+    const ca = creds(w.lab.state.ca!.pid);
+    expect([ca.uid, ca.gid, ca.capEff]).toEqual(['1338', '1338', 0n]);
+    expect(fs.readFileSync(`/proc/${w.lab.state.ca!.pid}/cgroup`, 'utf8')).toMatch(/docker|containerd/);
+    expect(w.lab.caAddress()).toBe('https://192.0.2.2:15012');
+    const key = fs.statSync(path.join(w.lab.state.runDir, 'secrets', 'ambient-lab-mesh-root', 'ca.key'));
+    expect([key.gid, key.mode & 0o777]).toEqual([1338, 0o440]);
+    expect(fs.readFileSync(path.join(w.lab.state.runDir, 'ca.log'), 'utf8')).toMatch(/certificate issued/);
   });
 });
 
