@@ -147,6 +147,29 @@ const STATUS_ANSWER_MS = 30_000;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * The apps' reports of an attempt's tag, each with the proxy record whose upstream leg is the
+ * connection the app saw, when there is one: its node made it, in the netns of the record's pod
+ * (the source pod for outbound, the destination for inbound).
+ */
+function attributeDeliveries(
+  dels: readonly { pod: PodRef; port: number; peer: string }[],
+  recs: readonly { node: string; r: ConnectionLogRecord }[],
+): Delivery[] {
+  return dels.map((d) => {
+    const leg = recs.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer);
+    const [ns, name] = leg ? leg.r.pod.split('/') : [];
+    return {
+      pod: d.pod,
+      port: d.port,
+      peer: d.peer,
+      viaProxy: leg !== undefined,
+      ...(leg ? { proxyNode: leg.node } : {}),
+      ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
+    };
+  });
+}
+
 /** A proxy connection-log record as the properties read it. */
 function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
   const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
@@ -535,20 +558,7 @@ export class NetnsWorld implements World {
     const first = mine.find((x) => clients.has(tupleText(x.r.downstream.src)));
     let acceptedBy: Acceptor | undefined;
     let acceptedIn: ConnectResult['acceptedIn'];
-    const deliveries: Delivery[] = dels.map((d) => {
-      // The proxy record whose upstream leg is the connection the app saw: its node made it, in
-      // the netns of the record's pod (the source pod for outbound, the destination for inbound).
-      const leg = mine.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer);
-      const [ns, name] = leg ? leg.r.pod.split('/') : [];
-      return {
-        pod: d.pod,
-        port: d.port,
-        peer: d.peer,
-        viaProxy: leg !== undefined,
-        ...(leg ? { proxyNode: leg.node } : {}),
-        ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
-      };
-    });
+    const deliveries = attributeDeliveries(dels, mine);
     if (first) {
       acceptedBy = proxyAcceptor(first.r);
       const [ns, name] = first.r.pod.split('/');
@@ -734,18 +744,7 @@ export class NetnsWorld implements World {
           clients.has(tupleText(x.r.downstream.src)) ||
           dels.some((d) => x.r.upstream && tupleText(x.r.upstream.src) === d.peer),
       );
-      const deliveries: Delivery[] = dels.map((d) => {
-        const leg = mine.find((x) => x.r.upstream !== undefined && tupleText(x.r.upstream.src) === d.peer);
-        const [ns, name] = leg ? leg.r.pod.split('/') : [];
-        return {
-          pod: d.pod,
-          port: d.port,
-          peer: d.peer,
-          viaProxy: leg !== undefined,
-          ...(leg ? { proxyNode: leg.node } : {}),
-          ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
-        };
-      });
+      const deliveries = attributeDeliveries(dels, mine);
       const first = mine.find((x) => clients.has(tupleText(x.r.downstream.src)));
       const [fns, fname] = first ? first.r.pod.split('/') : [];
       return {
@@ -792,14 +791,17 @@ export class NetnsWorld implements World {
           containers: [{ name: 'proxy', image: 'ambient-lab/proxy:dev' }],
         },
       });
-      token = await this.lab.api.requestToken(
-        PROXY_POD.namespace,
-        PROXY_POD.serviceAccount,
-        { name, uid: made.metadata?.uid ?? '' },
-        PROXY_POD.tokenAudience,
-        PROXY_POD.tokenSeconds,
-      );
-      await this.lab.api.delete('Pod', name, PROXY_POD.namespace);
+      try {
+        token = await this.lab.api.requestToken(
+          PROXY_POD.namespace,
+          PROXY_POD.serviceAccount,
+          { name, uid: made.metadata?.uid ?? '' },
+          PROXY_POD.tokenAudience,
+          PROXY_POD.tokenSeconds,
+        );
+      } finally {
+        await this.lab.api.delete('Pod', name, PROXY_POD.namespace);
+      }
     }
     fs.writeFileSync(file, token, { mode: 0o600 });
     return file;

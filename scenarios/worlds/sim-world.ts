@@ -191,6 +191,11 @@ export class SimMeshWorld implements World {
   >();
   private nextRoguePid = 9000;
   private readonly lifecycles = new ComponentLifecycles();
+  /** The mesh components' own pods (proxy pods), by uid: not workloads. */
+  private readonly proxyPodUids = new Set<string>();
+  /** The mesh CA (its decision in-process, sim certificates) and the root every proxy trusts. */
+  private readonly meshCa: SimCaAuthority;
+  private readonly meshRoot: SimMeshCa;
 
   constructor(
     readonly options: WorldOptions,
@@ -311,13 +316,11 @@ export class SimMeshWorld implements World {
     }
   }
 
-  /** The mesh components' own pods (proxy pods), by uid: not workloads. */
-  private readonly proxyPodUids = new Set<string>();
-  readonly meshCa: SimCaAuthority;
-  readonly meshRoot: SimMeshCa;
-
   /** A new token of `node`'s proxy pod as its projected volume carries it (audience istio-ca, 12 h). */
-  proxyToken(node: string, o: { readonly audience?: string; readonly expirationSeconds?: number } = {}): string {
+  private proxyToken(
+    node: string,
+    o: { readonly audience?: string; readonly expirationSeconds?: number } = {},
+  ): string {
     const name = proxyPodName(node);
     const pod = this.sim.store
       .list('Pod', { namespace: PROXY_POD.namespace })

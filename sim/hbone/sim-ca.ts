@@ -10,7 +10,7 @@
  * (impl/ztunnel/cert-manager.ts) runs unchanged on top, with its caching, renewal and backoff
  * in virtual time.
  */
-import { parseSpiffeId, type PeerIdentity } from '../../impl/api/identity.js';
+import { parseSpiffeId, spiffeId, type PeerIdentity } from '../../impl/api/identity.js';
 import type { CertificateFetcher, WorkloadCertificate } from '../../impl/host/certificates.js';
 import type { WallClock } from '../../impl/host/clock.js';
 import type { CsrSigner } from '../../impl/host/csr-signer.js';
@@ -105,9 +105,7 @@ export function managedSimCertificates(manager: CertificateManager): {
 } {
   return {
     certificateFor: async (id) => {
-      const cert = await manager.certificateFor(
-        `spiffe://${id.trustDomain}/ns/${id.namespace}/sa/${id.serviceAccount}`,
-      );
+      const cert = await manager.certificateFor(spiffeId(id));
       return cert?.certPem;
     },
   };

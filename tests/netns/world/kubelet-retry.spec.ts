@@ -7,6 +7,8 @@
  * under load) judges a pod nobody would leave broken.
  */
 import { test, expect } from '@playwright/test';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import type { PodRef } from '../../../scenarios/world.js';
 import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 
@@ -36,7 +38,19 @@ test('a pod refused while its agent is down is retried by the kubelet and starts
     await w.start('agent', 'node-0');
     await w.settle();
     const started = (await w.pods()).find((p) => p.name === 'a')!;
-    expect(started, JSON.stringify(w.lastSettle)).toMatchObject({
+    // on failure: what the last retry met (the refusal, the attempt counts) and how settle ended
+    const why = (): string =>
+      JSON.stringify({
+        settle: w.lastSettle,
+        error: st.error,
+        attempts: st.sandboxAttempts,
+        failures: st.sandboxFailures,
+        agentLog: fs
+          .readFileSync(path.join(w.lab.nodeDir('node-0'), 'agent.log'), 'utf8')
+          .split('\n')
+          .slice(-15),
+      });
+    expect(started, why()).toMatchObject({
       phase: 'Running',
       started: true,
       redirected: true,

@@ -60,8 +60,8 @@ test('check validates every option before work: the error names flag, value and 
   }
   expect(await usage({ shard: '3/2' })).toMatch(/^--shard "3\/2": expected i\/n with 1 <= i <= n/);
   expect(await usage({ shard: 'a/b' })).toMatch(/^--shard "a\/b": expected i\/n/);
-  expect(await usage({ shard: '7/7', threats: 'outside', profiles: 'strict' })).toMatch(
-    /^--shard 7\/7: the selection has 6 cells and this shard gets none/,
+  expect(await usage({ shard: '8/8', threats: 'outside', profiles: 'strict' })).toMatch(
+    /^--shard 8\/8: the selection has 7 cells and this shard gets none/,
   );
   expect(await usage({ mutant: 'ipv4 remove nothing', profiles: 'strict' })).toMatch(
     /^--mutant "ipv4 remove nothing": no such mutant for profile strict; accepted: "ipv4 remove /,
