@@ -319,6 +319,14 @@ export interface ForgedHboneResult extends ConnectResult {
   };
 }
 
+/** A forgedHbone attempt that opened no connection: the CA refused, or the destination had no address. */
+export function forgedWithoutConnection(
+  error: string,
+  certificate: ForgedHboneResult['certificate'],
+): ForgedHboneResult {
+  return { outcome: 'error', error, acceptedBy: undefined, deliveries: [], proxyLog: [], certificate };
+}
+
 /** A namespaced AuthorizationPolicy as YAML/JSON object (security.istio.io/v1). */
 export type PolicyObject = Readonly<Record<string, unknown>>;
 

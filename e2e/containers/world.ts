@@ -273,19 +273,21 @@ export class ContainersBackend implements LabBackend {
     labArgs: readonly string[],
     logFile: string,
     wait: ReturnType<typeof Wait.forLogMessage> | undefined,
+    /** A pod of its own (not hostNetwork): the sandbox container whose namespaces it joins. */
+    sandbox?: StartedTestContainer,
   ): Promise<StartedTestContainer> {
-    const n = this.node(node);
-    if (!launch.pod.hostNetwork)
+    if (!sandbox && !launch.pod.hostNetwork)
       throw new Error(
         `${launch.source}: the container world runs node components with hostNetwork only (the manifest says false)`,
       );
+    const host = sandbox ?? this.node(node).container;
     const sa = this.serviceAccountDir(lab, launch.pod.serviceAccount, launch.pod.namespace);
     const api = lab.apiService();
     let c = new PodContainer(image)
       .withName(`${lab.state.prefix}${node}-${name}-${this.seq++}`)
-      .withNetworkMode(`container:${n.container.getId()}`)
+      .withNetworkMode(`container:${host.getId()}`)
       .withPodSettings({
-        ...(launch.pod.hostPID ? { pidMode: `container:${n.container.getId()}` } : {}),
+        ...(launch.pod.hostPID ? { pidMode: `container:${host.getId()}` } : {}),
         groupAdd: launch.groups,
         readonlyRootfs: launch.readOnlyRootFilesystem,
       })
@@ -364,40 +366,18 @@ export class ContainersBackend implements LabBackend {
         .start(),
     );
     const netns = await lab.attachCaPod(await this.initPid(sandbox));
-    const sa = this.serviceAccountDir(lab, launch.pod.serviceAccount, launch.pod.namespace);
-    const api = lab.apiService();
-    let c = new PodContainer(this.images.ca)
-      .withName(`${lab.state.prefix}ca-${this.seq++}`)
-      .withNetworkMode(`container:${sandbox.getId()}`)
-      .withPodSettings({ groupAdd: launch.groups, readonlyRootfs: launch.readOnlyRootFilesystem })
-      .withUser(`${launch.uid}:${launch.gid}`)
-      .withDroppedCapabilities('ALL')
-      .withEnvironment({
-        ...launch.env,
-        KUBERNETES_SERVICE_HOST: api.host,
-        KUBERNETES_SERVICE_PORT: String(api.port),
-      })
-      .withBindMounts([
-        ...launch.secretMounts.map((m) => ({
-          source: this.secretDir(lab, m.secretName, m.defaultMode, launch.gid),
-          target: m.mountPath,
-          mode: 'ro' as const,
-        })),
-        { source: sa, target: SA_MOUNT, mode: 'ro' as const },
-      ])
-      .withEntrypoint([launch.binary])
-      .withCommand([
-        ...launch.nodeFlags,
-        `/app/${launch.program}`,
-        ...launch.programArgs,
-        '--ips',
-        CA_SERVICE_ADDRESS.ipv4,
-      ])
-      .withStartupTimeout(30_000);
-    if (launch.caps.length > 0) c = c.withAddedCapabilities(...launch.caps.map((x) => x.toUpperCase()));
-    if (!launch.allowPrivilegeEscalation) c = c.withSecurityOpt('no-new-privileges');
-    const started = await this.track('the mesh CA', () => c.start());
-    this.followLogs(started, logFile);
+    // No node: the pod's own sandbox; the lab adds the Service address the proxies dial (no DNS).
+    const started = await this.startPodContainer(
+      lab,
+      'mesh',
+      'ca',
+      this.images.ca,
+      launch,
+      ['--ips', CA_SERVICE_ADDRESS.ipv4],
+      logFile,
+      undefined,
+      sandbox,
+    );
     this.ca = { sandbox, ca: started, netns };
     const pid = await this.initPid(started);
     const st = procStart(pid);

@@ -41,8 +41,8 @@ export function appAccepts(log: string, tag: string): AppAccept[] {
   return out;
 }
 
-/** A connection-log record as a World ProxyLogEntry. */
-function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
+/** A connection-log record as a World ProxyLogEntry (the real worlds': netns, containers, kind). */
+export function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
   const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
   return {
     node,

@@ -43,6 +43,7 @@ import {
   type Destination,
   type DriftRepair,
   type ForgedHboneResult,
+  forgedWithoutConnection,
   type HeldConnection,
   type IdentityCredential,
   type PodObservation,
@@ -57,6 +58,7 @@ import {
   type ZdsClientAttempt,
 } from '../../scenarios/world.js';
 import { parseZdsRogueOutput, zdsRogueScript } from '../kind/zds-rogue.js';
+import { toProxyLogEntry } from '../kind/attribution.js';
 import { setprivArgs } from './processes.js';
 import { insertedRuleText } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
@@ -168,21 +170,6 @@ function attributeDeliveries(
       ...(ns && name ? { proxyFor: { namespace: ns, name } } : {}),
     };
   });
-}
-
-/** A proxy connection-log record as the properties read it. */
-function toProxyLogEntry(node: string, r: ConnectionLogRecord): ProxyLogEntry {
-  const [ns, name] = r.pod.includes('/') ? r.pod.split('/') : [undefined, undefined];
-  return {
-    node,
-    pod: ns && name ? { namespace: ns, name } : undefined,
-    event: r.event === 'failed' ? 'error' : r.event === 'closed-by-policy' ? 'denied' : r.event,
-    direction: r.direction,
-    srcIdentity: r.srcIdentity,
-    dstIdentity: r.dstIdentity,
-    allowed: r.decision?.allow,
-    reason: r.decision?.reason ?? r.reason ?? '',
-  };
 }
 
 function ep(ip: string, port: number): string {
@@ -680,14 +667,7 @@ export class NetnsWorld implements World {
     // As connect(): a destination without an address now is an outcome.
     if (!dstIp) {
       const error = `destination pod ${podKey(to.pod)} has no IPv4 address`;
-      return {
-        outcome: 'error',
-        error,
-        acceptedBy: undefined,
-        deliveries: [],
-        proxyLog: [],
-        certificate: { kind: 'not-asked', detail: error },
-      };
+      return forgedWithoutConnection(error, { kind: 'not-asked', detail: error });
     }
     const n = this.lab.node(node);
     const dir = fs.mkdtempSync(path.join(this.lab.state.runDir, 'forged-'));
@@ -724,14 +704,10 @@ export class NetnsWorld implements World {
         throw new Error(`forgedHbone on ${node} (${credential}) could not tell: ${o.error ?? out.trim()}`);
       const certificate = { kind: o.certificate, detail: o.detail ?? '' };
       if (o.certificate === 'refused')
-        return {
-          outcome: 'error',
-          error: `the mesh CA refused ${identity} (${credential}): ${o.detail ?? ''}`,
-          acceptedBy: undefined,
-          deliveries: [],
-          proxyLog: [],
+        return forgedWithoutConnection(
+          `the mesh CA refused ${identity} (${credential}): ${o.detail ?? ''}`,
           certificate,
-        };
+        );
       const accepted = o.hbone === 'accepted';
       const clients = new Set<string>();
       if (o.sourcePort !== undefined) {

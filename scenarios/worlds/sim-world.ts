@@ -26,7 +26,7 @@ import { markValue } from '../../impl/api/marks.js';
 import { REDIRECTION_STATUS } from '../../impl/api/annotations.js';
 import { KubeApiError, type KubeApi, type KubeKind, type KubeObjectOf, type Wire } from '../../impl/host/kube.js';
 import { ZdsClient, type ZdsWorkloadHandler } from '../../impl/ztunnel/zds-client.js';
-import type { SocketFailure } from '../../impl/host/sockets.js';
+import type { ConnectTcpOptions, SocketFailure, TcpConnection } from '../../impl/host/sockets.js';
 import type { V1Container, V1Probe } from '@kubernetes/client-node';
 import { SimWorld, OUTSIDE_NETNS, OUTSIDE_ADDRESS } from '../../sim/world/world.js';
 import type { SimNode } from '../../sim/node/sim-node.js';
@@ -65,6 +65,7 @@ import {
   type Destination,
   type DriftRepair,
   type ForgedHboneResult,
+  forgedWithoutConnection,
   type HeldConnection,
   IDENTITY_CREDENTIALS,
   type IdentityCredential,
@@ -901,15 +902,7 @@ export class SimMeshWorld implements World {
     if (typeof src === 'string') throw new Error(`forgedHbone: ${src}`);
     // As connect(): a destination without an address now (deleted, or its sandbox being remade) is an outcome.
     const dst = await this.destinationOf(to, 4);
-    if (typeof dst === 'string')
-      return {
-        outcome: 'error',
-        error: dst,
-        acceptedBy: undefined,
-        deliveries: [],
-        proxyLog: [],
-        certificate: { kind: 'not-asked', detail: dst },
-      };
+    if (typeof dst === 'string') return forgedWithoutConnection(dst, { kind: 'not-asked', detail: dst });
     const local = parseSpiffeId(identity);
     if (!local) throw new Error(`forgedHbone: ${JSON.stringify(identity)} is not a SPIFFE ID`);
     let cert: string | undefined;
@@ -924,52 +917,32 @@ export class SimMeshWorld implements World {
       const token = await this.forgedToken(node, credential);
       const answer = await drive(this.sim.clock, this.meshCa.request(token, identity));
       if (!answer.ok)
-        return {
-          outcome: 'error',
-          error: `the mesh CA refused ${identity} (${credential}): ${answer.message}`,
-          acceptedBy: undefined,
-          deliveries: [],
-          proxyLog: [],
-          certificate: { kind: 'refused', detail: answer.message },
-        };
+        return forgedWithoutConnection(`the mesh CA refused ${identity} (${credential}): ${answer.message}`, {
+          kind: 'refused',
+          detail: answer.message,
+        });
       cert = answer.certificate;
       certificate = { kind: 'issued', detail: `the mesh CA issued ${identity} for the ${credential}` };
     }
     const forged = cert;
     const result = await this.attempt(async () => {
-      const sockets = new SimSockets({
-        kernel: this.sim.kernel,
-        owner: src.creds,
-        defaultNetns: src.netns,
-        label: `${src.label} (forged HBONE)`,
-        clock: this.sim.clock,
-      });
-      const pending = sockets.connectTcp({
-        family: 4,
-        dst: { family: 4, address: dst.ip, port: HBONE_PORT },
-        timeoutMs: CLIENT_TIMEOUT_MS,
-      });
-      const first = this.recorder.current()[0];
-      const res = await drive(this.sim.clock, pending);
-      const hop =
-        first?.outcome === 'established' && first.listener
-          ? this.classify(first.listener)
-          : { acceptedBy: undefined, acceptedIn: undefined };
-      if (!res.ok) {
-        await runFor(this.sim.clock, ATTEMPT_MS);
-        return {
-          outcome: failureOutcome(res),
-          ...(isSyscallError(res) ? { error: `${res.call}: ${res.errno}` } : {}),
-          ...hopFields(hop),
-        };
-      }
+      const tcp = await this.tcpFirstHop(
+        { ...src, label: `${src.label} (forged HBONE)` },
+        {
+          family: 4,
+          dst: { family: 4, address: dst.ip, port: HBONE_PORT },
+          timeoutMs: CLIENT_TIMEOUT_MS,
+        },
+      );
+      if (!tcp.ok) return tcp.result;
+      const { conn, hop } = tcp;
       const hbone = new SimHbone({
         ca: this.meshRoot,
         certificates: { certificateFor: () => Promise.resolve(forged) },
       });
       const tunnel = await drive(
         this.sim.clock,
-        hbone.connect(res.value, {
+        hbone.connect(conn, {
           local,
           expectedPeers: [],
           authority: { family: 4, address: dst.ip, port: dst.port },
@@ -1103,6 +1076,47 @@ export class SimMeshWorld implements World {
     return { ok: true };
   }
 
+  /**
+   * A TCP connect as `src` through the kernel model, with the first hop it reached; a connect
+   * that failed is already the attempt's result (after the time an attempt runs).
+   */
+  private async tcpFirstHop(
+    src: Endpoint,
+    opts: ConnectTcpOptions,
+  ): Promise<
+    | {
+        readonly ok: true;
+        readonly conn: TcpConnection;
+        readonly hop: { acceptedBy: Acceptor | undefined; acceptedIn: PodRef | { node: string } | undefined };
+      }
+    | { readonly ok: false; readonly result: AttemptResult }
+  > {
+    const sockets = new SimSockets({
+      kernel: this.sim.kernel,
+      owner: src.creds,
+      defaultNetns: src.netns,
+      label: src.label,
+      clock: this.sim.clock,
+    });
+    const pending = sockets.connectTcp(opts);
+    const first = this.recorder.current()[0]; // connect() handshakes synchronously inside connectTcp
+    const res = await drive(this.sim.clock, pending);
+    const hop =
+      first?.outcome === 'established' && first.listener
+        ? this.classify(first.listener)
+        : { acceptedBy: undefined, acceptedIn: undefined };
+    if (res.ok) return { ok: true, conn: res.value, hop };
+    await runFor(this.sim.clock, ATTEMPT_MS);
+    return {
+      ok: false,
+      result: {
+        outcome: failureOutcome(res),
+        ...(isSyscallError(res) ? { error: `${res.call}: ${res.errno}` } : {}),
+        ...hopFields(hop),
+      },
+    };
+  }
+
   private async connectTcp(
     src: Endpoint,
     dst: { ip: string; port: number },
@@ -1110,15 +1124,8 @@ export class SimMeshWorld implements World {
     opts: ConnectOptions,
   ): Promise<AttemptResult> {
     const k = this.sim.kernel;
-    const sockets = new SimSockets({
-      kernel: k,
-      owner: src.creds,
-      defaultNetns: src.netns,
-      label: src.label,
-      clock: this.sim.clock,
-    });
     const transparent = opts.sourceIp !== undefined && !isLocalAddress(k.netns(src.netns), parseIp(opts.sourceIp));
-    const pending = sockets.connectTcp({
+    const tcp = await this.tcpFirstHop(src, {
       family,
       dst: { family, address: dst.ip, port: dst.port },
       timeoutMs: CLIENT_TIMEOUT_MS,
@@ -1126,21 +1133,8 @@ export class SimMeshWorld implements World {
       ...(transparent ? { transparent: true } : {}),
       ...(opts.sourceIp !== undefined ? { src: { address: opts.sourceIp } } : {}),
     });
-    const first = this.recorder.current()[0]; // connect() handshakes synchronously inside connectTcp
-    const res = await drive(this.sim.clock, pending);
-    const hop =
-      first?.outcome === 'established' && first.listener
-        ? this.classify(first.listener)
-        : { acceptedBy: undefined, acceptedIn: undefined };
-    if (!res.ok) {
-      await runFor(this.sim.clock, ATTEMPT_MS);
-      return {
-        outcome: failureOutcome(res),
-        ...(isSyscallError(res) ? { error: `${res.call}: ${res.errno}` } : {}),
-        ...hopFields(hop),
-      };
-    }
-    const conn = res.value;
+    if (!tcp.ok) return tcp.result;
+    const { conn, hop } = tcp;
     await conn.write(Buffer.from(opts.payload ?? 'hello'));
     await runFor(this.sim.clock, ATTEMPT_MS);
     conn.close();

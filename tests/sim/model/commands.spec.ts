@@ -34,7 +34,7 @@ const THREAT: ThreatSpec = {
 };
 const MODE = 'istio.io/dataplane-mode';
 
-async function setup(scheduler: fc.Scheduler) {
+async function setup(scheduler: fc.Scheduler, o: { property?: string; threat?: ThreatSpec } = {}) {
   const world = await createSimWorld({
     nodes: 2,
     profile: 'strict',
@@ -43,9 +43,10 @@ async function setup(scheduler: fc.Scheduler) {
     dnsCapture: false,
     seed: 11,
   });
-  const property = checkableProperties().find((p) => p.name === 'liveness');
-  if (!property) throw new Error('no liveness property');
-  const model = emptyModel(world.nodes, 'strict', THREAT);
+  const name = o.property ?? 'liveness';
+  const property = checkableProperties().find((p) => p.name === name);
+  if (!property) throw new Error(`no ${name} property`);
+  const model = emptyModel(world.nodes, 'strict', o.threat ?? THREAT);
   const real: RunContext = { world, property, dnsCapture: false, scheduler, steps: [], attempts: [] };
   return { world, model, real };
 }
@@ -134,24 +135,8 @@ for (const order of [
 // ForgeIdentity changed how host-root histories are generated, so that seed no longer draws it.
 test('fail closed is owed only to pods selected when their sandbox was made: a pod created outside the mesh while its agent was down, whose namespace is labelled ambient afterwards, is no fail-closed violation', async () => {
   const [scheduler] = fc.sample(fc.scheduler(), { seed: 1, numRuns: 1 });
-  const world = await createSimWorld({
-    nodes: 2,
-    profile: 'strict',
-    kernelVersion: '6.1',
-    ipv6: false,
-    dnsCapture: false,
-    seed: 11,
-  });
-  const property = checkableProperties().find((p) => p.name === 'fail-closed')!;
-  const hostRoot: ThreatSpec = {
-    ...THREAT,
-    id: 'host-root',
-    uids: [0],
-    hostAttacker: true,
-    vantage: 'same-node-host',
-  };
-  const model = emptyModel(world.nodes, 'strict', hostRoot);
-  const real: RunContext = { world, property, dnsCapture: false, scheduler: scheduler!, steps: [], attempts: [] };
+  const hostRoot: ThreatSpec = { ...THREAT, id: 'host-root', uids: [0], hostAttacker: true, vantage: 'same-node-host' };
+  const { world, model, real } = await setup(scheduler!, { property: 'fail-closed', threat: hostRoot });
   const cmds: ModelCommand[] = [
     new CreateNamespace('plain', null),
     new ComponentCommand('stop', 'agent', 0),
