@@ -98,7 +98,7 @@ export const kindConfigFor = (o: Pick<WorldOptions, 'ipv6'>): string =>
 export function kindDeployment(o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6'>): DeploymentChoice {
   return { profile: o.profile, ipv6: o.ipv6, dnsCapture: o.dnsCapture };
 }
-const PROXY_STATUS_URL = 'http://127.0.0.1:15020/status'; // the proxy's health port, hostNetwork
+const PROXY_STATUS_URL = 'http://127.0.0.1:15000/status'; // the proxy's admin port (loopback only), hostNetwork
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 /**

@@ -314,7 +314,7 @@ function recentWarnings(lab: NetnsLab): string[] {
       }
       const warn = text
         .split('\n')
-        .filter((l) => /"level":(40|50|60)/.test(l))
+        .filter((l) => /"level":"(warn|error|fatal)"/.test(l))
         .slice(-3)
         .map((l) => {
           try {

@@ -1,6 +1,6 @@
 /**
  * A minimal JSON-lines Logger for short-lived processes (the CNI plugin), where loading pino
- * would cost more start-up time than the plugin's whole job. Same line shape as pino's.
+ * would cost more start-up time than the plugin's whole job. Same line shape as the components' pino lines (level by name).
  */
 import type { LogFields, Logger } from '../host/log.js';
 
@@ -17,9 +17,7 @@ export class JsonLineLogger implements Logger {
 
   private log(level: Level, msg: string, fields: LogFields | undefined): void {
     if (LEVELS[level] < LEVELS[this.minLevel]) return;
-    this.write(
-      JSON.stringify({ level: LEVELS[level], time: Date.now(), name: this.name, ...this.base, ...fields, msg }) + '\n',
-    );
+    this.write(JSON.stringify({ level, time: Date.now(), name: this.name, ...this.base, ...fields, msg }) + '\n');
   }
 
   debug(msg: string, fields?: LogFields): void {

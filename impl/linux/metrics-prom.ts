@@ -1,5 +1,15 @@
-/** Real adapter of the Metrics port: prom-client metrics in a private registry (text exposition). */
-import { Counter as PromCounter, Gauge as PromGauge, Histogram as PromHistogram, Registry } from 'prom-client';
+/**
+ * Real adapter of the Metrics port: prom-client metrics in a private registry (text exposition),
+ * with prom-client's default process metrics (process_*, nodejs_*: CPU, memory, heap, event-loop
+ * lag, handles, GC), as upstream's components export their process's.
+ */
+import {
+  collectDefaultMetrics,
+  Counter as PromCounter,
+  Gauge as PromGauge,
+  Histogram as PromHistogram,
+  Registry,
+} from 'prom-client';
 import type { Counter, Gauge, Histogram, MetricLabels, Metrics } from '../host/metrics.js';
 
 export class PromMetrics implements Metrics {
@@ -7,6 +17,10 @@ export class PromMetrics implements Metrics {
   private readonly counters = new Map<string, PromCounter>();
   private readonly gauges = new Map<string, PromGauge>();
   private readonly histograms = new Map<string, PromHistogram>();
+
+  constructor(opts: { readonly processMetrics?: boolean } = {}) {
+    if (opts.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
 
   counter(name: string, help: string, labelNames: readonly string[] = []): Counter {
     let c = this.counters.get(name);

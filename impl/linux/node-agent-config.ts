@@ -20,11 +20,13 @@
  *                                      0600, or 0660 when a group is given; a non-root proxy's
  *                                      group with the agent in it needs no CAP_CHOWN)
  *   --pod-uid-sources cgroup[,environ] (how pods' processes are recognised; see netns-finder-proc.ts)
- *   --status-socket PATH              (the same endpoints on a Unix socket, and POST /repair)
+ *   --status-socket PATH              (/status, /readyz, /metrics, /logging and POST /repair on a Unix socket, mode 0600)
  *   --cni-bin-dir PATH --cni-conf-dir PATH (the node's CNI dirs, read-only: ready only while the plugin is
  *                                      installed there and chained into the conflist the runtime uses,
  *                                      as upstream's readiness; unset: no such condition)
- *   --health-address HOST --health-port N (default 0.0.0.0:15021, /healthz /readyz /metrics /status)
+ *   --listen-address HOST             (metrics and readiness; default 0.0.0.0, as upstream)
+ *   --metrics-port N                  (default 15014, upstream's monitoring port: /metrics)
+ *   --readiness-port N                (default 8000, upstream's: /readyz, and /healthz for liveness)
  *   --repair-interval-ms N            --log-level debug|info|warn|error
  */
 import { isIPv4, isIPv6 } from 'node:net';
@@ -37,6 +39,7 @@ import { address, cidr, type Cidr } from '../node-agent/rule-ir.js';
 import { ComponentFlags, ConfigError } from './component-main.js';
 import { enrollmentSettingsFromFlags } from './enrollment-flags.js';
 import { IPTABLES_BACKEND_CHOICES, type IptablesBackendChoice } from './iptables-backend.js';
+import { LOG_LEVELS, type LogLevel } from './logger-pino.js';
 import type { PodUidSource } from './netns-finder-proc.js';
 import type { LinuxZdsTransportOptions } from './zds-transport.js';
 
@@ -47,12 +50,13 @@ interface AgentSettings {
   readonly kubeconfigFlag: string | undefined;
   readonly podUidSources: readonly PodUidSource[];
   readonly zdsSocket: LinuxZdsTransportOptions;
-  readonly healthHost: string;
-  readonly healthPort: number;
+  readonly listenAddress: string;
+  readonly metricsPort: number;
+  readonly readinessPort: number;
   readonly statusSocket: string | undefined;
   /** Readiness includes the plugin's install state in these dirs (install-check.ts); absent: not checked. */
   readonly installCheck?: { readonly cniBinDir: string; readonly cniConfDir: string };
-  readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
+  readonly logLevel: LogLevel;
   /** undefined: detect in the node netns (iptables-backend.ts). */
   readonly forceIptablesBinary: IptablesBackendChoice | undefined;
 }
@@ -160,10 +164,11 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
     throw new ConfigError(
       `${C}: --cni-bin-dir and --cni-conf-dir go together: give both (ready only once the plugin is installed and chained there) or neither`,
     );
-  const healthHost = f.str('health-address', '0.0.0.0');
-  const healthPort = f.int('health-port', 15021, 0, 65535);
+  const listenAddress = f.str('listen-address', '0.0.0.0');
+  const metricsPort = f.int('metrics-port', 15014, 0, 65535);
+  const readinessPort = f.int('readiness-port', 8000, 0, 65535);
   const statusSocket = f.optional('status-socket');
-  const logLevel = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
+  const logLevel = f.oneOf('log-level', LOG_LEVELS, 'info');
   f.assertAllUsed();
   return {
     config,
@@ -171,8 +176,9 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
     podUidSources: sources as PodUidSource[],
     zdsSocket,
     ...(cniBinDir !== undefined && cniConfDir !== undefined ? { installCheck: { cniBinDir, cniConfDir } } : {}),
-    healthHost,
-    healthPort,
+    listenAddress,
+    metricsPort,
+    readinessPort,
     statusSocket,
     logLevel,
     forceIptablesBinary: force as IptablesBackendChoice | undefined,

@@ -10,12 +10,20 @@ import { PluginInstallCheck } from '../node-agent/install-check.js';
 import { NodeAgent } from '../node-agent/node-agent.js';
 import { SystemClock } from './clock.js';
 import { runComponent } from './component-main.js';
-import { serveHealth, type HealthSource } from './health-http.js';
+import {
+  loggingRoutes,
+  metricsRoutes,
+  readinessRoutes,
+  readyzRoute,
+  repairRoutes,
+  statusRoutes,
+} from './endpoint-routes.js';
+import { serveEndpoints } from './http-endpoints.js';
 import { NodeFileSystem } from './files.js';
 import { detectIptablesTools } from './iptables-backend.js';
 import { CliHostIpSets } from './ipsets-cli.js';
 import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
-import { pinoLogger } from './logger-pino.js';
+import { LogLevelControl, pinoLogger } from './logger-pino.js';
 import { PromMetrics } from './metrics-prom.js';
 import { agentSettings } from './node-agent-config.js';
 import { ProcNetnsFinder } from './netns-finder-proc.js';
@@ -28,7 +36,8 @@ runComponent('ambient-lab-agent', async () => {
   const s = agentSettings(process.argv.slice(2), process.env);
   const { config } = s;
   const kubeconfig = kubeConfigSource(s.kubeconfigFlag, process.env, (p) => fs.existsSync(p));
-  const log = pinoLogger({ name: 'ambient-lab-agent', level: s.logLevel });
+  const logLevel = new LogLevelControl(s.logLevel);
+  const log = pinoLogger({ name: 'ambient-lab-agent', control: logLevel });
   // One iptables variant for the node and every pod, chosen where the node's rules are (as upstream).
   const iptables = await detectIptablesTools(s.forceIptablesBinary, config.hostNetns);
   log.info('iptables variant', { variant: iptables.tools.variant, why: iptables.why });
@@ -50,36 +59,47 @@ runComponent('ambient-lab-agent', async () => {
       ? { installCheck: new PluginInstallCheck(s.installCheck, { fs: new NodeFileSystem(), clock, log }) }
       : {}),
   });
-  const healthSource: HealthSource = {
-    live: () => agent.health().live,
-    ready: () => agent.health(),
-    metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
-    status: () => ({
-      component: 'agent',
-      node: config.nodeName,
-      pid: process.pid,
-      health: agent.health(),
-      proxyConnected: agent.proxyConnected(),
-      pods: agent.meshPods(),
-      ...agent.progress(),
-    }),
-  };
-  const health = await serveHealth(s.healthHost, s.healthPort, healthSource);
-  // The same endpoints on a Unix socket, for a harness outside the node's network namespace.
-  const statusServer = s.statusSocket
-    ? await serveHealth(s.statusSocket, 0, healthSource, {
-        repair: async () => {
-          await agent.repair();
-          return agent.progress().repairs;
-        },
-      })
-    : undefined;
+  const ready = (): { ready: boolean; detail: string } => agent.health();
+  const status = (): unknown => ({
+    component: 'agent',
+    node: config.nodeName,
+    pid: process.pid,
+    health: agent.health(),
+    proxyConnected: agent.proxyConnected(),
+    pods: agent.meshPods(),
+    ...agent.progress(),
+  });
+  const servers = [
+    await serveEndpoints('agent metrics', { host: s.listenAddress, port: s.metricsPort }, metricsRoutes(metrics)),
+    await serveEndpoints(
+      'agent readiness',
+      { host: s.listenAddress, port: s.readinessPort },
+      readinessRoutes('/readyz', ready),
+    ),
+    // status, log level, metrics and the repair action on a Unix socket (mode 0600: root on the
+    // node), for operators and a harness outside the node's network namespace
+    ...(s.statusSocket
+      ? [
+          await serveEndpoints('agent status socket', { socket: s.statusSocket }, [
+            ...statusRoutes(status),
+            readyzRoute(ready),
+            ...metricsRoutes(metrics),
+            ...loggingRoutes(logLevel),
+            ...repairRoutes(async () => {
+              await agent.repair();
+              return agent.progress().repairs;
+            }),
+          ]),
+        ]
+      : []),
+  ];
   await agent.start();
   log.info('agent ready', {
     node: config.nodeName,
     plugin: config.pluginEventAddress,
     zds: config.zdsAddress,
-    health: `${s.healthHost}:${health.port}`,
+    metrics: `${s.listenAddress}:${servers[0]!.port}`,
+    readiness: `${s.listenAddress}:${servers[1]!.port}`,
     ipv6: config.ipv6,
     dnsCapture: config.dnsCapture,
     systemNamespace: config.enrollment.systemNamespace,
@@ -87,8 +107,7 @@ runComponent('ambient-lab-agent', async () => {
   });
   return async () => {
     await agent.stop();
-    await health.close();
-    await statusServer?.close();
+    for (const server of servers) await server.close();
     finder.close();
   };
 });

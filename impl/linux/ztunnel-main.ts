@@ -10,9 +10,14 @@
  *                                    plaintext to a destination pending enrollment)
  *   --connection-log PATH           (JSON lines, appended; default: stdout)
  *   --ipv6 BOOL                     (v6 listeners as well; default true, as upstream ztunnel; --ipv6=false: v4 only)
- *   --status-socket PATH              (the same endpoints on a Unix socket)
- *   --health-address HOST --health-port N (default 0.0.0.0:15020)
- *   --log-level debug|info|warn|error
+ *   --status-socket PATH            (/status, /readyz, /config_dump, /logging and /metrics on a Unix
+ *                                    socket, for a harness outside the node's network namespace)
+ *   --listen-address HOST           (metrics and readiness; default 0.0.0.0, as upstream)
+ *   --metrics-port N                (default 15020: /metrics, /stats/prometheus)
+ *   --readiness-port N              (default 15021: /healthz/ready, and /healthz for liveness)
+ *   --admin-address HOST --admin-port N (default 127.0.0.1:15000, loopback only: /config_dump,
+ *                                    /logging, /status; docs/observability.md)
+ *   --log-level debug|info|warn|error (the initial level; POST /logging?level=L on the admin port changes it)
  *   --dns-upstream IP[:PORT],...    (serve DNS on 15053 in every pod, forwarding unknown names to these
  *                                    resolvers, e.g. the cluster DNS service; `resolv.conf` = the nameservers
  *                                    of this process's /etc/resolv.conf, as upstream ztunnel; absent = no DNS
@@ -40,6 +45,7 @@ import { PolicyAuthorizer } from '../ztunnel/authz/engine.js';
 import { PolicyStore } from '../ztunnel/authz/policy-store.js';
 import { AuthorizationPolicyWatcher } from '../ztunnel/authz/policy-watcher.js';
 import { JsonLinesSink, LineConnectionLog } from '../ztunnel/connection-log.js';
+import { IstioTcpMetrics, TeeConnectionLog } from '../ztunnel/istio-tcp-metrics.js';
 import { JsonLinesDnsLog, type DnsRequestLog } from '../ztunnel/dns/dns-log.js';
 import { WorkloadIndex } from '../ztunnel/workloads.js';
 import { WorkloadWatcher } from '../ztunnel/workloads-watch.js';
@@ -48,9 +54,17 @@ import { SystemClock } from './clock.js';
 import { ComponentFlags, ConfigError, runComponent } from './component-main.js';
 import { parseDnsUpstream, resolvConfNameservers } from './dns-upstream.js';
 import { HBONE_KINDS, hboneTransport, resolveHbone } from './hbone-choice.js';
-import { serveHealth, type HealthSource } from './health-http.js';
+import {
+  configDumpRoutes,
+  loggingRoutes,
+  metricsRoutes,
+  readinessRoutes,
+  readyzRoute,
+  statusRoutes,
+} from './endpoint-routes.js';
+import { isLoopbackHost, serveEndpoints } from './http-endpoints.js';
 import { ClientNodeKubeApi, kubeConfigSource, loadKubeConfig } from './kube-client-node.js';
-import { pinoLogger } from './logger-pino.js';
+import { LOG_LEVELS, LogLevelControl, pinoLogger } from './logger-pino.js';
 import { MeshCa, type CertificateSource } from './mesh-ca.js';
 import { CaClient, parseCaAddress } from './ca-client.js';
 import { ManagedCertificates } from './managed-certificates.js';
@@ -69,10 +83,13 @@ runComponent('ambient-lab-proxy', async () => {
   const profile = f.oneOf('profile', PROFILES, 'upstream');
   const logPath = f.optional('connection-log');
   const ipv6 = f.bool('ipv6', true);
-  const healthHost = f.str('health-address', '0.0.0.0');
-  const healthPort = f.int('health-port', 15020, 0, 65535);
+  const listenAddress = f.str('listen-address', '0.0.0.0');
+  const metricsPort = f.int('metrics-port', 15020, 0, 65535);
+  const readinessPort = f.int('readiness-port', 15021, 0, 65535);
+  const adminAddress = f.str('admin-address', '127.0.0.1');
+  const adminPort = f.int('admin-port', 15000, 0, 65535);
   const statusSocket = f.optional('status-socket');
-  const level = f.oneOf('log-level', ['debug', 'info', 'warn', 'error'] as const, 'info');
+  const level = f.oneOf('log-level', LOG_LEVELS, 'info');
   const certMode = f.oneOf('certificates', ['ca', 'shared-root-test'] as const, 'ca');
   const caCert = f.optional('ca-cert');
   const caKey = f.optional('ca-key');
@@ -87,6 +104,10 @@ runComponent('ambient-lab-proxy', async () => {
   );
   const dnsLogPath = f.optional('dns-log');
   f.assertAllUsed();
+  if (!isLoopbackHost(adminAddress))
+    throw new ConfigError(
+      `--admin-address ${JSON.stringify(adminAddress)} is not a loopback address: the admin port shows workload identities and sets the log level, so it listens on 127.0.0.1 or ::1 only (as upstream's localhost:15000)`,
+    );
   if (certMode === 'ca') {
     if (caCert !== undefined || caKey !== undefined)
       throw new ConfigError(
@@ -104,7 +125,8 @@ runComponent('ambient-lab-proxy', async () => {
   } else if (caCert === undefined || caKey === undefined)
     throw new ConfigError('--certificates=shared-root-test needs --ca-cert and --ca-key (the shared root and its key)');
 
-  const log = pinoLogger({ name: 'ambient-lab-proxy', level }).child({ node: nodeName });
+  const logLevel = new LogLevelControl(level);
+  const log = pinoLogger({ name: 'ambient-lab-proxy', control: logLevel }).child({ node: nodeName });
   const clock = new SystemClock();
   const metrics = new PromMetrics();
   const kube = new ClientNodeKubeApi(loadKubeConfig(kubeconfig));
@@ -152,8 +174,6 @@ runComponent('ambient-lab-proxy', async () => {
     log.warn('native HBONE tunnel unavailable; using node:tls + node:http2', { reason: hbone.fallbackReason });
   log.info('HBONE transport', { transport: hbone.use });
   const logFd = logPath ? fs.openSync(logPath, 'a', 0o600) : 1;
-  const opened = metrics.counter('ambient_lab_proxy_connections_opened_total', 'Connections accepted', ['direction']);
-  const closed = metrics.counter('ambient_lab_proxy_connections_closed_total', 'Connections ended', ['direction']);
   const denied = metrics.counter('ambient_lab_proxy_denied_total', 'Connections denied', ['direction', 'reason']);
   const served = metrics.gauge('ambient_lab_proxy_pods_served', 'Pods with open listeners');
   const dnsRequests = metrics.counter('ambient_lab_proxy_dns_requests_total', 'DNS requests on 15053', ['event']);
@@ -176,12 +196,17 @@ runComponent('ambient-lab-proxy', async () => {
     trustDomain,
     profile,
     families: ipv6 ? [4, 6] : [4],
-    connectionLog: new LineConnectionLog(clock, new JsonLinesSink((line) => fs.writeSync(logFd, line)), (err, r) => {
-      log.error('connection log record could not be written', { error: err.message, pod: r.pod, event: r.event });
-    }),
+    // Istio's TCP metrics read the same records as the JSON-lines witness (istio-tcp-metrics.ts)
+    connectionLog: new TeeConnectionLog([
+      new LineConnectionLog(clock, new JsonLinesSink((line) => fs.writeSync(logFd, line)), (err, r) => {
+        log.error('connection log record could not be written', { error: err.message, pod: r.pod, event: r.event });
+      }),
+      new IstioTcpMetrics(metrics, clock, index),
+    ]),
     metrics: {
-      connectionOpened: (d) => opened.inc({ direction: d }),
-      connectionClosed: (d) => closed.inc({ direction: d }),
+      // connections are counted by istio_tcp_* (above), with the labels Istio's dashboards use
+      connectionOpened: () => {},
+      connectionClosed: () => {},
       denied: (d, reason) => denied.inc({ direction: d, reason }),
       podsServed: (n) => served.set(n),
     },
@@ -190,36 +215,78 @@ runComponent('ambient-lab-proxy', async () => {
     random: new SystemRandom(),
     ...(dnsUpstream.length > 0 ? { dns: { upstream: dnsUpstream, log: dnsLog } } : {}),
   });
-  const healthSource: HealthSource = {
-    live: () => true,
-    ready: () => ({
-      ready: ztunnel.ready(),
-      detail: `zds ${ztunnel.zds.connected() ? 'connected' : 'not connected'}, ${ztunnel.proxy.servedPods().length} pod(s) served`,
-    }),
-    metrics: async () => ({ contentType: metrics.contentType, text: await metrics.text() }),
-    status: () => ({
-      component: 'proxy',
-      node: nodeName,
-      pid: process.pid,
-      ready: ztunnel.ready(),
-      zdsConnected: ztunnel.zds.connected(),
-      // identity (dev:inode of the netns received over ZDS) lets a harness outside this process tell
-      // which sandbox is served without reading /proc/<pid>/fd (closed to others: the binary has file caps)
-      pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({
-        uid,
-        netns: ztunnel.proxy.pod(uid)?.netns,
-        identity: ztunnel.proxy.pod(uid)?.handle.identity,
-      })),
-      // resourceVersions in its caches (undefined before their first sync): a harness compares
-      // them with the API to know this proxy has seen every pod and policy change
-      caches: { pods: workloadWatcher.versions(), policies: policyWatcher.versions() },
-      // identities this proxy holds certificates for, with each one's expiry (no keys)
-      ...(manager ? { certificates: manager.held() } : {}),
-    }),
-  };
-  const health = await serveHealth(healthHost, healthPort, healthSource);
-  // The same endpoints on a Unix socket, for a harness outside the node's network namespace.
-  const statusServer = statusSocket ? await serveHealth(statusSocket, 0, healthSource) : undefined;
+  const ready = (): { ready: boolean; detail: string } => ({
+    ready: ztunnel.ready(),
+    detail: `zds ${ztunnel.zds.connected() ? 'connected' : 'not connected'}, ${ztunnel.proxy.servedPods().length} pod(s) served`,
+  });
+  const status = (): unknown => ({
+    component: 'proxy',
+    node: nodeName,
+    pid: process.pid,
+    ready: ztunnel.ready(),
+    zdsConnected: ztunnel.zds.connected(),
+    // identity (dev:inode of the netns received over ZDS) lets a harness outside this process tell
+    // which sandbox is served without reading /proc/<pid>/fd (closed to others: the binary has file caps)
+    pods: ztunnel.proxy.servedPods().map((uid: PodUid) => ({
+      uid,
+      netns: ztunnel.proxy.pod(uid)?.netns,
+      identity: ztunnel.proxy.pod(uid)?.handle.identity,
+    })),
+    // resourceVersions in its caches (undefined before their first sync): a harness compares
+    // them with the API to know this proxy has seen every pod and policy change
+    caches: { pods: workloadWatcher.versions(), policies: policyWatcher.versions() },
+    // identities this proxy holds certificates for, with each one's expiry (no keys)
+    ...(manager ? { certificates: manager.held() } : {}),
+  });
+  const configDump = (): unknown => ({
+    node: nodeName,
+    profile,
+    trustDomain,
+    ipv6,
+    hbone: hbone.use,
+    certificates: {
+      mode: certMode,
+      ...(caAddress !== undefined ? { ca: caAddress } : {}),
+      held: manager?.held() ?? [],
+    },
+    dns: dnsUpstream.map((u) => `${u.address}:${u.port}`),
+    logLevel: logLevel.level,
+    servedPods: ztunnel.proxy.servedPods(),
+    workloads: index.all().map((w) => ({
+      uid: w.uid,
+      namespace: w.namespace,
+      name: w.name,
+      workload: w.workloadName,
+      serviceAccount: w.serviceAccount,
+      identity: w.spiffe,
+      node: w.node,
+      ips: w.ips,
+      hostNetwork: w.hostNetwork,
+      enrolled: w.enrolled,
+      pending: w.pending,
+    })),
+    policies: Object.fromEntries(store.allTranslations()),
+  });
+  const adminRoutes = [...configDumpRoutes(configDump), ...loggingRoutes(logLevel), ...statusRoutes(status)];
+  const servers = [
+    await serveEndpoints('proxy metrics', { host: listenAddress, port: metricsPort }, metricsRoutes(metrics)),
+    await serveEndpoints(
+      'proxy readiness',
+      { host: listenAddress, port: readinessPort },
+      readinessRoutes('/healthz/ready', ready),
+    ),
+    await serveEndpoints('proxy admin', { host: adminAddress, port: adminPort }, adminRoutes),
+    // everything again on a Unix socket, for a harness outside the node's network namespace
+    ...(statusSocket
+      ? [
+          await serveEndpoints('proxy status socket', { socket: statusSocket }, [
+            ...adminRoutes,
+            readyzRoute(ready),
+            ...metricsRoutes(metrics),
+          ]),
+        ]
+      : []),
+  ];
   workloadWatcher.start();
   policyWatcher.start();
   ztunnel.start();
@@ -227,7 +294,9 @@ runComponent('ambient-lab-proxy', async () => {
     zds: zdsAddress,
     profile,
     dns: dnsUpstream.length > 0 ? dnsUpstream.map((u) => `${u.address}:${u.port}`) : 'off',
-    health: `${healthHost}:${health.port}`,
+    metrics: `${listenAddress}:${servers[0]!.port}`,
+    readiness: `${listenAddress}:${servers[1]!.port}`,
+    admin: `${adminAddress}:${servers[2]!.port}`,
     connectionLog: logPath ?? 'stdout',
   });
   return async () => {
@@ -235,8 +304,7 @@ runComponent('ambient-lab-proxy', async () => {
     workloadWatcher.stop();
     policyWatcher.stop();
     manager?.stop();
-    await health.close();
-    await statusServer?.close();
+    for (const server of servers) await server.close();
     if (logFd !== 1) fs.closeSync(logFd);
     if (dnsLogFd !== 1) fs.closeSync(dnsLogFd);
   };

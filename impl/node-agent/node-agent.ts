@@ -141,6 +141,8 @@ interface MeshPod {
   swept: boolean;
   /** The ingress-mode annotation of the last plan (inbound not captured). */
   inboundUncaptured: boolean;
+  /** Clock time this agent began enrolling the pod, until the proxy first acknowledges it (enrollment histogram). */
+  enrollingSince: number | undefined;
 }
 
 /** A drift the repair loop found, until its repair is reported (and, under strict, its escaped flows ended). */
@@ -157,7 +159,9 @@ interface Drift {
 }
 
 /** Upper bounds (ms) of the bypass-window histogram: sub-second races up to several repair intervals. */
-const WINDOW_BUCKETS_MS = [100, 250, 500, 1000, 2000, 5000, 10_000, 15_000, 30_000, 60_000, 300_000];
+const WINDOW_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 300];
+/** Latencies of the agent's own steps (CNI ADD, reconcile, enrollment, ZDS round trip), seconds. */
+const LATENCY_BUCKETS_S = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 interface AgentHealth {
   readonly live: boolean;
@@ -222,8 +226,10 @@ export class NodeAgent {
       allowedUids: config.allowedProxyUids,
       snapshot: () => this.snapshot(),
       ...(config.zdsAckTimeoutMs !== undefined ? { ackTimeoutMs: config.zdsAckTimeoutMs } : {}),
+      onRoundTrip: (request, result, ms) => this.m.zdsRoundTrip.observe(ms / 1000, { request, result }),
     });
     this.zds.on((e) => {
+      if (e.type === 'connected' || e.type === 'disconnected') this.m.proxyConnections.set(this.zds.connectionCount());
       if (e.type === 'disconnected' && !this.zds.connected()) {
         // Without a proxy nobody holds the pods' listeners; the next proxy gets a snapshot.
         for (const p of this.mesh.values()) p.proxyAcked = false;
@@ -247,18 +253,49 @@ export class NodeAgent {
       reconcileErrors: deps.metrics.counter('ambient_lab_agent_reconcile_errors_total', 'Failed reconciliations', [
         'retry',
       ]),
-      pluginRequests: deps.metrics.counter('ambient_lab_agent_plugin_requests_total', 'CNI plugin events by result', [
-        'kind',
-        'result',
-      ]),
+      // upstream istio-cni's name and label: 200 when the event was handled, 500 when it failed
+      pluginRequests: deps.metrics.counter(
+        'istio_cni_plugin_requests_total',
+        'The total number of CNI plugin requests handled by the node agent.',
+        ['response_code'],
+      ),
+      pluginDuration: deps.metrics.histogram(
+        'ambient_lab_agent_cni_event_duration_seconds',
+        'Time from a CNI plugin event (ADD, CHECK) arriving to its reply',
+        LATENCY_BUCKETS_S,
+        ['kind', 'result'],
+      ),
+      reconcileEvents: deps.metrics.counter(
+        'nodeagent_reconcile_events_total',
+        'The total number of node agent reconcile events.',
+        ['type'],
+      ),
+      reconcileDuration: deps.metrics.histogram(
+        'ambient_lab_agent_reconcile_duration_seconds',
+        "One pod's reconcile: from taking it off the queue to its desired state (or the error)",
+        LATENCY_BUCKETS_S,
+        ['result'],
+      ),
+      enrollment: deps.metrics.histogram(
+        'ambient_lab_agent_enrollment_duration_seconds',
+        'From the agent beginning to enroll a pod to the node proxy acknowledging it',
+        LATENCY_BUCKETS_S,
+      ),
+      zdsRoundTrip: deps.metrics.histogram(
+        'ambient_lab_agent_zds_round_trip_seconds',
+        'A ZDS request to the node proxy: from sent to its ack, nack or timeout',
+        LATENCY_BUCKETS_S,
+        ['request', 'result'],
+      ),
+      proxyConnections: deps.metrics.gauge('ztunnel_connected', 'number of connections to ztunnel'),
       enrolled: deps.metrics.gauge('ambient_lab_agent_enrolled_pods', 'Pods with redirection enabled'),
       repairs: deps.metrics.counter('ambient_lab_agent_repairs_total', 'Drift found and fixed by the repair loop', [
         'what',
       ]),
       driftWindow: deps.metrics.histogram(
-        'ambient_lab_agent_drift_window_ms',
+        'ambient_lab_agent_drift_window_seconds',
         "Upper bound of each repaired drift's bypass window: from the last time the agent knew the plan intact to the re-apply",
-        WINDOW_BUCKETS_MS,
+        WINDOW_BUCKETS_S,
       ),
       flowsEnded: deps.metrics.counter(
         'ambient_lab_agent_escaped_flows_ended_total',
@@ -278,9 +315,16 @@ export class NodeAgent {
     const onPod = (p: Pod): void => {
       if (this.started) this.queue.enqueue(this.keyOfPod(p));
     };
-    this.podInformer.on('add', onPod);
-    this.podInformer.on('update', onPod);
+    this.podInformer.on('add', (p: Pod) => {
+      this.m.reconcileEvents.inc({ type: 'add' });
+      onPod(p);
+    });
+    this.podInformer.on('update', (p: Pod) => {
+      this.m.reconcileEvents.inc({ type: 'update' });
+      onPod(p);
+    });
     this.podInformer.on('delete', (p: Pod) => {
+      this.m.reconcileEvents.inc({ type: 'delete' });
       // Kept for reconcile: the cache no longer has the pod, and the agent may never have held it.
       const uid = p.metadata?.uid;
       if (uid) this.deleted.set(podUid(uid), p);
@@ -424,7 +468,13 @@ export class NodeAgent {
 
   // ------------------------------------------------------------------ CNI events
 
+  private pluginDone(kind: PluginEvent['kind'], result: 'ok' | 'error', receivedAt: number): void {
+    this.m.pluginRequests.inc({ response_code: result === 'ok' ? '200' : '500' });
+    this.m.pluginDuration.observe((this.deps.clock.now() - receivedAt) / 1000, { kind, result });
+  }
+
   private async onPluginEvent(e: PluginEvent): Promise<PluginEventReply> {
+    const receivedAt = this.deps.clock.now();
     try {
       if (e.kind === 'check') {
         const p = [...this.mesh.values()].find((x) => x.namespace === e.podNamespace && x.name === e.podName);
@@ -434,7 +484,7 @@ export class NodeAgent {
           );
         const state = await this.deps.rules.read(p.netns!);
         if (!this.planPresent(p.plan!, state.iptables.ipv4)) throw new Error(`redirection rules missing in ${p.netns}`);
-        this.m.pluginRequests.inc({ kind: 'check', result: 'ok' });
+        this.pluginDone(e.kind, 'ok', receivedAt);
         return { ok: true, status: 'enabled' };
       }
       const pod = await this.podFromCache(e.podNamespace, e.podName);
@@ -444,10 +494,10 @@ export class NodeAgent {
         );
       }
       await this.enroll(pod, e.ips, netnsId(e.netns));
-      this.m.pluginRequests.inc({ kind: 'add', result: 'ok' });
+      this.pluginDone(e.kind, 'ok', receivedAt);
       return { ok: true, status: 'enabled' };
     } catch (err) {
-      this.m.pluginRequests.inc({ kind: e.kind, result: 'error' });
+      this.pluginDone(e.kind, 'error', receivedAt);
       const msg = err instanceof Error ? err.message : String(err);
       this.log.warn('plugin event failed', { pod: `${e.podNamespace}/${e.podName}`, kind: e.kind, error: msg });
       const pod = this.podInformer?.get(e.podName, e.podNamespace);
@@ -513,8 +563,20 @@ export class NodeAgent {
     return { ...d, nsKnown: labels !== undefined };
   }
 
-  /** Bring one pod to its desired state. Key: namespace/name/uid. */
+  /** reconcileOnce, timed (the reconcile histogram). */
   private async reconcile(key: string): Promise<void> {
+    const t = this.deps.clock.now();
+    let result: 'ok' | 'error' = 'error';
+    try {
+      await this.reconcileOnce(key);
+      result = 'ok';
+    } finally {
+      this.m.reconcileDuration.observe((this.deps.clock.now() - t) / 1000, { result });
+    }
+  }
+
+  /** Bring one pod to its desired state. Key: namespace/name/uid. */
+  private async reconcileOnce(key: string): Promise<void> {
     const [namespace, name, uidText] = key.split('/') as [string, string, string];
     const uid = podUid(uidText);
     const pod = this.podInformer?.get(name, namespace);
@@ -625,6 +687,7 @@ export class NodeAgent {
         drifted: undefined,
         swept: false,
         inboundUncaptured: false,
+        enrollingSince: this.deps.clock.now(),
       };
       this.mesh.set(uid, p);
     }
@@ -698,6 +761,17 @@ export class NodeAgent {
           p.netns,
         );
         p.proxyAcked = true;
+        if (p.enrollingSince !== undefined) {
+          this.m.enrollment.observe((this.deps.clock.now() - p.enrollingSince) / 1000);
+          p.enrollingSince = undefined;
+          this.log.info('pod enrolled', {
+            pod: `${p.namespace}/${p.name}`,
+            uid: p.uid,
+            netns: p.netns,
+            ips: p.ips,
+            profile: this.config.profile,
+          });
+        }
       } catch (err) {
         if (p.annotated !== 'pending') {
           await this.annotate(pod, 'pending');
@@ -957,7 +1031,7 @@ export class NodeAgent {
     }
     p.drifted = undefined;
     const windowMs = d.intactAt === undefined ? undefined : Math.ceil(repairedAt - d.intactAt);
-    if (windowMs !== undefined) this.m.driftWindow.observe(windowMs);
+    if (windowMs !== undefined) this.m.driftWindow.observe(windowMs / 1000);
     if (ended.length > 0) this.m.flowsEnded.inc({}, ended.length);
     const tables = [...new Set(d.differences.map((l) => /^(ipv[46] \w+):/.exec(l)?.[1] ?? 'ip rules and routes'))];
     this.log.warn('drift repaired', {
@@ -1036,6 +1110,7 @@ export class NodeAgent {
         drifted: undefined,
         swept: false,
         inboundUncaptured: false,
+        enrollingSince: undefined,
       });
       // Rules and proxy state are re-asserted by the queue once started.
     }

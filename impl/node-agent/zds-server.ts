@@ -56,6 +56,8 @@ interface ZdsServerOptions {
   readonly ackTimeoutMs?: number;
   /** How long a new connection may take to say hello (default 5000 ms). */
   readonly helloTimeoutMs?: number;
+  /** Each request's time from sent to its ack, nack or timeout (the agent's round-trip histogram). */
+  readonly onRoundTrip?: (request: WorkloadRequest['kind'], result: 'ack' | 'nack' | 'timeout', ms: number) => void;
 }
 
 type ZdsSendFailure = 'nack' | 'timeout' | 'no-proxy' | 'closed';
@@ -124,7 +126,7 @@ type ConnState = 'hello' | 'snapshot' | 'ready' | 'closed';
 class ProxyConnection {
   state: ConnState = 'hello';
   private readonly queue: Op[] = [];
-  private inFlight: { op: Op; timer: TimerHandle } | undefined;
+  private inFlight: { op: Op; timer: TimerHandle; sentAt: number } | undefined;
   private sending = false;
   private helloTimer: TimerHandle | undefined;
 
@@ -132,10 +134,11 @@ class ProxyConnection {
     private readonly server: ZdsServer,
     readonly conn: ZdsConnection,
     readonly peer: ZdsPeerCredentials,
-    private readonly opts: Required<Pick<ZdsServerOptions, 'ackTimeoutMs' | 'helloTimeoutMs'>> & {
-      clock: Clock;
-      log: Logger;
-    },
+    private readonly opts: Required<Pick<ZdsServerOptions, 'ackTimeoutMs' | 'helloTimeoutMs'>> &
+      Pick<ZdsServerOptions, 'onRoundTrip'> & {
+        clock: Clock;
+        log: Logger;
+      },
   ) {}
 
   get id(): string {
@@ -214,6 +217,7 @@ class ProxyConnection {
     }
     const timer = this.opts.clock.setTimer(this.opts.ackTimeoutMs, () => {
       if (this.inFlight?.op !== op) return;
+      this.opts.onRoundTrip?.(op.req.kind, 'timeout', this.opts.clock.now() - this.inFlight.sentAt);
       this.inFlight = undefined;
       op.reject(
         new ZdsSendError(
@@ -224,7 +228,7 @@ class ProxyConnection {
       );
       this.close('ack timeout');
     });
-    this.inFlight = { op, timer };
+    this.inFlight = { op, timer, sentAt: this.opts.clock.now() };
   }
 
   private async readLoop(): Promise<void> {
@@ -274,6 +278,7 @@ class ProxyConnection {
       );
     this.inFlight = undefined;
     f.timer.cancel();
+    this.opts.onRoundTrip?.(f.op.req.kind, res.error === '' ? 'ack' : 'nack', this.opts.clock.now() - f.sentAt);
     if (res.error === '') f.op.resolve();
     else {
       const uid = uidOf(f.op.req);
@@ -335,6 +340,11 @@ export class ZdsServer {
   /** A proxy is connected and has said hello (its snapshot may still be in flight). */
   connected(): boolean {
     return this.live.length > 0;
+  }
+
+  /** Proxy connections that have said hello (two while an upgrade overlaps old and new). */
+  connectionCount(): number {
+    return this.live.length;
   }
 
   /** The active connection has acked its whole snapshot. */
@@ -445,6 +455,7 @@ export class ZdsServer {
       const c = new ProxyConnection(this, conn, peer, {
         ackTimeoutMs: this.opts.ackTimeoutMs ?? 5000,
         helloTimeoutMs: this.opts.helloTimeoutMs ?? 5000,
+        ...(this.opts.onRoundTrip ? { onRoundTrip: this.opts.onRoundTrip } : {}),
         clock: this.opts.clock,
         log: this.log,
       });

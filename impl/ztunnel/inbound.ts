@@ -24,11 +24,12 @@ type Base = Pick<ProxyConnectionRecord, 'direction' | 'downstream' | 'target'>;
 function deny(ctx: PodContext, base: Base, reason: string, extra: Partial<ProxyConnectionRecord> = {}): void {
   ctx.deps.metrics.denied(base.direction, reason);
   record(ctx, { ...base, ...extra, event: 'denied', reason });
-  ctx.log.info('inbound connection denied', {
+  ctx.log.info('connection denied', {
     direction: base.direction,
-    target: base.target,
     src: base.downstream.src,
+    target: base.target,
     reason,
+    ...(extra.srcIdentity !== undefined ? { srcIdentity: extra.srcIdentity } : {}),
   });
 }
 

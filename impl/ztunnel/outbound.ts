@@ -39,7 +39,7 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
   const deny = (reason: string, metricReason = reason): void => {
     deps.metrics.denied('outbound', metricReason);
     record(ctx, { ...base, event: 'denied', reason });
-    ctx.log.info('outbound connection denied', { target: base.target, src: base.downstream.src, reason });
+    ctx.log.info('connection denied', { direction: 'outbound', src: base.downstream.src, target: base.target, reason });
     down.reset();
   };
   if (ctx.stopping) return deny('pod proxy is shutting down');

@@ -11,6 +11,8 @@ import type { PeerIdentity } from '../api/identity.js';
 export interface ProxyWorkload {
   readonly uid: string;
   readonly name: string;
+  /** The controller it is reported under in metrics (workload-name.ts); absent: the pod's name. */
+  readonly workloadName?: string;
   readonly namespace: string;
   readonly serviceAccount: string;
   readonly labels: Readonly<Record<string, string>>;

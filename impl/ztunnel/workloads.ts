@@ -33,12 +33,15 @@ import type { PeerIdentity } from '../api/identity.js';
 import { spiffeId } from '../api/identity.js';
 import { formatIp, tryParseIpUnmapped } from '../api/ip/address.js';
 import { SyncedStore } from './synced-store.js';
+import { workloadNameOf } from './workload-name.js';
 
 export type Pod = KubeObjectOf<'Pod'>;
 
 interface Workload {
   readonly uid: string;
   readonly name: string;
+  /** The controller it is reported under in telemetry (workload-name.ts): a Deployment's name, not the pod's. */
+  readonly workloadName: string;
   readonly namespace: string;
   readonly serviceAccount: string;
   readonly labels: Readonly<Record<string, string>>;
@@ -87,6 +90,7 @@ function workloadOf(pod: Pod, trustDomain: string): Workload | undefined {
   return {
     uid,
     name,
+    workloadName: workloadNameOf(pod),
     namespace,
     serviceAccount,
     labels: { ...(pod.metadata?.labels ?? {}) },

@@ -115,7 +115,7 @@ test('the executable fails closed with the spec error JSON when no agent listens
   const err = JSON.parse(r.stdout) as { code: number; msg: string };
   expect(err.code).toBe(11);
   expect(err.msg).toContain('cannot reach the node agent');
-  expect(r.stderr).toContain('"level":50'); // the failure is logged as JSON on stderr
+  expect(r.stderr).toContain('"level":"error"'); // the failure is logged as JSON on stderr
 });
 
 test('LiteKubeReader reads pods and namespaces, maps 404 and unreachable servers to KubeApiError', async () => {

@@ -99,7 +99,7 @@ async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {
   const fakes = await makeFakes(['kubectl', 'docker', 'iptables-restore']);
   const appLog = path.join(tmp, 'app.jsonl');
   const proxyLog = path.join(tmp, 'proxy.jsonl');
-  writeFileSync(proxyLog, '{"level":30,"msg":"proxy started"}\n'); // pino lines mix with records
+  writeFileSync(proxyLog, '{"level":"info","msg":"proxy started"}\n'); // pino lines mix with records
   const appPort = await freePort('127.0.0.1');
   const relayPort = await freePort('127.0.0.2');
   const children: ChildProcess[] = [];

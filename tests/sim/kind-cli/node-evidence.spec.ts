@@ -15,7 +15,7 @@ import { nodeSideOf } from '../../../e2e/kind/attribution.js';
 import { makeFakes, type Fakes } from './fakes.js';
 
 const run = promisify(execFile);
-const URL = 'http://127.0.0.1:15020/status';
+const URL = 'http://127.0.0.1:15000/status';
 
 /** nsenter runs its command with FAKE_NETNS naming the namespace; the save tools print that namespace's rules. */
 async function netnsFakes(f: Fakes, rules: Record<string, { nft?: string; legacy?: string }>): Promise<void> {

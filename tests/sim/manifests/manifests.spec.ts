@@ -434,10 +434,31 @@ test("readiness and liveness: the agent's readiness checks the CNI dirs install-
     cniBinDir: env.installCheck?.cniBinDir,
     cniConfDir: env.installCheck?.cniConfDir,
   });
-  expect(c('agent').readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 15021 });
+  // the probes reach the ports the agent's own settings give it (upstream istio-cni's 8000)
+  expect(env.readinessPort).toBe(8000);
+  expect(c('agent').readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: env.readinessPort });
+  expect(c('agent').livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: env.readinessPort });
   const proxy = ds('ambient-lab-proxy').spec!.template.spec!.containers.find((x) => x.name === 'proxy')!;
-  expect(proxy.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 15020 });
-  expect(proxy.readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 15020 });
+  expect(proxy.readinessProbe?.httpGet).toMatchObject({ path: '/healthz/ready', port: 15021 });
+  expect(proxy.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 15021 });
+});
+
+test('Prometheus: both DaemonSets carry the prometheus.io scrape annotations for their metrics port (15014, 15020, as upstream) and name the port', () => {
+  const env = agentSettings([], containerEnv('ambient-lab-agent', 'agent'));
+  for (const [name, container, port] of [
+    ['ambient-lab-agent', 'agent', env.metricsPort],
+    ['ambient-lab-proxy', 'proxy', 15020],
+  ] as const) {
+    const t = ds(name).spec!.template;
+    expect(t.metadata?.annotations).toMatchObject({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': String(port),
+      'prometheus.io/path': '/metrics',
+    });
+    const ports = t.spec!.containers.find((x) => x.name === container)!.ports ?? [];
+    expect(ports.map((p) => p.containerPort)).toContain(port);
+  }
+  expect(env.metricsPort).toBe(15014);
 });
 
 test('one mesh root, its key in the CA only: the CA mounts the Secret (its group only); the proxy mounts the root certificate and a CA-audience token', () => {

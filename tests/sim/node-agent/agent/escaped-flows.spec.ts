@@ -97,7 +97,7 @@ for (const profile of ['strict', 'upstream'] as const) {
       // From the last intact pass (≤ intactBy) to the re-apply (≤ now).
       expect(windowMs).toBeGreaterThan(0);
       expect(windowMs).toBeLessThanOrEqual(w.clock.now() - intactBy + 10_000);
-      expect(w.metrics.observations('ambient_lab_agent_drift_window_ms')).toEqual([windowMs]);
+      expect(w.metrics.observations('ambient_lab_agent_drift_window_seconds')).toEqual([windowMs / 1000]);
       const again = connect(w, netns, remote.ip, 8080, APP, 'after repair');
       expect(again.listener?.label, 'a new connection is captured').toBe('proxy outbound');
     } else {

@@ -23,7 +23,7 @@ test('names, bad ports and junk are refused with the entry named', () => {
   expect(parseDnsUpstream([])).toEqual([]);
 });
 
-test('the proxy process exits 2 (a usage error) on a bad --dns-upstream or certificate flags that make no one mode (the CA mode, or the named shared-root test mode), naming the flag', () => {
+test('the proxy process exits 2 (a usage error) on a bad --dns-upstream, certificate flags that make no one mode (the CA mode, or the named shared-root test mode), an admin address off loopback or an unknown log level, naming the flag', () => {
   const proxy = path.resolve(import.meta.dirname, '..', '..', '..', '..', 'bin', 'ambient-lab-proxy.js');
   const run = (...args: string[]) =>
     spawnSync(process.execPath, [proxy, '--node', 'n1', '--kubeconfig', '/nonexistent', ...args], {
@@ -52,4 +52,13 @@ test('the proxy process exits 2 (a usage error) on a bad --dns-upstream or certi
   const profile = run('--profile', 'Strict');
   expect(profile.status, profile.stderr).toBe(2);
   expect(profile.stderr).toContain('--profile must be one of upstream, strict, got "Strict"');
+  // the admin port (identities, config dump, log level) never on a node address
+  for (const host of ['0.0.0.0', '10.0.0.1', '::']) {
+    const admin = run('--admin-address', host);
+    expect(admin.status, admin.stderr).toBe(2);
+    expect(admin.stderr).toContain(`--admin-address "${host}" is not a loopback address`);
+  }
+  const level = run('--log-level', 'verbose');
+  expect(level.status, level.stderr).toBe(2);
+  expect(level.stderr).toContain('--log-level must be one of debug, info, warn, error, got "verbose"');
 });
