@@ -89,4 +89,21 @@ test('HBONE denied by policy at the destination: 401, the client is reset, the a
   expect(m.logs.node2.records.find((x) => x.event === 'denied')!.srcIdentity).toBe(
     'spiffe://cluster.local/ns/default/sa/sa-a',
   );
+  // one 'connection denied' line with the documented fields (docs/observability.md, "Logs")
+  const lines = m.log.entries.filter((e) => e.msg === 'connection denied');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatchObject({
+    level: 'info',
+    fields: {
+      node: 'node2',
+      pod: 'default/c',
+      direction: 'inbound-hbone',
+      target: '10.244.2.5:8080',
+      srcIdentity: 'spiffe://cluster.local/ns/default/sa/sa-a',
+    },
+  });
+  expect(lines[0]!.fields).toMatchObject({
+    src: expect.stringMatching(/^10\.244\.1\.5:/),
+    reason: expect.stringContaining('policy'),
+  });
 });
