@@ -1,11 +1,12 @@
 /**
- * One Playwright project per world (docs/design.md). No browser is used: tests are plain Node code.
+ * One Playwright project per world (docs/design.md); tests are plain Node code, but for the
+ * `browser` project, which loads the HTML reports in Debian's chromium.
  * sim always runs; netns needs root + the tools of e2e/netns/required-tools.ts (under CI as root, a
  * missing one fails the run); kind needs KIND=1 + Docker + kind; containers needs Docker.
  * An unavailable world's tests are skipped with the reason, printed here once.
  */
 import { defineConfig } from '@playwright/test';
-import { containersWorld, kindWorld, netnsWorld } from './tests/worlds.js';
+import { browserWorld, CHROMIUM, containersWorld, kindWorld, netnsWorld } from './tests/worlds.js';
 
 /**
  * The files of the real-kernel world suite (tests/netns/world/) that run on the container world
@@ -37,12 +38,14 @@ const CONTAINER_WORLD_SUITE = CONTAINER_SUITE_ALL
 const netns = netnsWorld();
 const kind = kindWorld();
 const containers = containersWorld();
+const browser = browserWorld();
 if (!process.env['AMBIENT_LAB_WORLDS_PRINTED']) {
   process.env['AMBIENT_LAB_WORLDS_PRINTED'] = '1';
   console.log(`[worlds] sim: available`);
   console.log(`[worlds] netns: ${netns.available ? 'available' : `skipped: ${netns.reason}`}`);
   console.log(`[worlds] kind: ${kind.available ? 'available' : `skipped: ${kind.reason}`}`);
   console.log(`[worlds] containers: ${containers.available ? 'available' : `skipped: ${containers.reason}`}`);
+  console.log(`[worlds] browser: ${browser.available ? 'available' : `skipped: ${browser.reason}`}`);
 }
 
 export default defineConfig({
@@ -57,6 +60,12 @@ export default defineConfig({
     : [['list'], ['json', { outputFile: '.ci-report/results.json' }]],
   projects: [
     { name: 'sim', testDir: './tests/sim' },
+    // the HTML reports in a real browser: Debian's chromium, never a downloaded one
+    {
+      name: 'browser',
+      testDir: './tests/browser',
+      use: { browserName: 'chromium', launchOptions: { executablePath: CHROMIUM } },
+    },
     { name: 'netns', testDir: './tests/netns', timeout: 180_000 },
     { name: 'kind', testDir: './tests/kind', timeout: 900_000 },
     // a first image build (a debootstrap base) takes minutes; .ci/run builds them before the tests.

@@ -56,6 +56,25 @@ export function netnsLabWorld(): WorldAvailability {
   return k.ok ? w : { available: false, reason: `netns world lab: ${k.reason}` };
 }
 
+/** Debian's chromium: the browser tests drive it (never a downloaded browser). */
+export const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * The browser tests (tests/browser/): Debian's chromium at CHROMIUM. Missing: skipped with the
+ * package to install — except under CI as root on Linux, where .ci/run installs it and its
+ * absence must be red.
+ */
+export function browserWorld(
+  env: NodeJS.ProcessEnv = process.env,
+  exists: (p: string) => boolean = (p) => has(p, ['--version']),
+): WorldAvailability {
+  if (exists(CHROMIUM)) return { available: true, reason: `Debian chromium at ${CHROMIUM}` };
+  const reason = `browser tests need Debian's chromium at ${CHROMIUM} (apt-get install chromium; .ci/run installs it)`;
+  if (env['CI'] && process.platform === 'linux' && process.getuid?.() === 0)
+    throw new Error(`CI is set and this is root on Linux, but ${reason}`);
+  return { available: false, reason };
+}
+
 export function kindWorld(): WorldAvailability {
   if (process.env['KIND'] !== '1')
     return { available: false, reason: 'kind world runs only when asked: set KIND=1 (needs Docker and kind)' };

@@ -5,7 +5,9 @@
  * 1 when they differ in either direction. Counterexamples are shrunk and saved as replayable
  * JSON files; `--replay FILE` re-runs one. See docs/check.md.
  */
+import * as fs from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { writeCheckHtml } from '../html/check-html.js';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
 import {
@@ -19,7 +21,13 @@ import {
   parseIntFlag,
   parseNameList,
 } from '../errors.js';
-import { CheckInterrupted, runCheck, type CheckReport, type Progress } from '../../scenarios/model/check.js';
+import {
+  CheckInterrupted,
+  runCheck,
+  type CellReport,
+  type CheckReport,
+  type Progress,
+} from '../../scenarios/model/check.js';
 import { defaultCatalog } from '../../scenarios/model/catalog.js';
 import {
   CounterexampleFileError,
@@ -27,7 +35,14 @@ import {
   renderCounterexample,
   type CounterexampleFile,
 } from '../../scenarios/model/counterexample.js';
-import { FAILING, parseShard, planCells, renderMatrix, type MatrixSelection } from '../../scenarios/model/matrix.js';
+import {
+  FAILING,
+  parseShard,
+  planCells,
+  renderMatrix,
+  type CellStatus,
+  type MatrixSelection,
+} from '../../scenarios/model/matrix.js';
 import { replayCounterexample } from '../../scenarios/model/replay.js';
 import { CHECK_WORLDS, loadFactory, mutantNames, type CheckWorldName } from '../../scenarios/model/worlds.js';
 import { WORLD_MODULES, worldChoice } from '../../e2e/world-modules.js';
@@ -52,6 +67,8 @@ export interface CheckCliOptions {
   json?: boolean;
   mutant?: string;
   ipv6: boolean;
+  verbose?: boolean;
+  html?: string;
 }
 
 /**
@@ -145,6 +162,10 @@ interface CheckRunPlan {
   readonly attacks: boolean;
   readonly ipv6: boolean;
   readonly json: boolean;
+  /** Print every counterexample whole, not only those of cells that differ. */
+  readonly verbose: boolean;
+  /** Write the HTML explorer (index.html) into this directory. */
+  readonly htmlDir: string | undefined;
 }
 
 /** A validated `check --replay FILE`. */
@@ -180,7 +201,26 @@ const RUN_ONLY_OPTIONS: ReadonlyArray<readonly [keyof CheckCliOptions, string]> 
   ['save', '--no-save'],
   ['attacks', '--no-attacks'],
   ['ipv6', '--no-ipv6'],
+  ['verbose', '--verbose'],
+  ['html', '--html'],
 ];
+
+/** `--html DIR`: a directory (made when missing), never an existing file. */
+function htmlDirOf(dir: string | undefined): string | undefined {
+  if (dir === undefined) return undefined;
+  if (dir === '') throw new UsageError('--html needs a directory to write index.html into');
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(dir);
+  } catch {
+    st = undefined;
+  }
+  if (st !== undefined && !st.isDirectory())
+    throw new UsageError(
+      `--html ${JSON.stringify(dir)}: exists and is not a directory; give a directory for index.html`,
+    );
+  return dir;
+}
 
 /**
  * Validate every option of `check` (and the replay file) before anything runs. `given(key)`
@@ -292,6 +332,8 @@ export async function planCheck(
     attacks: opts.attacks,
     ipv6,
     json,
+    verbose: opts.verbose === true,
+    htmlDir: htmlDirOf(opts.html),
   };
 }
 
@@ -340,7 +382,20 @@ function progressPrinter(): { update(p: Progress): void; done(): void } {
   };
 }
 
-export function renderReport(r: CheckReport): string {
+/** The cells whose verdict is an expected bypass: found, or not evaluable here. */
+const EXPECTED_BYPASS: ReadonlySet<CellStatus> = new Set<CellStatus>(['bypass found', 'not evaluated']);
+
+/** Collapse a multi-line reason into one line. */
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim();
+}
+
+/**
+ * The text report. Each expected bypass gets its reason on one line; a counterexample is printed
+ * whole (history, attempt, packet trace) only for a cell that differs from the expected table, or
+ * for every cell with `verbose`; the others get one line with their replay command.
+ */
+export function renderReport(r: CheckReport, opts: { readonly verbose?: boolean } = {}): string {
   const lines: string[] = [];
   lines.push(
     `ambient-lab check — world ${r.world}${r.mutant ? ` (positive control: mutant ${r.mutant})` : ''}, seed ${r.seed}${r.shard ? `, shard ${r.shard.index}/${r.shard.count}` : ''}`,
@@ -374,6 +429,15 @@ export function renderReport(r: CheckReport): string {
     );
     for (const s of r.catalogSkipped) lines.push(`  ${s}`);
   }
+  const expectedBypasses = r.cells.filter((c) => EXPECTED_BYPASS.has(c.status));
+  if (expectedBypasses.length > 0) {
+    lines.push('', `Expected bypasses (${expectedBypasses.length}), why each is one (scenarios/expected/table.ts):`);
+    for (const c of expectedBypasses) {
+      const classes = c.expected?.classes?.length ? ` [${c.expected.classes.join(', ')}]` : '';
+      const mark = c.status === 'not evaluated' ? ' (n/e here)' : '';
+      lines.push(`  ${c.property} × ${c.threat} × ${c.profile}${classes}${mark}: ${oneLine(c.expected?.why ?? '')}`);
+    }
+  }
   const bad = r.cells.filter((c) => FAILING.has(c.status));
   if (bad.length > 0) {
     lines.push('', `DIFFERS FROM THE EXPECTED TABLE (${bad.length} cells):`);
@@ -388,10 +452,28 @@ export function renderReport(r: CheckReport): string {
   }
   const found = r.counterexamples;
   if (found.length > 0) {
-    lines.push('', `Counterexamples (${found.length}, shrunk):`);
-    for (const f of found) {
-      const cell = r.cells.find((c) => c.property === f.property && c.threat === f.threat && c.profile === f.profile);
-      lines.push(renderCounterexample(f, cell?.counterexampleFile));
+    const cellOf = (f: CounterexampleFile): CellReport | undefined =>
+      r.cells.find((c) => c.property === f.property && c.threat === f.threat && c.profile === f.profile);
+    const whole = found.filter((f) => opts.verbose === true || FAILING.has(cellOf(f)?.status ?? 'error'));
+    const brief = found.filter((f) => !whole.includes(f));
+    if (whole.length > 0) {
+      lines.push(
+        '',
+        `Counterexamples (${whole.length}, shrunk${opts.verbose === true ? '' : ', of the cells that differ'}):`,
+      );
+      for (const f of whole) {
+        lines.push(renderCounterexample(f, cellOf(f)?.counterexampleFile));
+        lines.push('');
+      }
+    }
+    if (brief.length > 0) {
+      lines.push('', `Counterexamples of expected bypasses (${brief.length}; --verbose prints them whole):`);
+      for (const f of brief) {
+        const file = cellOf(f)?.counterexampleFile;
+        lines.push(
+          `  ${f.property} × ${f.threat} × ${f.profile}: ${oneLine(f.violation.message)}${file ? `  (ambient-lab check --replay ${file})` : ''}`,
+        );
+      }
       lines.push('');
     }
   }
@@ -473,6 +555,11 @@ export const checkCommand: CliCommand = {
         'positive control: every agent applies this rule-builder mutant (sim only; names in docs/check.md)',
       )
       .option('--json', 'print the full report as JSON on stdout')
+      .option('--verbose', 'print every counterexample whole (default: only those of cells that differ)')
+      .option(
+        '--html <dir>',
+        'also write a self-contained HTML report, DIR/index.html: the matrix, reasons, counterexamples and their packet paths',
+      )
       .addHelpText('after', `\n${EXIT_CODES_HELP}`)
       .action(async (opts: CheckCliOptions, cmd: Command) => {
         const plan = await planCheck(opts, (k) => cmd.getOptionValueSource(k) === 'cli');
@@ -517,7 +604,13 @@ export const checkCommand: CliCommand = {
           interrupt.dispose();
         }
         progress.done();
-        process.stdout.write(plan.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report) + '\n');
+        process.stdout.write(
+          plan.json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report, { verbose: plan.verbose }) + '\n',
+        );
+        if (plan.htmlDir !== undefined) {
+          const file = writeCheckHtml(plan.htmlDir, report);
+          process.stderr.write(`check: HTML report: ${file}\n`);
+        }
         process.exitCode = checkExitCode(report);
       });
   },

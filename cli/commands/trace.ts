@@ -3,7 +3,9 @@
  * and print, for each, the outcome, the socket that accepted it, the original destination that
  * socket reads, the source it sees, and the packet trace.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { renderTraceHtml } from '../html/trace-html.js';
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
 import { EXIT_DIFFERS, HarnessError, UsageError } from '../errors.js';
@@ -48,6 +50,24 @@ function unexpectedListeners(ls: readonly ListenerResult[]): ListenerResult[] {
 
 /** The `format` tag of `trace --json` (schema: docs/schemas/trace-report.schema.json). */
 export const TRACE_REPORT_FORMAT = 'ambient-lab/trace@1';
+
+/** `--html FILE`: a file path in an existing directory, not a directory itself. */
+function htmlFileOf(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  const isDir = (p: string): boolean | undefined => {
+    try {
+      return statSync(p).isDirectory();
+    } catch {
+      return undefined;
+    }
+  };
+  if (file === '' || isDir(file) === true)
+    throw new UsageError(`--html ${JSON.stringify(file)}: give the path of the HTML file to write, not a directory`);
+  const dir = path.dirname(file);
+  if (isDir(dir) !== true)
+    throw new UsageError(`--html ${JSON.stringify(file)}: directory ${dir} does not exist; create it first`);
+  return file;
+}
 
 /** Read, parse and run a lab file; every problem with the file itself is a usage error (exit 2). */
 function loadAndRun(labfile: string, only: string | undefined): { lab: Lab; run: LabRun } {
@@ -94,6 +114,10 @@ export const traceCommand: CliCommand = {
       .option('--only <name>', 'run all attempts but print only this one')
       .option('--no-packets', 'omit the packet traces (text and JSON)')
       .option(
+        '--html <file>',
+        "also write a self-contained HTML page of the simulated run: each attempt's packet path drawn across namespaces, hooks, tables, chains and rules",
+      )
+      .option(
         '--kernel',
         'also run the lab on the real kernel (root; private namespaces) and print every difference from the simulation',
       )
@@ -108,87 +132,98 @@ export const traceCommand: CliCommand = {
           '  3  harness error: --kernel without root, or the kernel lab could not be built',
         ].join('\n'),
       )
-      .action(async (labfile: string, opts: { json?: boolean; only?: string; packets: boolean; kernel?: boolean }) => {
-        const { lab, run } = loadAndRun(labfile, opts.only);
-        let results = run.results;
-        if (opts.only !== undefined) {
-          results = results.filter((r) => r.name === opts.only);
-          if (results.length === 0)
-            throw new UsageError(
-              `--only ${JSON.stringify(opts.only)}: no attempt of that name in ${labfile}; accepted: ${run.results.map((r) => r.name).join(', ')}`,
+      .action(
+        async (
+          labfile: string,
+          opts: { json?: boolean; only?: string; packets: boolean; kernel?: boolean; html?: string },
+        ) => {
+          const htmlFile = htmlFileOf(opts.html);
+          const { lab, run } = loadAndRun(labfile, opts.only);
+          let results = run.results;
+          if (opts.only !== undefined) {
+            results = results.filter((r) => r.name === opts.only);
+            if (results.length === 0)
+              throw new UsageError(
+                `--only ${JSON.stringify(opts.only)}: no attempt of that name in ${labfile}; accepted: ${run.results.map((r) => r.name).join(', ')}`,
+              );
+          }
+          if (htmlFile !== undefined) {
+            writeFileSync(htmlFile, renderTraceHtml(labfile, run.listeners, results));
+            process.stderr.write(`trace: HTML report: ${htmlFile}\n`);
+          }
+          if (opts.kernel) {
+            if (process.getuid?.() !== 0)
+              throw new HarnessError(
+                'trace --kernel runs the lab in real network namespaces and needs root: run it as root, or drop --kernel',
+              );
+            (await import('../../e2e/netns/required-tools.js')).requireTools('trace --kernel');
+            // Loaded only when asked: the real-kernel world is not needed for simulation.
+            const { runLabOnKernel } = await import('../../e2e/netns/lab-runner.js');
+            const { compareListeners, compareResults, formatDifferences } =
+              await import('../../scenarios/fidelity/compare.js');
+            const { classifyDifferences, formatKnownDifferences } =
+              await import('../../scenarios/fidelity/known-divergences.js');
+            const kernelRun = await runLabOnKernel(lab);
+            const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
+            const names = new Set(results.map((r) => r.name));
+            const kr = kernelRun.results.filter((r) => names.has(r.name));
+            const { differences: diffs, unexplained } = classifyDifferences(
+              lab,
+              [...compareListeners(run.listeners, kernelRun.listeners), ...compareResults(results, kr, udp)],
+              results,
+              kr,
             );
-        }
-        if (opts.kernel) {
-          if (process.getuid?.() !== 0)
-            throw new HarnessError(
-              'trace --kernel runs the lab in real network namespaces and needs root: run it as root, or drop --kernel',
-            );
-          (await import('../../e2e/netns/required-tools.js')).requireTools('trace --kernel');
-          // Loaded only when asked: the real-kernel world is not needed for simulation.
-          const { runLabOnKernel } = await import('../../e2e/netns/lab-runner.js');
-          const { compareListeners, compareResults, formatDifferences } =
-            await import('../../scenarios/fidelity/compare.js');
-          const { classifyDifferences, formatKnownDifferences } =
-            await import('../../scenarios/fidelity/known-divergences.js');
-          const kernelRun = await runLabOnKernel(lab);
-          const udp = new Set(lab.attempts.filter((a) => a.proto === 'udp').map((a) => a.name));
-          const names = new Set(results.map((r) => r.name));
-          const kr = kernelRun.results.filter((r) => names.has(r.name));
-          const { differences: diffs, unexplained } = classifyDifferences(
-            lab,
-            [...compareListeners(run.listeners, kernelRun.listeners), ...compareResults(results, kr, udp)],
-            results,
-            kr,
-          );
+            if (opts.json) {
+              process.stdout.write(
+                JSON.stringify(
+                  {
+                    format: TRACE_REPORT_FORMAT,
+                    lab: labfile,
+                    world: 'sim+kernel',
+                    kernel: lab.kernel,
+                    listeners: run.listeners,
+                    kernelListeners: kernelRun.listeners,
+                    attempts: withPackets(results, opts.packets),
+                    kernelAttempts: withPackets(kr, opts.packets),
+                    differences: diffs,
+                  },
+                  null,
+                  2,
+                ) + '\n',
+              );
+            } else {
+              process.stdout.write(formatListeners(run.listeners));
+              process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n\n');
+              process.stdout.write(formatDifferences(unexplained, results, kr) + '\n');
+              const known = formatKnownDifferences(diffs);
+              if (known !== '') process.stdout.write(known + '\n');
+            }
+            // A difference a documented divergence explains is the model's known limit, not a failure.
+            if (unexplained.length > 0 || unexpectedListeners(run.listeners).length > 0)
+              process.exitCode = EXIT_DIFFERS;
+            return;
+          }
+          if (unexpectedListeners(run.listeners).length > 0) process.exitCode = EXIT_DIFFERS;
           if (opts.json) {
             process.stdout.write(
               JSON.stringify(
                 {
                   format: TRACE_REPORT_FORMAT,
                   lab: labfile,
-                  world: 'sim+kernel',
+                  world: 'sim',
                   kernel: lab.kernel,
                   listeners: run.listeners,
-                  kernelListeners: kernelRun.listeners,
                   attempts: withPackets(results, opts.packets),
-                  kernelAttempts: withPackets(kr, opts.packets),
-                  differences: diffs,
                 },
                 null,
                 2,
               ) + '\n',
             );
-          } else {
-            process.stdout.write(formatListeners(run.listeners));
-            process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n\n');
-            process.stdout.write(formatDifferences(unexplained, results, kr) + '\n');
-            const known = formatKnownDifferences(diffs);
-            if (known !== '') process.stdout.write(known + '\n');
+            return;
           }
-          // A difference a documented divergence explains is the model's known limit, not a failure.
-          if (unexplained.length > 0 || unexpectedListeners(run.listeners).length > 0) process.exitCode = EXIT_DIFFERS;
-          return;
-        }
-        if (unexpectedListeners(run.listeners).length > 0) process.exitCode = EXIT_DIFFERS;
-        if (opts.json) {
-          process.stdout.write(
-            JSON.stringify(
-              {
-                format: TRACE_REPORT_FORMAT,
-                lab: labfile,
-                world: 'sim',
-                kernel: lab.kernel,
-                listeners: run.listeners,
-                attempts: withPackets(results, opts.packets),
-              },
-              null,
-              2,
-            ) + '\n',
-          );
-          return;
-        }
-        process.stdout.write(formatListeners(run.listeners));
-        process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n');
-      });
+          process.stdout.write(formatListeners(run.listeners));
+          process.stdout.write(results.map((r) => formatAttempt(r, opts.packets)).join('\n\n') + '\n');
+        },
+      );
   },
 };
