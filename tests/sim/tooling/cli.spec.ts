@@ -2,6 +2,7 @@
 import { test, expect } from '@playwright/test';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 
 const repo = path.resolve(import.meta.dirname, '..', '..', '..');
@@ -32,4 +33,25 @@ test('an unknown option fails with a pointer to --help', () => {
   const r = cli('--no-such-option');
   expect(r.status).not.toBe(0);
   expect(r.stderr).toContain('--help');
+});
+
+test('--html: a path that cannot take the report is a usage error (exit 2) before any work; with --replay it is refused', () => {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'al-html-')), 'not-a-dir');
+  try {
+    fs.writeFileSync(file, 'x');
+    const check = cli('check', '--html', file, '--runs', '1');
+    expect(check.status, check.stderr).toBe(2);
+    expect(check.stderr).toContain(`--html "${file}": exists and is not a directory`);
+    const replay = cli('check', '--replay', file, '--html', path.dirname(file));
+    expect(replay.status, replay.stderr).toBe(2);
+    expect(replay.stderr).toContain('with --html: a replay takes its cell');
+    const trace = cli('trace', 'fixtures/labs/inpod.yaml', '--html', path.join(path.dirname(file), 'no', 'x.html'));
+    expect(trace.status, trace.stderr).toBe(2);
+    expect(trace.stderr).toContain('does not exist; create it first');
+    const traceDir = cli('trace', 'fixtures/labs/inpod.yaml', '--html', path.dirname(file));
+    expect(traceDir.status, traceDir.stderr).toBe(2);
+    expect(traceDir.stderr).toContain('give the path of the HTML file to write, not a directory');
+  } finally {
+    fs.rmSync(path.dirname(file), { recursive: true, force: true });
+  }
 });
