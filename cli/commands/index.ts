@@ -6,6 +6,11 @@ import { upCommand } from './up.js';
 import { statusCommand } from './status.js';
 import { execCommand } from './exec.js';
 import { downCommand } from './down.js';
+import { podCommand } from './pod.js';
+import { annotateCommand, labelCommand } from './label.js';
+import { policyCommand } from './policy.js';
+import { apiCommand, componentCommand, nodeCommand } from './component.js';
+import { logsCommand } from './logs.js';
 
 export const commands: readonly CliCommand[] = [
   checkCommand,
@@ -13,5 +18,13 @@ export const commands: readonly CliCommand[] = [
   upCommand,
   statusCommand,
   execCommand,
+  podCommand,
+  labelCommand,
+  annotateCommand,
+  policyCommand,
+  componentCommand,
+  nodeCommand,
+  apiCommand,
+  logsCommand,
   downCommand,
 ];
