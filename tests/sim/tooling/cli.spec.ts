@@ -55,3 +55,29 @@ test('--html: a path that cannot take the report is a usage error (exit 2) befor
     fs.rmSync(path.dirname(file), { recursive: true, force: true });
   }
 });
+
+test('the cluster commands check every value before any work: a bad one exits 2 naming it, with no cluster and no root needed', () => {
+  const cases: [string[], string][] = [
+    [['pod', 'add', 'Bad_Name'], 'pod name "Bad_Name": not a Kubernetes name'],
+    [['pod', 'add', 'web', '--caps', 'SYS_ADMIN'], 'capability "SYS_ADMIN": accepted: NET_ADMIN, NET_RAW'],
+    [['pod', 'add', 'web', '--tcp-port', '70000'], '--tcp-port'],
+    [['pod', 'add', 'web', '--uid', '-1'], '--uid'],
+    [['pod', 'add', 'web', '--label', 'novalue'], 'expected KEY=VALUE to set or KEY- to remove'],
+    [['label', 'pod', 'demo/a', 'k=bad value'], 'label k="bad value": a value is empty or 1-63'],
+    [['label', 'node', 'x', 'k=v'], 'expected pod or namespace'],
+    [['annotate', 'namespace', 'Shop', 'k=v'], 'namespace "Shop": not a Kubernetes name'],
+    [['policy', 'delete', 'nonamespace'], 'expected NAMESPACE/NAME'],
+    [['policy', 'apply', '/nonexistent/p.yaml'], 'cannot read policy file /nonexistent/p.yaml: ENOENT'],
+    [['component', 'explode', 'agent', '--node', 'node-0'], 'action "explode": stop, start or restart'],
+    [['component', 'stop', 'kubelet', '--node', 'node-0'], 'component "kubelet": agent or proxy'],
+    [['node', 'halt', 'node-0'], 'expected reboot'],
+    [['api', 'fault', 'maybe'], 'expected on or off'],
+    [['logs', 'kubelet', '--node', 'node-0'], 'expected agent or proxy'],
+    [['up', '--profile', 'lax'], 'unknown profile'],
+  ];
+  for (const [args, msg] of cases) {
+    const r = cli(...args, '--name', 'no-such-lab');
+    expect(r.status, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+    expect(r.stderr, args.join(' ')).toContain(msg);
+  }
+});
