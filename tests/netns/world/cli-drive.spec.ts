@@ -160,6 +160,19 @@ test('up, then pod add / label / exec / policy / component / node reboot / api f
       120_000,
     );
 
+    // a pod label, and an agent restart: the pod stays enrolled and served
+    expect((await cli(['label', 'pod', 'shop/web', 'tier=front', 'app-'])).code).toBe(0);
+    const labelled = await NetnsLab.attach(DIR).api.get('Pod', 'web', 'shop');
+    expect(labelled.metadata?.labels).toEqual({ tier: 'front' });
+    expect((await cli(['component', 'restart', 'agent', '--node', 'node-1'])).code).toBe(0);
+    await until(
+      'agent on node-1 ready after its restart',
+      (x) => x.nodes.find((n) => n.name === 'node-1')!.agent.ready,
+    );
+    await expect
+      .poll(() => connectFrom('demo/node-0-app-0', pod(s, 'shop/web')!.ips[0]!, 8080), { timeout: 60_000 })
+      .toBe('ok shop/web');
+
     // annotate and delete
     expect((await cli(['annotate', 'pod', 'shop/web', 'example.com/note=hello'])).code).toBe(0);
     const obj = await NetnsLab.attach(DIR).api.get('Pod', 'web', 'shop');
