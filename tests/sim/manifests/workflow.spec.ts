@@ -31,7 +31,7 @@ function runs(job: string): string[] {
 
 test('one copy: the workflow lives under .github/workflows only', () => {
   expect(existsSync(path.join(ROOT, 'ci/github-workflow.yaml'))).toBe(false);
-  expect(Object.keys(workflow.jobs).sort()).toEqual(['containers', 'kind', 'netns', 'sim', 'static']);
+  expect(Object.keys(workflow.jobs).sort()).toEqual(['browser', 'containers', 'kind', 'netns', 'sim', 'static']);
 });
 
 test('every Playwright project is run by a job, and every --project a job names exists', () => {
