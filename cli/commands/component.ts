@@ -3,7 +3,8 @@
  * and `ambient-lab api fault on|off [--node N]`: the failures the attack catalog stages, by hand,
  * on a cluster made by `ambient-lab up`, through its daemon. A reboot stops both components, drops
  * every pod sandbox of the node without CNI DEL and starts it all again; the API fault makes the
- * CNI plugin's Kubernetes API calls fail on the node (or every node).
+ * CNI plugin's Kubernetes API calls fail on the node (or every node): refused (`--mode
+ * unreachable`, the default) or answered 500 (`--mode error`).
  */
 import type { Command } from 'commander';
 import type { CliCommand } from '../command.js';
@@ -58,21 +59,25 @@ export const apiCommand: CliCommand = {
       .argument('<fault>', 'fault')
       .argument('<state>', 'on or off')
       .option('--node <node>', 'only this node (default: every node)')
+      .option('--mode <mode>', 'unreachable (every call refused) or error (every call answers 500)', 'unreachable')
       .option('--name <lab>', 'lab name', DEFAULT_LAB)
       .option('--json', 'print the answer as JSON')
       .addHelpText('after', `\n${EXIT_CODES_HELP}`)
-      .action(async (fault: string, state: string, o: { node?: string; name: string; json?: boolean }) => {
-        if (fault !== 'fault') throw new UsageError(`api ${JSON.stringify(fault)}: expected \`api fault on|off\``);
-        if (state !== 'on' && state !== 'off')
-          throw new UsageError(`api fault ${JSON.stringify(state)}: expected on or off`);
-        printResult(
-          await controlLab('api fault', o.name, {
-            op: 'api-fault',
-            failing: state === 'on',
-            ...(o.node !== undefined ? { node: o.node } : {}),
-          }),
-          o.json,
-        );
-      });
+      .action(
+        async (fault: string, state: string, o: { node?: string; mode: string; name: string; json?: boolean }) => {
+          if (fault !== 'fault') throw new UsageError(`api ${JSON.stringify(fault)}: expected \`api fault on|off\``);
+          if (state !== 'on' && state !== 'off')
+            throw new UsageError(`api fault ${JSON.stringify(state)}: expected on or off`);
+          printResult(
+            await controlLab('api fault', o.name, {
+              op: 'api-fault',
+              failing: state === 'on',
+              mode: o.mode,
+              ...(o.node !== undefined ? { node: o.node } : {}),
+            }),
+            o.json,
+          );
+        },
+      );
   },
 };

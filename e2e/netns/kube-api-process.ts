@@ -8,6 +8,9 @@
  *   - a Unix-socket relay (`--api-socket`) for the harness in the root netns, which has no route
  *     into the private topology (Unix sockets are not per network namespace);
  *   - a control endpoint on a second Unix socket (`--control-socket`): POST /drop-watches;
+ *   - on <listen address>:<port + 2>, an API that answers every request 500 (a Status, as an
+ *     overloaded or broken API server would): the CNI plugin's kubeconfig points there while
+ *     the lab breaks the API for it in `error` mode (NetnsLab.setCniApiFault);
  *   - with `--tls-cert FILE --tls-key FILE`, the TCP relay terminates TLS (the container world's
  *     components use in-cluster config, which client-node and the CNI installer make https://);
  *     the facade behind it, and the Unix relay, stay plain HTTP.
@@ -83,6 +86,24 @@ async function main(): Promise<void> {
     tcp.listen(Number(portText), host, () => resolve());
   });
   await listenUnix(relay(facade.port), apiSocket);
+  const erroring = http.createServer((req, res) => {
+    const body = JSON.stringify({
+      kind: 'Status',
+      apiVersion: 'v1',
+      status: 'Failure',
+      message: 'the lab breaks the API for this client (ambient-lab api fault on --mode error)',
+      reason: 'InternalError',
+      code: 500,
+    });
+    res.writeHead(500, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  });
+  await new Promise<void>((resolve, reject) => {
+    erroring.once('error', (e) =>
+      reject(new Error(`kube-api-process: cannot listen on ${host}:${Number(portText) + 2}: ${e.message}`)),
+    );
+    erroring.listen(Number(portText) + 2, host, () => resolve());
+  });
   const control = http.createServer((req, res) => {
     if (req.method === 'POST' && req.url === '/drop-watches') {
       const n = store.dropWatches();

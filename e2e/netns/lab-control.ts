@@ -66,7 +66,13 @@ export type LabRequest =
       readonly node: string;
     }
   | { readonly op: 'node-reboot'; readonly node: string }
-  | { readonly op: 'api-fault'; readonly failing: boolean; readonly node?: string }
+  | {
+      readonly op: 'api-fault';
+      readonly failing: boolean;
+      /** unreachable (default): every call refused; error: every call answers 500. */
+      readonly mode?: 'unreachable' | 'error';
+      readonly node?: string;
+    }
   | { readonly op: 'down' };
 
 export class LabRequestError extends Error {
@@ -209,9 +215,12 @@ export function parseLabRequest(x: unknown): LabRequest {
       return { op, node: checkName(x['node'], 'node') };
     case 'api-fault':
       if (typeof x['failing'] !== 'boolean') fail('failing: expected true or false');
+      if (x['mode'] !== undefined && x['mode'] !== 'unreachable' && x['mode'] !== 'error')
+        fail(`mode ${JSON.stringify(x['mode'])}: unreachable or error`);
       return {
         op,
         failing: x['failing'] as boolean,
+        ...(x['mode'] !== undefined ? { mode: x['mode'] as 'unreachable' | 'error' } : {}),
         ...(x['node'] !== undefined ? { node: checkName(x['node'], 'node') } : {}),
       };
     default:

@@ -85,11 +85,12 @@ export function labRequestHandler(world: NetnsWorld): (req: LabRequest) => Promi
         await world.rebootNode(node(req.node));
         return { rebooted: req.node };
       case 'api-fault': {
-        const fault = world.cniApiFault;
-        if (!fault) throw new Error('this cluster cannot break the API for the CNI plugin (its nodes are containers)');
+        if (lab.backend)
+          throw new Error('this cluster cannot break the API for the CNI plugin (its nodes are containers)');
         const nodes = req.node !== undefined ? [node(req.node)] : world.nodes;
-        for (const n of nodes) await fault(n, req.failing);
-        return { nodes, failing: req.failing };
+        const mode = req.mode ?? 'unreachable';
+        for (const n of nodes) lab.setCniApiFault(n, req.failing, mode);
+        return { nodes, failing: req.failing, ...(req.failing ? { mode } : {}) };
       }
       case 'down':
         await lab.destroy();

@@ -105,6 +105,9 @@ export interface LabBackend {
 }
 
 const API_PORT = 6443;
+
+/** How the lab breaks the API for a node's CNI plugin (setCniApiFault). */
+export type CniApiFaultMode = 'unreachable' | 'error';
 /** The mesh CA's port (deploy/base/ca.yaml, istiod's CA port). */
 const CA_PORT = 15012;
 /** The label of the deployment's own pods (the proxy pods the lab makes in its API); scenarios' pods never carry it. */
@@ -1174,7 +1177,7 @@ export class NetnsLab {
 
   /** The node's CNI conf dir: the config list its runtime (the lab's kubelet) uses. */
   /** Nodes whose CNI plugin cannot reach the API (World.cniApiFault): their conflist names a kubeconfig whose server refuses. */
-  private readonly cniApiUnreachable = new Set<string>();
+  private readonly cniApiFaults = new Map<string, CniApiFaultMode>();
 
   /**
    * World.cniApiFault on a lab whose CNI files the lab writes (no backend): while `failing`, the
@@ -1182,14 +1185,19 @@ export class NetnsLab {
    * nothing listens on, so each of the plugin's API calls is refused; the agents keep the real
    * API. The kubelet reads the conflist at each sandbox, as a runtime does.
    */
-  setCniApiFault(node: string, failing: boolean): void {
+  /**
+   * Break the Kubernetes API for the CNI plugin on `node` (the chained conflist points it
+   * elsewhere): `unreachable`, every call is refused; `error`, every call answers 500. `false`
+   * points it back at the API.
+   */
+  setCniApiFault(node: string, failing: boolean, mode: CniApiFaultMode = 'unreachable'): void {
     if (this.backend)
       throw new Error(
         `cniApiFault: the ${this.backend.kind}'s CNI files are install-cni's, not the lab's; not supported there`,
       );
     this.node(node);
-    if (failing) this.cniApiUnreachable.add(node);
-    else this.cniApiUnreachable.delete(node);
+    if (failing) this.cniApiFaults.set(node, mode);
+    else this.cniApiFaults.delete(node);
     this.writeNodeCni(node);
   }
 
@@ -1208,10 +1216,12 @@ export class NetnsLab {
     const n = this.node(node);
     const dir = this.nodeDir(node);
     let kubeconfig = this.state.kubeconfig;
-    if (this.cniApiUnreachable.has(node)) {
-      // The API's address on a port nothing listens on: every call is refused (ECONNREFUSED).
-      kubeconfig = path.join(dir, 'cni-api-unreachable.kubeconfig');
-      facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT + 1}`, kubeconfig);
+    const fault = this.cniApiFaults.get(node);
+    if (fault !== undefined) {
+      // unreachable: the API's address on a port nothing listens on (every call ECONNREFUSED);
+      // error: the API process's listener that answers every request 500 (kube-api-process.ts)
+      kubeconfig = path.join(dir, `cni-api-${fault}.kubeconfig`);
+      facadeKubeconfig(`http://${FABRIC_GATEWAY.ipv4}:${API_PORT + (fault === 'unreachable' ? 1 : 2)}`, kubeconfig);
     }
     const binDir = this.cniBinDir();
     const link = path.join(binDir, 'ambient-lab-cni');

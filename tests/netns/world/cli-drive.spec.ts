@@ -159,6 +159,14 @@ test('up, then pod add / label / exec / policy / component / node reboot / api f
       (x) => pod(x, 'shop/late')?.annotation === 'enabled',
       120_000,
     );
+    // the same with an API that answers 500
+    expect((await cli(['api', 'fault', 'on', '--mode', 'error', '--node', 'node-0'])).code).toBe(0);
+    const late2 = await cli(['pod', 'add', 'late2', '--namespace', 'shop', '--node', 'node-0', '--json']);
+    expect(JSON.parse(late2.stdout)).toMatchObject({ started: false });
+    const conf = fs.readdirSync(`${DIR}/node-0/net.d`).map((f) => fs.readFileSync(`${DIR}/node-0/net.d/${f}`, 'utf8'));
+    expect(conf.join('\n')).toContain('cni-api-error.kubeconfig');
+    expect((await cli(['api', 'fault', 'off'])).code).toBe(0);
+    await until('shop/late2 started after the 500s', (x) => pod(x, 'shop/late2')?.annotation === 'enabled', 120_000);
 
     // a pod label, and an agent restart: the pod stays enrolled and served
     expect((await cli(['label', 'pod', 'shop/web', 'tier=front', 'app-'])).code).toBe(0);

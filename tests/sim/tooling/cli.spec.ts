@@ -72,6 +72,7 @@ test('the cluster commands check every value before any work: a bad one exits 2 
     [['component', 'stop', 'kubelet', '--node', 'node-0'], 'component "kubelet": agent or proxy'],
     [['node', 'halt', 'node-0'], 'expected reboot'],
     [['api', 'fault', 'maybe'], 'expected on or off'],
+    [['api', 'fault', 'on', '--mode', 'slow'], 'mode "slow": unreachable or error'],
     [['logs', 'kubelet', '--node', 'node-0'], 'expected agent or proxy'],
     [['up', '--profile', 'lax'], 'unknown profile'],
   ];
