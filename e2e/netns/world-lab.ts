@@ -107,7 +107,7 @@ export interface LabBackend {
 const API_PORT = 6443;
 
 /** How the lab breaks the API for a node's CNI plugin (setCniApiFault). */
-export type CniApiFaultMode = 'unreachable' | 'error';
+type CniApiFaultMode = 'unreachable' | 'error';
 /** The mesh CA's port (deploy/base/ca.yaml, istiod's CA port). */
 const CA_PORT = 15012;
 /** The label of the deployment's own pods (the proxy pods the lab makes in its API); scenarios' pods never carry it. */
