@@ -8,37 +8,16 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { CellReport, CheckReport } from '../../scenarios/model/check.js';
-import type { CounterexampleFile } from '../../scenarios/model/counterexample.js';
-import { FAILING } from '../../scenarios/model/matrix.js';
+import { describeAttempt, type CounterexampleFile } from '../../scenarios/model/counterexample.js';
+import { FAILING, SHORT_STATUS } from '../../scenarios/model/matrix.js';
 import { esc, page } from './page.js';
 import { pathOfText, renderPath } from './packet-path.js';
-
-const SHORT: Readonly<Record<CellReport['status'], string>> = {
-  holds: 'holds',
-  'bypass found': 'BYPASS',
-  'not evaluated': 'n/e',
-  'unexpected bypass': '!BYPASS',
-  'bypass not found': '!holds',
-  'no expectation': '?',
-  error: 'ERROR',
-};
 
 const cellKey = (c: { property: string; threat: string; profile: string }): string =>
   `${c.property}|${c.threat}|${c.profile}`;
 const cellId = (c: { property: string; threat: string; profile: string }): string =>
   `cell-${cellKey(c).replace(/[^A-Za-z0-9_-]/g, '_')}`;
 const statusClass = (s: CellReport['status']): string => `st-${s.replace(/ /g, '-')}`;
-
-function endpointText(a: NonNullable<CounterexampleFile['attempt']>): string {
-  const from =
-    a.from.kind === 'pod'
-      ? `${a.from.pod.namespace}/${a.from.pod.name}`
-      : a.from.kind === 'host'
-        ? `host ${a.from.node} uid ${a.from.uid}`
-        : 'outside';
-  const to = a.to.kind === 'pod' ? `${a.to.pod.namespace}/${a.to.pod.name}:${a.to.port}` : `${a.to.ip}:${a.to.port}`;
-  return `${from} → ${to}`;
-}
 
 function counterexampleHtml(f: CounterexampleFile): string {
   const out: string[] = [];
@@ -52,12 +31,9 @@ function counterexampleHtml(f: CounterexampleFile): string {
   );
   if (f.attempt) {
     const a = f.attempt;
-    const deliveries =
-      a.result.deliveries
-        .map((d) => `${d.pod.namespace}/${d.pod.name}:${d.port} from ${d.peer}${d.viaProxy ? ' via proxy' : ' DIRECT'}`)
-        .join('; ') || 'none';
+    const { from, to, deliveries } = describeAttempt(a);
     out.push(
-      `<p class="attempt">Violating attempt: <code>${esc(endpointText(a))}</code>; outcome <b>${esc(a.result.outcome)}</b>, first hop ${esc(a.result.acceptedBy ?? 'none')}, deliveries: ${esc(deliveries)}</p>`,
+      `<p class="attempt">Violating attempt: <code>${esc(`${from} → ${to}`)}</code>; outcome <b>${esc(a.result.outcome)}</b>, first hop ${esc(a.result.acceptedBy ?? 'none')}, deliveries: ${esc(deliveries)}</p>`,
     );
   }
   if (f.trace) {
@@ -100,7 +76,7 @@ function matrixHtml(r: CheckReport): string {
       const c = byProfile.get(p);
       if (!c) return '<td></td>';
       const why = c.expected ? `expected ${c.expected.verdict}: ${c.expected.why}` : 'no expectation';
-      return `<td class="${statusClass(c.status)}" data-cell="${esc(cellKey(c))}" data-status="${esc(c.status)}" data-target="${cellId(c)}" title="${esc(why)}">${esc(SHORT[c.status])}${c.foundBy ? ` <span class="muted">[${c.foundBy.map((x) => (x === 'model' ? 'm' : 'a')).join('')}]</span>` : ''}</td>`;
+      return `<td class="${statusClass(c.status)}" data-cell="${esc(cellKey(c))}" data-status="${esc(c.status)}" data-target="${cellId(c)}" title="${esc(why)}">${esc(SHORT_STATUS[c.status])}${c.foundBy ? ` <span class="muted">[${c.foundBy.map((x) => (x === 'model' ? 'm' : 'a')).join('')}]</span>` : ''}</td>`;
     });
     return `<tr><th>${esc(prop)}</th><th>${esc(threat)}</th>${tds.join('')}</tr>`;
   });

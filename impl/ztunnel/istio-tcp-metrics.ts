@@ -126,31 +126,20 @@ export class IstioTcpMetrics implements ProxyConnectionLog {
     private readonly clock: Clock,
     private readonly workloads: WorkloadLookup,
   ) {
-    const labels = ISTIO_TCP_LABELS;
-    this.opened = metrics.counter(
-      'istio_tcp_connections_opened_total',
-      'The total number of TCP connections opened',
-      labels,
-    );
-    this.closed = metrics.counter(
-      'istio_tcp_connections_closed_total',
-      'The total number of TCP connections closed',
-      labels,
-    );
-    this.failed = metrics.counter(
+    const counter = (name: string, help: string): Counter => metrics.counter(name, help, ISTIO_TCP_LABELS);
+    this.opened = counter('istio_tcp_connections_opened_total', 'The total number of TCP connections opened');
+    this.closed = counter('istio_tcp_connections_closed_total', 'The total number of TCP connections closed');
+    this.failed = counter(
       'istio_tcp_connections_failed_total',
       'The total number of TCP connections that failed to establish',
-      labels,
     );
-    this.received = metrics.counter(
+    this.received = counter(
       'istio_tcp_received_bytes_total',
       'The size of total bytes received during request in case of a TCP connection',
-      labels,
     );
-    this.sent = metrics.counter(
+    this.sent = counter(
       'istio_tcp_sent_bytes_total',
       'The size of total bytes sent during response in case of a TCP connection',
-      labels,
     );
     this.duration = metrics.histogram(
       'ambient_lab_proxy_connection_duration_seconds',

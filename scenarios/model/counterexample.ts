@@ -234,6 +234,26 @@ export function loadCounterexample(file: string): CounterexampleFile {
 }
 
 /** The text report of one counterexample: what broke, the shrunk history, the packets. */
+/** The violating attempt's ends and deliveries in words (the text report and the HTML explorer). */
+export function describeAttempt(a: NonNullable<CounterexampleFile['attempt']>): {
+  readonly from: string;
+  readonly to: string;
+  readonly deliveries: string;
+} {
+  const from =
+    a.from.kind === 'pod'
+      ? `${a.from.pod.namespace}/${a.from.pod.name}`
+      : a.from.kind === 'host'
+        ? `host ${a.from.node} uid ${a.from.uid}`
+        : 'outside';
+  const to = a.to.kind === 'pod' ? `${a.to.pod.namespace}/${a.to.pod.name}:${a.to.port}` : `${a.to.ip}:${a.to.port}`;
+  const deliveries =
+    a.result.deliveries
+      .map((d) => `${d.pod.namespace}/${d.pod.name}:${d.port} from ${d.peer}${d.viaProxy ? ' via proxy' : ' DIRECT'}`)
+      .join('; ') || 'none';
+  return { from, to, deliveries };
+}
+
 export function renderCounterexample(f: CounterexampleFile, savedAs?: string): string {
   const lines: string[] = [];
   lines.push(`-- ${f.property} × ${f.threat} × ${f.profile} (${f.world}): ${f.violation.message}`);
@@ -243,16 +263,10 @@ export function renderCounterexample(f: CounterexampleFile, savedAs?: string): s
   for (const s of f.steps) lines.push(`     ${String(s.step).padStart(2)}. ${s.command}  →  ${s.detail}`);
   if (f.attempt) {
     const a = f.attempt;
-    const from =
-      a.from.kind === 'pod'
-        ? `${a.from.pod.namespace}/${a.from.pod.name}`
-        : a.from.kind === 'host'
-          ? `host ${a.from.node} uid ${a.from.uid}`
-          : 'outside';
-    const to = a.to.kind === 'pod' ? `${a.to.pod.namespace}/${a.to.pod.name}:${a.to.port}` : `${a.to.ip}:${a.to.port}`;
+    const { from, to, deliveries } = describeAttempt(a);
     lines.push(`   violating attempt: ${from} -> ${to} ${describeOptions(a.opts)}`.trimEnd());
     lines.push(
-      `     outcome ${a.result.outcome}, first hop ${a.result.acceptedBy ?? 'none'}, deliveries: ${a.result.deliveries.map((d) => `${d.pod.namespace}/${d.pod.name}:${d.port} from ${d.peer}${d.viaProxy ? ' via proxy' : ' DIRECT'}`).join('; ') || 'none'}`,
+      `     outcome ${a.result.outcome}, first hop ${a.result.acceptedBy ?? 'none'}, deliveries: ${deliveries}`,
     );
   }
   if (f.trace) {

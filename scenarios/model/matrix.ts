@@ -92,7 +92,8 @@ export function judge(observed: 'holds' | 'bypass' | 'error', expected: Expected
   return expected.requires ? 'not evaluated' : 'bypass not found';
 }
 
-const SHORT: Record<CellStatus, string> = {
+/** A cell's status as the matrix prints it. */
+export const SHORT_STATUS: Readonly<Record<CellStatus, string>> = {
   holds: 'holds',
   'bypass found': 'BYPASS',
   'not evaluated': 'n/e',
@@ -137,7 +138,7 @@ export function renderMatrix(cells: readonly JudgedCell[]): string {
     const [prop, thr] = key.split('|') as [string, string];
     const cols = profiles.map((p) => {
       const c = byProfile.get(p);
-      return (c ? `${SHORT[c.status]}${foundMark(c)} (${c.runs})` : '').padEnd(colW);
+      return (c ? `${SHORT_STATUS[c.status]}${foundMark(c)} (${c.runs})` : '').padEnd(colW);
     });
     lines.push(`${(prop === lastProp ? '' : prop).padEnd(propW)}  ${thr.padEnd(thrW)}  ${cols.join('')}`.trimEnd());
     lastProp = prop;
