@@ -352,6 +352,25 @@ export function isOurs(p: LabPid): boolean {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Wait until `log`, from byte `from` on (what this start wrote: logs are appended to across
+ * restarts), holds `line`; fails with the log's tail when the process `p` exits first.
+ */
+function untilLogLine(
+  what: string,
+  timeoutMs: number,
+  p: LabPid,
+  log: string,
+  from: number,
+  line: string,
+): Promise<true> {
+  return waitFor(what, timeoutMs, async () => {
+    const text = fs.existsSync(log) ? fs.readFileSync(log).subarray(from).toString('utf8') : '';
+    if (!isOurs(p)) throw new Error(`it exited; see ${log}: ${text.slice(-800)}`);
+    return text.includes(line) ? true : undefined;
+  });
+}
+
 /** Stop one of our processes by pid: SIGTERM, SIGKILL after `graceMs`; resolves when it is gone. */
 async function stopPid(p: LabPid | undefined, graceMs = 3000, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   if (!p || !isOurs(p)) return;
@@ -685,11 +704,7 @@ export class NetnsLab {
       const p = await this.backend.startCa(this, log);
       this.state.ca = p;
       this.save();
-      await waitFor('the mesh CA did not come up', 30_000, async () => {
-        const text = fs.existsSync(log) ? fs.readFileSync(log).subarray(from).toString('utf8') : '';
-        if (!isOurs(p)) throw new Error(`it exited; see ${log}: ${text.slice(-800)}`);
-        return text.includes('mesh CA serving') ? true : undefined;
-      });
+      await untilLogLine('the mesh CA did not come up', 30_000, p, log, from, 'mesh CA serving');
       return;
     }
     const launch = this.deploymentLaunch(this.state.nodes[0]?.name ?? 'node-0').ca;
@@ -725,11 +740,7 @@ export class NetnsLab {
     });
     this.state.ca = p;
     this.save();
-    await waitFor('the mesh CA did not come up', 15_000, async () => {
-      const text = fs.existsSync(log) ? fs.readFileSync(log).subarray(from).toString('utf8') : '';
-      if (!isOurs(p)) throw new Error(`it exited; see ${log}: ${text.slice(-800)}`);
-      return text.includes('mesh CA serving') ? true : undefined;
-    });
+    await untilLogLine('the mesh CA did not come up', 15_000, p, log, from, 'mesh CA serving');
   }
 
   /**
@@ -755,11 +766,7 @@ export class NetnsLab {
     );
     this.state.tokenRefresher = p;
     this.save();
-    await waitFor('the token refresher did not start', 15_000, async () => {
-      const text = fs.existsSync(log) ? fs.readFileSync(log).subarray(from).toString('utf8') : '';
-      if (!isOurs(p)) throw new Error(`it exited; see ${log}: ${text.slice(-800)}`);
-      return text.includes('token refresher running') ? true : undefined;
-    });
+    await untilLogLine('the token refresher did not start', 15_000, p, log, from, 'token refresher running');
   }
 
   /** Stop the mesh CA (a test of the proxies without it); startCa() brings it back. */
