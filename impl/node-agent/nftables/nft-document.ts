@@ -1,0 +1,73 @@
+/**
+ * An `nft -f` document as the node agent writes it: tables of family inet, each with its base
+ * chains (type, hook, priority), its own chains and its rules in order, rendered as the
+ * command list knftables (sigs.k8s.io/knftables) makes of a transaction — `add table`, `flush
+ * table`, `add chain` (base chains with `{ type T hook H priority P ; }`), `add rule` — so the
+ * text can be compared line for line with upstream istio-cni's golden files. A table whose
+ * chains hold no rule and are not jumped to is left out, as upstream leaves it out.
+ * Rule text is built by the rule builders from validated values only (numbers, addresses,
+ * interface names checked where they are read).
+ */
+
+type NftHook = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
+
+interface NftBaseChain {
+  readonly type: 'nat' | 'filter' | 'route';
+  readonly hook: NftHook;
+  readonly priority: number;
+}
+
+export interface NftChain {
+  readonly name: string;
+  /** A base chain's hook; absent for a regular chain (only reached by jump or goto). */
+  readonly base?: NftBaseChain;
+}
+
+export interface NftRule {
+  readonly chain: string;
+  /** The rule's statements as nft reads them, e.g. `meta l4proto tcp counter accept`. */
+  readonly text: string;
+}
+
+export interface NftTable {
+  readonly family: 'inet';
+  readonly name: string;
+  /** Declared in this order (base chains first, as upstream). */
+  readonly chains: readonly NftChain[];
+  /** In evaluation order within each chain. */
+  readonly rules: readonly NftRule[];
+}
+
+export interface NftDocument {
+  readonly tables: readonly NftTable[];
+}
+
+/** Chains that hold a rule or are named by a `jump` (the others are not created). */
+function usedChains(t: NftTable): NftChain[] {
+  const jumped = new Set<string>();
+  for (const r of t.rules) {
+    const words = r.text.split(/\s+/);
+    words.forEach((w, i) => {
+      if ((w === 'jump' || w === 'goto') && words[i + 1] !== undefined) jumped.add(words[i + 1]!);
+    });
+  }
+  return t.chains.filter((c) => jumped.has(c.name) || t.rules.some((r) => r.chain === c.name));
+}
+
+export function renderNft(doc: NftDocument): string {
+  const out: string[] = [];
+  for (const t of doc.tables) {
+    const chains = usedChains(t);
+    if (chains.length === 0) continue;
+    const id = `${t.family} ${t.name}`;
+    out.push(`add table ${id}`, `flush table ${id}`);
+    for (const c of chains)
+      out.push(
+        c.base
+          ? `add chain ${id} ${c.name} { type ${c.base.type} hook ${c.base.hook} priority ${c.base.priority} ; }`
+          : `add chain ${id} ${c.name}`,
+      );
+    for (const r of t.rules) out.push(`add rule ${id} ${r.chain} ${r.text}`);
+  }
+  return out.length === 0 ? '' : `${out.join('\n')}\n`;
+}

@@ -1,0 +1,270 @@
+/**
+ * The `upstream` profile's nftables rules, as istio-cni's nftables backend writes them
+ * (istio/istio cni/pkg/nftables/nftables.go: AppendInpodRules, CreateHostRulesForHealthChecks):
+ * three inet tables in the pod's netns — istio-ambient-nat (inbound REDIRECT to 15006, outbound
+ * to 15001, DNS to 15053, the probe SNAT address exempt), istio-ambient-mangle (the proxy mark
+ * saved to and restored from the connmark) and istio-ambient-raw (DNS conntrack zones, only with
+ * DNS capture) — and one in the node's netns (the kubelet's probes SNATed to the probe address,
+ * matched by the kubelet's uid with `meta skuid`, nftables having no `--socket-exists`).
+ * Rules are appended in upstream's order and written with its exact words (spacing included),
+ * so the rendered text equals its golden files (fixtures/upstream-golden-nft/).
+ */
+import { isIpAddress } from '../../api/ip/address.js';
+import { INBOUND_HBONE_PORT } from '../../api/ports.js';
+import type { NftChain, NftDocument, NftRule, NftTable } from './nft-document.js';
+
+const NAT = 'istio-ambient-nat';
+const MANGLE = 'istio-ambient-mangle';
+const RAW = 'istio-ambient-raw';
+const PRE = 'istio-prerouting';
+const OUT = 'istio-output';
+/** upstream InpodMark / InpodMask / InpodTProxyMark / InpodTProxyMask */
+const MARK = '0x539';
+const MASK = '0xfff';
+const TPROXY_MARK = '0x111';
+const TPROXY_MASK = '0xfff';
+const OUTBOUND = 15001;
+const INBOUND_PLAINTEXT = 15006;
+const DNS = 15053;
+/** upstream config.ProbeIPSet, with -v4 / -v6 */
+const NFT_PROBE_SET = 'istio-inpod-probes';
+
+interface UpstreamInpodOptions {
+  /** v6 rules as well (upstream EnableIPv6). */
+  readonly ipv6: boolean;
+  /** DNS capture for this pod (the node setting, or the pod's override). */
+  readonly dns: boolean;
+  /** Inbound not captured (upstream IngressMode: `ambient.istio.io/bypass-inbound-capture`). */
+  readonly ingressMode: boolean;
+  /** Interfaces whose inbound TCP is treated as outbound (`istio.io/reroute-virtual-interfaces`). */
+  readonly virtualInterfaces: readonly string[];
+  readonly probeSnat: { readonly ipv4: string; readonly ipv6: string };
+}
+
+const chainsOf = (
+  base: { type: 'nat' | 'filter'; priority: number },
+  outputType: 'nat' | 'route' | 'filter',
+): NftChain[] => [
+  { name: 'prerouting', base: { type: base.type, hook: 'prerouting', priority: base.priority } },
+  { name: 'output', base: { type: outputType, hook: 'output', priority: base.priority } },
+  { name: PRE },
+  { name: OUT },
+];
+
+/** Rules collected per table in the order they are appended, as upstream's rule builder does. */
+/** The probe SNAT addresses go into rule text: each must be one address of its family. */
+function checkProbeSnat(p: { readonly ipv4: string; readonly ipv6: string }): void {
+  if (!isIpAddress(p.ipv4) || p.ipv4.includes(':'))
+    throw new Error(`probe SNAT ${JSON.stringify(p.ipv4)}: not an IPv4 address`);
+  if (!isIpAddress(p.ipv6) || !p.ipv6.includes(':'))
+    throw new Error(`probe SNAT ${JSON.stringify(p.ipv6)}: not an IPv6 address`);
+}
+
+class Builder {
+  readonly rules: Record<string, NftRule[]> = { [NAT]: [], [MANGLE]: [], [RAW]: [] };
+  constructor(private readonly ipv6: boolean) {}
+  /** Words joined by one space, as knftables.Concat (a word's own trailing space is kept). */
+  add(table: string, chain: string, ...words: string[]): void {
+    this.rules[table]!.push({ chain, text: words.join(' ') });
+  }
+  addV6(table: string, chain: string, ...words: string[]): void {
+    if (this.ipv6) this.add(table, chain, ...words);
+  }
+}
+
+export function buildUpstreamInpodNft(o: UpstreamInpodOptions): NftDocument {
+  for (const i of o.virtualInterfaces)
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(i))
+      throw new Error(`virtual interface ${JSON.stringify(i)}: not an interface name`);
+  checkProbeSnat(o.probeSnat);
+  const b = new Builder(o.ipv6);
+  b.add(MANGLE, 'prerouting', 'jump', PRE);
+  b.add(MANGLE, 'output', 'jump', OUT);
+  b.add(NAT, 'output', 'jump', OUT);
+  if (o.dns) {
+    b.add(RAW, 'prerouting', 'jump', PRE);
+    b.add(RAW, 'output', 'jump', OUT);
+  }
+  b.add(NAT, 'prerouting', 'jump', PRE);
+  for (const i of o.virtualInterfaces) {
+    b.add(NAT, PRE, 'iifname', i, 'meta l4proto tcp', 'counter', 'redirect to', `:${OUTBOUND}`);
+    b.add(NAT, PRE, 'iifname', i, 'meta l4proto tcp', 'counter', 'return');
+  }
+  b.add(MANGLE, PRE, 'meta mark & 0xfff ==', MARK, 'counter', 'ct mark set ct mark & 0xfffff000 | ', TPROXY_MARK);
+  if (!o.ingressMode) {
+    b.add(NAT, PRE, 'meta l4proto tcp', 'ip saddr', o.probeSnat.ipv4, 'counter', 'accept');
+    b.addV6(NAT, PRE, 'meta l4proto tcp', 'ip6 saddr', o.probeSnat.ipv6, 'counter', 'accept');
+  }
+  b.add(NAT, OUT, 'meta l4proto tcp', 'ip daddr', o.probeSnat.ipv4, 'counter', 'accept');
+  b.addV6(NAT, OUT, 'meta l4proto tcp', 'ip6 daddr', o.probeSnat.ipv6, 'counter', 'accept');
+  if (!o.ingressMode) {
+    // upstream's words: "mark and 0xfff " (a trailing space) for v4, "mark and 0xfff" for v6
+    const port = String(INBOUND_HBONE_PORT);
+    b.add(
+      NAT,
+      PRE,
+      'ip daddr',
+      '!=',
+      '127.0.0.1/32',
+      'tcp dport',
+      '!=',
+      port,
+      'mark and 0xfff ',
+      '!=',
+      MARK,
+      'counter',
+      'redirect to',
+      `:${INBOUND_PLAINTEXT}`,
+    );
+    b.addV6(
+      NAT,
+      PRE,
+      'ip6 daddr',
+      '!=',
+      '::1/128',
+      'tcp dport',
+      '!=',
+      port,
+      'mark and 0xfff',
+      '!=',
+      MARK,
+      'counter',
+      'redirect to',
+      `:${INBOUND_PLAINTEXT}`,
+    );
+  }
+  b.add(MANGLE, OUT, 'ct mark and', TPROXY_MASK, '==', TPROXY_MARK, 'counter', 'meta mark set ct mark');
+  if (o.dns) {
+    b.add(
+      NAT,
+      OUT,
+      'oifname',
+      '!=',
+      'lo',
+      'mark and',
+      MASK,
+      '!=',
+      MARK,
+      'udp dport',
+      '53',
+      'counter',
+      'redirect to',
+      `:${DNS}`,
+    );
+    b.add(
+      NAT,
+      OUT,
+      'ip daddr',
+      '!=',
+      '127.0.0.1/32',
+      'tcp dport',
+      '53',
+      'mark and',
+      MASK,
+      '!=',
+      MARK,
+      'counter',
+      'redirect to',
+      `:${DNS}`,
+    );
+    b.addV6(
+      NAT,
+      OUT,
+      'ip6 daddr',
+      '!=',
+      '::1/128',
+      'tcp dport',
+      '53',
+      'mark and',
+      MASK,
+      '!=',
+      MARK,
+      'counter',
+      'redirect to',
+      `:${DNS}`,
+    );
+    b.add(RAW, OUT, 'udp dport', '53', 'meta mark and', MASK, '==', MARK, 'counter', 'ct zone set', '1');
+    b.add(RAW, PRE, 'udp sport', '53', 'meta mark and', MASK, '!=', MARK, 'counter', 'ct zone set', '1');
+  }
+  b.add(NAT, OUT, 'meta l4proto tcp', 'mark and', TPROXY_MASK, '==', TPROXY_MARK, 'counter', 'accept');
+  b.add(NAT, OUT, 'oifname', 'lo', 'ip daddr', '!=', '127.0.0.1/32', 'counter', 'accept');
+  b.addV6(NAT, OUT, 'oifname', 'lo', 'ip6 daddr', '!=', '::1/128', 'counter', 'accept');
+  b.add(
+    NAT,
+    OUT,
+    'meta l4proto tcp',
+    'ip daddr',
+    '!=',
+    '127.0.0.1/32',
+    'mark and',
+    MASK,
+    '!=',
+    MARK,
+    'counter',
+    'redirect to',
+    `:${OUTBOUND}`,
+  );
+  b.addV6(
+    NAT,
+    OUT,
+    'meta l4proto tcp',
+    'ip6 daddr',
+    '!=',
+    '::1/128',
+    'mark and',
+    MASK,
+    '!=',
+    MARK,
+    'counter',
+    'redirect to',
+    `:${OUTBOUND}`,
+  );
+  const tables: NftTable[] = [
+    { family: 'inet', name: NAT, chains: chainsOf({ type: 'nat', priority: -100 }, 'nat'), rules: b.rules[NAT]! },
+    {
+      family: 'inet',
+      name: MANGLE,
+      chains: chainsOf({ type: 'filter', priority: -150 }, 'route'),
+      rules: b.rules[MANGLE]!,
+    },
+    { family: 'inet', name: RAW, chains: chainsOf({ type: 'filter', priority: -300 }, 'filter'), rules: b.rules[RAW]! },
+  ];
+  return { tables };
+}
+
+interface UpstreamHostOptions {
+  readonly ipv6: boolean;
+  /** The kubelet's uid on the node (upstream reads it from /proc). */
+  readonly kubeletUid: number;
+  readonly probeSnat: { readonly ipv4: string; readonly ipv6: string };
+}
+
+/** The node's table: the kubelet's TCP to a probe-set member is SNATed to the probe address. */
+export function buildUpstreamHostNft(o: UpstreamHostOptions): NftDocument {
+  if (!Number.isInteger(o.kubeletUid) || o.kubeletUid < 0) throw new Error(`kubelet uid ${o.kubeletUid}: not a uid`);
+  checkProbeSnat(o.probeSnat);
+  const rules: NftRule[] = [
+    {
+      chain: 'postrouting',
+      text: `meta l4proto tcp skuid ${o.kubeletUid} ip daddr @${NFT_PROBE_SET}-v4 counter snat to ${o.probeSnat.ipv4}`,
+    },
+    ...(o.ipv6
+      ? [
+          {
+            chain: 'postrouting',
+            text: `meta l4proto tcp skuid ${o.kubeletUid} ip6 daddr @${NFT_PROBE_SET}-v6 counter snat to ${o.probeSnat.ipv6}`,
+          },
+        ]
+      : []),
+  ];
+  return {
+    tables: [
+      {
+        family: 'inet',
+        name: NAT,
+        chains: [{ name: 'postrouting', base: { type: 'nat', hook: 'postrouting', priority: 100 } }],
+        rules,
+      },
+    ],
+  };
+}
