@@ -6,7 +6,13 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { kubectlAvailability } from '../e2e/deployment/launch.js';
 import { offlineImagesHostProblem } from '../tools/images.js';
-import { missingTools, missingToolsReason, REQUIRED_TOOLS, requiredPackages } from '../e2e/netns/required-tools.js';
+import {
+  locateTool,
+  missingTools,
+  missingToolsReason,
+  REQUIRED_TOOLS,
+  requiredPackages,
+} from '../e2e/netns/required-tools.js';
 
 interface WorldAvailability {
   readonly available: boolean;
@@ -72,6 +78,20 @@ export function browserWorld(
   const reason = `browser tests need Debian's chromium at ${CHROMIUM} (apt-get install chromium; .ci/run installs it)`;
   if (env['CI'] && process.platform === 'linux' && process.getuid?.() === 0)
     throw new Error(`CI is set and this is root on Linux, but ${reason}`);
+  return { available: false, reason };
+}
+
+/**
+ * `nft` (Debian package nftables) for the nftables backend's kernel tests (tests/netns/rules/
+ * nftables.spec.ts), beside the netns world's own tools. Missing: skipped naming the package —
+ * except under CI as root on Linux, where .ci/run installs it and its absence must be red.
+ */
+export function nftTool(env: NodeJS.ProcessEnv = process.env): WorldAvailability {
+  const w = netnsWorld(env);
+  if (!w.available) return w;
+  if (locateTool('nft', env['PATH'] ?? '') !== undefined) return { available: true, reason: 'nft on PATH' };
+  const reason = 'the nftables kernel tests need `nft` (Debian package nftables; .ci/run installs it)';
+  if (env['CI']) throw new Error(`CI is set and this is root on Linux, but ${reason}`);
   return { available: false, reason };
 }
 

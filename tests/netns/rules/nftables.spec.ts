@@ -1,0 +1,86 @@
+/**
+ * The nftables backend's Linux adapter (impl/linux/nft-rules.ts) on the real kernel, with the
+ * `upstream` profile's in-pod nftables document (impl/node-agent/nftables/upstream-rules.ts):
+ * the kernel takes it whole, the REDIRECT captures a pod's outbound TCP on 15001 (v4 and v6),
+ * a second apply changes nothing, a rule someone adds shows as drift and the next apply repairs
+ * it, a document the kernel rejects changes nothing, and remove leaves no table.
+ */
+import { test, expect } from '@playwright/test';
+import { withCluster } from '../../../e2e/netns/cluster.js';
+import { execIn } from '../../../e2e/netns/ip.js';
+import { acceptedBy, connectFrom, startListener } from '../../../e2e/netns/tcp-probe.js';
+import { netnsId } from '../../../impl/api/ids.js';
+import { LinuxNftRules } from '../../../impl/linux/nft-rules.js';
+import type { NftDocument } from '../../../impl/node-agent/nftables/nft-document.js';
+import { buildUpstreamInpodNft } from '../../../impl/node-agent/nftables/upstream-rules.js';
+import { nftTool } from '../../worlds.js';
+
+const t = nftTool();
+test.skip(!t.available, t.reason);
+
+const nft = new LinuxNftRules();
+const DOC = buildUpstreamInpodNft({
+  ipv6: true,
+  dns: true,
+  ingressMode: false,
+  virtualInterfaces: [],
+  probeSnat: { ipv4: '169.254.7.127', ipv6: 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff' },
+});
+const TABLES = DOC.tables.map((x) => x.name);
+
+test("apply: the pod's outbound TCP goes to 15001 (v4, v6); apply again is a no-op; drift is seen and repaired; a rejected document changes nothing; remove leaves nothing", async () => {
+  await withCluster({ nodes: 2 }, async (c) => {
+    const a = await c.addPod('node-0', 'a');
+    const d = await c.addPod('node-1', 'd');
+    const id = netnsId(a.netnsPath);
+    await startListener(c, d.netns, '0.0.0.0', 8080, 'app-d');
+    await startListener(c, d.netns, '::', 8080, 'app-d6');
+    const proxy4 = await startListener(c, a.netns, '0.0.0.0', 15001, 'proxy');
+    await startListener(c, a.netns, '::', 15001, 'proxy6');
+    expect(await nft.read(id, TABLES)).toEqual({
+      'istio-ambient-nat': undefined,
+      'istio-ambient-mangle': undefined,
+      'istio-ambient-raw': undefined,
+    });
+    expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('app-d 10.244.1.2 8080');
+
+    const applied = await nft.apply(id, DOC);
+    for (const name of TABLES) expect(applied[name], name).toContain(`table inet ${name} {`);
+    expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('proxy 127.0.0.1 15001');
+    expect(await connectFrom(c, a.netns, d.ipv6!, 8080)).toBe('proxy6 ::1 15001');
+    expect(acceptedBy(proxy4).map((x) => x.remote)).toEqual(['10.244.0.2']);
+
+    // idempotent: each table is flushed and refilled
+    expect(await nft.apply(id, DOC)).toEqual(applied);
+    expect(await nft.read(id, TABLES)).toEqual(applied);
+
+    // drift: an ACCEPT someone puts ahead of the capture is a different listing; apply repairs it
+    await execIn(a.netns, ['nft', 'insert', 'rule', 'inet', 'istio-ambient-nat', 'istio-output', 'accept']);
+    expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('app-d 10.244.1.2 8080');
+    expect((await nft.read(id, TABLES))['istio-ambient-nat']).not.toEqual(applied['istio-ambient-nat']);
+    expect(await nft.apply(id, DOC)).toEqual(applied);
+    expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('proxy 127.0.0.1 15001');
+
+    // all or nothing: one bad rule and the whole document is refused; the applied rules stay
+    const bad: NftDocument = {
+      tables: DOC.tables.map((x) =>
+        x.name === 'istio-ambient-raw'
+          ? { ...x, rules: [...x.rules, { chain: 'istio-output', text: 'tcp dport 99999 accept' }] }
+          : x,
+      ),
+    };
+    await expect(nft.apply(id, bad)).rejects.toThrow(
+      new RegExp(
+        `applying the nftables rules in ${a.netnsPath} failed \\(nothing changed: nft commits a document whole\\): \`nsenter --net=${a.netnsPath} nft -f -\` exited 1: .*99999`,
+        's',
+      ),
+    );
+    expect(await nft.read(id, TABLES)).toEqual(applied);
+
+    await nft.remove(id, TABLES);
+    expect(Object.values(await nft.read(id, TABLES))).toEqual([undefined, undefined, undefined]);
+    expect(await execIn(a.netns, ['nft', 'list', 'ruleset'])).toBe('');
+    await nft.remove(id, TABLES); // absent: fine
+    expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('app-d 10.244.1.2 8080');
+  });
+});
