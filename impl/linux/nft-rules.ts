@@ -14,8 +14,10 @@
  *   right after apply (the kernel's canonical form of the document; nft rewrites what it is
  *   given, so the document's own text is not comparable).
  * - remove: `nft delete table` for each named table that exists; absent ones are fine.
+ * - addElement / deleteElement: a member of a set (the host's probe sets), idempotent.
  */
 import type { NetnsId } from '../api/ids.js';
+import { isIpAddress } from '../api/ip/address.js';
 import { renderNft, type NftDocument } from '../node-agent/nftables/nft-document.js';
 import { nsenterRun, nsenterText } from './nsenter.js';
 
@@ -82,6 +84,34 @@ export class LinuxNftRules {
     }
   }
 
+  /** Add `ip` to a set (the host's probe sets), with a comment (the pod's uid); already there: fine. */
+  async addElement(netns: NetnsId, table: string, set: string, ip: string, comment: string): Promise<void> {
+    checkTable(table);
+    checkTable(set);
+    checkAddress(ip);
+    if (!/^[A-Za-z0-9_./:-]{0,128}$/.test(comment))
+      throw new NftRulesError(`nftables element comment ${JSON.stringify(comment)}: letters, digits and -_./: only`);
+    const argv = ['nft', 'add', 'element', 'inet', table, set, `{ ${ip} comment "${comment}" }`];
+    const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
+    if (!r.ok)
+      throw new NftRulesError(
+        `adding ${ip} to nftables set ${set} in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
+      );
+  }
+
+  /** Remove `ip` from a set; not there: fine. */
+  async deleteElement(netns: NetnsId, table: string, set: string, ip: string): Promise<void> {
+    checkTable(table);
+    checkTable(set);
+    checkAddress(ip);
+    const argv = ['nft', 'delete', 'element', 'inet', table, set, `{ ${ip} }`];
+    const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
+    if (!r.ok && !/No such file or directory/.test(r.stderr))
+      throw new NftRulesError(
+        `removing ${ip} from nftables set ${set} in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
+      );
+  }
+
   /** The inet tables the namespace holds. */
   private async tables(netns: NetnsId): Promise<string[]> {
     const argv = ['nft', 'list', 'tables', 'inet'];
@@ -95,6 +125,11 @@ export class LinuxNftRules {
       .map((l) => /^table inet (\S+)$/.exec(l.trim())?.[1])
       .filter((n): n is string => n !== undefined);
   }
+}
+
+function checkAddress(ip: string): void {
+  if (!isIpAddress(ip) || ip.includes('/'))
+    throw new NftRulesError(`nftables element ${JSON.stringify(ip)}: not an address`);
 }
 
 function checkTable(name: string): void {

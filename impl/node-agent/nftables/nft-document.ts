@@ -29,9 +29,19 @@ export interface NftRule {
   readonly text: string;
 }
 
+/** A named set of addresses (the host's probe sets); its elements change at run time, not here. */
+export interface NftSet {
+  readonly name: string;
+  readonly type: 'ipv4_addr' | 'ipv6_addr';
+  /** Free text without quotes (checked). */
+  readonly comment?: string;
+}
+
 export interface NftTable {
   readonly family: 'inet';
   readonly name: string;
+  /** Sets declared by this document (a document with sets flushes nothing: their elements stay). */
+  readonly sets?: readonly NftSet[];
   /** Declared in this order (base chains first, as upstream). */
   readonly chains: readonly NftChain[];
   /** In evaluation order within each chain. */
@@ -58,9 +68,24 @@ export function renderNft(doc: NftDocument): string {
   const out: string[] = [];
   for (const t of doc.tables) {
     const chains = usedChains(t);
-    if (chains.length === 0) continue;
+    const sets = t.sets ?? [];
+    if (chains.length === 0 && sets.length === 0) continue;
+    if (chains.length > 0 && sets.length > 0)
+      throw new Error(
+        `nft table ${t.name}: declare sets and chains in separate documents (a table's flush would empty the sets)`,
+      );
     const id = `${t.family} ${t.name}`;
-    out.push(`add table ${id}`, `flush table ${id}`);
+    out.push(`add table ${id}`);
+    for (const set of sets) {
+      if (set.comment !== undefined && !/^[^"\\\n]{0,128}$/.test(set.comment))
+        throw new Error(
+          `nft set ${set.name}: comment ${JSON.stringify(set.comment)} has a quote, backslash or newline`,
+        );
+      out.push(
+        `add set ${id} ${set.name} { type ${set.type} ;${set.comment !== undefined ? ` comment "${set.comment}" ;` : ''} }`,
+      );
+    }
+    if (chains.length > 0) out.push(`flush table ${id}`);
     for (const c of chains)
       out.push(
         c.base

@@ -239,6 +239,28 @@ interface UpstreamHostOptions {
   readonly probeSnat: { readonly ipv4: string; readonly ipv6: string };
 }
 
+/**
+ * The node's probe sets, as upstream's HostNftSetManager makes them (host_sets.go), in their own
+ * transaction before the rules that name them; the agent adds and deletes members (pod IPs).
+ */
+export function buildUpstreamHostSetsNft(o: { readonly ipv6: boolean }): NftDocument {
+  const comment = 'UUID of the pods that are part of ambient mesh';
+  return {
+    tables: [
+      {
+        family: 'inet',
+        name: NAT,
+        sets: [
+          { name: `${NFT_PROBE_SET}-v4`, type: 'ipv4_addr', comment },
+          ...(o.ipv6 ? [{ name: `${NFT_PROBE_SET}-v6`, type: 'ipv6_addr' as const, comment }] : []),
+        ],
+        chains: [],
+        rules: [],
+      },
+    ],
+  };
+}
+
 /** The node's table: the kubelet's TCP to a probe-set member is SNATed to the probe address. */
 export function buildUpstreamHostNft(o: UpstreamHostOptions): NftDocument {
   if (!Number.isInteger(o.kubeletUid) || o.kubeletUid < 0) throw new Error(`kubelet uid ${o.kubeletUid}: not a uid`);

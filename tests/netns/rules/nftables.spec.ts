@@ -12,7 +12,11 @@ import { acceptedBy, connectFrom, startListener } from '../../../e2e/netns/tcp-p
 import { netnsId } from '../../../impl/api/ids.js';
 import { LinuxNftRules } from '../../../impl/linux/nft-rules.js';
 import type { NftDocument } from '../../../impl/node-agent/nftables/nft-document.js';
-import { buildUpstreamInpodNft } from '../../../impl/node-agent/nftables/upstream-rules.js';
+import {
+  buildUpstreamHostNft,
+  buildUpstreamHostSetsNft,
+  buildUpstreamInpodNft,
+} from '../../../impl/node-agent/nftables/upstream-rules.js';
 import { nftTool } from '../../worlds.js';
 
 const t = nftTool();
@@ -82,5 +86,34 @@ test("apply: the pod's outbound TCP goes to 15001 (v4, v6); apply again is a no-
     expect(await execIn(a.netns, ['nft', 'list', 'ruleset'])).toBe('');
     await nft.remove(id, TABLES); // absent: fine
     expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('app-d 10.244.1.2 8080');
+  });
+});
+
+test('host probe (upstream): the kubelet uid’s TCP to a probe-set member is SNATed to the probe address, other uids’ is not, and leaving the set ends it', async () => {
+  await withCluster({ nodes: 1 }, async (c) => {
+    const node = c.nodes[0]!;
+    const nodeId = netnsId(node.netnsPath);
+    const a = await c.addPod('node-0', 'a');
+    const app = await startListener(c, a.netns, '0.0.0.0', 8080, 'app-a');
+    const KUBELET = 4242;
+    const probe = { ipv4: '169.254.7.127', ipv6: 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff' };
+    await nft.apply(nodeId, buildUpstreamHostSetsNft({ ipv6: true }));
+    await nft.apply(nodeId, buildUpstreamHostNft({ ipv6: true, kubeletUid: KUBELET, probeSnat: probe }));
+    await nft.addElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', a.ipv4!, 'pod-uid-a');
+    await nft.addElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', a.ipv4!, 'pod-uid-a'); // again: fine
+
+    expect(await connectFrom(c, node.netns, a.ipv4!, 8080, 5_000, { uid: KUBELET })).toBe('app-a 10.244.0.2 8080');
+    expect(await connectFrom(c, node.netns, a.ipv4!, 8080, 5_000, { uid: 1000 })).toBe('app-a 10.244.0.2 8080');
+    await nft.deleteElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', a.ipv4!);
+    await nft.deleteElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', a.ipv4!); // absent: fine
+    expect(await connectFrom(c, node.netns, a.ipv4!, 8080, 5_000, { uid: KUBELET })).toBe('app-a 10.244.0.2 8080');
+    // the source each connection arrived from, as the pod's app saw it
+    expect(acceptedBy(app).map((x) => x.remote)).toEqual([probe.ipv4, node.address.ipv4, node.address.ipv4]);
+
+    await expect(
+      nft.addElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', '10.0.0.1 }; flush ruleset; {', 'x'),
+    ).rejects.toThrow('not an address');
+    await nft.remove(nodeId, ['istio-ambient-nat']);
+    expect(await execIn(node.netns, ['nft', 'list', 'ruleset'])).toBe('');
   });
 });

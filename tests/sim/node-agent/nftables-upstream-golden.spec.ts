@@ -9,7 +9,11 @@ import { test, expect } from '@playwright/test';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { renderNft } from '../../../impl/node-agent/nftables/nft-document.js';
-import { buildUpstreamHostNft, buildUpstreamInpodNft } from '../../../impl/node-agent/nftables/upstream-rules.js';
+import {
+  buildUpstreamHostNft,
+  buildUpstreamHostSetsNft,
+  buildUpstreamInpodNft,
+} from '../../../impl/node-agent/nftables/upstream-rules.js';
 
 const DIR = path.resolve('fixtures/upstream-golden-nft');
 /** upstream's test config (nftables_test.go constructTestConfig) */
@@ -74,4 +78,24 @@ test('values reach rule text only when valid', () => {
     'not an IPv4 address',
   );
   expect(() => buildUpstreamHostNft({ ipv6: false, kubeletUid: -1, probeSnat: PROBE_SNAT })).toThrow('not a uid');
+});
+
+test('the host probe sets render as upstream declares them, in their own document (a flush would empty them)', () => {
+  expect(
+    renderNft(buildUpstreamHostSetsNft({ ipv6: true }))
+      .trimEnd()
+      .split('\n'),
+  ).toEqual([
+    'add table inet istio-ambient-nat',
+    'add set inet istio-ambient-nat istio-inpod-probes-v4 { type ipv4_addr ; comment "UUID of the pods that are part of ambient mesh" ; }',
+    'add set inet istio-ambient-nat istio-inpod-probes-v6 { type ipv6_addr ; comment "UUID of the pods that are part of ambient mesh" ; }',
+  ]);
+  const sets = buildUpstreamHostSetsNft({ ipv6: false }).tables[0]!;
+  const rules = buildUpstreamHostNft({ ipv6: false, kubeletUid: 0, probeSnat: PROBE_SNAT }).tables[0]!;
+  expect(() => renderNft({ tables: [{ ...rules, sets: sets.sets! }] })).toThrow(
+    'declare sets and chains in separate documents',
+  );
+  expect(() =>
+    renderNft({ tables: [{ ...sets, sets: [{ name: 's', type: 'ipv4_addr', comment: 'a" ; flush ruleset ; "' }] }] }),
+  ).toThrow('has a quote, backslash or newline');
 });
