@@ -30,7 +30,7 @@ export interface NftRule {
 }
 
 /** A named set of addresses (the host's probe sets); its elements change at run time, not here. */
-export interface NftSet {
+interface NftSet {
   readonly name: string;
   readonly type: 'ipv4_addr' | 'ipv6_addr';
   /** Free text without quotes (checked). */
