@@ -51,6 +51,15 @@ const chainsOf = (
   { name: OUT },
 ];
 
+/** The words that differ between the families' versions of one rule. */
+interface Family {
+  readonly saddr: string;
+  readonly daddr: string;
+  readonly loopback: string;
+}
+const V4: Family = { saddr: 'ip saddr', daddr: 'ip daddr', loopback: '127.0.0.1/32' };
+const V6: Family = { saddr: 'ip6 saddr', daddr: 'ip6 daddr', loopback: '::1/128' };
+
 /** Rules collected per table in the order they are appended, as upstream's rule builder does. */
 /** The probe SNAT addresses go into rule text: each must be one address of its family. */
 function checkProbeSnat(p: { readonly ipv4: string; readonly ipv6: string }): void {
@@ -78,6 +87,13 @@ export function buildUpstreamInpodNft(o: UpstreamInpodOptions): NftDocument {
       throw new Error(`virtual interface ${JSON.stringify(i)}: not an interface name`);
   checkProbeSnat(o.probeSnat);
   const b = new Builder(o.ipv6);
+  /** A rule for IPv4 and, with IPv6, the same for IPv6 (upstream's AppendRule + AppendV6RuleIfSupported). */
+  const both = (table: string, chain: string, words: (f: Family) => string[]): void => {
+    b.add(table, chain, ...words(V4));
+    b.addV6(table, chain, ...words(V6));
+  };
+  const snat = (f: Family): string => (f === V4 ? o.probeSnat.ipv4 : o.probeSnat.ipv6);
+  const notMarked = ['mark and', MASK, '!=', MARK, 'counter'];
   b.add(MANGLE, 'prerouting', 'jump', PRE);
   b.add(MANGLE, 'output', 'jump', OUT);
   b.add(NAT, 'output', 'jump', OUT);
@@ -91,48 +107,24 @@ export function buildUpstreamInpodNft(o: UpstreamInpodOptions): NftDocument {
     b.add(NAT, PRE, 'iifname', i, 'meta l4proto tcp', 'counter', 'return');
   }
   b.add(MANGLE, PRE, 'meta mark & 0xfff ==', MARK, 'counter', 'ct mark set ct mark & 0xfffff000 | ', TPROXY_MARK);
-  if (!o.ingressMode) {
-    b.add(NAT, PRE, 'meta l4proto tcp', 'ip saddr', o.probeSnat.ipv4, 'counter', 'accept');
-    b.addV6(NAT, PRE, 'meta l4proto tcp', 'ip6 saddr', o.probeSnat.ipv6, 'counter', 'accept');
-  }
-  b.add(NAT, OUT, 'meta l4proto tcp', 'ip daddr', o.probeSnat.ipv4, 'counter', 'accept');
-  b.addV6(NAT, OUT, 'meta l4proto tcp', 'ip6 daddr', o.probeSnat.ipv6, 'counter', 'accept');
-  if (!o.ingressMode) {
-    // upstream's words: "mark and 0xfff " (a trailing space) for v4, "mark and 0xfff" for v6
-    const port = String(INBOUND_HBONE_PORT);
-    b.add(
-      NAT,
-      PRE,
-      'ip daddr',
+  if (!o.ingressMode) both(NAT, PRE, (f) => ['meta l4proto tcp', f.saddr, snat(f), 'counter', 'accept']);
+  both(NAT, OUT, (f) => ['meta l4proto tcp', f.daddr, snat(f), 'counter', 'accept']);
+  if (!o.ingressMode)
+    // upstream's words: "mark and 0xfff " (a trailing space) for IPv4, "mark and 0xfff" for IPv6
+    both(NAT, PRE, (f) => [
+      f.daddr,
       '!=',
-      '127.0.0.1/32',
+      f.loopback,
       'tcp dport',
       '!=',
-      port,
-      'mark and 0xfff ',
+      String(INBOUND_HBONE_PORT),
+      f === V4 ? 'mark and 0xfff ' : 'mark and 0xfff',
       '!=',
       MARK,
       'counter',
       'redirect to',
       `:${INBOUND_PLAINTEXT}`,
-    );
-    b.addV6(
-      NAT,
-      PRE,
-      'ip6 daddr',
-      '!=',
-      '::1/128',
-      'tcp dport',
-      '!=',
-      port,
-      'mark and 0xfff',
-      '!=',
-      MARK,
-      'counter',
-      'redirect to',
-      `:${INBOUND_PLAINTEXT}`,
-    );
-  }
+    ]);
   b.add(MANGLE, OUT, 'ct mark and', TPROXY_MASK, '==', TPROXY_MARK, 'counter', 'meta mark set ct mark');
   if (o.dns) {
     b.add(
@@ -151,74 +143,13 @@ export function buildUpstreamInpodNft(o: UpstreamInpodOptions): NftDocument {
       'redirect to',
       `:${DNS}`,
     );
-    b.add(
-      NAT,
-      OUT,
-      'ip daddr',
-      '!=',
-      '127.0.0.1/32',
-      'tcp dport',
-      '53',
-      'mark and',
-      MASK,
-      '!=',
-      MARK,
-      'counter',
-      'redirect to',
-      `:${DNS}`,
-    );
-    b.addV6(
-      NAT,
-      OUT,
-      'ip6 daddr',
-      '!=',
-      '::1/128',
-      'tcp dport',
-      '53',
-      'mark and',
-      MASK,
-      '!=',
-      MARK,
-      'counter',
-      'redirect to',
-      `:${DNS}`,
-    );
+    both(NAT, OUT, (f) => [f.daddr, '!=', f.loopback, 'tcp dport', '53', ...notMarked, 'redirect to', `:${DNS}`]);
     b.add(RAW, OUT, 'udp dport', '53', 'meta mark and', MASK, '==', MARK, 'counter', 'ct zone set', '1');
     b.add(RAW, PRE, 'udp sport', '53', 'meta mark and', MASK, '!=', MARK, 'counter', 'ct zone set', '1');
   }
   b.add(NAT, OUT, 'meta l4proto tcp', 'mark and', TPROXY_MASK, '==', TPROXY_MARK, 'counter', 'accept');
-  b.add(NAT, OUT, 'oifname', 'lo', 'ip daddr', '!=', '127.0.0.1/32', 'counter', 'accept');
-  b.addV6(NAT, OUT, 'oifname', 'lo', 'ip6 daddr', '!=', '::1/128', 'counter', 'accept');
-  b.add(
-    NAT,
-    OUT,
-    'meta l4proto tcp',
-    'ip daddr',
-    '!=',
-    '127.0.0.1/32',
-    'mark and',
-    MASK,
-    '!=',
-    MARK,
-    'counter',
-    'redirect to',
-    `:${OUTBOUND}`,
-  );
-  b.addV6(
-    NAT,
-    OUT,
-    'meta l4proto tcp',
-    'ip6 daddr',
-    '!=',
-    '::1/128',
-    'mark and',
-    MASK,
-    '!=',
-    MARK,
-    'counter',
-    'redirect to',
-    `:${OUTBOUND}`,
-  );
+  both(NAT, OUT, (f) => ['oifname', 'lo', f.daddr, '!=', f.loopback, 'counter', 'accept']);
+  both(NAT, OUT, (f) => ['meta l4proto tcp', f.daddr, '!=', f.loopback, ...notMarked, 'redirect to', `:${OUTBOUND}`]);
   const tables: NftTable[] = [
     { family: 'inet', name: NAT, chains: chainsOf({ type: 'nat', priority: -100 }, 'nat'), rules: b.rules[NAT]! },
     {
