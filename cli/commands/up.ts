@@ -113,9 +113,13 @@ async function startDaemon(dir: string, o: Record<string, unknown>): Promise<Lab
   for (;;) {
     if (exited !== undefined) {
       const tail = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').slice(-2000) : '(no log)';
-      // nothing of the cluster is left to keep: the daemon removed what it made before it ended
-      fs.rmSync(dir, { recursive: true, force: true });
-      throw new HarnessError(`the cluster's daemon ended (${exited}) before the cluster was up; its log:\n${tail}`);
+      // A state file left means the daemon could not take down what it made: keep it for `down`.
+      // Otherwise nothing of the cluster is left but the log, printed here.
+      const left = fs.existsSync(path.join(dir, 'state.json'));
+      if (!left) fs.rmSync(dir, { recursive: true, force: true });
+      throw new HarnessError(
+        `the cluster's daemon ended (${exited}) before the cluster was up${left ? `; parts of it may be left: run \`ambient-lab down --name ${String(o['name'])}\`` : ''}; its log:\n${tail}`,
+      );
     }
     try {
       return (await labControl(sock, { op: 'ping' }, 10_000)) as LabSummary;

@@ -54,9 +54,17 @@ async function main(): Promise<void> {
     if (ending) return;
     ending = true;
     log(`ending: ${why}`);
-    if (destroy) await lab.destroy().catch((e: unknown) => log(`taking the cluster down failed: ${String(e)}`));
+    let code = 0;
+    if (destroy)
+      try {
+        await lab.destroy();
+      } catch (e) {
+        // not a quiet success: `down` (or whoever signalled) must see the cluster may be left
+        log(`taking the cluster down failed: ${e instanceof Error ? e.message : String(e)}; run \`ambient-lab down\``);
+        code = 1;
+      }
     await serving.server?.close();
-    process.exit(0);
+    process.exit(code);
   };
   try {
     await lab.api.create('Namespace', { metadata: { name: 'demo', labels: { 'istio.io/dataplane-mode': 'ambient' } } });
@@ -73,7 +81,12 @@ async function main(): Promise<void> {
         });
   } catch (e) {
     log(`making the demo pods failed: ${(e as Error).message}`);
-    await lab.destroy().catch(() => undefined);
+    try {
+      await lab.destroy();
+    } catch (d) {
+      // both go to the log `up` prints: the first failure, and that its cleanup failed too
+      log(`taking the half-made cluster down failed as well: ${d instanceof Error ? d.message : String(d)}`);
+    }
     throw e;
   }
   const handle = labRequestHandler(world);
