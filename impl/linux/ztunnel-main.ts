@@ -204,9 +204,6 @@ runComponent('ambient-lab-proxy', async () => {
       new IstioTcpMetrics(metrics, clock, index),
     ]),
     metrics: {
-      // connections are counted by istio_tcp_* (above), with the labels Istio's dashboards use
-      connectionOpened: () => {},
-      connectionClosed: () => {},
       denied: (d, reason) => denied.inc({ direction: d, reason }),
       podsServed: (n) => served.set(n),
     },

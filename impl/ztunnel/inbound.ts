@@ -104,7 +104,6 @@ async function deliver(
   ctx.track(tracked);
   const res = await r.done;
   ctx.untrack(tracked);
-  deps.metrics.connectionClosed(base.direction, res.bToA, res.aToB);
   record(ctx, {
     ...base,
     ...ids,
@@ -125,7 +124,6 @@ export async function handleInboundPlaintext(ctx: PodContext, down: TcpConnectio
     downstream: { src: fmt(down.remoteAddress), dst: fmt(down.localAddress) },
     target: fmt(target),
   };
-  ctx.deps.metrics.connectionOpened(direction);
   record(ctx, { ...base, event: 'accepted' });
   if (ctx.stopping) {
     down.reset();
@@ -164,7 +162,6 @@ function parseAuthority(a: string): SocketAddress | undefined {
 export async function handleInboundHbone(ctx: PodContext, conn: TcpConnection): Promise<void> {
   const direction: ConnectionDirection = 'inbound-hbone';
   const downstream = { src: fmt(conn.remoteAddress), dst: fmt(conn.localAddress) };
-  ctx.deps.metrics.connectionOpened(direction);
   const identity = ctx.ownIdentity();
   if (ctx.stopping || !identity || !ctx.ownWorkload()) {
     conn.reset();

@@ -33,7 +33,6 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
     downstream: { src: fmt(down.remoteAddress), dst: fmt(down.localAddress) },
     target: fmt(dst),
   };
-  deps.metrics.connectionOpened('outbound');
   record(ctx, { ...base, event: 'accepted' });
   /** `metricReason`: the denied metric's label when `reason` names a pod (one series per cause, not per pod). */
   const deny = (reason: string, metricReason = reason): void => {
@@ -117,7 +116,6 @@ export async function handleOutbound(ctx: PodContext, down: TcpConnection): Prom
   ctx.track(tracked);
   const res = await r.done;
   ctx.untrack(tracked);
-  deps.metrics.connectionClosed('outbound', res.aToB, res.bToA);
   record(ctx, {
     ...base,
     event: 'closed',

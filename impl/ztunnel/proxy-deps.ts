@@ -70,32 +70,19 @@ export interface ProxyConnectionLog {
   record(r: ProxyConnectionRecord): void;
 }
 
-/** Counters the proxy keeps; impl/linux exports them with prom-client. */
+/**
+ * Counters the proxy keeps beside its connection records; impl/linux exports them with
+ * prom-client. Connections and bytes are counted from the records (istio-tcp-metrics.ts).
+ */
 export interface ProxyMetrics {
-  connectionOpened(direction: ConnectionDirection): void;
-  connectionClosed(direction: ConnectionDirection, bytesSent: number, bytesReceived: number): void;
   denied(direction: ConnectionDirection, reason: string): void;
   podsServed(n: number): void;
 }
 
 /** In-memory metrics (the sim's, and the source the Linux exporter reads). */
 export class CountingMetrics implements ProxyMetrics {
-  readonly opened = new Map<ConnectionDirection, number>();
-  readonly closed = new Map<ConnectionDirection, number>();
   readonly deniedBy = new Map<string, number>();
-  bytesSent = 0;
-  bytesReceived = 0;
   pods = 0;
-
-  connectionOpened(d: ConnectionDirection): void {
-    this.opened.set(d, (this.opened.get(d) ?? 0) + 1);
-  }
-
-  connectionClosed(d: ConnectionDirection, sent: number, received: number): void {
-    this.closed.set(d, (this.closed.get(d) ?? 0) + 1);
-    this.bytesSent += sent;
-    this.bytesReceived += received;
-  }
 
   denied(d: ConnectionDirection, reason: string): void {
     const k = `${d}:${reason}`;
