@@ -12,20 +12,13 @@ import { connectFrom, startListener } from '../../../e2e/netns/tcp-probe.js';
 import { netnsId } from '../../../impl/api/ids.js';
 import { LinuxNetnsRules } from '../../../impl/linux/netns-rules.js';
 import { LinuxNftRules } from '../../../impl/linux/nft-rules.js';
-import { buildUpstreamInpodNft } from '../../../impl/node-agent/nftables/upstream-rules.js';
 import { nftTool } from '../../worlds.js';
-import { UPSTREAM_INPOD_PLAN } from './upstream-inpod-plan.js';
+import { UPSTREAM_INPOD_NFT, UPSTREAM_INPOD_PLAN } from './upstream-inpod-plan.js';
 
 const t = nftTool();
 test.skip(!t.available, t.reason);
 
-const DOC = buildUpstreamInpodNft({
-  ipv6: true,
-  dns: true,
-  ingressMode: false,
-  virtualInterfaces: [],
-  probeSnat: { ipv4: '169.254.7.127', ipv6: 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff' },
-});
+const DOC = UPSTREAM_INPOD_NFT;
 
 test('iptables and nftables (upstream): the same listener answers every attempt out of and into the pod', async () => {
   await withCluster({ nodes: 2 }, async (c) => {

@@ -12,24 +12,15 @@ import { acceptedBy, connectFrom, startListener } from '../../../e2e/netns/tcp-p
 import { netnsId } from '../../../impl/api/ids.js';
 import { LinuxNftRules } from '../../../impl/linux/nft-rules.js';
 import type { NftDocument } from '../../../impl/node-agent/nftables/nft-document.js';
-import {
-  buildUpstreamHostNft,
-  buildUpstreamHostSetsNft,
-  buildUpstreamInpodNft,
-} from '../../../impl/node-agent/nftables/upstream-rules.js';
+import { buildUpstreamHostNft, buildUpstreamHostSetsNft } from '../../../impl/node-agent/nftables/upstream-rules.js';
 import { nftTool } from '../../worlds.js';
+import { UPSTREAM_INPOD_NFT } from './upstream-inpod-plan.js';
 
 const t = nftTool();
 test.skip(!t.available, t.reason);
 
 const nft = new LinuxNftRules();
-const DOC = buildUpstreamInpodNft({
-  ipv6: true,
-  dns: true,
-  ingressMode: false,
-  virtualInterfaces: [],
-  probeSnat: { ipv4: '169.254.7.127', ipv6: 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff' },
-});
+const DOC = UPSTREAM_INPOD_NFT;
 const TABLES = DOC.tables.map((x) => x.name);
 
 test("apply: the pod's outbound TCP goes to 15001 (v4, v6); apply again is a no-op; drift is seen and repaired; a rejected document changes nothing; remove leaves nothing", async () => {

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { mark } from '../../../impl/api/marks.js';
 import type { RedirectionPlan } from '../../../impl/host/netns-rules.js';
+import { buildUpstreamInpodNft } from '../../../impl/node-agent/nftables/upstream-rules.js';
 
 /**
  * The one copy of the upstream rulesets is fixtures/rules/ (iptables-save form, which declares the
@@ -46,3 +47,12 @@ export const UPSTREAM_INPOD_PLAN: RedirectionPlan = {
 /** How iptables-save prints the outbound capture rule (normalised: `-m tcp` is not added here). */
 export const SAVED_OUTBOUND_REDIRECT_V4 =
   '-A ISTIO_OUTPUT ! -d 127.0.0.1/32 -p tcp -m mark ! --mark 0x539/0xfff -j REDIRECT --to-ports 15001';
+
+/** Our nftables document of the same configuration (upstream profile, DNS capture, IPv4 and IPv6). */
+export const UPSTREAM_INPOD_NFT = buildUpstreamInpodNft({
+  ipv6: true,
+  dns: true,
+  ingressMode: false,
+  virtualInterfaces: [],
+  probeSnat: { ipv4: '169.254.7.127', ipv6: 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff' },
+});
