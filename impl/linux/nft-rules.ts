@@ -1,34 +1,41 @@
 /**
- * The Linux adapter of the nftables backend (in progress, docs/design.md "nftables"): an `nft -f`
- * document (impl/node-agent/nftables/) applied in a pod's or the node's network namespace as one
- * transaction, read back in the kernel's own words, and removed — each as
- * `nsenter --net=<NetnsId path> nft ...` (Debian package nftables).
+ * The Linux adapter of the nftables backend: `nft -f` documents (impl/node-agent/nftables/)
+ * applied in a pod's or the node's network namespace as one transaction, tables read back in the
+ * kernel's own words, and removed — each as `nsenter --net=<NetnsId path> nft ...` (Debian
+ * package nftables).
  *
- * - apply: `nft -f -` with the rendered document. nft commits the whole document atomically:
- *   a document the kernel rejects changes nothing, and the error names the netns, the command
- *   and nft's message. Each table of the document is flushed and refilled, so apply twice =
- *   apply once; tables the document does not name are left alone.
- * - read: `nft -s list table inet <name>` for each named table (stateless: no counters), so two
- *   reads of an unchanged namespace are equal and any rule added, removed or changed since — by
- *   anyone — shows as a different text. Drift detection compares a read with the read taken
- *   right after apply (the kernel's canonical form of the document; nft rewrites what it is
- *   given, so the document's own text is not comparable).
- * - remove: `nft delete table` for each named table that exists; absent ones are fine.
+ * - apply: `nft -f -` with the document text. nft commits the whole document atomically: a
+ *   document the kernel rejects changes nothing, and the error names the netns, the command and
+ *   nft's message. Each rules table is flushed and refilled, so apply twice = apply once.
+ * - read: `nft -s list table <family> <name>` (stateless: no counters), so two reads of an
+ *   unchanged namespace are equal and any rule added, removed or changed since — by anyone —
+ *   shows as a different text. Drift detection compares a read with the read taken right after
+ *   apply (nft rewrites what it is given, so the document's own text is not comparable).
+ * - tables: every table of the namespace; iptables-nft's own tables (`ip nat`, `ip6 filter`, ...)
+ *   are among them and `isIptablesTable` tells them apart.
+ * - remove: `nft delete table` for each named table that exists, in one transaction.
  * - addElement / deleteElement: a member of a set (the host's probe sets), idempotent.
  */
 import type { NetnsId } from '../api/ids.js';
 import { isIpAddress } from '../api/ip/address.js';
-import { renderNft, type NftDocument } from '../node-agent/nftables/nft-document.js';
+import { tableKey, type NftFamily, type NftTableRef } from '../node-agent/nftables/nft-document.js';
 import { nsenterRun, nsenterText } from './nsenter.js';
 
 class NftRulesError extends Error {
   override readonly name = 'NftRulesError';
 }
 
-/** Each named table's listing, as the kernel prints it without counters; absent: not there. */
+/** Each table's listing by `tableKey`, as the kernel prints it without counters; absent: not there. */
 type NftTablesState = Readonly<Record<string, string | undefined>>;
 
-const TABLE_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+const NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+const FAMILIES: readonly string[] = ['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev'];
+const IPTABLES_TABLES: readonly string[] = ['raw', 'mangle', 'nat', 'filter', 'security'];
+
+/** A table iptables-nft / ip6tables-nft made (read through iptables-save, not nft). */
+export function isIptablesTable(t: { readonly family: string; readonly name: string }): boolean {
+  return (t.family === 'ip' || t.family === 'ip6') && IPTABLES_TABLES.includes(t.name);
+}
 
 export class LinuxNftRules {
   private readonly timeoutMs: number;
@@ -36,62 +43,62 @@ export class LinuxNftRules {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  async apply(netns: NetnsId, doc: NftDocument): Promise<NftTablesState> {
-    const text = renderNft(doc);
+  /** Apply a rendered document (renderNft) in one transaction; returns the listed tables it names. */
+  async apply(netns: NetnsId, text: string, tables: readonly NftTableRef[]): Promise<NftTablesState> {
     const argv = ['nft', '-f', '-'];
     const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs, input: text });
     if (!r.ok)
       throw new NftRulesError(
         `applying the nftables rules in ${netns} failed (nothing changed: nft commits a document whole): ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
       );
-    return this.read(
-      netns,
-      doc.tables.map((t) => t.name),
-    );
+    return this.read(netns, tables);
   }
 
-  async read(netns: NetnsId, tables: readonly string[]): Promise<NftTablesState> {
-    const present = await this.tables(netns);
+  async read(netns: NetnsId, tables: readonly NftTableRef[]): Promise<NftTablesState> {
+    const present = (await this.tables(netns)).map(tableKey);
     const out: Record<string, string | undefined> = {};
-    for (const name of tables) {
-      checkTable(name);
-      if (!present.includes(name)) {
-        out[name] = undefined;
-        continue;
-      }
-      const argv = ['nft', '-s', 'list', 'table', 'inet', name];
-      const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
-      if (!r.ok)
-        throw new NftRulesError(
-          `reading nftables table ${name} in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
-        );
-      out[name] = r.stdout;
+    for (const t of tables) {
+      checkRef(t);
+      const key = tableKey(t);
+      out[key] = present.includes(key) ? await this.list(netns, t) : undefined;
     }
     return out;
   }
 
-  async remove(netns: NetnsId, tables: readonly string[]): Promise<void> {
-    const present = await this.tables(netns);
-    for (const name of tables) {
-      checkTable(name);
-      if (!present.includes(name)) continue;
-      const argv = ['nft', 'delete', 'table', 'inet', name];
-      const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
-      if (!r.ok)
-        throw new NftRulesError(
-          `removing nftables table ${name} in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
-        );
-    }
+  /** One table's listing (`nft -s list table`); the table must exist. */
+  async list(netns: NetnsId, t: NftTableRef): Promise<string> {
+    checkRef(t);
+    const argv = ['nft', '-s', 'list', 'table', t.family, t.name];
+    const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
+    if (!r.ok)
+      throw new NftRulesError(
+        `reading nftables table ${tableKey(t)} in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
+      );
+    return r.stdout;
+  }
+
+  async remove(netns: NetnsId, tables: readonly NftTableRef[]): Promise<void> {
+    tables.forEach(checkRef);
+    const present = (await this.tables(netns)).map(tableKey);
+    const doomed = tables.filter((t) => present.includes(tableKey(t)));
+    if (doomed.length === 0) return;
+    const argv = ['nft', '-f', '-'];
+    const text = doomed.map((t) => `delete table ${tableKey(t)}\n`).join('');
+    const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs, input: text });
+    if (!r.ok)
+      throw new NftRulesError(
+        `removing nftables tables ${doomed.map(tableKey).join(', ')} in ${netns} failed (none was removed: one transaction): ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
+      );
   }
 
   /** Add `ip` to a set (the host's probe sets), with a comment (the pod's uid); already there: fine. */
-  async addElement(netns: NetnsId, table: string, set: string, ip: string, comment: string): Promise<void> {
-    checkTable(table);
-    checkTable(set);
+  async addElement(netns: NetnsId, table: NftTableRef, set: string, ip: string, comment: string): Promise<void> {
+    checkRef(table);
+    checkName(set);
     checkAddress(ip);
     if (!/^[A-Za-z0-9_./:-]{0,128}$/.test(comment))
       throw new NftRulesError(`nftables element comment ${JSON.stringify(comment)}: letters, digits and -_./: only`);
-    const argv = ['nft', 'add', 'element', 'inet', table, set, `{ ${ip} comment "${comment}" }`];
+    const argv = ['nft', 'add', 'element', table.family, table.name, set, `{ ${ip} comment "${comment}" }`];
     const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
     if (!r.ok)
       throw new NftRulesError(
@@ -100,11 +107,11 @@ export class LinuxNftRules {
   }
 
   /** Remove `ip` from a set; not there: fine. */
-  async deleteElement(netns: NetnsId, table: string, set: string, ip: string): Promise<void> {
-    checkTable(table);
-    checkTable(set);
+  async deleteElement(netns: NetnsId, table: NftTableRef, set: string, ip: string): Promise<void> {
+    checkRef(table);
+    checkName(set);
     checkAddress(ip);
-    const argv = ['nft', 'delete', 'element', 'inet', table, set, `{ ${ip} }`];
+    const argv = ['nft', 'delete', 'element', table.family, table.name, set, `{ ${ip} }`];
     const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
     if (!r.ok && !/No such file or directory/.test(r.stderr))
       throw new NftRulesError(
@@ -112,19 +119,65 @@ export class LinuxNftRules {
       );
   }
 
-  /** The inet tables the namespace holds. */
-  private async tables(netns: NetnsId): Promise<string[]> {
-    const argv = ['nft', 'list', 'tables', 'inet'];
+  /** A set's members with their comments (`nft -j list set`). */
+  async elements(
+    netns: NetnsId,
+    table: NftTableRef,
+    set: string,
+  ): Promise<readonly { readonly ip: string; readonly comment: string }[]> {
+    checkRef(table);
+    checkName(set);
+    const argv = ['nft', '-j', 'list', 'set', table.family, table.name, set];
+    const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
+    if (!r.ok)
+      throw new NftRulesError(
+        `listing nftables set ${set} in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
+      );
+    return parseElements(netns, set, r.stdout);
+  }
+
+  /** Every table of the namespace (iptables-nft's among them). */
+  async tables(netns: NetnsId): Promise<NftTableRef[]> {
+    const argv = ['nft', 'list', 'tables'];
     const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
     if (!r.ok)
       throw new NftRulesError(
         `listing nftables tables in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()} (is nft installed? Debian package nftables)`,
       );
-    return r.stdout
-      .split('\n')
-      .map((l) => /^table inet (\S+)$/.exec(l.trim())?.[1])
-      .filter((n): n is string => n !== undefined);
+    const out: NftTableRef[] = [];
+    for (const line of r.stdout.split('\n')) {
+      if (line.trim() === '') continue;
+      const m = /^table (\S+) (\S+)$/.exec(line.trim());
+      if (!m || !FAMILIES.includes(m[1]!))
+        throw new NftRulesError(`listing nftables tables in ${netns}: unexpected line ${JSON.stringify(line)}`);
+      out.push({ family: m[1] as NftFamily, name: m[2]! });
+    }
+    return out;
   }
+}
+
+/** `nft -j list set` output: elements are addresses, or `{ elem: { val, comment } }` with a comment. */
+function parseElements(netns: string, set: string, json: string): { ip: string; comment: string }[] {
+  const bad = (why: string): NftRulesError =>
+    new NftRulesError(`reading nftables set ${set} in ${netns}: ${why} in ${JSON.stringify(json.slice(0, 200))}`);
+  let doc: unknown;
+  try {
+    doc = JSON.parse(json);
+  } catch {
+    throw bad('not JSON');
+  }
+  const items = (doc as { nftables?: unknown }).nftables;
+  if (!Array.isArray(items)) throw bad('no "nftables" array');
+  const entry = items.find((x): x is { set: { elem?: unknown } } => typeof x === 'object' && x !== null && 'set' in x);
+  if (!entry) throw bad('no set');
+  const elems = entry.set.elem ?? [];
+  if (!Array.isArray(elems)) throw bad('"elem" is not an array');
+  return elems.map((e: unknown) => {
+    if (typeof e === 'string') return { ip: e, comment: '' };
+    const inner = (e as { elem?: { val?: unknown; comment?: unknown } }).elem;
+    if (!inner || typeof inner.val !== 'string') throw bad('an element is neither an address nor {elem: {val}}');
+    return { ip: inner.val, comment: typeof inner.comment === 'string' ? inner.comment : '' };
+  });
 }
 
 function checkAddress(ip: string): void {
@@ -132,6 +185,12 @@ function checkAddress(ip: string): void {
     throw new NftRulesError(`nftables element ${JSON.stringify(ip)}: not an address`);
 }
 
-function checkTable(name: string): void {
-  if (!TABLE_NAME.test(name)) throw new NftRulesError(`nftables table name ${JSON.stringify(name)}: not a table name`);
+function checkName(name: string): void {
+  if (!NAME.test(name)) throw new NftRulesError(`nftables name ${JSON.stringify(name)}: not a table or set name`);
+}
+
+function checkRef(t: NftTableRef): void {
+  if (!FAMILIES.includes(t.family))
+    throw new NftRulesError(`nftables family ${JSON.stringify(t.family)}: not a family`);
+  checkName(t.name);
 }

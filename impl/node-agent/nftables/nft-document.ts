@@ -1,5 +1,6 @@
 /**
- * An `nft -f` document as the node agent writes it: tables of family inet, each with its base
+ * An `nft -f` document as the node agent writes it: tables (family inet for the upstream profile,
+ * ip and ip6 for rules translated from the IR, ruleset-to-nft.ts), each with its base
  * chains (type, hook, priority), its own chains and its rules in order, rendered as the
  * command list knftables (sigs.k8s.io/knftables) makes of a transaction — `add table`, `flush
  * table`, `add chain` (base chains with `{ type T hook H priority P ; }`), `add rule` — so the
@@ -9,7 +10,7 @@
  * interface names checked where they are read).
  */
 
-type NftHook = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
+export type NftHook = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
 
 interface NftBaseChain {
   readonly type: 'nat' | 'filter' | 'route';
@@ -37,8 +38,29 @@ interface NftSet {
   readonly comment?: string;
 }
 
+export type NftFamily = 'inet' | 'ip' | 'ip6';
+
+/** A table by family and name, as nft names it (`inet istio-ambient-nat`). */
+export interface NftTableRef {
+  readonly family: NftFamily;
+  readonly name: string;
+}
+
+/** `<family> <name>`: how nft names a table, and the key of a table in listings. */
+export function tableKey(t: NftTableRef): string {
+  return `${t.family} ${t.name}`;
+}
+
+/** The tables a document writes (a table named twice, e.g. for sets and chains, once). */
+export function documentTables(doc: NftDocument): NftTableRef[] {
+  const out: NftTableRef[] = [];
+  for (const t of doc.tables)
+    if (!out.some((x) => x.family === t.family && x.name === t.name)) out.push({ family: t.family, name: t.name });
+  return out;
+}
+
 export interface NftTable {
-  readonly family: 'inet';
+  readonly family: NftFamily;
   readonly name: string;
   /** Sets declared by this document (a document with sets flushes nothing: their elements stay). */
   readonly sets?: readonly NftSet[];
@@ -72,7 +94,7 @@ export function renderNft(doc: NftDocument): string {
     if (chains.length === 0 && sets.length === 0) continue;
     if (chains.length > 0 && sets.length > 0)
       throw new Error(
-        `nft table ${t.name}: declare sets and chains in separate documents (a table's flush would empty the sets)`,
+        `nft table ${t.name}: declare sets and chains in separate documents (as upstream: a sets document never flushes its table, a rules document does)`,
       );
     const id = `${t.family} ${t.name}`;
     out.push(`add table ${id}`);

@@ -12,6 +12,7 @@ import { connectFrom, startListener } from '../../../e2e/netns/tcp-probe.js';
 import { netnsId } from '../../../impl/api/ids.js';
 import { LinuxNetnsRules } from '../../../impl/linux/netns-rules.js';
 import { LinuxNftRules } from '../../../impl/linux/nft-rules.js';
+import { documentTables, renderNft } from '../../../impl/node-agent/nftables/nft-document.js';
 import { nftTool } from '../../worlds.js';
 import { UPSTREAM_INPOD_NFT, UPSTREAM_INPOD_PLAN } from './upstream-inpod-plan.js';
 
@@ -43,7 +44,7 @@ test('iptables and nftables (upstream): the same listener answers every attempt 
         await startListener(c, p.netns, '::', port, tag);
       }
     await new LinuxNetnsRules().apply(netnsId(ipt.netnsPath), UPSTREAM_INPOD_PLAN);
-    await new LinuxNftRules().apply(netnsId(nft.netnsPath), DOC);
+    await new LinuxNftRules().apply(netnsId(nft.netnsPath), renderNft(DOC), documentTables(DOC));
 
     const answers = async (p: typeof ipt): Promise<Record<string, string>> => {
       const first = (s: string): string => s.split(' ')[0]!;

@@ -9,9 +9,14 @@ import { test, expect } from '@playwright/test';
 import { withCluster } from '../../../e2e/netns/cluster.js';
 import { execIn } from '../../../e2e/netns/ip.js';
 import { acceptedBy, connectFrom, startListener } from '../../../e2e/netns/tcp-probe.js';
-import { netnsId } from '../../../impl/api/ids.js';
+import { netnsId, type NetnsId } from '../../../impl/api/ids.js';
 import { LinuxNftRules } from '../../../impl/linux/nft-rules.js';
-import type { NftDocument } from '../../../impl/node-agent/nftables/nft-document.js';
+import {
+  documentTables,
+  renderNft,
+  type NftDocument,
+  type NftTableRef,
+} from '../../../impl/node-agent/nftables/nft-document.js';
 import { buildUpstreamHostNft, buildUpstreamHostSetsNft } from '../../../impl/node-agent/nftables/upstream-rules.js';
 import { nftTool } from '../../worlds.js';
 import { UPSTREAM_INPOD_NFT } from './upstream-inpod-plan.js';
@@ -19,9 +24,16 @@ import { UPSTREAM_INPOD_NFT } from './upstream-inpod-plan.js';
 const t = nftTool();
 test.skip(!t.available, t.reason);
 
-const nft = new LinuxNftRules();
+const linux = new LinuxNftRules();
+/** The adapter with documents as the agent renders them. */
+const nft = {
+  apply: (id: NetnsId, doc: NftDocument) => linux.apply(id, renderNft(doc), documentTables(doc)),
+  read: (id: NetnsId, tables: readonly NftTableRef[]) => linux.read(id, tables),
+  remove: (id: NetnsId, tables: readonly NftTableRef[]) => linux.remove(id, tables),
+};
 const DOC = UPSTREAM_INPOD_NFT;
-const TABLES = DOC.tables.map((x) => x.name);
+const TABLES = documentTables(DOC);
+const NAT: NftTableRef = { family: 'inet', name: 'istio-ambient-nat' };
 
 test("apply: the pod's outbound TCP goes to 15001 (v4, v6); apply again is a no-op; drift is seen and repaired; a rejected document changes nothing; remove leaves nothing", async () => {
   await withCluster({ nodes: 2 }, async (c) => {
@@ -33,14 +45,14 @@ test("apply: the pod's outbound TCP goes to 15001 (v4, v6); apply again is a no-
     const proxy4 = await startListener(c, a.netns, '0.0.0.0', 15001, 'proxy');
     await startListener(c, a.netns, '::', 15001, 'proxy6');
     expect(await nft.read(id, TABLES)).toEqual({
-      'istio-ambient-nat': undefined,
-      'istio-ambient-mangle': undefined,
-      'istio-ambient-raw': undefined,
+      'inet istio-ambient-nat': undefined,
+      'inet istio-ambient-mangle': undefined,
+      'inet istio-ambient-raw': undefined,
     });
     expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('app-d 10.244.1.2 8080');
 
     const applied = await nft.apply(id, DOC);
-    for (const name of TABLES) expect(applied[name], name).toContain(`table inet ${name} {`);
+    for (const t of TABLES) expect(applied[`inet ${t.name}`], t.name).toContain(`table inet ${t.name} {`);
     expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('proxy 127.0.0.1 15001');
     expect(await connectFrom(c, a.netns, d.ipv6!, 8080)).toBe('proxy6 ::1 15001');
     expect(acceptedBy(proxy4).map((x) => x.remote)).toEqual(['10.244.0.2']);
@@ -52,7 +64,7 @@ test("apply: the pod's outbound TCP goes to 15001 (v4, v6); apply again is a no-
     // drift: an ACCEPT someone puts ahead of the capture is a different listing; apply repairs it
     await execIn(a.netns, ['nft', 'insert', 'rule', 'inet', 'istio-ambient-nat', 'istio-output', 'accept']);
     expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('app-d 10.244.1.2 8080');
-    expect((await nft.read(id, TABLES))['istio-ambient-nat']).not.toEqual(applied['istio-ambient-nat']);
+    expect((await nft.read(id, TABLES))['inet istio-ambient-nat']).not.toEqual(applied['inet istio-ambient-nat']);
     expect(await nft.apply(id, DOC)).toEqual(applied);
     expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('proxy 127.0.0.1 15001');
 
@@ -90,21 +102,21 @@ test('host probe (upstream): the kubelet uid’s TCP to a probe-set member is SN
     const probe = { ipv4: '169.254.7.127', ipv6: 'fd16:9254:7127:1337:ffff:ffff:ffff:ffff' };
     await nft.apply(nodeId, buildUpstreamHostSetsNft({ ipv6: true }));
     await nft.apply(nodeId, buildUpstreamHostNft({ ipv6: true, kubeletUid: KUBELET, probeSnat: probe }));
-    await nft.addElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', a.ipv4!, 'pod-uid-a');
-    await nft.addElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', a.ipv4!, 'pod-uid-a'); // again: fine
+    await linux.addElement(nodeId, NAT, 'istio-inpod-probes-v4', a.ipv4!, 'pod-uid-a');
+    await linux.addElement(nodeId, NAT, 'istio-inpod-probes-v4', a.ipv4!, 'pod-uid-a'); // again: fine
 
     expect(await connectFrom(c, node.netns, a.ipv4!, 8080, 5_000, { uid: KUBELET })).toBe('app-a 10.244.0.2 8080');
     expect(await connectFrom(c, node.netns, a.ipv4!, 8080, 5_000, { uid: 1000 })).toBe('app-a 10.244.0.2 8080');
-    await nft.deleteElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', a.ipv4!);
-    await nft.deleteElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', a.ipv4!); // absent: fine
+    await linux.deleteElement(nodeId, NAT, 'istio-inpod-probes-v4', a.ipv4!);
+    await linux.deleteElement(nodeId, NAT, 'istio-inpod-probes-v4', a.ipv4!); // absent: fine
     expect(await connectFrom(c, node.netns, a.ipv4!, 8080, 5_000, { uid: KUBELET })).toBe('app-a 10.244.0.2 8080');
     // the source each connection arrived from, as the pod's app saw it
     expect(acceptedBy(app).map((x) => x.remote)).toEqual([probe.ipv4, node.address.ipv4, node.address.ipv4]);
 
     await expect(
-      nft.addElement(nodeId, 'istio-ambient-nat', 'istio-inpod-probes-v4', '10.0.0.1 }; flush ruleset; {', 'x'),
+      linux.addElement(nodeId, NAT, 'istio-inpod-probes-v4', '10.0.0.1 }; flush ruleset; {', 'x'),
     ).rejects.toThrow('not an address');
-    await nft.remove(nodeId, ['istio-ambient-nat']);
+    await nft.remove(nodeId, [NAT]);
     expect(await execIn(node.netns, ['nft', 'list', 'ruleset'])).toBe('');
   });
 });

@@ -30,7 +30,7 @@ interface Variant {
   readonly plan: RedirectionPlan;
 }
 
-const INPOD: Record<string, Partial<InpodCommonOptions>> = {
+export const INPOD_VARIANTS: Record<string, Partial<InpodCommonOptions>> = {
   default: {},
   ingress: { ingressMode: true },
   'virtual-interfaces': { virtualInterfaces: [interfaceName('tun0'), interfaceName('wg0')] },
@@ -45,7 +45,7 @@ const INPOD: Record<string, Partial<InpodCommonOptions>> = {
 export function variants(): Variant[] {
   const out: Variant[] = [];
   for (const profile of ['upstream', 'strict'] as const) {
-    for (const [name, common] of Object.entries(INPOD))
+    for (const [name, common] of Object.entries(INPOD_VARIANTS))
       out.push({ name: `${profile}/inpod-${name}`, plan: buildInpodPlan(inpodOptions(profile, common)) });
     const host =
       profile === 'strict'
