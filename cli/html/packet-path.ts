@@ -41,7 +41,10 @@ function stepOfEvent(e: TraceEvent): PathStep {
     ns,
     ...(e.kind === 'xmit' ? { toNs: e.toNs } : {}),
     text: head.slice(`[${ns}] `.length),
-    rules: e.kind === 'table' ? ruleLines.map(parseRuleLine).filter((r): r is RuleLine => r !== undefined) : [],
+    rules:
+      e.kind === 'table' || e.kind === 'nft'
+        ? ruleLines.map(parseRuleLine).filter((r): r is RuleLine => r !== undefined)
+        : [],
   };
 }
 
@@ -66,6 +69,8 @@ function kindOfLine(rest: string): StepKind {
   // a NAT rewrite reads "<HOOK> nat: destination|source a -> b"; a table "<HOOK> <table>: <verdict>"
   if (new RegExp(`^(${HOOKS}) nat: (destination|source) `).test(rest)) return 'nat';
   if (new RegExp(`^(${HOOKS}) (${TABLES}): `).test(rest)) return 'table';
+  // an nft base chain reads "<HOOK> nft <family> <table> <chain> (<type>, priority <n>): <verdict>"
+  if (new RegExp(`^(${HOOKS}) nft \\S+ \\S+ \\S+ \\(`).test(rest)) return 'nft';
   return 'packet';
 }
 
@@ -75,7 +80,7 @@ export function pathOfText(text: string): PathStep[] {
     if (line.trim() === '') continue;
     const rule = parseRuleLine(line);
     const last = steps[steps.length - 1];
-    if (rule && last?.kind === 'table') {
+    if (rule && (last?.kind === 'table' || last?.kind === 'nft')) {
       steps[steps.length - 1] = { ...last, rules: [...last.rules, rule] };
       continue;
     }
@@ -99,19 +104,22 @@ function classOf(s: PathStep): string {
   if (s.kind === 'deliver') return 'c-deliver';
   if (s.kind === 'nat') return 'c-nat';
   if (s.kind === 'mark') return 'c-mark';
-  if (s.kind === 'table') {
-    const verdict = s.text.slice(s.text.indexOf(': ') + 2);
+  if (s.kind === 'table' || s.kind === 'nft') {
+    const verdict = s.text.slice(
+      s.text.indexOf('): ') >= 0 && s.kind === 'nft' ? s.text.indexOf('): ') + 3 : s.text.indexOf(': ') + 2,
+    );
     if (/^(DROP|REJECT)/.test(verdict)) return 'c-drop';
     if (/^(NAT|TPROXY)/.test(verdict)) return 'c-nat';
-    if (s.rules.some((r) => /^MARK|CONNMARK/.test(r.effect))) return 'c-mark';
+    if (s.rules.some((r) => /^(MARK|CONNMARK|meta mark set|ct mark set)/.test(r.effect))) return 'c-mark';
   }
   return '';
 }
 
 function effectClass(effect: string): string {
-  if (/^(DROP|REJECT)/.test(effect)) return 'effect-drop';
-  if (/^(DNAT|SNAT|REDIRECT|MASQUERADE|TPROXY)/.test(effect)) return 'effect-nat';
-  if (/^(MARK|CONNMARK)/.test(effect)) return 'effect-mark';
+  // iptables targets are upper case; nft statements (drop, redirect to :P, meta mark set ...) lower case
+  if (/^(DROP|REJECT|drop|reject)/.test(effect)) return 'effect-drop';
+  if (/^(DNAT|SNAT|REDIRECT|MASQUERADE|TPROXY|dnat|snat|redirect|masquerade|tproxy)/.test(effect)) return 'effect-nat';
+  if (/^(MARK|CONNMARK|meta mark set|ct mark set)/.test(effect)) return 'effect-mark';
   return '';
 }
 

@@ -18,6 +18,7 @@ import { NetnsRun } from './netns-run.js';
 import { ProbeError, ProbePool, ROOT_ADMIN, type Probe } from './probe.js';
 import type { AcceptEvent, ConnectOutcome, DatagramEvent, ProbeEvent } from './probe-protocol.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
+import { NfTables } from '../../sim/kernel/nftables/nftables.js';
 
 export interface KernelLabOptions {
   /** Run prefix (`al-...-`); default a fresh one. */
@@ -109,6 +110,20 @@ function realName(prefix: string, lab: string, i: number): string {
   return `${prefix}${i}${clean}`.slice(0, prefix.length + 12).replace(/-+$/, '') || `${prefix}${i}`;
 }
 
+/**
+ * What one case added to a lab namespace, so the next case removes exactly that: routes, policy
+ * rules, whether ipsets and iptables text were loaded, and the nft tables its `nftables:`
+ * document made (`FAMILY NAME`, read from the simulator's model of the same document, so the
+ * tables iptables-nft keeps for the iptables text are never touched).
+ */
+interface CaseState {
+  routes: LabRoute[];
+  rules: LabRule[];
+  ipsets: boolean;
+  iptables: { 4: boolean; 6: boolean };
+  nftTables: string[];
+}
+
 const UNREACHABLE_CONNECT = new Set(['ENETUNREACH', 'EHOSTUNREACH', 'EACCES', 'EINVAL', 'EADDRNOTAVAIL']);
 
 /** A lab topology built on the real kernel, on which cases (rules, sockets, attempts) are replayed. */
@@ -119,10 +134,7 @@ export class KernelLab {
   private readonly topologyRoutes = new Set<string>();
   private readonly topologyRules = new Set<string>();
   /** What the last case added, per lab namespace, so the next case can remove exactly that. */
-  private added = new Map<
-    string,
-    { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }
-  >();
+  private added = new Map<string, CaseState>();
   private readonly connectTimeoutMs: number;
   private readonly deliveryWaitMs: number;
 
@@ -293,10 +305,7 @@ export class KernelLab {
    */
   async configure(lab: Lab): Promise<ListenerResult[]> {
     await this.pool.closeListeners();
-    const next = new Map<
-      string,
-      { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }
-    >();
+    const next = new Map<string, CaseState>();
     await Promise.all(lab.namespaces.map(async (n) => next.set(n.name, await this.configureNetns(n))));
     // Namespaces the new lab does not mention keep nothing from the previous case.
     for (const [name, prev] of this.added) {
@@ -313,6 +322,7 @@ export class KernelLab {
             ip6tables: undefined,
             iptablesLine: 0,
             ip6tablesLine: 0,
+            nftables: undefined,
           },
           prev,
         );
@@ -351,12 +361,15 @@ export class KernelLab {
     return listeners;
   }
 
-  private async configureNetns(
-    n: LabNetns,
-    prevOverride?: { routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } },
-  ): Promise<{ routes: LabRoute[]; rules: LabRule[]; ipsets: boolean; iptables: { 4: boolean; 6: boolean } }> {
+  private async configureNetns(n: LabNetns, prevOverride?: CaseState): Promise<CaseState> {
     const prev = prevOverride ??
-      this.added.get(n.name) ?? { routes: [], rules: [], ipsets: false, iptables: { 4: false, 6: false } };
+      this.added.get(n.name) ?? {
+        routes: [],
+        rules: [],
+        ipsets: false,
+        iptables: { 4: false, 6: false },
+        nftTables: [],
+      };
     const ns = this.real(n.name);
     const batch: string[] = [];
     for (const r of prev.rules) batch.push(ruleArgs(r, 'del').join(' '));
@@ -414,7 +427,17 @@ export class KernelLab {
         throw new Error(`ip${fam === 6 ? '6' : ''}tables of ${n.name} (${ns}): ${(e as Error).message}`, { cause: e });
       }
     }
-    return { routes, rules, ipsets, iptables };
+    // nftables: one `nft -f` transaction deletes the previous case's tables and applies this one's.
+    const nftTables = n.nftables === undefined ? [] : nftTablesOf(n.nftables, n.name);
+    if (prev.nftTables.length > 0 || n.nftables !== undefined) {
+      const doc = [...prev.nftTables.map((t) => `delete table ${t}`), n.nftables ?? ''].join('\n');
+      try {
+        await this.exec(n.name, ['nft', '-f', '-'], doc.endsWith('\n') ? doc : `${doc}\n`);
+      } catch (e) {
+        throw new Error(`nftables of ${n.name} (${ns}): ${(e as Error).message}`, { cause: e });
+      }
+    }
+    return { routes, rules, ipsets, iptables, nftTables };
   }
 
   /** Play the attempts in order, one at a time (so every accept is attributable to one attempt). */
@@ -549,3 +572,13 @@ export async function runLabOnKernel(lab: Lab, opts: KernelLabOptions = {}): Pro
 }
 
 export { ProbeError };
+
+/**
+ * The tables an `nft -f` document leaves, as `FAMILY NAME`: read from the simulator's model of the
+ * same document (a document the model refuses is refused here, naming the namespace).
+ */
+function nftTablesOf(doc: string, labNs: string): string[] {
+  const model = new NfTables();
+  model.apply(doc, { source: `nftables of ${labNs}` });
+  return model.tables().map((t) => `${t.family} ${t.name}`);
+}

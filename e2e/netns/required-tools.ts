@@ -35,6 +35,11 @@ export const REQUIRED_TOOLS: readonly RequiredTool[] = [
   { name: 'ip6tables-restore', pkg: 'iptables', usedFor: 'writing v6 rules (node agent, lab runner, appExec flush)' },
   { name: 'ipset', pkg: 'ipset', usedFor: "the node agent's host ipsets, lab files, node reboot" },
   {
+    name: 'nft',
+    pkg: 'nftables',
+    usedFor: "lab files' nftables documents (lab runner); the node agent's nftables backend",
+  },
+  {
     name: 'conntrack',
     pkg: 'conntrack',
     usedFor:

@@ -15,6 +15,13 @@
  * is then rewritten from the conntrack entry. Crossing into another namespace over a veth
  * scrubs skb->mark and the conntrack reference (skb_scrub_packet with xnet); looping through
  * `lo` keeps both, so a looped packet is not re-tracked and nat PREROUTING is not consulted.
+ *
+ * nftables base chains (ns.nftables) run between the iptables tables by priority: an nft chain
+ * runs after every iptables table (and conntrack, -200) of lower or equal priority and before
+ * those of higher priority (raw -300, mangle -150, filter 0, security 50; nat is the NAT core at
+ * -100 for PREROUTING/OUTPUT and 100 for INPUT/POSTROUTING). nat-type nft chains are not placed by
+ * priority: the NAT core runs them with the iptables nat table, in priority order, until one binds
+ * (nf_nat_inet_fn). A namespace without nft tables pays one undefined check per hook.
  */
 import {
   formatIp,
@@ -28,6 +35,7 @@ import { fibLookup, masqueradeSource, type RouteDecision } from './fib.js';
 import { PacketCt, invert, type ConnEntry, type Tuple } from './conntrack.js';
 import type { CtTemplate } from './ct-template.js';
 import { HookContext } from './hook-context.js';
+import { flowHash } from './flow-hash.js';
 import { formatRoute } from './route.js';
 import { keptLoopRoute, loopbackMartianOnLo } from './looped-route.js';
 import { formatSockAddr, type SimSocket } from './socket.js';
@@ -43,6 +51,7 @@ import type {
   TableVerdict,
 } from './netfilter/types.js';
 import type { Link } from './link.js';
+import type { HookChains, NftBaseRef } from './nftables/nftables.js';
 
 /** What became of a packet. */
 export type Delivery =
@@ -146,24 +155,49 @@ export class Datapath {
     // device of the route taken before the hook: a re-route by mangle or nat OUTPUT changes where
     // the packet goes (POSTROUTING sees the new device), not what `-o` matches in later OUTPUT tables.
     const hookOutDev = route.dev;
+    const nft = ns.nftables.chainsAt(pkt.family, 'OUTPUT');
+    /** ip_route_me_harder after a chain that may change the packet (mangle OUTPUT, an nft route chain). */
+    const rerouteIfChanged = (
+      before: { mark: number; dst: IpAddress; src: IpAddress },
+      what: string,
+    ): Delivery | undefined => {
+      if (pkt.mark === before.mark && ipEquals(pkt.dst, before.dst) && ipEquals(pkt.src, before.src)) return undefined;
+      route = this.route(ns, pkt, undefined, `${what} changed the packet: re-route`);
+      if (route.kind !== 'local' && route.kind !== 'unicast')
+        return { kind: 'unroutable', ns, reason: `re-route after ${what}: ${route.kind}`, rerouted: true };
+      const m = this.loopbackSourceOut(ns, pkt, route);
+      if (m) return { kind: 'unroutable', ns, reason: `re-route after ${what}: ${m}`, rerouted: true };
+      skb.nextHop = route.nextHop;
+      return undefined;
+    };
+    /** nft chains of priority [lo, hi) at OUTPUT; a route-type chain among them re-routes on a change. */
+    const nftOut = (lo: number, hi: number, invalid: boolean): Delivery | undefined => {
+      if (nft === undefined) return undefined;
+      const before = { mark: pkt.mark, dst: pkt.dst, src: pkt.src };
+      const d = this.nftRange(ns, skb, nft, 'OUTPUT', lo, hi, undefined, hookOutDev, owner, invalid);
+      if (d) return d;
+      return nft.hasRoute ? rerouteIfChanged(before, 'an nft route chain at OUTPUT') : undefined;
+    };
 
+    let d = nftOut(-Infinity, -300, false);
+    if (d) return d;
     // raw OUTPUT runs before conntrack: it may pick a zone or opt out of tracking.
     let v = this.runTable(ns, skb, 'raw', 'OUTPUT', undefined, hookOutDev, owner);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'raw OUTPUT');
+    d = nftOut(-300, -200, false);
+    if (d) return d;
     const invalid = this.track(ns, skb);
+    d = nftOut(-200, -150, invalid);
+    if (d) return d;
 
-    const before = { mark: pkt.mark, dst: pkt.dst, dport: pkt.dport, src: pkt.src };
+    const before = { mark: pkt.mark, dst: pkt.dst, src: pkt.src };
     v = this.runTable(ns, skb, 'mangle', 'OUTPUT', undefined, hookOutDev, owner, invalid);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle OUTPUT');
-    if (pkt.mark !== before.mark || !ipEquals(pkt.dst, before.dst) || !ipEquals(pkt.src, before.src)) {
-      // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
-      route = this.route(ns, pkt, undefined, 'mangle OUTPUT changed the packet: re-route');
-      if (route.kind !== 'local' && route.kind !== 'unicast')
-        return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${route.kind}`, rerouted: true };
-      const m = this.loopbackSourceOut(ns, pkt, route);
-      if (m) return { kind: 'unroutable', ns, reason: `re-route after mangle OUTPUT: ${m}`, rerouted: true };
-      skb.nextHop = route.nextHop;
-    }
+    // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
+    d = rerouteIfChanged(before, 'mangle OUTPUT');
+    if (d) return d;
+    d = nftOut(-150, -100, invalid);
+    if (d) return d;
 
     const dstBefore = pkt.dst;
     const natV = this.natHook(ns, skb, 'OUTPUT', undefined, hookOutDev, owner, invalid);
@@ -177,10 +211,16 @@ export class Datapath {
       skb.nextHop = route.nextHop;
     }
 
-    for (const table of ['filter', 'security'] as const) {
-      v = this.runTable(ns, skb, table, 'OUTPUT', undefined, hookOutDev, owner, invalid);
-      if (v.kind !== 'accept') return this.terminal(ns, v, `${table} OUTPUT`);
-    }
+    d = nftOut(-100, 0, invalid);
+    if (d) return d;
+    v = this.runTable(ns, skb, 'filter', 'OUTPUT', undefined, hookOutDev, owner, invalid);
+    if (v.kind !== 'accept') return this.terminal(ns, v, 'filter OUTPUT');
+    d = nftOut(0, 50, invalid);
+    if (d) return d;
+    v = this.runTable(ns, skb, 'security', 'OUTPUT', undefined, hookOutDev, owner, invalid);
+    if (v.kind !== 'accept') return this.terminal(ns, v, 'security OUTPUT');
+    d = nftOut(50, Infinity, invalid);
+    if (d) return d;
     skb.dst = route;
     return this.postrouting(ns, skb, route.dev, owner, invalid);
   }
@@ -204,8 +244,13 @@ export class Datapath {
     // unless raw PREROUTING picks one (found by the differential test).
     if (dev.kind === 'loopback' && skb.ct === undefined && !skb.untracked) skb.zone = 0;
     let invalid = false;
+    const nft = ns.nftables.chainsAt(pkt.family, 'PREROUTING');
+    let d = nft && this.nftRange(ns, skb, nft, 'PREROUTING', -Infinity, -300, dev.name, undefined, undefined, false);
+    if (d) return d;
     let v = this.runTable(ns, skb, 'raw', 'PREROUTING', dev.name, undefined, undefined);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'raw PREROUTING');
+    d = nft && this.nftRange(ns, skb, nft, 'PREROUTING', -300, -200, dev.name, undefined, undefined, false);
+    if (d) return d;
     if (!looped)
       invalid = this.track(ns, skb); // an untracked packet is traced as UNTRACKED
     // A looped packet keeps its conntrack reference; an untracked one (raw NOTRACK) has none.
@@ -219,14 +264,20 @@ export class Datapath {
         direction: `${skb.ct.direction}, carried over lo`,
       });
 
+    d = nft && this.nftRange(ns, skb, nft, 'PREROUTING', -200, -150, dev.name, undefined, undefined, invalid);
+    if (d) return d;
     v = this.runTable(ns, skb, 'mangle', 'PREROUTING', dev.name, undefined, undefined, invalid);
     if (v.kind === 'tproxy') {
       const r = this.tproxy(ns, dev, skb, v);
       if (r) return r;
     } else if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle PREROUTING');
+    d = nft && this.nftRange(ns, skb, nft, 'PREROUTING', -150, -100, dev.name, undefined, undefined, invalid);
+    if (d) return d;
 
     const natV = this.natHook(ns, skb, 'PREROUTING', dev.name, undefined, undefined, invalid);
     if (natV) return natV;
+    d = nft && this.nftRange(ns, skb, nft, 'PREROUTING', -100, Infinity, dev.name, undefined, undefined, invalid);
+    if (d) return d;
 
     // Martian check (route_localnet=0): loopback addresses never arrive from a real device.
     if (dev.kind !== 'loopback' && (isLoopback(pkt.dst) || isLoopback(pkt.src))) {
@@ -256,12 +307,21 @@ export class Datapath {
   }
 
   private localIn(ns: Netns, dev: Link, skb: Skb, invalid: boolean): Delivery {
-    for (const table of ['mangle', 'filter', 'security'] as const) {
+    const nft = ns.nftables.chainsAt(skb.pkt.family, 'INPUT');
+    let lo = -Infinity;
+    for (const [table, prio] of IPT_FILTERING) {
+      const d = nft && this.nftRange(ns, skb, nft, 'INPUT', lo, prio, dev.name, undefined, undefined, invalid);
+      if (d) return d;
+      lo = prio;
       const v = this.runTable(ns, skb, table, 'INPUT', dev.name, undefined, undefined, invalid);
       if (v.kind !== 'accept') return this.terminal(ns, v, `${table} INPUT`);
     }
+    let d = nft && this.nftRange(ns, skb, nft, 'INPUT', 50, 100, dev.name, undefined, undefined, invalid);
+    if (d) return d;
     const natV = this.natHook(ns, skb, 'INPUT', dev.name, undefined, undefined, invalid);
     if (natV) return natV;
+    d = nft && this.nftRange(ns, skb, nft, 'INPUT', 100, Infinity, dev.name, undefined, undefined, invalid);
+    if (d) return d;
     this.confirm(ns, skb);
     return this.deliver(ns, skb);
   }
@@ -273,10 +333,17 @@ export class Datapath {
     route: Extract<RouteDecision, { kind: 'unicast' }>,
     invalid: boolean,
   ): Delivery {
-    for (const table of ['mangle', 'filter', 'security'] as const) {
+    const nft = ns.nftables.chainsAt(skb.pkt.family, 'FORWARD');
+    let lo = -Infinity;
+    for (const [table, prio] of IPT_FILTERING) {
+      const d = nft && this.nftRange(ns, skb, nft, 'FORWARD', lo, prio, dev.name, route.dev, undefined, invalid);
+      if (d) return d;
+      lo = prio;
       const v = this.runTable(ns, skb, table, 'FORWARD', dev.name, route.dev, undefined, invalid);
       if (v.kind !== 'accept') return this.terminal(ns, v, `${table} FORWARD`);
     }
+    const d = nft && this.nftRange(ns, skb, nft, 'FORWARD', 50, Infinity, dev.name, route.dev, undefined, invalid);
+    if (d) return d;
     skb.nextHop = route.nextHop;
     return this.postrouting(ns, skb, route.dev, undefined, invalid, dev.name);
   }
@@ -289,10 +356,17 @@ export class Datapath {
     invalid: boolean,
     inDev?: string,
   ): Delivery {
+    const nft = ns.nftables.chainsAt(skb.pkt.family, 'POSTROUTING');
+    let d = nft && this.nftRange(ns, skb, nft, 'POSTROUTING', -Infinity, -150, inDev, outDev, owner, invalid);
+    if (d) return d;
     const v = this.runTable(ns, skb, 'mangle', 'POSTROUTING', inDev, outDev, owner, invalid);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle POSTROUTING');
+    d = nft && this.nftRange(ns, skb, nft, 'POSTROUTING', -150, 100, inDev, outDev, owner, invalid);
+    if (d) return d;
     const natV = this.natHook(ns, skb, 'POSTROUTING', inDev, outDev, owner, invalid);
     if (natV) return natV;
+    d = nft && this.nftRange(ns, skb, nft, 'POSTROUTING', 100, Infinity, inDev, outDev, owner, invalid);
+    if (d) return d;
     this.confirm(ns, skb);
     return this.xmit(ns, ns.link(outDev), skb);
   }
@@ -395,8 +469,9 @@ export class Datapath {
         });
       return false;
     }
-    if (!ns.netfilter[skb.pkt.family].needsConntrack()) {
-      // The kernel has not registered this family's conntrack hooks here (no rule needs them):
+    const fam = skb.pkt.family;
+    if (!ns.netfilter[fam].needsConntrack() && !ns.nftables.needsConntrack(fam)) {
+      // The kernel has not registered this family's conntrack hooks here (no iptables or nft rule needs them):
       // the packet carries no entry, the nat tables are never consulted, and a flow already
       // open when a rule turns tracking on is picked up mid-stream by its next segment.
       skb.ct = undefined;
@@ -462,11 +537,17 @@ export class Datapath {
     const e = ct.entry;
     const decided = dstManip ? e.dstNatDone : e.srcNatDone;
     if (!decided && ct.direction === 'original') {
-      const v = this.runTable(ns, skb, 'nat', hook, inDev, outDev, owner, invalid);
-      if (v.kind === 'drop' || v.kind === 'reject') return this.terminal(ns, v, `nat ${hook}`);
-      if (v.kind === 'nat') {
-        const r = this.bindNat(ns, skb, e, hook, v.action, inDev, outDev);
-        if (typeof r === 'string') return this.drop(ns, r);
+      const nftNat = ns.nftables.chainsAt(skb.pkt.family, hook)?.nat;
+      if (nftNat === undefined || nftNat.length === 0) {
+        const v = this.runTable(ns, skb, 'nat', hook, inDev, outDev, owner, invalid);
+        if (v.kind === 'drop' || v.kind === 'reject') return this.terminal(ns, v, `nat ${hook}`);
+        if (v.kind === 'nat') {
+          const r = this.bindNat(ns, skb, e, hook, v.action, inDev, outDev);
+          if (typeof r === 'string') return this.drop(ns, r);
+        }
+      } else {
+        const d = this.natChains(ns, skb, e, hook, nftNat, inDev, outDev, owner, invalid, dstManip ? -100 : 100);
+        if (d) return d;
       }
       if (dstManip) e.dstNatDone = true;
       else e.srcNatDone = true;
@@ -639,6 +720,99 @@ export class Datapath {
     return `loopback source ${formatIp(pkt.src)} may not leave by ${route.dev} (route to ${formatIp(pkt.dst)}: EINVAL)`;
   }
 
+  /**
+   * The NAT core for a connection's first packet when nft nat chains exist at this hook: the
+   * iptables nat table (at `iptPriority`) and the nft nat chains in priority order (iptables first
+   * on a tie), until one binds a NAT; a drop ends the packet (nf_nat_inet_fn).
+   */
+  private natChains(
+    ns: Netns,
+    skb: Skb,
+    e: ConnEntry,
+    hook: Hook,
+    nat: readonly NftBaseRef[],
+    inDev: string | undefined,
+    outDev: string | undefined,
+    owner: SocketOwnerView | undefined,
+    invalid: boolean,
+    iptPriority: number,
+  ): Delivery | undefined {
+    let iptDone = false;
+    for (let i = 0; i <= nat.length; i++) {
+      const ref = nat[i];
+      let v: TableVerdict;
+      let where: string;
+      if (!iptDone && (ref === undefined || ref.priority > iptPriority)) {
+        iptDone = true;
+        i--;
+        v = this.runTable(ns, skb, 'nat', hook, inDev, outDev, owner, invalid);
+        where = `nat ${hook}`;
+      } else if (ref !== undefined) {
+        v = this.runNft(ns, skb, ref, hook, inDev, outDev, owner, invalid);
+        where = `nft ${ref.label} (${hook})`;
+      } else break;
+      if (v.kind === 'drop' || v.kind === 'reject') return this.terminal(ns, v, where);
+      if (v.kind === 'nat') {
+        const r = this.bindNat(ns, skb, e, hook, v.action, inDev, outDev);
+        if (typeof r === 'string') return this.drop(ns, r);
+        return undefined;
+      }
+    }
+    return undefined;
+  }
+
+  /** The nft filter/route chains at `hook` with priority in [lo, hi); a Delivery when one ends the packet. */
+  private nftRange(
+    ns: Netns,
+    skb: Skb,
+    hc: HookChains,
+    hook: Hook,
+    lo: number,
+    hi: number,
+    inIface: string | undefined,
+    outIface: string | undefined,
+    owner: SocketOwnerView | undefined,
+    invalid: boolean,
+  ): Delivery | undefined {
+    for (const ref of hc.chains) {
+      if (ref.priority < lo) continue;
+      if (ref.priority >= hi) break;
+      const v = this.runNft(ns, skb, ref, hook, inIface, outIface, owner, invalid);
+      if (v.kind !== 'accept') return this.terminal(ns, v, `nft ${ref.label} (${hook})`);
+    }
+    return undefined;
+  }
+
+  private runNft(
+    ns: Netns,
+    skb: Skb,
+    ref: NftBaseRef,
+    hook: Hook,
+    inIface: string | undefined,
+    outIface: string | undefined,
+    owner: SocketOwnerView | undefined,
+    invalid: boolean,
+  ): TableVerdict {
+    const markBefore = skb.pkt.mark;
+    const ctx = new HookContext(ns, skb, this.trace, describePacket, hook, inIface, outIface, owner, invalid);
+    const run = ns.nftables.run(ref, ctx, this.trace.enabled);
+    if (this.trace.enabled) {
+      this.trace.add({
+        kind: 'nft',
+        ns: ns.name,
+        hook,
+        chain: ref.label,
+        type: ref.type,
+        priority: ref.priority,
+        steps: run.steps,
+        verdict: verdictText(run.verdict),
+      });
+      if (skb.pkt.mark !== markBefore)
+        this.trace.add({ kind: 'mark', ns: ns.name, from: markBefore, to: skb.pkt.mark, why: `nft ${ref.label}` });
+    }
+    return run.verdict;
+  }
+
   private runTable(
     ns: Netns,
     skb: Skb,
@@ -702,13 +876,11 @@ export class Datapath {
 
 const ACCEPT: TableVerdict = Object.freeze({ kind: 'accept' });
 
-/** Deterministic flow hash (FNV-1a over the 4-tuple) for SO_REUSEPORT selection. */
-export function flowHash(p: Packet): number {
-  let h = 0x811c9dc5;
-  const s = `${p.src.value}:${p.sport}>${p.dst.value}:${p.dport}`;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h;
-}
+/** The iptables tables that filter at INPUT and FORWARD, with their priorities, in order. */
+const IPT_FILTERING: readonly (readonly ['mangle' | 'filter' | 'security', number])[] = [
+  ['mangle', -150],
+  ['filter', 0],
+  ['security', 50],
+];
+
+export { flowHash };

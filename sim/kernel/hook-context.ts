@@ -2,18 +2,21 @@
  * What the rules of one table see of a packet at one hook (EvalContext), over the packet's
  * per-packet kernel state (Skb). One object per table run, with its methods on the prototype:
  * the datapath runs several tables per packet, and a context built from closures allocated a
- * handful of functions each time (the sim's hot path; see bench/fidelity-ratio.ts).
+ * handful of functions each time (the sim's hot path; see bench/fidelity-ratio.ts). nft chains
+ * get the same context (NftEvalContext adds the tproxy statement's socket lookup).
  */
 import { addrType } from './fib.js';
+import { flowHash } from './flow-hash.js';
 import { CtTemplate, ctTargetApplies } from './ct-template.js';
 import type { Family, IpAddress } from '../../impl/api/ip/address.js';
 import type { Netns } from './netns.js';
 import type { Packet } from './packet.js';
 import type { Trace } from './trace.js';
-import type { AddrType, ConntrackRef, EvalContext, Hook, IpSetView, SocketOwnerView } from './netfilter/types.js';
+import type { AddrType, ConntrackRef, Hook, IpSetView, SocketOwnerView } from './netfilter/types.js';
 import type { Skb } from './datapath.js';
+import type { NftEvalContext } from './nftables/model.js';
 
-export class HookContext implements EvalContext {
+export class HookContext implements NftEvalContext {
   readonly family: Family;
   readonly packet: Packet;
 
@@ -66,5 +69,27 @@ export class HookContext implements EvalContext {
   log(prefix: string): void {
     if (this.trace.enabled)
       this.trace.add({ kind: 'log', ns: this.ns.name, prefix, packet: this.describe(this.skb.pkt) });
+  }
+
+  /**
+   * nft_tproxy_eval: an established socket for the 4-tuple, else a listener on `addr` (default:
+   * the ingress device's first address of the family) at `port`; assigned only if transparent.
+   * An established socket that is not transparent ends the lookup (the rule breaks), as in the kernel.
+   */
+  tproxyAssign(addr: IpAddress | undefined, port: number): boolean {
+    const p = this.skb.pkt;
+    const proto = p.proto === 'udp' ? 'udp' : 'tcp';
+    const sockets = this.ns.sockets;
+    let sock = sockets.findEstablished(proto, { addr: p.dst, port: p.dport }, { addr: p.src, port: p.sport });
+    if (!sock) {
+      const dev = this.inIface === undefined ? undefined : this.ns.links.get(this.inIface);
+      const laddr = addr ?? dev?.addresses.find((a) => a.addr.family === p.family)?.addr ?? p.dst;
+      sock = sockets.findListener(proto, laddr, port, flowHash(p), true);
+    }
+    if (!sock || !sock.transparent) return false;
+    this.skb.assigned = sock;
+    if (this.trace.enabled)
+      this.trace.add({ kind: 'route', ns: this.ns.name, decision: `tproxy assigned ${sock.describe()}` });
+    return true;
   }
 }

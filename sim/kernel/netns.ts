@@ -1,6 +1,6 @@
 /**
  * One network namespace: its devices, addresses, routing tables and policy rules, forwarding
- * switches, netfilter (separately for IPv4 and IPv6), ipsets, conntrack and sockets. Namespaces
+ * switches, netfilter (separately for IPv4 and IPv6), nftables, ipsets, conntrack and sockets. Namespaces
  * share nothing; packets cross between them only over veth pairs (see datapath.ts).
  */
 import { formatIp, parseIp, type Family, type IpAddress } from '../../impl/api/ip/address.js';
@@ -11,6 +11,7 @@ import { RouteTables, TABLE_LOCAL, TABLE_MAIN, type Route } from './route.js';
 import { ConntrackTable } from './conntrack.js';
 import { SocketTable } from './socket.js';
 import { SimConfigError } from './errors.js';
+import { NfTables } from './nftables/nftables.js';
 import type { Hook, IpSetView, TableName, TableRun, EvalContext } from './netfilter/types.js';
 
 /** The part of the netfilter model the datapath drives (sim/kernel/netfilter). */
@@ -36,6 +37,8 @@ export class Netns {
   readonly rules = new PolicyRules();
   readonly sockets = new SocketTable();
   forwarding: Record<Family, boolean> = { 4: false, 6: false };
+  /** nftables of every family (ip, ip6, inet), beside the iptables `netfilter` (sim/kernel/nftables/). */
+  readonly nftables = new NfTables();
   private nextIndex = 1;
   private conntrackTable: ConntrackTable | undefined;
 

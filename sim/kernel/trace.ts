@@ -4,6 +4,7 @@
  * the socket chosen. Rendered as text for people and kept as plain objects for JSON.
  */
 import type { RuleStep, TableName, TableVerdict, Hook, CtState } from './netfilter/types.js';
+import type { NftRuleStep } from './nftables/evaluate.js';
 
 export type TraceEvent =
   | { readonly kind: 'packet'; readonly ns: string; readonly packet: string; readonly note: string }
@@ -13,6 +14,17 @@ export type TraceEvent =
       readonly hook: Hook;
       readonly table: TableName;
       readonly steps: readonly RuleStep[];
+      readonly verdict: string;
+    }
+  /** One nft base chain run: `chain` is `FAMILY TABLE CHAIN`; steps name rules by chain, position and line. */
+  | {
+      readonly kind: 'nft';
+      readonly ns: string;
+      readonly hook: Hook;
+      readonly chain: string;
+      readonly type: 'filter' | 'nat' | 'route';
+      readonly priority: number;
+      readonly steps: readonly NftRuleStep[];
       readonly verdict: string;
     }
   | {
@@ -73,6 +85,15 @@ export function renderTrace(events: readonly TraceEvent[]): string {
         break;
       case 'table': {
         out.push(`[${e.ns}] ${e.hook} ${e.table}: ${e.verdict}`);
+        for (const s of e.steps) {
+          const where =
+            s.position === 0 ? `${s.chain} policy` : `${s.chain} #${s.position}${s.line ? ` (line ${s.line})` : ''}`;
+          out.push(`      ${where}: ${s.text}  => ${s.effect}`);
+        }
+        break;
+      }
+      case 'nft': {
+        out.push(`[${e.ns}] ${e.hook} nft ${e.chain} (${e.type}, priority ${e.priority}): ${e.verdict}`);
         for (const s of e.steps) {
           const where =
             s.position === 0 ? `${s.chain} policy` : `${s.chain} #${s.position}${s.line ? ` (line ${s.line})` : ''}`;

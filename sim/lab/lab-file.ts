@@ -1,6 +1,6 @@
 /**
  * Lab files: a YAML description of a small network — namespaces, devices, addresses, routes,
- * ip rules, ipsets, iptables-save text per family, listening sockets and connection attempts —
+ * ip rules, ipsets, iptables-save text per family, an `nft -f` document, listening sockets and connection attempts —
  * that `ambient-lab trace` runs through the simulated kernel (and, with --kernel, through the
  * real one). The format is documented in docs/lab-file.md; fixtures/labs/ has examples.
  *
@@ -62,6 +62,9 @@ export interface LabNetns {
   /** Line in the lab file where each restore text starts, so rule errors point into the file. */
   readonly iptablesLine: number;
   readonly ip6tablesLine: number;
+  /** An `nft -f` document (any families), applied after iptables; absent: no nft tables. */
+  readonly nftables?: string | undefined;
+  readonly nftablesLine?: number;
 }
 
 interface LabOwner {
@@ -470,7 +473,17 @@ class LabParser {
   }
 
   private netns(v: unknown, path: Path): LabNetns {
-    const o = this.obj(v, path, ['name', 'forwarding', 'links', 'routes', 'rules', 'ipsets', 'iptables', 'ip6tables']);
+    const o = this.obj(v, path, [
+      'name',
+      'forwarding',
+      'links',
+      'routes',
+      'rules',
+      'ipsets',
+      'iptables',
+      'ip6tables',
+      'nftables',
+    ]);
     const fwd =
       o['forwarding'] === undefined ? {} : this.obj(o['forwarding'], [...path, 'forwarding'], ['ipv4', 'ipv6']);
     const links = this.list(o['links'], [...path, 'links']).map((l, i) => {
@@ -581,6 +594,8 @@ class LabParser {
       ip6tables: this.optStr(o['ip6tables'], [...path, 'ip6tables']),
       iptablesLine: this.lineOf([...path, 'iptables']),
       ip6tablesLine: this.lineOf([...path, 'ip6tables']),
+      nftables: this.optStr(o['nftables'], [...path, 'nftables']),
+      nftablesLine: this.lineOf([...path, 'nftables']),
     };
   }
 }

@@ -7,6 +7,7 @@ import { credentials } from '../kernel/process.js';
 import { formatSockAddr, type SimSocket } from '../kernel/socket.js';
 import { SimErrnoError, SimConfigError } from '../kernel/errors.js';
 import { RestoreError, IpSetError } from '../kernel/netfilter/errors.js';
+import { NftError } from '../kernel/nftables/errors.js';
 import type { TraceEvent } from '../kernel/trace.js';
 import { LabError, modelledCaps, type Lab, type LabAttempt, type ListenerOutcome } from './lab-file.js';
 
@@ -149,6 +150,16 @@ function buildLabKernel(
         if (e instanceof RestoreError)
           throw new LabError(file, line + e.line, `${p}.${key}`, `${e.problem}\n  in line: ${e.lineText}`);
         throw new LabError(file, line, `${p}.${key}`, (e as Error).message);
+      }
+    }
+    if (n.nftables !== undefined) {
+      try {
+        k.netns(n.name).nftables.apply(n.nftables, { source: `${file} nftables of ${n.name}` });
+      } catch (e) {
+        const line = n.nftablesLine ?? 0;
+        if (e instanceof NftError)
+          throw new LabError(file, line + e.line, `${p}.nftables`, `${e.problem}\n  in line: ${e.lineText}`);
+        throw new LabError(file, line, `${p}.nftables`, (e as Error).message);
       }
     }
   });

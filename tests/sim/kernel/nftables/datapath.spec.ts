@@ -1,0 +1,58 @@
+/**
+ * nftables in the simulated datapath: nft base chains and iptables tables merged by priority at
+ * each hook, NAT chains merged in the NAT core, accept ending only its own base chain, `meta
+ * skuid` without a socket, policy drop, and the trace naming nft rules. The same labs run on the
+ * real kernel in tests/netns/fidelity/nftables.spec.ts.
+ */
+import { test, expect } from '@playwright/test';
+import { parseLab } from '../../../../sim/lab/lab-file.js';
+import { runLab } from '../../../../sim/lab/run-lab.js';
+import { renderTrace } from '../../../../sim/kernel/trace.js';
+import { pathOfText } from '../../../../cli/html/packet-path.js';
+import { ALONE_LAB, MIXED_LAB } from './labs.js';
+
+function results(text: string): Record<string, { outcome: string; acceptedBy?: string | undefined; trace: string }> {
+  const run = runLab(parseLab(text, 'lab.yaml'), 'lab.yaml');
+  return Object.fromEntries(
+    run.results.map((r) => [r.name, { outcome: r.outcome, acceptedBy: r.acceptedBy, trace: renderTrace(r.trace) }]),
+  );
+}
+
+test('iptables tables and nft chains in one namespace run by priority; NAT chains merge in the NAT core', () => {
+  const r = results(MIXED_LAB);
+  expect(r['mark-before-mangle']).toMatchObject({ outcome: 'established', acceptedBy: 's8081' });
+  expect(r['mark-after-mangle']!.outcome).toBe('timeout');
+  expect(r['accept-then-filter-drop']!.outcome).toBe('timeout');
+  expect(r['nft-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15002' });
+  expect(r['iptables-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
+  expect(r['nft-nat-accepts']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
+  expect(r['rst-from-kernel-socket']!.outcome).toBe('refused');
+  // the order at OUTPUT of the first SYN: nft -160, iptables mangle (-150), nft -140, the NAT core
+  const head = r['mark-after-mangle']!.trace.split('\n').filter((l) => /^\[a\] OUTPUT (nft|mangle|filter|nat)/.test(l));
+  expect(head.slice(0, 3)).toEqual([
+    '[a] OUTPUT nft inet t before-mangle (filter, priority -160): ACCEPT',
+    '[a] OUTPUT mangle: ACCEPT',
+    '[a] OUTPUT nft inet t after-mangle (filter, priority -140): DROP',
+  ]);
+});
+
+test('nftables alone: prerouting NAT, input policy drop, meta skuid at input never matches an incoming SYN', () => {
+  const r = results(ALONE_LAB);
+  expect(r['redirected']).toMatchObject({ outcome: 'established', acceptedBy: 's8080' });
+  expect(r['dnat']).toMatchObject({ outcome: 'established', acceptedBy: 's8081' });
+  expect(r['skuid-on-input']!.outcome).toBe('timeout');
+  expect(r['policy-drop']!.outcome).toBe('timeout');
+  expect(r['direct']).toMatchObject({ outcome: 'established', acceptedBy: 's8080' });
+  expect(r['policy-drop']!.trace).toContain('in policy: policy drop  => drop');
+});
+
+test('the trace names the nft rule (chain, position, line, text) and the packet-path reader keeps it', () => {
+  const t = results(ALONE_LAB)['redirected']!.trace;
+  expect(t).toContain('[server] PREROUTING nft inet srv pre (nat, priority -100): NAT redirect');
+  expect(t).toContain('      pre #1 (line 4): tcp dport 80 redirect to :8080  => redirect to :8080');
+  const steps = pathOfText(t);
+  const nat = steps.find((s) => s.kind === 'nft' && s.text.includes('srv pre'));
+  expect(nat?.rules).toEqual([
+    { where: 'pre #1 (line 4)', text: 'tcp dport 80 redirect to :8080', effect: 'redirect to :8080' },
+  ]);
+});

@@ -1,0 +1,130 @@
+/**
+ * Hand-written labs with `nftables:` documents, run in the simulator (datapath.spec.ts) and
+ * against the real kernel (tests/netns/fidelity/nftables.spec.ts), so the expectations written
+ * here are checked against Linux too.
+ */
+
+/**
+ * One namespace, loopback connections, iptables and nft base chains at the same hooks:
+ * - 8081: iptables mangle OUTPUT marks 0x1; an nft chain at -160 (before mangle) that drops
+ *   mark 0x1 does not see it: established.
+ * - 8086: marked the same; an nft chain at -140 (after mangle) drops mark 0x1: times out.
+ * - 8084: an nft chain at -160 accepts, iptables filter OUTPUT drops: accept ends only its own
+ *   base chain — times out.
+ * - 8082: iptables nat REDIRECT to 15001 and an nft nat chain at -150 REDIRECT to 15002: the nft
+ *   chain runs first among the NAT chains and binds — 15002.
+ * - 8083: the same with the nft nat chain at -50: iptables' nat (-100) binds first — 15001.
+ * - 8087: the nft nat chain at -150 accepts without NAT; iptables' nat still runs — 15001.
+ * - 9999 (closed): the kernel's RST comes from a socket without a file; `meta skuid != 4242 drop`
+ *   does not match it (refused), where xt_owner's `! --uid-owner 4242` would.
+ */
+export const MIXED_LAB = `version: 1
+kernel: "6.1"
+namespaces:
+  - name: a
+    iptables: |
+      *mangle
+      :PREROUTING ACCEPT [0:0]
+      :INPUT ACCEPT [0:0]
+      :FORWARD ACCEPT [0:0]
+      :OUTPUT ACCEPT [0:0]
+      :POSTROUTING ACCEPT [0:0]
+      -A OUTPUT -p tcp -m tcp --dport 8081 -j MARK --set-xmark 0x1/0xffffffff
+      -A OUTPUT -p tcp -m tcp --dport 8086 -j MARK --set-xmark 0x1/0xffffffff
+      COMMIT
+      *nat
+      :PREROUTING ACCEPT [0:0]
+      :INPUT ACCEPT [0:0]
+      :OUTPUT ACCEPT [0:0]
+      :POSTROUTING ACCEPT [0:0]
+      -A OUTPUT -p tcp -m tcp --dport 8082 -j REDIRECT --to-ports 15001
+      -A OUTPUT -p tcp -m tcp --dport 8083 -j REDIRECT --to-ports 15001
+      -A OUTPUT -p tcp -m tcp --dport 8087 -j REDIRECT --to-ports 15001
+      COMMIT
+      *filter
+      :INPUT ACCEPT [0:0]
+      :FORWARD ACCEPT [0:0]
+      :OUTPUT ACCEPT [0:0]
+      -A OUTPUT -p tcp -m tcp --dport 8084 -j DROP
+      COMMIT
+    nftables: |
+      table inet t {
+        chain before-mangle {
+          type filter hook output priority -160; policy accept;
+          tcp dport 8081 meta mark 0x1 drop
+          tcp dport 8084 accept
+        }
+        chain after-mangle {
+          type filter hook output priority -140; policy accept;
+          tcp dport 8086 meta mark 0x1 drop
+        }
+        chain nat-early {
+          type nat hook output priority -150; policy accept;
+          tcp dport 8082 redirect to :15002
+          tcp dport 8087 accept
+        }
+        chain nat-late {
+          type nat hook output priority -50; policy accept;
+          tcp dport 8083 redirect to :15002
+        }
+        chain rst {
+          type filter hook output priority 0; policy accept;
+          tcp sport 9999 meta skuid != 4242 drop
+        }
+      }
+sockets:
+  - { name: s8081, netns: a, address: 127.0.0.1, port: 8081, uid: 0 }
+  - { name: s8084, netns: a, address: 127.0.0.1, port: 8084, uid: 0 }
+  - { name: s8086, netns: a, address: 127.0.0.1, port: 8086, uid: 0 }
+  - { name: p15001, netns: a, port: 15001, uid: 0 }
+  - { name: p15002, netns: a, port: 15002, uid: 0 }
+attempts:
+  - { name: mark-before-mangle, netns: a, address: 127.0.0.1, port: 8081, uid: 1000 }
+  - { name: mark-after-mangle, netns: a, address: 127.0.0.1, port: 8086, uid: 1000 }
+  - { name: accept-then-filter-drop, netns: a, address: 127.0.0.1, port: 8084, uid: 1000 }
+  - { name: nft-nat-first, netns: a, address: 127.0.0.1, port: 8082, uid: 1000 }
+  - { name: iptables-nat-first, netns: a, address: 127.0.0.1, port: 8083, uid: 1000 }
+  - { name: nft-nat-accepts, netns: a, address: 127.0.0.1, port: 8087, uid: 1000 }
+  - { name: rst-from-kernel-socket, netns: a, address: 127.0.0.1, port: 9999, uid: 1000 }
+`;
+
+/**
+ * Two namespaces over a veth, nftables alone on the server: destination NAT in prerouting
+ * (redirect, dnat ip to), an input chain with policy drop that accepts established traffic and
+ * two ports, and `meta skuid != 0 accept` at input, which an incoming SYN (no socket) never
+ * matches: dropped by the policy.
+ */
+export const ALONE_LAB = `version: 1
+kernel: "6.1"
+namespaces:
+  - name: client
+  - name: server
+    nftables: |
+      table inet srv {
+        chain pre {
+          type nat hook prerouting priority dstnat; policy accept;
+          tcp dport 80 redirect to :8080
+          ip daddr 10.0.0.2 tcp dport 81 dnat ip to 10.0.0.2:8081
+        }
+        chain in {
+          type filter hook input priority filter; policy drop;
+          ct state established,related accept
+          tcp dport 8082 meta skuid != 0 accept
+          tcp dport { 8080, 8081 } accept
+        }
+      }
+veths:
+  - a: { netns: client, name: eth0, addresses: [10.0.0.1/24] }
+    b: { netns: server, name: eth0, addresses: [10.0.0.2/24] }
+sockets:
+  - { name: s8080, netns: server, port: 8080, uid: 0 }
+  - { name: s8081, netns: server, port: 8081, uid: 0 }
+  - { name: s8082, netns: server, port: 8082, uid: 0 }
+  - { name: s8083, netns: server, port: 8083, uid: 0 }
+attempts:
+  - { name: redirected, netns: client, address: 10.0.0.2, port: 80, uid: 1000 }
+  - { name: dnat, netns: client, address: 10.0.0.2, port: 81, uid: 1000 }
+  - { name: skuid-on-input, netns: client, address: 10.0.0.2, port: 8082, uid: 1000 }
+  - { name: policy-drop, netns: client, address: 10.0.0.2, port: 8083, uid: 1000 }
+  - { name: direct, netns: client, address: 10.0.0.2, port: 8080, uid: 1000 }
+`;
