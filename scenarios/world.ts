@@ -9,6 +9,7 @@
  * from pods, hosts and outside with an attacker's options; let the cluster settle; and observe
  * who accepted what, what the proxies logged, and what the mesh state is.
  */
+import type { Backend } from '../impl/api/backend.js';
 import type { Profile } from '../impl/api/profile.js';
 
 export type WorldKind = 'sim' | 'netns' | 'containers' | 'kind';
@@ -32,6 +33,8 @@ export interface WorldOptions {
    */
   readonly meshV6?: boolean;
   readonly dnsCapture: boolean;
+  /** The agent's rules backend (deploy/components/backend-nftables); absent: iptables, the default. */
+  readonly rulesBackend?: Backend;
   /** Seed for everything random in the world (sim: the whole history replays from it). */
   readonly seed: number;
 }

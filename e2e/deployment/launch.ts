@@ -19,6 +19,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
+import type { Backend } from '../../impl/api/backend.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { agentSettings } from '../../impl/linux/node-agent-config.js';
 
@@ -91,11 +92,13 @@ export function renderKustomization(dir: string, env: NodeJS.ProcessEnv = proces
   }
 }
 
-/** The settings the deploy/ components choose; the base is { upstream, ipv6: true, dnsCapture: true }. */
+/** The settings the deploy/ components choose; the base is { upstream, ipv6: true, dnsCapture: true, iptables }. */
 export interface DeploymentChoice {
   readonly profile: Profile;
   readonly ipv6: boolean;
   readonly dnsCapture: boolean;
+  /** Absent: iptables (the base). */
+  readonly backend?: Backend;
 }
 
 /** The components of deploy/components/ that make `choice` from the base. */
@@ -104,6 +107,7 @@ function deploymentComponents(choice: DeploymentChoice): string[] {
     ...(choice.profile === 'strict' ? ['profile-strict'] : []),
     ...(choice.ipv6 ? [] : ['ipv6-off']),
     ...(choice.dnsCapture ? [] : ['dns-capture-off']),
+    ...(choice.backend === 'nftables' ? ['backend-nftables'] : []),
   ];
 }
 
@@ -499,5 +503,10 @@ export function deploymentChoiceOf(l: DeploymentLaunch): DeploymentChoice {
     throw new Error(
       `deployment: the agent's AMBIENT_LAB_PROFILE is ${c.profile} but the proxy's is ${proxyProfile}: the proxy's outbound choices follow the profile (deploy/components/profile-strict changes both)`,
     );
-  return { profile: c.profile, ipv6: c.ipv6, dnsCapture: c.dnsCapture };
+  return {
+    profile: c.profile,
+    ipv6: c.ipv6,
+    dnsCapture: c.dnsCapture,
+    ...(c.backend === 'nftables' ? { backend: c.backend } : {}),
+  };
 }

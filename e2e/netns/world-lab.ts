@@ -50,6 +50,7 @@ import {
   type DeploymentChoice,
   type RenderedDaemonSet,
 } from '../deployment/launch.js';
+import type { Backend } from '../../impl/api/backend.js';
 import type { Profile } from '../../impl/api/profile.js';
 import { sandboxRetryDelayMs } from '../../scenarios/worlds/kubelet-backoff.js';
 import { LAB_COMPONENT_LABEL, proxyPodName, type UidSource } from '../../scenarios/world.js';
@@ -170,6 +171,8 @@ export interface LabState {
   readonly dnsCapture?: boolean;
   /** The agent and proxy capture IPv6 (--ipv6) whatever the pods' stack; absent: as `ipv6`. */
   readonly captureIpv6?: boolean;
+  /** The agent's rules backend (deploy/components/backend-nftables); absent: iptables. */
+  readonly rulesBackend?: Backend;
   /**
    * The rendered manifests the components' launch comes from (deployment.yaml in the run dir,
    * written at create: deploy/ rendered for this lab's settings, or the stream it was given).
@@ -239,6 +242,7 @@ function writeDeployment(state: LabState, opts: Pick<LabOptions, 'deployment'>):
     profile: state.profile,
     ipv6: (state.captureIpv6 ?? state.ipv6) === true,
     dnsCapture: state.dnsCapture === true,
+    ...(state.rulesBackend === 'nftables' ? { backend: state.rulesBackend } : {}),
   };
   const source = opts.deployment ?? 'deploy/ rendered for this lab';
   const rendered = opts.deployment !== undefined ? fs.readFileSync(opts.deployment, 'utf8') : renderDeployment(want);
@@ -437,6 +441,8 @@ interface LabOptions {
   readonly dnsCapture?: boolean;
   /** IPv6 capture by the agent and proxy (default: as `ipv6`); on with v4-only pods is upstream's default on a v4 cluster. */
   readonly captureIpv6?: boolean;
+  /** The agent's rules backend (default iptables). */
+  readonly rulesBackend?: Backend;
   /** Run directory parent (default /run/ambient-lab); the run dir is <parent>/<name>. */
   readonly stateRoot?: string;
   /**
@@ -612,6 +618,7 @@ export class NetnsLab {
       ipv6: opts.ipv6 ?? false,
       dnsCapture: opts.dnsCapture ?? false,
       ...(opts.captureIpv6 !== undefined ? { captureIpv6: opts.captureIpv6 } : {}),
+      ...(opts.rulesBackend === 'nftables' ? { rulesBackend: opts.rulesBackend } : {}),
       deployment: path.join(runDir, 'deployment.yaml'),
       ...(opts.proxyDns !== undefined ? { proxyDns: opts.proxyDns } : {}),
       nodes: cluster
@@ -1081,6 +1088,7 @@ export class NetnsLab {
     if (change.profile !== undefined) state.profile = change.profile;
     if (change.dnsCapture !== undefined) state.dnsCapture = change.dnsCapture;
     if (change.ipv6 !== undefined) state.captureIpv6 = change.ipv6;
+    if (change.backend !== undefined) state.rulesBackend = change.backend;
     this.launches.clear();
     writeDeployment(this.state, {});
     this.save();

@@ -64,6 +64,8 @@ export interface SettleResult {
 /** The proxy's per-pod listeners (impl/api/ports.ts): outbound, inbound plaintext, HBONE. */
 const PROXY_PORTS = [15001, 15006, 15008] as const;
 const CAPTURE_RULE = /--to-ports 15001\b|--on-port 15001\b/;
+/** The outbound capture as `nft list` prints it (both profiles REDIRECT outbound to 15001). */
+const NFT_CAPTURE_RULE = /redirect to :15001\b/;
 
 interface AgentStatus {
   ready: boolean;
@@ -274,7 +276,13 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
           pending.push(`pod ${key}: ${ip} is ${a.dadfailed ? 'dadfailed' : 'tentative'} on its eth0`);
       }
       const facts: Record<string, boolean> = {};
-      if (rulesClaimed.has(p.uid)) {
+      if (rulesClaimed.has(p.uid) && lab.state.rulesBackend === 'nftables') {
+        // The nftables backend: one ruleset for both families; the v4 and v6 captures are its rules.
+        const ruleset = await execIn(p.netns, ['nft', '-s', 'list', 'ruleset']);
+        facts['nftrules'] = NFT_CAPTURE_RULE.test(ruleset);
+        if (!facts['nftrules'])
+          pending.push(`pod ${key}: its agent says its rules are applied, the nftables ruleset shows no capture`);
+      } else if (rulesClaimed.has(p.uid)) {
         facts['v4rules'] = CAPTURE_RULE.test(await execIn(p.netns, ['iptables-save']));
         if (!facts['v4rules'])
           pending.push(`pod ${key}: its agent says its rules are applied, iptables-save shows no capture`);

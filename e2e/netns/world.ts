@@ -1311,6 +1311,9 @@ export class NetnsWorld implements World {
         try {
           const save = await observeIn(netns, ['iptables-save']);
           redirected = /--to-ports 15001\b|--on-port 15001\b/.test(save);
+          // The nftables backend writes no iptables: its redirect is in the nftables ruleset.
+          if (!redirected && this.lab.state.rulesBackend === 'nftables')
+            redirected = /redirect to :15001\b/.test(await observeIn(netns, ['nft', '-s', 'list', 'ruleset']));
           inode = String(fs.statSync(`/run/netns/${netns}`).ino);
           break;
         } catch (e) {
@@ -1386,6 +1389,7 @@ export const netnsWorldFactory: WorldFactory = {
       profile: options.profile,
       ipv6: options.ipv6,
       dnsCapture: options.dnsCapture,
+      ...(options.rulesBackend === 'nftables' ? { rulesBackend: options.rulesBackend } : {}),
       stateRoot: NETNS_WORLDS_ROOT,
     });
     return new NetnsWorld(lab, options);

@@ -36,6 +36,7 @@
  */
 import type { NetnsId } from '../api/ids.js';
 import type { Mark } from '../api/marks.js';
+import type { NftTableRef } from '../api/nft-tables.js';
 
 export type IpFamily = 'ipv4' | 'ipv6';
 
@@ -62,9 +63,22 @@ export interface LocalRoute {
   readonly table: number;
 }
 
+/**
+ * The nftables backend's part of a plan: one `nft -f` document (applied as one transaction) and
+ * the tables it writes. Each table is flushed and refilled by the document, so apply twice = apply
+ * once; remove deletes the tables. In mode `exclusive` the document replaces the namespace's whole
+ * nftables ruleset (iptables-nft's tables included: they share the hooks).
+ */
+export interface NftPlan {
+  readonly text: string;
+  readonly tables: readonly NftTableRef[];
+}
+
 export interface RedirectionPlan {
   /** Restore text per family; an absent family is not touched. */
   readonly iptables: { readonly ipv4?: RestoreText; readonly ipv6?: RestoreText };
+  /** The nftables backend's rules (then `iptables` is empty); applied after routes and ip rules. */
+  readonly nftables?: NftPlan;
   readonly rules: readonly PolicyRule[];
   readonly routes: readonly LocalRoute[];
 }
@@ -80,6 +94,12 @@ export interface AppliedState {
   readonly rules: readonly PolicyRule[];
   /** Every `local` route outside the kernel's own tables (local, main, default), both families. */
   readonly routes: readonly LocalRoute[];
+  /**
+   * Every nftables table but iptables-nft's own (those are in `iptables`), by `<family> <name>`,
+   * as `nft -s list table` prints it. Absent when the adapter does not read nftables (the
+   * iptables backend); a plan with `nftables` needs an adapter that does.
+   */
+  readonly nftables?: Readonly<Record<string, string>>;
 }
 
 /**

@@ -12,11 +12,17 @@
  *   "already there" (as upstream), from `ip route add` only when a re-read shows exactly the plan's
  *   route (a concurrent apply added it; else the table holds another route: an error); remove deletes only what read() shows, and ENOENT/ESRCH from a
  *   concurrent remover are "already gone".
+ * - nftables (the nftables backend, when constructed with an `nft` adapter): the plan's document
+ *   is one `nft -f` transaction after routes and ip rules (prefixed by `flush ruleset` in mode
+ *   `exclusive`); if the kernel rejects it, the routing added is undone and nothing else changed.
+ *   read() lists every table but iptables-nft's; remove deletes the plan's tables first.
  */
 import { nsenterRun, nsenterText, type NsenterResult } from './nsenter.js';
 import type { NetnsId } from '../api/ids.js';
 import { mark, formatMark } from '../api/marks.js';
 import { iptablesTools, type IptablesTools } from './iptables-backend.js';
+import { isIptablesTable, tableKey } from '../api/nft-tables.js';
+import type { LinuxNftRules } from './nft-rules.js';
 import type {
   AppliedState,
   ApplyMode,
@@ -62,6 +68,8 @@ interface LinuxNetnsRulesOptions {
   readonly timeoutMs?: number;
   /** The iptables variant's save/restore tools (iptables-backend.ts); default the unsuffixed system tools. */
   readonly iptables?: IptablesTools;
+  /** The nftables backend: apply plans' `nftables` and read the namespace's nftables tables. */
+  readonly nftables?: LinuxNftRules;
 }
 
 const FAMILIES: readonly IpFamily[] = ['ipv4', 'ipv6'];
@@ -117,10 +125,12 @@ function withOp(args: readonly string[], op: string): string[] {
 export class LinuxNetnsRules implements NetnsRules {
   private readonly timeoutMs: number;
   private readonly ipt: IptablesTools;
+  private readonly nft: LinuxNftRules | undefined;
 
   constructor(opts: LinuxNetnsRulesOptions = {}) {
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.ipt = opts.iptables ?? iptablesTools('system');
+    this.nft = opts.nftables;
   }
 
   async apply(netns: NetnsId, plan: RedirectionPlan, mode: ApplyMode = 'merge'): Promise<void> {
@@ -205,10 +215,40 @@ export class LinuxNetnsRules implements NetnsRules {
       }
       done.push(family);
     }
+    if (plan.nftables) {
+      const nft = this.nftFor(netns, 'apply');
+      const text = mode === 'exclusive' ? `flush ruleset\n${plan.nftables.text}` : plan.nftables.text;
+      try {
+        await nft.apply(netns, text, plan.nftables.tables);
+      } catch (e) {
+        const rollback = await this.rollback(netns, done, parsed, saved);
+        await undoRouting();
+        throw new NetnsRulesError(
+          netns,
+          'apply',
+          'nft -f -',
+          (e as Error).message,
+          `The routing this apply added was removed${rollback}; nft commits a document whole, so its tables are as they were.`,
+        );
+      }
+    }
+  }
+
+  /** The nft adapter, or an error: a plan with nftables needs the nftables backend. */
+  private nftFor(netns: string, op: Operation): LinuxNftRules {
+    if (this.nft) return this.nft;
+    throw new NetnsRulesError(
+      netns,
+      op,
+      'plan validation',
+      'the plan has nftables rules but this adapter was made for the iptables backend',
+      'Construct LinuxNetnsRules with an nftables adapter (the agent does with --backend nftables).',
+    );
   }
 
   async remove(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
     const parsed = this.check(netns, 'remove', plan);
+    if (plan.nftables) await this.nftFor(netns, 'remove').remove(netns, plan.nftables.tables);
     const saved = new Map<IpFamily, Map<string, SavedTable>>();
     const done: IpFamily[] = [];
     for (const [family, tables] of parsed) {
@@ -269,7 +309,12 @@ export class LinuxNetnsRules implements NetnsRules {
         routes.push({ family, type: 'local', dst: routeDst(family, String(r['dst'])), dev: String(r['dev']), table });
       }
     }
-    return { iptables: { ipv4: await save('ipv4'), ipv6: await save('ipv6') }, rules, routes };
+    const iptables = { ipv4: await save('ipv4'), ipv6: await save('ipv6') };
+    if (!this.nft) return { iptables, rules, routes };
+    const nftables: Record<string, string> = {};
+    for (const t of await this.nft.tables(netns))
+      if (!isIptablesTable(t)) nftables[tableKey(t)] = await this.nft.list(netns, t);
+    return { iptables, rules, routes, nftables };
   }
 
   async loopbackIpv6Disabled(netns: NetnsId): Promise<boolean> {

@@ -12,13 +12,13 @@
  *   shows as a different text. Drift detection compares a read with the read taken right after
  *   apply (nft rewrites what it is given, so the document's own text is not comparable).
  * - tables: every table of the namespace; iptables-nft's own tables (`ip nat`, `ip6 filter`, ...)
- *   are among them and `isIptablesTable` tells them apart.
+ *   are among them (impl/api/nft-tables.ts `isIptablesTable` tells them apart).
  * - remove: `nft delete table` for each named table that exists, in one transaction.
  * - addElement / deleteElement: a member of a set (the host's probe sets), idempotent.
  */
 import type { NetnsId } from '../api/ids.js';
 import { isIpAddress } from '../api/ip/address.js';
-import { tableKey, type NftFamily, type NftTableRef } from '../node-agent/nftables/nft-document.js';
+import { tableKey, type NftFamily, type NftTableRef } from '../api/nft-tables.js';
 import { nsenterRun, nsenterText } from './nsenter.js';
 
 class NftRulesError extends Error {
@@ -30,12 +30,6 @@ type NftTablesState = Readonly<Record<string, string | undefined>>;
 
 const NAME = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 const FAMILIES: readonly string[] = ['ip', 'ip6', 'inet', 'arp', 'bridge', 'netdev'];
-const IPTABLES_TABLES: readonly string[] = ['raw', 'mangle', 'nat', 'filter', 'security'];
-
-/** A table iptables-nft / ip6tables-nft made (read through iptables-save, not nft). */
-export function isIptablesTable(t: { readonly family: string; readonly name: string }): boolean {
-  return (t.family === 'ip' || t.family === 'ip6') && IPTABLES_TABLES.includes(t.name);
-}
 
 export class LinuxNftRules {
   private readonly timeoutMs: number;

@@ -5,6 +5,8 @@
  * checked here: a bad one is a ConfigError naming the flag (the process exits 2).
  *   --node NAME (required)            --kubeconfig PATH (default: $KUBECONFIG, else the pod's service account)
  *   --profile upstream|strict         (default upstream)
+ *   --backend iptables|nftables       (default iptables, as upstream's nativeNftables: false; nftables needs `nft`,
+ *                                      Debian package nftables, and replaces ipset with nftables sets on the node)
  *   --ipv6 BOOL --dns-capture BOOL    (default true both, as upstream; --ipv6=false, --dns-capture=false turn them off)
  *   --exclude-namespaces --system-namespace --own-pod-prefixes   (enrollment-flags.ts; the installer reads the same)
  *   --host-probe-snat-ip ADDR         (default 169.254.7.127; upstream HOST_PROBE_SNAT_IP)
@@ -30,6 +32,7 @@
  *   --repair-interval-ms N            --log-level debug|info|warn|error
  */
 import { isIPv4, isIPv6 } from 'node:net';
+import { BACKENDS } from '../api/backend.js';
 import { netnsId } from '../api/ids.js';
 import type { IpFamily } from '../host/netns-rules.js';
 import { enrollmentConfigOf } from '../api/enrollment-config.js';
@@ -123,6 +126,7 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
     );
   }
   const profile = f.oneOf('profile', ['upstream', 'strict'] as const, 'upstream');
+  const backend = f.oneOf('backend', BACKENDS, 'iptables');
   // Strict exempts from capture only marked packets from the proxy uid's sockets; at uid 0 every
   // root app would share that exemption, so strict will not run with it.
   if (profile === 'strict' && proxyUid === 0) {
@@ -145,6 +149,7 @@ export function agentSettings(argv: readonly string[], env: NodeJS.ProcessEnv): 
     zdsAddress: f.str('zds-socket', '/var/run/ambient-lab/zds/zds.sock'),
     hostNetns: netnsId(f.str('host-netns', '/proc/self/ns/net')),
     repairIntervalMs: f.int('repair-interval-ms', 10_000),
+    backend,
     // Only when set: the builders' default is upstream's, and an absent field keeps plans as they were.
     ...(snat4 !== undefined || snat6 !== undefined ? { probeSnat } : {}),
   };

@@ -28,6 +28,8 @@ import { PromMetrics } from './metrics-prom.js';
 import { agentSettings } from './node-agent-config.js';
 import { ProcNetnsFinder } from './netns-finder-proc.js';
 import { LinuxNetnsRules } from './netns-rules.js';
+import { NftHostIpSets } from './nft-host-sets.js';
+import { LinuxNftRules } from './nft-rules.js';
 import { LinuxPodFlows } from './pod-flows.js';
 import { HttpPluginEventTransport } from './plugin-events-http.js';
 import { LinuxZdsTransport } from './zds-transport.js';
@@ -41,15 +43,21 @@ runComponent('ambient-lab-agent', async () => {
   // One iptables variant for the node and every pod, chosen where the node's rules are (as upstream).
   const iptables = await detectIptablesTools(s.forceIptablesBinary, config.hostNetns);
   log.info('iptables variant', { variant: iptables.tools.variant, why: iptables.why });
+  // nftables backend: checked here, before any work, so a node without nft fails at start naming the package.
+  const nft = config.backend === 'nftables' ? new LinuxNftRules() : undefined;
+  if (nft) {
+    const tables = await nft.tables(config.hostNetns);
+    log.info('rules backend', { backend: 'nftables', hostTables: tables.length });
+  }
   const metrics = new PromMetrics();
   const finder = new ProcNetnsFinder({ sources: s.podUidSources });
   const clock = new SystemClock();
   const agent = new NodeAgent(config, {
     kube: new ClientNodeKubeApi(loadKubeConfig(kubeconfig)),
-    rules: new LinuxNetnsRules({ iptables: iptables.tools }),
+    rules: new LinuxNetnsRules({ iptables: iptables.tools, ...(nft ? { nftables: nft } : {}) }),
     flows: new LinuxPodFlows(),
     finder,
-    ipsets: new CliHostIpSets(),
+    ipsets: nft ? new NftHostIpSets(nft, config.hostNetns, config.profile) : new CliHostIpSets(),
     pluginEvents: new HttpPluginEventTransport(),
     zdsTransport: new LinuxZdsTransport(s.zdsSocket),
     clock,
@@ -102,6 +110,7 @@ runComponent('ambient-lab-agent', async () => {
     readiness: `${s.listenAddress}:${servers[1]!.port}`,
     ipv6: config.ipv6,
     dnsCapture: config.dnsCapture,
+    backend: config.backend ?? 'iptables',
     systemNamespace: config.enrollment.systemNamespace,
     excludeNamespaces: config.enrollment.excludeNamespaces.join(','),
   });

@@ -42,7 +42,10 @@ import type { ZdsTransport } from '../host/zds-transport.js';
 import { decideEnrollment, isTerminalPhase } from '../api/enrollment.js';
 import type { EnrollmentConfig } from '../api/enrollment-config.js';
 import { selectorMatches } from '../api/label-selector.js';
-import { buildInpodPlan, inpodCommonOptions } from './rule-builder.js';
+import { buildInpodRules, inpodCommonOptions, renderInpodPlan, type InpodOptions } from './rule-builder.js';
+import { hostProbeNftPlan, inpodNftPlan } from './nftables/profile-nft.js';
+import { nftDrift, nftLeftovers, nftListingOf, type NftListing } from './nftables/nft-drift.js';
+import type { Backend } from '../api/backend.js';
 import { drift, leftovers, universe } from './plan-drift.js';
 import { foreignRules } from './foreign-rules.js';
 import { describeFlow, escapedFlows, type EscapedFlow } from './escaped-flows.js';
@@ -81,6 +84,8 @@ export interface NodeAgentConfig {
   readonly trustDomain?: string;
   /** Host probe SNAT addresses (upstream HOST_PROBE_SNAT_IP / _IPV6); absent = upstream's defaults. Host and in-pod rules use the same. */
   readonly probeSnat?: Readonly<Record<IpFamily, Cidr>>;
+  /** Which kernel interface writes the rules; absent = iptables (upstream's default). */
+  readonly backend?: Backend;
 }
 
 interface NodeAgentDeps {
@@ -124,6 +129,8 @@ interface MeshPod {
   ips: string[];
   netns: NetnsId | undefined;
   plan: RedirectionPlan | undefined;
+  /** nftables backend: the plan's tables as listed right after this agent applied it (drift is a different listing). */
+  nftApplied: NftListing | undefined;
   /** Rules applied in `netns`. */
   rulesApplied: boolean;
   /** The proxy acknowledged the pod with this netns. */
@@ -463,7 +470,15 @@ export class NodeAgent {
           })
         : buildHostProbeRules({ profile: 'upstream', ipv6: this.config.ipv6, ...snat });
     for (const s of ir.ipsets) await this.deps.ipsets.ensure({ name: s.name, family: s.family });
-    await this.deps.rules.apply(this.config.hostNetns, renderHostProbePlan(ir));
+    await this.deps.rules.apply(
+      this.config.hostNetns,
+      this.backend() === 'nftables'
+        ? hostProbeNftPlan(ir, {
+            kubeletUid: this.config.kubeletUid,
+            ...(this.config.probeSnat ? { probeSnat: this.config.probeSnat } : {}),
+          })
+        : renderHostProbePlan(ir),
+    );
   }
 
   // ------------------------------------------------------------------ CNI events
@@ -680,6 +695,7 @@ export class NodeAgent {
         ips: [...ips],
         netns: knownNetns,
         plan: undefined,
+        nftApplied: undefined,
         rulesApplied: false,
         proxyAcked: false,
         annotated: undefined,
@@ -724,22 +740,19 @@ export class NodeAgent {
       },
       loIpv6Disabled,
     );
-    const built =
+    const options: InpodOptions =
       this.config.profile === 'strict'
-        ? buildInpodPlan({
-            ...common,
-            profile: 'strict',
-            proxyUid: this.config.proxyUid,
-            probePorts: probePorts(pod).map(port),
-          })
-        : buildInpodPlan({ ...common, profile: 'upstream' });
+        ? { ...common, profile: 'strict', proxyUid: this.config.proxyUid, probePorts: probePorts(pod).map(port) }
+        : { ...common, profile: 'upstream' };
+    const ir = buildInpodRules(options);
+    const built = this.backend() === 'nftables' ? inpodNftPlan(options, ir) : renderInpodPlan(ir);
     const plan = this.deps.planTransform
       ? this.deps.planTransform(built, { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' })
       : built;
     if (!p.rulesApplied || JSON.stringify(p.plan) !== JSON.stringify(plan)) {
       const t = this.deps.clock.now();
       try {
-        await this.applyExactly(p.netns, plan);
+        p.nftApplied = await this.applyExactly(p.netns, plan);
       } catch (err) {
         throw new RulesApplyError(
           `cannot apply the redirection rules of pod ${p.namespace}/${p.name} in ${p.netns}: ${err instanceof Error ? err.message : String(err)}`,
@@ -1054,6 +1067,10 @@ export class NodeAgent {
     return this.config.profile === 'strict';
   }
 
+  private backend(): Backend {
+    return this.config.backend ?? 'iptables';
+  }
+
   /**
    * A plan naming every own chain, ip rule and route any plan of either profile can hold: an
    * agent restarted with another profile or other settings still removes what its predecessor made.
@@ -1068,20 +1085,29 @@ export class NodeAgent {
    * agent before a restart). Apply comes first, so the pod is never without capture in between;
    * removing the old plan before applying the new one left a window with no rules at all.
    */
-  private async applyExactly(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
+  private async applyExactly(netns: NetnsId, plan: RedirectionPlan): Promise<NftListing | undefined> {
     await this.deps.rules.apply(netns, plan, this.exclusive() ? 'exclusive' : 'merge');
-    const left = leftovers(await this.deps.rules.read(netns), plan);
-    if (left === undefined) return;
-    await this.deps.rules.remove(netns, left);
+    const state = await this.deps.rules.read(netns);
+    const applied = nftListingOf(state, plan);
+    const left = leftovers(state, plan);
+    const leftTables = nftLeftovers(state, plan);
+    if (left === undefined && leftTables.length === 0) return applied;
+    const removal: RedirectionPlan = {
+      ...(left ?? { iptables: {}, rules: [], routes: [] }),
+      ...(leftTables.length > 0 ? { nftables: { text: '', tables: leftTables } } : {}),
+    };
+    await this.deps.rules.remove(netns, removal);
     this.log.info('removed redirection the current plan does not contain', {
       netns,
-      chains: Object.values(left.iptables)
+      chains: Object.values(removal.iptables)
         .join('')
         .split('\n')
         .filter((l) => l.startsWith(':')).length,
-      ipRules: left.rules.length,
-      routes: left.routes.length,
+      nftTables: leftTables.length,
+      ipRules: removal.rules.length,
+      routes: removal.routes.length,
     });
+    return applied;
   }
 
   // ------------------------------------------------------------------ start-up and repair
@@ -1103,6 +1129,7 @@ export class NodeAgent {
         ips,
         netns,
         plan: undefined,
+        nftApplied: undefined,
         rulesApplied: false,
         proxyAcked: false,
         annotated: ann,
@@ -1176,7 +1203,11 @@ export class NodeAgent {
           const readAt = this.deps.clock.now();
           const state = await this.deps.rules.read(p.netns);
           const foreign = this.exclusive() ? foreignRules(state, p.plan) : [];
-          const diff = [...drift(state, p.plan), ...foreign];
+          const diff = [
+            ...drift(state, p.plan),
+            ...foreign,
+            ...nftDrift(state, p.plan, p.nftApplied, this.exclusive()),
+          ];
           if (diff.length > 0) {
             // The first pass that sees it: the window began after the last intact check.
             p.drifted ??= {

@@ -9,6 +9,7 @@
  * Rule text is built by the rule builders from validated values only (numbers, addresses,
  * interface names checked where they are read).
  */
+import type { NftFamily, NftTableRef } from '../../api/nft-tables.js';
 
 export type NftHook = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
 
@@ -38,24 +39,16 @@ interface NftSet {
   readonly comment?: string;
 }
 
-export type NftFamily = 'inet' | 'ip' | 'ip6';
-
-/** A table by family and name, as nft names it (`inet istio-ambient-nat`). */
-export interface NftTableRef {
-  readonly family: NftFamily;
-  readonly name: string;
-}
-
-/** `<family> <name>`: how nft names a table, and the key of a table in listings. */
-export function tableKey(t: NftTableRef): string {
-  return `${t.family} ${t.name}`;
-}
-
-/** The tables a document writes (a table named twice, e.g. for sets and chains, once). */
+/**
+ * The tables a document writes (a table named twice, e.g. for sets and chains, once), leaving
+ * out those renderNft leaves out (no set, no used chain): a plan names only tables that will exist.
+ */
 export function documentTables(doc: NftDocument): NftTableRef[] {
   const out: NftTableRef[] = [];
-  for (const t of doc.tables)
+  for (const t of doc.tables) {
+    if (usedChains(t).length === 0 && (t.sets ?? []).length === 0) continue;
     if (!out.some((x) => x.family === t.family && x.name === t.name)) out.push({ family: t.family, name: t.name });
+  }
   return out;
 }
 

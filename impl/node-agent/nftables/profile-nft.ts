@@ -6,17 +6,17 @@
  * (upstream's inet tables; strict's ip/ip6 tables), which is how the agent tells its own tables
  * from anybody else's.
  */
-import type { IpFamily } from '../../host/netns-rules.js';
+import type { NftTableRef } from '../../api/nft-tables.js';
+import type { Profile } from '../../api/profile.js';
+import type { IpFamily, RedirectionPlan } from '../../host/netns-rules.js';
 import type { HostProbeRules } from '../host-probe-rules.js';
-import { PROBE_SET } from '../host-probe-rules.js';
 import { DEFAULT_PROBE_SNAT, type InpodOptions, type InpodRules } from '../rule-builder.js';
 import { address, type Cidr } from '../rule-ir.js';
-import type { NftDocument, NftTable } from './nft-document.js';
+import { documentTables, renderNft, type NftDocument, type NftTable } from './nft-document.js';
 import { rulesetTables } from './ruleset-to-nft.js';
-import { buildUpstreamHostNft, buildUpstreamHostSetsNft, buildUpstreamInpodNft } from './upstream-rules.js';
+import { buildUpstreamHostNft, buildUpstreamInpodNft, UPSTREAM_PROBE_SET_COMMENT } from './upstream-rules.js';
 
-/** Every table the agent writes is named with this prefix, in either profile. */
-export const NFT_TABLE_PREFIX = 'istio-ambient';
+import { OWN_TABLE_PREFIX as NFT_TABLE_PREFIX } from '../../api/nft-tables.js';
 
 function probeAddresses(p: Readonly<Record<IpFamily, Cidr>> | undefined): { ipv4: string; ipv6: string } {
   const s = p ?? DEFAULT_PROBE_SNAT;
@@ -55,6 +55,40 @@ export interface HostProbeNft {
 }
 
 /**
+ * The table holding a probe set on the node: upstream's inet table for both families; strict's
+ * ip / ip6 table (nftables sets are table-scoped, so each lives beside the rule that names it).
+ */
+export function probeSetTable(profile: Profile, family: IpFamily): NftTableRef {
+  const name = `${NFT_TABLE_PREFIX}-nat`;
+  if (profile === 'upstream') return { family: 'inet', name };
+  return { family: family === 'ipv4' ? 'ip' : 'ip6', name };
+}
+
+/** The document that declares one probe set (idempotent: `add` keeps an existing set and its members). */
+export function probeSetDocument(
+  profile: Profile,
+  set: { readonly name: string; readonly family: IpFamily },
+): NftDocument {
+  const table = probeSetTable(profile, set.family);
+  return {
+    tables: [
+      {
+        ...table,
+        sets: [
+          {
+            name: set.name,
+            type: set.family === 'ipv4' ? 'ipv4_addr' : 'ipv6_addr',
+            comment: profile === 'upstream' ? UPSTREAM_PROBE_SET_COMMENT : 'pods of this node in the ambient mesh',
+          },
+        ],
+        chains: [],
+        rules: [],
+      },
+    ],
+  };
+}
+
+/**
  * The node's documents. Upstream matches the kubelet by uid in nftables too (`meta skuid`, there
  * being no `--socket-exists`), so both profiles need the kubelet's uid here.
  */
@@ -63,18 +97,36 @@ export function hostProbeNftDocuments(
   o: { readonly kubeletUid: number; readonly probeSnat?: Readonly<Record<IpFamily, Cidr>> },
 ): HostProbeNft {
   const ipv6 = ir.iptables.ipv6 !== undefined;
+  // One table per family and name: upstream's two sets share its inet table.
+  const tables: NftTable[] = [];
+  for (const t of ir.ipsets.flatMap((s) => probeSetDocument(ir.profile, s).tables)) {
+    const i = tables.findIndex((x) => x.family === t.family && x.name === t.name);
+    if (i < 0) tables.push(t);
+    else tables[i] = { ...tables[i]!, sets: [...(tables[i]!.sets ?? []), ...(t.sets ?? [])] };
+  }
+  const sets: NftDocument = { tables };
   if (ir.profile === 'upstream')
     return {
-      sets: buildUpstreamHostSetsNft({ ipv6 }),
+      sets,
       rules: buildUpstreamHostNft({ ipv6, kubeletUid: o.kubeletUid, probeSnat: probeAddresses(o.probeSnat) }),
     };
-  const comment = 'pods of this node in the ambient mesh';
-  const sets: NftTable[] = ir.ipsets.map((s) => ({
-    family: s.family === 'ipv4' ? 'ip' : 'ip6',
-    name: `${NFT_TABLE_PREFIX}-nat`,
-    sets: [{ name: PROBE_SET[s.family], type: s.family === 'ipv4' ? 'ipv4_addr' : 'ipv6_addr', comment }],
-    chains: [],
-    rules: [],
-  }));
-  return { sets: { tables: sets }, rules: { tables: irTables(ir) } };
+  return { sets, rules: { tables: irTables(ir) } };
+}
+
+/** A document as the nftables part of a plan. */
+function nftPlan(doc: NftDocument): NonNullable<RedirectionPlan['nftables']> {
+  return { text: renderNft(doc), tables: documentTables(doc) };
+}
+
+/** The pod's plan for the nftables backend: the document, and the same ip rules and routes. */
+export function inpodNftPlan(o: InpodOptions, ir: InpodRules): RedirectionPlan {
+  return { iptables: {}, nftables: nftPlan(inpodNftDocument(o, ir)), rules: ir.rules, routes: ir.routes };
+}
+
+/** The node's plan for the nftables backend (its sets are declared by HostIpSets.ensure first). */
+export function hostProbeNftPlan(
+  ir: HostProbeRules,
+  o: { readonly kubeletUid: number; readonly probeSnat?: Readonly<Record<IpFamily, Cidr>> },
+): RedirectionPlan {
+  return { iptables: {}, nftables: nftPlan(hostProbeNftDocuments(ir, o).rules), rules: [], routes: [] };
 }

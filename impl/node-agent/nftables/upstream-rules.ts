@@ -26,6 +26,8 @@ const TPROXY_MASK = '0xfff';
 const OUTBOUND = 15001;
 const INBOUND_PLAINTEXT = 15006;
 const DNS = 15053;
+/** upstream host_sets.go: the sets' comment */
+export const UPSTREAM_PROBE_SET_COMMENT = 'UUID of the pods that are part of ambient mesh';
 /** upstream config.ProbeIPSet, with -v4 / -v6 */
 const NFT_PROBE_SET = 'istio-inpod-probes';
 
@@ -175,7 +177,7 @@ interface UpstreamHostOptions {
  * transaction before the rules that name them; the agent adds and deletes members (pod IPs).
  */
 export function buildUpstreamHostSetsNft(o: { readonly ipv6: boolean }): NftDocument {
-  const comment = 'UUID of the pods that are part of ambient mesh';
+  const comment = UPSTREAM_PROBE_SET_COMMENT;
   return {
     tables: [
       {

@@ -11,12 +11,8 @@ import { execIn } from '../../../e2e/netns/ip.js';
 import { acceptedBy, connectFrom, startListener } from '../../../e2e/netns/tcp-probe.js';
 import { netnsId, type NetnsId } from '../../../impl/api/ids.js';
 import { LinuxNftRules } from '../../../impl/linux/nft-rules.js';
-import {
-  documentTables,
-  renderNft,
-  type NftDocument,
-  type NftTableRef,
-} from '../../../impl/node-agent/nftables/nft-document.js';
+import type { NftTableRef } from '../../../impl/api/nft-tables.js';
+import { documentTables, renderNft, type NftDocument } from '../../../impl/node-agent/nftables/nft-document.js';
 import { buildUpstreamHostNft, buildUpstreamHostSetsNft } from '../../../impl/node-agent/nftables/upstream-rules.js';
 import { nftTool } from '../../worlds.js';
 import { UPSTREAM_INPOD_NFT } from './upstream-inpod-plan.js';

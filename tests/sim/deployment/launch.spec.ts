@@ -12,6 +12,7 @@ import {
   deploymentLaunch,
   kubectlAvailability,
   renderDeployment,
+  type DeploymentChoice,
   renderKustomization,
 } from '../../../e2e/deployment/launch.js';
 import { PROXY_NODE_FLAGS } from '../../../impl/linux/node-flags.js';
@@ -73,14 +74,15 @@ test('a changed securityContext in a rendered copy changes the launch', () => {
 });
 
 test('the base is profile upstream with IPv6 and DNS capture; each component changes exactly its setting, and they combine', () => {
-  const choice = (c: { profile: 'upstream' | 'strict'; ipv6: boolean; dnsCapture: boolean }) =>
-    deploymentChoiceOf(deploymentLaunch(renderDeployment(c), { nodeName: 'n' }));
+  const choice = (c: DeploymentChoice) => deploymentChoiceOf(deploymentLaunch(renderDeployment(c), { nodeName: 'n' }));
   expect(choice(BASE)).toEqual(BASE);
   for (const c of [
     { profile: 'strict', ipv6: true, dnsCapture: true },
     { profile: 'upstream', ipv6: false, dnsCapture: true },
     { profile: 'upstream', ipv6: true, dnsCapture: false },
     { profile: 'strict', ipv6: false, dnsCapture: false },
+    { profile: 'upstream', ipv6: true, dnsCapture: true, backend: 'nftables' },
+    { profile: 'strict', ipv6: false, dnsCapture: true, backend: 'nftables' },
   ] as const)
     expect(choice(c), JSON.stringify(c)).toEqual(c);
   // the named overlays are the same components on the same base
@@ -88,10 +90,15 @@ test('the base is profile upstream with IPv6 and DNS capture; each component cha
     ['strict', { ...BASE, profile: 'strict' }],
     ['ipv6-off', { ...BASE, ipv6: false }],
     ['dns-capture-off', { ...BASE, dnsCapture: false }],
+    ['nftables', { ...BASE, backend: 'nftables' }],
   ] as const) {
     const rendered = renderKustomization(path.join(DEPLOY, 'overlays', overlay));
     expect(rendered, overlay).toBe(renderDeployment(c));
   }
+  // the nftables backend is the agent's setting alone
+  const nft = deploymentLaunch(renderDeployment({ ...BASE, backend: 'nftables' }), { nodeName: 'n' });
+  expect(nft.agent.env['AMBIENT_LAB_BACKEND']).toBe('nftables');
+  expect(nft.proxy.env['AMBIENT_LAB_BACKEND']).toBeUndefined();
   // no DNS capture: the proxy runs no DNS listener either (an empty upstream list)
   const off = deploymentLaunch(renderDeployment({ ...BASE, dnsCapture: false }), { nodeName: 'n' });
   expect(off.proxy.env['AMBIENT_LAB_DNS_UPSTREAM']).toBe('');

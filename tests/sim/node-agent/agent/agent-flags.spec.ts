@@ -196,3 +196,10 @@ for (const [name, input, want] of SPLIT) {
     ).toEqual(want);
   });
 }
+
+test('--backend iptables|nftables (AMBIENT_LAB_BACKEND): iptables by default, as upstream; anything else is a usage error', () => {
+  expect(settings().config.backend).toBe('iptables');
+  expect(settings('--backend', 'nftables').config.backend).toBe('nftables');
+  expect(agentSettings(['--node', 'n1'], { AMBIENT_LAB_BACKEND: 'nftables' }).config.backend).toBe('nftables');
+  expect(configError(['--backend', 'ebpf'])).toMatch(/--backend.*iptables, nftables/);
+});
