@@ -11,15 +11,13 @@ import { parseLab, type Lab } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
 import { KernelLab, runLabOnKernel } from '../../../e2e/netns/lab-runner.js';
 import { compareResults } from '../../../scenarios/fidelity/compare.js';
-import { ALONE_LAB, MIXED_LAB } from '../../sim/kernel/nftables/labs.js';
+import { ALONE_LAB, MIXED_LAB, TPROXY_LAB } from '../../sim/kernel/nftables/labs.js';
 import { namespacesWithPrefix } from './fixture.js';
 
 const world = netnsLabWorld();
 test.skip(!world.available, world.reason);
 
-async function both(
-  lab: Lab,
-): Promise<{
+async function both(lab: Lab): Promise<{
   sim: ReturnType<typeof runLab>['results'];
   kernel: Awaited<ReturnType<typeof runLabOnKernel>>['results'];
 }> {
@@ -50,6 +48,17 @@ test('nftables alone: prerouting redirect and dnat, input policy drop, skuid at 
   expect(by['dnat']).toMatchObject({ outcome: 'established', acceptedBy: 's8081' });
   expect(by['skuid-on-input']!.outcome).toBe('timeout');
   expect(by['policy-drop']!.outcome).toBe('timeout');
+  expect(by['redirected-v6']).toMatchObject({ outcome: 'established', acceptedBy: 's8090v6' });
+  expect(by['dnat-ip-not-for-v6']!.outcome).toBe('timeout');
+  expect(compareResults(sim, kernel)).toEqual([]);
+});
+
+test('tproxy statement: assigns a transparent listener; with none the rule breaks and the packet is delivered as addressed — sim = kernel', async () => {
+  const lab = parseLab(TPROXY_LAB, 'tproxy.yaml');
+  const { sim, kernel } = await both(lab);
+  const by = Object.fromEntries(kernel.map((r) => [r.name, r]));
+  expect(by['tproxied']).toMatchObject({ outcome: 'established', acceptedBy: 'tp' });
+  expect(by['no-tproxy-socket']).toMatchObject({ outcome: 'established', acceptedBy: 's9001' });
   expect(compareResults(sim, kernel)).toEqual([]);
 });
 

@@ -9,7 +9,8 @@ import { parseLab } from '../../../../sim/lab/lab-file.js';
 import { runLab } from '../../../../sim/lab/run-lab.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import { pathOfText } from '../../../../cli/html/packet-path.js';
-import { ALONE_LAB, MIXED_LAB } from './labs.js';
+import { ALONE_LAB, MIXED_LAB, TPROXY_LAB } from './labs.js';
+import { LabError } from '../../../../sim/lab/lab-file.js';
 
 function results(text: string): Record<string, { outcome: string; acceptedBy?: string | undefined; trace: string }> {
   const run = runLab(parseLab(text, 'lab.yaml'), 'lab.yaml');
@@ -43,6 +44,8 @@ test('nftables alone: prerouting NAT, input policy drop, meta skuid at input nev
   expect(r['skuid-on-input']!.outcome).toBe('timeout');
   expect(r['policy-drop']!.outcome).toBe('timeout');
   expect(r['direct']).toMatchObject({ outcome: 'established', acceptedBy: 's8080' });
+  expect(r['redirected-v6']).toMatchObject({ outcome: 'established', acceptedBy: 's8090v6' });
+  expect(r['dnat-ip-not-for-v6']!.outcome).toBe('timeout');
   expect(r['policy-drop']!.trace).toContain('in policy: policy drop  => drop');
 });
 
@@ -55,4 +58,18 @@ test('the trace names the nft rule (chain, position, line, text) and the packet-
   expect(nat?.rules).toEqual([
     { where: 'pre #1 (line 4)', text: 'tcp dport 80 redirect to :8080', effect: 'redirect to :8080' },
   ]);
+});
+
+test('tproxy: a transparent listener takes the connection; without one the rule breaks and the packet goes on as addressed', () => {
+  const r = results(TPROXY_LAB);
+  expect(r['tproxied']).toMatchObject({ outcome: 'established', acceptedBy: 'tp' });
+  expect(r['no-tproxy-socket']).toMatchObject({ outcome: 'established', acceptedBy: 's9001' });
+});
+
+test('a bad nftables document in a lab file names the lab file, its line and the problem', () => {
+  const bad = ALONE_LAB.replace('tcp dport 80 redirect to :8080', 'tcp dport 70000 redirect to :8080');
+  expect(() => runLab(parseLab(bad, 'lab.yaml'), 'lab.yaml')).toThrow(LabError);
+  expect(() => runLab(parseLab(bad, 'lab.yaml'), 'lab.yaml')).toThrow(
+    /^lab\.yaml:10 \(namespaces\[1\]\.nftables\): Service out of range: 70000[^]*in line: {5}tcp dport 70000/,
+  );
 });

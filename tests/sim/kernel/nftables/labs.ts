@@ -92,7 +92,9 @@ attempts:
  * Two namespaces over a veth, nftables alone on the server: destination NAT in prerouting
  * (redirect, dnat ip to), an input chain with policy drop that accepts established traffic and
  * two ports, and `meta skuid != 0 accept` at input, which an incoming SYN (no socket) never
- * matches: dropped by the policy.
+ * matches: dropped by the policy. IPv6 through the same inet table: the redirect applies, `dnat
+ * ip to` does not (its implicit `meta nfproto ipv4`), and ICMPv6 is accepted so neighbour
+ * discovery works under the drop policy.
  */
 export const ALONE_LAB = `version: 1
 kernel: "6.1"
@@ -104,20 +106,24 @@ namespaces:
         chain pre {
           type nat hook prerouting priority dstnat; policy accept;
           tcp dport 80 redirect to :8080
+          tcp dport 90 redirect to :8090
           ip daddr 10.0.0.2 tcp dport 81 dnat ip to 10.0.0.2:8081
         }
         chain in {
           type filter hook input priority filter; policy drop;
           ct state established,related accept
+          meta l4proto ipv6-icmp accept
           tcp dport 8082 meta skuid != 0 accept
-          tcp dport { 8080, 8081 } accept
+          tcp dport { 8080, 8081, 8090 } accept
         }
       }
 veths:
-  - a: { netns: client, name: eth0, addresses: [10.0.0.1/24] }
-    b: { netns: server, name: eth0, addresses: [10.0.0.2/24] }
+  - a: { netns: client, name: eth0, addresses: [10.0.0.1/24, "fd00::1/64"] }
+    b: { netns: server, name: eth0, addresses: [10.0.0.2/24, "fd00::2/64"] }
 sockets:
   - { name: s8080, netns: server, port: 8080, uid: 0 }
+  - { name: s8090v6, netns: server, family: 6, port: 8090, uid: 0 }
+  - { name: s81v6, netns: server, family: 6, port: 81, uid: 0 }
   - { name: s8081, netns: server, port: 8081, uid: 0 }
   - { name: s8082, netns: server, port: 8082, uid: 0 }
   - { name: s8083, netns: server, port: 8083, uid: 0 }
@@ -127,4 +133,40 @@ attempts:
   - { name: skuid-on-input, netns: client, address: 10.0.0.2, port: 8082, uid: 1000 }
   - { name: policy-drop, netns: client, address: 10.0.0.2, port: 8083, uid: 1000 }
   - { name: direct, netns: client, address: 10.0.0.2, port: 8080, uid: 1000 }
+  - { name: redirected-v6, netns: client, address: "fd00::2", port: 90, uid: 1000 }
+  - { name: dnat-ip-not-for-v6, netns: client, address: "fd00::2", port: 81, uid: 1000 }
+`;
+
+/**
+ * nft's tproxy statement: with a transparent listener it assigns the socket and the rule goes on
+ * (mark, accept); with none the rule breaks and the chain goes on, so the packet is delivered as
+ * addressed — where iptables' TPROXY drops it.
+ */
+export const TPROXY_LAB = `version: 1
+kernel: "6.1"
+namespaces:
+  - name: client
+  - name: server
+    routes:
+      - { dst: 0.0.0.0/0, type: local, dev: lo, table: 100 }
+    rules:
+      - { family: 4, priority: 100, fwmark: 0x1/0x1, table: 100 }
+    nftables: |
+      table ip tp {
+        chain pre {
+          type filter hook prerouting priority mangle; policy accept;
+          tcp dport 9000 tproxy to :15001 meta mark set 0x1 accept
+          tcp dport 9001 tproxy to :15009 meta mark set 0x1 accept
+        }
+      }
+veths:
+  - a: { netns: client, name: eth0, addresses: [10.0.0.1/24] }
+    b: { netns: server, name: eth0, addresses: [10.0.0.2/24] }
+sockets:
+  - { name: tp, netns: server, port: 15001, uid: 0, caps: [NET_ADMIN], transparent: true }
+  - { name: s9000, netns: server, port: 9000, uid: 0 }
+  - { name: s9001, netns: server, port: 9001, uid: 0 }
+attempts:
+  - { name: tproxied, netns: client, address: 10.0.0.2, port: 9000, uid: 1000 }
+  - { name: no-tproxy-socket, netns: client, address: 10.0.0.2, port: 9001, uid: 1000 }
 `;
