@@ -247,6 +247,7 @@ export class SimMeshWorld implements World {
       profile: options.profile,
       ipv6: options.meshV6 ?? options.ipv6,
       dnsCapture: options.dnsCapture,
+      ...(options.rulesBackend === 'nftables' ? { rulesBackend: options.rulesBackend } : {}),
       planTransform: extras.mutatePlan,
       agentConfig: extras.agentConfig,
       hiddenNetns: (node: string, netns: string): boolean => {
@@ -691,7 +692,10 @@ export class SimMeshWorld implements World {
         hostNetwork,
         ips: (p.status?.podIPs ?? []).map((x) => x.ip).filter((x): x is string => typeof x === 'string'),
         annotation: p.metadata?.annotations?.[REDIRECTION_STATUS],
-        redirected: netns !== undefined && this.sim.kernel.iptablesSave(netns, 4).includes('--to-ports 15001'),
+        redirected:
+          netns !== undefined &&
+          (this.sim.kernel.iptablesSave(netns, 4).includes('--to-ports 15001') ||
+            /redirect to :15001\b/.test(this.sim.kernel.netns(netns).nftables.list())),
         served: netns !== undefined && servedNetns !== undefined && servedNetns.endsWith(`/${netns}`),
       });
     }
@@ -1388,9 +1392,13 @@ export class SimMeshWorld implements World {
         .sort();
       const rules = ([4, 6] as const).map((f) => k.iptablesSave(name, f).replace(/\[\d+:\d+\]/g, ''));
       blocks.push(
-        [`netns ${name} conntrack=${ns.conntrack.entries().length}`, ...socks, ...rules, k.ipsetsOf(name).save()].join(
-          '\n',
-        ),
+        [
+          `netns ${name} conntrack=${ns.conntrack.entries().length}`,
+          ...socks,
+          ...rules,
+          ns.nftables.list(),
+          k.ipsetsOf(name).save(),
+        ].join('\n'),
       );
     }
     blocks.push(

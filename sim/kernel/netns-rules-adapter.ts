@@ -4,6 +4,12 @@
  * `--noflush` transactions (impl/api/netns-rules-restore.ts) go into the sim's netfilter, and
  * ip rules / local routes are added only when absent (EEXIST is "already there", as upstream).
  * A NetnsId here is the sim namespace name. Restores are atomic in the sim, so no rollback.
+ *
+ * The nftables backend (constructed with `nftables: true`): a plan's `nft -f` document goes into
+ * the namespace's nftables model in one transaction after routes and ip rules; under `exclusive`
+ * it replaces the whole ruleset, and — as on a host whose iptables is iptables-nft, where
+ * iptables' tables are part of that ruleset — every iptables table is emptied too. read() lists
+ * every nftables table.
  */
 import type { NetnsId } from '../../impl/api/ids.js';
 import type {
@@ -24,17 +30,27 @@ import {
   removeTransaction,
 } from '../../impl/api/netns-rules-restore.js';
 import { formatPrefix, parsePrefix } from '../../impl/api/ip/prefix.js';
+import { tableKey } from '../../impl/api/nft-tables.js';
 import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN } from './route.js';
 import type { SimKernel } from './kernel.js';
 import { simNetnsName } from './netns.js';
 
 const fam = (f: IpFamily): 4 | 6 => (f === 'ipv4' ? 4 : 6);
+/** Every iptables table, empty: what remains of iptables-nft's tables after `nft flush ruleset`. */
+const EMPTY_IPTABLES = '*raw\nCOMMIT\n*mangle\nCOMMIT\n*nat\nCOMMIT\n*filter\nCOMMIT\n*security\nCOMMIT\n';
 
 export class SimNetnsRules implements NetnsRules {
   /** Calls that failed with an injected fault; tests read it. */
   failNext: { op: 'apply' | 'remove'; message: string } | undefined;
 
-  constructor(private readonly kernel: SimKernel) {}
+  private readonly nftables: boolean;
+
+  constructor(
+    private readonly kernel: SimKernel,
+    opts: { readonly nftables?: boolean } = {},
+  ) {
+    this.nftables = opts.nftables ?? false;
+  }
 
   private ns(netns: NetnsId): string {
     const name = simNetnsName(netns);
@@ -91,12 +107,37 @@ export class SimNetnsRules implements NetnsRules {
         source: `netns rules apply (${f}) in ${name}`,
       });
     }
+    if (plan.nftables) {
+      this.mustNftables(name, 'apply');
+      const exclusive = mode === 'exclusive';
+      n.nftables.apply(exclusive ? `flush ruleset\n${plan.nftables.text}` : plan.nftables.text, {
+        source: `netns rules apply (nftables) in ${name}`,
+      });
+      // iptables-nft: `flush ruleset` takes iptables' tables with it.
+      if (exclusive)
+        for (const f of [4, 6] as const) n.netfilter[f].restore(EMPTY_IPTABLES, { source: 'flush ruleset' });
+    }
+  }
+
+  private mustNftables(ns: string, op: string): void {
+    if (!this.nftables)
+      throw new Error(
+        `netns rules ${op} in ${ns}: the plan has nftables rules but this adapter was made for the iptables backend`,
+      );
   }
 
   async remove(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
     const name = this.ns(netns);
     this.injected('remove');
     const n = this.kernel.netns(name);
+    if (plan.nftables) {
+      this.mustNftables(name, 'remove');
+      const doomed = plan.nftables.tables.filter((t) => n.nftables.hasTable(t.family, t.name));
+      if (doomed.length > 0)
+        n.nftables.apply(doomed.map((t) => `delete table ${tableKey(t)}\n`).join(''), {
+          source: `netns rules remove (nftables) in ${name}`,
+        });
+    }
     for (const f of ['ipv4', 'ipv6'] as const) {
       const text = plan.iptables[f];
       if (text === undefined) continue;
@@ -158,11 +199,11 @@ export class SimNetnsRules implements NetnsRules {
         dev: r.dev!,
         table: r.table,
       }));
-    return {
-      iptables: { ipv4: normaliseSave(n.netfilter[4].save()), ipv6: normaliseSave(n.netfilter[6].save()) },
-      rules,
-      routes,
-    };
+    const iptables = { ipv4: normaliseSave(n.netfilter[4].save()), ipv6: normaliseSave(n.netfilter[6].save()) };
+    if (!this.nftables) return { iptables, rules, routes };
+    const nftables: Record<string, string> = {};
+    for (const t of n.nftables.tables()) nftables[tableKey(t)] = n.nftables.list(t.family, t.name);
+    return { iptables, rules, routes, nftables };
   }
 
   async loopbackIpv6Disabled(netns: NetnsId): Promise<boolean> {

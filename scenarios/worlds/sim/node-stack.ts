@@ -21,10 +21,11 @@ import { simNetnsName, simNetnsPath } from '../../../sim/kernel/netns.js';
 import type { NetnsFinder } from '../../../impl/host/netns-finder.js';
 import type { NetnsId } from '../../../impl/api/ids.js';
 import type { Profile } from '../../../impl/api/profile.js';
+import type { Backend } from '../../../impl/api/backend.js';
 import { credentials, type Credentials } from '../../../sim/kernel/process.js';
 import { SimNetnsRules } from '../../../sim/kernel/netns-rules-adapter.js';
 import { SimPodFlows } from '../../../sim/kernel/pod-flows-adapter.js';
-import { SimHostIpSets, SimNetnsFinder } from '../../../sim/kernel/host-adapters.js';
+import { SimHostIpSets, SimNetnsFinder, SimNftHostIpSets } from '../../../sim/kernel/host-adapters.js';
 import { SimSockets } from '../../../sim/kernel/sockets-adapter.js';
 import { SimHbone, type SimMeshCa } from '../../../sim/hbone/sim-hbone.js';
 import { managedSimCertificates, SimCaFetcher, type SimCaAuthority } from '../../../sim/hbone/sim-ca.js';
@@ -74,6 +75,8 @@ interface StackShared {
   readonly profile: Profile;
   readonly ipv6: boolean;
   readonly dnsCapture: boolean;
+  /** The agent's rules backend (absent: iptables). */
+  readonly rulesBackend?: Backend;
   readonly planTransform:
     | ((plan: RedirectionPlan, pod: { readonly namespace: string; readonly name: string }) => RedirectionPlan)
     | undefined;
@@ -139,6 +142,7 @@ export class NodeStack {
       repairIntervalMs: REPAIR_INTERVAL_MS,
       zdsAckTimeoutMs: 2000,
       trustDomain: TRUST_DOMAIN,
+      ...(this.s.rulesBackend === 'nftables' ? { backend: 'nftables' as const } : {}),
       ...this.s.agentConfig,
     };
   }
@@ -147,12 +151,16 @@ export class NodeStack {
   async startAgent(): Promise<void> {
     if (this.agent) return;
     const { kernel } = this.s;
-    const agent = new NodeAgent(this.agentConfig(), {
+    const config = this.agentConfig();
+    const nft = config.backend === 'nftables';
+    const agent = new NodeAgent(config, {
       kube: this.s.api,
-      rules: new SimNetnsRules(kernel),
+      rules: new SimNetnsRules(kernel, { nftables: nft }),
       flows: new SimPodFlows(kernel),
       finder: this.finder(),
-      ipsets: new SimHostIpSets(kernel, this.node.hostNetns),
+      ipsets: nft
+        ? new SimNftHostIpSets(kernel, this.node.hostNetns, this.s.profile)
+        : new SimHostIpSets(kernel, this.node.hostNetns),
       pluginEvents: this.s.events,
       zdsTransport: this.s.zds.endpoint({ pid: 100 + this.node.index, uid: 0, gid: 0 }),
       clock: this.s.clock,
