@@ -17,11 +17,13 @@
  * `lo` keeps both, so a looped packet is not re-tracked and nat PREROUTING is not consulted.
  *
  * nftables base chains (ns.nftables) run between the iptables tables by priority: an nft chain
- * runs after every iptables table (and conntrack, -200) of lower or equal priority and before
- * those of higher priority (raw -300, mangle -150, filter 0, security 50; nat is the NAT core at
+ * runs after every iptables table (and conntrack, -200) of lower priority and before those of
+ * higher or equal priority — on a tie the hook registered last runs first (nf_hook_entries_grow),
+ * and the model takes nft tables as made after the iptables tables, as the lab runner loads them
+ * (raw -300, mangle -150, filter 0, security 50; nat is the NAT core at
  * -100 for PREROUTING/OUTPUT and 100 for INPUT/POSTROUTING). nat-type nft chains are not placed by
- * priority: the NAT core runs them with the iptables nat table, in priority order, until one binds
- * (nf_nat_inet_fn). A namespace without nft tables pays one undefined check per hook.
+ * priority: the NAT core runs them with the iptables nat table, in priority order (nft first on a
+ * tie), until one binds (nf_nat_inet_fn). A namespace without nft tables pays one undefined check per hook.
  */
 import {
   formatIp,
@@ -170,14 +172,11 @@ export class Datapath {
       skb.nextHop = route.nextHop;
       return undefined;
     };
-    /** nft chains of priority [lo, hi) at OUTPUT; a route-type chain among them re-routes on a change. */
-    const nftOut = (lo: number, hi: number, invalid: boolean): Delivery | undefined => {
-      if (nft === undefined) return undefined;
-      const before = { mark: pkt.mark, dst: pkt.dst, src: pkt.src };
-      const d = this.nftRange(ns, skb, nft, 'OUTPUT', lo, hi, undefined, hookOutDev, owner, invalid);
-      if (d) return d;
-      return nft.hasRoute ? rerouteIfChanged(before, 'an nft route chain at OUTPUT') : undefined;
-    };
+    const afterRouteChain = (before: { mark: number; dst: IpAddress; src: IpAddress }): Delivery | undefined =>
+      rerouteIfChanged(before, 'an nft route chain at OUTPUT');
+    /** nft chains of priority (lo, hi] at OUTPUT; each route-type chain re-routes on a change (nf_route_table_hook). */
+    const nftOut = (lo: number, hi: number, invalid: boolean): Delivery | undefined =>
+      nft && this.nftRange(ns, skb, nft, 'OUTPUT', lo, hi, undefined, hookOutDev, owner, invalid, afterRouteChain);
 
     let d = nftOut(-Infinity, -300, false);
     if (d) return d;
@@ -761,7 +760,10 @@ export class Datapath {
     return undefined;
   }
 
-  /** The nft filter/route chains at `hook` with priority in [lo, hi); a Delivery when one ends the packet. */
+  /**
+   * The nft filter/route chains at `hook` with priority in (lo, hi]; a Delivery when one ends the
+   * packet. `afterRoute` runs after each route-type chain with the packet's fields before it.
+   */
   private nftRange(
     ns: Netns,
     skb: Skb,
@@ -773,12 +775,19 @@ export class Datapath {
     outIface: string | undefined,
     owner: SocketOwnerView | undefined,
     invalid: boolean,
+    afterRoute?: (before: { mark: number; dst: IpAddress; src: IpAddress }) => Delivery | undefined,
   ): Delivery | undefined {
+    const p = skb.pkt;
     for (const ref of hc.chains) {
-      if (ref.priority < lo) continue;
-      if (ref.priority >= hi) break;
+      if (ref.priority <= lo) continue;
+      if (ref.priority > hi) break;
+      const before = ref.type === 'route' && afterRoute ? { mark: p.mark, dst: p.dst, src: p.src } : undefined;
       const v = this.runNft(ns, skb, ref, hook, inIface, outIface, owner, invalid);
       if (v.kind !== 'accept') return this.terminal(ns, v, `nft ${ref.label} (${hook})`);
+      if (before) {
+        const d = afterRoute!(before);
+        if (d) return d;
+      }
     }
     return undefined;
   }

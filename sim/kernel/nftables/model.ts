@@ -113,6 +113,11 @@ export interface NftChainState {
   rules: readonly NftRule[];
   /** Line the chain was declared on (for commit errors). */
   readonly line: number;
+  /**
+   * When the chain was made, counted per namespace: among base chains of equal priority the one
+   * registered last runs first (nf_hook_entries_grow inserts a new hook before equal ones).
+   */
+  readonly reg: number;
 }
 
 export interface NftTableState {

@@ -32,14 +32,15 @@ export interface NftBaseRef {
   readonly label: string;
 }
 
-/** The base chains of one family at one hook, sorted by priority (ties: table, then chain, in creation order). */
+/**
+ * The base chains of one family at one hook, sorted by priority; on a tie the chain made last
+ * runs first, as the kernel inserts a newly registered hook before those of equal priority.
+ */
 export interface HookChains {
   /** filter- and route-type chains: each runs at its own priority. */
   readonly chains: readonly NftBaseRef[];
   /** nat-type chains: run by the NAT core at its fixed priority, in this order (nf_nat_inet_fn). */
   readonly nat: readonly NftBaseRef[];
-  /** A route-type chain is among `chains` (output: a changed mark or address re-routes). */
-  readonly hasRoute: boolean;
 }
 
 function copyTable(t: NftTableState): NftTableState {
@@ -64,6 +65,8 @@ export class NfTables {
   /** Per family and hook; rebuilt after each change of tables or chains. */
   private index: Map<string, HookChains> | undefined = undefined;
   private ctNeeded: { 4: boolean; 6: boolean } = { 4: false, 6: false };
+  /** Chains made so far (NftChainState.reg); a rejected document's numbers are simply skipped. */
+  private regs = 0;
 
   /** Any table at all (the datapath's one check on the hot path). */
   get active(): boolean {
@@ -79,7 +82,7 @@ export class NfTables {
     const lines = text.split('\n');
     const work: Tables = new Map();
     for (const [k, t] of this.state) work.set(k, copyTable(t));
-    new DocumentParser(text, work, source, lines).run();
+    new DocumentParser(text, work, source, lines, () => ++this.regs).run();
     for (const t of work.values()) {
       try {
         commitChecks(t);
@@ -172,8 +175,7 @@ export class NfTables {
 
   private reindex(): void {
     const ct = { 4: false, 6: false };
-    const refs: { ref: NftBaseRef; fam: Family; hook: Hook; seq: number }[] = [];
-    let seq = 0;
+    const refs: { ref: NftBaseRef; fam: Family; hook: Hook }[] = [];
     for (const t of this.state.values()) {
       for (const c of t.chains.values()) {
         if (c.rules.some((r) => r.needsConntrack)) {
@@ -189,7 +191,7 @@ export class NfTables {
           label: `${t.family} ${t.name} ${c.name}`,
         };
         for (const fam of [4, 6] as const)
-          if (familyApplies(t.family, fam)) refs.push({ ref, fam, hook: HOOK_NAME[c.base.hook], seq: seq++ });
+          if (familyApplies(t.family, fam)) refs.push({ ref, fam, hook: HOOK_NAME[c.base.hook] });
       }
     }
     this.ctNeeded = ct;
@@ -197,17 +199,14 @@ export class NfTables {
       this.index = undefined;
       return;
     }
-    const index = new Map<string, { chains: NftBaseRef[]; nat: NftBaseRef[]; hasRoute: boolean }>();
-    refs.sort((a, b) => a.ref.priority - b.ref.priority || a.seq - b.seq);
+    const index = new Map<string, { chains: NftBaseRef[]; nat: NftBaseRef[] }>();
+    refs.sort((a, b) => a.ref.priority - b.ref.priority || b.ref.chain.reg - a.ref.chain.reg);
     for (const r of refs) {
       const k = `${r.fam}${r.hook}`;
       let e = index.get(k);
-      if (!e) index.set(k, (e = { chains: [], nat: [], hasRoute: false }));
+      if (!e) index.set(k, (e = { chains: [], nat: [] }));
       if (r.ref.type === 'nat') e.nat.push(r.ref);
-      else {
-        e.chains.push(r.ref);
-        if (r.ref.type === 'route') e.hasRoute = true;
-      }
+      else e.chains.push(r.ref);
     }
     this.index = index;
   }

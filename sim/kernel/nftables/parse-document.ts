@@ -66,8 +66,10 @@ export class DocumentParser {
     text: string,
     private readonly tables: Tables,
     private readonly source: string,
-    /** Called for each rule added, so commit checks can point at it. */
+    /** The document's lines, for error messages. */
     private readonly lines: readonly string[],
+    /** The next chain registration number (hook order among equal priorities). */
+    private readonly nextReg: () => number,
   ) {
     try {
       this.tokens = tokenize(text);
@@ -254,7 +256,7 @@ export class DocumentParser {
   private addChain(t: NftTableState, name: string, line: number): NftChainState {
     let c = t.chains.get(name);
     if (!c) {
-      c = { name, base: undefined, rules: [], line };
+      c = { name, base: undefined, rules: [], line, reg: this.nextReg() };
       t.chains.set(name, c);
     }
     return c;

@@ -11,7 +11,7 @@ import { parseLab, type Lab } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
 import { KernelLab, runLabOnKernel } from '../../../e2e/netns/lab-runner.js';
 import { compareResults } from '../../../scenarios/fidelity/compare.js';
-import { ALONE_LAB, MIXED_LAB, TPROXY_LAB } from '../../sim/kernel/nftables/labs.js';
+import { ALONE_LAB, MIXED_LAB, ROUTE_LAB, TPROXY_LAB } from '../../sim/kernel/nftables/labs.js';
 import { namespacesWithPrefix } from './fixture.js';
 
 const world = netnsLabWorld();
@@ -32,6 +32,9 @@ test('iptables and nft chains in one namespace: priority order, NAT chains merge
   const by = Object.fromEntries(kernel.map((r) => [r.name, r]));
   expect(by['mark-before-mangle']).toMatchObject({ outcome: 'established', acceptedBy: 's8081' });
   expect(by['mark-after-mangle']!.outcome).toBe('timeout');
+  // a tie: the nft chain (registered after iptables' mangle) runs first and sees no mark yet
+  expect(by['mark-tie-mangle']).toMatchObject({ outcome: 'established', acceptedBy: 's8088' });
+  expect(by['nft-tie']).toMatchObject({ outcome: 'established', acceptedBy: 's8089' });
   expect(by['accept-then-filter-drop']!.outcome).toBe('timeout');
   expect(by['nft-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15002' });
   expect(by['iptables-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
@@ -59,6 +62,15 @@ test('tproxy statement: assigns a transparent listener; with none the rule break
   const by = Object.fromEntries(kernel.map((r) => [r.name, r]));
   expect(by['tproxied']).toMatchObject({ outcome: 'established', acceptedBy: 'tp' });
   expect(by['no-tproxy-socket']).toMatchObject({ outcome: 'established', acceptedBy: 's9001' });
+  expect(compareResults(sim, kernel)).toEqual([]);
+});
+
+test('a route-type output chain re-routes on a changed mark, a filter-type chain does not — sim = kernel', async () => {
+  const lab = parseLab(ROUTE_LAB, 'route.yaml');
+  const { sim, kernel } = await both(lab);
+  const by = Object.fromEntries(kernel.map((r) => [r.name, r]));
+  expect(by['route-chain-reroutes']!.outcome).toBe('timeout');
+  expect(by['filter-chain-does-not']).toMatchObject({ outcome: 'established', acceptedBy: 's7001' });
   expect(compareResults(sim, kernel)).toEqual([]);
 });
 

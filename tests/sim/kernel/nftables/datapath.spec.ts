@@ -9,7 +9,7 @@ import { parseLab } from '../../../../sim/lab/lab-file.js';
 import { runLab } from '../../../../sim/lab/run-lab.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import { pathOfText } from '../../../../cli/html/packet-path.js';
-import { ALONE_LAB, MIXED_LAB, TPROXY_LAB } from './labs.js';
+import { ALONE_LAB, MIXED_LAB, ROUTE_LAB, TPROXY_LAB } from './labs.js';
 import { LabError } from '../../../../sim/lab/lab-file.js';
 
 function results(text: string): Record<string, { outcome: string; acceptedBy?: string | undefined; trace: string }> {
@@ -23,15 +23,18 @@ test('iptables tables and nft chains in one namespace run by priority; NAT chain
   const r = results(MIXED_LAB);
   expect(r['mark-before-mangle']).toMatchObject({ outcome: 'established', acceptedBy: 's8081' });
   expect(r['mark-after-mangle']!.outcome).toBe('timeout');
+  expect(r['mark-tie-mangle']).toMatchObject({ outcome: 'established', acceptedBy: 's8088' });
+  expect(r['nft-tie']).toMatchObject({ outcome: 'established', acceptedBy: 's8089' });
   expect(r['accept-then-filter-drop']!.outcome).toBe('timeout');
   expect(r['nft-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15002' });
   expect(r['iptables-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
   expect(r['nft-nat-accepts']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
   expect(r['rst-from-kernel-socket']!.outcome).toBe('refused');
-  // the order at OUTPUT of the first SYN: nft -160, iptables mangle (-150), nft -140, the NAT core
+  // the order at OUTPUT of the first SYN: nft -160, nft -150 (a tie: the later-registered nft chain first), iptables mangle (-150), nft -140
   const head = r['mark-after-mangle']!.trace.split('\n').filter((l) => /^\[a\] OUTPUT (nft|mangle|filter|nat)/.test(l));
-  expect(head.slice(0, 3)).toEqual([
+  expect(head.slice(0, 4)).toEqual([
     '[a] OUTPUT nft inet t before-mangle (filter, priority -160): ACCEPT',
+    '[a] OUTPUT nft inet t tie-mangle (filter, priority -150): ACCEPT',
     '[a] OUTPUT mangle: ACCEPT',
     '[a] OUTPUT nft inet t after-mangle (filter, priority -140): DROP',
   ]);
@@ -72,4 +75,11 @@ test('a bad nftables document in a lab file names the lab file, its line and the
   expect(() => runLab(parseLab(bad, 'lab.yaml'), 'lab.yaml')).toThrow(
     /^lab\.yaml:10 \(namespaces\[1\]\.nftables\): Service out of range: 70000[^]*in line: {5}tcp dport 70000/,
   );
+});
+
+test('a route-type output chain that changes the mark re-routes; a filter-type chain does not', () => {
+  const r = results(ROUTE_LAB);
+  expect(r['route-chain-reroutes']!.outcome).toBe('timeout');
+  expect(r['route-chain-reroutes']!.trace).toContain('an nft route chain at OUTPUT changed the packet: re-route');
+  expect(r['filter-chain-does-not']).toMatchObject({ outcome: 'established', acceptedBy: 's7001' });
 });

@@ -9,6 +9,11 @@
  * - 8081: iptables mangle OUTPUT marks 0x1; an nft chain at -160 (before mangle) that drops
  *   mark 0x1 does not see it: established.
  * - 8086: marked the same; an nft chain at -140 (after mangle) drops mark 0x1: times out.
+ * - 8088: marked the same; an nft chain at -150, the same priority as iptables' mangle, drops
+ *   mark 0x1 but runs first: on a tie the hook registered last runs first, and the nft table is
+ *   made after the iptables tables — established.
+ * - 8089: two nft chains at 10; the one declared second runs first, so the first one's mark comes
+ *   too late for it — established.
  * - 8084: an nft chain at -160 accepts, iptables filter OUTPUT drops: accept ends only its own
  *   base chain — times out.
  * - 8082: iptables nat REDIRECT to 15001 and an nft nat chain at -150 REDIRECT to 15002: the nft
@@ -31,6 +36,7 @@ namespaces:
       :POSTROUTING ACCEPT [0:0]
       -A OUTPUT -p tcp -m tcp --dport 8081 -j MARK --set-xmark 0x1/0xffffffff
       -A OUTPUT -p tcp -m tcp --dport 8086 -j MARK --set-xmark 0x1/0xffffffff
+      -A OUTPUT -p tcp -m tcp --dport 8088 -j MARK --set-xmark 0x1/0xffffffff
       COMMIT
       *nat
       :PREROUTING ACCEPT [0:0]
@@ -54,6 +60,18 @@ namespaces:
           tcp dport 8081 meta mark 0x1 drop
           tcp dport 8084 accept
         }
+        chain tie-mangle {
+          type filter hook output priority mangle; policy accept;
+          tcp dport 8088 meta mark 0x1 drop
+        }
+        chain tie-first-declared {
+          type filter hook output priority 10; policy accept;
+          tcp dport 8089 meta mark set 0x2
+        }
+        chain tie-second-declared {
+          type filter hook output priority 10; policy accept;
+          tcp dport 8089 meta mark 0x2 drop
+        }
         chain after-mangle {
           type filter hook output priority -140; policy accept;
           tcp dport 8086 meta mark 0x1 drop
@@ -76,11 +94,15 @@ sockets:
   - { name: s8081, netns: a, address: 127.0.0.1, port: 8081, uid: 0 }
   - { name: s8084, netns: a, address: 127.0.0.1, port: 8084, uid: 0 }
   - { name: s8086, netns: a, address: 127.0.0.1, port: 8086, uid: 0 }
+  - { name: s8088, netns: a, address: 127.0.0.1, port: 8088, uid: 0 }
+  - { name: s8089, netns: a, address: 127.0.0.1, port: 8089, uid: 0 }
   - { name: p15001, netns: a, port: 15001, uid: 0 }
   - { name: p15002, netns: a, port: 15002, uid: 0 }
 attempts:
   - { name: mark-before-mangle, netns: a, address: 127.0.0.1, port: 8081, uid: 1000 }
   - { name: mark-after-mangle, netns: a, address: 127.0.0.1, port: 8086, uid: 1000 }
+  - { name: mark-tie-mangle, netns: a, address: 127.0.0.1, port: 8088, uid: 1000 }
+  - { name: nft-tie, netns: a, address: 127.0.0.1, port: 8089, uid: 1000 }
   - { name: accept-then-filter-drop, netns: a, address: 127.0.0.1, port: 8084, uid: 1000 }
   - { name: nft-nat-first, netns: a, address: 127.0.0.1, port: 8082, uid: 1000 }
   - { name: iptables-nat-first, netns: a, address: 127.0.0.1, port: 8083, uid: 1000 }
@@ -169,4 +191,40 @@ sockets:
 attempts:
   - { name: tproxied, netns: client, address: 10.0.0.2, port: 9000, uid: 1000 }
   - { name: no-tproxy-socket, netns: client, address: 10.0.0.2, port: 9001, uid: 1000 }
+`;
+
+/**
+ * A `route`-type output chain that changes the mark re-routes the packet (here into an
+ * unreachable table: the SYN is dropped, connect times out); a filter-type chain that does the
+ * same does not re-route (the connection is made as first routed).
+ */
+export const ROUTE_LAB = `version: 1
+kernel: "6.1"
+namespaces:
+  - name: client
+    routes:
+      - { dst: 0.0.0.0/0, type: unreachable, table: 100 }
+    rules:
+      - { family: 4, priority: 100, fwmark: 0x1/0x1, table: 100 }
+    nftables: |
+      table inet r {
+        chain route-out {
+          type route hook output priority mangle; policy accept;
+          tcp dport 7000 meta mark set 0x1
+        }
+        chain filter-out {
+          type filter hook output priority mangle + 1; policy accept;
+          tcp dport 7001 meta mark set 0x1
+        }
+      }
+  - name: server
+veths:
+  - a: { netns: client, name: eth0, addresses: [10.0.0.1/24] }
+    b: { netns: server, name: eth0, addresses: [10.0.0.2/24] }
+sockets:
+  - { name: s7000, netns: server, port: 7000, uid: 0 }
+  - { name: s7001, netns: server, port: 7001, uid: 0 }
+attempts:
+  - { name: route-chain-reroutes, netns: client, address: 10.0.0.2, port: 7000, uid: 1000 }
+  - { name: filter-chain-does-not, netns: client, address: 10.0.0.2, port: 7001, uid: 1000 }
 `;
