@@ -307,22 +307,41 @@ export class Datapath {
 
   private localIn(ns: Netns, dev: Link, skb: Skb, invalid: boolean): Delivery {
     const nft = ns.nftables.chainsAt(skb.pkt.family, 'INPUT');
+    // What nft's `meta skuid` sees at INPUT (only nft reads a socket here: xt_owner is OUTPUT/POSTROUTING only).
+    const rx = nft && this.receivedOwner(ns, skb);
     let lo = -Infinity;
     for (const [table, prio] of IPT_FILTERING) {
-      const d = nft && this.nftRange(ns, skb, nft, 'INPUT', lo, prio, dev.name, undefined, undefined, invalid);
+      const d = nft && this.nftRange(ns, skb, nft, 'INPUT', lo, prio, dev.name, undefined, rx, invalid);
       if (d) return d;
       lo = prio;
       const v = this.runTable(ns, skb, table, 'INPUT', dev.name, undefined, undefined, invalid);
       if (v.kind !== 'accept') return this.terminal(ns, v, `${table} INPUT`);
     }
-    let d = nft && this.nftRange(ns, skb, nft, 'INPUT', 50, 100, dev.name, undefined, undefined, invalid);
+    let d = nft && this.nftRange(ns, skb, nft, 'INPUT', 50, 100, dev.name, undefined, rx, invalid);
     if (d) return d;
-    const natV = this.natHook(ns, skb, 'INPUT', dev.name, undefined, undefined, invalid);
+    const natV = this.natHook(ns, skb, 'INPUT', dev.name, undefined, rx, invalid);
     if (natV) return natV;
-    d = nft && this.nftRange(ns, skb, nft, 'INPUT', 100, Infinity, dev.name, undefined, undefined, invalid);
+    d = nft && this.nftRange(ns, skb, nft, 'INPUT', 100, Infinity, dev.name, undefined, rx, invalid);
     if (d) return d;
     this.confirm(ns, skb);
     return this.deliver(ns, skb);
+  }
+
+  /**
+   * The socket a received packet carries by INPUT (skb->sk): the one TPROXY assigned, else the
+   * one TCP early demux found for its 4-tuple in ip_rcv_finish (after PREROUTING). For the
+   * handshake's last ACK the kernel finds the request socket, which nft reads as its listener:
+   * checked on Linux — `meta skuid 0 drop` at input lets a SYN through and drops that ACK. The
+   * model's child socket exists from the SYN on and has its listener's owner, so it reads the same.
+   */
+  private receivedOwner(ns: Netns, skb: Skb): SocketOwnerView | undefined {
+    const p = skb.pkt;
+    const s =
+      skb.assigned ??
+      (p.proto === 'tcp'
+        ? ns.sockets.findEstablished('tcp', { addr: p.dst, port: p.dport }, { addr: p.src, port: p.sport })
+        : undefined);
+    return s ? { uid: s.owner.uid, gid: s.owner.gid } : undefined;
   }
 
   private forward(

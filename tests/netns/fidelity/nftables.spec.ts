@@ -39,6 +39,7 @@ test('iptables and nft chains in one namespace: priority order, NAT chains merge
   expect(by['nft-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15002' });
   expect(by['iptables-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
   expect(by['nft-nat-accepts']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
+  expect(by['nat-in-the-core']).toMatchObject({ outcome: 'established', acceptedBy: 'p15002' });
   expect(by['rst-from-kernel-socket']!.outcome).toBe('refused');
   expect(compareResults(sim, kernel)).toEqual([]);
 });
@@ -51,6 +52,7 @@ test('nftables alone: prerouting redirect and dnat, input policy drop, skuid at 
   expect(by['dnat']).toMatchObject({ outcome: 'established', acceptedBy: 's8081' });
   expect(by['skuid-on-input']!.outcome).toBe('timeout');
   expect(by['policy-drop']!.outcome).toBe('timeout');
+  expect(by['skuid-early-demux']!.outcome).toBe('timeout');
   expect(by['redirected-v6']).toMatchObject({ outcome: 'established', acceptedBy: 's8090v6' });
   expect(by['dnat-ip-not-for-v6']!.outcome).toBe('timeout');
   expect(compareResults(sim, kernel)).toEqual([]);

@@ -29,6 +29,7 @@ test('iptables tables and nft chains in one namespace run by priority; NAT chain
   expect(r['nft-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15002' });
   expect(r['iptables-nat-first']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
   expect(r['nft-nat-accepts']).toMatchObject({ outcome: 'established', acceptedBy: 'p15001' });
+  expect(r['nat-in-the-core']).toMatchObject({ outcome: 'established', acceptedBy: 'p15002' });
   expect(r['rst-from-kernel-socket']!.outcome).toBe('refused');
   // the order at OUTPUT of the first SYN: nft -160, nft -150 (a tie: the later-registered nft chain first), iptables mangle (-150), nft -140
   const head = r['mark-after-mangle']!.trace.split('\n').filter((l) => /^\[a\] OUTPUT (nft|mangle|filter|nat)/.test(l));
@@ -46,6 +47,7 @@ test('nftables alone: prerouting NAT, input policy drop, meta skuid at input nev
   expect(r['dnat']).toMatchObject({ outcome: 'established', acceptedBy: 's8081' });
   expect(r['skuid-on-input']!.outcome).toBe('timeout');
   expect(r['policy-drop']!.outcome).toBe('timeout');
+  expect(r['skuid-early-demux']!.outcome).toBe('timeout');
   expect(r['direct']).toMatchObject({ outcome: 'established', acceptedBy: 's8080' });
   expect(r['redirected-v6']).toMatchObject({ outcome: 'established', acceptedBy: 's8090v6' });
   expect(r['dnat-ip-not-for-v6']!.outcome).toBe('timeout');

@@ -20,6 +20,9 @@
  *   chain runs first among the NAT chains and binds — 15002.
  * - 8083: the same with the nft nat chain at -50: iptables' nat (-100) binds first — 15001.
  * - 8087: the nft nat chain at -150 accepts without NAT; iptables' nat still runs — 15001.
+ * - 8091: the nft nat chain at -150 redirects to 15002, yet a filter chain at -120 that drops
+ *   dport 15002 does not see it: NAT happens in the NAT core at -100, whatever the nat chain's
+ *   priority — established on 15002.
  * - 9999 (closed): the kernel's RST comes from a socket without a file; `meta skuid != 4242 drop`
  *   does not match it (refused), where xt_owner's `! --uid-owner 4242` would.
  */
@@ -80,6 +83,11 @@ namespaces:
           type nat hook output priority -150; policy accept;
           tcp dport 8082 redirect to :15002
           tcp dport 8087 accept
+          tcp dport 8091 redirect to :15002
+        }
+        chain filter-between {
+          type filter hook output priority -120; policy accept;
+          tcp dport 15002 drop
         }
         chain nat-late {
           type nat hook output priority -50; policy accept;
@@ -107,6 +115,7 @@ attempts:
   - { name: nft-nat-first, netns: a, address: 127.0.0.1, port: 8082, uid: 1000 }
   - { name: iptables-nat-first, netns: a, address: 127.0.0.1, port: 8083, uid: 1000 }
   - { name: nft-nat-accepts, netns: a, address: 127.0.0.1, port: 8087, uid: 1000 }
+  - { name: nat-in-the-core, netns: a, address: 127.0.0.1, port: 8091, uid: 1000 }
   - { name: rst-from-kernel-socket, netns: a, address: 127.0.0.1, port: 9999, uid: 1000 }
 `;
 
@@ -114,7 +123,8 @@ attempts:
  * Two namespaces over a veth, nftables alone on the server: destination NAT in prerouting
  * (redirect, dnat ip to), an input chain with policy drop that accepts established traffic and
  * two ports, and `meta skuid != 0 accept` at input, which an incoming SYN (no socket) never
- * matches: dropped by the policy. IPv6 through the same inet table: the redirect applies, `dnat
+ * matches: dropped by the policy. `meta skuid 0 drop` at input lets the SYN through (no socket)
+ * but drops the handshake's last ACK, which TCP early demux gives the listener's socket. IPv6 through the same inet table: the redirect applies, `dnat
  * ip to` does not (its implicit `meta nfproto ipv4`), and ICMPv6 is accepted so neighbour
  * discovery works under the drop policy.
  */
@@ -133,10 +143,11 @@ namespaces:
         }
         chain in {
           type filter hook input priority filter; policy drop;
+          tcp dport 8084 meta skuid 0 drop
           ct state established,related accept
           meta l4proto ipv6-icmp accept
           tcp dport 8082 meta skuid != 0 accept
-          tcp dport { 8080, 8081, 8090 } accept
+          tcp dport { 8080, 8081, 8084, 8090 } accept
         }
       }
 veths:
@@ -149,11 +160,13 @@ sockets:
   - { name: s8081, netns: server, port: 8081, uid: 0 }
   - { name: s8082, netns: server, port: 8082, uid: 0 }
   - { name: s8083, netns: server, port: 8083, uid: 0 }
+  - { name: s8084, netns: server, port: 8084, uid: 0 }
 attempts:
   - { name: redirected, netns: client, address: 10.0.0.2, port: 80, uid: 1000 }
   - { name: dnat, netns: client, address: 10.0.0.2, port: 81, uid: 1000 }
   - { name: skuid-on-input, netns: client, address: 10.0.0.2, port: 8082, uid: 1000 }
   - { name: policy-drop, netns: client, address: 10.0.0.2, port: 8083, uid: 1000 }
+  - { name: skuid-early-demux, netns: client, address: 10.0.0.2, port: 8084, uid: 1000 }
   - { name: direct, netns: client, address: 10.0.0.2, port: 8080, uid: 1000 }
   - { name: redirected-v6, netns: client, address: "fd00::2", port: 90, uid: 1000 }
   - { name: dnat-ip-not-for-v6, netns: client, address: "fd00::2", port: 81, uid: 1000 }
