@@ -158,44 +158,40 @@ export class Datapath {
     // the packet goes (POSTROUTING sees the new device), not what `-o` matches in later OUTPUT tables.
     const hookOutDev = route.dev;
     const nft = ns.nftables.chainsAt(pkt.family, 'OUTPUT');
-    /** ip_route_me_harder after a chain that may change the packet (mangle OUTPUT, an nft route chain). */
-    const rerouteIfChanged = (
-      before: { mark: number; dst: IpAddress; src: IpAddress },
-      what: string,
-    ): Delivery | undefined => {
-      if (pkt.mark === before.mark && ipEquals(pkt.dst, before.dst) && ipEquals(pkt.src, before.src)) return undefined;
-      route = this.route(ns, pkt, undefined, `${what} changed the packet: re-route`);
-      if (route.kind !== 'local' && route.kind !== 'unicast')
-        return { kind: 'unroutable', ns, reason: `re-route after ${what}: ${route.kind}`, rerouted: true };
-      const m = this.loopbackSourceOut(ns, pkt, route);
-      if (m) return { kind: 'unroutable', ns, reason: `re-route after ${what}: ${m}`, rerouted: true };
-      skb.nextHop = route.nextHop;
-      return undefined;
-    };
-    const afterRouteChain = (before: { mark: number; dst: IpAddress; src: IpAddress }): Delivery | undefined =>
-      rerouteIfChanged(before, 'an nft route chain at OUTPUT');
-    /** nft chains of priority (lo, hi] at OUTPUT; each route-type chain re-routes on a change (nf_route_table_hook). */
-    const nftOut = (lo: number, hi: number, invalid: boolean): Delivery | undefined =>
-      nft && this.nftRange(ns, skb, nft, 'OUTPUT', lo, hi, undefined, hookOutDev, owner, invalid, afterRouteChain);
+    // Only a namespace with nft chains at OUTPUT allocates these (the iptables-only hot path does not).
+    const nftOut =
+      nft &&
+      ((lo: number, hi: number, invalid: boolean): Delivery | undefined =>
+        // nft chains of priority (lo, hi]; each route-type chain re-routes on a change (nf_route_table_hook)
+        this.nftRange(ns, skb, nft, 'OUTPUT', lo, hi, undefined, hookOutDev, owner, invalid, (b) => {
+          if (pkt.mark === b.mark && ipEquals(pkt.dst, b.dst) && ipEquals(pkt.src, b.src)) return undefined;
+          const r = this.reroute(ns, skb, 'an nft route chain at OUTPUT');
+          if (r.kind !== 'local' && r.kind !== 'unicast') return r;
+          route = r;
+          return undefined;
+        }));
 
-    let d = nftOut(-Infinity, -300, false);
+    let d = nftOut?.(-Infinity, -300, false);
     if (d) return d;
     // raw OUTPUT runs before conntrack: it may pick a zone or opt out of tracking.
     let v = this.runTable(ns, skb, 'raw', 'OUTPUT', undefined, hookOutDev, owner);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'raw OUTPUT');
-    d = nftOut(-300, -200, false);
+    d = nftOut?.(-300, -200, false);
     if (d) return d;
     const invalid = this.track(ns, skb);
-    d = nftOut(-200, -150, invalid);
+    d = nftOut?.(-200, -150, invalid);
     if (d) return d;
 
     const before = { mark: pkt.mark, dst: pkt.dst, src: pkt.src };
     v = this.runTable(ns, skb, 'mangle', 'OUTPUT', undefined, hookOutDev, owner, invalid);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'mangle OUTPUT');
-    // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
-    d = rerouteIfChanged(before, 'mangle OUTPUT');
-    if (d) return d;
-    d = nftOut(-150, -100, invalid);
+    if (pkt.mark !== before.mark || !ipEquals(pkt.dst, before.dst) || !ipEquals(pkt.src, before.src)) {
+      // ip_route_me_harder: a changed mark or address in mangle OUTPUT re-routes the packet.
+      const r = this.reroute(ns, skb, 'mangle OUTPUT');
+      if (r.kind !== 'local' && r.kind !== 'unicast') return r;
+      route = r;
+    }
+    d = nftOut?.(-150, -100, invalid);
     if (d) return d;
 
     const dstBefore = pkt.dst;
@@ -210,18 +206,33 @@ export class Datapath {
       skb.nextHop = route.nextHop;
     }
 
-    d = nftOut(-100, 0, invalid);
+    d = nftOut?.(-100, 0, invalid);
     if (d) return d;
     v = this.runTable(ns, skb, 'filter', 'OUTPUT', undefined, hookOutDev, owner, invalid);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'filter OUTPUT');
-    d = nftOut(0, 50, invalid);
+    d = nftOut?.(0, 50, invalid);
     if (d) return d;
     v = this.runTable(ns, skb, 'security', 'OUTPUT', undefined, hookOutDev, owner, invalid);
     if (v.kind !== 'accept') return this.terminal(ns, v, 'security OUTPUT');
-    d = nftOut(50, Infinity, invalid);
+    d = nftOut?.(50, Infinity, invalid);
     if (d) return d;
     skb.dst = route;
     return this.postrouting(ns, skb, route.dev, owner, invalid);
+  }
+
+  /**
+   * ip_route_me_harder after a hook changed a locally generated packet: its new route, or the
+   * failure (the kernel drops the packet with the error; see Delivery `rerouted`).
+   */
+  private reroute(ns: Netns, skb: Skb, what: string): Extract<RouteDecision, { kind: 'local' | 'unicast' }> | Delivery {
+    const pkt = skb.pkt;
+    const route = this.route(ns, pkt, undefined, `${what} changed the packet: re-route`);
+    if (route.kind !== 'local' && route.kind !== 'unicast')
+      return { kind: 'unroutable', ns, reason: `re-route after ${what}: ${route.kind}`, rerouted: true };
+    const m = this.loopbackSourceOut(ns, pkt, route);
+    if (m) return { kind: 'unroutable', ns, reason: `re-route after ${what}: ${m}`, rerouted: true };
+    skb.nextHop = route.nextHop;
+    return route;
   }
 
   // ---------------------------------------------------------------- reception
