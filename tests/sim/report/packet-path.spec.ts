@@ -65,3 +65,22 @@ test('lines of another shape are notes across every lane; a NAT rewrite is told 
   // values are escaped, never markup
   expect(renderPath(pathOfText('[a<b] route: <script>x</script>'))).not.toContain('<script>');
 });
+
+test('nft chains in a trace: text and events give the same steps, each nft chain with its rules, coloured by what it did', () => {
+  const lab = 'fixtures/labs/inpod-nft.yaml';
+  const run = runLab(parseLab(readFileSync(lab, 'utf8'), lab), lab);
+  const kinds = new Set<string>();
+  for (const r of run.results) {
+    const fromEvents = pathOfEvents(r.trace);
+    expect(pathOfText(renderTrace(r.trace)), r.name).toEqual(fromEvents);
+    for (const s of fromEvents) kinds.add(s.kind);
+  }
+  expect(kinds.has('nft')).toBe(true);
+  expect(kinds.has('table')).toBe(false); // the lab has no iptables rules
+  const out = pathOfEvents(run.results.find((r) => r.name === 'app-a-to-pod-b')!.trace);
+  const nat = out.find((s) => s.kind === 'nft' && s.text.startsWith('OUTPUT nft inet istio-ambient-nat output'));
+  expect(nat?.rules.at(-1)).toMatchObject({ where: 'istio-output #6 (line 18)', effect: 'redirect to :15001' });
+  const html = renderPath([nat!]);
+  expect(html).toContain('c-nat');
+  expect(html).toContain('effect-nat');
+});
