@@ -206,10 +206,16 @@ export type Component = 'agent' | 'proxy';
  * - `iptables-insert`: `iptables-restore --noflush` of one rule from a fixed list (INSERTED_RULES,
  *   never free text) at the top of a built-in chain, v4 and v6 when the pod has v6; needs
  *   NET_ADMIN as the flush. The rule stays until someone removes it.
+ * - `nft-flush`: `nft flush ruleset` — every nftables table of the netns, the nftables backend's
+ *   and (iptables-nft) iptables' own; needs NET_ADMIN.
+ * - `nft-insert`: `nft -f` of one document from a fixed list (NFT_INSERTED_TABLES, never free
+ *   text): a table of the app's own whose base chains run ahead of the mesh's; needs NET_ADMIN.
  */
 export type AppAction =
   | { readonly kind: 'iptables-flush' }
   | { readonly kind: 'iptables-insert'; readonly rule: InsertedRule }
+  | { readonly kind: 'nft-flush' }
+  | { readonly kind: 'nft-insert'; readonly table: NftInsertedTable }
   | {
       readonly kind: 'listen';
       readonly port: number;
@@ -238,6 +244,31 @@ export function insertedRuleText(rule: InsertedRule): string {
       `appExec iptables-insert: unknown rule ${JSON.stringify(rule)}; use one of ${INSERTED_RULE_IDS.join(', ')}`,
     );
   return INSERTED_RULES[rule];
+}
+
+/**
+ * The tables an app may add (AppAction `nft-insert`), as `nft -f` input:
+ * - `notrack-tcp`: TCP untracked both ways (raw priority, ahead of conntrack), so no NAT chain
+ *   (REDIRECT) and no `ct state new` TPROXY ever sees the pod's connections: capture skipped in
+ *   and out, under either backend (iptables' nat table needs conntrack as much as nftables' does).
+ */
+const NFT_INSERTED_TABLES = {
+  'notrack-tcp':
+    'table inet app-tamper {\n' +
+    '\tchain pre {\n\t\ttype filter hook prerouting priority -300; policy accept;\n\t\tmeta l4proto tcp notrack\n\t}\n' +
+    '\tchain out {\n\t\ttype filter hook output priority -300; policy accept;\n\t\tmeta l4proto tcp notrack\n\t}\n' +
+    '}\n',
+} as const;
+type NftInsertedTable = keyof typeof NFT_INSERTED_TABLES;
+export const NFT_INSERTED_TABLE_IDS = Object.keys(NFT_INSERTED_TABLES) as NftInsertedTable[];
+
+/** The nft text of an inserted table; throws on a name outside NFT_INSERTED_TABLES (callers may be untyped). */
+export function insertedTableText(table: NftInsertedTable): string {
+  if (!Object.hasOwn(NFT_INSERTED_TABLES, table))
+    throw new Error(
+      `appExec nft-insert: unknown table ${JSON.stringify(table)}; use one of ${NFT_INSERTED_TABLE_IDS.join(', ')}`,
+    );
+  return NFT_INSERTED_TABLES[table];
 }
 
 export interface AppExecResult {

@@ -66,7 +66,7 @@ import type {
   WorldOptions,
   ZdsClientAttempt,
 } from '../../scenarios/world.js';
-import { insertedRuleText } from '../../scenarios/world.js';
+import { insertedRuleText, insertedTableText } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { setprivArgs } from '../netns/processes.js';
 import { repoRoot as findRepoRoot } from '../netns/world-lab.js';
@@ -78,7 +78,13 @@ import { NODE_ZDS_SOCKET, parseZdsRogueOutput, zdsRogueScript } from './zds-rogu
 import { appAccepts, attribute, ep, nodeSideOf, tupleText, type AppAccept } from './attribution.js';
 import { appPod, hostProbePod } from './pod-specs.js';
 import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
-import { flushTablesThrough, rawSendThrough, restoreThrough, type RawSendOutcome } from '../netns/probe-protocol.js';
+import {
+  flushTablesThrough,
+  nftThrough,
+  rawSendThrough,
+  restoreThrough,
+  type RawSendOutcome,
+} from '../netns/probe-protocol.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
 
 // From source or from dist/: fixtures/, ci/ and the manifests are at the repository root.
@@ -564,6 +570,20 @@ export class KindWorld implements World {
       };
     const argv = this.cli.execArgv(pod.namespace, pod.name, 'app', ['node', PROBE_PROGRAM]);
     const envOpt = this.env ? { env: this.env } : {};
+    if (action.kind === 'nft-flush' || action.kind === 'nft-insert') {
+      // the app image must carry nft (the probe image does: Debian's nftables)
+      const probe = await ExecProbe.start(argv, envOpt);
+      const who = `uid ${p.spec?.containers[0]?.securityContext?.runAsUser ?? '?'} in ${podKeyOf(pod)}`;
+      try {
+        return await nftThrough(
+          probe,
+          who,
+          action.kind === 'nft-flush' ? 'flush ruleset\n' : insertedTableText(action.table),
+        );
+      } finally {
+        await probe.close();
+      }
+    }
     if (action.kind === 'iptables-flush' || action.kind === 'iptables-insert') {
       // a dual-stack pod has v6 rules too (as the netns world flushes both)
       const probe = await ExecProbe.start(argv, envOpt);

@@ -280,3 +280,22 @@ export async function restoreThrough(
   }
   return { ok: true };
 }
+
+/**
+ * `nft -f -` of `input` through a probe running as the app (World.appExec nft-flush / nft-insert):
+ * nftables has one ruleset for both families. A refusal names the tool, the errno class and `who`.
+ */
+export async function nftThrough(
+  probe: { request(r: ProbeRequest): Promise<unknown> },
+  who: string,
+  input: string,
+): Promise<{ readonly ok: true } | { readonly ok: false; readonly error: string }> {
+  try {
+    await probe.request({ op: 'exec', argv: ['nft', '-f', '-'], input });
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    const errno = /Permission denied|Operation not permitted/i.test(msg) ? 'EPERM' : 'failed';
+    return { ok: false, error: `nft: ${errno} (${who}): ${msg}` };
+  }
+  return { ok: true };
+}

@@ -60,7 +60,7 @@ import {
 import { parseZdsRogueOutput, zdsRogueScript } from '../kind/zds-rogue.js';
 import { toProxyLogEntry } from '../kind/attribution.js';
 import { setprivArgs } from './processes.js';
-import { insertedRuleText } from '../../scenarios/world.js';
+import { insertedRuleText, insertedTableText } from '../../scenarios/world.js';
 import { ComponentLifecycles } from '../../scenarios/worlds/component-lifecycles.js';
 import { nodeAddress, OUTSIDE_ADDRESS } from './addressing.js';
 import { CommandError, execIn, ipIn } from './ip.js';
@@ -71,6 +71,7 @@ import { kubectlAvailability } from '../deployment/launch.js';
 import { ProbeError, ProbePool, type ProbeOwner } from './probe.js';
 import {
   flushTablesThrough,
+  nftThrough,
   restoreThrough,
   rawSendThrough,
   type ClosedEvent,
@@ -1174,6 +1175,8 @@ export class NetnsWorld implements World {
     if (action.kind === 'iptables-flush') return flushTablesThrough(probe, dualStack, who);
     if (action.kind === 'iptables-insert')
       return restoreThrough(probe, dualStack, who, insertedRuleText(action.rule), true);
+    if (action.kind === 'nft-flush') return nftThrough(probe, who, 'flush ruleset\n');
+    if (action.kind === 'nft-insert') return nftThrough(probe, who, insertedTableText(action.table));
     const name = `app ${podKey(pod)} tcp ${action.port} #${this.appListeners.size}`;
     try {
       await probe.request({

@@ -219,7 +219,7 @@ export function applyTransaction(plan: readonly PlanTable[], saved: Map<string, 
  * built-in chain declared ACCEPT (an undeclared one would keep its policy), the own chains, the
  * plan's lines. Restoring a table this way drops every other rule and user chain in it.
  */
-export function exclusiveTransaction(plan: readonly PlanTable[]): string {
+export function exclusiveTransaction(plan: readonly PlanTable[], saved?: Map<string, SavedTable>): string {
   const parts: string[] = [];
   for (const t of plan) {
     parts.push(`*${t.table}`);
@@ -228,7 +228,25 @@ export function exclusiveTransaction(plan: readonly PlanTable[]): string {
     parts.push(...t.lines);
     parts.push('COMMIT');
   }
+  // The tables the plan does not use are emptied too when they hold anything (exclusive owns the
+  // whole ruleset: e.g. a raw NOTRACK would keep every connection from nat's redirect).
+  for (const [name, s] of saved ?? new Map<string, SavedTable>()) {
+    if (!isTable(name) || plan.some((t) => t.table === name) || !holdsAnything(name, s)) continue;
+    parts.push(`*${name}`, ...BUILTIN_CHAINS[name].map((c) => `:${c} ACCEPT [0:0]`), 'COMMIT');
+  }
   return parts.join('\n') + '\n';
+}
+
+/** A saved table with a rule, a user chain or a built-in policy other than ACCEPT. */
+export function holdsAnything(table: Table, s: SavedTable): boolean {
+  if (s.rules.length > 0) return true;
+  return s.text
+    .split('\n')
+    .filter((l) => l.startsWith(':'))
+    .some((decl) => {
+      const [chain = '', policy = ''] = decl.slice(1).split(/\s+/);
+      return !BUILTIN_CHAINS[table].includes(chain) || policy !== 'ACCEPT';
+    });
 }
 
 /** The `--noflush` transaction removing the plan's hooks and own chains; undefined if none exist. */

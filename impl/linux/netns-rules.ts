@@ -21,7 +21,7 @@ import { nsenterRun, nsenterText, type NsenterResult } from './nsenter.js';
 import type { NetnsId } from '../api/ids.js';
 import { mark, formatMark } from '../api/marks.js';
 import { iptablesTools, type IptablesTools } from './iptables-backend.js';
-import { isIptablesTable, tableKey } from '../api/nft-tables.js';
+import { isIptablesTable, isOwnTable, tableKey } from '../api/nft-tables.js';
 import type { LinuxNftRules } from './nft-rules.js';
 import type {
   AppliedState,
@@ -41,6 +41,7 @@ import {
   PlanTextError,
   removeTransaction,
   rollbackText,
+  TABLES,
   type PlanTable,
   type SavedTable,
 } from '../api/netns-rules-restore.js';
@@ -143,7 +144,7 @@ export class LinuxNetnsRules implements NetnsRules {
     for (const [family, tables] of parsed) {
       const s = parseSave(await this.must(netns, 'apply', [this.ipt[family].save]));
       saved.set(family, s);
-      const tx = mode === 'exclusive' ? exclusiveTransaction(tables) : applyTransaction(tables, s);
+      const tx = mode === 'exclusive' ? exclusiveTransaction(tables, s) : applyTransaction(tables, s);
       txs.set(family, tx);
       await this.must(
         netns,
@@ -203,7 +204,7 @@ export class LinuxNetnsRules implements NetnsRules {
       const tx = txs.get(family) ?? '';
       const res = await this.run(netns, argv, tx);
       if (!res.ok) {
-        const rollback = await this.rollback(netns, [...done, family], parsed, saved);
+        const rollback = await this.rollback(netns, [...done, family], parsed, saved, mode === 'exclusive');
         await undoRouting();
         throw this.error(
           netns,
@@ -214,6 +215,12 @@ export class LinuxNetnsRules implements NetnsRules {
         );
       }
       done.push(family);
+    }
+    if (!plan.nftables && mode === 'exclusive' && this.nft) {
+      // Strict on the iptables backend owns the nftables ruleset too: a foreign table's base
+      // chains share the hooks with iptables' (iptables-nft's own tables and ours stay).
+      const foreign = (await this.nft.tables(netns)).filter((t) => !isIptablesTable(t) && !isOwnTable(t));
+      if (foreign.length > 0) await this.nft.remove(netns, foreign);
     }
     if (plan.nftables) {
       const nft = this.nftFor(netns, 'apply');
@@ -386,10 +393,15 @@ export class LinuxNetnsRules implements NetnsRules {
     families: readonly IpFamily[],
     parsed: Map<IpFamily, PlanTable[]>,
     saved: Map<IpFamily, Map<string, SavedTable>>,
+    /** An exclusive apply also emptied the tables the plan does not use: restore every saved table. */
+    allTables = false,
   ): Promise<string> {
     const notes: string[] = [];
     for (const f of families) {
-      const tables = (parsed.get(f) ?? []).map((t) => t.table);
+      const planned = (parsed.get(f) ?? []).map((t) => t.table);
+      const tables = allTables
+        ? [...new Set([...planned, ...[...(saved.get(f)?.keys() ?? [])].filter(isTableName)])]
+        : planned;
       const res = await this.run(netns, [this.ipt[f].restore, '-w'], rollbackText(tables, saved.get(f) ?? new Map()));
       if (!res.ok) notes.push(`${this.ipt[f].restore} rollback failed too: ${res.stderr.trim()}`);
     }
@@ -424,6 +436,10 @@ export class LinuxNetnsRules implements NetnsRules {
   private run(netns: NetnsId, argv: readonly string[], input?: string): Promise<NsenterResult> {
     return nsenterRun(netns, argv, { timeoutMs: this.timeoutMs, ...(input !== undefined ? { input } : {}) });
   }
+}
+
+function isTableName(t: string): t is PlanTable['table'] {
+  return (TABLES as readonly string[]).includes(t);
 }
 
 /** iptables-restore names the failing line of its input; quote it, since it's our composed text. */

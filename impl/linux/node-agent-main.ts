@@ -43,11 +43,13 @@ runComponent('ambient-lab-agent', async () => {
   // One iptables variant for the node and every pod, chosen where the node's rules are (as upstream).
   const iptables = await detectIptablesTools(s.forceIptablesBinary, config.hostNetns);
   log.info('iptables variant', { variant: iptables.tools.variant, why: iptables.why });
-  // nftables backend: checked here, before any work, so a node without nft fails at start naming the package.
-  const nft = config.backend === 'nftables' ? new LinuxNftRules() : undefined;
+  // nft: the nftables backend writes with it, and strict reads every pod's nftables ruleset with it
+  // in either backend (a foreign table is drift). Checked here, before any work, so a node without
+  // nft fails at start naming the package.
+  const nft = config.backend === 'nftables' || config.profile === 'strict' ? new LinuxNftRules() : undefined;
   if (nft) {
     const tables = await nft.tables(config.hostNetns);
-    log.info('rules backend', { backend: 'nftables', hostTables: tables.length });
+    log.info('nftables', { backend: config.backend ?? 'iptables', hostTables: tables.length });
   }
   const metrics = new PromMetrics();
   const finder = new ProcNetnsFinder({ sources: s.podUidSources });
@@ -57,7 +59,10 @@ runComponent('ambient-lab-agent', async () => {
     rules: new LinuxNetnsRules({ iptables: iptables.tools, ...(nft ? { nftables: nft } : {}) }),
     flows: new LinuxPodFlows(),
     finder,
-    ipsets: nft ? new NftHostIpSets(nft, config.hostNetns, config.profile) : new CliHostIpSets(),
+    ipsets:
+      nft && config.backend === 'nftables'
+        ? new NftHostIpSets(nft, config.hostNetns, config.profile)
+        : new CliHostIpSets(),
     pluginEvents: new HttpPluginEventTransport(),
     zdsTransport: new LinuxZdsTransport(s.zdsSocket),
     clock,

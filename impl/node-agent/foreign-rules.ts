@@ -1,6 +1,7 @@
 /**
- * Strict owns every table its plan uses: anything in those tables that the plan does not put there
- * is foreign, and foreign is drift. An app with NET_ADMIN in its pod netns can insert
+ * Strict owns the pod's whole ruleset: anything in the tables its plan uses that the plan does
+ * not put there is foreign, and so is anything at all in the tables it does not use; foreign is
+ * drift. An app with NET_ADMIN in its pod netns can insert
  * `-I OUTPUT 1 -j ACCEPT` ahead of the hook into ISTIO_OUTPUT; drift() only looks at the plan's own
  * chains and hooks, so upstream never sees it (nor does istio-cni: VerifyIptablesState in
  * tools/istio-iptables/pkg/capture/helper.go checks ISTIO_* chains and that its own rules exist,
@@ -8,13 +9,22 @@
  * declare, or a built-in policy other than ACCEPT is reported here, and the agent re-applies the
  * plan replacing those tables whole (NetnsRules apply mode `exclusive`).
  *
- * Tables the plan does not use at all are not looked at: the plan has no intended state for them
- * (leftovers of our own chains there are drift() and leftovers()' business).
+ * A table the plan does not use must be empty (no rule, no user chain, every policy ACCEPT): with
+ * DNS capture off the plan has no raw table, and an app's `-t raw -j CT --notrack` there keeps
+ * every connection from nat's redirect and from TPROXY's `--ctstate NEW` (found by the attack
+ * catalog's notrack tampering). Leftovers of our own chains there are drift()'s business too.
  *
  * Pure: reads an AppliedState (the port's read()) and a plan, returns text.
  */
 import type { AppliedState, IpFamily, RedirectionPlan } from '../host/netns-rules.js';
-import { BUILTIN_CHAINS, parsePlanText, parseSave, type PlanTable } from '../api/netns-rules-restore.js';
+import {
+  BUILTIN_CHAINS,
+  holdsAnything,
+  parsePlanText,
+  parseSave,
+  TABLES,
+  type PlanTable,
+} from '../api/netns-rules-restore.js';
 import { asSaved, chainOf } from './plan-drift.js';
 
 const FAMILIES: readonly IpFamily[] = ['ipv4', 'ipv6'];
@@ -65,6 +75,14 @@ export function foreignRules(state: AppliedState, plan: RedirectionPlan): string
             `${f} ${t.table}: built-in chain ${chain} holds [${have.join(' | ')}], the plan [${want.join(' | ')}]`,
           );
       }
+    }
+    const used = parsePlanText(text).map((t) => t.table);
+    for (const t of TABLES) {
+      const s = saved.get(t);
+      if (used.includes(t) || s === undefined || !holdsAnything(t, s)) continue;
+      out.push(
+        `${f} ${t}: the plan does not use this table, and it holds [${s.rules.join(' | ') || 'chains or policies'}]`,
+      );
     }
   }
   return out;

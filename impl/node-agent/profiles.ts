@@ -83,10 +83,10 @@ export const STRICT_CHOICES: readonly StrictChoice[] = [
   {
     id: 'exclusive-tables',
     summary:
-      "The agent owns every table its in-pod plan uses: it applies the plan by one full iptables-restore per family (no --noflush) that replaces those tables whole, and its repair pass treats anything else in them (a rule in a built-in chain besides the plan's hooks, a user chain the plan does not declare, a built-in policy other than ACCEPT) as drift.",
+      "The agent owns the pod's whole ruleset: it applies the plan by one full iptables-restore per family (no --noflush) that replaces the plan's tables whole and empties every other iptables table that holds anything, and deletes every nftables table that is not its own (with the nftables backend the document starts with `flush ruleset`); its repair pass treats anything else (a rule in a built-in chain besides the plan's hooks, a user chain the plan does not declare, a built-in policy other than ACCEPT, any rule in a table the plan does not use, any foreign nftables table) as drift.",
     rationale:
-      "An app with NET_ADMIN can insert `-I OUTPUT 1 -j ACCEPT` ahead of the hook into ISTIO_OUTPUT; upstream's reconcile compares only its own chains and hooks, so such a rule stays for good (B3, B14). Tables the plan does not use are not looked at.",
-    cost: "Nothing else may keep rules in the pod's raw, mangle, nat or filter tables (whichever the plan uses): another CNI's or the app's own rules there are removed at the next apply or repair pass.",
+      "An app with NET_ADMIN can insert `-I OUTPUT 1 -j ACCEPT` ahead of the hook into ISTIO_OUTPUT, or leave TCP untracked (`-t raw -j CT --notrack`, or an nftables table of its own with `notrack` at raw priority) so that no redirect and no `--ctstate NEW` TPROXY ever sees it; upstream's reconcile compares only its own chains and hooks, so such a rule stays for good (B3, B14). The attack catalog found the nftables form outliving strict's repair while strict looked only at the plan's iptables tables; the raw form outlives it the same way when DNS capture is off and the plan has no raw table (tests/sim/node-agent/agent/foreign-rules.spec.ts).",
+    cost: "Nothing else may keep rules in the pod's network namespace: another CNI's or the app's own iptables rules and nftables tables there are removed at the next apply or repair pass. Strict needs `nft` (Debian package nftables) beside iptables on the node, in either backend, to read and clear the nftables ruleset.",
   },
   {
     id: 'no-plaintext-to-pending',

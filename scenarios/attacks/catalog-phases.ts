@@ -25,7 +25,8 @@
  *   own node, issued and delivered — shows the path works, so the refusals are real; a control
  *   that fails is a liveness violation, never a quiet "holds".
  * - inserted-accept (net-admin-insert): the attacker (NET_ADMIN) inserts ACCEPTs ahead of the
- *   capture in its own netns (World.appExec iptables-insert) and stops; after a settle (the
+ *   capture in its own netns (World.appExec iptables-insert) and a table of its own that leaves
+ *   TCP untracked (nft-insert notrack-tcp), and stops; after a settle (the
  *   agent's repair passes) its traffic out is judged. Still uncaptured then is an outbound bypass
  *   and a convergence failure: the tampering outlived the repair loop. Where the World can hold a
  *   connection, the attacker also opens one to the sink while its ACCEPT applies and sends on it
@@ -55,7 +56,14 @@
  *   without holdConnection, or connections that did not reach the apps, skip the phase (reported).
  *   The pod is deleted afterwards.
  */
-import { INSERTED_RULE_IDS, type PodRef, type Profile, type World, type WorldOptions } from '../world.js';
+import {
+  INSERTED_RULE_IDS,
+  NFT_INSERTED_TABLE_IDS,
+  type PodRef,
+  type Profile,
+  type World,
+  type WorldOptions,
+} from '../world.js';
 import { checkConnection, checkState } from '../properties/index.js';
 import { DATAPLANE_MODE } from '../../impl/api/labels.js';
 import { violation, type Violation } from '../properties/types.js';
@@ -290,6 +298,13 @@ export async function runCatalogPhases(
         for (const rule of INSERTED_RULE_IDS) {
           const r = await world.appExec(ATTACKER, { kind: 'iptables-insert', rule });
           sink.log(`inserted-accept: ${rule}: ${r.ok ? 'inserted' : (r.error ?? 'failed')}`);
+          if (r.ok) inserted++;
+        }
+        // The nftables form of the same tampering: a table of the app's own ahead of the mesh's
+        // (it works against either backend: iptables' nat needs conntrack as nftables' does).
+        for (const table of NFT_INSERTED_TABLE_IDS) {
+          const r = await world.appExec(ATTACKER, { kind: 'nft-insert', table });
+          sink.log(`inserted-accept: nft ${table}: ${r.ok ? 'inserted' : (r.error ?? 'failed')}`);
           if (r.ok) inserted++;
         }
         if (inserted === 0) break; // refused (no NET_ADMIN): nothing changed

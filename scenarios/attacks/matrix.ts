@@ -154,7 +154,8 @@ export async function runThreat(
 
 /**
  * The in-pod attacker acts on its own netns (World.appExec), when the world can:
- * 1. NET_ADMIN flush: iptables-restore of empty tables; when the kernel lets it (NET_ADMIN),
+ * 1. NET_ADMIN flush: iptables-restore of empty tables and `nft flush ruleset` (whichever backend
+ *    wrote the rules, one of them removes them); when the kernel lets it (NET_ADMIN),
  *    its traffic out and a peer's traffic in are judged at once — before the agent's next
  *    repair pass — and the settled state after it (the repair must have restored the rules:
  *    convergence). So the check measures "bypass until the next repair pass", not a lasting one.
@@ -163,6 +164,21 @@ export async function runThreat(
  *    again; then a peer connects in and the app out.
  *    Runs last: the pod stays hijacked.
  */
+/**
+ * The app empties its netns's rules with both tools (iptables-restore of empty tables, `nft flush
+ * ruleset`): true when either took. Each outcome goes to `log` when given.
+ */
+async function flushAll(world: World, log?: string[]): Promise<boolean> {
+  if (!world.appExec) return false;
+  let ok = false;
+  for (const kind of ['iptables-flush', 'nft-flush'] as const) {
+    const r = await world.appExec(ATTACKER, { kind });
+    log?.push(`${kind}: ${r.ok ? 'ok' : (r.error ?? 'failed')}`);
+    ok ||= r.ok;
+  }
+  return ok;
+}
+
 async function runAppExecPhases(
   world: World,
   state: TopologyState,
@@ -172,21 +188,20 @@ async function runAppExecPhases(
 ): Promise<void> {
   if (t.vantage !== 'enrolled-pod' || !world.appExec) return;
   const n0 = world.nodes[0]!;
-  const flush = await world.appExec(ATTACKER, { kind: 'iptables-flush' });
-  log.push(`iptables-flush: ${flush.ok ? 'ok' : (flush.error ?? 'failed')}`);
-  if (flush.ok) {
+  const flushed = await flushAll(world, log);
+  if (flushed) {
     // The attacker flushes again right before each attempt: the agent's repair pass (every
     // REPAIR_INTERVAL of the world) would otherwise close the window between two attempts, and
     // nothing stops an app from flushing in a loop. Then with its node proxy down (fail closed:
     // the flush does not depend on the proxy).
-    const flushed = flushActions();
-    for (const a of flushed) {
-      await world.appExec(ATTACKER, { kind: 'iptables-flush' });
+    const actions = flushActions();
+    for (const a of actions) {
+      await flushAll(world);
       await runActions(world, state, [a], 'app-flush', sink);
     }
     await state.setComponent(world, 'proxy', n0, 'down');
-    for (const a of flushed) {
-      await world.appExec(ATTACKER, { kind: 'iptables-flush' });
+    for (const a of actions) {
+      await flushAll(world);
       await runActions(world, state, [a], 'app-flush', sink);
     }
     await state.setComponent(world, 'proxy', n0, 'up');

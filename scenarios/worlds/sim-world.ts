@@ -50,6 +50,7 @@ import { SimPluginEventTransport } from '../../sim/transport/plugin-events.js';
 import { SimZdsNetwork } from '../../sim/zds/sim-zds-network.js';
 import {
   insertedRuleText,
+  insertedTableText,
   LAB_COMPONENT_LABEL,
   podKey,
   PROXY_POD,
@@ -1063,6 +1064,23 @@ export class SimMeshWorld implements World {
       const text = insert ? insertedRuleText(action.rule) : EMPTY_TABLES;
       const families: Family[] = ep.ips.some((ip) => parseIp(ip).family === 6) ? [4, 6] : [4];
       for (const f of families) k.iptablesRestore(ep.netns, f, text, { noflush: insert, source: `app ${ep.label}` });
+      await runFor(this.sim.clock, 0);
+      return { ok: true };
+    }
+    if (action.kind === 'nft-flush' || action.kind === 'nft-insert') {
+      if (!mayAdminNetwork(ep.creds))
+        return {
+          ok: false,
+          error: `nft: EPERM (uid ${ep.creds.uid} has no effective NET_ADMIN in ${podKey(pod)})`,
+        };
+      const ns = k.netns(ep.netns);
+      if (action.kind === 'nft-insert')
+        ns.nftables.apply(insertedTableText(action.table), { source: `app ${ep.label}` });
+      else {
+        ns.nftables.flushRuleset();
+        // The worlds run iptables-nft: its tables are part of the ruleset `nft flush ruleset` empties.
+        for (const f of [4, 6] as const) k.iptablesRestore(ep.netns, f, EMPTY_TABLES, { source: `app ${ep.label}` });
+      }
       await runFor(this.sim.clock, 0);
       return { ok: true };
     }

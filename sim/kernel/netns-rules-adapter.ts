@@ -9,7 +9,8 @@
  * the namespace's nftables model in one transaction after routes and ip rules; under `exclusive`
  * it replaces the whole ruleset, and — as on a host whose iptables is iptables-nft, where
  * iptables' tables are part of that ruleset — every iptables table is emptied too. read() lists
- * every nftables table.
+ * every nftables table. Under strict on the iptables backend (made with `nftables: true` too),
+ * an exclusive apply deletes every nftables table that is not ours.
  */
 import type { NetnsId } from '../../impl/api/ids.js';
 import type {
@@ -30,7 +31,7 @@ import {
   removeTransaction,
 } from '../../impl/api/netns-rules-restore.js';
 import { formatPrefix, parsePrefix } from '../../impl/api/ip/prefix.js';
-import { tableKey } from '../../impl/api/nft-tables.js';
+import { isOwnTable, tableKey } from '../../impl/api/nft-tables.js';
 import { TABLE_DEFAULT, TABLE_LOCAL, TABLE_MAIN } from './route.js';
 import type { SimKernel } from './kernel.js';
 import { simNetnsName } from './netns.js';
@@ -102,10 +103,21 @@ export class SimNetnsRules implements NetnsRules {
       if (!p) continue;
       const nf = n.netfilter[fam(f)];
       const exclusive = mode === 'exclusive';
-      nf.restore(exclusive ? exclusiveTransaction(p) : applyTransaction(p, parseSave(nf.save())), {
-        noflush: !exclusive,
-        source: `netns rules apply (${f}) in ${name}`,
-      });
+      nf.restore(
+        exclusive ? exclusiveTransaction(p, parseSave(nf.save())) : applyTransaction(p, parseSave(nf.save())),
+        {
+          noflush: !exclusive,
+          source: `netns rules apply (${f}) in ${name}`,
+        },
+      );
+    }
+    if (!plan.nftables && mode === 'exclusive' && this.nftables) {
+      // Strict on the iptables backend owns the nftables ruleset too (see the Linux adapter).
+      const foreign = n.nftables.tables().filter((t) => !isOwnTable(t));
+      if (foreign.length > 0)
+        n.nftables.apply(foreign.map((t) => `delete table ${tableKey(t)}\n`).join(''), {
+          source: `netns rules apply (exclusive: foreign nftables) in ${name}`,
+        });
     }
     if (plan.nftables) {
       this.mustNftables(name, 'apply');

@@ -4,7 +4,8 @@
  * own text is not comparable) and a later read that differs — a rule added, removed or changed by
  * anyone — is drift. Tables named as ours (`istio-ambient-*`) that the plan does not write are
  * leftovers of another plan (the other profile, an older agent). Under strict (exclusive) every
- * other table of the namespace, and any iptables rule, is foreign: nftables base chains of any
+ * other table of the namespace is foreign in either backend, and with the nftables backend any
+ * iptables rule too: nftables base chains of any
  * table share the hooks with ours, so a foreign NAT chain of higher priority or a foreign iptables
  * DNAT can bind a connection before our redirect (strict's whole-ruleset apply removes them).
  *
@@ -72,9 +73,12 @@ export function nftDrift(
       out.push(`nftables table ${key} differs from its listing at apply`);
   }
   for (const t of nftLeftovers(state, plan)) out.push(`nftables table ${tableKey(t)} is not in the plan`);
-  if (exclusive && plan.nftables !== undefined) {
+  // Strict owns the whole ruleset in either backend: a foreign table's base chains share the hooks
+  // (a `notrack` at raw priority keeps every connection from iptables' nat as from ours).
+  if (exclusive)
     for (const key of Object.keys(now))
       if (!isOwnTable({ name: key.split(' ')[1] ?? '' })) out.push(`nftables table ${key} is foreign`);
+  if (exclusive && plan.nftables !== undefined) {
     for (const f of ['ipv4', 'ipv6'] as const satisfies readonly IpFamily[]) {
       const rules = state.iptables[f].split('\n').filter((l) => l.startsWith('-A '));
       if (rules.length > 0) out.push(`${f} iptables holds foreign rules: ${rules.slice(0, 3).join(' | ')}`);

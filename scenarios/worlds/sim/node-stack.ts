@@ -155,7 +155,8 @@ export class NodeStack {
     const nft = config.backend === 'nftables';
     const agent = new NodeAgent(config, {
       kube: this.s.api,
-      rules: new SimNetnsRules(kernel, { nftables: nft }),
+      // strict reads the nftables ruleset in either backend (a foreign table is drift)
+      rules: new SimNetnsRules(kernel, { nftables: nft || config.profile === 'strict' }),
       flows: new SimPodFlows(kernel),
       finder: this.finder(),
       ipsets: nft

@@ -22,7 +22,7 @@ test.skip(!w.available, w.reason);
 
 const rules = new LinuxNetnsRules();
 
-test('strict exclusive apply: exact read-back, foreign rules reported and replaced, unused tables untouched', async () => {
+test('strict exclusive apply: exact read-back, foreign rules reported and replaced, a table the plan does not use emptied', async () => {
   await withCluster({ nodes: 1 }, async (c) => {
     const a = await c.addPod('node-0', 'a');
     const id = netnsId(a.netnsPath);
@@ -46,9 +46,10 @@ test('strict exclusive apply: exact read-back, foreign rules reported and replac
     const tampered = await rules.read(id);
     expect(drift(tampered, plan)).toEqual([]);
     const found = foreignRules(tampered, plan);
-    expect(found).toHaveLength(3);
+    expect(found).toHaveLength(4);
     expect(found).toEqual(
       expect.arrayContaining([
+        'ipv4 security: the plan does not use this table, and it holds [-A OUTPUT -j ACCEPT]',
         'ipv4 nat: built-in chain POSTROUTING has policy DROP, not ACCEPT',
         'ipv4 nat: user chain APP_ESCAPE is not in the plan',
         expect.stringMatching(
@@ -60,7 +61,8 @@ test('strict exclusive apply: exact read-back, foreign rules reported and replac
     await rules.apply(id, plan, 'exclusive');
     const repaired = await rules.read(id);
     expect(foreignRules(repaired, plan)).toEqual([]);
-    expect(repaired.iptables.ipv4).toContain('*security');
+    // emptied (iptables-nft then prints no *security section at all)
+    expect(repaired.iptables.ipv4).not.toMatch(/\*security\n[^*]*-A OUTPUT -j ACCEPT/);
     expect(repaired.iptables.ipv4.replace(/\*security\n[^]*?COMMIT\n/, '')).toEqual(exact.iptables.ipv4);
   });
 });

@@ -7,7 +7,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { execIn } from '../../../e2e/netns/ip.js';
-import type { PodRef } from '../../../scenarios/world.js';
+import { insertedTableText, type PodRef } from '../../../scenarios/world.js';
 import { nftTool } from '../../worlds.js';
 import { MESH, skipUnlessSuiteWorldAvailable, withNetnsWorld } from './fixture.js';
 
@@ -81,3 +81,24 @@ for (const profile of ['upstream', 'strict'] as const) {
     });
   });
 }
+
+test('strict, iptables backend: a foreign nftables table that untracks TCP is removed by the repair loop (the pod is captured again)', async () => {
+  await withNetnsWorld({ profile: 'strict' }, async (w) => {
+    await w.createNamespace('mesh', MESH);
+    await w.createNamespace('plain');
+    await w.createPod({ ...a, node: 'node-0', app });
+    await w.createPod({ ...q, node: 'node-1', app });
+    await w.settle();
+    const netns = w.lab.state.pods['mesh/a']!.netns!;
+    await execIn(netns, ['nft', '-f', '-'], insertedTableText('notrack-tcp'));
+    expect(await execIn(netns, ['nft', 'list', 'tables'])).toContain('table inet app-tamper');
+    const deadline = Date.now() + 30_000;
+    while ((await execIn(netns, ['nft', 'list', 'tables'])).includes('app-tamper') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 500));
+    expect(await execIn(netns, ['nft', 'list', 'tables']), 'the repair loop deleted the foreign table').not.toContain(
+      'app-tamper',
+    );
+    const out = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+    expect(out.acceptedBy, out.trace).toBe('proxy-outbound');
+  });
+});

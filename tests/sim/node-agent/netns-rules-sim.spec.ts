@@ -77,7 +77,7 @@ test('a malformed plan is refused with a clear error and changes nothing; a miss
   await expect(rules.apply(netnsId('pod-gone'), plan)).rejects.toThrow('network namespace pod-gone does not exist');
 });
 
-test("exclusive apply replaces the plan's tables whole (an ACCEPT inserted ahead of the hook goes, outbound is captured again) and leaves the others", async () => {
+test("exclusive apply replaces the plan's tables whole (an ACCEPT inserted ahead of the hook goes, outbound is captured again) and empties the others", async () => {
   const { k, rules, pod, proxy, appB } = lab();
   await rules.apply(pod, plan);
   k.iptablesRestore('pod-a', 4, '*nat\n-I OUTPUT 1 -j ACCEPT\nCOMMIT\n*security\n-A OUTPUT -j ACCEPT\nCOMMIT\n', {
@@ -90,6 +90,7 @@ test("exclusive apply replaces the plan's tables whole (an ACCEPT inserted ahead
   await rules.apply(pod, plan, 'exclusive');
   const s = await rules.read(pod);
   expect(s.iptables.ipv4).not.toContain('-A OUTPUT -j ACCEPT\n-A OUTPUT -j ISTIO_OUTPUT');
-  expect(s.iptables.ipv4).toContain('*security\n');
+  // the security table (which the plan does not use) is emptied, not left with the app's rule
+  expect(s.iptables.ipv4).not.toMatch(/\*security\n[^*]*-A OUTPUT -j ACCEPT/);
   expect(k.connect(k.socket('pod-a', 'tcp', 4, APP), '10.244.1.6', 8080).listener).toBe(proxy.outbound);
 });

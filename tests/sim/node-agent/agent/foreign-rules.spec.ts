@@ -72,11 +72,16 @@ test('foreignRules(): a changed built-in policy is drift', async () => {
   expect(foreignRules(s, p)).toEqual(['ipv4 nat: built-in chain POSTROUTING has policy DROP, not ACCEPT']);
 });
 
-test('foreignRules(): tables the plan does not use are not looked at', async () => {
+test('foreignRules(): a table the plan does not use must be empty (a raw NOTRACK there would skip every redirect)', async () => {
   const p = plan('strict');
   expect(p.iptables.ipv4).not.toContain('*security');
   const s = await stateWith(p, '*security\n:OUTPUT DROP [0:0]\n:APP - [0:0]\n-A OUTPUT -j APP\nCOMMIT\n');
-  expect(foreignRules(s, p)).toEqual([]);
+  expect(foreignRules(s, p)).toEqual([
+    'ipv4 security: the plan does not use this table, and it holds [-A OUTPUT -j APP]',
+  ]);
+  // an empty table the plan does not use (all policies ACCEPT) is nothing foreign
+  const empty = await stateWith(p, '*security\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n');
+  expect(foreignRules(empty, p)).toEqual([]);
 });
 
 for (const profile of ['upstream', 'strict'] as const) {
@@ -107,4 +112,43 @@ for (const profile of ['upstream', 'strict'] as const) {
     }
     expect(await w.annotation('shop', 'web')).toBe('enabled');
   });
+}
+
+/** An app with NET_ADMIN leaves TCP untracked, so no redirect and no TPROXY ever sees it. */
+const RAW_NOTRACK = '*raw\n-I PREROUTING 1 -p tcp -j CT --notrack\n-I OUTPUT 1 -p tcp -j CT --notrack\nCOMMIT\n';
+const NFT_NOTRACK =
+  'table inet app-tamper {\n\tchain out {\n\t\ttype filter hook output priority -300; policy accept;\n\t\tmeta l4proto tcp notrack\n\t}\n}\n';
+
+for (const [what, tamper] of [
+  ['a raw NOTRACK with DNS capture off (the plan has no raw table)', 'raw'],
+  ['a foreign nftables table that untracks TCP (the iptables backend)', 'nft'],
+] as const) {
+  for (const profile of ['upstream', 'strict'] as const) {
+    const repaired = profile === 'strict';
+    test(`repair loop, ${profile}: ${what} is ${repaired ? 'removed by the next pass' : 'left alone (upstream looks at its own chains only)'}`, async () => {
+      const w = new AgentWorld(profile);
+      w.settings = { profile, ipv6: false, dnsCapture: false };
+      await w.namespace('shop', AMBIENT);
+      await w.startAgent();
+      w.startProxy();
+      await w.run(100);
+      const { cni, netns } = await w.pod('shop', 'web');
+      expect(cni.exitCode, cni.stdout).toBe(0);
+      await w.run(100);
+      const id = netnsId(simNetnsPath(netns));
+      const exact = await w.rules.read(id);
+      if (tamper === 'raw') w.kernel.iptablesRestore(netns, 4, RAW_NOTRACK, { noflush: true });
+      else w.kernel.netns(netns).nftables.apply(NFT_NOTRACK);
+      // the upstream agent does not read nftables at all (its adapter sees iptables only)
+      if (tamper === 'raw' || repaired) expect(await w.rules.read(id)).not.toEqual(exact);
+      await w.run(12_000); // one repair interval
+      const after = await w.rules.read(id);
+      const left =
+        tamper === 'raw'
+          ? after.iptables.ipv4.includes('--notrack')
+          : w.kernel.netns(netns).nftables.hasTable('inet', 'app-tamper');
+      expect(left).toBe(!repaired);
+      expect(w.metrics.get('ambient_lab_agent_repairs_total', { what: 'rules' })).toBe(repaired ? 1 : 0);
+    });
+  }
 }

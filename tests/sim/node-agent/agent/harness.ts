@@ -65,7 +65,8 @@ export class AgentWorld {
   readonly store = new ApiStore({ clock: this.clock, random: this.random });
   readonly kube = new SimKubeApi(this.store, this.clock);
   readonly kernel = new SimKernel({ trace: false });
-  readonly rules = new SimNetnsRules(this.kernel);
+  /** As the agent's process makes it: strict reads the nftables ruleset too (a foreign table is drift). */
+  readonly rules: SimNetnsRules;
   /** The PodFlows adapter the agent uses; a test may wrap it (e.g. to make end() fail). */
   flows: PodFlows = new SimPodFlows(this.kernel);
   readonly events = new SimPluginEventTransport(this.clock);
@@ -96,6 +97,9 @@ export class AgentWorld {
     readonly profile: Profile = 'upstream',
     private readonly overrides: Partial<NodeAgentConfig> = {},
   ) {
+    this.rules = new SimNetnsRules(this.kernel, {
+      nftables: profile === 'strict' || overrides.backend === 'nftables',
+    });
     const k = this.kernel;
     k.addNetns(HOST_NS);
     k.setLink(HOST_NS, 'lo', true);
