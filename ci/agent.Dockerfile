@@ -1,6 +1,7 @@
 # The node agent image: agent + CNI installer + the CNI plugin it installs on the node.
-# Needs iptables/ip6tables (rules in pod netns), iproute2 (ip rule/route; ss to list and end a pod's
-# connections under strict), ipset (host probe set), conntrack (a pod's connection tracking, strict).
+# Needs iptables/ip6tables (rules in pod netns), nft (the nftables backend; strict reads and clears
+# a pod's whole nftables ruleset in either backend), iproute2 (ip rule/route; ss to list and end a
+# pod's connections under strict), ipset (host probe set), conntrack (a pod's connection tracking, strict).
 # BASE_IMAGE: the public Node image by default (external CI, kind); offline, the local base from
 # ci/base/ (`npm run images`), which already has every package, so the RUN below installs nothing
 # and needs no network. BUILD_IMAGE holds the built tree in /app (ci/build.Dockerfile, or offline
@@ -12,7 +13,7 @@ ARG BASE_IMAGE=node:20-bookworm-slim
 FROM ${BUILD_IMAGE} AS build
 
 FROM ${BASE_IMAGE}
-RUN missing=; for p in iptables iproute2 ipset conntrack; do \
+RUN missing=; for p in iptables nftables iproute2 ipset conntrack; do \
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"; done; \
     if [ -n "$missing" ]; then apt-get update && apt-get install -y --no-install-recommends $missing \
       && rm -rf /var/lib/apt/lists/*; fi

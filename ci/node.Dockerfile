@@ -11,7 +11,7 @@ ARG BASE_IMAGE=node:20-bookworm-slim
 FROM ${BUILD_IMAGE} AS build
 
 FROM ${BASE_IMAGE}
-RUN missing=; for p in iproute2 iptables ipset conntrack containernetworking-plugins util-linux procps; do \
+RUN missing=; for p in iproute2 iptables nftables ipset conntrack containernetworking-plugins util-linux procps; do \
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"; done; \
     if [ -n "$missing" ]; then apt-get update && apt-get install -y --no-install-recommends $missing \
       && rm -rf /var/lib/apt/lists/*; fi
