@@ -24,7 +24,7 @@ export function listTable(t: NftTableState): string {
     const b = [`\tchain ${c.name} {`];
     if (c.base)
       b.push(
-        `\t\ttype ${c.base.type} hook ${c.base.hook} priority ${formatPriority(c.base.priority)}; policy ${c.base.policy};`,
+        `\t\ttype ${c.base.type} hook ${c.base.hook} priority ${formatPriority(c.base.priority, c.base.hook)}; policy ${c.base.policy};`,
       );
     for (const r of c.rules) b.push(`\t\t${r.listing}`);
     b.push('\t}');

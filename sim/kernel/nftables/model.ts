@@ -36,7 +36,11 @@ export const CHAIN_TYPE_HOOKS: Readonly<Record<NftChainType, readonly NftHook[]>
   route: ['output'],
 };
 
-/** The standard priority names nft accepts for ip, ip6 and inet chains (nft(8) "PRIORITY"). */
+/**
+ * The standard priority names nft accepts for ip, ip6 and inet chains (nft(8) "PRIORITY"):
+ * dstnat only at prerouting and srcnat only at postrouting (checked: `type nat hook output
+ * priority dstnat` is "invalid priority expression value in this context").
+ */
 export const PRIORITY_NAMES: Readonly<Record<string, number>> = {
   raw: -300,
   mangle: -150,
@@ -45,6 +49,9 @@ export const PRIORITY_NAMES: Readonly<Record<string, number>> = {
   security: 50,
   srcnat: 100,
 };
+
+/** The hook a priority name is limited to, when it is. */
+export const PRIORITY_NAME_HOOK: Readonly<Record<string, NftHook>> = { dstnat: 'prerouting', srcnat: 'postrouting' };
 
 /** What the rules of an nft chain may read and do beyond an iptables table (the tproxy statement). */
 export interface NftEvalContext extends EvalContext {

@@ -106,7 +106,8 @@ export class DocumentParser {
       try {
         this.command();
       } catch (e) {
-        throw this.wrap(e, t.line);
+        // without a line of its own, an error is where the parser stopped (a block spans lines)
+        throw this.wrap(e, this.tokens[Math.min(this.i, this.tokens.length) - 1]?.line ?? t.line);
       }
     }
   }
@@ -295,7 +296,10 @@ export class DocumentParser {
           ...spec,
           type,
           hook: hook as NftHook,
-          priority: parsePriority(toks.map((x) => x.text)),
+          priority: parsePriority(
+            toks.map((x) => x.text),
+            hook as NftHook,
+          ),
           line: head.line,
         };
         continue;

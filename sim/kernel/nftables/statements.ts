@@ -39,7 +39,11 @@ function parseMarkExpr(cur: Cursor, what: string): MarkExpr {
     src = () => v;
     text = hex32(v);
   }
-  const steps: { readonly op: '&' | '|' | '^'; readonly v: number }[] = [];
+  // `& | ^` with constants, left to right, fold into one (x & mask) ^ xor, as nft's bitwise
+  // expression holds them; printed as nft prints that pair, so the listing does not depend on
+  // how it was written (`ct mark & 0xfffff000 | 0x111` lists as `& 0xfffff111 | 0x00000111`).
+  let mask = 0xffffffff;
+  let xor = 0;
   for (;;) {
     const p = cur.peek();
     const op =
@@ -47,17 +51,30 @@ function parseMarkExpr(cur: Cursor, what: string): MarkExpr {
     if (op === undefined) break;
     cur.next(op);
     const v = parseNumber(cur.word(`a number after ${op}`), 0xffffffff, `${what} ${op}`);
-    steps.push({ op, v });
-    text += ` ${op} ${hex32(v)}`;
+    if (op === '&') {
+      mask = (mask & v) >>> 0;
+      xor = (xor & v) >>> 0;
+    } else if (op === '|') {
+      mask = (mask & ~v) >>> 0;
+      xor = (xor | v) >>> 0;
+    } else xor = (xor ^ v) >>> 0;
   }
+  if ((xor & mask) === 0) {
+    const shown = (mask | xor) >>> 0;
+    if (shown !== 0xffffffff) text += ` & ${hex32(shown)}`;
+    if (xor !== 0) text += ` | ${hex32(xor)}`;
+  } else {
+    if (mask !== 0xffffffff) text += ` & ${hex32(mask)}`;
+    text += ` ^ ${hex32(xor)}`;
+  }
+  const m = mask;
+  const x = xor;
   return {
     text,
     usesCt,
     eval: (ctx) => {
-      let x = src(ctx);
-      if (x === undefined) return undefined;
-      for (const s of steps) x = s.op === '&' ? x & s.v : s.op === '|' ? x | s.v : x ^ s.v;
-      return x >>> 0;
+      const v = src(ctx);
+      return v === undefined ? undefined : ((v & m) ^ x) >>> 0;
     },
   };
 }

@@ -6,7 +6,7 @@
 import { formatIp, tryParseIp, type Family } from '../../../impl/api/ip/address.js';
 import { formatPrefix, maskValue } from '../../../impl/api/ip/prefix.js';
 import { NftSyntaxError } from './errors.js';
-import { PRIORITY_NAMES } from './model.js';
+import { PRIORITY_NAME_HOOK, PRIORITY_NAMES, type NftHook } from './model.js';
 
 /** A closed interval of values (an address, prefix or range; a number or range). */
 export interface Interval {
@@ -90,15 +90,24 @@ export function hex32(v: number): string {
   return `0x${(v >>> 0).toString(16).padStart(8, '0')}`;
 }
 
+/** The priority names usable at `hook`. */
+function namesAt(hook: NftHook): string[] {
+  return Object.keys(PRIORITY_NAMES).filter((n) => (PRIORITY_NAME_HOOK[n] ?? hook) === hook);
+}
+
 /**
  * A chain priority from its words: `-100`, `mangle`, `mangle - 5`, `dstnat + 10`. nft accepts
- * arithmetic only on a standard name.
+ * arithmetic only on a standard name, and dstnat/srcnat only at their hooks.
  */
-export function parsePriority(words: readonly string[]): number {
+export function parsePriority(words: readonly string[], hook: NftHook): number {
   const [first, op, off, ...rest] = words;
   if (first === undefined)
     throw new NftSyntaxError('priority needs a value (a number or raw, mangle, dstnat, filter, security, srcnat)');
   const named = PRIORITY_NAMES[first];
+  if (named !== undefined && !namesAt(hook).includes(first))
+    throw new NftSyntaxError(
+      `invalid priority expression value in this context: ${first} is for hook ${PRIORITY_NAME_HOOK[first]} (at ${hook}: a number or ${namesAt(hook).join(', ')})`,
+    );
   let base: number;
   if (named !== undefined) base = named;
   else if (/^-?(0|[1-9][0-9]{0,9})$/.test(first)) base = Number(first);
@@ -118,10 +127,11 @@ export function parsePriority(words: readonly string[]): number {
   return op === '+' ? base + Number(off) : base - Number(off);
 }
 
-/** A priority as nft lists it: a standard name, `name ± N` within 10 of one, else the number. */
-export function formatPriority(p: number): string {
+/** A priority as nft lists it: a standard name of the hook, `name ± N` within 10 of one, else the number. */
+export function formatPriority(p: number, hook: NftHook): string {
   let best: [string, number] | undefined;
-  for (const [name, v] of Object.entries(PRIORITY_NAMES)) {
+  for (const name of namesAt(hook)) {
+    const v = PRIORITY_NAMES[name]!;
     const d = p - v;
     if (Math.abs(d) <= 10 && (best === undefined || Math.abs(d) < Math.abs(best[1]))) best = [name, d];
   }

@@ -52,7 +52,7 @@ export function runHook(
 export function chain(
   rules: readonly string[],
   hook = 'output',
-  opts: { type?: string; family?: string; priority?: number } = {},
+  opts: { type?: string; family?: string; priority?: number | string } = {},
 ): string {
   return [
     `table ${opts.family ?? 'inet'} t {`,
