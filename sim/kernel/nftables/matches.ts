@@ -171,7 +171,11 @@ function parseRhs(sel: Selector, cur: Cursor, b: RuleBuild): Rhs {
       cur.expect('}', 'to close the anonymous set');
       break;
     }
-    return { k: 'values', items, text: `{ ${texts.join(', ')} }`, braces: true };
+    // a set has no order: listed by value, as nft lists it
+    const sorted = items
+      .map((v, i) => ({ v, t: texts[i]! }))
+      .sort((a, b) => (a.v.lo < b.v.lo ? -1 : a.v.lo > b.v.lo ? 1 : 0));
+    return { k: 'values', items, text: `{ ${sorted.map((x) => x.t).join(', ')} }`, braces: true };
   }
   if (BITMASK.has(sel.kind)) {
     const f = parseFlags(sel, cur);
@@ -180,6 +184,30 @@ function parseRhs(sel: Selector, cur: Cursor, b: RuleBuild): Rhs {
   const w = cur.next(`a ${sel.name} value`);
   const v = parseValue(sel, w.text);
   return { k: 'values', items: [v], text: v.text, braces: false };
+}
+
+/** Bit names in ascending bit order, comma-joined as nft lists them. */
+function flagNames(sel: Selector, bits: bigint): string {
+  const table = SYMBOLS[sel.kind]!;
+  const names = Object.entries(table)
+    .filter(([, v]) => v !== 0 && (BigInt(v) & bits) === BigInt(v))
+    .sort((a, b) => a[1] - b[1])
+    .map(([n]) => n);
+  const known = names.reduce((acc, n) => acc | BigInt(table[n]!), 0n);
+  return known === bits && names.length > 0 ? names.join(',') : `0x${bits.toString(16)}`;
+}
+
+/**
+ * A bitmask match in nft's listing words, so each meaning has one text whatever the spelling:
+ * `syn,ack` (any of the bits), `== syn`, `! a,b` (none of the bits), `syn / syn,ack` (the bits of
+ * the mask are these).
+ */
+function bitmaskText(sel: Selector, mask: bigint | undefined, op: '==' | '!=' | undefined, v: bigint): string {
+  if (mask === undefined)
+    return op === undefined ? flagNames(sel, v) : `${op} ${flagNames(sel, v).replaceAll(',', '|')}`;
+  if (op !== '!=' && v === 0n) return `! ${flagNames(sel, mask)}`;
+  if (op !== '!=') return `${flagNames(sel, v)} / ${flagNames(sel, mask)}`;
+  return `& (${flagNames(sel, mask).replaceAll(',', ' | ')}) != ${flagNames(sel, v).replaceAll(',', '|')}`;
 }
 
 function inIntervals(items: readonly Interval[], v: bigint): boolean {
@@ -193,16 +221,34 @@ function inIntervals(items: readonly Interval[], v: bigint): boolean {
  */
 export function parseMatch(sel: Selector, cur: Cursor, b: RuleBuild): void {
   let mask: { readonly mask: bigint; readonly text: string } | undefined;
-  if (cur.peek() === '&' || cur.peek() === 'and') {
-    cur.next('&');
-    if (!MASKABLE.has(sel.kind))
-      throw new NftSyntaxError(`${sel.name}: a mask (& MASK) is supported on marks, ct state and tcp flags`);
-    mask = parseMask(sel, cur);
-  }
   let op: '==' | '!=' | undefined;
-  if (cur.eat('==') || cur.eat('eq')) op = '==';
-  else if (cur.eat('!=') || cur.eat('ne')) op = '!=';
-  const rhs = parseRhs(sel, cur, b);
+  let rhs: Rhs;
+  const bitmask = BITMASK.has(sel.kind);
+  if (bitmask && cur.peek() === '!') {
+    // nft's listing form of "none of these bits": `ct state ! established,new` (= `& (...) == 0`)
+    cur.next('!');
+    const f = parseFlags(sel, cur);
+    mask = { mask: f.bits, text: f.text };
+    op = '==';
+    rhs = { k: 'values', items: [{ lo: 0n, hi: 0n }], text: '0', braces: false };
+  } else {
+    if (cur.peek() === '&' || cur.peek() === 'and') {
+      cur.next('&');
+      if (!MASKABLE.has(sel.kind))
+        throw new NftSyntaxError(`${sel.name}: a mask (& MASK) is supported on marks, ct state and tcp flags`);
+      mask = parseMask(sel, cur);
+    }
+    if (cur.eat('==') || cur.eat('eq')) op = '==';
+    else if (cur.eat('!=') || cur.eat('ne')) op = '!=';
+    rhs = parseRhs(sel, cur, b);
+    if (bitmask && mask === undefined && op !== '!=' && rhs.k === 'values' && !rhs.braces && cur.peek() === '/') {
+      // nft's listing form of "these bits of the mask": `tcp flags syn / fin,syn,rst,ack`
+      cur.next('/');
+      const f = parseFlags(sel, cur);
+      mask = { mask: f.bits, text: f.text };
+      op = '==';
+    }
+  }
   if (sel.nf !== undefined) b.network(sel.nf, sel.name.split(' ')[0]!);
   if (sel.l4 !== undefined) b.transport(sel.l4);
   if (sel.kind === 'l4proto' && op !== '!=' && rhs.k === 'values' && !rhs.braces) {
@@ -215,7 +261,11 @@ export function parseMatch(sel: Selector, cur: Cursor, b: RuleBuild): void {
   if (sel.ct) b.needsConntrack = true;
   const neg = op === '!=';
   const opText = neg ? '!= ' : op === '==' && mask ? '== ' : '';
-  b.listing.push(`${sel.name}${mask ? ` & ${mask.text}` : ''} ${opText}${rhs.k === 'set' ? `@${rhs.name}` : rhs.text}`);
+  b.listing.push(
+    bitmask && rhs.k === 'values' && !rhs.braces
+      ? `${sel.name} ${bitmaskText(sel, mask?.mask, op, rhs.items[0]!.lo)}`
+      : `${sel.name}${mask ? ` & ${mask.text}` : ''} ${opText}${rhs.k === 'set' ? `@${rhs.name}` : rhs.text}`,
+  );
 
   if (rhs.k === 'string') {
     const get = sel.getString!;

@@ -13,6 +13,7 @@ import { CommandError, execIn } from '../../../e2e/netns/ip.js';
 import { NetnsRun } from '../../../e2e/netns/netns-run.js';
 import { NfTables } from '../../../sim/kernel/nftables/nftables.js';
 import { ERRORS } from '../../sim/kernel/nftables/error-cases.js';
+import { ACCEPTED } from '../../sim/kernel/nftables/accepted-cases.js';
 
 const world = netnsLabWorld();
 test.skip(!world.available, world.reason);
@@ -80,6 +81,42 @@ test("real nft takes upstream's golden documents and the model's listings of the
           .sort(),
       );
     }
+  } finally {
+    await run.dispose();
+  }
+});
+
+test("every form the model takes real nft takes, and nft's listing of it reads back into the model as the same ruleset", async () => {
+  const run = new NetnsRun();
+  try {
+    const ns = await run.create('nftforms');
+    const refused: string[] = [];
+    const unreadable: string[] = [];
+    const differ: string[] = [];
+    for (const c of ACCEPTED) {
+      const model = new NfTables();
+      model.apply(c.doc, { source: c.name });
+      await execIn(ns, ['nft', 'flush', 'ruleset']);
+      const r = await nftApply(ns, c.doc);
+      if (r !== 'accepted') {
+        refused.push(`${c.name}: ${r.refused}`);
+        continue;
+      }
+      const listing = await execIn(ns, ['nft', 'list', 'ruleset']);
+      const back = new NfTables();
+      try {
+        back.apply(listing, { source: `nft list ruleset (${c.name})` });
+      } catch (e) {
+        unreadable.push(`${c.name}: ${(e as Error).message}`);
+        continue;
+      }
+      // nft's listing of the form means what the form means: the model lists both alike
+      if (back.list() !== model.list())
+        differ.push(`${c.name}:\n${back.list()}\n--- vs the model's ---\n${model.list()}`);
+    }
+    expect(refused).toEqual([]);
+    expect(unreadable).toEqual([]);
+    expect(differ).toEqual([]);
   } finally {
     await run.dispose();
   }

@@ -10,6 +10,7 @@ import { NftError, NftStateError } from '../../../../sim/kernel/nftables/errors.
 import { NfTables } from '../../../../sim/kernel/nftables/nftables.js';
 import { chain, load } from './fixtures.js';
 import { ERRORS } from './error-cases.js';
+import { ACCEPTED } from './accepted-cases.js';
 
 const GOLDEN = path.resolve('fixtures/upstream-golden-nft');
 const HOST_SETS = [
@@ -19,6 +20,15 @@ const HOST_SETS = [
 ].join('\n');
 
 test.describe('accepted forms', () => {
+  for (const c of ACCEPTED)
+    test(`form: ${c.name}`, () => {
+      const n = load(c.doc);
+      // the listing applies back to the same listing
+      const again = new NfTables();
+      again.apply(n.list(), { source: 'listing' });
+      expect(again.list()).toBe(n.list());
+    });
+
   for (const f of fs.readdirSync(GOLDEN).filter((x) => x.endsWith('.golden')))
     test(`upstream golden ${f} applies`, () => {
       const n = new NfTables();
