@@ -52,9 +52,38 @@ function emptyTable(family: NftFamily, name: string): NftTableState {
   return { family, name, chains: new Map(), sets: new Map() };
 }
 
-function checkName(name: string, what: string): string {
+/**
+ * Words nft's grammar keeps for itself: they cannot name a table, chain or set (checked with nft
+ * 1.0.6: `chain fwd { }` is "syntax error, unexpected fwd, expecting string"). Names that are
+ * keywords only elsewhere (filter, nat, input, ...) are fine; nft knows more than these.
+ */
+export const RESERVED_NAMES: ReadonlySet<string> = new Set(
+  (
+    'fwd dup queue limit quota meter synproxy flow offload vmap map elements interval comment counter log accept ' +
+    'drop jump goto return reject continue type hook priority policy table chain set rule element add delete flush ' +
+    'insert snat dnat redirect masquerade tproxy notrack mark meta ct ip ip6 inet tcp udp th fib flags iifname ' +
+    'oifname skuid skgid icmp reset'
+  ).split(' '),
+);
+
+/** A table, chain or set name as nft takes it: an unquoted identifier that is not a keyword. */
+function checkName(t: Token, what: string): string {
+  const name = t.text;
+  if (t.quoted)
+    throw new NftSyntaxError(
+      `syntax error, unexpected quoted string, expecting string: a ${what} name is written bare`,
+      t.line,
+    );
+  if (RESERVED_NAMES.has(name))
+    throw new NftSyntaxError(
+      `syntax error, unexpected ${name}, expecting string: "${name}" is an nft keyword and cannot name a ${what}`,
+      t.line,
+    );
   if (!/^[A-Za-z_.][A-Za-z0-9_./-]{0,255}$/.test(name))
-    throw new NftSyntaxError(`${what} name "${name}": letters, digits, _ . / - (starting with a letter, _ or .)`);
+    throw new NftSyntaxError(
+      `${what} name "${name}": letters, digits, _ . / - (starting with a letter, _ or .)`,
+      t.line,
+    );
   return name;
 }
 
@@ -156,7 +185,7 @@ export class DocumentParser {
   private tableRef(): { family: NftFamily; name: string; line: number } {
     const family = this.family();
     const t = this.word('a table name');
-    return { family, name: checkName(t.text, 'table'), line: t.line };
+    return { family, name: checkName(t, 'table'), line: t.line };
   }
 
   private table(family: NftFamily, name: string, line: number): NftTableState {
@@ -236,7 +265,7 @@ export class DocumentParser {
       if (w.text === 'chain') {
         const n = this.word('a chain name');
         const fresh = !t.chains.has(n.text);
-        const chain = this.addChain(t, checkName(n.text, 'chain'), n.line);
+        const chain = this.addChain(t, checkName(n, 'chain'), n.line);
         this.expect('{', `after chain ${n.text}`);
         this.chainBody(t, chain, true, fresh);
         continue;
@@ -244,7 +273,7 @@ export class DocumentParser {
       if (w.text === 'set') {
         const n = this.word('a set name');
         this.expect('{', `after set ${n.text}`);
-        this.setBody(t, checkName(n.text, 'set'), n.line);
+        this.setBody(t, checkName(n, 'set'), n.line);
         continue;
       }
       throw new NftSyntaxError(
@@ -378,7 +407,7 @@ export class DocumentParser {
     const { family, name: tname } = this.tableRef();
     const t = this.table(family, tname, line);
     const n = this.word('a chain name');
-    const name = checkName(n.text, 'chain');
+    const name = checkName(n, 'chain');
     switch (verb) {
       case 'add':
       case 'create': {
@@ -453,7 +482,7 @@ export class DocumentParser {
     const { family, name: tname } = this.tableRef();
     const t = this.table(family, tname, line);
     const n = this.word('a set name');
-    const name = checkName(n.text, 'set');
+    const name = checkName(n, 'set');
     switch (verb) {
       case 'add':
       case 'create':

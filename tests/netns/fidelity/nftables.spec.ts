@@ -11,7 +11,7 @@ import { parseLab, type Lab } from '../../../sim/lab/lab-file.js';
 import { runLab } from '../../../sim/lab/run-lab.js';
 import { KernelLab, runLabOnKernel } from '../../../e2e/netns/lab-runner.js';
 import { compareResults } from '../../../scenarios/fidelity/compare.js';
-import { ALONE_LAB, MIXED_LAB, ROUTE_LAB, TPROXY_LAB } from '../../sim/kernel/nftables/labs.js';
+import { ALONE_LAB, FORWARD_LAB, MIXED_LAB, ROUTE_LAB, TPROXY_LAB } from '../../sim/kernel/nftables/labs.js';
 import { namespacesWithPrefix } from './fixture.js';
 
 const world = netnsLabWorld();
@@ -73,6 +73,16 @@ test('a route-type output chain re-routes on a changed mark, a filter-type chain
   const by = Object.fromEntries(kernel.map((r) => [r.name, r]));
   expect(by['route-chain-reroutes']!.outcome).toBe('timeout');
   expect(by['filter-chain-does-not']).toMatchObject({ outcome: 'established', acceptedBy: 's7001' });
+  expect(compareResults(sim, kernel)).toEqual([]);
+});
+
+test('forwarding: skuid never matches a forwarded packet; masquerade — sim = kernel', async () => {
+  const lab = parseLab(FORWARD_LAB, 'forward.yaml');
+  const { sim, kernel } = await both(lab);
+  const by = Object.fromEntries(kernel.map((r) => [r.name, r]));
+  expect(by['skuid-on-forward']).toMatchObject({ outcome: 'established', acceptedBy: 's9100' });
+  expect(by['skuid-on-forward']!.sourceSeen).toMatch(/^10\.2\.0\.1:/);
+  expect(by['forward-drop']!.outcome).toBe('timeout');
   expect(compareResults(sim, kernel)).toEqual([]);
 });
 

@@ -9,7 +9,7 @@ import { parseLab } from '../../../../sim/lab/lab-file.js';
 import { runLab } from '../../../../sim/lab/run-lab.js';
 import { renderTrace } from '../../../../sim/kernel/trace.js';
 import { pathOfText } from '../../../../cli/html/packet-path.js';
-import { ALONE_LAB, MIXED_LAB, ROUTE_LAB, TPROXY_LAB } from './labs.js';
+import { ALONE_LAB, FORWARD_LAB, MIXED_LAB, ROUTE_LAB, TPROXY_LAB } from './labs.js';
 import { LabError } from '../../../../sim/lab/lab-file.js';
 
 function results(text: string): Record<string, { outcome: string; acceptedBy?: string | undefined; trace: string }> {
@@ -84,4 +84,12 @@ test('a route-type output chain that changes the mark re-routes; a filter-type c
   expect(r['route-chain-reroutes']!.outcome).toBe('timeout');
   expect(r['route-chain-reroutes']!.trace).toContain('an nft route chain at OUTPUT changed the packet: re-route');
   expect(r['filter-chain-does-not']).toMatchObject({ outcome: 'established', acceptedBy: 's7001' });
+});
+
+test('forwarding: meta skuid never matches a forwarded packet, not even with !=; masquerade hides the client', () => {
+  const run = runLab(parseLab(FORWARD_LAB, 'fwd.yaml'), 'fwd.yaml', { trace: false });
+  const by = Object.fromEntries(run.results.map((r) => [r.name, r]));
+  expect(by['skuid-on-forward']).toMatchObject({ outcome: 'established', acceptedBy: 's9100' });
+  expect(by['skuid-on-forward']!.sourceSeen).toMatch(/^10\.2\.0\.1:/);
+  expect(by['forward-drop']!.outcome).toBe('timeout');
 });

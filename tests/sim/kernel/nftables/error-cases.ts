@@ -223,4 +223,18 @@ export const ERRORS: {
     message: /invalid priority expression value in this context: dstnat is for hook prerouting/,
     kernel: 'rejects',
   },
+  {
+    name: 'a keyword as a chain name',
+    doc: 'table ip x {\n  chain fwd {\n  }\n}',
+    line: 2,
+    message: /unexpected fwd, expecting string: "fwd" is an nft keyword and cannot name a chain/,
+    kernel: 'rejects',
+  },
+  {
+    name: 'a quoted chain name',
+    doc: 'table ip x {\n  chain "c" {\n  }\n}',
+    line: 2,
+    message: /unexpected quoted string, expecting string/,
+    kernel: 'rejects',
+  },
 ];

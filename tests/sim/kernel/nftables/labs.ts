@@ -241,3 +241,42 @@ attempts:
   - { name: route-chain-reroutes, netns: client, address: 10.0.0.2, port: 7000, uid: 1000 }
   - { name: filter-chain-does-not, netns: client, address: 10.0.0.2, port: 7001, uid: 1000 }
 `;
+
+/**
+ * A router forwarding between two namespaces, nftables only: `meta skuid != 12345 drop` at
+ * forward never matches a forwarded packet (no socket), a plain drop does; masquerade at
+ * postrouting hides the client behind the router's address (the server has no route back).
+ */
+export const FORWARD_LAB = `version: 1
+kernel: "6.1"
+namespaces:
+  - name: client
+    routes:
+      - { dst: default, via: 10.1.0.1 }
+  - name: router
+    forwarding: { ipv4: true }
+    nftables: |
+      table ip fw {
+        chain fwd-filter {
+          type filter hook forward priority filter; policy accept;
+          tcp dport 9101 drop
+          tcp dport 9100 meta skuid != 12345 drop
+        }
+        chain postrt {
+          type nat hook postrouting priority srcnat; policy accept;
+          oifname "eth1" masquerade
+        }
+      }
+  - name: server
+veths:
+  - a: { netns: client, name: eth0, addresses: [10.1.0.2/24] }
+    b: { netns: router, name: eth0, addresses: [10.1.0.1/24] }
+  - a: { netns: server, name: eth0, addresses: [10.2.0.2/24] }
+    b: { netns: router, name: eth1, addresses: [10.2.0.1/24] }
+sockets:
+  - { name: s9100, netns: server, port: 9100, uid: 0 }
+  - { name: s9101, netns: server, port: 9101, uid: 0 }
+attempts:
+  - { name: skuid-on-forward, netns: client, address: 10.2.0.2, port: 9100, uid: 1000 }
+  - { name: forward-drop, netns: client, address: 10.2.0.2, port: 9101, uid: 1000 }
+`;
