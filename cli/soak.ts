@@ -18,6 +18,7 @@ import { EXIT_DIFFERS, EXIT_HARNESS, EXIT_OK, EXIT_USAGE, UsageError, parseIntFl
 import { planCheck, type CheckCliOptions } from './commands/check.js';
 import type { CheckReport, CellReport } from '../scenarios/model/check.js';
 import { CHECK_REPORT_FORMAT } from '../scenarios/model/check.js';
+import { cellName } from '../scenarios/model/matrix.js';
 import { FAILING } from '../scenarios/model/matrix.js';
 import { DEFAULT_OUT } from '../scenarios/model/defaults.js';
 
@@ -39,6 +40,7 @@ const PASS_THROUGH: ReadonlyArray<readonly [string, keyof CheckCliOptions, strin
   ['--workers <n>', 'workers', 'worker threads of each check (default: one per CPU)'],
   ['--threats <list>', 'threats', 'threat models, comma-separated (default: all)'],
   ['--profiles <list>', 'profiles', 'rule profiles, comma-separated (default: both)'],
+  ['--backends <list>', 'backends', "the agent's rules backends, comma-separated (default: iptables)"],
   ['--properties <list>', 'properties', 'properties, comma-separated (default: all)'],
   ['--world <world>', 'world', 'sim (default), netns or kind'],
   ['--mutant <name>', 'mutant', 'positive control: every agent applies this rule-builder mutant (sim only)'],
@@ -199,7 +201,7 @@ interface SoakResult {
 /** The command that re-runs one cell of a seed: same cell seed, same per-cell budget. */
 export function rerunCommand(
   seed: number,
-  cell: Pick<CellReport, 'property' | 'threat' | 'profile'>,
+  cell: Pick<CellReport, 'property' | 'threat' | 'profile' | 'backend'>,
   runsPerCell: number,
   replayArgs: readonly string[],
 ): string {
@@ -214,6 +216,8 @@ export function rerunCommand(
     cell.threat,
     '--profiles',
     cell.profile,
+    // a report without a backend (written before the axis) is iptables
+    ...(cell.backend === 'nftables' ? ['--backends', cell.backend] : []),
     '--runs',
     String(runsPerCell),
     ...replayArgs,
@@ -282,9 +286,7 @@ export async function runSoak(o: SoakOptions, runner: CheckRunner, print: (line:
     );
     for (const f of findings.filter((x) => x.seed === seed)) {
       const c = f.cell;
-      print(
-        `  ${c.property} × ${c.threat} × ${c.profile}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}`,
-      );
+      print(`  ${cellName(c)}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}`);
       if (c.violation) print(`    found: ${c.violation}${c.foundBy ? ` [by ${c.foundBy.join(' + ')}]` : ''}`);
       if (c.error) print(`    error: ${c.error}`);
       print(`    re-run: ${f.rerun}`);

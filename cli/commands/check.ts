@@ -36,6 +36,7 @@ import {
   type CounterexampleFile,
 } from '../../scenarios/model/counterexample.js';
 import {
+  cellName,
   FAILING,
   parseShard,
   planCells,
@@ -46,6 +47,7 @@ import {
 import { replayCounterexample } from '../../scenarios/model/replay.js';
 import { CHECK_WORLDS, loadFactory, mutantNames, type CheckWorldName } from '../../scenarios/model/worlds.js';
 import { WORLD_MODULES, worldChoice } from '../../e2e/world-modules.js';
+import { BACKENDS } from '../../impl/api/backend.js';
 import type { Profile } from '../../scenarios/world.js';
 
 import { DEFAULT_MAX_COMMANDS, DEFAULT_NODES, DEFAULT_OUT, DEFAULT_RUNS } from '../../scenarios/model/defaults.js';
@@ -55,6 +57,7 @@ export interface CheckCliOptions {
   runs?: string;
   seed?: string;
   profiles?: string;
+  backends?: string;
   threats?: string;
   properties?: string;
   shard?: string;
@@ -192,6 +195,7 @@ const RUN_ONLY_OPTIONS: ReadonlyArray<readonly [keyof CheckCliOptions, string]> 
   ['runs', '--runs'],
   ['seed', '--seed'],
   ['profiles', '--profiles'],
+  ['backends', '--backends'],
   ['threats', '--threats'],
   ['properties', '--properties'],
   ['shard', '--shard'],
@@ -288,6 +292,7 @@ export async function planCheck(
   const names = acceptedNames();
   const properties =
     opts.properties !== undefined ? parseNameList('--properties', opts.properties, names.properties) : undefined;
+  const backends = opts.backends !== undefined ? parseNameList('--backends', opts.backends, BACKENDS) : undefined;
   let shard: MatrixSelection['shard'];
   if (opts.shard !== undefined) {
     try {
@@ -300,6 +305,7 @@ export async function planCheck(
     ...(budget.profiles ? { profiles: budget.profiles } : {}),
     ...(budget.threats ? { threats: budget.threats } : {}),
     ...(properties ? { properties } : {}),
+    ...(backends ? { backends } : {}),
     ...(shard ? { shard } : {}),
   };
   const cells = planCells(defaultCatalog(), selection);
@@ -416,7 +422,7 @@ export function renderReport(r: CheckReport, opts: { readonly verbose?: boolean 
   const notRun = r.cells.filter((c) => c.skipped !== undefined);
   if (notRun.length > 0) {
     lines.push('', `Cells this world could not stage (${notRun.length}; not run, shown as n/e, never as holding):`);
-    for (const c of notRun) lines.push(`  ${c.property} × ${c.threat} × ${c.profile}: ${c.skipped ?? ''}`);
+    for (const c of notRun) lines.push(`  ${cellName(c)}: ${c.skipped ?? ''}`);
   }
   if (r.worldGaps && r.worldGaps.length > 0) {
     lines.push('', `World features this run did not stage (${r.worldGaps.length}):`);
@@ -435,7 +441,7 @@ export function renderReport(r: CheckReport, opts: { readonly verbose?: boolean 
     for (const c of expectedBypasses) {
       const classes = c.expected?.classes?.length ? ` [${c.expected.classes.join(', ')}]` : '';
       const mark = c.status === 'not evaluated' ? ' (n/e here)' : '';
-      lines.push(`  ${c.property} × ${c.threat} × ${c.profile}${classes}${mark}: ${oneLine(c.expected?.why ?? '')}`);
+      lines.push(`  ${cellName(c)}${classes}${mark}: ${oneLine(c.expected?.why ?? '')}`);
     }
   }
   const bad = r.cells.filter((c) => FAILING.has(c.status));
@@ -443,7 +449,7 @@ export function renderReport(r: CheckReport, opts: { readonly verbose?: boolean 
     lines.push('', `DIFFERS FROM THE EXPECTED TABLE (${bad.length} cells):`);
     for (const c of bad) {
       lines.push(
-        `  ${c.property} × ${c.threat} × ${c.profile}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}${c.expected?.why ? ` (${c.expected.why})` : ''}`,
+        `  ${cellName(c)}: ${c.status} — expected ${c.expected?.verdict ?? 'nothing (no table cell)'}${c.expected?.why ? ` (${c.expected.why})` : ''}`,
       );
       if (c.violation) lines.push(`    found: ${c.violation}${c.foundBy ? ` [by ${c.foundBy.join(' + ')}]` : ''}`);
       if (c.error) lines.push(`    error: ${c.error}`);
@@ -534,6 +540,10 @@ export const checkCommand: CliCommand = {
       )
       .option('--seed <n>', 'seed of the whole run (default: random, printed)')
       .option('--profiles <list>', 'rule profiles, comma-separated (upstream,strict)')
+      .option(
+        '--backends <list>',
+        "the agent's rules backends, comma-separated (iptables,nftables; default iptables, as upstream): each is a column per profile",
+      )
       .option(
         '--threats <list>',
         `threat models, comma-separated (see docs/check.md; kind without a selection: ${KIND_DEFAULTS.threats.join(',')} × ${KIND_DEFAULTS.profiles.join(',')})`,

@@ -13,10 +13,20 @@ import { FAILING, SHORT_STATUS } from '../../scenarios/model/matrix.js';
 import { esc, page } from './page.js';
 import { pathOfText, renderPath } from './packet-path.js';
 
-const cellKey = (c: { property: string; threat: string; profile: string }): string =>
-  `${c.property}|${c.threat}|${c.profile}`;
-const cellId = (c: { property: string; threat: string; profile: string }): string =>
-  `cell-${cellKey(c).replace(/[^A-Za-z0-9_-]/g, '_')}`;
+/** A cell or a counterexample file (whose backend is in its settings); iptables is left unsaid. */
+interface CellLike {
+  readonly property: string;
+  readonly threat: string;
+  readonly profile: string;
+  readonly backend?: string;
+  readonly settings?: { readonly backend?: string };
+}
+const column = (c: CellLike): string => {
+  const b = c.backend ?? c.settings?.backend ?? 'iptables';
+  return b === 'iptables' ? c.profile : `${c.profile}/${b}`;
+};
+const cellKey = (c: CellLike): string => `${c.property}|${c.threat}|${column(c)}`;
+const cellId = (c: CellLike): string => `cell-${cellKey(c).replace(/[^A-Za-z0-9_-]/g, '_')}`;
 const statusClass = (s: CellReport['status']): string => `st-${s.replace(/ /g, '-')}`;
 
 function counterexampleHtml(f: CounterexampleFile): string {
@@ -47,7 +57,7 @@ function counterexampleHtml(f: CounterexampleFile): string {
 function cellPanel(c: CellReport, f: CounterexampleFile | undefined): string {
   const e = c.expected;
   const parts: string[] = [
-    `<h2>${esc(c.property)} × ${esc(c.threat)} × ${esc(c.profile)}: <span class="${statusClass(c.status)}">${esc(c.status)}</span></h2>`,
+    `<h2>${esc(c.property)} × ${esc(c.threat)} × ${esc(column(c))}: <span class="${statusClass(c.status)}">${esc(c.status)}</span></h2>`,
     `<p class="expected">Expected: <b>${esc(e?.verdict ?? 'no table cell')}</b>${
       e?.classes?.length ? ` <span class="classes">[${esc(e.classes.join(', '))}]</span>` : ''
     } — ${esc(e?.why ?? '')}${e?.requires ? ` <span class="muted">(needs: ${esc(e.requires)})</span>` : ''}</p>`,
@@ -63,12 +73,12 @@ function cellPanel(c: CellReport, f: CounterexampleFile | undefined): string {
 }
 
 function matrixHtml(r: CheckReport): string {
-  const profiles = [...new Set(r.cells.map((c) => c.profile))];
+  const profiles = [...new Set(r.cells.map(column))];
   const rows = new Map<string, Map<string, CellReport>>();
   for (const c of r.cells) {
     const k = `${c.property}|${c.threat}`;
     if (!rows.has(k)) rows.set(k, new Map());
-    rows.get(k)!.set(c.profile, c);
+    rows.get(k)!.set(column(c), c);
   }
   const body = [...rows.entries()].map(([k, byProfile]) => {
     const [prop, threat] = k.split('|') as [string, string];

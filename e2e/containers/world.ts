@@ -705,6 +705,7 @@ export const containersWorldFactory: WorldFactory = {
       profile: options.profile,
       ipv6: options.ipv6,
       dnsCapture: options.dnsCapture,
+      ...(options.rulesBackend === 'nftables' ? { rulesBackend: options.rulesBackend } : {}),
       stateRoot: CONTAINER_WORLDS_ROOT,
       backend,
     });

@@ -101,8 +101,15 @@ export const kindConfigFor = (o: Pick<WorldOptions, 'ipv6'>): string =>
  * capture as the cluster's stack (the base turns it on, upstream's default; a single-stack world
  * renders the ipv6-off component).
  */
-export function kindDeployment(o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6'>): DeploymentChoice {
-  return { profile: o.profile, ipv6: o.ipv6, dnsCapture: o.dnsCapture };
+export function kindDeployment(
+  o: Pick<WorldOptions, 'profile' | 'dnsCapture' | 'ipv6' | 'rulesBackend'>,
+): DeploymentChoice {
+  return {
+    profile: o.profile,
+    ipv6: o.ipv6,
+    dnsCapture: o.dnsCapture,
+    ...(o.rulesBackend === 'nftables' ? { backend: o.rulesBackend } : {}),
+  };
 }
 const PROXY_STATUS_URL = 'http://127.0.0.1:15000/status'; // the proxy's admin port (loopback only), hostNetwork
 const HIDDEN_NAMESPACES = new Set([SYSTEM_NAMESPACE, E2E_NAMESPACE, 'kube-system', 'local-path-storage']);

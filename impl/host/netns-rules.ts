@@ -69,7 +69,7 @@ export interface LocalRoute {
  * once; remove deletes the tables. In mode `exclusive` the document replaces the namespace's whole
  * nftables ruleset (iptables-nft's tables included: they share the hooks).
  */
-export interface NftPlan {
+interface NftPlan {
   readonly text: string;
   readonly tables: readonly NftTableRef[];
 }

@@ -7,6 +7,7 @@
  *   const m = await runMatrix({ factory: simWorldFactory, profiles: ['upstream', 'strict'] });
  *   m.cells.filter((c) => c.status !== 'as-expected')
  */
+import type { Backend } from '../../impl/api/backend.js';
 import type { Profile, World, WorldOptions } from '../world.js';
 import { checkConnection, checkState } from '../properties/index.js';
 import {
@@ -127,6 +128,8 @@ async function runActions(
 export interface ThreatRunOptions {
   readonly seed?: number;
   readonly ipv6?: boolean;
+  /** The agent's rules backend (default iptables). */
+  readonly backend?: Backend;
   /** Run the NET_ADMIN-flush and port-hijack phases when the world has appExec (default true). */
   readonly appExecPhases?: boolean;
   /** Run the attack-catalog phases of the threat (catalog-phases.ts; default true). */
@@ -244,6 +247,7 @@ export async function runThreatDetailed(
     kernelVersion: t.kernelVersion,
     ipv6: o.ipv6 ?? false,
     dnsCapture: true,
+    ...(o.backend === 'nftables' ? { rulesBackend: o.backend } : {}),
     seed: o.seed ?? 1,
   });
   const found: FoundViolation[] = [];

@@ -1,5 +1,5 @@
 /**
- * The expected verdict of every (property × threat × profile) cell, derived from the known
+ * The expected verdict of every (property × threat × profile × backend) cell, derived from the known
  * bypass classes and upstream findings (docs/bypass-classes.md) and profiles.ts — NOT from
  * running the checks. The matrix fails when reality differs in either direction: a bypass the
  * table does not expect is an unexpected bypass; an expected bypass not found means the
@@ -14,6 +14,7 @@
  * for a pod whose owner chose ingress mode (its TCP inbound is not captured by design) and the
  * windows that close at the next settle (pending enrollment, policy propagation).
  */
+import type { Backend } from '../../impl/api/backend.js';
 import type { Profile } from '../world.js';
 import { PROPERTY_NAMES, type PropertyName } from '../properties/types.js';
 import { THREATS, canSetTransparent, type ThreatId } from '../threats/threats.js';
@@ -298,8 +299,29 @@ const PENDING_WHY =
   };
 }
 
-export function expectedCell(property: PropertyName, threat: ThreatId, profile: Profile): ExpectedCell {
-  const cell = EXPECTED[property]?.[threat]?.[profile];
+// The nftables backend (deploy/components/backend-nftables). Strict is the same ruleset translated
+// rule for rule (impl/node-agent/nftables/ruleset-to-nft.ts), so its cells are iptables'. Upstream's
+// nftables backend differs in one place: its host probe rule matches the kubelet's uid (`meta skuid`,
+// nftables having no `--socket-exists`), so a non-root host process is no longer SNATed to the probe
+// address: its TCP is captured like any inbound TCP, and only the non-TCP bypass stays (finding-k and
+// B12 are closed by upstream's nftables backend; host-root, the kubelet's uid, keeps the carve-out).
+const NFT_HOST_PROCESS_WHY =
+  "upstream's nftables backend SNATs only the kubelet's uid (meta skuid), so a non-root host process's TCP is captured like any inbound TCP; its UDP still reaches the app (upstream lets non-TCP in)";
+const NFT_OVERRIDES: Partial<Record<PropertyName, Partial<Record<ThreatId, Partial<Row>>>>> = {
+  'inbound-capture': { 'host-process': { upstream: bypass(['B8'], NFT_HOST_PROCESS_WHY) } },
+  authorization: { 'host-process': { upstream: bypass(['B8'], `unauthorized delivery: ${NFT_HOST_PROCESS_WHY}`) } },
+  'fail-closed': { 'host-process': { upstream: bypass(['B8'], `with the proxy down: ${NFT_HOST_PROCESS_WHY}`) } },
+};
+
+export function expectedCell(
+  property: PropertyName,
+  threat: ThreatId,
+  profile: Profile,
+  backend: Backend = 'iptables',
+): ExpectedCell {
+  const cell =
+    (backend === 'nftables' ? NFT_OVERRIDES[property]?.[threat]?.[profile] : undefined) ??
+    EXPECTED[property]?.[threat]?.[profile];
   if (!cell)
     throw new Error(
       `expected table has no cell for ${property} × ${threat} × ${profile}; add it to scenarios/expected/table.ts`,
@@ -314,6 +336,9 @@ export function validateExpectedTable(): string[] {
     for (const t of THREATS) {
       for (const prof of ['upstream', 'strict'] as const) {
         const c = EXPECTED[p]?.[t.id]?.[prof];
+        const nft = NFT_OVERRIDES[p]?.[t.id]?.[prof];
+        if (nft && (nft.why.trim() === '' || (nft.verdict === 'bypass' && nft.classes.length === 0)))
+          errors.push(`${p} × ${t.id} × ${prof}/nftables: an override without a reason or a class`);
         if (!c) errors.push(`missing ${p} × ${t.id} × ${prof}`);
         else if (c.why.trim() === '') errors.push(`${p} × ${t.id} × ${prof}: empty why`);
         else if (c.verdict === 'bypass' && c.classes.length === 0)

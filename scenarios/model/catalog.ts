@@ -2,6 +2,7 @@
  * The check catalog: the properties of scenarios/properties grouped into matrix rows, the threat
  * models of scenarios/threats, both profiles, and the expected verdicts of scenarios/expected.
  */
+import { BACKENDS, type Backend } from '../../impl/api/backend.js';
 import { PROFILES, type Profile } from '../../impl/api/profile.js';
 import { CONNECTION_PROPERTIES, PROPERTY_NAMES, STATE_PROPERTIES, type PropertyName } from '../properties/index.js';
 import { THREATS, type ThreatId } from '../threats/threats.js';
@@ -33,9 +34,10 @@ export function defaultCatalog(): CheckCatalog {
     properties: checkableProperties(),
     threats,
     profiles: PROFILES,
-    expected(property: PropertyName, threat: string, profile: Profile): ExpectedVerdict | undefined {
+    backends: BACKENDS,
+    expected(property: PropertyName, threat: string, profile: Profile, backend: Backend): ExpectedVerdict | undefined {
       if (!THREATS.some((t) => t.id === threat)) return undefined;
-      const c = expectedCell(property, threat as ThreatId, profile);
+      const c = expectedCell(property, threat as ThreatId, profile, backend);
       return c.verdict === 'holds'
         ? { verdict: 'holds', why: c.why }
         : { verdict: 'bypass', why: c.why, classes: c.classes, ...(c.requires ? { requires: c.requires } : {}) };

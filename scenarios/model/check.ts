@@ -14,10 +14,13 @@ import type { Profile } from '../world.js';
 import { defaultCatalog } from './catalog.js';
 import type { ExpectedVerdict } from './contracts.js';
 import type { CounterexampleFile } from './counterexample.js';
+import type { Backend } from '../../impl/api/backend.js';
 import {
+  cellName,
   FAILING,
   judge,
   planCells,
+  profileColumn,
   runsPerCell,
   type CellId,
   type CellStatus,
@@ -132,7 +135,9 @@ export interface CheckReport {
 
 /** Per-cell seed from the run seed and the cell's name: stable under sharding and selection. */
 function cellSeed(seed: number, c: CellId): number {
-  const h = createHash('sha256').update(`${seed}|${c.property}|${c.threat}|${c.profile}`).digest();
+  // iptables cells keep the seeds they had before the backend axis existed
+  const backend = c.backend === 'iptables' ? '' : `|${c.backend}`;
+  const h = createHash('sha256').update(`${seed}|${c.property}|${c.threat}|${c.profile}${backend}`).digest();
   return h.readUInt32BE(0) & 0x7fffffff;
 }
 
@@ -210,8 +215,17 @@ const ABORTED = Symbol('aborted');
 
 function crashed(t: Task, error: string): TaskResult {
   return t.kind === 'model'
-    ? { kind: 'model', property: t.property, threat: t.threat, profile: t.profile, status: 'error', runs: 0, error }
-    : { kind: 'attack', threat: t.threat, profile: t.profile, found: {}, error };
+    ? {
+        kind: 'model',
+        property: t.property,
+        threat: t.threat,
+        profile: t.profile,
+        backend: t.backend,
+        status: 'error',
+        runs: 0,
+        error,
+      }
+    : { kind: 'attack', threat: t.threat, profile: t.profile, backend: t.backend, found: {}, error };
 }
 
 export async function runCheck(o: CheckOptions): Promise<CheckReport> {
@@ -230,8 +244,9 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   const runnable = cells.filter((c) => !unstageable.has(c.threat));
   const settings: Settings = worldLimits(o.world.world).ipv6 ? o.settings : { ...o.settings, ipv6: false };
   const tasks: Task[] = [];
-  const pairs = new Map<string, { threat: string; profile: Profile }>();
-  for (const c of runnable) pairs.set(`${c.threat}|${c.profile}`, { threat: c.threat, profile: c.profile });
+  const pairs = new Map<string, { threat: string; profile: Profile; backend: Backend }>();
+  for (const c of runnable)
+    pairs.set(`${c.threat}|${c.profile}|${c.backend}`, { threat: c.threat, profile: c.profile, backend: c.backend });
   if (o.attacks) for (const p of pairs.values()) tasks.push({ kind: 'attack', ...p, seed: o.seed });
   // Expensive-looking cells first would be better; the queue already balances across workers.
   for (const c of runnable) tasks.push({ kind: 'model', ...c, runs: perCell, seed: cellSeed(o.seed, c) });
@@ -266,8 +281,8 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
         if (r.kind === 'model') doneRuns += Math.max(0, perCell - r.runs);
         report(
           r.kind === 'model'
-            ? `${r.property} × ${r.threat} × ${r.profile}: ${r.status}`
-            : `attacks ${r.threat} × ${r.profile}${r.error ? ': error' : ''}`,
+            ? `${cellName(r)}: ${r.status}`
+            : `attacks ${r.threat} × ${profileColumn(r)}${r.error ? ': error' : ''}`,
         );
       },
       o.signal,
@@ -295,13 +310,17 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
   for (const c of cells) {
     const m = results.find(
       (r): r is Extract<TaskResult, { kind: 'model' }> =>
-        r.kind === 'model' && r.property === c.property && r.threat === c.threat && r.profile === c.profile,
+        r.kind === 'model' &&
+        r.property === c.property &&
+        r.threat === c.threat &&
+        r.profile === c.profile &&
+        r.backend === c.backend,
     );
     const a = results.find(
       (r): r is Extract<TaskResult, { kind: 'attack' }> =>
-        r.kind === 'attack' && r.threat === c.threat && r.profile === c.profile,
+        r.kind === 'attack' && r.threat === c.threat && r.profile === c.profile && r.backend === c.backend,
     );
-    const expected = catalog.expected(c.property, c.threat, c.profile);
+    const expected = catalog.expected(c.property, c.threat, c.profile, c.backend);
     const skipped = unstageable.get(c.threat);
     if (skipped !== undefined) {
       cellReports.push({
@@ -341,7 +360,7 @@ export async function runCheck(o: CheckOptions): Promise<CheckReport> {
     });
   }
   const catalogSkipped = results.flatMap((r) =>
-    r.kind === 'attack' ? (r.skipped ?? []).map((line) => `${r.threat} × ${r.profile}: ${line}`) : [],
+    r.kind === 'attack' ? (r.skipped ?? []).map((line) => `${r.threat} × ${profileColumn(r)}: ${line}`) : [],
   );
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);

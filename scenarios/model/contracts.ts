@@ -4,6 +4,7 @@
  * threats and expected-table modules to these shapes, so the runner never depends on their
  * details.
  */
+import type { Backend } from '../../impl/api/backend.js';
 import type {
   AppCapability,
   ConnectOptions,
@@ -76,5 +77,6 @@ export interface CheckCatalog {
   readonly properties: readonly CheckableProperty[];
   readonly threats: readonly ThreatSpec[];
   readonly profiles: readonly Profile[];
-  expected(property: PropertyName, threat: string, profile: Profile): ExpectedVerdict | undefined;
+  readonly backends: readonly Backend[];
+  expected(property: PropertyName, threat: string, profile: Profile, backend: Backend): ExpectedVerdict | undefined;
 }

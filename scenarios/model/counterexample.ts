@@ -5,6 +5,7 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
+import type { Backend } from '../../impl/api/backend.js';
 import type { Profile, WorldKind } from '../world.js';
 import type { PropertyName } from '../properties/index.js';
 import type { AttemptRecord } from './contracts.js';
@@ -30,6 +31,8 @@ export interface CounterexampleFile {
     readonly ipv6: boolean;
     readonly dnsCapture: boolean;
     readonly maxCommands: number;
+    /** The agent's rules backend; absent: iptables. */
+    readonly backend?: Backend;
   };
   readonly seed: number;
   readonly path: string;
@@ -95,8 +98,13 @@ function jsonSafe(v: Readonly<Record<string, unknown>>): Readonly<Record<string,
   }
 }
 
-export function fileNameFor(cell: { property: string; threat: string; profile: string }, seed: number): string {
-  return `${cell.property}--${cell.threat}--${cell.profile}--${seed}.json`;
+export function fileNameFor(
+  cell: { property: string; threat: string; profile: string; backend?: string; settings?: { backend?: string } },
+  seed: number,
+): string {
+  const backend = cell.backend ?? cell.settings?.backend;
+  const profile = backend === undefined || backend === 'iptables' ? cell.profile : `${cell.profile}-${backend}`;
+  return `${cell.property}--${cell.threat}--${profile}--${seed}.json`;
 }
 
 export function saveCounterexample(dir: string, file: CounterexampleFile): string {
@@ -152,6 +160,7 @@ const REQUIRED: ReadonlyArray<readonly [string, Check]> = [
 const OPTIONAL: ReadonlyArray<readonly [string, Check]> = [
   ['replayPath', isString],
   ['mutant', isString],
+  ['settings.backend', (v) => (v === 'iptables' || v === 'nftables' ? undefined : '"iptables" or "nftables"')],
 ];
 
 function at(doc: Record<string, unknown>, dotted: string): unknown {

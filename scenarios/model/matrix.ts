@@ -3,6 +3,7 @@
  * histories is spread over them, how a cell's result compares with the expected table, and
  * the summary table.
  */
+import type { Backend } from '../../impl/api/backend.js';
 import type { Profile } from '../world.js';
 import type { PropertyName } from '../properties/index.js';
 import type { CheckCatalog, ExpectedVerdict } from './contracts.js';
@@ -11,12 +12,29 @@ export interface CellId {
   readonly property: PropertyName;
   readonly threat: string;
   readonly profile: Profile;
+  /** The agent's rules backend the cell's worlds deploy. */
+  readonly backend: Backend;
+}
+
+/** A cell's name in reports: `property × threat × profile`, with `/nftables` for that backend. */
+export function cellName(c: CellId): string {
+  return `${c.property} × ${c.threat} × ${profileColumn(c)}`;
+}
+
+/** The profile as the matrix's column names it: `strict`, `strict/nftables`. */
+export function profileColumn(c: Pick<CellId, 'profile' | 'backend'>): string {
+  // a report read back from JSON written before the backend axis has no backend: iptables
+  return c.backend === 'iptables' || (c.backend as Backend | undefined) === undefined
+    ? c.profile
+    : `${c.profile}/${c.backend}`;
 }
 
 export interface MatrixSelection {
   readonly properties?: readonly string[];
   readonly threats?: readonly string[];
   readonly profiles?: readonly string[];
+  /** Default: iptables only (upstream's default backend); `nftables` adds its cells. */
+  readonly backends?: readonly string[];
   /** 1-based shard index and count: cell k belongs to shard (k mod count) + 1. */
   readonly shard?: { readonly index: number; readonly count: number };
 }
@@ -45,9 +63,11 @@ export function planCells(catalog: CheckCatalog, sel: MatrixSelection = {}): Cel
     sel.threats,
   );
   const profiles = pick('profile', catalog.profiles, sel.profiles);
+  const backends = pick('backend', catalog.backends, sel.backends ?? ['iptables']);
   const all: CellId[] = [];
   for (const property of props)
-    for (const threat of threats) for (const profile of profiles) all.push({ property, threat, profile });
+    for (const threat of threats)
+      for (const backend of backends) for (const profile of profiles) all.push({ property, threat, profile, backend });
   if (!sel.shard) return all;
   const { index, count } = sel.shard;
   return all.filter((_, k) => k % count === index - 1);
@@ -116,16 +136,16 @@ function foundMark(c: JudgedCell): string {
 }
 
 /**
- * The summary table: one row per property × threat, one column per profile. Cells read
+ * The summary table: one row per property × threat, one column per profile (and backend). Cells read
  * "holds" / "BYPASS" (as expected), "!BYPASS" / "!holds" (differs from the table), "n/e", "ERROR".
  */
 export function renderMatrix(cells: readonly JudgedCell[]): string {
-  const profiles = [...new Set(cells.map((c) => c.profile))];
-  const rows = new Map<string, Map<Profile, JudgedCell>>();
+  const profiles = [...new Set(cells.map(profileColumn))];
+  const rows = new Map<string, Map<string, JudgedCell>>();
   for (const c of cells) {
     const key = `${c.property}|${c.threat}`;
     if (!rows.has(key)) rows.set(key, new Map());
-    rows.get(key)?.set(c.profile, c);
+    rows.get(key)?.set(profileColumn(c), c);
   }
   const propW = Math.max(8, ...cells.map((c) => c.property.length));
   const thrW = Math.max(6, ...cells.map((c) => c.threat.length));

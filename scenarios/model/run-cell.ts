@@ -5,6 +5,7 @@
  * replayed once from its seed + path + replayPath to capture the minimal run's step log and
  * packet trace (which is also the proof that the counterexample replays).
  */
+import type { Backend } from '../../impl/api/backend.js';
 import fc from 'fast-check';
 import type { Profile, World, WorldFactory, WorldKind } from '../world.js';
 import { commandArbitraries } from './arbitraries.js';
@@ -26,6 +27,8 @@ interface CellRunOptions {
   readonly nodes: number;
   readonly ipv6: boolean;
   readonly dnsCapture: boolean;
+  /** The agent's rules backend (absent: iptables). */
+  readonly backend?: Backend;
   /** Replay: run exactly this case (from a counterexample file). */
   readonly path?: string;
   readonly replayPath?: string;
@@ -152,6 +155,7 @@ function buildProperty(
             kernelVersion: spec.threat.kernelVersion,
             ipv6: o.ipv6,
             dnsCapture: o.dnsCapture,
+            ...(o.backend === 'nftables' ? { rulesBackend: o.backend } : {}),
             seed: worldSeed,
           }));
         const w = world;

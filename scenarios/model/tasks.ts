@@ -4,6 +4,7 @@
  * deterministic attacker actions of one threat × profile, scenarios/attacks). Results are plain
  * JSON so they cross thread boundaries.
  */
+import type { Backend } from '../../impl/api/backend.js';
 import type { Profile } from '../world.js';
 import type { PropertyName } from '../properties/index.js';
 import { defaultCatalog } from './catalog.js';
@@ -25,10 +26,17 @@ export type Task =
       readonly property: PropertyName;
       readonly threat: string;
       readonly profile: Profile;
+      readonly backend: Backend;
       readonly runs: number;
       readonly seed: number;
     }
-  | { readonly kind: 'attack'; readonly threat: string; readonly profile: Profile; readonly seed: number };
+  | {
+      readonly kind: 'attack';
+      readonly threat: string;
+      readonly profile: Profile;
+      readonly backend: Backend;
+      readonly seed: number;
+    };
 
 export interface TaskEnv {
   readonly world: WorldChoice;
@@ -43,6 +51,7 @@ export type TaskResult =
       readonly property: PropertyName;
       readonly threat: string;
       readonly profile: Profile;
+      readonly backend: Backend;
       readonly status: CellResult['status'];
       readonly runs: number;
       readonly counterexample?: CounterexampleFile;
@@ -55,6 +64,7 @@ export type TaskResult =
       readonly kind: 'attack';
       readonly threat: string;
       readonly profile: Profile;
+      readonly backend: Backend;
       /** Violations per property: the first few, as action @ phase: message. */
       readonly found: Readonly<Partial<Record<PropertyName, readonly string[]>>>;
       /** Catalog phases the world could not stage (catalog-phases.ts `catalogLog`), e.g. "rogue-zds: skipped (the World has no zdsClient)". */
@@ -77,6 +87,7 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
       const { found, catalogLog } = await runThreatDetailed(factory, t.profile, threat(t.threat), {
         seed: t.seed,
         ipv6: env.settings.ipv6,
+        backend: t.backend,
       });
       const skipped = catalogSkips(catalogLog);
       const byProp: Partial<Record<PropertyName, string[]>> = {};
@@ -89,6 +100,7 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
         kind: 'attack',
         threat: t.threat,
         profile: t.profile,
+        backend: t.backend,
         found: byProp,
         ...(skipped.length ? { skipped } : {}),
       };
@@ -97,6 +109,7 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
         kind: 'attack',
         threat: t.threat,
         profile: t.profile,
+        backend: t.backend,
         found: {},
         error: e instanceof Error ? e.message : String(e),
       };
@@ -105,7 +118,15 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
   const property = catalog.properties.find((p) => p.name === t.property);
   const threat = catalog.threats.find((x) => x.id === t.threat);
   if (!property || !threat) throw new Error(`unknown cell ${t.property} × ${t.threat}`);
-  const base = { kind: 'model' as const, property: t.property, threat: t.threat, profile: t.profile };
+  const base = {
+    kind: 'model' as const,
+    property: t.property,
+    threat: t.threat,
+    profile: t.profile,
+    backend: t.backend,
+  };
+  // The backend travels with the generator settings, so a counterexample replays on it.
+  const settings = { ...env.settings, ...(t.backend === 'nftables' ? { backend: t.backend } : {}) };
   try {
     const factory = await loadFactory(env.world);
     const replayFactory = await loadFactory({ ...env.world, trace: true });
@@ -116,7 +137,7 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
         replayFactory,
         runs: t.runs,
         seed: t.seed,
-        ...env.settings,
+        ...settings,
         onRun: () => onRun(),
       },
     );
@@ -133,7 +154,7 @@ export async function runTask(t: Task, env: TaskEnv, onRun: () => void): Promise
     const name = env.outDir !== undefined ? `${env.outDir}/${fileNameFor(base, t.seed)}` : fileNameFor(base, t.seed);
     const file = toFile(
       { property: t.property, threat: t.threat, profile: t.profile },
-      env.settings,
+      settings,
       r.counterexample,
       name,
       env.world.mutant,

@@ -49,7 +49,7 @@ export function inpodNftDocument(o: InpodOptions, ir: InpodRules): NftDocument {
 }
 
 /** The node's probe documents: the sets first (their own transaction, never flushed), then the rules. */
-export interface HostProbeNft {
+interface HostProbeNft {
   readonly sets: NftDocument;
   readonly rules: NftDocument;
 }

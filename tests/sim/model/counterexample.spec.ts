@@ -22,7 +22,7 @@ function cell() {
   const property = c.properties.find((p) => p.name === 'outbound-capture');
   const threat = c.threats.find((t) => t.id === 'app-nonroot');
   if (!property || !threat) throw new Error('catalog lacks outbound-capture or app-nonroot');
-  expect(c.expected('outbound-capture', 'app-nonroot', 'strict')?.verdict).toBe('holds');
+  expect(c.expected('outbound-capture', 'app-nonroot', 'strict', 'iptables')?.verdict).toBe('holds');
   return { property, threat, profile: 'strict' as const };
 }
 

@@ -38,15 +38,17 @@ test('the summary table marks differences and which search found a bypass', () =
       property: 'convergence',
       threat: 'host-root',
       profile: 'upstream',
+      backend: 'iptables',
       status: 'unexpected bypass',
       runs: 3,
       foundBy: ['model'],
     },
-    { property: 'convergence', threat: 'host-root', profile: 'strict', status: 'holds', runs: 7 },
+    { property: 'convergence', threat: 'host-root', profile: 'strict', backend: 'iptables', status: 'holds', runs: 7 },
     {
       property: 'inbound-capture',
       threat: 'outside',
       profile: 'upstream',
+      backend: 'iptables',
       status: 'bypass found',
       runs: 1,
       foundBy: ['model', 'attacks'],
@@ -56,4 +58,44 @@ test('the summary table marks differences and which search found a bypass', () =
   expect(lines[0]).toMatch(/^property\s+threat\s+upstream\s+strict$/);
   expect(lines[2]).toMatch(/^convergence\s+host-root\s+!BYPASS\[m\] \(3\)\s+holds \(7\)$/);
   expect(lines[3]).toMatch(/^inbound-capture\s+outside\s+BYPASS\[ma\] \(1\)$/);
+});
+
+test('backend axis: iptables by default; --backends adds nftables cells with their own column and expectations', () => {
+  const c = defaultCatalog();
+  const base = planCells(c);
+  expect(new Set(base.map((x) => x.backend))).toEqual(new Set(['iptables']));
+  const both = planCells(c, { backends: ['iptables', 'nftables'] });
+  expect(both).toHaveLength(base.length * 2);
+  expect(() => planCells(c, { backends: ['ebpf'] })).toThrow(/unknown backend "ebpf"; known: iptables, nftables/);
+  // upstream's nftables backend matches the kubelet's uid, so a non-root host process's TCP is captured
+  expect(c.expected('inbound-capture', 'host-process', 'upstream', 'iptables')).toMatchObject({
+    verdict: 'bypass',
+    classes: expect.arrayContaining(['finding-k']),
+  });
+  const nft = c.expected('inbound-capture', 'host-process', 'upstream', 'nftables');
+  expect(nft).toMatchObject({ verdict: 'bypass', classes: ['B8'] });
+  // strict's nftables ruleset is its iptables ruleset translated: the same cells
+  for (const x of base.filter((x) => x.profile === 'strict'))
+    expect(c.expected(x.property, x.threat, 'strict', 'nftables')).toEqual(
+      c.expected(x.property, x.threat, 'strict', 'iptables'),
+    );
+  const text = renderMatrix([
+    {
+      property: 'outbound-capture',
+      threat: 'app-root',
+      profile: 'strict',
+      backend: 'iptables',
+      status: 'holds',
+      runs: 1,
+    },
+    {
+      property: 'outbound-capture',
+      threat: 'app-root',
+      profile: 'strict',
+      backend: 'nftables',
+      status: 'holds',
+      runs: 2,
+    },
+  ]);
+  expect(text.split('\n')[0]).toMatch(/strict\s+strict\/nftables/);
 });

@@ -99,7 +99,7 @@ test('a cell with world reuse reaches the same verdict as with a fresh world per
   const property = c.properties.find((p) => p.name === 'outbound-capture');
   const threat = c.threats.find((t) => t.id === 'app-nonroot');
   if (!property || !threat) throw new Error('catalog lacks outbound-capture or app-nonroot');
-  expect(c.expected('outbound-capture', 'app-nonroot', 'strict')?.verdict).toBe('holds');
+  expect(c.expected('outbound-capture', 'app-nonroot', 'strict', 'iptables')?.verdict).toBe('holds');
   const o = {
     factory: await loadFactory({ world: 'sim' }),
     runs: 30,
@@ -124,7 +124,7 @@ test('a violation that only a reused world shows (a reset that leaks, a digest t
   const property = c.properties.find((p) => p.name === 'convergence');
   const threat = c.threats.find((t) => t.id === 'app-nonroot');
   if (!property || !threat) throw new Error('catalog lacks convergence or app-nonroot');
-  expect(c.expected('convergence', 'app-nonroot', 'strict')?.verdict).toBe('holds');
+  expect(c.expected('convergence', 'app-nonroot', 'strict', 'iptables')?.verdict).toBe('holds');
   const base = await loadFactory({ world: 'sim' });
   // The broken reset stops every proxy behind the model's back, and its digest sees nothing.
   const leaky: WorldFactory = {

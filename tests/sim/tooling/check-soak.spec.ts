@@ -213,8 +213,19 @@ test('the soak report: every differing cell with its re-run and replay commands,
 
 test('re-run commands survive the shell', () => {
   expect(shellWords(['a', "it's", 'x y', '--flag=1,2'])).toBe(`a 'it'\\''s' 'x y' --flag=1,2`);
-  expect(rerunCommand(9, { property: 'liveness', threat: 'app-net-raw-6.1', profile: 'strict' }, 110, [])).toBe(
-    'ambient-lab check --seed 9 --properties liveness --threats app-net-raw-6.1 --profiles strict --runs 110',
+  expect(
+    rerunCommand(
+      9,
+      { property: 'liveness', threat: 'app-net-raw-6.1', profile: 'strict', backend: 'iptables' },
+      110,
+      [],
+    ),
+  ).toBe('ambient-lab check --seed 9 --properties liveness --threats app-net-raw-6.1 --profiles strict --runs 110');
+  // a cell of the nftables backend re-runs on it
+  expect(
+    rerunCommand(9, { property: 'liveness', threat: 'host-root', profile: 'upstream', backend: 'nftables' }, 3, []),
+  ).toBe(
+    'ambient-lab check --seed 9 --properties liveness --threats host-root --profiles upstream --backends nftables --runs 3',
   );
 });
 

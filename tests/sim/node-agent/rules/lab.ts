@@ -1,7 +1,7 @@
 /**
  * A one-node sim lab for the rule builder (same shape as tests/sim/kernel/inpod-fixture.ts, dual
  * stack, and with a plan applied the way the NetnsRules port does: routes and ip rules, then
- * iptables per family):
+ * iptables per family or the nftables document; the host probe rules by either backend):
  *
  *   pod-a (10.244.1.5, fd00:1::5; enrolled, the plan under test) --eth0/veth-a--\
  *                                                                                cni0 in node
@@ -19,6 +19,10 @@ import {
   probeSetMembers,
 } from '../../../../impl/node-agent/host-probe-rules.js';
 import { podUid } from '../../../../impl/api/ids.js';
+import type { Backend } from '../../../../impl/api/backend.js';
+import { renderNft } from '../../../../impl/node-agent/nftables/nft-document.js';
+import { hostProbeNftDocuments, probeSetTable } from '../../../../impl/node-agent/nftables/profile-nft.js';
+import { address } from '../../../../impl/node-agent/rule-ir.js';
 import { SimKernel } from '../../../../sim/kernel/kernel.js';
 import { credentials, type Credentials } from '../../../../sim/kernel/process.js';
 import type { SimSocket } from '../../../../sim/kernel/socket.js';
@@ -106,9 +110,26 @@ function applyPlan(k: SimKernel, ns: string, plan: RedirectionPlan): void {
     k.iptablesRestore(ns, 4, plan.iptables.ipv4, { noflush: true, source: `${ns} plan v4` });
   if (plan.iptables.ipv6 !== undefined)
     k.iptablesRestore(ns, 6, plan.iptables.ipv6, { noflush: true, source: `${ns} plan v6` });
+  if (plan.nftables !== undefined) k.netns(ns).nftables.apply(plan.nftables.text, { source: `${ns} plan nftables` });
 }
 
-export function buildLab(plan: RedirectionPlan, opts: { host?: HostProbeRules; kernelVersion?: string } = {}): Lab {
+/** The host probe rules as the nftables backend writes them: the sets, pod-a's addresses in them, the rules. */
+function applyHostNft(k: SimKernel, host: HostProbeRules): void {
+  const docs = hostProbeNftDocuments(host, { kubeletUid: KUBELET.uid });
+  const nft = k.netns('node').nftables;
+  nft.apply(renderNft(docs.sets), { source: 'node probe sets' });
+  for (const m of probeSetMembers(podUid('pod-a-uid'), [A4, A6])) {
+    if (!host.ipsets.some((x) => x.name === m.set)) continue;
+    const t = probeSetTable(host.profile, m.ip.family);
+    nft.addElements(t.family, t.name, m.set, [address(m.ip)]);
+  }
+  nft.apply(renderNft(docs.rules), { source: 'node probe rules' });
+}
+
+export function buildLab(
+  plan: RedirectionPlan,
+  opts: { host?: HostProbeRules; hostBackend?: Backend; kernelVersion?: string } = {},
+): Lab {
   const k = new SimKernel({ kernelVersion: opts.kernelVersion ?? '6.1' });
   k.addNetns('node');
   k.setLink('node', 'lo', true);
@@ -145,7 +166,8 @@ export function buildLab(plan: RedirectionPlan, opts: { host?: HostProbeRules; k
   k.addRoute('ext', { dst: 'default', family: 6, via: 'fd00:2::1' });
 
   applyPlan(k, 'pod-a', plan);
-  if (opts.host) {
+  if (opts.host && opts.hostBackend === 'nftables') applyHostNft(k, opts.host);
+  else if (opts.host) {
     k.ipsetRestore('node', renderIpsetRestore(opts.host.ipsets, probeSetMembers(podUid('pod-a-uid'), [A4, A6])));
     applyPlan(k, 'node', renderHostProbePlan(opts.host));
   }

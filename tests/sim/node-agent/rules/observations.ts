@@ -5,6 +5,7 @@
  * assert the expected words per profile; the mutation test asserts that every mutant of a
  * security-relevant rule changes at least one of them.
  */
+import type { Backend } from '../../../../impl/api/backend.js';
 import type { RedirectionPlan } from '../../../../impl/host/netns-rules.js';
 import type { HostProbeRules } from '../../../../impl/node-agent/host-probe-rules.js';
 import { formatIp } from '../../../../impl/api/ip/address.js';
@@ -172,10 +173,14 @@ const PROBES: readonly [string, Probe][] = [
   ...perFamily('outside peer routed through the node', (lab, f) => connect(lab, 'ext', APP, f, addr(f, A4, A6), 8080)),
 ];
 
-export function observe(plan: RedirectionPlan, host: HostProbeRules | undefined): Record<string, string> {
+export function observe(
+  plan: RedirectionPlan,
+  host: HostProbeRules | undefined,
+  hostBackend: Backend = 'iptables',
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, probe] of PROBES) {
-    const lab = buildLab(plan, host ? { host } : {});
+    const lab = buildLab(plan, host ? { host, hostBackend } : {});
     try {
       out[name] = probe(lab);
     } catch (e) {
