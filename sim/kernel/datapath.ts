@@ -833,7 +833,9 @@ export class Datapath {
     invalid: boolean,
   ): TableVerdict {
     const markBefore = skb.pkt.mark;
-    const ctx = new HookContext(ns, skb, this.trace, describePacket, hook, inIface, outIface, owner, invalid);
+    // A socket tproxy assigned in prerouting is the packet's socket from then on (skb->sk).
+    const sk = owner ?? (skb.assigned && { uid: skb.assigned.owner.uid, gid: skb.assigned.owner.gid });
+    const ctx = new HookContext(ns, skb, this.trace, describePacket, hook, inIface, outIface, sk, invalid);
     const run = ns.nftables.run(ref, ctx, this.trace.enabled);
     if (this.trace.enabled) {
       this.trace.add({

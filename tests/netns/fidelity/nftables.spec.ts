@@ -64,6 +64,7 @@ test('tproxy statement: assigns a transparent listener; with none the rule break
   const by = Object.fromEntries(kernel.map((r) => [r.name, r]));
   expect(by['tproxied']).toMatchObject({ outcome: 'established', acceptedBy: 'tp' });
   expect(by['no-tproxy-socket']).toMatchObject({ outcome: 'established', acceptedBy: 's9001' });
+  expect(by['tproxied-then-skuid']!.outcome).toBe('timeout');
   expect(compareResults(sim, kernel)).toEqual([]);
 });
 
@@ -133,6 +134,9 @@ test('conntrack on demand: a ct match in a chain no base chain reaches turns tra
   const mark = ctLab(
     'table inet t {\n  chain c {\n    type filter hook prerouting priority -300; policy accept;\n    meta mark set 1 notrack\n  }\n}',
   );
+  const natChain = ctLab(
+    'table ip t {\n  chain pre {\n    type nat hook prerouting priority dstnat; policy accept;\n  }\n}',
+  );
   const k = await KernelLab.create(ct);
   const prefix = k.run.prefix;
   const kernel: Record<string, string | undefined> = {};
@@ -141,6 +145,7 @@ test('conntrack on demand: a ct match in a chain no base chain reaches turns tra
       ['ct', ct],
       ['ct6', ct6],
       ['mark', mark],
+      ['nat chain without rules', natChain],
       ['ct again', ct],
     ] as const) {
       await k.configure(lab);
@@ -155,9 +160,16 @@ test('conntrack on demand: a ct match in a chain no base chain reaches turns tra
     ['ct', ct],
     ['ct6', ct6],
     ['mark', mark],
+    ['nat chain without rules', natChain],
     ['ct again', ct],
   ] as const)
     sim[name] = runLab(lab, name, { trace: false }).results[0]?.originalDst;
-  expect(kernel).toEqual({ ct: '10.244.1.1:18080', ct6: '(ENOENT)', mark: '(ENOENT)', 'ct again': '10.244.1.1:18080' });
+  expect(kernel).toEqual({
+    ct: '10.244.1.1:18080',
+    ct6: '(ENOENT)',
+    mark: '(ENOENT)',
+    'nat chain without rules': '(ENOENT)',
+    'ct again': '10.244.1.1:18080',
+  });
   expect(sim).toEqual(kernel);
 });

@@ -69,6 +69,7 @@ test('tproxy: a transparent listener takes the connection; without one the rule 
   const r = results(TPROXY_LAB);
   expect(r['tproxied']).toMatchObject({ outcome: 'established', acceptedBy: 'tp' });
   expect(r['no-tproxy-socket']).toMatchObject({ outcome: 'established', acceptedBy: 's9001' });
+  expect(r['tproxied-then-skuid']!.outcome).toBe('timeout');
 });
 
 test('a bad nftables document in a lab file names the lab file, its line and the problem', () => {

@@ -175,7 +175,8 @@ attempts:
 /**
  * nft's tproxy statement: with a transparent listener it assigns the socket and the rule goes on
  * (mark, accept); with none the rule breaks and the chain goes on, so the packet is delivered as
- * addressed — where iptables' TPROXY drops it.
+ * addressed — where iptables' TPROXY drops it. The socket tproxy assigned is the packet's socket
+ * for later chains: `meta skuid 0 drop` at priority 0 drops what was given to root's listener.
  */
 export const TPROXY_LAB = `version: 1
 kernel: "6.1"
@@ -192,6 +193,11 @@ namespaces:
           type filter hook prerouting priority mangle; policy accept;
           tcp dport 9000 tproxy to :15001 meta mark set 0x1 accept
           tcp dport 9001 tproxy to :15009 meta mark set 0x1 accept
+          tcp dport 9002 tproxy to :15001 meta mark set 0x1 accept
+        }
+        chain pre-late {
+          type filter hook prerouting priority filter; policy accept;
+          tcp dport 9002 meta skuid 0 drop
         }
       }
 veths:
@@ -204,6 +210,7 @@ sockets:
 attempts:
   - { name: tproxied, netns: client, address: 10.0.0.2, port: 9000, uid: 1000 }
   - { name: no-tproxy-socket, netns: client, address: 10.0.0.2, port: 9001, uid: 1000 }
+  - { name: tproxied-then-skuid, netns: client, address: 10.0.0.2, port: 9002, uid: 1000 }
 `;
 
 /**
