@@ -42,6 +42,8 @@ export interface MatrixOptions {
   readonly threats?: readonly ThreatId[];
   readonly seed?: number;
   readonly ipv6?: boolean;
+  /** The agent's rules backend (default iptables). */
+  readonly backend?: Backend;
   /** Called after each profile × threat run (progress bars). */
   readonly onProgress?: (done: number, total: number, label: string) => void;
 }
@@ -352,8 +354,9 @@ export function judgeCell(
   profile: Profile,
   found: readonly FoundViolation[],
   worldProbe?: { appExec?: unknown },
+  backend: Backend = 'iptables',
 ): MatrixCell {
-  const expected = expectedCell(property, threat, profile);
+  const expected = expectedCell(property, threat, profile, backend);
   const violations = found.filter((f) => f.violation.property === property);
   const observed = violations.length > 0 ? 'bypass' : 'holds';
   let status: CellStatus =
@@ -386,9 +389,10 @@ export async function runMatrix(o: MatrixOptions): Promise<MatrixResult> {
       const run = await runThreatDetailed(o.factory, profile, t, {
         ...(o.seed !== undefined ? { seed: o.seed } : {}),
         ...(o.ipv6 !== undefined ? { ipv6: o.ipv6 } : {}),
+        ...(o.backend !== undefined ? { backend: o.backend } : {}),
       });
       const probe = run.appExec ? { appExec: true } : {};
-      for (const p of PROPERTY_NAMES) cells.push(judgeCell(p, t.id, profile, run.found, probe));
+      for (const p of PROPERTY_NAMES) cells.push(judgeCell(p, t.id, profile, run.found, probe, o.backend));
       o.onProgress?.(++done, total, `${profile} × ${t.id}`);
     }
   }

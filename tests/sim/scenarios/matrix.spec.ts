@@ -1,6 +1,6 @@
 /**
  * The security matrix on the sim world: every cell's observed verdict must match the expected
- * table (scenarios/expected/table.ts) in both directions, for both profiles.
+ * table (scenarios/expected/table.ts) in both directions, for both profiles and both rules backends.
  */
 import { test, expect } from '@playwright/test';
 import { simWorldFactory } from '../../../scenarios/worlds/sim-world.js';
@@ -29,20 +29,22 @@ function describe(c: MatrixCell): string {
   return `${c.property} × ${c.threat} × ${c.profile}: expected ${c.expected.verdict}, observed ${c.observed}${ex ? ` — e.g. [${ex.phase}] ${ex.action ?? ''}: ${ex.violation.message}` : ''}${c.note ? ` (${c.note})` : ''}`;
 }
 
-for (const profile of ['upstream', 'strict'] as const) {
-  for (const t of THREATS) {
-    test(`matrix ${profile} × ${t.id}: observed verdicts match the expected table`, async () => {
-      test.setTimeout(120_000);
-      const m = await runMatrix({ factory: simWorldFactory, profiles: [profile], threats: [t.id] });
-      const wrong = m.cells
-        .filter((c) => c.status === 'unexpected-bypass' || c.status === 'missed-bypass')
-        .map(describe);
-      expect(wrong).toEqual([]);
-      // The sim has World.appExec: the NET_ADMIN-flush and port-hijack cells are all evaluated.
-      expect(m.cells.filter((c) => c.status === 'not-evaluated').map(describe)).toEqual([]);
-    });
+for (const backend of ['iptables', 'nftables'] as const)
+  for (const profile of ['upstream', 'strict'] as const) {
+    for (const t of THREATS) {
+      const column = backend === 'iptables' ? profile : `${profile}/${backend}`;
+      test(`matrix ${column} × ${t.id}: observed verdicts match the expected table`, async () => {
+        test.setTimeout(120_000);
+        const m = await runMatrix({ factory: simWorldFactory, profiles: [profile], threats: [t.id], backend });
+        const wrong = m.cells
+          .filter((c) => c.status === 'unexpected-bypass' || c.status === 'missed-bypass')
+          .map(describe);
+        expect(wrong).toEqual([]);
+        // The sim has World.appExec: the NET_ADMIN-flush and port-hijack cells are all evaluated.
+        expect(m.cells.filter((c) => c.status === 'not-evaluated').map(describe)).toEqual([]);
+      });
+    }
   }
-}
 
 // finding-l by itself (the strict cells of the capability threats are bypasses for other reasons
 // too): what the port-hijack phase finds, and how the attacker bound.
