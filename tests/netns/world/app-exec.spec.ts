@@ -118,3 +118,29 @@ test('with NET_ADMIN the flush removes the redirection: the app reaches a pod ou
     expect(after.acceptedBy, after.trace).toBe('proxy-outbound');
   });
 });
+
+test('nftables tampering: without NET_ADMIN `nft` is EPERM; with it the app’s notrack table takes its TCP past the capture, and strict’s repair deletes the table', async () => {
+  await withNetnsWorld({ profile: 'strict' }, async (w) => {
+    await pods(w, { uid: 1000, caps: [], tcpPorts: [8080] });
+    const refused = await w.appExec(a, { kind: 'nft-insert', table: 'notrack-tcp' });
+    expect(refused.ok).toBe(false);
+    expect(refused.error).toContain('EPERM');
+    expect((await w.appExec(a, { kind: 'nft-flush' })).error).toContain('EPERM');
+  });
+  await withNetnsWorld({ profile: 'strict' }, async (w) => {
+    await pods(w, { uid: 0, caps: ['NET_ADMIN'], tcpPorts: [8080] });
+    // frozen agent, as the flush test above: the repair pass must not race the attempt
+    const agent = w.lab.state.components['node-0/agent']!;
+    process.kill(agent.pid, 'SIGSTOP');
+    try {
+      expect(await w.appExec(a, { kind: 'nft-insert', table: 'notrack-tcp' })).toEqual({ ok: true });
+      const bypass = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+      expect(bypass.acceptedBy, bypass.trace).toBe('app');
+    } finally {
+      process.kill(agent.pid, 'SIGCONT');
+    }
+    await w.settle();
+    const after = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: q, port: 8080 });
+    expect(after.acceptedBy, after.trace).toBe('proxy-outbound');
+  });
+});
