@@ -52,6 +52,7 @@ export function labToYaml(lab: Lab, comment?: string): string {
         ipsets: n.ipsets,
         iptables: n.iptables,
         ip6tables: n.ip6tables,
+        nftables: n.nftables,
       }),
     ),
     veths: lab.veths.map((v) => ({ a: clean({ ...v.a }), b: clean({ ...v.b }) })),
