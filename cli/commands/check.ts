@@ -30,6 +30,7 @@ import {
 } from '../../scenarios/model/check.js';
 import { defaultCatalog } from '../../scenarios/model/catalog.js';
 import {
+  counterexampleCell,
   CounterexampleFileError,
   loadCounterexample,
   renderCounterexample,
@@ -278,6 +279,7 @@ export async function planCheck(
         [f.profile],
         f.settings.ipv6,
         opts.mutant !== undefined ? '--mutant' : `--replay ${opts.replay}: its mutant`,
+        [f.settings.backend ?? 'iptables'],
       );
     return {
       kind: 'replay',
@@ -324,6 +326,7 @@ export async function planCheck(
       (budget.profiles as readonly Profile[] | undefined) ?? names.profiles,
       ipv6,
       '--mutant',
+      backends ?? ['iptables'],
     );
   return {
     kind: 'run',
@@ -344,7 +347,18 @@ export async function planCheck(
 }
 
 /** A mutant must exist for every profile the run uses, or those cells would only report errors. */
-async function checkMutant(name: string, profiles: readonly Profile[], ipv6: boolean, what: string): Promise<void> {
+async function checkMutant(
+  name: string,
+  profiles: readonly Profile[],
+  ipv6: boolean,
+  what: string,
+  backends: readonly string[] = ['iptables'],
+): Promise<void> {
+  // Mutants are edits of the IR; upstream's nftables document is istio-cni's own words, not the IR's.
+  if (profiles.includes('upstream') && backends.includes('nftables'))
+    throw new UsageError(
+      `${what} ${JSON.stringify(name)}: mutants reach upstream's nftables document only through its iptables form (the document is istio-cni's own words); use --profiles strict or --backends iptables`,
+    );
   for (const profile of profiles) {
     const known = await mutantNames(profile, ipv6);
     if (!known.includes(name)) {
@@ -477,7 +491,7 @@ export function renderReport(r: CheckReport, opts: { readonly verbose?: boolean 
       for (const f of brief) {
         const file = cellOf(f)?.counterexampleFile;
         lines.push(
-          `  ${f.property} × ${f.threat} × ${f.profile}: ${oneLine(f.violation.message)}${file ? `  (ambient-lab check --replay ${file})` : ''}`,
+          `  ${counterexampleCell(f)}: ${oneLine(f.violation.message)}${file ? `  (ambient-lab check --replay ${file})` : ''}`,
         );
       }
       lines.push('');
@@ -510,7 +524,7 @@ async function replay(p: CheckReplayPlan): Promise<number> {
     if (out.replayed) process.stdout.write(renderCounterexample(out.replayed) + '\n\n');
     process.stdout.write(
       out.same
-        ? `REPRODUCED: ${f.property} × ${f.threat} × ${f.profile}: ${out.observed}\n`
+        ? `REPRODUCED: ${counterexampleCell(f)}: ${out.observed}\n`
         : out.error !== undefined
           ? `HARNESS ERROR: the replay of ${p.file} failed: ${out.error}\n`
           : `NOT REPRODUCED: expected "${out.original}", observed ${out.observed}\n`,

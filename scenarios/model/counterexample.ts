@@ -98,6 +98,14 @@ function jsonSafe(v: Readonly<Record<string, unknown>>): Readonly<Record<string,
   }
 }
 
+/** The cell a counterexample belongs to, as the matrix names it (`… × strict/nftables`). */
+export function counterexampleCell(
+  f: Pick<CounterexampleFile, 'property' | 'threat' | 'profile' | 'settings'>,
+): string {
+  const b = f.settings.backend;
+  return `${f.property} × ${f.threat} × ${b === undefined || b === 'iptables' ? f.profile : `${f.profile}/${b}`}`;
+}
+
 export function fileNameFor(
   cell: { property: string; threat: string; profile: string; backend?: string; settings?: { backend?: string } },
   seed: number,
@@ -265,7 +273,7 @@ export function describeAttempt(a: NonNullable<CounterexampleFile['attempt']>): 
 
 export function renderCounterexample(f: CounterexampleFile, savedAs?: string): string {
   const lines: string[] = [];
-  lines.push(`-- ${f.property} × ${f.threat} × ${f.profile} (${f.world}): ${f.violation.message}`);
+  lines.push(`-- ${counterexampleCell(f)} (${f.world}): ${f.violation.message}`);
   if (savedAs) lines.push(`   saved: ${savedAs}   replay: ambient-lab check --replay ${savedAs}`);
   lines.push(`   seed ${f.seed}, path ${f.path}`);
   lines.push('   history (shrunk):');

@@ -203,6 +203,17 @@ function ruleText(r: Rule, family: IpFamily): string[] {
   return out;
 }
 
+/**
+ * One own-chain rule as the `add rule` commands of its table's document (two for TPROXY): the
+ * exact lines rulesetTables and renderNft write for it, so a rendered plan can be edited by rule
+ * (mutation testing through the nftables backend).
+ */
+export function ruleCommands(r: Rule, family: IpFamily, prefix: string): string[] {
+  if (isBuiltin(r.chain)) throw new Error(`rule ${r.id}: hooks are base chains in nftables, not rules`);
+  const table = `${family === 'ipv4' ? 'ip' : 'ip6'} ${prefix}-${r.table}`;
+  return ruleText(r, family).map((text) => `add rule ${table} ${r.chain} ${text}`);
+}
+
 const HOOK_OF: Record<string, NftHook> = {
   PREROUTING: 'prerouting',
   INPUT: 'input',

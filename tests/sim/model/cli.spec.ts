@@ -6,7 +6,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,7 @@ interface JsonCell {
   property: string;
   threat: string;
   profile: string;
+  backend: string;
   status: string;
   observed: string;
   runs: number;
@@ -143,4 +144,50 @@ test('shards partition the matrix cells', () => {
     'outside/upstream',
   ]);
   expect(cli([...args, '--shard', '3/2']).stderr).toContain('--shard "3/2": expected i/n');
+});
+
+test('positive control through the nftables backend: a strict mutant written by the nft translator is found, saved with its backend, and replays on it; upstream × nftables refuses mutants (exit 2)', () => {
+  const out = mkdtempSync(path.join(tmpdir(), 'al-check-nft-'));
+  try {
+    const r = cli([
+      'check',
+      ...SMALL,
+      '--backends',
+      'nftables',
+      '--runs',
+      '40',
+      '--json',
+      '--out',
+      out,
+      '--mutant',
+      'ipv4 remove nat/out/redirect-outbound',
+    ]);
+    expect(r.code, r.stderr).toBe(1);
+    const j = JSON.parse(r.stdout) as JsonReport;
+    const bad = j.cells.find((c) => c.property === 'outbound-capture');
+    expect(bad).toMatchObject({ backend: 'nftables', status: 'unexpected bypass' });
+    const file = bad?.counterexampleFile ?? '';
+    expect(file).toMatch(/--strict-nftables--\d+\.json$/);
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { settings: { backend?: string } };
+    expect(saved.settings.backend).toBe('nftables');
+    const text = cli(['check', '--replay', file]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain('REPRODUCED: outbound-capture × app-nonroot × strict/nftables: ');
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+  const refused = cli([
+    'check',
+    '--profiles',
+    'upstream',
+    '--backends',
+    'nftables',
+    '--mutant',
+    'ipv4 remove nat/out/redirect-outbound',
+  ]);
+  expect(refused.code).toBe(2);
+  expect(refused.stderr).toContain("mutants reach upstream's nftables document only through its iptables form");
+  const badBackend = cli(['check', '--backends', 'ebpf']);
+  expect(badBackend.code).toBe(2);
+  expect(badBackend.stderr).toMatch(/--backends.*ebpf/);
 });
