@@ -2,7 +2,8 @@
  * What a kind node can tell about its pods, read on the node itself (`docker exec <node> sh -c`),
  * never inferred from the API: for every ready pod sandbox, its network namespace (inode) and
  * whether that namespace holds the mesh's redirection rules (iptables-save in the pod netns shows
- * the jump to the proxy's outbound port, as the netns world checks); and the node proxy's
+ * the jump to the proxy's outbound port, or — the nftables backend — `nft list ruleset` its
+ * redirect, as the netns world checks); and the node proxy's
  * /status (which pod uids it serves, with the identity `dev:inode` of the netns it received over
  * ZDS). A pod is `served` when the proxy serves its uid with its CURRENT netns inode.
  *
@@ -45,7 +46,18 @@ export function nodeEvidenceScript(proxyStatusUrl: string): string {
     '    printf \'al-pod-unreadable %s neither iptables-nft-save nor iptables-legacy-save could read netns %s\\n\' "$1" "$2"',
     '    continue',
     '  fi',
-    "  if printf '%s\\n' \"$rules\" | grep -Eq -- '--to-ports 15001\\b|--on-port 15001\\b'; then r=1; else r=0; fi",
+    // The nftables backend writes no iptables: its redirect is in the nftables ruleset. A node
+    // without nft cannot hold nftables rules the mesh wrote with its own nft, so its absence
+    // reads as none; an nft that fails is an unreadable sandbox like a failing save.
+    '  if command -v nft >/dev/null 2>&1; then',
+    '    if ! nftrules=$(nsenter --net="$2" nft -s list ruleset 2>&1); then',
+    '      printf \'al-pod-unreadable %s nft -s list ruleset failed in netns %s: %s\\n\' "$1" "$2" "$(printf \'%s\' "$nftrules" | head -n 1)"',
+    '      continue',
+    '    fi',
+    '    rules="$rules',
+    '$nftrules"',
+    '  fi',
+    "  if printf '%s\\n' \"$rules\" | grep -Eq -- '--to-ports 15001\\b|--on-port 15001\\b|redirect to :15001\\b'; then r=1; else r=0; fi",
     '  printf \'al-pod %s %s %s\\n\' "$1" "$ino" "$r"',
     'done',
   ].join('\n');

@@ -18,7 +18,10 @@ const run = promisify(execFile);
 const URL = 'http://127.0.0.1:15000/status';
 
 /** nsenter runs its command with FAKE_NETNS naming the namespace; the save tools print that namespace's rules. */
-async function netnsFakes(f: Fakes, rules: Record<string, { nft?: string; legacy?: string }>): Promise<void> {
+async function netnsFakes(
+  f: Fakes,
+  rules: Record<string, { nft?: string; legacy?: string; nftables?: string }>,
+): Promise<void> {
   await writeFile(path.join(f.dir, 'nsenter'), '#!/bin/sh\nns="${1#--net=}"; shift; FAKE_NETNS="$ns" exec "$@"\n');
   const save = (backend: 'nft' | 'legacy'): string =>
     [
@@ -34,6 +37,22 @@ async function netnsFakes(f: Fakes, rules: Record<string, { nft?: string; legacy
   await writeFile(path.join(f.dir, 'iptables-nft-save'), save('nft'));
   await writeFile(path.join(f.dir, 'iptables-legacy-save'), save('legacy'));
   for (const b of ['nsenter', 'iptables-nft-save', 'iptables-legacy-save']) await chmod(path.join(f.dir, b), 0o755);
+  // `nft` only on a node some netns has nftables rules on (the others have no nft at all)
+  if (!Object.values(rules).some((r) => r.nftables !== undefined)) return;
+  const nft = [
+    '#!/bin/sh',
+    'case "$FAKE_NETNS" in',
+    ...Object.entries(rules).map(([ns, r]) =>
+      r.nftables === 'FAIL'
+        ? `  ${ns}) echo "netlink: Error: cache initialization failed" >&2; exit 1 ;;`
+        : `  ${ns}) printf '%s\\n' ${JSON.stringify(r.nftables ?? '')} ;;`,
+    ),
+    '  *) echo "no such netns $FAKE_NETNS" >&2; exit 1 ;;',
+    'esac',
+    '',
+  ].join('\n');
+  await writeFile(path.join(f.dir, 'nft'), nft);
+  await chmod(path.join(f.dir, 'nft'), 0o755);
 }
 
 test('the node script: ready sandboxes with their netns inode and redirection (either backend); host-network skipped; the proxy status', async () => {
@@ -122,4 +141,36 @@ test('a proxy that does not answer serves nothing; unknown lines are kept as noi
   // no status line: not the script's output (it did not run) — an error, not "no sandboxes"
   expect(() => parseNodeEvidence('', 'n1')).toThrow(/the node evidence script on n1 printed no status line/);
   expect(() => parseNodeEvidence('al-pod uid-a 7 1\n', 'n1')).toThrow(/printed no status line/);
+});
+
+test('the node script reads the nftables ruleset too (the nftables backend): its redirect counts, a failing nft is unreadable, not "not redirected"', async () => {
+  const f = await makeFakes(['crictl', 'stat', 'curl']);
+  try {
+    await f.setRules([
+      { bin: 'crictl', has: ['pods', '-q'], stdout: 'sb-a\nsb-b\nsb-c\n' },
+      { bin: 'crictl', has: ['inspectp', 'sb-a'], stdout: 'uid-a /var/run/netns/cni-a' },
+      { bin: 'crictl', has: ['inspectp', 'sb-b'], stdout: 'uid-b /var/run/netns/cni-b' },
+      { bin: 'crictl', has: ['inspectp', 'sb-c'], stdout: 'uid-c /var/run/netns/cni-c' },
+      { bin: 'stat', has: ['/var/run/netns/cni-a'], stdout: '4026532001\n' },
+      { bin: 'stat', has: ['/var/run/netns/cni-b'], stdout: '4026532002\n' },
+      { bin: 'stat', has: ['/var/run/netns/cni-c'], stdout: '4026532003\n' },
+      { bin: 'curl', has: [URL], stdout: '{"pods":[]}' },
+    ]);
+    await netnsFakes(f, {
+      '/var/run/netns/cni-a': {
+        nftables: 'table ip istio-ambient-nat {\n\tip daddr != 127.0.0.1 meta l4proto tcp redirect to :15001\n}',
+      },
+      '/var/run/netns/cni-b': { nftables: 'table ip t {\n\ttcp dport 15001 accept\n}' },
+      '/var/run/netns/cni-c': { nft: '# empty', nftables: 'FAIL' },
+    });
+    const ev = parseNodeEvidence((await run('sh', ['-c', nodeEvidenceScript(URL)], { env: f.env })).stdout);
+    expect(ev.noise).toEqual([]);
+    expect(Object.fromEntries(ev.sandboxes)).toEqual({
+      'uid-a': { netnsInode: '4026532001', redirected: true },
+      'uid-b': { netnsInode: '4026532002', redirected: false },
+    });
+    expect(ev.unreadable.get('uid-c')).toMatch(/nft -s list ruleset failed in netns \/var\/run\/netns\/cni-c: .*cache/);
+  } finally {
+    await f.dispose();
+  }
 });
