@@ -1074,7 +1074,7 @@ export class NetnsWorld implements World {
 
   /**
    * Packets counted so far by the TPROXY rules of the netns holding `dst`, by --on-port (from
-   * `iptables-save -c -t mangle`). TPROXY rewrites nothing, so conntrack cannot tell which
+   * `iptables-save -c -t mangle`, and with the nftables backend `nft list ruleset`). TPROXY rewrites nothing, so conntrack cannot tell which
    * listener it chose; a rule whose count grew across a raw SYN (attempts run one at a time)
    * says the SYN was handed to the transparent listener on its port.
    */
@@ -1087,6 +1087,14 @@ export class NetnsWorld implements World {
     for (const line of out.stdout.split('\n')) {
       const m = /^\[(\d+):\d+\] -A \S+ .*-j TPROXY --on-port (\d+)/.exec(line);
       if (m) hits.set(Number(m[2]), (hits.get(Number(m[2])) ?? 0) + Number(m[1]));
+    }
+    if (this.lab.state.rulesBackend === 'nftables') {
+      // The nftables backend's TPROXY rules carry a counter (ruleset-to-nft.ts) for exactly this.
+      const nft = await observeInOutput(netns, ['nft', 'list', 'ruleset']);
+      for (const line of nft.stdout.split('\n')) {
+        const m = /counter packets (\d+) bytes \d+ tproxy (?:ip6? )?to \S*?:(\d+)\b/.exec(line);
+        if (m) hits.set(Number(m[2]), (hits.get(Number(m[2])) ?? 0) + Number(m[1]));
+      }
     }
     return hits;
   }

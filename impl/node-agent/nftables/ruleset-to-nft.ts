@@ -19,8 +19,10 @@
  *   packet is judged differently. An owner match nftables cannot say (`--socket-exists` alone,
  *   `! --uid-owner` without `--socket-exists`) is refused.
  * - `TPROXY` drops a packet no socket takes; nftables' `tproxy` statement instead ends the rule
- *   and lets the chain go on. Each TPROXY rule is therefore two: `tproxy … meta mark set … accept`
- *   and, with the same matches, `drop` (the failed tproxy changed nothing, so the same matches hold).
+ *   and lets the chain go on. Each TPROXY rule is therefore two: `counter tproxy … meta mark set …
+ *   accept` and, with the same matches, `drop` (the failed tproxy changed nothing, so the same
+ *   matches hold). The counter is what iptables' rule counter is to the real-kernel worlds: the
+ *   trace of which packets TPROXY took (raw-SYN attribution).
  * - `CONNMARK --restore-mark` is supported with full masks only (`meta mark set ct mark`).
  *
  * Values reaching the text were validated when the IR was built (interface names, addresses,
@@ -171,7 +173,8 @@ function renderTarget(t: Target, rule: Rule): { readonly text: string; readonly 
       return { text: `redirect to :${t.toPort}` };
     case 'TPROXY':
       l4Proto(rule);
-      return { text: `tproxy to :${t.onPort} ${markSet('meta mark', t.mark)} accept`, fallback: 'drop' };
+      // `counter`: as iptables counts a TPROXY rule's matches, so an observer can tell a packet took it
+      return { text: `counter tproxy to :${t.onPort} ${markSet('meta mark', t.mark)} accept`, fallback: 'drop' };
     case 'SNAT':
       return { text: `snat to ${address(t.toSource)}` };
     case 'CONNMARK-set':

@@ -53,6 +53,15 @@ for (const profile of ['upstream', 'strict'] as const) {
       expect(out.acceptedBy, out.trace).toBe('proxy-outbound');
       const inbound = await w.connect({ kind: 'pod', pod: q }, { kind: 'pod', pod: a, port: 8080 });
       expect(inbound.acceptedBy, inbound.trace).toBe('proxy-inbound');
+      // a raw SYN from outside (AF_PACKET): attributed by conntrack (upstream's REDIRECT) or by the
+      // TPROXY rule's counter (strict), read from nftables here
+      const raw = await w.connect(
+        { kind: 'outside' },
+        { kind: 'pod', pod: a, port: 8080 },
+        { proto: 'tcp', raw: true },
+      );
+      expect(raw.trace).toContain('SYN-ACK from listener port 15006');
+      expect(raw.acceptedBy, raw.trace).toBe('proxy-inbound');
       const mesh = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: b, port: 8080 });
       expect(
         mesh.deliveries.some((d) => d.pod.name === 'b' && d.viaProxy),
