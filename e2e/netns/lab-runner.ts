@@ -430,7 +430,10 @@ export class KernelLab {
     // nftables: one `nft -f` transaction deletes the previous case's tables and applies this one's.
     const nftTables = n.nftables === undefined ? [] : nftTablesOf(n.nftables, n.name);
     if (prev.nftTables.length > 0 || n.nftables !== undefined) {
-      const doc = [...prev.nftTables.map((t) => `delete table ${t}`), n.nftables ?? ''].join('\n');
+      // `add` before `delete`: a table an earlier case meant to make may be missing (that case
+      // failed in another namespace, so its state was never recorded); adding it first makes the
+      // delete succeed either way, in the same transaction (nft 1.0.6 has no `destroy`).
+      const doc = [...prev.nftTables.map((t) => `add table ${t}\ndelete table ${t}`), n.nftables ?? ''].join('\n');
       try {
         await this.exec(n.name, ['nft', '-f', '-'], doc.endsWith('\n') ? doc : `${doc}\n`);
       } catch (e) {
