@@ -1,8 +1,9 @@
 /**
- * `npm run fidelity -- [--runs N] [--seed N] [--lanes N] [--save DIR]`: the long differential
- * run, simulator vs the real kernel (root). Prints the seed first, progress while it runs, and
- * every shrunk counterexample; saves them as lab files (default fixtures/fidelity/) so the
- * regression test replays them. Exit code 1 when a counterexample was found.
+ * `npm run fidelity -- [--runs N] [--seed N] [--lanes N] [--save DIR] [--nftables]`: the long
+ * differential run, simulator vs the real kernel (root). Prints the seed first, progress while it
+ * runs, and every shrunk counterexample; saves them as lab files (default fixtures/fidelity/) so
+ * the regression test replays them. Exit code 1 when a counterexample was found. `--nftables`:
+ * every case also carries nft documents (generator.ts, caseArb({ nftables: true })).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,9 +36,12 @@ async function main(): Promise<void> {
   const runs = arg('runs', 1000);
   const seed = arg('seed', Date.now() % 2 ** 31);
   const lanes = arg('lanes', 2);
+  const nftables = process.argv.includes('--nftables');
   const si = process.argv.indexOf('--save');
   const saveDir = si >= 0 ? (process.argv[si + 1] ?? 'fixtures/fidelity') : 'fixtures/fidelity';
-  console.log(`fidelity: ${runs} cases, seed ${seed} (lanes use seed+0..${lanes - 1}), ${lanes} lanes`);
+  console.log(
+    `fidelity: ${runs} ${nftables ? 'nftables-bearing ' : ''}cases, seed ${seed} (lanes use seed+0..${lanes - 1}), ${lanes} lanes`,
+  );
   const t0 = Date.now();
   let done = 0;
   const report = await withKernelLanes(lanes, fixedTopology(), (ls) =>
@@ -45,6 +49,7 @@ async function main(): Promise<void> {
       runs,
       seed,
       lanes: ls,
+      nftables,
       onCase: () => {
         done++;
         if (done % 100 === 0) console.log(`  ${done} cases, ${((Date.now() - t0) / 1000).toFixed(0)} s`);
@@ -60,7 +65,7 @@ async function main(): Promise<void> {
   }
   mkdirSync(saveDir, { recursive: true });
   for (const c of report.counterexamples) {
-    const file = join(saveDir, `seed-${c.seed}.yaml`);
+    const file = join(saveDir, `${nftables ? 'nft-' : ''}seed-${c.seed}.yaml`);
     writeFileSync(file, c.yaml);
     console.log(`\ncounterexample (lane ${c.lane}, seed ${c.seed}) saved to ${file}`);
     console.log(formatDifferences(c.verdict.differences, c.verdict.sim ?? [], c.verdict.kernel ?? []));

@@ -18,7 +18,7 @@ import { NetnsRun } from './netns-run.js';
 import { ProbeError, ProbePool, ROOT_ADMIN, type Probe } from './probe.js';
 import type { AcceptEvent, ConnectOutcome, DatagramEvent, ProbeEvent } from './probe-protocol.js';
 import { rethrowAfterCleanup } from '../cleanup.js';
-import { NfTables } from '../../sim/kernel/nftables/nftables.js';
+import { NfTables, NftError } from '../../sim/kernel/nftables/nftables.js';
 
 export interface KernelLabOptions {
   /** Run prefix (`al-...-`); default a fresh one. */
@@ -306,7 +306,18 @@ export class KernelLab {
   async configure(lab: Lab): Promise<ListenerResult[]> {
     await this.pool.closeListeners();
     const next = new Map<string, CaseState>();
-    await Promise.all(lab.namespaces.map(async (n) => next.set(n.name, await this.configureNetns(n))));
+    const settled = await Promise.allSettled(
+      lab.namespaces.map(async (n) => next.set(n.name, await this.configureNetns(n))),
+    );
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      // The namespaces that were configured hold this case's state now (their nft tables, say);
+      // the failed one kept its previous state (nft -f is one transaction). Record both, so the
+      // next case removes what is really there.
+      for (const [name, state] of next) this.added.set(name, state);
+      const reason: unknown = failed.reason;
+      throw reason instanceof Error ? reason : new Error(`configuring the case failed: ${String(reason)}`);
+    }
     // Namespaces the new lab does not mention keep nothing from the previous case.
     for (const [name, prev] of this.added) {
       if (!next.has(name)) {
@@ -428,7 +439,14 @@ export class KernelLab {
       }
     }
     // nftables: one `nft -f` transaction deletes the previous case's tables and applies this one's.
-    const nftTables = n.nftables === undefined ? [] : nftTablesOf(n.nftables, n.name);
+    // The tables it leaves come from the model's reading of the document; a document the model
+    // refuses still goes to nft (Linux decides what is valid here, so the differential property
+    // sees a model that refuses what nft takes), and its tables are then read back from the kernel.
+    let nftTables = n.nftables === undefined ? [] : nftTablesOf(n.nftables);
+    const others =
+      nftTables === undefined
+        ? (await this.nftTableList(n.name)).filter((t) => !prev.nftTables.includes(t))
+        : undefined;
     if (prev.nftTables.length > 0 || n.nftables !== undefined) {
       // `add` before `delete`: a table an earlier case meant to make may be missing (that case
       // failed in another namespace, so its state was never recorded); adding it first makes the
@@ -440,7 +458,18 @@ export class KernelLab {
         throw new Error(`nftables of ${n.name} (${ns}): ${(e as Error).message}`, { cause: e });
       }
     }
-    return { routes, rules, ipsets, iptables, nftTables };
+    if (others !== undefined) nftTables = (await this.nftTableList(n.name)).filter((t) => !others.includes(t));
+    return { routes, rules, ipsets, iptables, nftTables: nftTables ?? [] };
+  }
+
+  /** Every nftables table of a lab namespace, as `FAMILY NAME` (iptables-nft's tables included). */
+  private async nftTableList(labNs: string): Promise<string[]> {
+    const out = await this.exec(labNs, ['nft', 'list', 'tables']);
+    return out
+      .split('\n')
+      .map((l) => /^table (\S+) (\S+)$/.exec(l.trim()))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => `${m[1]} ${m[2]}`);
   }
 
   /** Play the attempts in order, one at a time (so every accept is attributable to one attempt). */
@@ -577,11 +606,16 @@ export async function runLabOnKernel(lab: Lab, opts: KernelLabOptions = {}): Pro
 export { ProbeError };
 
 /**
- * The tables an `nft -f` document leaves, as `FAMILY NAME`: read from the simulator's model of the
- * same document (a document the model refuses is refused here, naming the namespace).
+ * The tables an `nft -f` document leaves, as `FAMILY NAME`, read from the simulator's model of the
+ * same document; undefined when the model refuses the document (the caller asks the kernel).
  */
-function nftTablesOf(doc: string, labNs: string): string[] {
+function nftTablesOf(doc: string): string[] | undefined {
   const model = new NfTables();
-  model.apply(doc, { source: `nftables of ${labNs}` });
+  try {
+    model.apply(doc, { source: 'nftables' });
+  } catch (e) {
+    if (e instanceof NftError) return undefined;
+    throw e;
+  }
   return model.tables().map((t) => `${t.family} ${t.name}`);
 }

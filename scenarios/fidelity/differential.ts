@@ -21,7 +21,7 @@ interface CaseRunner {
   run(lab: Lab): Promise<LabResults>;
 }
 
-type SimOptions = Pick<SimKernelOptions, 'netfilterFactory'>;
+type SimOptions = Pick<SimKernelOptions, 'netfilterFactory' | 'nftablesFactory'>;
 
 /** Run a lab in the simulator, optionally with a replaced netfilter model (positive controls). */
 export function runSim(lab: Lab, opts: SimOptions = {}): AttemptResult[] {
@@ -32,6 +32,7 @@ function runSimLab(lab: Lab, opts: SimOptions): LabResults {
   return runLab(lab, 'case', {
     trace: false,
     ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}),
+    ...(opts.nftablesFactory ? { nftablesFactory: opts.nftablesFactory } : {}),
   });
 }
 
@@ -91,6 +92,8 @@ interface DifferentialOptions {
   readonly seed: number;
   readonly lanes: readonly CaseRunner[];
   readonly sim?: SimOptions;
+  /** Generate cases with nftables documents (caseArb({ nftables: true })); default iptables only. */
+  readonly nftables?: boolean;
   /** Called after every case (progress, statistics). */
   readonly onCase?: (v: CaseVerdict, lane: number) => void;
   /** Stop shrinking after this many steps (each step is a kernel run). */
@@ -135,7 +138,7 @@ export async function runDifferential(opts: DifferentialOptions): Promise<Differ
       let last: { verdict: CaseVerdict; spec: CaseSpec } | undefined;
       let shrinking = false;
       const result = await fc.check(
-        fc.asyncProperty(caseArb(), async (spec) => {
+        fc.asyncProperty(caseArb({ nftables: opts.nftables === true }), async (spec) => {
           const lab = renderCase(spec, nextPortBase());
           const v = await checkLab(lab, lane, opts.sim);
           if (!shrinking) {

@@ -13,6 +13,7 @@ import type { Family } from '../../impl/api/ip/address.js';
 import type { Capability } from '../../sim/kernel/process.js';
 import type { Lab, LabAttempt, LabNetns, LabSocket } from '../../sim/lab/lab-file.js';
 import { ADDR, fixedTopology, NODES, type FamilyAddresses, type Node } from './topology.js';
+import { nftablesCaseArb, renderNftDocument, usesTproxy, type NftCaseSpec } from './nftables-documents.js';
 
 type PortSlot = 'app' | 'in' | 'out' | 'other';
 const PORT_OFFSET: Readonly<Record<PortSlot, number>> = { app: 0, in: 1, out: 2, other: 3 };
@@ -77,6 +78,8 @@ export interface CaseSpec {
   readonly conntrackOn: Readonly<Record<Node, boolean>>;
   readonly listeners: readonly ListenerSpec[];
   readonly attempts: readonly AttemptSpec[];
+  /** nft documents per node (caseArb({ nftables: true })); absent in iptables-only cases. */
+  readonly nftables?: NftCaseSpec;
 }
 
 const BUILTINS: Readonly<Record<Table, readonly string[]>> = {
@@ -412,7 +415,32 @@ const attemptArb: fc.Arbitrary<AttemptSpec> = fc.oneof(
   },
 );
 
-export function caseArb(): fc.Arbitrary<CaseSpec> {
+/**
+ * Generated cases. `nftables: true`: every case also has nft documents (nftables-documents.ts),
+ * drawn after everything an iptables-only case draws, so the iptables part of a seed's case is
+ * the iptables-only case of that seed (a namespace whose document stands alone drops its
+ * iptables rules). Without it the generator is the iptables-only one, draw for draw, so old
+ * seeds (FIDELITY_SEED, fixtures/fidelity/*-seed-N) replay as before.
+ */
+export function caseArb(opts: { readonly nftables?: boolean } = {}): fc.Arbitrary<CaseSpec> {
+  return opts.nftables
+    ? iptablesCaseArb().chain((c) => nftablesCaseArb().map((n) => withNftables(c, n)))
+    : iptablesCaseArb();
+}
+
+function withNftables(c: CaseSpec, nft: NftCaseSpec): CaseSpec {
+  const rules = { ...c.rules };
+  const tproxyRouting = { ...c.tproxyRouting };
+  for (const node of NODES) {
+    const n = nft[node];
+    if (!n) continue;
+    if (n.mode === 'alone') rules[node] = [];
+    if (usesTproxy(n)) tproxyRouting[node] = true;
+  }
+  return { ...c, rules, tproxyRouting, nftables: nft };
+}
+
+function iptablesCaseArb(): fc.Arbitrary<CaseSpec> {
   return fc
     .record({
       family: fc.constantFrom<Family>(4, 4, 6),
@@ -519,6 +547,10 @@ export function renderCase(spec: CaseSpec, base: number): Lab {
     const node = n.name as Node;
     const text = renderRules(spec.rules[node], fam, node, base);
     const tp = spec.tproxyRouting[node];
+    const nft = spec.nftables?.[node];
+    // Conntrack forced on: by an nft table where the namespace has nftables alone, else by iptables.
+    const ctByNft = spec.conntrackOn[node] && nft?.mode === 'alone';
+    const ctByIpt = spec.conntrackOn[node] && !ctByNft;
     return {
       ...n,
       routes: tp
@@ -552,8 +584,9 @@ export function renderCase(spec: CaseSpec, base: number): Lab {
           ]
         : [],
       // Tracking forced on (both families) in some namespaces; the others track only where their rules need it.
-      iptables: spec.conntrackOn[node] ? withConntrackOn(fam === 4 ? text : undefined) : fam === 4 ? text : undefined,
-      ip6tables: spec.conntrackOn[node] ? withConntrackOn(fam === 6 ? text : undefined) : fam === 6 ? text : undefined,
+      iptables: ctByIpt ? withConntrackOn(fam === 4 ? text : undefined) : fam === 4 ? text : undefined,
+      ip6tables: ctByIpt ? withConntrackOn(fam === 6 ? text : undefined) : fam === 6 ? text : undefined,
+      ...(nft ? { nftables: renderNftDocument(nft, fam, node, base, PORT_OFFSET, ctByNft) } : {}),
     };
   });
   const sockets: LabSocket[] = spec.listeners.map((l) => ({

@@ -38,6 +38,7 @@ const REJECT_RST_FIXTURE = 'fixtures/fidelity/reject-rst-dropped-seed-20260103.y
  */
 function mayDropNeighbourDiscovery(lab: Lab): boolean {
   for (const n of lab.namespaces) {
+    if (n.nftables !== undefined && nftMayDropNeighbourDiscovery(n.nftables)) return true;
     // Per table: its rules by chain, then the chains ND's hooks reach (built-ins and the user chains they jump or go to).
     const tables = new Map<string, { chain: string; line: string }[]>();
     let table = '';
@@ -67,6 +68,49 @@ function mayDropNeighbourDiscovery(lab: Lab): boolean {
     }
   }
   return false;
+}
+
+/**
+ * The nftables side of mayDropNeighbourDiscovery: a `drop`/`reject` rule or a `policy drop` in a
+ * non-nat chain of an ip6 or inet table, at a hook ND passes (not forward), not limited to TCP/UDP
+ * (`th` and `!=` do not limit: `th dport` reads ICMPv6's checksum on Linux). Every regular chain of
+ * such a table counts, reached or not. Reads both the block form and the command form.
+ */
+function nftMayDropNeighbourDiscovery(doc: string): boolean {
+  const limited = (line: string): boolean =>
+    /\b(tcp|udp) (dport|sport|flags)\b|meta l4proto (tcp|udp|\{ tcp, udp \})\b/.test(line);
+  // chain key -> its head (type/hook), from block heads and `add chain` lines
+  const heads = new Map<string, string>();
+  const rules: { table: string; chain: string; family: string; line: string }[] = [];
+  let family = '';
+  let table = '';
+  let chain = '';
+  for (const raw of doc.split('\n')) {
+    const line = raw.trim();
+    const t = /^table (\S+) (\S+) \{/.exec(line);
+    if (t) [family, table, chain] = [t[1]!, t[2]!, ''];
+    const c = /^chain (\S+) \{/.exec(line);
+    if (c) chain = c[1]!;
+    const ac = /^add chain (\S+) (\S+) (\S+)(.*)$/.exec(line);
+    if (ac) heads.set(`${ac[1]} ${ac[2]} ${ac[3]}`, ac[4] ?? '');
+    const ar = /^add rule (\S+) (\S+) (\S+) (.*)$/.exec(line);
+    if (ar) rules.push({ family: ar[1]!, table: ar[2]!, chain: ar[3]!, line: ar[4]! });
+    else if (!t && !c && chain !== '' && line !== '}' && !ac) {
+      if (/^type /.test(line)) heads.set(`${family} ${table} ${chain}`, line);
+      else rules.push({ family, table, chain, line });
+    }
+  }
+  const v6 = (f: string): boolean => f === 'ip6' || f === 'inet';
+  const ndHook = (head: string | undefined): boolean =>
+    head === undefined || head === '' || (!/type nat/.test(head) && !/hook forward/.test(head));
+  for (const [key, head] of heads) if (v6(key.split(' ')[0]!) && /policy drop/.test(head) && ndHook(head)) return true;
+  return rules.some(
+    (r) =>
+      v6(r.family) &&
+      ndHook(heads.get(`${r.family} ${r.table} ${r.chain}`)) &&
+      /\b(drop|reject)\b/.test(r.line) &&
+      !limited(r.line),
+  );
 }
 const REJECT_ICMP_FIXTURE = 'fixtures/fidelity/reject-icmp-dropped-seed-11.yaml';
 
@@ -105,7 +149,7 @@ attempts:
   {
     name: 'reject-tcp-reset-rst-not-simulated',
     description:
-      'A SYN hit by `REJECT --reject-with tcp-reset`: the model reports `refused` at once. Linux ' +
+      'A SYN hit by `REJECT --reject-with tcp-reset` (or nft `reject with tcp reset`): the model reports `refused` at once. Linux ' +
       "(nf_send_reset) sends a real RST, with the rejected packet's unconfirmed conntrack entry " +
       'attached as RELATED, through OUTPUT/POSTROUTING of the rejecting namespace and the path back ' +
       '(over lo, PREROUTING and INPUT again for a connection to itself), where rules can drop it — ' +
@@ -118,12 +162,12 @@ attempts:
       d.field === 'outcome' &&
       d.sim === 'refused' &&
       d.kernel === 'timeout' &&
-      /^SYN rejected in \S+ \(tcp-reset\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+      /^SYN rejected in \S+ \(tcp[- ]reset\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
   },
   {
     name: 'reject-icmp-error-not-simulated',
     description:
-      'A SYN hit by `REJECT` with the default `icmp-port-unreachable` (`icmp6-port-unreachable`): the ' +
+      'A SYN hit by `REJECT` (or nft `reject`) with the default `icmp-port-unreachable` (`icmp6-port-unreachable`): the ' +
       'model reports `refused` at once. Linux (nf_send_unreach -> icmp_send) sends a real ICMP error, ' +
       'RELATED to the rejected connection, which leaves through OUTPUT/POSTROUTING of the rejecting ' +
       'namespace and travels back to the client, where rules can drop it; TCP turns it into ' +
@@ -150,7 +194,8 @@ attempts:
       'ipv6-icmp -j ACCEPT` first the same lab is refused). The model has no link layer resolution ' +
       '(no ND, no ARP), so the packet is forwarded. Found by the differential property (seed 20261203, ' +
       'fixtures/fidelity/v6-nd-rejected-seed-20261203.yaml). `explains` needs an IPv6 attempt that ' +
-      'times out on Linux only, in a lab with a DROP/REJECT rule that ND traverses.',
+      'times out on Linux only, in a lab with a DROP/REJECT rule that ND traverses (ip6tables, or nft: a ' +
+      'drop/reject rule or policy drop in a non-nat ip6/inet chain not at forward, not limited to TCP/UDP).',
     lab: () =>
       parseLab(
         `

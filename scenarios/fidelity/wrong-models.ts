@@ -1,12 +1,14 @@
 /**
- * Deliberately wrong netfilter models, plugged into SimKernel through `netfilterFactory`: the
- * differential property's positive controls. Each must make the property fail.
+ * Deliberately wrong netfilter models, plugged into SimKernel through `netfilterFactory` (iptables)
+ * or `nftablesFactory` (nftables): the differential property's positive controls. Each must make
+ * the property fail.
  */
 import type { Family } from '../../impl/api/ip/address.js';
 import type { NetfilterEngine } from '../../sim/kernel/netns.js';
 import { Netfilter } from '../../sim/kernel/netfilter/netfilter.js';
 import type { IpSets } from '../../sim/kernel/netfilter/ipset.js';
 import type { Hook, TableName } from '../../sim/kernel/netfilter/types.js';
+import { NfTables, type HookChains } from '../../sim/kernel/nftables/nftables.js';
 
 type NetfilterFactory = (family: Family, ipsets: IpSets) => NetfilterEngine;
 
@@ -52,3 +54,16 @@ export const redirectKeepsAddress: NetfilterFactory = (family, ipsets) => {
     save: (t) => real.save(t),
   };
 };
+
+/**
+ * nftables whose nat-type chains the NAT core never runs: as if nf_nat_inet_fn knew only
+ * iptables' nat table. An nft `redirect`, `dnat`, `snat` or `masquerade` does nothing, while the
+ * rest of the document (filter and route chains, conntrack on demand) works as modelled.
+ */
+class NftNatChainsIgnored extends NfTables {
+  override chainsAt(family: Family, hook: Hook): HookChains | undefined {
+    const at = super.chainsAt(family, hook);
+    return at && { chains: at.chains, nat: [] };
+  }
+}
+export const nftNatChainsIgnored = (): NfTables => new NftNatChainsIgnored();

@@ -29,6 +29,7 @@ import type { Tuple } from './conntrack.js';
 import { resetFor } from './tcp-reset.js';
 import { Netfilter } from './netfilter/netfilter.js';
 import { IpSets } from './netfilter/ipset.js';
+import { NfTables } from './nftables/nftables.js';
 
 export interface SimKernelOptions {
   /** Kernel version, e.g. '6.1' or '5.15'; decides version-dependent permission checks. */
@@ -37,6 +38,8 @@ export interface SimKernelOptions {
   readonly trace?: boolean;
   /** Replace the netfilter model (positive controls plug a deliberately wrong model in here). */
   readonly netfilterFactory?: (family: Family, ipsets: IpSets) => NetfilterEngine;
+  /** Replace each namespace's nftables model (the nftables positive controls plug a wrong one in here). */
+  readonly nftablesFactory?: () => NfTables;
 }
 
 export type SockOpt = 'SO_MARK' | 'IP_TRANSPARENT' | 'SO_REUSEPORT' | 'SO_REUSEADDR' | 'IPV6_V6ONLY';
@@ -124,12 +127,14 @@ export class SimKernel {
   private nextSocketId = 1;
   private nextPacketId = 1;
   private readonly makeNetfilter: (family: Family, ipsets: IpSets) => NetfilterEngine;
+  private readonly makeNftables: () => NfTables;
 
   constructor(opts: SimKernelOptions = {}) {
     this.version = parseKernelVersion(opts.kernelVersion ?? '6.1');
     this.traceOn = opts.trace ?? true;
     this.currentTrace = new Trace(this.traceOn);
     this.makeNetfilter = opts.netfilterFactory ?? ((family, ipsets) => new Netfilter(family, { ipsets }));
+    this.makeNftables = opts.nftablesFactory ?? (() => new NfTables());
     const netns = (name: string): Netns => this.netns(name);
     const currentTrace = (): Trace => this.currentTrace;
     this.datapath = new Datapath({
@@ -155,6 +160,7 @@ export class SimKernel {
       name,
       { 4: this.makeNetfilter(4, ipsets), 6: this.makeNetfilter(6, ipsets) },
       ipsets as IpSetRegistry,
+      this.makeNftables(),
     );
     this.namespaces.set(name, ns);
     return ns;

@@ -38,7 +38,7 @@ export class Netns {
   readonly sockets = new SocketTable();
   forwarding: Record<Family, boolean> = { 4: false, 6: false };
   /** nftables of every family (ip, ip6, inet), beside the iptables `netfilter` (sim/kernel/nftables/). */
-  readonly nftables = new NfTables();
+  readonly nftables: NfTables;
   private nextIndex = 1;
   private conntrackTable: ConntrackTable | undefined;
 
@@ -51,7 +51,9 @@ export class Netns {
     readonly name: string,
     readonly netfilter: Record<Family, NetfilterEngine>,
     readonly ipsets: IpSetRegistry,
+    nftables: NfTables = new NfTables(),
   ) {
+    this.nftables = nftables;
     // Every namespace starts with lo (down, as after `ip netns add`); bring it up explicitly
     // like a container runtime's loopback plugin does.
     const lo = this.addLink('lo', 'loopback');

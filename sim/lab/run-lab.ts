@@ -50,10 +50,11 @@ export interface LabRun extends LabResults {
   readonly sockets: ReadonlyMap<string, SimSocket>;
 }
 
-/** `netfilterFactory`: a replaced netfilter model (differential-testing positive controls). */
+/** `netfilterFactory`, `nftablesFactory`: a replaced netfilter / nftables model (differential-testing positive controls). */
 interface LabRunOptions {
   readonly trace?: boolean;
   readonly netfilterFactory?: SimKernelOptions['netfilterFactory'];
+  readonly nftablesFactory?: SimKernelOptions['nftablesFactory'];
 }
 
 function buildLabKernel(
@@ -65,6 +66,7 @@ function buildLabKernel(
     kernelVersion: lab.kernel,
     trace: opts.trace ?? true,
     ...(opts.netfilterFactory ? { netfilterFactory: opts.netfilterFactory } : {}),
+    ...(opts.nftablesFactory ? { nftablesFactory: opts.nftablesFactory } : {}),
   });
   const at = (path: string, line: number | undefined, f: () => void): void => {
     try {

@@ -54,3 +54,76 @@ test('classifyDifferences names the divergence of each difference it explains an
   const docs = readFileSync('docs/lab-file.md', 'utf8');
   for (const k of KNOWN_DIVERGENCES) expect(docs, k.name).toContain(`| \`${k.name}\` |`);
 });
+
+test('nftables: a drop ND can meet (policy drop, or drop/reject not limited to TCP/UDP, in a non-nat ip6/inet chain not at forward) is an ND divergence, in block and command form', () => {
+  const lab = (nft: string) =>
+    parseLab(
+      `
+version: 1
+namespaces:
+  - name: client
+    routes: [{ dst: default, family: 6, via: "fd00:1::1" }]
+  - name: router
+    forwarding: { ipv6: true }
+    nftables: |
+${nft
+  .split('\n')
+  .map((l) => `      ${l}`)
+  .join('\n')}
+  - name: server
+    routes: [{ dst: default, family: 6, via: "fd00:2::1" }]
+veths:
+  - a: { netns: client, name: eth0, addresses: ["fd00:1::2/64"] }
+    b: { netns: router, name: eth-c, addresses: ["fd00:1::1/64"] }
+  - a: { netns: server, name: eth0, addresses: ["fd00:2::2/64"] }
+    b: { netns: router, name: eth-s, addresses: ["fd00:2::1/64"] }
+attempts:
+  - { name: through, netns: client, address: "fd00:2::2", port: 18080, uid: 1000 }
+`,
+      'nd-nft',
+    );
+  const explained = (nft: string): string | undefined => {
+    const l = lab(nft);
+    const sim = runLab(l, 'nd', { trace: false }).results;
+    const kernel = sim.map((r) => ({ ...r, outcome: 'timeout' as const, acceptedBy: undefined }));
+    return explainKnown(
+      l,
+      { attempt: 'through', field: 'outcome', sim: sim[0]!.outcome, kernel: 'timeout' },
+      sim,
+      kernel,
+    );
+  };
+  const ND = 'ipv6-neighbour-discovery-not-simulated';
+  expect(
+    explained('add table inet t\nadd chain inet t o { type filter hook output priority -150 ; policy drop ; }'),
+  ).toBe(ND);
+  expect(
+    explained(
+      'table ip6 t {\n  chain i {\n    type filter hook input priority 0; policy accept;\n    ct state invalid,untracked drop\n  }\n}',
+    ),
+  ).toBe(ND);
+  expect(
+    explained(
+      'table inet t {\n  chain i {\n    type filter hook input priority 0; policy accept;\n    th dport != 1 reject\n  }\n}',
+    ),
+  ).toBe(ND);
+  // limited to TCP, in an ip table, at forward, or in a nat chain: ND never meets it
+  expect(
+    explained(
+      'table inet t {\n  chain i {\n    type filter hook input priority 0; policy accept;\n    meta l4proto tcp drop\n  }\n}',
+    ),
+  ).toBeUndefined();
+  expect(
+    explained('table ip t {\n  chain i {\n    type filter hook input priority 0; policy drop;\n  }\n}'),
+  ).toBeUndefined();
+  expect(
+    explained(
+      'table inet t {\n  chain f {\n    type filter hook forward priority 0; policy accept;\n    tcp dport 18080 accept\n    ip6 daddr fd00:9::1 drop\n  }\n}',
+    ),
+  ).toBeUndefined();
+  expect(
+    explained(
+      'table inet t {\n  chain n {\n    type nat hook output priority -100; policy accept;\n    ip6 daddr fd00:9::1 drop\n  }\n}',
+    ),
+  ).toBeUndefined();
+});

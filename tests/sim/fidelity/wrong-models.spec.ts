@@ -8,7 +8,7 @@ import { test, expect } from '@playwright/test';
 import { parseLab } from '../../../sim/lab/lab-file.js';
 import { runSim } from '../../../scenarios/fidelity/differential.js';
 import { compareResults } from '../../../scenarios/fidelity/compare.js';
-import { redirectKeepsAddress } from '../../../scenarios/fidelity/wrong-models.js';
+import { nftNatChainsIgnored, redirectKeepsAddress } from '../../../scenarios/fidelity/wrong-models.js';
 
 /** An app's outbound connection redirected in nat OUTPUT to a proxy listening on every address. */
 const OUTBOUND_REDIRECT = parseLab(
@@ -53,4 +53,38 @@ test('the wrong model "REDIRECT keeps the address" sends it to the remote host\'
     .map((d) => d.field)
     .sort();
   expect(fields).toEqual(['acceptedBy', 'localSeen', 'originalDst']);
+});
+
+test('the wrong nftables model "the NAT core never runs nft nat chains" leaves an nft redirect undone, and the comparison shows it', () => {
+  const lab = parseLab(
+    `
+version: 1
+namespaces:
+  - name: client
+    routes: [{ dst: default, via: 10.244.1.1 }]
+    nftables: |
+      table inet t {
+        chain out {
+          type nat hook output priority -100; policy accept;
+          meta l4proto tcp meta skuid != 1337 ip daddr != 127.0.0.1 redirect to :15001
+        }
+      }
+  - name: server
+    routes: [{ dst: default, via: 10.244.1.2 }]
+veths:
+  - a: { netns: client, name: eth0, addresses: [10.244.1.2/24] }
+    b: { netns: server, name: eth0, addresses: [10.244.1.1/24] }
+sockets:
+  - { name: proxy-out, netns: client, port: 15001, uid: 1337 }
+  - { name: remote-8080, netns: server, port: 8080, uid: 1000 }
+attempts:
+  - { name: app-out, netns: client, address: 10.244.1.1, port: 8080, uid: 1000 }
+`,
+    'nft-outbound-redirect',
+  );
+  const right = runSim(lab);
+  expect(right[0]).toMatchObject({ outcome: 'established', acceptedBy: 'proxy-out', originalDst: '10.244.1.1:8080' });
+  const wrong = runSim(lab, { nftablesFactory: nftNatChainsIgnored });
+  expect(wrong[0]).toMatchObject({ outcome: 'established', acceptedBy: 'remote-8080' });
+  expect(compareResults(wrong, right).map((d) => d.field)).toContain('acceptedBy');
 });
