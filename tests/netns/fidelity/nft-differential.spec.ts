@@ -12,7 +12,6 @@ import { nftCaseArb, renderNftCase } from '../../../scenarios/fidelity/nft-gener
 import { namespacesWithPrefix } from './fixture.js';
 import fc from 'fast-check';
 import { NfTables } from '../../../sim/kernel/nftables/nftables.js';
-import { NftError } from '../../../sim/kernel/nftables/errors.js';
 
 const world = netnsLabWorld();
 test.skip(!world.available, world.reason);
@@ -20,19 +19,17 @@ test.skip(!world.available, world.reason);
 const SEED = Number(process.env['NFT_FIDELITY_SEED'] ?? 20261206);
 const RUNS = Number(process.env['NFT_FIDELITY_RUNS'] ?? 200);
 
-test('generated cases are mostly documents the model takes (the generator stays inside the subset)', () => {
-  let refused = 0;
-  const specs = fc.sample(nftCaseArb(), { numRuns: 300, seed: SEED });
+test('generated cases are documents the model takes (the generator keeps only those)', () => {
+  const specs = fc.sample(nftCaseArb(), { numRuns: 200, seed: SEED });
   for (const spec of specs) {
     const lab = renderNftCase(spec, 10000);
-    try {
-      for (const n of lab.namespaces) if (n.nftables) new NfTables().apply(n.nftables, { source: n.name });
-    } catch (e) {
-      if (!(e instanceof NftError)) throw e;
-      refused++; // e.g. reject reached from postrouting through jump U: nft refuses it too
-    }
+    for (const n of lab.namespaces) if (n.nftables) new NfTables().apply(n.nftables, { source: n.name });
   }
-  expect(refused).toBeLessThan(specs.length / 10);
+  // and they are not trivial: most cases have nft rules in some namespace
+  const withRules = specs.filter((s) =>
+    Object.values(s.nft).some((d) => d && d.chains.some((c) => c.rules.length > 0)),
+  );
+  expect(withRules.length).toBeGreaterThan(specs.length / 2);
 });
 
 test('the simulated kernel agrees with Linux on generated nftables cases (fixed seed)', async () => {
