@@ -56,8 +56,9 @@ test('the simulated kernel agrees with Linux on >= 1000 generated nftables cases
   );
   expect(shown).toEqual([]);
   expect(report.cases).toBeGreaterThanOrEqual(RUNS);
-  // every case carries nftables
+  // every case carries nftables, and every generated document is valid nft (none refused by both worlds)
   expect(withNft).toBe(report.cases);
+  expect(report.bothRejected).toBe(0);
   expect(await namespacesWithPrefix(prefix)).toEqual([]);
   expect(pids.length).toBeGreaterThan(0);
   expect(pids.filter(alive)).toEqual([]);
