@@ -27,7 +27,7 @@ interface ChainSpec {
   readonly rules: readonly string[];
 }
 
-export interface NftCaseSpec {
+interface NftCaseSpec {
   readonly nft: Readonly<
     Partial<Record<Node, { readonly chains: readonly ChainSpec[]; readonly user: readonly string[] }>>
   >;

@@ -75,9 +75,9 @@ export type NftVerdict =
   | { readonly k: 'nat'; readonly action: NatAction; readonly family: 4 | 6 | undefined };
 
 /** A match: false ends the rule. `t` is the table the rule runs in (its named sets). */
-export type NftPred = (ctx: NftEvalContext, t: NftTableState) => boolean;
+type NftPred = (ctx: NftEvalContext, t: NftTableState) => boolean;
 /** A statement: false breaks the rule (e.g. `meta mark set ct mark` without a conntrack entry). */
-export type NftAction = (ctx: NftEvalContext, t: NftTableState) => boolean;
+type NftAction = (ctx: NftEvalContext, t: NftTableState) => boolean;
 
 export type NftOp = { readonly k: 'match'; readonly pred: NftPred } | { readonly k: 'stmt'; readonly apply: NftAction };
 

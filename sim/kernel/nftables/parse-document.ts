@@ -57,7 +57,7 @@ function emptyTable(family: NftFamily, name: string): NftTableState {
  * 1.0.6: `chain fwd { }` is "syntax error, unexpected fwd, expecting string"). Names that are
  * keywords only elsewhere (filter, nat, input, ...) are fine; nft knows more than these.
  */
-export const RESERVED_NAMES: ReadonlySet<string> = new Set(
+const RESERVED_NAMES: ReadonlySet<string> = new Set(
   (
     'fwd dup queue limit quota meter synproxy flow offload vmap map elements interval comment counter log accept ' +
     'drop jump goto return reject continue type hook priority policy table chain set rule element add delete flush ' +

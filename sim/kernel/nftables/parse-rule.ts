@@ -40,7 +40,7 @@ function unsupported(what: string): NftSyntaxError {
 }
 
 /** Words joined as written, one space apart; strings quoted again. */
-export function ruleText(tokens: readonly Token[]): string {
+function ruleText(tokens: readonly Token[]): string {
   return tokens
     .map((t) => (t.quoted ? `"${t.text}"` : t.text))
     .join(' ')

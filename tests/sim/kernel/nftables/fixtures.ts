@@ -7,7 +7,7 @@ import { ctx as iptCtx, type CtxInit } from '../netfilter/fixtures.js';
 
 export { packet } from '../netfilter/fixtures.js';
 
-export type TestCtx = ReturnType<typeof iptCtx> & NftEvalContext & { tproxied: { addr: string; port: number }[] };
+type TestCtx = ReturnType<typeof iptCtx> & NftEvalContext & { tproxied: { addr: string; port: number }[] };
 
 export function nctx(init: CtxInit & { readonly tproxyOk?: boolean; readonly kernelSocket?: boolean }): TestCtx {
   const base = iptCtx(init);
