@@ -113,6 +113,7 @@ function nftMayDropNeighbourDiscovery(doc: string): boolean {
   );
 }
 const REJECT_ICMP_FIXTURE = 'fixtures/fidelity/reject-icmp-dropped-seed-11.yaml';
+const REJECT_ACK_FIXTURE = 'fixtures/fidelity/reject-final-ack-seed-20261252.yaml';
 
 export const KNOWN_DIVERGENCES: readonly KnownDivergence[] = [
   {
@@ -140,11 +141,36 @@ attempts:
         'known-divergence no-icmp-for-unroutable-forward',
       ),
     expected: [{ attempt: 'to-nowhere', field: 'outcome', sim: 'timeout', kernel: 'unreachable' }],
+    // Also when the handshake's final ACK is what the forwarding namespace cannot route (an ACK
+    // that left untracked, so not NATed like its SYN: nftables differential, seed 20261253).
+    explains: (lab, d, sim) => {
+      if (d.field !== 'outcome' || d.sim !== 'timeout' || d.kernel !== 'unreachable') return false;
+      const reason = sim.find((r) => r.name === d.attempt)?.reason ?? '';
+      if (/no route for received packet/.test(reason)) return true;
+      const at = /^final ACK did not reach the accepted socket \(dropped in (\S+)\)$/.exec(reason)?.[1];
+      const ns = lab.namespaces.find((n) => n.name === at);
+      return ns !== undefined && (ns.forwarding[4] || ns.forwarding[6]);
+    },
+  },
+  {
+    name: 'reject-of-final-ack-not-simulated',
+    description:
+      "The handshake's final ACK hit by a reject in the connecting namespace's own output path (nft " +
+      '`reject` / iptables `REJECT` on non-SYN segments or ESTABLISHED, e.g. `tcp flags & (fin | syn | ' +
+      'rst | ack) != syn reject`): the model drops the ACK silently, so the attempt times out. Linux ' +
+      'sends the ICMP error (or RST) back to the connecting socket, and connect() fails with ' +
+      "ECONNREFUSED: outcome `refused`. Modelling it needs the reject's packets on the output path, " +
+      'as for the two reject divergences above. Found by the nftables differential property (seeds ' +
+      '20261251 and 20261252, fixtures/fidelity/reject-final-ack-seed-20261252.yaml).',
+    lab: () => parseLab(readFileSync(REJECT_ACK_FIXTURE, 'utf8'), REJECT_ACK_FIXTURE),
+    expected: [{ attempt: 'a2-client-tcp-client-app', field: 'outcome', sim: 'timeout', kernel: 'refused' }],
     explains: (_lab, d, sim) =>
       d.field === 'outcome' &&
       d.sim === 'timeout' &&
-      d.kernel === 'unreachable' &&
-      /no route for received packet/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+      d.kernel === 'refused' &&
+      /^final ACK did not reach the accepted socket \(rejected in \S+\)$/.test(
+        sim.find((r) => r.name === d.attempt)?.reason ?? '',
+      ),
   },
   {
     name: 'reject-tcp-reset-rst-not-simulated',

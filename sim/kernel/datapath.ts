@@ -251,8 +251,11 @@ export class Datapath {
     const looped = dev.kind === 'loopback' && skb.ct !== undefined;
     // A zone chosen by CT --zone is a template consumed by conntrack at OUTPUT; a looped packet
     // that came out of it without an entry (INVALID) is tracked afresh here, in the default zone
-    // unless raw PREROUTING picks one (found by the differential test).
-    if (dev.kind === 'loopback' && skb.ct === undefined && !skb.untracked) skb.zone = 0;
+    // unless raw PREROUTING picks one (found by the differential test). A template attached after
+    // conntrack (nft `ct zone set` at a priority above -200 on a packet conntrack found INVALID)
+    // rides along over lo, and conntrack here tracks in its zone (nf_conntrack_in takes the
+    // template of skb->_nfct; found by the nftables differential test, seed 20261250).
+    if (dev.kind === 'loopback' && skb.ct === undefined && !skb.untracked && skb.template === undefined) skb.zone = 0;
     let invalid = false;
     const nft = ns.nftables.chainsAt(pkt.family, 'PREROUTING');
     let d = nft && this.nftRange(ns, skb, nft, 'PREROUTING', -Infinity, -300, dev.name, undefined, undefined, false);

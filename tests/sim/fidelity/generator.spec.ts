@@ -138,3 +138,11 @@ test('nftables cases: the iptables part is the iptables-only case of the same se
   ])
     expect(seen).toContain(want);
 });
+
+test('fixed divergence stays fixed: a ct zone template attached after conntrack (nft ct zone set on an INVALID SYN-ACK) rides over lo, so the SYN-ACK is tracked in that zone and misses its NAT', () => {
+  const file = 'fixtures/fidelity/nft-zone-template-after-conntrack-loopback-seed-20261250.yaml';
+  const lab = parseLab(readFileSync(file, 'utf8'), file);
+  const r = runLab(lab, 'seed-20261250', { trace: false }).results.find((x) => x.name === 'a2-client-tcp-vip-in');
+  // Linux: the SYN-ACK reaches the connecting socket un-NATed (from 127.0.0.1), finds no socket: timeout.
+  expect(r?.outcome).toBe('timeout');
+});
