@@ -13,11 +13,10 @@ import {
   type HostProbeRules,
 } from '../../../../impl/node-agent/host-probe-rules.js';
 import type { Profile } from '../../../../impl/api/profile.js';
-import { buildInpodRules, renderInpodPlan, type InpodRules } from '../../../../impl/node-agent/rule-builder.js';
-import { mutants } from '../../../../impl/node-agent/rule-ir.js';
-import { EQUIVALENT } from './equivalent-mutants.js';
+import { buildInpodRules, renderInpodPlan } from '../../../../impl/node-agent/rule-builder.js';
+import { survivingMutants } from './mutant-survivors.js';
 import { observe } from './observations.js';
-import { FAMILIES, KUBELET_UID, inpodOptions } from './variants.js';
+import { KUBELET_UID, inpodOptions } from './variants.js';
 
 function host(profile: Profile): HostProbeRules {
   return profile === 'strict'
@@ -30,35 +29,7 @@ for (const profile of ['upstream', 'strict'] as const) {
     // Virtual interfaces on, so their rules are in the set too.
     const ir = buildInpodRules(inpodOptions(profile, { virtualInterfaces: [interfaceName('tun0')] }));
     const h = host(profile);
-    const baseline = observe(renderInpodPlan(ir), h);
-    const survivors: string[] = [];
-    let count = 0;
-    for (const family of FAMILIES) {
-      const rs = ir.iptables[family];
-      if (!rs) continue;
-      for (const m of mutants(rs, { onlySecurityRelevant: true })) {
-        const mutated: InpodRules = { ...ir, iptables: { ...ir.iptables, [family]: m.ruleset } };
-        const key = `${family} ${m.name}`;
-        count++;
-        if (
-          JSON.stringify(observe(renderInpodPlan(mutated), h)) === JSON.stringify(baseline) &&
-          !EQUIVALENT[`${profile} ${key}`]
-        )
-          survivors.push(key);
-      }
-      const hrs = h.iptables[family];
-      if (!hrs) continue;
-      for (const m of mutants(hrs, { onlySecurityRelevant: true })) {
-        const mutated: HostProbeRules = { ...h, iptables: { ...h.iptables, [family]: m.ruleset } };
-        const key = `host ${family} ${m.name}`;
-        count++;
-        if (
-          JSON.stringify(observe(renderInpodPlan(ir), mutated)) === JSON.stringify(baseline) &&
-          !EQUIVALENT[`${profile} ${key}`]
-        )
-          survivors.push(key);
-      }
-    }
+    const { count, survivors } = survivingMutants(profile, ir, h, (i, host) => observe(renderInpodPlan(i), host));
     expect(count).toBeGreaterThan(20);
     expect(survivors).toEqual([]);
     // The host plan must be renderable after mutation too (sanity of the mutation API).

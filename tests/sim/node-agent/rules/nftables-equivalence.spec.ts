@@ -18,13 +18,12 @@ import { test, expect } from '@playwright/test';
 import { interfaceName } from '../../../../impl/api/annotations.js';
 import { buildHostProbeRules, type HostProbeRules } from '../../../../impl/node-agent/host-probe-rules.js';
 import { inpodNftPlan } from '../../../../impl/node-agent/nftables/profile-nft.js';
-import { buildInpodRules, renderInpodPlan, type InpodRules } from '../../../../impl/node-agent/rule-builder.js';
-import { mutants } from '../../../../impl/node-agent/rule-ir.js';
+import { buildInpodRules, renderInpodPlan } from '../../../../impl/node-agent/rule-builder.js';
 import type { Profile } from '../../../../impl/api/profile.js';
-import { EQUIVALENT } from './equivalent-mutants.js';
+import { survivingMutants } from './mutant-survivors.js';
 import { KUBELET } from './lab.js';
 import { observe } from './observations.js';
-import { FAMILIES, INPOD_VARIANTS, inpodOptions } from './variants.js';
+import { INPOD_VARIANTS, inpodOptions } from './variants.js';
 
 function host(profile: Profile): HostProbeRules {
   return profile === 'strict'
@@ -78,35 +77,9 @@ test('strict: every mutant of a security-relevant in-pod rule, written through t
   const o = inpodOptions('strict', { virtualInterfaces: [interfaceName('tun0')] });
   const ir = buildInpodRules(o);
   const h = host('strict');
-  const baseline = observe(inpodNftPlan(o, ir), h, 'nftables');
-  const survivors: string[] = [];
-  let count = 0;
-  for (const family of FAMILIES) {
-    const rs = ir.iptables[family];
-    if (!rs) continue;
-    for (const m of mutants(rs, { onlySecurityRelevant: true })) {
-      const mutated: InpodRules = { ...ir, iptables: { ...ir.iptables, [family]: m.ruleset } };
-      const key = `${family} ${m.name}`;
-      count++;
-      if (
-        JSON.stringify(observe(inpodNftPlan(o, mutated), h, 'nftables')) === JSON.stringify(baseline) &&
-        !EQUIVALENT[`strict ${key}`]
-      )
-        survivors.push(key);
-    }
-    const hrs = h.iptables[family];
-    if (!hrs) continue;
-    for (const m of mutants(hrs, { onlySecurityRelevant: true })) {
-      const mutated: HostProbeRules = { ...h, iptables: { ...h.iptables, [family]: m.ruleset } };
-      const key = `host ${family} ${m.name}`;
-      count++;
-      if (
-        JSON.stringify(observe(inpodNftPlan(o, ir), mutated, 'nftables')) === JSON.stringify(baseline) &&
-        !EQUIVALENT[`strict ${key}`]
-      )
-        survivors.push(key);
-    }
-  }
+  const { count, survivors } = survivingMutants('strict', ir, h, (i, host) =>
+    observe(inpodNftPlan(o, i), host, 'nftables'),
+  );
   expect(count).toBeGreaterThan(20);
   expect(survivors).toEqual([]);
 });

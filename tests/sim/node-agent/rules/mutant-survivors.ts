@@ -1,8 +1,16 @@
 /**
- * Mutants of the rule builder that no behaviour probe (observations.ts) can tell apart from the
- * original, each with the reason; shared by the mutation tests of both backends (mutation.spec.ts,
- * nftables-equivalence.spec.ts), keyed `<profile> <family> <mutant>` and `<profile> host <family> <mutant>`.
+ * The mutation check of the rule builder, shared by both backends' tests (mutation.spec.ts,
+ * nftables-equivalence.spec.ts): every single-step mutant of a security-relevant in-pod or host
+ * rule, observed through a backend, and the mutants no behaviour probe (observations.ts) can tell
+ * apart from the original, each with the reason (keyed `<profile> <family> <mutant>` and
+ * `<profile> host <family> <mutant>`).
  */
+import type { Profile } from '../../../../impl/api/profile.js';
+import type { HostProbeRules } from '../../../../impl/node-agent/host-probe-rules.js';
+import type { InpodRules } from '../../../../impl/node-agent/rule-builder.js';
+import { mutants } from '../../../../impl/node-agent/rule-ir.js';
+import { FAMILIES } from './variants.js';
+
 const NAT_PRERT_NEVER_SEES_LOOPED =
   'nat PREROUTING only sees the first packet of a connection; looped-back packets (to 127.0.0.1/::1, or from the proxy via lo) already have a conntrack entry from OUTPUT, and such addresses/marks cannot arrive from the wire';
 export const EQUIVALENT: Record<string, string> = {};
@@ -31,4 +39,37 @@ for (const profile of ['upstream', 'strict']) {
     'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
   EQUIVALENT[`strict host ${'ipv6'} weaken nat/postrt/probe-snat match 1 (proto)`] =
     'strict pods drop inbound non-TCP whatever its source, so SNATing it is unobservable';
+}
+
+/**
+ * Mutants of `ir`'s and `host`'s security-relevant rules whose observations (`observeWith`, one
+ * backend's plan of the mutated IR) equal the baseline's and are not listed as equivalent.
+ */
+export function survivingMutants(
+  profile: Profile,
+  ir: InpodRules,
+  host: HostProbeRules,
+  observeWith: (ir: InpodRules, host: HostProbeRules) => Record<string, string>,
+): { readonly count: number; readonly survivors: readonly string[] } {
+  const baseline = JSON.stringify(observeWith(ir, host));
+  const survivors: string[] = [];
+  let count = 0;
+  const judge = (key: string, observed: Record<string, string>): void => {
+    count++;
+    if (JSON.stringify(observed) === baseline && !EQUIVALENT[`${profile} ${key}`]) survivors.push(key);
+  };
+  for (const family of FAMILIES) {
+    const rs = ir.iptables[family];
+    if (rs)
+      for (const m of mutants(rs, { onlySecurityRelevant: true }))
+        judge(`${family} ${m.name}`, observeWith({ ...ir, iptables: { ...ir.iptables, [family]: m.ruleset } }, host));
+    const hrs = host.iptables[family];
+    if (hrs)
+      for (const m of mutants(hrs, { onlySecurityRelevant: true }))
+        judge(
+          `host ${family} ${m.name}`,
+          observeWith(ir, { ...host, iptables: { ...host.iptables, [family]: m.ruleset } }),
+        );
+  }
+  return { count, survivors };
 }
