@@ -114,6 +114,7 @@ function nftMayDropNeighbourDiscovery(doc: string): boolean {
 }
 const REJECT_ICMP_FIXTURE = 'fixtures/fidelity/reject-icmp-dropped-seed-11.yaml';
 const REJECT_ACK_FIXTURE = 'fixtures/fidelity/reject-final-ack-seed-20261252.yaml';
+const EPHEMERAL_FIXTURE = 'fixtures/fidelity/ephemeral-port-foreign-source-collision-seed-20261250.yaml';
 
 export const KNOWN_DIVERGENCES: readonly KnownDivergence[] = [
   {
@@ -209,6 +210,36 @@ attempts:
       d.sim === 'refused' &&
       d.kernel === 'timeout' &&
       /^SYN rejected in \S+ \(icmp6?-port-unreachable\)$/.test(sim.find((r) => r.name === d.attempt)?.reason ?? ''),
+  },
+  {
+    name: 'ephemeral-port-collision-with-foreign-source',
+    description:
+      "The model gives a namespace's connecting sockets ephemeral ports in order from 32768, Linux at " +
+      "random. So when an earlier attempt bound (IP_TRANSPARENT) to another namespace's address " +
+      'connects to the same destination, and that namespace then connects there itself, the model ' +
+      "makes the same 4-tuple twice: the later connection meets the earlier one's conntrack entry " +
+      "and its NAT (here a masquerade in the server's postrouting rewrote the looped first " +
+      "connection, so the second is seen from the server's address). On Linux the ports differ and " +
+      'the second connection is tracked on its own. Found by the nftables differential property ' +
+      '(seed 20261250, after the zone-template fix). `explains` needs an earlier attempt from another ' +
+      'namespace with a source address, to the same protocol, address and port.',
+    lab: () => parseLab(readFileSync(EPHEMERAL_FIXTURE, 'utf8'), EPHEMERAL_FIXTURE),
+    expected: [{ attempt: 'a1-client-tcp-server-app', field: 'sourceSeen', sim: 'fd00:2::2', kernel: 'fd00:1::2' }],
+    explains: (lab, d) => {
+      const i = lab.attempts.findIndex((a) => a.name === d.attempt);
+      const a = lab.attempts[i];
+      if (!a || a.source !== undefined) return false;
+      return lab.attempts
+        .slice(0, i)
+        .some(
+          (b) =>
+            b.source !== undefined &&
+            b.netns !== a.netns &&
+            b.proto === a.proto &&
+            b.address === a.address &&
+            b.port === a.port,
+        );
+    },
   },
   {
     name: 'ipv6-neighbour-discovery-not-simulated',
