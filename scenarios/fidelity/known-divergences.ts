@@ -160,7 +160,7 @@ attempts:
       '`reject` / iptables `REJECT` on non-SYN segments or ESTABLISHED, e.g. `tcp flags & (fin | syn | ' +
       'rst | ack) != syn reject`): the model drops the ACK silently, so the attempt times out. Linux ' +
       'sends the ICMP error (or RST) back to the connecting socket, and connect() fails with ' +
-      "ECONNREFUSED: outcome `refused`. Modelling it needs the reject's packets on the output path, " +
+      "ECONNREFUSED: outcome `refused` (ECONNRESET, `reset`, after `reject with tcp reset`: seed 20261262). Modelling it needs the reject's packets on the output path, " +
       'as for the two reject divergences above. Found by the nftables differential property (seeds ' +
       '20261251 and 20261252, fixtures/fidelity/reject-final-ack-seed-20261252.yaml).',
     lab: () => parseLab(readFileSync(REJECT_ACK_FIXTURE, 'utf8'), REJECT_ACK_FIXTURE),
@@ -168,7 +168,7 @@ attempts:
     explains: (_lab, d, sim) =>
       d.field === 'outcome' &&
       d.sim === 'timeout' &&
-      d.kernel === 'refused' &&
+      (d.kernel === 'refused' || d.kernel === 'reset') &&
       /^final ACK did not reach the accepted socket \(rejected in \S+\)$/.test(
         sim.find((r) => r.name === d.attempt)?.reason ?? '',
       ),
