@@ -26,7 +26,7 @@ import fc from 'fast-check';
 import type { Family } from '../../impl/api/ip/address.js';
 import { ADDR, type Node } from './topology.js';
 
-export type NftTableFamily = 'ip' | 'ip6' | 'inet';
+type NftTableFamily = 'ip' | 'ip6' | 'inet';
 type NftHook = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
 type ChainType = 'filter' | 'nat' | 'route';
 type Proto = 'tcp' | 'udp' | undefined;
@@ -50,7 +50,7 @@ interface TableSpec {
   readonly chains: readonly BaseChainSpec[];
 }
 
-export interface NftNodeSpec {
+interface NftNodeSpec {
   /** `alone`: the namespace has no iptables rules; `mixed`: nft beside them. */
   readonly mode: 'alone' | 'mixed';
   /** Block form (`table F T { ... }`, what nft lists) or command form (`add table`, as knftables writes). */
@@ -606,7 +606,7 @@ function commandForm(t: RenderedTable): string {
  * no base chain reaches still takes conntrack (nf_ct_netns_get at rule load), the nft counterpart
  * of generator.ts's `withConntrackOn` for a namespace without iptables rules.
  */
-export const NFT_CONNTRACK_ON = 'table inet ct_on {\n  chain track {\n    ct state new\n  }\n}';
+const NFT_CONNTRACK_ON = 'table inet ct_on {\n  chain track {\n    ct state new\n  }\n}';
 
 /** The `nft -f` document of one namespace; `conntrackOn` adds NFT_CONNTRACK_ON. */
 export function renderNftDocument(

@@ -13,7 +13,7 @@ import { FAMILIES } from './variants.js';
 
 const NAT_PRERT_NEVER_SEES_LOOPED =
   'nat PREROUTING only sees the first packet of a connection; looped-back packets (to 127.0.0.1/::1, or from the proxy via lo) already have a conntrack entry from OUTPUT, and such addresses/marks cannot arrive from the wire';
-export const EQUIVALENT: Record<string, string> = {};
+const EQUIVALENT: Record<string, string> = {};
 for (const profile of ['upstream', 'strict']) {
   for (const family of ['ipv4', 'ipv6']) {
     EQUIVALENT[`${profile} ${family} weaken nat/prert/redirect-inbound match 0 (dst)`] = NAT_PRERT_NEVER_SEES_LOOPED;
