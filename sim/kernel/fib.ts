@@ -83,22 +83,34 @@ export function selectSource(ns: Netns, d: RouteDecision, dst: IpAddress): IpAdd
 /**
  * RFC 6724 source selection over all devices, reduced to the rules that can differ between the
  * model's addresses (ipv6_dev_get_saddr): rule 2, a scope at least the destination's (so not ::1
- * or a link-local address for a global destination); rule 8, the longest common prefix, capped at
- * the address's prefix length. Ties keep the first address found (devices in creation order).
+ * or a link-local address for a global destination); rule 5, with an outgoing device, an address
+ * of that device; rule 8, the longest common prefix, capped at the address's prefix length. Ties
+ * keep the first address found (devices in creation order). A link-local destination takes only
+ * the outgoing device's addresses (the candidate set of section 4).
  */
-function selectV6SourceAnyDevice(ns: Netns, dst: IpAddress): IpAddress | undefined {
+function selectV6SourceAnyDevice(ns: Netns, dst: IpAddress, outDev?: string): IpAddress | undefined {
   const scope = (a: IpAddress): number => (isLoopback(a) ? 1 : a.value >> 118n === 0x3fan ? 2 : 14);
   const common = (a: IpAddress): number => {
     let n = 0;
     while (n < 128 && ((a.value >> BigInt(127 - n)) & 1n) === ((dst.value >> BigInt(127 - n)) & 1n)) n++;
     return n;
   };
-  let best: { addr: IpAddress; scopeOk: boolean; prefix: number } | undefined;
+  const onlyOut = outDev !== undefined && scope(dst) <= 2;
+  let best: { addr: IpAddress; scopeOk: boolean; sameDev: boolean; prefix: number } | undefined;
   for (const link of ns.links.values()) {
+    if (onlyOut && link.name !== outDev) continue;
     for (const a of link.addresses) {
       if (a.addr.family !== 6) continue;
-      const c = { addr: a.addr, scopeOk: scope(a.addr) >= scope(dst), prefix: Math.min(common(a.addr), a.prefix.len) };
-      if (!best || (c.scopeOk && !best.scopeOk) || (c.scopeOk === best.scopeOk && c.prefix > best.prefix)) best = c;
+      const c = {
+        addr: a.addr,
+        scopeOk: scope(a.addr) >= scope(dst),
+        sameDev: link.name === outDev,
+        prefix: Math.min(common(a.addr), a.prefix.len),
+      };
+      const better =
+        !best ||
+        (c.scopeOk !== best.scopeOk ? c.scopeOk : c.sameDev !== best.sameDev ? c.sameDev : c.prefix > best.prefix);
+      if (better) best = c;
     }
   }
   return best?.addr;
@@ -120,7 +132,9 @@ export function masqueradeSource(
   const dev = outDev ? ns.links.get(outDev) : undefined;
   if (dst.family === 6) {
     if (isLoopback(dst) || isLocalAddress(ns, dst)) return dst;
-    return dev?.addresses.find((a) => a.addr.family === 6)?.addr ?? selectV6SourceAnyDevice(ns, dst);
+    // Not simply the device's first address: leaving by lo for a global destination, ::1 loses
+    // to a global address of another device on scope (found by the nftables long run, seed 20261260).
+    return selectV6SourceAnyDevice(ns, dst, dev?.name);
   }
   const primaries = (l: {
     addresses: readonly { addr: IpAddress; prefix: { addr: IpAddress; len: number } }[];

@@ -146,3 +146,11 @@ test('fixed divergence stays fixed: a ct zone template attached after conntrack 
   // Linux: the SYN-ACK reaches the connecting socket un-NATed (from 127.0.0.1), finds no socket: timeout.
   expect(r?.outcome).toBe('timeout');
 });
+
+test('fixed divergence stays fixed: IPv6 MASQUERADE of a connection looped over lo (fwmark to a local table) keeps a global source, not ::1', () => {
+  const file = 'fixtures/fidelity/v6-masquerade-lo-source-seed-20261260.yaml';
+  const lab = parseLab(readFileSync(file, 'utf8'), file);
+  const r = runLab(lab, 'seed-20261260', { trace: false }).results.find((x) => x.name === 'a0-client-tcp-server-app');
+  // Linux (ipv6_dev_get_saddr): ::1 loses on scope to the global fd00:1::2 of eth0, which the server side sees.
+  expect(r?.sourceSeen).toBe('[fd00:1::2]:32768');
+});
