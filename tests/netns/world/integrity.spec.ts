@@ -119,9 +119,12 @@ test("a uid-1000 pod cannot write another pod's records; a pid with another star
       // The marker alone (state files without a start time) would take node-1's for node-0's proxy.
       expect(isOurs({ pid: p1.pid, marker: p0.marker })).toBe(true);
     }
-    // A recycled pid: the pid of a live proxy with another start time than recorded.
-    const recycled: LabPid = { pid: p1.pid, marker: p0.marker, startTime: p0.startTime! };
-    expect(p1.startTime).not.toBe(p0.startTime);
+    // A recycled pid: the pid of a live proxy with another start time than recorded. The two
+    // proxies may start in the same clock tick (start times count ticks; a fast machine did), so
+    // the recorded start time is made to differ rather than assumed to.
+    const other = p0.startTime === p1.startTime ? String(Number(p1.startTime) + 1) : p0.startTime!;
+    const recycled: LabPid = { pid: p1.pid, marker: p0.marker, startTime: other };
+    expect(other).not.toBe(p1.startTime);
     expect(isOurs(recycled)).toBe(false);
     w.lab.state.components['node-0/proxy'] = recycled;
     try {
