@@ -122,9 +122,9 @@ test("a uid-1000 pod cannot write another pod's records; a pid with another star
     // A recycled pid: the pid of a live proxy with another start time than recorded. The two
     // proxies may start in the same clock tick (start times count ticks; a fast machine did), so
     // the recorded start time is made to differ rather than assumed to.
-    const other = p0.startTime === p1.startTime ? String(Number(p1.startTime) + 1) : p0.startTime!;
-    const recycled: LabPid = { pid: p1.pid, marker: p0.marker, startTime: other };
-    expect(other).not.toBe(p1.startTime);
+    const recordedStart = p0.startTime === p1.startTime ? String(Number(p1.startTime) + 1) : p0.startTime!;
+    const recycled: LabPid = { pid: p1.pid, marker: p0.marker, startTime: recordedStart };
+    expect(recordedStart).not.toBe(p1.startTime);
     expect(isOurs(recycled)).toBe(false);
     w.lab.state.components['node-0/proxy'] = recycled;
     try {
