@@ -21,7 +21,7 @@ import { nsenterRun, nsenterText, type NsenterResult } from './nsenter.js';
 import type { NetnsId } from '../api/ids.js';
 import { mark, formatMark } from '../api/marks.js';
 import { iptablesTools, type IptablesTools } from './iptables-backend.js';
-import { isIptablesTable, isOwnTable, tableKey } from '../api/nft-tables.js';
+import { isIptablesTable, isOwnTable } from '../api/nft-tables.js';
 import type { LinuxNftRules } from './nft-rules.js';
 import type {
   AppliedState,
@@ -319,8 +319,10 @@ export class LinuxNetnsRules implements NetnsRules {
     const iptables = { ipv4: await save('ipv4'), ipv6: await save('ipv6') };
     if (!this.nft) return { iptables, rules, routes };
     const nftables: Record<string, string> = {};
-    for (const t of await this.nft.tables(netns))
-      if (!isIptablesTable(t)) nftables[tableKey(t)] = await this.nft.list(netns, t);
+    for (const [key, text] of await this.nft.listAll(netns)) {
+      const [family = '', name = ''] = key.split(' ');
+      if (!isIptablesTable({ family, name })) nftables[key] = text;
+    }
     return { iptables, rules, routes, nftables };
   }
 

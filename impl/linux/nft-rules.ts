@@ -7,8 +7,8 @@
  * - apply: `nft -f -` with the document text. nft commits the whole document atomically: a
  *   document the kernel rejects changes nothing, and the error names the netns, the command and
  *   nft's message. Each rules table is flushed and refilled, so apply twice = apply once.
- * - read: `nft -s list table <family> <name>` (stateless: no counters), so two reads of an
- *   unchanged namespace are equal and any rule added, removed or changed since — by anyone —
+ * - read: each table as `nft -s list table <family> <name>` prints it (stateless: no counters),
+ *   all from one `nft -s list ruleset`, so two reads of an unchanged namespace are equal and any rule added, removed or changed since — by anyone —
  *   shows as a different text. Drift detection compares a read with the read taken right after
  *   apply (nft rewrites what it is given, so the document's own text is not comparable).
  * - tables: every table of the namespace; iptables-nft's own tables (`ip nat`, `ip6 filter`, ...)
@@ -49,26 +49,43 @@ export class LinuxNftRules {
   }
 
   async read(netns: NetnsId, tables: readonly NftTableRef[]): Promise<NftTablesState> {
-    const present = (await this.tables(netns)).map(tableKey);
+    tables.forEach(checkRef);
+    const all = await this.listAll(netns);
     const out: Record<string, string | undefined> = {};
-    for (const t of tables) {
-      checkRef(t);
-      const key = tableKey(t);
-      out[key] = present.includes(key) ? await this.list(netns, t) : undefined;
-    }
+    for (const t of tables) out[tableKey(t)] = all.get(tableKey(t));
     return out;
   }
 
-  /** One table's listing (`nft -s list table`); the table must exist. */
-  async list(netns: NetnsId, t: NftTableRef): Promise<string> {
-    checkRef(t);
-    const argv = ['nft', '-s', 'list', 'table', t.family, t.name];
+  /**
+   * Every table's listing by `tableKey`, from one `nft -s list ruleset`: the repair loop reads each
+   * pod on every pass, so one process, not one per table. Each block is the text `nft -s list
+   * table` prints for that table; a line outside a `table … { … }` block is an error, not skipped.
+   */
+  async listAll(netns: NetnsId): Promise<Map<string, string>> {
+    const argv = ['nft', '-s', 'list', 'ruleset'];
     const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
     if (!r.ok)
       throw new NftRulesError(
-        `reading nftables table ${tableKey(t)} in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()}`,
+        `listing the nftables ruleset in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()} (is nft installed? Debian package nftables)`,
       );
-    return r.stdout;
+    const out = new Map<string, string>();
+    let block: { key: string; lines: string[] } | undefined;
+    for (const line of r.stdout.split('\n')) {
+      if (block) {
+        block.lines.push(line);
+        if (line === '}') {
+          out.set(block.key, `${block.lines.join('\n')}\n`);
+          block = undefined;
+        }
+        continue;
+      }
+      const m = /^table (\S+) (\S+) \{$/.exec(line);
+      if (m && FAMILIES.includes(m[1]!)) block = { key: `${m[1]} ${m[2]}`, lines: [line] };
+      else if (line.trim() !== '')
+        throw new NftRulesError(`listing the nftables ruleset in ${netns}: unexpected line ${JSON.stringify(line)}`);
+    }
+    if (block) throw new NftRulesError(`listing the nftables ruleset in ${netns}: table ${block.key} is not closed`);
+    return out;
   }
 
   async remove(netns: NetnsId, tables: readonly NftTableRef[]): Promise<void> {

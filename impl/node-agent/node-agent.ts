@@ -44,7 +44,7 @@ import type { EnrollmentConfig } from '../api/enrollment-config.js';
 import { selectorMatches } from '../api/label-selector.js';
 import { buildInpodRules, inpodCommonOptions, renderInpodPlan, type InpodOptions } from './rule-builder.js';
 import { hostProbeNftPlan, inpodNftPlan } from './nftables/profile-nft.js';
-import { nftDrift, nftLeftovers, nftListingOf, type NftListing } from './nftables/nft-drift.js';
+import { nftDrift, nftListingOf, type NftListing } from './nftables/nft-drift.js';
 import type { Backend } from '../api/backend.js';
 import { drift, leftovers, universe } from './plan-drift.js';
 import { foreignRules } from './foreign-rules.js';
@@ -1090,22 +1090,17 @@ export class NodeAgent {
     const state = await this.deps.rules.read(netns);
     const applied = nftListingOf(state, plan);
     const left = leftovers(state, plan);
-    const leftTables = nftLeftovers(state, plan);
-    if (left === undefined && leftTables.length === 0) return applied;
-    const removal: RedirectionPlan = {
-      ...(left ?? { iptables: {}, rules: [], routes: [] }),
-      ...(leftTables.length > 0 ? { nftables: { text: '', tables: leftTables } } : {}),
-    };
-    await this.deps.rules.remove(netns, removal);
+    if (left === undefined) return applied;
+    await this.deps.rules.remove(netns, left);
     this.log.info('removed redirection the current plan does not contain', {
       netns,
-      chains: Object.values(removal.iptables)
+      chains: Object.values(left.iptables)
         .join('')
         .split('\n')
         .filter((l) => l.startsWith(':')).length,
-      nftTables: leftTables.length,
-      ipRules: removal.rules.length,
-      routes: removal.routes.length,
+      nftTables: left.nftables?.tables.length ?? 0,
+      ipRules: left.rules.length,
+      routes: left.routes.length,
     });
     return applied;
   }

@@ -15,6 +15,7 @@
 import type { AppliedState, IpFamily, LocalRoute, PolicyRule, RedirectionPlan } from '../host/netns-rules.js';
 import { BUILTIN_CHAINS, parsePlanText, parseSave, TABLES, type Table } from '../api/netns-rules-restore.js';
 import { buildInpodPlan } from './rule-builder.js';
+import { nftLeftovers } from './nftables/nft-drift.js';
 
 const FAMILIES: readonly IpFamily[] = ['ipv4', 'ipv6'];
 
@@ -103,8 +104,11 @@ export function leftovers(state: AppliedState, plan: RedirectionPlan): Redirecti
     if (chains.size > 0) iptables[f] = declarations(chains);
   }
   const { rules, routes } = leftoverRouting(state, plan);
-  if (Object.keys(iptables).length === 0 && rules.length === 0 && routes.length === 0) return undefined;
-  return { iptables, rules, routes };
+  // Our nftables tables the plan does not write (another profile's or backend's), when read.
+  const tables = nftLeftovers(state, plan);
+  if (Object.keys(iptables).length === 0 && rules.length === 0 && routes.length === 0 && tables.length === 0)
+    return undefined;
+  return { iptables, rules, routes, ...(tables.length > 0 ? { nftables: { text: '', tables } } : {}) };
 }
 
 /** The universe's ip rules and routes that the namespace holds and the plan does not. */

@@ -6,6 +6,7 @@
 import { test, expect } from '@playwright/test';
 import type { AppliedState, RedirectionPlan } from '../../../../impl/host/netns-rules.js';
 import { nftDrift, nftLeftovers, nftListingOf } from '../../../../impl/node-agent/nftables/nft-drift.js';
+import { leftovers } from '../../../../impl/node-agent/plan-drift.js';
 
 const plan: RedirectionPlan = {
   iptables: {},
@@ -75,4 +76,11 @@ test('a plan table absent right after apply is an error, not a reference', () =>
   expect(() => nftListingOf(state({ 'ip istio-ambient-nat': NAT4 }), plan)).toThrow(
     /ip6 istio-ambient-nat is not in the namespace right after the plan was applied/,
   );
+});
+
+test('leftovers() hands our nftables tables the plan does not write to remove(), beside its chains and routing', () => {
+  const s = state({ 'ip istio-ambient-nat': NAT4, 'ip6 istio-ambient-nat': NAT6, 'inet istio-ambient-raw': 'x' });
+  expect(leftovers(s, plan)?.nftables?.tables).toEqual([{ family: 'inet', name: 'istio-ambient-raw' }]);
+  // nothing of ours outside the plan: nothing to remove
+  expect(leftovers(state({ 'ip istio-ambient-nat': NAT4, 'ip6 istio-ambient-nat': NAT6 }), plan)).toBeUndefined();
 });
