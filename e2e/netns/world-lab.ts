@@ -501,6 +501,21 @@ export class NetnsLab {
   /** Sandbox retries that failed for the harness's own reasons (not a refused ADD): settle throws them. */
   readonly kubeletErrors: string[] = [];
 
+  /**
+   * Is a sandbox operation (creation, a kubelet retry, a teardown) of pod `key` (namespace/name)
+   * running or queued? While one is, the pod's record is between states — e.g. a retry whose ADD
+   * succeeded is still starting the app — so nothing observed of that pod is settled.
+   */
+  sandboxInFlight(key: string): boolean {
+    return this.sandboxOps.has(key);
+  }
+
+  /**
+   * Test hook: a pause before each app starts, widening the window between an admitted CNI ADD
+   * and a running pod so a test can show that settle() waits through it (0: no pause).
+   */
+  appStartDelayMs = 0;
+
   private constructor(
     readonly state: LabState,
     private readonly cluster: NetnsCluster | undefined,
@@ -1407,10 +1422,12 @@ export class NetnsLab {
     }
     const last = results[results.length - 1];
     p.ips = (last?.ips ?? []).map((ip) => cidrAddress(ip.address)).filter((a) => a !== '127.0.0.1' && a !== '::1');
+    await this.startApp(p);
+    // The attempt has finished only now that the pod runs: until then its record keeps the last
+    // error (a kubelet retry whose ADD succeeded is not a started pod while its app starts).
     p.error = undefined;
     p.sandboxAttempts = (p.sandboxAttempts ?? 0) + 1;
     p.sandboxFailures = 0;
-    await this.startApp(p);
     p.started = true;
     this.save();
     await this.writeStatus(p);
@@ -1430,6 +1447,7 @@ export class NetnsLab {
    * capabilities could still reach its channel through ptrace — no threat model's action does.
    */
   private async startApp(p: LabPodState): Promise<void> {
+    if (this.appStartDelayMs > 0) await sleep(this.appStartDelayMs);
     const log = this.appLogFile(p);
     fs.mkdirSync(path.dirname(log), { recursive: true, mode: 0o755 });
     const selfDrop = p.appUid !== 0;

@@ -18,6 +18,9 @@
  *   - ZDS: a running agent and a running proxy on one node are not connected to each other (the
  *     proxy's reconnect backoff reaches 15 s), or, connected, the pods the agent counts as acked
  *     differ from the pods the proxy serves;
+ *   - sandboxes: a pod's sandbox operation is under way (the kubelet's retry may have had its ADD
+ *     admitted and still be starting the app: the agent and proxy agree on the pod, the lab's
+ *     record does not show it started yet);
  *   - addresses: a started pod (not hostNetwork) lacks an IPv4 address — or an IPv6 one in a
  *     dual-stack world — in the lab's record, in the API's podIPs or on its eth0 (or the kernel
  *     still has it tentative: not usable yet);
@@ -237,6 +240,11 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
   // Addresses in the lab's record and the API.
   for (const p of Object.values(lab.state.pods)) {
     const key = `${p.namespace}/${p.name}`;
+    // A sandbox operation under way (a kubelet retry starting the app after its ADD succeeded, say)
+    // leaves the pod's record between states: neither started nor failed, it would otherwise be
+    // seen as nothing at all while the agent and proxy already agree on it.
+    if (lab.sandboxInFlight(key))
+      pending.push(`pod ${key}: a sandbox operation (creation, retry or teardown) is under way`);
     // A sandbox that failed (CNI ADD refused, the app did not start) is not pending by itself:
     // a pod the plugin fails closed stays so. Its reason goes into the digest and the report.
     if (!p.started && p.error !== undefined) {

@@ -27,13 +27,17 @@ test('an ambient pod created while its node’s CNI plugin cannot reach the API 
     const control = await w.createPod({ ...other, node: 'node-1', app });
     expect({ started: during.started, redirected: during.redirected }).toEqual({ started: false, redirected: false });
     expect({ started: control.started, redirected: control.redirected }).toEqual({ started: true, redirected: true });
+    // The kubelet's retry now has its ADD admitted; a slow app start keeps the pod between
+    // "admitted" and "running" for a while, which settle must wait through (it once returned in
+    // that window on a loaded CI machine, reporting the pod not started).
+    w.lab.appStartDelayMs = 3000;
     await w.cniApiFault!('node-0', false);
     await w.settle();
     const healed = (await w.pods()).find((p) => p.namespace === 'mesh' && p.name === 'late')!;
     const sandbox = w.lab.state.pods['mesh/late']!;
     expect(
       { started: healed.started, redirected: healed.redirected, served: healed.served },
-      `sandbox attempts ${sandbox.sandboxAttempts}, last error: ${sandbox.error}`,
+      `sandbox attempts ${sandbox.sandboxAttempts}, last error: ${sandbox.error}; settle: ${JSON.stringify(w.lastSettle)}`,
     ).toEqual({
       started: true,
       redirected: true,
