@@ -96,7 +96,9 @@ export interface AppliedState {
   readonly routes: readonly LocalRoute[];
   /**
    * Every nftables table but iptables-nft's own (those are in `iptables`), by `<family> <name>`,
-   * as `nft -s list table` prints it. Absent when the adapter does not read nftables (the
+   * in the adapter's canonical listing of the table (Linux: its objects from `nft -j -s list
+   * ruleset` without handles; the sim: its model's listing): two reads of an unchanged table are
+   * equal, a changed table reads differently. Absent when the adapter does not read nftables (the
    * iptables backend); a plan with `nftables` needs an adapter that does.
    */
   readonly nftables?: Readonly<Record<string, string>>;

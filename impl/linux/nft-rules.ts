@@ -7,10 +7,13 @@
  * - apply: `nft -f -` with the document text. nft commits the whole document atomically: a
  *   document the kernel rejects changes nothing, and the error names the netns, the command and
  *   nft's message. Each rules table is flushed and refilled, so apply twice = apply once.
- * - read: each table as `nft -s list table <family> <name>` prints it (stateless: no counters),
- *   all from one `nft -s list ruleset`, so two reads of an unchanged namespace are equal and any rule added, removed or changed since — by anyone —
- *   shows as a different text. Drift detection compares a read with the read taken right after
- *   apply (nft rewrites what it is given, so the document's own text is not comparable).
+ * - read: every table of the namespace from one `nft -j -s list ruleset` (libnftables' JSON, the
+ *   stable machine interface; stateless: no counter values), each table as its objects in the
+ *   kernel's order without their handles (`listAll`). Two reads of an unchanged namespace are
+ *   equal, and any table, chain, set or rule added, removed or changed since — by anyone — makes a
+ *   different listing; re-creating identical rules (new handles) does not. Drift detection
+ *   compares a read with the read taken right after apply (nft rewrites what it is given, so the
+ *   document's own text is not comparable).
  * - tables: every table of the namespace; iptables-nft's own tables (`ip nat`, `ip6 filter`, ...)
  *   are among them (impl/api/nft-tables.ts `isIptablesTable` tells them apart).
  * - remove: `nft delete table` for each named table that exists, in one transaction.
@@ -57,35 +60,20 @@ export class LinuxNftRules {
   }
 
   /**
-   * Every table's listing by `tableKey`, from one `nft -s list ruleset`: the repair loop reads each
-   * pod on every pass, so one process, not one per table. Each block is the text `nft -s list
-   * table` prints for that table; a line outside a `table … { … }` block is an error, not skipped.
+   * Every table's listing by `tableKey`, from one `nft -j -s list ruleset`: the repair loop reads
+   * each pod on every pass, so one process, not one per table. A listing is the JSON array of the
+   * table's objects (the table, its sets, chains and rules, ...) in the order nft gives them, each
+   * without its `handle`. Output that is not nft's JSON, or an object that names no table, is an
+   * error, never skipped.
    */
   async listAll(netns: NetnsId): Promise<Map<string, string>> {
-    const argv = ['nft', '-s', 'list', 'ruleset'];
+    const argv = ['nft', '-j', '-s', 'list', 'ruleset'];
     const r = await nsenterRun(netns, argv, { timeoutMs: this.timeoutMs });
     if (!r.ok)
       throw new NftRulesError(
         `listing the nftables ruleset in ${netns} failed: ${nsenterText(netns, argv)} exited ${r.code}: ${r.stderr.trim()} (is nft installed? Debian package nftables)`,
       );
-    const out = new Map<string, string>();
-    let block: { key: string; lines: string[] } | undefined;
-    for (const line of r.stdout.split('\n')) {
-      if (block) {
-        block.lines.push(line);
-        if (line === '}') {
-          out.set(block.key, `${block.lines.join('\n')}\n`);
-          block = undefined;
-        }
-        continue;
-      }
-      const m = /^table (\S+) (\S+) \{$/.exec(line);
-      if (m && FAMILIES.includes(m[1]!)) block = { key: `${m[1]} ${m[2]}`, lines: [line] };
-      else if (line.trim() !== '')
-        throw new NftRulesError(`listing the nftables ruleset in ${netns}: unexpected line ${JSON.stringify(line)}`);
-    }
-    if (block) throw new NftRulesError(`listing the nftables ruleset in ${netns}: table ${block.key} is not closed`);
-    return out;
+    return groupRulesetJson(netns, r.stdout);
   }
 
   async remove(netns: NetnsId, tables: readonly NftTableRef[]): Promise<void> {
@@ -165,6 +153,50 @@ export class LinuxNftRules {
     }
     return out;
   }
+}
+
+/** One object of nft's JSON output: `{ <kind>: { family, table | name, handle, ... } }`. */
+type NftJsonObject = Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+
+/**
+ * `nft -j list ruleset` output grouped by table (see listAll). nft lists an empty ruleset as the
+ * metainfo object alone; an empty namespace has no tables.
+ */
+export function groupRulesetJson(netns: string, json: string): Map<string, string> {
+  const bad = (why: string): NftRulesError =>
+    new NftRulesError(
+      `reading the nftables ruleset in ${netns}: ${why} in ${JSON.stringify(json.slice(0, 200))} (nft -j list ruleset)`,
+    );
+  let doc: unknown;
+  try {
+    doc = JSON.parse(json);
+  } catch {
+    throw bad('not JSON');
+  }
+  const items = (doc as { nftables?: unknown } | null)?.nftables;
+  if (!Array.isArray(items)) throw bad('no "nftables" array');
+  const groups = new Map<string, unknown[]>();
+  for (const item of items as unknown[]) {
+    if (typeof item !== 'object' || item === null || Array.isArray(item)) throw bad('an entry is not an object');
+    const kinds = Object.keys(item);
+    if (kinds.length !== 1) throw bad(`an entry has ${kinds.length} keys, not one`);
+    const kind = kinds[0]!;
+    if (kind === 'metainfo') continue;
+    const body = (item as NftJsonObject)[kind];
+    if (typeof body !== 'object' || body === null) throw bad(`a ${kind} entry has no body`);
+    const family = body['family'];
+    // A table names itself; everything else names its table.
+    const table = kind === 'table' ? body['name'] : body['table'];
+    if (typeof family !== 'string' || !FAMILIES.includes(family) || typeof table !== 'string')
+      throw bad(`a ${kind} entry names no table (family ${JSON.stringify(family)}, table ${JSON.stringify(table)})`);
+    const { handle: _handle, ...rest } = body; // handles are renumbered when identical rules are made again
+    const key = tableKey({ family: family as NftFamily, name: table });
+    const list = groups.get(key) ?? [];
+    if (kind !== 'table' && !groups.has(key)) throw bad(`a ${kind} of table ${key} comes before the table`);
+    list.push({ [kind]: rest });
+    groups.set(key, list);
+  }
+  return new Map([...groups].map(([key, objs]) => [key, JSON.stringify(objs)]));
 }
 
 /** `nft -j list set` output: elements are addresses, or `{ elem: { val, comment } }` with a comment. */

@@ -48,7 +48,14 @@ test("apply: the pod's outbound TCP goes to 15001 (v4, v6); apply again is a no-
     expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('app-d 10.244.1.2 8080');
 
     const applied = await nft.apply(id, DOC);
-    for (const t of TABLES) expect(applied[`inet ${t.name}`], t.name).toContain(`table inet ${t.name} {`);
+    // each listing is the table's objects from `nft -j -s list ruleset`, the table first, no handles
+    for (const t of TABLES) {
+      const objs = JSON.parse(applied[`inet ${t.name}`]!) as Record<string, Record<string, unknown>>[];
+      expect(objs[0], t.name).toEqual({ table: { family: 'inet', name: t.name } });
+      expect(objs.length, t.name).toBeGreaterThan(1);
+      expect(JSON.stringify(objs), t.name).not.toContain('"handle"');
+    }
+    expect(applied['inet istio-ambient-nat']).toMatch(/"redirect":\{"port":15001\}/);
     expect(await connectFrom(c, a.netns, d.ipv4!, 8080)).toBe('proxy 127.0.0.1 15001');
     expect(await connectFrom(c, a.netns, d.ipv6!, 8080)).toBe('proxy6 ::1 15001');
     expect(acceptedBy(proxy4).map((x) => x.remote)).toEqual(['10.244.0.2']);
