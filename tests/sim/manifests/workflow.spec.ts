@@ -1,7 +1,9 @@
 /**
- * The CI workflow (.github/workflows/ci.yaml, its only copy): it parses, every Playwright project
- * it runs exists in playwright.config.ts, every project is run by some job, and the kind job asks
- * for the kind world (KIND=1) and removes leftover al- clusters even when the tests fail.
+ * The CI workflows (.github/workflows/, their only copy): ci.yaml on every push, long.yaml
+ * nightly. They parse, every Playwright project they run exists in playwright.config.ts, every
+ * project is run by some job (directly or through an `npm run` script that names it), the long
+ * runs are split by Playwright's own --shard, and the kind job asks for the kind world (KIND=1)
+ * and removes leftover al- clusters even when the tests fail.
  */
 import { test, expect } from '@playwright/test';
 import { existsSync, readFileSync } from 'node:fs';
@@ -21,12 +23,22 @@ interface Workflow {
 }
 
 const workflow = parse(readFileSync(path.join(ROOT, '.github/workflows/ci.yaml'), 'utf8')) as Workflow;
+const long = parse(readFileSync(path.join(ROOT, '.github/workflows/long.yaml'), 'utf8')) as Workflow;
+const scripts = (
+  JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
+).scripts;
 const projects = [
   ...readFileSync(path.join(ROOT, 'playwright.config.ts'), 'utf8').matchAll(/name: '([a-z-]+)',\s+testDir:/g),
 ].map((m) => m[1]!);
 
-function runs(job: string): string[] {
-  return (workflow.jobs[job]?.steps ?? []).flatMap((s) => (s.run ? [s.run] : []));
+function runs(job: string, wf: Workflow = workflow): string[] {
+  return (wf.jobs[job]?.steps ?? []).flatMap((s) => (s.run ? [s.run] : []));
+}
+
+/** A step's command with each `npm run <script>` it calls followed by that script's text. */
+function expanded(run: string): string {
+  const called = [...run.matchAll(/npm run ([a-z:-]+)/g)].map((m) => scripts[m[1]!] ?? '');
+  return [run, ...called].join('\n');
 }
 
 test('one copy: the workflow lives under .github/workflows only', () => {
@@ -36,8 +48,10 @@ test('one copy: the workflow lives under .github/workflows only', () => {
 
 test('every Playwright project is run by a job, and every --project a job names exists', () => {
   expect(projects.length).toBeGreaterThan(0);
-  const named = Object.keys(workflow.jobs).flatMap((j) =>
-    runs(j).flatMap((r) => [...r.matchAll(/--project=([a-z-]+)/g)].map((m) => m[1]!)),
+  const named = [workflow, long].flatMap((wf) =>
+    Object.keys(wf.jobs).flatMap((j) =>
+      runs(j, wf).flatMap((r) => [...expanded(r).matchAll(/--project=([a-z-]+)/g)].map((m) => m[1]!)),
+    ),
   );
   for (const p of named) expect(projects, `--project=${p}`).toContain(p);
   for (const p of projects) expect(named, `project ${p}`).toContain(p);
@@ -48,4 +62,10 @@ test('the kind job asks for the kind world and always deletes leftover al- clust
   const cleanup = workflow.jobs['kind']!.steps.find((s) => s.run?.includes('kind delete cluster'));
   expect(cleanup?.if).toBe('always()');
   expect(cleanup?.run).toMatch(/\^al-/);
+});
+
+test('the long runs: the long project through npm run test:long, split across machines by --shard', () => {
+  expect(scripts['test:long']).toMatch(/AMBIENT_LAB_LONG=1 playwright test --project=long/);
+  const step = runs('fidelity', long).find((r) => r.includes('npm run test:long'));
+  expect(step).toMatch(/--shard=\$\{\{ matrix\.shard \}\}/);
 });
