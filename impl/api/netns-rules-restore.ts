@@ -12,6 +12,8 @@
  * Kernel commits are per table; a failing transaction is undone by restoring the saved tables.
  */
 
+import { memoByText } from './memo-by-text.js';
+
 export const TABLES = ['raw', 'mangle', 'nat', 'filter', 'security'] as const;
 export type Table = (typeof TABLES)[number];
 
@@ -60,7 +62,10 @@ function ruleShape(line: string): { op: string; chain: string; target: string | 
   return { op, chain, target };
 }
 
-export function parsePlanText(text: string): PlanTable[] {
+/** A plan's restore text checked against the port's contract, as its table blocks (memoized). */
+export const parsePlanText: (text: string) => readonly PlanTable[] = memoByText(parsePlanTextOnce);
+
+function parsePlanTextOnce(text: string): readonly PlanTable[] {
   const out: PlanTable[] = [];
   const seenTables = new Set<string>();
   let cur: { table: Table; ownChains: string[]; lines: string[]; start: number } | undefined;
@@ -137,7 +142,10 @@ export interface SavedTable {
   readonly text: string;
 }
 
-export function parseSave(text: string): Map<string, SavedTable> {
+/** iptables-save output as its tables, by name (memoized). */
+export const parseSave: (text: string) => ReadonlyMap<string, SavedTable> = memoByText(parseSaveOnce);
+
+function parseSaveOnce(text: string): ReadonlyMap<string, SavedTable> {
   const tables = new Map<string, SavedTable>();
   let cur: { table: string; chains: string[]; rules: string[]; text: string[] } | undefined;
   for (const raw of text.split('\n')) {
@@ -171,7 +179,9 @@ export function parseSave(text: string): Map<string, SavedTable> {
  * rules: they behave exactly like an absent table, and iptables cannot delete a table), so equal
  * configurations print equally.
  */
-export function normaliseSave(text: string): string {
+export const normaliseSave: (text: string) => string = memoByText(normaliseSaveOnce);
+
+function normaliseSaveOnce(text: string): string {
   const zeroed = text
     .split('\n')
     .filter((l) => !l.startsWith('#'))
@@ -202,7 +212,7 @@ function hookDeletions(t: Table, own: readonly string[], saved: SavedTable | und
 }
 
 /** The `--noflush` transaction that makes the namespace hold exactly `plan` in its own chains. */
-export function applyTransaction(plan: readonly PlanTable[], saved: Map<string, SavedTable>): string {
+export function applyTransaction(plan: readonly PlanTable[], saved: ReadonlyMap<string, SavedTable>): string {
   const parts: string[] = [];
   for (const t of plan) {
     parts.push(`*${t.table}`);
@@ -219,7 +229,7 @@ export function applyTransaction(plan: readonly PlanTable[], saved: Map<string, 
  * built-in chain declared ACCEPT (an undeclared one would keep its policy), the own chains, the
  * plan's lines. Restoring a table this way drops every other rule and user chain in it.
  */
-export function exclusiveTransaction(plan: readonly PlanTable[], saved?: Map<string, SavedTable>): string {
+export function exclusiveTransaction(plan: readonly PlanTable[], saved?: ReadonlyMap<string, SavedTable>): string {
   const parts: string[] = [];
   for (const t of plan) {
     parts.push(`*${t.table}`);
@@ -250,7 +260,10 @@ export function holdsAnything(table: Table, s: SavedTable): boolean {
 }
 
 /** The `--noflush` transaction removing the plan's hooks and own chains; undefined if none exist. */
-export function removeTransaction(plan: readonly PlanTable[], saved: Map<string, SavedTable>): string | undefined {
+export function removeTransaction(
+  plan: readonly PlanTable[],
+  saved: ReadonlyMap<string, SavedTable>,
+): string | undefined {
   const parts: string[] = [];
   for (const t of plan) {
     const s = saved.get(t.table);
@@ -270,6 +283,6 @@ export function removeTransaction(plan: readonly PlanTable[], saved: Map<string,
  * Full-table restore input (no --noflush) that puts `tables` back as saved; a table that did not
  * exist is restored empty, which is what it was in effect.
  */
-export function rollbackText(tables: readonly string[], saved: Map<string, SavedTable>): string {
+export function rollbackText(tables: readonly string[], saved: ReadonlyMap<string, SavedTable>): string {
   return tables.map((t) => saved.get(t)?.text ?? `*${t}\nCOMMIT\n`).join('');
 }

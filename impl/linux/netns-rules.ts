@@ -139,7 +139,7 @@ export class LinuxNetnsRules implements NetnsRules {
     // Exclusive: one full restore per family replaces the plan's tables whole (atomic per table).
     const flush = mode === 'exclusive' ? [] : ['--noflush'];
     // Dry run of both families first: what the tools reject must not half-apply.
-    const saved = new Map<IpFamily, Map<string, SavedTable>>();
+    const saved = new Map<IpFamily, ReadonlyMap<string, SavedTable>>();
     const txs = new Map<IpFamily, string>();
     for (const [family, tables] of parsed) {
       const s = parseSave(await this.must(netns, 'apply', [this.ipt[family].save]));
@@ -256,7 +256,7 @@ export class LinuxNetnsRules implements NetnsRules {
   async remove(netns: NetnsId, plan: RedirectionPlan): Promise<void> {
     const parsed = this.check(netns, 'remove', plan);
     if (plan.nftables) await this.nftFor(netns, 'remove').remove(netns, plan.nftables.tables);
-    const saved = new Map<IpFamily, Map<string, SavedTable>>();
+    const saved = new Map<IpFamily, ReadonlyMap<string, SavedTable>>();
     const done: IpFamily[] = [];
     for (const [family, tables] of parsed) {
       const s = parseSave(await this.must(netns, 'remove', [this.ipt[family].save]));
@@ -345,7 +345,7 @@ export class LinuxNetnsRules implements NetnsRules {
   }
 
   /** Validate the whole plan without I/O; returns the parsed restore text per family present. */
-  private check(netns: string, op: 'apply' | 'remove', plan: RedirectionPlan): Map<IpFamily, PlanTable[]> {
+  private check(netns: string, op: 'apply' | 'remove', plan: RedirectionPlan): Map<IpFamily, readonly PlanTable[]> {
     const bad = (what: string): NetnsRulesError =>
       new NetnsRulesError(
         netns,
@@ -354,7 +354,7 @@ export class LinuxNetnsRules implements NetnsRules {
         what,
         'Nothing was changed; fix the plan (the rule builder renders it).',
       );
-    const parsed = new Map<IpFamily, PlanTable[]>();
+    const parsed = new Map<IpFamily, readonly PlanTable[]>();
     for (const family of FAMILIES) {
       const text = plan.iptables[family];
       if (text === undefined) continue;
@@ -393,8 +393,8 @@ export class LinuxNetnsRules implements NetnsRules {
   private async rollback(
     netns: NetnsId,
     families: readonly IpFamily[],
-    parsed: Map<IpFamily, PlanTable[]>,
-    saved: Map<IpFamily, Map<string, SavedTable>>,
+    parsed: Map<IpFamily, readonly PlanTable[]>,
+    saved: Map<IpFamily, ReadonlyMap<string, SavedTable>>,
     /** An exclusive apply also emptied the tables the plan does not use: restore every saved table. */
     allTables = false,
   ): Promise<string> {

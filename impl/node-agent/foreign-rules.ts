@@ -25,7 +25,7 @@ import {
   TABLES,
   type PlanTable,
 } from '../api/netns-rules-restore.js';
-import { asSaved, chainOf } from './plan-drift.js';
+import { asSaved, byChain, chainOf } from './plan-drift.js';
 
 const FAMILIES: readonly IpFamily[] = ['ipv4', 'ipv6'];
 
@@ -68,8 +68,9 @@ export function foreignRules(state: AppliedState, plan: RedirectionPlan): string
           out.push(`${f} ${t.table}: user chain ${name} is not in the plan`);
         }
       }
+      const haveBy = byChain(s.rules);
       for (const [chain, want] of intendedBuiltins(t)) {
-        const have = s.rules.filter((r) => chainOf(r) === chain);
+        const have = haveBy.get(chain) ?? [];
         if (have.join('\n') !== want.join('\n'))
           out.push(
             `${f} ${t.table}: built-in chain ${chain} holds [${have.join(' | ')}], the plan [${want.join(' | ')}]`,

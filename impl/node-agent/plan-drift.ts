@@ -14,6 +14,7 @@
  */
 import type { AppliedState, IpFamily, LocalRoute, PolicyRule, RedirectionPlan } from '../host/netns-rules.js';
 import { BUILTIN_CHAINS, parsePlanText, parseSave, TABLES, type Table } from '../api/netns-rules-restore.js';
+import { memoByText } from '../api/memo-by-text.js';
 import { buildInpodPlan } from './rule-builder.js';
 import { nftLeftovers } from './nftables/nft-drift.js';
 
@@ -127,13 +128,60 @@ export function asSaved(line: string): string {
   return line.replace(/^-I (\S+)( \d+)?/, '-A $1').trim();
 }
 
+/** The chain of a trimmed rule line (`-A CHAIN ...`): its second word. Scanned, not split: the repair loop calls it for every rule of every pod. */
 export function chainOf(line: string): string {
-  return line.split(/\s+/)[1] ?? '';
+  // ASCII whitespace (space, \t \n \v \f \r): what iptables-save and the renderer separate words with.
+  const isSpace = (i: number): boolean => {
+    const c = line.charCodeAt(i);
+    return c === 32 || (c >= 9 && c <= 13);
+  };
+  let i = 0;
+  while (i < line.length && !isSpace(i)) i++;
+  while (i < line.length && isSpace(i)) i++;
+  const start = i;
+  while (i < line.length && !isSpace(i)) i++;
+  return line.slice(start, i);
+}
+
+/** Rule lines by the chain they are in, in order (one pass: the checks look at every chain). */
+export function byChain(lines: readonly string[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const l of lines) {
+    const c = chainOf(l);
+    (out.get(c) ?? out.set(c, []).get(c)!).push(l);
+  }
+  return out;
 }
 
 function jumpTarget(line: string): string | undefined {
   return /\s-[jg]\s+(\S+)/.exec(line)?.[1];
 }
+
+/** What drift() compares a family's plan text with, per table: worked out once per text. */
+interface PlannedTable {
+  readonly table: Table;
+  readonly ownChains: readonly string[];
+  /** Rule lines as iptables-save prints them, by chain. */
+  readonly byChain: ReadonlyMap<string, readonly string[]>;
+  /** The hooks into own chains, sorted. */
+  readonly hooks: readonly string[];
+}
+
+function isHookOf(table: Table, ownChains: readonly string[]): (line: string) => boolean {
+  return (r) => BUILTIN_CHAINS[table].includes(chainOf(r)) && ownChains.includes(jumpTarget(r) ?? '');
+}
+
+const planned = memoByText((text: string): readonly PlannedTable[] =>
+  parsePlanText(text).map((t) => {
+    const want = t.lines.map(asSaved);
+    return {
+      table: t.table,
+      ownChains: t.ownChains,
+      byChain: byChain(want),
+      hooks: want.filter(isHookOf(t.table, t.ownChains)).sort(),
+    };
+  }),
+);
 
 /**
  * Every difference between the namespace and exactly `plan` (empty: it holds exactly the plan):
@@ -148,23 +196,21 @@ export function drift(state: AppliedState, plan: RedirectionPlan): string[] {
     const text = plan.iptables[f];
     if (text !== undefined) {
       const saved = parseSave(state.iptables[f]);
-      for (const t of parsePlanText(text)) {
+      for (const t of planned(text)) {
         const s = saved.get(t.table);
-        const want = t.lines.map(asSaved);
+        const haveBy = byChain(s?.rules ?? []);
         for (const c of t.ownChains) {
           if (!s?.chains.includes(c)) {
             out.push(`${f} ${t.table}: chain ${c} is missing`);
             continue;
           }
-          const have = s.rules.filter((r) => chainOf(r) === c);
-          const exp = want.filter((r) => chainOf(r) === c);
+          const have = haveBy.get(c) ?? [];
+          const exp = t.byChain.get(c) ?? [];
           if (have.join('\n') !== exp.join('\n'))
             out.push(`${f} ${t.table}: chain ${c} holds [${have.join(' | ')}], the plan [${exp.join(' | ')}]`);
         }
-        const isHook = (r: string): boolean =>
-          BUILTIN_CHAINS[t.table].includes(chainOf(r)) && t.ownChains.includes(jumpTarget(r) ?? '');
-        const haveHooks = (s?.rules ?? []).filter(isHook).sort();
-        const expHooks = want.filter(isHook).sort();
+        const haveHooks = (s?.rules ?? []).filter(isHookOf(t.table, t.ownChains)).sort();
+        const expHooks = t.hooks;
         if (haveHooks.join('\n') !== expHooks.join('\n'))
           out.push(`${f} ${t.table}: hooks [${haveHooks.join(' | ')}], the plan [${expHooks.join(' | ')}]`);
       }

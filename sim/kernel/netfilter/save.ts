@@ -8,7 +8,23 @@
  */
 import { chainsInSaveOrder, type TableState } from './ruleset.js';
 
+/**
+ * Each table state's text, once: a table state is never edited once a restore has swapped it in
+ * (netfilter.ts works on copies, restore-cache.ts relies on the same), and the node agent's
+ * repair loop saves every pod's tables on every pass.
+ */
+const rendered = new WeakMap<TableState, string>();
+
 export function saveTable(t: TableState): string {
+  let text = rendered.get(t);
+  if (text === undefined) {
+    text = renderTable(t);
+    rendered.set(t, text);
+  }
+  return text;
+}
+
+function renderTable(t: TableState): string {
   const chains = chainsInSaveOrder(t);
   const out: string[] = [`*${t.name}`];
   for (const c of chains) out.push(`:${c.name} ${c.builtin ? c.policy : '-'} [0:0]`);
