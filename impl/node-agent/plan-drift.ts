@@ -128,7 +128,10 @@ export function asSaved(line: string): string {
   return line.replace(/^-I (\S+)( \d+)?/, '-A $1').trim();
 }
 
-/** The chain of a trimmed rule line (`-A CHAIN ...`): its second word. Scanned, not split: the repair loop calls it for every rule of every pod. */
+/**
+ * The chain of a rule line (`-A CHAIN ...`): its second word, as `split(/\s+/)[1]` gives it for
+ * ASCII whitespace. Scanned, not split: the repair loop calls it for every rule of every pod.
+ */
 export function chainOf(line: string): string {
   // ASCII whitespace (space, \t \n \v \f \r): what iptables-save and the renderer separate words with.
   const isSpace = (i: number): boolean => {
