@@ -7,7 +7,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runDifferential } from '../../scenarios/fidelity/differential.js';
+import { reportSummary, runDifferential } from '../../scenarios/fidelity/differential.js';
 import { fixedTopology } from '../../scenarios/fidelity/topology.js';
 import { formatDifferences } from '../../scenarios/fidelity/compare.js';
 import { withKernelLanes } from './lab-runner-lanes.js';
@@ -18,14 +18,6 @@ function arg(name: string, dflt: number): number {
   const v = Number(process.argv[i + 1]);
   if (!Number.isInteger(v)) throw new Error(`--${name} needs an integer, got ${JSON.stringify(process.argv[i + 1])}`);
   return v;
-}
-
-/** " (name n, name m)" for the known divergences seen, most frequent first; "" when none. */
-function describeKnown(byName: Readonly<Record<string, number>>): string {
-  const parts = Object.entries(byName)
-    .sort((a, b) => b[1] - a[1])
-    .map(([name, n]) => `${name} ${n}`);
-  return parts.length ? ` (${parts.join(', ')})` : '';
 }
 
 async function main(): Promise<void> {
@@ -57,7 +49,7 @@ async function main(): Promise<void> {
     }),
   );
   console.log(
-    `fidelity: ${report.cases} cases in ${((Date.now() - t0) / 1000).toFixed(1)} s; seeds ${report.seeds.join(', ')}; ${report.knownHits} known-divergence hits${describeKnown(report.knownByName)}; ${report.bothRejected} cases rejected by both`,
+    `fidelity: ${report.cases} cases in ${((Date.now() - t0) / 1000).toFixed(1)} s; ${reportSummary(report)}`,
   );
   if (report.counterexamples.length === 0) {
     console.log('fidelity: no differences');

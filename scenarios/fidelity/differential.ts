@@ -118,6 +118,17 @@ interface DifferentialReport {
   readonly bothRejected: number;
 }
 
+/**
+ * A run's report in one line for people (the long runs print it): its seeds, the known-divergence
+ * hits by name, most frequent first, and the cases both worlds refused.
+ */
+export function reportSummary(r: DifferentialReport): string {
+  const known = Object.entries(r.knownByName)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, n]) => `${name} ${n}`);
+  return `seeds ${r.seeds.join(', ')}; ${r.knownHits} known-divergence hits${known.length > 0 ? ` (${known.join(', ')})` : ''}; ${r.bothRejected} cases rejected by both`;
+}
+
 let portCursor = 0;
 /** Next port base: cycles so no two cases within ~5000 share ports (conntrack is not flushed). */
 export function nextPortBase(): number {

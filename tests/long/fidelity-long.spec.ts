@@ -16,7 +16,7 @@ import { writeFileSync } from 'node:fs';
 import { test, expect } from '@playwright/test';
 import { netnsLabWorld } from '../worlds.js';
 import { withKernelLanes } from '../../e2e/netns/lab-runner-lanes.js';
-import { runDifferential } from '../../scenarios/fidelity/differential.js';
+import { reportSummary, runDifferential } from '../../scenarios/fidelity/differential.js';
 import { fixedTopology } from '../../scenarios/fidelity/topology.js';
 import { formatDifferences } from '../../scenarios/fidelity/compare.js';
 import { alive, namespacesWithPrefix } from '../netns/fidelity/fixture.js';
@@ -45,14 +45,6 @@ const RUN_KINDS = [
   { name: 'nftables', nftables: true, seed: positiveInt('FIDELITY_LONG_NFT_SEED', 20261260) },
 ] as const;
 
-/** " (name n, ...)" most frequent first; "" when none. */
-function describeKnown(byName: Readonly<Record<string, number>>): string {
-  const parts = Object.entries(byName)
-    .sort((a, b) => b[1] - a[1])
-    .map(([name, n]) => `${name} ${n}`);
-  return parts.length > 0 ? ` (${parts.join(', ')})` : '';
-}
-
 for (const kind of RUN_KINDS) {
   for (let k = 0; k < SLICES; k++) {
     // The last slice takes the remainder, so the slices add up to RUNS exactly.
@@ -75,7 +67,7 @@ for (const kind of RUN_KINDS) {
         { prefix },
       );
       console.log(
-        `[fidelity-long] ${kind.name} slice ${k + 1}/${SLICES}: ${report.cases} cases in ${((Date.now() - t0) / 1000).toFixed(0)} s; seeds ${report.seeds.join(', ')}; ${report.knownHits} known-divergence hits${describeKnown(report.knownByName)}; ${report.bothRejected} rejected by both`,
+        `[fidelity-long] ${kind.name} slice ${k + 1}/${SLICES}: ${report.cases} cases in ${((Date.now() - t0) / 1000).toFixed(0)} s; ${reportSummary(report)}`,
       );
       const shown: string[] = [];
       for (const c of report.counterexamples) {
