@@ -80,6 +80,7 @@ import { appPod, hostProbePod } from './pod-specs.js';
 import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
 import {
   flushTablesThrough,
+  fromFreeSourcePort,
   nftThrough,
   rawSendThrough,
   restoreThrough,
@@ -402,7 +403,7 @@ export class KindWorld implements World {
     const launch = await this.launcher(from, to, dstPods[0]?.node, family);
     if (typeof launch === 'string') return errorResult(launch);
     const proto = opts.proto ?? 'tcp';
-    const sourcePort = randomInt(20_000, 60_000);
+    let sourcePort: number;
     const tag = `al-${randomInt(1e9).toString(36)}-${randomInt(1e9).toString(36)}`;
     const since = new Date(Date.now() - 2000).toISOString();
     let hop: { dev: string; mac: string } | undefined;
@@ -417,7 +418,9 @@ export class KindWorld implements World {
     let out: ConnectOutcome;
     let rawAnswer: RawSendOutcome['result'] | undefined;
     try {
+      const pick = (): number => randomInt(20_000, 60_000);
       if (hop) {
+        sourcePort = pick(); // a crafted frame binds no socket: no port to find taken
         ({ out, rawAnswer } = await rawSendThrough(probe, {
           tag,
           proto,
@@ -429,18 +432,23 @@ export class KindWorld implements World {
           port: to.port,
         }));
       } else {
-        out = await probe.connect({
-          op: 'connect',
-          tag,
-          proto,
-          address: dstIp,
-          port: to.port,
-          mark: opts.mark,
-          transparent: opts.sourceIp !== undefined,
-          source: opts.sourceIp,
-          sourcePort,
-          timeoutMs: 3000,
-        });
+        ({ value: out, sourcePort } = await fromFreeSourcePort(
+          pick,
+          (port) =>
+            probe.connect({
+              op: 'connect',
+              tag,
+              proto,
+              address: dstIp,
+              port: to.port,
+              mark: opts.mark,
+              transparent: opts.sourceIp !== undefined,
+              source: opts.sourceIp,
+              sourcePort: port,
+              timeoutMs: 3000,
+            }),
+          (v) => v,
+        ));
       }
     } finally {
       await probe.close();

@@ -173,6 +173,32 @@ export interface ConnectOutcome {
 }
 
 /**
+ * Whether an attempt failed only because the source port the world picked at random was taken
+ * (bound, or in TIME_WAIT, in the source's netns): the world's own choice, not an observation,
+ * so the world picks another port rather than report it.
+ */
+export function sourcePortTaken(out: ConnectOutcome): boolean {
+  return out.result === 'error' && out.code === 'EADDRINUSE' && out.call === 'bind';
+}
+
+/**
+ * Run `attempt` from a random source port (`pick`), picking again while the port is taken; after
+ * `tries` taken ports the last outcome stands (an error the caller reports).
+ */
+export async function fromFreeSourcePort<T>(
+  pick: () => number,
+  attempt: (sourcePort: number) => Promise<T>,
+  outcomeOf: (value: T) => ConnectOutcome,
+  tries = 5,
+): Promise<{ readonly value: T; readonly sourcePort: number }> {
+  for (let i = 1; ; i++) {
+    const sourcePort = pick();
+    const value = await attempt(sourcePort);
+    if (i >= tries || !sourcePortTaken(outcomeOf(value))) return { value, sourcePort };
+  }
+}
+
+/**
  * A TCP connect's outcome as the World reports it (ConnectResult.outcome): the errno decides
  * between refused (RST), unreachable (ICMP) and anything else (an error the caller words).
  */

@@ -73,6 +73,7 @@ import {
   flushTablesThrough,
   nftThrough,
   restoreThrough,
+  fromFreeSourcePort,
   rawSendThrough,
   type ClosedEvent,
   type ConnectOutcome,
@@ -479,7 +480,8 @@ export class NetnsWorld implements World {
     const srcIp = opts.sourceIp ?? src.ips.find((ip) => ip.includes(':') === (family === 6));
     if (!srcIp) return none(`the source has no IPv${family} address`);
     const proto = opts.proto ?? 'tcp';
-    const sourcePort = randomInt(20_000, 60_000);
+    const pick = (): number => randomInt(20_000, 60_000);
+    let sourcePort: number;
     const tag = `al-${Date.now().toString(36)}-${randomInt(1e9).toString(36)}`;
     const offsets = this.logOffsets();
     this.probes.events.drain();
@@ -492,6 +494,7 @@ export class NetnsWorld implements World {
       const hop = await this.nextHop(src.netns, dstIp);
       if (typeof hop === 'string') return none(hop);
       if (proto === 'tcp') tproxyBefore = await this.tproxyHits(dstIp);
+      sourcePort = pick(); // a crafted frame binds no socket: no port to find taken
       ({ out, rawAnswer } = await rawSendThrough(probe, {
         tag,
         proto,
@@ -503,19 +506,24 @@ export class NetnsWorld implements World {
         port: to.port,
       }));
     } else {
-      out = (await probe.request({
-        // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
-        op: 'connect',
-        tag,
-        proto,
-        address: dstIp,
-        port: to.port,
-        mark: opts.mark,
-        transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
-        source: opts.sourceIp,
-        sourcePort,
-        timeoutMs: 3000,
-      })) as ConnectOutcome;
+      ({ value: out, sourcePort } = await fromFreeSourcePort(
+        pick,
+        async (port) =>
+          (await probe.request({
+            // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
+            op: 'connect',
+            tag,
+            proto,
+            address: dstIp,
+            port: to.port,
+            mark: opts.mark,
+            transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
+            source: opts.sourceIp,
+            sourcePort: port,
+            timeoutMs: 3000,
+          })) as ConnectOutcome,
+        (v) => v,
+      ));
     }
     const client = ep(srcIp, sourcePort);
     // What the first hop may see as the client: its own tuple, or — for a socket in a node's
@@ -841,18 +849,22 @@ export class NetnsWorld implements World {
     if (!dstIp) throw new Error(`holdConnection: the destination has no IPv4 address`);
     const srcIp = src.ips.find((ip) => !ip.includes(':'));
     if (!srcIp) throw new Error('holdConnection: the source has no IPv4 address');
-    const sourcePort = randomInt(20_000, 60_000);
     const tag = `al-held-${Date.now().toString(36)}-${randomInt(1e9).toString(36)}`;
     const offsets = this.logOffsets();
     const probe = await this.probes.get(src.netns, src.owner);
-    const out = (await probe.request({
-      op: 'hold',
-      tag,
-      address: dstIp,
-      port: to.port,
-      sourcePort,
-      timeoutMs: HELD_ANSWER_MS,
-    })) as HoldOutcome;
+    const { value: out, sourcePort } = await fromFreeSourcePort(
+      () => randomInt(20_000, 60_000),
+      async (port) =>
+        (await probe.request({
+          op: 'hold',
+          tag,
+          address: dstIp,
+          port: to.port,
+          sourcePort: port,
+          timeoutMs: HELD_ANSWER_MS,
+        })) as HoldOutcome,
+      (v) => v,
+    );
     const client = ep(srcIp, sourcePort);
     // The app that reported `t` (as `ev`); for 'accept', only with the client's own port as the peer (no proxy between).
     const appSaw = (ev: 'accept' | 'data', t: string): PodRef | undefined => {

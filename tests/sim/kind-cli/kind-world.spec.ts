@@ -10,7 +10,7 @@
  */
 import { test, expect } from '@playwright/test';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, appendFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -92,6 +92,19 @@ function relay(listenPort: number, appPort: number, logFile: string): net.Server
     .listen(listenPort, '127.0.0.2');
 }
 
+/**
+ * Wait for the app's "ready" line: it opens its report file before it listens, so the file's
+ * existence alone let a probe on a loaded machine reach a port nobody listened on yet.
+ */
+async function appReady(appLog: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (existsSync(appLog) && readFileSync(appLog, 'utf8').includes('"ev":"ready"')) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`the pod app did not report ready within 30 s (${appLog}); is dist/ built (\`npx tsc -p .\`)?`);
+}
+
 async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'al-kindworld-'));
   const store = new ApiStore({ clock: new SystemClock(), random: new SeededRandom(1) });
@@ -104,12 +117,16 @@ async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {
   const relayPort = await freePort('127.0.0.2');
   const children: ChildProcess[] = [];
   const relayServer = relay(relayPort, appPort, proxyLog);
+  await new Promise<void>((resolve, reject) => {
+    relayServer.once('listening', resolve);
+    relayServer.once('error', reject);
+  });
   try {
     const app = spawn(process.execPath, [podAppJs, '--pod', 'mesh/b', '--report', appLog, '--tcp', String(appPort)], {
       stdio: 'ignore',
     });
     children.push(app);
-    for (let i = 0; i < 100 && !existsSync(appLog); i++) await new Promise((r) => setTimeout(r, 50));
+    await appReady(appLog);
     await fakes.setRules([
       { bin: 'kubectl', has: ['exec', '-i', '--', 'node', PROBE_PROGRAM], exec: [process.execPath, probeJs] },
       { bin: 'kubectl', has: ['logs', '-c', 'app'], stdoutFile: appLog },
@@ -176,7 +193,7 @@ test('connect pod to pod, direct: the probe runs via `kubectl exec -i` in the so
       { kind: 'pod', pod: { namespace: 'mesh', name: 'a' } },
       { kind: 'pod', pod: { namespace: 'mesh', name: 'b' }, port: appPort },
     );
-    expect(r.outcome).toBe('established');
+    expect(r.outcome, r.error).toBe('established');
     expect(r.acceptedBy).toBe('app');
     expect(r.acceptedIn).toEqual({ namespace: 'mesh', name: 'b' });
     expect(r.deliveries).toEqual([
@@ -237,7 +254,7 @@ test('connect through the proxy: the first hop is the proxy record whose downstr
       { kind: 'pod', pod: { namespace: 'mesh', name: 'a' } },
       { kind: 'pod', pod: { namespace: 'mesh', name: 'c' }, port: relayPort },
     );
-    expect(r.outcome).toBe('established');
+    expect(r.outcome, r.error).toBe('established');
     expect(r.acceptedBy).toBe('proxy-inbound');
     expect(r.acceptedIn).toEqual({ namespace: 'mesh', name: 'c' });
     expect(r.deliveries).toEqual([
@@ -272,7 +289,7 @@ test('refused, and an attempt from a host runs the host probe under setpriv with
       { kind: 'pod', pod: { namespace: 'mesh', name: 'a' } },
       { kind: 'ip', ip: '127.0.0.1', port: closed },
     );
-    expect(r.outcome).toBe('refused');
+    expect(r.outcome, r.error).toBe('refused');
     expect(r.acceptedBy).toBeUndefined();
     expect(r.deliveries).toEqual([]);
     await fakes.setRules([{ bin: 'kubectl', has: ['exec'], exec: ['sh', '-c', 'echo "setpriv missing" >&2; exit 3'] }]);
@@ -526,7 +543,7 @@ test('appExec: a listener stays attached in the app container and its accepts ar
       { kind: 'pod', pod: { namespace: 'mesh', name: 'a' } },
       { kind: 'pod', pod: b, port },
     );
-    expect(r.outcome).toBe('established');
+    expect(r.outcome, r.error).toBe('established');
     expect(r.acceptedBy).toBe('app');
     expect(r.deliveries).toEqual([
       { pod: b, port, peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), viaProxy: false },

@@ -1,0 +1,53 @@
+/**
+ * The worlds pick a random source port per attempt; a port that turns out taken in the source's
+ * netns (EADDRINUSE at bind) is the world's own unlucky choice, so another is picked — any other
+ * outcome, errors included, is the observation and stands.
+ */
+import { test, expect } from '@playwright/test';
+import { fromFreeSourcePort, sourcePortTaken, type ConnectOutcome } from '../../../e2e/netns/probe-protocol.js';
+
+const taken: ConnectOutcome = { result: 'error', code: 'EADDRINUSE', call: 'bind', message: 'in use' };
+const established: ConnectOutcome = { result: 'established', code: undefined, call: undefined, message: undefined };
+
+test('only EADDRINUSE at bind is a taken source port', () => {
+  expect(sourcePortTaken(taken)).toBe(true);
+  expect(sourcePortTaken({ ...taken, call: 'connect' })).toBe(false);
+  expect(sourcePortTaken({ ...taken, code: 'ECONNREFUSED' })).toBe(false);
+  expect(sourcePortTaken(established)).toBe(false);
+});
+
+test('a taken port is picked again; the attempt that ran reports its own port', async () => {
+  const ports = [20001, 20002, 20003];
+  const tried: number[] = [];
+  const r = await fromFreeSourcePort(
+    () => ports.shift()!,
+    async (p) => {
+      tried.push(p);
+      return p === 20003 ? established : taken;
+    },
+    (v) => v,
+  );
+  expect(tried).toEqual([20001, 20002, 20003]);
+  expect(r).toEqual({ value: established, sourcePort: 20003 });
+});
+
+test('another error is not retried, and after `tries` taken ports the last outcome stands', async () => {
+  const refused: ConnectOutcome = { result: 'error', code: 'ECONNREFUSED', call: 'connect', message: 'refused' };
+  let n = 0;
+  const once = await fromFreeSourcePort(
+    () => 30000 + n,
+    async () => (n++, refused),
+    (v) => v,
+  );
+  expect(once).toEqual({ value: refused, sourcePort: 30000 });
+  expect(n).toBe(1);
+  let calls = 0;
+  const stuck = await fromFreeSourcePort(
+    () => 40000 + calls,
+    async () => (calls++, taken),
+    (v) => v,
+    3,
+  );
+  expect(calls).toBe(3);
+  expect(stuck.value).toEqual(taken);
+});
