@@ -8,7 +8,9 @@
  * has been retried, and failed again, since that change (a retry may be the one that succeeds)
  * AND, likewise, every pod whose sandbox failed (a refused CNI ADD) has had a sandbox retry by the
  * kubelet that began after that change finish (an attempt already in flight at the change may have
- * run on what changed: a CNI fault cleared while its ADD was under way).
+ * run on what changed: a CNI fault cleared while its ADD was under way). A change is a difference
+ * in what was read: the kernel facts are compared with the last round that read them, so a round
+ * that skipped the kernel (something else pending) is not a change by itself.
  *
  * Pending, per round:
  *   - caches: a running agent's informers do not hold the API's current resourceVersion of every
@@ -86,8 +88,15 @@ interface ProxyStatus {
 }
 
 interface Round {
-  /** Everything observed that a change would show in (resourceVersions, statuses, kernel facts). */
+  /** Everything observed in the API, the components and the sandboxes that a change would show in. */
   readonly digest: string;
+  /**
+   * The pods' kernel facts (addresses, capture rules, listeners), or undefined when this round did
+   * not read them (something else was pending). Kept apart from `digest`: a round that skips the
+   * read has not seen the kernel change, and counting "not read" as a change would reset the mark
+   * every time a kubelet retry is in flight, so a pod refused for good never let settle converge.
+   */
+  readonly kernel: string | undefined;
   readonly pending: string[];
   /** Running components whose /status could not be read. */
   readonly unreadable: string[];
@@ -266,9 +275,10 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
       );
     }
   }
-  const kernel: unknown[] = [];
+  let kernel: unknown[] | undefined;
   // The kernel only once the API and the components agree: until then a round is pending anyway.
   if (pending.length === 0 && unreadable.length === 0) {
+    kernel = [];
     for (const p of Object.values(lab.state.pods)) {
       if (!p.started || p.hostNetwork || !p.netns) continue;
       const key = `${p.namespace}/${p.name}`;
@@ -314,7 +324,14 @@ async function observe(lab: NetnsLab, ipv6: boolean): Promise<Round> {
       kernel.push([key, addrs.map((a) => `${a.local}${a.tentative ? '?' : ''}`).sort(), facts]);
     }
   }
-  return { digest: JSON.stringify([digest, kernel]), pending, unreadable, agents, sandboxes };
+  return {
+    digest: JSON.stringify(digest),
+    kernel: kernel && JSON.stringify(kernel),
+    pending,
+    unreadable,
+    agents,
+    sandboxes,
+  };
 }
 
 /** The last few warnings each component logged: what a report of non-convergence needs to be read. */
@@ -352,10 +369,14 @@ export async function settleNetnsWorld(lab: NetnsLab, opts: SettleOptions): Prom
   let rounds = 0;
   /** The last change seen, and each agent's repair passes begun and retry counts at that moment. */
   let mark: { digest: string; agents: Round['agents']; sandboxes: Round['sandboxes'] } | undefined;
+  /** The kernel facts as last read: a round that did not read them changes nothing. */
+  let kernelSeen: string | undefined;
   for (;;) {
     const o = await observe(lab, opts.ipv6);
     rounds++;
-    if (mark === undefined || mark.digest !== o.digest)
+    const kernelChanged = o.kernel !== undefined && o.kernel !== kernelSeen;
+    if (o.kernel !== undefined) kernelSeen = o.kernel;
+    if (mark === undefined || mark.digest !== o.digest || kernelChanged)
       mark = { digest: o.digest, agents: o.agents, sandboxes: o.sandboxes };
     const waiting = [...o.pending, ...o.unreadable];
     /** Nodes whose agent owes a repair pass begun after the change. */

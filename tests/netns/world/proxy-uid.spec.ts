@@ -25,6 +25,9 @@ test("strict refuses a pod declaring the proxy's uid; the same uid from the imag
       app: { uid: 1337, uidSource: 'image', caps: [], tcpPorts: [8080] },
     });
     await w.settle();
+    // A pod refused for good is a steady state: settle converges although the kubelet keeps
+    // retrying it (each retry in flight used to reset settle's mark, so it ran out its bound).
+    expect(w.lastSettle?.converged, w.lastSettle?.pending.join('; ')).toBe(true);
     const pods = await w.pods();
     const get = (r: PodRef) => pods.find((p) => p.name === r.name)!;
     expect(get(declared)).toMatchObject({ phase: 'Pending', started: false, redirected: false });
