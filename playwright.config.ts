@@ -67,8 +67,8 @@ export default defineConfig({
       use: { browserName: 'chromium', launchOptions: { executablePath: CHROMIUM } },
     },
     { name: 'netns', testDir: './tests/netns', timeout: 180_000 },
-    // the long differential runs, in slices for `--shard` (tests/long/fidelity-long.spec.ts); only
-    // with AMBIENT_LAB_LONG=1 (`npm run test:long`), never in `npm test`
+    // the long runs, one test per slice or seed for `--shard` (tests/long/: the differential
+    // runs and the soak); only with AMBIENT_LAB_LONG=1 (`npm run test:long`), never in `npm test`
     ...(process.env['AMBIENT_LAB_LONG'] === '1' ? [{ name: 'long', testDir: './tests/long' }] : []),
     { name: 'kind', testDir: './tests/kind', timeout: 900_000 },
     // a first image build (a debootstrap base) takes minutes; .ci/run builds them before the tests.

@@ -156,7 +156,7 @@ export interface CheckProcessResult {
   readonly stdout: string;
 }
 
-type CheckRunner = (args: readonly string[]) => Promise<CheckProcessResult>;
+export type CheckRunner = (args: readonly string[]) => Promise<CheckProcessResult>;
 
 /** bin/ambient-lab.js: two levels above this module in dist/cli/, one above it in cli/ (tests run the sources). */
 const BIN = ((): string => {
@@ -169,7 +169,7 @@ const BIN = ((): string => {
 })();
 
 /** Runs `ambient-lab check ARGS` as its own process; its progress goes to this process's stderr. */
-const runCheckProcess: CheckRunner = (args) =>
+export const runCheckProcess: CheckRunner = (args) =>
   new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, 'check', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     let stdout = '';

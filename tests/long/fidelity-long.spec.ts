@@ -20,19 +20,12 @@ import { reportSummary, runDifferential } from '../../scenarios/fidelity/differe
 import { fixedTopology } from '../../scenarios/fidelity/topology.js';
 import { formatDifferences } from '../../scenarios/fidelity/compare.js';
 import { alive, namespacesWithPrefix } from '../netns/fidelity/fixture.js';
+import { positiveInt } from './env.js';
 
 const world = netnsLabWorld();
 test.skip(!world.available, world.reason);
 // Every slice is its own group, so `--shard` splits slices, not files.
 test.describe.configure({ mode: 'parallel' });
-
-function positiveInt(name: string, dflt: number): number {
-  const raw = process.env[name];
-  if (raw === undefined) return dflt;
-  const v = Number(raw);
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${name}=${JSON.stringify(raw)}: expected a positive integer`);
-  return v;
-}
 
 const RUNS = positiveInt('FIDELITY_LONG_RUNS', 20_000);
 const SLICES = positiveInt('FIDELITY_LONG_SLICES', 10);

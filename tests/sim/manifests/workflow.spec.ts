@@ -19,7 +19,7 @@ interface Step {
   readonly name?: string;
 }
 interface Workflow {
-  readonly jobs: Record<string, { readonly steps: readonly Step[] }>;
+  readonly jobs: Record<string, { readonly steps: readonly Step[]; readonly env?: Record<string, string> }>;
 }
 
 const workflow = parse(readFileSync(path.join(ROOT, '.github/workflows/ci.yaml'), 'utf8')) as Workflow;
@@ -66,6 +66,8 @@ test('the kind job asks for the kind world and always deletes leftover al- clust
 
 test('the long runs: the long project through npm run test:long, split across machines by --shard', () => {
   expect(scripts['test:long']).toMatch(/AMBIENT_LAB_LONG=1 playwright test --project=long/);
-  const step = runs('fidelity', long).find((r) => r.includes('npm run test:long'));
+  const step = runs('long', long).find((r) => r.includes('npm run test:long'));
   expect(step).toMatch(/--shard=\$\{\{ matrix\.shard \}\}/);
+  // Shards must list the same soak seeds: a base seed fixed for the whole run, not each machine's clock.
+  expect(long.jobs['long']!.env?.['SOAK_BASE_SEED']).toMatch(/^\$\{\{ github\.run_number \}\}\d*$/);
 });
