@@ -14,7 +14,7 @@
  */
 import type { V1Container, V1PodSecurityContext, V1Probe } from '@kubernetes/client-node';
 import type { CniConfList } from '../../impl/api/cni.js';
-import type { KubeObjectOf, Wire } from '../../impl/host/kube.js';
+import { isKubeApiError, type KubeObjectOf, type Wire } from '../../impl/host/kube.js';
 import { VirtualClock } from '../time/virtual-clock.js';
 import { SeededRandom } from '../time/seeded-random.js';
 import { ApiStore } from '../kube/store.js';
@@ -417,7 +417,11 @@ export class SimWorld {
     const until = this.clock.now() + maxMs;
     for (;;) {
       await this.flush();
-      const pod = await this.api.get('Pod', name, namespace).catch(() => undefined);
+      // Not created yet (404) is "not Running"; any other failure of the API is the world's own error.
+      const pod = await this.api.get('Pod', name, namespace).catch((e: unknown) => {
+        if (isKubeApiError(e, 404)) return undefined;
+        throw e;
+      });
       if (pod?.status?.phase === 'Running') return pod;
       const due = this.clock.nextDue();
       if (due === undefined || due > until) {
