@@ -114,16 +114,21 @@ test('the transport answers 503 with Retry-After past its in-flight cap, and ser
   const serving = await ca.servingCertificate([NAME], []);
   let release: () => void = () => undefined;
   const gate = new Promise<void>((r) => (release = r));
+  // Both parked requests are in the handler (not just sent): a loaded machine may take long over TLS.
+  let arrived = 0;
+  let bothIn: () => void = () => undefined;
+  const bothInHandler = new Promise<void>((r) => (bothIn = r));
   const server = await serveCaHttps(
     { host: '127.0.0.1', port: 0, certPem: serving.certPem, keyPem: serving.keyPem, maxInFlight: 2 },
     async () => {
+      if (++arrived === 2) bothIn();
       await gate;
       return { status: 200, body: { ok: true } };
     },
   );
   try {
     const parked = [post(server.port, ca.rootPem, '{}'), post(server.port, ca.rootPem, '{}')];
-    await new Promise((r) => setTimeout(r, 300));
+    await bothInHandler;
     const third = await post(server.port, ca.rootPem, '{}');
     expect(third.status).toBe(503);
     expect(third.body).toMatch(/busy: 2 requests in progress/);
