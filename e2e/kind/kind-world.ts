@@ -432,22 +432,19 @@ export class KindWorld implements World {
           port: to.port,
         }));
       } else {
-        ({ value: out, sourcePort } = await fromFreeSourcePort(
-          pick,
-          (port) =>
-            probe.connect({
-              op: 'connect',
-              tag,
-              proto,
-              address: dstIp,
-              port: to.port,
-              mark: opts.mark,
-              transparent: opts.sourceIp !== undefined,
-              source: opts.sourceIp,
-              sourcePort: port,
-              timeoutMs: 3000,
-            }),
-          (v) => v,
+        ({ value: out, sourcePort } = await fromFreeSourcePort(pick, (port) =>
+          probe.connect({
+            op: 'connect',
+            tag,
+            proto,
+            address: dstIp,
+            port: to.port,
+            mark: opts.mark,
+            transparent: opts.sourceIp !== undefined,
+            source: opts.sourceIp,
+            sourcePort: port,
+            timeoutMs: 3000,
+          }),
         ));
       }
     } finally {

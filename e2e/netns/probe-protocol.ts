@@ -185,16 +185,15 @@ export function sourcePortTaken(out: ConnectOutcome): boolean {
  * Run `attempt` from a random source port (`pick`), picking again while the port is taken; after
  * `tries` taken ports the last outcome stands (an error the caller reports).
  */
-export async function fromFreeSourcePort<T>(
+export async function fromFreeSourcePort<T extends ConnectOutcome>(
   pick: () => number,
   attempt: (sourcePort: number) => Promise<T>,
-  outcomeOf: (value: T) => ConnectOutcome,
   tries = 5,
 ): Promise<{ readonly value: T; readonly sourcePort: number }> {
   for (let i = 1; ; i++) {
     const sourcePort = pick();
     const value = await attempt(sourcePort);
-    if (i >= tries || !sourcePortTaken(outcomeOf(value))) return { value, sourcePort };
+    if (i >= tries || !sourcePortTaken(value)) return { value, sourcePort };
   }
 }
 

@@ -522,7 +522,6 @@ export class NetnsWorld implements World {
             sourcePort: port,
             timeoutMs: 3000,
           })) as ConnectOutcome,
-        (v) => v,
       ));
     }
     const client = ep(srcIp, sourcePort);
@@ -863,7 +862,6 @@ export class NetnsWorld implements World {
           sourcePort: port,
           timeoutMs: HELD_ANSWER_MS,
         })) as HoldOutcome,
-      (v) => v,
     );
     const client = ep(srcIp, sourcePort);
     // The app that reported `t` (as `ev`); for 'accept', only with the client's own port as the peer (no proxy between).

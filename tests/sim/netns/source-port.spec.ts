@@ -25,7 +25,6 @@ test('a taken port is picked again; the attempt that ran reports its own port', 
       tried.push(p);
       return p === 20003 ? established : taken;
     },
-    (v) => v,
   );
   expect(tried).toEqual([20001, 20002, 20003]);
   expect(r).toEqual({ value: established, sourcePort: 20003 });
@@ -37,7 +36,6 @@ test('another error is not retried, and after `tries` taken ports the last outco
   const once = await fromFreeSourcePort(
     () => 30000 + n,
     async () => (n++, refused),
-    (v) => v,
   );
   expect(once).toEqual({ value: refused, sourcePort: 30000 });
   expect(n).toBe(1);
@@ -45,7 +43,6 @@ test('another error is not retried, and after `tries` taken ports the last outco
   const stuck = await fromFreeSourcePort(
     () => 40000 + calls,
     async () => (calls++, taken),
-    (v) => v,
     3,
   );
   expect(calls).toBe(3);
