@@ -156,7 +156,7 @@ export interface CheckProcessResult {
   readonly stdout: string;
 }
 
-export type CheckRunner = (args: readonly string[]) => Promise<CheckProcessResult>;
+type CheckRunner = (args: readonly string[]) => Promise<CheckProcessResult>;
 
 /** bin/ambient-lab.js: two levels above this module in dist/cli/, one above it in cli/ (tests run the sources). */
 const BIN = ((): string => {

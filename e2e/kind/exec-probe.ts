@@ -10,7 +10,7 @@
  */
 import { execa, type ResultPromise } from 'execa';
 import { createInterface } from 'node:readline';
-import type { ConnectOutcome, ConnectRequest, ProbeEvent, ProbeReply, ProbeRequest } from '../netns/probe-protocol.js';
+import type { ProbeEvent, ProbeReply, ProbeRequest } from '../netns/probe-protocol.js';
 
 interface ExecProbeOptions {
   /** Environment for the launcher (PATH decides which kubectl/docker run). */
@@ -118,10 +118,6 @@ export class ExecProbe {
       );
       this.child.stdin.write(`${JSON.stringify({ id, ...req })}\n`);
     });
-  }
-
-  async connect(req: ConnectRequest): Promise<ConnectOutcome> {
-    return (await this.request(req)) as ConnectOutcome;
   }
 
   /** Close stdin (the probe exits) and wait for the launcher to end. */

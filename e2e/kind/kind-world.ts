@@ -80,7 +80,7 @@ import { appPod, hostProbePod } from './pod-specs.js';
 import { nextHopCommand, parseNextHop, parseRawPort, rawConntrackScript, rawSynAckAcceptor } from './raw-attempt.js';
 import {
   flushTablesThrough,
-  fromFreeSourcePort,
+  connectThrough,
   nftThrough,
   rawSendThrough,
   restoreThrough,
@@ -432,9 +432,9 @@ export class KindWorld implements World {
           port: to.port,
         }));
       } else {
-        ({ value: out, sourcePort } = await fromFreeSourcePort(pick, (port) =>
-          probe.connect({
-            op: 'connect',
+        ({ value: out, sourcePort } = await connectThrough(
+          probe,
+          {
             tag,
             proto,
             address: dstIp,
@@ -442,9 +442,8 @@ export class KindWorld implements World {
             mark: opts.mark,
             transparent: opts.sourceIp !== undefined,
             source: opts.sourceIp,
-            sourcePort: port,
-            timeoutMs: 3000,
-          }),
+          },
+          pick,
         ));
       }
     } finally {

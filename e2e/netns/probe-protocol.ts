@@ -197,6 +197,31 @@ export async function fromFreeSourcePort<T extends ConnectOutcome>(
   }
 }
 
+/** How long a world's connect attempt waits for the handshake (or a UDP answer) before it is a timeout. */
+const WORLD_CONNECT_TIMEOUT_MS = 3000;
+
+/**
+ * A world's connect attempt through a probe (netns or kind: anything that answers requests),
+ * from a random source port that is not taken (fromFreeSourcePort): the worlds attribute what
+ * arrived by that port, so each attempt has its own.
+ */
+export function connectThrough(
+  probe: { request(r: ProbeRequest): Promise<unknown> },
+  req: Omit<ConnectRequest, 'op' | 'sourcePort' | 'timeoutMs'>,
+  pick: () => number,
+): Promise<{ readonly value: ConnectOutcome; readonly sourcePort: number }> {
+  return fromFreeSourcePort(
+    pick,
+    async (sourcePort) =>
+      (await probe.request({
+        op: 'connect',
+        ...req,
+        sourcePort,
+        timeoutMs: WORLD_CONNECT_TIMEOUT_MS,
+      })) as ConnectOutcome,
+  );
+}
+
 /**
  * A TCP connect's outcome as the World reports it (ConnectResult.outcome): the errno decides
  * between refused (RST), unreachable (ICMP) and anything else (an error the caller words).

@@ -73,6 +73,7 @@ import {
   flushTablesThrough,
   nftThrough,
   restoreThrough,
+  connectThrough,
   fromFreeSourcePort,
   rawSendThrough,
   type ClosedEvent,
@@ -506,22 +507,19 @@ export class NetnsWorld implements World {
         port: to.port,
       }));
     } else {
-      ({ value: out, sourcePort } = await fromFreeSourcePort(
+      ({ value: out, sourcePort } = await connectThrough(
+        probe,
+        {
+          tag,
+          proto,
+          address: dstIp,
+          port: to.port,
+          mark: opts.mark,
+          // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
+          transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
+          source: opts.sourceIp,
+        },
         pick,
-        async (port) =>
-          (await probe.request({
-            // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
-            op: 'connect',
-            tag,
-            proto,
-            address: dstIp,
-            port: to.port,
-            mark: opts.mark,
-            transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
-            source: opts.sourceIp,
-            sourcePort: port,
-            timeoutMs: 3000,
-          })) as ConnectOutcome,
       ));
     }
     const client = ep(srcIp, sourcePort);
