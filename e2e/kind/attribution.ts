@@ -6,7 +6,7 @@
  */
 import type { ConnectionLogRecord } from '../../impl/ztunnel/connection-log.js';
 import type { Acceptor, ConnectResult, Delivery, PodRef, ProxyLogEntry } from '../../scenarios/world.js';
-import { tcpConnectOutcome, type ConnectOutcome } from '../netns/probe-protocol.js';
+import { attemptError, tcpConnectOutcome, type ConnectOutcome } from '../netns/probe-protocol.js';
 import type { NodeEvidence } from './node-evidence.js';
 
 export const ep = (ip: string, port: number): string => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
@@ -114,7 +114,7 @@ export function attribute(input: {
     out.result === 'sent' ? (deliveries.length > 0 ? 'delivered' : 'not-delivered') : tcpConnectOutcome(out);
   return {
     outcome,
-    ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
+    ...(outcome === 'error' ? { error: attemptError(out) } : {}),
     acceptedBy,
     ...(acceptedIn ? { acceptedIn } : {}),
     deliveries,

@@ -173,6 +173,16 @@ export interface ConnectOutcome {
 }
 
 /**
+ * A failed attempt as the worlds report it (ConnectResult.error): the call and the errno, as the
+ * simulator words it too (`socket(AF_PACKET): EPERM`); a failure without an errno (the probe
+ * could not load its socket addon, say) keeps its message, or the report would say only EUNKNOWN.
+ */
+export function attemptError(out: ConnectOutcome): string {
+  const errno = out.code !== undefined && out.code !== 'EUNKNOWN' ? out.code : undefined;
+  return `${out.call ?? 'connect'}: ${errno ?? `${out.code ?? 'error'} (${out.message ?? 'no message'})`}`;
+}
+
+/**
  * Whether an attempt failed only because the source port the world picked at random was taken
  * (bound, or in TIME_WAIT, in the source's netns): the world's own choice, not an observation,
  * so the world picks another port rather than report it.

@@ -74,6 +74,7 @@ import {
   nftThrough,
   restoreThrough,
   connectThrough,
+  attemptError,
   fromFreeSourcePort,
   rawSendThrough,
   type ClosedEvent,
@@ -604,7 +605,7 @@ export class NetnsWorld implements World {
     } else if (opts.raw && proto === 'tcp' && rawAnswer !== undefined) rawNote = `; answer ${rawAnswer}`;
     return {
       outcome,
-      ...(outcome === 'error' ? { error: `${out.call ?? 'connect'}: ${out.code ?? out.message}` } : {}),
+      ...(outcome === 'error' ? { error: attemptError(out) } : {}),
       acceptedBy,
       ...(acceptedIn ? { acceptedIn } : {}),
       deliveries,

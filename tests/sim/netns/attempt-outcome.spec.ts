@@ -1,10 +1,17 @@
 /**
- * The worlds pick a random source port per attempt; a port that turns out taken in the source's
- * netns (EADDRINUSE at bind) is the world's own unlucky choice, so another is picked — any other
- * outcome, errors included, is the observation and stands.
+ * A world's connect attempt (e2e/netns/probe-protocol.ts). The worlds pick a random source port
+ * per attempt; a port that turns out taken in the source's netns (EADDRINUSE at bind) is the
+ * world's own unlucky choice, so another is picked — any other outcome, errors included, is the
+ * observation and stands. A failed attempt's report names the call and the errno, or keeps the
+ * message when there is no errno.
  */
 import { test, expect } from '@playwright/test';
-import { fromFreeSourcePort, sourcePortTaken, type ConnectOutcome } from '../../../e2e/netns/probe-protocol.js';
+import {
+  attemptError,
+  fromFreeSourcePort,
+  sourcePortTaken,
+  type ConnectOutcome,
+} from '../../../e2e/netns/probe-protocol.js';
 
 const taken: ConnectOutcome = { result: 'error', code: 'EADDRINUSE', call: 'bind', message: 'in use' };
 const established: ConnectOutcome = { result: 'established', code: undefined, call: undefined, message: undefined };
@@ -47,4 +54,13 @@ test('another error is not retried, and after `tries` taken ports the last outco
   );
   expect(calls).toBe(3);
   expect(stuck.value).toEqual(taken);
+});
+
+test('a failed attempt reads as call: errno, or keeps its message when there is no errno', () => {
+  expect(attemptError({ result: 'error', code: 'EPERM', call: 'socket(AF_PACKET)', message: 'x' })).toBe(
+    'socket(AF_PACKET): EPERM',
+  );
+  expect(
+    attemptError({ result: 'error', code: 'EUNKNOWN', call: 'unknown', message: 'Cannot find module sockets.node' }),
+  ).toBe('unknown: EUNKNOWN (Cannot find module sockets.node)');
 });
