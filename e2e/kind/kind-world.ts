@@ -82,6 +82,7 @@ import {
   flushTablesThrough,
   connectThrough,
   nftThrough,
+  randomSourcePort,
   rawSendThrough,
   restoreThrough,
   type RawSendOutcome,
@@ -418,9 +419,8 @@ export class KindWorld implements World {
     let out: ConnectOutcome;
     let rawAnswer: RawSendOutcome['result'] | undefined;
     try {
-      const pick = (): number => randomInt(20_000, 60_000);
       if (hop) {
-        sourcePort = pick(); // a crafted frame binds no socket: no port to find taken
+        sourcePort = randomSourcePort(); // a crafted frame binds no socket: no port to find taken
         ({ out, rawAnswer } = await rawSendThrough(probe, {
           tag,
           proto,
@@ -432,19 +432,15 @@ export class KindWorld implements World {
           port: to.port,
         }));
       } else {
-        ({ value: out, sourcePort } = await connectThrough(
-          probe,
-          {
-            tag,
-            proto,
-            address: dstIp,
-            port: to.port,
-            mark: opts.mark,
-            transparent: opts.sourceIp !== undefined,
-            source: opts.sourceIp,
-          },
-          pick,
-        ));
+        ({ value: out, sourcePort } = await connectThrough(probe, {
+          tag,
+          proto,
+          address: dstIp,
+          port: to.port,
+          mark: opts.mark,
+          transparent: opts.sourceIp !== undefined,
+          source: opts.sourceIp,
+        }));
       }
     } finally {
       await probe.close();

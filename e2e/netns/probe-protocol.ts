@@ -4,6 +4,7 @@
  * JSON reply per line on stdout (same `id`), plus unsolicited event lines (no `id`) for what
  * the probe's listening sockets see.
  */
+import { randomInt } from 'node:crypto';
 
 type ProbeProto = 'tcp' | 'udp';
 
@@ -192,12 +193,21 @@ export function sourcePortTaken(out: ConnectOutcome): boolean {
 }
 
 /**
- * Run `attempt` from a random source port (`pick`), picking again while the port is taken; after
- * `tries` taken ports the last outcome stands (an error the caller reports).
+ * A source port for one attempt, at random in 20000–59999: the worlds find what arrived by the
+ * client's port, so each attempt has its own.
+ */
+export function randomSourcePort(): number {
+  return randomInt(20_000, 60_000);
+}
+
+/**
+ * Run `attempt` from a random source port (`pick`, randomSourcePort unless a test gives its
+ * own), picking again while the port is taken; after `tries` taken ports the last outcome stands
+ * (an error the caller reports).
  */
 export async function fromFreeSourcePort<T extends ConnectOutcome>(
-  pick: () => number,
   attempt: (sourcePort: number) => Promise<T>,
+  pick: () => number = randomSourcePort,
   tries = 5,
 ): Promise<{ readonly value: T; readonly sourcePort: number }> {
   for (let i = 1; ; i++) {
@@ -212,16 +222,13 @@ const WORLD_CONNECT_TIMEOUT_MS = 3000;
 
 /**
  * A world's connect attempt through a probe (netns or kind: anything that answers requests),
- * from a random source port that is not taken (fromFreeSourcePort): the worlds attribute what
- * arrived by that port, so each attempt has its own.
+ * from a random source port that is not taken (fromFreeSourcePort).
  */
 export function connectThrough(
   probe: { request(r: ProbeRequest): Promise<unknown> },
   req: Omit<ConnectRequest, 'op' | 'sourcePort' | 'timeoutMs'>,
-  pick: () => number,
 ): Promise<{ readonly value: ConnectOutcome; readonly sourcePort: number }> {
   return fromFreeSourcePort(
-    pick,
     async (sourcePort) =>
       (await probe.request({
         op: 'connect',

@@ -76,6 +76,7 @@ import {
   connectThrough,
   attemptError,
   fromFreeSourcePort,
+  randomSourcePort,
   rawSendThrough,
   type ClosedEvent,
   type ConnectOutcome,
@@ -482,7 +483,6 @@ export class NetnsWorld implements World {
     const srcIp = opts.sourceIp ?? src.ips.find((ip) => ip.includes(':') === (family === 6));
     if (!srcIp) return none(`the source has no IPv${family} address`);
     const proto = opts.proto ?? 'tcp';
-    const pick = (): number => randomInt(20_000, 60_000);
     let sourcePort: number;
     const tag = `al-${Date.now().toString(36)}-${randomInt(1e9).toString(36)}`;
     const offsets = this.logOffsets();
@@ -496,7 +496,7 @@ export class NetnsWorld implements World {
       const hop = await this.nextHop(src.netns, dstIp);
       if (typeof hop === 'string') return none(hop);
       if (proto === 'tcp') tproxyBefore = await this.tproxyHits(dstIp);
-      sourcePort = pick(); // a crafted frame binds no socket: no port to find taken
+      sourcePort = randomSourcePort(); // a crafted frame binds no socket: no port to find taken
       ({ out, rawAnswer } = await rawSendThrough(probe, {
         tag,
         proto,
@@ -508,20 +508,16 @@ export class NetnsWorld implements World {
         port: to.port,
       }));
     } else {
-      ({ value: out, sourcePort } = await connectThrough(
-        probe,
-        {
-          tag,
-          proto,
-          address: dstIp,
-          port: to.port,
-          mark: opts.mark,
-          // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
-          transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
-          source: opts.sourceIp,
-        },
-        pick,
-      ));
+      ({ value: out, sourcePort } = await connectThrough(probe, {
+        tag,
+        proto,
+        address: dstIp,
+        port: to.port,
+        mark: opts.mark,
+        // IP_TRANSPARENT only for a non-local source (as the sim): it needs NET_RAW or NET_ADMIN.
+        transparent: opts.sourceIp !== undefined && !src.ips.includes(opts.sourceIp),
+        source: opts.sourceIp,
+      }));
     }
     const client = ep(srcIp, sourcePort);
     // What the first hop may see as the client: its own tuple, or — for a socket in a node's
@@ -851,7 +847,6 @@ export class NetnsWorld implements World {
     const offsets = this.logOffsets();
     const probe = await this.probes.get(src.netns, src.owner);
     const { value: out, sourcePort } = await fromFreeSourcePort(
-      () => randomInt(20_000, 60_000),
       async (port) =>
         (await probe.request({
           op: 'hold',

@@ -117,11 +117,11 @@ async function withRig(fn: (r: Rig) => Promise<void>): Promise<void> {
   const relayPort = await freePort('127.0.0.2');
   const children: ChildProcess[] = [];
   const relayServer = relay(relayPort, appPort, proxyLog);
-  await new Promise<void>((resolve, reject) => {
-    relayServer.once('listening', resolve);
-    relayServer.once('error', reject);
-  });
   try {
+    await new Promise<void>((resolve, reject) => {
+      relayServer.once('listening', resolve);
+      relayServer.once('error', reject);
+    });
     const app = spawn(process.execPath, [podAppJs, '--pod', 'mesh/b', '--report', appLog, '--tcp', String(appPort)], {
       stdio: 'ignore',
     });

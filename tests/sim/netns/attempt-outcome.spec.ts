@@ -27,11 +27,11 @@ test('a taken port is picked again; the attempt that ran reports its own port', 
   const ports = [20001, 20002, 20003];
   const tried: number[] = [];
   const r = await fromFreeSourcePort(
-    () => ports.shift()!,
     async (p) => {
       tried.push(p);
       return p === 20003 ? established : taken;
     },
+    () => ports.shift()!,
   );
   expect(tried).toEqual([20001, 20002, 20003]);
   expect(r).toEqual({ value: established, sourcePort: 20003 });
@@ -41,15 +41,15 @@ test('another error is not retried, and after `tries` taken ports the last outco
   const refused: ConnectOutcome = { result: 'error', code: 'ECONNREFUSED', call: 'connect', message: 'refused' };
   let n = 0;
   const once = await fromFreeSourcePort(
-    () => 30000 + n,
     async () => (n++, refused),
+    () => 30000 + n,
   );
   expect(once).toEqual({ value: refused, sourcePort: 30000 });
   expect(n).toBe(1);
   let calls = 0;
   const stuck = await fromFreeSourcePort(
-    () => 40000 + calls,
     async () => (calls++, taken),
+    () => 40000 + calls,
     3,
   );
   expect(calls).toBe(3);
@@ -63,4 +63,14 @@ test('a failed attempt reads as call: errno, or keeps its message when there is 
   expect(
     attemptError({ result: 'error', code: 'EUNKNOWN', call: 'unknown', message: 'Cannot find module sockets.node' }),
   ).toBe('unknown: EUNKNOWN (Cannot find module sockets.node)');
+});
+
+test('the default pick draws source ports in 20000–59999', async () => {
+  const seen = new Set<number>();
+  for (let i = 0; i < 200; i++) {
+    const { sourcePort } = await fromFreeSourcePort(async () => established);
+    seen.add(sourcePort);
+  }
+  for (const p of seen) expect(p >= 20_000 && p < 60_000, String(p)).toBe(true);
+  expect(seen.size).toBeGreaterThan(150); // random, not one port
 });
