@@ -94,7 +94,7 @@ test('certificates from the mesh CA: cross-node HBONE under the pod identity, ow
     const r = await w.connect({ kind: 'pod', pod: a }, { kind: 'pod', pod: b, port: 8080 });
     expect(
       r.deliveries.filter((d) => d.pod.name === 'b'),
-      r.trace,
+      `${r.trace}\nproxy records: ${JSON.stringify(r.proxyLog)}`,
     ).toEqual([expect.objectContaining({ port: 8080, viaProxy: true })]);
     const inbound = r.proxyLog.find((e) => e.node === 'node-1' && e.event === 'forwarded');
     expect(inbound?.srcIdentity, r.trace).toBe('spiffe://cluster.local/ns/mesh/sa/default');
@@ -216,7 +216,7 @@ test('certificates from the mesh CA: cross-node HBONE under the pod identity, ow
         .join('\n');
     expect(
       ok.deliveries.filter((d) => d.pod.name === 'b'),
-      `${ok.trace}\n${certLines()}`,
+      `${ok.trace}\nproxy records: ${JSON.stringify(ok.proxyLog)}\n${certLines()}`,
     ).toEqual([expect.objectContaining({ port: 8080, viaProxy: true })]);
     expect(ok.proxyLog.find((e) => e.node === 'node-1' && e.event === 'forwarded')?.srcIdentity).toBe(late);
 
